@@ -1,0 +1,99 @@
+"""Configuration of the MIEScore regression scorer (Hub file: copied into every saved checkpoint)."""
+
+from __future__ import annotations
+
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+from .skill_miescore import DEFAULT_SKILL
+
+SCORE_NAMES = ("visual_quality", "instruction_following", "attribute_preservation")
+
+# Rendered by `processing_miescore.build_messages`: `{skill}`, `{sources}` (one labelled image per source),
+# `{instruction}` and `{edited}` (the labelled edited image). Sources and instruction come first so that
+# the many edits of one instance share one prompt prefix (see DESIGN.md, "Models").
+DEFAULT_PROMPT_TEMPLATE = (
+    "{skill}\n\n"
+    "{sources}\n"
+    "Editing instruction: {instruction}\n\n"
+    "{edited}\n"
+    "Rate the edited image for visual quality, instruction following and attribute preservation."
+)
+
+
+class MIEScoreConfig(PreTrainedConfig):
+    r"""Configuration of :class:`MIEScoreModel`.
+
+    Args:
+        backbone_config (`dict` or `PreTrainedConfig`): the Qwen3-VL configuration (any size); nested
+            sub-config, `model_type` defaults to `qwen3_vl`.
+        score_names (`list[str]`): names of the regression outputs, in head order.
+        overall_weights (`list[float]`): exponents of the weighted geometric mean giving the overall score
+            (MIEScore paper eq. 2: VQ 0.3, IF 0.4, AP 0.3).
+        head_hidden_size (`int`): width of the regression head's hidden layer.
+        head_dropout (`float`): dropout inside the regression head.
+        score_scale (`float`): the sigmoid outputs in [0, 1] are multiplied by this (100 = MOS scale).
+        skill (`str`): the evaluation rubric placed at the start of every prompt.
+        prompt_template (`str`): user-turn template with `{skill}`, `{sources}`, `{instruction}`, `{edited}`.
+        source_label (`str`): text before each source image; `{index}` is 1-based.
+        edited_label (`str`): text before the edited image.
+        image_order (`str`): `"sources_first"` (default: sources and instruction, edited image last, so a
+            shared prefix can be reused) or `"edited_first"` (the `{edited}` and `{sources}` blocks swap).
+        max_pixels (`int`): pixel budget per image (paper: 1,048,576).
+        min_pixels (`int`): images smaller than this are upscaled (Qwen3-VL's default).
+        padding_side (`str`): tokenizer padding side used for batches (`"left"` or `"right"`).
+    """
+
+    model_type = "miescore"
+    sub_configs_defaults = {"backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="qwen3_vl")}
+
+    backbone_config: dict | PreTrainedConfig | None = None
+    score_names: list[str] | None = None
+    overall_weights: list[float] | None = None
+    head_hidden_size: int = 1024
+    head_dropout: float = 0.0
+    score_scale: float = 100.0
+    skill: str | None = None
+    prompt_template: str | None = None
+    source_label: str = "Source image {index}:"
+    edited_label: str = "Edited image:"
+    image_order: str = "sources_first"
+    # MIEScore paper, supplement "Supervised Fine-Tuning": "a maximum pixel budget of 1,048,576 pixels".
+    max_pixels: int = 1_048_576
+    min_pixels: int = 65_536
+    padding_side: str = "left"
+
+    def __post_init__(self, **kwargs):
+        if self.score_names is None:
+            self.score_names = list(SCORE_NAMES)
+        if self.overall_weights is None:
+            self.overall_weights = [0.3, 0.4, 0.3]
+        if self.skill is None:
+            self.skill = DEFAULT_SKILL
+        if self.prompt_template is None:
+            self.prompt_template = DEFAULT_PROMPT_TEMPLATE
+        super().__post_init__(**kwargs)
+        self.validate_scoring_fields()
+
+    def validate_scoring_fields(self):
+        if len(self.overall_weights) != len(self.score_names):
+            raise ValueError(
+                f"overall_weights has {len(self.overall_weights)} entries but there are "
+                f"{len(self.score_names)} score_names"
+            )
+        if self.image_order not in ("sources_first", "edited_first"):
+            raise ValueError(f"image_order must be 'sources_first' or 'edited_first', got {self.image_order!r}")
+        if self.padding_side not in ("left", "right"):
+            raise ValueError(f"padding_side must be 'left' or 'right', got {self.padding_side!r}")
+        for field in ("{sources}", "{edited}", "{instruction}"):
+            if field not in self.prompt_template:
+                raise ValueError(f"prompt_template must contain {field}")
+        if not 0 < self.min_pixels <= self.max_pixels:
+            raise ValueError(f"need 0 < min_pixels <= max_pixels, got {self.min_pixels} and {self.max_pixels}")
+
+    @property
+    def num_scores(self) -> int:
+        return len(self.score_names)
+
+
+__all__ = ["MIEScoreConfig", "SCORE_NAMES", "DEFAULT_PROMPT_TEMPLATE"]

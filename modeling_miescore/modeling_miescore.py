@@ -1,0 +1,285 @@
+"""MIEScore: a Qwen3-VL backbone with a 3-output regression head (MIEScore paper, "Model Architecture").
+
+Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``. It imports only
+torch, transformers, numpy/Pillow (through its flat siblings) and the flat sibling files below.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+from transformers import AutoModel, AutoProcessor, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_miescore import MIEScoreConfig
+from .image_io import DEFAULT_MAX_IMAGE_PIXELS
+from .overall import overall_score
+from .processing_miescore import EditSample, as_edit_sample, estimate_num_tokens, prepare_inputs
+
+
+@dataclass
+class MIEScoreOutput(ModelOutput):
+    """Output of :meth:`MIEScoreModel.forward`.
+
+    Args:
+        scores (`torch.FloatTensor` of shape `(batch_size, num_scores)`): sigmoid outputs in [0, 1], one per
+            `config.score_names` (multiply by `config.score_scale` for the 0-100 MOS scale).
+        logits (`torch.FloatTensor` of shape `(batch_size, num_scores)`): head outputs before the sigmoid.
+        pooled_hidden_state (`torch.FloatTensor` of shape `(batch_size, hidden_size)`): the backbone's last
+            hidden state at each row's last non-pad token.
+    """
+
+    scores: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    pooled_hidden_state: torch.FloatTensor | None = None
+
+
+class MIEScoreRegressionHead(nn.Module):
+    """Lightweight MLP ``hidden -> head_hidden_size -> num_scores`` (the paper's score head S_omega, eq. 4)."""
+
+    def __init__(self, hidden_size: int, head_hidden_size: int, num_scores: int, dropout: float = 0.0):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, head_hidden_size)
+        self.act = nn.GELU()
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(head_hidden_size, num_scores)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.dropout(self.act(self.dense(hidden))))
+
+
+def last_token_indices(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last non-pad token of each row of a (B, L) mask, for left or right padding."""
+    length = attention_mask.shape[1]
+    return length - 1 - attention_mask.flip(1).long().argmax(dim=1)
+
+
+class MIEScoreModel(PreTrainedModel):
+    """Scores a multi-source edit on visual quality, instruction following and attribute preservation.
+
+    The backbone (``AutoModel.from_config(config.backbone_config)``, a ``Qwen3VLModel``) reads the labelled
+    source images, the instruction and the edited image; the regression head maps the hidden state of the
+    last non-pad token to ``config.num_scores`` sigmoid outputs.
+    """
+
+    config_class = MIEScoreConfig
+    base_model_prefix = "backbone"
+    main_input_name = "input_ids"
+    input_modalities = ("image", "text")
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["Qwen3VLTextDecoderLayer", "Qwen3VLVisionBlock"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+
+    def __init__(self, config: MIEScoreConfig):
+        super().__init__(config)
+        self.backbone = AutoModel.from_config(config.backbone_config)
+        hidden_size = config.backbone_config.get_text_config().hidden_size
+        self.head = MIEScoreRegressionHead(
+            hidden_size, config.head_hidden_size, len(config.score_names), config.head_dropout
+        )
+        self.processor = None  # a Qwen3VLProcessor; loaded from the checkpoint folder on first use
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear) and any(module is m for m in self.head.modules()):
+            std = getattr(self.config.backbone_config.get_text_config(), "initializer_range", 0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            nn.init.zeros_(module.bias)
+        else:
+            super()._init_weights(module)
+
+    def get_input_embeddings(self):
+        return self.backbone.get_input_embeddings()
+
+    def set_input_embeddings(self, value):
+        self.backbone.set_input_embeddings(value)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        pixel_values: torch.Tensor | None = None,
+        image_grid_thw: torch.LongTensor | None = None,
+        mm_token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> MIEScoreOutput:
+        """Score a batch prepared by :func:`processing_miescore.prepare_inputs`.
+
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): token ids, left or right padded.
+            attention_mask (`torch.Tensor` of shape `(batch_size, seq_len)`): 1 for real tokens, 0 for pads.
+            pixel_values (`torch.Tensor` of shape `(total_patches, channels * temporal_patch * patch**2)`):
+                the patches of all images of the batch, in prompt order.
+            image_grid_thw (`torch.LongTensor` of shape `(num_images, 3)`): patch grid of each image.
+            mm_token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): needed for M-RoPE.
+        """
+        if attention_mask is None:
+            batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+            device = (input_ids if input_ids is not None else inputs_embeds).device
+            attention_mask = torch.ones(batch, length, dtype=torch.long, device=device)
+        kwargs.pop("labels", None)  # losses live in the trainer (modeling_miescore.losses)
+        outputs = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            pixel_values=pixel_values,
+            image_grid_thw=image_grid_thw,
+            mm_token_type_ids=mm_token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            **kwargs,
+        )
+        hidden = outputs.last_hidden_state
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        pooled = hidden[rows, last_token_indices(attention_mask).to(hidden.device)]
+        logits = self.head(pooled.to(self.head.dense.weight.dtype))
+        return MIEScoreOutput(scores=torch.sigmoid(logits), logits=logits, pooled_hidden_state=pooled)
+
+    # ------------------------------------------------------------------ scoring API
+
+    def get_processor(self):
+        """The processor used by :meth:`score`; loaded from the checkpoint folder the first time."""
+        if self.processor is None:
+            source = self.config.name_or_path
+            if not source:
+                raise ValueError(
+                    "no processor attached to this model and no checkpoint path to load one from; "
+                    "pass processor=AutoProcessor.from_pretrained(<checkpoint>) or set model.processor"
+                )
+            try:
+                self.processor = AutoProcessor.from_pretrained(source, trust_remote_code=True)
+            except (OSError, ValueError) as err:
+                raise ValueError(
+                    f"could not load the processor from '{source}' ({err}); save it beside the model "
+                    "(processor.save_pretrained) or pass processor=..."
+                ) from None
+        return self.processor
+
+    def scores_to_dicts(self, scores: torch.Tensor) -> list[dict[str, float]]:
+        """(B, num_scores) sigmoid outputs -> list of ``{score_name: value, "overall": value}`` on the MOS scale."""
+        scaled = scores.float().cpu() * float(self.config.score_scale)
+        columns = [scaled[:, i] for i in range(scaled.shape[1])]
+        overall = overall_score(*[c.numpy() for c in columns], weights=self.config.overall_weights)
+        results = []
+        for row in range(scaled.shape[0]):
+            entry = {name: float(columns[i][row]) for i, name in enumerate(self.config.score_names)}
+            entry["overall"] = float(overall[row])
+            results.append(entry)
+        return results
+
+    @torch.inference_mode()
+    def _score_loaded(self, samples: Sequence[EditSample], processor) -> list[dict[str, float]]:
+        batch = prepare_inputs(processor, samples, self.config)
+        batch = batch.to(self.device)
+        if batch.get("pixel_values") is not None:
+            batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
+        return self.scores_to_dicts(self(**batch).scores)
+
+    def score(self, sources, edited, instruction: str, processor=None, **kwargs) -> dict[str, float]:
+        """Score one edit.
+
+        Args:
+            sources: the source images (a list of paths, PIL images or numpy arrays; one image is accepted too).
+            edited: the edited image.
+            instruction: the editing instruction.
+        Returns:
+            ``{"visual_quality", "instruction_following", "attribute_preservation", "overall"}`` as floats on
+            the 0-100 scale (the names follow ``config.score_names``).
+        """
+        return self.score_batch([{"sources": sources, "edited": edited, "instruction": instruction}],
+                                batch_size=1, processor=processor, **kwargs)[0]
+
+    def score_batch(
+        self,
+        samples: Sequence,
+        batch_size: int = 8,
+        processor=None,
+        progress: bool = False,
+        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    ) -> list[dict[str, float]]:
+        """Score many edits; results come back in input order.
+
+        Samples are dicts ``{"sources", "edited", "instruction"}`` (or :class:`EditSample` / 3-tuples). They are
+        read in chunks, sorted by estimated sequence length inside each chunk so that a batch holds samples of
+        similar length, and run under ``torch.inference_mode`` on the model's device and dtype.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        processor = processor or self.get_processor()
+        normalised = [as_edit_sample(s, where=f"sample {i}") for i, s in enumerate(samples)]
+        results: list[dict | None] = [None] * len(normalised)
+        chunk = batch_size * 16
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(normalised), desc="scoring", unit="edit")
+        was_training = self.training
+        self.eval()
+        try:
+            for start in range(0, len(normalised), chunk):
+                loaded = [s.load(max_image_pixels) for s in normalised[start : start + chunk]]
+                order = sorted(range(len(loaded)), key=lambda i: estimate_num_tokens(loaded[i], self.config))
+                for b in range(0, len(order), batch_size):
+                    idx = order[b : b + batch_size]
+                    for i, result in zip(idx, self._score_loaded([loaded[i] for i in idx], processor)):
+                        results[start + i] = result
+                    if bar is not None:
+                        bar.update(len(idx))
+        finally:
+            self.train(was_training)
+            if bar is not None:
+                bar.close()
+        return results
+
+    # ------------------------------------------------------------------ construction and saving
+
+    @classmethod
+    def from_backbone(cls, backbone, processor=None, dtype=None, **config_kwargs) -> "MIEScoreModel":
+        """Start a new scorer (random head) from a plain Qwen3-VL checkpoint.
+
+        Args:
+            backbone: path or repo id of a Qwen3-VL checkpoint (e.g. ``Qwen/Qwen3-VL-8B-Instruct``), or an
+                already loaded ``Qwen3VLModel``.
+            processor: its processor; loaded from the same path when not given.
+            config_kwargs: any :class:`MIEScoreConfig` field (skill, max_pixels, ...).
+        """
+        if isinstance(backbone, (str, os.PathLike)):
+            path = os.fspath(backbone)
+            backbone_model = AutoModel.from_pretrained(path, dtype=dtype) if dtype else AutoModel.from_pretrained(path)
+            if processor is None:
+                processor = AutoProcessor.from_pretrained(path)
+        else:
+            backbone_model = backbone
+        if hasattr(backbone_model, "model") and not hasattr(backbone_model, "language_model"):
+            backbone_model = backbone_model.model  # a *ForConditionalGeneration was passed
+        config = cls.config_class(backbone_config=backbone_model.config.to_dict(), **config_kwargs)
+        with torch.device("meta"):
+            model = cls(config)
+        model.backbone = backbone_model
+        model.head.to_empty(device=backbone_model.device)
+        model.head.to(backbone_model.dtype)
+        for module in model.head.modules():
+            if isinstance(module, nn.Linear):
+                model._init_weights(module)
+        model.processor = processor
+        return model
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map``,
+        the model code, and the processor beside them."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if self.processor is not None and kwargs.get("is_main_process", True):
+            self.processor.save_pretrained(save_directory)
+
+MIEScoreConfig.register_for_auto_class()
+MIEScoreModel.register_for_auto_class("AutoModel")
+
+__all__ = ["MIEScoreModel", "MIEScoreOutput", "MIEScoreRegressionHead", "last_token_indices"]

@@ -1,0 +1,155 @@
+"""Turn ``(sources, edited, instruction)`` into chat messages and Qwen3-VL model inputs.
+
+Hub file: copied into saved checkpoints; imports only numpy/Pillow/transformers and flat siblings.
+Works with the stock ``Qwen3VLProcessor``; no custom processor class is needed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError, load_image
+
+_PLACEHOLDER = re.compile(r"\{(skill|sources|instruction|edited)\}")
+
+
+@dataclass
+class EditSample:
+    """One multi-source edit: N >= 1 source images, the edited image and the instruction.
+
+    Images are file paths, ``PIL.Image`` objects or numpy arrays until :meth:`load` turns them into RGB PIL.
+    """
+
+    sources: list
+    edited: Any
+    instruction: str
+    id: str | None = None
+
+    def load(self, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> "EditSample":
+        return EditSample(
+            sources=[load_image(s, max_image_pixels=max_image_pixels) for s in self.sources],
+            edited=load_image(self.edited, max_image_pixels=max_image_pixels),
+            instruction=self.instruction,
+            id=self.id,
+        )
+
+
+def as_edit_sample(sample, where: str = "sample") -> EditSample:
+    """Validate and normalise a sample given as an :class:`EditSample`, a dict or a 3-tuple."""
+    if isinstance(sample, EditSample):
+        sources, edited, instruction, sample_id = sample.sources, sample.edited, sample.instruction, sample.id
+    elif isinstance(sample, dict):
+        missing = [k for k in ("sources", "edited", "instruction") if k not in sample]
+        if missing:
+            raise MIEScoreInputError(f"{where} is missing {', '.join(missing)}; give sources, edited and instruction")
+        sources, edited, instruction = sample["sources"], sample["edited"], sample["instruction"]
+        sample_id = sample.get("id")
+    elif isinstance(sample, (tuple, list)) and len(sample) == 3:
+        sources, edited, instruction = sample
+        sample_id = None
+    else:
+        raise MIEScoreInputError(f"{where} must be a dict, an EditSample or a (sources, edited, instruction) tuple")
+    if isinstance(sources, (str, os.PathLike)) or not isinstance(sources, Sequence):
+        sources = [sources]  # a single source image
+    sources = list(sources)
+    if not sources:
+        raise MIEScoreInputError(f"{where} has zero source images; pass at least one source image")
+    if edited is None:
+        raise MIEScoreInputError(f"{where} has no edited image")
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise MIEScoreInputError(f"{where} has an empty instruction; pass the editing instruction text")
+    return EditSample(sources=sources, edited=edited, instruction=instruction.strip(), id=sample_id)
+
+
+def build_messages(num_sources: int, instruction: str, config) -> tuple[list[dict], list[str]]:
+    """Chat messages for one sample and the role of each image placeholder, in prompt order.
+
+    Returns ``(messages, roles)`` where ``roles[i]`` is ``"source:k"`` (0-based k) or ``"edited"`` for the
+    i-th ``{"type": "image"}`` entry. The text comes from ``config.prompt_template``; ``{sources}`` expands to
+    ``config.source_label`` + image for each source, ``{edited}`` to ``config.edited_label`` + image.
+    """
+    blocks = {"sources": "sources", "edited": "edited"}
+    if config.image_order == "edited_first":
+        blocks = {"sources": "edited", "edited": "sources"}
+    content: list[dict] = []
+    roles: list[str] = []
+
+    def add_text(text: str):
+        if not text:
+            return
+        if content and content[-1]["type"] == "text":
+            content[-1]["text"] += text
+        else:
+            content.append({"type": "text", "text": text})
+
+    def add_block(kind: str):
+        if kind == "sources":
+            for k in range(num_sources):
+                add_text(("\n" if k else "") + config.source_label.format(index=k + 1))
+                content.append({"type": "image"})
+                roles.append(f"source:{k}")
+        else:
+            add_text(config.edited_label)
+            content.append({"type": "image"})
+            roles.append("edited")
+
+    position = 0
+    for match in _PLACEHOLDER.finditer(config.prompt_template):
+        add_text(config.prompt_template[position : match.start()])
+        name = match.group(1)
+        if name == "skill":
+            add_text(config.skill or "")
+        elif name == "instruction":
+            add_text(instruction)
+        else:
+            add_block(blocks[name])
+        position = match.end()
+    add_text(config.prompt_template[position:])
+    return [{"role": "user", "content": content}], roles
+
+
+def ordered_images(sample: EditSample, roles: list[str]) -> list:
+    return [sample.edited if role == "edited" else sample.sources[int(role.split(":")[1])] for role in roles]
+
+
+def image_size_kwargs(config) -> dict:
+    return {"size": {"shortest_edge": int(config.min_pixels), "longest_edge": int(config.max_pixels)}}
+
+
+def prepare_inputs(processor, samples: Sequence[EditSample], config, padding_side: str | None = None):
+    """Batch of loaded samples -> ``BatchFeature`` for ``MIEScoreModel.forward``.
+
+    Returns ``input_ids`` / ``attention_mask`` (B, L), ``mm_token_type_ids`` (B, L), ``pixel_values``
+    (sum of patches, C*T*P*P) and ``image_grid_thw`` (number of images, 3), images in prompt order.
+    Each image is resized to fit ``config.min_pixels``..``config.max_pixels``.
+    """
+    texts, images = [], []
+    for sample in samples:
+        messages, roles = build_messages(len(sample.sources), sample.instruction, config)
+        texts.append(processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        images.extend(ordered_images(sample, roles))
+    return processor(
+        text=texts,
+        images=images,
+        padding=True,
+        padding_side=padding_side or config.padding_side,
+        return_tensors="pt",
+        **image_size_kwargs(config),
+    )
+
+
+def estimate_num_tokens(sample: EditSample, config, factor: int = 32) -> int:
+    """Cheap estimate of a loaded sample's sequence length (used to sort batches by length).
+
+    ``factor`` is the pixels-per-token side (patch size x merge size: 16 x 2 for Qwen3-VL).
+    """
+    total = len(sample.instruction) // 3 + len(config.skill or "") // 4
+    for image in [*sample.sources, sample.edited]:
+        width, height = image.size
+        pixels = min(max(width * height, config.min_pixels), config.max_pixels)
+        total += math.ceil(pixels / (factor * factor))
+    return total

@@ -1,0 +1,165 @@
+"""Tiny random-weight checkpoints built offline, for tests, the demo and CPU benchmarks.
+
+They use the stock Qwen3-VL classes (tokenizer, image/video processors, processor, model) with the real
+patch geometry (16-px patches, 2x2 merge, so 32 px per LLM token), so every code path is the one a user
+with real weights runs; only the sizes are small and the weights random.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+]
+# GPT-2/Qwen2 style pre-tokenisation pattern (contractions, letters, single digits, punctuation, spaces).
+_PRETOKENIZE = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_EXTRA_CORPUS = """Source image 1: Source image 2: Source image 3: Edited image: Editing instruction:
+Put the cat from the second image on the table of the first image. Replace the cup with the rocket.
+Apply the style of the second image to the first. Compose the astronaut in front of the rocket launch.
+{"edit_region": [{"id": 0, "label": "cat", "bbox_2d": [120, 340, 560, 900]}], "reasoning": "<|bbox_0|> The
+cat is placed on the table. <|global|> Overall the edit follows the instruction.", "score": [18, 21]}
+{"reasoning": "The image looks natural with minor artifacts.", "score": [20, 17]}
+0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 visual quality instruction following
+attribute preservation naturalness artifacts consistency overall score good medium poor"""
+
+
+def qwen3_vl_chat_template() -> str:
+    """The stock Qwen3-VL chat template (TRL ships a byte-identical copy that it recognises)."""
+    try:
+        return resources.files("trl").joinpath("chat_templates/qwen3_vl.jinja").read_text()
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise RuntimeError(
+            "building a tiny Qwen3-VL checkpoint needs the Qwen3-VL chat template shipped with TRL; "
+            "install it with: pip install 'miescore[train]'"
+        ) from err
+
+
+def _train_tokenizer(vocab_size: int):
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
+
+    from ..skill_miescore import DEFAULT_SKILL
+
+    bpe = Tokenizer(models.BPE(unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
+                               byte_fallback=False))
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(_PRETOKENIZE), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    bpe.decoder = decoders.ByteLevel()
+    corpus = (DEFAULT_SKILL + "\n" + _EXTRA_CORPUS).splitlines()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(corpus, trainer)
+    model = json.loads(bpe.to_str())["model"]
+    tokenizer = Qwen2Tokenizer(
+        vocab=model["vocab"], merges=[tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
+        unk_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                              "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"},
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
+    return tokenizer
+
+
+def build_tiny_processor(vocab_size: int = 1000):
+    """A stock ``Qwen3VLProcessor`` with a freshly trained byte-level BPE tokenizer (deterministic)."""
+    from transformers import Qwen3VLProcessor
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    template = qwen3_vl_chat_template()
+    tokenizer = _train_tokenizer(vocab_size)
+    tokenizer.chat_template = template
+    # Qwen3-VL geometry: 16-px patches merged 2x2 -> 32 px per token; normalisation as the released model.
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=16, temporal_patch_size=2, merge_size=2,
+        size={"shortest_edge": 64 * 32 * 32, "longest_edge": 1024 * 32 * 32},
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+    )
+    video_processor = Qwen3VLVideoProcessor(patch_size=16, temporal_patch_size=2, merge_size=2,
+                                            image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    return Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                            video_processor=video_processor, chat_template=template)
+
+
+def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2):
+    """A small ``Qwen3VLConfig``. Constraints: sum(mrope_section) == head_dim / 2; vision
+    num_position_embeddings is a perfect square; deepstack indexes < vision depth; out_hidden_size equals
+    the text hidden size."""
+    from transformers import Qwen3VLConfig
+
+    head_dim = 16
+    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
+    return Qwen3VLConfig(
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+            num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim,
+            max_position_embeddings=8192,
+            rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 3, 3],
+                             "mrope_interleaved": True},
+            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=None,
+        ),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=hidden_size,
+                           num_position_embeddings=256, deepstack_visual_indexes=[0, 1]),
+        tie_word_embeddings=True,
+        **ids,
+    )
+
+
+def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
+    """Write a tiny random ``Qwen3VLForConditionalGeneration`` checkpoint with its processor to ``path``.
+
+    Deterministic for a given seed, no network, about a second. Returns the path.
+    """
+    import torch
+    from transformers import Qwen3VLForConditionalGeneration
+
+    path = Path(path)
+    processor = build_tiny_processor()
+    config = tiny_qwen3vl_config(processor.tokenizer)
+    torch.manual_seed(seed)
+    model = Qwen3VLForConditionalGeneration(config).eval()
+    model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, **config_kwargs) -> Path:
+    """Write a tiny random MIEScore checkpoint (config with ``auto_map``, code, weights, processor) to ``path``.
+
+    The backbone is :func:`build_tiny_qwen3vl` (built in a sibling temporary folder); ``config_kwargs`` go to
+    :class:`MIEScoreConfig` (e.g. ``max_pixels=...``). Returns the path.
+    """
+    import tempfile
+
+    import torch
+
+    from ..modeling_miescore import MIEScoreModel
+
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        backbone_path = build_tiny_qwen3vl(Path(tmp) / "qwen3vl", seed=seed)
+        torch.manual_seed(seed + 1)
+        model = MIEScoreModel.from_backbone(backbone_path, head_hidden_size=head_hidden_size, **config_kwargs)
+        # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
+        # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
+        with torch.no_grad():
+            for module in model.head.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
+        model.save_pretrained(path)
+    return path

@@ -127,17 +127,20 @@ def load_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> I
             raise ImageLoadError(f"{what} is a directory, not an image file")
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                # Pillow warns above ~89 Mpx; our own limit below decides, with a clearer message.
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
                 image = Image.open(path)
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-            raise ImageLoadError(f"{what} is too large to decode safely ({err}); downscale it first") from None
+        except Image.DecompressionBombError as err:
+            raise ImageLoadError(
+                f"{what} is above the safety limit for decoding (decompression-bomb guard: {err}); downscale it"
+            ) from None
         except UnidentifiedImageError:
             raise ImageLoadError(
                 f"{what} is not an image Pillow can read (corrupt file or not an image); "
                 "use PNG, JPEG, WebP, TIFF or BMP"
             ) from None
         except OSError as err:
-            raise ImageLoadError(f"{what} cannot be opened: {err}") from None
+            raise ImageLoadError(f"{what} is corrupt or truncated and cannot be opened ({err}); re-export it") from None
     else:
         raise ImageLoadError(
             f"unsupported image type {type(source).__name__}; pass a file path, a PIL.Image or a numpy array"

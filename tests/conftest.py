@@ -1,0 +1,38 @@
+"""Shared fixtures: tiny checkpoints are built once per test session (offline, a few seconds each)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+@pytest.fixture(scope="session")
+def tiny_miescore_path(tmp_path_factory):
+    from modeling_miescore.testing import build_tiny_miescore
+
+    return build_tiny_miescore(tmp_path_factory.mktemp("ckpt") / "tiny-miescore")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3vl_path(tmp_path_factory):
+    from modeling_miescore.testing import build_tiny_qwen3vl
+
+    return build_tiny_qwen3vl(tmp_path_factory.mktemp("ckpt") / "tiny-qwen3vl")
+
+
+@pytest.fixture(scope="session")
+def tiny_miescore(tiny_miescore_path):
+    from modeling_miescore.loading import load_scorer
+
+    return load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def examples():
+    from modeling_miescore.testing import example_edits
+
+    return example_edits(max_side=160)

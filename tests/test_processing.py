@@ -1,0 +1,94 @@
+from importlib import resources
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from modeling_miescore.configuration_miescore import MIEScoreConfig
+from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.processing_miescore import as_edit_sample, build_messages, prepare_inputs
+from modeling_miescore.skill_miescore import DEFAULT_SKILL
+
+
+@pytest.fixture(scope="module")
+def config():
+    return MIEScoreConfig(backbone_config={"model_type": "qwen3_vl"})
+
+
+def _texts_and_images(messages):
+    content = messages[0]["content"]
+    return [c.get("text") for c in content if c["type"] == "text"], [c for c in content if c["type"] == "image"]
+
+
+def test_default_skill_ships_as_text_file_and_config_default(config):
+    text = resources.files("modeling_miescore").joinpath("default_skill.txt").read_text()
+    assert text == DEFAULT_SKILL
+    assert config.skill == DEFAULT_SKILL
+    for dimension in ("Visual quality", "Instruction following", "Attribute preservation"):
+        assert dimension in DEFAULT_SKILL
+    assert "role of every source" in DEFAULT_SKILL  # multi-source aware
+
+
+def test_messages_label_sources_then_instruction_then_edited_last(config):
+    messages, roles = build_messages(3, "Put {the} cat on the table", config)
+    assert roles == ["source:0", "source:1", "source:2", "edited"]
+    content = messages[0]["content"]
+    kinds = [c["type"] for c in content]
+    assert kinds == ["text", "image", "text", "image", "text", "image", "text", "image", "text"]
+    assert content[0]["text"].startswith(DEFAULT_SKILL) and content[0]["text"].endswith("Source image 1:")
+    assert content[2]["text"] == "\nSource image 2:"
+    assert content[4]["text"] == "\nSource image 3:"
+    assert "Editing instruction: Put {the} cat on the table" in content[6]["text"]  # braces kept verbatim
+    assert content[6]["text"].endswith("Edited image:")
+
+
+def test_edited_first_order_swaps_blocks():
+    config = MIEScoreConfig(backbone_config={"model_type": "qwen3_vl"}, image_order="edited_first")
+    _, roles = build_messages(2, "x", config)
+    assert roles == ["edited", "source:0", "source:1"]
+
+
+def test_config_rejects_bad_fields():
+    with pytest.raises(ValueError, match="image_order"):
+        MIEScoreConfig(backbone_config={"model_type": "qwen3_vl"}, image_order="random")
+    with pytest.raises(ValueError, match="overall_weights"):
+        MIEScoreConfig(backbone_config={"model_type": "qwen3_vl"}, overall_weights=[0.5, 0.5])
+    with pytest.raises(ValueError, match="{edited}"):
+        MIEScoreConfig(backbone_config={"model_type": "qwen3_vl"}, prompt_template="{sources} {instruction}")
+
+
+@pytest.mark.parametrize(
+    "sample, message",
+    [
+        ({"sources": [], "edited": "e.png", "instruction": "x"}, "zero source images"),
+        ({"sources": ["a.png"], "edited": "e.png", "instruction": "   "}, "empty instruction"),
+        ({"sources": ["a.png"], "instruction": "x"}, "missing edited"),
+        ({"sources": ["a.png"], "edited": None, "instruction": "x"}, "no edited image"),
+        (42, "must be a dict"),
+    ],
+)
+def test_sample_validation(sample, message):
+    with pytest.raises(MIEScoreInputError, match=message):
+        as_edit_sample(sample)
+
+
+def test_single_source_is_wrapped():
+    assert as_edit_sample({"sources": "a.png", "edited": "e.png", "instruction": " x "}).sources == ["a.png"]
+
+
+def test_prepare_inputs_batches_and_respects_pixel_budget(tiny_miescore):
+    processor = tiny_miescore.get_processor()
+    config = MIEScoreConfig(backbone_config={"model_type": "qwen3_vl"}, max_pixels=128 * 128, min_pixels=32 * 32)
+    big = Image.fromarray(np.zeros((640, 480, 3), dtype=np.uint8))
+    small = Image.fromarray(np.zeros((40, 40, 3), dtype=np.uint8))
+    samples = [as_edit_sample({"sources": [big, small], "edited": big, "instruction": "a"}).load(),
+               as_edit_sample({"sources": [small], "edited": small, "instruction": "a longer instruction"}).load()]
+    batch = prepare_inputs(processor, samples, config, padding_side="left")
+    assert batch["image_grid_thw"].shape == (5, 3)
+    pixels = batch["image_grid_thw"][:, 1] * batch["image_grid_thw"][:, 2] * 16 * 16
+    assert int(pixels.max()) <= 128 * 128 and int(pixels.min()) >= 32 * 32
+    assert batch["input_ids"].shape[0] == 2
+    assert batch["attention_mask"][1, 0] == 0 or batch["attention_mask"][0, 0] == 0  # left padded
+    image_tokens = (batch["input_ids"] == processor.image_token_id).sum(dim=1)
+    per_image = batch["image_grid_thw"].prod(dim=1) // 4
+    assert image_tokens.tolist() == [int(per_image[:3].sum()), int(per_image[3:].sum())]

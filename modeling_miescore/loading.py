@@ -82,6 +82,7 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto"):
     torch_dtype = resolve_dtype(dtype, device)
     try:
         scorer = MIEScoreModel.from_pretrained(os.fspath(model), dtype=torch_dtype)
+        scorer.get_processor()  # load it now: fail early, and keep working if the folder goes away
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"could not load MIEScore checkpoint '{model}': {err}") from None
     return scorer.to(device).eval()

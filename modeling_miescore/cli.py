@@ -17,6 +17,11 @@ from .image_io import MIEScoreInputError
 EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
 
+# Subcommands that live in their own modules: each module defines `register(subparsers)`, which adds its
+# parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise MIEScoreInputError for user errors.
+COMMAND_MODULES: tuple[str, ...] = (
+)
+
 
 def _quiet_transformers():
     import transformers
@@ -158,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     _add_build_dataset(sub)
+    for module_name in COMMAND_MODULES:
+        import importlib
+
+        importlib.import_module(f"modeling_miescore.{module_name}").register(sub)
     return parser
 
 

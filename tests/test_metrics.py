@@ -1,0 +1,369 @@
+"""Tests of modeling_miescore.metrics (numpy/scipy only; runs in a few seconds)."""
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from modeling_miescore import metrics as M
+
+# ---------------------------------------------------------------------------------------------------------
+# correlations
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("ties", [False, True])
+def test_correlations_agree_with_scipy(seed, ties):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=500)
+    y = 0.6 * x + rng.normal(size=500)
+    if ties:  # coarse scores, like integer MLLM outputs
+        x, y = np.round(x * 2), np.round(y)
+    out = M.correlations(x, y)
+    assert set(out) == {"srcc", "krcc", "plcc", "plcc_logistic"}
+    assert out["srcc"] == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+    assert out["krcc"] == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
+    assert out["plcc"] == pytest.approx(stats.pearsonr(x, y).statistic, abs=1e-12)
+    assert M.srcc(x, y) == pytest.approx(out["srcc"], abs=1e-15)
+    assert M.krcc(x, y) == pytest.approx(out["krcc"], abs=1e-15)
+    assert M.plcc(x, y) == pytest.approx(out["plcc"], abs=1e-15)
+    # SRCC is Pearson on average ranks: the private fast ranker must equal scipy's
+    np.testing.assert_allclose(M._rankdata(x), stats.rankdata(x))
+
+
+def test_plcc_logistic_beats_raw_plcc_on_monotone_nonlinear_predictions():
+    rng = np.random.default_rng(0)
+    mos = rng.uniform(0, 100, size=400)
+    pred = np.exp(mos / 15.0) + rng.normal(scale=1.0, size=400)  # monotone but strongly non-linear
+    out = M.correlations(pred, mos)
+    assert out["plcc_logistic"] > out["plcc"] + 0.05
+    assert out["plcc_logistic"] > 0.95
+    fit = M.fit_logistic(pred, mos)
+    assert fit.success and len(fit.params) == 4
+    curve = fit(np.linspace(pred.min(), pred.max(), 50))
+    assert np.all(np.diff(curve) >= 0)  # monotonic increasing
+    assert M.correlations(pred, mos, logistic=False).keys() == {"srcc", "krcc", "plcc"}
+
+
+def test_logistic_fit_follows_a_decreasing_relation():
+    x = np.linspace(-3, 3, 60)
+    y = 10 - 8 / (1 + np.exp(-2 * x))
+    fit = M.fit_logistic(x, y)
+    assert fit.success
+    np.testing.assert_allclose(fit(x), y, atol=1e-3)
+    assert M.correlations(x, y)["plcc_logistic"] == pytest.approx(-1.0, abs=1e-6)
+
+
+def test_fit_fails_gracefully_on_constant_predictions():
+    mos = np.arange(10.0)
+    with pytest.warns(M.ConstantInputWarning, match="pred is constant"):
+        with pytest.warns(M.LogisticFitWarning, match="constant"):
+            out = M.correlations(np.full(10, 3.0), mos)
+    assert np.isnan(out["plcc"]) and np.isnan(out["plcc_logistic"])  # fallback = raw PLCC (undefined here)
+    fit = M.fit_logistic(np.full(10, 3.0), mos)
+    assert not fit.success and "constant" in fit.message
+    assert np.isnan(fit([1.0, 2.0])).all()
+
+
+def test_fit_failure_falls_back_to_raw_plcc():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=50)
+    y = x + rng.normal(size=50)
+    with pytest.warns(M.LogisticFitWarning, match="falls back to raw PLCC"):
+        out = M.correlations(x, y, maxfev=1)  # curve_fit cannot converge in one evaluation
+    assert out["plcc_logistic"] == out["plcc"]
+    assert np.isfinite(out["plcc"])
+    with pytest.warns(M.LogisticFitWarning):  # 4 items: too few for 4 parameters
+        out = M.correlations([1, 2, 3, 5], [1, 3, 2, 4])
+    assert out["plcc_logistic"] == out["plcc"]
+
+
+def test_nan_raise_and_omit():
+    x = np.array([1.0, 2.0, np.nan, 4.0, 5.0, 6.0, np.nan])
+    y = np.array([1.0, 3.0, 2.0, np.nan, 5.0, 7.0, 6.0])
+    with pytest.raises(ValueError, match=r"pred has 2 NaN.*mos has 1 NaN.*nan_policy='omit'"):
+        M.correlations(x, y)
+    with pytest.raises(ValueError, match="nan_policy='omit'"):
+        M.srcc(x, y)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    got = M.correlations(x, y, nan_policy="omit", logistic=False)
+    want = M.correlations(x[keep], y[keep], logistic=False)
+    assert got == want
+    with pytest.raises(ValueError, match="nan_policy"):
+        M.correlations(x, y, nan_policy="ignore")
+
+
+def test_bad_shapes_raise_clear_errors():
+    with pytest.raises(ValueError, match="differ in length: 3 vs 4"):
+        M.correlations([1, 2, 3], [1, 2, 3, 4])
+    with pytest.raises(ValueError, match="at least 3 items"):
+        M.correlations([1, 2], [2, 1])
+    with pytest.raises(ValueError, match="at least 3 items"):  # enough rows, too few after omitting NaNs
+        M.correlations([1, 2, np.nan, np.nan], [1, 2, 3, 4], nan_policy="omit")
+    with pytest.raises(ValueError, match="1-D"):
+        M.correlations(np.ones((3, 2)), np.ones((3, 2)))
+    with pytest.raises(ValueError, match="infinite"):
+        M.correlations([1, 2, np.inf], [1, 2, 3])
+
+
+def test_constant_mos_gives_nan_with_warning():
+    with pytest.warns(M.ConstantInputWarning, match="mos is constant"):
+        assert np.isnan(M.srcc([1, 2, 3], [5, 5, 5]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# model ranking (MIEScore table 4)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_model_ranking_srcc_hand_made_four_models():
+    # per-model means: pred A=4, B=3, C=1, D=2; MOS A=3.5, B=3, C=2, D=1
+    models = ["A", "A", "B", "B", "C", "C", "D", "D"]
+    pred = [5, 3, 3, 3, 0, 2, 2, 2]
+    mos = [3, 4, 2, 4, 2, 2, 1, 1]
+    res = M.model_ranking_srcc(pred, mos, models)
+    # ranks pred (1,2,4,3) vs human (1,2,3,4): 1 - 6 * 2 / (4 * 15) = 0.8
+    assert res.srcc == pytest.approx(0.8)
+    assert res.krcc == pytest.approx(stats.kendalltau([4, 3, 1, 2], [3.5, 3, 2, 1]).statistic)
+    assert [r["model"] for r in res.table] == ["A", "B", "C", "D"]  # sorted by human rank
+    assert [r["rank_pred"] for r in res.table] == [1, 2, 4, 3]
+    assert [r["rank_mos"] for r in res.table] == [1, 2, 3, 4]
+    assert res.table[0]["mean_pred"] == 4.0 and res.table[0]["mean_mos"] == 3.5
+    # mapping form: per-model scores or already averaged numbers give the same result
+    by_model = M.model_ranking_srcc(
+        {"A": [5, 3], "B": 3, "C": [0, 2], "D": 2.0}, {"A": 3.5, "B": [2, 4], "C": 2, "D": 1}
+    )
+    assert by_model.srcc == pytest.approx(0.8)
+    df = res.to_dataframe()
+    assert list(df.columns) == ["model", "mean_pred", "mean_mos", "rank_pred", "rank_mos"]
+    with pytest.raises(ValueError, match="at least 3 models"):
+        M.model_ranking_srcc([1, 2], [1, 2], ["a", "b"])
+    with pytest.raises(ValueError, match="pred has 1 NaN.*nan_policy='omit'"):
+        M.model_ranking_srcc([np.nan] + pred[1:], mos, models)
+    omitted = M.model_ranking_srcc([np.nan] + pred[1:], mos, models, nan_policy="omit")
+    assert omitted.table[0]["mean_pred"] == 3.0 and omitted.table[0]["mean_mos"] == 4.0  # A's 1st item dropped
+    with pytest.raises(ValueError, match="model keys differ"):
+        M.model_ranking_srcc({"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "d": 3})
+
+
+def test_model_ranking_reproduces_miescore_table4():
+    # MIEScore paper table 4, Human vs Ours, 12 editing models: SRCC to human 0.944 (VQ), 0.986 (overall)
+    human_vq = [57.88, 52.72, 53.38, 53.71, 56.48, 49.64, 46.98, 45.32, 46.88, 49.28, 33.51, 50.35]
+    ours_vq = [56.89, 52.91, 53.47, 55.65, 55.43, 50.97, 49.28, 50.26, 48.46, 52.51, 39.70, 55.03]
+    human_ov = [58.70, 56.18, 54.50, 50.74, 49.99, 48.70, 46.91, 46.21, 44.85, 41.67, 41.19, 38.26]
+    ours_ov = [55.97, 53.78, 52.06, 48.60, 47.07, 47.40, 45.24, 44.84, 43.57, 39.34, 41.18, 36.27]
+    names = [f"m{i}" for i in range(12)]
+    vq = M.model_ranking_srcc(dict(zip(names, ours_vq)), dict(zip(names, human_vq)))
+    ov = M.model_ranking_srcc(dict(zip(names, ours_ov)), dict(zip(names, human_ov)))
+    assert round(vq.srcc, 3) == 0.944
+    assert round(ov.srcc, 3) == 0.986
+
+
+def test_per_model_means_2d_and_omit():
+    labels, means = M.per_model_means([[1, 10], [3, 30], [5, np.nan]], ["b", "b", "a"], nan_policy="omit")
+    assert labels.tolist() == ["a", "b"]
+    np.testing.assert_allclose(means, [[5, np.nan], [2, 20]])
+    with pytest.raises(ValueError, match="NaN"):
+        M.per_model_means([1, np.nan], ["a", "b"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# K-pair groups (MER-Bench)
+# ---------------------------------------------------------------------------------------------------------
+
+GROUPS = [
+    [3, 2, 1],  # right order                         acc 1, tau 1
+    [3, 3, 1],  # tie between the two best            acc 0, tau (0 + 1 + 1)/3
+    [1, 2],  # reversed                               acc 0, tau -1
+    [0.9, 0.1],  # right                              acc 1, tau 1
+    [4, 3, 2, 1],  # right                            acc 1, tau 1
+    [4, 3, 3, 1],  # one tied pair of 6               acc 0, tau 5/6
+    [np.nan, 1],  # failed parse                      acc 0, tau 0
+]
+CATS = ["g", "h", "g", "h", "g", "g", "h"]
+
+
+def test_group_accuracy_hand_made_with_ties():
+    res = M.group_accuracy(GROUPS, categories=CATS)
+    assert res["overall"] == pytest.approx(3 / 7)
+    assert res["by_size"] == {2: pytest.approx(1 / 3), 3: 0.5, 4: 0.5}
+    assert res["n_by_size"] == {2: 3, 3: 2, 4: 2}
+    assert res["n_groups"] == 7
+    assert res["by_category"] == {"g": 0.5, "h": pytest.approx(1 / 3)}
+    assert res["n_by_category"] == {"g": 4, "h": 3}
+    np.testing.assert_array_equal(M.group_correct(GROUPS), [1, 0, 0, 1, 1, 0, 0])
+
+
+def test_kendall_tau_groups_hand_made_with_ties():
+    want = np.array([1, 2 / 3, -1, 1, 1, 5 / 6, 0])
+    np.testing.assert_allclose(M.group_kendall_tau(GROUPS), want)
+    res = M.kendall_tau_groups(GROUPS, categories=CATS)
+    assert res["overall"] == pytest.approx(want.mean())
+    assert res["by_size"][2] == pytest.approx(0.0)
+    assert res["by_size"][3] == pytest.approx((1 + 2 / 3) / 2)
+    assert res["by_size"][4] == pytest.approx((1 + 5 / 6) / 2)
+    assert res["by_category"]["g"] == pytest.approx((1 - 1 + 1 + 5 / 6) / 4)
+    # tie as discordant: strictly lower
+    np.testing.assert_allclose(M.group_kendall_tau(GROUPS, tie_score=-1), [1, 1 / 3, -1, 1, 1, 4 / 6, -1])
+    # a constant predictor is at chance level, not perfect
+    assert M.kendall_tau_groups([[5, 5, 5]] * 4)["overall"] == 0.0
+    with pytest.raises(ValueError, match="tie_score"):
+        M.group_kendall_tau(GROUPS, tie_score=2)
+
+
+def _reference_tau(scores):
+    """SpatialReward eval/MERBench: stable sort by score, tau-a on (pred_rank, gt_rank) index lists."""
+    n = len(scores)
+    pred_rank = [i for i, _ in sorted(enumerate(scores), key=lambda t: t[1], reverse=True)]
+    gt_rank = list(range(n))
+    c = d = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s = (pred_rank[i] - pred_rank[j]) * (gt_rank[i] - gt_rank[j])
+            c, d = c + (s > 0), d + (s < 0)
+    return (c - d) / (0.5 * n * (n - 1))
+
+
+def test_tie_score_one_reproduces_reference_code_and_default_is_never_higher():
+    rng = np.random.default_rng(0)
+    groups = [list(rng.integers(0, 3, size=k).astype(float)) for k in rng.choice([2, 3, 4], size=300)]
+    ref = np.array([_reference_tau(g) for g in groups])
+    np.testing.assert_allclose(M.group_kendall_tau(groups, tie_score=1.0), ref)
+    assert np.all(M.group_kendall_tau(groups) <= ref + 1e-12)
+    # reference exact match (stable sort order == human order and no duplicate score) == strictly decreasing
+    ref_acc = [
+        [i for i, _ in sorted(enumerate(g), key=lambda t: t[1], reverse=True)] == list(range(len(g)))
+        and len(set(g)) == len(g)
+        for g in groups
+    ]
+    np.testing.assert_array_equal(M.group_correct(groups), ref_acc)
+
+
+def test_group_input_forms_agree():
+    flat = np.concatenate([np.asarray(g, float) for g in GROUPS])
+    sizes = [len(g) for g in GROUPS]
+    np.testing.assert_array_equal(M.group_correct(flat, sizes), M.group_correct(GROUPS))
+    np.testing.assert_allclose(M.group_kendall_tau(flat, sizes), M.group_kendall_tau(GROUPS))
+    block = np.array([[3, 2, 1], [1, 2, 3], [2, 2, 1]], float)
+    assert M.group_accuracy(block)["overall"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="at least 2 candidates"):
+        M.group_accuracy([[1, 0], [3]])
+    with pytest.raises(ValueError, match="sizes sum"):
+        M.group_accuracy([1, 2, 3], sizes=[2, 2])
+    with pytest.raises(ValueError, match="one label per group"):
+        M.group_accuracy(GROUPS, categories=["a"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pairwise accuracy
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_pairwise_ties_wrong_vs_calibrated():
+    a, b = [3, 2, 1, 5], [1, 2, 2, 5]
+    pref = ["A", "A", "B", "B"]  # pairs 2 and 4 are predicted ties -> wrong
+    res = M.pairwise_accuracy(a, b, pref)
+    assert res["accuracy"] == 0.5 and res["epsilon"] is None and res["n_pred_ties"] == 2
+    assert M.pairwise_accuracy(a, b, [1, 1, -1, -1])["accuracy"] == 0.5  # sign labels
+    # no human ties: calibration cannot help, epsilon stays 0
+    cal = M.pairwise_accuracy(a, b, pref, tie_policy="calibrated")
+    assert cal["accuracy"] == 0.5 and cal["epsilon"] == 0.0
+
+
+def test_pairwise_tie_calibration_by_hand():
+    a = [3.0, 2.0, 5.0, 1.0, 4.0]
+    b = [1.0, 2.0, 5.0, 2.0, 4.5]  # |a - b| = 2, 0, 0, 1, 0.5
+    pref = ["A", "tie", "A=B", "b", "TIE"]
+    # eps = 0: 2 ties + 2 signs right -> 4/5; eps = 0.5: 3 ties + 2 signs -> 5/5; eps = 1: 3 + 1 -> 4/5
+    res = M.pairwise_accuracy(a, b, pref, tie_policy="calibrated")
+    assert res["epsilon"] == 0.5 and res["accuracy"] == 1.0
+    assert res["n_human_ties"] == 3 and res["n_pred_ties"] == 3
+    fixed = M.pairwise_accuracy(a, b, pref, tie_policy="calibrated", epsilon=1.0)
+    assert fixed["accuracy"] == pytest.approx(0.8) and fixed["epsilon"] == 1.0
+    with pytest.raises(ValueError, match="human tie"):
+        M.pairwise_accuracy(a, b, pref)
+    with pytest.raises(ValueError, match="only applies"):
+        M.pairwise_accuracy(a, b, ["A"] * 5, epsilon=0.1)
+    with pytest.raises(ValueError, match="unknown preferred"):
+        M.pairwise_accuracy(a, b, ["A", "B", "C", "A", "A"])
+    # NaN scores are wrong, never ties
+    assert M.pairwise_accuracy([np.nan, 1], [0, 0], ["A", "A"])["accuracy"] == 0.5
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bootstrap
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_bootstrap_ci_contains_point_and_is_reproducible():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=300)
+    y = x + rng.normal(size=300)
+    ci = M.bootstrap_ci(M.srcc, x, y, n=200, seed=1)
+    assert isinstance(ci, M.CI)
+    assert ci.low <= ci.point <= ci.high
+    assert ci.point == M.srcc(x, y)
+    assert M.bootstrap_ci(M.srcc, x, y, n=200, seed=1) == ci
+    cis = M.bootstrap_ci(lambda p, m: M.correlations(p, m, logistic=False), x, y, n=100)
+    assert set(cis) == {"srcc", "krcc", "plcc"}
+    for c in cis.values():
+        assert c.low <= c.point <= c.high
+    # dict results with nesting (group metrics over ragged groups)
+    groups = [[3, 2, 1], [1, 2], [2, 1], [4, 3, 2, 1], [1, 1]] * 10
+    nested = M.bootstrap_ci(M.group_accuracy, groups, n=100)
+    assert nested["overall"].low <= nested["overall"].point <= nested["overall"].high
+    assert set(nested["by_size"]) == {2, 3, 4}
+
+
+def test_grouped_bootstrap_keeps_groups_together_and_widens_ci():
+    rng = np.random.default_rng(0)
+    n_inst, per = 20, 12  # 20 instances x 12 near-identical edits (strongly clustered rows)
+    inst = np.repeat(np.arange(n_inst), per)
+    value = np.repeat(rng.normal(size=n_inst), per) + 0.01 * rng.normal(size=n_inst * per)
+
+    def check_whole(v, g):
+        counts = np.bincount(g, minlength=n_inst)
+        assert np.all(counts % per == 0)  # every drawn instance brings all of its rows
+        return float(v.mean())
+
+    grouped = M.bootstrap_ci(check_whole, value, inst, groups=inst, n=300)
+    plain = M.bootstrap_ci(lambda v, g: float(v.mean()), value, inst, n=300)
+    assert grouped.point == plain.point
+    # ungrouped treats 240 rows as independent: ~sqrt(12) times too narrow
+    assert (grouped.high - grouped.low) > 2.0 * (plain.high - plain.low)
+    with pytest.raises(ValueError, match="one id per row"):
+        M.bootstrap_ci(np.mean, value, groups=inst[:-1])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# import cost and speed
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_import_does_not_pull_torch_or_transformers():
+    code = (
+        "import sys, modeling_miescore.metrics\n"
+        "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_correlations_on_36k_items_are_fast():
+    import time
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=36_000)
+    y = x + rng.normal(size=36_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        M.srcc(x, y)
+        t = time.perf_counter()
+        M.srcc(x, y)
+        M.krcc(x, y)
+        M.plcc(x, y)
+    assert time.perf_counter() - t < 1.0  # milliseconds in practice; generous on a shared CPU

@@ -18,6 +18,7 @@ from transformers.utils import ModelOutput
 from .configuration_miescore import MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .overall import overall_score
+from .prefix_reuse import find_groups, suffix_hidden_states
 from .processing_miescore import EditSample, as_edit_sample, estimate_num_tokens, prepare_inputs
 
 
@@ -203,17 +204,24 @@ class MIEScoreModel(PreTrainedModel):
         processor=None,
         progress: bool = False,
         max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+        reuse_prefix: bool = True,
+        groups: Sequence | None = None,
     ) -> list[dict[str, float]]:
         """Score many edits; results come back in input order.
 
         Samples are dicts ``{"sources", "edited", "instruction"}`` (or :class:`EditSample` / 3-tuples). They are
-        read in chunks, sorted by estimated sequence length inside each chunk so that a batch holds samples of
-        similar length, and run under ``torch.inference_mode`` on the model's device and dtype.
+        read in chunks and run under ``torch.inference_mode`` on the model's device and dtype. Edits that share
+        sources and instruction (found automatically, or given as ``groups``: one group id per sample) run their
+        shared prompt prefix once (``reuse_prefix``); the other samples are sorted by estimated sequence length
+        inside each chunk so that a batch holds samples of similar length.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         processor = processor or self.get_processor()
         normalised = [as_edit_sample(s, where=f"sample {i}") for i, s in enumerate(samples)]
+        if groups is not None and len(groups) != len(normalised):
+            raise ValueError(f"got {len(groups)} group ids for {len(normalised)} samples")
+        reuse_prefix = reuse_prefix and self.config.image_order == "sources_first"
         results: list[dict | None] = [None] * len(normalised)
         chunk = batch_size * 16
         bar = None
@@ -226,7 +234,17 @@ class MIEScoreModel(PreTrainedModel):
         try:
             for start in range(0, len(normalised), chunk):
                 loaded = [s.load(max_image_pixels) for s in normalised[start : start + chunk]]
-                order = sorted(range(len(loaded)), key=lambda i: estimate_num_tokens(loaded[i], self.config))
+                singles = list(range(len(loaded)))
+                if reuse_prefix:
+                    chunk_groups = find_groups(loaded, None if groups is None else groups[start : start + chunk])
+                    singles = [g[0] for g in chunk_groups if len(g) == 1]
+                    for members in (g for g in chunk_groups if len(g) > 1):
+                        scores = self._score_shared_prefix([loaded[i] for i in members], processor, batch_size)
+                        for i, result in zip(members, scores):
+                            results[start + i] = result
+                        if bar is not None:
+                            bar.update(len(members))
+                order = sorted(singles, key=lambda i: estimate_num_tokens(loaded[i], self.config))
                 for b in range(0, len(order), batch_size):
                     idx = order[b : b + batch_size]
                     for i, result in zip(idx, self._score_loaded([loaded[i] for i in idx], processor)):
@@ -238,6 +256,11 @@ class MIEScoreModel(PreTrainedModel):
             if bar is not None:
                 bar.close()
         return results
+
+    @torch.inference_mode()
+    def _score_shared_prefix(self, samples: Sequence[EditSample], processor, batch_size: int) -> list[dict]:
+        hidden = suffix_hidden_states(self.backbone, processor, samples, self.config, batch_size)
+        return self.scores_to_dicts(torch.sigmoid(self.head(hidden.to(self.head.dense.weight.dtype))))
 
     # ------------------------------------------------------------------ construction and saving
 

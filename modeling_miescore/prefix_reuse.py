@@ -1,0 +1,146 @@
+"""Shared-prefix reuse for Qwen3-VL: run the sources + instruction once, then only each edit's suffix.
+
+In MIE-Bench every instance has 12 edits of the same sources and instruction, and in RL an editor produces G
+candidates per prompt. With the edited image last in the prompt, everything up to the edited image's
+``<|vision_start|>`` is shared. We run that prefix once, keep its KV cache, and run the G suffixes (edited image
+tokens + the constant closing text) as one batch on copies of the cache.
+
+Two details make the result equal to the full forward (to float rounding, ~1e-6 in fp32):
+1. Qwen3-VL's rotary positions are 3-D (M-RoPE) and advance by an image's grid, not its token count, so the
+   suffix gets explicit positions sliced from ``get_rope_index`` over the full sequence.
+2. The suffix call receives the edited image's own ``pixel_values`` / ``image_grid_thw``, so its vision and
+   deepstack features are injected at the suffix positions; the sources' contributions live in the prefix KV.
+
+Hub file: copied into checkpoints; imports torch/transformers and flat siblings only.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from .processing_miescore import EditSample, image_size_kwargs, prepare_inputs
+
+
+def group_key(sample: EditSample) -> str:
+    """Content key of what an edit shares with its siblings: the instruction and the source pixels."""
+    digest = hashlib.blake2b(sample.instruction.encode("utf-8"), digest_size=16)
+    for image in sample.sources:
+        digest.update(f"|{image.mode}{image.size}|".encode())
+        digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+def find_groups(samples: Sequence[EditSample], group_ids: Sequence | None = None) -> list[list[int]]:
+    """Indices of samples that share sources and instruction, in order of first appearance.
+
+    With ``group_ids`` (one id per sample) the grouping is taken from the caller, and checked: samples of one
+    group must really share sources and instruction, otherwise a ``ValueError`` names them.
+    """
+    keys = [group_key(s) for s in samples]
+    groups: dict = {}
+    if group_ids is None:
+        for index, key in enumerate(keys):
+            groups.setdefault(key, []).append(index)
+        return list(groups.values())
+    if len(group_ids) != len(samples):
+        raise ValueError(f"got {len(group_ids)} group ids for {len(samples)} samples")
+    for index, group in enumerate(group_ids):
+        members = groups.setdefault(group, [])
+        if members and keys[members[0]] != keys[index]:
+            raise ValueError(
+                f"samples {members[0]} and {index} are both in group {group!r} but differ in sources or "
+                "instruction; only edits of the same sources and instruction can share a prefix"
+            )
+        members.append(index)
+    return list(groups.values())
+
+
+def _prefix_length(input_ids: torch.Tensor, vision_start_id: int) -> int:
+    """Length of the shared prefix: everything up to and including the edited image's <|vision_start|>.
+
+    Cutting at a special token keeps BPE merges identical on both sides of the cut.
+    """
+    starts = (input_ids == vision_start_id).nonzero()
+    return int(starts[-1]) + 1
+
+
+@torch.inference_mode()
+def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], config, batch_size: int) -> torch.Tensor:
+    """Last-token hidden states of a group of edits sharing sources and instruction.
+
+    Args:
+        backbone: a ``Qwen3VLModel``.
+        samples: loaded :class:`EditSample` objects with identical sources and instruction; the prompt must put
+            the edited image last (``config.image_order == "sources_first"``).
+        batch_size: how many suffixes run together on copies of the prefix cache.
+    Returns:
+        `torch.FloatTensor` of shape `(len(samples), hidden_size)`, equal to the hidden state of each sample's
+        last token in a full forward pass.
+    """
+    if config.image_order != "sources_first":
+        raise ValueError("prefix reuse needs the edited image last (image_order='sources_first')")
+    device = backbone.device
+    vision_config = backbone.config.vision_config
+    merge = vision_config.spatial_merge_size
+    image_token_id = backbone.config.image_token_id
+    num_sources = len(samples[0].sources)
+
+    # Sample 0 gives the prefix tokens and the constant closing text; every edit then only needs its own image.
+    first = prepare_inputs(processor, [samples[0]], config).to(device)
+    ids = first["input_ids"]
+    prefix_len = _prefix_length(ids[0], backbone.config.vision_start_token_id)
+    grids = first["image_grid_thw"]
+    source_grids = grids[:num_sources]
+    source_rows = int(source_grids.prod(-1).sum())
+    first_edit_tokens = int(grids[num_sources].prod()) // merge**2
+    closing = ids[0, prefix_len + first_edit_tokens:]
+
+    edited = processor.image_processor(images=[s.edited for s in samples], return_tensors="pt",
+                                       **image_size_kwargs(config))
+    edit_grids = edited["image_grid_thw"].to(device)
+    edit_pixels = edited["pixel_values"].to(device, backbone.dtype)
+    edit_rows = edit_grids.prod(-1)
+    row_offsets = torch.cat([edit_rows.new_zeros(1), edit_rows.cumsum(0)])
+
+    suffixes, positions = [], []
+    for i in range(len(samples)):
+        tokens = int(edit_grids[i].prod()) // merge**2
+        suffix = torch.cat([ids.new_full((tokens,), image_token_id), closing])
+        full = torch.cat([ids[0, :prefix_len], suffix])[None]
+        mm_types = (full == image_token_id).int()
+        pos, _ = backbone.get_rope_index(full, mm_types, torch.cat([source_grids, edit_grids[i : i + 1]]))
+        suffixes.append(suffix)
+        positions.append(pos[:, 0, prefix_len:])
+        if i == 0:
+            prefix_positions = pos[:, :, :prefix_len]
+
+    cache = DynamicCache(config=backbone.config)
+    backbone(input_ids=ids[:, :prefix_len], pixel_values=first["pixel_values"][:source_rows].to(backbone.dtype),
+             image_grid_thw=source_grids, position_ids=prefix_positions, cache=cache, use_cache=True)
+
+    pad_id = processor.tokenizer.pad_token_id or 0
+    hidden = []
+    for start in range(0, len(samples), batch_size):
+        idx = list(range(start, min(start + batch_size, len(samples))))
+        lengths = [len(suffixes[i]) for i in idx]
+        width = max(lengths)
+        batch_ids = ids.new_full((len(idx), width), pad_id)
+        batch_pos = positions[idx[0]].new_zeros((3, len(idx), width))
+        for row, i in enumerate(idx):
+            batch_ids[row, : lengths[row]] = suffixes[i]
+            batch_pos[:, row, : lengths[row]] = positions[i]
+            # right padding after the last real token: causal attention never lets earlier tokens see it
+            batch_pos[:, row, lengths[row]:] = positions[i][:, -1:]
+        pixels = torch.cat([edit_pixels[row_offsets[i] : row_offsets[i + 1]] for i in idx])
+        group_cache = copy.deepcopy(cache)
+        group_cache.batch_repeat_interleave(len(idx))
+        out = backbone(input_ids=batch_ids, pixel_values=pixels, image_grid_thw=edit_grids[idx],
+                       position_ids=batch_pos, cache=group_cache, use_cache=True)
+        last = torch.tensor([n - 1 for n in lengths], device=device)
+        hidden.append(out.last_hidden_state[torch.arange(len(idx), device=device), last])
+    return torch.cat(hidden)

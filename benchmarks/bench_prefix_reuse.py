@@ -1,0 +1,87 @@
+"""Shared-prefix reuse vs none for groups of 12 edits (2 and 3 sources at 512x512), tiny MIEScore, CPU.
+
+For each setting both paths score the same 12 edits in the same process; the script prints the time of
+each, the speed-up, the maximum score difference, and the token arithmetic that predicts the speed-up:
+full forwards process G*L language tokens and G*(n_sources + 1) images, the prefix path P + G*S tokens and
+n_sources + G images, so the compute-bound ceiling is G*L / (P + G*S).
+
+    python benchmarks/bench_prefix_reuse.py [--group-size 12] [--batch-size 12] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+
+def photos(size: int) -> list[Image.Image]:
+    from skimage import data
+
+    names = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "camera")
+    return [Image.fromarray(getattr(data, n)()).convert("RGB").resize((size, size)) for n in names]
+
+
+def token_counts(model, sample) -> tuple[int, int, int]:
+    from modeling_miescore.processing_miescore import as_edit_sample, prepare_inputs
+
+    loaded = as_edit_sample(sample).load()
+    ids = prepare_inputs(model.get_processor(), [loaded], model.config)["input_ids"][0]
+    prefix = int((ids == model.config.backbone_config.vision_start_token_id).nonzero()[-1]) + 1
+    return len(ids), prefix, len(ids) - prefix
+
+
+def best_time(fn, repeats: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--group-size", type=int, default=12)
+    parser.add_argument("--batch-size", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.testing import build_tiny_miescore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny")), device="cpu", dtype="float32")
+    images = photos(512)
+    rng = np.random.default_rng(0)
+    print(f"tiny MIEScore, CPU {args.threads} threads, G={args.group_size} edits per group, images 512x512, "
+          f"batch {args.batch_size}; skill rubric in the prefix")
+    print(f"{'sources':>7} {'L':>6} {'P':>6} {'S':>5} {'ceiling':>8} {'no reuse s':>11} {'reuse s':>8} "
+          f"{'speed-up':>9} {'max |diff|':>11}")
+    for num_sources in (2, 3):
+        sources = images[:num_sources]
+        edits = [Image.fromarray(np.clip(np.asarray(images[(num_sources + i) % len(images)], dtype=np.int16)
+                                         + rng.integers(-20, 20, (512, 512, 3)), 0, 255).astype(np.uint8))
+                 for i in range(args.group_size)]
+        samples = [{"sources": sources, "edited": e, "instruction": "Compose the subjects of the source images "
+                    "into one scene, keeping the background of image 1."} for e in edits]
+        model.score_batch(samples[:2], batch_size=2)  # warm-up
+        full_t, full = best_time(lambda: model.score_batch(samples, batch_size=args.batch_size, reuse_prefix=False),
+                                 args.repeats)
+        reuse_t, reused = best_time(lambda: model.score_batch(samples, batch_size=args.batch_size), args.repeats)
+        length, prefix, suffix = token_counts(model, samples[0])
+        ceiling = args.group_size * length / (prefix + args.group_size * suffix)
+        diff = max(abs(a[k] - b[k]) for a, b in zip(full, reused) for k in a)
+        print(f"{num_sources:>7} {length:>6} {prefix:>6} {suffix:>5} {ceiling:>7.2f}x {full_t:>11.2f} {reuse_t:>8.2f} "
+              f"{full_t / reuse_t:>8.2f}x {diff:>11.2e}")
+
+
+if __name__ == "__main__":
+    main()

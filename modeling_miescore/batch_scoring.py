@@ -42,30 +42,45 @@ class BatchInputError(MIEScoreInputError):
     """A bad input line when running with ``on_error="stop"``."""
 
 
-def read_done_ids(output: Path) -> tuple[set[str], bool]:
-    """Ids already in ``output``; cuts off an incomplete last line left by a crash. Returns (ids, repaired)."""
+def read_done_ids(output: Path, repair: bool = True) -> tuple[set[str], bool]:
+    """Ids already in ``output``; cuts off an incomplete last line left by a crash (``repair``), or ignores it.
+
+    Returns ``(ids, repaired)``.
+    """
+    records, repaired = read_predictions(output, repair)
+    return set(records), repaired
+
+
+def read_predictions(output: Path, repair: bool = True) -> tuple[dict[str, bytes], bool]:
+    """``{id: raw line}`` of a predictions file, in file order; see :func:`read_done_ids`."""
     if not output.exists():
-        return set(), False
+        return {}, False
     data = output.read_bytes()
     repaired = False
-    if data and not data.endswith(b"\n"):
+    if data and not data.endswith(b"\n") and not repair:
+        data = data[: data.rfind(b"\n") + 1]
+    elif data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
         with open(output, "r+b") as handle:
             handle.truncate(cut)
         data = data[:cut]
         repaired = True
-    ids = set()
+    records = {}
     for number, raw in enumerate(data.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
-            ids.add(str(json.loads(raw)["id"]))
+            records.setdefault(str(json.loads(raw)["id"]), raw)
         except (json.JSONDecodeError, KeyError, TypeError):
             raise MIEScoreInputError(
                 f"output file '{output}' line {number} is not a prediction record; "
                 "fix or move the file before resuming"
             ) from None
-    return ids, repaired
+    return records, repaired
+
+
+def shard_path(output: Path, rank: int, world_size: int) -> Path:
+    return output.with_name(f"{output.name}.rank{rank}-of-{world_size}")
 
 
 def iter_input(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
@@ -114,6 +129,8 @@ def score_jsonl(
     progress: bool = True,
     chunk_size: int | None = None,
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr),
+    rank: int = 0,
+    world_size: int = 1,
 ) -> BatchReport:
     """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
 
@@ -121,6 +138,11 @@ def score_jsonl(
     ``lambda s, b: model.score_batch(s, batch_size=b)``). A bad line is reported with its number and skipped
     (``on_error="skip"``) or stops the run (``on_error="stop"``, raising :class:`BatchInputError`).
     Results are written every ``chunk_size`` edits (default ``8 * batch_size``): a crash loses at most that many.
+
+    With ``world_size > 1`` this process takes the ``rank``-th contiguous slice of the input lines (contiguous,
+    so the edits of one instance stay together for prefix reuse) and appends to its own shard
+    ``<output>.rank<r>-of-<w>``, skipping ids already in the shard or in ``output``; :func:`merge_shards` then
+    writes the single output.
     """
     if on_error not in ("skip", "stop"):
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
@@ -130,13 +152,20 @@ def score_jsonl(
     if output_path.resolve() == input_path.resolve():
         raise MIEScoreInputError("output file must differ from the input file")
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    done, repaired = read_done_ids(output_path)
+    lines = list(iter_input(input_path))
+    write_path = output_path
+    done: set[str] = set()
+    if world_size > 1:
+        write_path = shard_path(output_path, rank, world_size)
+        done, _ = read_done_ids(output_path, repair=False)  # rank 0 owns the merged file; only read it here
+        lines = lines[rank * len(lines) // world_size : (rank + 1) * len(lines) // world_size]
+    shard_done, repaired = read_done_ids(write_path)
+    done |= shard_done
     report = BatchReport(repaired_tail=repaired)
     if repaired:
-        log(f"note: removed an incomplete last line from '{output_path}' (left by an interrupted run)")
+        log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
     base = input_path.parent
     seen: set[str] = set()
-    lines = list(iter_input(input_path))
 
     bar = None
     if progress:
@@ -153,7 +182,7 @@ def score_jsonl(
 
     pending: list[EditSample] = []
     chunk = max(chunk_size or batch_size * 8, 1)
-    with open(output_path, "a", encoding="utf-8") as out:
+    with open(write_path, "a", encoding="utf-8") as out:
 
         def flush():
             if not pending:
@@ -197,3 +226,32 @@ def score_jsonl(
             if bar is not None:
                 bar.close()
     return report
+
+
+def merge_shards(input_path, output_path, world_size: int) -> int:
+    """Merge the per-rank shards and any existing output into ``output_path``, in input order; returns the count.
+
+    The merged file is written beside the output and renamed over it, so an interrupted merge loses nothing;
+    the shards are removed only after the rename. Predictions whose id is not in the input are kept at the end.
+    """
+    input_path, output_path = Path(input_path), Path(output_path)
+    records, _ = read_predictions(output_path, repair=False)
+    shards = [shard_path(output_path, r, world_size) for r in range(world_size)]
+    for shard in shards:
+        for key, raw in read_predictions(shard, repair=False)[0].items():
+            records.setdefault(key, raw)
+    ordered = []
+    for _, record, error in iter_input(input_path):
+        key = None if error else str(record.get("id"))
+        if key in records:
+            ordered.append(records.pop(key))
+    ordered.extend(records.values())
+    temporary = output_path.with_name(f".{output_path.name}.merging")
+    with open(temporary, "wb") as handle:
+        handle.write(b"".join(raw + b"\n" for raw in ordered))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, output_path)
+    for shard in shards:
+        shard.unlink(missing_ok=True)
+    return len(ordered)

@@ -20,6 +20,10 @@ EXIT_PARTIAL = 1
 # Subcommands that live in their own modules: each module defines `register(subparsers)`, which adds its
 # parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise MIEScoreInputError for user errors.
 COMMAND_MODULES: tuple[str, ...] = (
+    "commands_serve",
+    "commands_skill",
+    "commands_spatialreward",
+    "commands_benchmark",
 )
 
 
@@ -60,19 +64,41 @@ def cmd_score(args) -> int:
 
 
 def cmd_score_batch(args) -> int:
-    from .batch_scoring import score_jsonl
+    import os
+
+    from .batch_scoring import merge_shards, score_jsonl
     from .loading import load_scorer
 
     if not Path(args.input).is_file():
         raise MIEScoreInputError(f"input file '{args.input}' does not exist")
     _quiet_transformers()
-    model = load_scorer(args.model, device=args.device, dtype=args.dtype)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, device = 0, args.device
+    if world_size > 1:  # under `accelerate launch` / torchrun: one contiguous slice of the input per process
+        import torch
+        import torch.distributed as dist
+
+        rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        if args.device == "auto":
+            device = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+    model = load_scorer(args.model, device=device, dtype=args.dtype)
     report = score_jsonl(lambda samples, b: model.score_batch(samples, batch_size=b), args.input, args.output,
-                         batch_size=args.batch_size, on_error=args.on_error, progress=not args.no_progress)
-    print(f"scored {report.scored} edits, skipped {report.skipped_existing} already in '{args.output}', "
+                         batch_size=args.batch_size, on_error=args.on_error,
+                         progress=not args.no_progress and rank == 0, rank=rank, world_size=world_size)
+    if world_size > 1:
+        dist.barrier()
+        if rank == 0:
+            merged = merge_shards(args.input, args.output, world_size)
+            print(f"merged {world_size} shards: {merged} predictions in '{args.output}'", file=sys.stderr)
+        dist.barrier()
+        dist.destroy_process_group()
+    prefix = f"[rank {rank}] " if world_size > 1 else ""
+    print(f"{prefix}scored {report.scored} edits, skipped {report.skipped_existing} already done, "
           f"{len(report.errors)} bad input lines", file=sys.stderr)
     if report.errors:
-        print(f"{len(report.errors)} input lines were skipped (listed above); fix them and rerun to score them",
+        print(f"{prefix}{len(report.errors)} input lines were skipped (listed above); fix them and rerun to score them",
               file=sys.stderr)
         return EXIT_PARTIAL
     return 0

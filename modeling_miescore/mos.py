@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .overall import OVERALL_WEIGHTS, overall_score
+
 __all__ = [
     "DIMENSIONS",
     "OVERALL_WEIGHTS",
@@ -54,7 +56,6 @@ RULES = ("bt500", "paper")
 # The three rating dimensions of MIE-Bench, in the order of paper eq. 2.
 DIMENSIONS = ("visual_quality", "instruction_following", "attribute_preservation")
 # Paper eq. 2: S_overall = S_VQ^0.3 * S_IF^0.4 * S_AP^0.3.
-OVERALL_WEIGHTS = (0.3, 0.4, 0.3)
 
 # ITU-R BT.500 Annex 2 §2.3.1 constants.
 _KURTOSIS_NORMAL_RANGE = (2.0, 4.0)  # 2 <= beta2 <= 4 -> treat the cell's scores as normal
@@ -449,12 +450,9 @@ def overall_mos(mos_vq, mos_if, mos_ap, weights=OVERALL_WEIGHTS):
     """
     if len(weights) != 3:
         raise ValueError(f"overall_mos: weights must have 3 entries (VQ, IF, AP), got {weights!r}.")
-    w = [float(x) for x in weights]
-    if any(x < 0 or not math.isfinite(x) for x in w):
+    if any(not math.isfinite(float(x)) for x in weights):
         raise ValueError(f"overall_mos: weights must be finite and non-negative, got {weights!r}.")
-    parts = [np.clip(np.asarray(m, dtype=float), 0.0, None) for m in (mos_vq, mos_if, mos_ap)]
-    out = parts[0] ** w[0] * parts[1] ** w[1] * parts[2] ** w[2]
-    return out.item() if np.ndim(out) == 0 else out
+    return overall_score(*(np.asarray(m, dtype=float) for m in (mos_vq, mos_if, mos_ap)), weights=weights)
 
 
 def pivot_mos(mos_table: pd.DataFrame, weights=OVERALL_WEIGHTS) -> pd.DataFrame:

@@ -11,6 +11,11 @@ _LAZY = {
     "MIEScoreModel": ".modeling_miescore",
     "overall_score": ".overall",
     "OVERALL_WEIGHTS": ".overall",
+    "SpatialRewardConfig": ".configuration_spatialreward",
+    "SpatialRewardModel": ".modeling_spatialreward",
+    "SpatialRewardAPI": ".openai_backend",
+    "SpatialRewardFunction": ".reward",
+    "load_scorer": ".loading",
 }
 
 __all__ = sorted(_LAZY)

@@ -1,0 +1,51 @@
+"""A tiny random SpatialReward checkpoint built offline (tests, CLI demo, CPU benchmarks)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+# Small budgets keep CPU tests fast: 128 x 128 .. 256 x 256 pixels per image = 16 .. 64 visual tokens.
+TINY_DEFAULTS = {"max_new_tokens": 40, "min_pixels": 16_384, "max_pixels": 65_536}
+
+
+def sharpen(model, std: float = 0.2, seed: int = 0) -> None:
+    """Redraw every 2-D weight with ``std`` so that greedy generations depend on the image.
+
+    With the std-0.02 initialisation a tiny random model emits one constant token whatever the input, which
+    would let "batched equals unbatched" or "reloaded equals original" tests pass trivially
+    (notes/prefix-reuse-qwen3vl.md, section 3).
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, parameter in sorted(model.named_parameters()):
+            if parameter.dim() == 2:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+
+
+def build_tiny_spatialreward(path, seed: int = 0, **config_kwargs) -> Path:
+    """Write a tiny random ``SpatialRewardModel`` checkpoint (config with ``auto_map``, code, weights, processor).
+
+    Built from :func:`build_tiny_qwen3vl` (in a temporary sibling folder) loaded as a SpatialRewardModel, with
+    sharpened weights. ``config_kwargs`` override :class:`SpatialRewardConfig` fields (defaults:
+    ``TINY_DEFAULTS``). Deterministic for a seed; no network. Returns ``path``.
+    """
+    from transformers import AutoProcessor
+
+    from ..modeling_spatialreward import SpatialRewardModel
+    from .tiny_models import build_tiny_qwen3vl
+
+    path = Path(path)
+    settings = {**TINY_DEFAULTS, **config_kwargs}
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = build_tiny_qwen3vl(Path(tmp) / "qwen3vl", seed=seed)
+        model = SpatialRewardModel.from_pretrained(plain, **settings)
+        model.processor = AutoProcessor.from_pretrained(plain)
+    sharpen(model, seed=seed)
+    model.save_pretrained(path)
+    return path
+
+
+__all__ = ["build_tiny_spatialreward", "sharpen", "TINY_DEFAULTS"]

@@ -281,8 +281,8 @@ class MIEScoreModel(PreTrainedModel):
                 processor = AutoProcessor.from_pretrained(path)
         else:
             backbone_model = backbone
-        if hasattr(backbone_model, "model") and not hasattr(backbone_model, "language_model"):
-            backbone_model = backbone_model.model  # a *ForConditionalGeneration was passed
+        if hasattr(backbone_model, "lm_head"):
+            backbone_model = backbone_model.model  # a *ForConditionalGeneration: keep its Qwen3VLModel
         config = cls.config_class(backbone_config=backbone_model.config.to_dict(), **config_kwargs)
         with torch.device("meta"):
             model = cls(config)

@@ -134,6 +134,8 @@ def test_from_backbone_keeps_qwen3vl_weights(tiny_qwen3vl_path):
         torch.testing.assert_close(scorer.backbone.state_dict()[name], tensor)
     assert scorer.processor is not None
     assert torch.isfinite(scorer.head.out_proj.weight).all() and scorer.head.out_proj.weight.abs().sum() > 0
+    from_instance = MIEScoreModel.from_backbone(plain, processor=scorer.processor)
+    assert from_instance.backbone is plain.model
 
 
 def test_load_scorer_dtype_and_errors(tiny_miescore_path, tiny_qwen3vl_path, tmp_path, examples):

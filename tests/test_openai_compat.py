@@ -1,0 +1,218 @@
+"""ChatClient against a real HTTP server on 127.0.0.1 that plays a script of canned answers."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from PIL import Image
+
+from modeling_miescore.openai_compat import (
+    ChatClient,
+    ChatError,
+    _retry_after_seconds,
+    image_to_data_url,
+    user_message,
+)
+
+
+def completion(text: str) -> dict:
+    return {"id": "x", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+
+class ScriptedServer:
+    """Answers POST /v1/chat/completions from a script: each entry is (status, body, headers, delay_s).
+
+    The last entry repeats once the script is exhausted. Every request (headers, JSON body) is recorded.
+    """
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                raw = self.rfile.read(length)
+                with outer.lock:
+                    outer.requests.append({"path": self.path, "headers": dict(self.headers),
+                                           "body": json.loads(raw or b"null")})
+                    index = min(len(outer.requests) - 1, len(outer.script) - 1)
+                    status, body, headers, delay = outer.script[index]
+                if delay:
+                    time.sleep(delay)
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+OK = (200, completion("hello"), None, 0)
+
+
+def test_canned_answer_request_body_and_no_auth_without_key(monkeypatch):
+    monkeypatch.delenv("MIE_TEST_KEY", raising=False)
+    with ScriptedServer([OK]) as server, ChatClient(server.url, "judge-1", api_key_env="MIE_TEST_KEY") as client:
+        text = client.chat([{"role": "user", "content": "hi"}], temperature=0.3, max_tokens=7, top_p=0.9)
+    assert text == "hello"
+    (request,) = server.requests
+    assert request["path"] == "/v1/chat/completions"
+    assert request["body"] == {"model": "judge-1", "messages": [{"role": "user", "content": "hi"}],
+                               "temperature": 0.3, "max_tokens": 7, "top_p": 0.9}
+    assert "authorization" not in {k.lower() for k in request["headers"]}
+
+
+def test_api_key_sent_as_bearer_but_never_shown(monkeypatch, caplog):
+    monkeypatch.setenv("MIE_TEST_KEY", "sk-secret-123")
+    script = [(500, {"error": "boom"}, None, 0), OK]
+    with ScriptedServer(script) as server:
+        client = ChatClient(server.url + "/", "m", api_key_env="MIE_TEST_KEY", backoff=0.01)
+        with caplog.at_level("DEBUG"):
+            assert client.chat([{"role": "user", "content": "hi"}]) == "hello"
+        client.close()
+    assert [r["headers"].get("Authorization") for r in server.requests] == ["Bearer sk-secret-123"] * 2
+    assert "sk-secret" not in repr(client) and "api_key=set" in repr(client)
+    assert "sk-secret" not in caplog.text
+
+
+def test_429_honours_retry_after_then_succeeds():
+    script = [(429, {"error": "slow down"}, {"Retry-After": "0.3"}, 0), OK]
+    with ScriptedServer(script) as server, ChatClient(server.url, "m", backoff=0.0) as client:
+        start = time.perf_counter()
+        assert client.chat([{"role": "user", "content": "x"}]) == "hello"
+        elapsed = time.perf_counter() - start
+    assert len(server.requests) == 2
+    assert 0.28 <= elapsed < 3.0  # waited the server's 0.3 s although backoff is 0
+
+
+def test_retry_after_is_capped_by_max_backoff():
+    script = [(503, {"error": "busy"}, {"Retry-After": "120"}, 0), OK]
+    with ScriptedServer(script) as server, ChatClient(server.url, "m", max_backoff=0.05) as client:
+        start = time.perf_counter()
+        assert client.chat([{"role": "user", "content": "x"}]) == "hello"
+        assert time.perf_counter() - start < 2.0
+
+
+def test_persistent_500_raises_http_error_after_retries():
+    with ScriptedServer([(500, {"error": "internal"}, None, 0)]) as server, \
+            ChatClient(server.url, "m", max_retries=2, backoff=0.01) as client:
+        with pytest.raises(ChatError) as info:
+            client.chat([{"role": "user", "content": "x"}])
+    assert info.value.kind == "http" and info.value.status == 500 and info.value.attempts == 3
+    assert "internal" in str(info.value)
+    assert len(server.requests) == 3
+
+
+def test_400_is_not_retried():
+    with ScriptedServer([(400, {"error": "bad image"}, None, 0)]) as server, \
+            ChatClient(server.url, "m", max_retries=3, backoff=0.01) as client:
+        with pytest.raises(ChatError) as info:
+            client.chat([{"role": "user", "content": "x"}])
+    assert (info.value.kind, info.value.status, len(server.requests)) == ("http", 400, 1)
+
+
+@pytest.mark.parametrize("body", [b"{not json", json.dumps({"choices": []}).encode(),
+                                  json.dumps({"choices": [{"message": {"content": None}}]}).encode()])
+def test_malformed_body_is_bad_response_without_retry(body):
+    with ScriptedServer([(200, body, None, 0)]) as server, \
+            ChatClient(server.url, "m", max_retries=2, backoff=0.01) as client:
+        with pytest.raises(ChatError) as info:
+            client.chat([{"role": "user", "content": "x"}])
+    assert (info.value.kind, info.value.status, len(server.requests)) == ("bad_response", 200, 1)
+
+
+def test_slow_answer_times_out_and_is_retried_boundedly():
+    with ScriptedServer([(200, completion("late"), None, 1.5)]) as server, \
+            ChatClient(server.url, "m", timeout=0.3, max_retries=1, backoff=0.01) as client:
+        start = time.perf_counter()
+        with pytest.raises(ChatError) as info:
+            client.chat([{"role": "user", "content": "x"}])
+        elapsed = time.perf_counter() - start
+    assert info.value.kind == "timeout" and info.value.status is None and info.value.attempts == 2
+    assert len(server.requests) == 2
+    assert elapsed < 1.5  # two 0.3 s timeouts, not the server's 1.5 s
+
+
+def test_connection_refused_is_connection_error():
+    with ScriptedServer([OK]) as server:
+        url = server.url
+    with ChatClient(url, "m", max_retries=1, backoff=0.01, timeout=2.0) as client:
+        with pytest.raises(ChatError) as info:
+            client.chat([{"role": "user", "content": "x"}])
+    assert info.value.kind == "connection" and info.value.attempts == 2
+
+
+def test_content_parts_answer_and_concurrent_use():
+    parts = {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]}
+    with ScriptedServer([(200, parts, None, 0.05)]) as server, ChatClient(server.url, "m") as client:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(client.chat([{"role": "user", "content": "x"}])))
+                   for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+    assert results == ["ab"] * 6 and len(server.requests) == 6
+
+
+def test_user_message_and_data_url_roundtrip():
+    import base64
+    import io
+
+    rgba = Image.new("RGBA", (40, 30), (255, 0, 0, 128))
+    msg = user_message(["Source image:", rgba, {"type": "text", "text": "done"}])
+    assert msg["role"] == "user"
+    assert [p["type"] for p in msg["content"]] == ["text", "image_url", "text"]
+    url = msg["content"][1]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert decoded.size == (40, 30) and decoded.mode == "RGB"
+    small = image_to_data_url(Image.new("RGB", (400, 300)), format="jpeg", max_pixels=1200)
+    assert small.startswith("data:image/jpeg;base64,")
+    im = Image.open(io.BytesIO(base64.b64decode(small.split(",", 1)[1])))
+    assert im.width * im.height <= 1200 and abs(im.width / im.height - 4 / 3) < 0.1
+    with pytest.raises(TypeError):
+        user_message(["ok", 3])
+
+
+def test_retry_after_parsing():
+    assert _retry_after_seconds("2") == 2.0
+    assert _retry_after_seconds(None) is None and _retry_after_seconds("soon") is None
+    assert _retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: no wait
+
+
+def test_bad_arguments_are_clear():
+    with pytest.raises(ValueError, match="http"):
+        ChatClient("127.0.0.1:8000", "m")
+    with pytest.raises(ValueError, match="model"):
+        ChatClient("http://127.0.0.1:1/v1", "")

@@ -86,3 +86,32 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto"):
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"could not load MIEScore checkpoint '{model}': {err}") from None
     return scorer.to(device).eval()
+
+
+SPATIALREWARD_MODEL_TYPES = ("spatialreward", "qwen3_vl")
+
+
+def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto"):
+    """Load a SpatialReward checkpoint (ours, or the authors' plain Qwen3-VL one) in eval mode.
+
+    Raises :class:`ModelLoadError` naming the problem: missing folder, wrong model type, unreadable weights.
+    """
+    config = read_checkpoint_config(os.fspath(model))
+    model_type = config.get("model_type")
+    if model_type not in SPATIALREWARD_MODEL_TYPES:
+        hint = (" It is a MIEScore checkpoint: score with MIEScore instead (`miescore score`, or --model in the "
+                "Space)." if model_type == "miescore" else "")
+        raise ModelLoadError(
+            f"model '{model}' is not a SpatialReward checkpoint (its config has model_type={model_type!r}, "
+            f"expected one of {SPATIALREWARD_MODEL_TYPES}).{hint}"
+        )
+    from .modeling_spatialreward import SpatialRewardModel
+
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    try:
+        scorer = SpatialRewardModel.from_pretrained(os.fspath(model), dtype=torch_dtype)
+        scorer.get_processor()  # fail now, not inside an RL loop or on the first request
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"could not load SpatialReward checkpoint '{model}': {err}") from None
+    return scorer.to(device).eval()

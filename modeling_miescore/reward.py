@@ -16,43 +16,14 @@ read, whose judge output cannot be parsed or whose API request failed gets ``fai
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence
 
 from .image_io import MIEScoreInputError
-from .loading import ModelLoadError, read_checkpoint_config, resolve_device, resolve_dtype
+from .loading import SPATIALREWARD_MODEL_TYPES, load_spatialreward  # noqa: F401  (re-exported)
 from .modeling_spatialreward import SpatialRewardResult
 from .processing_miescore import as_edit_sample
-
-SPATIALREWARD_MODEL_TYPES = ("spatialreward", "qwen3_vl")
-
-
-def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto"):
-    """Load a SpatialReward checkpoint (ours, or the authors' plain Qwen3-VL one) in eval mode.
-
-    Raises :class:`ModelLoadError` (a user error) naming the problem: missing folder, wrong model type, ...
-    """
-    config = read_checkpoint_config(os.fspath(model))
-    model_type = config.get("model_type")
-    if model_type not in SPATIALREWARD_MODEL_TYPES:
-        hint = " It is a MIEScore checkpoint: use `miescore score` instead." if model_type == "miescore" else ""
-        raise ModelLoadError(
-            f"model '{model}' is not a SpatialReward or Qwen3-VL checkpoint (its config has "
-            f"model_type={model_type!r}, expected one of {SPATIALREWARD_MODEL_TYPES}).{hint}"
-        )
-    from .modeling_spatialreward import SpatialRewardModel
-
-    device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, device)
-    try:
-        scorer = SpatialRewardModel.from_pretrained(os.fspath(model), dtype=torch_dtype)
-        scorer.get_processor()  # fail now, not inside the RL loop
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"could not load SpatialReward checkpoint '{model}': {err}") from None
-    return scorer.to(device).eval()
-
 
 def _input_failure(value: float, num_sources: int, backend: str) -> SpatialRewardResult:
     return SpatialRewardResult(reward=float(value), failed=True, failure_reasons=["input_error"],

@@ -1,0 +1,276 @@
+"""MIEScore Space: score a multi-source image edit with MIEScore or SpatialReward and see why.
+
+Run locally:  python app.py --model PATH_OR_REPO [--spatialreward-model PATH_OR_REPO] [--host H] [--port P]
+(or set MIESCORE_MODEL / SPATIALREWARD_MODEL). Named API endpoints: /score and /spatial_reward.
+All non-UI logic lives in ``modeling_miescore.space_helpers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import gradio as gr
+
+from modeling_miescore.drawing import draw_regions
+from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.loading import load_spatialreward
+from modeling_miescore.space_helpers import (
+    MAX_SOURCES,
+    SPACE_MAX_IMAGE_PIXELS,
+    LazyModel,
+    annotations,
+    default_cache_dir,
+    load_edit_inputs,
+    miescore_html,
+    miescore_json,
+    placeholder_html,
+    reasoning_color_map,
+    reasoning_pieces,
+    spatialreward_html,
+    spatialreward_json,
+    write_example_files,
+)
+
+logger = logging.getLogger("miescore.space")
+
+MIESCORE, SPATIALREWARD = "MIEScore", "SpatialReward"
+NO_MIESCORE = ("No MIEScore model configured: start the Space with --model PATH_OR_REPO or set the "
+               "MIESCORE_MODEL environment variable (a MIEScore checkpoint folder or Hub repo id).")
+NO_SPATIALREWARD = ("No SpatialReward model configured: start the Space with --spatialreward-model PATH_OR_REPO "
+                    "or set the SPATIALREWARD_MODEL environment variable.")
+
+
+# Gradio 6 takes the theme at launch(); tests launch with the same options so they see the same page.
+LAUNCH_OPTIONS = dict(theme=gr.themes.Soft(), ssr_mode=False, footer_links=["api", "gradio"])
+
+
+def _user_error(err: Exception) -> gr.Error:
+    return gr.Error(str(err), print_exception=False)
+
+
+def _brief(err: Exception, limit: int = 200) -> str:
+    text = f"{type(err).__name__}: {err}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def build_demo(
+    model: str | None = None,
+    spatialreward_model: str | None = None,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    max_image_pixels: int = SPACE_MAX_IMAGE_PIXELS,
+    examples_dir: str | None = None,
+    example_side: int = 384,
+    random_weights: bool = False,
+) -> gr.Blocks:
+    """The Space's Blocks. Models are loaded on first use (``LazyModel``); nothing heavy happens here."""
+    from modeling_miescore.loading import load_scorer
+
+    mie = LazyModel(model, lambda ref: load_scorer(ref, device=device, dtype=dtype), NO_MIESCORE)
+    spatial = LazyModel(spatialreward_model, lambda ref: load_spatialreward(ref, device=device, dtype=dtype),
+                        NO_SPATIALREWARD)
+
+    def checked(sources, edited, instruction):
+        return load_edit_inputs(sources, edited, instruction, max_sources=MAX_SOURCES,
+                                max_image_pixels=max_image_pixels)
+
+    def run_miescore(sources, edited, instruction) -> dict:
+        try:
+            images, edited_image, text = checked(sources, edited, instruction)
+            scores = mie.get().score(images, edited_image, text)
+        except MIEScoreInputError as err:
+            raise _user_error(err) from None
+        except Exception as err:  # the model itself failed: log it, tell the user briefly
+            logger.exception("MIEScore scoring failed")
+            raise gr.Error(f"MIEScore failed inside the model ({_brief(err)}); the server log has the details.",
+                           print_exception=False) from None
+        return miescore_json(scores, model=mie.reference)
+
+    def run_spatialreward(sources, edited, instruction):
+        try:
+            images, edited_image, text = checked(sources, edited, instruction)
+            result = spatial.get().evaluate_edits([{"sources": images, "edited": edited_image,
+                                                     "instruction": text}])[0]
+        except MIEScoreInputError as err:
+            raise _user_error(err) from None
+        except Exception as err:
+            logger.exception("SpatialReward scoring failed")
+            raise gr.Error(f"SpatialReward failed inside the model ({_brief(err)}); the server log has the "
+                           "details.", print_exception=False) from None
+        data = spatialreward_json(result, *edited_image.size)
+        data["model"] = spatial.reference
+        return data, edited_image
+
+    # --------------------------------------------------------------------------------- event handlers
+
+    def api_spatial_reward(sources, edited, instruction):
+        return run_spatialreward(sources, edited, instruction)[0]
+
+    def ui_score(sources, edited, instruction, choice):
+        if choice == SPATIALREWARD:
+            data, image = run_spatialreward(sources, edited, instruction)
+            regions = data.get("regions") or []
+            pieces = reasoning_pieces(data)
+            colors = reasoning_color_map(pieces, regions)
+            boxes = annotations(regions, *image.size)
+            # Outlines and "id: label" tags drawn into the image (same palette), plus AnnotatedImage's
+            # hoverable overlays coloured through the same colour map as the reasoning.
+            drawn = draw_regions(image, regions) if regions else image
+            return (gr.skip(), gr.skip(), gr.update(value=(drawn, boxes), color_map=colors),
+                    gr.update(value=pieces, color_map=colors),
+                    spatialreward_html(data), data, *_panels(choice))
+        data = run_miescore(sources, edited, instruction)
+        note = "Random weights: these scores are meaningless." if random_weights else None
+        return (miescore_html(data, note=note), data, gr.skip(), gr.skip(), gr.skip(), gr.skip(),
+                *_panels(choice))
+
+    def _panels(choice):
+        return gr.update(visible=choice != SPATIALREWARD), gr.update(visible=choice == SPATIALREWARD)
+
+    # --------------------------------------------------------------------------------- layout
+
+    with gr.Blocks(title="MIEScore: multi-source edit scoring") as demo:
+        gr.Markdown(
+            "# MIEScore\nScore a **multi-source image edit**: the source images, the edited result and the "
+            "instruction. **MIEScore** rates visual quality, instruction following and attribute preservation "
+            "on the 0–100 MOS scale of MIE-Bench; **SpatialReward** draws the regions it judged, explains its "
+            "reasoning region by region and gives the reward used for RL."
+        )
+        status = [f"MIEScore model: `{model}`" if model else "MIEScore model: **not configured**",
+                  f"SpatialReward model: `{spatialreward_model}`" if spatialreward_model
+                  else "SpatialReward model: **not configured**"]
+        if random_weights:
+            status.append("**Random-weight demo checkpoints: the scores are meaningless.**")
+        gr.Markdown(" · ".join(status), elem_id="model-status")
+        with gr.Row():
+            with gr.Column(scale=5):
+                sources = gr.Gallery(label=f"Source images (1–{MAX_SOURCES}, in order: image 1, image 2, …)",
+                                     type="filepath", interactive=True, columns=3, height=260,
+                                     file_types=["image"], elem_id="sources")
+                edited = gr.Image(label="Edited image", type="filepath", image_mode=None, height=260,
+                                  sources=["upload", "clipboard"], elem_id="edited")
+                instruction = gr.Textbox(label="Instruction", lines=2, elem_id="instruction",
+                                         placeholder="e.g. Place the cat from image 2 on the table in image 1.")
+                choice = gr.Radio([MIESCORE, SPATIALREWARD], value=MIESCORE, label="Model", elem_id="model-choice")
+                button = gr.Button("Score", variant="primary", elem_id="score-button")
+            with gr.Column(scale=5):
+                with gr.Group(visible=True) as mie_panel:
+                    mie_bars = gr.HTML(placeholder_html(
+                        "Scores appear here." if model else NO_MIESCORE), elem_id="miescore-result")
+                    mie_raw = gr.JSON(label="Raw result (JSON)", elem_id="miescore-json")
+                with gr.Group(visible=False) as sr_panel:
+                    if not spatialreward_model:
+                        gr.Markdown(NO_SPATIALREWARD, elem_id="spatialreward-missing")
+                    sr_image = gr.AnnotatedImage(label="Edited image with the regions SpatialReward judged",
+                                                 elem_id="spatialreward-regions")
+                    sr_reasoning = gr.HighlightedText(label="Reasoning (each region in its box's colour)",
+                                                      show_legend=True, elem_id="spatialreward-reasoning")
+                    sr_bars = gr.HTML(placeholder_html("Sub-scores and the reward appear here."),
+                                      elem_id="spatialreward-result")
+                    sr_raw = gr.JSON(label="Raw result (JSON)", elem_id="spatialreward-json")
+
+        rows = _example_rows(examples_dir, example_side)
+        if rows:
+            gr.Examples(
+                examples=[[row.sources, row.edited, row.instruction] for row in rows],
+                inputs=[sources, edited, instruction],
+                example_labels=[f"{row.id}: {row.note}" for row in rows],
+                label="Examples (real photos; edits composed in code)",
+            )
+
+        choice.change(_panels, choice, [mie_panel, sr_panel], api_visibility="private", queue=False)
+        # preprocess=False: the handlers get the uploaded files' (already validated, cached) paths unopened.
+        # Gradio's own image preprocessing opens every upload with PIL first, so a corrupt or huge file would
+        # fail with an error the user never sees; load_image reads them instead and says what is wrong.
+        # One concurrency group for every model call: a single GPU runs one forward pass at a time.
+        button.click(ui_score, [sources, edited, instruction, choice],
+                     [mie_bars, mie_raw, sr_image, sr_reasoning, sr_bars, sr_raw, mie_panel, sr_panel],
+                     api_visibility="private", concurrency_id="model", preprocess=False)
+        # API-only endpoints (no UI trigger): clean signatures (sources, edited, instruction) -> JSON.
+        gr.on([], run_miescore, [sources, edited, instruction], mie_raw, api_name="score", concurrency_id="model",
+              preprocess=False,
+              api_description="MIEScore: visual_quality, instruction_following, attribute_preservation, overall "
+                              "(0-100).")
+        gr.on([], api_spatial_reward, [sources, edited, instruction], sr_raw, api_name="spatial_reward",
+              concurrency_id="model", preprocess=False,
+              api_description="SpatialReward: regions (0-1000 and pixel boxes), reasoning, s_if, s_con, s_nat, "
+                              "s_art, sc, pq, reward.")
+    demo.miescore_models = (mie, spatial)  # for tests and warm-up
+    return demo
+
+
+def _example_rows(examples_dir, example_side):
+    try:
+        return write_example_files(examples_dir or default_cache_dir() / "examples", max_side=example_side)
+    except Exception as err:  # examples are a convenience: the Space works without them
+        logger.warning("examples disabled: %s", err)
+        return []
+
+
+def _tiny_checkpoints(model, spatialreward_model):
+    """Build (once, in the cache folder) tiny random-weight checkpoints for whichever model is not given."""
+    from modeling_miescore.testing import build_tiny_miescore
+    from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward
+
+    cache = default_cache_dir()
+    if not model:
+        model = cache / "tiny-miescore"
+        if not (model / "config.json").is_file():
+            build_tiny_miescore(model)
+    if not spatialreward_model:
+        spatialreward_model = cache / "tiny-spatialreward"
+        if not (spatialreward_model / "config.json").is_file():
+            build_tiny_spatialreward(spatialreward_model)
+    return str(model), str(spatialreward_model)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    env = os.environ
+    parser = argparse.ArgumentParser(description="MIEScore Gradio Space")
+    parser.add_argument("--model", default=env.get("MIESCORE_MODEL"),
+                        help="MIEScore checkpoint folder or Hub repo id (default: $MIESCORE_MODEL)")
+    parser.add_argument("--spatialreward-model", default=env.get("SPATIALREWARD_MODEL"),
+                        help="SpatialReward checkpoint folder or Hub repo id (default: $SPATIALREWARD_MODEL)")
+    # Hugging Face Spaces set GRADIO_SERVER_NAME=0.0.0.0; everywhere else we stay on the loopback interface.
+    parser.add_argument("--host", default=env.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(env.get("GRADIO_SERVER_PORT", "7860")))
+    parser.add_argument("--device", default=env.get("MIESCORE_DEVICE", "auto"))
+    parser.add_argument("--dtype", default=env.get("MIESCORE_DTYPE", "auto"))
+    parser.add_argument("--max-image-pixels", type=int, default=SPACE_MAX_IMAGE_PIXELS,
+                        help="refuse images above this many pixels (default: %(default)s)")
+    parser.add_argument("--max-file-size", default="50mb", help="largest upload accepted (default: %(default)s)")
+    parser.add_argument("--queue-size", type=int, default=16, help="requests allowed to wait (default: %(default)s)")
+    parser.add_argument("--examples-dir", default=None, help="where the example PNGs are written "
+                        "(default: $MIESCORE_SPACE_CACHE/examples or ~/.cache/miescore/space/examples)")
+    parser.add_argument("--tiny-demo", action="store_true",
+                        help="build tiny random-weight checkpoints for the models not given (UI try-out; scores are "
+                             "meaningless)")
+    parser.add_argument("--preload", action="store_true", help="load the models at start-up instead of first use")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.tiny_demo:
+        args.model, args.spatialreward_model = _tiny_checkpoints(args.model, args.spatialreward_model)
+    demo = build_demo(args.model, args.spatialreward_model, device=args.device, dtype=args.dtype,
+                      max_image_pixels=args.max_image_pixels, examples_dir=args.examples_dir,
+                      random_weights=args.tiny_demo)
+    if args.preload:
+        for holder in demo.miescore_models:
+            if holder.configured:
+                try:
+                    holder.get()
+                except MIEScoreInputError as err:
+                    sys.exit(f"error: {err}")
+    demo.queue(default_concurrency_limit=1, max_size=args.queue_size)
+    demo.launch(server_name=args.host, server_port=args.port, max_file_size=args.max_file_size, **LAUNCH_OPTIONS)
+
+
+if __name__ == "__main__":
+    main()

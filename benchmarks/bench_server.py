@@ -1,0 +1,151 @@
+"""Reward-server throughput under concurrent clients vs direct ``score_batch``, tiny MIEScore on CPU.
+
+Both paths score the same samples in one run of this script:
+- direct: ``model.score_batch(samples, batch_size=MAX_BATCH)`` in this process;
+- server: ``miescore serve`` in a subprocess (same checkpoint, same thread count, ``--max-batch MAX_BATCH``),
+  hit by CLIENTS concurrent clients that each send single-sample ``POST /v1/score`` requests (images
+  pre-encoded, so the clients' PNG encoding is not timed). The server must coalesce them into batches.
+Prints samples/s of each, their ratio, and the server's mean batch size read from /metrics.
+
+    python benchmarks/bench_server.py [--samples 48] [--clients 32] [--max-batch 16] [--size 256] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def make_samples(count: int, size: int) -> list[dict]:
+    from skimage import data
+
+    photos = [Image.fromarray(getattr(data, n)()).convert("RGB").resize((size, size))
+              for n in ("astronaut", "coffee", "chelsea", "rocket")]
+    rng = np.random.default_rng(0)
+    samples = []
+    for i in range(count):
+        a, b, c = rng.choice(len(photos), size=3, replace=False)
+        samples.append({"sources": [photos[a], photos[b]], "edited": photos[c],
+                        "instruction": f"Combine the subject of image 2 into image 1, variant {i}."})
+    return samples
+
+
+def to_b64(image: Image.Image) -> str:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", compress_level=1)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def start_server(model_path: Path, max_batch: int, max_wait_ms: float, threads: int):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
+               HF_HUB_OFFLINE="1")
+    command = [sys.executable, "-m", "modeling_miescore.cli", "serve", "--model", str(model_path), "--port", "0",
+               "--device", "cpu", "--dtype", "float32", "--max-batch", str(max_batch),
+               "--max-wait-ms", str(max_wait_ms), "--max-queue", "4096", "--log-level", "warning"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        match = re.search(r"http://[\d.]+:\d+", line or "")
+        if match:
+            return process, match.group(0)
+        if not line and process.poll() is not None:
+            break
+    process.kill()
+    raise RuntimeError("the server did not start; run the command by hand to see why: " + " ".join(command))
+
+
+async def hammer(url: str, payloads: list[dict], clients: int) -> float:
+    import httpx
+
+    queue: asyncio.Queue = asyncio.Queue()
+    for payload in payloads:
+        queue.put_nowait(payload)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+        async def worker():
+            while not queue.empty():
+                payload = queue.get_nowait()
+                response = await client.post("/v1/score", json=payload)
+                response.raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        return time.perf_counter() - started
+
+
+def batch_stats(url: str) -> tuple[float, float]:
+    import httpx
+
+    from modeling_miescore.server_metrics import parse_exposition
+
+    values = parse_exposition(httpx.get(url + "/metrics").text)
+    return values["miescore_batch_size_sum"], values["miescore_batch_size_count"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=48)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--max-batch", type=int, default=16)
+    parser.add_argument("--max-wait-ms", type=float, default=20.0)
+    parser.add_argument("--size", type=int, default=256, help="image side in pixels (3 images per sample)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1, help="best of this many timed runs per path")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.testing import build_tiny_miescore
+
+    samples = make_samples(args.samples, args.size)
+    payloads = [{"sources": [to_b64(s) for s in sample["sources"]], "edited": to_b64(sample["edited"]),
+                 "instruction": sample["instruction"]} for sample in samples]
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path = build_tiny_miescore(Path(tmp) / "tiny")
+        model = load_scorer(str(model_path), device="cpu", dtype="float32")
+        model.score_batch(samples[:2], batch_size=2)  # warm-up
+        direct = min(_timed(lambda: model.score_batch(samples, batch_size=args.max_batch))
+                     for _ in range(args.repeats))
+
+        process, url = start_server(model_path, args.max_batch, args.max_wait_ms, args.threads)
+        try:
+            asyncio.run(hammer(url, payloads[:4], 4))  # warm-up
+            before = batch_stats(url)
+            server = min(asyncio.run(hammer(url, payloads, args.clients)) for _ in range(args.repeats))
+            after = batch_stats(url)
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+    n = len(samples)
+    mean_batch = (after[0] - before[0]) / max(after[1] - before[1], 1)
+    print(f"tiny MIEScore on CPU ({args.threads} threads), {n} samples x 3 images at {args.size}x{args.size}, "
+          f"max batch {args.max_batch}")
+    print(f"direct score_batch          : {n / direct:7.2f} samples/s ({direct:.2f} s)")
+    print(f"server, {args.clients:>2} concurrent clients: {n / server:7.2f} samples/s ({server:.2f} s), "
+          f"mean batch {mean_batch:.1f}")
+    print(f"ratio server / direct: {direct / server:.2f}x")
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""RewardClient and make_reward_fn: image encodings, grouping and order, retries on 429/503 with Retry-After,
+connection reuse, errors naming the field. Servers run in-process on 127.0.0.1 with a fake backend."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from modeling_miescore.client import RewardClient, RewardServerError, encode_image, make_reward_fn
+from modeling_miescore.server import CallableBackend, ServerSettings, serve_in_background
+
+
+def _scorer(samples):
+    return [{"edited_mean": float(np.asarray(s.edited, dtype=np.float64).mean()),
+             "sources_mean": [float(np.asarray(x, dtype=np.float64).mean()) for x in s.sources],
+             "instruction": s.instruction,
+             "overall": float(np.asarray(s.edited, dtype=np.float64).mean()) / 2.55} for s in samples]
+
+
+@pytest.fixture()
+def server():
+    with serve_in_background(CallableBackend(_scorer), ServerSettings(max_wait_ms=5)) as running:
+        yield running
+
+
+def _rgb(seed: int, size=(20, 16)) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+
+
+def test_every_image_kind_reaches_the_server_unchanged(server, tmp_path):
+    array = _rgb(1)
+    path = tmp_path / "edit.png"
+    Image.fromarray(array).save(path)
+    tensor_chw = torch.from_numpy(array).permute(2, 0, 1).float() / 255.0
+    kinds = {"path": path, "str": str(path), "pil": Image.fromarray(array), "numpy": array,
+             "float numpy": array.astype(np.float32) / 255.0, "tensor chw": tensor_chw,
+             "bytes": path.read_bytes()}
+    want = float(array.astype(np.float64).mean())
+    with RewardClient(server.url) as client:
+        for name, image in kinds.items():
+            result = client.score([Image.fromarray(_rgb(2))], image, "edit it")
+            assert result["edited_mean"] == pytest.approx(want, abs=1e-9), name
+        # a JPEG path goes as its own bytes: the server decodes the same pixels the file holds
+        jpeg = tmp_path / "edit.jpg"
+        Image.fromarray(array).save(jpeg, quality=80)
+        result = client.score(str(jpeg), jpeg, "edit it")  # a single source is accepted as-is
+        decoded = float(np.asarray(Image.open(jpeg).convert("RGB"), dtype=np.float64).mean())
+        assert result["edited_mean"] == pytest.approx(decoded) and len(result["sources_mean"]) == 1
+
+
+def test_encode_image_is_lossless_png():
+    array = _rgb(3)
+    data = io.BytesIO(__import__("base64").b64decode(encode_image(array)))
+    assert Image.open(data).format == "PNG"
+    assert np.array_equal(np.asarray(Image.open(data).convert("RGB")), array)
+
+
+def test_score_groups_and_score_batch_keep_order_across_split_requests(server):
+    sources = [Image.fromarray(_rgb(10)), Image.fromarray(_rgb(11))]
+    groups = [{"sources": sources, "instruction": f"group {g}", "edited": [_rgb(100 + 10 * g + e) for e in range(n)]}
+              for g, n in enumerate([3, 1, 4])]
+    with RewardClient(server.url, max_samples_per_request=3) as client:
+        results = client.score_groups(groups)
+        assert [len(r) for r in results] == [3, 1, 4]
+        for g, group in enumerate(groups):
+            for e, result in enumerate(results[g]):
+                assert result["instruction"] == f"group {g}"
+                assert result["edited_mean"] == pytest.approx(float(group["edited"][e].astype(np.float64).mean()))
+                assert "group" not in result and "index" not in result
+        samples = [(sources, _rgb(200 + i), "same") for i in range(4)] + [
+            {"sources": [_rgb(300)], "edited": _rgb(301), "instruction": "other"}]
+        batch = client.score_batch(samples)
+        assert [r["instruction"] for r in batch] == ["same"] * 4 + ["other"]
+        assert batch[4]["edited_mean"] == pytest.approx(float(_rgb(301).astype(np.float64).mean()))
+    metrics = httpx.get(server.url + "/metrics").text
+    # 8 edits in requests of <= 3 (groups are split only when larger than the limit): 3 | 1 | 3 | 1, then 3 | 2
+    assert 'miescore_requests_total{endpoint="/v1/score_groups",status="200"} 6' in metrics
+
+
+def test_connections_are_reused(server):
+    with RewardClient(server.url) as client:
+        for i in range(5):
+            client.score([_rgb(1)], _rgb(i), "x")
+        assert len(server.server.server_state.connections) == 1
+        assert server.server.server_state.total_requests == 5
+
+
+def _mock_client(statuses, retry_after="0.2", **kwargs):
+    calls = []
+
+    def handler(request):
+        calls.append(time.monotonic())
+        status = statuses[min(len(calls) - 1, len(statuses) - 1)]
+        if status == 200:
+            return httpx.Response(200, json={"overall": 50.0})
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        return httpx.Response(status, headers=headers,
+                              json={"error": {"field": None, "message": "busy", "kind": "queue_full"}})
+
+    client = RewardClient("http://reward.test", transport=httpx.MockTransport(handler), **kwargs)
+    return client, calls
+
+
+def test_retries_honour_retry_after_and_are_bounded():
+    client, calls = _mock_client([429, 503, 200], retry_after="0.2", max_retries=3)
+    assert client.score([_rgb(1)], _rgb(2), "x") == {"overall": 50.0}
+    assert len(calls) == 3
+    assert calls[1] - calls[0] >= 0.19 and calls[2] - calls[1] >= 0.19
+
+    # a huge Retry-After is capped by max_retry_wait; after max_retries the error surfaces with its status
+    client, calls = _mock_client([429], retry_after="3600", max_retries=2, max_retry_wait=0.05)
+    started = time.monotonic()
+    with pytest.raises(RewardServerError) as info:
+        client.score([_rgb(1)], _rgb(2), "x")
+    assert info.value.status == 429 and info.value.kind == "queue_full"
+    assert len(calls) == 3 and time.monotonic() - started < 2.0
+
+    client, calls = _mock_client([422], max_retries=5)  # client errors are not retried
+    with pytest.raises(RewardServerError):
+        client.score([_rgb(1)], _rgb(2), "x")
+    assert len(calls) == 1
+
+
+def test_server_errors_name_the_field(server):
+    with RewardClient(server.url) as client:
+        with pytest.raises(RewardServerError) as info:
+            client.score([_rgb(1)], _rgb(2), "   ")
+    assert info.value.status == 422 and info.value.field == "instruction"
+    assert "instruction" in str(info.value)
+
+
+def test_api_key_is_sent():
+    with serve_in_background(CallableBackend(_scorer), ServerSettings(api_key="abc")) as running:
+        with RewardClient(running.url, api_key="abc") as client:
+            assert client.score([_rgb(1)], _rgb(2), "x")["instruction"] == "x"
+        with RewardClient(running.url) as client, pytest.raises(RewardServerError) as info:
+            client.score([_rgb(1)], _rgb(2), "x")
+        assert info.value.status == 401
+
+
+def test_make_reward_fn_shapes_and_scale(server):
+    reward_fn = make_reward_fn(server.url, key="overall", scale=0.01)
+    batch = np.stack([_rgb(i) for i in range(4)])  # (N, H, W, C)
+    shared_sources = [Image.fromarray(_rgb(50)), Image.fromarray(_rgb(51))]
+    rewards = reward_fn(batch, "make it pop", [shared_sources] * 4)
+    want = [float(_rgb(i).astype(np.float64).mean()) / 255.0 for i in range(4)]
+    assert rewards == pytest.approx(want)
+    assert all(0.0 <= r <= 1.0 for r in rewards)
+    # a torch batch (N, C, H, W) in [0, 1], one source per image given as a flat list, keyword call
+    tensor = torch.from_numpy(batch).permute(0, 3, 1, 2).float() / 255.0
+    rewards = reward_fn(images=tensor, instructions=["a", "b", "c", "d"], sources=[_rgb(60 + i) for i in range(4)])
+    assert rewards == pytest.approx(want, abs=1e-6)
+    with pytest.raises(ValueError, match="3 instructions"):
+        reward_fn(batch, ["a", "b", "c"], [shared_sources] * 4)
+    with pytest.raises(KeyError, match="not_a_key"):
+        make_reward_fn(server.url, key="not_a_key")(batch[:1], "x", [shared_sources])
+    reward_fn.client.close()
+
+
+def test_reward_fn_when_the_server_is_unreachable():
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    strict = make_reward_fn(dead, max_retries=1, max_retry_wait=0.01)
+    with pytest.raises(RewardServerError, match="cannot reach"):
+        strict([_rgb(1)], "x", [[_rgb(2)]])
+    lenient = make_reward_fn(dead, max_retries=0, on_error=0.0)
+    assert lenient([_rgb(1), _rgb(2)], "x", [[_rgb(3)]] * 2) == [0.0, 0.0]
+
+
+def test_requests_are_plain_json():
+    """The wire format is JSON with base64 strings (never pickle)."""
+    seen = []
+
+    def handler(request):
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"results": [{"overall": 1.0, "group": 0, "index": 0}]})
+
+    client = RewardClient("http://reward.test", transport=httpx.MockTransport(handler))
+    client.score_batch([([_rgb(1)], _rgb(2), "x")])
+    body = seen[0]
+    assert set(body) == {"groups"} and set(body["groups"][0]) == {"sources", "instruction", "edited"}
+    assert all(isinstance(v, str) for v in body["groups"][0]["sources"] + body["groups"][0]["edited"])

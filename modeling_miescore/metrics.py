@@ -572,8 +572,10 @@ def _summarise(values: np.ndarray, sizes: np.ndarray, categories: Any) -> dict[s
         uniq, inv = np.unique(cats, return_inverse=True)
         sums = np.bincount(inv, weights=values.astype(np.float64), minlength=uniq.shape[0])
         counts = np.bincount(inv, minlength=uniq.shape[0])
-        res["by_category"] = {u.item(): float(s / c) for u, s, c in zip(uniq, sums, counts)}
-        res["n_by_category"] = {u.item(): int(c) for u, c in zip(uniq, counts)}
+        # numpy scalars -> Python values; object arrays (e.g. pandas strings) already hold Python objects
+        labels = [u.item() if isinstance(u, np.generic) else u for u in uniq]
+        res["by_category"] = {u: float(s / c) for u, s, c in zip(labels, sums, counts)}
+        res["n_by_category"] = {u: int(c) for u, c in zip(labels, counts)}
     return res
 
 

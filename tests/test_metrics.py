@@ -367,3 +367,11 @@ def test_correlations_on_36k_items_are_fast():
         M.krcc(x, y)
         M.plcc(x, y)
     assert time.perf_counter() - t < 1.0  # milliseconds in practice; generous on a shared CPU
+
+
+def test_group_metrics_accept_object_dtype_categories():
+    groups = [[3.0, 2.0], [1.0, 2.0], [5.0, 4.0, 3.0]]
+    categories = np.array(["general", "human_basic", "general"], dtype=object)
+    result = M.group_accuracy(groups, categories=categories)
+    assert result["by_category"] == {"general": 1.0, "human_basic": 0.0}
+    assert result["n_by_category"] == {"general": 2, "human_basic": 1}

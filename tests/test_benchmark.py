@@ -1,0 +1,402 @@
+"""`miescore benchmark`: MIE-Bench evaluator report, MER-Bench group accuracy, editing-model leaderboard.
+
+Datasets are built from the raw fixtures (real photos, planted truth) with the real builders; expected numbers are
+recomputed independently (scipy / numpy) from the predictions written here, so a wrong id alignment, a wrong
+column or a wrong metric shows up as a mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from scipy import stats
+
+from modeling_miescore.cli import main
+
+DIMS = ("visual_quality", "instruction_following", "attribute_preservation", "overall")
+MOS = {"visual_quality": "mos_vq", "instruction_following": "mos_if", "attribute_preservation": "mos_ap",
+       "overall": "mos_overall"}
+MIE_PLOTS = ["scatter_visual_quality", "scatter_instruction_following", "scatter_attribute_preservation",
+             "scatter_overall", "srcc_per_task", "leaderboard", "mos_distribution"]
+MIE_SECTIONS = ["# MIE-Bench evaluation report", "## Run", "## Correlation with human MOS (paper table 3)",
+                "## SRCC per task (paper tables 12–15)",
+                "## Editing-model leaderboard: human vs predicted (paper table 4)",
+                "## MOS distributions (paper figure 2)", "## Notes"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# fixtures
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mie_dir(tmp_path_factory):
+    from modeling_miescore.builders.mie_bench import build_mie_bench
+    from modeling_miescore.testing.raw_benchmarks import make_raw_mie_bench
+
+    base = tmp_path_factory.mktemp("mie")
+    make_raw_mie_bench(base / "raw", n_instances=20, n_models=4, seed=3, image_size=48)
+    build_mie_bench(base / "raw", base / "ds", progress=False)
+    return base / "ds"
+
+
+def mie_rows(ds_dir: Path, split: str):
+    import datasets
+
+    ds = datasets.load_dataset(str(ds_dir), split=split)
+    df = ds.select_columns(["id", "instance_id", "task", "editing_model", *MOS.values()]).to_pandas()
+    df["task"] = [ds.features["task"].names[t] for t in df["task"]]
+    return df
+
+
+@pytest.fixture(scope="module")
+def mer_dir(tmp_path_factory):
+    from modeling_miescore.builders.mer_bench import build_mer_bench
+    from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench
+
+    base = tmp_path_factory.mktemp("mer")
+    make_raw_mer_bench(base / "raw", n_samples=24, seed=0, image_size=48)
+    build_mer_bench(base / "raw", base / "ds", groups_per_type=20, progress=False)
+    return base / "ds"
+
+
+def mer_rows(ds_dir: Path):
+    import datasets
+
+    rows = []
+    for split in ("2pair", "3pair", "4pair"):
+        ds = datasets.load_dataset(str(ds_dir), split=split)
+        for r in ds.select_columns(["pair_id", "category", "editing_models"]):
+            rows.append({"pair_id": r["pair_id"], "category": r["category"], "k": len(r["editing_models"])})
+    return rows
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def run(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_pngs(out: Path, names):
+    for name in names:
+        path = out / "plots" / f"{name}.png"
+        assert path.is_file(), f"missing plot {name}"
+        with Image.open(path) as im:
+            im.load()
+            assert im.format == "PNG" and im.width > 200 and im.height > 200
+
+
+def assert_metric(m, *, with_ci=True):
+    assert set(m) == {"value", "ci"} and len(m["ci"]) == 2
+    assert m["value"] is not None
+    if with_ci:
+        lo, hi = m["ci"]  # a percentile interval need not contain the point estimate, so only its order is fixed
+        assert lo is not None and hi is not None and lo <= hi
+
+
+def noisy_predictions(df, rng, noise: float):
+    return [{"id": r.id, **{d: float(getattr(r, MOS[d]) + rng.normal(0, noise)) for d in DIMS}}
+            for r in df.itertuples()]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MIE-Bench
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_mie_bench_end_to_end_with_tiny_model_and_resume(mie_dir, tiny_miescore_path, tmp_path, capsys):
+    out = tmp_path / "report"
+    argv = ["benchmark", "mie-bench", "--dataset", str(mie_dir), "--split", "validation", "--model",
+            str(tiny_miescore_path), "--out", str(out), "--bootstrap", "20", "--device", "cpu", "--no-progress",
+            "--batch-size", "16"]
+    code, stdout, stderr = run(argv, capsys)
+    assert code == 0, stderr
+    assert "SRCC with human MOS" in stdout
+
+    df = mie_rows(mie_dir, "validation")
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert sorted(p["id"] for p in preds) == sorted(df["id"])
+
+    report = json.loads((out / "report.json").read_text())
+    for section in ("meta", "correlations", "per_task", "model_ranking", "mos_distribution", "alignment", "plots"):
+        assert section in report
+    assert report["meta"]["n_items"] == len(df) and report["alignment"]["n_missing"] == 0
+    by_id = {p["id"]: p for p in preds}
+    for d in DIMS:
+        c = report["correlations"][d]
+        for key in ("srcc", "krcc", "plcc", "plcc_logistic"):
+            assert_metric(c[key])
+        # the report correlates the right prediction with the right MOS
+        pred = [by_id[i][d] for i in df["id"]]
+        assert c["srcc"]["value"] == pytest.approx(stats.spearmanr(pred, df[MOS[d]]).statistic, abs=1e-9)
+        assert set(report["per_task"]["srcc"][d]["tasks"]) == set(df["task"])
+        assert_metric(report["model_ranking"][d]["srcc"])
+        assert len(report["model_ranking"][d]["table"]) == 4
+        assert set(report["mos_distribution"][d]) == {"all", "2_sources", "3plus_sources"}
+    assert sorted(report["plots"]) == sorted(MIE_PLOTS)
+    assert_pngs(out, MIE_PLOTS)
+
+    md = (out / "report.md").read_text()
+    positions = [md.index(s) for s in MIE_SECTIONS]
+    assert positions == sorted(positions), "report.md sections out of order"
+    assert "SRCC to human" in md and "plots/leaderboard.png" in md
+
+    # rerun: the prediction cache is complete, nothing is rescored and the report is rewritten identically
+    before = (out / "predictions.jsonl").read_bytes()
+    code, _, stderr = run([*argv, "--no-plots"], capsys)
+    assert code == 0 and "already scored" in stderr
+    assert (out / "predictions.jsonl").read_bytes() == before
+    again = json.loads((out / "report.json").read_text())["correlations"]
+    for d in DIMS:
+        for key in ("srcc", "krcc", "plcc"):
+            assert again[d][key] == report["correlations"][d][key]
+
+    # an interrupted run (10 full lines and half a line on disk) resumes: only the missing edits are scored
+    lines = before.decode().splitlines(keepends=True)
+    (out / "predictions.jsonl").write_text("".join(lines[:10]) + lines[10][:20])
+    code, _, stderr = run([*argv[:11], "0", *argv[12:], "--no-plots"], capsys)
+    assert code == 0, stderr
+    assert f"scored {len(df) - 10} edits, 10 already" in stderr
+    resumed = sorted(json.loads(x)["id"] for x in (out / "predictions.jsonl").read_text().splitlines())
+    assert resumed == sorted(df["id"])
+
+    # a different model for the same --out is refused instead of mixing two models' predictions
+    import shutil
+
+    other = shutil.copytree(tiny_miescore_path, tmp_path / "other-model")
+    code, _, stderr = run([*argv[:7], str(other), *argv[8:]], capsys)
+    assert code == 2 and "different run" in stderr
+
+
+def test_mie_bench_predictions_with_known_srcc(mie_dir, tmp_path, capsys):
+    df = mie_rows(mie_dir, "train")
+    rng = np.random.default_rng(0)
+    good = noisy_predictions(df, rng, noise=0.5)
+    write_jsonl(tmp_path / "good.jsonl", good[::-1])  # order of the file must not matter
+    shuffled = [{"id": r["id"], **{d: float(v) for d, v in zip(DIMS, vals)}}
+                for r, vals in zip(good, rng.permutation(df[[MOS[d] for d in DIMS]].to_numpy()))]
+    write_jsonl(tmp_path / "shuffled.jsonl", shuffled)
+
+    reports = {}
+    for name in ("good", "shuffled"):
+        out = tmp_path / name
+        code, _, stderr = run(["benchmark", "mie-bench", "--dataset", str(mie_dir), "--split", "train",
+                               "--predictions", str(tmp_path / f"{name}.jsonl"), "--out", str(out),
+                               "--bootstrap", "15", "--no-progress", "--no-plots"], capsys)
+        assert code == 0, stderr
+        assert not (out / "plots").exists()
+        reports[name] = json.loads((out / "report.json").read_text())
+
+    for d in DIMS:
+        g = reports["good"]["correlations"][d]
+        s = reports["shuffled"]["correlations"][d]
+        assert g["srcc"]["value"] > 0.97 and g["srcc"]["ci"][0] > 0.9
+        assert abs(s["srcc"]["value"]) < 0.5 and s["srcc"]["ci"][0] < 0.2
+        assert s["srcc"]["ci"][1] - s["srcc"]["ci"][0] > g["srcc"]["ci"][1] - g["srcc"]["ci"][0]
+        # exact agreement with an independent computation, per dimension and per task
+        pred = {p["id"]: p[d] for p in shuffled}
+        assert s["srcc"]["value"] == pytest.approx(
+            stats.spearmanr([pred[i] for i in df["id"]], df[MOS[d]]).statistic, abs=1e-9)
+        assert s["krcc"]["value"] == pytest.approx(
+            stats.kendalltau([pred[i] for i in df["id"]], df[MOS[d]]).statistic, abs=1e-9)
+        for task, sub in df.groupby("task"):
+            if len(sub) >= 3:
+                expected = stats.spearmanr([pred[i] for i in sub["id"]], sub[MOS[d]]).statistic
+                assert reports["shuffled"]["per_task"]["srcc"][d]["tasks"][task]["value"] == pytest.approx(expected)
+
+    # table 4: small noise keeps the editing-model ranking; means are the plain per-model means
+    ranking = reports["good"]["model_ranking"]["overall"]
+    assert ranking["srcc"]["value"] == pytest.approx(1.0)
+    human_means = df.groupby("editing_model")["mos_overall"].mean()
+    for row in ranking["table"]:
+        assert row["rank_pred"] == row["rank_human"]
+        assert row["human"]["value"] == pytest.approx(human_means[row["model"]])
+    assert [r["rank_human"] for r in ranking["table"]] == [1, 2, 3, 4]
+
+
+def test_mie_bench_mismatched_ids_stop_unless_allowed(mie_dir, tmp_path, capsys):
+    df = mie_rows(mie_dir, "train")
+    preds = noisy_predictions(df, np.random.default_rng(1), noise=2.0)
+    dropped = {p["id"] for p in preds[:3]}
+    preds = preds[3:] + [{"id": "not-in-split-1", "overall": 50.0}, {"id": "not-in-split-2", "overall": 40.0}]
+    path = write_jsonl(tmp_path / "preds.jsonl", preds)
+    argv = ["benchmark", "mie-bench", "--dataset", str(mie_dir), "--split", "train", "--predictions", str(path),
+            "--out", str(tmp_path / "out"), "--bootstrap", "10", "--no-progress", "--no-plots"]
+
+    code, _, stderr = run(argv, capsys)
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr
+    assert f"3 of {len(df)} dataset ids have no prediction" in lines[0]
+    assert "2 of" in lines[0] and "not-in-split-1" in lines[0] and "--allow-missing" in lines[0]
+    assert any(i in lines[0] for i in dropped)
+    assert not (tmp_path / "out" / "report.json").exists()
+
+    code, _, stderr = run([*argv, "--allow-missing"], capsys)
+    assert code == 0 and "warning" in stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["alignment"]["n_missing"] == 3 and report["alignment"]["n_extra"] == 2
+    assert report["meta"]["n_items"] == len(df) - 3
+    assert "Without prediction (left out):** 3" in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"id": "a", "overall": 1}\n{"id": \n', ":2: invalid JSON"),
+    ('{"id": "x", "overall": 1}\n{"id": "x", "overall": 2}\n', "duplicate id 'x'"),
+    ('{"id": "x", "overall": "high"}\n', "'overall' must be a number"),
+    ('{"id": "x", "score": 3}\n', "none of the score keys"),
+    ('{"overall": 3}\n', "missing 'id'"),
+])
+def test_bad_predictions_file_is_one_clear_line(mie_dir, tmp_path, capsys, content, message):
+    path = tmp_path / "p.jsonl"
+    path.write_text(content)
+    code, _, stderr = run(["benchmark", "mie-bench", "--dataset", str(mie_dir), "--split", "train",
+                           "--predictions", str(path), "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+    assert code == 2 and message in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_bad_dataset_or_split_is_one_clear_line(mie_dir, tmp_path, capsys):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": "x", "overall": 1.0}])
+    code, _, stderr = run(["benchmark", "mie-bench", "--dataset", str(mie_dir), "--split", "tset",
+                           "--predictions", str(path), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "no split 'tset'" in stderr and "test" in stderr
+    code, _, stderr = run(["benchmark", "mie-bench", "--dataset", str(tmp_path / "nope"), "--split", "test",
+                           "--predictions", str(path), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "not a folder" in stderr
+
+
+def test_overall_is_computed_with_eq2_when_absent(tmp_path):
+    from modeling_miescore.benchmark import read_score_predictions
+
+    path = write_jsonl(tmp_path / "p.jsonl", [
+        {"id": "a", "visual_quality": 50.0, "instruction_following": 80.0, "attribute_preservation": 20.0}])
+    df = read_score_predictions(path)
+    assert df.attrs["overall_computed"]
+    assert df.loc["a", "overall"] == pytest.approx(50.0 ** 0.3 * 80.0 ** 0.4 * 20.0 ** 0.3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MER-Bench
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_mer_bench_hand_made_predictions(mer_dir, tmp_path, capsys, tiny_miescore_path):
+    rows = mer_rows(mer_dir)
+    preds, correct, taus = [], {}, {}
+    three = 0
+    for r in rows:
+        k = r["k"]
+        best_first = [float(k - j) for j in range(k)]
+        if k == 2:  # all right
+            scores, ok, tau = best_first, True, 1.0
+        elif k == 3:  # alternately right and fully reversed
+            ok = three % 2 == 0
+            scores, tau = (best_first, 1.0) if ok else (best_first[::-1], -1.0)
+            three += 1
+        else:  # a tie between the two best: wrong; tau-a with the tie scored 0 = 5/6
+            scores, ok, tau = [4.0, 4.0, 2.0, 1.0], False, 5 / 6
+        preds.append({"pair_id": r["pair_id"], "scores": scores})
+        correct[r["pair_id"]], taus[r["pair_id"]] = ok, tau
+    path = write_jsonl(tmp_path / "mer.jsonl", preds[::-1])
+    out = tmp_path / "out"
+    code, stdout, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                                "--out", str(out), "--bootstrap", "20", "--no-progress"], capsys)
+    assert code == 0, stderr
+    report = json.loads((out / "report.json").read_text())
+    acc, tau = report["accuracy"], report["tau"]
+    for k in (2, 3, 4):
+        ids = [r["pair_id"] for r in rows if r["k"] == k]
+        assert acc["by_size"][str(k)]["value"] == pytest.approx(np.mean([correct[i] for i in ids]))
+        assert tau["by_size"][str(k)]["value"] == pytest.approx(np.mean([taus[i] for i in ids]))
+    assert acc["by_size"]["2"]["value"] == 1.0 and acc["by_size"]["4"]["value"] == 0.0
+    assert acc["overall"]["value"] == pytest.approx(np.mean(list(correct.values())))
+    for cat in {r["category"] for r in rows}:
+        ids = [r["pair_id"] for r in rows if r["category"] == cat]
+        assert acc["by_category"][cat]["value"] == pytest.approx(np.mean([correct[i] for i in ids]))
+        assert_metric(acc["by_category"][cat])
+    assert_metric(acc["overall"])
+    assert report["meta"]["groups_with_tied_scores"] == sum(r["k"] == 4 for r in rows)
+    md = (out / "report.md").read_text()
+    for s in ("## Accuracy by group size (paper table 1", "| 2-P | 3-P | 4-P | Overall | τ |",
+              "## Accuracy by editing category (paper table 2)", "General", "Human-B.", "Human-F."):
+        assert s in md
+    assert_pngs(out, ["accuracy_by_size", "accuracy_by_category"])
+
+    # a group with the wrong number of scores, and a non-SpatialReward --model, are clear user errors
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"pair_id": rows[0]["pair_id"], "scores": [1.0] * (rows[0]["k"] + 1)}])
+    code, _, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(bad),
+                           "--out", str(tmp_path / "o2")], capsys)
+    assert code == 2 and f"has {rows[0]['k']} edited images but {rows[0]['k'] + 1} scores" in stderr
+    code, _, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--model", str(tiny_miescore_path),
+                           "--out", str(tmp_path / "o3")], capsys)
+    assert code == 2 and "needs a SpatialReward checkpoint" in stderr
+
+
+@pytest.mark.slow
+def test_mer_bench_with_tiny_spatialreward_model(mer_dir, tmp_path, capsys):
+    from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward
+
+    ckpt = build_tiny_spatialreward(tmp_path / "sr", max_new_tokens=8)
+    out = tmp_path / "out"
+    argv = ["benchmark", "mer-bench", "--dataset", str(mer_dir), "--split", "3pair", "--model", str(ckpt),
+            "--out", str(out), "--bootstrap", "10", "--device", "cpu", "--no-progress"]
+    code, _, stderr = run(argv, capsys)
+    assert code == 0, stderr
+    lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(lines) == len([r for r in mer_rows(mer_dir) if r["k"] == 3])
+    assert all(len(x["scores"]) == 3 and len(x["failed"]) == 3 for x in lines)
+    assert all((s is None) == f for x in lines for s, f in zip(x["scores"], x["failed"]))
+    before = (out / "predictions.jsonl").read_bytes()
+    assert run(argv, capsys)[0] == 0 and (out / "predictions.jsonl").read_bytes() == before  # resumed, not redone
+
+
+# ---------------------------------------------------------------------------------------------------------
+# editing-model leaderboard
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_editing_models_leaderboard_ordering(mie_dir, tmp_path, capsys):
+    df = mie_rows(mie_dir, "train")
+    models = sorted(set(df["editing_model"]))
+    level = {m: 80.0 - 20.0 * i for i, m in enumerate(models)}  # models[0] best ... models[-1] worst
+    special = sorted(set(df["task"]))[0]  # in this task the second model beats the first
+    rng = np.random.default_rng(2)
+    preds = []
+    for r in df.itertuples():
+        base = level[r.editing_model]
+        if r.task == special and r.editing_model in models[:2]:
+            base = 90.0 if r.editing_model == models[1] else 30.0
+        preds.append({"id": r.id, "editing_model": r.editing_model, "task": r.task, "instance_id": r.instance_id,
+                      **{d: base + float(rng.normal(0, 1)) for d in DIMS}})
+    path = write_jsonl(tmp_path / "p.jsonl", preds)
+
+    boards = {}
+    for name, extra in (("with-dataset", ["--dataset", str(mie_dir), "--split", "train", "--bootstrap", "10"]),
+                        ("predictions-only", ["--no-plots", "--bootstrap", "5"])):
+        out = tmp_path / name
+        code, stdout, stderr = run(["benchmark", "editing-models", *extra, "--predictions", str(path),
+                                    "--out", str(out), "--no-progress"], capsys)
+        assert code == 0, stderr
+        boards[name] = json.loads((out / "report.json").read_text())["leaderboard"]
+    assert_pngs(tmp_path / "with-dataset", ["editing_models", *[f"heatmap_{d}" for d in DIMS]])
+    for board in boards.values():
+        for d in DIMS:
+            assert [r["model"] for r in board[d]] == models and [r["rank"] for r in board[d]] == [1, 2, 3, 4]
+            first, second = board[d][0], board[d][1]
+            assert second["tasks"][special]["value"] > first["tasks"][special]["value"]
+            for row in board[d]:
+                mine = [p[d] for p in preds if p["editing_model"] == row["model"]]
+                assert row["all"]["value"] == pytest.approx(np.mean(mine))
+                assert_metric(row["all"])
+    md = (tmp_path / "with-dataset" / "report.md").read_text()
+    assert "## Leaderboard" in md and "## Overall Score per task (paper tables 8–11 layout)" in md
+    assert md.index(f"| 1 | {models[0]} |") < md.index(f"| 4 | {models[-1]} |")

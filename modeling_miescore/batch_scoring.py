@@ -99,7 +99,7 @@ def iter_input(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
                 yield number, None, f"invalid JSON ({err.msg} at column {err.colno})"
                 continue
             if not isinstance(record, dict):
-                yield number, None, "expected a JSON object with id, sources, edited, instruction"
+                yield number, None, "expected a JSON object (one record per line)"
                 continue
             yield number, record, None
 

@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from .batch_scoring import iter_input
 from .image_io import MIEScoreInputError
 from .metrics import (
     CI,
@@ -273,25 +274,18 @@ def mer_bench_frame(splits: dict):
 
 
 def _iter_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
+    """``(line number, record)`` of a predictions file; the first bad line stops the run with its number."""
     if not path.is_file():
         raise BenchmarkInputError(f"predictions file '{path}' does not exist")
     try:
-        handle = open(path, encoding="utf-8")
-    except OSError as err:
-        raise BenchmarkInputError(f"cannot read predictions file '{path}': {err.strerror}") from None
-    with handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise BenchmarkInputError(
-                    f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); fix or remove the line"
-                ) from None
-            if not isinstance(record, dict):
-                raise BenchmarkInputError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        for number, record, error in iter_input(path):
+            if error is not None:
+                raise BenchmarkInputError(f"{path}:{number}: {error}; fix or remove the line")
             yield number, record
+    except MIEScoreInputError as err:
+        if isinstance(err, BenchmarkInputError):
+            raise
+        raise BenchmarkInputError(str(err).replace("input file", "predictions file")) from None
 
 
 def _as_score(value: Any, where: str) -> float:

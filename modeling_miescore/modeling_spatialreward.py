@@ -11,6 +11,10 @@ Sub-scores are on 0-25; the reward is ``(SC/25)^0.8 * (PQ/25)^0.2`` with ``SC = 
 ``PQ = 0.5 s_nat + 0.5 s_art`` (sec. 3.1 / 5.4; ``aggregation.spatial_reward``). A generation that cannot be
 parsed gives ``config.failure_reward`` and is flagged; it never raises and never becomes a random number.
 
+Edits of the same sources and instruction (an RL group of G candidates, a MIE-Bench instance) share the SC
+prompt up to the edited image; under greedy decoding that prefix runs once and every edit generates from a copy
+of its KV cache (``SharedPromptPrefix``, ``prefix_reuse``; notes/prefix-reuse-qwen3vl.md section 3).
+
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``; it imports only
 torch, transformers and its flat siblings.
 """
@@ -29,7 +33,14 @@ from .configuration_spatialreward import SpatialRewardConfig
 from .drawing import bbox_to_pixels
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .parsing import parse_pq_output, parse_sc_output
-from .processing_miescore import EditSample, as_edit_sample
+from .prefix_reuse import (
+    build_prefix_cache,
+    find_groups,
+    generate_from_prefix,
+    pack_rows_after_prefix,
+    rope_positions,
+)
+from .processing_miescore import EditSample, as_edit_sample, image_size_kwargs
 from .spatialreward_tokens import strip_control_tokens
 
 # ------------------------------------------------------------------------------------------------------------
@@ -271,6 +282,82 @@ class SpatialRewardScoringMixin:
         return (rewards, results) if return_results else rewards
 
 
+class _Prompt(tuple):
+    """An ``(images, messages)`` prompt (a plain 2-tuple to every consumer) that may name a shared prefix."""
+
+    shared: Optional["SharedPromptPrefix"] = None
+
+
+class SharedPromptPrefix:
+    """The SC prompt prefix shared by edits of the same sources and instruction, run once into a KV cache.
+
+    The SC prompt is ``[chat start, source images, <|vision_start|>] + [edited image, <|vision_end|>, D.1 text,
+    assistant start]``; only the edited image's placeholders differ between edits of one group, so the first part
+    is cached once (prefix_reuse.build_prefix_cache) and each edit's row is its placeholders + the constant
+    closing tokens. Built lazily by :meth:`prepare` on the first ``generate`` that needs it, so code that
+    replaces ``_generate_texts`` never runs the model.
+    """
+
+    def __init__(self, sample: EditSample):
+        self.sample = sample
+        self.cache = None
+
+    def release(self) -> None:
+        """Free the cached prefix (a later :meth:`prepare` builds it again)."""
+        self.cache = None
+
+    @staticmethod
+    def prompt(images, messages, shared: Optional["SharedPromptPrefix"] = None) -> _Prompt:
+        prompt = _Prompt((images, messages))
+        prompt.shared = shared
+        return prompt
+
+    def placeholders(self, count: int) -> torch.Tensor:
+        return self.prefix_ids.new_full((count,), self.image_token)
+
+    @torch.inference_mode()
+    def prepare(self, model, processor) -> None:
+        """Tokenise the first edit's SC prompt, split it before the edited image and run the prefix (once)."""
+        if self.cache is not None:
+            return
+        config = model.config
+        sample = self.sample
+        self.merge = config.vision_config.spatial_merge_size
+        self.image_token = config.image_token_id
+        num_sources = len(sample.sources)
+        self.messages = sc_messages(config, num_sources, sample.instruction)
+        text = processor.apply_chat_template(self.messages, tokenize=False, add_generation_prompt=True)
+        full = processor(text=[text], images=[*sample.sources, sample.edited], return_tensors="pt",
+                         **image_size_kwargs(config))
+        ids, grids = full["input_ids"][0], full["image_grid_thw"]
+        self.source_grids = grids[:num_sources]
+        source_tokens = int(self.source_grids.prod(-1).sum()) // self.merge**2
+        edit_tokens = int(grids[num_sources].prod()) // self.merge**2
+        # Cut at the edited image's first placeholder (just after its <|vision_start|>): a special token, so BPE
+        # merges are the same on both sides, and located by counting image tokens, not by searching the text.
+        cut = int((ids == self.image_token).nonzero().flatten()[source_tokens])
+        run = ids[cut:cut + edit_tokens + 1]
+        if not (ids[cut - 1] == config.vision_start_token_id and bool((run[:-1] == self.image_token).all())
+                and run[-1] != self.image_token):
+            raise RuntimeError("unexpected SC prompt layout: cannot split it before the edited image")
+        self.prefix_ids, self.closing = ids[:cut], ids[cut + edit_tokens:]
+        self.prefix_positions = rope_positions(model.model, ids, grids)[:, :cut]
+        source_rows = int(self.source_grids.prod(-1).sum())
+        self.cache = build_prefix_cache(model.model, self.prefix_ids, full["pixel_values"][:source_rows],
+                                        self.source_grids.to(model.device), self.prefix_positions)
+
+
+def _decode_rows(new_tokens: torch.Tensor, tokenizer, passes: int) -> List[List[str]]:
+    """Generated tokens `(prompts * passes, new)` -> per prompt, ``passes`` texts without chat-control tokens.
+
+    Special tokens are kept (grounding tokens may be registered as such); pads and end markers are stripped.
+    """
+    extra = [tokenizer.pad_token] if tokenizer.pad_token else []
+    decoded = [strip_control_tokens(tokenizer.decode(row, skip_special_tokens=False), extra)
+               for row in new_tokens.cpu()]
+    return [decoded[i * passes:(i + 1) * passes] for i in range(len(decoded) // passes)]
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The transformers model
 # ------------------------------------------------------------------------------------------------------------
@@ -332,11 +419,19 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
 
     @torch.inference_mode()
     def _generate_texts(self, prompts: List[Tuple[List[Any], List[Dict[str, Any]]]], processor) -> List[List[str]]:
-        """Generate for a list of ``(images, messages)`` prompts in ONE left-padded ``generate`` call.
+        """Generate for a list of ``(images, messages)`` prompts in ONE ``generate`` call.
 
+        Prompts that carry a shared prefix (``SharedPromptPrefix.prompt``; all the same one) continue copies of
+        its KV cache; the others run as independent rows of the same call (see ``_generate_after_prefix``).
+        Without such prompts this is one left-padded call over the full prompts.
         Returns, per prompt, ``config.num_passes`` decoded texts. Decoding keeps special tokens (grounding
         tokens may be registered as such) and strips only chat-control tokens.
         """
+        shared = {id(p.shared): p.shared for p in prompts if getattr(p, "shared", None) is not None}
+        if shared:
+            if len(shared) > 1:
+                raise ValueError("one generate call can continue only one shared prompt prefix")
+            return self._generate_after_prefix(prompts, processor, next(iter(shared.values())))
         config = self.config
         tokenizer = processor.tokenizer
         texts = [processor.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for _, m in prompts]
@@ -350,11 +445,66 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         if generation_config.do_sample and config.seed is not None:
             torch.manual_seed(int(config.seed))
         output = self.generate(**batch, generation_config=generation_config)
-        new_tokens = output[:, batch["input_ids"].shape[1]:].cpu()
-        extra = [tokenizer.pad_token] if tokenizer.pad_token else []
-        decoded = [strip_control_tokens(tokenizer.decode(row, skip_special_tokens=False), extra) for row in new_tokens]
         n = int(generation_config.num_return_sequences or 1)
-        return [decoded[i * n:(i + 1) * n] for i in range(len(prompts))]
+        return _decode_rows(output[:, batch["input_ids"].shape[1]:], tokenizer, n)
+
+    def _reuse_is_exact(self) -> bool:
+        """Prefix reuse is used only where it reproduces the plain path's texts: greedy decoding.
+
+        With sampling (``do_sample`` or ``num_passes > 1``) each row's random draws depend on how the batch is
+        composed, so the plain path is kept there. A checkpoint generation config that forces a
+        ``cache_implementation`` conflicts with passing our own cache, so it also keeps the plain path.
+        """
+        config = self.config
+        sampling = bool(config.do_sample) or int(config.num_passes) > 1
+        forced_cache = getattr(self.generation_config, "cache_implementation", None) is not None
+        return not sampling and not forced_cache
+
+    @torch.inference_mode()
+    def _generate_after_prefix(self, prompts, processor, shared: SharedPromptPrefix) -> List[List[str]]:
+        """One greedy ``generate`` call: prompts of ``shared`` continue its cached prefix, the rest run alone.
+
+        Row layout (prefix_reuse.pack_rows_after_prefix, notes/prefix-reuse-qwen3vl.md section 3 recipe E):
+        ``[prefix | pads | suffix]`` for continuing rows and ``[masked prefix | pads | prompt]`` for the others,
+        which then attend to exactly what a left-padded row of the plain path attends to. Positions are explicit:
+        ``get_rope_index`` over each row's full sequence. Only the rows' own images are passed, so the vision
+        tower and deepstack see each edited image once per row, as in the plain path.
+        """
+        if not self._reuse_is_exact():
+            raise ValueError("prefix reuse needs greedy decoding (do_sample=False, num_passes=1)")
+        tokenizer = processor.tokenizer
+        size = image_size_kwargs(self.config)
+        base = self.model
+        shared.prepare(self, processor)
+        rows, pixels, grids = [], [], []
+        for prompt in prompts:
+            images, messages = prompt
+            if getattr(prompt, "shared", None) is not None:
+                if messages != shared.messages or len(images) != len(shared.sample.sources) + 1:
+                    raise ValueError("a prompt marked as continuing a shared prefix has another SC text or "
+                                     "number of images than the prefix")
+                edited = processor.image_processor(images=[images[-1]], return_tensors="pt", **size)
+                grid = edited["image_grid_thw"]
+                suffix = torch.cat([shared.placeholders(int(grid.prod()) // shared.merge**2), shared.closing])
+                positions = rope_positions(base, torch.cat([shared.prefix_ids, suffix]),
+                                           torch.cat([shared.source_grids, grid]))
+                rows.append((suffix, positions[:, len(shared.prefix_ids):], True))
+            else:
+                text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+                edited = processor(text=[text], images=list(images) or None, return_tensors="pt", **size)
+                grid = edited.get("image_grid_thw")
+                ids = edited["input_ids"][0]
+                rows.append((ids, rope_positions(base, ids, grid), False))
+            if edited.get("pixel_values") is not None:
+                pixels.append(edited["pixel_values"])
+                grids.append(edited["image_grid_thw"])
+        generation_config = self._generation_config(tokenizer)
+        input_ids, attention_mask, position_ids = pack_rows_after_prefix(
+            shared.prefix_ids, shared.prefix_positions, rows, generation_config.pad_token_id)
+        new_tokens = generate_from_prefix(self, shared.cache, input_ids, attention_mask, position_ids,
+                                          torch.cat(pixels) if pixels else None,
+                                          torch.cat(grids) if grids else None, generation_config=generation_config)
+        return _decode_rows(new_tokens, tokenizer, 1)
 
     def evaluate_edits(
         self,
@@ -363,6 +513,8 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         processor=None,
         progress: bool = False,
         max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+        reuse_prefix: bool = True,
+        groups: Optional[Sequence] = None,
     ) -> List[SpatialRewardResult]:
         """Judge many edits; one :class:`SpatialRewardResult` per sample, in input order.
 
@@ -373,6 +525,13 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
                 together (2 x batch_size left-padded sequences, times ``num_passes`` when sampling). Samples are
                 sorted by image budget first so that a batch holds similar lengths.
             processor: a ``Qwen3VLProcessor`` (default: the one saved beside the weights).
+            reuse_prefix: edits that share sources and instruction (found by content, or given by ``groups``) run
+                their common SC prefix (chat start + source images) once and generate from copies of its KV
+                cache; their PQ prompts join the same ``generate`` calls. Greedy texts equal the plain path's (to
+                float rounding: fp32 logits differ by ~1e-6, so only exact near-ties could flip; in bf16 the
+                rounding is ~1e-2). Sampling (``do_sample`` / ``num_passes > 1``) always uses the plain path.
+            groups: one hashable group id per sample; samples of one group must share sources and instruction
+                (checked: ``ValueError`` otherwise). Default: grouped by content.
         Raises:
             ``MIEScoreInputError`` for unusable inputs (missing image, empty instruction, ...). Strange
             generations never raise: they give ``config.failure_reward`` and ``failed=True``.
@@ -382,6 +541,8 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         batch_size = int(batch_size)
         processor = processor or self.get_processor()
         normalised = [as_edit_sample(s, where=f"sample {i}") for i, s in enumerate(samples)]
+        if groups is not None and len(groups) != len(normalised):
+            raise ValueError(f"got {len(groups)} group ids for {len(normalised)} samples")
         results: List[Optional[SpatialRewardResult]] = [None] * len(normalised)
         bar = None
         if progress:
@@ -394,14 +555,30 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         try:
             for start in range(0, len(normalised), chunk):
                 loaded = [s.load(max_image_pixels) for s in normalised[start:start + chunk]]
-                order = sorted(range(len(loaded)), key=lambda i: estimate_prompt_pixels(loaded[i], self.config))
-                for b in range(0, len(order), batch_size):
-                    idx = order[b:b + batch_size]
+                # (sample indices, shared SC prefix or None) per generate call
+                batches: List[Tuple[List[int], Optional[SharedPromptPrefix]]] = []
+                singles = list(range(len(loaded)))
+                if reuse_prefix:
+                    # explicit groups are validated even when sampling keeps the plain path
+                    chunk_groups = find_groups(loaded, None if groups is None else groups[start:start + chunk])
+                    if self._reuse_is_exact():
+                        singles = [g[0] for g in chunk_groups if len(g) == 1]
+                        for members in (g for g in chunk_groups if len(g) > 1):
+                            shared = SharedPromptPrefix(loaded[members[0]])  # run once, on first use
+                            members = sorted(members, key=lambda i: estimate_prompt_pixels(loaded[i], self.config))
+                            batches += [(members[b:b + batch_size], shared)
+                                        for b in range(0, len(members), batch_size)]
+                order = sorted(singles, key=lambda i: estimate_prompt_pixels(loaded[i], self.config))
+                batches += [(order[b:b + batch_size], None) for b in range(0, len(order), batch_size)]
+                for n, (idx, shared) in enumerate(batches):
                     group = [loaded[i] for i in idx]
-                    prompts = [([*s.sources, s.edited], sc_messages(self.config, len(s.sources), s.instruction))
-                               for s in group]
-                    prompts += [([s.edited], pq_messages(self.config)) for s in group]
+                    prompts = [SharedPromptPrefix.prompt([*s.sources, s.edited],
+                                                         sc_messages(self.config, len(s.sources), s.instruction),
+                                                         shared) for s in group]
+                    prompts += [SharedPromptPrefix.prompt([s.edited], pq_messages(self.config)) for s in group]
                     texts = self._generate_texts(prompts, processor)
+                    if shared is not None and (n + 1 == len(batches) or batches[n + 1][1] is not shared):
+                        shared.release()  # a group's batches are consecutive: its prefix KV is no longer needed
                     for k, (i, sample) in enumerate(zip(idx, group)):
                         results[start + i] = assemble_result(
                             self.config, len(sample.sources), sample.edited.size, texts[k], texts[len(group) + k],
@@ -433,6 +610,7 @@ SpatialRewardConfig.register_for_auto_class()
 SpatialRewardModel.register_for_auto_class("AutoModelForImageTextToText")
 
 __all__ = [
+    "SharedPromptPrefix",
     "SpatialRewardModel",
     "SpatialRewardResult",
     "SpatialRewardScoringMixin",

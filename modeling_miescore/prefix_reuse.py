@@ -144,3 +144,117 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
         last = torch.tensor([n - 1 for n in lengths], device=device)
         hidden.append(out.last_hidden_state[torch.arange(len(idx), device=device), last])
     return torch.cat(hidden)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Generation on copies of a prefix cache (SpatialReward's SC stream; notes/prefix-reuse-qwen3vl.md section 3,
+# recipes C and E). ``generate`` gets the FULL input_ids laid out as ``[prefix | pads | row tokens]``, a 2-D
+# attention mask that is zero on the pads, and explicit (4, B, L) positions; it then feeds only the tokens not in
+# the cache, encodes only the ``pixel_values`` given (the rows' own images), and extends every position row by
+# last + 1 per generated token (``GenerationMixin._update_model_kwargs_for_generation``), which is what the
+# plain path does after the final text token.
+# ------------------------------------------------------------------------------------------------------------
+
+
+def rope_positions(base_model, input_ids: torch.Tensor, image_grid_thw: torch.Tensor | None) -> torch.Tensor:
+    """3-D M-RoPE positions of one unpadded sequence.
+
+    Args:
+        base_model: a ``Qwen3VLModel`` (its ``get_rope_index``).
+        input_ids: `torch.LongTensor` of shape `(L,)`, image placeholders already expanded.
+        image_grid_thw: `(num_images, 3)` grids of the images in the order they appear (None: text only).
+    Returns:
+        `torch.LongTensor` of shape `(3, L)`.
+    """
+    ids = input_ids[None]
+    if image_grid_thw is None or len(image_grid_thw) == 0:
+        return torch.arange(ids.shape[1], device=ids.device).expand(3, -1).clone()
+    mm_types = (ids == base_model.config.image_token_id).int()
+    positions, _ = base_model.get_rope_index(ids, mm_types, image_grid_thw)
+    return positions[:, 0]
+
+
+@torch.inference_mode()
+def build_prefix_cache(base_model, input_ids: torch.Tensor, pixel_values: torch.Tensor | None,
+                       image_grid_thw: torch.Tensor | None, positions: torch.Tensor) -> DynamicCache:
+    """Run a shared prefix once and return its KV cache (batch 1).
+
+    Args:
+        base_model: a ``Qwen3VLModel``.
+        input_ids: `(P,)` prefix tokens; cut at a special token so BPE merges match the full prompt.
+        pixel_values / image_grid_thw: the rows and grids of the images inside the prefix only.
+        positions: `(3, P)`, sliced from the positions of the full sequence (``rope_positions``).
+    Returns:
+        a ``DynamicCache`` holding exactly P tokens; never pass it to ``generate`` itself (it is extended in place),
+        ``generate_from_prefix`` copies it.
+    """
+    cache = DynamicCache(config=base_model.config)
+    if pixel_values is not None:
+        pixel_values = pixel_values.to(base_model.device, base_model.dtype)
+    base_model(input_ids=input_ids[None].to(base_model.device), pixel_values=pixel_values,
+               image_grid_thw=image_grid_thw, position_ids=positions[:, None].to(base_model.device),
+               cache=cache, use_cache=True)
+    return cache
+
+
+def pack_rows_after_prefix(prefix_ids: torch.Tensor, prefix_positions: torch.Tensor, rows: Sequence, pad_id: int):
+    """Lay out generation rows behind a cached prefix: ``[prefix | pads | row tokens]``, all rows one width.
+
+    Args:
+        prefix_ids: `(P,)`; prefix_positions: `(3, P)`.
+        rows: ``(ids, positions, continues_prefix)`` per row: ids `(S_i,)`, positions `(3, S_i)` (for a continuing
+            row these are the suffix's slice of the full sequence's positions, for an independent row its own
+            positions from 0). A row with ``continues_prefix=False`` attends to none of the prefix (its part of
+            the mask is zero), exactly like a left-padded row of a plain batch.
+    Returns:
+        ``(input_ids (B, P+W), attention_mask (B, P+W), position_ids (4, B, P+W))`` with W the longest row; row 0
+        of the positions is the text index (what ``generate`` derives from the mask), rows 1-3 the M-RoPE
+        positions. Pads get position 0 and mask 0; the last column is every row's last real token, so
+        ``generate`` continues each row's positions correctly.
+    """
+    prefix_len = len(prefix_ids)
+    width = max(len(ids) for ids, _, _ in rows)
+    total = prefix_len + width
+    batch = len(rows)
+    input_ids = prefix_ids.new_full((batch, total), pad_id)
+    attention_mask = prefix_ids.new_zeros((batch, total))
+    position_ids = prefix_ids.new_zeros((4, batch, total))
+    prefix_text = torch.arange(prefix_len, device=prefix_ids.device)
+    for b, (ids, positions, continues_prefix) in enumerate(rows):
+        length = len(ids)
+        input_ids[b, total - length:] = ids
+        attention_mask[b, total - length:] = 1
+        position_ids[1:, b, total - length:] = positions
+        start = prefix_len if continues_prefix else 0
+        position_ids[0, b, total - length:] = torch.arange(start, start + length, device=prefix_ids.device)
+        if continues_prefix:
+            input_ids[b, :prefix_len] = prefix_ids
+            attention_mask[b, :prefix_len] = 1
+            position_ids[0, b, :prefix_len] = prefix_text
+            position_ids[1:, b, :prefix_len] = prefix_positions
+    return input_ids, attention_mask, position_ids
+
+
+@torch.inference_mode()
+def generate_from_prefix(model, prefix_cache: DynamicCache, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         position_ids: torch.Tensor, pixel_values: torch.Tensor | None,
+                         image_grid_thw: torch.Tensor | None, **generate_kwargs) -> torch.Tensor:
+    """``model.generate`` for rows packed by ``pack_rows_after_prefix`` on a copy of a batch-1 prefix cache.
+
+    Args:
+        model: a ``Qwen3VLForConditionalGeneration``.
+        prefix_cache: from ``build_prefix_cache``; left untouched (``generate`` extends the cache it gets).
+        pixel_values / image_grid_thw: the images of the row tokens only, in row order (never the prefix's).
+    Returns:
+        `torch.LongTensor` of shape `(B, new_tokens)`: the generated tokens of each row.
+    """
+    cache = copy.deepcopy(prefix_cache)
+    cache.batch_repeat_interleave(input_ids.shape[0])
+    device = model.device
+    if pixel_values is not None:
+        pixel_values = pixel_values.to(device, model.dtype)
+        image_grid_thw = image_grid_thw.to(device)
+    output = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                            position_ids=position_ids.to(device), pixel_values=pixel_values,
+                            image_grid_thw=image_grid_thw, cache=cache, **generate_kwargs)
+    return output[:, input_ids.shape[1]:]

@@ -19,7 +19,13 @@ from .configuration_miescore import MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .overall import overall_score
 from .prefix_reuse import find_groups, suffix_hidden_states
-from .processing_miescore import EditSample, as_edit_sample, estimate_num_tokens, prepare_inputs
+from .processing_miescore import (
+    EditSample,
+    as_edit_sample,
+    estimate_num_tokens,
+    load_checkpoint_processor,
+    prepare_inputs,
+)
 
 
 @dataclass
@@ -148,19 +154,7 @@ class MIEScoreModel(PreTrainedModel):
     def get_processor(self):
         """The processor used by :meth:`score`; loaded from the checkpoint folder the first time."""
         if self.processor is None:
-            source = self.config.name_or_path
-            if not source:
-                raise ValueError(
-                    "no processor attached to this model and no checkpoint path to load one from; "
-                    "pass processor=AutoProcessor.from_pretrained(<checkpoint>) or set model.processor"
-                )
-            try:
-                self.processor = AutoProcessor.from_pretrained(source, trust_remote_code=True)
-            except (OSError, ValueError) as err:
-                raise ValueError(
-                    f"could not load the processor from '{source}' ({err}); save it beside the model "
-                    "(processor.save_pretrained) or pass processor=..."
-                ) from None
+            self.processor = load_checkpoint_processor(self.config.name_or_path)
         return self.processor
 
     def scores_to_dicts(self, scores: torch.Tensor) -> list[dict[str, float]]:

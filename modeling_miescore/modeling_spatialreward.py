@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from transformers import AutoProcessor, GenerationConfig, Qwen3VLForConditionalGeneration
+from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
 
 from .aggregation import sc_pq, spatial_reward
 from .configuration_spatialreward import SpatialRewardConfig
@@ -40,7 +40,7 @@ from .prefix_reuse import (
     pack_rows_after_prefix,
     rope_positions,
 )
-from .processing_miescore import EditSample, as_edit_sample, image_size_kwargs
+from .processing_miescore import EditSample, as_edit_sample, image_size_kwargs, load_checkpoint_processor
 from .spatialreward_tokens import strip_control_tokens
 
 # ------------------------------------------------------------------------------------------------------------
@@ -382,19 +382,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
     def get_processor(self):
         """The processor used by :meth:`evaluate_edits`; loaded from the checkpoint folder the first time."""
         if self.processor is None:
-            source = self.config.name_or_path
-            if not source:
-                raise ValueError(
-                    "no processor attached to this model and no checkpoint path to load one from; pass "
-                    "processor=AutoProcessor.from_pretrained(<checkpoint>) or set model.processor"
-                )
-            try:
-                self.processor = AutoProcessor.from_pretrained(source, trust_remote_code=True)
-            except (OSError, ValueError) as err:
-                raise ValueError(
-                    f"could not load the processor from '{source}' ({err}); save it beside the model "
-                    "(processor.save_pretrained) or pass processor=..."
-                ) from None
+            self.processor = load_checkpoint_processor(self.config.name_or_path)
         return self.processor
 
     # -- generation ---------------------------------------------------------------------------------------------

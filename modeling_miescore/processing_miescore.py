@@ -38,6 +38,25 @@ class EditSample:
         )
 
 
+def load_checkpoint_processor(source: str):
+    """The processor saved beside a checkpoint (``processor.save_pretrained(folder)``), with a clear error."""
+    if not source:
+        raise ValueError(
+            "no processor attached to this model and no checkpoint path to load one from; "
+            "pass processor=AutoProcessor.from_pretrained(<checkpoint>) or set model.processor"
+        )
+    from transformers import AutoProcessor
+
+    try:
+        # trust_remote_code only silences the prompt caused by the model's auto_map: the processor is stock
+        return AutoProcessor.from_pretrained(source, trust_remote_code=True)
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"could not load the processor from '{source}' ({err}); save it beside the model "
+            "(processor.save_pretrained) or pass processor=..."
+        ) from None
+
+
 def as_edit_sample(sample, where: str = "sample") -> EditSample:
     """Validate and normalise a sample given as an :class:`EditSample`, a dict or a 3-tuple."""
     if isinstance(sample, EditSample):

@@ -12,19 +12,13 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 
-
-def photos(size: int) -> list[Image.Image]:
-    from skimage import data
-
-    names = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "camera")
-    return [Image.fromarray(getattr(data, n)()).convert("RGB").resize((size, size)) for n in names]
+from bench_common import best_time, real_photos
 
 
 def token_counts(model, sample) -> tuple[int, int, int]:
@@ -34,15 +28,6 @@ def token_counts(model, sample) -> tuple[int, int, int]:
     ids = prepare_inputs(model.get_processor(), [loaded], model.config)["input_ids"][0]
     prefix = int((ids == model.config.backbone_config.vision_start_token_id).nonzero()[-1]) + 1
     return len(ids), prefix, len(ids) - prefix
-
-
-def best_time(fn, repeats: int) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def main():
@@ -59,7 +44,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         model = load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny")), device="cpu", dtype="float32")
-    images = photos(512)
+    images = real_photos(512)
     rng = np.random.default_rng(0)
     print(f"tiny MIEScore, CPU {args.threads} threads, G={args.group_size} edits per group, images 512x512, "
           f"batch {args.batch_size}; skill rubric in the prefix")

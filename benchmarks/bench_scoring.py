@@ -10,35 +10,10 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image
-
-
-def make_samples(count: int, size: int = 512) -> list[dict]:
-    from skimage import data
-
-    photos = [Image.fromarray(getattr(data, n)()).convert("RGB").resize((size, size))
-              for n in ("astronaut", "coffee", "chelsea", "rocket")]
-    rng = np.random.default_rng(0)
-    samples = []
-    for i in range(count):
-        a, b, c = rng.choice(len(photos), size=3, replace=False)
-        samples.append({"sources": [photos[a], photos[b]], "edited": photos[c],
-                        "instruction": f"Combine the subject of image 2 into image 1, variant {i}."})
-    return samples
-
-
-def timed(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+from bench_common import best_time, photo_samples
 
 
 def main():
@@ -55,11 +30,11 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         model = load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny")), device="cpu", dtype="float32")
-    samples = make_samples(args.samples)
+    samples = photo_samples(args.samples, 512)
     model.score_batch(samples[:2], batch_size=2)  # warm-up
 
-    per_sample = timed(lambda: [model.score(**s) for s in samples], args.repeats)
-    batched = timed(lambda: model.score_batch(samples, batch_size=args.batch_size), args.repeats)
+    per_sample, _ = best_time(lambda: [model.score(**s) for s in samples], args.repeats)
+    batched, _ = best_time(lambda: model.score_batch(samples, batch_size=args.batch_size), args.repeats)
     n = len(samples)
     print(f"tiny MIEScore on CPU ({args.threads} threads), {n} samples x 3 images at 512x512")
     print(f"per-sample : {n / per_sample:7.2f} samples/s ({per_sample:.2f} s)")

@@ -24,22 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
-
-def make_samples(count: int, size: int) -> list[dict]:
-    from skimage import data
-
-    photos = [Image.fromarray(getattr(data, n)()).convert("RGB").resize((size, size))
-              for n in ("astronaut", "coffee", "chelsea", "rocket")]
-    rng = np.random.default_rng(0)
-    samples = []
-    for i in range(count):
-        a, b, c = rng.choice(len(photos), size=3, replace=False)
-        samples.append({"sources": [photos[a], photos[b]], "edited": photos[c],
-                        "instruction": f"Combine the subject of image 2 into image 1, variant {i}."})
-    return samples
+from bench_common import photo_samples
 
 
 def to_b64(image: Image.Image) -> str:
@@ -112,7 +99,7 @@ def main():
     from modeling_miescore.loading import load_scorer
     from modeling_miescore.testing import build_tiny_miescore
 
-    samples = make_samples(args.samples, args.size)
+    samples = photo_samples(args.samples, args.size)
     payloads = [{"sources": [to_b64(s) for s in sample["sources"]], "edited": to_b64(sample["edited"]),
                  "instruction": sample["instruction"]} for sample in samples]
     with tempfile.TemporaryDirectory() as tmp:

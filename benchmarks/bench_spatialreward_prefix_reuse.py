@@ -24,12 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-
-def photos(size: int) -> list[Image.Image]:
-    from skimage import data
-
-    names = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "camera")
-    return [Image.fromarray(getattr(data, n)()).convert("RGB").resize((size, size)) for n in names]
+from bench_common import real_photos
 
 
 def token_counts(model, sample) -> tuple[int, int, int]:
@@ -81,7 +76,7 @@ def main():
                                         max_pixels=args.size * args.size)
         model = SpatialRewardModel.from_pretrained(path).eval()
         model.get_processor()
-    images = photos(args.size)
+    images = real_photos(args.size)
     rng = np.random.default_rng(0)
     print(f"tiny SpatialReward (sharpened), CPU {args.threads} threads, G={args.group_size} edits per group, "
           f"images {args.size}x{args.size}, batch {args.batch_size}, greedy, max_new_tokens {args.max_new_tokens}")

@@ -150,9 +150,6 @@ def bench_miescore(args, device, dtype, processor, rows, deadline):
                                  f"{len(samples) / seconds:.2f}", f"{processed / seconds:,.0f}",
                                  f"{full_tokens / seconds:,.0f}", f"{100 * mfu:.1f}%", f"{peak:.1f}"))
                     print(rows[-1], flush=True)
-    del model
-    if device == "cuda":
-        torch.cuda.empty_cache()
 
 
 def bench_spatialreward_generation(args, device, dtype, processor, rows, deadline):
@@ -205,6 +202,8 @@ def main():
     processor = build_tiny_processor()
     rows: list[tuple] = []
     bench_miescore(args, device, dtype, processor, rows, deadline - 60)
+    if device == "cuda":
+        torch.cuda.empty_cache()  # the MIEScore model is gone with the function's scope
     bench_spatialreward_generation(args, device, dtype, processor, rows, deadline)
 
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU (smoke test, tiny shapes)"

@@ -1,0 +1,39 @@
+"""Helpers shared by the CPU benchmark scripts (run them as `python benchmarks/<script>.py`)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from PIL import Image
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "camera")
+
+
+def real_photos(size: int, names=PHOTOS) -> list[Image.Image]:
+    """Real photos shipped with scikit-image, resized to size x size RGB."""
+    from skimage import data
+
+    return [Image.fromarray(getattr(data, n)()).convert("RGB").resize((size, size)) for n in names]
+
+
+def photo_samples(count: int, size: int) -> list[dict]:
+    """`count` two-source edits (2 sources + edited image, size x size) drawn from four real photos."""
+    photos = real_photos(size, PHOTOS[:4])
+    rng = np.random.default_rng(0)
+    samples = []
+    for i in range(count):
+        a, b, c = rng.choice(len(photos), size=3, replace=False)
+        samples.append({"sources": [photos[a], photos[b]], "edited": photos[c],
+                        "instruction": f"Combine the subject of image 2 into image 1, variant {i}."})
+    return samples
+
+
+def best_time(fn, repeats: int) -> tuple[float, object]:
+    """Best wall-clock seconds of `repeats` calls, and the last result."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result

@@ -703,3 +703,36 @@ def push_folder_to_hub(
             "single commit). Check the network and `hf auth login`, then push again"
         ) from None
     return getattr(info, "commit_url", None) or f"https://huggingface.co/datasets/{repo_id}"
+
+
+def size_arg(text: str) -> int:
+    """argparse type for sizes such as ``256MB``."""
+    import argparse
+
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def run_build(build) -> int:
+    """Run ``build()`` for a CLI: print its summary, or one clear error line; return the exit code.
+
+    Exit 2 for invalid raw data (every problem is listed), 1 for an unusable environment or output folder.
+    """
+    import sys
+
+    try:
+        summary = build()
+    except DatasetValidationError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ImportError as err:
+        print(f"error: building needs the data extra ({err.name or err} missing): pip install 'miescore[data]'",
+              file=sys.stderr)
+        return 1
+    except (OutputExistsError, HubPushError, ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(summary.describe())
+    return 0

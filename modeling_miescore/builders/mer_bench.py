@@ -52,9 +52,7 @@ from .common import (
     DEFAULT_ROWS_PER_GROUP,
     AtomicOutputDir,
     DatasetValidationError,
-    HubPushError,
     ImageChecker,
-    OutputExistsError,
     Problem,
     ProblemCollector,
     check_hub_push,
@@ -66,6 +64,8 @@ from .common import (
     parse_size,
     progress_bar,
     push_folder_to_hub,
+    run_build,
+    size_arg,
     read_csv,
     read_jsonl,
     size_category,
@@ -747,13 +747,6 @@ def _card_body(split_info, groups, samples, candidates, valid, needs_review, tar
 # --------------------------------------------------------------------------------------------
 
 
-def _size_arg(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
 def add_cli_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the MER-Bench builder options to ``parser`` (used by ``miescore build-dataset mer-bench``)."""
     parser.add_argument("--raw", required=True, type=Path, help="raw folder (samples.jsonl, candidates.jsonl, annotations.csv, images)")
@@ -764,7 +757,7 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                         help="target groups per split 2pair/3pair/4pair (default: %(default)s, as in the paper)")
     parser.add_argument("--annotators", type=int, default=5, help="annotations per candidate (default: %(default)s)")
     parser.add_argument("--min-agreement", type=int, default=3, help="votes for a majority (default: %(default)s)")
-    parser.add_argument("--max-shard-bytes", type=_size_arg, default=DEFAULT_MAX_SHARD_BYTES,
+    parser.add_argument("--max-shard-bytes", type=size_arg, default=DEFAULT_MAX_SHARD_BYTES,
                         help="maximum Parquet shard size, e.g. 256MB (default: %(default)s bytes)")
     parser.add_argument("--license", default=LICENSE, help="license id for the card (default: %(default)s)")
     parser.add_argument("--push-to-hub", metavar="REPO", default=None, help="after building, upload to this Hub dataset repo (one commit)")
@@ -775,25 +768,12 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run a build from parsed arguments; print a summary or a clear error; return the exit code."""
-    try:
-        summary = build_mer_bench(
-            args.raw, args.out, overwrite=args.overwrite, seed=args.seed, groups_per_type=args.groups_per_type,
-            n_annotators=args.annotators, min_agreement=args.min_agreement, max_shard_bytes=args.max_shard_bytes,
-            license=args.license, push_to_hub=args.push_to_hub, private=True if args.private else None,
-            progress=not args.no_progress,
-        )
-    except DatasetValidationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except ImportError as err:
-        print(f"error: building needs the data extra ({err.name or err} missing): pip install 'miescore[data]'",
-              file=sys.stderr)
-        return 1
-    except (OutputExistsError, HubPushError, ValueError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(summary.describe())
-    return 0
+    return run_build(lambda: build_mer_bench(
+        args.raw, args.out, overwrite=args.overwrite, seed=args.seed, groups_per_type=args.groups_per_type,
+        n_annotators=args.annotators, min_agreement=args.min_agreement, max_shard_bytes=args.max_shard_bytes,
+        license=args.license, push_to_hub=args.push_to_hub, private=True if args.private else None,
+        progress=not args.no_progress,
+    ))
 
 
 def main(argv=None) -> int:

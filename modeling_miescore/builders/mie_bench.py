@@ -40,9 +40,7 @@ from .common import (
     DEFAULT_ROWS_PER_GROUP,
     AtomicOutputDir,
     DatasetValidationError,
-    HubPushError,
     ImageChecker,
-    OutputExistsError,
     ProblemCollector,
     check_hub_push,
     dataset_card_yaml,
@@ -54,6 +52,8 @@ from .common import (
     parse_size,
     progress_bar,
     push_folder_to_hub,
+    run_build,
+    size_arg,
     read_csv,
     read_jsonl,
     size_category,
@@ -919,19 +919,12 @@ def _card_body(split_info, stats, screening, source, rule, salt, max_shard, warn
 # --------------------------------------------------------------------------------------------
 
 
-def _size_arg(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
 def add_cli_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the MIE-Bench builder options to ``parser`` (used by ``miescore build-dataset mie-bench``)."""
     parser.add_argument("--raw", required=True, type=Path, help="raw release folder (instances.jsonl, edits.jsonl, ratings.csv or mos.csv, images)")
     parser.add_argument("--out", required=True, type=Path, help="output dataset folder (written atomically)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    parser.add_argument("--max-shard-bytes", type=_size_arg, default=DEFAULT_MAX_SHARD_BYTES,
+    parser.add_argument("--max-shard-bytes", type=size_arg, default=DEFAULT_MAX_SHARD_BYTES,
                         help="maximum Parquet shard size, e.g. 256MB (default: %(default)s bytes)")
     parser.add_argument("--rule", choices=("bt500", "paper"), default="bt500", help="subject screening rule (default: %(default)s)")
     parser.add_argument("--mos-source", choices=("auto", "ratings", "mos"), default="auto",
@@ -946,24 +939,11 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run a build from parsed arguments; print a summary (stdout) or a clear error (stderr); return the exit code."""
-    try:
-        summary = build_mie_bench(
-            args.raw, args.out, overwrite=args.overwrite, max_shard_bytes=args.max_shard_bytes, rule=args.rule,
-            mos_source=args.mos_source, split_salt=args.split_salt, license=args.license,
-            push_to_hub=args.push_to_hub, private=True if args.private else None, progress=not args.no_progress,
-        )
-    except DatasetValidationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except ImportError as err:
-        print(f"error: building needs the data extra ({err.name or err} missing): pip install 'miescore[data]'",
-              file=sys.stderr)
-        return 1
-    except (OutputExistsError, HubPushError, ValueError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(summary.describe())
-    return 0
+    return run_build(lambda: build_mie_bench(
+        args.raw, args.out, overwrite=args.overwrite, max_shard_bytes=args.max_shard_bytes, rule=args.rule,
+        mos_source=args.mos_source, split_salt=args.split_salt, license=args.license,
+        push_to_hub=args.push_to_hub, private=True if args.private else None, progress=not args.no_progress,
+    ))
 
 
 def main(argv=None) -> int:

@@ -27,6 +27,27 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+def number_arg(convert=int, minimum=None, maximum=None, exclusive=False):
+    """argparse ``type=`` for a number within bounds (``exclusive`` makes both bounds strict)."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if convert is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        too_low = minimum is not None and (value <= minimum if exclusive else value < minimum)
+        too_high = maximum is not None and (value >= maximum if exclusive else value > maximum)
+        if too_low or too_high:
+            low = "-inf" if minimum is None else minimum
+            high = "inf" if maximum is None else maximum
+            bounds = f"({low}, {high})" if exclusive else f"[{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"must lie in {bounds}, got {value}")
+        return value
+
+    return parse
+
+
 def _quiet_transformers():
     import transformers
 

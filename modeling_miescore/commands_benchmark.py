@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
+from .cli import number_arg
 from .image_io import MIEScoreInputError
 
 _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
@@ -30,24 +31,8 @@ _PRED_HELP_MER = ('JSONL, one line per group: {"pair_id": <dataset pair_id>, "sc
                   "(counted wrong)")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _level(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {value}")
-    return value
+_non_negative_int = number_arg(int, minimum=0)
+_level = number_arg(float, minimum=0.0, maximum=1.0, exclusive=True)
 
 
 def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str, dataset_required: bool = True,
@@ -59,7 +44,7 @@ def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str,
     source.add_argument("--predictions", metavar="JSONL", help=pred_help)
     source.add_argument("--model", metavar="CKPT", help=model_help)
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder for report.md, report.json, plots/")
-    parser.add_argument("--bootstrap", type=_positive_int, default=1000, metavar="N",
+    parser.add_argument("--bootstrap", type=_non_negative_int, default=1000, metavar="N",
                         help="bootstrap resamples of instances for the confidence intervals; 0 = no CIs "
                              "(default: %(default)s)")
     parser.add_argument("--level", type=_level, default=0.95, help="confidence level (default: %(default)s)")

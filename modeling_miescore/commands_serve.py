@@ -11,33 +11,14 @@ import os
 import socket
 import sys
 
+from .cli import number_arg
 from .image_io import MIEScoreInputError
 
 MiB = 1024 * 1024
 
 
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive_int = number_arg(int, minimum=1)
+_positive_float = number_arg(float, minimum=0.0)
 
 
 def register(subparsers) -> None:

@@ -736,3 +736,16 @@ def run_build(build) -> int:
         return 1
     print(summary.describe())
     return 0
+
+
+def start_build(raw: Path, out: Path, overwrite: bool, push_to_hub) -> AtomicOutputDir:
+    """Checks every builder makes before reading anything; returns the (checked) atomic output folder."""
+    if not raw.is_dir():
+        raise DatasetValidationError([Problem(raw.as_posix(), None, "raw folder not found")], source=raw)
+    if out == raw or raw.is_relative_to(out):
+        raise ValueError(f"--out {out} must not be the raw folder or contain it")
+    atomic = AtomicOutputDir(out, overwrite=overwrite)
+    atomic.check()
+    if push_to_hub:
+        check_hub_push(push_to_hub)
+    return atomic

@@ -50,12 +50,10 @@ from typing import Any
 from .common import (
     DEFAULT_MAX_SHARD_BYTES,
     DEFAULT_ROWS_PER_GROUP,
-    AtomicOutputDir,
     DatasetValidationError,
     ImageChecker,
     Problem,
     ProblemCollector,
-    check_hub_push,
     dataset_card_yaml,
     format_bytes,
     image_struct,
@@ -66,6 +64,7 @@ from .common import (
     push_folder_to_hub,
     run_build,
     size_arg,
+    start_build,
     read_csv,
     read_jsonl,
     size_category,
@@ -475,14 +474,7 @@ def build_mer_bench(
         raise ValueError(f"min_agreement must be in 1..n_annotators, got {min_agreement}")
     if n_annotators is not None and 2 * min_agreement <= n_annotators:
         raise ValueError(f"min_agreement={min_agreement} is not a majority of {n_annotators} annotators")
-    if not raw.is_dir():
-        raise DatasetValidationError([Problem(raw.as_posix(), None, "raw folder not found")], source=raw)
-    if out == raw or raw.is_relative_to(out):
-        raise ValueError(f"--out {out} must not be the raw folder or contain it")
-    atomic = AtomicOutputDir(out, overwrite=overwrite)
-    atomic.check()
-    if push_to_hub:
-        check_hub_push(push_to_hub)
+    atomic = start_build(raw, out, overwrite, push_to_hub)
 
     # ---- 1. validate ----
     pc = ProblemCollector(raw)

@@ -38,11 +38,9 @@ from typing import Any
 from .common import (
     DEFAULT_MAX_SHARD_BYTES,
     DEFAULT_ROWS_PER_GROUP,
-    AtomicOutputDir,
     DatasetValidationError,
     ImageChecker,
     ProblemCollector,
-    check_hub_push,
     dataset_card_yaml,
     format_bytes,
     hash_bucket,
@@ -54,6 +52,7 @@ from .common import (
     push_folder_to_hub,
     run_build,
     size_arg,
+    start_build,
     read_csv,
     read_jsonl,
     size_category,
@@ -518,14 +517,7 @@ def build_mie_bench(
 
     if rule not in RULES:
         raise ValueError(f"unknown screening rule {rule!r}; expected one of {list(RULES)}")
-    if not raw.is_dir():
-        raise DatasetValidationError([_problem(raw.as_posix(), None, "raw folder not found")], source=raw)
-    if out == raw or raw.is_relative_to(out):
-        raise ValueError(f"--out {out} must not be the raw folder or contain it")
-    atomic = AtomicOutputDir(out, overwrite=overwrite)
-    atomic.check()
-    if push_to_hub:
-        check_hub_push(push_to_hub)
+    atomic = start_build(raw, out, overwrite, push_to_hub)
 
     # ---- 1. read and validate everything, collecting every problem ----
     pc = ProblemCollector(raw)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from local_http import LocalHTTPServer
 from PIL import Image
 
 from modeling_miescore.openai_compat import (
@@ -24,7 +25,7 @@ def completion(text: str) -> dict:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
 
 
-class ScriptedServer:
+class ScriptedServer(LocalHTTPServer):
     """Answers POST /v1/chat/completions from a script: each entry is (status, body, headers, delay_s).
 
     The last entry repeats once the script is exhausted. Every request (headers, JSON body) is recorded.
@@ -62,19 +63,7 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        super().__init__(Handler)
 
 
 OK = (200, completion("hello"), None, 0)

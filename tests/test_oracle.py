@@ -7,9 +7,10 @@ import logging
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from local_http import LocalHTTPServer
 from PIL import Image
 
 from modeling_miescore.oracle import (
@@ -28,7 +29,7 @@ SC_GOOD = json.dumps({"edit_region": [{"id": 0, "label": "cat", "bbox_2d": [100,
 PQ_GOOD = json.dumps({"reasoning": "Natural lighting, no artifacts.", "score": [21, 23]})
 
 
-class JudgeServer:
+class JudgeServer(LocalHTTPServer):
     """A fake judge: the answer is chosen by a marker word found in the request's prompt text.
 
     marker -> (status, body_or_text, delay). Requests are recorded, with the peak concurrency seen.
@@ -75,19 +76,7 @@ class JudgeServer:
                     with outer.lock:
                         outer.active -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        super().__init__(Handler)
 
 
 def sc_request(marker: str, completion: str | None = None, n_sources: int = 1) -> OracleRequest:

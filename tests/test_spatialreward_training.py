@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import math
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from local_http import LocalHTTPServer
 from PIL import Image
 
 from modeling_miescore.parsing import GROUNDING_ISSUES, parse_sc_output
@@ -164,7 +164,7 @@ def test_format_and_reference_rewards():
     assert format_grounding_reward(completions=[completions[1]], task=["sc"], num_sources=[2]) == [1.0]
 
 
-class _Judge:
+class _Judge(LocalHTTPServer):
     """Fake OpenAI-compatible judge: 1 when the policy's reasoning says it saw the cat, else 0."""
 
     def __init__(self):
@@ -189,19 +189,7 @@ class _Judge:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        super().__init__(Handler)
 
 
 def test_oracle_reward_with_trl_style_arguments():

@@ -6,21 +6,13 @@ import sys
 import pytest
 
 from modeling_miescore.batch_scoring import merge_shards, score_jsonl, shard_path
+from modeling_miescore.testing import save_example_files
 
 
 @pytest.fixture()
 def edits_file(tmp_path, examples):
-    records = []
-    for i in range(9):
-        example = examples[i % len(examples)]
-        paths = []
-        for k, image in enumerate([*example["sources"], example["edited"]]):
-            path = tmp_path / f"{example['id']}-{k}.png"
-            if not path.exists():
-                image.save(path)
-            paths.append(path.name)  # relative to the JSONL file
-        records.append({"id": f"x{i}", "sources": paths[:-1], "edited": paths[-1],
-                        "instruction": example["instruction"]})
+    files = save_example_files(examples, tmp_path, relative=True)  # paths relative to the JSONL file
+    records = [{"id": f"x{i}", **files[i % len(files)]} for i in range(9)]
     path = tmp_path / "edits.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path

@@ -12,20 +12,9 @@ from PIL import Image
 from modeling_miescore import overall_score
 from modeling_miescore.loading import ModelLoadError, load_scorer
 from modeling_miescore.modeling_miescore import MIEScoreModel, last_token_indices
+from modeling_miescore.testing import save_example_files
 
 KEYS = {"visual_quality", "instruction_following", "attribute_preservation", "overall"}
-
-
-def _save_examples(examples, folder):
-    records = []
-    for example in examples:
-        paths = []
-        for k, image in enumerate([*example["sources"], example["edited"]]):
-            path = folder / f"{example['id']}-{k}.png"
-            image.save(path)
-            paths.append(str(path))
-        records.append({"sources": paths[:-1], "edited": paths[-1], "instruction": example["instruction"]})
-    return records
 
 
 def test_score_returns_the_four_keys_on_the_mos_scale(tiny_miescore, examples):
@@ -39,7 +28,7 @@ def test_score_returns_the_four_keys_on_the_mos_scale(tiny_miescore, examples):
 
 
 def test_save_and_reload_in_fresh_process_without_the_package(tiny_miescore_path, tiny_miescore, examples, tmp_path):
-    records = _save_examples(examples, tmp_path)
+    records = save_example_files(examples, tmp_path)
     expected = [tiny_miescore.score(**r) for r in records]
     script = textwrap.dedent(
         f"""

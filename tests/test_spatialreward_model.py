@@ -21,6 +21,7 @@ from modeling_miescore.configuration_spatialreward import (
 )
 from modeling_miescore.modeling_spatialreward import SpatialRewardModel
 from modeling_miescore.parsing import parse_sc_output
+from modeling_miescore.testing import save_example_files
 from modeling_miescore.spatialreward_tokens import (
     GROUNDING_TOKENS,
     add_grounding_tokens,
@@ -49,16 +50,7 @@ def sr_model(sr_path):
 
 @pytest.fixture(scope="module")
 def example_files(tmp_path_factory, examples):
-    folder = tmp_path_factory.mktemp("sr-images")
-    records = []
-    for example in examples:
-        paths = []
-        for k, image in enumerate([*example["sources"], example["edited"]]):
-            path = folder / f"{example['id']}-{k}.png"
-            image.save(path)
-            paths.append(str(path))
-        records.append({"sources": paths[:-1], "edited": paths[-1], "instruction": example["instruction"]})
-    return records
+    return save_example_files(examples, tmp_path_factory.mktemp("sr-images"))
 
 
 def _canned(sc_by_prompt=None):

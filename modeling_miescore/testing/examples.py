@@ -90,3 +90,21 @@ def example_edits(max_side: int = 256) -> list[dict]:
          "instruction": "Recolour the photo in image 1 with the warm palette of image 2.",
          "note": "a global colour edit"},
     ]
+
+
+def save_example_files(examples: list[dict], folder, relative: bool = False) -> list[dict]:
+    """Write each example's images as PNG into ``folder``; return ``{"sources", "edited", "instruction"}``
+    records with the file paths (names only with ``relative=True``, for JSONL inputs beside the images)."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    records = []
+    for example in examples:
+        paths = []
+        for k, image in enumerate([*example["sources"], example["edited"]]):
+            path = folder / f"{example['id']}-{k}.png"
+            if not path.exists():
+                image.save(path)
+            paths.append(path.name if relative else str(path))
+        records.append({"sources": paths[:-1], "edited": paths[-1], "instruction": example["instruction"]})
+    return records

@@ -99,6 +99,9 @@ def _array_to_image(array: np.ndarray) -> Image.Image:
     return to_rgb(image)
 
 
+ORIENTATION_TAG = 0x0112  # EXIF 'Orientation'
+
+
 def load_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
     """Load one image as an upright RGB ``PIL.Image``.
 
@@ -153,7 +156,8 @@ def load_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> I
         raise ImageLoadError(f"{what} has zero size ({width}x{height})")
     try:
         image.load()  # decode now so truncated/corrupt data fails here, not deep inside the processor
-        image = ImageOps.exif_transpose(image)
+        if image.getexif().get(ORIENTATION_TAG, 1) != 1:  # exif_transpose copies even upright images
+            image = ImageOps.exif_transpose(image)
         return to_rgb(image)
     except OSError as err:
         raise ImageLoadError(f"{what} is truncated or corrupt ({err}); re-export or re-download it") from None

@@ -24,6 +24,7 @@ from .processing_miescore import (
     as_edit_sample,
     estimate_num_tokens,
     load_checkpoint_processor,
+    load_samples,
     prepare_inputs,
 )
 
@@ -227,7 +228,7 @@ class MIEScoreModel(PreTrainedModel):
         self.eval()
         try:
             for start in range(0, len(normalised), chunk):
-                loaded = [s.load(max_image_pixels) for s in normalised[start : start + chunk]]
+                loaded = load_samples(normalised[start : start + chunk], max_image_pixels)
                 singles = list(range(len(loaded)))
                 if reuse_prefix:
                     chunk_groups = find_groups(loaded, None if groups is None else groups[start : start + chunk])

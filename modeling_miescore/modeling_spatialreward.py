@@ -40,7 +40,13 @@ from .prefix_reuse import (
     pack_rows_after_prefix,
     rope_positions,
 )
-from .processing_miescore import EditSample, as_edit_sample, image_size_kwargs, load_checkpoint_processor
+from .processing_miescore import (
+    EditSample,
+    as_edit_sample,
+    image_size_kwargs,
+    load_checkpoint_processor,
+    load_samples,
+)
 from .spatialreward_tokens import strip_control_tokens
 
 # ------------------------------------------------------------------------------------------------------------
@@ -542,7 +548,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         chunk = batch_size * 16  # images of at most this many samples are decoded at once
         try:
             for start in range(0, len(normalised), chunk):
-                loaded = [s.load(max_image_pixels) for s in normalised[start:start + chunk]]
+                loaded = load_samples(normalised[start:start + chunk], max_image_pixels)
                 # (sample indices, shared SC prefix or None) per generate call
                 batches: List[Tuple[List[int], Optional[SharedPromptPrefix]]] = []
                 singles = list(range(len(loaded)))

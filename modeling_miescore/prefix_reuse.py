@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 from typing import Sequence
 
 import torch
@@ -26,12 +27,23 @@ from transformers import DynamicCache
 from .processing_miescore import EditSample, image_size_kwargs, prepare_inputs
 
 
-def group_key(sample: EditSample) -> str:
-    """Content key of what an edit shares with its siblings: the instruction and the source pixels."""
+def group_key(sample: EditSample, image_digests: dict | None = None) -> str:
+    """Content key of what an edit shares with its siblings: the instruction and the source pixels.
+
+    ``image_digests`` (optional, for one call's samples) remembers the digest of each image object, so sources
+    that several samples share as one object (``load_samples`` makes them so) are hashed once.
+    """
     digest = hashlib.blake2b(sample.instruction.encode("utf-8"), digest_size=16)
     for image in sample.sources:
-        digest.update(f"|{image.mode}{image.size}|".encode())
-        digest.update(image.tobytes())
+        if image_digests is None or id(image) not in image_digests:
+            pixels = hashlib.blake2b(f"|{image.mode}{image.size}|".encode(), digest_size=16)
+            pixels.update(image.tobytes())
+            if image_digests is None:
+                digest.update(pixels.digest())
+                continue
+            # the image is kept beside its digest so that its id cannot be reused by another object meanwhile
+            image_digests[id(image)] = (image, pixels.digest())
+        digest.update(image_digests[id(image)][1])
     return digest.hexdigest()
 
 
@@ -41,7 +53,8 @@ def find_groups(samples: Sequence[EditSample], group_ids: Sequence | None = None
     With ``group_ids`` (one id per sample) the grouping is taken from the caller, and checked: samples of one
     group must really share sources and instruction, otherwise a ``ValueError`` names them.
     """
-    keys = [group_key(s) for s in samples]
+    image_digests: dict = {}
+    keys = [group_key(s, image_digests) for s in samples]
     groups: dict = {}
     if group_ids is None:
         for index, key in enumerate(keys):
@@ -107,17 +120,21 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
     edit_rows = edit_grids.prod(-1)
     row_offsets = torch.cat([edit_rows.new_zeros(1), edit_rows.cumsum(0)])
 
+    # Suffix tokens and positions depend only on the edited image's grid; edits of one size share them.
+    by_grid: dict = {}
     suffixes, positions = [], []
     for i in range(len(samples)):
-        tokens = int(edit_grids[i].prod()) // merge**2
-        suffix = torch.cat([ids.new_full((tokens,), image_token_id), closing])
-        full = torch.cat([ids[0, :prefix_len], suffix])[None]
-        mm_types = (full == image_token_id).int()
-        pos, _ = backbone.get_rope_index(full, mm_types, torch.cat([source_grids, edit_grids[i : i + 1]]))
-        suffixes.append(suffix)
-        positions.append(pos[:, 0, prefix_len:])
-        if i == 0:
-            prefix_positions = pos[:, :, :prefix_len]
+        grid = tuple(edit_grids[i].tolist())
+        if grid not in by_grid:
+            suffix = torch.cat([ids.new_full((math.prod(grid) // merge**2,), image_token_id), closing])
+            full = torch.cat([ids[0, :prefix_len], suffix])[None]
+            mm_types = (full == image_token_id).int()
+            pos, _ = backbone.get_rope_index(full, mm_types, torch.cat([source_grids, edit_grids[i : i + 1]]))
+            by_grid[grid] = (suffix, pos[:, 0, prefix_len:])
+            if i == 0:
+                prefix_positions = pos[:, :, :prefix_len]
+        suffixes.append(by_grid[grid][0])
+        positions.append(by_grid[grid][1])
 
     cache = DynamicCache(config=backbone.config)
     backbone(input_ids=ids[:, :prefix_len], pixel_values=first["pixel_values"][:source_rows].to(backbone.dtype),
@@ -136,7 +153,7 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
             batch_pos[:, row, : lengths[row]] = positions[i]
             # right padding after the last real token: causal attention never lets earlier tokens see it
             batch_pos[:, row, lengths[row]:] = positions[i][:, -1:]
-        pixels = torch.cat([edit_pixels[row_offsets[i] : row_offsets[i + 1]] for i in idx])
+        pixels = edit_pixels[row_offsets[idx[0]] : row_offsets[idx[-1] + 1]]  # idx is a contiguous range
         group_cache = copy.deepcopy(cache)
         group_cache.batch_repeat_interleave(len(idx))
         out = backbone(input_ids=batch_ids, pixel_values=pixels, image_grid_thw=edit_grids[idx],

@@ -29,13 +29,30 @@ class EditSample:
     instruction: str
     id: str | None = None
 
-    def load(self, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> "EditSample":
-        return EditSample(
-            sources=[load_image(s, max_image_pixels=max_image_pixels) for s in self.sources],
-            edited=load_image(self.edited, max_image_pixels=max_image_pixels),
-            instruction=self.instruction,
-            id=self.id,
-        )
+    def load(self, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, decoded: dict | None = None) -> "EditSample":
+        """The same sample with every image an RGB ``PIL.Image``.
+
+        ``decoded`` (optional, shared across the samples of one chunk) remembers the images already loaded, by
+        file path or by object, so the sources that a group of edits shares are read once and are one object in
+        every sample.
+        """
+        def load_one(source):
+            if decoded is None:
+                return load_image(source, max_image_pixels=max_image_pixels)
+            key = os.fspath(source) if isinstance(source, (str, os.PathLike)) else id(source)
+            if key not in decoded:
+                # the source is kept beside its image so that its id cannot be reused by another object meanwhile
+                decoded[key] = (source, load_image(source, max_image_pixels=max_image_pixels))
+            return decoded[key][1]
+
+        return EditSample(sources=[load_one(s) for s in self.sources], edited=load_one(self.edited),
+                          instruction=self.instruction, id=self.id)
+
+
+def load_samples(samples: Sequence["EditSample"], max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list:
+    """Load a chunk of samples; an image path that several samples name is decoded once."""
+    decoded: dict = {}
+    return [s.load(max_image_pixels, decoded) for s in samples]
 
 
 def load_checkpoint_processor(source: str):

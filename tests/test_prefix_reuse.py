@@ -5,7 +5,7 @@ from PIL import Image
 
 from modeling_miescore.loading import load_scorer
 from modeling_miescore.prefix_reuse import find_groups, group_key
-from modeling_miescore.processing_miescore import as_edit_sample
+from modeling_miescore.processing_miescore import as_edit_sample, load_samples
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +81,23 @@ def test_find_groups_by_content_not_identity(examples):
                                  "instruction": "something else"}).load()
     assert group_key(a) == group_key(copy) != group_key(other_text)
     assert find_groups([a, other_text, copy]) == [[0, 2], [1]]
+
+
+def test_shared_source_files_are_decoded_once_and_grouped(examples, tmp_path):
+    base = examples[0]
+    base["sources"][0].save(tmp_path / "a.png")
+    base["sources"][1].save(tmp_path / "b.png")
+    by_path = [{"sources": [str(tmp_path / "a.png"), tmp_path / "b.png"], "edited": e["edited"],
+                "instruction": base["instruction"]} for e in examples[:3]]
+    in_memory = {"sources": base["sources"], "edited": examples[3]["edited"], "instruction": base["instruction"]}
+    loaded = load_samples([as_edit_sample(s) for s in [*by_path, in_memory]])
+    assert loaded[0].sources[0] is loaded[1].sources[0] is loaded[2].sources[0]  # str and Path name one file
+    assert loaded[0].sources[1] is loaded[2].sources[1]
+    # per-object digests are a cache only: decoded files and the in-memory originals still share one key
+    assert find_groups(loaded) == [[0, 1, 2, 3]]
+    assert [group_key(s) for s in loaded] == [group_key(loaded[3])] * 4
+    changed = loaded[3].sources[0].copy()
+    changed.putpixel((0, 0), (0, 0, 0) if changed.getpixel((0, 0)) != (0, 0, 0) else (255, 255, 255))
+    loaded[3] = type(loaded[3])(sources=[changed, loaded[3].sources[1]], edited=loaded[3].edited,
+                                instruction=loaded[3].instruction)
+    assert find_groups(loaded) == [[0, 1, 2], [3]]  # one pixel apart is another group

@@ -37,3 +37,17 @@ def best_time(fn, repeats: int) -> tuple[float, object]:
         result = fn()
         best = min(best, time.perf_counter() - start)
     return best, result
+
+
+def interleaved_best(fns, repeats: int):
+    """Best wall and CPU (process) seconds of each fn, alternating the fns every repeat so that the load of a
+    shared machine drifts over both alike; CPU time is the steadier figure there. Returns [(wall, cpu, result)]."""
+    best = [[float("inf"), float("inf"), None] for _ in fns]
+    for _ in range(repeats):
+        for slot, fn in zip(best, fns):
+            wall, cpu = time.perf_counter(), time.process_time()
+            result = fn()
+            slot[0] = min(slot[0], time.perf_counter() - wall)
+            slot[1] = min(slot[1], time.process_time() - cpu)
+            slot[2] = result
+    return best

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 
-from bench_common import real_photos
+from bench_common import interleaved_best, real_photos
 
 
 def token_counts(model, sample) -> tuple[int, int, int]:
@@ -40,20 +39,6 @@ def token_counts(model, sample) -> tuple[int, int, int]:
                     **image_size_kwargs(model.config))["input_ids"][0]
     prefix = int((ids == model.config.vision_start_token_id).nonzero()[-1]) + 1
     return len(ids), prefix, len(ids) - prefix
-
-
-def interleaved_best(fns, repeats: int):
-    """Best wall and CPU (process) seconds of each fn, alternating the fns every repeat so that the load of a
-    shared machine drifts over both alike; CPU time is the steadier figure there. Returns [(wall, cpu, result)]."""
-    best = [[float("inf"), float("inf"), None] for _ in fns]
-    for _ in range(repeats):
-        for slot, fn in zip(best, fns):
-            wall, cpu = time.perf_counter(), time.process_time()
-            result = fn()
-            slot[0] = min(slot[0], time.perf_counter() - wall)
-            slot[1] = min(slot[1], time.process_time() - cpu)
-            slot[2] = result
-    return best
 
 
 def main():

@@ -18,6 +18,7 @@ Not a Hub file: it imports peft/datasets/huggingface_hub and is never copied int
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -711,8 +712,9 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
     is_adapter = adapter_dir is not None and (adapter_dir / "adapter_config.json").is_file()
     overrides = dict(base_config_overrides or {})
     if is_adapter:
-        model, processor = load_base_model(base_model, dtype=dtype, **overrides)
-        model = PeftModel.from_pretrained(model, os.fspath(adapter_dir)).merge_and_unload()
+        with _outside_zero3_init():
+            model, processor = load_base_model(base_model, dtype=dtype, **overrides)
+            model = PeftModel.from_pretrained(model, os.fspath(adapter_dir)).merge_and_unload()
         if adapter_out.exists():
             shutil.rmtree(adapter_out)
         shutil.copytree(adapter_dir, adapter_out, ignore=shutil.ignore_patterns(
@@ -720,13 +722,32 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
         (adapter_out / "README.md").write_text(render_model_card(card, adapter=True), encoding="utf-8")
     else:
         source = adapter_dir if adapter_dir is not None else base_model
-        model, processor = load_base_model(os.fspath(source), dtype=dtype, **overrides)
+        with _outside_zero3_init():
+            model, processor = load_base_model(os.fspath(source), dtype=dtype, **overrides)
     model.processor = processor
     if merged_dir.exists():
         shutil.rmtree(merged_dir)
     model.save_pretrained(merged_dir)
     (merged_dir / "README.md").write_text(render_model_card(card, adapter=False), encoding="utf-8")
     return {"merged": str(merged_dir), "adapter": str(adapter_out) if is_adapter else None}
+
+
+@contextlib.contextmanager
+def _outside_zero3_init():
+    """Load whole (unpartitioned) weights on this process even while a ZeRO-3 run is active.
+
+    Under ZeRO-3 the training arguments register their DeepSpeed config globally, and ``from_pretrained`` then
+    builds every model inside ``deepspeed.zero.Init``, which leaves each process only its shard (empty tensors on
+    the others). The export re-loads the base from disk, so it hides that registration while it loads.
+    """
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    registered = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = registered
 
 
 def trainable_parameter_summary(model) -> dict[str, int]:

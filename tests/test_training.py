@@ -358,24 +358,57 @@ def test_resume_without_checkpoint_is_a_clear_error(tiny_miescore_path, small_da
 # --------------------------------------------------------------------------------------------------------
 # multi-process (slow: two Python processes with the full stack each)
 # --------------------------------------------------------------------------------------------------------
+def _accelerate_launch(config: str, port: int, run_args: list[str]) -> subprocess.CompletedProcess:
+    """``accelerate launch`` of the recipe with a shipped accelerate config, as two CPU processes (gloo)."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "trainers" / "configs" / config),
+           "--num_processes", "2", "--mixed_precision", "no", "--main_process_port", str(port),
+           str(ROOT / "trainers" / "train_miescore.py"), *run_args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu(tiny_miescore_path, small_dataset, tmp_path):
     out = tmp_path / "ddp"
-    # torchrun (accelerate's own launcher needs mpirun for several CPU processes); gloo backend on CPU
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", "29517", str(ROOT / "trainers" / "train_miescore.py"),
-           *_tiny_run_args(small_dataset, tiny_miescore_path, out, max_steps=2, save_strategy="steps", save_steps=2,
-                           per_device_train_batch_size=1, dataloader_num_workers=0)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = _accelerate_launch("accelerate_ddp.yaml", 29517, _tiny_run_args(
+        small_dataset, tiny_miescore_path, out, max_steps=2, save_strategy="steps", save_steps=2,
+        per_device_train_batch_size=1, dataloader_num_workers=0))
     assert proc.returncode == 0, proc.stderr[-4000:]
     ck = out / "checkpoint-2"
     assert (ck / "loss_state_rank0.safetensors").is_file() and (ck / "loss_state_rank1.safetensors").is_file()
     state = json.loads((ck / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and state["train_batch_size"] == 1
+    assert state["epoch"] == pytest.approx(0.5)  # 2 steps x 1 row x 2 processes = half of the 8 rows
     assert (ck / "rng_state_0.pth").is_file() and (ck / "rng_state_1.pth").is_file()  # really two processes
     assert (out / "export" / "merged" / "model.safetensors").is_file()
     assert (out / "export" / "adapter" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_zero_with_accelerate_launch_on_cpu(stage, tiny_miescore_path, small_dataset, tmp_path):
+    """The shipped accelerate DeepSpeed configs, two CPU processes (DeepSpeed's CPU accelerator, gloo)."""
+    pytest.importorskip("deepspeed")
+    from safetensors.torch import load_file
+
+    from modeling_miescore.loading import load_scorer
+
+    out = tmp_path / f"zero{stage}"
+    proc = _accelerate_launch(f"accelerate_deepspeed_zero{stage}.yaml", 29530 + stage, _tiny_run_args(
+        small_dataset, tiny_miescore_path, out, max_steps=2, save_strategy="steps", save_steps=2,
+        per_device_train_batch_size=1, dataloader_num_workers=0))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ck = out / "checkpoint-2"
+    shards = "model_states" if stage == 3 else "optim_states"  # ZeRO-3 shards the parameters too
+    assert sorted(p.name for p in (ck / "global_step2").glob(f"zero_pp_rank_*_{shards}.pt")) == [
+        f"zero_pp_rank_{r}_mp_rank_00_{shards}.pt" for r in (0, 1)]
+    assert (ck / "loss_state_rank0.safetensors").is_file() and (ck / "loss_state_rank1.safetensors").is_file()
+    adapter = load_file(out / "export" / "adapter" / "adapter_model.safetensors")
+    assert adapter and all(t.numel() > 0 for t in adapter.values())  # gathered, not this rank's empty shard
+    merged = load_scorer(str(out / "export" / "merged"), device="cpu", dtype="float32")
+    base = load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32")
+    changed = [n for n, p in merged.named_parameters() if not torch.equal(p, base.state_dict()[n])]
+    assert changed and all(p.numel() > 0 for p in merged.parameters())
 
 
 # --------------------------------------------------------------------------------------------------------

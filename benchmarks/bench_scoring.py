@@ -1,7 +1,8 @@
 """Batched vs per-sample MIEScore scoring throughput on CPU with the tiny checkpoint.
 
 Each sample has 3 images at 512x512 (2 sources + the edited image), built from real photos. Both paths run in
-the same process on the same samples; the script prints samples/s for each and their ratio.
+the same process on the same samples, alternating every repeat; the script prints the best samples/s of each
+and their ratio.
 
     python benchmarks/bench_scoring.py [--samples 24] [--batch-size 8] [--threads 2]
 """
@@ -13,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from bench_common import best_time, photo_samples
+from bench_common import interleaved_best, photo_samples
 
 
 def main():
@@ -21,7 +22,7 @@ def main():
     parser.add_argument("--samples", type=int, default=24)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -33,8 +34,9 @@ def main():
     samples = photo_samples(args.samples, 512)
     model.score_batch(samples[:2], batch_size=2)  # warm-up
 
-    per_sample, _ = best_time(lambda: [model.score(**s) for s in samples], args.repeats)
-    batched, _ = best_time(lambda: model.score_batch(samples, batch_size=args.batch_size), args.repeats)
+    (per_sample, _, _), (batched, _, _) = interleaved_best(
+        [lambda: [model.score(**s) for s in samples], lambda: model.score_batch(samples, batch_size=args.batch_size)],
+        args.repeats)
     n = len(samples)
     print(f"tiny MIEScore on CPU ({args.threads} threads), {n} samples x 3 images at 512x512")
     print(f"per-sample : {n / per_sample:7.2f} samples/s ({per_sample:.2f} s)")

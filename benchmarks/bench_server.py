@@ -1,11 +1,13 @@
 """Reward-server throughput under concurrent clients vs direct ``score_batch``, tiny MIEScore on CPU.
 
 Both paths score the same samples in one run of this script:
-- direct: ``model.score_batch(samples, batch_size=MAX_BATCH)`` in this process;
+- direct: ``model.score_batch(samples, batch_size=MAX_BATCH)`` in this process, on images decoded from the same
+  PNG payloads the server gets (one image object per sample and slot, as a dataset gives them; decoding untimed);
 - server: ``miescore serve`` in a subprocess (same checkpoint, same thread count, ``--max-batch MAX_BATCH``),
   hit by CLIENTS concurrent clients that each send single-sample ``POST /v1/score`` requests (images
   pre-encoded, so the clients' PNG encoding is not timed). The server must coalesce them into batches.
-Prints samples/s of each, their ratio, and the server's mean batch size read from /metrics.
+Prints samples/s of each, their ratio, the server's mean batch size read from /metrics, and the CPU time the
+clients themselves took (they share the machine's cores with the server).
 
     python benchmarks/bench_server.py [--samples 48] [--clients 32] [--max-batch 16] [--size 256] [--threads 2]
 """
@@ -33,6 +35,12 @@ def to_b64(image: Image.Image) -> str:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=1)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def from_b64(data: str) -> Image.Image:
+    image = Image.open(io.BytesIO(base64.b64decode(data)))
+    image.load()
+    return image
 
 
 def start_server(model_path: Path, max_batch: int, max_wait_ms: float, threads: int):
@@ -106,14 +114,18 @@ def main():
         model_path = build_tiny_miescore(Path(tmp) / "tiny")
         model = load_scorer(str(model_path), device="cpu", dtype="float32")
         model.score_batch(samples[:2], batch_size=2)  # warm-up
-        direct = min(_timed(lambda: model.score_batch(samples, batch_size=args.max_batch))
+        decoded = [{"sources": [from_b64(b) for b in p["sources"]], "edited": from_b64(p["edited"]),
+                    "instruction": p["instruction"]} for p in payloads]
+        direct = min(_timed(lambda: model.score_batch(decoded, batch_size=args.max_batch))
                      for _ in range(args.repeats))
 
         process, url = start_server(model_path, args.max_batch, args.max_wait_ms, args.threads)
         try:
             asyncio.run(hammer(url, payloads[:4], 4))  # warm-up
             before = batch_stats(url)
+            client_cpu = time.process_time()
             server = min(asyncio.run(hammer(url, payloads, args.clients)) for _ in range(args.repeats))
+            client_cpu = (time.process_time() - client_cpu) / args.repeats
             after = batch_stats(url)
         finally:
             process.terminate()
@@ -124,7 +136,7 @@ def main():
           f"max batch {args.max_batch}")
     print(f"direct score_batch          : {n / direct:7.2f} samples/s ({direct:.2f} s)")
     print(f"server, {args.clients:>2} concurrent clients: {n / server:7.2f} samples/s ({server:.2f} s), "
-          f"mean batch {mean_batch:.1f}")
+          f"mean batch {mean_batch:.1f}; the clients (this process) used {client_cpu:.2f} s of CPU meanwhile")
     print(f"ratio server / direct: {direct / server:.2f}x")
 
 

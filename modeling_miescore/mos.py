@@ -293,7 +293,7 @@ def compute_mos(ratings, rule: str = "bt500", *, zscore_ddof: int = 1):
     subj_codes, subjects = _codes(df["subject_id"])
     item_codes, items = _codes(df["item_id"])
     dim_codes, dims = _codes(df["dimension"])
-    n_subj, n_items, n_dims = len(subjects), len(items), len(dims)
+    n_subj, n_dims = len(subjects), len(dims)
 
     # ---- 1. outlier ratings per (item, dimension) cell, over all subjects (BT.500 §2.3.1) ----
     cell_codes_raw = item_codes.astype(np.int64) * n_dims + dim_codes

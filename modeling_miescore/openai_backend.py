@@ -28,7 +28,7 @@ from .modeling_spatialreward import (
     assemble_result,
 )
 from .openai_compat import ChatClient, ChatError, image_to_data_url
-from .processing_miescore import as_edit_sample
+from .processing_miescore import as_edit_sample, load_samples
 from .spatialreward_tokens import strip_control_tokens
 
 
@@ -143,11 +143,18 @@ class SpatialRewardAPI(SpatialRewardScoringMixin):
         try:
             with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
                 for start in range(0, len(normalised), batch_size):
-                    group = [s.load(max_image_pixels) for s in normalised[start:start + batch_size]]
+                    group = load_samples(normalised[start:start + batch_size], max_image_pixels)
+                    urls: dict = {}  # id(image) -> (image, data URL): sources shared by edits are encoded once
+
+                    def url_of(image):
+                        if id(image) not in urls:
+                            urls[id(image)] = (image, image_to_data_url(image, **encode))
+                        return urls[id(image)][1]
+
                     jobs = []
                     for sample in group:
-                        edited_url = image_to_data_url(sample.edited, **encode)
-                        sc_urls = [image_to_data_url(s, **encode) for s in sample.sources] + [edited_url]
+                        edited_url = url_of(sample.edited)
+                        sc_urls = [url_of(s) for s in sample.sources] + [edited_url]
                         sc_text = config.sc_text(sample.instruction, len(sample.sources))
                         sc_jobs = [pool.submit(self._request, sc_urls, sc_text) for _ in range(passes)]
                         pq_jobs = [pool.submit(self._request, [edited_url], config.pq_text()) for _ in range(passes)]

@@ -27,24 +27,26 @@ from transformers import DynamicCache
 from .processing_miescore import EditSample, image_size_kwargs, prepare_inputs
 
 
+def _pixel_digest(image) -> bytes:
+    digest = hashlib.blake2b(f"|{image.mode}{image.size}|".encode(), digest_size=16)
+    digest.update(image.tobytes())
+    return digest.digest()
+
+
 def group_key(sample: EditSample, image_digests: dict | None = None) -> str:
     """Content key of what an edit shares with its siblings: the instruction and the source pixels.
 
     ``image_digests`` (optional, for one call's samples) remembers the digest of each image object, so sources
     that several samples share as one object (``load_samples`` makes them so) are hashed once.
     """
-    digest = hashlib.blake2b(sample.instruction.encode("utf-8"), digest_size=16)
+    digests = {} if image_digests is None else image_digests
+    key = hashlib.blake2b(sample.instruction.encode("utf-8"), digest_size=16)
     for image in sample.sources:
-        if image_digests is None or id(image) not in image_digests:
-            pixels = hashlib.blake2b(f"|{image.mode}{image.size}|".encode(), digest_size=16)
-            pixels.update(image.tobytes())
-            if image_digests is None:
-                digest.update(pixels.digest())
-                continue
+        if id(image) not in digests:
             # the image is kept beside its digest so that its id cannot be reused by another object meanwhile
-            image_digests[id(image)] = (image, pixels.digest())
-        digest.update(image_digests[id(image)][1])
-    return digest.hexdigest()
+            digests[id(image)] = (image, _pixel_digest(image))
+        key.update(digests[id(image)][1])
+    return key.hexdigest()
 
 
 def find_groups(samples: Sequence[EditSample], group_ids: Sequence | None = None) -> list[list[int]]:

@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Proto
 
 import numpy as np
 
+from .builders.mie_bench import DIMENSIONS, MOS_COLUMNS, MOS_SCALE
 from .image_io import MIEScoreInputError
 
 logger = logging.getLogger(__name__)
@@ -84,10 +85,6 @@ __all__ = [
     "validation_srcc",
 ]
 
-# The three MIE-Bench dimensions, in the order of SCORE_NAMES (paper, "Annotation Dimension and Criteria").
-DIMENSIONS = ("visual_quality", "instruction_following", "attribute_preservation")
-MOS_KEYS = ("mos_vq", "mos_if", "mos_ap")
-MOS_MAX = 100.0  # MIE-Bench MOS are on 0-100 (paper eq. 1)
 
 Part = Any  # a prompt part: ``str`` or ``PIL.Image.Image``
 
@@ -455,14 +452,14 @@ def to_skill_sample(row: Any, index: int = 0) -> SkillSample:
     edited = row.get("edited_image", row.get("edited"))
     missing = [k for k, v in (("source_images", sources), ("edited_image", edited),
                               ("instruction", row.get("instruction"))) if v is None]
-    missing += [k for k in MOS_KEYS if row.get(k) is None]
+    missing += [k for k in MOS_COLUMNS if row.get(k) is None]
     if missing:
         raise MIEScoreInputError(f"sample {index} (id {row.get('id')!r}) lacks {', '.join(missing)}; "
                                  "skill optimisation needs MIE-Bench rows with images and mos_vq/mos_if/mos_ap")
     if not isinstance(sources, (list, tuple)):
         sources = [sources]
     try:
-        mos = tuple(float(row[k]) for k in MOS_KEYS)
+        mos = tuple(float(row[k]) for k in MOS_COLUMNS)
     except (TypeError, ValueError):
         raise MIEScoreInputError(f"sample {index} (id {row.get('id')!r}) has a non-numeric MOS") from None
     if not all(math.isfinite(m) for m in mos):
@@ -526,7 +523,7 @@ def _fmt_scores(values: Optional[Sequence[float]]) -> str:
 def _case_lines(cases: Sequence[Mapping[str, Any]], score_max: float, max_raw_chars: int) -> List[str]:
     lines = []
     for i, f in enumerate(cases, start=1):
-        human = [m / MOS_MAX * score_max for m in f["mos"]]
+        human = [m / MOS_SCALE * score_max for m in f["mos"]]
         head = f"{i}. [{f['id']}] {f['num_sources']} source image(s); instruction: {f['instruction']}"
         if f.get("pred") is None:
             raw = " ".join(str(f.get("raw") or "").split())[:max_raw_chars]
@@ -940,7 +937,7 @@ class SkillOptimizer:
 def deviation(pred: Sequence[float], mos: Sequence[float], score_max: float = 5.0) -> float:
     """``|| pred / score_max - mos / 100 ||_2`` over (VQ, IF, AP): eq. 6's distance on a common 0-1 scale."""
     p = np.asarray(pred, dtype=np.float64) / score_max
-    y = np.asarray(mos, dtype=np.float64) / MOS_MAX
+    y = np.asarray(mos, dtype=np.float64) / MOS_SCALE
     return float(np.linalg.norm(p - y))
 
 
@@ -1136,13 +1133,13 @@ class _Samples:
     def __init__(self, rows: Any, name: str):
         columns = getattr(rows, "column_names", None)
         if columns is not None and hasattr(rows, "select_columns"):
-            missing = [c for c in ("instruction", "source_images", "edited_image", *MOS_KEYS) if c not in columns]
+            missing = [c for c in ("instruction", "source_images", "edited_image", *MOS_COLUMNS) if c not in columns]
             if missing:
                 raise MIEScoreInputError(f"the {name} split lacks the column(s) {', '.join(missing)}; "
                                          "skill optimisation needs MIE-Bench rows")
-            light = rows.select_columns([c for c in ("id", *MOS_KEYS) if c in columns]).to_dict()
+            light = rows.select_columns([c for c in ("id", *MOS_COLUMNS) if c in columns]).to_dict()
             self.ids = [str(x) for x in light["id"]] if "id" in light else [str(i) for i in range(len(rows))]
-            for key in MOS_KEYS:
+            for key in MOS_COLUMNS:
                 bad = [i for i, v in enumerate(light[key]) if v is None or not math.isfinite(float(v))]
                 if bad:
                     raise MIEScoreInputError(f"the {name} split has a missing or NaN {key} in row {bad[0]} "

@@ -35,6 +35,7 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
+from .builders.mie_bench import MOS_COLUMNS, MOS_SCALE
 from .image_io import MIEScoreInputError
 from .losses import LossConfig, MIEScoreLoss
 from .processing_miescore import EditSample, as_edit_sample, build_messages, prepare_inputs
@@ -66,10 +67,9 @@ __all__ = [
     "row_to_sample",
 ]
 
-# MIE-Bench columns -> head order (VQ, IF, AP) of `MIEScoreConfig.score_names`; MOS is on 0-100 (paper eq. 1).
-LABEL_COLUMNS = ("mos_vq", "mos_if", "mos_ap")
+# MIE-Bench columns, in the head order (VQ, IF, AP) of `MIEScoreConfig.score_names`.
+LABEL_COLUMNS = MOS_COLUMNS
 DIM_NAMES = ("vq", "if", "ap")
-MOS_SCALE = 100.0
 
 # Supplement "Details of Training Configuration": LoRA on the attention and MLP projections of the language
 # model only; the vision tower stays frozen. The regex is matched with re.fullmatch against module names such

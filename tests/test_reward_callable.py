@@ -152,7 +152,12 @@ def server():
         thread.join(timeout=5)
 
 
-def test_api_backend_against_a_local_server(server, examples):
+def test_api_backend_against_a_local_server(server, examples, monkeypatch):
+    import modeling_miescore.openai_backend as backend
+
+    encoded = []
+    to_url = backend.image_to_data_url
+    monkeypatch.setattr(backend, "image_to_data_url", lambda image, **kw: encoded.append(image) or to_url(image, **kw))
     base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     api = SpatialRewardAPI(base_url, "spatialreward-test", api_key_env="MIESCORE_TEST_NO_KEY", timeout=0.5,
                            max_retries=0, max_new_tokens=300)
@@ -182,6 +187,7 @@ def test_api_backend_against_a_local_server(server, examples):
     pq = [r for r in requests if not r["sc"]]
     assert len(sc) == 5 and len(pq) == 5 and all(r["path"] == "/v1/chat/completions" for r in requests)
     assert all(len(r["images"]) == len(example["sources"]) + 1 for r in sc)  # sources + edited, as data URLs
+    assert len(encoded) == len(example["sources"]) + 1  # the five edits share their images: each encoded once
     assert all("The first 2 images are the original input images" in r["text"] for r in sc)  # D.1.2
     assert all(r["text"].endswith("Put the score in a list such that output score = [naturalness, artifacts]")
                for r in pq)  # D.1.3

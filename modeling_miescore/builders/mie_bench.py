@@ -95,6 +95,8 @@ TASK_CATEGORY = {
 # "Subjective Experiment Setup": three dimensions rated on a 0-5 continuous scale.
 DIMENSIONS = ("visual_quality", "instruction_following", "attribute_preservation")
 SHORT = {"visual_quality": "vq", "instruction_following": "if", "attribute_preservation": "ap"}
+MOS_COLUMNS = ("mos_vq", "mos_if", "mos_ap")  # the dataset's MOS columns, in the order of DIMENSIONS
+MOS_SCALE = 100.0  # MOS are on 0-100 (paper eq. 1)
 _DIM_ALIASES = {
     **{d: d for d in DIMENSIONS},
     **{s: d for d, s in SHORT.items()},

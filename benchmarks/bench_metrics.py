@@ -1,4 +1,4 @@
-"""Speed of modeling_miescore.metrics on MIE-Bench / MER-Bench sized inputs (CPU; not a test).
+"""Speed of modeling_miescore.evaluation.metrics on MIE-Bench / MER-Bench sized inputs (CPU; not a test).
 
     python benchmarks/bench_metrics.py [--items 36000] [--boot 1000] [--repeats 5]
 
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from modeling_miescore import metrics as M
+from modeling_miescore.evaluation import metrics as M
 
 
 # ------------------------------------------------------------------------------------------ naive versions

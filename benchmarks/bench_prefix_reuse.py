@@ -41,7 +41,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.testing import build_tiny_miescore
 
     with tempfile.TemporaryDirectory() as tmp:

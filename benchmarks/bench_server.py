@@ -46,7 +46,7 @@ def from_b64(data: str) -> Image.Image:
 def start_server(model_path: Path, max_batch: int, max_wait_ms: float, threads: int):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
                HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "modeling_miescore.cli", "serve", "--model", str(model_path), "--port", "0",
+    command = [sys.executable, "-m", "modeling_miescore.cli.main", "serve", "--model", str(model_path), "--port", "0",
                "--device", "cpu", "--dtype", "float32", "--max-batch", str(max_batch),
                "--max-wait-ms", str(max_wait_ms), "--max-queue", "4096", "--log-level", "warning"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
@@ -84,7 +84,7 @@ async def hammer(url: str, payloads: list[dict], clients: int) -> float:
 def batch_stats(url: str) -> tuple[float, float]:
     import httpx
 
-    from modeling_miescore.server_metrics import parse_exposition
+    from modeling_miescore.serving.metrics import parse_exposition
 
     values = parse_exposition(httpx.get(url + "/metrics").text)
     return values["miescore_batch_size_sum"], values["miescore_batch_size_count"]
@@ -104,7 +104,7 @@ def main():
     import torch
 
     torch.set_num_threads(args.threads)
-    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.testing import build_tiny_miescore
 
     samples = photo_samples(args.samples, args.size)

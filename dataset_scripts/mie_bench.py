@@ -4,7 +4,7 @@
     python dataset_scripts/mie_bench.py --raw RAW_DIR --out OUT_DIR [--overwrite] [--push-to-hub USER/NAME]
 
 Same as `miescore build-dataset mie-bench ...`. The logic (raw layout, validation, card) lives in
-`modeling_miescore.builders.mie_bench`; see its docstring or `--help`.
+`modeling_miescore.data.builders.mie_bench`; see its docstring or `--help`.
 """
 
 import argparse
@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 try:
-    from modeling_miescore.builders.mie_bench import add_cli_arguments, run_cli
+    from modeling_miescore.data.builders.mie_bench import add_cli_arguments, run_cli
 except ImportError:  # running from a source checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from modeling_miescore.builders.mie_bench import add_cli_arguments, run_cli
+    from modeling_miescore.data.builders.mie_bench import add_cli_arguments, run_cli
 
 
 def main(argv=None) -> int:

@@ -13,9 +13,10 @@ _LAZY = {
     "OVERALL_WEIGHTS": ".overall",
     "SpatialRewardConfig": ".configuration_spatialreward",
     "SpatialRewardModel": ".modeling_spatialreward",
-    "SpatialRewardAPI": ".openai_backend",
-    "SpatialRewardFunction": ".reward",
-    "load_scorer": ".loading",
+    "SpatialRewardAPI": ".judges.spatialreward_api",
+    "SpatialRewardFunction": ".serving.reward_functions",
+    "load_scorer": ".scoring.loading",
+    "load_spatialreward": ".scoring.loading",
 }
 
 __all__ = sorted(_LAZY)

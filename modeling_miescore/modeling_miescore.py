@@ -133,7 +133,7 @@ class MIEScoreModel(PreTrainedModel):
             batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
             device = (input_ids if input_ids is not None else inputs_embeds).device
             attention_mask = torch.ones(batch, length, dtype=torch.long, device=device)
-        kwargs.pop("labels", None)  # losses live in the trainer (modeling_miescore.losses)
+        kwargs.pop("labels", None)  # losses live in the trainer (modeling_miescore.training.losses)
         outputs = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -26,7 +26,7 @@ def tiny_qwen3vl_path(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_miescore(tiny_miescore_path):
-    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.scoring.loading import load_scorer
 
     return load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32")
 

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 from scipy import stats
 
-from modeling_miescore.cli import main
+from modeling_miescore.cli.main import main
 
 DIMS = ("visual_quality", "instruction_following", "attribute_preservation", "overall")
 MOS = {"visual_quality": "mos_vq", "instruction_following": "mos_if", "attribute_preservation": "mos_ap",
@@ -35,7 +35,7 @@ MIE_SECTIONS = ["# MIE-Bench evaluation report", "## Run", "## Correlation with 
 
 @pytest.fixture(scope="module")
 def mie_dir(tmp_path_factory):
-    from modeling_miescore.builders.mie_bench import build_mie_bench
+    from modeling_miescore.data.builders.mie_bench import build_mie_bench
     from modeling_miescore.testing.raw_benchmarks import make_raw_mie_bench
 
     base = tmp_path_factory.mktemp("mie")
@@ -55,7 +55,7 @@ def mie_rows(ds_dir: Path, split: str):
 
 @pytest.fixture(scope="module")
 def mer_dir(tmp_path_factory):
-    from modeling_miescore.builders.mer_bench import build_mer_bench
+    from modeling_miescore.data.builders.mer_bench import build_mer_bench
     from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench
 
     base = tmp_path_factory.mktemp("mer")
@@ -275,7 +275,7 @@ def test_bad_dataset_or_split_is_one_clear_line(mie_dir, tmp_path, capsys):
 
 
 def test_overall_is_computed_with_eq2_when_absent(tmp_path):
-    from modeling_miescore.benchmark import read_score_predictions
+    from modeling_miescore.evaluation.benchmark import read_score_predictions
 
     path = write_jsonl(tmp_path / "p.jsonl", [
         {"id": "a", "visual_quality": 50.0, "instruction_following": 80.0, "attribute_preservation": 20.0}])

@@ -7,8 +7,8 @@ import sys
 import pytest
 from PIL import Image
 
-from modeling_miescore.batch_scoring import score_jsonl
-from modeling_miescore.cli import main
+from modeling_miescore.scoring.jsonl_scoring import score_jsonl
+from modeling_miescore.cli.main import main
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 import torch
 from PIL import Image
 
-from modeling_miescore.client import RewardClient, RewardServerError, encode_image, make_reward_fn
-from modeling_miescore.server import CallableBackend, ServerSettings, serve_in_background
+from modeling_miescore.serving.client import RewardClient, RewardServerError, encode_image, make_reward_fn
+from modeling_miescore.serving.app import CallableBackend, ServerSettings, serve_in_background
 
 
 def _scorer(samples):

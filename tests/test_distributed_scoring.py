@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from modeling_miescore.batch_scoring import merge_shards, score_jsonl, shard_path
+from modeling_miescore.scoring.jsonl_scoring import merge_shards, score_jsonl, shard_path
 from modeling_miescore.testing import save_example_files
 
 

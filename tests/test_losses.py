@@ -1,4 +1,4 @@
-"""Tests for modeling_miescore.losses (paper eqs. 9-13 and the supplement's SFT configuration)."""
+"""Tests for modeling_miescore.training.losses (paper eqs. 9-13 and the supplement's SFT configuration)."""
 
 import json
 import math
@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
-from modeling_miescore.losses import (
+from modeling_miescore.training.losses import (
     LossConfig,
     MemoryQueue,
     MIEScoreLoss,

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from modeling_miescore.builders.common import DatasetValidationError, OutputExistsError
-from modeling_miescore.builders.mer_bench import build_mer_bench, majority_tier, main
+from modeling_miescore.data.builders.common import DatasetValidationError, OutputExistsError
+from modeling_miescore.data.builders.mer_bench import build_mer_bench, majority_tier, main
 from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench
 
 RANK = {"poor": 0, "medium": 1, "good": 2}

@@ -1,5 +1,5 @@
 """The `evaluate` metric Space (spaces/miescore_metric) loads offline in a fresh interpreter and returns
-exactly the library's numbers (modeling_miescore.metrics), for both configs."""
+exactly the library's numbers (modeling_miescore.evaluation.metrics), for both configs."""
 
 import json
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modeling_miescore import metrics as M
+from modeling_miescore.evaluation import metrics as M
 from modeling_miescore.overall import overall_score
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,7 +145,7 @@ def test_space_files_follow_hub_conventions():
     script = (SPACE / "miescore_metric.py").read_text()
     import_lines = [ln for ln in script.splitlines() if ln.startswith(("import ", "from "))]
     assert all("," not in ln.split("#")[0] for ln in import_lines), "one import per line (evaluate's scanner)"
-    assert any(ln.startswith("from modeling_miescore.metrics import") for ln in import_lines)
+    assert any(ln.startswith("from modeling_miescore.evaluation.metrics import") for ln in import_lines)
     assert "requirements.txt" in os.listdir(SPACE)
 
 

@@ -1,4 +1,4 @@
-"""Tests of modeling_miescore.metrics (numpy/scipy only; runs in a few seconds)."""
+"""Tests of modeling_miescore.evaluation.metrics (numpy/scipy only; runs in a few seconds)."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from modeling_miescore import metrics as M
+from modeling_miescore.evaluation import metrics as M
 
 # ---------------------------------------------------------------------------------------------------------
 # correlations
@@ -346,7 +346,7 @@ def test_grouped_bootstrap_keeps_groups_together_and_widens_ci():
 
 def test_import_does_not_pull_torch_or_transformers():
     code = (
-        "import sys, modeling_miescore.metrics\n"
+        "import sys, modeling_miescore.evaluation.metrics\n"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

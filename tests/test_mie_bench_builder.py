@@ -14,16 +14,16 @@ import yaml
 from PIL import Image
 from scipy.stats import spearmanr
 
-from modeling_miescore.builders import common
-from modeling_miescore.builders.common import DatasetValidationError, HubPushError, OutputExistsError
-from modeling_miescore.builders.mie_bench import (
+from modeling_miescore.data.builders import common
+from modeling_miescore.data.builders.common import DatasetValidationError, HubPushError, OutputExistsError
+from modeling_miescore.data.builders.mie_bench import (
     DEFAULT_SPLIT_SALT,
     TASKS,
     build_mie_bench,
     main,
     split_of,
 )
-from modeling_miescore.mos import overall_mos
+from modeling_miescore.data.mos import overall_mos
 from modeling_miescore.testing.raw_benchmarks import make_raw_mie_bench
 
 N_INSTANCES = 32
@@ -340,7 +340,7 @@ def test_failed_build_leaves_nothing_and_never_clobbers(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("modeling_miescore.builders.mie_bench.write_dataset_card", boom)
+    monkeypatch.setattr("modeling_miescore.data.builders.mie_bench.write_dataset_card", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         build_mie_bench(raw, out, progress=False)
     assert not out.exists() and no_leftovers(out)
@@ -354,7 +354,7 @@ def test_failed_build_leaves_nothing_and_never_clobbers(tmp_path, monkeypatch):
     (raw / "edits.jsonl").write_text((raw / "edits.jsonl").read_text() + "{oops\n")
     with pytest.raises(DatasetValidationError):
         build_mie_bench(raw, out, progress=False, overwrite=True)
-    monkeypatch.setattr("modeling_miescore.builders.mie_bench.write_dataset_card", boom)
+    monkeypatch.setattr("modeling_miescore.data.builders.mie_bench.write_dataset_card", boom)
     (raw / "edits.jsonl").write_text("\n".join((raw / "edits.jsonl").read_text().splitlines()[:-1]) + "\n")
     with pytest.raises(RuntimeError):
         build_mie_bench(raw, out, progress=False, overwrite=True)

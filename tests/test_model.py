@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from modeling_miescore import overall_score
-from modeling_miescore.loading import ModelLoadError, load_scorer
+from modeling_miescore.scoring.loading import ModelLoadError, load_scorer
 from modeling_miescore.modeling_miescore import MIEScoreModel, last_token_indices
 from modeling_miescore.testing import save_example_files
 

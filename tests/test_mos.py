@@ -1,4 +1,4 @@
-"""Tests for modeling_miescore.mos: BT.500 screening, z-score MOS (paper eq. 1), overall (eq. 2)."""
+"""Tests for modeling_miescore.data.mos: BT.500 screening, z-score MOS (paper eq. 1), overall (eq. 2)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modeling_miescore.mos import (
+from modeling_miescore.data.mos import (
     DIMENSIONS,
     ScreeningReport,
     compute_mos,

@@ -11,7 +11,7 @@ import pytest
 from local_http import LocalHTTPServer
 from PIL import Image
 
-from modeling_miescore.openai_compat import (
+from modeling_miescore.judges.chat_client import (
     ChatClient,
     ChatError,
     _retry_after_seconds,

@@ -13,7 +13,7 @@ import pytest
 from local_http import LocalHTTPServer
 from PIL import Image
 
-from modeling_miescore.oracle import (
+from modeling_miescore.judges.oracle import (
     PQ_ORACLE_PROMPT,
     SC_ORACLE_PROMPT,
     OracleConfig,
@@ -138,7 +138,7 @@ def test_scores_statuses_counts_and_concurrency(caplog):
     requests.append(OracleRequest(task="pq", completion=PQ_GOOD, edited=Image.new("RGB", (32, 32))))
     with JudgeServer(routes, default=(200, '{"reasoning": "pq ok", "quality_score": 1}', 0)) as server:
         judge = OracleJudge(config(server.url, api_error_value=0.25, judge_unparsable_value=None))
-        with caplog.at_level(logging.WARNING, logger="modeling_miescore.oracle"):
+        with caplog.at_level(logging.WARNING, logger="modeling_miescore.judges.oracle"):
             start = time.perf_counter()
             results = judge.judge(requests)
             elapsed = time.perf_counter() - start

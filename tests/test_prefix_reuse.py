@@ -3,7 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
-from modeling_miescore.loading import load_scorer
+from modeling_miescore.scoring.loading import load_scorer
 from modeling_miescore.prefix_reuse import find_groups, group_key
 from modeling_miescore.processing_miescore import as_edit_sample, load_samples
 

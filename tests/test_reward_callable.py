@@ -14,8 +14,8 @@ from PIL import Image
 
 from modeling_miescore.aggregation import spatial_reward
 from modeling_miescore.modeling_spatialreward import SpatialRewardModel
-from modeling_miescore.openai_backend import SpatialRewardAPI
-from modeling_miescore.reward import SpatialRewardFunction
+from modeling_miescore.judges.spatialreward_api import SpatialRewardAPI
+from modeling_miescore.serving.reward_functions import SpatialRewardFunction
 
 SC_OK = ('{"edit_region": [{"id": 0, "label": "cat", "bbox_2d": [100, 100, 600, 900]}], '
          '"reasoning": "<|bbox_0|> The cat was added. <|global|> The rest is unchanged.", "score": [20, 15]}')
@@ -153,7 +153,7 @@ def server():
 
 
 def test_api_backend_against_a_local_server(server, examples, monkeypatch):
-    import modeling_miescore.openai_backend as backend
+    import modeling_miescore.judges.spatialreward_api as backend
 
     encoded = []
     to_url = backend.image_to_data_url
@@ -214,7 +214,7 @@ def test_api_backend_connection_refused_is_flagged(examples):
 
 
 def test_cli_with_api_base(server, examples, tmp_path, capsys):
-    from modeling_miescore.cli import main
+    from modeling_miescore.cli.main import main
 
     example = examples[0]
     paths = []

@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modeling_miescore.server import (CallableBackend, MIEScoreBackend, ServerSettings,
+from modeling_miescore.serving.app import (CallableBackend, MIEScoreBackend, ServerSettings,
                                       serve_in_background)
-from modeling_miescore.server_metrics import parse_exposition
+from modeling_miescore.serving.metrics import parse_exposition
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -165,7 +165,7 @@ def test_concurrent_requests_are_batched_and_routed_back():
 
 
 def test_backends_that_accept_group_ids_get_one_id_per_shared_prefix():
-    from modeling_miescore.server import ScorerBackend
+    from modeling_miescore.serving.app import ScorerBackend
 
     class Recording(ScorerBackend):
         accepts_group_ids = True
@@ -364,7 +364,7 @@ def test_drain_refuses_new_work_with_503_and_finishes_in_flight():
 
 
 def test_metrics_registry_starts_at_zero_and_escapes_labels():
-    from modeling_miescore.server_metrics import ServerMetrics
+    from modeling_miescore.serving.metrics import ServerMetrics
 
     registry = ServerMetrics()
     values = parse_exposition(registry.render())
@@ -530,7 +530,7 @@ def _status_lines(raw: bytes) -> list[int]:
 
 
 def test_serve_cli_user_errors(tmp_path, capsys, monkeypatch):
-    from modeling_miescore.cli import main
+    from modeling_miescore.cli.main import main
 
     monkeypatch.delenv("MIESCORE_TEST_KEY", raising=False)
     assert main(["serve", "--model", str(tmp_path / "missing"), "--port", "0"]) == 2
@@ -596,8 +596,8 @@ def test_sigterm_drains_a_real_uvicorn_process(tiny_miescore_path, examples):
 @pytest.mark.slow  # building the tiny SpatialReward checkpoint and generating on CPU: ~30-60 s loaded
 def test_spatialreward_backend_serves_evaluate_edits(tmp_path, examples):
     """A SpatialReward checkpoint is served through the same API; results equal ``evaluate_edits``."""
-    from modeling_miescore.client import RewardClient
-    from modeling_miescore.server import load_backend
+    from modeling_miescore.serving.client import RewardClient
+    from modeling_miescore.serving.app import load_backend
     from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward
 
     path = build_tiny_spatialreward(tmp_path / "tiny-sr")

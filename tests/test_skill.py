@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from modeling_miescore.metrics import srcc
-from modeling_miescore.skill import (
+from modeling_miescore.evaluation.metrics import srcc
+from modeling_miescore.training.skill_optimization import (
     DIMENSIONS,
     EditBounds,
     Edit,
@@ -542,7 +542,7 @@ def chat_server(data):
 
 
 def test_openai_backend_against_local_server(data, chat_server, monkeypatch):
-    from modeling_miescore.skill import OpenAIBackend
+    from modeling_miescore.training.skill_optimization import OpenAIBackend
 
     url, handler = chat_server
     train, val, mos = data
@@ -568,7 +568,7 @@ def test_openai_backend_against_local_server(data, chat_server, monkeypatch):
 def test_openai_backend_connection_refused_is_a_recorded_failure(data):
     import socket
 
-    from modeling_miescore.skill import OpenAIBackend
+    from modeling_miescore.training.skill_optimization import OpenAIBackend
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -584,7 +584,7 @@ def test_openai_backend_connection_refused_is_a_recorded_failure(data):
 
 
 def test_transformers_backend_tiny_checkpoint(data, tiny_qwen3vl_path, tmp_path):
-    from modeling_miescore.skill import TransformersBackend
+    from modeling_miescore.training.skill_optimization import TransformersBackend
 
     train, val, mos = data
     backend = TransformersBackend(str(tiny_qwen3vl_path), device="cpu", dtype="float32", batch_size=2,
@@ -609,8 +609,8 @@ def test_transformers_backend_tiny_checkpoint(data, tiny_qwen3vl_path, tmp_path)
 
 
 def test_set_skill_writes_config_and_model_reloads(tiny_miescore_path, tmp_path, capsys):
-    from modeling_miescore.cli import main
-    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.cli.main import main
+    from modeling_miescore.scoring.loading import load_scorer
 
     ckpt = tmp_path / "ckpt"
     shutil.copytree(tiny_miescore_path, ckpt)
@@ -630,7 +630,7 @@ def test_set_skill_writes_config_and_model_reloads(tiny_miescore_path, tmp_path,
 
 
 def test_set_skill_bad_input_exits_2(tiny_miescore_path, tiny_qwen3vl_path, tmp_path, capsys):
-    from modeling_miescore.cli import main
+    from modeling_miescore.cli.main import main
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -731,7 +731,7 @@ def test_dataset_splits_are_checked_without_decoding(data):
     from datasets import Dataset, Features, Image, List, Value
 
     from modeling_miescore.image_io import MIEScoreInputError
-    from modeling_miescore.skill import _Samples
+    from modeling_miescore.training.skill_optimization import _Samples
 
     features = Features({"id": Value("string"), "instruction": Value("string"), "source_images": List(Image()),
                          "edited_image": Image(), "mos_vq": Value("float64"), "mos_if": Value("float64"),

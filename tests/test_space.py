@@ -32,7 +32,7 @@ from browser.space_harness import (  # noqa: E402  (tests/ is on sys.path)
     tiny_spatialreward,
 )
 
-from modeling_miescore import space_helpers as sh  # noqa: E402
+from modeling_miescore.space import helpers as sh  # noqa: E402
 
 MAX_PIXELS = 1_000_000  # the test Space's image limit, so that "oversized" needs only a 1600x1000 file
 

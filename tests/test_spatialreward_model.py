@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from modeling_miescore.aggregation import spatial_reward
-from modeling_miescore.cli import main
+from modeling_miescore.cli.main import main
 from modeling_miescore.configuration_spatialreward import (
     PQ_PROMPT,
     SC_PROMPT_MULTI,
@@ -273,7 +273,7 @@ def test_save_and_reload_through_trust_remote_code_in_fresh_process(sr_model, sr
 def test_plain_qwen3vl_checkpoint_loads_as_spatialreward(tiny_qwen3vl_path, examples):
     from transformers import Qwen3VLForConditionalGeneration
 
-    from modeling_miescore.reward import load_spatialreward
+    from modeling_miescore.serving.reward_functions import load_spatialreward
 
     model = SpatialRewardModel.from_pretrained(tiny_qwen3vl_path, max_new_tokens=4)
     assert model.config.model_type == "spatialreward"

@@ -13,11 +13,11 @@ from local_http import LocalHTTPServer
 from PIL import Image
 
 from modeling_miescore.parsing import GROUNDING_ISSUES, parse_sc_output
-from modeling_miescore.spatialreward_data import (check_row, prepare_grpo_dataset, prepare_sft_dataset, target_text,
+from modeling_miescore.training.spatialreward_data import (check_row, prepare_grpo_dataset, prepare_sft_dataset, target_text,
                                                   to_sft_example)
-from modeling_miescore.spatialreward_rewards import (OracleConsistencyReward, format_grounding_reward,
+from modeling_miescore.training.grpo_rewards import (OracleConsistencyReward, format_grounding_reward,
                                                      reference_agreement_reward)
-from modeling_miescore.testing.spatialreward_data import (BAD_KINDS, make_spatialreward_sft_rows,
+from modeling_miescore.testing.spatialreward_rows import (BAD_KINDS, make_spatialreward_sft_rows,
                                                           write_spatialreward_dataset)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -193,7 +193,7 @@ class _Judge(LocalHTTPServer):
 
 
 def test_oracle_reward_with_trl_style_arguments():
-    from modeling_miescore.oracle import OracleConfig
+    from modeling_miescore.judges.oracle import OracleConfig
 
     image = Image.new("RGB", (48, 32), (10, 120, 200))
     completions = [[{"role": "assistant", "content": PERFECT}],
@@ -225,7 +225,7 @@ def test_oracle_reward_with_trl_style_arguments():
 def test_assistant_only_loss_supervises_only_the_answer(tiny_sr_path, rows, tmp_path):
     from trl import SFTConfig, SFTTrainer
 
-    from modeling_miescore.spatialreward_data import load_model_and_processor
+    from modeling_miescore.training.spatialreward_data import load_model_and_processor
 
     model, processor = load_model_and_processor(str(tiny_sr_path), dtype="float32", min_pixels=16384,
                                                 max_pixels=16384)

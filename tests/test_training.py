@@ -20,7 +20,7 @@ pytest.importorskip("peft")
 pytest.importorskip("datasets")
 pytest.importorskip("trl")
 
-from modeling_miescore.training import (  # noqa: E402
+from modeling_miescore.training.miescore_trainer import (  # noqa: E402
     LOSS_STATE_NAME,
     MIEScoreCollator,
     TrainingDataError,
@@ -43,7 +43,7 @@ PAPER_YAML = ROOT / "trainers" / "configs" / "miescore_qwen3vl_8b.yaml"
 
 
 def _build_dataset(root: Path, n_instances: int, seed: int = 0) -> Path:
-    from modeling_miescore.builders.mie_bench import build_mie_bench
+    from modeling_miescore.data.builders.mie_bench import build_mie_bench
     from modeling_miescore.testing import make_raw_mie_bench
 
     make_raw_mie_bench(root / "raw", n_instances=n_instances, seed=seed)
@@ -150,7 +150,7 @@ def test_correlation_metrics_per_dimension():
 
 
 def test_lora_on_a_plain_qwen3vl_backbone_targets_the_language_model_only(tiny_qwen3vl_path):
-    from modeling_miescore.training import apply_lora, make_lora_config
+    from modeling_miescore.training.miescore_trainer import apply_lora, make_lora_config
 
     model, processor = load_base_model(str(tiny_qwen3vl_path), head_hidden_size=16)
     assert type(model).__name__ == "MIEScoreModel" and model.processor is processor
@@ -185,7 +185,7 @@ def test_paper_config_values_and_command_line_overrides():
 
 
 def test_lr_schedule_warms_up_then_ends_at_0_4_lr(tiny_miescore_path):
-    from modeling_miescore.training import MIEScoreTrainer
+    from modeling_miescore.training.miescore_trainer import MIEScoreTrainer
 
     _, _, _, args = _parse(_args(PAPER_YAML, dataset="x", bf16="false", use_cpu="true", output_dir="/tmp/unused",
                                  activation_checkpointing="false", eval_strategy="no", save_strategy="no",
@@ -391,7 +391,7 @@ def test_deepspeed_zero_with_accelerate_launch_on_cpu(stage, tiny_miescore_path,
     pytest.importorskip("deepspeed")
     from safetensors.torch import load_file
 
-    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.scoring.loading import load_scorer
 
     out = tmp_path / f"zero{stage}"
     proc = _accelerate_launch(f"accelerate_deepspeed_zero{stage}.yaml", 29530 + stage, _tiny_run_args(

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
-from modeling_miescore.oracle import OracleConfig
-from modeling_miescore.spatialreward_data import (load_model_and_processor, load_rows, make_lora_config,
+from modeling_miescore.judges.oracle import OracleConfig
+from modeling_miescore.training.spatialreward_data import (load_model_and_processor, load_rows, make_lora_config,
                                                   prepare_grpo_dataset)
-from modeling_miescore.spatialreward_rewards import OracleConsistencyReward, build_reward_functions
+from modeling_miescore.training.grpo_rewards import OracleConsistencyReward, build_reward_functions
 
 logger = logging.getLogger("grpo_spatialreward")
 

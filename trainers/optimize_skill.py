@@ -80,7 +80,7 @@ class ModelArguments:
 
 @dataclass
 class SkillOptimizationArguments:
-    """The loop (see modeling_miescore.skill.SkillOptConfig) and the outputs."""
+    """The loop (see modeling_miescore.training.skill_optimization.SkillOptConfig) and the outputs."""
 
     output_dir: str = field(default="runs/skill-optimization",
                             metadata={"help": "skill.txt, history.jsonl, summary.json"})
@@ -141,7 +141,7 @@ def load_splits(data: DataArguments, seed: int):
 
 def make_backend(kind: str, model: str, base_url: Optional[str], api_key_env: str, args: ModelArguments,
                  cache: dict, temperature: float = 0.0):
-    from modeling_miescore.skill import OpenAIBackend, TransformersBackend
+    from modeling_miescore.training.skill_optimization import OpenAIBackend, TransformersBackend
 
     if kind not in BACKENDS:
         raise UserError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
@@ -168,7 +168,7 @@ def _write_text_atomic(path: Path, text: str) -> None:
 
 
 def run(data: DataArguments, model_args: ModelArguments, opt: SkillOptimizationArguments) -> dict:
-    from modeling_miescore.skill import SkillEvaluator, SkillOptConfig, SkillOptimizer, optimize_skill
+    from modeling_miescore.training.skill_optimization import SkillEvaluator, SkillOptConfig, SkillOptimizer, optimize_skill
 
     config = SkillOptConfig(
         num_iterations=opt.num_iterations, num_candidates=opt.num_candidates,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser
 
-from modeling_miescore.spatialreward_data import (load_model_and_processor, load_rows, make_lora_config,
+from modeling_miescore.training.spatialreward_data import (load_model_and_processor, load_rows, make_lora_config,
                                                   prepare_sft_dataset)
 
 logger = logging.getLogger("sft_spatialreward")

@@ -27,8 +27,8 @@ from datasets import load_dataset
 from transformers import IntervalStrategy, TrainingArguments
 from trl import TrlParser
 
-from modeling_miescore.losses import LossConfig
-from modeling_miescore.training import (LM_LORA_TARGETS, MIEScoreCollator, MIEScoreTrainer, ModelCardInfo, apply_lora,
+from modeling_miescore.training.losses import LossConfig
+from modeling_miescore.training.miescore_trainer import (LM_LORA_TARGETS, MIEScoreCollator, MIEScoreTrainer, ModelCardInfo, apply_lora,
                                         compute_correlation_metrics, export_model, load_base_model, make_lora_config,
                                         prepare_dataset, resolve_checkpoint)
 

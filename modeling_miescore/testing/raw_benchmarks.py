@@ -1,6 +1,6 @@
 """Synthetic *raw* MIE-Bench and MER-Bench releases, built from real photos, with a planted truth.
 
-The builders in :mod:`modeling_miescore.builders` turn raw releases into Parquet datasets. To test
+The builders in :mod:`modeling_miescore.data.builders` turn raw releases into Parquet datasets. To test
 them end to end (and anything downstream: metrics, training smoke tests) without the real data, these
 functions write raw releases in exactly the documented layouts:
 
@@ -329,7 +329,7 @@ def make_raw_mie_bench(
 ) -> dict:
     """Write a raw MIE-Bench release into ``dir`` and return its planted truth.
 
-    Layout written (the builder's input, see :mod:`modeling_miescore.builders.mie_bench`)::
+    Layout written (the builder's input, see :mod:`modeling_miescore.data.builders.mie_bench`)::
 
         instances.jsonl  edits.jsonl  ratings.csv (and/or mos.csv)  sources/*.jpg  edits/*.jpg
         truth.csv        one row per edit: faults, severity, latent_vq/if/ap (0-5), editing model, task
@@ -358,7 +358,7 @@ def make_raw_mie_bench(
     """
     import pandas as pd
 
-    from ..builders.mie_bench import TASKS
+    from ..data.builders.mie_bench import TASKS
 
     if rating_format not in ("ratings", "mos", "both"):
         raise ValueError("rating_format must be 'ratings', 'mos' or 'both'")
@@ -579,7 +579,7 @@ def make_raw_mer_bench(
 ) -> dict:
     """Write a raw MER-Bench release into ``dir`` and return its planted truth.
 
-    Layout written (the builder's input, see :mod:`modeling_miescore.builders.mer_bench`)::
+    Layout written (the builder's input, see :mod:`modeling_miescore.data.builders.mer_bench`)::
 
         samples.jsonl     {"sample_id", "instruction", "original_image", "category", "subtask"}
         candidates.jsonl  {"candidate_id", "sample_id", "editing_model", "image"}

@@ -2,7 +2,7 @@
 
 Run locally:  python app.py --model PATH_OR_REPO [--spatialreward-model PATH_OR_REPO] [--host H] [--port P]
 (or set MIESCORE_MODEL / SPATIALREWARD_MODEL). Named API endpoints: /score and /spatial_reward.
-All non-UI logic lives in ``modeling_miescore.space_helpers``.
+All non-UI logic lives in ``modeling_miescore.space.helpers``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import gradio as gr
 
 from modeling_miescore.drawing import draw_regions
 from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.loading import load_spatialreward
-from modeling_miescore.space_helpers import (
+from modeling_miescore.scoring.loading import load_spatialreward
+from modeling_miescore.space.helpers import (
     MAX_SOURCES,
     SPACE_MAX_IMAGE_PIXELS,
     LazyModel,
@@ -68,7 +68,7 @@ def build_demo(
     random_weights: bool = False,
 ) -> gr.Blocks:
     """The Space's Blocks. Models are loaded on first use (``LazyModel``); nothing heavy happens here."""
-    from modeling_miescore.loading import load_scorer
+    from modeling_miescore.scoring.loading import load_scorer
 
     mie = LazyModel(model, lambda ref: load_scorer(ref, device=device, dtype=dtype), NO_MIESCORE)
     spatial = LazyModel(spatialreward_model, lambda ref: load_spatialreward(ref, device=device, dtype=dtype),

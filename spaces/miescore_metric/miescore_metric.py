@@ -1,7 +1,7 @@
 # Copyright 2026 The MIEScore authors. Apache-2.0.
 """MIEScore `evaluate` metric: correlation with MIE-Bench MOS, and MER-Bench K-pair group accuracy.
 
-A thin wrapper: every number comes from `modeling_miescore.metrics` (the `miescore` package), so results
+A thin wrapper: every number comes from `modeling_miescore.evaluation.metrics` (the `miescore` package), so results
 match the library exactly.
 
 Keep one import per line: evaluate's dependency scanner (evaluate/loading.py:get_imports) reads
@@ -14,9 +14,9 @@ import datasets
 import evaluate
 import numpy as np
 
-from modeling_miescore.metrics import correlations  # From: miescore
-from modeling_miescore.metrics import group_accuracy  # From: miescore
-from modeling_miescore.metrics import kendall_tau_groups  # From: miescore
+from modeling_miescore.evaluation.metrics import correlations  # From: miescore
+from modeling_miescore.evaluation.metrics import group_accuracy  # From: miescore
+from modeling_miescore.evaluation.metrics import kendall_tau_groups  # From: miescore
 from modeling_miescore.overall import overall_score  # From: miescore
 
 

@@ -1,0 +1,304 @@
+"""``miescore benchmark``: evaluate an evaluator on MIE-Bench / MER-Bench, or rank editing models.
+
+::
+
+    miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
+    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR
+    miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
+
+Each writes ``DIR/report.md``, ``DIR/report.json`` and ``DIR/plots/*.png``. With ``--model`` the scores are
+computed first and cached in ``DIR/predictions.jsonl``; rerunning the same command resumes from that file.
+Prediction file formats are documented in :mod:`modeling_miescore.evaluation.benchmark`. Bad input: one line on stderr,
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+# only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
+from .main import number_arg
+from ..image_io import MIEScoreInputError
+
+_PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
+                  '"attribute_preservation": x, "overall": x} (e.g. the output of "miescore score-batch"); '
+                  "any subset of the score keys works")
+_PRED_HELP_MER = ('JSONL, one line per group: {"pair_id": <dataset pair_id>, "scores": [s_1, ..., s_K]} with one '
+                  "score per edited image in the dataset's order (best first); higher = better; null = no score "
+                  "(counted wrong)")
+
+
+_non_negative_int = number_arg(int, minimum=0)
+_level = number_arg(float, minimum=0.0, maximum=1.0, exclusive=True)
+
+
+def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str, dataset_required: bool = True,
+            split_default: str = "test", split_help: str = "dataset split (default: %(default)s)") -> None:
+    parser.add_argument("--dataset", required=dataset_required, metavar="DIR_OR_REPO",
+                        help="Hub-native dataset folder (from 'miescore build-dataset') or Hub repo id")
+    parser.add_argument("--split", default=split_default, help=split_help)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--predictions", metavar="JSONL", help=pred_help)
+    source.add_argument("--model", metavar="CKPT", help=model_help)
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder for report.md, report.json, plots/")
+    parser.add_argument("--bootstrap", type=_non_negative_int, default=1000, metavar="N",
+                        help="bootstrap resamples of instances for the confidence intervals; 0 = no CIs "
+                             "(default: %(default)s)")
+    parser.add_argument("--level", type=_level, default=0.95, help="confidence level (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    parser.add_argument("--allow-missing", action="store_true",
+                        help="evaluate the ids present in both dataset and predictions instead of stopping")
+    parser.add_argument("--batch-size", type=int, default=8,
+                        help="scoring batch size with --model (default: %(default)s)")
+    parser.add_argument("--device", default="auto",
+                        help="with --model: cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="with --model: weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    parser.add_argument("--no-plots", action="store_true", help="write report.md/report.json only")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def register(subparsers) -> None:
+    bench = subparsers.add_parser(
+        "benchmark", help="benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
+        description="Write a report (report.md, report.json, plots/) that compares an evaluator with human "
+                    "judgements, or ranks editing models by predicted scores.")
+    kinds = bench.add_subparsers(dest="kind", required=True, metavar="{mie-bench,mer-bench,editing-models}")
+
+    mie = kinds.add_parser("mie-bench", help="SRCC/KRCC/PLCC with human MOS, per task, model ranking",
+                           description="How human-aligned is an evaluator on MIE-Bench? MIEScore paper tables 3, 4, "
+                                       "12-15 and figure 2, every number with a bootstrap CI over instances.")
+    _common(mie, pred_help=_PRED_HELP_MIE,
+            model_help="a MIEScore checkpoint folder or Hub repo id to score the split with")
+    mie.set_defaults(func=cmd_mie_bench)
+
+    mer = kinds.add_parser("mer-bench", help="K-pair group accuracy and Kendall tau",
+                           description="MER-Bench 2-P/3-P/4-P/overall accuracy and tau, per category "
+                                       "(SpatialReward paper tables 1-2).")
+    _common(mer, pred_help=_PRED_HELP_MER, model_help="a SpatialReward checkpoint to score the groups with",
+            split_default="2pair,3pair,4pair", split_help="comma-separated splits (default: %(default)s)")
+    mer.set_defaults(func=cmd_mer_bench)
+
+    ed = kinds.add_parser("editing-models", help="leaderboard of editing models by predicted scores per task",
+                          description="Rank editing models by the evaluator's mean predicted VQ/IF/AP/overall, per "
+                                      "task and category (MIEScore paper tables 8-11 layout).")
+    _common(ed, pred_help=_PRED_HELP_MIE + '; without --dataset each line also needs "editing_model" and "task" '
+                                          '(optional "instance_id")',
+            model_help="a MIEScore checkpoint to score the dataset split with (needs --dataset)",
+            dataset_required=False)
+    ed.set_defaults(func=cmd_editing_models)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _out_dir(path: str) -> Path:
+    out = Path(path).expanduser()
+    if out.exists() and not out.is_dir():
+        raise MIEScoreInputError(f"--out '{path}' is a file; pass a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise MIEScoreInputError(f"cannot create output folder '{path}': {err.strerror}") from None
+    return out
+
+
+def _model_ref(model: str) -> str:
+    p = Path(model).expanduser()
+    return str(p.resolve()) if p.exists() else model
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("miescore")
+    except Exception:  # noqa: BLE001 - informational only
+        return ""
+
+
+def _run_info(args, **extra) -> dict:
+    info = {"dataset": args.dataset, "split": args.split, "miescore_version": _version(),
+            "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    if args.predictions:
+        info["predictions"] = str(Path(args.predictions))
+    if args.model:
+        info["model"] = args.model
+    info.update(extra)
+    return info
+
+
+def _quiet_transformers():
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _score_with_miescore(ds, args, out: Path) -> Path:
+    """Score a MIE-Bench-format split with a MIEScore checkpoint into ``out/predictions.jsonl`` (resumable)."""
+    from ..scoring.jsonl_scoring import read_done_ids, score_jsonl
+    from ..evaluation.benchmark import check_prediction_cache, export_mie_inputs
+    from ..scoring.loading import load_scorer, read_checkpoint_config
+
+    config = read_checkpoint_config(args.model)
+    if config.get("model_type") != "miescore":
+        raise MIEScoreInputError(
+            f"--model '{args.model}' is not a MIEScore checkpoint (model_type={config.get('model_type')!r}); "
+            "score the split with your evaluator and pass --predictions instead")
+    check_prediction_cache(out, {"model": _model_ref(args.model), "dataset": _model_ref(args.dataset),
+                                 "split": args.split})
+    progress = not args.no_progress
+    preds = out / "predictions.jsonl"
+    done, _ = read_done_ids(preds)
+    if done.issuperset(str(i) for i in ds["id"]):  # a finished run: report again without loading the model
+        print(f"all {len(ds)} edits already scored in '{preds}'", file=sys.stderr)
+        return preds
+    inputs = export_mie_inputs(ds, out / "cache", progress=progress)
+    _quiet_transformers()
+    model = load_scorer(args.model, device=args.device, dtype=args.dtype)
+    report = score_jsonl(lambda samples, b: model.score_batch(samples, batch_size=b), inputs, preds,
+                         batch_size=args.batch_size, on_error="stop", progress=progress)
+    print(f"scored {report.scored} edits, {report.skipped_existing} already in '{preds}'", file=sys.stderr)
+    return preds
+
+
+def _finish(out: Path, report: dict, plots_fn) -> int:
+    from ..evaluation.report import write_report
+
+    if plots_fn is not None:
+        report["plots"] = plots_fn()
+    json_path, md_path = write_report(out, report)
+    print(f"wrote {md_path}, {json_path}" + (f" and {len(report['plots'])} plots in {out / 'plots'}"
+                                             if report.get("plots") else ""))
+    return 0
+
+
+def _headline(name: str, metric: dict, digits: int = 4) -> str:
+    from ..evaluation.report import fmt_ci
+
+    return f"  {name:<28}{fmt_ci(metric, digits)}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------------------------------------
+
+
+def cmd_mie_bench(args) -> int:
+    from ..evaluation.benchmark import (SHORT_NAMES, join_scores, load_split, mie_bench_frame, mie_bench_report,
+                            read_score_predictions)
+
+    out = _out_dir(args.out)
+    ds = load_split(args.dataset, args.split)
+    frame = mie_bench_frame(ds)
+    preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
+    preds = read_score_predictions(preds_path)
+    joined, alignment = join_scores(frame, preds, allow_missing=args.allow_missing, source=str(preds_path))
+    if not alignment.ok:
+        print(f"warning: {alignment.describe()}; evaluating the {alignment.n_matched} matched ids", file=sys.stderr)
+    report = mie_bench_report(joined, n_bootstrap=args.bootstrap, seed=args.seed, level=args.level,
+                              progress=not args.no_progress)
+    report["alignment"] = alignment.to_dict()
+    report["overall_computed"] = bool(preds.attrs.get("overall_computed"))
+    report["run"] = _run_info(args, predictions=str(preds_path))
+    print(f"MIE-Bench {args.split}: {report['meta']['n_items']} edits, SRCC with human MOS:")
+    for d in report["meta"]["dimensions"]:
+        print(_headline(SHORT_NAMES[d], report["correlations"][d]["srcc"]))
+    from ..evaluation.plots import mie_bench_plots
+
+    return _finish(out, report, None if args.no_plots else lambda: mie_bench_plots(joined, report, out))
+
+
+def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
+    """Score MER-Bench groups with a SpatialReward checkpoint into ``out/predictions.jsonl`` (resumable)."""
+    from ..evaluation.benchmark import score_mer_with_spatialreward
+    from ..scoring.loading import read_checkpoint_config
+
+    config = read_checkpoint_config(args.model)
+    model_type = config.get("model_type")
+    if model_type not in ("spatialreward", "qwen3_vl"):
+        raise MIEScoreInputError(
+            f"mer-bench --model needs a SpatialReward checkpoint (model_type 'spatialreward', or the authors' plain "
+            f"Qwen3-VL release), but '{args.model}' has model_type={model_type!r}; score the groups with your "
+            "evaluator and pass --predictions")
+    _quiet_transformers()
+    identity = {"model": _model_ref(args.model), "dataset": _model_ref(args.dataset), "splits": sorted(splits)}
+    preds = score_mer_with_spatialreward(splits, args.model, out, device=args.device, dtype=args.dtype,
+                                         batch_size=args.batch_size, progress=not args.no_progress,
+                                         identity=identity)
+    print(f"predictions in '{preds}'", file=sys.stderr)
+    return preds
+
+
+def cmd_mer_bench(args) -> int:
+    from ..evaluation.benchmark import (align_predictions, load_split, mer_bench_frame, mer_bench_report,
+                            read_group_predictions)
+
+    out = _out_dir(args.out)
+    names = [s.strip() for s in args.split.split(",") if s.strip()]
+    if not names:
+        raise MIEScoreInputError("--split is empty; pass e.g. 2pair,3pair,4pair")
+    splits = {name: load_split(args.dataset, name) for name in names}
+    frame = mer_bench_frame(splits)
+    preds_path = _score_mer_with_model(splits, args, out) if args.model else Path(args.predictions)
+    scores = read_group_predictions(preds_path, frame)
+    alignment = align_predictions(frame["pair_id"].tolist(), scores, allow_missing=args.allow_missing,
+                                  source=str(preds_path), what="pair id")
+    if not alignment.ok:
+        print(f"warning: {alignment.describe('pair id')}; evaluating the {alignment.n_matched} matched groups",
+              file=sys.stderr)
+    frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
+    report = mer_bench_report(frame, scores, n_bootstrap=args.bootstrap, seed=args.seed, level=args.level,
+                              progress=not args.no_progress)
+    report["alignment"] = alignment.to_dict()
+    report["run"] = _run_info(args, predictions=str(preds_path))
+    acc = report["accuracy"]
+    print(f"MER-Bench: {report['meta']['n_groups']} groups")
+    for k in sorted(acc["by_size"], key=int):
+        print(_headline(f"{k}-P accuracy", acc["by_size"][k], 3))
+    print(_headline("Overall accuracy", acc["overall"], 3))
+    print(_headline("Kendall tau", report["tau"]["overall"], 3))
+    from ..evaluation.plots import mer_bench_plots
+
+    return _finish(out, report, None if args.no_plots else lambda: mer_bench_plots(report, out))
+
+
+def cmd_editing_models(args) -> int:
+    from ..evaluation.benchmark import (SHORT_NAMES, editing_models_report, frame_from_predictions, join_scores, load_split,
+                            mie_bench_frame, read_score_predictions)
+
+    out = _out_dir(args.out)
+    alignment = None
+    if args.dataset is None:
+        if args.model:
+            raise MIEScoreInputError("--model needs --dataset (the edits to score)")
+        preds = read_score_predictions(args.predictions)
+        frame = frame_from_predictions(preds, args.predictions)
+        preds_path = Path(args.predictions)
+    else:
+        ds = load_split(args.dataset, args.split)
+        meta = mie_bench_frame(ds, require_mos=False)
+        preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
+        preds = read_score_predictions(preds_path)
+        frame, alignment = join_scores(meta, preds, allow_missing=args.allow_missing, source=str(preds_path))
+        if not alignment.ok:
+            print(f"warning: {alignment.describe()}; ranking on the {alignment.n_matched} matched ids", file=sys.stderr)
+    report = editing_models_report(frame, n_bootstrap=args.bootstrap, seed=args.seed, level=args.level,
+                                   progress=not args.no_progress)
+    if alignment is not None:
+        report["alignment"] = alignment.to_dict()
+    report["run"] = _run_info(args, predictions=str(preds_path))
+    dims = report["meta"]["dimensions"]
+    order = "overall" if "overall" in dims else dims[-1]
+    print(f"Editing models ranked by predicted {SHORT_NAMES[order]}:")
+    for row in report["leaderboard"][order]:
+        print(_headline(f"{row['rank']:>2}. {row['model']}", row["all"], 2))
+    from ..evaluation.plots import editing_models_plots
+
+    return _finish(out, report, None if args.no_plots else lambda: editing_models_plots(report, out))

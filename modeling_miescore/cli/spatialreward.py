@@ -1,0 +1,133 @@
+"""``miescore spatialreward``: judge one edit with SpatialReward (boxes, reasoning, sub-scores, reward).
+
+::
+
+    miescore spatialreward --model SpatialReward/SpatialReward-8B --source in.png --edited out.png \
+        --instruction "add a red hat" [--json] [--draw boxes.png]
+    miescore spatialreward --api-base http://127.0.0.1:8000/v1 --model SpatialReward/SpatialReward-8B ...
+
+User errors (missing images, empty instruction, wrong checkpoint, bad --draw path) print one line and exit 2.
+A generation that cannot be parsed is not a user error: it is reported (``failed``) and the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..image_io import MIEScoreInputError
+
+_DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
+
+
+def _fmt(value) -> str:
+    return "   n/a" if value is None else f"{value:6.2f}"
+
+
+def format_result(result) -> str:
+    """Human-readable summary of a SpatialRewardResult."""
+    lines = []
+    status = "FAILED (" + ", ".join(result.failure_reasons) + ")" if result.failed else "ok"
+    lines.append(f"reward           {result.reward:8.4f}   [{status}]")
+    lines.append(f"instruction (IF) {_fmt(result.s_if)} / 25    consistency (CON) {_fmt(result.s_con)} / 25")
+    lines.append(f"naturalness      {_fmt(result.s_nat)} / 25    artifacts         {_fmt(result.s_art)} / 25")
+    lines.append(f"SC               {_fmt(result.sc)} / 25    PQ                {_fmt(result.pq)} / 25")
+    if result.regions:
+        lines.append("edit regions (id, label, box 0-1000 -> pixels):")
+        for region in result.regions:
+            lines.append(f"  {region['id']:>2}  {region['label'] or '-':<30} {region['bbox_2d']} -> "
+                         f"{region['bbox_pixels']}")
+    else:
+        lines.append("edit regions: none")
+    if result.reasoning:
+        lines.append("SC reasoning: " + result.reasoning)
+    if result.pq_reasoning:
+        lines.append("PQ reasoning: " + result.pq_reasoning)
+    issues = [f"{stream}:{code}" for stream, codes in result.issues.items() for code in codes]
+    if issues:
+        lines.append("parser issues: " + ", ".join(issues))
+    return "\n".join(lines)
+
+
+def cmd_spatialreward(args) -> int:
+    from ..image_io import load_image
+
+    if not args.source:
+        raise MIEScoreInputError("no source image given; pass at least one --source IMAGE")
+    if not args.instruction or not args.instruction.strip():
+        raise MIEScoreInputError("empty instruction; pass --instruction 'what the edit should do'")
+    if args.draw:
+        draw_path = Path(args.draw)
+        if draw_path.suffix.lower() not in _DRAW_SUFFIXES:
+            raise MIEScoreInputError(f"--draw '{args.draw}' needs an image file name ending in one of "
+                                     f"{', '.join(_DRAW_SUFFIXES)}")
+        if not draw_path.parent.is_dir():
+            raise MIEScoreInputError(f"--draw '{args.draw}': folder '{draw_path.parent}' does not exist")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise MIEScoreInputError("--max-new-tokens must be >= 1")
+    sources = [load_image(p) for p in args.source]
+    edited = load_image(args.edited)
+
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    if args.api_base:
+        from ..judges.spatialreward_api import SpatialRewardAPI
+
+        try:
+            scorer = SpatialRewardAPI(args.api_base, args.model, timeout=args.timeout)
+        except ValueError as err:
+            raise MIEScoreInputError(f"--api-base/--model: {err}") from None
+    else:
+        from ..serving.reward_functions import load_spatialreward
+
+        scorer = load_spatialreward(args.model, device=args.device, dtype=args.dtype)
+    if args.max_new_tokens is not None:
+        scorer.config.max_new_tokens = int(args.max_new_tokens)
+    result = scorer.evaluate_edit(sources, edited, args.instruction)
+
+    if args.draw:
+        from ..drawing import draw_regions
+
+        try:
+            draw_regions(edited, result.regions).save(args.draw)
+        except (OSError, ValueError) as err:
+            raise MIEScoreInputError(f"could not write --draw '{args.draw}': {err}") from None
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        print(format_result(result))
+        if args.draw:
+            print(f"boxes drawn on the edited image: {args.draw}")
+    if result.failed:
+        print("warning: the judge's output could not be used (" + ", ".join(result.failure_reasons) + "); the "
+              "reward is the configured failure value. The raw texts are in --json output.", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "spatialreward", help="judge one edit with SpatialReward (edit regions, reasoning, sub-scores, reward)")
+    parser.add_argument("--model", required=True,
+                        help="SpatialReward checkpoint folder or Hub repo id (ours or the authors' plain Qwen3-VL "
+                             "one); with --api-base, the model name the server expects")
+    parser.add_argument("--api-base", default=None, metavar="URL",
+                        help="use an OpenAI-compatible server instead of local weights, e.g. "
+                             "http://127.0.0.1:8000/v1 (API key from $OPENAI_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per API request (with --api-base)")
+    parser.add_argument("--source", action="append", default=[], metavar="IMAGE",
+                        help="a source image; repeat for several sources, in order")
+    parser.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
+    parser.add_argument("--instruction", required=True, help="the editing instruction")
+    parser.add_argument("--json", action="store_true", help="print the full result as one JSON object")
+    parser.add_argument("--draw", metavar="OUT.png", help="write the edited image with the edit regions drawn")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="override the config's generation budget")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    parser.set_defaults(func=cmd_spatialreward)
+
+
+__all__ = ["register", "cmd_spatialreward", "format_result"]

@@ -1,0 +1,393 @@
+"""Write benchmark reports: ``report.json`` (every number with its CI) and ``report.md`` (tables laid out like
+the papers' tables, ready to paste).
+
+Input: the dicts of :mod:`modeling_miescore.evaluation.benchmark` (``mie_bench_report``, ``mer_bench_report``,
+``editing_models_report``), optionally with ``report["plots"] = {name: relative PNG path}`` and
+``report["run"]`` (dataset, split, predictions / model). Metrics are ``{"value", "ci": [low, high]}``.
+Files are written atomically (temporary file, then rename): a crash never leaves half a report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = [
+    "editing_models_markdown",
+    "fmt_ci",
+    "mer_bench_markdown",
+    "mie_bench_markdown",
+    "render_markdown",
+    "write_json",
+    "write_report",
+    "write_text",
+]
+
+_SHORT = {"visual_quality": "VQ", "instruction_following": "IF", "attribute_preservation": "AP", "overall": "Overall"}
+_LONG = {"visual_quality": "Visual Quality", "instruction_following": "Instruction Following",
+         "attribute_preservation": "Attribute Preservation", "overall": "Overall Score"}
+_MER_CAT = {"general": "General", "human_basic": "Human-B.", "human_fine": "Human-F."}
+_SUBSETS = {"all": "All", "2_sources": "2 sources", "3plus_sources": "≥3 sources"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# writers
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _clean(obj: Any) -> Any:
+    """NaN/inf -> None and numpy scalars -> Python, so the JSON is strict (no NaN tokens)."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_text(path, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_json(path, data: dict) -> Path:
+    return write_text(path, json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
+
+
+def write_report(out_dir, report: dict) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.md`` into ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    return write_json(out / "report.json", report), write_text(out / "report.md", render_markdown(report))
+
+
+def render_markdown(report: dict) -> str:
+    kind = report.get("benchmark")
+    if kind == "mie-bench":
+        return mie_bench_markdown(report)
+    if kind == "mer-bench":
+        return mer_bench_markdown(report)
+    if kind == "editing-models":
+        return editing_models_markdown(report)
+    raise ValueError(f"unknown report kind {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# formatting
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _v(x: Any) -> float | None:
+    if isinstance(x, dict):
+        x = x.get("value")
+    if x is None:
+        return None
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def fmt_ci(metric: Any, digits: int = 4, ci: bool = True) -> str:
+    """``0.8239 [0.8012, 0.8451]`` (or ``—`` when undefined); the bracket is left out when there is no CI."""
+    value = _v(metric)
+    if value is None:
+        return "—"
+    text = f"{value:.{digits}f}"
+    if ci and isinstance(metric, dict):
+        lo, hi = (metric.get("ci") or [None, None])[:2]
+        if lo is not None and hi is not None:
+            text += f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+    return text
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:
+    def cell(x):
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    align = align or ("l" + "r" * (len(header) - 1))
+    marks = {"l": ":---", "r": "---:", "c": ":---:"}
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |",
+             "| " + " | ".join(marks[a] for a in align) + " |"]
+    lines += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _title(name: str) -> str:
+    return name.replace("_", " ").title()
+
+
+def _level(report: dict) -> str:
+    b = report.get("meta", {}).get("bootstrap", {})
+    if not b.get("n"):
+        return "no bootstrap (point estimates only)"
+    return (f"{100 * b.get('level', 0.95):.0f}% percentile-bootstrap confidence intervals "
+            f"({b['n']} resamples of {b.get('resampling', 'rows')}; seed {b.get('seed', 0)})")
+
+
+def _ci_sentence(report: dict) -> str:
+    if not report.get("meta", {}).get("bootstrap", {}).get("n"):
+        return "No confidence intervals (--bootstrap 0): point estimates only."
+    return f"Numbers in brackets are {_level(report)}."
+
+
+def _run_lines(report: dict) -> list[str]:
+    run = report.get("run", {})
+    lines = []
+    for key, label in (("dataset", "Dataset"), ("split", "Split"), ("predictions", "Predictions"), ("model", "Model"),
+                       ("miescore_version", "miescore")):
+        if run.get(key):
+            lines.append(f"- **{label}:** `{run[key]}`")
+    return lines
+
+
+def _alignment_lines(report: dict, what: str = "ids") -> list[str]:
+    al = report.get("alignment")
+    if not al:
+        return []
+    lines = [f"- **Matched {what}:** {al['n_matched']} of {al['n_dataset']} in the split "
+             f"({al['n_predictions']} predictions)"]
+    if al.get("n_missing"):
+        lines.append(f"- **Without prediction (left out):** {al['n_missing']}, e.g. "
+                     + ", ".join(f"`{x}`" for x in al.get("missing_examples", [])))
+    if al.get("n_extra"):
+        lines.append(f"- **Predictions not in the split (ignored):** {al['n_extra']}, e.g. "
+                     + ", ".join(f"`{x}`" for x in al.get("extra_examples", [])))
+    return lines
+
+
+def _plot(report: dict, name: str, caption: str) -> list[str]:
+    path = report.get("plots", {}).get(name)
+    return [f"![{caption}]({path})", ""] if path else []
+
+
+def _notes(report: dict, extra: Sequence[str] = ()) -> list[str]:
+    lines = ["## Notes", ""]
+    lines += [f"- {x}" for x in extra]
+    lines.append(f"- Brackets: {_level(report)}.")
+    lines += [f"- Warning: {n}" for n in report.get("notes", [])]
+    return lines + [""]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MIE-Bench evaluator report
+# ---------------------------------------------------------------------------------------------------------
+
+
+def mie_bench_markdown(report: dict) -> str:
+    meta = report["meta"]
+    dims = meta["dimensions"]
+    out = ["# MIE-Bench evaluation report", ""]
+    out += [f"How well the evaluator's predicted scores agree with human MOS on {meta['n_items']} edited images "
+            f"({meta['n_instances']} instances, {meta['n_editing_models']} editing models, {meta['n_tasks']} tasks). "
+            + _ci_sentence(report), ""]
+    out += ["## Run", ""] + _run_lines(report) + _alignment_lines(report) + [""]
+
+    # table 3
+    out += ["## Correlation with human MOS (paper table 3)", ""]
+    rows = []
+    for d in dims:
+        c = report["correlations"][d]
+        rows.append([_LONG[d], c.get("n", ""), fmt_ci(c["srcc"]), fmt_ci(c["krcc"]), fmt_ci(c["plcc"]),
+                     fmt_ci(c.get("plcc_logistic"))])
+    out += [_table(["Dimension", "n", "SRCC", "KRCC", "PLCC", "PLCC (logistic)"], rows), ""]
+    header = ["Method"] + [f"{_SHORT[d]} {s}" for d in dims for s in ("ρs", "ρk", "ρp")]
+    row = ["This evaluator"] + [fmt_ci(report["correlations"][d][m], ci=False)
+                                for d in dims for m in ("srcc", "krcc", "plcc")]
+    out += ["Paper layout (one row, paste under the paper's table 3; ρp = PLCC on raw predictions):", "",
+            _table(header, [row]), ""]
+    for d in dims:
+        out += _plot(report, f"scatter_{d}", f"Predicted vs MOS, {_LONG[d]}")
+
+    # tables 12-15
+    pt = report["per_task"]
+    out += ["## SRCC per task (paper tables 12–15)", ""]
+    rows = []
+    for t in pt["tasks"]:
+        rows.append([_title(t["task"]), t["category"], t["n_items"]]
+                    + [fmt_ci(pt["srcc"][d]["tasks"].get(t["task"]), digits=3) for d in dims])
+    for c in pt["categories"]:
+        rows.append([f"**{_title(c)} (all tasks)**", c, ""]
+                    + [fmt_ci(pt["srcc"][d]["categories"].get(c), digits=3) for d in dims])
+    out += [_table(["Task", "Category", "n", *[_SHORT[d] for d in dims]], rows), "",
+            "Per-task and per-category intervals resample the instances of that task (category) only; a task "
+            "with a single instance has no interval.", ""]
+    out += _plot(report, "srcc_per_task", "SRCC per task")
+
+    # table 4
+    mr = report["model_ranking"]
+    out += ["## Editing-model leaderboard: human vs predicted (paper table 4)", ""]
+    if not mr.get("available"):
+        out += [f"Not computed: {mr.get('reason', 'too few editing models')}.", ""]
+    else:
+        order_dim = "overall" if "overall" in dims else dims[-1]
+        header = ["Model"]
+        for d in dims:
+            header += [f"{_SHORT[d]} Human", f"{_SHORT[d]} Pred"]
+        header += ["Rank Human", "Rank Pred"]
+        rows = []
+        per_dim = {d: {r["model"]: r for r in mr[d]["table"]} for d in dims}
+        for r in mr[order_dim]["table"]:
+            m = r["model"]
+            cells = [m]
+            for d in dims:
+                e = per_dim[d][m]
+                cells += [fmt_ci(e["human"], 2, ci=False), fmt_ci(e["pred"], 2, ci=False)]
+            cells += [r["rank_human"], r["rank_pred"]]
+            rows.append(cells)
+        srow, krow = ["**SRCC to human ↑**"], ["KRCC to human"]
+        for d in dims:
+            srow += ["", fmt_ci(mr[d]["srcc"], 3)]
+            krow += ["", fmt_ci(mr[d]["krcc"], 3)]
+        rows += [srow + ["", ""], krow + ["", ""]]
+        out += [_table(header, rows), "",
+                f"Models are sorted by human {_SHORT[order_dim]} MOS; ranks are by {_SHORT[order_dim]} (1 = best). "
+                "SRCC to human = Spearman correlation between the per-model mean prediction and the per-model "
+                "mean MOS.",
+                ""]
+        out += _plot(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
+        out += ["<details><summary>Per-model means with confidence intervals</summary>", ""]
+        rows = []
+        for r in mr[order_dim]["table"]:
+            m = r["model"]
+            rows.append([m] + [f"{fmt_ci(per_dim[d][m]['human'], 2)} / {fmt_ci(per_dim[d][m]['pred'], 2)}"
+                               for d in dims])
+        out += [_table(["Model", *[f"{_SHORT[d]} human / pred" for d in dims]], rows), "", "</details>", ""]
+
+    # figure 2
+    dist = report["mos_distribution"]
+    out += ["## MOS distributions (paper figure 2)", ""]
+    rows = []
+    for d in dims:
+        if d not in dist:
+            continue
+        for key, label in _SUBSETS.items():
+            s = dist[d].get(key, {})
+            if not s.get("n"):
+                rows.append([_LONG[d], label, 0, "—", "—", "—", "—"])
+                continue
+            rows.append([_LONG[d], label, s["n"], f"{s['mean']:.2f}", f"{s['std']:.2f}", f"{s['median']:.2f}",
+                         f"{s['min']:.1f}–{s['max']:.1f}"])
+    out += [_table(["Dimension", "Subset", "n", "Mean", "Std", "Median", "Range"], rows), ""]
+    out += _plot(report, "mos_distribution", "MOS distributions")
+
+    extra = [
+        "SRCC = Spearman (average ranks for ties), KRCC = Kendall tau-b, PLCC = Pearson on raw predictions; "
+        "PLCC (logistic) = Pearson after the monotonic 4-parameter logistic fit (VQEG / pyiqa convention).",
+        "Overall MOS = VQ^0.3 · IF^0.4 · AP^0.3 (MIEScore paper, eq. 2).",
+    ]
+    if report.get("overall_computed"):
+        extra.append("The predictions had no `overall`; it was computed from the predicted VQ/IF/AP with eq. 2.")
+    for d in dims:
+        lg = report["correlations"][d].get("logistic", {})
+        if lg.get("success"):
+            p = ", ".join(f"{x:.4g}" for x in lg["params"])
+            extra.append(f"Logistic fit, {_SHORT[d]}: β = ({p}).")
+        elif lg:
+            extra.append(f"Logistic fit, {_SHORT[d]}: failed ({lg.get('message')}); PLCC (logistic) is the raw PLCC.")
+    return "\n".join(out + _notes(report, extra))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MER-Bench report
+# ---------------------------------------------------------------------------------------------------------
+
+
+def mer_bench_markdown(report: dict) -> str:
+    meta = report["meta"]
+    acc, tau = report["accuracy"], report["tau"]
+    sizes = sorted(acc["by_size"], key=int)
+    cats = [c for c in _MER_CAT if c in acc.get("by_category", {})] + sorted(
+        set(acc.get("by_category", {})) - set(_MER_CAT))
+    out = ["# MER-Bench evaluation report", ""]
+    out += [f"K-pair ranking accuracy of the evaluator on {meta['n_groups']} groups from {meta['n_samples']} samples. "
+            + _ci_sentence(report), ""]
+    out += ["## Run", ""] + _run_lines(report) + _alignment_lines(report, "pair ids") + [""]
+
+    out += ["## Accuracy by group size (paper table 1, MER-Bench columns)", ""]
+    header = [f"{k}-P" for k in sizes] + ["Overall", "τ"]
+    row = [fmt_ci(acc["by_size"][k], 3) for k in sizes] + [fmt_ci(acc["overall"], 3), fmt_ci(tau["overall"], 3)]
+    nrow = [meta["n_by_size"].get(k, "") for k in sizes] + [meta["n_groups"], meta["n_groups"]]
+    out += [_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), ""]
+    out += _plot(report, "accuracy_by_size", "Accuracy by group size")
+
+    out += ["## Accuracy by editing category (paper table 2)", ""]
+    header = [_MER_CAT.get(c, c) for c in cats] + ["Overall"]
+    row = [fmt_ci(acc["by_category"][c], 3) for c in cats] + [fmt_ci(acc["overall"], 3)]
+    nrow = [meta["n_by_category"].get(c, "") for c in cats] + [meta["n_groups"]]
+    out += [_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), ""]
+    out += _plot(report, "accuracy_by_category", "Accuracy by category")
+
+    out += ["## Kendall τ by group size and category", ""]
+    row = [fmt_ci(tau["by_size"][k], 3) for k in sizes] + [fmt_ci(tau["by_category"].get(c), 3) for c in cats]
+    out += [_table(["", *[f"{k}-P" for k in sizes], *[_MER_CAT.get(c, c) for c in cats]], [["τ", *row]]), ""]
+
+    out += ["## Accuracy by group size and category", ""]
+    rows = []
+    for k in sizes:
+        cells = report["accuracy_by_size_and_category"].get(k, {})
+        rows.append([f"{k}-P"] + [fmt_ci(cells.get(c), 3, ci=False) for c in cats])
+    out += [_table(["Size", *[_MER_CAT.get(c, c) for c in cats]], rows), ""]
+
+    extra = [f"Accuracy: {meta['definitions']['accuracy']}.", f"τ: {meta['definitions']['tau']}.",
+             f"Groups with tied predicted scores (counted wrong): {meta['groups_with_tied_scores']}; "
+             f"groups with a missing (null) score (counted wrong): {meta['groups_with_missing_scores']}."]
+    return "\n".join(out + _notes(report, extra))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# editing-model leaderboard (tables 8-11)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def editing_models_markdown(report: dict) -> str:
+    meta = report["meta"]
+    dims = meta["dimensions"]
+    lb = report["leaderboard"]
+    order_dim = "overall" if "overall" in dims else dims[-1]
+    out = ["# Editing-model leaderboard (predicted scores)", ""]
+    out += [f"{meta['n_editing_models']} editing models ranked by the evaluator's mean predicted score over "
+            f"{meta['n_items']} edits ({meta['n_instances']} instances, {len(meta['tasks'])} tasks). "
+            + _ci_sentence(report), ""]
+    out += ["## Run", ""] + _run_lines(report) + _alignment_lines(report) + [""]
+
+    out += ["## Leaderboard", ""]
+    by_dim = {d: {r["model"]: r for r in lb[d]} for d in dims}
+    rows = []
+    for r in lb[order_dim]:
+        rows.append([r["rank"], r["model"], r["n_items"]] + [fmt_ci(by_dim[d][r["model"]]["all"], 2) for d in dims])
+    out += [_table(["Rank", "Model", "n", *[_SHORT[d] for d in dims]], rows, "rl" + "r" * (len(dims) + 1)), ""]
+    out += [f"Ranked by mean predicted {_SHORT[order_dim]}.", ""]
+    out += _plot(report, "editing_models", "Mean predicted score per editing model")
+
+    cats = meta["categories"]
+    tcat = meta["task_category"]
+    for d in dims:
+        out += [f"## {_LONG[d]} per task (paper tables 8–11 layout)", ""]
+        for cgroup in ([c for c in cats if c == "regional"], [c for c in cats if c != "regional"]):
+            tasks = [t for t in meta["tasks"] if tcat.get(t) in cgroup]
+            if not tasks:
+                continue
+            label = " + ".join(_title(c) for c in cgroup)
+            rows = [[r["model"]] + [fmt_ci(r["tasks"][t], 2, ci=False) for t in tasks] for r in lb[d]]
+            out += [f"**{label} editing**", "", _table(["Model/Task", *[_title(t) for t in tasks]], rows), ""]
+        rows = [[r["model"]] + [fmt_ci(r["categories"][c], 2) for c in cats] + [fmt_ci(r["all"], 2)] for r in lb[d]]
+        out += ["**By category**", "", _table(["Model", *[_title(c) for c in cats], "All"], rows), ""]
+        out += _plot(report, f"heatmap_{d}", f"Mean predicted {_SHORT[d]} per model and task")
+
+    extra = ["Scores are the evaluator's predictions on the 0–100 MOS scale, not human ratings; a model's score is "
+             "the mean over its edits (per task: over its edits of that task)."]
+    return "\n".join(out + _notes(report, extra))

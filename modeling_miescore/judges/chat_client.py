@@ -1,0 +1,294 @@
+"""A small client for OpenAI-compatible chat-completion servers (vLLM, SGLang, LM Studio, OpenAI, Gemini's
+OpenAI endpoint, ...).
+
+Used by the SpatialReward API backend, the GRPO oracle judge (:mod:`modeling_miescore.judges.oracle`) and skill
+optimisation. It does one thing: POST ``{base_url}/chat/completions`` and return the first choice's text, with
+connection reuse, bounded retries on transient failures and typed errors::
+
+    client = ChatClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-VL-8B-Instruct")
+    text = client.chat([user_message(["Describe the edit.", source, edited])], max_tokens=256)
+
+Retries: HTTP 408/409/429/5xx, timeouts and connection errors are retried up to ``max_retries`` times, waiting
+``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that parallel callers do not retry in lock-step), or
+the server's ``Retry-After`` when it sends one; every wait is capped at ``max_backoff``. Other 4xx answers and
+malformed bodies are not retried (repeating the same request cannot fix them).
+
+The API key is read from the environment variable ``api_key_env`` when the client is created; it is sent only
+in the ``Authorization`` header and never appears in ``repr``, logs or error messages. Without the variable no
+``Authorization`` header is sent, which is what local servers expect.
+
+A client is safe to share between threads (one pooled ``httpx.Client``), which is how the oracle runs its
+bounded thread pool.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import io
+import json
+import logging
+import math
+import os
+import random
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ChatClient", "ChatError", "image_to_data_url", "user_message", "RETRY_STATUSES"]
+
+# 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and 5xx.
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+ERROR_KINDS = ("http", "timeout", "connection", "bad_response")
+_BODY_EXCERPT = 300  # characters of a server's error body kept in a ChatError message
+
+
+class ChatError(RuntimeError):
+    """A chat request failed for good (after the retries, if the failure was transient).
+
+    Attributes:
+        kind: ``"http"`` (non-2xx status), ``"timeout"``, ``"connection"`` (refused / reset / DNS) or
+            ``"bad_response"`` (2xx with a body that is not a chat completion).
+        status: the HTTP status code for ``"http"`` and ``"bad_response"``, else None.
+        attempts: number of requests sent.
+    """
+
+    def __init__(self, message: str, kind: str, status: Optional[int] = None, attempts: int = 1):
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown ChatError kind {kind!r}; expected one of {ERROR_KINDS}")
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.attempts = attempts
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "..."
+
+
+def _retry_after_seconds(value: Optional[str]) -> Optional[float]:
+    """Parse a ``Retry-After`` header: delta-seconds or an HTTP date. None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _message_text(payload: Any) -> str:
+    """The first choice's text; raises ValueError naming what is missing."""
+    if not isinstance(payload, dict):
+        raise ValueError(f"the body is a JSON {type(payload).__name__}, not an object")
+    if "error" in payload and "choices" not in payload:
+        raise ValueError(f"the body is an error object: {_excerpt(json.dumps(payload['error']))}")
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ValueError("the body has no 'choices' list (or it is empty)")
+    first = choices[0]
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict):
+        raise ValueError("choices[0] has no 'message' object")
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some servers return content parts even for text
+        texts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if texts:
+            return "".join(texts)
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        raise ValueError(f"the model refused: {_excerpt(refusal)}")
+    raise ValueError("choices[0].message.content is missing or not text")
+
+
+class ChatClient:
+    """Client for ``POST {base_url}/chat/completions``.
+
+    Args:
+        base_url: server root including the API prefix, e.g. ``http://127.0.0.1:8000/v1``.
+        model: model name sent in every request.
+        api_key_env: environment variable holding the API key (read once, here). Unset or empty: no
+            ``Authorization`` header (local servers).
+        timeout: seconds for connecting and for each read of the response.
+        max_retries: extra attempts after the first one for transient failures (0 disables retries).
+        backoff: first retry wait in seconds; doubles per attempt.
+        max_backoff: cap of any single wait, including a server's ``Retry-After``.
+        headers: extra HTTP headers (e.g. an organisation id).
+    """
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
+                 max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 30.0,
+                 headers: Optional[Dict[str, str]] = None):
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r} "
+                             "(e.g. http://127.0.0.1:8000/v1)")
+        if not model or not isinstance(model, str):
+            raise ValueError("model must be a non-empty string: the model name the server expects")
+        if not (timeout > 0):
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if int(max_retries) < 0 or backoff < 0 or max_backoff < 0:
+            raise ValueError("max_retries, backoff and max_backoff must be >= 0")
+        try:
+            import httpx
+        except ImportError as err:  # pragma: no cover - httpx is in the serve/train extras
+            raise ImportError("ChatClient needs httpx: pip install 'miescore[serve]'") from err
+        self._httpx = httpx
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self.model = model
+        self.api_key_env = api_key_env
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        request_headers = {"Content-Type": "application/json", **(headers or {})}
+        api_key = os.environ.get(api_key_env, "") if api_key_env else ""
+        if api_key:
+            request_headers["Authorization"] = f"Bearer {api_key}"
+        self.has_api_key = bool(api_key)
+        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
+                                    limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+
+    def __repr__(self) -> str:  # never shows the key
+        return (f"ChatClient(base_url={self.base_url!r}, model={self.model!r}, "
+                f"api_key={'set' if self.has_api_key else 'none'}, timeout={self.timeout}, "
+                f"max_retries={self.max_retries})")
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> "ChatClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- requests -----------------------------------------------------------------------------------------------
+    def _wait(self, attempt: int, retry_after: Optional[float]) -> float:
+        if retry_after is not None:
+            delay = retry_after
+        else:
+            delay = self.backoff * (2 ** attempt) * (1.0 + 0.1 * random.random())
+        return min(delay, self.max_backoff)
+
+    def chat(self, messages: Sequence[Dict[str, Any]], temperature: float = 0.0, max_tokens: int = 1024,
+             **extra: Any) -> str:
+        """Send one chat completion request and return the first choice's message text.
+
+        ``messages``: OpenAI chat messages (see :func:`user_message` for images). ``extra`` is merged into the
+        JSON body (``top_p``, ``seed``, ``response_format``, ``stop``, ...). Raises :class:`ChatError`.
+        """
+        if not isinstance(messages, (list, tuple)) or not messages:
+            raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
+        body = {"model": self.model, "messages": list(messages), "temperature": temperature,
+                "max_tokens": max_tokens, **extra}
+        httpx = self._httpx
+        last: Optional[ChatError] = None
+        for attempt in range(self.max_retries + 1):
+            retry_after: Optional[float] = None
+            try:
+                response = self._client.post(self.url, json=body)
+            except httpx.TimeoutException as err:
+                last = ChatError(f"{self.url}: no answer within {self.timeout:g} s ({type(err).__name__}); "
+                                 "raise the timeout or check the server load", "timeout", attempts=attempt + 1)
+            except httpx.TransportError as err:
+                last = ChatError(f"{self.url}: connection failed ({type(err).__name__}: {_excerpt(err)}); "
+                                 "check that the server runs and base_url is right", "connection",
+                                 attempts=attempt + 1)
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    try:
+                        return _message_text(response.json())
+                    except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
+                        raise ChatError(f"{self.url}: HTTP {status} but not a chat completion: {_excerpt(err)}; "
+                                        f"body starts {_excerpt(response.text)!r}", "bad_response", status,
+                                        attempts=attempt + 1) from None
+                last = ChatError(f"{self.url}: HTTP {status}: {_excerpt(response.text)}", "http", status,
+                                 attempts=attempt + 1)
+                if status not in RETRY_STATUSES and status < 500:
+                    raise last
+                retry_after = _retry_after_seconds(response.headers.get("retry-after"))
+            if attempt < self.max_retries:
+                delay = self._wait(attempt, retry_after)
+                logger.info("chat request failed (%s); retry %d/%d in %.2f s", last, attempt + 1,
+                            self.max_retries, delay)
+                time.sleep(delay)
+        assert last is not None
+        raise last
+
+
+def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] = None, quality: int = 90) -> str:
+    """Encode a PIL image as a ``data:image/...;base64,`` URL for an ``image_url`` content part.
+
+    ``format``: ``"PNG"`` (lossless) or ``"JPEG"``/``"WEBP"`` (``quality`` applies; about 5-10x smaller requests).
+    ``max_pixels``: if given, the image is first downscaled (aspect ratio kept) to at most that many pixels.
+    Modes other than RGB/L (RGBA, P, CMYK, 16-bit, ...) are converted to RGB.
+    """
+    from PIL import Image
+
+    if not isinstance(pil_image, Image.Image):
+        raise TypeError(f"image_to_data_url needs a PIL.Image.Image, got {type(pil_image).__name__}")
+    fmt = format.upper()
+    if fmt == "JPG":
+        fmt = "JPEG"
+    if fmt not in ("PNG", "JPEG", "WEBP"):
+        raise ValueError(f"format must be PNG, JPEG or WEBP, got {format!r}")
+    image = pil_image
+    if image.mode not in ("RGB", "L"):
+        from ..image_io import to_rgb
+
+        image = to_rgb(image)
+    if max_pixels is not None and image.width * image.height > max_pixels:
+        scale = math.sqrt(max_pixels / (image.width * image.height))
+        size = (max(1, int(image.width * scale)), max(1, int(image.height * scale)))
+        image = image.resize(size, Image.BICUBIC)
+    buffer = io.BytesIO()
+    if fmt == "PNG":
+        image.save(buffer, format="PNG")
+    else:
+        image.save(buffer, format=fmt, quality=int(quality))
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f"data:image/{fmt.lower()};base64,{encoded}"
+
+
+def user_message(text_and_images: List[Any], image_format: str = "PNG", max_pixels: Optional[int] = None) -> dict:
+    """A ``{"role": "user", "content": [...]}`` message from strings and PIL images, in the given order.
+
+    Strings become ``{"type": "text", "text": ...}`` parts; PIL images become
+    ``{"type": "image_url", "image_url": {"url": data_url}}`` parts (see :func:`image_to_data_url`).
+    Already-built content-part dicts are passed through.
+    """
+    from PIL import Image
+
+    if isinstance(text_and_images, (str, Image.Image)):
+        text_and_images = [text_and_images]
+    parts: List[dict] = []
+    for index, item in enumerate(text_and_images):
+        if isinstance(item, str):
+            parts.append({"type": "text", "text": item})
+        elif isinstance(item, Image.Image):
+            url = image_to_data_url(item, format=image_format, max_pixels=max_pixels)
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif isinstance(item, dict) and "type" in item:
+            parts.append(item)
+        else:
+            raise TypeError(f"user_message item {index} is a {type(item).__name__}; "
+                            "expected a str, a PIL image or a content-part dict")
+    if not parts:
+        raise ValueError("user_message needs at least one text or image")
+    return {"role": "user", "content": parts}

@@ -1,0 +1,542 @@
+"""SpatialReward training data: rows -> chat examples for TRL's SFTTrainer and GRPOTrainer (arXiv 2602.07458,
+sec. 3.3-3.4, appendix B.1, D.1, D.2.3).
+
+Training-row schema (one row = one pass; a Hub dataset, a list of dicts or a ``datasets.Dataset``)::
+
+    task         "sc" | "pq"
+    sources      list of images         SC: the N >= 1 source images, in order; PQ: [] (ignored)
+    edited       image                  the edited image
+    instruction  str                    SC: the editing instruction; PQ: "" (ignored)
+    regions      list of {"id": int, "label": str, "bbox_2d": [x1, y1, x2, y2]}
+                                        SC: edited regions, boxes in [0, 1000] (D.1.1); [] for a failed edit.
+                                        PQ: [] (sec. 3.2: "B = empty set")
+    reasoning    str                    the rationale; SC interleaves <|bbox_i|> / <|global|> (sec. 3.2)
+    scores       [float, float]         SC: [s_if, s_con]; PQ: [naturalness, artifacts]; each in [0, 25]
+
+Images may be PIL images, file paths or ``{"bytes": ..., "path": ...}`` dicts (undecoded ``datasets.Image``).
+Other columns are ignored.
+
+Each row becomes the paper's input contract: one user turn with the images first (SC: sources then edited;
+PQ: edited only) followed by the D.1 prompt text from the model's ``SpatialRewardConfig`` (D.1.1 for one source,
+D.1.2 for several, D.1.3 for PQ), and one assistant turn holding the target JSON
+``{"edit_region": [...], "reasoning": "...", "score": [a, b]}`` (PQ without ``edit_region``), i.e. Y = (B, T, s).
+
+Interleaving check (D.2.3 "Complete Coverage", the rules the paper's data pipeline enforces). A row is dropped,
+with a reason, when its target JSON parsed back with :func:`parse_sc_output` / :func:`parse_pq_output` shows
+any grounding issue or does not round-trip its scores: for a single-source SC row exactly one ``<|global|>``;
+for every SC row one ``<|bbox_i|>`` per region, no token without a region, ids <= 15, valid boxes; no grounding
+tokens in PQ. Multi-source SC rows may omit ``<|global|>`` (D.1.2 does not ask for it) but not repeat it.
+Rows with missing fields, no images or scores outside [0, 25] are dropped the same way. The reasons are
+counted in a :class:`DropReport`, logged and returned; nothing is silently discarded.
+
+Length: images are downscaled to ``max_pixels`` (aspect ratio kept) instead of truncating token sequences
+(truncation inside image tokens breaks Qwen3-VL, and a truncated target teaches broken JSON). Rows still
+longer than ``max_seq_tokens`` (estimated from the tokenizer and the Qwen3-VL patch geometry) are dropped
+and counted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DropReport",
+    "check_row",
+    "target_text",
+    "prompt_messages",
+    "to_sft_example",
+    "to_grpo_example",
+    "prepare_sft_dataset",
+    "prepare_grpo_dataset",
+    "estimate_num_tokens",
+    "default_prompt_config",
+    "set_pixel_range",
+    "load_rows",
+    "load_model_and_processor",
+    "make_lora_config",
+    "grounding_token_indices",
+    "LM_LORA_MODULES",
+    "SCORE_MAX",
+]
+
+SCORE_MAX = 25.0  # D.1: every sub-score is "from scale 0 to 25"
+_PIXELS_PER_TOKEN = 32 * 32  # Qwen3-VL: 16-px patches merged 2x2
+_TEMPLATE_OVERHEAD = 16  # <|im_start|>user / assistant / <|im_end|> markers around the two turns
+
+
+@dataclass
+class DropReport:
+    """What the preparation kept and dropped. ``reasons``: issue code -> number of rows dropped for it."""
+
+    total: int = 0
+    kept: int = 0
+    reasons: Dict[str, int] = field(default_factory=dict)
+    examples: Dict[str, List[str]] = field(default_factory=dict)  # reason -> up to 5 row ids / indices
+
+    @property
+    def dropped(self) -> int:
+        return self.total - self.kept
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"total": self.total, "kept": self.kept, "dropped": self.dropped, "reasons": dict(self.reasons),
+                "examples": {k: list(v) for k, v in self.examples.items()}}
+
+    def log(self, what: str = "SpatialReward data") -> None:
+        if self.dropped:
+            logger.warning("%s: dropped %d of %d rows: %s (examples: %s)", what, self.dropped, self.total,
+                           self.reasons, self.examples)
+        else:
+            logger.info("%s: kept all %d rows", what, self.total)
+
+
+def default_prompt_config():
+    """The default :class:`SpatialRewardConfig` (holds the D.1 prompts) for base models that are plain Qwen3-VL."""
+    from ..configuration_spatialreward import SpatialRewardConfig
+
+    return SpatialRewardConfig()
+
+
+def _prompt_config(model_or_config=None):
+    """Anything with ``sc_text``/``pq_text``: a SpatialRewardConfig, or a model whose config is one."""
+    if model_or_config is None:
+        return default_prompt_config()
+    cfg = getattr(model_or_config, "config", model_or_config)
+    if hasattr(cfg, "sc_text") and hasattr(cfg, "pq_text"):
+        return cfg
+    return default_prompt_config()  # a plain Qwen3-VL base (e.g. Qwen3-VL-8B-Instruct, B.1.1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Row checks
+# ---------------------------------------------------------------------------------------------------------------
+
+def _number(x: float):
+    x = float(x)
+    return int(x) if x.is_integer() else x
+
+
+def target_text(row: Dict[str, Any]) -> str:
+    """The assistant's target JSON for a row (D.1 output format; keys in the paper's order)."""
+    scores = [_number(s) for s in row["scores"]]
+    if str(row["task"]).lower() == "pq":
+        return json.dumps({"reasoning": row["reasoning"], "score": scores}, ensure_ascii=False)
+    regions = [{"id": int(r["id"]), "label": r.get("label", ""), "bbox_2d": [_number(v) for v in r["bbox_2d"]]}
+               for r in (row.get("regions") or [])]
+    return json.dumps({"edit_region": regions, "reasoning": row["reasoning"], "score": scores}, ensure_ascii=False)
+
+
+def _valid_scores(scores: Any) -> bool:
+    if not isinstance(scores, (list, tuple)) or len(scores) != 2:
+        return False
+    for s in scores:
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(float(s)):
+            return False
+        if not 0.0 <= float(s) <= SCORE_MAX:
+            return False
+    return True
+
+
+def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
+    """Validate one training row. Returns ``(reason, issues)``: reason None when the row is usable, else the
+    first problem's code; ``issues`` lists every code found (parser issue codes, see ``parsing.ISSUE_CODES``,
+    plus ``bad_task``, ``missing_field:<name>``, ``no_sources``, ``no_edited_image``, ``bad_scores``,
+    ``scores_roundtrip``)."""
+    issues: List[str] = []
+    task = str(row.get("task", "")).lower()
+    if task not in ("sc", "pq"):
+        return "bad_task", ["bad_task"]
+    for name in ("reasoning", "scores"):
+        if row.get(name) is None:
+            issues.append(f"missing_field:{name}")
+    if row.get("edited") is None:
+        issues.append("no_edited_image")
+    if task == "sc":
+        if not row.get("sources"):
+            issues.append("no_sources")
+        if not isinstance(row.get("instruction"), str) or not row["instruction"].strip():
+            issues.append("missing_field:instruction")
+        if row.get("regions") is None:
+            issues.append("missing_field:regions")
+    if issues:
+        return issues[0], issues
+    if not isinstance(row["reasoning"], str):
+        return "missing_field:reasoning", ["missing_field:reasoning"]
+    if not _valid_scores(row["scores"]):
+        return "bad_scores", ["bad_scores"]
+    try:
+        text = target_text(row)
+    except (KeyError, TypeError, ValueError):
+        return "region_invalid", ["region_invalid"]
+    if task == "sc":
+        parsed = parse_sc_output(text, num_sources=len(row["sources"]))
+        if len(parsed.regions) != len(row.get("regions") or []):
+            issues.append("region_invalid")
+    else:
+        parsed = parse_pq_output(text)
+    issues += [code for code in parsed.issues if code in GROUNDING_ISSUES and code not in issues]
+    if not parsed.parse_ok or parsed.score_source != "json":
+        issues += [code for code in parsed.issues if code not in issues] or ["scores_roundtrip"]
+    elif [float(s) for s in parsed.score_pair] != [float(s) for s in row["scores"]]:
+        issues.append("scores_roundtrip")
+    return (issues[0] if issues else None), issues
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Images and lengths
+# ---------------------------------------------------------------------------------------------------------------
+
+def _to_pil(image: Any, max_pixels: Optional[int]):
+    """Any accepted image form -> upright RGB PIL image within ``max_pixels``; ``info["source_format"]`` keeps
+    the original encoding (JPEG, PNG, ...) so that storage can keep lossy sources lossy."""
+    from PIL import Image
+
+    from ..image_io import load_image
+
+    if isinstance(image, dict):
+        if image.get("bytes"):
+            # Bytes are decoded by Pillow (never unpickled); load_image checks the size before decoding pixels.
+            opened = Image.open(io.BytesIO(image["bytes"]))
+            source_format, image = opened.format, load_image(opened)
+        elif image.get("path"):
+            image = load_image(image["path"])
+            source_format = None
+        else:
+            raise ValueError("an image dict needs 'bytes' or 'path'")
+    else:
+        source_format = getattr(image, "format", None)
+        image = load_image(image)
+    if max_pixels and image.width * image.height > max_pixels:
+        scale = math.sqrt(max_pixels / (image.width * image.height))
+        image = image.resize((max(1, int(image.width * scale)), max(1, int(image.height * scale))), Image.BICUBIC)
+    image.info["source_format"] = source_format or image.info.get("source_format")
+    return image
+
+
+def _encoded(image) -> Dict[str, Any]:
+    """Image bytes for the Arrow cache: JPEG (quality 95) for lossy sources, PNG otherwise. Without this, every
+    converted image would be re-encoded as PNG, several times the size of a JPEG training set on disk."""
+    buffer = io.BytesIO()
+    if image.info.get("source_format") in ("JPEG", "MPO", "WEBP"):
+        image.save(buffer, format="JPEG", quality=95)
+    else:
+        image.save(buffer, format="PNG")
+    return {"bytes": buffer.getvalue(), "path": None}
+
+
+def _image_tokens(width: int, height: int, min_pixels: int, max_pixels: int) -> int:
+    """Visual tokens of one image after Qwen3-VL's resize to multiples of 32 px within [min, max] pixels."""
+    factor = 32
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return (h * w) // _PIXELS_PER_TOKEN + 2  # + <|vision_start|> / <|vision_end|>
+
+
+def _processor_pixel_range(processor) -> Tuple[int, int]:
+    size = getattr(getattr(processor, "image_processor", None), "size", None)
+    lo = getattr(size, "shortest_edge", None) if size is not None else None
+    hi = getattr(size, "longest_edge", None) if size is not None else None
+    if isinstance(size, dict):
+        lo, hi = size.get("shortest_edge"), size.get("longest_edge")
+    return int(lo or 65_536), int(hi or 16_777_216)
+
+
+def estimate_num_tokens(example: Dict[str, Any], processor=None) -> int:
+    """Estimated sequence length of a prepared example (``messages`` + ``images``).
+
+    Text: the tokenizer's count when ``processor`` (or a tokenizer) is given, else characters / 3. Images: the
+    Qwen3-VL patch geometry with the processor's pixel range.
+    """
+    texts = [part.get("text") or "" for message in example["messages"] for part in message["content"]
+             if part.get("type") == "text"]
+    text = "\n".join(texts)
+    tokenizer = getattr(processor, "tokenizer", processor)
+    if tokenizer is not None and callable(tokenizer):
+        n_text = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    else:
+        n_text = len(text) // 3
+    lo, hi = _processor_pixel_range(processor)
+    n_images = sum(_image_tokens(im.width, im.height, lo, hi) for im in example["images"])
+    return n_text + n_images + _TEMPLATE_OVERHEAD
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Examples
+# ---------------------------------------------------------------------------------------------------------------
+
+def prompt_messages(task: str, num_sources: int, instruction: str, prompt_config=None) -> List[dict]:
+    """The user turn (as a one-message list) with ``{"type": "image"}`` placeholders, filled by TRL from the
+    ``images`` column: SC = N sources + edited image + D.1.1/D.1.2 text; PQ = edited image + D.1.3 text.
+
+    Built by the model's own ``sc_messages`` / ``pq_messages``, so training sees exactly the inference layout.
+    """
+    from ..modeling_spatialreward import pq_messages, sc_messages
+
+    cfg = _prompt_config(prompt_config)
+    messages = sc_messages(cfg, num_sources, instruction) if task == "sc" else pq_messages(cfg)
+    # Every content part gets the same keys so that Arrow stores the list as one struct type.
+    return [{"role": m["role"], "content": [{"type": p["type"], "text": p.get("text")} for p in m["content"]]}
+            for m in messages]
+
+
+def set_pixel_range(processor, min_pixels: Optional[int] = None, max_pixels: Optional[int] = None) -> None:
+    """Make the processor resize every image into [min_pixels, max_pixels] (Qwen3-VL ``size`` semantics), for
+    collators that cannot pass ``size=`` per call (TRL). None keeps the processor's current bound."""
+    image_processor = getattr(processor, "image_processor", None)
+    if image_processor is None:
+        raise ValueError("set_pixel_range needs a processor with an image_processor (e.g. Qwen3VLProcessor)")
+    lo, hi = _processor_pixel_range(processor)
+    lo, hi = int(min_pixels or lo), int(max_pixels or hi)
+    if not 0 < lo <= hi:
+        raise ValueError(f"need 0 < min_pixels <= max_pixels, got {lo} and {hi}")
+    image_processor.size = {"shortest_edge": lo, "longest_edge": hi}
+
+
+def _images(row: Dict[str, Any], task: str, max_pixels: Optional[int]) -> list:
+    images = [_to_pil(im, max_pixels) for im in row["sources"]] if task == "sc" else []
+    images.append(_to_pil(row["edited"], max_pixels))
+    return images
+
+
+def to_sft_example(row: Dict[str, Any], prompt_config=None, max_pixels: Optional[int] = None) -> Dict[str, Any]:
+    """``{"messages": [user, assistant], "images": [...]}`` for one valid row (run :func:`check_row` first)."""
+    task = str(row["task"]).lower()
+    num_sources = len(row["sources"]) if task == "sc" else 0
+    messages = prompt_messages(task, num_sources, row.get("instruction") or "", prompt_config)
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": target_text(row)}]})
+    return {"messages": messages, "images": _images(row, task, max_pixels)}
+
+
+def to_grpo_example(row: Dict[str, Any], prompt_config=None, max_pixels: Optional[int] = None) -> Dict[str, Any]:
+    """A GRPO prompt row: ``prompt`` (user turn), ``images``, and the columns the reward functions read:
+    ``task``, ``instruction``, ``num_sources``, ``ref_scores`` (the row's scores, or None when absent)."""
+    task = str(row["task"]).lower()
+    num_sources = len(row["sources"]) if task == "sc" else 0
+    scores = row.get("scores")
+    ref = [float(s) for s in scores] if _valid_scores(scores) else None
+    return {"prompt": prompt_messages(task, num_sources, row.get("instruction") or "", prompt_config),
+            "images": _images(row, task, max_pixels), "task": task, "instruction": row.get("instruction") or "",
+            "num_sources": num_sources, "ref_scores": ref}
+
+
+def _features(kind: str):
+    from datasets import Features, Image, List, Value
+
+    turn = List({"role": Value("string"), "content": List({"type": Value("string"), "text": Value("string")})})
+    columns = {"images": List(Image()), "_drop": Value("string"), "_key": Value("string")}
+    if kind == "sft":
+        columns["messages"] = turn
+    else:
+        columns.update(prompt=turn, task=Value("string"), instruction=Value("string"), num_sources=Value("int64"),
+                       ref_scores=List(Value("float64")))
+    return Features(columns)
+
+
+def _empty(kind: str) -> Dict[str, Any]:
+    if kind == "sft":
+        return {"messages": [], "images": []}
+    return {"prompt": [], "images": [], "task": "", "instruction": "", "num_sources": 0, "ref_scores": None}
+
+
+def _grpo_reason(row: Dict[str, Any]) -> Optional[str]:
+    """GRPO prompts need no target; only the inputs must be usable."""
+    task = str(row.get("task", "")).lower()
+    if task not in ("sc", "pq"):
+        return "bad_task"
+    if row.get("edited") is None:
+        return "no_edited_image"
+    if task == "sc" and not row.get("sources"):
+        return "no_sources"
+    if task == "sc" and not (isinstance(row.get("instruction"), str) and row["instruction"].strip()):
+        return "missing_field:instruction"
+    return None
+
+
+def _prepare(data, kind: str, prompt_config, max_pixels, max_seq_tokens, processor, num_proc, id_column="id"):
+    """Shared SFT/GRPO path: one ``datasets.map`` pass (on-disk Arrow, so 260k rows never sit in memory) that
+    converts each row or records why it is dropped; then the reasons are counted and the bad rows filtered."""
+    from datasets import Dataset
+
+    what = f"SpatialReward {kind.upper()} data"
+    if not isinstance(data, Dataset):
+        data = Dataset.from_list(list(data))
+    if len(data) == 0:
+        raise ValueError(f"{what}: the dataset is empty")
+    convert = to_sft_example if kind == "sft" else to_grpo_example
+    prompt_config = _prompt_config(prompt_config)  # resolved once, not per row
+
+    def one(row: Dict[str, Any], index: int) -> Dict[str, Any]:
+        key = str(row.get(id_column, index)) if row.get(id_column) is not None else str(index)
+        reason = check_row(row)[0] if kind == "sft" else _grpo_reason(row)
+        if reason is None:
+            try:
+                example = convert(row, prompt_config, max_pixels)
+            except Exception as err:  # an unreadable image, ...: named and counted, never a crash halfway
+                logger.warning("%s row %s dropped: %s: %s", what, key, type(err).__name__, err)
+                reason = f"unreadable:{type(err).__name__}"
+            else:
+                if max_seq_tokens is not None:
+                    probe = example if kind == "sft" else {"messages": example["prompt"], "images": example["images"]}
+                    if estimate_num_tokens(probe, processor) > max_seq_tokens:
+                        reason = "too_long"
+        if reason is not None:
+            example = _empty(kind)
+        else:
+            example = {**example, "images": [_encoded(im) for im in example["images"]]}
+        return {**example, "_drop": reason or "", "_key": key}
+
+    converted = data.map(one, with_indices=True, remove_columns=data.column_names, features=_features(kind),
+                         num_proc=num_proc, desc=f"preparing {what}")
+    report = DropReport(total=len(converted))
+    for reason, key in zip(converted["_drop"], converted["_key"]):
+        if reason:
+            report.reasons[reason] = report.reasons.get(reason, 0) + 1
+            shown = report.examples.setdefault(reason, [])
+            if len(shown) < 5:
+                shown.append(key)
+    report.kept = report.total - sum(report.reasons.values())
+    report.log(what)
+    if report.kept == 0:
+        raise ValueError(f"{what}: no usable rows out of {report.total} (drop reasons: {report.reasons}); check "
+                         "the data against the schema in modeling_miescore.training.spatialreward_data")
+    kept = converted.filter(lambda reason: not reason, input_columns="_drop", num_proc=num_proc) \
+        if report.dropped else converted
+    return kept.remove_columns(["_drop", "_key"]), report
+
+
+def prepare_sft_dataset(data, prompt_config=None, max_pixels: Optional[int] = None,
+                        max_seq_tokens: Optional[int] = None, processor=None, num_proc: Optional[int] = None):
+    """Rows (list or ``datasets.Dataset``) -> (``Dataset`` with ``messages`` + ``images``, :class:`DropReport`).
+
+    ``prompt_config``: a ``SpatialRewardConfig`` or a model carrying one (default prompts otherwise).
+    ``max_pixels``: per-image pixel cap (downscale only). ``max_seq_tokens``: drop rows estimated longer
+    (``processor`` makes the estimate exact for text). Raises ValueError when no row is usable.
+    """
+    return _prepare(data, "sft", prompt_config, max_pixels, max_seq_tokens, processor, num_proc)
+
+
+def prepare_grpo_dataset(data, prompt_config=None, max_pixels: Optional[int] = None,
+                         max_seq_tokens: Optional[int] = None, processor=None, num_proc: Optional[int] = None):
+    """Rows -> (``Dataset`` with ``prompt``, ``images``, ``task``, ``instruction``, ``num_sources``,
+    ``ref_scores``; :class:`DropReport`). Reasoning/regions are not needed (the policy writes them); rows
+    without valid scores get ``ref_scores=None`` (the agreement reward then skips them)."""
+    return _prepare(data, "grpo", prompt_config, max_pixels, max_seq_tokens, processor, num_proc)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading (used by trainers/sft_spatialreward.py and trainers/grpo_spatialreward.py)
+# ---------------------------------------------------------------------------------------------------------------
+
+# LoRA on the language model only: Qwen3-VL's vision blocks name their linears qkv/proj/linear_fc*, so these
+# suffixes never touch the vision tower (the released recipe tunes the LM, B.1.1).
+LM_LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def load_rows(dataset_name: str, dataset_config: Optional[str] = None, split: str = "train"):
+    """A split of training rows: a Hub repo id or local folder (``load_dataset``), or a ``.json``/``.jsonl``/
+    ``.parquet`` file (image fields may then be file paths, resolved against the current directory)."""
+    import os
+
+    from datasets import load_dataset
+
+    if not dataset_name:
+        raise ValueError("no dataset given: set dataset_name (Hub id, folder, or .jsonl/.json/.parquet file)")
+    lowered = dataset_name.lower()
+    for suffix, builder in ((".jsonl", "json"), (".json", "json"), (".parquet", "parquet")):
+        if lowered.endswith(suffix):
+            if not os.path.isfile(dataset_name):
+                raise ValueError(f"dataset file {dataset_name!r} does not exist")
+            return load_dataset(builder, data_files={split: dataset_name}, split=split)
+    return load_dataset(dataset_name, dataset_config, split=split)
+
+
+def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "auto",
+                             attn_implementation: Optional[str] = None, add_tokens: bool = False,
+                             min_pixels: Optional[int] = None, max_pixels: Optional[int] = None,
+                             revision: Optional[str] = None):
+    """Load a SpatialReward or plain Qwen3-VL checkpoint as :class:`SpatialRewardModel` with its processor.
+
+    The model carries the D.1 prompts in its config (plain Qwen3-VL checkpoints get the paper's defaults), so the
+    saved result is a self-contained SpatialReward checkpoint. ``add_tokens`` registers the 17 grounding
+    tokens (:func:`add_grounding_tokens`); ``min_pixels``/``max_pixels`` set the processor's resize range (and
+    the config's, so inference uses the training resolution). Returns ``(model, processor)``.
+    """
+    from transformers import Qwen3VLProcessor
+
+    from ..modeling_spatialreward import SpatialRewardModel
+    from ..spatialreward_tokens import add_grounding_tokens
+
+    kwargs: Dict[str, Any] = {"revision": revision} if revision else {}
+    if dtype:
+        kwargs["dtype"] = dtype
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    model = SpatialRewardModel.from_pretrained(model_name_or_path, **kwargs)
+    # The stock class, not AutoProcessor: a checkpoint's auto_map must not decide what code runs here.
+    processor = Qwen3VLProcessor.from_pretrained(model_name_or_path, **({"revision": revision} if revision else {}))
+    if add_tokens:
+        added = add_grounding_tokens(model, processor)
+        logger.info("grounding tokens: %d added to the tokenizer (%d in total)", added, len(processor.tokenizer))
+    if min_pixels or max_pixels:
+        set_pixel_range(processor, min_pixels, max_pixels)
+        lo, hi = _processor_pixel_range(processor)
+        model.config.min_pixels, model.config.max_pixels = lo, hi
+    model.processor = processor  # saved beside the weights by SpatialRewardModel.save_pretrained
+    return model, processor
+
+
+def grounding_token_indices(processor) -> List[int]:
+    """Ids of the grounding tokens when each is a single token of the tokenizer, else []."""
+    from ..spatialreward_tokens import grounding_token_ids
+
+    ids = grounding_token_ids(getattr(processor, "tokenizer", processor))
+    return sorted(ids.values()) if ids else []
+
+
+def make_lora_config(model_args, processor=None, train_grounding_tokens: bool = False):
+    """A ``peft.LoraConfig`` from TRL's ``ModelConfig`` (None when ``use_peft`` is off).
+
+    Defaults to the language model's linear layers (``LM_LORA_MODULES``). With ``train_grounding_tokens`` the
+    input embeddings and the LM head are trained in full (``modules_to_save``), so the 17 new tokens do not stay
+    at their mean initialisation (they could never be emitted otherwise).
+    """
+    if not getattr(model_args, "use_peft", False):
+        return None
+    from peft import LoraConfig
+
+    targets = model_args.lora_target_modules or list(LM_LORA_MODULES)
+    if isinstance(targets, list) and len(targets) == 1 and targets[0] not in ("all-linear",) and \
+            any(ch in targets[0] for ch in "*\\|()"):
+        targets = targets[0]  # a single regex (PEFT matches a str as a full regex, a list by suffix)
+    kwargs: Dict[str, Any] = dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha,
+                                  lora_dropout=model_args.lora_dropout, target_modules=targets,
+                                  modules_to_save=model_args.lora_modules_to_save, use_rslora=model_args.use_rslora,
+                                  use_dora=model_args.use_dora, bias="none")
+    if train_grounding_tokens:
+        if processor is None or not grounding_token_indices(processor):
+            raise ValueError("train_grounding_tokens needs the grounding tokens in the tokenizer; "
+                             "set add_grounding_tokens: true")
+        # The new rows must be trained on both sides: input embeddings (to read the tokens) and the LM head (to
+        # emit them). PEFT's trainable_token_indices would be cheaper, but TRL's fused LM-head loss reads
+        # lm_head.weight directly and would bypass it; full copies of both matrices are what the loss sees.
+        # Cost on Qwen3-VL-8B: ~1.2 B extra trainable parameters (2 x 151,936 x 4,096).
+        kwargs["modules_to_save"] = list(dict.fromkeys([*(kwargs["modules_to_save"] or []), "embed_tokens",
+                                                        "lm_head"]))
+        kwargs["ensure_weight_tying"] = True  # tied checkpoints keep one matrix
+    return LoraConfig(**kwargs)

@@ -18,11 +18,11 @@ from modeling_miescore.data.builders import common
 from modeling_miescore.data.builders.common import DatasetValidationError, HubPushError, OutputExistsError
 from modeling_miescore.data.builders.mie_bench import (
     DEFAULT_SPLIT_SALT,
-    TASKS,
     build_mie_bench,
     main,
     split_of,
 )
+from modeling_miescore.data.schema import TASKS
 from modeling_miescore.data.mos import overall_mos
 from modeling_miescore.testing.raw_benchmarks import make_raw_mie_bench
 

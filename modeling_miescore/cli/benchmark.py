@@ -191,7 +191,8 @@ def _headline(name: str, metric: dict, digits: int = 4) -> str:
 
 
 def cmd_mie_bench(args) -> int:
-    from ..evaluation.benchmark import (SHORT_NAMES, join_scores, load_split, mie_bench_frame, mie_bench_report,
+    from ..data.schema import SHORT_NAMES
+    from ..evaluation.benchmark import (join_scores, load_split, mie_bench_frame, mie_bench_report,
                             read_score_predictions)
 
     out = _out_dir(args.out)
@@ -270,7 +271,8 @@ def cmd_mer_bench(args) -> int:
 
 
 def cmd_editing_models(args) -> int:
-    from ..evaluation.benchmark import (SHORT_NAMES, editing_models_report, frame_from_predictions, join_scores, load_split,
+    from ..data.schema import SHORT_NAMES
+    from ..evaluation.benchmark import (editing_models_report, frame_from_predictions, join_scores, load_split,
                             mie_bench_frame, read_score_predictions)
 
     out = _out_dir(args.out)

@@ -42,6 +42,8 @@ import numpy as np
 
 from ..scoring.jsonl_scoring import iter_input
 from ..image_io import MIEScoreInputError
+from ..data.schema import (LONG_NAMES, MER_CATEGORY_LABELS, MIE_CATEGORIES, MOS_COLUMN_OF, SCORE_KEYS, SHORT_NAMES,
+                           TASK_CATEGORY, TASKS)
 from .metrics import (
     CI,
     MetricWarning,
@@ -58,11 +60,7 @@ from .metrics import (
 __all__ = [
     "Alignment",
     "BenchmarkInputError",
-    "MER_CATEGORY_LABELS",
-    "MOS_COLUMNS",
     "PredictionMismatchError",
-    "SCORE_KEYS",
-    "SHORT_NAMES",
     "align_predictions",
     "editing_models_report",
     "load_split",
@@ -73,32 +71,6 @@ __all__ = [
     "read_group_predictions",
     "read_score_predictions",
 ]
-
-SCORE_KEYS = ("visual_quality", "instruction_following", "attribute_preservation", "overall")
-MOS_COLUMNS = {
-    "visual_quality": "mos_vq",
-    "instruction_following": "mos_if",
-    "attribute_preservation": "mos_ap",
-    "overall": "mos_overall",
-}
-SHORT_NAMES = {"visual_quality": "VQ", "instruction_following": "IF", "attribute_preservation": "AP",
-               "overall": "Overall"}
-LONG_NAMES = {
-    "visual_quality": "Visual Quality",
-    "instruction_following": "Instruction Following",
-    "attribute_preservation": "Attribute Preservation",
-    "overall": "Overall Score",
-}
-# SpatialReward paper, table 2 column names.
-MER_CATEGORY_LABELS = {"general": "General", "human_basic": "Human-B.", "human_fine": "Human-F."}
-
-# MIE-Bench task taxonomy (appendix "Editing Tasks Define"); the builder owns it, a fallback keeps this module
-# importable on its own.
-try:
-    from ..data.builders.mie_bench import CATEGORIES as MIE_CATEGORIES
-    from ..data.builders.mie_bench import TASK_CATEGORY, TASKS
-except ImportError:  # pragma: no cover
-    TASKS, TASK_CATEGORY, MIE_CATEGORIES = (), {}, ("regional", "global", "reasoning")
 
 _IMAGE_COLUMNS = ("source_images", "edited_image", "original_image", "edited_images")
 _EXAMPLES = 5
@@ -189,14 +161,14 @@ def mie_bench_frame(ds, *, require_mos: bool = True):
     Columns: ``id, instance_id, task`` (name), ``category, editing_model, num_sources`` and the available
     ``mos_*`` columns. ``require_mos=False`` accepts datasets without human scores (editing-model leaderboards).
     """
-    required = ["id", "instance_id", "task", "editing_model"] + (list(MOS_COLUMNS.values())[:3] if require_mos else [])
+    required = ["id", "instance_id", "task", "editing_model"] + (list(MOS_COLUMN_OF.values())[:3] if require_mos else [])
     missing = [c for c in required if c not in ds.column_names]
     if missing:
         raise BenchmarkInputError(
             f"dataset split lacks column(s) {', '.join(missing)}; is it a MIE-Bench dataset "
             "(built with 'miescore build-dataset mie-bench')?"
         )
-    df = _metadata(ds, ["id", "instance_id", "task", "category", "editing_model", "num_sources", *MOS_COLUMNS.values()])
+    df = _metadata(ds, ["id", "instance_id", "task", "category", "editing_model", "num_sources", *MOS_COLUMN_OF.values()])
     df["id"] = df["id"].astype(str)
     df["instance_id"] = df["instance_id"].astype(str)
     df["task"] = _task_names(ds, df["task"].tolist())
@@ -571,7 +543,7 @@ def mos_distribution(frame, dims: Sequence[str] = SCORE_KEYS) -> dict:
     subsets = {"all": np.ones(len(frame), dtype=bool), "2_sources": ns == 2, "3plus_sources": ns >= 3}
     out: dict[str, Any] = {"bin_edges": HIST_EDGES.tolist(), "subsets": {k: int(m.sum()) for k, m in subsets.items()}}
     for d in dims:
-        col = MOS_COLUMNS[d]
+        col = MOS_COLUMN_OF[d]
         if col not in frame.columns:
             continue
         vals = frame[col].to_numpy(dtype=np.float64)
@@ -607,7 +579,7 @@ def mie_bench_report(
     if n < 3:
         raise BenchmarkInputError(f"need at least 3 edits with predictions to compute correlations, got {n}")
     P = {d: frame[f"pred_{d}"].to_numpy(dtype=np.float64) for d in dims}
-    M = {d: frame[MOS_COLUMNS[d]].to_numpy(dtype=np.float64) for d in dims}
+    M = {d: frame[MOS_COLUMN_OF[d]].to_numpy(dtype=np.float64) for d in dims}
     boot = _Bootstrap(frame["instance_id"].to_numpy(), n_bootstrap, seed, level, progress)
 
     # --- table 3: SRCC / KRCC / PLCC (raw and after the 4-parameter logistic) per dimension

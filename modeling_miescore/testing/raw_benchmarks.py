@@ -358,7 +358,7 @@ def make_raw_mie_bench(
     """
     import pandas as pd
 
-    from ..data.builders.mie_bench import TASKS
+    from ..data.schema import TASKS
 
     if rating_format not in ("ratings", "mos", "both"):
         raise ValueError("rating_format must be 'ratings', 'mos' or 'both'")

@@ -35,7 +35,7 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from ..data.builders.mie_bench import MOS_COLUMNS, MOS_SCALE
+from ..data.schema import MOS_COLUMNS, MOS_SCALE
 from ..image_io import MIEScoreInputError
 from .losses import LossConfig, MIEScoreLoss
 from ..processing_miescore import EditSample, as_edit_sample, build_messages, prepare_inputs

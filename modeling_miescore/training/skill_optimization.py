@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Proto
 
 import numpy as np
 
-from ..data.builders.mie_bench import DIMENSIONS, MOS_COLUMNS, MOS_SCALE
+from ..data.schema import DIMENSIONS, MOS_COLUMNS, MOS_SCALE
 from ..image_io import MIEScoreInputError
 
 logger = logging.getLogger(__name__)

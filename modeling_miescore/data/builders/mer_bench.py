@@ -47,6 +47,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from ..schema import GROUP_SIZES, MER_CATEGORIES, MER_SPLITS, TIERS
 from .common import (
     DEFAULT_MAX_SHARD_BYTES,
     DEFAULT_ROWS_PER_GROUP,
@@ -73,11 +74,7 @@ from .common import (
 )
 
 __all__ = [
-    "CATEGORIES",
-    "GROUP_SIZES",
     "MERBenchSummary",
-    "SPLITS",
-    "TIERS",
     "add_cli_arguments",
     "build_mer_bench",
     "majority_tier",
@@ -85,16 +82,12 @@ __all__ = [
     "run_cli",
 ]
 
-CATEGORIES = ("general", "human_basic", "human_fine")  # paper 4.2: 2:1:1
 _CATEGORY_ALIASES = {
     "general": "general", "human_basic": "human_basic", "human_basics": "human_basic", "human_b": "human_basic",
     "human_fine": "human_fine", "human_fine_details": "human_fine", "human_f": "human_fine",
     "human_face": "human_fine",
 }
-TIERS = ("poor", "medium", "good")  # rank = index; appendix A.1 calls poor "bad"
 _TIER_RANK = {"poor": 0, "bad": 0, "medium": 1, "good": 2}
-GROUP_SIZES = (2, 3, 4)
-SPLITS = tuple(f"{k}pair" for k in GROUP_SIZES)
 DEFAULT_GROUPS_PER_TYPE = 200  # paper 4.3: 200 groups of each size
 LICENSE = "unknown"
 
@@ -267,7 +260,7 @@ def _read_samples(raw: Path, pc: ProblemCollector, images: ImageChecker, progres
             ok = False
         cat = _CATEGORY_ALIASES.get(_norm(obj["category"])) if isinstance(obj["category"], str) else None
         if cat is None:
-            pc.add(fname, line, f"sample {sid!r}: unknown category {obj['category']!r}; expected one of: {', '.join(CATEGORIES)}")
+            pc.add(fname, line, f"sample {sid!r}: unknown category {obj['category']!r}; expected one of: {', '.join(MER_CATEGORIES)}")
             ok = False
         if not _nonempty_str(obj["subtask"]):
             pc.add(fname, line, f"sample {sid!r}: subtask must be a non-empty string")
@@ -690,7 +683,7 @@ def _card_body(split_info, groups, samples, candidates, valid, needs_review, tar
     splits = list(split_info)
     out.append(md_table(["category"] + splits + ["all"],
                         [[c] + [cat_counts[(c, s)] for s in splits] + [sum(cat_counts[(c, s)] for s in splits)]
-                         for c in CATEGORIES]) + "\n")
+                         for c in MER_CATEGORIES]) + "\n")
     out.append("## Groups per subtask\n")
     out.append(md_table(["category", "subtask", "groups"],
                         [[c, s, n] for (c, s), n in sorted(sub_counts.items())]) + "\n")

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..schema import (DIMENSION_ABBREVIATIONS, DIMENSIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_COLUMNS, MOS_RANGE, MOS_SCALE,
+                      RATING_RANGE, TASK_CATEGORY, TASKS)
 from .common import (
     DEFAULT_MAX_SHARD_BYTES,
     DEFAULT_ROWS_PER_GROUP,
@@ -62,13 +64,8 @@ from .common import (
 )
 
 __all__ = [
-    "CATEGORIES",
     "DEFAULT_SPLIT_SALT",
-    "DIMENSIONS",
     "MIEBenchSummary",
-    "SPLITS",
-    "TASKS",
-    "TASK_CATEGORY",
     "add_cli_arguments",
     "build_mie_bench",
     "mie_bench_features",
@@ -76,38 +73,15 @@ __all__ = [
     "split_of",
 ]
 
-# Appendix "Editing Tasks Define": 8 regional, 4 global and 4 complex-reasoning tasks. The order is
-# the ClassLabel order and must never change (it is the integer stored in the `task` column).
-REGIONAL_TASKS = (
-    "attribute_transfer", "character_composition", "object_composition", "object_replacement",
-    "pose_change", "text_composition", "text_style", "text_replacement",
-)
-GLOBAL_TASKS = ("style_transfer", "background_transfer", "assisted_drawing", "filter_composition")
-REASONING_TASKS = ("spatial_composition", "interaction", "physical_understanding", "story_generation")
-TASKS = REGIONAL_TASKS + GLOBAL_TASKS + REASONING_TASKS
-CATEGORIES = ("regional", "global", "reasoning")
-TASK_CATEGORY = {
-    **{t: "regional" for t in REGIONAL_TASKS},
-    **{t: "global" for t in GLOBAL_TASKS},
-    **{t: "reasoning" for t in REASONING_TASKS},
-}
-
-# "Subjective Experiment Setup": three dimensions rated on a 0-5 continuous scale.
-DIMENSIONS = ("visual_quality", "instruction_following", "attribute_preservation")
-SHORT = {"visual_quality": "vq", "instruction_following": "if", "attribute_preservation": "ap"}
-MOS_COLUMNS = ("mos_vq", "mos_if", "mos_ap")  # the dataset's MOS columns, in the order of DIMENSIONS
-MOS_SCALE = 100.0  # MOS are on 0-100 (paper eq. 1)
+SHORT = DIMENSION_ABBREVIATIONS
 _DIM_ALIASES = {
     **{d: d for d in DIMENSIONS},
     **{s: d for d, s in SHORT.items()},
     "visual quality": "visual_quality", "instruction following": "instruction_following",
     "attribute preservation": "attribute_preservation",
 }
-RATING_RANGE = (0.0, 5.0)
-MOS_RANGE = (0.0, 100.0)
 
 # "Implementation Details": train/validation/test = 3:1:1, by instance.
-SPLITS = ("train", "validation", "test")
 SPLIT_FRACTIONS = (0.6, 0.2, 0.2)
 DEFAULT_SPLIT_SALT = "mie-bench-v1"
 
@@ -581,7 +555,7 @@ def build_mie_bench(
     edits_by_instance: dict[str, list[_Edit]] = defaultdict(list)
     for e in edits.values():
         edits_by_instance[e.instance_id].append(e)
-    split_rows: dict[str, list[tuple[_Instance, _Edit]]] = {s: [] for s in SPLITS}
+    split_rows: dict[str, list[tuple[_Instance, _Edit]]] = {s: [] for s in MIE_SPLITS}
     split_instances: dict[str, int] = Counter()
     no_edits = []
     for inst in instances.values():
@@ -634,7 +608,7 @@ def build_mie_bench(
     with atomic as tmp:
         bar = progress_bar(n_rows, "writing MIE-Bench", progress)
         try:
-            for sp in SPLITS:
+            for sp in MIE_SPLITS:
                 rows = split_rows[sp]
                 if not rows:
                     continue
@@ -811,7 +785,7 @@ def _card_body(split_info, stats, screening, source, rule, salt, max_shard, warn
             rows.append([t, TASK_CATEGORY[t], len(d["instances"]), d["edits"]])
     out.append(md_table(["task", "category", "instances", "edited images"], rows) + "\n")
     cat_rows = []
-    for c in CATEGORIES:
+    for c in MIE_CATEGORIES:
         ts = [t for t in TASKS if TASK_CATEGORY[t] == c and t in stats["task"]]
         cat_rows.append([c, sum(len(stats["task"][t]["instances"]) for t in ts), sum(stats["task"][t]["edits"] for t in ts)])
     out.append(md_table(["category", "instances", "edited images"], cat_rows) + "\n")

@@ -92,7 +92,7 @@ def row_to_sample(row: Mapping[str, Any], where: str = "row") -> EditSample:
     if missing:
         raise TrainingDataError(
             f"{where} has no column(s) {', '.join(missing)}; the dataset must follow the MIE-Bench schema "
-            "(build it with `python dataset_scripts/build_mie_bench.py`)"
+            "(build it with `miescore build-dataset mie-bench`)"
         )
     sample = {"sources": row["source_images"], "edited": row["edited_image"], "instruction": row["instruction"],
               "id": row.get("id")}

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Sequence
 
 from tqdm.auto import tqdm
 
-from .dataset_card import dataset_card_data, write_dataset_card
+from .dataset_card import CardSpec, dataset_card_data, write_dataset_card
 from .hub_push import HubPushError, check_hub_push, push_folder_to_hub
 from .output_folder import AtomicOutputDir, OutputExistsError
 from .parquet_writing import (DEFAULT_MAX_SHARD_BYTES, DEFAULT_ROWS_PER_GROUP, format_bytes, parse_size, size_arg,
@@ -97,15 +97,12 @@ class DatasetBuilder(ABC):
     and ``progress`` (tqdm bars on stderr).
     """
 
-    name: ClassVar[str]  # the CLI name: ``miescore build-dataset <name>``
+    # (the CLI name of a builder is its key in the registry, modeling_miescore.data.builders.BUILDERS)
     title: ClassVar[str]  # e.g. "MIE-Bench"
     raw_help: ClassVar[str]  # --raw help: the files the raw folder holds
     default_license: ClassVar[str]
     split_names: ClassVar[Sequence[str]]
-    card_template: ClassVar[str]  # Jinja; see dataset_card.write_dataset_card
-    card_pretty_name: ClassVar[str]
-    card_task_categories: ClassVar[Sequence[str]] = ()
-    card_tags: ClassVar[Sequence[str]] = ()
+    card: ClassVar[CardSpec]
 
     def __init__(self, raw_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False,
                  max_shard_bytes: int | str = DEFAULT_MAX_SHARD_BYTES, rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
@@ -170,7 +167,7 @@ class DatasetBuilder(ABC):
                     dynamic_ncols=True, file=sys.stderr)
 
     def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:
-        """Write every split that has rows; returns ``{split: {files, num_examples, num_bytes, file_bytes, pattern}}``."""
+        """Write every split that has rows; ``{split: {files, num_examples, num_bytes, file_bytes, pattern}}``."""
         features = self.features()
         info: dict[str, dict] = {}
         total = sum(len(rows) for rows in rows_by_split.values())
@@ -187,10 +184,10 @@ class DatasetBuilder(ABC):
 
     def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
         card_data = dataset_card_data(
-            features=self.features(), splits=split_info, license=self.license, pretty_name=self.card_pretty_name,
-            task_categories=self.card_task_categories, tags=self.card_tags,
+            features=self.features(), splits=split_info, license=self.license, pretty_name=self.card.pretty_name,
+            task_categories=self.card.task_categories, tags=self.card.tags,
         )
-        write_dataset_card(folder, card_data, self.card_template, max_shard=format_bytes(self.max_shard_bytes),
+        write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
                            warnings=self.warnings, **self.card_context(split_info))
 
     def write_extra_files(self, folder: Path) -> None:
@@ -231,7 +228,7 @@ class DatasetBuilder(ABC):
 
     @abstractmethod
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
-        """The variables of :attr:`card_template` (besides ``card_data``, ``max_shard`` and ``warnings``)."""
+        """The variables of the card template (besides ``card_data``, ``license``, ``max_shard``, ``warnings``)."""
 
     @abstractmethod
     def summary(self, split_info: dict[str, dict]) -> BuildSummary:
@@ -247,7 +244,8 @@ class DatasetBuilder(ABC):
         parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
         parser.add_argument("--max-shard-bytes", type=size_arg, default=DEFAULT_MAX_SHARD_BYTES,
                             help="maximum Parquet shard size, e.g. 256MB (default: %(default)s bytes)")
-        parser.add_argument("--license", default=cls.default_license, help="license id for the card (default: %(default)s)")
+        parser.add_argument("--license", default=cls.default_license,
+                            help="license id for the card (default: %(default)s)")
         parser.add_argument("--push-to-hub", metavar="REPO", default=None,
                             help="after building, upload to this Hub dataset repo (one commit)")
         parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
@@ -266,7 +264,8 @@ class DatasetBuilder(ABC):
 
     @classmethod
     def run_cli(cls, args: argparse.Namespace) -> int:
-        """Build from parsed arguments; print the summary (stdout) or one clear error (stderr); return the exit status."""
+        """Build from parsed arguments; print the summary (stdout) or one clear error (stderr); return the exit
+        status (see :func:`run_build`)."""
         return run_build(lambda: cls(
             args.raw, args.out, overwrite=args.overwrite, max_shard_bytes=args.max_shard_bytes, license=args.license,
             push_to_hub=args.push_to_hub, private=True if args.private else None, progress=not args.no_progress,

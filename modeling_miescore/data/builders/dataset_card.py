@@ -9,16 +9,40 @@ entries, see https://huggingface.co/docs/hub/datasets-cards), built from the pub
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = [
+    "CardSpec",
     "dataset_card_data",
     "features_yaml",
     "md_table",
     "size_category",
     "write_dataset_card",
 ]
+
+
+@dataclass(frozen=True)
+class CardSpec:
+    """What a dataset's card says besides its data: the Jinja template and the Hub metadata."""
+
+    template: str  # ``{{ card_data }}`` is the YAML metadata; the builder's card_context fills the rest
+    pretty_name: str
+    citation: str  # BibTeX, shown in the card's last section
+    task_categories: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+# Every card ends with its citation (Jinja drops a template's last newline, hence the blank line).
+_CITATION_SECTION = """
+## Citation
+
+```bibtex
+{{ citation }}
+```
+
+"""
 
 
 def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -104,14 +128,16 @@ def dataset_card_data(
     )
 
 
-def write_dataset_card(out_dir: Path, card_data, template: str, **context) -> Path:
-    """Render ``template`` (Jinja; ``{{ card_data }}`` is the YAML metadata) with ``context`` into ``out_dir/README.md``.
+def write_dataset_card(out_dir: Path, card_data, spec: CardSpec, **context) -> Path:
+    """Render ``spec.template`` (Jinja; ``{{ card_data }}`` is the YAML metadata) with ``context``, then the
+    citation, into ``out_dir/README.md``.
 
     Deterministic: no timestamps, and the same metadata gives the same YAML.
     """
     from huggingface_hub import DatasetCard
 
-    card = DatasetCard.from_template(card_data, template_str=template, **context)
+    card = DatasetCard.from_template(card_data, template_str=spec.template.rstrip("\n") + "\n" + _CITATION_SECTION,
+                                     citation=spec.citation, **context)
     path = out_dir / "README.md"
     card.save(path)
     return path

@@ -135,15 +135,11 @@ class MERBenchBuilder(DatasetBuilder):
     * ``min_agreement``: votes needed for a majority (paper: 3 of 5).
     """
 
-    name = "mer-bench"
     title = "MER-Bench"
     raw_help = "raw folder (samples.jsonl, candidates.jsonl, annotations.csv, images)"
     default_license = LICENSE
     split_names = MER_SPLITS
-    card_template = mer_bench_card.MER_BENCH_CARD_TEMPLATE
-    card_pretty_name = "MER-Bench (MultiEditReward-Bench)"
-    card_task_categories = ("image-to-image", "visual-question-answering")
-    card_tags = ("image-editing", "reward-model", "preference", "ranking", "spatialreward")
+    card = mer_bench_card.CARD
 
     def __init__(self, raw_dir, out_dir, *, seed: int = 0, groups_per_type: int | dict = DEFAULT_GROUPS_PER_TYPE,
                  n_annotators: int | None = 5, min_agreement: int = 3, **common):
@@ -260,7 +256,8 @@ class MERBenchBuilder(DatasetBuilder):
         parser.add_argument("--seed", type=int, default=0, help="group sampling seed (default: %(default)s)")
         parser.add_argument("--groups-per-type", type=int, default=DEFAULT_GROUPS_PER_TYPE,
                             help="target groups per split 2pair/3pair/4pair (default: %(default)s, as in the paper)")
-        parser.add_argument("--annotators", type=int, default=5, help="annotations per candidate (default: %(default)s)")
+        parser.add_argument("--annotators", type=int, default=5,
+                            help="annotations per candidate (default: %(default)s)")
         parser.add_argument("--min-agreement", type=int, default=3, help="votes for a majority (default: %(default)s)")
 
     @classmethod

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import MER_CATEGORIES
-from .dataset_card import md_table
+from .dataset_card import CardSpec, md_table
 from .mer_bench_raw import TIER_DIMENSIONS
 from .parquet_writing import format_bytes
 
-__all__ = ["CITATION", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
+__all__ = ["CARD", "CITATION", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
 
 CITATION = """@article{long2026spatialreward,
   title   = {SpatialReward: Bridging the Perception Gap in Online RL for Image Editing via Explicit Spatial Reasoning},
@@ -135,14 +135,12 @@ Deterministic for a given `--seed`.
 ## License
 
 `{{ license }}` (set with `--license`).
+"""
 
-## Citation
+CARD = CardSpec(MER_BENCH_CARD_TEMPLATE, pretty_name="MER-Bench (MultiEditReward-Bench)",
+                citation=CITATION, task_categories=("image-to-image", "visual-question-answering"),
+                tags=("image-editing", "reward-model", "preference", "ranking", "spatialreward"))
 
-```bibtex
-{{ citation }}
-```
-
-"""  # (Jinja drops the last newline)
 
 _REVIEWS_SHOWN = 50
 
@@ -196,7 +194,6 @@ def card_context(*, split_info: dict, groups: dict[int, list], samples: dict, ca
         "seed": seed,
         "min_agreement": min_agreement,
         "n_annotators": n_annotators,
-        "citation": CITATION,
     }
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..schema import MER_CATEGORIES, TIERS
-from .raw_files import ImageChecker, ProblemCollector, RecordCheck, read_csv, read_jsonl, unique_records
+from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
+                        unique_records)
 
 __all__ = ["Candidate", "Sample", "TIER_DIMENSIONS", "read_annotations", "read_candidates", "read_samples"]
 
@@ -85,19 +86,10 @@ def read_samples(raw: Path, problems: ProblemCollector, images: ImageChecker, ba
 def read_candidates(raw: Path, problems: ProblemCollector, images: ImageChecker, declared_samples: set,
                     bar: Callable) -> tuple[dict, set]:
     """``({candidate_id: Candidate}, declared ids)`` from ``candidates.jsonl``."""
-    entries = read_jsonl(raw / CANDIDATES, problems, required=("candidate_id", "sample_id", "editing_model", "image"))
-    declared: set[str] = set()
-    out: dict[str, Candidate] = {}
-    for line, obj, cid in unique_records(bar(entries, desc="checking candidates"), problems, CANDIDATES,
-                                         "candidate_id", declared):
-        check = RecordCheck(problems, CANDIDATES, line, images)
-        sid = obj["sample_id"]
-        check.known(sid, declared_samples, f"candidate {cid!r} points to unknown sample_id {sid!r} (not in {SAMPLES})")
-        model = check.text(obj["editing_model"], f"candidate {cid!r}: editing_model must be a non-empty string")
-        path = check.image(obj["image"], f"candidate {cid!r}")
-        if check.ok:
-            out[cid] = Candidate(cid, sid, model.strip(), (obj["image"], path), line)
-    return out, declared
+    records, declared = read_edited_images(raw / CANDIDATES, problems, images, id_key="candidate_id",
+                                           what="candidate", parent_key="sample_id", parent_file=SAMPLES,
+                                           declared_parents=declared_samples, bar=bar)
+    return {cid: Candidate(cid, sid, model, image, line) for line, cid, sid, model, image in records}, declared
 
 
 def _check_annotation(check: RecordCheck, row: dict, declared_candidates: set) -> dict[str, str]:

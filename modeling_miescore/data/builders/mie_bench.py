@@ -159,15 +159,11 @@ class MIEBenchBuilder(DatasetBuilder):
       with published splits.
     """
 
-    name = "mie-bench"
     title = "MIE-Bench"
     raw_help = "raw release folder (instances.jsonl, edits.jsonl, ratings.csv or mos.csv, images)"
     default_license = LICENSE
     split_names = MIE_SPLITS
-    card_template = mie_bench_card.MIE_BENCH_CARD_TEMPLATE
-    card_pretty_name = "MIE-Bench"
-    card_task_categories = ("image-to-image", "visual-question-answering")
-    card_tags = ("image-editing", "image-quality-assessment", "multi-source-image-editing", "mos", "miescore")
+    card = mie_bench_card.CARD
 
     def __init__(self, raw_dir, out_dir, *, rule: str = "bt500", mos_source: str = "auto",
                  split_salt: str = DEFAULT_SPLIT_SALT, **common):

@@ -7,10 +7,10 @@ from collections import defaultdict
 from typing import Any
 
 from ..schema import DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, TASK_CATEGORY, TASKS
-from .dataset_card import md_table
+from .dataset_card import CardSpec, md_table
 from .parquet_writing import format_bytes
 
-__all__ = ["CITATION", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
+__all__ = ["CARD", "CITATION", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
 
 CITATION = """@misc{miescore,
   title        = {MIEScore: Human-Aligned Evaluation for Multi-Source Image Editing},
@@ -163,14 +163,12 @@ pyarrow version, which is recorded in the Parquet footer).
 
 `{{ license }}`. The MIEScore paper releases MIE-Bench (edited images, prompts and source images) under CC BY 4.0; \
 annotators consented to use of their annotations for non-commercial research.
+"""
 
-## Citation
+CARD = CardSpec(MIE_BENCH_CARD_TEMPLATE, pretty_name="MIE-Bench", citation=CITATION,
+                task_categories=("image-to-image", "visual-question-answering"),
+                tags=("image-editing", "image-quality-assessment", "multi-source-image-editing", "mos", "miescore"))
 
-```bibtex
-{{ citation }}
-```
-
-"""  # (Jinja drops the last newline)
 
 _SUMMARY_COLUMNS = {"mos_vq": "visual quality", "mos_if": "instruction following",
                     "mos_ap": "attribute preservation", "mos_overall": "overall"}
@@ -284,5 +282,4 @@ def card_context(*, split_info: dict, rows_by_split: dict, mos: dict, screening:
         "rule": rule,
         "valid_ratings": ", ".join(f"{s.upper()} {_fmt(_mean(v), 1)}" for s, v in stats["n"].items()),
         **_screening_context(screening),
-        "citation": CITATION,
     }

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..schema import DIMENSION_ABBREVIATIONS, DIMENSIONS, MOS_RANGE, RATING_RANGE, TASK_CATEGORY, TASKS
-from .raw_files import ImageChecker, ProblemCollector, RecordCheck, finite_float, read_csv, read_jsonl, unique_records
+from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, finite_float, read_csv, read_edited_images,
+                        read_jsonl, unique_records)
 
 __all__ = ["Edit", "Instance", "MOS_SOURCES", "read_edits", "read_instances", "read_mos_csv", "read_ratings"]
 
@@ -90,18 +91,10 @@ def read_instances(raw: Path, problems: ProblemCollector, images: ImageChecker, 
 
 def read_edits(raw: Path, problems: ProblemCollector, images: ImageChecker, declared_instances: set, bar: Callable):
     """``({edit_id: Edit}, declared ids)`` from ``edits.jsonl``."""
-    entries = read_jsonl(raw / EDITS, problems, required=("edit_id", "instance_id", "editing_model", "image"))
-    declared: set[str] = set()
-    out: dict[str, Edit] = {}
-    for line, obj, eid in unique_records(bar(entries, desc="checking edits"), problems, EDITS, "edit_id", declared):
-        check = RecordCheck(problems, EDITS, line, images)
-        iid = obj["instance_id"]
-        check.known(iid, declared_instances, f"edit {eid!r} points to unknown instance_id {iid!r} (not in {INSTANCES})")
-        model = check.text(obj["editing_model"], f"edit {eid!r}: editing_model must be a non-empty string")
-        path = check.image(obj["image"], f"edit {eid!r}")
-        if check.ok:
-            out[eid] = Edit(eid, iid, model.strip(), (obj["image"], path), line)
-    return out, declared
+    records, declared = read_edited_images(raw / EDITS, problems, images, id_key="edit_id", what="edit",
+                                           parent_key="instance_id", parent_file=INSTANCES,
+                                           declared_parents=declared_instances, bar=bar)
+    return {eid: Edit(eid, iid, model, image, line) for line, eid, iid, model, image in records}, declared
 
 
 def _check_rating(check: RecordCheck, row: dict, declared_edits: set) -> tuple[str | None, float | None]:

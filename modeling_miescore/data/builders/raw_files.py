@@ -31,6 +31,7 @@ __all__ = [
     "RecordCheck",
     "check_image",
     "finite_float",
+    "read_edited_images",
     "read_csv",
     "read_jsonl",
     "resolve_member",
@@ -204,15 +205,6 @@ def _csv_rows(reader, name: str, problems: ProblemCollector, required: Sequence[
     return rows
 
 
-def finite_float(text: Any) -> float | None:
-    """``float(text)`` when that is a finite number, else ``None``."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
 # --------------------------------------------------------------------------------------------
 # Records
 # --------------------------------------------------------------------------------------------
@@ -276,6 +268,31 @@ class RecordCheck:
         return path
 
 
+def read_edited_images(path: Path, problems: ProblemCollector, images: "ImageChecker", *, id_key: str, what: str,
+                       parent_key: str, parent_file: str, declared_parents: set[str], bar):
+    """Records of edited images (MIE-Bench ``edits.jsonl``, MER-Bench ``candidates.jsonl``), each checked.
+
+    Every record has ``id_key``, ``parent_key`` (the instance or sample it edits, declared in ``parent_file``),
+    ``editing_model`` and ``image``. Returns ``([(line, id, parent_id, editing_model, (rel, Path)), ...],
+    declared ids)`` for the good records; ``what`` names a record in the messages (``"edit"``).
+    """
+    file = path.name
+    entries = read_jsonl(path, problems, required=(id_key, parent_key, "editing_model", "image"))
+    declared: set[str] = set()
+    out = []
+    for line, obj, record_id in unique_records(bar(entries, desc=f"checking {what}s"), problems, file, id_key,
+                                               declared):
+        check = RecordCheck(problems, file, line, images)
+        parent = obj[parent_key]
+        check.known(parent, declared_parents,
+                    f"{what} {record_id!r} points to unknown {parent_key} {parent!r} (not in {parent_file})")
+        model = check.text(obj["editing_model"], f"{what} {record_id!r}: editing_model must be a non-empty string")
+        image_path = check.image(obj["image"], f"{what} {record_id!r}")
+        if check.ok:
+            out.append((line, record_id, parent, model.strip(), (obj["image"], image_path)))
+    return out, declared
+
+
 # --------------------------------------------------------------------------------------------
 # Images
 # --------------------------------------------------------------------------------------------
@@ -330,3 +347,12 @@ class ImageChecker:
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+def finite_float(text: Any) -> float | None:
+    """``float(text)`` when that is a finite number, else ``None``."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

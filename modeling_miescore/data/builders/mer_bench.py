@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..schema import GROUP_SIZES, MER_SPLITS
+from ..schema import GROUP_SIZES, MER_SPLITS, MER_TIER_DIMENSIONS
 from . import mer_bench_card
 from .base import BuildSummary, DatasetBuilder
 from .mer_bench_groups import majority_tier, sample_groups, vote
@@ -77,7 +77,7 @@ def mer_bench_features():
             "category": Value("string"),
             "subtask": Value("string"),
             **{name: List(Value("string"))
-               for name in ("editing_models", "candidate_ids", "overall_tiers", "sc_tiers", "pq_tiers")},
+               for name in ("editing_models", "candidate_ids", *(f"{d}_tiers" for d in MER_TIER_DIMENSIONS))},
         }
     )
 
@@ -218,7 +218,7 @@ class MERBenchBuilder(DatasetBuilder):
             "subtask": s.subtask,
             "editing_models": [c.editing_model for c in group],
             "candidate_ids": [c.candidate_id for c in group],
-            **{f"{d}_tiers": [c.tiers[d] for c in group] for d in ("overall", "sc", "pq")},
+            **{f"{d}_tiers": [c.tiers[d] for c in group] for d in MER_TIER_DIMENSIONS},
         }
 
     def row_size(self, item) -> int:

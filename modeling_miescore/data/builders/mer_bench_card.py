@@ -7,9 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..schema import MER_CATEGORIES
+from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS
 from .dataset_card import CardSpec, md_table
-from .mer_bench_raw import TIER_DIMENSIONS
 from .parquet_writing import format_bytes
 
 __all__ = ["CARD", "CITATION", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
@@ -201,7 +200,7 @@ def write_needs_review(path: Path, needs_review: list) -> None:
     """``needs_review.csv``: the candidates without a majority, with their votes per dimension."""
     with open(path, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(["candidate_id", "sample_id", "dimensions", "overall_votes", "sc_votes", "pq_votes"])
+        writer.writerow(["candidate_id", "sample_id", "dimensions", *(f"{d}_votes" for d in MER_TIER_DIMENSIONS)])
         for r in needs_review:
-            writer.writerow([r["candidate_id"], r["sample_id"], ";".join(r["dimensions"])]
-                            + [";".join(f"{t}={n}" for t, n in r["votes"][d].items()) for d in TIER_DIMENSIONS])
+            votes = [";".join(f"{t}={n}" for t, n in r["votes"][d].items()) for d in MER_TIER_DIMENSIONS]
+            writer.writerow([r["candidate_id"], r["sample_id"], ";".join(r["dimensions"]), *votes])

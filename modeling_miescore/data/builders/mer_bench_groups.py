@@ -11,7 +11,8 @@ import random
 from collections import Counter, defaultdict
 from itertools import combinations
 
-from .mer_bench_raw import TIER_DIMENSIONS, Candidate
+from ..schema import MER_TIER_DIMENSIONS
+from .mer_bench_raw import Candidate
 
 __all__ = ["groups_for", "majority_tier", "sample_groups", "vote"]
 
@@ -37,7 +38,7 @@ def vote(candidates: dict[str, Candidate], sample_ids, min_agreement: int) -> tu
         if missing:
             needs_review.append({
                 "candidate_id": c.candidate_id, "sample_id": c.sample_id, "dimensions": missing,
-                "votes": {d: dict(sorted(Counter(c.votes[d]).items())) for d in TIER_DIMENSIONS},
+                "votes": {d: dict(sorted(Counter(c.votes[d]).items())) for d in MER_TIER_DIMENSIONS},
             })
         elif c.sample_id in sample_ids:
             valid[c.sample_id].append(c)

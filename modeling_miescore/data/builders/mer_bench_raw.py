@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..schema import MER_CATEGORIES, TIERS
+from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS, TIERS
 from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
                         unique_records)
 
-__all__ = ["Candidate", "Sample", "TIER_DIMENSIONS", "read_annotations", "read_candidates", "read_samples"]
+__all__ = ["Candidate", "Sample", "TIER_RANK", "read_annotations", "read_candidates", "read_samples"]
 
 SAMPLES, CANDIDATES, ANNOTATIONS = "samples.jsonl", "candidates.jsonl", "annotations.csv"
-TIER_DIMENSIONS = ("overall", "sc", "pq")  # SpatialReward paper, appendix A.1: overall, semantic consistency, quality
 
 # Spellings accepted in the raw files (after lower-casing, "-" and " " -> "_"); the values are schema names.
 _CATEGORY_ALIASES = {
@@ -48,13 +47,13 @@ class Candidate:
     editing_model: str
     image: tuple  # (rel, Path)
     line: int
-    votes: dict = field(default_factory=lambda: {d: [] for d in TIER_DIMENSIONS})
+    votes: dict = field(default_factory=lambda: {d: [] for d in MER_TIER_DIMENSIONS})
     tiers: dict = field(default_factory=dict)  # dimension -> majority tier (str) or None
 
     @property
     def key(self) -> tuple:
         """Ranking key (paper sec. 4.3): overall tier first, then SC, then PQ."""
-        return tuple(TIER_RANK[self.tiers[d]] for d in TIER_DIMENSIONS)
+        return tuple(TIER_RANK[self.tiers[d]] for d in MER_TIER_DIMENSIONS)
 
 
 def _norm(value: str) -> str:
@@ -98,7 +97,7 @@ def _check_annotation(check: RecordCheck, row: dict, declared_candidates: set) -
     check.known(row["candidate_id"], declared_candidates,
                 f"annotation for unknown candidate_id {row['candidate_id']!r} (not in {CANDIDATES})")
     tiers = {}
-    for dim in TIER_DIMENSIONS:
+    for dim in MER_TIER_DIMENSIONS:
         tier = _TIER_ALIASES.get(_norm(row[dim]))
         if tier is None:
             check.fail(f"{dim} tier {row[dim]!r} is not one of good / medium / poor")
@@ -111,7 +110,7 @@ def read_annotations(raw: Path, problems: ProblemCollector, candidates: dict, de
                      bar: Callable) -> int | None:
     """Add the votes of ``annotations.csv`` to ``candidates``; the number of valid annotations, ``None`` when
     the file is missing or unusable."""
-    rows = read_csv(raw / ANNOTATIONS, problems, required=("annotator_id", "candidate_id", *TIER_DIMENSIONS))
+    rows = read_csv(raw / ANNOTATIONS, problems, required=("annotator_id", "candidate_id", *MER_TIER_DIMENSIONS))
     if rows is None:
         return None
     first_line: dict[tuple, int] = {}

@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from ..schema import DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, TASK_CATEGORY, TASKS
+from ..schema import DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY, TASKS
 from .dataset_card import CardSpec, md_table
 from .parquet_writing import format_bytes
 
@@ -170,8 +170,7 @@ CARD = CardSpec(MIE_BENCH_CARD_TEMPLATE, pretty_name="MIE-Bench", citation=CITAT
                 tags=("image-editing", "image-quality-assessment", "multi-source-image-editing", "mos", "miescore"))
 
 
-_SUMMARY_COLUMNS = {"mos_vq": "visual quality", "mos_if": "instruction following",
-                    "mos_ap": "attribute preservation", "mos_overall": "overall"}
+_SUMMARY_COLUMNS = {MOS_COLUMN_OF[key]: key.replace("_", " ") for key in SCORE_KEYS}  # mos_vq: visual quality
 _SUBJECTS_SHOWN = 100
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from ...data.schema import TIERS
+from ...data.schema import MER_TIER_DIMENSIONS, TIERS
 from .photos import COLOURS, SCENES, add_noise, colour_cast, crop_box, jpeg_roundtrip, photo_pool, save_jpeg, scene_crop
 
 __all__ = ["MER_SUBTASKS", "MER_SYSTEMS", "make_raw_mer_bench"]
@@ -215,7 +215,7 @@ def make_raw_mer_bench(
         with open(root / name, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in records)
     with open(root / "annotations.csv", "w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["annotator_id", "candidate_id", "overall", "sc", "pq"])
+        w = csv.DictWriter(fh, fieldnames=["annotator_id", "candidate_id", *MER_TIER_DIMENSIONS])
         w.writeheader()
         w.writerows(annotations)
     truth_df = pd.DataFrame(truth)

@@ -44,18 +44,11 @@ from ..scoring.jsonl_scoring import iter_input
 from ..image_io import MIEScoreInputError
 from ..data.schema import (LONG_NAMES, MER_CATEGORY_LABELS, MIE_CATEGORIES, MOS_COLUMN_OF, SCORE_KEYS, SHORT_NAMES,
                            TASK_CATEGORY, TASKS)
-from .metrics import (
-    CI,
-    MetricWarning,
-    bootstrap_ci,
-    correlations,
-    fit_logistic,
-    group_accuracy,
-    kendall_tau_groups,
-    model_ranking_srcc,
-    per_model_means,
-    srcc,
-)
+from .metrics.bootstrap import CI, bootstrap_ci
+from .metrics.correlation import correlations, fit_logistic, srcc
+from .metrics.group_ranking import group_accuracy, kendall_tau_groups
+from .metrics.inputs import MetricWarning
+from .metrics.model_ranking import model_ranking_srcc, per_model_means
 
 __all__ = [
     "Alignment",

@@ -86,7 +86,7 @@ def mie_bench_plots(frame, report: dict, out_dir) -> dict[str, str]:
     ``frame``: the evaluated rows with ``mos_<d>`` and ``pred_<d>`` columns (as given to ``mie_bench_report``).
     """
     from ..data.schema import MOS_COLUMN_OF as MOS_COLUMNS
-    from .metrics import fit_logistic
+    from .metrics.correlation import fit_logistic
 
     out = Path(out_dir)
     dims = report["meta"]["dimensions"]

@@ -61,9 +61,14 @@ def write_json(path, data: dict) -> Path:
 
 
 def write_report(out_dir, report: dict) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.md`` into ``out_dir``; returns their paths."""
+    """Write ``report.json`` and ``report.md`` into ``out_dir``; returns their paths.
+
+    The Markdown is rendered before either file is written, so a report that cannot be rendered leaves both
+    files as they were.
+    """
     out = Path(out_dir)
-    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", render_markdown(report))
+    markdown = render_markdown(report)
+    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)
 
 
 def render_markdown(report: dict) -> str:

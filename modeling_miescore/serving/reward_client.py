@@ -79,6 +79,13 @@ def as_image_list(images) -> list:
     return [images]
 
 
+def _source_list(sources) -> list:
+    """One source image (a path, an image, an array) or a list/tuple of them -> a list."""
+    if isinstance(sources, (list, tuple)):
+        return list(sources)
+    return [sources]
+
+
 class _EncodeCache:
     """Encodes each distinct image object once per call: the G candidates of a prompt share their sources."""
 
@@ -169,9 +176,7 @@ class RewardClient:
 
     def score(self, sources, edited, instruction: str) -> dict:
         """Score one edit -> the server's result dict (MIEScore: the four score keys on the 0-100 scale)."""
-        if isinstance(sources, (str, os.PathLike)) or not isinstance(sources, (list, tuple)):
-            sources = [sources]
-        payload = {"sources": [encode_image(s) for s in sources], "edited": encode_image(edited),
+        payload = {"sources": [encode_image(s) for s in _source_list(sources)], "edited": encode_image(edited),
                    "instruction": instruction}
         return self._request("POST", "/v1/score", json=payload).json()
 
@@ -190,8 +195,7 @@ class RewardClient:
                 sources, edited, instruction = sample["sources"], sample["edited"], sample["instruction"]
             else:
                 sources, edited, instruction = sample
-            sources = [sources] if isinstance(sources, (str, os.PathLike)) or not isinstance(sources, (list, tuple)) \
-                else list(sources)
+            sources = _source_list(sources)
             key = (tuple(id(s) for s in sources), instruction)
             if key != previous_key:
                 groups.append({"sources": [encode(s) for s in sources], "instruction": instruction, "edited": [],
@@ -213,10 +217,8 @@ class RewardClient:
             missing = [k for k in ("sources", "instruction", "edited") if k not in group]
             if missing:
                 raise ValueError(f"group {g} is missing {', '.join(missing)}")
-            sources = group["sources"]
-            sources = [sources] if isinstance(sources, (str, os.PathLike)) or not isinstance(sources, (list, tuple)) \
-                else list(sources)
-            encoded.append({"sources": [encode(s) for s in sources], "instruction": group["instruction"],
+            encoded.append({"sources": [encode(s) for s in _source_list(group["sources"])],
+                            "instruction": group["instruction"],
                             "edited": [encode(e) for e in as_image_list(group["edited"])]})
         return self._score_encoded_groups(encoded)
 

@@ -87,7 +87,7 @@ def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: s
     a candidate whose judgement could not be parsed gets ``null`` (counted wrong by the group metrics, never a
     made-up number). Written group by group with fsync per chunk, so a rerun resumes after the last full line.
     """
-    from ..serving.reward_functions import load_spatialreward
+    from ..scoring.loading import load_spatialreward
 
     out = Path(out_dir)
     preds = out / "predictions.jsonl"

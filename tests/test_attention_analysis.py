@@ -226,11 +226,36 @@ def _check_against_manual(result, manual):
     np.testing.assert_allclose(result.image_shares, [m.sum() for m in manual], atol=1e-5)
 
 
+def test_eager_switch_is_announced_once_and_hooks_need_it(tiny_path):
+    import torch
+
+    from modeling_miescore.analysis.attention_maps import GeneratedRowRecorder, use_eager_attention
+    from modeling_miescore.scoring.loading import load_spatialreward
+
+    fresh = load_spatialreward(str(tiny_path), device="cpu", dtype="float32")
+    assert fresh.config.get_text_config()._attn_implementation == "sdpa"
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with pytest.raises(RuntimeError, match="eager"), GeneratedRowRecorder(decoder_attention_layers(fresh, 5), 2,
+                                                                           torch.tensor([0, 1])):
+        fresh(input_ids=ids)
+    messages = []
+    assert use_eager_attention(fresh, log=messages.append) is True
+    assert use_eager_attention(fresh, log=messages.append) is False
+    assert len(messages) == 1 and "'sdpa' to 'eager'" in messages[0]
+    assert fresh.config.get_text_config()._attn_implementation == "eager"
+    assert fresh.config.vision_config._attn_implementation == "sdpa"  # the vision tower keeps its kernel
+    with torch.no_grad(), GeneratedRowRecorder(decoder_attention_layers(fresh, 5), 2, torch.tensor([0, 1])) as rec:
+        out = fresh(input_ids=ids, output_attentions=True)
+    positions, rows = rec.rows()  # one pass over 4 tokens: queries 2 and 3 are "generated"
+    assert positions == [2, 3] and rows.shape == (2, 2)
+    expected = torch.stack([a[0, :, 2:, :2] for a in out.attentions]).mean((0, 1))
+    torch.testing.assert_close(rows, expected.float(), atol=1e-6, rtol=0)
+
+
 def test_hooks_equal_output_attentions_all_tokens(tiny, examples):
     processor = tiny.get_processor()
     example = examples[2]  # three sources: four image spans
-    messages = []
-    result = extract_attention_maps(tiny, example, processor, tokens="all", log=messages.append)
+    result = extract_attention_maps(tiny, example, processor, tokens="all", log=None)
     assert tiny.config.get_text_config()._attn_implementation == "eager"
     generated = len(result.sequence_ids) - result.prompt_length
     assert generated == 6  # the checkpoint's budget; no end token from random weights

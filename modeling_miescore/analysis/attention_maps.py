@@ -32,8 +32,9 @@ the image tokens (Keys)", "aggregating the attention weights from the last 5 tra
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,10 +42,12 @@ from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
 from ..processing_miescore import as_edit_sample, image_size_kwargs
 from .attention_metrics import normalize_map, sample_metrics
 
-__all__ = ["DEFAULT_GRID_SIZE", "DEFAULT_NUM_LAYERS", "RESIZE_MODES", "SampleAttention", "TOKEN_SELECTIONS",
-           "decoder_attention_layers", "extract_attention_maps", "image_token_spans", "reasoning_char_span",
-           "reasoning_token_mask", "record_generated_rows", "resize_to_grid", "sc_prompt_inputs",
-           "use_eager_attention"]
+if TYPE_CHECKING:  # torch is imported where it is used, so `miescore --help` does not pay for it
+    import torch
+
+__all__ = ["DEFAULT_GRID_SIZE", "DEFAULT_NUM_LAYERS", "RESIZE_MODES", "TOKEN_SELECTIONS", "GeneratedRowRecorder",
+           "SampleAttention", "decoder_attention_layers", "extract_attention_maps", "image_token_spans",
+           "reasoning_char_span", "reasoning_token_mask", "resize_to_grid", "sc_prompt_inputs", "use_eager_attention"]
 
 DEFAULT_NUM_LAYERS = 5  # C.1: "the last 5 transformer layers"
 DEFAULT_GRID_SIZE = 24  # C.1: "a standard 24 x 24 grid"
@@ -71,18 +74,18 @@ class SampleAttention:
         generated_text: the SC answer (special tokens kept).
     """
 
-    id: Optional[str]
-    source_maps: List[np.ndarray]
+    id: str | None
+    source_maps: list[np.ndarray]
     edited_map: np.ndarray
-    token_maps: List[np.ndarray]
-    image_shares: List[float]
-    query_positions: List[int]
+    token_maps: list[np.ndarray]
+    image_shares: list[float]
+    query_positions: list[int]
     token_selection: str
-    layers: List[int]
-    sequence_ids: List[int]
+    layers: list[int]
+    sequence_ids: list[int]
     prompt_length: int
     generated_text: str
-    note: Optional[str] = None
+    note: str | None = None
     metrics: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -108,8 +111,8 @@ def sc_prompt_inputs(model, processor, sample):
     return batch
 
 
-def image_token_spans(input_ids: "torch.Tensor", image_grid_thw: "torch.Tensor", image_token_id: int,
-                      merge_size: int) -> List[Tuple["torch.Tensor", Tuple[int, int, int]]]:
+def image_token_spans(input_ids: torch.Tensor, image_grid_thw: torch.Tensor, image_token_id: int,
+                      merge_size: int) -> list[tuple[torch.Tensor, tuple[int, int, int]]]:
     """Per image, in prompt order: the positions of its ``<|image_pad|>`` tokens and its merged grid ``(t, h, w)``.
 
     ``input_ids`` is one sequence. The tokens of consecutive images are told apart by counting:
@@ -128,7 +131,7 @@ def image_token_spans(input_ids: "torch.Tensor", image_grid_thw: "torch.Tensor",
     return spans
 
 
-def decoder_attention_layers(model, num_layers: int) -> List[Tuple[int, torch.nn.Module]]:
+def decoder_attention_layers(model, num_layers: int) -> list[tuple[int, torch.nn.Module]]:
     """``(index, self-attention module)`` of the last ``num_layers`` decoder layers of a Qwen3-VL model."""
     try:
         layers = model.model.language_model.layers
@@ -140,7 +143,7 @@ def decoder_attention_layers(model, num_layers: int) -> List[Tuple[int, torch.nn
     return [(i, layers[i].self_attn) for i in range(first, len(layers))]
 
 
-def use_eager_attention(model, log: Optional[Callable[[str], None]] = print) -> bool:
+def use_eager_attention(model, log: Callable[[str], None] | None = print) -> bool:
     """Switch the language model to eager attention (the only one that returns weights); True if it changed."""
     current = model.config.get_text_config()._attn_implementation
     if current == "eager":
@@ -157,7 +160,7 @@ def use_eager_attention(model, log: Optional[Callable[[str], None]] = print) -> 
 # ----------------------------------------------------------------------------------------------------------
 
 
-class record_generated_rows:  # noqa: N801 - a context manager, named like torch.no_grad
+class GeneratedRowRecorder:
     """Context manager: forward hooks that keep the generated tokens' attention rows over ``columns``.
 
     ``modules``: ``(index, self-attention module)`` pairs (eager attention: they return ``(output, weights)``
@@ -167,7 +170,7 @@ class record_generated_rows:  # noqa: N801 - a context manager, named like torch
     (tokens, columns) mean over the layers)``.
     """
 
-    def __init__(self, modules: Sequence[Tuple[int, torch.nn.Module]], prompt_length: int, columns: torch.Tensor):
+    def __init__(self, modules: Sequence[tuple[int, torch.nn.Module]], prompt_length: int, columns: torch.Tensor):
         self.modules, self.prompt_length, self.columns = list(modules), int(prompt_length), columns
         self._rows = {index: [] for index, _ in self.modules}
         self._positions = {index: [] for index, _ in self.modules}
@@ -201,7 +204,7 @@ class record_generated_rows:  # noqa: N801 - a context manager, named like torch
         self._handles = []
         return False
 
-    def rows(self) -> Tuple[List[int], "torch.Tensor"]:
+    def rows(self) -> tuple[list[int], torch.Tensor]:
         """``(positions, rows)``: the query positions seen and their rows averaged over the hooked layers."""
         import torch
 
@@ -222,7 +225,7 @@ class record_generated_rows:  # noqa: N801 - a context manager, named like torch
 _REASONING_KEY = re.compile(r'"reasoning"\s*:\s*"')
 
 
-def reasoning_char_span(text: str) -> Optional[Tuple[int, int]]:
+def reasoning_char_span(text: str) -> tuple[int, int] | None:
     """Character span of the ``"reasoning"`` string's content in a JSON-like answer, or None without one.
 
     The string ends at the first unescaped quote, or at the end of the text when the generation stopped inside it.
@@ -241,7 +244,7 @@ def reasoning_char_span(text: str) -> Optional[Tuple[int, int]]:
     return start, len(text)
 
 
-def reasoning_token_mask(token_ids: Sequence[int], tokenizer) -> Optional[List[bool]]:
+def reasoning_token_mask(token_ids: Sequence[int], tokenizer) -> list[bool] | None:
     """Per generated token, whether it overlaps the reasoning string; None when the answer has none (or it is empty).
 
     Token character spans come from decoding growing prefixes, so multi-token characters and special tokens
@@ -277,7 +280,7 @@ def resize_to_grid(token_map, grid_size: int = DEFAULT_GRID_SIZE, mode: str = "a
     return normalize_map(y[0, 0].clamp_min(0).numpy())
 
 
-def _greedy_generation_config(model, tokenizer, max_new_tokens: Optional[int]):
+def _greedy_generation_config(model, tokenizer, max_new_tokens: int | None):
     """The model's own end tokens, pad and token budget, with one greedy pass."""
     from transformers import GenerationConfig
 
@@ -307,9 +310,9 @@ def extract_attention_maps(
     grid_size: int = DEFAULT_GRID_SIZE,
     tokens: str = "reasoning",
     resize_mode: str = "area",
-    max_new_tokens: Optional[int] = None,
+    max_new_tokens: int | None = None,
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-    log: Optional[Callable[[str], None]] = print,
+    log: Callable[[str], None] | None = print,
 ) -> SampleAttention:
     """Generate the SC answer for one edit and return its C.1 attention maps (see the module docstring).
 
@@ -343,7 +346,7 @@ def extract_attention_maps(
     prompt_length = inputs["input_ids"].shape[1]
     layers = decoder_attention_layers(model, num_layers)
     generation_config = _greedy_generation_config(model, processor.tokenizer, max_new_tokens)
-    with torch.inference_mode(), record_generated_rows(layers, prompt_length, columns) as recorder:
+    with torch.inference_mode(), GeneratedRowRecorder(layers, prompt_length, columns) as recorder:
         sequence = model.generate(**inputs, generation_config=generation_config)[0]
     positions, rows = recorder.rows()
     generated = sequence[prompt_length:].tolist()

@@ -21,7 +21,7 @@ normalised to sum 1 before use (C.1: "normalized such that sum A_ij = 1"), so ra
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

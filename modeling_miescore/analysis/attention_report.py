@@ -23,14 +23,19 @@ import io
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
 from .attention_maps import SampleAttention
-from .attention_metrics import source_map, stability_per_sample, stability_summary, summarize
+from .attention_metrics import (
+    source_map,
+    stability_per_sample,
+    stability_summary,
+    summarize,
+)
 
 __all__ = ["METRIC_NAMES", "attention_metrics", "attention_table", "draw_attention_overlay", "overlay_file_name",
            "save_attention_maps", "write_attention_report", "write_overlay"]
@@ -53,8 +58,8 @@ def _finite(value):
     return value
 
 
-def attention_metrics(results: Sequence[SampleAttention], settings: Optional[dict] = None,
-                      overlays: Optional[Dict[str, str]] = None) -> dict:
+def attention_metrics(results: Sequence[SampleAttention], settings: dict | None = None,
+                      overlays: dict[str, str] | None = None) -> dict:
     """The ``metrics.json`` content for analysed edits (see the module docstring).
 
     ``overlays``: ``{sample id: overlay path relative to the report folder}``, recorded per sample.
@@ -83,11 +88,11 @@ def _cell(summary: dict, digits: int = 2) -> str:
     return f"{summary['mean']:.{digits}f} ± {summary['std']:.{digits}f}"
 
 
-def attention_table(rows: Sequence[Tuple[str, dict]]) -> str:
+def attention_table(rows: Sequence[tuple[str, dict]]) -> str:
     """A markdown table like the paper's Table 5: one ``(method name, metrics.json dict)`` per row."""
-    lines = ["| Method | N | Balance: Gap \\|ΔH\\| | Source awareness: Entropy H_src | Source awareness: Conc. "
-             "| Stability: Corr. |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    header = ("| Method | N | Balance: Gap \\|ΔH\\| | Source awareness: Entropy H_src | Source awareness: Conc. "
+              "| Stability: Corr. |")
+    lines = [header, "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, metrics in rows:
         cells = " | ".join(_cell(metrics[m]) for m in METRIC_NAMES)
         lines.append(f"| {name} | {metrics['n']} | {cells} |")
@@ -153,8 +158,8 @@ def write_overlay(path, sample, result: SampleAttention) -> Path:
     return write_bytes_atomic(path, buffer.getvalue())
 
 
-def write_attention_report(out_dir, results: Sequence[SampleAttention], settings: Optional[dict] = None,
-                           label: str = "model", overlays: Optional[Dict[str, str]] = None) -> dict:
+def write_attention_report(out_dir, results: Sequence[SampleAttention], settings: dict | None = None,
+                           label: str = "model", overlays: dict[str, str] | None = None) -> dict:
     """Write ``metrics.json``, ``table.md`` and ``maps.npz`` into ``out_dir``; returns the metrics dict.
 
     Overlays are written separately (:func:`write_overlay`, while each edit's images are loaded); pass their

@@ -31,6 +31,7 @@ the image tokens (Keys)", "aggregating the attention weights from the last 5 tra
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -247,17 +248,22 @@ def reasoning_char_span(text: str) -> tuple[int, int] | None:
 def reasoning_token_mask(token_ids: Sequence[int], tokenizer) -> list[bool] | None:
     """Per generated token, whether it overlaps the reasoning string; None when the answer has none (or it is empty).
 
-    Token character spans come from decoding growing prefixes, so multi-token characters and special tokens
-    are counted as the full decode counts them.
+    Token ``k`` covers the characters between the lengths of the decoded prefixes ``ids[:k]`` and
+    ``ids[:k + 1]`` (so multi-token characters and special tokens count as the full decode counts them); the
+    reasoning tokens are one run, found by bisection (a few decodes, not one per token).
     """
     token_ids = [int(t) for t in token_ids]
-    text = tokenizer.decode(token_ids, skip_special_tokens=False)
-    span = reasoning_char_span(text)
+    span = reasoning_char_span(tokenizer.decode(token_ids, skip_special_tokens=False))
     if span is None or span[0] == span[1]:
         return None
-    ends = [len(tokenizer.decode(token_ids[:k + 1], skip_special_tokens=False)) for k in range(len(token_ids))]
-    starts = [0, *ends[:-1]]
-    return [start < span[1] and end > span[0] for start, end in zip(starts, ends)]
+
+    def end(k: int) -> int:  # where token k ends in the decoded text
+        return len(tokenizer.decode(token_ids[:k + 1], skip_special_tokens=False))
+
+    tokens = range(len(token_ids))
+    first = bisect.bisect_left(tokens, True, key=lambda k: end(k) > span[0])  # first token ending inside
+    last = bisect.bisect_left(tokens, True, key=lambda k: end(k) >= span[1])  # the token holding the last char
+    return [first <= k <= last for k in tokens]
 
 
 # ----------------------------------------------------------------------------------------------------------

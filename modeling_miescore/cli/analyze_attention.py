@@ -72,12 +72,12 @@ def _log(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
-def _output_folder(out) -> Path:
+def _output_folder(out, overlays: bool) -> Path:
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder for the report")
     try:
-        (path / "overlays").mkdir(parents=True, exist_ok=True)
+        (path / "overlays" if overlays else path).mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise MIEScoreInputError(f"cannot create the report folder '{out}': {err.strerror}") from None
     return path
@@ -129,8 +129,8 @@ def cmd_analyze_attention(args) -> int:
     from ..scoring.loading import load_spatialreward
 
     input_path = check_input_file(args.input)
-    out_dir = _output_folder(args.out)
     draw = not args.no_overlays
+    out_dir = _output_folder(args.out, draw)
     if draw and importlib.util.find_spec("matplotlib") is None:
         raise MIEScoreInputError("overlays need matplotlib: pip install 'miescore[plots]', or pass --no-overlays")
     _quiet_transformers()

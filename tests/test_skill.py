@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_miescore.evaluation.metrics import srcc
+from modeling_miescore.evaluation.metrics.correlation import srcc
 from modeling_miescore.training.skill_optimization import (
     DIMENSIONS,
     EditBounds,

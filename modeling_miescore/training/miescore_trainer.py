@@ -92,7 +92,7 @@ def row_to_sample(row: Mapping[str, Any], where: str = "row") -> EditSample:
     if missing:
         raise TrainingDataError(
             f"{where} has no column(s) {', '.join(missing)}; the dataset must follow the MIE-Bench schema "
-            "(build it with `python dataset_scripts/build_mie_bench.py`)"
+            "(build it with `miescore build-dataset mie-bench`)"
         )
     sample = {"sources": row["source_images"], "edited": row["edited_image"], "instruction": row["instruction"],
               "id": row.get("id")}
@@ -313,8 +313,8 @@ class MIEScoreCollator:
 # metrics
 # ----------------------------------------------------------------------------------------------------------
 def _correlations(pred: np.ndarray, target: np.ndarray) -> tuple[float, float]:
-    """(SRCC, PLCC); NaN when either side is constant. Uses modeling_miescore.evaluation.metrics.correlations."""
-    from ..evaluation.metrics import correlations
+    """(SRCC, PLCC) from ``evaluation.metrics.correlation.correlations``; NaN when either side is constant."""
+    from ..evaluation.metrics.correlation import correlations
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant predictions early in training: NaN, reported as such

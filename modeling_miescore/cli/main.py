@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "spatialreward",
     "benchmark",
     "dataset",
+    "analyze_attention",
 )
 
 

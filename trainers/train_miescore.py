@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from datasets import load_dataset
 from transformers import IntervalStrategy, TrainingArguments
 from trl import TrlParser
 
 from modeling_miescore.training.losses import LossConfig
-from modeling_miescore.training.miescore_trainer import (LM_LORA_TARGETS, MIEScoreCollator, MIEScoreTrainer, ModelCardInfo, apply_lora,
-                                        compute_correlation_metrics, export_model, load_base_model, make_lora_config,
-                                        prepare_dataset, resolve_checkpoint)
+from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
+from modeling_miescore.training.miescore_export import ModelCardInfo, export_model
+from modeling_miescore.training.miescore_model import LM_LORA_TARGETS, apply_lora, load_base_model, make_lora_config
+from modeling_miescore.training.miescore_trainer import MIEScoreTrainer, compute_correlation_metrics, resolve_checkpoint
 
 logger = logging.getLogger("train_miescore")
 
@@ -67,24 +68,13 @@ class ModelArguments:
     modules_to_save: list[str] = field(default_factory=lambda: ["head"], metadata={"help": "Fully trained modules."})
 
 
-@dataclass
-class LossArguments:
-    lambda_huber: float = 4.0
-    lambda_rank: float = 0.05
-    lambda_plcc: float = 0.05
-    final_stage_factor: float = 1.5
-    final_stage_start: float | None = field(default=0.8, metadata={"help": "Progress where the final stage starts."})
-    huber_delta: float = 0.1
-    rank_queue_size: int = 4096
-    rank_label_margin: float = 0.03
-    plcc_queue_size: int = 256
-
-
 def make_parser() -> TrlParser:
-    return TrlParser((ScriptArguments, ModelArguments, LossArguments, TrainingArguments))
+    """The recipe's arguments: script, model, loss (``LossConfig`` itself: eq. 13's weights, queues and stage) and
+    ``TrainingArguments``, read from ``--config x.yaml`` and the command line."""
+    return TrlParser((ScriptArguments, ModelArguments, LossConfig, TrainingArguments))
 
 
-def main(script_args, model_args, loss_args, training_args) -> dict:
+def main(script_args, model_args, loss_config: LossConfig, training_args) -> dict:
     if not script_args.dataset or not model_args.model_name_or_path:
         raise SystemExit("error: --dataset and --model_name_or_path are required (in the YAML or on the command line)")
     training_args.remove_unused_columns = False  # the collator needs the image columns
@@ -119,7 +109,7 @@ def main(script_args, model_args, loss_args, training_args) -> dict:
     trainer = MIEScoreTrainer(
         model=model, args=training_args, train_dataset=train, eval_dataset=evaluation,
         data_collator=MIEScoreCollator(processor, config), compute_metrics=compute_correlation_metrics,
-        loss_config=LossConfig(**asdict(loss_args)),
+        loss_config=loss_config,
     )
     trainer.train(resume_from_checkpoint=resume)
     metrics = trainer.evaluate() if evaluation is not None else {}
@@ -142,7 +132,7 @@ def main(script_args, model_args, loss_args, training_args) -> dict:
                      lora=(dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
                                 target_modules=model_args.lora_target_modules,
                                 modules_to_save=model_args.modules_to_save) if model_args.use_lora else "full fine-tuning"),
-                     loss=asdict(loss_args))
+                     loss=loss_config.to_dict())
         card = ModelCardInfo(model_name=script_args.model_card_name, base_model=model_args.model_name_or_path,
                              dataset=script_args.dataset, eval_split=script_args.eval_split or "-", metrics=metrics,
                              dataset_split_sizes={s: len(d) for s, d in data.items()}, hyperparameters=hyper)

@@ -121,33 +121,45 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
 
     exported = {}
     if trainer.accelerator.is_main_process and script_args.export:
-        hyper = {k: getattr(training_args, k) for k in (
-            "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "warmup_steps",
-            "lr_scheduler_type", "lr_scheduler_kwargs", "max_grad_norm", "per_device_train_batch_size",
-            "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed")}
-        hyper.update(world_size=training_args.world_size, global_steps=trainer.state.global_step,
-                     best_checkpoint=trainer.state.best_model_checkpoint, base_checkpoint=model_args.model_name_or_path,
-                     max_length=model_args.max_length, max_pixels=config.max_pixels, min_pixels=config.min_pixels,
-                     long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"],
-                     lora=(dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
-                                target_modules=model_args.lora_target_modules,
-                                modules_to_save=model_args.modules_to_save) if model_args.use_lora else "full fine-tuning"),
-                     loss=loss_config.to_dict())
         card = ModelCardInfo(model_name=script_args.model_card_name, base_model=model_args.model_name_or_path,
                              dataset=script_args.dataset, eval_split=script_args.eval_split or "-", metrics=metrics,
-                             dataset_split_sizes={s: len(d) for s, d in data.items()}, hyperparameters=hyper)
+                             dataset_split_sizes={s: len(d) for s, d in data.items()},
+                             hyperparameters=_card_hyperparameters(trainer, model_args, loss_config, config, report))
         exported = export_model(model_args.model_name_or_path, final_dir,
                                 script_args.export_dir or os.path.join(training_args.output_dir, "export"),
                                 card=card, base_config_overrides=overrides)
         logger.info("exported %s", exported)
         if push:
-            from huggingface_hub import HfApi
-
-            api, repo = HfApi(token=training_args.hub_token), training_args.hub_model_id
-            repo = repo or os.path.basename(os.path.abspath(training_args.output_dir))
-            api.create_repo(repo, private=training_args.hub_private_repo, exist_ok=True)
-            api.upload_folder(repo_id=repo, folder_path=exported["merged"], commit_message="MIEScore fine-tuned")
+            _push_merged(exported["merged"], training_args)
     return {"metrics": metrics, "exported": exported}
+
+
+def _card_hyperparameters(trainer, model_args, loss_config: LossConfig, config, report) -> dict:
+    """The settings the model card lists: optimiser and schedule, run size, image budget, LoRA, loss."""
+    training_args = trainer.args
+    hyper = {k: getattr(training_args, k) for k in (
+        "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "warmup_steps",
+        "lr_scheduler_type", "lr_scheduler_kwargs", "max_grad_norm", "per_device_train_batch_size",
+        "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed")}
+    lora = (dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
+                 target_modules=model_args.lora_target_modules, modules_to_save=model_args.modules_to_save)
+            if model_args.use_lora else "full fine-tuning")
+    hyper.update(world_size=training_args.world_size, global_steps=trainer.state.global_step,
+                 best_checkpoint=trainer.state.best_model_checkpoint, base_checkpoint=model_args.model_name_or_path,
+                 max_length=model_args.max_length, max_pixels=config.max_pixels, min_pixels=config.min_pixels,
+                 long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"], lora=lora,
+                 loss=loss_config.to_dict())
+    return hyper
+
+
+def _push_merged(folder: str, training_args) -> None:
+    """Upload the merged export (not the training checkpoints) to ``hub_model_id``."""
+    from huggingface_hub import HfApi
+
+    api, repo = HfApi(token=training_args.hub_token), training_args.hub_model_id
+    repo = repo or os.path.basename(os.path.abspath(training_args.output_dir))
+    api.create_repo(repo, private=training_args.hub_private_repo, exist_ok=True)
+    api.upload_folder(repo_id=repo, folder_path=folder, commit_message="MIEScore fine-tuned")
 
 
 def _head(dataset, n):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from modeling_miescore.data.schema import DIMENSIONS
-from modeling_miescore.evaluation.metrics import srcc
+from modeling_miescore.evaluation.metrics.correlation import srcc
 from modeling_miescore.training.skill import (
     EditBounds,
     Edit,

@@ -47,8 +47,8 @@ LOSS_STATE_NAME = "loss_state.safetensors"
 
 
 def _correlations(pred: np.ndarray, target: np.ndarray) -> tuple[float, float]:
-    """(SRCC, PLCC); NaN when either side is constant. Uses modeling_miescore.evaluation.metrics.correlations."""
-    from ..evaluation.metrics import correlations
+    """(SRCC, PLCC) from ``evaluation.metrics.correlation.correlations``; NaN when either side is constant."""
+    from ..evaluation.metrics.correlation import correlations
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant predictions early in training: NaN, reported as such

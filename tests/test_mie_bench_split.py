@@ -119,6 +119,14 @@ def test_a_split_file_assigns_the_splits(tmp_path):
     assert split_map(tmp_path / "cli") == wanted
 
 
+def split_file_problems(raw: Path, split_file: Path) -> dict[tuple, str]:
+    """``{(file, line): message}`` of the build with ``split_file``, which must fail and write nothing."""
+    with pytest.raises(DatasetValidationError) as exc:
+        build_mie_bench(raw, raw.parent / "out", progress=False, split_file=split_file)
+    assert not (raw.parent / "out").exists()
+    return {(p.file, p.line): p.message for p in exc.value.problems}
+
+
 def test_split_file_problems_have_file_and_line(tmp_path, capsys):
     raw = tiny_mie_raw(tmp_path / "raw", SMALL)
     ids = list(instance_ids(SMALL))
@@ -126,29 +134,22 @@ def test_split_file_problems_have_file_and_line(tmp_path, capsys):
              *(f"{i},validation" for i in ids[3:])]  # ids[2] is missing (and ids[1] has a bad split)
     bad_csv = tmp_path / "splits.csv"
     bad_csv.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DatasetValidationError) as exc:
-        build_mie_bench(raw, tmp_path / "out", progress=False, split_file=bad_csv)
-    where = {(p.file, p.line): p.message for p in exc.value.problems}
+    where = split_file_problems(raw, bad_csv)
     assert "unknown instance 'ghost'" in where[("splits.csv", 3)]
     assert "unknown split 'dev'" in where[("splits.csv", 4)]
     assert "listed twice (first on line 2)" in where[("splits.csv", 5)]
     assert f"instance {ids[2]!r} has no split in splits.csv" == where[("instances.jsonl", 3)]
-    assert not (tmp_path / "out").exists()
 
     bad_json = tmp_path / "splits.json"
     bad_json.write_text('{\n  "%s": "train",\n  "%s": "test",\n  "ghost": "validation",\n  "%s": 3\n}\n'
                         % (ids[0], ids[0], ids[1]))
-    with pytest.raises(DatasetValidationError) as exc:
-        build_mie_bench(raw, tmp_path / "out", progress=False, split_file=bad_json)
-    where = {(p.file, p.line): p.message for p in exc.value.problems}
+    where = split_file_problems(raw, bad_json)
     assert "listed twice (first on line 2)" in where[("splits.json", 3)]
     assert "unknown instance 'ghost'" in where[("splits.json", 4)]
     assert "unknown split 3" in where[("splits.json", 5)]
     bad_json.write_text('{"%s": "train",\n "%s" "test"}' % (ids[0], ids[1]))
-    with pytest.raises(DatasetValidationError) as exc:
-        build_mie_bench(raw, tmp_path / "out", progress=False, split_file=bad_json)
-    assert [(p.file, p.line) for p in exc.value.problems] == [("splits.json", 2)]
-    assert "expected ':'" in exc.value.problems[0].message
+    [(where, message)] = split_file_problems(raw, bad_json).items()
+    assert where == ("splits.json", 2) and "expected ':'" in message
 
     def cli(*extra):
         return miescore(["build-dataset", "mie-bench", "--raw", str(raw), "--out", str(tmp_path / "out"),

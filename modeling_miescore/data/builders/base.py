@@ -256,8 +256,8 @@ class DatasetBuilder(ABC):
         Each ``dest`` is the constructor's parameter name, so that the command line can reword the API's
         messages as flags (:func:`modeling_miescore.cli.dataset.flag_wording`).
         """
-        parser.add_argument("--raw", dest="raw_dir", required=True, type=Path, help=cls.raw_help)
-        parser.add_argument("--out", dest="out_dir", required=True, type=Path,
+        parser.add_argument("--raw", dest="raw_dir", metavar="RAW", required=True, type=Path, help=cls.raw_help)
+        parser.add_argument("--out", dest="out_dir", metavar="OUT", required=True, type=Path,
                             help="output dataset folder (written atomically)")
         parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
         parser.add_argument("--max-shard-bytes", type=size_arg, default=DEFAULT_MAX_SHARD_BYTES,

@@ -341,7 +341,7 @@ class MIEBenchBuilder(DatasetBuilder):
         parser.add_argument("--split-method", choices=SPLIT_METHODS, default=None,
                             help="stratified: exactly 3:1:1 train/validation/test within each task (default); hash: "
                                  "a hash of the instance id (adding instances never moves existing ones)")
-        parser.add_argument("--split-file", type=Path, default=None,
+        parser.add_argument("--split-file", metavar="FILE", type=Path, default=None,
                             help="assign splits from this file instead: CSV instance_id,split or JSON "
                                  "{instance_id: split} (e.g. a release's official split)")
         parser.add_argument("--split-salt", default=DEFAULT_SPLIT_SALT,

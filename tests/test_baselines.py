@@ -205,7 +205,7 @@ def test_a_bad_edit_is_reported_and_computed_on_the_rerun(tmp_path):
 def test_cli_on_mie_bench_resumes_and_feeds_the_benchmark(mie_dir, tmp_path, capsys):
     import datasets
 
-    from modeling_miescore.evaluation.benchmark import read_score_predictions
+    from modeling_miescore.evaluation.prediction_files import read_score_predictions
 
     out = tmp_path / "preds-{metric}.jsonl"
     argv = ["baselines", "--dataset", str(mie_dir), "--split", "train", "--metrics", "ssim", "--out", str(out),

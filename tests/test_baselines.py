@@ -22,11 +22,10 @@ pytest.importorskip("pyiqa")
 pytest.importorskip("torchmetrics")
 skimage_metrics = pytest.importorskip("skimage.metrics")
 
-from modeling_miescore.baselines import (BASELINES, UnsafeWeightsError, WeightsMissingError,  # noqa: E402
-                                         compute_baselines)
-from modeling_miescore.baselines.scorers import RESAMPLE  # noqa: E402
-from modeling_miescore.cli.main import main  # noqa: E402
-from modeling_miescore.testing import example_edits  # noqa: E402
+from modeling_miescore.baselines import BASELINES, UnsafeWeightsError, WeightsMissingError, compute_baselines
+from modeling_miescore.baselines.scorers import RESAMPLE
+from modeling_miescore.cli.main import main
+from modeling_miescore.testing import example_edits
 
 DIMS = ("visual_quality", "instruction_following", "attribute_preservation", "overall")
 MOS = {"visual_quality": "mos_vq", "instruction_following": "mos_if", "attribute_preservation": "mos_ap",
@@ -396,7 +395,8 @@ def _tiny_clip_in_hub_cache(hf_cache: Path, texts: list[str]) -> Path:
     (snapshot / "vocab.json").write_text(json.dumps(vocab))
     (snapshot / "merges.txt").write_text("#version: 0.2\n" + "\n".join(dict.fromkeys(merges)) + "\n")
     tokenizer = CLIPTokenizer(str(snapshot / "vocab.json"), str(snapshot / "merges.txt"))
-    tower = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, projection_dim=16)
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "projection_dim": 16}
     config = CLIPConfig(text_config=dict(tower, vocab_size=len(vocab), max_position_embeddings=77, bos_token_id=0,
                                          eos_token_id=1, pad_token_id=1),
                         vision_config=dict(tower, image_size=32, patch_size=8), projection_dim=16)

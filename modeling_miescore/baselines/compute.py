@@ -21,9 +21,10 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Self
 
 from tqdm.auto import tqdm
 
@@ -89,7 +90,7 @@ class _MetricOutput:
         self._handle = None
         self._unsynced = 0
 
-    def __enter__(self) -> "_MetricOutput":
+    def __enter__(self) -> Self:
         try:
             self._stack.enter_context(exclusive_output(self.path, "--out"))
             records, repaired = read_predictions(self.path)
@@ -196,6 +197,8 @@ class _Run:
             except Exception as err:  # noqa: BLE001 - attributed to this edit and metric
                 self.fail(sample_id, [name], err)
                 continue
+            if not math.isfinite(value):
+                self.log(f"note: edit '{sample_id}', {name}: the value is {value}; written as null")
             self.outputs[name].write(sample_id, value)
             self.report.written[name] += 1
 

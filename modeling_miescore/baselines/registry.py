@@ -93,7 +93,8 @@ BASELINES: dict[str, Baseline] = {b.name: b for b in (
                          "code is MATLAB), and this package does not write metrics itself"),
     Baseline("brisque", "BRISQUE (Mittal, Moorthy, and Bovik 2011)", NO_REFERENCE, "pyiqa", "brisque",
              lower_better=True, weights=(PyiqaWeights("brisque_arch", "url"),),
-             note="pyiqa's BRISQUE: the SVM of the LIVE release on the luma (Y) channel"),
+             note="pyiqa's BRISQUE (its 'original' version: the SVM parameters of the authors' release) on the "
+                  "luma channel"),
     Baseline("cnniqa", "CNNIQA (Kang et al. 2014), fine-tuned", NO_REFERENCE, "pyiqa", "cnniqa",
              weights=(PyiqaWeights("cnniqa_arch", "koniq10k"),), note=_FINE_TUNED + " (KonIQ-10k)"),
     Baseline("hyperiqa", "HyperIQA (Su et al. 2020), fine-tuned", NO_REFERENCE, "pyiqa", "hyperiqa",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from PIL import Image
 

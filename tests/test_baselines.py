@@ -255,6 +255,7 @@ def test_cli_on_mie_bench_resumes_and_feeds_the_benchmark(mie_dir, tmp_path, cap
     (["--metrics", "ssim,ms_ssim", "--out", "preds.jsonl"], "put {metric} in the output path"),
     (["--split", "nope"], "cannot load split 'nope'"),
     (["--dataset", None], "missing --dataset"),
+    (["--device", "tpu9"], "unknown device 'tpu9'"),
 ])
 def test_cli_user_errors_are_one_line(mie_dir, tmp_path, capsys, args, message):
     options = {"--dataset": str(mie_dir), "--split": "train", "--metrics": "ssim", "--out": str(tmp_path / "p.jsonl")}

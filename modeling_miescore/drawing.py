@@ -1,7 +1,8 @@
 """Box geometry and overlays for SpatialReward's edit regions.
 
-Hub file: copied flat into checkpoints (the model converts boxes to pixels with :func:`bbox_to_pixels`); it
-imports only the standard library and Pillow.
+Hub file: copied flat into checkpoints (the model converts boxes to pixels with :func:`bbox_to_pixels`, the
+one box-to-pixel conversion of the package); it imports only the standard library, Pillow and
+``spatialreward_tokens``.
 
 Boxes come out of the model as ``bbox_2d = [x1, y1, x2, y2]`` normalised to [0, 1000] with 0 = left/top and
 1000 = right/bottom (appendix D.1.1), relative to the edited image. Pixel boxes are ``[x1, y1, x2, y2]`` in
@@ -14,7 +15,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from PIL import Image, ImageDraw, ImageFont
 
-BBOX_SCALE = 1000  # appendix D.1.1: "coordinates normalized to [0, 1000] range"
+from .spatialreward_tokens import BBOX_SCALE
 
 # 16 colours (one per <|bbox_i|> id, sec. 3.2), ordered so that neighbouring ids contrast strongly; based on
 # Kelly's maximum-contrast set without white/black/greys, which vanish on photos.
@@ -124,4 +125,4 @@ def draw_regions(
     return canvas
 
 
-__all__ = ["PALETTE", "BBOX_SCALE", "bbox_to_pixels", "draw_regions", "region_color"]
+__all__ = ["PALETTE", "bbox_to_pixels", "draw_regions", "region_color"]

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..image_io import MIEScoreInputError
 from ..scoring.loading import SPATIALREWARD_MODEL_TYPES, load_spatialreward  # noqa: F401  (re-exported)
-from ..modeling_spatialreward import SpatialRewardResult
+from ..spatialreward_judgement import SpatialRewardResult
 from ..processing_miescore import as_edit_sample
 
 def _input_failure(value: float, num_sources: int, backend: str) -> SpatialRewardResult:

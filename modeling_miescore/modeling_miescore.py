@@ -1,7 +1,8 @@
 """MIEScore: a Qwen3-VL backbone with a 3-output regression head (MIEScore paper, "Model Architecture").
 
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``. It imports only
-torch, transformers, numpy/Pillow (through its flat siblings) and the flat sibling files below.
+torch, transformers and the flat sibling files below (through them numpy, Pillow and tqdm, a hard dependency
+of transformers). Batching: ``batched_scoring``; shared-prefix reuse: ``prefix_reuse``.
 """
 
 from __future__ import annotations
@@ -186,16 +187,9 @@ class MIEScoreModel(PreTrainedModel):
         return self.score_batch([{"sources": sources, "edited": edited, "instruction": instruction}],
                                 batch_size=1, processor=processor, **kwargs)[0]
 
-    def score_batch(
-        self,
-        samples: Sequence,
-        batch_size: int = 8,
-        processor=None,
-        progress: bool = False,
-        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-        reuse_prefix: bool = True,
-        groups: Sequence | None = None,
-    ) -> list[dict[str, float]]:
+    def score_batch(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
+                    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
+                    groups: Sequence | None = None) -> list[dict[str, float]]:
         """Score many edits; results come back in input order.
 
         Samples are dicts ``{"sources", "edited", "instruction"}`` (or :class:`EditSample` / 3-tuples). They are

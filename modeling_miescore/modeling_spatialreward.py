@@ -277,16 +277,9 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
                                           torch.cat(grids) if grids else None, generation_config=generation_config)
         return _decode_rows(new_tokens, tokenizer, 1)
 
-    def evaluate_edits(
-        self,
-        samples: Sequence,
-        batch_size: int = 8,
-        processor=None,
-        progress: bool = False,
-        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-        reuse_prefix: bool = True,
-        groups: Optional[Sequence] = None,
-    ) -> List[SpatialRewardResult]:
+    def evaluate_edits(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
+                       max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
+                       groups: Optional[Sequence] = None) -> List[SpatialRewardResult]:
         """Judge many edits; one :class:`SpatialRewardResult` per sample, in input order.
 
         Args:

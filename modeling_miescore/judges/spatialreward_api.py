@@ -110,14 +110,8 @@ class SpatialRewardAPI(SpatialRewardScoringMixin):
         self._count(None)
         return strip_control_tokens(answer), None
 
-    def evaluate_edits(
-        self,
-        samples: Sequence,
-        batch_size: int = 8,
-        processor=None,
-        progress: bool = False,
-        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-    ) -> List[SpatialRewardResult]:
+    def evaluate_edits(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
+                       max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> List[SpatialRewardResult]:
         """Judge many edits; one :class:`SpatialRewardResult` per sample, in input order.
 
         Same signature and result as ``SpatialRewardModel.evaluate_edits`` (``processor`` is accepted and

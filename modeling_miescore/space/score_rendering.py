@@ -26,8 +26,8 @@ MIESCORE_DIMENSIONS: tuple[tuple[str, str, str], ...] = (
      "VQ^0.3 · IF^0.4 · AP^0.3 (MIEScore paper eq. 2; instruction following weighs most)."),
 )
 
-# SpatialReward sub-scores are 0-25 (paper appendix D.1); SC/PQ/reward definitions from DESIGN.md "Models"
-# (paper sec. 5.4: SC = 0.6 s_if + 0.4 s_con, PQ = 0.5 nat + 0.5 art, R = (SC/25)^0.8 (PQ/25)^0.2).
+# SpatialReward sub-scores are 0-25 (paper appendix D.1); SC, PQ and the reward with the paper's weights
+# (sec. 3.1 / 5.4: SC = 0.6 s_if + 0.4 s_con, PQ = 0.5 nat + 0.5 art, R = (SC/25)^0.8 (PQ/25)^0.2).
 SPATIAL_SCORES: tuple[tuple[str, str, float, str], ...] = (
     ("s_if", "Instruction following", 25.0, "How completely the edit carries out the instruction (0-25)."),
     ("s_con", "Source consistency", 25.0,

@@ -137,17 +137,15 @@ def score_in_batches(
             loaded = load_samples(normalised[start:start + chunk_size], max_image_pixels)
             chunk_ids = None if group_ids is None else group_ids[start:start + chunk_size]
             calls = plan_chunk(loaded, batch_size, length, grouping, chunk_ids)
-            handles: dict = {}
+            group, handle = None, None
             for n, (indices, members) in enumerate(calls):
-                handle = None
-                if members is not None:
-                    if id(members) not in handles:
-                        handles[id(members)] = grouping.open(loaded[members[0]])
-                    handle = handles[id(members)]
+                if members is not group:  # a group's calls are consecutive: open its handle on the first
+                    group = members
+                    handle = None if members is None else grouping.open(loaded[members[0]])
                 outputs = score([loaded[i] for i in indices], handle)
-                if members is not None and grouping.close is not None and (
-                        n + 1 == len(calls) or calls[n + 1][1] is not members):
-                    grouping.close(handle)  # a group's calls are consecutive: its last one has run
+                last_of_group = n + 1 == len(calls) or calls[n + 1][1] is not members
+                if members is not None and last_of_group and grouping.close is not None:
+                    grouping.close(handle)
                 for i, output in zip(indices, outputs):
                     results[start + i] = output
                 bar.update(len(indices))

@@ -17,7 +17,7 @@ _LAZY = {
     "SpatialRewardModel": ".modeling_spatialreward",
     "SpatialRewardResult": ".spatialreward_judgement",
     "SpatialRewardAPI": ".judges.spatialreward_api",
-    "SpatialRewardFunction": ".serving.reward_functions",
+    "SpatialRewardFunction": ".serving.editor_rewards",
     "load_scorer": ".scoring.loading",
     "load_spatialreward": ".scoring.loading",
 }

@@ -212,3 +212,4 @@ def estimate_num_tokens(sample: EditSample, config, factor: int = 32) -> int:
         total += num_image_tokens(width, height, min_pixels=config.min_pixels, max_pixels=config.max_pixels,
                                   factor=factor)
     return total
+

@@ -136,13 +136,16 @@ def test_score_batch_resume_after_crash(tiny_miescore, images, tmp_path):
     preds = tmp_path / "preds.jsonl"
     calls = []
 
+    class Crash(BaseException):  # like a kill: not an error of one sample, nothing catches it
+        pass
+
     def crashing(samples, batch_size):
         calls.append(len(samples))
         if len(calls) == 2:
-            raise RuntimeError("simulated crash")
+            raise Crash("simulated crash")
         return tiny_miescore.score_batch(samples, batch_size=batch_size)
 
-    with pytest.raises(RuntimeError, match="simulated crash"):
+    with pytest.raises(Crash, match="simulated crash"):
         score_jsonl(crashing, edits, preds, batch_size=1, progress=False, chunk_size=2)
     first = preds.read_text().splitlines()
     assert [json.loads(x)["id"] for x in first] == ["e0", "e1"]  # the first chunk survived the crash

@@ -237,7 +237,7 @@ def test_plain_qwen3vl_checkpoint_loads_as_spatialreward(tiny_qwen3vl_path, exam
 
     from modeling_miescore.modeling_spatialreward import sc_messages
     from modeling_miescore.processing_miescore import image_size_kwargs
-    from modeling_miescore.serving.reward_functions import load_spatialreward
+    from modeling_miescore.scoring.loading import load_spatialreward
     from modeling_miescore.testing.tiny_spatialreward import sharpen
 
     model = SpatialRewardModel.from_pretrained(tiny_qwen3vl_path, max_new_tokens=4)

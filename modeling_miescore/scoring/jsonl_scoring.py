@@ -1,24 +1,39 @@
 """JSONL batch scoring with resume: ``edits.jsonl`` in, ``preds.jsonl`` out, one line per edit.
 
-Input lines: ``{"id": str, "sources": [path, ...], "edited": path, "instruction": str}``; relative paths are
-resolved against the input file's folder. Output lines: ``{"id": ..., <score names>..., "overall": ...}``.
+Input lines: ``{"id": str | int, "sources": [path, ...], "edited": path, "instruction": str}``; relative paths
+are resolved against the input file's folder. Output lines: ``{"id": ..., <score names>..., "overall": ...}``.
 
-Safety: every output line is written with one ``write`` call and flushed + fsynced per batch, so a crash can
+Safety: every output line is written with one ``write`` call and flushed + fsynced per chunk, so a crash can
 at worst leave one incomplete final line, which the next run detects and cuts off before appending. Rerunning
-skips ids already present, so a killed run resumes where it stopped.
+skips ids already present, so a killed run resumes where it stopped. An exclusive lock on the output (or the
+rank's shard) makes a second run on the same file stop at once, naming the run that holds it.
+
+Every problem with one input line (not UTF-8, not JSON, bad id, duplicate id, unreadable image, an image the
+model cannot take, any error while scoring that sample) is reported with its line number and handled by
+``on_error``: ``"skip"`` reports it and goes on, ``"stop"`` stops the run. The same input gives the same
+reports on a first run and on a rerun.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from tqdm.auto import tqdm
+
 from ..image_io import MIEScoreInputError
 from ..processing_miescore import EditSample, as_edit_sample
+from ..utils.atomic_files import atomic_write
+from ..utils.output_lock import exclusive_output, lock_path_for
+
+__all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "merge_shards",
+           "read_done_ids", "read_predictions", "record_to_sample", "score_jsonl", "shard_path"]
 
 
 @dataclass
@@ -42,6 +57,51 @@ class BatchInputError(MIEScoreInputError):
     """A bad input line when running with ``on_error="stop"``."""
 
 
+def _stat_problem(path: Path, what: str) -> str | None:
+    """Why ``path`` cannot be read as a regular file, or None."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return f"{what} '{path}' does not exist"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return f"{what} '{path}' is a symbolic link loop; point it at a real file"
+        return f"cannot read {what} '{path}': {err.strerror}"
+    if stat.S_ISDIR(info.st_mode):
+        return f"{what} '{path}' is a directory; pass a JSONL file"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{what} '{path}' is not a regular file (a pipe or device); pass a JSONL file"
+    return None
+
+
+def check_input_file(path) -> Path:
+    """``path`` as a readable regular file, or :class:`MIEScoreInputError` saying what it is instead."""
+    path = Path(path)
+    problem = _stat_problem(path, "input file")
+    if problem:
+        raise MIEScoreInputError(problem)
+    return path
+
+
+def check_output_file(path, input_path: Path | None = None) -> Path:
+    """``path`` as a writable output file location (its folder is created); one-line errors otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise MIEScoreInputError(f"output '{path}' is a directory; pass a file path such as '{path / 'preds.jsonl'}'")
+    if path.exists() and not path.is_file():
+        raise MIEScoreInputError(f"output '{path}' is not a regular file; pass a file path")
+    if input_path is not None and path.exists() and path.resolve() == input_path.resolve():
+        raise MIEScoreInputError("output file must differ from the input file")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise MIEScoreInputError(f"cannot write '{path}': '{parent}' is a file, not a folder")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise MIEScoreInputError(f"cannot create the output folder '{parent}': {err.strerror}") from None
+    return path
+
+
 def read_done_ids(output: Path, repair: bool = True) -> tuple[set[str], bool]:
     """Ids already in ``output``; cuts off an incomplete last line left by a crash (``repair``), or ignores it.
 
@@ -53,6 +113,7 @@ def read_done_ids(output: Path, repair: bool = True) -> tuple[set[str], bool]:
 
 def read_predictions(output: Path, repair: bool = True) -> tuple[dict[str, bytes], bool]:
     """``{id: raw line}`` of a predictions file, in file order; see :func:`read_done_ids`."""
+    output = Path(output)
     if not output.exists():
         return {}, False
     data = output.read_bytes()
@@ -71,7 +132,7 @@ def read_predictions(output: Path, repair: bool = True) -> tuple[dict[str, bytes
             continue
         try:
             records.setdefault(str(json.loads(raw)["id"]), raw)
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
             raise MIEScoreInputError(
                 f"output file '{output}' line {number} is not a prediction record; "
                 "fix or move the file before resuming"
@@ -80,21 +141,30 @@ def read_predictions(output: Path, repair: bool = True) -> tuple[dict[str, bytes
 
 
 def shard_path(output: Path, rank: int, world_size: int) -> Path:
-    return output.with_name(f"{output.name}.rank{rank}-of-{world_size}")
+    return Path(output).with_name(f"{Path(output).name}.rank{rank}-of-{world_size}")
 
 
 def iter_input(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
-    """Yield ``(line_number, record, error)`` for each non-blank line of a JSONL file."""
+    """Yield ``(line_number, record, error)`` for each non-blank line of a JSONL file.
+
+    A line that is not UTF-8 or not a JSON object is yielded with ``record=None`` and the reason.
+    """
+    path = check_input_file(path)
     try:
-        handle = open(path, encoding="utf-8")
+        handle = open(path, "rb")
     except OSError as err:
         raise MIEScoreInputError(f"cannot read input file '{path}': {err.strerror}") from None
     with handle:
         for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                yield number, None, f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+                continue
+            if not text.strip():
                 continue
             try:
-                record = json.loads(raw)
+                record = json.loads(text)
             except json.JSONDecodeError as err:
                 yield number, None, f"invalid JSON ({err.msg} at column {err.colno})"
                 continue
@@ -102,6 +172,16 @@ def iter_input(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
                 yield number, None, "expected a JSON object (one record per line)"
                 continue
             yield number, record, None
+
+
+def record_id(record: dict) -> str:
+    """The record's id as a string; only non-empty strings and integers are ids (not booleans or floats)."""
+    if "id" not in record or record["id"] is None or record["id"] == "":
+        raise MIEScoreInputError("missing 'id'")
+    value = record["id"]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise MIEScoreInputError(f"'id' must be a string or an integer, got {json.dumps(value)}")
+    return str(value)
 
 
 def _resolve(value, base: Path):
@@ -112,12 +192,101 @@ def _resolve(value, base: Path):
 
 
 def record_to_sample(record: dict, base: Path) -> EditSample:
-    if "id" not in record or record["id"] in (None, ""):
-        raise MIEScoreInputError("missing 'id'")
+    sample_id = record_id(record)
     sample = as_edit_sample(record, where="record")
     sources = [_resolve(s, base) for s in sample.sources]
     return EditSample(sources=sources, edited=_resolve(sample.edited, base), instruction=sample.instruction,
-                      id=str(record["id"]))
+                      id=sample_id)
+
+
+def _line_entries(lines) -> list[tuple[int, dict | None, str | None, str | None]]:
+    """``(number, record, error, id)`` per line; a repeated id is an error on every occurrence after the first."""
+    first_line: dict[str, int] = {}
+    entries = []
+    for number, record, error in lines:
+        sample_id = None
+        if error is None:
+            try:
+                sample_id = record_id(record)
+            except MIEScoreInputError as err:
+                error = str(err)
+        if sample_id is not None:
+            if sample_id in first_line:
+                error = f"duplicate id '{sample_id}' (first on line {first_line[sample_id]})"
+                sample_id = None
+            else:
+                first_line[sample_id] = number
+        entries.append((number, record, error, sample_id))
+    return entries
+
+
+def _is_fatal(err: BaseException) -> bool:
+    """Errors that are about the machine, not the sample: they stop the run instead of skipping a line."""
+    return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError"
+
+
+class _JsonlRun:
+    """One pass over the input lines of this rank, appending to ``write_path`` (see :func:`score_jsonl`)."""
+
+    def __init__(self, score_batch, input_path: Path, write_path: Path, batch_size: int, on_error: str,
+                 chunk: int, log, report: BatchReport):
+        self.score_batch, self.input_path, self.write_path = score_batch, input_path, write_path
+        self.batch_size, self.on_error, self.chunk, self.log, self.report = batch_size, on_error, chunk, log, report
+        self.pending: list[tuple[int, EditSample]] = []
+
+    def fail(self, number: int, message: str) -> None:
+        error = LineError(number, message)
+        if self.on_error == "stop":
+            raise BatchInputError(f"{self.input_path}: {error} (rerun with --on-error skip to skip bad lines)")
+        self.report.errors.append(error)
+        self.log(f"skipped {self.input_path}:{error}")
+
+    def _score(self, items: list[tuple[int, EditSample]]) -> list[tuple[int, EditSample, dict]]:
+        """Score a chunk; when it fails, score its samples one by one so the failure is pinned to its line."""
+        try:
+            scores = self.score_batch([s for _, s in items], self.batch_size)
+            return [(n, s, r) for (n, s), r in zip(items, scores)]
+        except Exception as err:  # noqa: BLE001 - attributed to lines below
+            if _is_fatal(err) or len(items) == 1:
+                if _is_fatal(err):
+                    raise
+                self.fail(items[0][0], f"could not be scored ({type(err).__name__}: {err})")
+                return []
+        done = []
+        for item in items:
+            done.extend(self._score([item]))
+        return done
+
+    def flush(self, out, bar) -> None:
+        if not self.pending:
+            return
+        items, self.pending = self.pending, []
+        for _, sample, scores in self._score(items):
+            out.write(json.dumps({"id": sample.id, **scores}) + "\n")
+            self.report.scored += 1
+        out.flush()
+        os.fsync(out.fileno())
+        bar.update(len(items))
+
+    def run(self, entries, done: set[str], bar) -> None:
+        base = self.input_path.parent
+        with open(self.write_path, "a", encoding="utf-8") as out:
+            for number, record, error, sample_id in entries:
+                if error is None and sample_id in done:
+                    self.report.skipped_existing += 1
+                    bar.update(1)
+                    continue
+                if error is None:
+                    try:
+                        self.pending.append((number, record_to_sample(record, base).load()))
+                    except (MIEScoreInputError, OSError, ValueError) as err:
+                        error = str(err)
+                if error is not None:
+                    self.fail(number, error)
+                    bar.update(1)
+                elif len(self.pending) >= self.chunk:
+                    self.flush(out, bar)
+            self.flush(out, bar)
 
 
 def score_jsonl(
@@ -146,85 +315,24 @@ def score_jsonl(
     """
     if on_error not in ("skip", "stop"):
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
-    input_path, output_path = Path(input_path), Path(output_path)
-    if not input_path.is_file():
-        raise MIEScoreInputError(f"input file '{input_path}' does not exist")
-    if output_path.resolve() == input_path.resolve():
-        raise MIEScoreInputError("output file must differ from the input file")
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    lines = list(iter_input(input_path))
-    write_path = output_path
-    done: set[str] = set()
+    input_path = check_input_file(input_path)
+    output_path = check_output_file(output_path, input_path)
+    entries = _line_entries(iter_input(input_path))
+    write_path, done = output_path, set()
     if world_size > 1:
         write_path = shard_path(output_path, rank, world_size)
         done, _ = read_done_ids(output_path, repair=False)  # rank 0 owns the merged file; only read it here
-        lines = lines[rank * len(lines) // world_size : (rank + 1) * len(lines) // world_size]
-    shard_done, repaired = read_done_ids(write_path)
-    done |= shard_done
-    report = BatchReport(repaired_tail=repaired)
-    if repaired:
-        log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
-    base = input_path.parent
-    seen: set[str] = set()
-
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(lines), desc="score-batch", unit="edit", file=sys.stderr)
-
-    def fail(number: int, message: str):
-        error = LineError(number, message)
-        if on_error == "stop":
-            raise BatchInputError(f"{input_path}: {error} (rerun with --on-error skip to skip bad lines)")
-        report.errors.append(error)
-        log(f"skipped {input_path}:{error}")
-
-    pending: list[EditSample] = []
-    chunk = max(chunk_size or batch_size * 8, 1)
-    with open(write_path, "a", encoding="utf-8") as out:
-
-        def flush():
-            if not pending:
-                return
-            for sample, scores in zip(pending, score_batch(pending, batch_size)):
-                out.write(json.dumps({"id": sample.id, **scores}) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-            report.scored += len(pending)
-            if bar is not None:
-                bar.update(len(pending))
-            pending.clear()
-
-        try:
-            for number, record, error in lines:
-                if error is None:
-                    sample_id = str(record.get("id")) if record.get("id") not in (None, "") else None
-                    if sample_id is not None and sample_id in done:
-                        report.skipped_existing += 1
-                        if bar is not None:
-                            bar.update(1)
-                        continue
-                    if sample_id is not None and sample_id in seen:
-                        error = f"duplicate id '{sample_id}'"
-                    else:
-                        try:
-                            sample = record_to_sample(record, base).load()
-                        except MIEScoreInputError as err:
-                            error = str(err)
-                if error is not None:
-                    fail(number, error)
-                    if bar is not None:
-                        bar.update(1)
-                    continue
-                seen.add(sample.id)
-                pending.append(sample)
-                if len(pending) >= chunk:
-                    flush()
-            flush()
-        finally:
-            if bar is not None:
-                bar.close()
+        entries = entries[rank * len(entries) // world_size : (rank + 1) * len(entries) // world_size]
+    with exclusive_output(write_path, "--output"):
+        shard_done, repaired = read_done_ids(write_path)
+        report = BatchReport(repaired_tail=repaired)
+        if repaired:
+            log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
+        run = _JsonlRun(score_batch, input_path, write_path, batch_size, on_error,
+                        max(chunk_size or batch_size * 8, 1), log, report)
+        with tqdm(total=len(entries), desc="score-batch", unit="edit", file=sys.stderr,
+                  disable=not progress) as bar:
+            run.run(entries, done | shard_done, bar)
     return report
 
 
@@ -235,23 +343,21 @@ def merge_shards(input_path, output_path, world_size: int) -> int:
     the shards are removed only after the rename. Predictions whose id is not in the input are kept at the end.
     """
     input_path, output_path = Path(input_path), Path(output_path)
-    records, _ = read_predictions(output_path, repair=False)
-    shards = [shard_path(output_path, r, world_size) for r in range(world_size)]
-    for shard in shards:
-        for key, raw in read_predictions(shard, repair=False)[0].items():
-            records.setdefault(key, raw)
-    ordered = []
-    for _, record, error in iter_input(input_path):
-        key = None if error else str(record.get("id"))
-        if key in records:
-            ordered.append(records.pop(key))
-    ordered.extend(records.values())
-    temporary = output_path.with_name(f".{output_path.name}.merging")
-    with open(temporary, "wb") as handle:
-        handle.write(b"".join(raw + b"\n" for raw in ordered))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, output_path)
-    for shard in shards:
-        shard.unlink(missing_ok=True)
+    with exclusive_output(output_path, "--output"):
+        records, _ = read_predictions(output_path, repair=False)
+        shards = [shard_path(output_path, r, world_size) for r in range(world_size)]
+        for shard in shards:
+            for key, raw in read_predictions(shard, repair=False)[0].items():
+                records.setdefault(key, raw)
+        ordered = []
+        for _, record, error in iter_input(input_path):
+            key = None if error else str(record.get("id"))
+            if key in records:
+                ordered.append(records.pop(key))
+        ordered.extend(records.values())
+        with atomic_write(output_path, "wb") as handle:
+            handle.write(b"".join(raw + b"\n" for raw in ordered))
+        for shard in shards:
+            shard.unlink(missing_ok=True)
+            lock_path_for(shard).unlink(missing_ok=True)
     return len(ordered)

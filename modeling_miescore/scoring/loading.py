@@ -16,10 +16,15 @@ class ModelLoadError(MIEScoreInputError):
 
 
 def resolve_device(device: str = "auto") -> str:
+    """``"auto"`` -> ``"cuda"`` when available else ``"cpu"``; any other value must name a torch device."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ModelLoadError(f"unknown device '{device}'; use auto, cpu, cuda, cuda:1, mps ...") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelLoadError(f"device '{device}' requested but CUDA is not available; use --device cpu")
     return device

@@ -1,8 +1,8 @@
 """The Space's score panels: labelled 0-100 / 0-25 bars as HTML (inline styles only) and the JSON results.
 
 Every bar row carries ``data-key`` and ``data-value`` attributes so that scripts and tests can read the values;
-all text is HTML-escaped. The JSON results are JSON-safe (no NaN or infinity) and the SpatialReward regions
-carry pixel boxes.
+all text is HTML-escaped. The JSON results are JSON-safe (``serving.backends.json_safe``, the reward server's
+form: no NaN or infinity) and the SpatialReward regions carry pixel boxes.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import html
 import math
 from typing import Any, Mapping
 
+from ..serving.backends import json_safe
 from .region_display import pixel_box, result_value
 
 # Meanings from README.md, "What the scores mean" (MIE-Bench dimensions, MIEScore paper sec. 3).
@@ -136,31 +137,9 @@ def spatialreward_html(result: Any) -> str:
     return '<div class="spatialreward-scores" id="spatialreward-scores">' + warning + "".join(rows) + "</div>"
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, bool, int)) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if hasattr(value, "tolist"):
-        return _jsonable(value.tolist())
-    if hasattr(value, "item"):
-        return _jsonable(value.item())
-    if hasattr(value, "to_dict"):
-        return _jsonable(value.to_dict())
-    if hasattr(value, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return _jsonable(asdict(value))
-    return str(value)
-
-
 def spatialreward_json(result: Any, width: int | None = None, height: int | None = None) -> dict:
     """JSON-safe copy of one SpatialReward result; every region gets ``bbox_pixels`` when the size is known."""
-    data = _jsonable(result)
+    data = json_safe(result)
     if not isinstance(data, dict):
         data = {"result": data}
     if width and height and isinstance(data.get("regions"), list):

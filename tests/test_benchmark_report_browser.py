@@ -11,8 +11,6 @@ Run: ``python -m pytest -q -m slow tests/test_benchmark_report_browser.py -s``
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +18,13 @@ import pytest
 
 pytestmark = pytest.mark.slow  # ~20-40 s on 2 shared cores: browser start, two pages
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+pytest.importorskip("selenium.webdriver", reason="pip install selenium")
 
-CHROMIUM = os.environ.get("CHROMIUM_BINARY", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
-if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
-    pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install -y chromium chromium-driver)",
-                allow_module_level=True)
+from browser.chromium import MISSING, headless_chromium  # noqa: E402
 
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
+
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from modeling_miescore.evaluation.aggregation_grid import aggregation_grid, grid_summary  # noqa: E402
@@ -65,20 +61,9 @@ def reports(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def browser():
-    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must never fetch anything
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1280,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for get_log("browser")
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with headless_chromium("1280,1000", console_log=True) as driver:  # the console, for get_log("browser")
+        driver.set_page_load_timeout(60)
+        yield driver
 
 
 def _screenshot_dir(tmp_path_factory) -> Path:

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "benchmark",
     "dataset",
     "analyze_attention",
+    "baselines",
 )
 
 

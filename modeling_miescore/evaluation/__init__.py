@@ -8,7 +8,11 @@ The benchmark runner, one module per step:
   JSONL (formats documented there); :mod:`.alignment`: match prediction ids with dataset ids.
 * :mod:`.mie_bench_report`, :mod:`.mer_bench_report`, :mod:`.editing_models_report`: the numbers of the three
   reports (plain JSON-serialisable dicts), with :mod:`.instance_bootstrap` for CIs that resample instances.
-* :mod:`.report`: ``report.json`` and ``report.md``; :mod:`.plots`: the PNG plots.
-* :mod:`.input_export` and :mod:`.model_runs`: score a split with a checkpoint into a resumable predictions file.
+* :mod:`.report`: ``report.json`` and ``report.md``; :mod:`.report_html`: ``report.html`` (plots embedded);
+  :mod:`.plots`: the PNG plots.
+* :mod:`.aggregation_grid`: re-aggregate SpatialReward sub-scores of MER-Bench predictions over a grid of
+  aggregation weights (``mer-bench --grid``; SpatialReward paper B.1.3 / figure 10).
+* :mod:`.input_export` and :mod:`.model_runs`: score a split with a checkpoint into a resumable predictions file
+  (exported images are cached under ``$HF_HOME/miescore``).
 * :mod:`.errors`: the input errors (exit status 2 in the CLI).
 """

@@ -2,7 +2,7 @@
 
 One module per command family: :mod:`.main` (the parser and ``main``), :mod:`.score` (``score``, ``score-batch``,
 ``demo``), :mod:`.serve`, :mod:`.benchmark`, :mod:`.spatialreward`, :mod:`.skill`, :mod:`.dataset`
-(``build-dataset``).
+(``build-dataset``), :mod:`.space` (``space build``).
 """
 
 from .main import main

@@ -317,3 +317,7 @@ def test_gallery_payload_shapes_called_directly(tmp_path):
         assert sources_gallery.EXPECTED_SHAPE in info.value.message
     # the handlers take the same shapes (direct calls, as in the tests above): bare file dicts give their paths
     assert inputs.gallery_images([file, [file, "cap"]]) == [file["path"], file["path"]]
+    gallery = sources_gallery.sources_gallery(label="sources")
+    assert isinstance(gallery, gr.Gallery) and gallery.data_model is sources_gallery.SourcesGalleryData
+    assert gallery.get_block_name() == "gallery"  # the browser renders its usual gallery
+    assert not list(Path(sources_gallery.__file__).parent.glob("*.pyi"))  # Gradio wrote no stub beside it

@@ -2,7 +2,8 @@
 
 Gradio checks a gallery payload against ``GalleryData`` (a list of ``{"image": FileData, "caption": str|None}``)
 before any handler runs, so a bare list of ``gradio_client.handle_file(...)`` failed with Gradio's generic
-"upstream Gradio app has raised an exception". :class:`SourcesGallery` accepts, besides that form,
+"upstream Gradio app has raised an exception". :func:`sources_gallery` makes a gallery that accepts, besides
+that form,
 
 - a list of files: ``[handle_file("a.png"), handle_file("b.png")]``,
 - a list of ``[file, caption]`` pairs (the gallery value of older Gradio versions),
@@ -76,11 +77,15 @@ class SourcesGalleryData(GradioRootModel):
             raise gr.Error(f"The source images could not be read: {EXPECTED_SHAPE}.", print_exception=False) from None
 
 
-class SourcesGallery(gr.Gallery):
-    """``gr.Gallery`` whose payload check is :class:`SourcesGalleryData`; the browser sees a plain gallery."""
+def sources_gallery(**kwargs) -> gr.Gallery:
+    """``gr.Gallery(**kwargs)`` whose payload check is :class:`SourcesGalleryData`; the browser sees a plain gallery.
 
-    is_template = True  # Gradio renders a template with its parent's front-end component (the gallery)
-    data_model = SourcesGalleryData
+    The data model is set on the instance: a ``gr.Gallery`` subclass would make Gradio's component metaclass
+    write a ``.pyi`` stub next to this module every time it is imported.
+    """
+    gallery = gr.Gallery(**kwargs)
+    gallery.data_model = SourcesGalleryData  # read by Gradio as ``block.data_model`` before any handler runs
+    return gallery
 
 
-__all__ = ["EXPECTED_SHAPE", "SourcesGallery", "SourcesGalleryData", "gallery_payload"]
+__all__ = ["EXPECTED_SHAPE", "SourcesGalleryData", "gallery_payload", "sources_gallery"]

@@ -32,7 +32,7 @@ from modeling_miescore.space.score_rendering import (
     spatialreward_html,
     spatialreward_json,
 )
-from modeling_miescore.space.sources_gallery import SourcesGallery
+from modeling_miescore.space.sources_gallery import sources_gallery
 from modeling_miescore.space.space_models import read_space_models
 from modeling_miescore.space.zero_gpu import MIESCORE_GPU_SECONDS, SPATIALREWARD_GPU_SECONDS, gpu_function, on_zero_gpu
 
@@ -137,7 +137,7 @@ def _model_calls(mie: LazyModel, spatial: LazyModel, max_image_pixels: int):
 
 
 class _Inputs(NamedTuple):
-    sources: SourcesGallery
+    sources: gr.Gallery
     edited: gr.Image
     instruction: gr.Textbox
     choice: gr.Radio
@@ -174,9 +174,9 @@ def _layout(model, spatialreward_model) -> tuple[_Inputs, _Panels]:
     with gr.Row():
         with gr.Column(scale=5):
             inputs = _Inputs(
-                SourcesGallery(label=f"Source images (1–{MAX_SOURCES}, in order: image 1, image 2, …)",
-                               type="filepath", interactive=True, columns=3, height=260, file_types=["image"],
-                               elem_id="sources"),
+                sources_gallery(label=f"Source images (1–{MAX_SOURCES}, in order: image 1, image 2, …)",
+                                type="filepath", interactive=True, columns=3, height=260, file_types=["image"],
+                                elem_id="sources"),
                 gr.Image(label="Edited image", type="filepath", image_mode=None, height=260,
                          sources=["upload", "clipboard"], elem_id="edited"),
                 gr.Textbox(label="Instruction", lines=2, elem_id="instruction",

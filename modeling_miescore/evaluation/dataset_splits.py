@@ -20,10 +20,11 @@ def _looks_like_repo(ref: str) -> bool:
     return ref.count("/") == 1 and not ref.startswith((".", "/", "~")) and all(ref.split("/"))
 
 
-def load_split(dataset: str, split: str):
-    """``datasets.load_dataset(dataset, split=split)`` with one-line errors for the usual mistakes.
+def load_split(dataset: str, split: str, config: str | None = None):
+    """``datasets.load_dataset(dataset, config, split=split)`` with one-line errors for the usual mistakes.
 
-    ``dataset``: a local Hub-native folder (Parquet + README) or a Hub repo id (``user/name``).
+    ``dataset``: a local Hub-native folder (Parquet + README) or a Hub repo id (``user/name``); ``config``: the
+    dataset config (``None``: the default one).
     """
     import datasets
 
@@ -39,7 +40,7 @@ def load_split(dataset: str, split: str):
     else:
         ref = str(path)
     try:
-        return datasets.load_dataset(ref, split=split)
+        return datasets.load_dataset(ref, config, split=split)
     except ValueError as err:
         if "split" in str(err).lower():
             try:

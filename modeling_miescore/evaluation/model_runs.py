@@ -80,12 +80,15 @@ def _score_groups(scorer, rows, batch_size: int) -> list[str]:
 
 
 def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: str = "auto", dtype: str = "auto",
-                                 batch_size: int = 8, progress: bool = True, identity: dict | None = None) -> Path:
+                                 batch_size: int = 8, progress: bool = True, identity: dict | None = None,
+                                 scorer=None) -> Path:
     """Score every MER-Bench group with a SpatialReward checkpoint into ``out_dir/predictions.jsonl``.
 
     One line per group, ``{"pair_id", "scores": [reward per edited image, dataset order], "failed": [bool]}``;
     a candidate whose judgement could not be parsed gets ``null`` (counted wrong by the group metrics, never a
     made-up number). Written group by group with fsync per chunk, so a rerun resumes after the last full line.
+    ``scorer``: an already loaded object with SpatialReward's ``evaluate_edits`` (results with ``reward`` and
+    ``failed``) to use instead of loading ``model``.
     """
     from ..scoring.loading import load_spatialreward
 
@@ -97,7 +100,8 @@ def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: s
     total = sum(len(v) for v in todo.values())
     if total == 0:
         return preds
-    scorer = load_spatialreward(model, device=device, dtype=dtype)
+    if scorer is None:
+        scorer = load_spatialreward(model, device=device, dtype=dtype)
     # enough groups per chunk to fill a few generate batches; a crash loses at most one chunk
     chunk_groups = max(1, (4 * batch_size) // 3)
     with (tqdm(total=total, desc="scoring groups", unit="group", file=sys.stderr, disable=not progress) as bar,

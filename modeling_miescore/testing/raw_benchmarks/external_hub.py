@@ -133,7 +133,8 @@ def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("Magi
                        n_raters: int = 3) -> dict:
     """ImagenHub text-guided editing: ``data/filtered-*.parquet`` inputs, rater TSVs, ``<model>/sample_*.jpg`` outputs.
 
-    Rater k gives model m on sample s the cell ``[SC, PQ]`` from a fixed plan; the truth holds the means.
+    Rater k gives model m on sample s the cell ``[SC, PQ]`` from a fixed plan (the last rater one level harsher);
+    the truth holds the means.
     """
     from datasets import Features, Image, Value
 
@@ -163,7 +164,10 @@ def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("Magi
         for s, uid in enumerate(uids):
             cells = []
             for m, model in enumerate(models):
-                sc, pq = levels[(s + m + k) % 3], levels[(s * m + k) % 3]
+                # the last rater is one level harsher than the others, so that the means are not all equal
+                harsh = 1 if k == n_raters - 1 else 0
+                sc = levels[max(0, (s + 2 * m) % 3 - harsh)]
+                pq = levels[max(0, (2 * s + m + 1) % 3 - harsh)]
                 means.setdefault(f"{model}/{uid}", []).append((sc, pq))
                 cells.append(f"[{sc:g}, {pq:g}]")
             lines.append("\t".join([uid, *cells]))

@@ -83,14 +83,23 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
             raise MIEScoreInputError(f"{len(benchmarks)} --dataset but {len(args.predictions)} --predictions; "
                                      "give one predictions file per dataset, in the same order")
         return [Path(p) for p in args.predictions]
-    from ..evaluation.converted_scoring import score_converted
+    from ..evaluation.converted_scoring import needs_scoring, score_converted
+    from ..evaluation.model_runs import check_prediction_cache
     from .benchmark import _model_ref
 
-    scorer = _load_model(args)
-    return [score_converted(data, scorer, out / data.name, batch_size=args.batch_size,
-                            progress=not args.no_progress,
-                            identity={"model": _model_ref(args.model), "dataset": _model_ref(data.dataset)})
-            for data in benchmarks]
+    scorer, paths = None, []
+    for data in benchmarks:
+        folder = out / data.name
+        identity = {"model": _model_ref(args.model), "dataset": _model_ref(data.dataset)}
+        check_prediction_cache(folder, identity)
+        if needs_scoring(data, folder):  # the model is loaded only when something is left to score
+            scorer = scorer or _load_model(args)
+            score_converted(data, scorer, folder, batch_size=args.batch_size, progress=not args.no_progress,
+                            identity=identity)
+        else:
+            print(f"all of {data.name} already scored in '{folder / 'predictions.jsonl'}'", file=sys.stderr)
+        paths.append(folder / "predictions.jsonl")
+    return paths
 
 
 def _prepare(args):

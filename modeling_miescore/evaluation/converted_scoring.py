@@ -30,7 +30,7 @@ from ..data.converters.schema import SPLIT
 from .dataset_splits import load_split
 from .model_runs import check_prediction_cache, score_mer_with_spatialreward
 
-__all__ = ["MIEScoreRewardAdapter", "score_converted", "score_samples", "spatialreward_scores"]
+__all__ = ["MIEScoreRewardAdapter", "needs_scoring", "score_converted", "score_samples", "spatialreward_scores"]
 
 
 def spatialreward_scores(result) -> dict:
@@ -85,6 +85,22 @@ def _write_chunk(handle, ids: list[str], samples: list, scorer, batch_size: int)
     handle.writelines(lines)
     handle.flush()
     os.fsync(handle.fileno())
+
+
+def needs_scoring(data, out_dir) -> bool:
+    """Whether ``out_dir/predictions.jsonl`` lacks a line for some edited image (MER-Bench: group) of ``data``."""
+    from ..scoring.jsonl_scoring import read_predictions
+    from .converted_benchmarks import edit_ids
+
+    preds = Path(out_dir) / "predictions.jsonl"
+    if not preds.exists():
+        return True
+    if data.name == "mer-bench":
+        from .model_runs import _read_done_pairs  # the MER scorer's own resume reader (repairs a torn last line)
+
+        return not {str(p) for ds in data.frames.values() for p in ds["pair_id"]} <= _read_done_pairs(preds)
+    records, _ = read_predictions(preds, repair=False)
+    return not {i for config, frame in data.frames.items() for i in edit_ids(frame, config)} <= set(records)
 
 
 def score_converted(data, scorer, out_dir, *, batch_size: int = 8, progress: bool = True,

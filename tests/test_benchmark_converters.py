@@ -35,6 +35,16 @@ def record_lines(text: str, opener: str) -> list[int]:
     return [n for n, line in enumerate(text.splitlines(), start=1) if line == opener]
 
 
+def set_parquet_cell(path, column: str, row: int, value) -> None:
+    """Rewrite one cell of a Parquet shard (0-based ``row``), keeping the schema and its metadata."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    values = table.column(column).to_pylist()
+    values[row] = value
+    pq.write_table(table.set_column(table.schema.get_field_index(column), column, [values]), path)
+
+
 def problems_of(name, raw, tmp_path, **options):
     out = tmp_path / "rejected"
     with pytest.raises(DatasetValidationError) as info:
@@ -70,15 +80,9 @@ def test_genai_bench_votes_become_labels(tmp_path):
 
 
 def test_genai_bench_bad_vote_is_reported_with_file_and_row(tmp_path):
-    import pyarrow.parquet as pq
-
     raw = tmp_path / "raw"
     rb.make_raw_genai_bench(raw, n_votes=4)
-    path = raw / "image_edition" / "test-00000-of-00001.parquet"
-    table = pq.read_table(path)
-    votes = table.column("vote_type").to_pylist()
-    votes[2] = "maybe"
-    pq.write_table(table.set_column(table.schema.get_field_index("vote_type"), "vote_type", [votes]), path)
+    set_parquet_cell(raw / "image_edition" / "test-00000-of-00001.parquet", "vote_type", 2, "maybe")
     problems = problems_of("genai-bench", raw, tmp_path)
     assert problems == ["image_edition/test-00000-of-00001.parquet:3: vote_type 'maybe' is not one of leftvote, "
                         "rightvote, tievote, bothbad_vote"]
@@ -129,15 +133,10 @@ def test_editreward_bench_pairs_and_candidates(tmp_path):
 
 
 def test_editreward_bench_conflicting_candidate_scores_are_reported(tmp_path):
-    import pyarrow.parquet as pq
-
     raw = tmp_path / "raw"
     rb.make_raw_editreward_bench(raw)
-    path = raw / "3pair" / "train-00000-of-00001.parquet"
-    table = pq.read_table(path)
-    scores = table.column("score_1").to_pylist()
-    scores[1] = 1.5  # row 2 is AvsC: candidate A had 8.0 in row 1
-    pq.write_table(table.set_column(table.schema.get_field_index("score_1"), "score_1", [scores]), path)
+    # row 2 is AvsC: candidate A had 8.0 in row 1 (AvsB)
+    set_parquet_cell(raw / "3pair" / "train-00000-of-00001.parquet", "score_1", 1, 1.5)
     problems = problems_of("editreward-bench", raw, tmp_path)
     assert problems == ["3pair/train-00000-of-00001.parquet:2: candidate 3pair-g004_A has score 1.5 here but 8.0 at "
                         "3pair/train-00000-of-00001.parquet:1"]

@@ -167,7 +167,11 @@ def test_user_errors_exit_2(benchmarks, predictions, tmp_path, capsys, case, mes
 
 def test_single_source_prompt_variant_is_used_for_one_source_only(tiny_miescore, examples):
     from modeling_miescore.processing_miescore import build_messages
-    from modeling_miescore.scoring.single_source_prompt import prompt_config, score_edits, single_source_config
+    from modeling_miescore.scoring.single_source_prompt import (
+        prompt_config,
+        score_edits,
+        single_source_config,
+    )
 
     model = tiny_miescore
     edit = examples[0]

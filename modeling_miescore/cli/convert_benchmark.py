@@ -10,16 +10,11 @@ from __future__ import annotations
 
 def register(sub) -> None:
     from ..data.converters import CONVERTERS, get_converter
+    from .dataset import add_builder_subcommands
 
     parser = sub.add_parser("convert-benchmark",
                             help="convert an external editing benchmark's release into the common Parquet schema",
                             description="Convert a benchmark's public release (Table 6 of the MIEScore paper, "
                                         "Table 1 of the SpatialReward paper) into pointwise / pairwise Parquet "
                                         "configs with a card, for 'miescore benchmark zero-shot' and 'reward'.")
-    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{" + ",".join(CONVERTERS) + "}")
-    for name in CONVERTERS:
-        converter = get_converter(name)
-        kind_parser = kinds.add_parser(name, help=f"convert {converter.title}",
-                                       description=(converter.__doc__ or "").strip().splitlines()[0])
-        converter.add_cli_arguments(kind_parser)
-        kind_parser.set_defaults(func=converter.run_cli)
+    add_builder_subcommands(parser, CONVERTERS, get_converter, help_format="convert {title}")

@@ -64,7 +64,11 @@ def register_kinds(kinds) -> None:
 
 
 def _load_model(args):
-    from ..scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config
+    from ..scoring.loading import (
+        load_scorer,
+        load_spatialreward,
+        read_checkpoint_config,
+    )
     from .benchmark import _quiet_transformers
 
     model_type = read_checkpoint_config(args.model).get("model_type")

@@ -96,7 +96,9 @@ def needs_scoring(data, out_dir) -> bool:
     if not preds.exists():
         return True
     if data.name == "mer-bench":
-        from .model_runs import _read_done_pairs  # the MER scorer's own resume reader (repairs a torn last line)
+        from .model_runs import (
+            _read_done_pairs,  # the MER scorer's own resume reader (repairs a torn last line)
+        )
 
         return not {str(p) for ds in data.frames.values() for p in ds["pair_id"]} <= _read_done_pairs(preds)
     records, _ = read_predictions(preds, repair=False)

@@ -13,7 +13,12 @@ import math
 
 from ..data.builders.dataset_card import md_table
 from ..utils.atomic_files import write_text_atomic
-from .benchmark_protocols import CALIBRATED, editscore_accuracy, pairwise_result, pointwise_srcc
+from .benchmark_protocols import (
+    CALIBRATED,
+    editscore_accuracy,
+    pairwise_result,
+    pointwise_srcc,
+)
 from .converted_benchmarks import attach_scores
 from .errors import BenchmarkInputError
 from .published_results import TABLE6, TABLE6_COLUMNS

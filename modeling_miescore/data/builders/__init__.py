@@ -14,7 +14,7 @@ Modules: :mod:`.base` (the builder base: stages, shared options, run, exit statu
 
 from __future__ import annotations
 
-import importlib
+from ...utils.lazy_registry import load_registered
 
 __all__ = ["BUILDERS", "get_builder"]
 
@@ -27,8 +27,4 @@ BUILDERS: dict[str, str] = {
 
 def get_builder(name: str):
     """The builder class (a :class:`~.base.DatasetBuilder` subclass) registered as ``name``."""
-    try:
-        module_name, class_name = BUILDERS[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(BUILDERS)}") from None
-    return getattr(importlib.import_module(module_name, __name__), class_name)
+    return load_registered(BUILDERS, name, __name__, "dataset")

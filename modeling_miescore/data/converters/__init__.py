@@ -44,7 +44,7 @@ and nothing is written (CLI exit status 2).
 
 from __future__ import annotations
 
-import importlib
+from ...utils.lazy_registry import load_registered
 
 __all__ = ["CONVERTERS", "converter_spec", "get_converter"]
 
@@ -63,11 +63,7 @@ CONVERTERS: dict[str, str] = {
 
 def get_converter(name: str):
     """The converter class (a :class:`~.base.BenchmarkConverter` subclass) registered as ``name``."""
-    try:
-        module_name, class_name = CONVERTERS[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown benchmark {name!r}; choose one of: {', '.join(CONVERTERS)}") from None
-    return getattr(importlib.import_module(module_name, __name__), class_name)
+    return load_registered(CONVERTERS, name, __name__, "benchmark")
 
 
 def converter_spec(name: str):

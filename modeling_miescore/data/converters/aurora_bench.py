@@ -17,11 +17,13 @@ scored once).
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
-from .base import BenchmarkConverter, StripPrefixOption, finite_score
+from .base import (
+    BenchmarkConverter,
+    ReleaseChoiceOption,
+    StripPrefixOption,
+    finite_score,
+)
 from .release_files import read_json_records
 from .schema import BenchmarkSpec, PairItem
 
@@ -55,31 +57,18 @@ SPEC = BenchmarkSpec(
 KEYS = ("prompt", "path_src", "path1", "path2", "model1_dim1_score", "model2_dim1_score")
 
 
-class AuroraBenchConverter(StripPrefixOption, BenchmarkConverter):
+class AuroraBenchConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConverter):
     """AURORA-Bench pairwise human ratings (EditReward's JSON) -> pairwise rows (see the module docstring)."""
 
     spec = SPEC
     raw_help = f"folder holding {DEFAULT_FILE} (or --file) and the images it names"
     main_file = DEFAULT_FILE
-
-    def __init__(self, *args, file: str = DEFAULT_FILE, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.file = file
-        self.main_file = file
-
-    @classmethod
-    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        super().add_builder_arguments(parser)
-        parser.add_argument("--file", default=DEFAULT_FILE, help="the ratings JSON inside --raw (default: %(default)s)")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {**super().builder_options(args), "file": args.file}
+    choice_option, default_choice = "file", DEFAULT_FILE
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
-        records = read_json_records(self.raw / self.file, problems, required=KEYS)
+        records = read_json_records(self.raw / self.choice, problems, required=KEYS)
         for line, record in self.progress_bar(records, desc="checking ratings"):
-            check = RecordCheck(problems, self.file, line, images)
+            check = RecordCheck(problems, self.choice, line, images)
             instruction = check.text(record["prompt"], "prompt must be a non-empty string")
             scores = [finite_score(record[k]) for k in ("model1_dim1_score", "model2_dim1_score")]
             if None in scores:
@@ -95,4 +84,4 @@ class AuroraBenchConverter(StripPrefixOption, BenchmarkConverter):
                 id=item_id, sources=[source], instruction=instruction.strip(), edited_a=first, edited_b=second,
                 edited_a_id=first.rel, edited_b_id=second.rel, label=label,
                 model_a=str(record.get("model1") or ""), model_b=str(record.get("model2") or "")),
-                (self.file, line), problems)
+                (self.choice, line), problems)

@@ -33,7 +33,7 @@ from .schema import (
     pointwise_features,
 )
 
-__all__ = ["BenchmarkConverter", "ConversionSummary", "StripPrefixOption", "finite_score"]
+__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption", "finite_score"]
 
 
 def finite_score(value: Any) -> float | None:
@@ -196,16 +196,43 @@ class StripPrefixOption:
 
     @classmethod
     def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_builder_arguments(parser)
         parser.add_argument("--strip-prefix", default=None, metavar="PREFIX",
                             help="cut this prefix from image paths in the release files, leaving paths relative "
                                  f"to --raw (default: {cls.default_strip_prefix!r})")
 
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"strip_prefix": args.strip_prefix}
+        return {**super().builder_options(args), "strip_prefix": args.strip_prefix}
 
     def release_path(self, value: Any) -> Any:
         """``value`` without ``strip_prefix`` (other values unchanged; the image check reports what is wrong)."""
         if isinstance(value, str) and self.strip_prefix and value.startswith(self.strip_prefix):
             return value[len(self.strip_prefix):]
         return value
+
+
+class ReleaseChoiceOption:
+    """Mixin for a release option that picks one of its parts: ``--split`` (the split to convert) or ``--file`` (the
+    file inside ``--raw``). Subclasses set ``choice_option`` (``"split"`` or ``"file"``) and ``default_choice``;
+    the value is ``self.choice`` (and ``main_file`` follows a chosen file)."""
+
+    choice_option: ClassVar[str]
+    default_choice: ClassVar[str]
+
+    def __init__(self, *args, **kwargs):
+        chosen = kwargs.pop(self.choice_option, None)
+        super().__init__(*args, **kwargs)
+        self.choice = chosen or self.default_choice
+        if self.choice_option == "file":
+            self.main_file = self.choice
+
+    @classmethod
+    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_builder_arguments(parser)
+        what = "split of the release to convert" if cls.choice_option == "split" else "release file inside --raw"
+        parser.add_argument(f"--{cls.choice_option}", default=None, help=f"the {what} (default: {cls.default_choice})")
+
+    @classmethod
+    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
+        return {**super().builder_options(args), cls.choice_option: getattr(args, cls.choice_option)}

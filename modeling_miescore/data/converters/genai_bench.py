@@ -15,11 +15,8 @@ Rows: one pairwise row per vote (``edited_a`` = left output, ``edited_b`` = righ
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from ..builders.raw_files import ImageChecker, ProblemCollector
-from .base import BenchmarkConverter
+from .base import BenchmarkConverter, ReleaseChoiceOption
 from .release_files import embedded_image, read_parquet_rows
 from .schema import BenchmarkSpec, PairItem
 
@@ -53,31 +50,20 @@ SPEC = BenchmarkSpec(
 )
 
 
-class GenAIBenchConverter(BenchmarkConverter):
+class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
     """GenAI-Bench image_edition Parquet shards -> pairwise rows (see the module docstring)."""
 
     spec = SPEC
     raw_help = "folder holding image_edition/<split>-*.parquet (TIGER-Lab/GenAI-Bench as downloaded)"
     main_file = "image_edition"
-
-    def __init__(self, *args, split: str = "test", **kwargs):
-        super().__init__(*args, **kwargs)
-        self.split_name = split
-
-    @classmethod
-    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--split", default="test", help="which image_edition split to convert (default: test)")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"split": args.split}
+    choice_option, default_choice = "split", "test"
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
-        files = self.release_files(f"image_edition/{self.split_name}-*.parquet", problems)
+        files = self.release_files(f"image_edition/{self.choice}-*.parquet", problems)
         rows = read_parquet_rows(self.raw, files, problems, required=COLUMNS)
         for number, (file, row, record) in enumerate(self.progress_bar(rows, desc="checking votes"), start=1):
             where = (file, row)
-            item_id = f"{self.split_name}-{number:05d}"
+            item_id = f"{self.choice}-{number:05d}"
             label = VOTE_LABELS.get(str(record["vote_type"]).strip())
             if label is None:
                 problems.add(file, row, f"vote_type {record['vote_type']!r} is not one of {', '.join(VOTE_LABELS)}")
@@ -97,4 +83,4 @@ class GenAIBenchConverter(BenchmarkConverter):
                 id=item_id, sources=[source], instruction=instruction.strip(), edited_a=left, edited_b=right,
                 edited_a_id=f"{item_id}-left", edited_b_id=f"{item_id}-right", label=label,
                 model_a=str(record["left_model"] or ""), model_b=str(record["right_model"] or ""),
-                subset=self.split_name), where, problems)
+                subset=self.choice), where, problems)

@@ -16,11 +16,14 @@ available, its columns must be mapped onto these (or this module adapted), and t
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
-from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_csv, unique_records
-from .base import BenchmarkConverter, finite_score
+from ..builders.raw_files import (
+    ImageChecker,
+    ProblemCollector,
+    RecordCheck,
+    read_csv,
+    unique_records,
+)
+from .base import BenchmarkConverter, ReleaseChoiceOption, finite_score
 from .schema import BenchmarkSpec, EditItem
 
 __all__ = ["COLUMNS", "IEQAConverter", "SPEC"]
@@ -50,32 +53,21 @@ SPEC = BenchmarkSpec(
 )
 
 
-class IEQAConverter(BenchmarkConverter):
+class IEQAConverter(ReleaseChoiceOption, BenchmarkConverter):
     """IEQA CSV (format from the papers' description) -> pointwise rows (see the module docstring)."""
 
     spec = SPEC
     raw_help = f"folder holding {DEFAULT_FILE} (or --file) and the images it names"
     main_file = DEFAULT_FILE
-
-    def __init__(self, *args, file: str = DEFAULT_FILE, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.file = self.main_file = file
-
-    @classmethod
-    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--file", default=DEFAULT_FILE, help="the CSV inside --raw (default: %(default)s)")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"file": args.file}
+    choice_option, default_choice = "file", DEFAULT_FILE
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
-        rows = read_csv(self.raw / self.file, problems,
+        rows = read_csv(self.raw / self.choice, problems,
                         required=("id", "source_image", "edited_image", "instruction", *COLUMNS)) or []
         declared: set[str] = set()
-        for line, row, edit_id in unique_records(self.progress_bar(rows, desc="checking edits"), problems, self.file,
+        for line, row, edit_id in unique_records(self.progress_bar(rows, desc="checking edits"), problems, self.choice,
                                                  "id", declared):
-            check = RecordCheck(problems, self.file, line, images)
+            check = RecordCheck(problems, self.choice, line, images)
             instruction = check.text(row["instruction"], "instruction must be non-empty")
             human = {}
             for column, key in COLUMNS.items():
@@ -88,4 +80,4 @@ class IEQAConverter(BenchmarkConverter):
             if check.ok:
                 self.add_edit(EditItem(id=edit_id, sources=[source], edited=edited, instruction=instruction.strip(),
                                        human=human, editing_model=row.get("editing_model", "")),
-                              (self.file, line), problems)
+                              (self.choice, line), problems)

@@ -20,14 +20,12 @@ Rows: one pointwise row per (sample, model) rated by at least one rater: SC and 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
-from typing import Any
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
-from .base import BenchmarkConverter, finite_score
+from .base import BenchmarkConverter, ReleaseChoiceOption, finite_score
 from .release_files import embedded_image, read_parquet_rows, read_tsv
 from .schema import BenchmarkSpec, EditItem
 
@@ -70,28 +68,17 @@ def _cell(text: str) -> tuple[float, float] | None:
     return (sc, pq) if sc is not None and pq is not None and 0 <= sc <= 1 and 0 <= pq <= 1 else None
 
 
-class ImagenHubConverter(BenchmarkConverter):
+class ImagenHubConverter(ReleaseChoiceOption, BenchmarkConverter):
     """ImagenHub text-guided editing ratings + inputs + outputs -> pointwise rows (see the module docstring)."""
 
     spec = SPEC
     raw_help = (f"folder holding data/<split>-*.parquet, {RATINGS}/Text-Guided_IE_rater*.tsv and "
                 f"{OUTPUTS}/<model>/sample_<img_id>_<turn>.jpg")
     main_file = RATINGS
-
-    def __init__(self, *args, split: str = "filtered", **kwargs):
-        super().__init__(*args, **kwargs)
-        self.split_name = split
-
-    @classmethod
-    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--split", default="filtered", help="split of the inputs (default: %(default)s)")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"split": args.split}
+    choice_option, default_choice = "split", "filtered"
 
     def _inputs(self, problems: ProblemCollector) -> dict[tuple[str, int], tuple]:
-        files = self.release_files(f"data/{self.split_name}-*.parquet", problems)
+        files = self.release_files(f"data/{self.choice}-*.parquet", problems)
         inputs = {}
         for file, row, record in read_parquet_rows(self.raw, files, problems,
                                                    required=("img_id", "turn_index", "source_img", "instruction")):
@@ -127,7 +114,7 @@ class ImagenHubConverter(BenchmarkConverter):
             match = _UID.match(uid)
             key = (match.group(1), int(match.group(2))) if match else None
             if key not in inputs:
-                problems.add(file, int(line), f"uid {uid!r} names no input of split {self.split_name!r} "
+                problems.add(file, int(line), f"uid {uid!r} names no input of split {self.choice!r} "
                                               "(expected sample_<img_id>_<turn_index>.jpg)")
                 continue
             check = RecordCheck(problems, file, int(line), images)

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..builders.raw_files import ProblemCollector
+from ..builders.raw_files import ProblemCollector, record_problem
 from .schema import ImageRef
 
 __all__ = ["check_image_bytes", "embedded_image", "read_json_records", "read_parquet_rows", "read_saved_dataset",
@@ -103,12 +103,9 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
             problems.add(name, _line_of(text, start), "expected a JSON array of records")
             return []
         for line, record in _array_records(text, start, decoder):
-            if not isinstance(record, dict):
-                problems.add(name, line, f"expected a JSON object per record, got {type(record).__name__}")
-                continue
-            missing = [k for k in required if k not in record]
-            if missing:
-                problems.add(name, line, f"missing key(s) {', '.join(map(repr, missing))}")
+            problem = record_problem(record, required)
+            if problem:
+                problems.add(name, line, problem)
                 continue
             out.append((line, record))
     except json.JSONDecodeError as err:

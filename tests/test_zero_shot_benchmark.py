@@ -214,3 +214,60 @@ def test_zero_shot_with_the_tiny_miescore_checkpoint(benchmarks, tiny_miescore_p
     # a rerun finds every edit scored and does not load the model again
     assert main(["benchmark", "zero-shot", "--dataset", str(benchmarks["ieqa"]), "--model", str(tiny_miescore_path),
                  "--out", str(out), "--device", "cpu", "--no-progress"]) == 0
+
+
+class RecordingMIEScore:
+    """Stands in for a MIEScore model: scores from the instruction length, and records the prompt it was asked for."""
+
+    def __init__(self):
+        from modeling_miescore.configuration_miescore import MIEScoreConfig
+
+        self.config = MIEScoreConfig()
+        self.prompts: list[tuple[int, str]] = []
+
+    def score_batch(self, samples, batch_size=8, **kwargs):
+        self.prompts += [(len(s.sources), self.config.source_label) for s in samples]
+        return [{"visual_quality": 1.0, "instruction_following": 2.0, "attribute_preservation": 3.0,
+                 "overall": float(len(s.instruction))} for s in samples]
+
+
+def test_scoring_mer_bench_with_miescore_uses_the_single_source_prompt(tmp_path):
+    from modeling_miescore.data.builders.mer_bench import build_mer_bench
+    from modeling_miescore.evaluation.converted_benchmarks import load_benchmark
+    from modeling_miescore.evaluation.converted_scoring import needs_scoring, score_converted
+    from modeling_miescore.scoring.single_source_prompt import SINGLE_SOURCE_LABEL
+
+    rb.make_raw_mer_bench(tmp_path / "raw", n_samples=8, seed=1, image_size=32)
+    build_mer_bench(tmp_path / "raw", tmp_path / "mer", groups_per_type=2, progress=False)
+    data = load_benchmark(str(tmp_path / "mer"))
+    model = RecordingMIEScore()
+    path = score_converted(data, model, tmp_path / "out", batch_size=4, progress=False)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    groups = {str(p): len(imgs) for ds in data.frames.values() for p, imgs in zip(ds["pair_id"], ds["edited_images"])}
+    assert {line["pair_id"]: len(line["scores"]) for line in lines} == groups
+    instructions = {str(p): i for ds in data.frames.values() for p, i in zip(ds["pair_id"], ds["instruction"])}
+    assert all(line["scores"] == [len(instructions[line["pair_id"]]) / 100] * groups[line["pair_id"]]
+               for line in lines)  # reward = overall / 100
+    assert set(model.prompts) == {(1, SINGLE_SOURCE_LABEL)}
+    assert model.config.source_label == "Source image {index}:"  # restored
+    assert not needs_scoring(data, tmp_path / "out")
+
+
+def test_spatialreward_results_map_onto_the_score_keys(benchmarks, tmp_path):
+    from types import SimpleNamespace
+
+    from modeling_miescore.evaluation.converted_benchmarks import load_benchmark
+    from modeling_miescore.evaluation.converted_scoring import score_converted
+
+    class FakeJudge:
+        def evaluate_edits(self, samples, batch_size=8):
+            return [SimpleNamespace(failed=i == 1, pq=5.0, s_if=20.0, s_con=10.0, reward=0.7)
+                    for i, _ in enumerate(samples)]
+
+    path = score_converted(load_benchmark(str(benchmarks["mmrb2"])), FakeJudge(), tmp_path, batch_size=2,
+                           progress=False)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 12 and len({line["id"] for line in lines}) == 12  # every edited image once
+    assert lines[0] == {"id": lines[0]["id"], "visual_quality": 5.0, "instruction_following": 20.0,
+                        "attribute_preservation": 10.0, "overall": 0.7}
+    assert lines[1]["overall"] is None and lines[1]["visual_quality"] is None  # a failed parse is no score

@@ -43,10 +43,11 @@ SPEC = BenchmarkSpec(
                   "https://github.com/TIGER-AI-Lab/EditReward/tree/main/EditReward/evaluate",
     format_note="The converter reads the Hub's Parquet shards 2pair/, 3pair/, 4pair/ as downloaded.",
     dimensions={"score (human score of each candidate)": "overall"},
-    tie_rule=("Pointwise (MIEScore Table 6): SRCC with the human score; tied human scores get average ranks. "
-              "Pairwise (the authors' protocol): 2-pair human ties (A=B) count correct when |score_a - score_b| <= "
-              "epsilon, epsilon tie-calibrated on the 2-pair data; in 3-/4-pair data there are no human ties and a "
-              "predicted tie is wrong (eval_bench.py, calc_accuracy_without_ties)."),
+    tie_rule=("Pointwise (what MIEScore's Table 6 reports, and what 'benchmark zero-shot' computes): SRCC with the "
+              "human score; tied human scores get average ranks. The pairwise config keeps the comparisons with "
+              "their human ties (2-pair 'A=B' -> tie); the authors' own pairwise protocol (eval_bench.py) counts a "
+              "2-pair tie correct when |score_a - score_b| <= epsilon, epsilon tie-calibrated on the 2-pair data, "
+              "and a predicted tie wrong in 3-/4-pair data (calc_accuracy_without_ties)."),
     citation="""@article{wu2025editreward,
   title   = {EditReward: A Human-Aligned Reward Model for Instruction-Guided Image Editing},
   author  = {Wu, Keming and Jiang, Sicong and Ku, Max and Nie, Ping and Liu, Minghao and Chen, Wenhu},

@@ -82,7 +82,10 @@ class ImagenHubConverter(ReleaseChoiceOption, BenchmarkConverter):
         inputs = {}
         for file, row, record in read_parquet_rows(self.raw, files, problems,
                                                    required=("img_id", "turn_index", "source_img", "instruction")):
-            key = (str(record["img_id"]), int(record["turn_index"] or 0))
+            if not isinstance(record["turn_index"], int):
+                problems.add(file, row, f"turn_index must be an integer, got {record['turn_index']!r}")
+                continue
+            key = (str(record["img_id"]), record["turn_index"])
             source = embedded_image(record["source_img"], f"source-{key[0]}-{key[1]}", (file, row), "source_img",
                                     problems, self.max_image_pixels)
             if source is not None and isinstance(record["instruction"], str) and record["instruction"].strip():

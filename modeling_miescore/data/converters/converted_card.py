@@ -13,7 +13,7 @@ from typing import Any
 from ..builders.dataset_card import CardSpec, dataset_card_data, md_table
 from .schema import SPLIT, BenchmarkSpec
 
-__all__ = ["CONVERTED_CARD_TEMPLATE", "card_spec", "converted_card_data", "read_benchmark_metadata"]
+__all__ = ["CONVERTED_CARD_TEMPLATE", "card_context", "card_spec", "converted_card_data", "read_benchmark_metadata"]
 
 CONVERTED_CARD_TEMPLATE = """---
 {{ card_data }}
@@ -68,11 +68,11 @@ def card_spec(spec: BenchmarkSpec) -> CardSpec:
 
 def converted_card_data(spec: BenchmarkSpec, features: dict, split_info: dict[str, dict], license: str | None):
     """Card metadata with one config per written kind (the first is the default) and the benchmark block."""
+    card = card_spec(spec)
     card_data = None
     for index, (config, info) in enumerate(split_info.items()):
         one = dataset_card_data(features=features[config], splits={SPLIT: info}, license=license,
-                                pretty_name=f"{spec.title} (miescore)", task_categories=("image-text-to-text",),
-                                tags=("image-editing", "reward-model", "benchmark", "miescore-converted"),
+                                pretty_name=card.pretty_name, task_categories=card.task_categories, tags=card.tags,
                                 config_name=config)
         one.configs[0]["default"] = index == 0
         if card_data is None:

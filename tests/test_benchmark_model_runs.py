@@ -111,7 +111,7 @@ class _StandInScorer:
 
 def _stand_in_loader(monkeypatch, scorer) -> None:
     """Serve ``scorer`` from ``load_spatialreward`` without importing the real module (torch, transformers)."""
-    module = types.ModuleType("modeling_miescore.serving.reward_functions")
+    module = types.ModuleType("modeling_miescore.scoring.loading")
     module.load_spatialreward = lambda model, device, dtype: scorer
     monkeypatch.setitem(sys.modules, module.__name__, module)
 

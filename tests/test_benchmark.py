@@ -40,7 +40,7 @@ def mie_dir(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("mie")
     make_raw_mie_bench(base / "raw", n_instances=20, n_models=4, seed=3, image_size=48)
-    build_mie_bench(base / "raw", base / "ds", progress=False)
+    build_mie_bench(base / "raw", base / "ds", progress=False, split_method="hash")  # splits sized as the tests expect
     return base / "ds"
 
 

@@ -77,16 +77,16 @@ def test_the_command_line_loads_no_data_libraries():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_exit_status_bad_data_2_bad_options_1(mer_raw, tmp_path, capsys):
+def test_exit_status_2_for_bad_data_and_bad_options(mer_raw, tmp_path, capsys):
     assert miescore(["build-dataset", "mer-bench", "--raw", str(tmp_path / "nowhere"), "--out",
                      str(tmp_path / "out")]) == 2
     assert "raw folder not found" in capsys.readouterr().err
     assert miescore(["build-dataset", "mer-bench", "--raw", str(mer_raw), "--out", str(tmp_path / "out"),
-                     "--groups-per-type", "-1"]) == 1
+                     "--groups-per-type", "-1"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == "error: groups_per_type must be >= 0" and not (tmp_path / "out").exists()
-    assert miescore(["build-dataset", "mie-bench", "--raw", str(mer_raw), "--out", str(mer_raw)]) == 1
-    assert "must not be the raw folder" in capsys.readouterr().err
+    assert err.strip() == "error: --groups-per-type must be >= 0" and not (tmp_path / "out").exists()
+    assert miescore(["build-dataset", "mie-bench", "--raw", str(mer_raw), "--out", str(mer_raw)]) == 2
+    assert "--out" in (err := capsys.readouterr().err) and "must not be the raw folder" in err
 
 
 # ---------------------------------------------------------------------------------------------

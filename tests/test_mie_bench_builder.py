@@ -16,8 +16,9 @@ from scipy.stats import spearmanr
 
 from modeling_miescore.cli.main import main as miescore
 from modeling_miescore.data.builders import hub_push
-from modeling_miescore.data.builders.hub_push import HubPushError
-from modeling_miescore.data.builders.mie_bench import DEFAULT_SPLIT_SALT, build_mie_bench, split_of
+from modeling_miescore.data.builders.hub_push import HubPushError, HubPushUnavailableError
+from modeling_miescore.data.builders.mie_bench import build_mie_bench
+from modeling_miescore.data.builders.mie_bench_split import DEFAULT_SPLIT_SALT, split_of, stratified_splits
 from modeling_miescore.data.builders.output_folder import OutputExistsError
 from modeling_miescore.data.builders.raw_files import DatasetValidationError
 from modeling_miescore.data.schema import TASKS
@@ -33,8 +34,13 @@ def tree_hashes(root: Path) -> dict:
 
 
 def no_leftovers(out: Path) -> bool:
-    """No temporary or half-renamed folders beside ``out``."""
-    return not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
+    """No temporary or half-renamed folders beside ``out`` (its lock file ``.<name>.lock`` stays, unlocked)."""
+    from filelock import FileLock
+
+    with FileLock(out.parent / f".{out.name}.lock", timeout=0):  # no build holds it any more
+        pass
+    lock = f".{out.name}.lock"
+    return not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.") and p.name != lock]
 
 
 def load(out: Path, cache: Path, **kw):
@@ -103,9 +109,11 @@ def test_no_instance_in_two_splits(built):
         for iid in set(ds[split]["instance_id"]):
             assert iid not in seen, f"{iid} in {seen.get(iid)} and {split}"
             seen[iid] = split
-            assert split_of(iid) == split
     assert len(seen) == N_INSTANCES
     assert set(ds) == {"train", "validation", "test"}
+    tasks = {json.loads(x)["instance_id"]: json.loads(x)["task"]
+             for x in (built["raw"] / "instances.jsonl").read_text().splitlines()}
+    assert seen == stratified_splits(tasks)  # the default: 3:1:1 within each task
 
 
 def test_split_proportions_on_a_large_id_set():
@@ -119,12 +127,13 @@ def test_split_proportions_on_a_large_id_set():
     assert moved > 500  # the salt matters
 
 
-def test_adding_instances_does_not_move_old_ones(built, tmp_path):
+def test_adding_instances_does_not_move_old_ones_with_the_hash_split(built, tmp_path):
     raw2 = tmp_path / "raw2"
     shutil.copytree(built["raw"], raw2)
     make_raw_mie_bench(raw2, n_instances=12, n_models=12, seed=7, image_size=64, instance_offset=N_INSTANCES)
-    out2 = tmp_path / "out2"
-    s2 = build_mie_bench(raw2, out2, progress=False)
+    out1, out2 = tmp_path / "out1", tmp_path / "out2"
+    build_mie_bench(built["raw"], out1, progress=False, split_method="hash")
+    s2 = build_mie_bench(raw2, out2, progress=False, split_method="hash")
     assert s2.num_instances == N_INSTANCES + 12
     import pyarrow.parquet as pq
 
@@ -136,7 +145,7 @@ def test_adding_instances_does_not_move_old_ones(built, tmp_path):
                 m[iid] = split
         return m
 
-    old, new = split_map(built["out"]), split_map(out2)
+    old, new = split_map(out1), split_map(out2)
     assert len(old) == N_INSTANCES and len(new) == N_INSTANCES + 12
     assert all(new[i] == s for i, s in old.items())
 
@@ -162,7 +171,7 @@ def test_shards_are_bounded_and_card_matches_data(built):
     assert all(f.stat().st_size <= 400_000 for f in files)
     text = (built["out"] / "README.md").read_text()
     header = yaml.safe_load(text.split("---\n")[1])
-    assert header["license"] == "cc-by-4.0"
+    assert header["license"] == "cc-by-nc-4.0"
     info = header["dataset_info"][0]
     splits = {s["name"]: s["num_examples"] for s in info["splits"]}
     assert splits == {k: v["num_examples"] for k, v in built["summary"].splits.items()}
@@ -346,7 +355,7 @@ def test_failed_build_leaves_nothing_and_never_clobbers(tmp_path, monkeypatch):
 
     build_mie_bench(raw, out, progress=False)
     good = tree_hashes(out)
-    with pytest.raises(OutputExistsError, match="--overwrite"):
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
         build_mie_bench(raw, out, progress=False)
     # a failing rebuild with overwrite=True keeps the old dataset
     (raw / "edits.jsonl").write_text((raw / "edits.jsonl").read_text() + "{oops\n")
@@ -373,7 +382,7 @@ def test_cli_exit_codes_and_messages(tmp_path, capsys):
 
     assert main(["--raw", str(raw), "--out", str(out), "--no-progress", "--max-shard-bytes", "1MB"]) == 0
     assert "MIE-Bench written to" in capsys.readouterr().out
-    assert main(["--raw", str(raw), "--out", str(out), "--no-progress"]) == 1
+    assert main(["--raw", str(raw), "--out", str(out), "--no-progress"]) == 2
     assert "already exists" in capsys.readouterr().err
     (raw / "instances.jsonl").write_text((raw / "instances.jsonl").read_text() + "not json\n")
     assert main(["--raw", str(raw), "--out", str(tmp_path / "o2"), "--no-progress"]) == 2
@@ -385,10 +394,10 @@ def test_push_to_hub_guard(tmp_path, monkeypatch):
     raw = _small_raw(tmp_path / "raw")
     out = tmp_path / "out"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(HubPushError, match="offline"):
+    with pytest.raises(HubPushUnavailableError, match="offline"):
         build_mie_bench(raw, out, progress=False, push_to_hub="someone/mie-bench")
     assert not out.exists()  # checked before building
-    with pytest.raises(HubPushError, match="invalid repository id"):
+    with pytest.raises(HubPushUnavailableError, match="invalid repository id"):
         build_mie_bench(raw, out, progress=False, push_to_hub="not a/valid/repo")
 
     # online but the upload fails: one clear error, the local dataset is complete, nothing partial pushed
@@ -397,9 +406,14 @@ def test_push_to_hub_guard(tmp_path, monkeypatch):
     monkeypatch.setattr(hub_push, "hub_is_offline", lambda: False)
     calls = []
 
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+
     class FakeApi:
         def __init__(self, token=None):
             pass
+
+        def whoami(self):
+            return {"name": "someone"}
 
         def create_repo(self, repo_id, **kw):
             calls.append(("create_repo", repo_id, kw.get("repo_type")))

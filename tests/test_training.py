@@ -45,7 +45,8 @@ def _build_dataset(root: Path, n_instances: int, seed: int = 0) -> Path:
     from modeling_miescore.testing import make_raw_mie_bench
 
     make_raw_mie_bench(root / "raw", n_instances=n_instances, seed=seed)
-    build_mie_bench(root / "raw", root / "ds", overwrite=True, progress=False)
+    # hash split: the per-task 3:1:1 default leaves a 6-instance fixture (one per task) without validation rows
+    build_mie_bench(root / "raw", root / "ds", overwrite=True, progress=False, split_method="hash")
     return root / "ds"
 
 

@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dataset",
     "convert_benchmark",
     "analyze_attention",
+    "baselines",
 )
 
 

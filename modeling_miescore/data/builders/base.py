@@ -6,13 +6,20 @@ anything is written) -> :meth:`~DatasetBuilder.label` (MOS or majority-vote labe
 :meth:`~DatasetBuilder.split` (rows per split) -> :meth:`~DatasetBuilder.write_splits` (Parquet shards in a
 temporary folder) -> :meth:`~DatasetBuilder.write_card` (README.md with ``configs``/``dataset_info``) ->
 rename into place -> optional push to the Hub. Subclasses implement the data-specific stages and declare
-their name, options and card; the shared command-line options, the checks before building, the run and
-the exit-status policy live here.
+their name, options and card; the shared options (also as command-line flags), the checks before building and
+the run live here. The command line and its exit status are in :mod:`modeling_miescore.cli.dataset`.
+
+Before reading anything a build checks what would stop it (raw folder, output path, ``push_to_hub``), then
+holds the output's lock (:func:`modeling_miescore.utils.output_lock.exclusive_output`, a ``.<name>.lock`` file
+beside the output that stays there) until the dataset is in place and pushed: two builds never write the same
+output, and the temporary folders that killed builds left behind are removed (a note on stderr says so).
+Errors name the API parameters (``out_dir``, ``overwrite=True``); the command line rewords them as flags.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -23,17 +30,19 @@ from typing import Any, ClassVar, Sequence
 
 from tqdm.auto import tqdm
 
+from ...utils.output_lock import exclusive_output
 from .dataset_card import CardSpec, dataset_card_data, write_dataset_card
-from .hub_push import HubPushError, check_hub_push, push_folder_to_hub
-from .output_folder import AtomicOutputDir, OutputExistsError
+from .hub_push import check_hub_push, push_folder_to_hub
+from .output_folder import AtomicOutputDir
 from .parquet_writing import (DEFAULT_MAX_SHARD_BYTES, DEFAULT_ROWS_PER_GROUP, format_bytes, parse_size, size_arg,
                               write_parquet_split)
 from .raw_files import DatasetValidationError, ImageChecker, Problem, ProblemCollector
 
-__all__ = ["BuildSummary", "DatasetBuilder", "EXIT_BAD_DATA", "EXIT_FAILED", "run_build"]
+__all__ = ["BuildSummary", "BuildUsageError", "DatasetBuilder"]
 
-EXIT_BAD_DATA = 2  # the raw release has problems (every one is listed, with file:line)
-EXIT_FAILED = 1  # unusable environment, options or output folder; or the push failed
+
+class BuildUsageError(ValueError):
+    """The build cannot run as asked: an unusable option or output path (found before anything is read)."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -64,59 +73,44 @@ class BuildSummary:
         return "\n".join(lines)
 
 
-def run_build(build) -> int:
-    """Run ``build()`` for a CLI: print its summary, or a clear error; return the exit status.
-
-    Exit 2 for invalid raw data (every problem is listed with file:line), 1 for an unusable environment,
-    option or output folder, or a failed push.
-    """
-    try:
-        summary = build()
-    except DatasetValidationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_DATA
-    except ImportError as err:
-        print(f"error: building needs the data extra ({err.name or err} missing): pip install 'miescore[data]'",
-              file=sys.stderr)
-        return EXIT_FAILED
-    except (OutputExistsError, HubPushError, ValueError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    print(summary.describe())
-    return 0
-
-
 class DatasetBuilder(ABC):
     """One raw release -> one Hub-native Parquet dataset folder (see the module docstring for the stages).
 
     Common options (every builder): ``overwrite`` (replace an existing non-empty ``out_dir``),
     ``max_shard_bytes`` (upper bound of a Parquet shard, estimated from image file sizes; an int or a string
     such as ``"256MB"``), ``rows_per_group``, ``license`` (card license id; the builder's default when
-    ``None``), ``max_image_pixels`` (decompression-bomb guard of the image check), ``push_to_hub``
-    (``"user/name"``: after the local build succeeds, upload the folder as one commit), ``private``, ``token``
-    and ``progress`` (tqdm bars on stderr).
+    ``None``), ``max_image_pixels`` (decompression-bomb guard of the image check), ``follow_symlinks`` (read
+    raw files and images whose symbolic links lead outside the raw folder; refused by default),
+    ``push_to_hub`` (``"user/name"``: checked before building, then after the local build succeeds the folder
+    is uploaded as one commit), ``private``, ``token`` and ``progress`` (tqdm bars on stderr).
     """
 
     # (the CLI name of a builder is its key in the registry, modeling_miescore.data.builders.BUILDERS)
     title: ClassVar[str]  # e.g. "MIE-Bench"
     raw_help: ClassVar[str]  # --raw help: the files the raw folder holds
     default_license: ClassVar[str]
+    license_help: ClassVar[str]  # --license help: the default and why
     split_names: ClassVar[Sequence[str]]
     card: ClassVar[CardSpec]
 
     def __init__(self, raw_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False,
                  max_shard_bytes: int | str = DEFAULT_MAX_SHARD_BYTES, rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
-                 license: str | None = None, max_image_pixels: int | None = None, push_to_hub: str | None = None,
-                 private: bool | None = None, token: str | None = None, progress: bool = True):
+                 license: str | None = None, max_image_pixels: int | None = None, follow_symlinks: bool = False,
+                 push_to_hub: str | None = None, private: bool | None = None, token: str | None = None,
+                 progress: bool = True):
         self.raw = Path(raw_dir).absolute()
         self.out = Path(out_dir).absolute()
         self.overwrite = overwrite
-        self.max_shard_bytes = parse_size(max_shard_bytes)
+        try:
+            self.max_shard_bytes = parse_size(max_shard_bytes)
+        except ValueError as err:
+            raise BuildUsageError(f"max_shard_bytes: {err}") from None
         if rows_per_group < 1:
-            raise ValueError(f"rows_per_group must be >= 1, got {rows_per_group}")
+            raise BuildUsageError(f"rows_per_group must be >= 1, got {rows_per_group}")
         self.rows_per_group = rows_per_group
         self.license = license or self.default_license
         self.max_image_pixels = max_image_pixels
+        self.follow_symlinks = follow_symlinks
         self.push_to_hub, self.private, self.token = push_to_hub, private, token
         self.progress = progress
         self.warnings: list[str] = []
@@ -127,8 +121,25 @@ class DatasetBuilder(ABC):
         """Run every stage; return the summary. Nothing is written unless every stage before the write succeeds."""
         started = time.perf_counter()
         output = self.check_before_build()
-        problems = ProblemCollector(self.raw)
-        self.read(problems, ImageChecker(self.raw, self.max_image_pixels))
+        with contextlib.ExitStack() as lock:
+            try:
+                lock.enter_context(exclusive_output(self.out, "output folder"))
+            except OSError as err:
+                raise BuildUsageError(f"out_dir {self.out} cannot be locked for writing: {err}") from None
+            output.check()  # again, now that no other build can change it
+            for note in output.remove_stale():
+                self.note(note)
+            summary = self.build_into(output)
+            if self.push_to_hub:
+                summary.hub_url = push_folder_to_hub(self.out, self.push_to_hub, private=self.private, token=self.token,
+                                                     commit_message=f"Upload {self.title} (built with miescore)")
+        summary.elapsed_s = time.perf_counter() - started
+        return summary
+
+    def build_into(self, output: AtomicOutputDir) -> BuildSummary:
+        """The stages from reading the raw files to the dataset renamed into place."""
+        problems = ProblemCollector(self.raw, follow_symlinks=self.follow_symlinks)
+        self.read(problems, ImageChecker(self.raw, self.max_image_pixels, follow_symlinks=self.follow_symlinks))
         self.validate(problems)
         problems.raise_if_any()
         self.label()
@@ -143,10 +154,6 @@ class DatasetBuilder(ABC):
             total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         summary = self.summary(split_info)
         summary.total_bytes, summary.warnings = total, list(self.warnings)
-        if self.push_to_hub:
-            summary.hub_url = push_folder_to_hub(self.out, self.push_to_hub, private=self.private, token=self.token,
-                                                 commit_message=f"Upload {self.title} (built with miescore)")
-        summary.elapsed_s = time.perf_counter() - started
         return summary
 
     def check_before_build(self) -> AtomicOutputDir:
@@ -154,12 +161,16 @@ class DatasetBuilder(ABC):
         if not self.raw.is_dir():
             raise DatasetValidationError([Problem(self.raw.as_posix(), None, "raw folder not found")], source=self.raw)
         if self.out == self.raw or self.raw.is_relative_to(self.out):
-            raise ValueError(f"--out {self.out} must not be the raw folder or contain it")
+            raise BuildUsageError(f"out_dir {self.out} must not be the raw folder or contain it")
         output = AtomicOutputDir(self.out, overwrite=self.overwrite)
         output.check()
         if self.push_to_hub:
-            check_hub_push(self.push_to_hub)
+            check_hub_push(self.push_to_hub, self.token)
         return output
+
+    def note(self, message: str) -> None:
+        """A line on stderr about the build itself (not about the data)."""
+        print(f"note: {message}", file=sys.stderr)
 
     def progress_bar(self, iterable=None, *, desc: str, total: int | None = None) -> tqdm:
         """A tqdm bar on stderr, hidden unless ``progress``."""
@@ -188,7 +199,9 @@ class DatasetBuilder(ABC):
             task_categories=self.card.task_categories, tags=self.card.tags,
         )
         write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
-                           warnings=self.warnings, **self.card_context(split_info))
+                           warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
+                           splits=list(split_info), default_license=self.default_license,
+                           **self.card_context(split_info))
 
     def write_extra_files(self, folder: Path) -> None:
         """Files beside the data and the card (reports); none by default."""
@@ -238,16 +251,24 @@ class DatasetBuilder(ABC):
 
     @classmethod
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        """Add this builder's options to ``parser`` (``miescore build-dataset <name>``)."""
-        parser.add_argument("--raw", required=True, type=Path, help=cls.raw_help)
-        parser.add_argument("--out", required=True, type=Path, help="output dataset folder (written atomically)")
+        """Add this builder's options to ``parser`` (``miescore build-dataset <name>``).
+
+        Each ``dest`` is the constructor's parameter name, so that the command line can reword the API's
+        messages as flags (:func:`modeling_miescore.cli.dataset.flag_wording`).
+        """
+        parser.add_argument("--raw", dest="raw_dir", metavar="RAW", required=True, type=Path, help=cls.raw_help)
+        parser.add_argument("--out", dest="out_dir", metavar="OUT", required=True, type=Path,
+                            help="output dataset folder (written atomically)")
         parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
         parser.add_argument("--max-shard-bytes", type=size_arg, default=DEFAULT_MAX_SHARD_BYTES,
                             help="maximum Parquet shard size, e.g. 256MB (default: %(default)s bytes)")
-        parser.add_argument("--license", default=cls.default_license,
-                            help="license id for the card (default: %(default)s)")
+        parser.add_argument("--license", default=cls.default_license, help=cls.license_help)
+        parser.add_argument("--follow-symlinks", action="store_true",
+                            help="read raw files and images whose symbolic links lead outside the raw folder "
+                                 "(refused by default)")
         parser.add_argument("--push-to-hub", metavar="REPO", default=None,
-                            help="after building, upload to this Hub dataset repo (one commit)")
+                            help="after building, upload to this Hub dataset repo (one commit); the token and "
+                                 "the network are checked before building")
         parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
         cls.add_builder_arguments(parser)
@@ -255,7 +276,7 @@ class DatasetBuilder(ABC):
 
     @classmethod
     def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """The options only this builder has."""
+        """The options only this builder has (``dest`` = constructor parameter name)."""
 
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
@@ -263,11 +284,8 @@ class DatasetBuilder(ABC):
         return {}
 
     @classmethod
-    def run_cli(cls, args: argparse.Namespace) -> int:
-        """Build from parsed arguments; print the summary (stdout) or one clear error (stderr); return the exit
-        status (see :func:`run_build`)."""
-        return run_build(lambda: cls(
-            args.raw, args.out, overwrite=args.overwrite, max_shard_bytes=args.max_shard_bytes, license=args.license,
-            push_to_hub=args.push_to_hub, private=True if args.private else None, progress=not args.no_progress,
-            **cls.builder_options(args),
-        ).build())
+    def from_cli_args(cls, args: argparse.Namespace) -> "DatasetBuilder":
+        """The builder that parsed command-line ``args`` describe (raises on unusable options)."""
+        return cls(args.raw_dir, args.out_dir, overwrite=args.overwrite, max_shard_bytes=args.max_shard_bytes,
+                   license=args.license, follow_symlinks=args.follow_symlinks, push_to_hub=args.push_to_hub,
+                   private=True if args.private else None, progress=not args.no_progress, **cls.builder_options(args))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = [
+    "EDIT_RATING_TASK_CATEGORIES",
     "CardSpec",
     "dataset_card_data",
     "features_yaml",
@@ -23,14 +24,27 @@ __all__ = [
 ]
 
 
+# ``task_categories`` must be ids of the Hub's task list (PIPELINE_DATA in huggingface.js,
+# packages/tasks/src/pipelines.ts). None names rating or preference data, so both datasets are filed under the
+# task whose outputs they rate, instruction-guided editing ("image-to-image"), and the task of the judges they
+# train and test, which read images and an instruction and answer with scores or an order ("image-text-to-text").
+# What the labels are (MOS, rankings) is said by the tags.
+EDIT_RATING_TASK_CATEGORIES = ("image-to-image", "image-text-to-text")
+
+
 @dataclass(frozen=True)
 class CardSpec:
-    """What a dataset's card says besides its data: the Jinja template and the Hub metadata."""
+    """What a dataset's card says besides its data: the Jinja template and the Hub metadata.
+
+    Every template also gets ``repo_id`` (the ``push_to_hub`` repository, else ``repo_placeholder``) and
+    ``splits`` (the splits this build has, in order) for its usage snippet.
+    """
 
     template: str  # ``{{ card_data }}`` is the YAML metadata; the builder's card_context fills the rest
     pretty_name: str
     citation: str  # BibTeX, shown in the card's last section
-    task_categories: tuple[str, ...] = ()
+    repo_placeholder: str  # the repo id in the usage snippet of a build that is not pushed
+    task_categories: tuple[str, ...] = EDIT_RATING_TASK_CATEGORIES
     tags: tuple[str, ...] = ()
 
 

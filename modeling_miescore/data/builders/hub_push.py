@@ -1,16 +1,26 @@
-"""``--push-to-hub``: check early that a push is possible, then upload a finished dataset folder as one commit."""
+"""``push_to_hub``: check before building that a push can work, then upload the finished folder as one commit.
+
+:func:`check_hub_push` runs before anything is read: a bad repository id, offline mode, no token, or a Hub that
+cannot be reached (or refuses the token) raise :class:`HubPushUnavailableError`, so the command cannot run as
+given. A failure of the upload itself, after the local build succeeded, raises :class:`HubPushError`. Messages
+name the API parameter (``push_to_hub``); the command line rewords it as ``--push-to-hub``.
+"""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["HubPushError", "check_hub_push", "hub_is_offline", "push_folder_to_hub"]
+__all__ = ["HubPushError", "HubPushUnavailableError", "check_hub_push", "hub_is_offline", "push_folder_to_hub"]
 
 _TRUE = {"1", "true", "yes", "on"}
 
 
 class HubPushError(RuntimeError):
-    """``--push-to-hub`` cannot be done (offline, bad repo id, no credentials, network failure)."""
+    """The upload to the Hub failed (the local dataset is complete)."""
+
+
+class HubPushUnavailableError(HubPushError):
+    """A push cannot work (bad repository id, offline, no token, Hub unreachable): found before building."""
 
 
 def hub_is_offline() -> bool:
@@ -25,19 +35,38 @@ def hub_is_offline() -> bool:
         return False
 
 
-def check_hub_push(repo_id: str) -> None:
-    """Fail fast (before building) when a push is impossible: bad repo id or offline mode."""
-    try:
-        from huggingface_hub.utils import validate_repo_id
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
+
+def check_hub_push(repo_id: str, token: str | None = None) -> None:
+    """Raise :class:`HubPushUnavailableError` unless ``repo_id`` is valid, the Hub is online, a token is
+    available (``token`` or the logged-in one) and the Hub accepts it (one ``whoami`` request)."""
+    import huggingface_hub
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
         validate_repo_id(repo_id)
     except Exception as err:  # noqa: BLE001 - HFValidationError and friends
-        raise HubPushError(f"--push-to-hub: invalid repository id {repo_id!r}: {err}") from None
+        raise HubPushUnavailableError(f"push_to_hub: invalid repository id {repo_id!r}: {err}") from None
     if hub_is_offline():
-        raise HubPushError(
-            f"--push-to-hub {repo_id}: the Hugging Face Hub is in offline mode (HF_HUB_OFFLINE is set); "
-            "unset it and log in (`hf auth login`) to push, or drop --push-to-hub and upload the folder later"
+        raise HubPushUnavailableError(
+            f"push_to_hub={repo_id}: the Hugging Face Hub is in offline mode (HF_HUB_OFFLINE is set); unset it and "
+            "log in (`hf auth login`) to push, or build without push_to_hub and upload the folder later"
         )
+    token = token or huggingface_hub.get_token()
+    if not token:
+        raise HubPushUnavailableError(
+            f"push_to_hub={repo_id}: no Hugging Face token; log in with `hf auth login` or set HF_TOKEN, or build "
+            "without push_to_hub and upload the folder later"
+        )
+    try:
+        huggingface_hub.HfApi(token=token).whoami()
+    except Exception as err:  # noqa: BLE001 - network / auth / HTTP errors all become one message
+        raise HubPushUnavailableError(
+            f"push_to_hub={repo_id}: cannot use the Hub ({type(err).__name__}: {_first_line(err)}); check the "
+            "network and the token (`hf auth whoami`), or build without push_to_hub and upload the folder later"
+        ) from None
 
 
 def push_folder_to_hub(
@@ -51,9 +80,8 @@ def push_folder_to_hub(
 ) -> str:
     """Upload a finished dataset folder as **one commit** (all files or none) and return its URL.
 
-    Raises :class:`HubPushError` with a one-line reason on any failure (offline, network, auth).
+    Raises :class:`HubPushError` with a one-line reason on any failure (network, auth, HTTP).
     """
-    check_hub_push(repo_id)
     try:
         from huggingface_hub import HfApi
 
@@ -67,10 +95,9 @@ def push_folder_to_hub(
             revision=revision,
         )
     except Exception as err:  # noqa: BLE001 - network / auth / HTTP errors all become one message
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise HubPushError(
-            f"--push-to-hub {repo_id} failed ({type(err).__name__}: {reason}); the local dataset at "
-            f"{os.fspath(folder)} is complete, and nothing was committed to the Hub (uploads are a "
-            "single commit). Check the network and `hf auth login`, then push again"
+            f"push_to_hub {repo_id} failed ({type(err).__name__}: {_first_line(err)}); the local dataset at "
+            f"{os.fspath(folder)} is complete, and nothing was committed to the Hub (uploads are a single "
+            "commit). Check the network and `hf auth login`, then push the folder again"
         ) from None
     return getattr(info, "commit_url", None) or f"https://huggingface.co/datasets/{repo_id}"

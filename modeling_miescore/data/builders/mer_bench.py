@@ -44,7 +44,7 @@ from typing import Any
 
 from ..schema import GROUP_SIZES, MER_SPLITS, MER_TIER_DIMENSIONS
 from . import mer_bench_card
-from .base import BuildSummary, DatasetBuilder
+from .base import BuildSummary, BuildUsageError, DatasetBuilder
 from .mer_bench_groups import majority_tier, sample_groups, vote
 from .mer_bench_raw import CANDIDATES, read_annotations, read_candidates, read_samples
 from .parquet_writing import file_size, format_bytes, image_struct
@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 DEFAULT_GROUPS_PER_TYPE = 200  # paper 4.3: 200 groups of each size
+# The SpatialReward paper states no license for MER-Bench: a build does not invent one ("unknown" is the Hub's id
+# for unstated terms); whoever builds it sets the terms of their raw release with `license`.
 LICENSE = "unknown"
 
 
@@ -115,9 +117,9 @@ def _group_targets(groups_per_type: int | dict) -> dict[int, int]:
         targets = {int(k): int(v) for k, v in dict(groups_per_type).items()}
         bad = [k for k in targets if k not in GROUP_SIZES]
         if bad:
-            raise ValueError(f"groups_per_type keys must be 2, 3 or 4, got {bad}")
+            raise BuildUsageError(f"groups_per_type keys must be 2, 3 or 4, got {bad}")
     if any(v < 0 for v in targets.values()):
-        raise ValueError("groups_per_type must be >= 0")
+        raise BuildUsageError("groups_per_type must be >= 0")
     return targets
 
 
@@ -138,6 +140,8 @@ class MERBenchBuilder(DatasetBuilder):
     title = "MER-Bench"
     raw_help = "raw folder (samples.jsonl, candidates.jsonl, annotations.csv, images)"
     default_license = LICENSE
+    license_help = ("license id for the card (default: %(default)s, since the SpatialReward paper states none; set "
+                    "the terms of your raw release before publishing)")
     split_names = MER_SPLITS
     card = mer_bench_card.CARD
 
@@ -146,9 +150,9 @@ class MERBenchBuilder(DatasetBuilder):
         super().__init__(raw_dir, out_dir, **common)
         self.targets = _group_targets(groups_per_type)
         if n_annotators is not None and not 1 <= min_agreement <= n_annotators:
-            raise ValueError(f"min_agreement must be in 1..n_annotators, got {min_agreement}")
+            raise BuildUsageError(f"min_agreement must be in 1..n_annotators, got {min_agreement}")
         if n_annotators is not None and 2 * min_agreement <= n_annotators:
-            raise ValueError(f"min_agreement={min_agreement} is not a majority of {n_annotators} annotators")
+            raise BuildUsageError(f"min_agreement={min_agreement} is not a majority of n_annotators={n_annotators}")
         self.seed, self.n_annotators, self.min_agreement = seed, n_annotators, min_agreement
 
     # ------------------------------------------------------------------ read -> validate
@@ -256,13 +260,13 @@ class MERBenchBuilder(DatasetBuilder):
         parser.add_argument("--seed", type=int, default=0, help="group sampling seed (default: %(default)s)")
         parser.add_argument("--groups-per-type", type=int, default=DEFAULT_GROUPS_PER_TYPE,
                             help="target groups per split 2pair/3pair/4pair (default: %(default)s, as in the paper)")
-        parser.add_argument("--annotators", type=int, default=5,
+        parser.add_argument("--annotators", dest="n_annotators", type=int, default=5,
                             help="annotations per candidate (default: %(default)s)")
         parser.add_argument("--min-agreement", type=int, default=3, help="votes for a majority (default: %(default)s)")
 
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"seed": args.seed, "groups_per_type": args.groups_per_type, "n_annotators": args.annotators,
+        return {"seed": args.seed, "groups_per_type": args.groups_per_type, "n_annotators": args.n_annotators,
                 "min_agreement": args.min_agreement}
 
 
@@ -278,6 +282,7 @@ def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **op
 
     Raises:
         DatasetValidationError: every problem of the raw release, with file and line; nothing written.
-        OutputExistsError, HubPushError: as for :func:`~modeling_miescore.data.builders.mie_bench.build_mie_bench`.
+        BuildUsageError, OutputExistsError, OutputBusyError, HubPushUnavailableError, HubPushError: as for
+            :func:`~modeling_miescore.data.builders.mie_bench.build_mie_bench`.
     """
     return MERBenchBuilder(raw_dir, out_dir, **options).build()

@@ -57,9 +57,9 @@ This build: **{{ n_groups }} groups** ({{ n_images }} edited images) from {{ n_s
 ```python
 from datasets import load_dataset
 
-ds = load_dataset("path/or/repo")        # DatasetDict: 2pair / 3pair / 4pair
-g = ds["3pair"][0]
-g["original_image"], g["edited_images"]   # PIL image, list of PIL images (best first)
+ds = load_dataset("{{ repo_id }}")  # DatasetDict: {{ splits | join(", ") }}
+group = ds["{{ splits[0] }}"][0]
+group["original_image"], group["edited_images"]  # PIL image, list of PIL images (best first)
 ```
 
 ## Splits
@@ -133,12 +133,15 @@ Deterministic for a given `--seed`.
 
 ## License
 
-`{{ license }}` (set with `--license`).
+`{{ license }}`{% if license == default_license %} (the builder's default){% else %} (set by whoever built this \
+dataset, with `--license`){% endif %}. The SpatialReward paper states no license for MER-Bench, so a build \
+does not claim one: `{{ default_license }}` means that the terms are those of the raw release it was built \
+from. Rebuild with `--license` set to those terms before publishing.
 """
 
 CARD = CardSpec(MER_BENCH_CARD_TEMPLATE, pretty_name="MER-Bench (MultiEditReward-Bench)",
-                citation=CITATION, task_categories=("image-to-image", "visual-question-answering"),
-                tags=("image-editing", "reward-model", "preference", "ranking", "spatialreward"))
+                citation=CITATION, repo_placeholder="your-username/mer-bench",
+                tags=("image-editing", "reward-model", "preference", "ranking", "human-ratings", "spatialreward"))
 
 
 _REVIEWS_SHOWN = 50

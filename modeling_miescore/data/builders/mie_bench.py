@@ -20,13 +20,13 @@ image; see :data:`~modeling_miescore.data.builders.mie_bench_card.COLUMNS` for t
 Paper references (MIEScore paper): 16 tasks in 3 categories ("Editing Tasks Define" in the appendix),
 12 editing models (Table 2), three 0-5 rating dimensions and 15 raters per image ("Subjective
 Experiment Setup"), BT.500 screening + z-score MOS (eq. 1, "Subjective Data Processing"), overall =
-VQ^0.3 IF^0.4 AP^0.3 (eq. 2), and the 3:1:1 train/validation/test split ("Implementation Details").
+VQ^0.3 IF^0.4 AP^0.3 (eq. 2), and the 3:1:1 train/validation/test split ("Implementation Details"; made
+exactly 3:1:1 within each task by default, see :mod:`~modeling_miescore.data.builders.mie_bench_split`).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 from collections import Counter, defaultdict
@@ -36,24 +36,25 @@ from typing import Any
 
 from ..schema import DIMENSION_ABBREVIATIONS, DIMENSIONS, MIE_SPLITS, TASK_CATEGORY, TASKS
 from . import mie_bench_card
-from .base import BuildSummary, DatasetBuilder
-from .mie_bench_raw import MOS_SOURCES, Edit, Instance, read_edits, read_instances, read_mos_csv, read_ratings
+from .base import BuildSummary, BuildUsageError, DatasetBuilder
+from .mie_bench_raw import (INSTANCES, MOS_SOURCES, Edit, Instance, read_edits, read_instances, read_mos_csv,
+                            read_ratings)
+from .mie_bench_split import DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file, split_of, stratified_splits
 from .parquet_writing import file_size, format_bytes, image_struct
 from .raw_files import ImageChecker, ProblemCollector, finite_float
 
 __all__ = [
-    "DEFAULT_SPLIT_SALT",
+    "LICENSE",
     "MIEBenchBuilder",
     "MIEBenchSummary",
     "build_mie_bench",
     "mie_bench_features",
-    "split_of",
 ]
 
-# "Implementation Details": train/validation/test = 3:1:1, by instance.
-SPLIT_FRACTIONS = (0.6, 0.2, 0.2)
-DEFAULT_SPLIT_SALT = "mie-bench-v1"
-LICENSE = "cc-by-4.0"  # paper, "Ethics Statement": released under CC BY 4.0
+# MIEScore paper, "Ethics Statement": the images, prompts and source images are released under CC BY 4.0, and the
+# annotators consented to the use of their annotations for non-commercial research only. Every row carries MOS
+# made from those annotations, so a build defaults to the terms that honour both: CC BY-NC 4.0.
+LICENSE = "cc-by-nc-4.0"
 
 
 def mie_bench_features():
@@ -78,33 +79,13 @@ def mie_bench_features():
     )
 
 
-def hash_bucket(key: str, salt: str) -> float:
-    """A stable uniform number in [0, 1) from ``sha256(salt + ":" + key)``.
-
-    Depends on nothing but the key and the salt, so a rebuild gives the same value and adding keys
-    never moves the old ones.
-    """
-    digest = hashlib.sha256(f"{salt}:{key}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
-
-
-def split_of(instance_id: str, salt: str = DEFAULT_SPLIT_SALT) -> str:
-    """Split of an instance: a hash bucket of its id alone (3:1:1), so rebuilds and additions never
-    move an instance."""
-    u = hash_bucket(instance_id, salt)
-    if u < SPLIT_FRACTIONS[0]:
-        return "train"
-    if u < SPLIT_FRACTIONS[0] + SPLIT_FRACTIONS[1]:
-        return "validation"
-    return "test"
-
-
 @dataclass(kw_only=True)
 class MIEBenchSummary(BuildSummary):
     """What a MIE-Bench build produced."""
 
     dataset = "mie-bench"
     mos_source: str
+    split_method: str = "stratified"  # "stratified", "hash" or "file"
     num_rows: int = 0
     num_instances: int = 0
     screening: dict | None = None
@@ -155,26 +136,41 @@ class MIEBenchBuilder(DatasetBuilder):
       (``"bt500"`` or ``"paper"``).
     * ``mos_source``: ``"ratings"`` (raw ratings -> screening -> MOS), ``"mos"`` (``mos.csv`` as given) or
       ``"auto"`` (``ratings.csv`` when present, else ``mos.csv``).
-    * ``split_salt``: salt of the instance-id hash that assigns splits. Keep the default to stay compatible
-      with published splits.
+    * ``split_method``: ``"stratified"`` (exactly 3:1:1 within each task, the default) or ``"hash"`` (a hash
+      bucket of the instance id: additions never move an instance); see
+      :mod:`~modeling_miescore.data.builders.mie_bench_split`.
+    * ``split_file``: a CSV (``instance_id,split``) or JSON (``{instance_id: split}``) file that assigns every
+      instance, e.g. a release's official split; replaces ``split_method``.
+    * ``split_salt``: salt of the instance-id hash that orders (``"stratified"``) or assigns (``"hash"``)
+      instances. Keep the default to reproduce published builds.
     """
 
     title = "MIE-Bench"
     raw_help = "raw release folder (instances.jsonl, edits.jsonl, ratings.csv or mos.csv, images)"
     default_license = LICENSE
+    license_help = ("license id for the card (default: %(default)s: the paper releases images and prompts under "
+                    "CC BY 4.0 and its annotations for non-commercial research only)")
     split_names = MIE_SPLITS
     card = mie_bench_card.CARD
 
     def __init__(self, raw_dir, out_dir, *, rule: str = "bt500", mos_source: str = "auto",
+                 split_method: str | None = None, split_file: str | os.PathLike | None = None,
                  split_salt: str = DEFAULT_SPLIT_SALT, **common):
         super().__init__(raw_dir, out_dir, **common)
         from ..mos import RULES
 
         if rule not in RULES:
-            raise ValueError(f"unknown screening rule {rule!r}; expected one of {list(RULES)}")
+            raise BuildUsageError(f"unknown screening rule {rule!r}; expected one of {list(RULES)}")
         if mos_source not in MOS_SOURCES:
-            raise ValueError(f"mos_source must be 'auto', 'ratings' or 'mos', got {mos_source!r}")
+            raise BuildUsageError(f"mos_source must be 'auto', 'ratings' or 'mos', got {mos_source!r}")
+        if split_method is not None and split_method not in SPLIT_METHODS:
+            raise BuildUsageError(f"split_method must be one of {', '.join(SPLIT_METHODS)}, got {split_method!r}")
+        if split_method is not None and split_file is not None:
+            raise BuildUsageError("split_file assigns the splits itself; give split_file or split_method, not both")
         self.rule, self.mos_source, self.split_salt = rule, mos_source, split_salt
+        self.split_file = Path(split_file).absolute() if split_file is not None else None
+        self.split_method = "file" if split_file is not None else split_method or "stratified"
+        self.split_entries: dict | None = None
         self.ratings: dict | None = None
         self.mos_rows: dict | None = None
         self.screening: dict | None = None
@@ -188,8 +184,10 @@ class MIEBenchBuilder(DatasetBuilder):
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         bar = self.progress_bar
-        self.instances, declared_instances = read_instances(self.raw, problems, images, bar)
-        self.edits, declared_edits = read_edits(self.raw, problems, images, declared_instances, bar)
+        self.instances, self.declared_instances = read_instances(self.raw, problems, images, bar)
+        self.edits, declared_edits = read_edits(self.raw, problems, images, self.declared_instances, bar)
+        if self.split_file is not None:
+            self.split_entries = read_split_file(self.split_file, problems)
         self.source = self._source()
         if self.source == "mos":
             self.mos_rows, self.mos_mentioned = read_mos_csv(self.raw, problems, declared_edits)
@@ -203,10 +201,13 @@ class MIEBenchBuilder(DatasetBuilder):
             self.warnings.append("both ratings.csv and mos.csv exist; MOS computed from ratings.csv (mos.csv ignored)")
 
     def validate(self, problems: ProblemCollector) -> None:
-        """Every edit has MOS input: ratings in all three dimensions, or a row of ``mos.csv``.
+        """Every edit has MOS input (ratings in all three dimensions, or a row of ``mos.csv``), and a split file
+        names exactly the instances.
 
-        (An unusable ratings or MOS file is already reported; nothing to check against it.)
+        (An unusable ratings, MOS or split file is already reported; nothing to check against it.)
         """
+        if self.split_entries is not None:
+            self._validate_split_file(problems)
         if self.ratings is not None:
             rated = defaultdict(set)
             for edit_id, dim in zip(self.ratings["item_id"], self.ratings["dimension"]):
@@ -221,6 +222,15 @@ class MIEBenchBuilder(DatasetBuilder):
                 if e.edit_id not in self.mos_mentioned:
                     problems.add("edits.jsonl", e.line, f"edit {e.edit_id!r} has no row in mos.csv")
 
+    def _validate_split_file(self, problems: ProblemCollector) -> None:
+        name = self.split_file.name
+        for instance_id, (_, line) in self.split_entries.items():
+            if instance_id not in self.declared_instances:
+                problems.add(name, line, f"unknown instance {instance_id!r} (not in {INSTANCES})")
+        for inst in self.instances.values():
+            if inst.instance_id not in self.split_entries:
+                problems.add(INSTANCES, inst.line, f"instance {inst.instance_id!r} has no split in {name}")
+
     # ------------------------------------------------------------------ MOS -> split
 
     def label(self) -> None:
@@ -231,6 +241,13 @@ class MIEBenchBuilder(DatasetBuilder):
         else:
             self.mos = _mos_with_overall(self.mos_rows)
 
+    def _split_of_instances(self, instances: list[Instance]) -> dict[str, str]:
+        if self.split_method == "file":
+            return {inst.instance_id: self.split_entries[inst.instance_id][0] for inst in instances}
+        if self.split_method == "hash":
+            return {inst.instance_id: split_of(inst.instance_id, self.split_salt) for inst in instances}
+        return stratified_splits({inst.instance_id: inst.task for inst in instances}, self.split_salt)
+
     def split(self) -> dict[str, list[tuple[Instance, Edit]]]:
         """``(instance, edit)`` rows per split: instances in file order, their edits in file order."""
         edits_by_instance: dict[str, list[Edit]] = defaultdict(list)
@@ -238,18 +255,22 @@ class MIEBenchBuilder(DatasetBuilder):
             edits_by_instance[e.instance_id].append(e)
         self.rows_by_split = {s: [] for s in MIE_SPLITS}
         self.split_instances: Counter = Counter()
-        no_edits = []
-        for inst in self.instances.values():
-            edits = edits_by_instance.get(inst.instance_id)
-            if not edits:
-                no_edits.append(inst.instance_id)
-                continue
-            split = split_of(inst.instance_id, self.split_salt)
+        no_edits = [inst.instance_id for inst in self.instances.values() if inst.instance_id not in edits_by_instance]
+        with_edits = [inst for inst in self.instances.values() if inst.instance_id in edits_by_instance]
+        split_of_instance = self._split_of_instances(with_edits)
+        for inst in with_edits:
+            edits = edits_by_instance[inst.instance_id]
+            split = split_of_instance[inst.instance_id]
             self.split_instances[split] += 1
             self.rows_by_split[split].extend((inst, e) for e in edits)
         if no_edits:
             shown = ", ".join(no_edits[:10]) + (f", ... ({len(no_edits)} in all)" if len(no_edits) > 10 else "")
             self.warnings.append(f"{len(no_edits)} instance(s) have no edits and give no rows: {shown}")
+        empty = [s for s in MIE_SPLITS if not self.rows_by_split[s]]
+        if empty and self.split_method == "stratified":
+            self.warnings.append(f"no {' or '.join(empty)} instances: 3:1:1 within each task needs at least 4 "
+                                 "instances in a task to fill every split (the hash split method splits the "
+                                 "whole release instead)")
         return self.rows_by_split
 
     def empty_dataset_problem(self) -> tuple[str, str]:
@@ -289,7 +310,8 @@ class MIEBenchBuilder(DatasetBuilder):
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
         return mie_bench_card.card_context(split_info=split_info, rows_by_split=self.rows_by_split, mos=self.mos,
                                            screening=self.screening, mos_source=self.source, rule=self.rule,
-                                           salt=self.split_salt)
+                                           split_method=self.split_method, salt=self.split_salt,
+                                           split_file=self.split_file.name if self.split_file else None)
 
     def write_extra_files(self, folder: Path) -> None:
         if self.screening is not None:  # ScreeningReport.to_dict() is JSON-ready (NaN -> None)
@@ -301,6 +323,7 @@ class MIEBenchBuilder(DatasetBuilder):
         return MIEBenchSummary(
             out_dir=str(self.out),
             mos_source=self.source,
+            split_method=self.split_method,
             splits={k: {kk: v[kk] for kk in keys} for k, v in split_info.items()},
             num_rows=sum(v["num_examples"] for v in split_info.values()),
             num_instances=sum(self.split_instances.values()),
@@ -315,12 +338,19 @@ class MIEBenchBuilder(DatasetBuilder):
                             help="subject screening rule (default: %(default)s)")
         parser.add_argument("--mos-source", choices=MOS_SOURCES, default="auto",
                             help="compute MOS from ratings.csv or take mos.csv as given (default: %(default)s)")
+        parser.add_argument("--split-method", choices=SPLIT_METHODS, default=None,
+                            help="stratified: exactly 3:1:1 train/validation/test within each task (default); hash: "
+                                 "a hash of the instance id (adding instances never moves existing ones)")
+        parser.add_argument("--split-file", metavar="FILE", type=Path, default=None,
+                            help="assign splits from this file instead: CSV instance_id,split or JSON "
+                                 "{instance_id: split} (e.g. a release's official split)")
         parser.add_argument("--split-salt", default=DEFAULT_SPLIT_SALT,
-                            help="salt of the instance-id split hash (default: %(default)s)")
+                            help="salt of the instance-id hash behind both split methods (default: %(default)s)")
 
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"rule": args.rule, "mos_source": args.mos_source, "split_salt": args.split_salt}
+        return {"rule": args.rule, "mos_source": args.mos_source, "split_method": args.split_method,
+                "split_file": args.split_file, "split_salt": args.split_salt}
 
 
 def build_mie_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MIEBenchSummary:
@@ -329,7 +359,8 @@ def build_mie_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **op
     Args:
         raw_dir: folder with ``instances.jsonl``, ``edits.jsonl`` and ``ratings.csv`` (or ``mos.csv``).
         out_dir: output folder; written atomically (temporary folder beside it, then renamed).
-        **options: see :class:`MIEBenchBuilder` (``rule``, ``mos_source``, ``split_salt``) and the common
+        **options: see :class:`MIEBenchBuilder` (``rule``, ``mos_source``, ``split_method``, ``split_file``,
+            ``split_salt``) and the common
             options of :class:`~modeling_miescore.data.builders.base.DatasetBuilder` (``overwrite``,
             ``max_shard_bytes``, ``license``, ``push_to_hub``, ``progress``, ...).
 
@@ -339,8 +370,11 @@ def build_mie_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **op
     Raises:
         DatasetValidationError: the raw release has problems; ``.problems`` lists every one with
             file and line. Nothing is written.
+        BuildUsageError: an unusable option, or ``out_dir`` is (or contains) the raw folder.
         OutputExistsError: ``out_dir`` exists and ``overwrite`` is false (checked before any work).
-        HubPushError: ``push_to_hub`` is impossible (offline, bad id) — checked before building —
-            or the upload failed (the local dataset is then complete).
+        OutputBusyError: another build is writing ``out_dir``.
+        HubPushUnavailableError: ``push_to_hub`` cannot work (bad id, offline, no token, Hub unreachable);
+            checked before building.
+        HubPushError: the upload failed after the build (the local dataset is then complete).
     """
     return MIEBenchBuilder(raw_dir, out_dir, **options).build()

@@ -6,7 +6,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from ..schema import DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY, TASKS
+from ..schema import (DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY,
+                      TASKS)
 from .dataset_card import CardSpec, md_table
 from .parquet_writing import format_bytes
 
@@ -61,20 +62,34 @@ models**, **{{ n_tasks }} of 16 tasks**. This card is generated from the data by
 ```python
 from datasets import load_dataset
 
-ds = load_dataset("path/or/repo")          # DatasetDict: train / validation / test
-row = ds["test"][0]
-row["source_images"]   # list of PIL images
-row["edited_image"]    # PIL image
-ds["test"].features["task"].int2str(row["task"])
-stream = load_dataset("path/or/repo", split="train", streaming=True)
+ds = load_dataset("{{ repo_id }}")  # DatasetDict: {{ splits | join(", ") }}
+row = ds["{{ example_split }}"][0]
+row["source_images"]  # list of PIL images
+row["edited_image"]  # PIL image
+ds["{{ example_split }}"].features["task"].int2str(row["task"])
+stream = load_dataset("{{ repo_id }}", split="{{ example_split }}", streaming=True)
+next(iter(stream))["mos_overall"]
 ```
 
 ## Splits
 
-Train/validation/test = 3:1:1 **by instance** (paper, implementation details): all edits of an instance are in \
-one split. The split is a hash bucket of the instance id alone (`sha256("{{ salt }}:" + instance_id)`, first 8 \
-bytes as a fraction: < 0.6 train, < 0.8 validation, else test), so a rebuild gives the same splits and adding \
-instances never moves existing ones.
+{% if split_method == "file" -%}
+Splits as assigned by the split file `{{ split_file }}` given to the build (`--split-file`), e.g. a release's \
+official split. All edits of an instance are in one split.
+{%- elif split_method == "hash" -%}
+Train/validation/test = 3:1:1 **by instance**, on average (`--split-method hash`): all edits of an instance are \
+in one split, chosen by a hash bucket of the instance id alone (`sha256("{{ salt }}:" + instance_id)`, first 8 \
+bytes as a fraction: < 0.6 train, < 0.8 validation, else test). The ratio holds only on average and not per \
+task, but a rebuild gives the same splits and adding instances never moves existing ones.
+{%- else -%}
+Train/validation/test = 3:1:1 **by instance within each task** (paper, implementation details; \
+`--split-method stratified`, the default): all edits of an instance are in one split. A task with n instances \
+gets the largest-remainder rounding of n × (3/5, 1/5, 1/5) (equal remainders go to the split furthest below its \
+share of the tasks counted so far, in task-list order); within a task, instances are ordered by \
+`sha256("{{ salt }}:" + instance_id)` and assigned in that order to train, then validation, then test. \
+Deterministic and independent of the order of the raw files; adding instances to a task can move existing ones \
+(`--split-method hash` never moves them).
+{%- endif %}
 
 {{ split_table }}
 
@@ -161,13 +176,17 @@ pyarrow version, which is recorded in the Parquet footer).
 
 ## License
 
-`{{ license }}`. The MIEScore paper releases MIE-Bench (edited images, prompts and source images) under CC BY 4.0; \
-annotators consented to use of their annotations for non-commercial research.
+`{{ license }}`{% if license == default_license %} (the builder's default){% else %} (set by whoever built this \
+dataset, with `--license`){% endif %}. The MIEScore paper (Ethics Statement) releases MIE-Bench's edited images, \
+prompts and source images under CC BY 4.0, and its annotators consented to the use of their annotations for \
+non-commercial research only. The MOS columns are made from those annotations, so builds default to CC BY-NC 4.0 \
+(`{{ default_license }}`), which honours both.
 """
 
 CARD = CardSpec(MIE_BENCH_CARD_TEMPLATE, pretty_name="MIE-Bench", citation=CITATION,
-                task_categories=("image-to-image", "visual-question-answering"),
-                tags=("image-editing", "image-quality-assessment", "multi-source-image-editing", "mos", "miescore"))
+                repo_placeholder="your-username/mie-bench",
+                tags=("image-editing", "image-quality-assessment", "multi-source-image-editing", "mos",
+                      "human-ratings", "miescore"))
 
 
 _SUMMARY_COLUMNS = {MOS_COLUMN_OF[key]: key.replace("_", " ") for key in SCORE_KEYS}  # mos_vq: visual quality
@@ -194,13 +213,14 @@ def _quantiles(xs) -> list:
 
 def _collect_stats(rows_by_split: dict, mos: dict) -> dict:
     """Counts per task / model / number of sources and the MOS values, over every split."""
-    per_task = defaultdict(lambda: {"instances": set(), "edits": 0})
+    per_task = defaultdict(lambda: {"instances": set(), "edits": 0, "splits": defaultdict(set)})
     per_model = defaultdict(lambda: defaultdict(list))
     per_nsrc = defaultdict(lambda: {"instances": set(), "edits": 0})
     dims = defaultdict(list)
     n_counts = defaultdict(list)
-    for rows in rows_by_split.values():
+    for split, rows in rows_by_split.items():
         for inst, edit in rows:
+            per_task[inst.task]["splits"][split].add(inst.instance_id)
             m = mos[edit.edit_id]
             for group in (per_task[inst.task], per_nsrc[len(inst.sources)]):
                 group["instances"].add(inst.instance_id)
@@ -218,7 +238,8 @@ def _collect_stats(rows_by_split: dict, mos: dict) -> dict:
 
 def _count_tables(stats: dict) -> dict[str, str]:
     tasks = [t for t in TASKS if t in stats["task"]]
-    task_rows = [[t, TASK_CATEGORY[t], len(stats["task"][t]["instances"]), stats["task"][t]["edits"]] for t in tasks]
+    task_rows = [[t, TASK_CATEGORY[t], len(stats["task"][t]["instances"]), stats["task"][t]["edits"],
+                  *(len(stats["task"][t]["splits"][s]) for s in MIE_SPLITS)] for t in tasks]
     category_rows = []
     for c in MIE_CATEGORIES:
         in_category = [t for t in tasks if TASK_CATEGORY[t] == c]
@@ -227,7 +248,8 @@ def _count_tables(stats: dict) -> dict[str, str]:
     models = stats["model"]
     best_first = sorted(models, key=lambda m: (-(_mean(models[m]["mos_overall"]) or 0.0), m))
     return {
-        "task_table": md_table(["task", "category", "instances", "edited images"], task_rows),
+        "task_table": md_table(["task", "category", "instances", "edited images",
+                                *(f"{s} instances" for s in MIE_SPLITS)], task_rows),
         "category_table": md_table(["category", "instances", "edited images"], category_rows),
         "model_table": md_table(
             ["editing model", "edited images", "MOS VQ", "MOS IF", "MOS AP", "overall"],
@@ -261,10 +283,14 @@ def _screening_context(screening: dict | None) -> dict[str, Any]:
 
 
 def card_context(*, split_info: dict, rows_by_split: dict, mos: dict, screening: dict | None, mos_source: str,
-                 rule: str, salt: str) -> dict[str, Any]:
-    """The variables of :data:`MIE_BENCH_CARD_TEMPLATE` for one build."""
+                 rule: str, split_method: str, salt: str, split_file: str | None) -> dict[str, Any]:
+    """The variables of :data:`MIE_BENCH_CARD_TEMPLATE` for one build (besides the shared ``repo_id``, ``splits``,
+    ``license``, ``max_shard`` and ``warnings``)."""
     stats = _collect_stats(rows_by_split, mos)
     return {
+        "example_split": "test" if "test" in split_info else next(iter(split_info)),
+        "split_method": split_method,
+        "split_file": split_file,
         "n_rows": sum(v["num_examples"] for v in split_info.values()),
         "n_instances": sum(v["num_instances"] for v in split_info.values()),
         "n_models": len(stats["model"]),

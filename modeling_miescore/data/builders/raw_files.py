@@ -8,6 +8,9 @@
 * :func:`check_image` / :class:`ImageChecker`: an image exists, stays inside the raw folder and decodes
   (truncated files, decompression bombs and non-images are caught here, not on the user's first
   ``load_dataset``).
+* :func:`link_leaving`: symbolic links. A raw file or image whose path stays inside the raw folder but whose
+  symlink target lies outside it is a problem (the build would read data from elsewhere on the machine)
+  unless ``follow_symlinks=True``; links that stay inside are always fine.
 
 Nothing here unpickles anything: inputs are JSON Lines, CSV and image files.
 """
@@ -31,6 +34,7 @@ __all__ = [
     "RecordCheck",
     "check_image",
     "finite_float",
+    "link_leaving",
     "read_edited_images",
     "read_csv",
     "read_jsonl",
@@ -83,10 +87,15 @@ class DatasetValidationError(ValueError):
 
 
 class ProblemCollector:
-    """Accumulates :class:`Problem` s; :meth:`raise_if_any` raises them all at once."""
+    """Accumulates :class:`Problem` s about the raw folder ``root``; :meth:`raise_if_any` raises them all at once.
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    ``follow_symlinks=False`` makes the readers refuse raw files that leave ``root`` through a symbolic link
+    (:meth:`refuses_link`).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None, *, follow_symlinks: bool = False):
         self.root = Path(root) if root is not None else None
+        self.follow_symlinks = follow_symlinks
         self.problems: list[Problem] = []
 
     def add(self, file: str | os.PathLike, line: int | None, message: str) -> None:
@@ -111,6 +120,17 @@ class ProblemCollector:
         if self.problems:
             raise DatasetValidationError(self.problems, source=self.root)
 
+    def refuses_link(self, path: Path) -> bool:
+        """True (and a problem reported) when ``path`` is in the raw folder but links outside it and links that
+        leave are not followed."""
+        if self.follow_symlinks or self.root is None:
+            return False
+        target = link_leaving(self.root, path)
+        if target is None:
+            return False
+        self.add(path, None, _outside_link(target))
+        return True
+
 
 # --------------------------------------------------------------------------------------------
 # Readers that keep line numbers
@@ -129,6 +149,8 @@ def read_jsonl(
     if not path.is_file():
         if not missing_ok:
             problems.add(name, None, f"file not found (expected at {path})")
+        return []
+    if problems.refuses_link(path):
         return []
     try:
         raw_lines = path.read_bytes().split(b"\n")
@@ -177,6 +199,8 @@ def read_csv(
     name = path.name
     if not path.is_file():
         problems.add(name, None, f"file not found (expected at {path})")
+        return None
+    if problems.refuses_link(path):
         return None
     try:
         with open(path, "r", encoding="utf-8-sig", newline="") as fh:
@@ -313,8 +337,24 @@ def resolve_member(root: Path, rel: Any) -> tuple[Path | None, str | None]:
     norm = os.path.normpath(rel.replace("\\", "/"))
     if norm == ".." or norm.startswith("../"):
         return None, f"image path {rel!r} points outside the raw folder"
-    # Lexical check only: symlinks inside the raw folder (e.g. a linked images/ folder) are allowed.
+    # Lexical check only; symbolic links are checked by ImageChecker (link_leaving).
     return root / norm, None
+
+
+def link_leaving(root: Path, path: Path) -> Path | None:
+    """Where ``path`` really is, when it lies (by name) inside ``root`` but a symbolic link takes it outside;
+    ``None`` when it stays inside (or is not inside ``root`` by name at all)."""
+    root_abs = Path(os.path.abspath(root))
+    path_abs = Path(os.path.abspath(path))
+    if not path_abs.is_relative_to(root_abs):
+        return None
+    target = path_abs.resolve()
+    return None if target.is_relative_to(root_abs.resolve()) else target
+
+
+def _outside_link(target: Path) -> str:
+    return (f"leads through a symbolic link to {target}, outside the raw folder; copy the file into the raw folder, "
+            "or pass follow_symlinks=True to read files that links lead to")
 
 
 def check_image(path: Path, rel: str, max_image_pixels: int | None = None) -> str | None:
@@ -335,17 +375,24 @@ def check_image(path: Path, rel: str, max_image_pixels: int | None = None) -> st
 
 
 class ImageChecker:
-    """Memoised :func:`check_image` (a source photo is often shared by several instances)."""
+    """Memoised :func:`check_image` (a source photo is often shared by several instances).
 
-    def __init__(self, root: Path, max_image_pixels: int | None = None):
+    With ``follow_symlinks=False`` an image whose symbolic link (or a linked folder on its path) leads outside
+    the raw folder is refused.
+    """
+
+    def __init__(self, root: Path, max_image_pixels: int | None = None, *, follow_symlinks: bool = False):
         self.root = root
         self.max_image_pixels = max_image_pixels
+        self.follow_symlinks = follow_symlinks
         self._cache: dict[str, tuple[Path | None, str | None]] = {}
 
     def __call__(self, rel: Any) -> tuple[Path | None, str | None]:
         key = rel if isinstance(rel, str) else repr(rel)
         if key not in self._cache:
             path, err = resolve_member(self.root, rel)
+            if err is None and not self.follow_symlinks and (target := link_leaving(self.root, path)) is not None:
+                err = f"image path {rel!r} {_outside_link(target)}"
             if err is None:
                 err = check_image(path, rel, self.max_image_pixels)
             self._cache[key] = (path, err)

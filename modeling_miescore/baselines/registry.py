@@ -1,0 +1,166 @@
+"""The baseline metrics of the MIEScore paper's Table 3, one declarative entry per row.
+
+Each entry says which library computes the metric (and under which id), what it compares (the edited image
+alone, the edited image with each source, or the instruction with the edited image), whether lower values mean
+better quality, which weights files it needs and where the library reads them, and which Table 3 row it stands
+for. Rows that no maintained library implements, or whose package cannot be installed beside this project's
+dependencies, are listed with the reason and cannot be run.
+
+Weights are never fetched by this package: every file lives in the cache folder its own library reads
+(:mod:`modeling_miescore.baselines.weights` finds it there or names it in a one-line error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..image_io import MIEScoreInputError
+
+__all__ = ["BASELINES", "Baseline", "HubSnapshot", "PyiqaWeights", "TorchHubCheckpoint", "UnknownBaselineError",
+           "get_baseline", "parse_baseline_names"]
+
+NO_REFERENCE = "no-reference"  # the edited image alone
+FULL_REFERENCE = "full-reference"  # the edited image against each source image
+TEXT_IMAGE = "text-image"  # the instruction against the edited image
+KINDS = (NO_REFERENCE, FULL_REFERENCE, TEXT_IMAGE)
+
+
+class UnknownBaselineError(MIEScoreInputError):
+    """A metric name that is not in :data:`BASELINES`, or one that cannot run here."""
+
+
+@dataclass(frozen=True)
+class PyiqaWeights:
+    """A checkpoint pyiqa downloads into its cache (``<torch hub dir>/pyiqa``): ``url_key`` in the
+    ``default_model_urls`` table of the pyiqa module ``arch_module`` (read from pyiqa itself, so that the file
+    name always matches the installed pyiqa)."""
+
+    arch_module: str
+    url_key: str
+
+
+@dataclass(frozen=True)
+class TorchHubCheckpoint:
+    """A torchvision backbone that ``torch.hub`` downloads into ``<torch hub dir>/checkpoints``."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class HubSnapshot:
+    """A Hugging Face Hub repository read from the Hugging Face cache; ``filename`` must be in the snapshot."""
+
+    repo_id: str
+    filename: str
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str  # the name used on the command line and in the predictions' "metric" field
+    paper_row: str  # the Table 3 row it stands for
+    kind: str  # NO_REFERENCE, FULL_REFERENCE or TEXT_IMAGE
+    library: str = ""  # "pyiqa" or "torchmetrics"; empty when it cannot run here
+    metric_id: str = ""  # the library's name for it
+    lower_better: bool = False
+    weights: tuple = ()  # PyiqaWeights / TorchHubCheckpoint / HubSnapshot entries; empty = runs offline as is
+    options: dict = field(default_factory=dict)  # keyword arguments for the library's constructor
+    min_side: int = 0  # the shortest image side the metric accepts (0: no limit of its own)
+    note: str = ""  # how this entry differs from the paper's row
+    unavailable: str = ""  # why it cannot run here (empty: it can)
+
+    @property
+    def needs_weights(self) -> bool:
+        return bool(self.weights)
+
+    @property
+    def status(self) -> str:
+        if self.unavailable:
+            return "out of scope"
+        return "runnable with weights" if self.needs_weights else "runnable here"
+
+
+# pyiqa (IQA-PyTorch) hosts its own checkpoints; the torchvision and timm backbones come from their usual places.
+_ALEXNET_IMAGENET = TorchHubCheckpoint("https://download.pytorch.org/models/alexnet-owt-7be5be79.pth")
+_RESNET50_TIMM = HubSnapshot("timm/resnet50.a1_in1k", "model.safetensors")
+
+_FINE_TUNED = ("the paper's row is this model fine-tuned on the MIE-Bench training split (marked with an "
+               "asterisk); this entry runs the library's released weights zero-shot")
+
+BASELINES: dict[str, Baseline] = {b.name: b for b in (
+    # ---------------------------------------------------------------- no-reference IQA (Table 3, heart rows)
+    Baseline("diivine", "DIIVINE (Moorthy and Bovik 2011)", NO_REFERENCE,
+             unavailable="no maintained Python implementation (not in pyiqa, piq or torchmetrics; the reference "
+                         "code is MATLAB), and this package does not write metrics itself"),
+    Baseline("brisque", "BRISQUE (Mittal, Moorthy, and Bovik 2011)", NO_REFERENCE, "pyiqa", "brisque",
+             lower_better=True, weights=(PyiqaWeights("brisque_arch", "url"),),
+             note="pyiqa's BRISQUE (its 'original' version: the SVM parameters of the authors' release) on the "
+                  "luma channel"),
+    Baseline("cnniqa", "CNNIQA (Kang et al. 2014), fine-tuned", NO_REFERENCE, "pyiqa", "cnniqa",
+             weights=(PyiqaWeights("cnniqa_arch", "koniq10k"),), note=_FINE_TUNED + " (KonIQ-10k)"),
+    Baseline("hyperiqa", "HyperIQA (Su et al. 2020), fine-tuned", NO_REFERENCE, "pyiqa", "hyperiqa",
+             weights=(PyiqaWeights("hypernet_arch", "resnet50-koniq"), _RESNET50_TIMM),
+             note=_FINE_TUNED + " (KonIQ-10k); pyiqa builds the ImageNet ResNet-50 before loading them"),
+    Baseline("topiq", "TOPIQ (Chen et al. 2024), fine-tuned", NO_REFERENCE, "pyiqa", "topiq_nr",
+             weights=(PyiqaWeights("topiq_arch", "cfanet_nr_koniq_res50"),),
+             # the TOPIQ checkpoint holds its ResNet-50 too (pyiqa loads it strictly), so no ImageNet download
+             options={"backbone_pretrain": False}, note=_FINE_TUNED + " (KonIQ-10k, ResNet-50)"),
+    # ---------------------------------------------------------------- full-reference IQA (spade rows)
+    Baseline("ssim", "SSIM (Wang et al. 2004)", FULL_REFERENCE, "pyiqa", "ssim", min_side=11,
+             note="pyiqa's MATLAB-style SSIM: luma (Y of YIQ) rounded to 8 bits, 11x11 Gaussian window "
+                  "(sigma 1.5), valid region, negative contrast-structure terms clipped to 0"),
+    # MS-SSIM: 5 scales, each halving the image, and an 11-pixel window at the coarsest: ceil(side / 16) >= 11
+    Baseline("ms_ssim", "MSSIM (Wang, Simoncelli, and Bovik 2003)", FULL_REFERENCE, "pyiqa", "ms_ssim",
+             min_side=161, note="pyiqa's MS-SSIM (product form, weights 0.0448/0.2856/0.3001/0.2363/0.1333) "
+                                "on the same luma channel as SSIM"),
+    Baseline("scssim", "SCSSIM (Gu et al. 2012)", FULL_REFERENCE,
+             unavailable="no maintained Python implementation (not in pyiqa, piq or torchmetrics), and this "
+                         "package does not write metrics itself"),
+    Baseline("lpips", "LPIPS (Zhang et al. 2018)", FULL_REFERENCE, "pyiqa", "lpips", lower_better=True,
+             weights=(PyiqaWeights("lpips_arch", "0.1_alex"), _ALEXNET_IMAGENET),
+             note="LPIPS v0.1 with the AlexNet backbone (the LPIPS default)"),
+    Baseline("qalign", "Q-Align (Wu et al. 2023a), fine-tuned", NO_REFERENCE, "pyiqa", "qalign",
+             weights=(HubSnapshot("q-future/one-align", "config.json"),),
+             note=_FINE_TUNED + " (OneAlign, quality prompt); Q-Align takes one image, so it scores the edited "
+                                "image alone although Table 3 groups the row with the full-reference metrics; "
+                                "a 7B model: plan for a GPU"),
+    # ---------------------------------------------------------------- vision-language (diamond rows)
+    # Hessel et al. 2021 use CLIP ViT-B/32 and the prompt prefix "A photo depicts".
+    Baseline("clipscore", "CLIPScore (Hessel et al. 2021)", TEXT_IMAGE, "torchmetrics", "CLIPScore",
+             weights=(HubSnapshot("openai/clip-vit-base-patch32", "config.json"),),
+             options={"prefix": "A photo depicts"},
+             note="torchmetrics' CLIPScore on CLIP ViT-B/32: 100 * max(cos, 0) (Hessel et al. scale by 2.5, "
+                  "which changes no correlation); the instruction is the caption"),
+    Baseline("imagereward", "ImageReward (Xu et al. 2023)", TEXT_IMAGE,
+             unavailable="its package (image-reward 1.5) pins timm==0.6.13 while pyiqa needs timm>=0.8"),
+    Baseline("hpsv2", "HPSv2 (Wu et al. 2023b)", TEXT_IMAGE,
+             unavailable="its package (hpsv2 1.2.0) pins pytest==7.2.0 and protobuf<4, which would replace this "
+                         "project's test and serving dependencies"),
+    Baseline("vqascore", "VQAScore (Li et al. 2024a)", TEXT_IMAGE,
+             unavailable="its package (t2v-metrics 3.0) pins torch==2.5.1, transformers==4.49.0 and numpy==1.26.4 "
+                         "and builds DeepSpeed from source"),
+)}
+
+
+def get_baseline(name: str, *, runnable: bool = True) -> Baseline:
+    """The entry called ``name``; :class:`UnknownBaselineError` naming the choices, or why it cannot run."""
+    key = name.strip().lower()
+    if key not in BASELINES:
+        choices = ", ".join(b.name for b in BASELINES.values() if not b.unavailable)
+        raise UnknownBaselineError(f"unknown metric '{name}'; choose from {choices} (see 'miescore baselines --list')")
+    baseline = BASELINES[key]
+    if runnable and baseline.unavailable:
+        raise UnknownBaselineError(f"metric '{key}' ({baseline.paper_row}) cannot run here: {baseline.unavailable}")
+    return baseline
+
+
+def parse_baseline_names(text: str) -> list[Baseline]:
+    """``"ssim,ms_ssim"`` -> their entries, in order, each once; one-line errors for unknown or unavailable ones."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UnknownBaselineError("no metric given; pass e.g. --metrics ssim,ms_ssim")
+    entries = []
+    for name in names:
+        baseline = get_baseline(name)
+        if baseline not in entries:
+            entries.append(baseline)
+    return entries

@@ -71,6 +71,8 @@ class BenchmarkConverter(DatasetBuilder):
         if "spec" in cls.__dict__:
             cls.title = cls.spec.title
             cls.default_license = cls.spec.license
+            cls.license_help = (f"license id for the card (default: {cls.spec.license}, the original release's; "
+                                "its terms apply to the converted data)")
             cls.card = card_spec(cls.spec)
 
     def __init__(self, *args, **kwargs):
@@ -174,7 +176,8 @@ class BenchmarkConverter(DatasetBuilder):
         features = {config: self.config_features(config) for config in split_info}
         card_data = converted_card_data(self.spec, features, split_info, self.license)
         write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
-                           warnings=self.warnings, **self.card_context(split_info))
+                           warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
+                           **self.card_context(split_info))
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
         return card_context(self.spec, split_info)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..builders.dataset_card import CardSpec, dataset_card_data, md_table
+from ..builders.dataset_card import EDIT_RATING_TASK_CATEGORIES, CardSpec, dataset_card_data, md_table
 from .schema import SPLIT, BenchmarkSpec
 
 __all__ = ["CONVERTED_CARD_TEMPLATE", "card_context", "card_spec", "converted_card_data", "read_benchmark_metadata"]
@@ -31,7 +31,7 @@ CONVERTED_CARD_TEMPLATE = """---
 ```python
 from datasets import load_dataset
 
-{% for config in configs %}{{ config }} = load_dataset("path/or/repo", "{{ config }}", split="test")
+{% for config in configs %}{{ config }} = load_dataset("{{ repo_id }}", "{{ config }}", split="test")
 {% endfor %}```
 
 ## Source format
@@ -62,7 +62,7 @@ no such dimension).
 
 def card_spec(spec: BenchmarkSpec) -> CardSpec:
     return CardSpec(CONVERTED_CARD_TEMPLATE, pretty_name=f"{spec.title} (miescore)", citation=spec.citation,
-                    task_categories=("image-text-to-text",),
+                    repo_placeholder=f"your-name/{spec.name}", task_categories=EDIT_RATING_TASK_CATEGORIES,
                     tags=("image-editing", "reward-model", "benchmark", "miescore-converted"))
 
 

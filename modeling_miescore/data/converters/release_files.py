@@ -9,7 +9,8 @@
   with pyarrow's IPC reader (no pickle, no ``datasets`` cache), as ``[(file, row, record)]``.
 * :func:`embedded_image`: an image stored inside a Parquet/Arrow release -> :class:`~.schema.ImageRef`, checked.
 
-JSON Lines and CSV readers are :func:`~modeling_miescore.data.builders.raw_files.read_jsonl` and
+Files that leave the raw folder through a symbolic link are refused (reported) unless the build follows links
+(:meth:`~modeling_miescore.data.builders.raw_files.ProblemCollector.refuses_link`). JSON Lines and CSV readers are :func:`~modeling_miescore.data.builders.raw_files.read_jsonl` and
 :func:`~modeling_miescore.data.builders.raw_files.read_csv`. Row numbers are 1-based, like line numbers.
 """
 
@@ -87,6 +88,8 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
     if not path.is_file():
         problems.add(name, None, f"file not found (expected at {path})")
         return []
+    if problems.refuses_link(path):
+        return []
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
@@ -118,6 +121,8 @@ def read_tsv(path: Path, problems: ProblemCollector, *, required: Sequence[str] 
     name = path.name
     if not path.is_file():
         problems.add(name, None, f"file not found (expected at {path})")
+        return []
+    if problems.refuses_link(path):
         return []
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
@@ -162,6 +167,8 @@ def read_parquet_rows(root: Path, files: Sequence[Path], problems: ProblemCollec
     out = []
     for path in files:
         rel = path.relative_to(root).as_posix()
+        if problems.refuses_link(path):
+            continue
         try:
             table = pq.read_table(path)
         except (OSError, pa.ArrowException) as err:
@@ -177,6 +184,8 @@ def read_saved_dataset(folder: Path, problems: ProblemCollector, *,
     import pyarrow as pa
 
     state_path = folder / "state.json"
+    if state_path.is_file() and problems.refuses_link(state_path):
+        return []
     try:
         state = json.loads(state_path.read_text())
         files = [entry["filename"] for entry in state["_data_files"]]
@@ -189,6 +198,8 @@ def read_saved_dataset(folder: Path, problems: ProblemCollector, *,
         return []
     out = []
     for name in files:
+        if problems.refuses_link(folder / name):
+            continue
         try:
             with pa.memory_map(str(folder / name)) as source:
                 table = pa.ipc.open_stream(source).read_all()

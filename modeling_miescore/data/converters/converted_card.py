@@ -10,7 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..builders.dataset_card import EDIT_RATING_TASK_CATEGORIES, CardSpec, dataset_card_data, md_table
+from ..builders.dataset_card import (
+    EDIT_RATING_TASK_CATEGORIES,
+    CardSpec,
+    dataset_card_data,
+    md_table,
+)
 from .schema import SPLIT, BenchmarkSpec
 
 __all__ = ["CONVERTED_CARD_TEMPLATE", "card_context", "card_spec", "converted_card_data", "read_benchmark_metadata"]

@@ -77,6 +77,20 @@ def _find_key(text: str, key: str, decoder: json.JSONDecoder) -> int | None:
     return None
 
 
+def _read_text(path: Path, problems: ProblemCollector) -> str | None:
+    """The UTF-8 text of a raw file, or None and a problem (missing, unreadable, or a link leaving the raw folder)."""
+    if not path.is_file():
+        problems.add(path.name, None, f"file not found (expected at {path})")
+        return None
+    if problems.refuses_link(path):
+        return None
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        problems.add(path.name, None, f"cannot read the file as UTF-8 text: {err}")
+        return None
+
+
 def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None = None,
                       required: Sequence[str] = ()) -> list[tuple[int, dict]]:
     """The objects of a JSON array file (or of the array under ``key``), with the line where each starts.
@@ -85,15 +99,8 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
     that is not valid JSON gives one problem at the line of the error.
     """
     name = path.name
-    if not path.is_file():
-        problems.add(name, None, f"file not found (expected at {path})")
-        return []
-    if problems.refuses_link(path):
-        return []
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as err:
-        problems.add(name, None, f"cannot read the file as UTF-8 JSON: {err}")
+    text = _read_text(path, problems)
+    if text is None:
         return []
     decoder = json.JSONDecoder()
     out: list[tuple[int, dict]] = []
@@ -119,16 +126,10 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
 def read_tsv(path: Path, problems: ProblemCollector, *, required: Sequence[str] = ()) -> list[tuple[int, dict]]:
     """A tab-separated file with a header row -> ``[(line, {column: text})]`` (problems reported, rows skipped)."""
     name = path.name
-    if not path.is_file():
-        problems.add(name, None, f"file not found (expected at {path})")
+    text = _read_text(path, problems)
+    if text is None:
         return []
-    if problems.refuses_link(path):
-        return []
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        problems.add(name, None, f"cannot read the file as UTF-8 text: {err}")
-        return []
+    lines = text.splitlines()
     if not lines:
         problems.add(name, 1, "empty file; expected a header row")
         return []

@@ -1,5 +1,7 @@
 """MIEScore: human-aligned evaluation of multi-source image editing.
 
+The modules beside this file are the Hub files, copied into every saved checkpoint; everything else lives in
+subpackages (cli, scoring, data, evaluation, training, serving, judges, space, testing, utils).
 Importing the package is cheap: heavy modules (torch, transformers) load on first use of the
 names below.
 """
@@ -13,6 +15,7 @@ _LAZY = {
     "OVERALL_WEIGHTS": ".overall",
     "SpatialRewardConfig": ".configuration_spatialreward",
     "SpatialRewardModel": ".modeling_spatialreward",
+    "SpatialRewardResult": ".spatialreward_judgement",
     "SpatialRewardAPI": ".judges.spatialreward_api",
     "SpatialRewardFunction": ".serving.editor_rewards",
     "load_scorer": ".scoring.loading",

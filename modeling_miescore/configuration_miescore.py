@@ -11,7 +11,7 @@ SCORE_NAMES = ("visual_quality", "instruction_following", "attribute_preservatio
 
 # Rendered by `processing_miescore.build_messages`: `{skill}`, `{sources}` (one labelled image per source),
 # `{instruction}` and `{edited}` (the labelled edited image). Sources and instruction come first so that
-# the many edits of one instance share one prompt prefix (see DESIGN.md, "Models").
+# the many edits of one instance share one prompt prefix (prefix_reuse).
 DEFAULT_PROMPT_TEMPLATE = (
     "{skill}\n\n"
     "{sources}\n"

@@ -1,7 +1,8 @@
 """Box geometry and overlays for SpatialReward's edit regions.
 
-Hub file: copied flat into checkpoints (the model converts boxes to pixels with :func:`bbox_to_pixels`); it
-imports only the standard library and Pillow.
+Hub file: copied flat into checkpoints (the model converts boxes to pixels with :func:`bbox_to_pixels`, the
+one box-to-pixel conversion of the package); it imports only the standard library, Pillow and
+``spatialreward_tokens``.
 
 Boxes come out of the model as ``bbox_2d = [x1, y1, x2, y2]`` normalised to [0, 1000] with 0 = left/top and
 1000 = right/bottom (appendix D.1.1), relative to the edited image. Pixel boxes are ``[x1, y1, x2, y2]`` in
@@ -14,7 +15,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from PIL import Image, ImageDraw, ImageFont
 
-BBOX_SCALE = 1000  # appendix D.1.1: "coordinates normalized to [0, 1000] range"
+from .spatialreward_tokens import BBOX_SCALE
 
 # 16 colours (one per <|bbox_i|> id, sec. 3.2), ordered so that neighbouring ids contrast strongly; based on
 # Kelly's maximum-contrast set without white/black/greys, which vanish on photos.
@@ -37,14 +38,20 @@ def bbox_to_pixels(bbox_2d: Sequence[float], width: int, height: int) -> List[in
     """
     if len(bbox_2d) != 4:
         raise ValueError(f"a box needs 4 coordinates [x1, y1, x2, y2], got {list(bbox_2d)!r}")
-    x1, y1, x2, y2 = (float(v) for v in bbox_2d)
+    sizes = (width, height, width, height)
+    return clamp_pixel_box([float(v) / BBOX_SCALE * size for v, size in zip(bbox_2d, sizes)], width, height)
+
+
+def clamp_pixel_box(box: Sequence[float], width: int, height: int) -> List[int]:
+    """A pixel box ``[x1, y1, x2, y2]`` (floats allowed) ordered, rounded to integers and clamped to the image."""
+    x1, y1, x2, y2 = (float(v) for v in box)
     x1, x2 = sorted((x1, x2))
     y1, y2 = sorted((y1, y2))
 
-    def scale(value: float, size: int) -> int:
-        return int(min(max(round(value / BBOX_SCALE * size), 0), size))
+    def clamp(value: float, size: int) -> int:
+        return int(min(max(round(value), 0), size))
 
-    return [scale(x1, width), scale(y1, height), scale(x2, width), scale(y2, height)]
+    return [clamp(x1, width), clamp(y1, height), clamp(x2, width), clamp(y2, height)]
 
 
 def _regions(regions: Any) -> List[Mapping[str, Any]]:
@@ -124,4 +131,4 @@ def draw_regions(
     return canvas
 
 
-__all__ = ["PALETTE", "BBOX_SCALE", "bbox_to_pixels", "draw_regions", "region_color"]
+__all__ = ["PALETTE", "bbox_to_pixels", "clamp_pixel_box", "draw_regions", "region_color"]

@@ -1,7 +1,8 @@
 """MIEScore: a Qwen3-VL backbone with a 3-output regression head (MIEScore paper, "Model Architecture").
 
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``. It imports only
-torch, transformers, numpy/Pillow (through its flat siblings) and the flat sibling files below.
+torch, transformers and the flat sibling files below (through them numpy, Pillow and tqdm, a hard dependency
+of transformers). Batching: ``batched_scoring``; shared-prefix reuse: ``prefix_reuse``.
 """
 
 from __future__ import annotations
@@ -15,18 +16,12 @@ from torch import nn
 from transformers import AutoModel, AutoProcessor, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, score_in_batches
 from .configuration_miescore import MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .overall import overall_score
-from .prefix_reuse import find_groups, suffix_hidden_states
-from .processing_miescore import (
-    EditSample,
-    as_edit_sample,
-    estimate_num_tokens,
-    load_checkpoint_processor,
-    load_samples,
-    prepare_inputs,
-)
+from .prefix_reuse import suffix_hidden_states
+from .processing_miescore import EditSample, estimate_num_tokens, load_checkpoint_processor, prepare_inputs
 
 
 @dataclass
@@ -192,16 +187,9 @@ class MIEScoreModel(PreTrainedModel):
         return self.score_batch([{"sources": sources, "edited": edited, "instruction": instruction}],
                                 batch_size=1, processor=processor, **kwargs)[0]
 
-    def score_batch(
-        self,
-        samples: Sequence,
-        batch_size: int = 8,
-        processor=None,
-        progress: bool = False,
-        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-        reuse_prefix: bool = True,
-        groups: Sequence | None = None,
-    ) -> list[dict[str, float]]:
+    def score_batch(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
+                    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
+                    groups: Sequence | None = None) -> list[dict[str, float]]:
         """Score many edits; results come back in input order.
 
         Samples are dicts ``{"sources", "edited", "instruction"}`` (or :class:`EditSample` / 3-tuples). They are
@@ -210,47 +198,21 @@ class MIEScoreModel(PreTrainedModel):
         shared prompt prefix once (``reuse_prefix``); the other samples are sorted by estimated sequence length
         inside each chunk so that a batch holds samples of similar length.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        checked_batch_size(batch_size)
         processor = processor or self.get_processor()
-        normalised = [as_edit_sample(s, where=f"sample {i}") for i, s in enumerate(samples)]
-        if groups is not None and len(groups) != len(normalised):
-            raise ValueError(f"got {len(groups)} group ids for {len(normalised)} samples")
-        reuse_prefix = reuse_prefix and self.config.image_order == "sources_first"
-        results: list[dict | None] = [None] * len(normalised)
-        chunk = batch_size * 16
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(normalised), desc="scoring", unit="edit")
-        was_training = self.training
-        self.eval()
-        try:
-            for start in range(0, len(normalised), chunk):
-                loaded = load_samples(normalised[start : start + chunk], max_image_pixels)
-                singles = list(range(len(loaded)))
-                if reuse_prefix:
-                    chunk_groups = find_groups(loaded, None if groups is None else groups[start : start + chunk])
-                    singles = [g[0] for g in chunk_groups if len(g) == 1]
-                    for members in (g for g in chunk_groups if len(g) > 1):
-                        scores = self._score_shared_prefix([loaded[i] for i in members], processor, batch_size)
-                        for i, result in zip(members, scores):
-                            results[start + i] = result
-                        if bar is not None:
-                            bar.update(len(members))
-                order = sorted(singles, key=lambda i: estimate_num_tokens(loaded[i], self.config))
-                for b in range(0, len(order), batch_size):
-                    idx = order[b : b + batch_size]
-                    for i, result in zip(idx, self._score_loaded([loaded[i] for i in idx], processor)):
-                        results[start + i] = result
-                    if bar is not None:
-                        bar.update(len(idx))
-        finally:
-            self.train(was_training)
-            if bar is not None:
-                bar.close()
-        return results
+        def score(loaded: list, shared) -> list:
+            if shared:
+                return self._score_shared_prefix(loaded, processor, batch_size)
+            return self._score_loaded(loaded, processor)
+
+        # the prefix is the part before the edited image: reusable only when the edited image comes last
+        share = reuse_prefix and self.config.image_order == "sources_first"
+        with eval_mode(self):
+            return score_in_batches(samples, score, batch_size=batch_size, max_image_pixels=max_image_pixels,
+                                    length=lambda sample: estimate_num_tokens(sample, self.config),
+                                    group_ids=groups, grouping=PrefixGrouping() if share else None,
+                                    progress=progress, desc="scoring")
 
     @torch.inference_mode()
     def _score_shared_prefix(self, samples: Sequence[EditSample], processor, batch_size: int) -> list[dict]:

@@ -13,120 +13,33 @@ parsed gives ``config.failure_reward`` and is flagged; it never raises and never
 
 Edits of the same sources and instruction (an RL group of G candidates, a MIE-Bench instance) share the SC
 prompt up to the edited image; under greedy decoding that prefix runs once and every edit generates from a copy
-of its KV cache (``SharedPromptPrefix``, ``prefix_reuse``; notes/prefix-reuse-qwen3vl.md section 3).
+of its KV cache (``SharedPromptPrefix``; how and why it is exact: ``prefix_reuse``'s module docstring).
+The result type, parsing and aggregation live in ``spatialreward_judgement`` (shared with the API backend);
+the batching in ``batched_scoring``.
 
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``; it imports only
-torch, transformers and its flat siblings.
+torch, transformers, tqdm (through ``batched_scoring``; a hard dependency of transformers) and its flat
+siblings.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
 
-from .aggregation import sc_pq, spatial_reward
+from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, score_in_batches
 from .configuration_spatialreward import SpatialRewardConfig
-from .drawing import bbox_to_pixels
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
-from .parsing import parse_pq_output, parse_sc_output
-from .prefix_reuse import (
-    build_prefix_cache,
-    find_groups,
-    generate_from_prefix,
-    pack_rows_after_prefix,
-    rope_positions,
-)
-from .processing_miescore import (
-    EditSample,
-    as_edit_sample,
-    image_size_kwargs,
-    load_checkpoint_processor,
-    load_samples,
-)
+from .prefix_reuse import build_prefix_cache, generate_from_prefix, pack_rows_after_prefix, rope_positions
+from .processing_miescore import EditSample, image_size_kwargs, load_checkpoint_processor, num_image_tokens
+from .spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from .spatialreward_tokens import strip_control_tokens
 
 # ------------------------------------------------------------------------------------------------------------
-# Result type and the backend-independent parts (prompts, parsing, aggregation), shared with openai_backend.
+# Prompts of the two streams (appendix D.1) and the SC prefix that edits of one group share
 # ------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class SpatialRewardResult:
-    """The judgement of one edit.
-
-    Fields:
-        reward: float in [0, 1] (``config.failure_reward`` when ``failed``).
-        failed: the SC or PQ output could not be parsed (or its API request failed); see ``failure_reasons``.
-        failure_reasons: e.g. ``["sc:parse_failed"]``, ``["pq:api_error:timeout"]``; empty when not failed.
-        s_if, s_con: instruction following and source consistency (SC stream, 0-25), None if missing.
-        s_nat, s_art: naturalness and artifacts (PQ stream, 0-25), None if missing.
-        sc, pq: the weighted sums ``w_sc . (s_if, s_con)`` and ``w_pq . (s_nat, s_art)`` on 0-25 (sec. 3.1).
-        regions: ``[{"id", "label", "bbox_2d": [x1, y1, x2, y2] in 0..1000, "bbox_pixels": [x1, y1, x2, y2] in
-            the edited image's pixels}]``.
-        reasoning: the SC reasoning, grounding tokens in canonical form (``<|bbox_i|>``, ``<|global|>``).
-        region_reasoning: ``{region id: the reasoning segment after its <|bbox_i|>}``.
-        global_reasoning: the segment after ``<|global|>`` (None when absent).
-        pq_reasoning: the PQ reasoning.
-        sc_parse_ok, pq_parse_ok: both scores of that stream were found (``parse_ok`` is both).
-        issues: ``{"sc": [...], "pq": [...]}`` parser issue codes (``parsing.ISSUE_CODES``) over all passes,
-            plus ``api_error:<kind>`` for failed requests.
-        raw_sc, raw_pq: the generated texts, one per pass (chat-control tokens stripped).
-        num_sources: number of source images; image_size: ``(width, height)`` of the edited image.
-        id: the sample's id when it had one; backend: ``"transformers"`` or ``"openai"``.
-    """
-
-    reward: float
-    failed: bool
-    failure_reasons: List[str] = field(default_factory=list)
-    s_if: Optional[float] = None
-    s_con: Optional[float] = None
-    s_nat: Optional[float] = None
-    s_art: Optional[float] = None
-    sc: Optional[float] = None
-    pq: Optional[float] = None
-    regions: List[Dict[str, Any]] = field(default_factory=list)
-    reasoning: str = ""
-    region_reasoning: Dict[int, str] = field(default_factory=dict)
-    global_reasoning: Optional[str] = None
-    pq_reasoning: str = ""
-    sc_parse_ok: bool = False
-    pq_parse_ok: bool = False
-    issues: Dict[str, List[str]] = field(default_factory=lambda: {"sc": [], "pq": []})
-    raw_sc: List[str] = field(default_factory=list)
-    raw_pq: List[str] = field(default_factory=list)
-    num_sources: int = 1
-    image_size: Tuple[int, int] = (0, 0)
-    id: Optional[str] = None
-    backend: str = "transformers"
-
-    @property
-    def parse_ok(self) -> bool:
-        return self.sc_parse_ok and self.pq_parse_ok
-
-    def to_dict(self) -> Dict[str, Any]:
-        """JSON-serialisable dict (NaN reward becomes None; region ids as string keys)."""
-        reward = self.reward if math.isfinite(self.reward) else None
-        return {
-            "id": self.id,
-            "reward": reward,
-            "failed": self.failed,
-            "failure_reasons": list(self.failure_reasons),
-            "s_if": self.s_if, "s_con": self.s_con, "s_nat": self.s_nat, "s_art": self.s_art,
-            "sc": self.sc, "pq": self.pq,
-            "regions": [dict(r, bbox_2d=list(r["bbox_2d"]), bbox_pixels=list(r["bbox_pixels"])) for r in self.regions],
-            "reasoning": self.reasoning,
-            "region_reasoning": {str(k): v for k, v in self.region_reasoning.items()},
-            "global_reasoning": self.global_reasoning,
-            "pq_reasoning": self.pq_reasoning,
-            "parse_ok": self.parse_ok, "sc_parse_ok": self.sc_parse_ok, "pq_parse_ok": self.pq_parse_ok,
-            "issues": {k: list(v) for k, v in self.issues.items()},
-            "raw_sc": list(self.raw_sc), "raw_pq": list(self.raw_pq),
-            "num_sources": self.num_sources, "image_size": list(self.image_size), "backend": self.backend,
-        }
 
 
 def sc_messages(config, num_sources: int, instruction: str) -> List[Dict[str, Any]]:
@@ -145,147 +58,11 @@ def pq_messages(config) -> List[Dict[str, Any]]:
     return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": config.pq_text()}]}]
 
 
-def _mean(values: List[float]) -> Optional[float]:
-    return float(sum(values) / len(values)) if values else None
-
-
-def _combine(parsed: List[Any], names: Tuple[str, str]):
-    """Self-ensemble: mean of each score over the passes that parsed; the first such pass carries the text."""
-    ok = [p for p in parsed if p.parse_ok]
-    if ok:
-        scores = {n: _mean([p.scores[n] for p in ok]) for n in names}
-        return scores, ok[0], True
-    first = parsed[0] if parsed else None
-    scores = {n: (first.scores.get(n) if first is not None else None) for n in names}
-    return scores, first, False
-
-
-def assemble_result(
-    config,
-    num_sources: int,
-    image_size: Tuple[int, int],
-    sc_texts: Sequence[str],
-    pq_texts: Sequence[str],
-    sc_errors: Optional[Sequence[Optional[str]]] = None,
-    pq_errors: Optional[Sequence[Optional[str]]] = None,
-    sample_id: Optional[str] = None,
-    backend: str = "transformers",
-) -> SpatialRewardResult:
-    """Parse the SC / PQ generations of one edit (one text per pass) and aggregate them into a result.
-
-    ``sc_errors`` / ``pq_errors``: per pass, None or an error kind (e.g. ``"timeout"``) when the text could not
-    be obtained at all (API backend). Never raises for any text.
-    """
-    score_max = float(config.score_range)
-    sc_errors = list(sc_errors) if sc_errors is not None else [None] * len(sc_texts)
-    pq_errors = list(pq_errors) if pq_errors is not None else [None] * len(pq_texts)
-    issues: Dict[str, List[str]] = {"sc": [], "pq": []}
-
-    def note(stream: str, code: str):
-        if code not in issues[stream]:
-            issues[stream].append(code)
-
-    sc_parsed, pq_parsed = [], []
-    for text, error in zip(sc_texts, sc_errors):
-        if error is not None:
-            note("sc", f"api_error:{error}")
-            continue
-        parsed = parse_sc_output(text if isinstance(text, str) else "", num_sources=num_sources, score_max=score_max)
-        sc_parsed.append(parsed)
-        for code in parsed.issues:
-            note("sc", code)
-    for text, error in zip(pq_texts, pq_errors):
-        if error is not None:
-            note("pq", f"api_error:{error}")
-            continue
-        parsed = parse_pq_output(text if isinstance(text, str) else "", score_max=score_max)
-        pq_parsed.append(parsed)
-        for code in parsed.issues:
-            note("pq", code)
-
-    sc_scores, sc_main, sc_ok = _combine(sc_parsed, ("s_if", "s_con"))
-    pq_scores, pq_main, pq_ok = _combine(pq_parsed, ("naturalness", "artifacts"))
-    s_if, s_con = sc_scores["s_if"], sc_scores["s_con"]
-    s_nat, s_art = pq_scores["naturalness"], pq_scores["artifacts"]
-
-    kwargs = dict(w_sc=config.w_sc, w_pq=config.w_pq, score_range=score_max)
-    sc_value = float(sc_pq(s_if, s_con, 0.0, 0.0, **kwargs)[0]) if s_if is not None and s_con is not None else None
-    pq_value = float(sc_pq(0.0, 0.0, s_nat, s_art, **kwargs)[1]) if s_nat is not None and s_art is not None else None
-
-    reasons = []
-    for stream, ok, errors in (("sc", sc_ok, sc_errors), ("pq", pq_ok, pq_errors)):
-        if ok:
-            continue
-        api = [e for e in errors if e is not None]
-        reasons.append(f"{stream}:api_error:{api[0]}" if api and len(api) == len(errors) else f"{stream}:parse_failed")
-    reward = float("nan")
-    if sc_ok and pq_ok:
-        reward = float(spatial_reward(s_if, s_con, s_nat, s_art, mode=config.aggregation_mode,
-                                      alpha=config.alpha, **kwargs))
-        if not math.isfinite(reward):  # cannot happen for parsed scores; kept so no NaN ever leaks as a reward
-            reasons.append("aggregation:non_finite")
-    failed = bool(reasons)
-    if failed:
-        reward = float(config.failure_reward)
-
-    width, height = image_size
-    regions = []
-    if sc_main is not None:
-        for region in sc_main.regions:
-            regions.append({"id": region["id"], "label": region["label"], "bbox_2d": list(region["bbox_2d"]),
-                            "bbox_pixels": bbox_to_pixels(region["bbox_2d"], width, height)})
-    return SpatialRewardResult(
-        reward=reward, failed=failed, failure_reasons=reasons,
-        s_if=s_if, s_con=s_con, s_nat=s_nat, s_art=s_art, sc=sc_value, pq=pq_value,
-        regions=regions,
-        reasoning=sc_main.reasoning if sc_main is not None else "",
-        region_reasoning=dict(sc_main.region_reasoning) if sc_main is not None else {},
-        global_reasoning=sc_main.global_reasoning if sc_main is not None else None,
-        pq_reasoning=pq_main.reasoning if pq_main is not None else "",
-        sc_parse_ok=sc_ok, pq_parse_ok=pq_ok, issues=issues,
-        raw_sc=[t if isinstance(t, str) else "" for t in sc_texts],
-        raw_pq=[t if isinstance(t, str) else "" for t in pq_texts],
-        num_sources=int(num_sources), image_size=(int(width), int(height)), id=sample_id, backend=backend,
-    )
-
-
-def estimate_prompt_pixels(sample: EditSample, config) -> int:
-    """Pixels the SC + PQ prompts of a loaded sample feed the model (sorts batches by length)."""
-    total = 0
-    for image in [*sample.sources, sample.edited, sample.edited]:
-        width, height = image.size
-        total += min(max(width * height, config.min_pixels), config.max_pixels)
-    return total
-
-
-class SpatialRewardScoringMixin:
-    """Conveniences built on ``evaluate_edits`` (shared by the transformers model and the API backend)."""
-
-    def evaluate_edit(self, sources, edited, instruction: str, **kwargs) -> SpatialRewardResult:
-        """Judge one edit; see ``evaluate_edits``."""
-        sample = {"sources": sources, "edited": edited, "instruction": instruction}
-        return self.evaluate_edits([sample], batch_size=1, **kwargs)[0]
-
-    def score_candidates(self, sources, instruction: str, candidates: Sequence, batch_size: Optional[int] = None,
-                         return_results: bool = False, **kwargs):
-        """Rewards of K candidate edits of one (sources, instruction): one MER-Bench group or one RL group.
-
-        Args:
-            sources: the source image (or list of source images) shared by the candidates.
-            instruction: the editing instruction.
-            candidates: the K edited images.
-            batch_size: samples per batch (default: all K at once, i.e. 2K prompts in one generate call).
-        Returns:
-            the K rewards (floats, input order), or ``(rewards, results)`` with ``return_results=True``.
-            Failed candidates get ``config.failure_reward`` and are flagged in their result.
-        """
-        candidates = list(candidates)
-        if not candidates:
-            return ([], []) if return_results else []
-        samples = [{"sources": sources, "edited": c, "instruction": instruction} for c in candidates]
-        results = self.evaluate_edits(samples, batch_size=batch_size or len(samples), **kwargs)
-        rewards = [r.reward for r in results]
-        return (rewards, results) if return_results else rewards
+def estimate_prompt_tokens(sample: EditSample, config) -> int:
+    """Image tokens of the SC + PQ prompts of a loaded sample (sources, edited image twice): sorts batches by
+    length; the text, the same for every sample, is left out."""
+    return sum(num_image_tokens(*image.size, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
+               for image in [*sample.sources, sample.edited, sample.edited])
 
 
 class _Prompt(tuple):
@@ -458,7 +235,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
     def _generate_after_prefix(self, prompts, processor, shared: SharedPromptPrefix) -> List[List[str]]:
         """One greedy ``generate`` call: prompts of ``shared`` continue its cached prefix, the rest run alone.
 
-        Row layout (prefix_reuse.pack_rows_after_prefix, notes/prefix-reuse-qwen3vl.md section 3 recipe E):
+        Row layout (``prefix_reuse.pack_rows_after_prefix``; why it is exact: ``prefix_reuse``'s docstring):
         ``[prefix | pads | suffix]`` for continuing rows and ``[masked prefix | pads | prompt]`` for the others,
         which then attend to exactly what a left-padded row of the plain path attends to. Positions are explicit:
         ``get_rope_index`` over each row's full sequence. Only the rows' own images are passed, so the vision
@@ -500,16 +277,9 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
                                           torch.cat(grids) if grids else None, generation_config=generation_config)
         return _decode_rows(new_tokens, tokenizer, 1)
 
-    def evaluate_edits(
-        self,
-        samples: Sequence,
-        batch_size: int = 8,
-        processor=None,
-        progress: bool = False,
-        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-        reuse_prefix: bool = True,
-        groups: Optional[Sequence] = None,
-    ) -> List[SpatialRewardResult]:
+    def evaluate_edits(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
+                       max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
+                       groups: Optional[Sequence] = None) -> List[SpatialRewardResult]:
         """Judge many edits; one :class:`SpatialRewardResult` per sample, in input order.
 
         Args:
@@ -517,7 +287,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
                 or numpy arrays; one source may be given bare), ``EditSample`` objects or 3-tuples.
             batch_size: samples per ``generate`` call; each call runs the SC and PQ prompts of its samples
                 together (2 x batch_size left-padded sequences, times ``num_passes`` when sampling). Samples are
-                sorted by image budget first so that a batch holds similar lengths.
+                sorted by image tokens first so that a batch holds similar lengths.
             processor: a ``Qwen3VLProcessor`` (default: the one saved beside the weights).
             reuse_prefix: edits that share sources and instruction (found by content, or given by ``groups``) run
                 their common SC prefix (chat start + source images) once and generate from copies of its KV
@@ -530,60 +300,29 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
             ``MIEScoreInputError`` for unusable inputs (missing image, empty instruction, ...). Strange
             generations never raise: they give ``config.failure_reward`` and ``failed=True``.
         """
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        batch_size = int(batch_size)
+        batch_size = checked_batch_size(batch_size)
         processor = processor or self.get_processor()
-        normalised = [as_edit_sample(s, where=f"sample {i}") for i, s in enumerate(samples)]
-        if groups is not None and len(groups) != len(normalised):
-            raise ValueError(f"got {len(groups)} group ids for {len(normalised)} samples")
-        results: List[Optional[SpatialRewardResult]] = [None] * len(normalised)
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+        grouping = None
+        if reuse_prefix:  # explicit groups are checked even when sampling keeps the plain path
+            grouping = PrefixGrouping(share=self._reuse_is_exact(), batch_size=batch_size,
+                                      open=SharedPromptPrefix, close=SharedPromptPrefix.release)
+        with eval_mode(self):
+            return score_in_batches(
+                samples, lambda loaded, shared: self._judge_batch(loaded, processor, shared),
+                batch_size=batch_size, max_image_pixels=max_image_pixels,
+                length=lambda sample: estimate_prompt_tokens(sample, self.config), group_ids=groups,
+                grouping=grouping, progress=progress, desc="SpatialReward")
 
-            bar = tqdm(total=len(normalised), desc="SpatialReward", unit="edit")
-        was_training = self.training
-        self.eval()
-        chunk = batch_size * 16  # images of at most this many samples are decoded at once
-        try:
-            for start in range(0, len(normalised), chunk):
-                loaded = load_samples(normalised[start:start + chunk], max_image_pixels)
-                # (sample indices, shared SC prefix or None) per generate call
-                batches: List[Tuple[List[int], Optional[SharedPromptPrefix]]] = []
-                singles = list(range(len(loaded)))
-                if reuse_prefix:
-                    # explicit groups are validated even when sampling keeps the plain path
-                    chunk_groups = find_groups(loaded, None if groups is None else groups[start:start + chunk])
-                    if self._reuse_is_exact():
-                        singles = [g[0] for g in chunk_groups if len(g) == 1]
-                        for members in (g for g in chunk_groups if len(g) > 1):
-                            shared = SharedPromptPrefix(loaded[members[0]])  # run once, on first use
-                            members = sorted(members, key=lambda i: estimate_prompt_pixels(loaded[i], self.config))
-                            batches += [(members[b:b + batch_size], shared)
-                                        for b in range(0, len(members), batch_size)]
-                order = sorted(singles, key=lambda i: estimate_prompt_pixels(loaded[i], self.config))
-                batches += [(order[b:b + batch_size], None) for b in range(0, len(order), batch_size)]
-                for n, (idx, shared) in enumerate(batches):
-                    group = [loaded[i] for i in idx]
-                    prompts = [SharedPromptPrefix.prompt([*s.sources, s.edited],
-                                                         sc_messages(self.config, len(s.sources), s.instruction),
-                                                         shared) for s in group]
-                    prompts += [SharedPromptPrefix.prompt([s.edited], pq_messages(self.config)) for s in group]
-                    texts = self._generate_texts(prompts, processor)
-                    if shared is not None and (n + 1 == len(batches) or batches[n + 1][1] is not shared):
-                        shared.release()  # a group's batches are consecutive: its prefix KV is no longer needed
-                    for k, (i, sample) in enumerate(zip(idx, group)):
-                        results[start + i] = assemble_result(
-                            self.config, len(sample.sources), sample.edited.size, texts[k], texts[len(group) + k],
-                            sample_id=sample.id, backend="transformers")
-                    if bar is not None:
-                        bar.update(len(idx))
-        finally:
-            self.train(was_training)
-            if bar is not None:
-                bar.close()
-        return results
+    def _judge_batch(self, samples: List[EditSample], processor,
+                     shared: Optional[SharedPromptPrefix]) -> List[SpatialRewardResult]:
+        """SC and PQ prompts of loaded samples in one ``generate`` call (SC rows continue ``shared`` if given)."""
+        prompts = [SharedPromptPrefix.prompt([*s.sources, s.edited],
+                                             sc_messages(self.config, len(s.sources), s.instruction), shared)
+                   for s in samples]
+        prompts += [SharedPromptPrefix.prompt([s.edited], pq_messages(self.config)) for s in samples]
+        texts = self._generate_texts(prompts, processor)
+        return [assemble_result(self.config, len(s.sources), s.edited.size, texts[k], texts[len(samples) + k],
+                                sample_id=s.id, backend="transformers") for k, s in enumerate(samples)]
 
     # -- saving -------------------------------------------------------------------------------------------------
     def save_pretrained(self, save_directory, *args, **kwargs):
@@ -603,12 +342,4 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
 SpatialRewardConfig.register_for_auto_class()
 SpatialRewardModel.register_for_auto_class("AutoModelForImageTextToText")
 
-__all__ = [
-    "SharedPromptPrefix",
-    "SpatialRewardModel",
-    "SpatialRewardResult",
-    "SpatialRewardScoringMixin",
-    "assemble_result",
-    "sc_messages",
-    "pq_messages",
-]
+__all__ = ["SharedPromptPrefix", "SpatialRewardModel", "estimate_prompt_tokens", "pq_messages", "sc_messages"]

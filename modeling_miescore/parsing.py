@@ -1,7 +1,9 @@
 """Robust parsing of SpatialReward-style generations (SC and PQ passes).
 
 Hub file: copied flat into model checkpoints for ``trust_remote_code``. It imports only the
-standard library and nothing from the package.
+standard library and its flat siblings ``relaxed_json`` (finding the JSON object) and
+``spatialreward_tokens`` (the grounding-token pattern). It keeps its own relaxed think/fence/JSON
+scanner (``relaxed_json``) because a checkpoint cannot import the non-Hub ``judges`` package.
 
 Output contract (SpatialReward paper, arXiv 2602.07458, appendix D.1):
 
@@ -41,10 +43,10 @@ are never read from box coordinates, ids or prose.
 Special tokens: ``<|bbox_0|>`` ... ``<|bbox_15|>`` and ``<|global|>`` are matched as text,
 whether they were decoded from single special tokens or generated as plain text. Decode with
 ``skip_special_tokens=False`` if they are registered as special tokens, otherwise they vanish.
-Tolerated variants (recorded as ``token_normalized``; the returned ``reasoning`` holds the
-canonical form): spaces inside the pipes (``<| bbox_0 |>``), a space or no underscore
-(``<|bbox 0|>``, ``<|bbox0|>``), any letter case, and HTML-escaped angle brackets
-(``&lt;|bbox_0|&gt;``, as printed in the paper). The pipes are required.
+Tolerated variants (``spatialreward_tokens.GROUNDING_TOKEN_RE``; recorded as ``token_normalized``,
+the returned ``reasoning`` holds the canonical form): spaces inside the pipes (``<| bbox_0 |>``),
+a space or no underscore (``<|bbox 0|>``, ``<|bbox0|>``), any letter case, and HTML-escaped angle
+brackets (``&lt;|bbox_0|&gt;``, as printed in the paper). The pipes are required.
 
 Never raises for a ``str`` input (any internal error is reported as ``internal_error`` with
 ``parse_ok=False``); raises ``TypeError`` for a non-str input.
@@ -52,11 +54,13 @@ Never raises for a ``str`` input (any internal error is reported as ``internal_e
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
+from .relaxed_json import find_output_object, get_key, strip_thinking_and_fences
+from .spatialreward_tokens import BBOX_SCALE, GROUNDING_TOKEN_RE, MAX_BBOX_ID, canonical_token
 
 __all__ = [
     "ParsedOutput",
@@ -68,16 +72,11 @@ __all__ = [
     "SC_SCORE_NAMES",
     "PQ_SCORE_NAMES",
     "SCORE_MAX",
-    "BBOX_MAX",
-    "MAX_BBOX_TOKEN_ID",
     "MAX_INPUT_CHARS",
 ]
 
 SCORE_MIN = 0.0
 SCORE_MAX = 25.0  # D.1.1-D.1.3: "evaluate ... from scale 0 to 25"
-BBOX_MIN = 0
-BBOX_MAX = 1000  # D.1.1: "coordinates normalized to [0, 1000] range"
-MAX_BBOX_TOKEN_ID = 15  # grounding vocabulary <|bbox_0|> ... <|bbox_15|>
 # Generations are at most a few thousand tokens (B.1.1: max length 1024 in RL, 8192 in SFT);
 # longer inputs are degenerate and only their beginning is parsed, which bounds the run time.
 MAX_INPUT_CHARS = 262_144
@@ -265,357 +264,6 @@ class ParsedOutput:
 
 
 # ----------------------------------------------------------------------------------------------
-# Text cleaning
-# ----------------------------------------------------------------------------------------------
-
-_THINK_BLOCK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
-_THINK_CLOSE_RE = re.compile(r"</think>", re.I)
-_THINK_OPEN_RE = re.compile(r"<think>", re.I)
-_FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*")
-
-
-def _clean(text: str, res: ParsedOutput) -> str:
-    if _THINK_CLOSE_RE.search(text):
-        text, n = _THINK_BLOCK_RE.subn(" ", text)
-        stray = None
-        for stray in _THINK_CLOSE_RE.finditer(text):
-            pass
-        if stray is not None:  # opening tag was in the prompt: drop the thinking prefix
-            text = text[stray.end():]
-            n += 1
-        if n:
-            res.add_issue("think_block_removed")
-    m = _THINK_OPEN_RE.search(text)
-    if m is not None:  # cut off while thinking: thinking text is never scored
-        text = text[: m.start()]
-        res.add_issue("unclosed_think_block")
-    if "```" in text:
-        text = _FENCE_RE.sub(" ", text)
-        res.add_issue("code_fence_removed")
-    return text
-
-
-# ----------------------------------------------------------------------------------------------
-# Balanced-object scanner
-# ----------------------------------------------------------------------------------------------
-
-_SPECIAL_RE = re.compile(r"[{}\[\]\"'\\]")
-_SPECIAL_COMMA_RE = re.compile(r"[{}\[\]\"'\\,]")
-# A closing quote is one followed by optional whitespace and a JSON delimiter (or the end).
-# For valid JSON this is exactly the first unescaped quote; for broken JSON it tolerates
-# unescaped inner quotes such as "the "red" car".
-_QUOTE_END_RE = re.compile(r"\s*(?:[,:}\]]|$)")
-
-
-def _prev_nonspace(text: str, pos: int, lo: int) -> str:
-    j = pos - 1
-    while j >= lo and text[j].isspace():
-        j -= 1
-    return text[j] if j >= lo else ""
-
-
-def _scan(text: str, start: int = 0, commas: bool = False):
-    """Scan braces outside string literals.
-
-    Outside any object only ``{`` matters (quotes in prose are ignored). Returns
-    ``(spans, stack, in_str, comma_marks)``: closed ``{...}`` spans as ``(start, end)`` (end
-    exclusive, any nesting level), the unclosed openers ``[(char, pos), ...]``, the open quote
-    character at the end (or None) and, if ``commas``, ``(pos, openers)`` for every structural
-    comma.
-    """
-    spans: List[Tuple[int, int]] = []
-    stack: List[Tuple[str, int]] = []
-    comma_marks: List[Tuple[int, Tuple[str, ...]]] = []
-    n_brace = 0
-    in_str: Optional[str] = None
-    i = start
-    search = (_SPECIAL_COMMA_RE if commas else _SPECIAL_RE).search
-    while True:
-        m = search(text, i)
-        if m is None:
-            break
-        p = m.start()
-        c = text[p]
-        i = p + 1
-        if in_str is not None:
-            if c == "\\":
-                i = p + 2
-            elif c == in_str and _QUOTE_END_RE.match(text, p + 1):
-                in_str = None
-            continue
-        if not stack:
-            if c == "{":
-                stack.append(("{", p))
-                n_brace = 1
-            continue
-        if c == '"':
-            in_str = c
-        elif c == "'":
-            # single-quoted strings only where a JSON token may start (not apostrophes in words)
-            if _prev_nonspace(text, p, stack[0][1]) in ("{", "[", ",", ":"):
-                in_str = c
-        elif c == "{" or c == "[":
-            stack.append((c, p))
-            if c == "{":
-                n_brace += 1
-        elif c == "}":
-            if n_brace:
-                while stack:
-                    ch, q = stack.pop()
-                    if ch == "{":
-                        n_brace -= 1
-                        spans.append((q, p + 1))
-                        break
-        elif c == "]":
-            if stack[-1][0] == "[":
-                stack.pop()
-        elif c == "," and len(stack) <= 64:
-            comma_marks.append((p, tuple(ch for ch, _ in stack)))
-    return spans, stack, in_str, comma_marks
-
-
-# ----------------------------------------------------------------------------------------------
-# Relaxed JSON -> strict JSON
-# ----------------------------------------------------------------------------------------------
-
-_TOK_RE = re.compile(
-    r"(?P<ws>\s+)"
-    r"|(?P<punct>[{}\[\]:,])"
-    r"|(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
-)
-_JSON_NUM_RE = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?\Z")
-_ESC_RE = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|\\\Z|\"|[\x00-\x1f]", re.S)
-_VALID_ESC = set('"\\/bfnrt')
-_NEXT_NONSPACE_RE = re.compile(r"\s*(.?)", re.S)
-_LITERALS = {
-    "True": "true",
-    "False": "false",
-    "None": "null",
-    "true": "true",
-    "false": "false",
-    "null": "null",
-    "NaN": "NaN",
-    "Infinity": "Infinity",
-}
-
-
-def _fix_escape(m: "re.Match[str]") -> str:
-    s = m.group()
-    if s == '"':
-        return '\\"'
-    if len(s) == 1:  # raw control character
-        return "\\u%04x" % ord(s)
-    if s.startswith("\\u") and len(s) == 6:
-        return s
-    if len(s) == 2 and s[1] in _VALID_ESC:
-        return s
-    if s == "\\'":
-        return "'"
-    return "\\\\" + s[1:]  # invalid escape: keep the backslash literally
-
-
-_STR_STOP_DQ = re.compile(r'[\\"]')
-_STR_STOP_SQ = re.compile(r"[\\']")
-
-
-def _read_string(text: str, i: int) -> Tuple[str, int]:
-    """Read a (possibly single-quoted, possibly broken) string starting at quote ``text[i]``.
-
-    Returns (strict JSON literal, index after the closing quote)."""
-    q = text[i]
-    stop = _STR_STOP_DQ if q == '"' else _STR_STOP_SQ
-    j = i + 1
-    n = len(text)
-    while True:
-        m = stop.search(text, j)
-        if m is None:
-            j = n  # unterminated: the rest is the string
-            break
-        j = m.start()
-        if text[j] == "\\":
-            j += 2
-            continue
-        if _QUOTE_END_RE.match(text, j + 1):
-            break
-        j += 1
-    content = text[i + 1 : min(j, n)]
-    return '"' + _ESC_RE.sub(_fix_escape, content) + '"', j + 1
-
-
-def _relaxed_to_json(text: str) -> str:
-    out: List[str] = []
-    i = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == '"' or c == "'":
-            lit, i = _read_string(text, i)
-            out.append(lit)
-            continue
-        m = _TOK_RE.match(text, i)
-        if m is None:
-            out.append(c)  # not JSON; json.loads will reject it
-            i += 1
-            continue
-        kind = m.lastgroup
-        tok = m.group()
-        i = m.end()
-        if kind == "punct" and tok == ",":
-            nxt = _NEXT_NONSPACE_RE.match(text, i).group(1)
-            if nxt in ("}", "]"):  # trailing comma
-                continue
-        elif kind == "num":
-            if not _JSON_NUM_RE.match(tok):
-                try:
-                    tok = repr(float(tok))
-                except ValueError:
-                    pass
-        elif kind == "ident":
-            if tok in _LITERALS:
-                tok = _LITERALS[tok]
-            elif _NEXT_NONSPACE_RE.match(text, i).group(1) == ":":
-                tok = '"' + tok + '"'  # unquoted key
-        out.append(tok)
-    return "".join(out)
-
-
-class _DupTracker:
-    def __init__(self) -> None:
-        self.duplicates: List[str] = []
-
-    def hook(self, pairs):
-        d: Dict[str, Any] = {}
-        for k, v in pairs:
-            if k in d:
-                self.duplicates.append(k)
-            d[k] = v
-        return d
-
-
-def _loads(text: str) -> Tuple[Optional[Any], bool, List[str]]:
-    """Parse strictly, then relaxed. Returns (value or None, repaired, duplicate keys)."""
-    tracker = _DupTracker()
-    try:
-        return json.loads(text, object_pairs_hook=tracker.hook, strict=False), False, tracker.duplicates
-    except Exception:
-        pass
-    tracker = _DupTracker()
-    try:
-        fixed = _relaxed_to_json(text)
-        return json.loads(fixed, object_pairs_hook=tracker.hook, strict=False), True, tracker.duplicates
-    except Exception:
-        return None, False, []
-
-
-# ----------------------------------------------------------------------------------------------
-# Object selection
-# ----------------------------------------------------------------------------------------------
-
-_OUTPUT_KEY_RE = re.compile(r"score|reasoning|edit_region", re.I)
-_OUTPUT_KEYS = ("score", "scores", "reasoning", "edit_region", "edit_regions")
-_MAX_CANDIDATES = 32
-_MAX_REPAIR_CHARS = 65_536  # truncated-object repair is skipped beyond this
-
-
-def _get(d: Dict[str, Any], names: Tuple[str, ...]) -> Tuple[Optional[str], Any]:
-    """Case-insensitive lookup; returns (actual key, value) of the first name present."""
-    lowered = {}
-    for k in d:
-        if isinstance(k, str):
-            lowered.setdefault(k.strip().lower(), k)
-    for name in names:
-        if name in lowered:
-            k = lowered[name]
-            return k, d[k]
-    return None, None
-
-
-def _is_output_obj(v: Any) -> bool:
-    return isinstance(v, dict) and _get(v, _OUTPUT_KEYS)[0] is not None
-
-
-def _close_truncated(piece: str) -> Optional[Dict[str, Any]]:
-    """Best-effort closing of a cut-off object, for regions and reasoning only."""
-    if len(piece) > _MAX_REPAIR_CHARS:
-        return None
-    _, stack, in_str, marks = _scan(piece, 0, commas=True)
-    if not stack or len(stack) > 64:
-        return None
-    closers = {"{": "}", "[": "]"}
-    attempts = []
-    tail = piece.rstrip()
-    if in_str is not None:
-        tail += in_str
-    attempts.append(tail + "".join(closers[ch] for ch, _ in reversed(stack)))
-    for pos, openers in reversed(marks[-8:]):
-        attempts.append(piece[:pos] + "".join(closers[ch] for ch in reversed(openers)))
-    for attempt in attempts:
-        value, _, _ = _loads(attempt)
-        if _is_output_obj(value):
-            return value
-    return None
-
-
-def _find_object(text: str, res: ParsedOutput):
-    """Return (obj, mode) with mode in {"json", "repaired_json", "truncated", None}."""
-    spans, stack, _, _ = _scan(text)
-    spans.sort()
-    covered = -1
-    tried = 0
-    chosen = None
-    chosen_span = None
-    invalid = False
-    later_outputs = 0
-    for s, e in spans:
-        if s < covered:
-            continue  # nested inside an object already considered
-        covered = e
-        if not _OUTPUT_KEY_RE.search(text, s, e):
-            continue  # cannot contain an output key
-        if chosen is not None:
-            later_outputs += 1
-            continue
-        if tried >= _MAX_CANDIDATES:
-            break
-        tried += 1
-        value, repaired, dups = _loads(text[s:e])
-        if _is_output_obj(value):
-            chosen = (value, "repaired_json" if repaired else "json", dups)
-            chosen_span = (s, e)
-        elif value is None:
-            invalid = True
-    if chosen is not None:
-        value, mode, dups = chosen
-        if invalid:
-            res.add_issue("invalid_json", "an earlier JSON-like object could not be parsed")
-        if mode == "repaired_json":
-            res.add_issue("json_repaired")
-        for k in dups:
-            res.add_issue("duplicate_key", "key %r repeated; the last value was kept" % k)
-        if later_outputs:
-            res.add_issue("multiple_json_objects")
-        s, e = chosen_span
-        if text[:s].strip() or text[e:].strip():
-            res.add_issue("extra_text_around_json")
-        return value, mode
-    # No complete output object: a cut-off one?
-    if stack:
-        first_open = stack[0][1]
-        if _OUTPUT_KEY_RE.search(text, first_open):
-            res.add_issue("truncated_json")
-            obj = _close_truncated(text[first_open:])
-            if obj is not None:
-                return obj, "truncated"
-            return None, None
-    if invalid:
-        res.add_issue("invalid_json")
-    else:
-        res.add_issue("no_json_object")
-    return None, None
-
-
-# ----------------------------------------------------------------------------------------------
 # Scores
 # ----------------------------------------------------------------------------------------------
 
@@ -686,7 +334,7 @@ def _score_value(v: Any, idx: int, res: ParsedOutput, score_max: float) -> Optio
 
 
 def _scores_from_obj(obj: Dict[str, Any], task: str, res: ParsedOutput, score_max: float):
-    key, val = _get(obj, ("score", "scores"))
+    key, val = get_key(obj, ("score", "scores"))
     if key is None:
         res.add_issue("missing_score")
         return None, None
@@ -696,7 +344,7 @@ def _scores_from_obj(obj: Dict[str, Any], task: str, res: ParsedOutput, score_ma
         res.add_issue("score_from_dict")
         out = []
         for i, names in enumerate(_DICT_SCORE_NAMES[task]):
-            k, v = _get(val, names)
+            k, v = get_key(val, names)
             if k is None:
                 res.add_issue("missing_score", "score %r not found in the mapping" % names[0])
                 out.append(None)
@@ -751,9 +399,8 @@ def _scores_from_fallback(text: str, res: ParsedOutput, score_max: float):
 # Regions and reasoning tokens
 # ----------------------------------------------------------------------------------------------
 
-_SPECIAL_TOKEN_RE = re.compile(
-    r"(?:<|&lt;)\|\s*(?:bbox\s*_?\s*(\d+)|(global))\s*\|(?:>|&gt;)", re.I
-)
+# Keys whose presence marks a JSON object as the output object (aliases included).
+_OUTPUT_KEYS = ("score", "scores", "reasoning", "edit_region", "edit_regions")
 
 
 def _bbox(v: Any, idx: int, res: ParsedOutput) -> Optional[List[int]]:
@@ -781,7 +428,7 @@ def _bbox(v: Any, idx: int, res: ParsedOutput) -> Optional[List[int]]:
         coords.append(x)
     out = []
     for x in coords:
-        c = min(max(int(round(x)), BBOX_MIN), BBOX_MAX)
+        c = min(max(int(round(x)), 0), BBOX_SCALE)
         if c != int(round(x)):
             res.add_issue("bbox_clamped", "region %d coordinate %g clamped to %d" % (idx, x, c))
         out.append(c)
@@ -808,7 +455,7 @@ def _region_id(v: Any) -> Optional[int]:
 
 
 def _regions_from_obj(obj: Dict[str, Any], res: ParsedOutput) -> List[Dict[str, Any]]:
-    key, val = _get(obj, ("edit_region", "edit_regions", "regions"))
+    key, val = get_key(obj, ("edit_region", "edit_regions", "regions"))
     if key is None:
         res.add_issue("missing_regions")
         return []
@@ -827,12 +474,12 @@ def _regions_from_obj(obj: Dict[str, Any], res: ParsedOutput) -> List[Dict[str, 
         if not isinstance(item, dict):
             res.add_issue("region_invalid", "region %d is not an object" % idx)
             continue
-        bkey, bval = _get(item, ("bbox_2d", "bbox", "box"))
+        bkey, bval = get_key(item, ("bbox_2d", "bbox", "box"))
         box = _bbox(bval, idx, res) if bkey is not None else None
         if box is None:
             res.add_issue("region_invalid", "region %d has no valid bbox_2d" % idx)
             continue
-        ikey, ival = _get(item, ("id", "region_id"))
+        ikey, ival = get_key(item, ("id", "region_id"))
         rid = _region_id(ival) if ikey is not None else None
         if rid is None:
             res.add_issue("region_missing_id", "region %d id %r; using %d" % (idx, ival, idx))
@@ -841,9 +488,9 @@ def _regions_from_obj(obj: Dict[str, Any], res: ParsedOutput) -> List[Dict[str, 
             res.add_issue("duplicate_region_id", "region id %d repeated" % rid)
             continue
         seen.add(rid)
-        if rid > MAX_BBOX_TOKEN_ID:
+        if rid > MAX_BBOX_ID:
             res.add_issue("bbox_id_out_of_vocab", "region id %d" % rid)
-        lkey, label = _get(item, ("label",))
+        lkey, label = get_key(item, ("label",))
         if lkey is None or label is None:
             res.add_issue("region_missing_label", "region %d" % rid)
             label = ""
@@ -854,7 +501,7 @@ def _regions_from_obj(obj: Dict[str, Any], res: ParsedOutput) -> List[Dict[str, 
 
 
 def _reasoning_from_obj(obj: Dict[str, Any], res: ParsedOutput) -> str:
-    key, val = _get(obj, ("reasoning", "reason", "rationale"))
+    key, val = get_key(obj, ("reasoning", "reason", "rationale"))
     if key is None:
         res.add_issue("missing_reasoning")
         return ""
@@ -877,14 +524,11 @@ def _tokens(reasoning: str, res: ParsedOutput):
     last = 0
     length = 0
     normalized = False
-    for m in _SPECIAL_TOKEN_RE.finditer(reasoning):
+    for m in GROUNDING_TOKEN_RE.finditer(reasoning):
         out.append(reasoning[last : m.start()])
         length += m.start() - last
-        if m.group(2) is not None:
-            canon, kind, tid = "<|global|>", "global", None
-        else:
-            tid = int(m.group(1))
-            canon, kind = "<|bbox_%d|>" % tid, "bbox"
+        canon = canonical_token(m)
+        kind, tid = ("global", None) if m.group(2) is not None else ("bbox", int(m.group(1)))
         if m.group() != canon:
             normalized = True
         toks.append((kind, tid, length, length + len(canon)))
@@ -926,7 +570,7 @@ def _check_sc_grounding(res: ParsedOutput, toks, multi_source: bool) -> None:
             counts[tid] = counts.get(tid, 0) + 1
     region_ids = {r["id"] for r in res.regions}
     for tid in sorted(counts):
-        if tid > MAX_BBOX_TOKEN_ID and tid not in region_ids:
+        if tid > MAX_BBOX_ID and tid not in region_ids:
             res.add_issue("bbox_id_out_of_vocab", "token <|bbox_%d|>" % tid)
         if tid not in region_ids:
             res.add_issue("bbox_token_without_region", "<|bbox_%d|> has no region" % tid)
@@ -968,11 +612,11 @@ def _parse_into(text, task, num_sources, score_max, res: ParsedOutput, names) ->
     if len(text) > MAX_INPUT_CHARS:
         res.add_issue("input_too_long", "%d characters; parsed the first %d" % (len(text), MAX_INPUT_CHARS))
         text = text[:MAX_INPUT_CHARS]
-    cleaned = _clean(text, res)
+    cleaned = strip_thinking_and_fences(text, res)
     if not cleaned.strip():
         res.add_issue("no_json_object", "nothing is left after removing the thinking text")
         return
-    obj, mode = _find_object(cleaned, res)
+    obj, mode = find_output_object(cleaned, res, _OUTPUT_KEYS)
     a = b = None
     if mode in ("json", "repaired_json"):
         a, b = _scores_from_obj(obj, task, res, score_max)
@@ -998,7 +642,7 @@ def _parse_into(text, task, num_sources, score_max, res: ParsedOutput, names) ->
         res.regions = _regions_from_obj(obj, res)
         _check_sc_grounding(res, toks, multi_source=num_sources is not None and num_sources >= 2)
     else:
-        key, val = _get(obj, ("edit_region", "edit_regions", "regions"))
+        key, val = get_key(obj, ("edit_region", "edit_regions", "regions"))
         if key is not None and val:
             res.add_issue("unexpected_regions")
         if toks:

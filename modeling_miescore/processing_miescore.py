@@ -6,7 +6,6 @@ Works with the stock ``Qwen3VLProcessor``; no custom processor class is needed.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -178,31 +177,39 @@ def prepare_inputs(processor, samples: Sequence[EditSample], config, padding_sid
     )
 
 
+def resized_image_size(width: int, height: int, *, min_pixels: int, max_pixels: int,
+                       factor: int = 32) -> tuple[int, int]:
+    """``(height, width)`` of an image after the Qwen-VL resize rule (transformers' ``smart_resize``).
+
+    Both sides become multiples of ``factor`` (patch size x merge size: 16 x 2 = 32 for Qwen3-VL), the aspect
+    ratio is kept as closely as possible and the area is brought into ``[min_pixels, max_pixels]``. Note the
+    argument order (``width, height``, as ``PIL.Image.size``) and the result order (``height, width``, as
+    ``smart_resize``). Raises ``ValueError`` for aspect ratios above 200, as the processor does.
+    """
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    return smart_resize(int(height), int(width), factor=int(factor), min_pixels=int(min_pixels),
+                        max_pixels=int(max_pixels))
+
+
+def num_image_tokens(width: int, height: int, *, min_pixels: int, max_pixels: int, factor: int = 32) -> int:
+    """``<|image_pad|>`` tokens of one image in a Qwen3-VL prompt: its resized area over ``factor**2``
+    (16-px patches, then 2x2 patches merged into one token)."""
+    resized_height, resized_width = resized_image_size(width, height, min_pixels=min_pixels,
+                                                       max_pixels=max_pixels, factor=factor)
+    return resized_height * resized_width // (factor * factor)
+
+
 def estimate_num_tokens(sample: EditSample, config, factor: int = 32) -> int:
     """Cheap estimate of a loaded sample's sequence length (used to sort batches by length).
 
-    ``factor`` is the pixels-per-token side (patch size x merge size: 16 x 2 for Qwen3-VL).
+    Image tokens are exact (:func:`num_image_tokens` with the config's pixel budget); the text is estimated from
+    its character count. ``factor`` is the pixels-per-token side (patch size x merge size: 16 x 2 for Qwen3-VL).
     """
     total = len(sample.instruction) // 3 + len(config.skill or "") // 4
     for image in [*sample.sources, sample.edited]:
         width, height = image.size
-        pixels = min(max(width * height, config.min_pixels), config.max_pixels)
-        total += math.ceil(pixels / (factor * factor))
+        total += num_image_tokens(width, height, min_pixels=config.min_pixels, max_pixels=config.max_pixels,
+                                  factor=factor)
     return total
 
-
-def resized_image_size(width: int, height: int, *, min_pixels: int, max_pixels: int,
-                       factor: int = 32) -> tuple[int, int]:
-    """``(height, width)`` in pixels of an image after the Qwen-VL image processor's resize: both sides multiples of
-    ``factor`` (patch size x merge size: 16 x 2 for Qwen3-VL), area within ``[min_pixels, max_pixels]``, aspect
-    ratio kept as closely as possible. Raises ValueError for an aspect ratio above 200 (as the processor does)."""
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
-
-    return smart_resize(int(height), int(width), factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
-
-
-def num_image_tokens(width: int, height: int, *, min_pixels: int, max_pixels: int, factor: int = 32) -> int:
-    """Visual tokens (``<|image_pad|>`` after the processor expands it) of one image: one per ``factor`` x ``factor``
-    block of :func:`resized_image_size`; ``<|vision_start|>`` / ``<|vision_end|>`` are not counted."""
-    h, w = resized_image_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels, factor=factor)
-    return (h // factor) * (w // factor)

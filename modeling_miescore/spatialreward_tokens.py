@@ -1,6 +1,10 @@
-"""SpatialReward's grounding tokens ``<|bbox_0|>`` ... ``<|bbox_15|>`` and ``<|global|>`` (sec. 3.2).
+"""SpatialReward's grounding vocabulary: ``<|bbox_0|>`` ... ``<|bbox_15|>``, ``<|global|>`` (sec. 3.2) and boxes.
 
-Hub file: copied flat into checkpoints; imports only the standard library (torch only inside functions).
+Hub file: copied flat into checkpoints; imports only the standard library (transformers only inside a function).
+
+:data:`GROUNDING_TOKEN_RE` is the one pattern for these tokens in the package (the parser, the Space); it also
+accepts the variants models and the paper write (see its comment), :func:`canonical_token` gives the canonical
+form of a match. Boxes are ``[x1, y1, x2, y2]`` on a 0..:data:`BBOX_SCALE` grid (appendix D.1.1).
 
 The released model writes these tokens as plain text (they are prompt-level, appendix D.1), so inference must
 work either way: when a fine-tuned checkpoint registered them as (special) tokens, ``skip_special_tokens=True``
@@ -11,12 +15,19 @@ only the chat-control tokens are stripped afterwards (:func:`strip_control_token
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, Optional
 
 MAX_BBOX_ID = 15  # the grounding vocabulary of sec. 3.2: <|bbox_0|> ... <|bbox_15|>
 BBOX_TOKENS = tuple(f"<|bbox_{i}|>" for i in range(MAX_BBOX_ID + 1))
 GLOBAL_TOKEN = "<|global|>"
 GROUNDING_TOKENS = BBOX_TOKENS + (GLOBAL_TOKEN,)
+BBOX_SCALE = 1000  # appendix D.1.1: "coordinates normalized to [0, 1000] range"
+
+# A grounding token as generated: group 1 is a box id, group 2 is "global". Besides the canonical form it
+# accepts spaces inside the pipes (``<| bbox_0 |>``), a space or no underscore (``<|bbox 0|>``, ``<|bbox0|>``),
+# any letter case and HTML-escaped angle brackets (``&lt;|bbox_0|&gt;``, as printed in the paper). The pipes
+# are required. Ids above MAX_BBOX_ID match too, so that callers can report them.
+GROUNDING_TOKEN_RE = re.compile(r"(?:<|&lt;)\|\s*(?:bbox\s*_?\s*(\d+)|(global))\s*\|(?:>|&gt;)", re.IGNORECASE)
 
 # Qwen chat-control and vision-placeholder tokens: never part of a judgement's text.
 CONTROL_TOKENS = (
@@ -89,19 +100,21 @@ def add_grounding_tokens(model, processor, special: bool = False) -> int:
     return int(added)
 
 
-def mentions(text: str) -> List[str]:
-    """The grounding tokens written in ``text`` (canonical form only), in order."""
-    return re.findall(r"<\|bbox_\d+\|>|<\|global\|>", text or "")
+def canonical_token(match: "re.Match[str]") -> str:
+    """The canonical form (``<|bbox_3|>``, ``<|global|>``) of a :data:`GROUNDING_TOKEN_RE` match."""
+    return GLOBAL_TOKEN if match.group(2) is not None else f"<|bbox_{int(match.group(1))}|>"
 
 
 __all__ = [
+    "BBOX_SCALE",
     "BBOX_TOKENS",
     "GLOBAL_TOKEN",
     "GROUNDING_TOKENS",
+    "GROUNDING_TOKEN_RE",
     "CONTROL_TOKENS",
     "MAX_BBOX_ID",
     "add_grounding_tokens",
+    "canonical_token",
     "grounding_token_ids",
     "strip_control_tokens",
-    "mentions",
 ]

@@ -113,16 +113,23 @@ def test_vectorised_equals_scalar(mode):
 
 
 def test_broadcasting_and_lists():
+    # s_if varies along the columns, s_nat along the rows: r[i, j] = R(s_if[j], 15, s_nat[i], 18)
     r = spatial_reward([20, 25], 15, np.array([[22], [10]]), 18)
     assert r.shape == (2, 2)
-    assert r[0, 0] == pytest.approx(spatial_reward(20, 15, 22, 18))
+    for i, s_nat in enumerate((22, 10)):
+        for j, s_if in enumerate((20, 25)):
+            assert r[i, j] == pytest.approx(spatial_reward(s_if, 15, s_nat, 18), rel=1e-12)
+    # SC = 0.6 * s_if + 0.4 * 15 = (18, 21); PQ = 0.5 * 22 + 0.5 * 18 = 20, broadcast to both
     sc, pq = sc_pq([20, 25], 15, 22, 18)
-    assert sc.shape == (2,) and pq.shape == (2,)
+    np.testing.assert_allclose(sc, [18.0, 21.0])
+    np.testing.assert_allclose(pq, [20.0, 20.0])
 
 
 def test_numpy_scalar_returns_float():
-    assert isinstance(spatial_reward(np.float32(20), np.int64(15), 22, 18), float)
-    assert isinstance(spatial_reward(np.array(20.0), 15, 22, 18), float)
+    # numpy scalars and 0-d arrays give a Python float with the same value as plain numbers
+    expected = spatial_reward(20, 15, 22, 18)
+    for value in (spatial_reward(np.float32(20), np.int64(15), 22, 18), spatial_reward(np.array(20.0), 15, 22, 18)):
+        assert type(value) is float and value == pytest.approx(expected, rel=1e-7)
 
 
 @pytest.mark.parametrize("mode", MODES)

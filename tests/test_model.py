@@ -1,8 +1,5 @@
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -12,7 +9,6 @@ from PIL import Image
 from modeling_miescore import overall_score
 from modeling_miescore.scoring.loading import ModelLoadError, load_scorer
 from modeling_miescore.modeling_miescore import MIEScoreModel, last_token_indices
-from modeling_miescore.testing import save_example_files
 
 KEYS = {"visual_quality", "instruction_following", "attribute_preservation", "overall"}
 
@@ -27,40 +23,7 @@ def test_score_returns_the_four_keys_on_the_mos_scale(tiny_miescore, examples):
     assert other != scores  # the random-weight model still depends on its input
 
 
-def test_save_and_reload_in_fresh_process_without_the_package(tiny_miescore_path, tiny_miescore, examples, tmp_path):
-    records = save_example_files(examples, tmp_path)
-    expected = [tiny_miescore.score(**r) for r in records]
-    script = textwrap.dedent(
-        f"""
-        import importlib.abc, importlib.util, json, sys
-        class Block(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name == "modeling_miescore" or name.startswith("modeling_miescore."):
-                    raise ImportError("modeling_miescore is blocked in this test")
-        sys.meta_path.insert(0, Block())
-        try:
-            importlib.util.find_spec("modeling_miescore")
-            sys.exit("package still importable")
-        except ImportError:
-            pass
-        from transformers import AutoModel
-        model = AutoModel.from_pretrained({str(tiny_miescore_path)!r}, trust_remote_code=True)
-        assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
-        records = json.loads({json.dumps(records)!r})
-        print(json.dumps([model.score(**r) for r in records]))
-        """
-    )
-    workdir = tmp_path / "elsewhere"
-    workdir.mkdir()
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    reloaded = json.loads(result.stdout.strip().splitlines()[-1])
-    for got, want in zip(reloaded, expected):
-        assert got.keys() == want.keys()
-        for key in want:
-            assert got[key] == pytest.approx(want[key], abs=1e-6)
+# Loading a checkpoint in a fresh process without the package: tests/test_hub_boundary.py.
 
 
 def test_checkpoint_contains_code_config_and_processor(tiny_miescore_path):

@@ -6,7 +6,14 @@ from PIL import Image
 
 from modeling_miescore.configuration_miescore import MIEScoreConfig
 from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.processing_miescore import as_edit_sample, build_messages, prepare_inputs
+from modeling_miescore.processing_miescore import (
+    as_edit_sample,
+    build_messages,
+    estimate_num_tokens,
+    num_image_tokens,
+    prepare_inputs,
+    resized_image_size,
+)
 from modeling_miescore.skill_miescore import DEFAULT_SKILL
 
 
@@ -92,3 +99,38 @@ def test_prepare_inputs_batches_and_respects_pixel_budget(tiny_miescore):
     image_tokens = (batch["input_ids"] == processor.image_token_id).sum(dim=1)
     per_image = batch["image_grid_thw"].prod(dim=1) // 4
     assert image_tokens.tolist() == [int(per_image[:3].sum()), int(per_image[3:].sum())]
+
+
+@pytest.fixture(scope="module")
+def stock_processor():
+    from modeling_miescore.testing import build_tiny_processor
+
+    return build_tiny_processor()  # a stock Qwen3VLProcessor: 16-px patches, 2x2 merge
+
+
+@pytest.mark.parametrize("budget", [(64 * 32 * 32, 1024 * 32 * 32), (32 * 32, 128 * 128), (16_384, 65_536)])
+def test_num_image_tokens_equals_the_processors_image_pads(stock_processor, budget):
+    min_pixels, max_pixels = budget
+    image_pad = stock_processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    for width, height in [(40, 40), (640, 480), (200, 90), (1000, 37), (333, 517), (96, 300), (2048, 1536)]:
+        image = Image.new("RGB", (width, height), (120, 60, 30))
+        batch = stock_processor(text=["<|vision_start|><|image_pad|><|vision_end|>"], images=[image],
+                                return_tensors="pt", size={"shortest_edge": min_pixels, "longest_edge": max_pixels})
+        pads = int((batch["input_ids"] == image_pad).sum())
+        tokens = num_image_tokens(width, height, min_pixels=min_pixels, max_pixels=max_pixels)
+        assert tokens == pads, (width, height, budget)
+        _, grid_h, grid_w = batch["image_grid_thw"][0].tolist()  # 16-px patches
+        resized = resized_image_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels)
+        assert resized == (grid_h * 16, grid_w * 16)
+
+
+def test_estimate_num_tokens_counts_image_tokens_exactly(config):
+    small = Image.new("RGB", (64, 64))
+    large = Image.new("RGB", (1600, 1200))
+    sample = as_edit_sample({"sources": [small, large], "edited": large, "instruction": "abc" * 10}).load()
+    image_tokens = sum(num_image_tokens(*image.size, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
+                       for image in (small, large, large))
+    assert estimate_num_tokens(sample, config) == 10 + len(config.skill) // 4 + image_tokens
+    # 64x64 is upscaled to the 65,536-pixel minimum (64 tokens); 1600x1200 is cut to the 1,048,576 budget
+    assert num_image_tokens(64, 64, min_pixels=config.min_pixels, max_pixels=config.max_pixels) == 64
+    assert num_image_tokens(1600, 1200, min_pixels=config.min_pixels, max_pixels=config.max_pixels) <= 1024

@@ -1,4 +1,4 @@
-"""The MIEScore Space (spaces/miescore/app.py) through gradio_client, and its helpers (space_helpers).
+"""The MIEScore Space (spaces/miescore/app.py) through gradio_client, and its modules (modeling_miescore.space).
 
 The Space runs in this process on 127.0.0.1 with the tiny checkpoints; the server is closed at the end of
 the module. The slow test starts app.py as its own process, configured from the environment.
@@ -32,7 +32,9 @@ from browser.space_harness import (  # noqa: E402  (tests/ is on sys.path)
     tiny_spatialreward,
 )
 
-from modeling_miescore.space import helpers as sh  # noqa: E402
+from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError  # noqa: E402
+from modeling_miescore.space import example_files, inputs, region_display, score_rendering  # noqa: E402
+from modeling_miescore.space.lazy_models import LazyModel  # noqa: E402
 
 MAX_PIXELS = 1_000_000  # the test Space's image limit, so that "oversized" needs only a 1600x1000 file
 
@@ -115,11 +117,21 @@ def test_score_endpoint_matches_the_model(space, files):
     assert result["scale"] == [0, 100]
 
 
+def assert_same_scores(result, direct):
+    for key in ("visual_quality", "instruction_following", "attribute_preservation", "overall"):
+        assert result[key] == pytest.approx(direct[key], abs=1e-4), key
+
+
 def test_score_accepts_six_sources_and_a_single_source(space, files):
-    _, client = space
+    demo, client = space
+    model = demo.miescore_models[0].get()
     six = (files["sources"] * 3)[:6]
-    assert 0 <= call(client, "/score", six, files["edited"], "Combine all six.")["overall"] <= 100
-    assert 0 <= call(client, "/score", files["sources"][:1], files["edited"], "Make it warmer.")["overall"] <= 100
+    many = call(client, "/score", six, files["edited"], "Combine all six.")
+    one = call(client, "/score", files["sources"][:1], files["edited"], "Make it warmer.")
+    # every source reaches the model, in order: the Space's numbers are the library's for the same inputs
+    assert_same_scores(many, model.score(six, files["edited"], "Combine all six."))
+    assert_same_scores(one, model.score(files["sources"][:1], files["edited"], "Make it warmer."))
+    assert many["overall"] != pytest.approx(one["overall"], abs=1e-6)
 
 
 def test_spatial_reward_endpoint_grounded(space, files):
@@ -197,7 +209,8 @@ def test_a_model_crash_is_reported_and_the_space_keeps_serving(space, files):
             call(client, "/score", files["sources"], files["edited"], files["instruction"])
     finally:
         del model.score
-    assert 0 <= call(client, "/score", files["sources"], files["edited"], files["instruction"])["overall"] <= 100
+    recovered = call(client, "/score", files["sources"], files["edited"], files["instruction"])
+    assert_same_scores(recovered, model.score(files["sources"], files["edited"], files["instruction"]))
 
 
 def test_models_not_configured(tmp_path, files):
@@ -243,7 +256,7 @@ def test_arguments_come_from_the_environment_and_the_command_line(monkeypatch):
 
 
 @pytest.mark.slow
-def test_app_py_runs_as_a_script(tiny_miescore_path, tmp_path, files):
+def test_app_py_runs_as_a_script(tiny_miescore_path, tiny_miescore, tmp_path, files):
     """`python app.py` with MIESCORE_MODEL set serves /score on 127.0.0.1 (what a Space does)."""
     port = free_port()
     env = dict(os.environ, MIESCORE_MODEL=str(tiny_miescore_path), MIESCORE_SPACE_CACHE=str(tmp_path),
@@ -263,7 +276,8 @@ def test_app_py_runs_as_a_script(tiny_miescore_path, tmp_path, files):
         assert any(f"http://127.0.0.1:{port}" in line for line in lines), "".join(lines)
         client = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False)
         result = call(client, "/score", files["sources"], files["edited"], files["instruction"])
-        assert 0 <= result["overall"] <= 100 and result["model"] == str(tiny_miescore_path)
+        assert result["model"] == str(tiny_miescore_path)
+        assert_same_scores(result, tiny_miescore.score(files["sources"], files["edited"], files["instruction"]))
     finally:
         proc.terminate()
         try:
@@ -279,11 +293,11 @@ def test_gallery_values_in_every_form(tmp_path):
     path = str(tmp_path / "a.png")
     pil = Image.new("RGB", (4, 4))
     raw = {"image": {"path": path, "url": None, "orig_name": "a.png"}, "caption": None}
-    assert sh.gallery_images(None) == [] and sh.gallery_images([]) == []
-    assert sh.gallery_images([raw, (path, "caption"), pil]) == [path, path, pil]
-    assert sh.gallery_images(path) == [path]
-    with pytest.raises(sh.SpaceInputError, match="video"):
-        sh.gallery_images([{"video": {"path": "x.mp4"}, "caption": None}])
+    assert inputs.gallery_images(None) == [] and inputs.gallery_images([]) == []
+    assert inputs.gallery_images([raw, (path, "caption"), pil]) == [path, path, pil]
+    assert inputs.gallery_images(path) == [path]
+    with pytest.raises(inputs.SpaceInputError, match="video"):
+        inputs.gallery_images([{"video": {"path": "x.mp4"}, "caption": None}])
 
 
 def test_load_edit_inputs_reads_inline_data_urls():
@@ -293,12 +307,13 @@ def test_load_edit_inputs_reads_inline_data_urls():
     buffer = io.BytesIO()
     Image.new("RGBA", (8, 6), (255, 0, 0, 0)).save(buffer, format="PNG")
     url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
-    sources, edited, text = sh.load_edit_inputs([{"image": {"path": None, "url": url}}], {"path": None, "url": url},
-                                                "  do it  ")
+    sources, edited, text = inputs.load_edit_inputs([{"image": {"path": None, "url": url}}],
+                                                    {"path": None, "url": url}, "  do it  ")
     assert edited.size == (8, 6) and edited.mode == "RGB" and sources[0].getpixel((0, 0)) == (255, 255, 255)
     assert text == "do it"
-    with pytest.raises(sh.ImageLoadError, match="inline image data"):
-        sh.load_edit_inputs([np.zeros((4, 4, 3), np.uint8)], {"path": None, "url": "data:image/png;base64,AAAA"}, "x")
+    with pytest.raises(ImageLoadError, match="inline image data"):
+        inputs.load_edit_inputs([np.zeros((4, 4, 3), np.uint8)], {"path": None, "url": "data:image/png;base64,AAAA"},
+                                "x")
 
 
 def test_lazy_model_loads_once_across_threads():
@@ -310,7 +325,7 @@ def test_lazy_model_loads_once_across_threads():
         time.sleep(0.05)  # a slow load: the other threads must wait for it, not start their own
         return object()
 
-    holder = sh.LazyModel("ckpt", loader, "not configured")
+    holder = LazyModel("ckpt", loader, "not configured")
     got = []
 
     def worker():
@@ -323,8 +338,8 @@ def test_lazy_model_loads_once_across_threads():
     for t in threads:
         t.join()
     assert calls == ["ckpt"] and len({id(m) for m in got}) == 1 and holder.loaded
-    with pytest.raises(sh.SpaceInputError, match="^not configured$"):
-        sh.LazyModel(None, loader, "not configured").get()
+    with pytest.raises(inputs.SpaceInputError, match="^not configured$"):
+        LazyModel(None, loader, "not configured").get()
 
 
 def test_lazy_model_retries_after_a_failed_load():
@@ -333,11 +348,11 @@ def test_lazy_model_retries_after_a_failed_load():
     def loader(reference):
         attempts.append(reference)
         if len(attempts) == 1:
-            raise sh.MIEScoreInputError("not there yet")
+            raise MIEScoreInputError("not there yet")
         return "model"
 
-    holder = sh.LazyModel("ckpt", loader, "x")
-    with pytest.raises(sh.MIEScoreInputError):
+    holder = LazyModel("ckpt", loader, "x")
+    with pytest.raises(MIEScoreInputError):
         holder.get()
     assert holder.get() == "model" and len(attempts) == 2
 
@@ -345,14 +360,14 @@ def test_lazy_model_retries_after_a_failed_load():
 def test_miescore_html_bars_and_meanings():
     scores = {"visual_quality": 71.25, "instruction_following": 64.0, "attribute_preservation": 150.0,
               "overall": float("nan")}
-    page = sh.miescore_html(scores, note="<b>random</b>")
+    page = score_rendering.miescore_html(scores, note="<b>random</b>")
     rows = dict(re.findall(r'data-key="(\w+)" data-value="([\d.]*)"', page))
     assert rows == {"visual_quality": "71.2500", "instruction_following": "64.0000",
                     "attribute_preservation": "150.0000", "overall": ""}
     widths = re.findall(r"width:([\d.]+)%", page)
     assert widths == ["71.25", "64.00", "100.00", "0.00"]  # clipped to the bar, NaN shown empty
     assert "n/a" in page and "&lt;b&gt;random&lt;/b&gt;" in page  # escaped, never injected
-    for _, title, meaning in sh.MIESCORE_DIMENSIONS:
+    for _, title, meaning in score_rendering.MIESCORE_DIMENSIONS:
         assert title in page and meaning.split(":")[0] in page
 
 
@@ -361,16 +376,16 @@ def test_region_colours_match_drawing_and_highlights():
 
     regions = [{"id": 3, "label": "cat", "bbox_2d": [0, 0, 500, 500]},
                {"id": 0, "label": "cup", "bbox_2d": [500, 500, 1000, 1000]}]
-    colors = sh.region_color_map(regions)
+    colors = region_display.region_color_map(regions)
     assert colors["[3] cat"] == "#%02x%02x%02x" % drawing_color(3)
     assert colors["[0] cup"] == "#%02x%02x%02x" % drawing_color(0)
     reasoning = "Intro. <|bbox_0|> The cup stays. <| BBOX 3 |> The cat is added. <|bbox_7|> ghost. <|global|> Fine."
-    pieces = sh.highlight_reasoning(reasoning, regions)
+    pieces = region_display.highlight_reasoning(reasoning, regions)
     assert pieces == [("Intro. ", None), (" The cup stays. ", "[0] cup"), (" The cat is added. ", "[3] cat"),
-                      (" ghost. ", "[7] (no box)"), (" Fine.", sh.GLOBAL_CATEGORY)]
-    cmap = sh.reasoning_color_map(pieces, regions)
-    assert set(cmap) == {"[0] cup", "[3] cat", "[7] (no box)", sh.GLOBAL_CATEGORY}
-    assert cmap["[3] cat"] == colors["[3] cat"] and cmap["[7] (no box)"] == sh.REGION_PALETTE[7]
+                      (" ghost. ", "[7] (no box)"), (" Fine.", region_display.GLOBAL_CATEGORY)]
+    cmap = region_display.reasoning_color_map(pieces, regions)
+    assert set(cmap) == {"[0] cup", "[3] cat", "[7] (no box)", region_display.GLOBAL_CATEGORY}
+    assert cmap["[3] cat"] == colors["[3] cat"] and cmap["[7] (no box)"] == region_display.REGION_PALETTE[7]
 
 
 def test_annotations_are_pixel_boxes_clipped_to_the_image():
@@ -378,25 +393,25 @@ def test_annotations_are_pixel_boxes_clipped_to_the_image():
                {"id": 1, "label": "b", "bbox_2d": [900, 900, 1200, 1100]},  # runs off the image: clipped
                {"id": 2, "label": "c", "bbox_2d": [500, 500, 500, 800]},  # zero width: dropped
                {"id": 3, "label": "d", "bbox_pixels": [1, 2, 30, 40], "bbox_2d": [0, 0, 1, 1]}]
-    assert sh.annotations(regions, 200, 100) == [((20, 20, 120, 90), "[0] a"), ((180, 90, 200, 100), "[1] b"),
-                                                ((1, 2, 30, 40), "[3] d")]
+    assert region_display.annotations(regions, 200, 100) == [
+        ((20, 20, 120, 90), "[0] a"), ((180, 90, 200, 100), "[1] b"), ((1, 2, 30, 40), "[3] d")]
 
 
 def test_spatialreward_html_and_json_for_a_failed_result():
     result = {"reward": 0.0, "failed": True, "failure_reasons": ["sc:parse_failed"], "s_if": None, "s_con": 12.5,
               "parse_ok": False, "issues": {"sc": ["no_json_object"], "pq": []}, "regions": [],
               "score": float("inf")}
-    page = sh.spatialreward_html(result)
+    page = score_rendering.spatialreward_html(result)
     assert "could not be used (sc:parse_failed)" in page
     assert re.search(r'data-key="s_if" data-value=""', page) and 'data-key="s_con" data-value="12.5000"' in page
-    data = sh.spatialreward_json(result, 100, 100)
+    data = score_rendering.spatialreward_json(result, 100, 100)
     assert data["score"] is None  # JSON has no infinity
-    pieces = sh.reasoning_pieces(result)
+    pieces = region_display.reasoning_pieces(result)
     assert len(pieces) == 1 and "could not be parsed" in pieces[0][0]
 
 
 def test_example_files_are_written_once_as_png(tmp_path):
-    rows = sh.write_example_files(tmp_path, max_side=96)
+    rows = example_files.write_example_files(tmp_path, max_side=96)
     assert len(rows) >= 4 and any(len(r.sources) == 3 for r in rows)
     for row in rows:
         for path in (*row.sources, row.edited):
@@ -404,6 +419,6 @@ def test_example_files_are_written_once_as_png(tmp_path):
                 assert image.format == "PNG" and max(image.size) <= 96
         assert row.instruction.strip()
     stamp = os.path.getmtime(rows[0].edited)
-    again = sh.write_example_files(tmp_path, max_side=96)
+    again = example_files.write_example_files(tmp_path, max_side=96)
     assert [r.edited for r in again] == [r.edited for r in rows] and os.path.getmtime(rows[0].edited) == stamp
     assert not list(tmp_path.rglob("*.tmp*")) and not [p for p in tmp_path.rglob("tmp*.png")]

@@ -20,16 +20,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..batched_scoring import score_in_batches
 from ..configuration_spatialreward import SpatialRewardConfig
 from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
-from ..modeling_spatialreward import (
-    SpatialRewardResult,
-    SpatialRewardScoringMixin,
-    assemble_result,
-)
-from .chat_client import ChatClient, ChatError, image_to_data_url
-from ..processing_miescore import as_edit_sample, load_samples
+from ..processing_miescore import EditSample
+from ..spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from ..spatialreward_tokens import strip_control_tokens
+from .chat_client import ChatClient, ChatError, image_to_data_url
 
 
 class SpatialRewardAPI(SpatialRewardScoringMixin):
@@ -113,66 +110,48 @@ class SpatialRewardAPI(SpatialRewardScoringMixin):
         self._count(None)
         return strip_control_tokens(answer), None
 
-    def evaluate_edits(
-        self,
-        samples: Sequence,
-        batch_size: int = 8,
-        processor=None,
-        progress: bool = False,
-        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-    ) -> List[SpatialRewardResult]:
+    def evaluate_edits(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
+                       max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> List[SpatialRewardResult]:
         """Judge many edits; one :class:`SpatialRewardResult` per sample, in input order.
 
         Same signature and result as ``SpatialRewardModel.evaluate_edits`` (``processor`` is accepted and
         ignored). ``batch_size`` samples are in flight together (their ``2 x num_passes`` requests, at most
         ``max_concurrency`` at a time). Raises ``MIEScoreInputError`` only for unusable inputs.
         """
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        batch_size = int(batch_size)
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            # a chunk is one batch: its images are decoded, encoded and sent together, in input order
+            return score_in_batches(samples, lambda loaded, _: self._judge_batch(loaded, pool),
+                                    batch_size=batch_size, chunk_size=int(batch_size),
+                                    max_image_pixels=max_image_pixels, progress=progress, desc="SpatialReward (API)")
+
+    def _judge_batch(self, samples: List[EditSample], pool: ThreadPoolExecutor) -> List[SpatialRewardResult]:
+        """Send the ``2 x num_passes`` requests of every sample at once, then assemble each sample's result."""
         config = self.config
         passes = int(config.num_passes)
-        normalised = [as_edit_sample(s, where=f"sample {i}") for i, s in enumerate(samples)]
-        results: List[Optional[SpatialRewardResult]] = [None] * len(normalised)
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(normalised), desc="SpatialReward (API)", unit="edit")
         encode = dict(format=self.image_format, max_pixels=int(config.max_pixels))
-        try:
-            with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-                for start in range(0, len(normalised), batch_size):
-                    group = load_samples(normalised[start:start + batch_size], max_image_pixels)
-                    urls: dict = {}  # id(image) -> (image, data URL): sources shared by edits are encoded once
+        urls: dict = {}  # id(image) -> (image, data URL): sources shared by edits are encoded once
 
-                    def url_of(image):
-                        if id(image) not in urls:
-                            urls[id(image)] = (image, image_to_data_url(image, **encode))
-                        return urls[id(image)][1]
+        def url_of(image):
+            if id(image) not in urls:
+                urls[id(image)] = (image, image_to_data_url(image, **encode))
+            return urls[id(image)][1]
 
-                    jobs = []
-                    for sample in group:
-                        edited_url = url_of(sample.edited)
-                        sc_urls = [url_of(s) for s in sample.sources] + [edited_url]
-                        sc_text = config.sc_text(sample.instruction, len(sample.sources))
-                        sc_jobs = [pool.submit(self._request, sc_urls, sc_text) for _ in range(passes)]
-                        pq_jobs = [pool.submit(self._request, [edited_url], config.pq_text()) for _ in range(passes)]
-                        jobs.append((sc_jobs, pq_jobs))
-                    for k, (sample, (sc_jobs, pq_jobs)) in enumerate(zip(group, jobs)):
-                        sc_out = [job.result() for job in sc_jobs]
-                        pq_out = [job.result() for job in pq_jobs]
-                        results[start + k] = assemble_result(
-                            config, len(sample.sources), sample.edited.size,
-                            [t for t, _ in sc_out], [t for t, _ in pq_out],
-                            sc_errors=[e for _, e in sc_out], pq_errors=[e for _, e in pq_out],
-                            sample_id=sample.id, backend=self.backend)
-                    if bar is not None:
-                        bar.update(len(group))
-        finally:
-            if bar is not None:
-                bar.close()
+        jobs = []
+        for sample in samples:
+            edited_url = url_of(sample.edited)
+            sc_urls = [url_of(s) for s in sample.sources] + [edited_url]
+            sc_text = config.sc_text(sample.instruction, len(sample.sources))
+            sc_jobs = [pool.submit(self._request, sc_urls, sc_text) for _ in range(passes)]
+            pq_jobs = [pool.submit(self._request, [edited_url], config.pq_text()) for _ in range(passes)]
+            jobs.append((sc_jobs, pq_jobs))
+        results = []
+        for sample, (sc_jobs, pq_jobs) in zip(samples, jobs):
+            sc_out = [job.result() for job in sc_jobs]
+            pq_out = [job.result() for job in pq_jobs]
+            results.append(assemble_result(
+                config, len(sample.sources), sample.edited.size, [t for t, _ in sc_out], [t for t, _ in pq_out],
+                sc_errors=[e for _, e in sc_out], pq_errors=[e for _, e in pq_out], sample_id=sample.id,
+                backend=self.backend))
         return results
-
 
 __all__ = ["SpatialRewardAPI"]

@@ -34,7 +34,7 @@ from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..image_io import MIEScoreInputError
-from ..modeling_spatialreward import SpatialRewardResult
+from ..spatialreward_judgement import SpatialRewardResult
 from ..processing_miescore import as_edit_sample
 from .reward_client import RewardClient, RewardServerError, as_image_list
 

@@ -14,7 +14,7 @@ def sharpen(model, std: float = 0.2, seed: int = 0) -> None:
 
     With the std-0.02 initialisation a tiny random model emits one constant token whatever the input, which
     would let "batched equals unbatched" or "reloaded equals original" tests pass trivially
-    (notes/prefix-reuse-qwen3vl.md, section 3).
+    (docs/prefix_reuse.md, "How exact").
     """
     import torch
 

@@ -2,7 +2,7 @@
 
 Run locally:  python app.py --model PATH_OR_REPO [--spatialreward-model PATH_OR_REPO] [--host H] [--port P]
 (or set MIESCORE_MODEL / SPATIALREWARD_MODEL). Named API endpoints: /score and /spatial_reward.
-All non-UI logic lives in ``modeling_miescore.space.helpers``.
+All non-UI logic lives in ``modeling_miescore.space`` (inputs, lazy models, score and region rendering, examples).
 """
 
 from __future__ import annotations
@@ -17,21 +17,16 @@ import gradio as gr
 from modeling_miescore.drawing import draw_regions
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.scoring.loading import load_spatialreward
-from modeling_miescore.space.helpers import (
-    MAX_SOURCES,
-    SPACE_MAX_IMAGE_PIXELS,
-    LazyModel,
-    annotations,
-    default_cache_dir,
-    load_edit_inputs,
+from modeling_miescore.space.example_files import default_cache_dir, write_example_files
+from modeling_miescore.space.inputs import MAX_SOURCES, SPACE_MAX_IMAGE_PIXELS, load_edit_inputs
+from modeling_miescore.space.lazy_models import LazyModel
+from modeling_miescore.space.region_display import annotations, reasoning_color_map, reasoning_pieces
+from modeling_miescore.space.score_rendering import (
     miescore_html,
     miescore_json,
     placeholder_html,
-    reasoning_color_map,
-    reasoning_pieces,
     spatialreward_html,
     spatialreward_json,
-    write_example_files,
 )
 
 logger = logging.getLogger("miescore.space")

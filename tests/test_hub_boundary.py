@@ -1,0 +1,223 @@
+"""The Hub boundary: the root of ``modeling_miescore/`` is exactly what a checkpoint ships, and it runs alone.
+
+How transformers (``transformers.dynamic_module_utils``) treats a checkpoint's code:
+
+* ``save_pretrained`` -> ``custom_object_save`` copies the file that defines the config / model class and every
+  file reached through ``from .x import ...`` (``get_relative_import_files``: a line regex over the whole
+  source, so imports inside function bodies count). ``from . import x``, ``from .x.y import`` and absolute
+  imports of the package are not followed: a Hub file that used them would break in a checkpoint.
+* ``from_pretrained(..., trust_remote_code=True)`` runs ``check_imports`` on each file, which imports every
+  top-level package the file imports anywhere (``get_imports``: an AST walk, function bodies included; only
+  ``try`` blocks and ``if is_x_available()`` blocks are skipped) and fails if one is missing.
+
+So the static tests walk the same imports (``try`` blocks included, to be strict) and compare with the declared
+file lists below; the last test loads both kinds of checkpoint in a fresh interpreter where the package and
+the project's other dependencies are missing.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from transformers.dynamic_module_utils import get_imports, get_relative_import_files, get_relative_imports
+
+import modeling_miescore
+
+PACKAGE_ROOT = Path(modeling_miescore.__file__).parent
+
+# Besides the standard library, Hub files may import only these. tqdm is a hard dependency of transformers
+# (checked below), so every environment that loads a checkpoint has it.
+ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm"}
+
+# The files save_pretrained copies into each kind of checkpoint (config + model file and all they import).
+CHECKPOINT_FILES = {
+    "MIEScore": {
+        "configuration_miescore.py", "modeling_miescore.py", "batched_scoring.py", "image_io.py", "overall.py",
+        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py",
+    },
+    "SpatialReward": {
+        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "batched_scoring.py",
+        "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
+        "spatialreward_judgement.py", "spatialreward_tokens.py",
+    },
+}
+ENTRY_FILES = {
+    "MIEScore": ("configuration_miescore.py", "modeling_miescore.py"),
+    "SpatialReward": ("configuration_spatialreward.py", "modeling_spatialreward.py"),
+}
+# Root modules that are not copied into checkpoints: only the package's lazy front door.
+ROOT_NOT_IN_CHECKPOINTS = {"__init__.py"}
+
+# Installed packages the fresh interpreter must do without: the package itself and the project's non-Hub
+# dependencies. Not blocked, because transformers itself needs them to load a Qwen3-VL checkpoint:
+# huggingface_hub, safetensors, tokenizers, jinja2 (chat template), regex, yaml, filelock, packaging, and
+# torchvision (the Qwen2-VL image processor's backend).
+BLOCKED_PACKAGES = (
+    "scipy", "pandas", "datasets", "pyarrow", "trl", "peft", "accelerate", "gradio", "gradio_client", "starlette",
+    "fastapi", "uvicorn", "pydantic", "httpx", "openai", "tenacity", "prometheus_client", "evaluate", "matplotlib",
+    "sklearn", "skimage",
+)
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse((PACKAGE_ROOT / name).read_text(encoding="utf-8"), filename=name)
+
+
+def relative_imports(name: str) -> set[str]:
+    """Sibling modules a Hub file imports (``from .x import y``, anywhere in the file), as file names."""
+    found = set()
+    for node in ast.walk(_tree(name)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            assert node.level == 1 and node.module and "." not in node.module, (
+                f"{name}:{node.lineno}: only 'from .module import name' is followed by transformers' loader")
+            found.add(f"{node.module}.py")
+    return found
+
+
+def absolute_imports(name: str) -> set[str]:
+    """Top-level packages a Hub file imports anywhere (function bodies and try blocks included)."""
+    found = set()
+    for node in ast.walk(_tree(name)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def checkpoint_files(kind: str) -> set[str]:
+    """The entry files and everything they reach through relative imports, transitively."""
+    files, todo = set(), list(ENTRY_FILES[kind])
+    while todo:
+        name = todo.pop()
+        if name not in files:
+            assert (PACKAGE_ROOT / name).is_file(), f"a Hub file imports {name}, which is not in the package root"
+            files.add(name)
+            todo += sorted(relative_imports(name))
+    return files
+
+
+ALL_HUB_FILES = sorted(set().union(*CHECKPOINT_FILES.values()))
+
+
+@pytest.mark.parametrize("kind", sorted(CHECKPOINT_FILES))
+def test_checkpoint_file_lists_are_the_declared_ones(kind):
+    assert checkpoint_files(kind) == CHECKPOINT_FILES[kind]
+    # ... and transformers' own walk finds the same files
+    by_transformers = set(ENTRY_FILES[kind])
+    for entry in ENTRY_FILES[kind]:
+        by_transformers |= {Path(p).name for p in get_relative_import_files(PACKAGE_ROOT / entry)}
+    assert by_transformers == CHECKPOINT_FILES[kind]
+
+
+@pytest.mark.parametrize("name", ALL_HUB_FILES)
+def test_hub_file_imports_only_allowed_packages_and_siblings(name):
+    # transformers reads relative imports with a regex: it must see exactly what the AST sees
+    assert {f"{m}.py" for m in get_relative_imports(PACKAGE_ROOT / name)} == relative_imports(name)
+    allowed = ALLOWED_PACKAGES | set(sys.stdlib_module_names)
+    outside = absolute_imports(name) - allowed
+    assert not outside, f"{name} imports {sorted(outside)}; a Hub file may import only {sorted(ALLOWED_PACKAGES)}, "\
+                        "the standard library and its siblings (from .x import y)"
+    assert set(get_imports(PACKAGE_ROOT / name)) <= allowed  # what check_imports will import on load
+
+
+def test_every_root_module_is_a_hub_file():
+    root_modules = {p.name for p in PACKAGE_ROOT.glob("*.py")}
+    assert root_modules - ROOT_NOT_IN_CHECKPOINTS == set(ALL_HUB_FILES), (
+        "the root of modeling_miescore/ holds only Hub files; put other modules in a subpackage")
+
+
+def test_tqdm_and_numpy_come_with_transformers():
+    hard = {req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
+            for req in importlib.metadata.requires("transformers") if "extra ==" not in req}
+    assert {"tqdm", "numpy"} <= hard
+
+
+@pytest.fixture(scope="module")
+def tiny_spatialreward_path(tmp_path_factory):
+    from modeling_miescore.testing import build_tiny_spatialreward
+
+    return build_tiny_spatialreward(tmp_path_factory.mktemp("ckpt") / "tiny-spatialreward", max_new_tokens=8)
+
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import importlib.abc, importlib.util, json, sys
+
+    class RefusePackage(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "modeling_miescore" or name.startswith("modeling_miescore."):
+                raise ImportError("modeling_miescore is blocked in this test")
+
+    sys.meta_path.insert(0, RefusePackage())  # before the editable install's own finder
+    # Third-party packages are made missing with a None entry in sys.modules: imports raise
+    # ModuleNotFoundError and importlib.util.find_spec answers None, exactly as when they are not installed.
+    # (A finder that raised would also break transformers' own availability probes, which call find_spec.)
+    blocked = {blocked!r}
+    for name in blocked:
+        sys.modules[name] = None
+    try:
+        importlib.util.find_spec("modeling_miescore")
+        sys.exit("the package is still importable")
+    except ImportError:
+        pass
+
+    from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
+
+    mie = AutoModel.from_pretrained({miescore!r}, trust_remote_code=True)
+    assert type(mie).__module__.startswith("transformers_modules."), type(mie).__module__
+    config = AutoConfig.from_pretrained({spatialreward!r}, trust_remote_code=True)
+    assert config.model_type == "spatialreward" and config.max_new_tokens == 8
+    judge = AutoModelForImageTextToText.from_pretrained({spatialreward!r}, trust_remote_code=True)
+    assert type(judge).__module__.startswith("transformers_modules."), type(judge).__module__
+    other = AutoModel.from_pretrained({spatialreward!r}, trust_remote_code=True)
+    assert type(other).__name__ == "SpatialRewardModel", type(other).__name__
+
+    records = json.loads({records!r})
+    scores = [mie.score(**r) for r in records]
+    results = judge.evaluate_edits(records[:2], batch_size=2)
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in blocked and sys.modules[m] is not None)
+    print(json.dumps({{"scores": scores, "texts": [[r.raw_sc, r.raw_pq] for r in results], "loaded": loaded}}))
+    """
+)
+
+
+def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_miescore_path, tiny_spatialreward_path,
+                                                         examples, tmp_path):
+    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.testing import save_example_files
+
+    for kind, path in (("MIEScore", tiny_miescore_path), ("SpatialReward", tiny_spatialreward_path)):
+        copied = {p.name for p in Path(path).glob("*.py")}
+        assert copied == CHECKPOINT_FILES[kind], f"save_pretrained copied {sorted(copied)} for {kind}"
+        assert not [p for p in Path(path).iterdir() if p.suffix in (".bin", ".pt", ".pth")]  # safetensors only
+    records = save_example_files(examples[:3], tmp_path)  # 2 and 3 sources, different sizes
+    expected_scores = [tiny_miescore.score(**r) for r in records]
+    judge = SpatialRewardModel.from_pretrained(tiny_spatialreward_path)
+    expected_texts = [[r.raw_sc, r.raw_pq] for r in judge.evaluate_edits(records[:2], batch_size=2)]
+
+    script = FRESH_PROCESS.format(blocked=BLOCKED_PACKAGES, miescore=str(tiny_miescore_path),
+                                  spatialreward=str(tiny_spatialreward_path), records=json.dumps(records))
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["loaded"] == []
+    assert len(out["scores"]) == len(expected_scores) == len(records)
+    for got, want in zip(out["scores"], expected_scores):
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], abs=1e-6)
+    assert out["texts"] == expected_texts
+    assert len({text[0][0] for text in out["texts"]}) == 2  # the texts depend on the images (sharpened weights)

@@ -1,8 +1,8 @@
 """The ``miescore`` command line: the parser, shared argument types and ``main``.
 
 Every command lives in its own module of this package (see ``COMMAND_MODULES``): ``score``, ``score-batch`` and
-``demo`` (:mod:`.score`), ``serve``, ``benchmark``, ``spatialreward``, ``set-skill`` (:mod:`.skill`), and
-``build-dataset`` (:mod:`.dataset`).
+``demo`` (:mod:`.score`), ``serve``, ``benchmark``, ``spatialreward``, ``set-skill`` (:mod:`.skill`),
+``build-dataset`` (:mod:`.dataset`) and ``convert-benchmark`` (:mod:`.convert_benchmark`).
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
 problem and the fix and exit with status 2; no traceback.
@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "spatialreward",
     "benchmark",
     "dataset",
+    "convert_benchmark",
     "analyze_attention",
     "baselines",
 )

@@ -16,8 +16,9 @@ Parts (keys of ``PromptBudget.components``, in this order):
 * ``chat``: the chat markup, ``<|im_start|>user\\n`` ... ``<|im_end|>\\n<|im_start|>assistant\\n``.
 * ``source 1`` ... ``source N`` and ``edited``: each image with its two markers.
 
-A token belongs to the part its first character lies in; a BPE token that straddles a boundary (the ``".\\n\\n"``
-after the rubric) goes to the part it starts in.
+A token belongs to the part that holds its first non-space character (its first character when it is all
+white space): the template's space glued to the instruction's first word (``" Setze"``) counts as instruction,
+the newlines glued to the rubric's last full stop (``".\\n\\n"``) as rubric.
 
 Prefix reuse (``prefix_reuse``, ``SharedPromptPrefix``): the shared prefix P is everything before the edited
 image's first placeholder (its ``<|vision_start|>`` included), the per-edit suffix S the rest; G edits of one
@@ -188,8 +189,10 @@ def _content_spans(text: str, messages: list, image_names: list, text_part: str,
     return spans, pads
 
 
-def _measure(processor, messages: list, image_names: list, fields: dict, text_part: str, placeholders: int):
-    """Tokens per part of one prompt and its shared prefix P (None unless the edited image comes last).
+def _measure(processor, messages: list, image_names: list, fields: dict, text_part: str, placeholders: int,
+             reusable: bool):
+    """Tokens per part of one prompt and, when it is ``reusable`` (the edited image comes last, after the
+    sources), its shared prefix P.
 
     ``fields``: part -> ``(value, marker, messages with the marker in place of the value)``.
     """
@@ -204,12 +207,14 @@ def _measure(processor, messages: list, image_names: list, fields: dict, text_pa
     spans += content
     offsets = processor.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
     counts = dict.fromkeys([*TEXT_PARTS, *image_names], 0)
-    for start, _ in offsets:
-        counts[next((part for s, e, part in spans if s <= start < e), "chat")] += 1
+    for start, end in offsets:
+        piece = text[start:end]
+        where = start + len(piece) - len(piece.lstrip()) if piece.strip() else start
+        counts[next((part for s, e, part in spans if s <= where < e), "chat")] += 1
     for name in image_names:  # the rendered text holds one placeholder per image; the processor expands it
         counts[name] += placeholders - 1
     prefix = None
-    if image_names and image_names[-1] == "edited":
+    if reusable:
         before = sum(1 for start, _ in offsets if start < pads[-1])
         prefix = before + (len(image_names) - 1) * (placeholders - 1)
     return counts, prefix
@@ -235,11 +240,12 @@ def _checked(num_sources: int, instruction: str) -> str:
     return instruction.strip()  # as as_edit_sample stores it
 
 
-def _budget(prompt: str, processor, config, num_sources: int, size, messages, image_names, fields, text_part):
+def _budget(prompt: str, processor, config, num_sources: int, size, messages, image_names, fields, text_part,
+            reusable: bool):
     factor = patch_factor(processor)
     resized = resized_image_size(size, factor, int(config.min_pixels), int(config.max_pixels))
     placeholders = resized[0] * resized[1] // factor**2
-    counts, prefix = _measure(processor, messages, image_names, fields, text_part, placeholders)
+    counts, prefix = _measure(processor, messages, image_names, fields, text_part, placeholders, reusable)
     return PromptBudget(prompt=prompt, num_sources=num_sources, image_size=tuple(int(v) for v in size),
                         resized_size=resized, min_pixels=int(config.min_pixels), max_pixels=int(config.max_pixels),
                         factor=factor, components=counts, prefix=prefix)
@@ -269,7 +275,8 @@ def miescore_budget(processor, config, num_sources: int, size: Sequence[int] = (
     marker = _MARKER.format("instruction")
     fields = {"prompt": (config.skill or "", rubric.skill, build_messages(num_sources, instruction, rubric)[0]),
               "instruction": (instruction, marker, build_messages(num_sources, marker, config)[0])}
-    return _budget("MIEScore", processor, config, num_sources, size, messages, names, fields, "labels")
+    reusable = names[-1] == "edited"  # image_order "sources_first", the layout prefix reuse needs
+    return _budget("MIEScore", processor, config, num_sources, size, messages, names, fields, "labels", reusable)
 
 
 def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[int] = (1024, 1024),
@@ -287,8 +294,10 @@ def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[in
     names = [f"source {k + 1}" for k in range(num_sources)] + ["edited"]
     fields = {"instruction": (instruction, marker, sc_messages(config, num_sources, marker))}
     sc = _budget(f"SC ({'D.1.1' if num_sources == 1 else 'D.1.2'})", processor, config, num_sources, size,
-                 sc_messages(config, num_sources, instruction), names, fields, "prompt")
-    pq = _budget("PQ (D.1.3)", processor, config, 0, size, pq_messages(config), ["edited"], {}, "prompt")
+                 sc_messages(config, num_sources, instruction), names, fields, "prompt", reusable=True)
+    # PQ prompts of one group share only the chat start: SpatialReward runs them without prefix reuse
+    pq = _budget("PQ (D.1.3)", processor, config, 0, size, pq_messages(config), ["edited"], {}, "prompt",
+                 reusable=False)
     return sc, pq
 
 

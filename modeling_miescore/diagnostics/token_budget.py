@@ -385,8 +385,8 @@ def checkpoint_budgets(model: str, sources: Sequence[int] = DEFAULT_SOURCES,
 
 def format_budget_table(budgets: Sequence[PromptBudget], group_size: int = 12, max_length: int | None = None) -> str:
     """A Markdown table of budgets (one row each); with ``max_length``, what the shrink policy does per row."""
-    header = ["prompt", "N", "image", "resized", "max_pixels", *TEXT_PARTS, "per image", "total", "P", "S",
-              f"ceiling G={group_size}"]
+    header = ["prompt", "N", "image", "resized", "max_pixels", "rubric / D.1 text", "instruction", "labels", "chat",
+              "per image", "total", "P", "S", f"ceiling G={group_size}"]
     if max_length is not None:
         header.append(f"shrink at {max_length}")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -19,7 +19,11 @@ import time
 
 import numpy as np
 
-from modeling_miescore.evaluation import metrics as M
+from modeling_miescore.evaluation.metrics.bootstrap import bootstrap_ci
+from modeling_miescore.evaluation.metrics.correlation import correlations, fit_logistic, krcc, plcc, srcc
+from modeling_miescore.evaluation.metrics.group_ranking import group_accuracy, kendall_tau_groups
+from modeling_miescore.evaluation.metrics.model_ranking import model_ranking_srcc
+from modeling_miescore.evaluation.metrics.pairwise import pairwise_accuracy
 
 
 # ------------------------------------------------------------------------------------------ naive versions
@@ -153,25 +157,25 @@ def main():
     print(f"{'metric':<62}{'ours ms':>10}{'naive ms':>11}{'ratio':>10}")
 
     # correlations
-    report("SRCC (36k)", best_time(lambda: M.srcc(pred, mos), r), best_time(lambda: naive_srcc(pl, ml), 1))
+    report("SRCC (36k)", best_time(lambda: srcc(pred, mos), r), best_time(lambda: naive_srcc(pl, ml), 1))
     report(
-        "PLCC raw (36k)", best_time(lambda: M.plcc(pred, mos), r), best_time(lambda: naive_pearson(pl, ml), 1)
+        "PLCC raw (36k)", best_time(lambda: plcc(pred, mos), r), best_time(lambda: naive_pearson(pl, ml), 1)
     )
-    report("KRCC tau-b (36k)", best_time(lambda: M.krcc(pred, mos), r))
+    report("KRCC tau-b (36k)", best_time(lambda: krcc(pred, mos), r))
     sub = args.naive_sub
     ps, ms = pred[:sub], mos[:sub]
     report(
         f"KRCC tau-b ({sub} items, naive O(n^2) loop)",
-        best_time(lambda: M.krcc(ps, ms), r),
+        best_time(lambda: krcc(ps, ms), r),
         best_time(lambda: naive_kendall_b(ps.tolist(), ms.tolist()), 1),
     )
-    report("4-parameter logistic fit (36k)", best_time(lambda: M.fit_logistic(pred, mos), r))
+    report("4-parameter logistic fit (36k)", best_time(lambda: fit_logistic(pred, mos), r))
     report(
-        "correlations(): srcc+krcc+plcc+plcc_logistic (36k)", best_time(lambda: M.correlations(pred, mos), r)
+        "correlations(): srcc+krcc+plcc+plcc_logistic (36k)", best_time(lambda: correlations(pred, mos), r)
     )
     report(
         "model-ranking SRCC (36k items, 12 models)",
-        best_time(lambda: M.model_ranking_srcc(pred, mos, models), r),
+        best_time(lambda: model_ranking_srcc(pred, mos, models), r),
     )
 
     # MER-Bench groups
@@ -179,19 +183,19 @@ def main():
     mer = [np.round(rng.normal(size=k) - 0.5 * np.arange(k), 1).tolist() for k in sizes]
     report(
         "group accuracy + Kendall tau (600 MER groups)",
-        best_time(lambda: (M.group_accuracy(mer), M.kendall_tau_groups(mer)), r),
+        best_time(lambda: (group_accuracy(mer), kendall_tau_groups(mer)), r),
         best_time(lambda: naive_group_metrics(mer), r),
     )
     big = np.round(rng.normal(size=(n // 3, 3)) - 0.5 * np.arange(3), 1)
     big_l = big.tolist()
     report(
         f"group accuracy + Kendall tau ({n // 3} groups, lists)",
-        best_time(lambda: (M.group_accuracy(big_l), M.kendall_tau_groups(big_l)), r),
+        best_time(lambda: (group_accuracy(big_l), kendall_tau_groups(big_l)), r),
         best_time(lambda: naive_group_metrics(big_l), 1),
     )
     report(
         f"group accuracy + Kendall tau ({n // 3} groups, 2-D array)",
-        best_time(lambda: (M.group_accuracy(big), M.kendall_tau_groups(big)), r),
+        best_time(lambda: (group_accuracy(big), kendall_tau_groups(big)), r),
     )
 
     # pairwise tie calibration
@@ -200,18 +204,18 @@ def main():
     pref = np.where(np.abs(hd) < 5, 0, np.sign(hd)).astype(int)
     report(
         f"pairwise accuracy, epsilon search ({n // 2} pairs)",
-        best_time(lambda: M.pairwise_accuracy(a, b, pref, tie_policy="calibrated"), r),
+        best_time(lambda: pairwise_accuracy(a, b, pref, tie_policy="calibrated"), r),
     )
     report(
         f"pairwise accuracy, epsilon search ({sub} pairs, naive)",
-        best_time(lambda: M.pairwise_accuracy(a[:sub], b[:sub], pref[:sub], tie_policy="calibrated"), r),
+        best_time(lambda: pairwise_accuracy(a[:sub], b[:sub], pref[:sub], tie_policy="calibrated"), r),
         best_time(lambda: naive_epsilon_search(a[:sub].tolist(), b[:sub].tolist(), pref[:sub].tolist()), 1),
     )
 
     # bootstrap
     nb = args.boot
     t = time.perf_counter()
-    ci = M.bootstrap_ci(M.srcc, pred, mos, n=nb, groups=inst)
+    ci = bootstrap_ci(srcc, pred, mos, n=nb, groups=inst)
     t_boot = time.perf_counter() - t
     k_naive = max(3, nb // 100)
     t = time.perf_counter()
@@ -224,7 +228,7 @@ def main():
         f"naive: {k_naive} resamples timed, scaled to {nb}; SRCC {ci.point:.4f} [{ci.low:.4f}, {ci.high:.4f}]",
     )
     t = time.perf_counter()
-    M.bootstrap_ci(M.group_accuracy, mer, n=nb)
+    bootstrap_ci(group_accuracy, mer, n=nb)
     report(f"bootstrap CI of group accuracy, {nb} resamples (600 groups)", time.perf_counter() - t)
 
 

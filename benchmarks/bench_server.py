@@ -83,10 +83,11 @@ async def hammer(url: str, payloads: list[dict], clients: int) -> float:
 
 def batch_stats(url: str) -> tuple[float, float]:
     import httpx
+    from prometheus_client.parser import text_string_to_metric_families
 
-    from modeling_miescore.serving.metrics import parse_exposition
-
-    values = parse_exposition(httpx.get(url + "/metrics").text)
+    text = httpx.get(url + "/metrics").text
+    values = {sample.name: sample.value for family in text_string_to_metric_families(text)
+              for sample in family.samples if not sample.labels}
     return values["miescore_batch_size_sum"], values["miescore_batch_size_count"]
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 from PIL import Image
 
-from modeling_miescore.evaluation.metrics import srcc
+from modeling_miescore.evaluation.metrics.correlation import srcc
 from modeling_miescore.testing import build_tiny_processor, make_raw_mie_bench
 from modeling_miescore.testing.tiny_models import tiny_qwen3vl_config
 

@@ -14,7 +14,7 @@ _LAZY = {
     "SpatialRewardConfig": ".configuration_spatialreward",
     "SpatialRewardModel": ".modeling_spatialreward",
     "SpatialRewardAPI": ".judges.spatialreward_api",
-    "SpatialRewardFunction": ".serving.reward_functions",
+    "SpatialRewardFunction": ".serving.editor_rewards",
     "load_scorer": ".scoring.loading",
     "load_spatialreward": ".scoring.loading",
 }

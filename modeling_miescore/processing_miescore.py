@@ -189,3 +189,20 @@ def estimate_num_tokens(sample: EditSample, config, factor: int = 32) -> int:
         pixels = min(max(width * height, config.min_pixels), config.max_pixels)
         total += math.ceil(pixels / (factor * factor))
     return total
+
+
+def resized_image_size(width: int, height: int, *, min_pixels: int, max_pixels: int,
+                       factor: int = 32) -> tuple[int, int]:
+    """``(height, width)`` in pixels of an image after the Qwen-VL image processor's resize: both sides multiples of
+    ``factor`` (patch size x merge size: 16 x 2 for Qwen3-VL), area within ``[min_pixels, max_pixels]``, aspect
+    ratio kept as closely as possible. Raises ValueError for an aspect ratio above 200 (as the processor does)."""
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    return smart_resize(int(height), int(width), factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
+
+
+def num_image_tokens(width: int, height: int, *, min_pixels: int, max_pixels: int, factor: int = 32) -> int:
+    """Visual tokens (``<|image_pad|>`` after the processor expands it) of one image: one per ``factor`` x ``factor``
+    block of :func:`resized_image_size`; ``<|vision_start|>`` / ``<|vision_end|>`` are not counted."""
+    h, w = resized_image_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels, factor=factor)
+    return (h // factor) * (w // factor)

@@ -275,7 +275,7 @@ def test_bad_dataset_or_split_is_one_clear_line(mie_dir, tmp_path, capsys):
 
 
 def test_overall_is_computed_with_eq2_when_absent(tmp_path):
-    from modeling_miescore.evaluation.benchmark import read_score_predictions
+    from modeling_miescore.evaluation.prediction_files import read_score_predictions
 
     path = write_jsonl(tmp_path / "p.jsonl", [
         {"id": "a", "visual_quality": 50.0, "instruction_following": 80.0, "attribute_preservation": 20.0}])

@@ -3,6 +3,7 @@ connection reuse, errors naming the field. Servers run in-process on 127.0.0.1 w
 
 from __future__ import annotations
 
+import email.utils
 import io
 import json
 import time
@@ -13,8 +14,14 @@ import pytest
 import torch
 from PIL import Image
 
-from modeling_miescore.serving.client import RewardClient, RewardServerError, encode_image, make_reward_fn
-from modeling_miescore.serving.app import CallableBackend, ServerSettings, serve_in_background
+from local_http import ScriptedHTTPServer
+from prometheus_text import metric_value
+
+from modeling_miescore.serving.backends import CallableBackend
+from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.editor_rewards import make_reward_fn
+from modeling_miescore.serving.reward_client import RewardClient, RewardServerError, encode_image
+from modeling_miescore.serving.settings import ServerSettings
 
 
 def _scorer(samples):
@@ -81,7 +88,7 @@ def test_score_groups_and_score_batch_keep_order_across_split_requests(server):
         assert batch[4]["edited_mean"] == pytest.approx(float(_rgb(301).astype(np.float64).mean()))
     metrics = httpx.get(server.url + "/metrics").text
     # 8 edits in requests of <= 3 (groups are split only when larger than the limit): 3 | 1 | 3 | 1, then 3 | 2
-    assert 'miescore_requests_total{endpoint="/v1/score_groups",status="200"} 6' in metrics
+    assert metric_value(metrics, "miescore_requests_total", endpoint="/v1/score_groups", status="200") == 6
 
 
 def test_connections_are_reused(server):
@@ -126,6 +133,29 @@ def test_retries_honour_retry_after_and_are_bounded():
     with pytest.raises(RewardServerError):
         client.score([_rgb(1)], _rgb(2), "x")
     assert len(calls) == 1
+
+
+def test_retry_after_as_an_http_date_is_honoured_and_capped():
+    client, calls = _mock_client([429], retry_after=email.utils.formatdate(time.time() + 3600, usegmt=True),
+                                 max_retries=1, max_retry_wait=0.05)
+    started = time.monotonic()
+    with pytest.raises(RewardServerError) as info:
+        client.score([_rgb(1)], _rgb(2), "x")
+    assert info.value.status == 429 and len(calls) == 2 and time.monotonic() - started < 2.0
+
+
+def test_retry_after_in_both_forms_against_a_real_server():
+    """A real HTTP server answers 503 with an HTTP-date Retry-After, then 429 with delta-seconds, then scores."""
+    busy = {"error": {"field": None, "message": "busy", "kind": "queue_full"}}
+    when = email.utils.formatdate(time.time() + 1.6, usegmt=True)  # whole seconds: a wait of 0.6-1.6 s
+    script = [(503, busy, {"Retry-After": when}, 0), (429, busy, {"Retry-After": "0.3"}, 0),
+              (200, {"overall": 50.0}, None, 0)]
+    with ScriptedHTTPServer(script) as server, RewardClient(server.origin, max_retries=3, backoff=0.0) as client:
+        assert client.score([_rgb(1)], _rgb(2), "x") == {"overall": 50.0}
+    requests = server.requests
+    assert [r["path"] for r in requests] == ["/v1/score"] * 3
+    assert 0.5 <= requests[1]["time"] - requests[0]["time"] < 3.0  # the date, not the zero backoff
+    assert 0.28 <= requests[2]["time"] - requests[1]["time"] < 1.5
 
 
 def test_server_errors_name_the_field(server):

@@ -10,12 +10,12 @@ from scipy.stats import pearsonr
 
 from modeling_miescore.training.losses import (
     LossConfig,
-    MemoryQueue,
     MIEScoreLoss,
     huber_loss,
     plcc_loss,
     rank_loss,
 )
+from modeling_miescore.training.memory_queue import MemoryQueue
 
 
 def _rand(b, d=3, seed=0):

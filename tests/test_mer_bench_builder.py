@@ -13,8 +13,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from modeling_miescore.data.builders.common import DatasetValidationError, OutputExistsError
-from modeling_miescore.data.builders.mer_bench import build_mer_bench, majority_tier, main
+from modeling_miescore.cli.main import main as miescore
+from modeling_miescore.data.builders.mer_bench import build_mer_bench
+from modeling_miescore.data.builders.mer_bench_groups import majority_tier
+from modeling_miescore.data.builders.output_folder import OutputExistsError
+from modeling_miescore.data.builders.raw_files import DatasetValidationError
 from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench
 
 RANK = {"poor": 0, "medium": 1, "good": 2}
@@ -200,6 +203,9 @@ def test_all_validation_errors_reported_at_once(tmp_path):
 
 
 def test_missing_column_and_cli(tmp_path, capsys):
+    def main(argv):
+        return miescore(["build-dataset", "mer-bench", *argv])
+
     raw = tmp_path / "raw"
     make_raw_mer_bench(raw, n_samples=4, seed=3, image_size=40)
     good = (raw / "annotations.csv").read_text()

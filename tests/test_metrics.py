@@ -1,4 +1,4 @@
-"""Tests of modeling_miescore.evaluation.metrics (numpy/scipy only; runs in a few seconds)."""
+"""Tests of the modeling_miescore.evaluation.metrics modules (numpy/scipy only; runs in a few seconds)."""
 
 import subprocess
 import sys
@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from modeling_miescore.evaluation import metrics as M
+from modeling_miescore.evaluation.metrics.bootstrap import CI, bootstrap_ci
+from modeling_miescore.evaluation.metrics.coefficients import rankdata
+from modeling_miescore.evaluation.metrics.correlation import (
+    LogisticFitWarning, correlations, fit_logistic, krcc, plcc, srcc,
+)
+from modeling_miescore.evaluation.metrics.group_ranking import (
+    group_accuracy, group_correct, group_kendall_tau, kendall_tau_groups,
+)
+from modeling_miescore.evaluation.metrics.inputs import ConstantInputWarning
+from modeling_miescore.evaluation.metrics.model_ranking import model_ranking_srcc, per_model_means
+from modeling_miescore.evaluation.metrics.pairwise import pairwise_accuracy
 
 # ---------------------------------------------------------------------------------------------------------
 # correlations
@@ -23,48 +33,48 @@ def test_correlations_agree_with_scipy(seed, ties):
     y = 0.6 * x + rng.normal(size=500)
     if ties:  # coarse scores, like integer MLLM outputs
         x, y = np.round(x * 2), np.round(y)
-    out = M.correlations(x, y)
+    out = correlations(x, y)
     assert set(out) == {"srcc", "krcc", "plcc", "plcc_logistic"}
     assert out["srcc"] == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
     assert out["krcc"] == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
     assert out["plcc"] == pytest.approx(stats.pearsonr(x, y).statistic, abs=1e-12)
-    assert M.srcc(x, y) == pytest.approx(out["srcc"], abs=1e-15)
-    assert M.krcc(x, y) == pytest.approx(out["krcc"], abs=1e-15)
-    assert M.plcc(x, y) == pytest.approx(out["plcc"], abs=1e-15)
+    assert srcc(x, y) == pytest.approx(out["srcc"], abs=1e-15)
+    assert krcc(x, y) == pytest.approx(out["krcc"], abs=1e-15)
+    assert plcc(x, y) == pytest.approx(out["plcc"], abs=1e-15)
     # SRCC is Pearson on average ranks: the private fast ranker must equal scipy's
-    np.testing.assert_allclose(M._rankdata(x), stats.rankdata(x))
+    np.testing.assert_allclose(rankdata(x), stats.rankdata(x))
 
 
 def test_plcc_logistic_beats_raw_plcc_on_monotone_nonlinear_predictions():
     rng = np.random.default_rng(0)
     mos = rng.uniform(0, 100, size=400)
     pred = np.exp(mos / 15.0) + rng.normal(scale=1.0, size=400)  # monotone but strongly non-linear
-    out = M.correlations(pred, mos)
+    out = correlations(pred, mos)
     assert out["plcc_logistic"] > out["plcc"] + 0.05
     assert out["plcc_logistic"] > 0.95
-    fit = M.fit_logistic(pred, mos)
+    fit = fit_logistic(pred, mos)
     assert fit.success and len(fit.params) == 4
     curve = fit(np.linspace(pred.min(), pred.max(), 50))
     assert np.all(np.diff(curve) >= 0)  # monotonic increasing
-    assert M.correlations(pred, mos, logistic=False).keys() == {"srcc", "krcc", "plcc"}
+    assert correlations(pred, mos, logistic=False).keys() == {"srcc", "krcc", "plcc"}
 
 
 def test_logistic_fit_follows_a_decreasing_relation():
     x = np.linspace(-3, 3, 60)
     y = 10 - 8 / (1 + np.exp(-2 * x))
-    fit = M.fit_logistic(x, y)
+    fit = fit_logistic(x, y)
     assert fit.success
     np.testing.assert_allclose(fit(x), y, atol=1e-3)
-    assert M.correlations(x, y)["plcc_logistic"] == pytest.approx(-1.0, abs=1e-6)
+    assert correlations(x, y)["plcc_logistic"] == pytest.approx(-1.0, abs=1e-6)
 
 
 def test_fit_fails_gracefully_on_constant_predictions():
     mos = np.arange(10.0)
-    with pytest.warns(M.ConstantInputWarning, match="pred is constant"):
-        with pytest.warns(M.LogisticFitWarning, match="constant"):
-            out = M.correlations(np.full(10, 3.0), mos)
+    with pytest.warns(ConstantInputWarning, match="pred is constant"):
+        with pytest.warns(LogisticFitWarning, match="constant"):
+            out = correlations(np.full(10, 3.0), mos)
     assert np.isnan(out["plcc"]) and np.isnan(out["plcc_logistic"])  # fallback = raw PLCC (undefined here)
-    fit = M.fit_logistic(np.full(10, 3.0), mos)
+    fit = fit_logistic(np.full(10, 3.0), mos)
     assert not fit.success and "constant" in fit.message
     assert np.isnan(fit([1.0, 2.0])).all()
 
@@ -73,12 +83,12 @@ def test_fit_failure_falls_back_to_raw_plcc():
     rng = np.random.default_rng(3)
     x = rng.normal(size=50)
     y = x + rng.normal(size=50)
-    with pytest.warns(M.LogisticFitWarning, match="falls back to raw PLCC"):
-        out = M.correlations(x, y, maxfev=1)  # curve_fit cannot converge in one evaluation
+    with pytest.warns(LogisticFitWarning, match="falls back to raw PLCC"):
+        out = correlations(x, y, maxfev=1)  # curve_fit cannot converge in one evaluation
     assert out["plcc_logistic"] == out["plcc"]
     assert np.isfinite(out["plcc"])
-    with pytest.warns(M.LogisticFitWarning):  # 4 items: too few for 4 parameters
-        out = M.correlations([1, 2, 3, 5], [1, 3, 2, 4])
+    with pytest.warns(LogisticFitWarning):  # 4 items: too few for 4 parameters
+        out = correlations([1, 2, 3, 5], [1, 3, 2, 4])
     assert out["plcc_logistic"] == out["plcc"]
 
 
@@ -86,33 +96,33 @@ def test_nan_raise_and_omit():
     x = np.array([1.0, 2.0, np.nan, 4.0, 5.0, 6.0, np.nan])
     y = np.array([1.0, 3.0, 2.0, np.nan, 5.0, 7.0, 6.0])
     with pytest.raises(ValueError, match=r"pred has 2 NaN.*mos has 1 NaN.*nan_policy='omit'"):
-        M.correlations(x, y)
+        correlations(x, y)
     with pytest.raises(ValueError, match="nan_policy='omit'"):
-        M.srcc(x, y)
+        srcc(x, y)
     keep = ~(np.isnan(x) | np.isnan(y))
-    got = M.correlations(x, y, nan_policy="omit", logistic=False)
-    want = M.correlations(x[keep], y[keep], logistic=False)
+    got = correlations(x, y, nan_policy="omit", logistic=False)
+    want = correlations(x[keep], y[keep], logistic=False)
     assert got == want
     with pytest.raises(ValueError, match="nan_policy"):
-        M.correlations(x, y, nan_policy="ignore")
+        correlations(x, y, nan_policy="ignore")
 
 
 def test_bad_shapes_raise_clear_errors():
     with pytest.raises(ValueError, match="differ in length: 3 vs 4"):
-        M.correlations([1, 2, 3], [1, 2, 3, 4])
+        correlations([1, 2, 3], [1, 2, 3, 4])
     with pytest.raises(ValueError, match="at least 3 items"):
-        M.correlations([1, 2], [2, 1])
+        correlations([1, 2], [2, 1])
     with pytest.raises(ValueError, match="at least 3 items"):  # enough rows, too few after omitting NaNs
-        M.correlations([1, 2, np.nan, np.nan], [1, 2, 3, 4], nan_policy="omit")
+        correlations([1, 2, np.nan, np.nan], [1, 2, 3, 4], nan_policy="omit")
     with pytest.raises(ValueError, match="1-D"):
-        M.correlations(np.ones((3, 2)), np.ones((3, 2)))
+        correlations(np.ones((3, 2)), np.ones((3, 2)))
     with pytest.raises(ValueError, match="infinite"):
-        M.correlations([1, 2, np.inf], [1, 2, 3])
+        correlations([1, 2, np.inf], [1, 2, 3])
 
 
 def test_constant_mos_gives_nan_with_warning():
-    with pytest.warns(M.ConstantInputWarning, match="mos is constant"):
-        assert np.isnan(M.srcc([1, 2, 3], [5, 5, 5]))
+    with pytest.warns(ConstantInputWarning, match="mos is constant"):
+        assert np.isnan(srcc([1, 2, 3], [5, 5, 5]))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -125,7 +135,7 @@ def test_model_ranking_srcc_hand_made_four_models():
     models = ["A", "A", "B", "B", "C", "C", "D", "D"]
     pred = [5, 3, 3, 3, 0, 2, 2, 2]
     mos = [3, 4, 2, 4, 2, 2, 1, 1]
-    res = M.model_ranking_srcc(pred, mos, models)
+    res = model_ranking_srcc(pred, mos, models)
     # ranks pred (1,2,4,3) vs human (1,2,3,4): 1 - 6 * 2 / (4 * 15) = 0.8
     assert res.srcc == pytest.approx(0.8)
     assert res.krcc == pytest.approx(stats.kendalltau([4, 3, 1, 2], [3.5, 3, 2, 1]).statistic)
@@ -134,20 +144,20 @@ def test_model_ranking_srcc_hand_made_four_models():
     assert [r["rank_mos"] for r in res.table] == [1, 2, 3, 4]
     assert res.table[0]["mean_pred"] == 4.0 and res.table[0]["mean_mos"] == 3.5
     # mapping form: per-model scores or already averaged numbers give the same result
-    by_model = M.model_ranking_srcc(
+    by_model = model_ranking_srcc(
         {"A": [5, 3], "B": 3, "C": [0, 2], "D": 2.0}, {"A": 3.5, "B": [2, 4], "C": 2, "D": 1}
     )
     assert by_model.srcc == pytest.approx(0.8)
     df = res.to_dataframe()
     assert list(df.columns) == ["model", "mean_pred", "mean_mos", "rank_pred", "rank_mos"]
     with pytest.raises(ValueError, match="at least 3 models"):
-        M.model_ranking_srcc([1, 2], [1, 2], ["a", "b"])
+        model_ranking_srcc([1, 2], [1, 2], ["a", "b"])
     with pytest.raises(ValueError, match="pred has 1 NaN.*nan_policy='omit'"):
-        M.model_ranking_srcc([np.nan] + pred[1:], mos, models)
-    omitted = M.model_ranking_srcc([np.nan] + pred[1:], mos, models, nan_policy="omit")
+        model_ranking_srcc([np.nan] + pred[1:], mos, models)
+    omitted = model_ranking_srcc([np.nan] + pred[1:], mos, models, nan_policy="omit")
     assert omitted.table[0]["mean_pred"] == 3.0 and omitted.table[0]["mean_mos"] == 4.0  # A's 1st item dropped
     with pytest.raises(ValueError, match="model keys differ"):
-        M.model_ranking_srcc({"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "d": 3})
+        model_ranking_srcc({"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "d": 3})
 
 
 def test_model_ranking_reproduces_miescore_table4():
@@ -157,18 +167,18 @@ def test_model_ranking_reproduces_miescore_table4():
     human_ov = [58.70, 56.18, 54.50, 50.74, 49.99, 48.70, 46.91, 46.21, 44.85, 41.67, 41.19, 38.26]
     ours_ov = [55.97, 53.78, 52.06, 48.60, 47.07, 47.40, 45.24, 44.84, 43.57, 39.34, 41.18, 36.27]
     names = [f"m{i}" for i in range(12)]
-    vq = M.model_ranking_srcc(dict(zip(names, ours_vq)), dict(zip(names, human_vq)))
-    ov = M.model_ranking_srcc(dict(zip(names, ours_ov)), dict(zip(names, human_ov)))
+    vq = model_ranking_srcc(dict(zip(names, ours_vq)), dict(zip(names, human_vq)))
+    ov = model_ranking_srcc(dict(zip(names, ours_ov)), dict(zip(names, human_ov)))
     assert round(vq.srcc, 3) == 0.944
     assert round(ov.srcc, 3) == 0.986
 
 
 def test_per_model_means_2d_and_omit():
-    labels, means = M.per_model_means([[1, 10], [3, 30], [5, np.nan]], ["b", "b", "a"], nan_policy="omit")
+    labels, means = per_model_means([[1, 10], [3, 30], [5, np.nan]], ["b", "b", "a"], nan_policy="omit")
     assert labels.tolist() == ["a", "b"]
     np.testing.assert_allclose(means, [[5, np.nan], [2, 20]])
     with pytest.raises(ValueError, match="NaN"):
-        M.per_model_means([1, np.nan], ["a", "b"])
+        per_model_means([1, np.nan], ["a", "b"])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -188,31 +198,31 @@ CATS = ["g", "h", "g", "h", "g", "g", "h"]
 
 
 def test_group_accuracy_hand_made_with_ties():
-    res = M.group_accuracy(GROUPS, categories=CATS)
+    res = group_accuracy(GROUPS, categories=CATS)
     assert res["overall"] == pytest.approx(3 / 7)
     assert res["by_size"] == {2: pytest.approx(1 / 3), 3: 0.5, 4: 0.5}
     assert res["n_by_size"] == {2: 3, 3: 2, 4: 2}
     assert res["n_groups"] == 7
     assert res["by_category"] == {"g": 0.5, "h": pytest.approx(1 / 3)}
     assert res["n_by_category"] == {"g": 4, "h": 3}
-    np.testing.assert_array_equal(M.group_correct(GROUPS), [1, 0, 0, 1, 1, 0, 0])
+    np.testing.assert_array_equal(group_correct(GROUPS), [1, 0, 0, 1, 1, 0, 0])
 
 
 def test_kendall_tau_groups_hand_made_with_ties():
     want = np.array([1, 2 / 3, -1, 1, 1, 5 / 6, 0])
-    np.testing.assert_allclose(M.group_kendall_tau(GROUPS), want)
-    res = M.kendall_tau_groups(GROUPS, categories=CATS)
+    np.testing.assert_allclose(group_kendall_tau(GROUPS), want)
+    res = kendall_tau_groups(GROUPS, categories=CATS)
     assert res["overall"] == pytest.approx(want.mean())
     assert res["by_size"][2] == pytest.approx(0.0)
     assert res["by_size"][3] == pytest.approx((1 + 2 / 3) / 2)
     assert res["by_size"][4] == pytest.approx((1 + 5 / 6) / 2)
     assert res["by_category"]["g"] == pytest.approx((1 - 1 + 1 + 5 / 6) / 4)
     # tie as discordant: strictly lower
-    np.testing.assert_allclose(M.group_kendall_tau(GROUPS, tie_score=-1), [1, 1 / 3, -1, 1, 1, 4 / 6, -1])
+    np.testing.assert_allclose(group_kendall_tau(GROUPS, tie_score=-1), [1, 1 / 3, -1, 1, 1, 4 / 6, -1])
     # a constant predictor is at chance level, not perfect
-    assert M.kendall_tau_groups([[5, 5, 5]] * 4)["overall"] == 0.0
+    assert kendall_tau_groups([[5, 5, 5]] * 4)["overall"] == 0.0
     with pytest.raises(ValueError, match="tie_score"):
-        M.group_kendall_tau(GROUPS, tie_score=2)
+        group_kendall_tau(GROUPS, tie_score=2)
 
 
 def _reference_tau(scores):
@@ -232,30 +242,30 @@ def test_tie_score_one_reproduces_reference_code_and_default_is_never_higher():
     rng = np.random.default_rng(0)
     groups = [list(rng.integers(0, 3, size=k).astype(float)) for k in rng.choice([2, 3, 4], size=300)]
     ref = np.array([_reference_tau(g) for g in groups])
-    np.testing.assert_allclose(M.group_kendall_tau(groups, tie_score=1.0), ref)
-    assert np.all(M.group_kendall_tau(groups) <= ref + 1e-12)
+    np.testing.assert_allclose(group_kendall_tau(groups, tie_score=1.0), ref)
+    assert np.all(group_kendall_tau(groups) <= ref + 1e-12)
     # reference exact match (stable sort order == human order and no duplicate score) == strictly decreasing
     ref_acc = [
         [i for i, _ in sorted(enumerate(g), key=lambda t: t[1], reverse=True)] == list(range(len(g)))
         and len(set(g)) == len(g)
         for g in groups
     ]
-    np.testing.assert_array_equal(M.group_correct(groups), ref_acc)
+    np.testing.assert_array_equal(group_correct(groups), ref_acc)
 
 
 def test_group_input_forms_agree():
     flat = np.concatenate([np.asarray(g, float) for g in GROUPS])
     sizes = [len(g) for g in GROUPS]
-    np.testing.assert_array_equal(M.group_correct(flat, sizes), M.group_correct(GROUPS))
-    np.testing.assert_allclose(M.group_kendall_tau(flat, sizes), M.group_kendall_tau(GROUPS))
+    np.testing.assert_array_equal(group_correct(flat, sizes), group_correct(GROUPS))
+    np.testing.assert_allclose(group_kendall_tau(flat, sizes), group_kendall_tau(GROUPS))
     block = np.array([[3, 2, 1], [1, 2, 3], [2, 2, 1]], float)
-    assert M.group_accuracy(block)["overall"] == pytest.approx(1 / 3)
+    assert group_accuracy(block)["overall"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="at least 2 candidates"):
-        M.group_accuracy([[1, 0], [3]])
+        group_accuracy([[1, 0], [3]])
     with pytest.raises(ValueError, match="sizes sum"):
-        M.group_accuracy([1, 2, 3], sizes=[2, 2])
+        group_accuracy([1, 2, 3], sizes=[2, 2])
     with pytest.raises(ValueError, match="one label per group"):
-        M.group_accuracy(GROUPS, categories=["a"])
+        group_accuracy(GROUPS, categories=["a"])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -266,11 +276,11 @@ def test_group_input_forms_agree():
 def test_pairwise_ties_wrong_vs_calibrated():
     a, b = [3, 2, 1, 5], [1, 2, 2, 5]
     pref = ["A", "A", "B", "B"]  # pairs 2 and 4 are predicted ties -> wrong
-    res = M.pairwise_accuracy(a, b, pref)
+    res = pairwise_accuracy(a, b, pref)
     assert res["accuracy"] == 0.5 and res["epsilon"] is None and res["n_pred_ties"] == 2
-    assert M.pairwise_accuracy(a, b, [1, 1, -1, -1])["accuracy"] == 0.5  # sign labels
+    assert pairwise_accuracy(a, b, [1, 1, -1, -1])["accuracy"] == 0.5  # sign labels
     # no human ties: calibration cannot help, epsilon stays 0
-    cal = M.pairwise_accuracy(a, b, pref, tie_policy="calibrated")
+    cal = pairwise_accuracy(a, b, pref, tie_policy="calibrated")
     assert cal["accuracy"] == 0.5 and cal["epsilon"] == 0.0
 
 
@@ -279,19 +289,19 @@ def test_pairwise_tie_calibration_by_hand():
     b = [1.0, 2.0, 5.0, 2.0, 4.5]  # |a - b| = 2, 0, 0, 1, 0.5
     pref = ["A", "tie", "A=B", "b", "TIE"]
     # eps = 0: 2 ties + 2 signs right -> 4/5; eps = 0.5: 3 ties + 2 signs -> 5/5; eps = 1: 3 + 1 -> 4/5
-    res = M.pairwise_accuracy(a, b, pref, tie_policy="calibrated")
+    res = pairwise_accuracy(a, b, pref, tie_policy="calibrated")
     assert res["epsilon"] == 0.5 and res["accuracy"] == 1.0
     assert res["n_human_ties"] == 3 and res["n_pred_ties"] == 3
-    fixed = M.pairwise_accuracy(a, b, pref, tie_policy="calibrated", epsilon=1.0)
+    fixed = pairwise_accuracy(a, b, pref, tie_policy="calibrated", epsilon=1.0)
     assert fixed["accuracy"] == pytest.approx(0.8) and fixed["epsilon"] == 1.0
     with pytest.raises(ValueError, match="human tie"):
-        M.pairwise_accuracy(a, b, pref)
+        pairwise_accuracy(a, b, pref)
     with pytest.raises(ValueError, match="only applies"):
-        M.pairwise_accuracy(a, b, ["A"] * 5, epsilon=0.1)
+        pairwise_accuracy(a, b, ["A"] * 5, epsilon=0.1)
     with pytest.raises(ValueError, match="unknown preferred"):
-        M.pairwise_accuracy(a, b, ["A", "B", "C", "A", "A"])
+        pairwise_accuracy(a, b, ["A", "B", "C", "A", "A"])
     # NaN scores are wrong, never ties
-    assert M.pairwise_accuracy([np.nan, 1], [0, 0], ["A", "A"])["accuracy"] == 0.5
+    assert pairwise_accuracy([np.nan, 1], [0, 0], ["A", "A"])["accuracy"] == 0.5
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -303,18 +313,18 @@ def test_bootstrap_ci_contains_point_and_is_reproducible():
     rng = np.random.default_rng(0)
     x = rng.normal(size=300)
     y = x + rng.normal(size=300)
-    ci = M.bootstrap_ci(M.srcc, x, y, n=200, seed=1)
-    assert isinstance(ci, M.CI)
+    ci = bootstrap_ci(srcc, x, y, n=200, seed=1)
+    assert isinstance(ci, CI)
     assert ci.low <= ci.point <= ci.high
-    assert ci.point == M.srcc(x, y)
-    assert M.bootstrap_ci(M.srcc, x, y, n=200, seed=1) == ci
-    cis = M.bootstrap_ci(lambda p, m: M.correlations(p, m, logistic=False), x, y, n=100)
+    assert ci.point == srcc(x, y)
+    assert bootstrap_ci(srcc, x, y, n=200, seed=1) == ci
+    cis = bootstrap_ci(lambda p, m: correlations(p, m, logistic=False), x, y, n=100)
     assert set(cis) == {"srcc", "krcc", "plcc"}
     for c in cis.values():
         assert c.low <= c.point <= c.high
     # dict results with nesting (group metrics over ragged groups)
     groups = [[3, 2, 1], [1, 2], [2, 1], [4, 3, 2, 1], [1, 1]] * 10
-    nested = M.bootstrap_ci(M.group_accuracy, groups, n=100)
+    nested = bootstrap_ci(group_accuracy, groups, n=100)
     assert nested["overall"].low <= nested["overall"].point <= nested["overall"].high
     assert set(nested["by_size"]) == {2, 3, 4}
 
@@ -330,13 +340,13 @@ def test_grouped_bootstrap_keeps_groups_together_and_widens_ci():
         assert np.all(counts % per == 0)  # every drawn instance brings all of its rows
         return float(v.mean())
 
-    grouped = M.bootstrap_ci(check_whole, value, inst, groups=inst, n=300)
-    plain = M.bootstrap_ci(lambda v, g: float(v.mean()), value, inst, n=300)
+    grouped = bootstrap_ci(check_whole, value, inst, groups=inst, n=300)
+    plain = bootstrap_ci(lambda v, g: float(v.mean()), value, inst, n=300)
     assert grouped.point == plain.point
     # ungrouped treats 240 rows as independent: ~sqrt(12) times too narrow
     assert (grouped.high - grouped.low) > 2.0 * (plain.high - plain.low)
     with pytest.raises(ValueError, match="one id per row"):
-        M.bootstrap_ci(np.mean, value, groups=inst[:-1])
+        bootstrap_ci(np.mean, value, groups=inst[:-1])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -346,8 +356,13 @@ def test_grouped_bootstrap_keeps_groups_together_and_widens_ci():
 
 def test_import_does_not_pull_torch_or_transformers():
     code = (
-        "import sys, modeling_miescore.evaluation.metrics\n"
-        "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
+        "import importlib, pkgutil, sys\n"
+        "import modeling_miescore.evaluation.metrics as package\n"
+        "names = [m.name for m in pkgutil.iter_modules(package.__path__)]\n"
+        "assert {'correlation', 'bootstrap', 'group_ranking'} <= set(names), names\n"
+        "for name in names:\n"
+        "    importlib.import_module(f'{package.__name__}.{name}')\n"
+        "bad = [m for m in ('torch', 'transformers', 'pandas') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -361,17 +376,17 @@ def test_correlations_on_36k_items_are_fast():
     y = x + rng.normal(size=36_000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        M.srcc(x, y)
+        srcc(x, y)
         t = time.perf_counter()
-        M.srcc(x, y)
-        M.krcc(x, y)
-        M.plcc(x, y)
+        srcc(x, y)
+        krcc(x, y)
+        plcc(x, y)
     assert time.perf_counter() - t < 1.0  # milliseconds in practice; generous on a shared CPU
 
 
 def test_group_metrics_accept_object_dtype_categories():
     groups = [[3.0, 2.0], [1.0, 2.0], [5.0, 4.0, 3.0]]
     categories = np.array(["general", "human_basic", "general"], dtype=object)
-    result = M.group_accuracy(groups, categories=categories)
+    result = group_accuracy(groups, categories=categories)
     assert result["by_category"] == {"general": 1.0, "human_basic": 0.0}
     assert result["n_by_category"] == {"general": 2, "human_basic": 1}

@@ -14,14 +14,12 @@ import yaml
 from PIL import Image
 from scipy.stats import spearmanr
 
-from modeling_miescore.data.builders import common
-from modeling_miescore.data.builders.common import DatasetValidationError, HubPushError, OutputExistsError
-from modeling_miescore.data.builders.mie_bench import (
-    DEFAULT_SPLIT_SALT,
-    build_mie_bench,
-    main,
-    split_of,
-)
+from modeling_miescore.cli.main import main as miescore
+from modeling_miescore.data.builders import hub_push
+from modeling_miescore.data.builders.hub_push import HubPushError
+from modeling_miescore.data.builders.mie_bench import DEFAULT_SPLIT_SALT, build_mie_bench, split_of
+from modeling_miescore.data.builders.output_folder import OutputExistsError
+from modeling_miescore.data.builders.raw_files import DatasetValidationError
 from modeling_miescore.data.schema import TASKS
 from modeling_miescore.data.mos import overall_mos
 from modeling_miescore.testing.raw_benchmarks import make_raw_mie_bench
@@ -340,7 +338,7 @@ def test_failed_build_leaves_nothing_and_never_clobbers(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("modeling_miescore.data.builders.mie_bench.write_dataset_card", boom)
+    monkeypatch.setattr("modeling_miescore.data.builders.base.write_dataset_card", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         build_mie_bench(raw, out, progress=False)
     assert not out.exists() and no_leftovers(out)
@@ -354,7 +352,7 @@ def test_failed_build_leaves_nothing_and_never_clobbers(tmp_path, monkeypatch):
     (raw / "edits.jsonl").write_text((raw / "edits.jsonl").read_text() + "{oops\n")
     with pytest.raises(DatasetValidationError):
         build_mie_bench(raw, out, progress=False, overwrite=True)
-    monkeypatch.setattr("modeling_miescore.data.builders.mie_bench.write_dataset_card", boom)
+    monkeypatch.setattr("modeling_miescore.data.builders.base.write_dataset_card", boom)
     (raw / "edits.jsonl").write_text("\n".join((raw / "edits.jsonl").read_text().splitlines()[:-1]) + "\n")
     with pytest.raises(RuntimeError):
         build_mie_bench(raw, out, progress=False, overwrite=True)
@@ -369,6 +367,10 @@ def test_failed_build_leaves_nothing_and_never_clobbers(tmp_path, monkeypatch):
 def test_cli_exit_codes_and_messages(tmp_path, capsys):
     raw = _small_raw(tmp_path / "raw")
     out = tmp_path / "out"
+
+    def main(argv):
+        return miescore(["build-dataset", "mie-bench", *argv])
+
     assert main(["--raw", str(raw), "--out", str(out), "--no-progress", "--max-shard-bytes", "1MB"]) == 0
     assert "MIE-Bench written to" in capsys.readouterr().out
     assert main(["--raw", str(raw), "--out", str(out), "--no-progress"]) == 1
@@ -392,7 +394,7 @@ def test_push_to_hub_guard(tmp_path, monkeypatch):
     # online but the upload fails: one clear error, the local dataset is complete, nothing partial pushed
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(common, "hub_is_offline", lambda: False)
+    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: False)
     calls = []
 
     class FakeApi:

@@ -13,13 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modeling_miescore.data.mos import (
-    DIMENSIONS,
-    ScreeningReport,
-    compute_mos,
-    overall_mos,
-    pivot_mos,
-)
+from modeling_miescore.data.mos import ScreeningReport, compute_mos, overall_mos, pivot_mos
+from modeling_miescore.data.schema import DIMENSIONS
 
 SUBJECTIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "subjective"
 DATASETS = ("nflx_public_raw", "nflx_public_raw_last4outliers", "vqeghd3_raw")

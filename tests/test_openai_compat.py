@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from local_http import LocalHTTPServer
+from local_http import ScriptedHTTPServer
 from PIL import Image
 
-from modeling_miescore.judges.chat_client import (
-    ChatClient,
-    ChatError,
-    _retry_after_seconds,
-    image_to_data_url,
-    user_message,
-)
+from modeling_miescore.judges.chat_client import ChatClient, ChatError, image_to_data_url, user_message
 
 
 def completion(text: str) -> dict:
@@ -25,53 +19,12 @@ def completion(text: str) -> dict:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
 
 
-class ScriptedServer(LocalHTTPServer):
-    """Answers POST /v1/chat/completions from a script: each entry is (status, body, headers, delay_s).
-
-    The last entry repeats once the script is exhausted. Every request (headers, JSON body) is recorded.
-    """
-
-    def __init__(self, script):
-        self.script = list(script)
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                raw = self.rfile.read(length)
-                with outer.lock:
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers),
-                                           "body": json.loads(raw or b"null")})
-                    index = min(len(outer.requests) - 1, len(outer.script) - 1)
-                    status, body, headers, delay = outer.script[index]
-                if delay:
-                    time.sleep(delay)
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    for key, value in (headers or {}).items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
-                    pass
-
-        super().__init__(Handler)
-
-
 OK = (200, completion("hello"), None, 0)
 
 
 def test_canned_answer_request_body_and_no_auth_without_key(monkeypatch):
     monkeypatch.delenv("MIE_TEST_KEY", raising=False)
-    with ScriptedServer([OK]) as server, ChatClient(server.url, "judge-1", api_key_env="MIE_TEST_KEY") as client:
+    with ScriptedHTTPServer([OK]) as server, ChatClient(server.url, "judge-1", api_key_env="MIE_TEST_KEY") as client:
         text = client.chat([{"role": "user", "content": "hi"}], temperature=0.3, max_tokens=7, top_p=0.9)
     assert text == "hello"
     (request,) = server.requests
@@ -84,7 +37,7 @@ def test_canned_answer_request_body_and_no_auth_without_key(monkeypatch):
 def test_api_key_sent_as_bearer_but_never_shown(monkeypatch, caplog):
     monkeypatch.setenv("MIE_TEST_KEY", "sk-secret-123")
     script = [(500, {"error": "boom"}, None, 0), OK]
-    with ScriptedServer(script) as server:
+    with ScriptedHTTPServer(script) as server:
         client = ChatClient(server.url + "/", "m", api_key_env="MIE_TEST_KEY", backoff=0.01)
         with caplog.at_level("DEBUG"):
             assert client.chat([{"role": "user", "content": "hi"}]) == "hello"
@@ -96,7 +49,7 @@ def test_api_key_sent_as_bearer_but_never_shown(monkeypatch, caplog):
 
 def test_429_honours_retry_after_then_succeeds():
     script = [(429, {"error": "slow down"}, {"Retry-After": "0.3"}, 0), OK]
-    with ScriptedServer(script) as server, ChatClient(server.url, "m", backoff=0.0) as client:
+    with ScriptedHTTPServer(script) as server, ChatClient(server.url, "m", backoff=0.0) as client:
         start = time.perf_counter()
         assert client.chat([{"role": "user", "content": "x"}]) == "hello"
         elapsed = time.perf_counter() - start
@@ -104,16 +57,26 @@ def test_429_honours_retry_after_then_succeeds():
     assert 0.28 <= elapsed < 3.0  # waited the server's 0.3 s although backoff is 0
 
 
+def test_429_honours_retry_after_as_an_http_date():
+    """``Retry-After: <HTTP date>`` (RFC 9110 sec. 10.2.3): the client waits until that time, not its backoff."""
+    when = time.time() + 1.6  # an HTTP date has whole seconds: the wait is between 0.6 and 1.6 s
+    script = [(503, {"error": "busy"}, {"Retry-After": email.utils.formatdate(when, usegmt=True)}, 0), OK]
+    with ScriptedHTTPServer(script) as server, ChatClient(server.url, "m", backoff=0.0) as client:
+        assert client.chat([{"role": "user", "content": "x"}]) == "hello"
+    first, second = server.requests
+    assert 0.5 <= second["time"] - first["time"] < 3.0
+
+
 def test_retry_after_is_capped_by_max_backoff():
     script = [(503, {"error": "busy"}, {"Retry-After": "120"}, 0), OK]
-    with ScriptedServer(script) as server, ChatClient(server.url, "m", max_backoff=0.05) as client:
+    with ScriptedHTTPServer(script) as server, ChatClient(server.url, "m", max_backoff=0.05) as client:
         start = time.perf_counter()
         assert client.chat([{"role": "user", "content": "x"}]) == "hello"
         assert time.perf_counter() - start < 2.0
 
 
 def test_persistent_500_raises_http_error_after_retries():
-    with ScriptedServer([(500, {"error": "internal"}, None, 0)]) as server, \
+    with ScriptedHTTPServer([(500, {"error": "internal"}, None, 0)]) as server, \
             ChatClient(server.url, "m", max_retries=2, backoff=0.01) as client:
         with pytest.raises(ChatError) as info:
             client.chat([{"role": "user", "content": "x"}])
@@ -123,7 +86,7 @@ def test_persistent_500_raises_http_error_after_retries():
 
 
 def test_400_is_not_retried():
-    with ScriptedServer([(400, {"error": "bad image"}, None, 0)]) as server, \
+    with ScriptedHTTPServer([(400, {"error": "bad image"}, None, 0)]) as server, \
             ChatClient(server.url, "m", max_retries=3, backoff=0.01) as client:
         with pytest.raises(ChatError) as info:
             client.chat([{"role": "user", "content": "x"}])
@@ -133,7 +96,7 @@ def test_400_is_not_retried():
 @pytest.mark.parametrize("body", [b"{not json", json.dumps({"choices": []}).encode(),
                                   json.dumps({"choices": [{"message": {"content": None}}]}).encode()])
 def test_malformed_body_is_bad_response_without_retry(body):
-    with ScriptedServer([(200, body, None, 0)]) as server, \
+    with ScriptedHTTPServer([(200, body, None, 0)]) as server, \
             ChatClient(server.url, "m", max_retries=2, backoff=0.01) as client:
         with pytest.raises(ChatError) as info:
             client.chat([{"role": "user", "content": "x"}])
@@ -141,7 +104,7 @@ def test_malformed_body_is_bad_response_without_retry(body):
 
 
 def test_slow_answer_times_out_and_is_retried_boundedly():
-    with ScriptedServer([(200, completion("late"), None, 1.5)]) as server, \
+    with ScriptedHTTPServer([(200, completion("late"), None, 1.5)]) as server, \
             ChatClient(server.url, "m", timeout=0.3, max_retries=1, backoff=0.01) as client:
         start = time.perf_counter()
         with pytest.raises(ChatError) as info:
@@ -153,7 +116,7 @@ def test_slow_answer_times_out_and_is_retried_boundedly():
 
 
 def test_connection_refused_is_connection_error():
-    with ScriptedServer([OK]) as server:
+    with ScriptedHTTPServer([OK]) as server:
         url = server.url
     with ChatClient(url, "m", max_retries=1, backoff=0.01, timeout=2.0) as client:
         with pytest.raises(ChatError) as info:
@@ -163,7 +126,7 @@ def test_connection_refused_is_connection_error():
 
 def test_content_parts_answer_and_concurrent_use():
     parts = {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]}
-    with ScriptedServer([(200, parts, None, 0.05)]) as server, ChatClient(server.url, "m") as client:
+    with ScriptedHTTPServer([(200, parts, None, 0.05)]) as server, ChatClient(server.url, "m") as client:
         results = []
         threads = [threading.Thread(target=lambda: results.append(client.chat([{"role": "user", "content": "x"}])))
                    for _ in range(6)]
@@ -192,12 +155,6 @@ def test_user_message_and_data_url_roundtrip():
     assert im.width * im.height <= 1200 and abs(im.width / im.height - 4 / 3) < 0.1
     with pytest.raises(TypeError):
         user_message(["ok", 3])
-
-
-def test_retry_after_parsing():
-    assert _retry_after_seconds("2") == 2.0
-    assert _retry_after_seconds(None) is None and _retry_after_seconds("soon") is None
-    assert _retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: no wait
 
 
 def test_bad_arguments_are_clear():

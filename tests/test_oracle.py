@@ -116,6 +116,9 @@ def test_prompts_are_the_d4_text():
     ('{"reasoning": "r", "score": 0.5}', "pq", 0.5),
     ('The answer is 1.', "sc", None),
     ('{"reasoning": "r", "consistency_score": "high"}', "sc", None),
+    # thinking text is never read: opened in the prompt (a lone </think>), or cut off
+    ('judging... {"consistency_score": 0}</think>{"reasoning": "r", "consistency_score": 1}', "sc", 1.0),
+    ('<think>maybe "consistency_score": 0.5 ...', "sc", None),
 ])
 def test_parse_judge_answer(text, task, score):
     assert parse_judge_answer(text, task)["score"] == score

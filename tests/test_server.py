@@ -24,9 +24,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modeling_miescore.serving.app import (CallableBackend, MIEScoreBackend, ServerSettings,
-                                      serve_in_background)
-from modeling_miescore.serving.metrics import parse_exposition
+from prometheus_text import metric_families, metric_series, metric_value
+
+from modeling_miescore.serving.backends import CallableBackend, MIEScoreBackend
+from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.settings import ServerSettings
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -79,10 +81,6 @@ def fake_server(settings=None, **scorer_kwargs):
 def one_payload(seed: int, instruction: str = "make it red", sources: int = 2) -> dict:
     return {"sources": [b64(png_bytes(1000 + seed * 7 + k)) for k in range(sources)],
             "edited": b64(png_bytes(seed)), "instruction": instruction}
-
-
-def metric(text: str, name: str) -> float:
-    return parse_exposition(text).get(name, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -160,12 +158,12 @@ def test_concurrent_requests_are_batched_and_routed_back():
                     assert instruction not in seen, batch
                     seen.append(instruction)
         metrics = httpx.get(server.url + "/metrics").text
-        assert metric(metrics, "miescore_batch_size_count") == len(batches)
-        assert metric(metrics, "miescore_batch_size_sum") == 12
+        assert metric_value(metrics, "miescore_batch_size_count") == len(batches)
+        assert metric_value(metrics, "miescore_batch_size_sum") == 12
 
 
 def test_backends_that_accept_group_ids_get_one_id_per_shared_prefix():
-    from modeling_miescore.serving.app import ScorerBackend
+    from modeling_miescore.serving.backends import ScorerBackend
 
     class Recording(ScorerBackend):
         accepts_group_ids = True
@@ -240,8 +238,8 @@ def test_bad_requests_get_4xx_naming_the_field(mutate, status, field, kind):
         assert error["message"]
         assert server.scorer.batches == []  # nothing bad reached the model
         metrics = httpx.get(server.url + "/metrics").text
-        assert metric(metrics, f'miescore_failures_total{{kind="{kind}"}}') == 1
-        assert metric(metrics, f'miescore_requests_total{{endpoint="/v1/score",status="{status}"}}') == 1
+        assert metric_value(metrics, "miescore_failures_total", kind=kind) == 1
+        assert metric_value(metrics, "miescore_requests_total", endpoint="/v1/score", status=str(status)) == 1
 
 
 def test_body_size_limit_and_content_type():
@@ -301,7 +299,7 @@ def test_full_queue_answers_429_with_retry_after():
         assert all(r.headers["retry-after"] == "3" for r in rejected)
         assert all(r.json()["error"]["kind"] == "queue_full" for r in rejected)
         metrics = httpx.get(server.url + "/metrics").text
-        assert metric(metrics, 'miescore_requests_total{endpoint="/v1/score",status="429"}') == len(rejected)
+        assert metric_value(metrics, "miescore_requests_total", endpoint="/v1/score", status="429") == len(rejected)
 
 
 def test_api_key_is_required_when_configured():
@@ -364,52 +362,59 @@ def test_drain_refuses_new_work_with_503_and_finishes_in_flight():
 
 
 def test_metrics_registry_starts_at_zero_and_escapes_labels():
-    from modeling_miescore.serving.metrics import ServerMetrics
+    from modeling_miescore.serving.prometheus_metrics import FAILURE_KINDS, ServerMetrics
 
     registry = ServerMetrics()
-    values = parse_exposition(registry.render())
-    assert values["miescore_samples_scored_total"] == 0  # visible before the first sample
-    assert values['miescore_failures_total{kind="queue_full"}'] == 0
-    registry.requests.inc(endpoint='/a"b\\c', status="200")
+    text = registry.render().decode()
+    assert metric_value(text, "miescore_samples_scored_total") == 0  # visible before the first sample
+    assert {labels["kind"]: value for labels, value in metric_series(text, "miescore_failures_total")} == \
+        dict.fromkeys(FAILURE_KINDS, 0.0)
+    registry.requests.labels(endpoint='/a"b\\c', status="200").inc()
     registry.batch_size.observe(3)
     registry.batch_size.observe(40)
-    text = registry.render()
-    assert 'miescore_requests_total{endpoint="/a\\"b\\\\c",status="200"} 1' in text
-    values = parse_exposition(text)
-    assert values['miescore_batch_size_bucket{le="2"}'] == 0
-    assert values['miescore_batch_size_bucket{le="4"}'] == 1
-    assert values['miescore_batch_size_bucket{le="64"}'] == 2
-    assert values['miescore_batch_size_bucket{le="+Inf"}'] == 2
-    assert values["miescore_batch_size_sum"] == 43
+    text = registry.render().decode()
+    assert 'miescore_requests_total{endpoint="/a\\"b\\\\c",status="200"} 1.0' in text  # escaped on the wire
+    assert metric_value(text, "miescore_requests_total", endpoint='/a"b\\c', status="200") == 1
+    assert metric_value(text, "miescore_batch_size_bucket", le="2.0") == 0
+    assert metric_value(text, "miescore_batch_size_bucket", le="4.0") == 1
+    assert metric_value(text, "miescore_batch_size_bucket", le="64.0") == 2
+    assert metric_value(text, "miescore_batch_size_bucket", le="+Inf") == 2
+    assert metric_value(text, "miescore_batch_size_sum") == 43
     with pytest.raises(ValueError):
-        registry.requests.inc(endpoint="/x")  # a missing label is a bug, not a new series
+        registry.requests.labels(endpoint="/x")  # a missing label is a bug, not a new series
+    # each server has its own registry: a second one starts from zero and does not clash
+    other = ServerMetrics()
+    other.samples.inc(2)
+    assert metric_value(other.render().decode(), "miescore_samples_scored_total") == 2
+    assert metric_value(registry.render().decode(), "miescore_samples_scored_total") == 0
 
 
 def test_metrics_exposition_is_well_formed():
+    from prometheus_client import CONTENT_TYPE_LATEST
+
     with fake_server() as server:
         for i in range(3):
             httpx.post(server.url + "/v1/score", json=one_payload(i))
-        text = httpx.get(server.url + "/metrics")
-    assert text.headers["content-type"].startswith("text/plain; version=0.0.4")
-    families = {}
-    for line in text.text.splitlines():
-        if line.startswith("# TYPE"):
-            _, _, name, kind = line.split()
-            families[name] = kind
-        elif line and not line.startswith("#"):
+        response = httpx.get(server.url + "/metrics")
+    assert response.headers["content-type"] == CONTENT_TYPE_LATEST
+    text = response.text
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
             assert re.fullmatch(r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? [-+0-9.eInf]+', line), line
-    assert families["miescore_requests_total"] == "counter"
+    families = metric_families(text)
+    assert families["miescore_requests"] == "counter"
     assert families["miescore_batch_size"] == "histogram"
     assert families["miescore_request_duration_seconds"] == "histogram"
     assert families["miescore_queue_depth"] == "gauge"
-    assert families["miescore_failures_total"] == "counter"
-    values = parse_exposition(text.text)
-    buckets = [(k, v) for k, v in values.items() if k.startswith('miescore_request_duration_seconds_bucket{endpoint="/v1/score"')]
-    counts = [v for _, v in buckets]
-    assert counts == sorted(counts) and counts[-1] == 3  # cumulative, +Inf == count
-    assert values['miescore_request_duration_seconds_count{endpoint="/v1/score"}'] == 3
-    assert values["miescore_samples_scored_total"] == 3
-    assert values["miescore_queue_depth"] == 0
+    assert families["miescore_failures"] == "counter"
+    buckets = [(labels["le"], value) for labels, value in metric_series(text, "miescore_request_duration_seconds_bucket")
+               if labels["endpoint"] == "/v1/score"]
+    counts = [value for _, value in buckets]
+    assert counts == sorted(counts) and buckets[-1] == ("+Inf", 3)  # cumulative, +Inf == count
+    assert metric_value(text, "miescore_request_duration_seconds_count", endpoint="/v1/score") == 3
+    assert metric_value(text, "miescore_requests_total", endpoint="/v1/score", status="200") == 3
+    assert metric_value(text, "miescore_samples_scored_total") == 3
+    assert metric_value(text, "miescore_queue_depth") == 0
 
 
 # ---------------------------------------------------------------------------------------------- load with faults
@@ -507,17 +512,17 @@ def test_load_with_faults_mixed_in():
         assert httpx.get(server.url + "/health").status_code == 200
         deadline = time.monotonic() + 10  # the disconnected requests are recorded once the server notices
         while True:
-            values = parse_exposition(httpx.get(server.url + "/metrics").text)
-            counted = {int(k.split('status="')[1].rstrip('"}')): v for k, v in values.items()
-                       if k.startswith('miescore_requests_total{endpoint="/v1/score"')}
+            text = httpx.get(server.url + "/metrics").text
+            counted = {int(labels["status"]): value for labels, value in metric_series(text, "miescore_requests_total")
+                       if labels["endpoint"] == "/v1/score"}
             if counted == sent or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         assert counted == sent
-        assert values['miescore_failures_total{kind="client_disconnected"}'] == 3
-        assert values['miescore_failures_total{kind="body_timeout"}'] == 2
-        assert values["miescore_inflight_requests"] == 1  # only this /metrics request
-        assert values["miescore_queue_depth"] == 0
+        assert metric_value(text, "miescore_failures_total", kind="client_disconnected") == 3
+        assert metric_value(text, "miescore_failures_total", kind="body_timeout") == 2
+        assert metric_value(text, "miescore_inflight_requests") == 1  # only this /metrics request
+        assert metric_value(text, "miescore_queue_depth") == 0
     finally:
         server.stop(timeout=20)
 
@@ -573,11 +578,12 @@ def test_sigterm_drains_a_real_uvicorn_process(tiny_miescore_path, examples):
                        for _ in range(4)]
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:  # wait until all four are inside the server
-                values = parse_exposition(httpx.get(url + "/metrics", timeout=10).text)
-                if values["miescore_inflight_requests"] >= 5:  # four scoring requests + this one
+                text = httpx.get(url + "/metrics", timeout=10).text
+                if metric_value(text, "miescore_inflight_requests") >= 5:  # four scoring requests + this one
                     break
                 time.sleep(0.02)
-            assert values["miescore_inflight_requests"] >= 5 and values["miescore_samples_scored_total"] < 4
+            assert metric_value(text, "miescore_inflight_requests") >= 5
+            assert metric_value(text, "miescore_samples_scored_total") < 4
             process.send_signal(signal.SIGTERM)
             responses = [f.result(timeout=120) for f in futures]
         assert [r.status_code for r in responses] == [200] * 4
@@ -596,8 +602,8 @@ def test_sigterm_drains_a_real_uvicorn_process(tiny_miescore_path, examples):
 @pytest.mark.slow  # building the tiny SpatialReward checkpoint and generating on CPU: ~30-60 s loaded
 def test_spatialreward_backend_serves_evaluate_edits(tmp_path, examples):
     """A SpatialReward checkpoint is served through the same API; results equal ``evaluate_edits``."""
-    from modeling_miescore.serving.client import RewardClient
-    from modeling_miescore.serving.app import load_backend
+    from modeling_miescore.serving.backends import load_backend
+    from modeling_miescore.serving.reward_client import RewardClient
     from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward
 
     path = build_tiny_spatialreward(tmp_path / "tiny-sr")

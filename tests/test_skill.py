@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from modeling_miescore.evaluation.metrics import srcc
-from modeling_miescore.training.skill_optimization import (
-    DIMENSIONS,
+from modeling_miescore.data.schema import DIMENSIONS
+from modeling_miescore.evaluation.metrics.correlation import srcc
+from modeling_miescore.training.skill import (
     EditBounds,
     Edit,
     EvalRecord,
@@ -30,7 +30,6 @@ from modeling_miescore.training.skill_optimization import (
     SkillOptimizer,
     apply_edits,
     build_evaluator_prompt,
-    extract_first_json,
     number_lines,
     optimize_skill,
     parse_evaluator_output,
@@ -305,16 +304,6 @@ def test_evaluator_parse_0_100_scale():
     assert parse_evaluator_output(text, 5).error == "score_out_of_range"
 
 
-def test_extract_first_json_is_bounded_on_degenerate_text():
-    import time
-
-    start = time.perf_counter()
-    assert extract_first_json("{" * 150_000 + "[}" * 1000, lambda v: True) is None
-    assert extract_first_json('{"a": 1}' * 20_000, lambda v: v == {"b": 2}) is None  # max_tries bounds decoding
-    assert time.perf_counter() - start < 10
-    assert extract_first_json('x {"a": "}{"} {"b": [1, {"c": 2}]}', lambda v: "b" in v) == {"b": [1, {"c": 2}]}
-
-
 def test_evaluator_records_parse_failures_and_objective_skips_them(data):
     train, val, mos = data
     rows = val + train
@@ -542,7 +531,7 @@ def chat_server(data):
 
 
 def test_openai_backend_against_local_server(data, chat_server, monkeypatch):
-    from modeling_miescore.training.skill_optimization import OpenAIBackend
+    from modeling_miescore.training.skill import OpenAIBackend
 
     url, handler = chat_server
     train, val, mos = data
@@ -568,7 +557,7 @@ def test_openai_backend_against_local_server(data, chat_server, monkeypatch):
 def test_openai_backend_connection_refused_is_a_recorded_failure(data):
     import socket
 
-    from modeling_miescore.training.skill_optimization import OpenAIBackend
+    from modeling_miescore.training.skill import OpenAIBackend
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -584,7 +573,7 @@ def test_openai_backend_connection_refused_is_a_recorded_failure(data):
 
 
 def test_transformers_backend_tiny_checkpoint(data, tiny_qwen3vl_path, tmp_path):
-    from modeling_miescore.training.skill_optimization import TransformersBackend
+    from modeling_miescore.training.skill import TransformersBackend
 
     train, val, mos = data
     backend = TransformersBackend(str(tiny_qwen3vl_path), device="cpu", dtype="float32", batch_size=2,
@@ -615,6 +604,7 @@ def test_set_skill_writes_config_and_model_reloads(tiny_miescore_path, tmp_path,
     ckpt = tmp_path / "ckpt"
     shutil.copytree(tiny_miescore_path, ckpt)
     before = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").chmod(0o640)
     new_skill = "Optimised rubric line 1.\nLine 2: penalise seams.\n"
     (tmp_path / "skill.txt").write_text(new_skill)
     assert main(["set-skill", str(ckpt), str(tmp_path / "skill.txt")]) == 0
@@ -625,6 +615,7 @@ def test_set_skill_writes_config_and_model_reloads(tiny_miescore_path, tmp_path,
     assert list(after) == list(before) and {k: v for k, v in after.items() if k != "skill"} == \
         {k: v for k, v in before.items() if k != "skill"}
     assert not [p for p in ckpt.iterdir() if p.name.endswith(".tmp")]
+    assert (ckpt / "config.json").stat().st_mode & 0o777 == 0o640  # the file's permission bits are kept
     model = load_scorer(str(ckpt), device="cpu", dtype="float32")
     assert model.config.skill == new_skill
 
@@ -718,11 +709,9 @@ def test_trainer_script_user_errors(tmp_path, capsys):
 
 def test_example_config_parses():
     trainer = _load_trainer()
-    from trl import TrlParser
-
-    parser = TrlParser((trainer.DataArguments, trainer.ModelArguments, trainer.SkillOptimizationArguments))
-    data_args, model_args, opt = parser.parse_args_and_config(
+    data_args, model_args, out_args, opt = trainer.make_parser().parse_args_and_config(
         args=["--config", str(REPO / "trainers" / "configs" / "optimize_skill_example.yaml")])
+    assert isinstance(opt, SkillOptConfig) and out_args.output_dir == "runs/skill-optimization"
     assert opt.num_candidates == 4 and model_args.evaluator_backend == "transformers" and opt.score_max == 5
     assert data_args.val_split == "validation"
 
@@ -731,13 +720,13 @@ def test_dataset_splits_are_checked_without_decoding(data):
     from datasets import Dataset, Features, Image, List, Value
 
     from modeling_miescore.image_io import MIEScoreInputError
-    from modeling_miescore.training.skill_optimization import _Samples
+    from modeling_miescore.training.skill import SkillSampleSplit
 
     features = Features({"id": Value("string"), "instruction": Value("string"), "source_images": List(Image()),
                          "edited_image": Image(), "mos_vq": Value("float64"), "mos_if": Value("float64"),
                          "mos_ap": Value("float64")})
     rows = data[0][:4]
-    samples = _Samples(Dataset.from_list(rows, features=features), "train")
+    samples = SkillSampleSplit(Dataset.from_list(rows, features=features), "train")
     assert not samples.decoded and samples.ids == ["t0", "t1", "t2", "t3"]
     got = samples[1:3]
     assert [s.id for s in got] == ["t1", "t2"] and got[0].mos == pytest.approx(_mos("t1"))
@@ -745,9 +734,9 @@ def test_dataset_splits_are_checked_without_decoding(data):
     bad = [dict(r) for r in rows]
     bad[2]["mos_if"] = float("nan")
     with pytest.raises(MIEScoreInputError, match="NaN mos_if in row 2"):
-        _Samples(Dataset.from_list(bad, features=features), "train")
+        SkillSampleSplit(Dataset.from_list(bad, features=features), "train")
     bad[2]["mos_if"], bad[3]["id"] = 50.0, "t0"
     with pytest.raises(MIEScoreInputError, match="'t0' twice"):
-        _Samples(Dataset.from_list(bad, features=features), "train")
+        SkillSampleSplit(Dataset.from_list(bad, features=features), "train")
     with pytest.raises(MIEScoreInputError, match="lacks the column"):
-        _Samples(Dataset.from_list(rows, features=features).remove_columns("mos_ap"), "validation")
+        SkillSampleSplit(Dataset.from_list(rows, features=features).remove_columns("mos_ap"), "validation")

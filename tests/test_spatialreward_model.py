@@ -273,7 +273,7 @@ def test_save_and_reload_through_trust_remote_code_in_fresh_process(sr_model, sr
 def test_plain_qwen3vl_checkpoint_loads_as_spatialreward(tiny_qwen3vl_path, examples):
     from transformers import Qwen3VLForConditionalGeneration
 
-    from modeling_miescore.serving.reward_functions import load_spatialreward
+    from modeling_miescore.scoring.loading import load_spatialreward
 
     model = SpatialRewardModel.from_pretrained(tiny_qwen3vl_path, max_new_tokens=4)
     assert model.config.model_type == "spatialreward"

@@ -13,11 +13,11 @@ from local_http import LocalHTTPServer
 from PIL import Image
 
 from modeling_miescore.parsing import GROUNDING_ISSUES, parse_sc_output
-from modeling_miescore.training.spatialreward_data import (check_row, prepare_grpo_dataset, prepare_sft_dataset, target_text,
-                                                  to_sft_example)
-from modeling_miescore.training.grpo_rewards import (OracleConsistencyReward, format_grounding_reward,
-                                                     reference_agreement_reward)
-from modeling_miescore.testing.spatialreward_rows import (BAD_KINDS, make_spatialreward_sft_rows,
+from modeling_miescore.training.spatialreward_data import (check_row, prepare_grpo_dataset, prepare_sft_dataset,
+                                                           target_text, to_sft_example)
+from modeling_miescore.training.spatialreward_grpo_rewards import (OracleConsistencyReward, format_grounding_reward,
+                                                                   reference_agreement_reward)
+from modeling_miescore.testing.spatialreward_fixture import (BAD_KINDS, make_spatialreward_sft_rows,
                                                           write_spatialreward_dataset)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,6 +109,28 @@ def test_unreadable_images_are_dropped_and_jpeg_sources_stay_jpeg(rows):
 
     stored = data.cast_column("images", List(ImageFeature(decode=False)))[0]["images"][0]["bytes"]
     assert stored[:3] == b"\xff\xd8\xff"  # still a JPEG in the Arrow cache, not a re-encoded PNG
+
+
+def test_length_estimate_counts_image_tokens_like_the_processor(tiny_sr_path, rows):
+    from transformers import Qwen3VLProcessor
+
+    from modeling_miescore.training.spatialreward_data import estimate_num_tokens, set_pixel_range
+
+    processor = Qwen3VLProcessor.from_pretrained(str(tiny_sr_path))
+    set_pixel_range(processor, 16384, 65536)
+    pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    empty = {"messages": [{"role": "user", "content": []}], "images": []}
+    base = estimate_num_tokens(empty, processor)
+    for size in [(64, 64), (300, 120), (1000, 700), (70, 900)]:  # upscaled, kept, downscaled, tall
+        image = Image.new("RGB", size)
+        ids = processor(text=["<|vision_start|><|image_pad|><|vision_end|>"], images=[image],
+                        return_tensors="pt")["input_ids"][0]
+        assert estimate_num_tokens({**empty, "images": [image]}, processor) - base == int((ids == pad).sum()) + 2
+    # an image the processor would reject (aspect ratio above 200) is a named drop, not a crash halfway
+    good = next(r for r in rows if r["task"] == "pq" and not r["expected_drop"])
+    thin = {**good, "id": "thin", "edited": Image.new("RGB", (4020, 12))}
+    _, report = prepare_sft_dataset([good, thin], max_seq_tokens=100_000, processor=processor)
+    assert report.kept == 1 and report.reasons == {"extreme_aspect_ratio": 1}
 
 
 def test_example_layout_uses_the_d1_prompts(rows):
@@ -225,7 +247,7 @@ def test_oracle_reward_with_trl_style_arguments():
 def test_assistant_only_loss_supervises_only_the_answer(tiny_sr_path, rows, tmp_path):
     from trl import SFTConfig, SFTTrainer
 
-    from modeling_miescore.training.spatialreward_data import load_model_and_processor
+    from modeling_miescore.training.spatialreward_recipe import load_model_and_processor
 
     model, processor = load_model_and_processor(str(tiny_sr_path), dtype="float32", min_pixels=16384,
                                                 max_pixels=16384)

@@ -20,18 +20,16 @@ pytest.importorskip("peft")
 pytest.importorskip("datasets")
 pytest.importorskip("trl")
 
-from modeling_miescore.training.miescore_trainer import (  # noqa: E402
-    LOSS_STATE_NAME,
+from modeling_miescore.training.miescore_data import (  # noqa: E402
     MIEScoreCollator,
     TrainingDataError,
-    compute_correlation_metrics,
     count_tokens,
-    load_base_model,
     prepare_dataset,
-    render_model_card,
     row_to_sample,
-    ModelCardInfo,
 )
+from modeling_miescore.training.miescore_export import ModelCardInfo, render_model_card  # noqa: E402
+from modeling_miescore.training.miescore_model import load_base_model  # noqa: E402
+from modeling_miescore.training.miescore_trainer import LOSS_STATE_NAME, compute_correlation_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "trainers"))
@@ -150,7 +148,7 @@ def test_correlation_metrics_per_dimension():
 
 
 def test_lora_on_a_plain_qwen3vl_backbone_targets_the_language_model_only(tiny_qwen3vl_path):
-    from modeling_miescore.training.miescore_trainer import apply_lora, make_lora_config
+    from modeling_miescore.training.miescore_model import apply_lora, make_lora_config
 
     model, processor = load_base_model(str(tiny_qwen3vl_path), head_hidden_size=16)
     assert type(model).__name__ == "MIEScoreModel" and model.processor is processor

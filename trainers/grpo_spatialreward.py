@@ -12,7 +12,7 @@
     python trainers/grpo_spatialreward.py --config trainers/configs/grpo_spatialreward_tiny_cpu.yaml
 
 Reward functions (`reward_funcs`, weights in `reward_weights`; definitions in
-`modeling_miescore/spatialreward_rewards.py`): `oracle_consistency` (the paper's: 1 / 0.5 / 0 from the judge),
+`modeling_miescore/training/spatialreward_grpo_rewards.py`): `oracle_consistency` (the paper's: 1 / 0.5 / 0 from the judge),
 `format_grounding` (valid JSON and grounding tokens consistent with the boxes), `reference_agreement`
 (1 - |pred - ref| / 25 against the row's scores, when present). Judge failures get the configured values, are
 counted, logged as `oracle/<status>` metrics and written to `output_dir/oracle_stats.json`.
@@ -20,17 +20,15 @@ counted, logged as `oracle/<status>` metrics and written to `output_dir/oracle_s
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 from modeling_miescore.judges.oracle import OracleConfig
-from modeling_miescore.training.spatialreward_data import (load_model_and_processor, load_rows, make_lora_config,
-                                                  prepare_grpo_dataset)
-from modeling_miescore.training.grpo_rewards import OracleConsistencyReward, build_reward_functions
+from modeling_miescore.training.spatialreward_data import prepare_grpo_dataset
+from modeling_miescore.training.spatialreward_grpo_rewards import OracleConsistencyReward, build_reward_functions
+from modeling_miescore.training.spatialreward_recipe import load_model_and_processor, load_rows, make_lora_config, save_run
 
 logger = logging.getLogger("grpo_spatialreward")
 
@@ -91,9 +89,8 @@ def main(script_args, rl_args, training_args, model_args) -> dict:
         model_args.model_name_or_path, dtype=model_args.dtype, attn_implementation=model_args.attn_implementation,
         min_pixels=rl_args.min_pixels, max_pixels=rl_args.max_pixels, revision=model_args.model_revision)
     _check_reference_loading(model, training_args)
-    rows = load_rows(script_args.dataset_name, script_args.dataset_config, script_args.dataset_train_split)
-    if rl_args.max_train_samples:
-        rows = rows.select(range(min(rl_args.max_train_samples, len(rows))))
+    rows = load_rows(script_args.dataset_name, script_args.dataset_config, script_args.dataset_train_split,
+                     rl_args.max_train_samples)
     with training_args.main_process_first(desc="preparing prompts"):
         train, report = prepare_grpo_dataset(rows, model.config, rl_args.max_pixels, rl_args.max_prompt_tokens,
                                              processor, num_proc=rl_args.dataset_num_proc)
@@ -112,17 +109,8 @@ def main(script_args, rl_args, training_args, model_args) -> dict:
                 if oracle_stats["failure_rate"] > 0.2:
                     logger.warning("oracle failure rate %.0f%%: check the judge endpoint (see oracle_stats.json)",
                                    100 * oracle_stats["failure_rate"])
-    trainer.save_model(training_args.output_dir)
-    if trainer.accelerator.is_main_process:
-        processor.save_pretrained(training_args.output_dir)
-        with open(os.path.join(training_args.output_dir, "data_report.json"), "w") as handle:
-            json.dump(report.as_dict(), handle, indent=2)
-        if oracle_stats:
-            with open(os.path.join(training_args.output_dir, "oracle_stats.json"), "w") as handle:
-                json.dump(oracle_stats, handle, indent=2)
-    trainer.accelerator.wait_for_everyone()
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+    reports = {"data_report.json": report.as_dict(), **({"oracle_stats.json": oracle_stats} if oracle_stats else {})}
+    save_run(trainer, processor, training_args, script_args.dataset_name, reports)
     return {"trainer": trainer, "report": report, "oracle_stats": oracle_stats}
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,29 +78,24 @@ class ModelArguments:
 
 
 @dataclass
-class SkillOptimizationArguments:
-    """The loop (see modeling_miescore.training.skill_optimization.SkillOptConfig) and the outputs."""
+class OutputArguments:
+    """Where the results go and how the run reports progress. The loop's settings are
+    :class:`~modeling_miescore.training.skill.SkillOptConfig`, parsed from the same YAML / command line."""
 
     output_dir: str = field(default="runs/skill-optimization",
                             metadata={"help": "skill.txt, history.jsonl, summary.json"})
     initial_skill: Optional[str] = field(default=None, metadata={
         "help": "text file with S^(0) (default: MIEScore's default skill)"})
-    num_iterations: int = field(default=5, metadata={"help": "iterations in total (a resumed run continues up to it)"})
-    num_candidates: int = field(default=4, metadata={"help": "K candidate skills per iteration (eq. 7)"})
-    train_samples_per_iteration: int = field(default=64, metadata={"help": "rollout subset per iteration"})
-    num_failures: int = field(default=8, metadata={"help": "largest-deviation failures shown to the optimiser (eq. 6)"})
-    num_unparsed_failures: int = field(default=2, metadata={"help": "unparsable answers shown to the optimiser"})
-    num_successes: int = field(default=2, metadata={
-        "help": "best-agreeing rollouts shown to the optimiser for contrast"})
-    max_edits_per_candidate: int = field(default=4, metadata={"help": "edit bound per candidate"})
-    max_line_chars: int = field(default=500, metadata={"help": "characters of one added/replacing line"})
-    max_skill_chars: int = field(default=8000, metadata={"help": "characters of the whole skill"})
-    min_val_coverage: float = field(default=0.5, metadata={"help": "fraction of validation answers that must parse"})
-    min_improvement: float = field(default=0.0, metadata={"help": "required gain in mean validation SRCC"})
-    score_max: float = field(default=5.0, metadata={
-        "help": "scale the evaluator answers on: 5 (default rubric) or 100"})
-    seed: int = field(default=0, metadata={"help": "seeds the subsets; resumed runs draw the same ones"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
+
+
+def make_parser():
+    """``TrlParser`` over the data, model, output and loop (``SkillOptConfig``) arguments."""
+    from trl import TrlParser
+
+    from modeling_miescore.training.skill import SkillOptConfig
+
+    return TrlParser((DataArguments, ModelArguments, OutputArguments, SkillOptConfig))
 
 
 class UserError(Exception):
@@ -141,7 +135,7 @@ def load_splits(data: DataArguments, seed: int):
 
 def make_backend(kind: str, model: str, base_url: Optional[str], api_key_env: str, args: ModelArguments,
                  cache: dict, temperature: float = 0.0):
-    from modeling_miescore.training.skill_optimization import OpenAIBackend, TransformersBackend
+    from modeling_miescore.training.skill import OpenAIBackend, TransformersBackend
 
     if kind not in BACKENDS:
         raise UserError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
@@ -161,32 +155,10 @@ def make_backend(kind: str, model: str, base_url: Optional[str], api_key_env: st
     return cache[model]
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def make_models(model_args: ModelArguments, config):
+    """The evaluator f (eq. 5) and the optimiser O (eq. 7) on their backends, consistent with ``config``."""
+    from modeling_miescore.training.skill import SkillEvaluator, SkillOptimizer
 
-
-def run(data: DataArguments, model_args: ModelArguments, opt: SkillOptimizationArguments) -> dict:
-    from modeling_miescore.training.skill_optimization import SkillEvaluator, SkillOptConfig, SkillOptimizer, optimize_skill
-
-    config = SkillOptConfig(
-        num_iterations=opt.num_iterations, num_candidates=opt.num_candidates,
-        train_samples_per_iteration=opt.train_samples_per_iteration, num_failures=opt.num_failures,
-        num_unparsed_failures=opt.num_unparsed_failures, num_successes=opt.num_successes,
-        min_val_coverage=opt.min_val_coverage,
-        min_improvement=opt.min_improvement, max_edits_per_candidate=opt.max_edits_per_candidate,
-        max_line_chars=opt.max_line_chars, max_skill_chars=opt.max_skill_chars, score_max=opt.score_max, seed=opt.seed)
-    config.validate()
-    initial_skill = None
-    if opt.initial_skill:
-        path = Path(opt.initial_skill)
-        if not path.is_file():
-            raise UserError(f"initial skill file '{path}' does not exist")
-        initial_skill = path.read_text(encoding="utf-8")
-        if not initial_skill.strip():
-            raise UserError(f"initial skill file '{path}' is empty")
-    train, val = load_splits(data, opt.seed)
     cache: dict = {}
     eval_backend = make_backend(model_args.evaluator_backend, model_args.evaluator_model, model_args.evaluator_base_url,
                                 model_args.evaluator_api_key_env, model_args, cache)
@@ -194,36 +166,57 @@ def run(data: DataArguments, model_args: ModelArguments, opt: SkillOptimizationA
                                model_args.optimizer_api_key_env, model_args, cache, model_args.optimizer_temperature)
     # an evaluator batch is one progress step; for a server it is also the number of requests in flight
     eval_batch = model_args.num_workers if model_args.evaluator_backend == "openai" else model_args.batch_size
-    evaluator = SkillEvaluator(eval_backend, score_max=opt.score_max,
+    evaluator = SkillEvaluator(eval_backend, score_max=config.score_max,
                                max_new_tokens=model_args.evaluator_max_new_tokens, batch_size=eval_batch)
-    optimizer = SkillOptimizer(opt_backend, k=opt.num_candidates, bounds=config.bounds(),
-                               max_new_tokens=model_args.optimizer_max_new_tokens, score_max=opt.score_max)
-    out = Path(opt.output_dir)
+    optimizer = SkillOptimizer(opt_backend, k=config.num_candidates, bounds=config.bounds(),
+                               max_new_tokens=model_args.optimizer_max_new_tokens, score_max=config.score_max)
+    return evaluator, optimizer
+
+
+def read_initial_skill(path_text: Optional[str]) -> Optional[str]:
+    if not path_text:
+        return None
+    path = Path(path_text)
+    if not path.is_file():
+        raise UserError(f"initial skill file '{path}' does not exist")
+    skill = path.read_text(encoding="utf-8")
+    if not skill.strip():
+        raise UserError(f"initial skill file '{path}' is empty")
+    return skill
+
+
+def run(data: DataArguments, model_args: ModelArguments, out_args: OutputArguments, config) -> dict:
+    from modeling_miescore.training.skill import optimize_skill
+    from modeling_miescore.utils.atomic_files import write_text_atomic
+
+    config.validate()
+    initial_skill = read_initial_skill(out_args.initial_skill)
+    train, val = load_splits(data, config.seed)
+    evaluator, optimizer = make_models(model_args, config)
+    out = Path(out_args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     result = optimize_skill(train, val, evaluator, optimizer, initial_skill=initial_skill, config=config,
-                            history_path=out / "history.jsonl", progress=opt.progress)
-    _write_text_atomic(out / "skill.txt", result.skill)
+                            history_path=out / "history.jsonl", progress=out_args.progress)
+    write_text_atomic(out / "skill.txt", result.skill)
     summary = {
         "iterations": len(result.iterations),
         "initial_val": result.initial_val, "final_val": result.val,
         "chosen": [r["chosen"] for r in result.iterations],
         "skill_chars": len(result.skill),
-        "arguments": {"data": asdict(data), "model": asdict(model_args), "optimization": asdict(opt)},
+        "arguments": {"data": asdict(data), "model": asdict(model_args), "output": asdict(out_args),
+                      "optimization": asdict(config)},
     }
-    _write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 
 def main(argv=None) -> int:
-    from trl import TrlParser
-
-    parser = TrlParser((DataArguments, ModelArguments, SkillOptimizationArguments))
-    data, model_args, opt = parser.parse_args_and_config(args=argv)
+    data, model_args, out_args, config = make_parser().parse_args_and_config(args=argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     from modeling_miescore.image_io import MIEScoreInputError
 
     try:
-        summary = run(data, model_args, opt)
+        summary = run(data, model_args, out_args, config)
     except (UserError, MIEScoreInputError) as err:
         print(f"optimize_skill: error: {err}", file=sys.stderr)
         return 2
@@ -232,7 +225,7 @@ def main(argv=None) -> int:
         return 130
     fmt = lambda v: "n/a" if v["objective"] is None else f"{v['objective']:.4f}"  # noqa: E731
     print(f"{summary['iterations']} iteration(s); mean validation SRCC {fmt(summary['initial_val'])} -> "
-          f"{fmt(summary['final_val'])}; skill written to {Path(opt.output_dir) / 'skill.txt'}")
+          f"{fmt(summary['final_val'])}; skill written to {Path(out_args.output_dir) / 'skill.txt'}")
     return 0
 
 

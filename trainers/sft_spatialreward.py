@@ -11,7 +11,7 @@
 
 Every field of the dataclasses below, of TRL's `SFTConfig` and of `ModelConfig` can be set in the YAML and
 overridden on the command line. The data schema (SC rows: sources + edited + instruction + regions + reasoning +
-scores; PQ rows: edited + reasoning + scores) is documented in `modeling_miescore/spatialreward_data.py`; rows
+scores; PQ rows: edited + reasoning + scores) is documented in `modeling_miescore/training/spatialreward_data.py`; rows
 whose grounding tokens are inconsistent with their regions are dropped and counted (logged, and written to
 `output_dir/data_report.json`). Output: the trained model (or LoRA adapter) and processor in `output_dir`;
 with LoRA and `merge_lora`, a merged SpatialReward checkpoint in `output_dir/merged`.
@@ -19,15 +19,14 @@ with LoRA and `merge_lora`, a merged SpatialReward checkpoint in `output_dir/mer
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass, field
 
 from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser
 
-from modeling_miescore.training.spatialreward_data import (load_model_and_processor, load_rows, make_lora_config,
-                                                  prepare_sft_dataset)
+from modeling_miescore.training.spatialreward_data import prepare_sft_dataset
+from modeling_miescore.training.spatialreward_recipe import load_model_and_processor, load_rows, make_lora_config, save_run
 
 logger = logging.getLogger("sft_spatialreward")
 
@@ -64,9 +63,7 @@ def main(script_args, data_args, training_args, model_args) -> dict:
         max_pixels=data_args.max_pixels, revision=model_args.model_revision)
 
     def prepared(split):
-        rows = load_rows(script_args.dataset_name, script_args.dataset_config, split)
-        if data_args.max_train_samples:
-            rows = rows.select(range(min(data_args.max_train_samples, len(rows))))
+        rows = load_rows(script_args.dataset_name, script_args.dataset_config, split, data_args.max_train_samples)
         with training_args.main_process_first(desc=f"preparing {split}"):
             return prepare_sft_dataset(rows, model.config, data_args.max_pixels, data_args.max_seq_tokens, processor,
                                        num_proc=training_args.dataset_num_proc)
@@ -79,29 +76,26 @@ def main(script_args, data_args, training_args, model_args) -> dict:
     trainer = SFTTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=evaluation,
                          processing_class=processor, peft_config=peft_config)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
 
-    merged_dir = None
-    if trainer.accelerator.is_main_process:
-        processor.save_pretrained(training_args.output_dir)
-        with open(os.path.join(training_args.output_dir, "data_report.json"), "w") as handle:
-            json.dump(report.as_dict(), handle, indent=2)
+    def merge() -> str | None:
         sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(trainer, "is_fsdp_enabled", False)
-        if peft_config is not None and data_args.merge_lora and sharded:
+        if peft_config is None or not data_args.merge_lora:
+            return None
+        if sharded:
             # Under ZeRO-3/FSDP the in-memory weights are shards; merge the saved adapter offline instead.
             logger.warning("merge_lora skipped with sharded training: merge %s onto the base with PEFT",
                            training_args.output_dir)
-        elif peft_config is not None and data_args.merge_lora:
-            merged_dir = os.path.join(training_args.output_dir, "merged")
-            merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
-            merged.processor = processor
-            merged.save_pretrained(merged_dir)
-            logger.info("merged checkpoint saved to %s", merged_dir)
-    trainer.accelerator.wait_for_everyone()
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=script_args.dataset_name)
-    return {"trainer": trainer, "report": report, "merged_dir": merged_dir}
+            return None
+        merged_dir = os.path.join(training_args.output_dir, "merged")
+        merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+        merged.processor = processor
+        merged.save_pretrained(merged_dir)
+        logger.info("merged checkpoint saved to %s", merged_dir)
+        return merged_dir
 
+    merged_dir = save_run(trainer, processor, training_args, script_args.dataset_name,
+                          {"data_report.json": report.as_dict()}, on_main_process=merge)
+    return {"trainer": trainer, "report": report, "merged_dir": merged_dir}
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from datasets import load_dataset
 from transformers import IntervalStrategy, TrainingArguments
 from trl import TrlParser
 
 from modeling_miescore.training.losses import LossConfig
-from modeling_miescore.training.miescore_trainer import (LM_LORA_TARGETS, MIEScoreCollator, MIEScoreTrainer, ModelCardInfo, apply_lora,
-                                        compute_correlation_metrics, export_model, load_base_model, make_lora_config,
-                                        prepare_dataset, resolve_checkpoint)
+from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
+from modeling_miescore.training.miescore_export import ModelCardInfo, export_model
+from modeling_miescore.training.miescore_model import LM_LORA_TARGETS, apply_lora, load_base_model, make_lora_config
+from modeling_miescore.training.miescore_trainer import MIEScoreTrainer, compute_correlation_metrics, resolve_checkpoint
 
 logger = logging.getLogger("train_miescore")
 
@@ -67,24 +68,13 @@ class ModelArguments:
     modules_to_save: list[str] = field(default_factory=lambda: ["head"], metadata={"help": "Fully trained modules."})
 
 
-@dataclass
-class LossArguments:
-    lambda_huber: float = 4.0
-    lambda_rank: float = 0.05
-    lambda_plcc: float = 0.05
-    final_stage_factor: float = 1.5
-    final_stage_start: float | None = field(default=0.8, metadata={"help": "Progress where the final stage starts."})
-    huber_delta: float = 0.1
-    rank_queue_size: int = 4096
-    rank_label_margin: float = 0.03
-    plcc_queue_size: int = 256
-
-
 def make_parser() -> TrlParser:
-    return TrlParser((ScriptArguments, ModelArguments, LossArguments, TrainingArguments))
+    """The recipe's arguments: script, model, loss (``LossConfig`` itself: eq. 13's weights, queues and stage) and
+    ``TrainingArguments``, read from ``--config x.yaml`` and the command line."""
+    return TrlParser((ScriptArguments, ModelArguments, LossConfig, TrainingArguments))
 
 
-def main(script_args, model_args, loss_args, training_args) -> dict:
+def main(script_args, model_args, loss_config: LossConfig, training_args) -> dict:
     if not script_args.dataset or not model_args.model_name_or_path:
         raise SystemExit("error: --dataset and --model_name_or_path are required (in the YAML or on the command line)")
     training_args.remove_unused_columns = False  # the collator needs the image columns
@@ -119,7 +109,7 @@ def main(script_args, model_args, loss_args, training_args) -> dict:
     trainer = MIEScoreTrainer(
         model=model, args=training_args, train_dataset=train, eval_dataset=evaluation,
         data_collator=MIEScoreCollator(processor, config), compute_metrics=compute_correlation_metrics,
-        loss_config=LossConfig(**asdict(loss_args)),
+        loss_config=loss_config,
     )
     trainer.train(resume_from_checkpoint=resume)
     metrics = trainer.evaluate() if evaluation is not None else {}
@@ -131,33 +121,45 @@ def main(script_args, model_args, loss_args, training_args) -> dict:
 
     exported = {}
     if trainer.accelerator.is_main_process and script_args.export:
-        hyper = {k: getattr(training_args, k) for k in (
-            "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "warmup_steps",
-            "lr_scheduler_type", "lr_scheduler_kwargs", "max_grad_norm", "per_device_train_batch_size",
-            "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed")}
-        hyper.update(world_size=training_args.world_size, global_steps=trainer.state.global_step,
-                     best_checkpoint=trainer.state.best_model_checkpoint, base_checkpoint=model_args.model_name_or_path,
-                     max_length=model_args.max_length, max_pixels=config.max_pixels, min_pixels=config.min_pixels,
-                     long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"],
-                     lora=(dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
-                                target_modules=model_args.lora_target_modules,
-                                modules_to_save=model_args.modules_to_save) if model_args.use_lora else "full fine-tuning"),
-                     loss=asdict(loss_args))
         card = ModelCardInfo(model_name=script_args.model_card_name, base_model=model_args.model_name_or_path,
                              dataset=script_args.dataset, eval_split=script_args.eval_split or "-", metrics=metrics,
-                             dataset_split_sizes={s: len(d) for s, d in data.items()}, hyperparameters=hyper)
+                             dataset_split_sizes={s: len(d) for s, d in data.items()},
+                             hyperparameters=_card_hyperparameters(trainer, model_args, loss_config, config, report))
         exported = export_model(model_args.model_name_or_path, final_dir,
                                 script_args.export_dir or os.path.join(training_args.output_dir, "export"),
                                 card=card, base_config_overrides=overrides)
         logger.info("exported %s", exported)
         if push:
-            from huggingface_hub import HfApi
-
-            api, repo = HfApi(token=training_args.hub_token), training_args.hub_model_id
-            repo = repo or os.path.basename(os.path.abspath(training_args.output_dir))
-            api.create_repo(repo, private=training_args.hub_private_repo, exist_ok=True)
-            api.upload_folder(repo_id=repo, folder_path=exported["merged"], commit_message="MIEScore fine-tuned")
+            _push_merged(exported["merged"], training_args)
     return {"metrics": metrics, "exported": exported}
+
+
+def _card_hyperparameters(trainer, model_args, loss_config: LossConfig, config, report) -> dict:
+    """The settings the model card lists: optimiser and schedule, run size, image budget, LoRA, loss."""
+    training_args = trainer.args
+    hyper = {k: getattr(training_args, k) for k in (
+        "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "warmup_steps",
+        "lr_scheduler_type", "lr_scheduler_kwargs", "max_grad_norm", "per_device_train_batch_size",
+        "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed")}
+    lora = (dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
+                 target_modules=model_args.lora_target_modules, modules_to_save=model_args.modules_to_save)
+            if model_args.use_lora else "full fine-tuning")
+    hyper.update(world_size=training_args.world_size, global_steps=trainer.state.global_step,
+                 best_checkpoint=trainer.state.best_model_checkpoint, base_checkpoint=model_args.model_name_or_path,
+                 max_length=model_args.max_length, max_pixels=config.max_pixels, min_pixels=config.min_pixels,
+                 long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"], lora=lora,
+                 loss=loss_config.to_dict())
+    return hyper
+
+
+def _push_merged(folder: str, training_args) -> None:
+    """Upload the merged export (not the training checkpoints) to ``hub_model_id``."""
+    from huggingface_hub import HfApi
+
+    api, repo = HfApi(token=training_args.hub_token), training_args.hub_model_id
+    repo = repo or os.path.basename(os.path.abspath(training_args.output_dir))
+    api.create_repo(repo, private=training_args.hub_private_repo, exist_ok=True)
+    api.upload_folder(repo_id=repo, folder_path=folder, commit_message="MIEScore fine-tuned")
 
 
 def _head(dataset, n):

@@ -1,7 +1,8 @@
 """The ``miescore`` command line (``python -m modeling_miescore.cli`` runs it too).
 
-One module per command family: :mod:`.main` (parser, ``score``, ``score-batch``, ``demo``,
-``build-dataset``), :mod:`.serve`, :mod:`.benchmark`, :mod:`.spatialreward`, :mod:`.skill`.
+One module per command family: :mod:`.main` (the parser and ``main``), :mod:`.score` (``score``, ``score-batch``,
+``demo``), :mod:`.serve`, :mod:`.benchmark`, :mod:`.spatialreward`, :mod:`.skill`, :mod:`.dataset`
+(``build-dataset``).
 """
 
 from .main import main

@@ -8,8 +8,8 @@
 
 Each writes ``DIR/report.md``, ``DIR/report.json`` and ``DIR/plots/*.png``. With ``--model`` the scores are
 computed first and cached in ``DIR/predictions.jsonl``; rerunning the same command resumes from that file.
-Prediction file formats are documented in :mod:`modeling_miescore.evaluation.benchmark`. Bad input: one line on stderr,
-exit status 2.
+Prediction file formats are documented in :mod:`modeling_miescore.evaluation.prediction_files`. Bad input: one
+line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
-from .main import number_arg
 from ..image_io import MIEScoreInputError
+from .main import number_arg
 
 _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
                   '"attribute_preservation": x, "overall": x} (e.g. the output of "miescore score-batch"); '
@@ -142,8 +142,9 @@ def _quiet_transformers():
 
 def _score_with_miescore(ds, args, out: Path) -> Path:
     """Score a MIE-Bench-format split with a MIEScore checkpoint into ``out/predictions.jsonl`` (resumable)."""
+    from ..evaluation.input_export import export_mie_inputs
+    from ..evaluation.model_runs import check_prediction_cache
     from ..scoring.jsonl_scoring import read_done_ids, score_jsonl
-    from ..evaluation.benchmark import check_prediction_cache, export_mie_inputs
     from ..scoring.loading import load_scorer, read_checkpoint_config
 
     config = read_checkpoint_config(args.model)
@@ -168,10 +169,40 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
     return preds
 
 
-def _finish(out: Path, report: dict, plots_fn) -> int:
+def _bootstrap_settings(args):
+    from ..evaluation.instance_bootstrap import BootstrapSettings
+
+    return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
+
+
+def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
+    """The MIE-Bench split joined with its predictions (from --predictions, or scored with --model).
+
+    Returns ``(joined frame, predictions frame, predictions path, Alignment)``; a mismatch allowed by
+    --allow-missing is reported on stderr ("warning: ...; <verb> the N matched ids").
+    """
+    from ..evaluation.alignment import join_scores
+    from ..evaluation.dataset_splits import load_split, mie_bench_frame
+    from ..evaluation.prediction_files import read_score_predictions
+
+    ds = load_split(args.dataset, args.split)
+    frame = mie_bench_frame(ds, require_mos=require_mos)
+    preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
+    preds = read_score_predictions(preds_path)
+    joined, alignment = join_scores(frame, preds, allow_missing=args.allow_missing, source=str(preds_path))
+    if not alignment.ok:
+        print(f"warning: {alignment.describe()}; {verb} the {alignment.n_matched} matched ids", file=sys.stderr)
+    return joined, preds, preds_path, alignment
+
+
+def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots_fn) -> int:
+    """Record the run (and the id alignment), draw the plots unless --no-plots, write report.json/report.md."""
     from ..evaluation.report import write_report
 
-    if plots_fn is not None:
+    if alignment is not None:
+        report["alignment"] = alignment.to_dict()
+    report["run"] = _run_info(args, predictions=str(preds_path))
+    if not args.no_plots:
         report["plots"] = plots_fn()
     json_path, md_path = write_report(out, report)
     print(f"wrote {md_path}, {json_path}" + (f" and {len(report['plots'])} plots in {out / 'plots'}"
@@ -192,33 +223,23 @@ def _headline(name: str, metric: dict, digits: int = 4) -> str:
 
 def cmd_mie_bench(args) -> int:
     from ..data.schema import SHORT_NAMES
-    from ..evaluation.benchmark import (join_scores, load_split, mie_bench_frame, mie_bench_report,
-                            read_score_predictions)
+    from ..evaluation.mie_bench_report import mie_bench_report
+    from ..evaluation.plots import mie_bench_plots
 
     out = _out_dir(args.out)
-    ds = load_split(args.dataset, args.split)
-    frame = mie_bench_frame(ds)
-    preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
-    preds = read_score_predictions(preds_path)
-    joined, alignment = join_scores(frame, preds, allow_missing=args.allow_missing, source=str(preds_path))
-    if not alignment.ok:
-        print(f"warning: {alignment.describe()}; evaluating the {alignment.n_matched} matched ids", file=sys.stderr)
-    report = mie_bench_report(joined, n_bootstrap=args.bootstrap, seed=args.seed, level=args.level,
-                              progress=not args.no_progress)
-    report["alignment"] = alignment.to_dict()
+    joined, preds, preds_path, alignment = _mie_predictions(args, out, require_mos=True, verb="evaluating")
+    report = mie_bench_report(joined, bootstrap=_bootstrap_settings(args))
     report["overall_computed"] = bool(preds.attrs.get("overall_computed"))
-    report["run"] = _run_info(args, predictions=str(preds_path))
     print(f"MIE-Bench {args.split}: {report['meta']['n_items']} edits, SRCC with human MOS:")
     for d in report["meta"]["dimensions"]:
         print(_headline(SHORT_NAMES[d], report["correlations"][d]["srcc"]))
-    from ..evaluation.plots import mie_bench_plots
-
-    return _finish(out, report, None if args.no_plots else lambda: mie_bench_plots(joined, report, out))
+    return _finish(args, out, report, preds_path=preds_path, alignment=alignment,
+                   plots_fn=lambda: mie_bench_plots(joined, report, out))
 
 
 def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
     """Score MER-Bench groups with a SpatialReward checkpoint into ``out/predictions.jsonl`` (resumable)."""
-    from ..evaluation.benchmark import score_mer_with_spatialreward
+    from ..evaluation.model_runs import score_mer_with_spatialreward
     from ..scoring.loading import read_checkpoint_config
 
     config = read_checkpoint_config(args.model)
@@ -238,8 +259,11 @@ def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
 
 
 def cmd_mer_bench(args) -> int:
-    from ..evaluation.benchmark import (align_predictions, load_split, mer_bench_frame, mer_bench_report,
-                            read_group_predictions)
+    from ..evaluation.alignment import align_predictions
+    from ..evaluation.dataset_splits import load_split, mer_bench_frame
+    from ..evaluation.mer_bench_report import mer_bench_report
+    from ..evaluation.plots import mer_bench_plots
+    from ..evaluation.prediction_files import read_group_predictions
 
     out = _out_dir(args.out)
     names = [s.strip() for s in args.split.split(",") if s.strip()]
@@ -255,52 +279,40 @@ def cmd_mer_bench(args) -> int:
         print(f"warning: {alignment.describe('pair id')}; evaluating the {alignment.n_matched} matched groups",
               file=sys.stderr)
     frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
-    report = mer_bench_report(frame, scores, n_bootstrap=args.bootstrap, seed=args.seed, level=args.level,
-                              progress=not args.no_progress)
-    report["alignment"] = alignment.to_dict()
-    report["run"] = _run_info(args, predictions=str(preds_path))
+    report = mer_bench_report(frame, scores, bootstrap=_bootstrap_settings(args))
     acc = report["accuracy"]
     print(f"MER-Bench: {report['meta']['n_groups']} groups")
     for k in sorted(acc["by_size"], key=int):
         print(_headline(f"{k}-P accuracy", acc["by_size"][k], 3))
     print(_headline("Overall accuracy", acc["overall"], 3))
     print(_headline("Kendall tau", report["tau"]["overall"], 3))
-    from ..evaluation.plots import mer_bench_plots
-
-    return _finish(out, report, None if args.no_plots else lambda: mer_bench_plots(report, out))
+    return _finish(args, out, report, preds_path=preds_path, alignment=alignment,
+                   plots_fn=lambda: mer_bench_plots(report, out))
 
 
 def cmd_editing_models(args) -> int:
     from ..data.schema import SHORT_NAMES
-    from ..evaluation.benchmark import (editing_models_report, frame_from_predictions, join_scores, load_split,
-                            mie_bench_frame, read_score_predictions)
+    from ..evaluation.editing_models_report import (
+        editing_models_report,
+        frame_from_predictions,
+    )
+    from ..evaluation.plots import editing_models_plots
+    from ..evaluation.prediction_files import read_score_predictions
 
     out = _out_dir(args.out)
     alignment = None
     if args.dataset is None:
         if args.model:
             raise MIEScoreInputError("--model needs --dataset (the edits to score)")
-        preds = read_score_predictions(args.predictions)
-        frame = frame_from_predictions(preds, args.predictions)
         preds_path = Path(args.predictions)
+        frame = frame_from_predictions(read_score_predictions(args.predictions), args.predictions)
     else:
-        ds = load_split(args.dataset, args.split)
-        meta = mie_bench_frame(ds, require_mos=False)
-        preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
-        preds = read_score_predictions(preds_path)
-        frame, alignment = join_scores(meta, preds, allow_missing=args.allow_missing, source=str(preds_path))
-        if not alignment.ok:
-            print(f"warning: {alignment.describe()}; ranking on the {alignment.n_matched} matched ids", file=sys.stderr)
-    report = editing_models_report(frame, n_bootstrap=args.bootstrap, seed=args.seed, level=args.level,
-                                   progress=not args.no_progress)
-    if alignment is not None:
-        report["alignment"] = alignment.to_dict()
-    report["run"] = _run_info(args, predictions=str(preds_path))
+        frame, _, preds_path, alignment = _mie_predictions(args, out, require_mos=False, verb="ranking on")
+    report = editing_models_report(frame, bootstrap=_bootstrap_settings(args))
     dims = report["meta"]["dimensions"]
     order = "overall" if "overall" in dims else dims[-1]
     print(f"Editing models ranked by predicted {SHORT_NAMES[order]}:")
     for row in report["leaderboard"][order]:
         print(_headline(f"{row['rank']:>2}. {row['model']}", row["all"], 2))
-    from ..evaluation.plots import editing_models_plots
-
-    return _finish(out, report, None if args.no_plots else lambda: editing_models_plots(report, out))
+    return _finish(args, out, report, preds_path=preds_path, alignment=alignment,
+                   plots_fn=lambda: editing_models_plots(report, out))

@@ -2,7 +2,7 @@
 
 Every command lives in its own module of this package (see ``COMMAND_MODULES``): ``score``, ``score-batch`` and
 ``demo`` (:mod:`.score`), ``serve``, ``benchmark``, ``spatialreward``, ``set-skill`` (:mod:`.skill`), and
-``build-dataset``.
+``build-dataset`` (:mod:`.dataset`).
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
 problem and the fix and exit with status 2; no traceback.
@@ -26,6 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "skill",
     "spatialreward",
     "benchmark",
+    "dataset",
+    "analyze_attention",
     "tokens",
 )
 
@@ -65,26 +67,10 @@ def _add_model_args(parser: argparse.ArgumentParser, required: bool = True):
                         help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
 
 
-def _add_build_dataset(sub):
-    parser = sub.add_parser("build-dataset", help="build a Hub-native dataset (Parquet + card) from a raw release")
-    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{mie-bench,mer-bench}")
-    for kind, module in (("mie-bench", "mie_bench"), ("mer-bench", "mer_bench")):
-        kind_parser = kinds.add_parser(kind, help=f"build {kind} from its raw release")
-        try:
-            builder = __import__(f"modeling_miescore.data.builders.{module}", fromlist=["run_cli"])
-        except ImportError as err:  # the data extra (datasets, pandas, pyarrow) is missing
-            message = f"building {kind} needs the data extra ({err.name} missing): pip install 'miescore[data]'"
-            kind_parser.set_defaults(func=lambda args, m=message: (_ for _ in ()).throw(MIEScoreInputError(m)))
-            continue
-        builder.add_cli_arguments(kind_parser)
-        kind_parser.set_defaults(func=builder.run_cli)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    _add_build_dataset(sub)
     for module_name in COMMAND_MODULES:
         import importlib
 

@@ -22,7 +22,7 @@ _positive_float = number_arg(float, minimum=0.0)
 
 
 def register(subparsers) -> None:
-    from ..serving.app import ServerSettings
+    from ..serving.settings import ServerSettings
 
     defaults = ServerSettings()
     parser = subparsers.add_parser(
@@ -86,7 +86,9 @@ def _bind(host: str, port: int) -> socket.socket:
 def cmd_serve(args) -> int:
     import uvicorn
 
-    from ..serving.app import ServerSettings, create_app, load_backend
+    from ..serving.app import create_app
+    from ..serving.backends import load_backend
+    from ..serving.settings import ServerSettings
 
     api_key = None
     if args.api_key_env:

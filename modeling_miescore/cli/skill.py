@@ -2,18 +2,19 @@
 
 The skill is the rubric at the start of every prompt (``config.skill``); the checkpoint reads it from
 ``config.json``, so replacing it there is all that is needed. Only the ``skill`` key changes; every other
-key and its order stay as they are. The new config is written to a temporary file in the same folder and
-renamed over ``config.json``, so an interrupted run never leaves a half-written config.
+key and its order stay as they are. ``config.json`` is replaced atomically with its permission bits kept
+(:func:`~modeling_miescore.utils.atomic_files.write_text_atomic`), so an interrupted run never leaves a
+half-written config.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
+from ..utils.atomic_files import write_text_atomic
 
 
 def read_skill_file(path: str | os.PathLike) -> str:
@@ -54,20 +55,9 @@ def set_skill(checkpoint: str | os.PathLike, skill: str) -> tuple[int, int]:
                                  "checkpoints carry a skill in their config")
     old = config.get("skill") or ""
     config["skill"] = skill
-    # transformers writes config.json with indent=2 and sorted keys; we keep the file's own key order
-    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".json.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        mode = config_file.stat().st_mode & 0o777
-        os.chmod(tmp, mode)
-        os.replace(tmp, config_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    # transformers writes config.json with indent=2 and sorted keys; we keep the file's own key order. The
+    # replacement keeps config.json's permission bits.
+    write_text_atomic(config_file, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     return len(old), len(skill)
 
 

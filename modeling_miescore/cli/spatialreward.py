@@ -81,7 +81,7 @@ def cmd_spatialreward(args) -> int:
         except ValueError as err:
             raise MIEScoreInputError(f"--api-base/--model: {err}") from None
     else:
-        from ..serving.reward_functions import load_spatialreward
+        from ..scoring.loading import load_spatialreward
 
         scorer = load_spatialreward(args.model, device=args.device, dtype=args.dtype)
     if args.max_new_tokens is not None:

@@ -24,8 +24,9 @@ renumbered A1-2.3.1 in BT.500-14):
 5. **Overall.** ``MOS_VQ**0.3 * MOS_IF**0.4 * MOS_AP**0.3`` (paper eq. 2), see :func:`overall_mos`
    and :func:`pivot_mos`.
 
-Everything is vectorised with numpy ``bincount`` over integer group codes, so a table of the
-paper's size (1.62M ratings) is processed in seconds.
+Steps 1 and 2 are in :mod:`modeling_miescore.data.bt500`. Everything is vectorised with numpy
+``bincount`` over integer group codes, so a table of the paper's size (1.62M ratings) is processed in
+seconds.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ import numpy as np
 import pandas as pd
 
 from ..overall import OVERALL_WEIGHTS, overall_score
+from .bt500 import REL_TOL, CellOutliers, find_outliers, group_mean_std, screen_subjects
+from .schema import DIMENSIONS, MOS_SCALE
 
 __all__ = [
-    "DIMENSIONS",
     "OVERALL_WEIGHTS",
     "REQUIRED_COLUMNS",
     "RULES",
@@ -53,23 +55,10 @@ __all__ = [
 
 REQUIRED_COLUMNS = ("subject_id", "item_id", "dimension", "rating")
 RULES = ("bt500", "paper")
-# The three rating dimensions of MIE-Bench, in the order of paper eq. 2.
-DIMENSIONS = ("visual_quality", "instruction_following", "attribute_preservation")
-# Paper eq. 2: S_overall = S_VQ^0.3 * S_IF^0.4 * S_AP^0.3.
 
-# ITU-R BT.500 Annex 2 §2.3.1 constants.
-_KURTOSIS_NORMAL_RANGE = (2.0, 4.0)  # 2 <= beta2 <= 4 -> treat the cell's scores as normal
-_BOUND_NORMAL = 2.0  # 2 sigma if normal ...
-_BOUND_NON_NORMAL = math.sqrt(20.0)  # ... sqrt(20) sigma otherwise
-_MAX_OUTLIER_SHARE = 0.05  # reject if (P+Q)/n > 0.05 (BT.500; also the paper's "over 5%")
-_MAX_ASYMMETRY = 0.3  # BT.500 only: ... and |P-Q|/(P+Q) < 0.3
 # Paper eq. 1: MOS = 100 (z + 3) / 6, i.e. z in [-3, 3] maps onto [0, 100].
 _Z_RANGE = 3.0
-_MOS_SCALE = 100.0 / (2 * _Z_RANGE)
-# "At or beyond the bound": ratings within this relative tolerance of the bound count as at it, so
-# that a rating sitting exactly on mu + 2 sigma (common with discrete scales) is not lost to
-# floating-point rounding.
-_REL_TOL = 1e-9
+_MOS_PER_Z = MOS_SCALE / (2 * _Z_RANGE)
 _MAX_LISTED = 10  # how many offending rows / subjects a message lists
 
 
@@ -218,181 +207,99 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         return pd.factorize(column, sort=False)
 
 
-def _group_mean_std(codes: np.ndarray, values: np.ndarray, n_groups: int, ddof: int):
-    """Per-group count, mean, standard deviation (NaN where count <= ddof) and deviations."""
-    n = np.bincount(codes, minlength=n_groups).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.bincount(codes, weights=values, minlength=n_groups) / n
-        dev = values - mean[codes]
-        ss = np.bincount(codes, weights=dev * dev, minlength=n_groups)
-        std = np.sqrt(ss / (n - ddof))
-    std[n <= ddof] = np.nan
-    return n, mean, std, dev
+@dataclass
+class _Groups:
+    """Integer codes of the ratings table: subjects, items, dimensions, and (item, dimension) cells."""
+
+    subject: np.ndarray
+    subjects: np.ndarray
+    items: np.ndarray
+    dim: np.ndarray
+    dims: np.ndarray
+    cell: np.ndarray  # cell code of each rating
+    cell_keys: np.ndarray  # item code * n_dims + dimension code of each cell
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> "_Groups":
+        subject, subjects = _codes(df["subject_id"])
+        item, items = _codes(df["item_id"])
+        dim, dims = _codes(df["dimension"])
+        cell, cell_keys = pd.factorize(item.astype(np.int64) * len(dims) + dim, sort=True)
+        return cls(subject, subjects, items, dim, dims, cell, cell_keys)
 
 
-def compute_mos(ratings, rule: str = "bt500", *, zscore_ddof: int = 1):
-    """Screen raw ratings and turn them into MOS on the paper's 0–100 scale.
+def _zscores(r: np.ndarray, groups: _Groups, keep: np.ndarray, ddof: int, notes: list) -> np.ndarray:
+    """Step 3, paper eq. 1: ``z = (r - mu_subject) / sigma_subject`` per subject and dimension, on the kept ratings.
 
-    Args:
-        ratings: a DataFrame (or anything ``pd.DataFrame(...)`` accepts, e.g. a list of dicts)
-            with columns ``subject_id, item_id, dimension, rating``. One row per rating; other
-            columns are ignored. A single-dimension study needs a constant ``dimension`` column.
-        rule: subject-rejection rule, computed on P/Q/n pooled over all of a subject's ratings
-            (every dimension):
-
-            * ``"bt500"`` (default) — ITU-R BT.500 Annex 2 §2.3.1: reject a subject when
-              ``(P+Q)/n > 0.05`` **and** ``|P-Q|/(P+Q) < 0.3``. The symmetry condition keeps a
-              consistently harsh or lenient rater (whose bias z-scoring removes anyway) and
-              rejects erratic ones.
-            * ``"paper"`` — the MIEScore paper's literal wording, "a subject is excluded if
-              over 5% of their ratings are outliers": ``(P+Q)/n > 0.05`` alone. On real discrete
-              ratings this is far harsher: on the Netflix public raw dataset (26 subjects,
-              79 items) it rejects 8 subjects where BT.500 rejects one (15 if, as sureal does,
-              every rating of the one unanimous item were counted as an outlier on both sides;
-              here cells with zero spread have no outliers).
-
-            In both rules, if every subject would be rejected, none is, and the report carries a
-            warning and a note.
-        zscore_ddof: delta degrees of freedom of each subject's standard deviation in the
-            z-scores (1 = sample std, as sureal's ``ZS_MOS``; 0 = population std).
-
-    Returns:
-        ``(mos_table, report)``. ``mos_table`` has one row per (item, dimension) with columns
-        ``item_id, dimension, mos, std, n_ratings``:
-
-        * ``mos = 100 * (mean(z) + 3) / 6`` (paper eq. 1), not clipped;
-        * ``std`` = sample standard deviation (ddof=1) of the item's z-scores on the same
-          scale, ``100 * std(z) / 6`` — the spread of opinions, not the standard error of the
-          MOS (divide by ``sqrt(n_ratings)`` for that); NaN when ``n_ratings < 2``;
-        * ``n_ratings`` = valid ratings left after removing outliers and rejected subjects.
-
-        A cell all of whose ratings were removed stays in the table with ``mos`` NaN and
-        ``n_ratings`` 0 (and a warning). ``report`` is a :class:`ScreeningReport`.
-
-    Degenerate cases:
-        * a cell with one rating, or with all ratings equal, has ``sigma = 0`` and no outliers;
-        * a subject whose remaining ratings in a dimension have zero variance (or who has a
-          single rating there) has undefined z-scores; all of them are set to ``z = 0`` (the
-          subject's opinion counts as "average" for those items) and a note names the subject.
-
-    Raises:
-        ValueError: unknown ``rule``; missing columns; NaN / non-numeric / infinite ratings;
-            NaN ids; an empty table.
+    A subject/dimension with zero variance or too few ratings for ``ddof`` gets ``z = 0`` (noted).
     """
-    if rule not in RULES:
-        raise ValueError(f"compute_mos: unknown rule {rule!r}; allowed values are {list(RULES)}.")
-    if zscore_ddof not in (0, 1):
-        raise ValueError(f"compute_mos: zscore_ddof must be 0 or 1, got {zscore_ddof!r}.")
-
-    df = _validate(ratings)
-    report_warnings: list[str] = []
-    notes: list[str] = []
-    r = df["rating"].to_numpy()
-    n_total = len(r)
-
-    subj_codes, subjects = _codes(df["subject_id"])
-    item_codes, items = _codes(df["item_id"])
-    dim_codes, dims = _codes(df["dimension"])
-    n_subj, n_dims = len(subjects), len(dims)
-
-    # ---- 1. outlier ratings per (item, dimension) cell, over all subjects (BT.500 §2.3.1) ----
-    cell_codes_raw = item_codes.astype(np.int64) * n_dims + dim_codes
-    cell_codes, cell_keys = pd.factorize(cell_codes_raw, sort=True)
-    n_cells = len(cell_keys)
-    cell_n, cell_mean, cell_sigma, dev = _group_mean_std(cell_codes, r, n_cells, ddof=0)
-    m2 = cell_sigma**2
-    m4 = np.bincount(cell_codes, weights=dev**4, minlength=n_cells) / cell_n
-    spread = cell_sigma > _REL_TOL * np.maximum(1.0, np.abs(cell_mean))  # sigma == 0 up to rounding
+    n_dims = len(groups.dims)
+    codes, keys = pd.factorize((groups.subject.astype(np.int64) * n_dims + groups.dim)[keep], sort=True)
+    kept = r[keep]
+    n, _, std, dev = group_mean_std(codes, kept, len(keys), ddof=ddof)
+    scale = np.maximum(1.0, np.abs(kept).max()) if len(kept) else 1.0
+    degenerate = ~(std > REL_TOL * scale)  # zero variance, or too few ratings for ddof
     with np.errstate(invalid="ignore", divide="ignore"):
-        kurt = np.where(spread, m4 / np.where(spread, m2, 1.0) ** 2, np.nan)
-    normal = (kurt >= _KURTOSIS_NORMAL_RANGE[0]) & (kurt <= _KURTOSIS_NORMAL_RANGE[1])
-    k = np.where(normal, _BOUND_NORMAL, _BOUND_NON_NORMAL)
-    bound = np.where(spread, k * cell_sigma, np.inf)  # no outliers where sigma == 0
-    tol = _REL_TOL * np.maximum(1.0, np.abs(cell_mean) + bound)
-    limit = (bound - np.where(np.isfinite(bound), tol, 0.0))[cell_codes]
-    is_p = dev >= limit  # r >= mu + bound ("at or beyond")
-    is_q = -dev >= limit  # r <= mu - bound
-    outlier = is_p | is_q
-    n_outliers = int(outlier.sum())
-
-    # ---- 2. subject screening, P/Q/n pooled over dimensions ----
-    subj_n = np.bincount(subj_codes, minlength=n_subj)
-    P = np.bincount(subj_codes, weights=is_p, minlength=n_subj).astype(np.int64)
-    Q = np.bincount(subj_codes, weights=is_q, minlength=n_subj).astype(np.int64)
-    ratio = (P + Q) / subj_n
-    with np.errstate(invalid="ignore", divide="ignore"):
-        asym = np.where(P + Q > 0, np.abs(P - Q) / np.maximum(P + Q, 1), np.nan)
-    flagged = ratio > _MAX_OUTLIER_SHARE
-    if rule == "bt500":
-        # P+Q == 0 gives NaN asymmetry; such a subject cannot pass the first test anyway.
-        flagged &= np.nan_to_num(asym, nan=1.0) < _MAX_ASYMMETRY
-    if flagged.all():
-        msg = (
-            f"every one of the {n_subj} subject(s) met the {rule!r} rejection rule; following "
-            "ITU-R BT.500, none was rejected (check the data: the rule assumes most raters "
-            "are reliable)"
-        )
-        report_warnings.append(msg)
-        notes.append(f"all {n_subj} subject(s) flagged by rule {rule!r}: reject none")
-        warnings.warn("compute_mos: " + msg, RuntimeWarning, stacklevel=2)
-        rejected = np.zeros(n_subj, dtype=bool)
-    else:
-        rejected = flagged
-    subject_stats = pd.DataFrame(
-        {"subject": subjects, "n": subj_n, "P": P, "Q": Q, "ratio": ratio, "asymmetry": asym,
-         "rejected": rejected}
-    )
-    rejected_subjects = [_py(s) for s in np.asarray(subjects, dtype=object)[rejected]]
-
-    removed = outlier | rejected[subj_codes]
-    n_removed = int(removed.sum())
-    keep = ~removed
-
-    # ---- 3. per-subject, per-dimension z-scores on the valid ratings (paper eq. 1) ----
-    sd_codes_raw = subj_codes.astype(np.int64) * n_dims + dim_codes
-    sd_codes_k, sd_keys = pd.factorize(sd_codes_raw[keep], sort=True)
-    rk = r[keep]
-    sd_n, _, sd_std, sd_dev = _group_mean_std(sd_codes_k, rk, len(sd_keys), ddof=zscore_ddof)
-    scale = np.maximum(1.0, np.abs(rk).max()) if len(rk) else 1.0
-    degenerate = ~(sd_std > _REL_TOL * scale)  # zero variance, or too few ratings for ddof
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = np.where(degenerate[sd_codes_k], 0.0, sd_dev / np.where(degenerate, 1.0, sd_std)[sd_codes_k])
+        z = np.where(degenerate[codes], 0.0, dev / np.where(degenerate, 1.0, std)[codes])
     if degenerate.any():
         pairs = [
-            f"{_py(subjects[key // n_dims])!r}/{_py(dims[key % n_dims])!r} (n={int(cnt)})"
-            for key, cnt in zip(sd_keys[degenerate], sd_n[degenerate])
+            f"{_py(groups.subjects[key // n_dims])!r}/{_py(groups.dims[key % n_dims])!r} (n={int(count)})"
+            for key, count in zip(keys[degenerate], n[degenerate])
         ]
         notes.append(
             "z-score undefined (zero variance or a single valid rating) for subject/dimension "
             f"{_listing(pairs)}: those ratings get z = 0"
         )
+    return z
 
-    # ---- 4. MOS per (item, dimension) ----
-    ck = cell_codes[keep]
-    item_n, z_mean, z_std, _ = _group_mean_std(ck, z, n_cells, ddof=1)
-    mos = _MOS_SCALE * (z_mean + _Z_RANGE)
-    std = _MOS_SCALE * z_std
-    mos_table = pd.DataFrame(
+
+def _mos_table(df: pd.DataFrame, groups: _Groups, z: np.ndarray, keep: np.ndarray) -> pd.DataFrame:
+    """Step 4, paper eq. 1: per (item, dimension), ``MOS = 100 (mean(z) + 3) / 6`` and the z spread on that scale."""
+    n_dims, n_cells = len(groups.dims), len(groups.cell_keys)
+    n, z_mean, z_std, _ = group_mean_std(groups.cell[keep], z, n_cells, ddof=1)
+    table = pd.DataFrame(
         {
-            "item_id": np.asarray(items, dtype=object)[cell_keys // n_dims],
-            "dimension": np.asarray(dims, dtype=object)[cell_keys % n_dims],
-            "mos": mos,
-            "std": std,
-            "n_ratings": item_n.astype(np.int64),
+            "item_id": np.asarray(groups.items, dtype=object)[groups.cell_keys // n_dims],
+            "dimension": np.asarray(groups.dims, dtype=object)[groups.cell_keys % n_dims],
+            "mos": _MOS_PER_Z * (z_mean + _Z_RANGE),
+            "std": _MOS_PER_Z * z_std,
+            "n_ratings": n.astype(np.int64),
         }
     )
-    for col, src in (("item_id", df["item_id"]), ("dimension", df["dimension"])):
+    for col in ("item_id", "dimension"):
         try:
-            mos_table[col] = mos_table[col].astype(src.dtype)
+            table[col] = table[col].astype(df[col].dtype)
         except (TypeError, ValueError):
             pass
-    empty = item_n == 0
+    return table
+
+
+def _item_stats(mos_table: pd.DataFrame, groups: _Groups, outliers: CellOutliers) -> pd.DataFrame:
+    n_cells = len(groups.cell_keys)
+    return pd.DataFrame(
+        {
+            "item_id": mos_table["item_id"],
+            "dimension": mos_table["dimension"],
+            "n": outliers.n.astype(np.int64),
+            "mean": outliers.mean,
+            "sigma": outliers.sigma,
+            "kurtosis": outliers.kurtosis,
+            "normal": outliers.normal,
+            "bound": np.where(outliers.spread, outliers.bound_factor * outliers.sigma, np.nan),
+            "n_outliers": np.bincount(groups.cell, weights=outliers.is_outlier, minlength=n_cells).astype(np.int64),
+        }
+    )
+
+
+def _check_mos(mos_table: pd.DataFrame, report_warnings: list, notes: list) -> None:
+    empty = (mos_table["n_ratings"] == 0).to_numpy()
     if empty.any():
         cells = [f"{a!r}/{b!r}" for a, b in zip(mos_table["item_id"][empty], mos_table["dimension"][empty])]
         report_warnings.append(
             f"{int(empty.sum())} item/dimension cell(s) lost every rating (all raters rejected): "
             f"{_listing(cells)}; their mos is NaN"
         )
+    mos = mos_table["mos"].to_numpy()
     outside = np.isfinite(mos) & ((mos < 0) | (mos > 100))
     if outside.any():
         notes.append(
@@ -400,45 +307,86 @@ def compute_mos(ratings, rule: str = "bt500", *, zscore_ddof: int = 1):
             "they are left unclipped here (pivot_mos/overall_mos clip at 0)"
         )
 
-    item_stats = pd.DataFrame(
-        {
-            "item_id": mos_table["item_id"],
-            "dimension": mos_table["dimension"],
-            "n": cell_n.astype(np.int64),
-            "mean": cell_mean,
-            "sigma": cell_sigma,
-            "kurtosis": kurt,
-            "normal": normal,
-            "bound": np.where(spread, k * cell_sigma, np.nan),
-            "n_outliers": np.bincount(cell_codes, weights=outlier, minlength=n_cells).astype(np.int64),
-        }
-    )
-    n_zero = int((~spread).sum())
-    if n_zero:
-        notes.append(
-            f"{n_zero} item/dimension cell(s) have zero spread (one rating, or all ratings equal): "
-            "no outliers possible there"
-        )
-    notes.append(
-        f"rule {rule!r}: P/Q/n pooled over {n_dims} dimension(s); "
-        f"{len(rejected_subjects)} of {n_subj} subject(s) rejected; {n_outliers} outlier rating(s) "
-        f"({n_outliers / n_total:.2%}); {n_removed} of {n_total} rating(s) removed "
-        f"({n_removed / n_total:.2%})"
-    )
 
+def compute_mos(ratings, rule: str = "bt500", *, zscore_ddof: int = 1):
+    """Screen raw ratings and turn them into MOS on the paper's 0–100 scale (the steps of the module docstring).
+
+    Args:
+        ratings: a DataFrame (or anything ``pd.DataFrame(...)`` accepts, e.g. a list of dicts) with columns
+            ``subject_id, item_id, dimension, rating``. One row per rating; other columns are ignored. A
+            single-dimension study needs a constant ``dimension`` column.
+        rule: subject-rejection rule, computed on P/Q/n pooled over all of a subject's ratings:
+            ``"bt500"`` (default; ITU-R BT.500 Annex 2 §2.3.1: ``(P+Q)/n > 0.05`` **and**
+            ``|P-Q|/(P+Q) < 0.3``, which keeps a consistently harsh or lenient rater, whose bias z-scoring
+            removes anyway, and rejects erratic ones) or ``"paper"`` (the MIEScore paper's literal "over 5% of
+            their ratings are outliers": ``(P+Q)/n > 0.05`` alone; on the Netflix public raw dataset, 26
+            subjects and 79 items, it rejects 8 subjects where BT.500 rejects one). If every subject would be
+            rejected, none is, and the report carries a warning and a note.
+        zscore_ddof: delta degrees of freedom of each subject's standard deviation in the z-scores
+            (1 = sample std, as sureal's ``ZS_MOS``; 0 = population std).
+
+    Returns:
+        ``(mos_table, report)``. ``mos_table`` has one row per (item, dimension) with columns ``item_id,
+        dimension, mos, std, n_ratings``: ``mos = 100 * (mean(z) + 3) / 6`` (paper eq. 1, not clipped);
+        ``std = 100 * std(z) / 6`` (ddof=1; the spread of opinions, not the standard error; NaN when
+        ``n_ratings < 2``); ``n_ratings`` = valid ratings left. A cell whose ratings were all removed keeps
+        ``mos`` NaN and ``n_ratings`` 0 (and a warning). ``report`` is a :class:`ScreeningReport`. A cell with
+        one rating or equal ratings has no outliers; a subject/dimension with zero variance gets ``z = 0``.
+
+    Raises:
+        ValueError: unknown ``rule``; missing columns; NaN / non-numeric / infinite ratings; NaN ids; an
+            empty table.
+    """
+    if rule not in RULES:
+        raise ValueError(f"compute_mos: unknown rule {rule!r}; allowed values are {list(RULES)}.")
+    if zscore_ddof not in (0, 1):
+        raise ValueError(f"compute_mos: zscore_ddof must be 0 or 1, got {zscore_ddof!r}.")
+    df = _validate(ratings)
+    r = df["rating"].to_numpy()
+    groups = _Groups.of(df)
+    report_warnings: list[str] = []
+    notes: list[str] = []
+
+    outliers = find_outliers(r, groups.cell, len(groups.cell_keys))  # step 1
+    subject_stats = screen_subjects(groups.subject, len(groups.subjects), outliers, rule)  # step 2
+    flagged = subject_stats.pop("flagged").to_numpy()
+    if flagged.all():
+        msg = (f"every one of the {len(flagged)} subject(s) met the {rule!r} rejection rule; following ITU-R "
+               "BT.500, none was rejected (check the data: the rule assumes most raters are reliable)")
+        report_warnings.append(msg)
+        notes.append(f"all {len(flagged)} subject(s) flagged by rule {rule!r}: reject none")
+        warnings.warn("compute_mos: " + msg, RuntimeWarning, stacklevel=2)
+    rejected = flagged & ~flagged.all()
+    subject_stats.insert(0, "subject", groups.subjects)
+    subject_stats["rejected"] = rejected
+    removed = outliers.is_outlier | rejected[groups.subject]
+
+    z = _zscores(r, groups, ~removed, zscore_ddof, notes)  # step 3
+    mos_table = _mos_table(df, groups, z, ~removed)  # step 4
+    _check_mos(mos_table, report_warnings, notes)
     report = ScreeningReport(
-        rule=rule,
-        rejected_subjects=rejected_subjects,
-        removed_fraction=n_removed / n_total,
-        n_ratings=n_total,
-        n_outliers=n_outliers,
-        n_removed=n_removed,
-        subject_stats=subject_stats,
-        item_stats=item_stats,
-        warnings=report_warnings,
-        notes=notes,
+        rule=rule, rejected_subjects=[_py(s) for s in np.asarray(groups.subjects, dtype=object)[rejected]],
+        removed_fraction=int(removed.sum()) / len(r), n_ratings=len(r), n_outliers=int(outliers.is_outlier.sum()),
+        n_removed=int(removed.sum()), subject_stats=subject_stats, item_stats=_item_stats(mos_table, groups, outliers),
+        warnings=report_warnings, notes=notes,
     )
+    report.notes += _summary_notes(report, outliers, len(groups.dims))
     return mos_table, report
+
+
+def _summary_notes(report: ScreeningReport, outliers: CellOutliers, n_dims: int) -> list[str]:
+    notes = []
+    n_zero = int((~outliers.spread).sum())
+    if n_zero:
+        notes.append(f"{n_zero} item/dimension cell(s) have zero spread (one rating, or all ratings equal): "
+                     "no outliers possible there")
+    n, n_subjects = report.n_ratings, len(report.subject_stats)
+    notes.append(
+        f"rule {report.rule!r}: P/Q/n pooled over {n_dims} dimension(s); {len(report.rejected_subjects)} of "
+        f"{n_subjects} subject(s) rejected; {report.n_outliers} outlier rating(s) ({report.n_outliers / n:.2%}); "
+        f"{report.n_removed} of {n} rating(s) removed ({report.n_removed / n:.2%})"
+    )
+    return notes
 
 
 def overall_mos(mos_vq, mos_if, mos_ap, weights=OVERALL_WEIGHTS):

@@ -51,5 +51,7 @@ MIE_SPLITS = ("train", "validation", "test")
 MER_CATEGORIES = ("general", "human_basic", "human_fine")
 MER_CATEGORY_LABELS = {"general": "General", "human_basic": "Human-B.", "human_fine": "Human-F."}  # table 2
 TIERS = ("poor", "medium", "good")  # rank = index; appendix A.1 calls poor "bad"
+# Appendix A.1: each candidate gets a tier for overall quality, semantic consistency (SC) and perceptual quality (PQ).
+MER_TIER_DIMENSIONS = ("overall", "sc", "pq")
 GROUP_SIZES = (2, 3, 4)  # sec. 4.3: groups of 2, 3 and 4 edited images
 MER_SPLITS = tuple(f"{k}pair" for k in GROUP_SIZES)

@@ -8,20 +8,19 @@ go to ``out_dir/plots/`` and are written atomically.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
+from ..utils.atomic_files import atomic_write
+from .report import fmt_ci, mer_categories_in_order, title_case
+
 __all__ = ["editing_models_plots", "mer_bench_plots", "mie_bench_plots"]
 
-_SHORT = {"visual_quality": "VQ", "instruction_following": "IF", "attribute_preservation": "AP", "overall": "Overall"}
-_LONG = {"visual_quality": "Visual quality", "instruction_following": "Instruction following",
-         "attribute_preservation": "Attribute preservation", "overall": "Overall"}
 _CAT_COLOURS = {"regional": "#4C72B0", "global": "#DD8452", "reasoning": "#55A868",
                 "general": "#4C72B0", "human_basic": "#DD8452", "human_fine": "#55A868"}
-_MER_CAT = {"general": "General", "human_basic": "Human-B.", "human_fine": "Human-F."}
 _DPI = 130
 
 
@@ -36,11 +35,8 @@ def _figure(width: float, height: float):
 
 def _save(fig, out_dir: Path, name: str) -> str:
     rel = f"plots/{name}.png"
-    path = out_dir / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, path)
+    with atomic_write(out_dir / rel, "wb") as handle:
+        fig.savefig(handle, format="png")
     return rel
 
 
@@ -60,21 +56,6 @@ def _err(ms: list) -> tuple[np.ndarray, np.ndarray] | None:
     return np.nan_to_num(np.clip(vals - lo, 0, None)), np.nan_to_num(np.clip(hi - vals, 0, None))
 
 
-def _title(s: str) -> str:
-    return s.replace("_", " ").title()
-
-
-def _fmt_ci(m: Any, digits: int = 3) -> str:
-    v = _val(m)
-    if not np.isfinite(v):
-        return "n/a"
-    text = f"{v:.{digits}f}"
-    ci = m.get("ci") if isinstance(m, dict) else None
-    if ci and ci[0] is not None and ci[1] is not None:
-        text += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-    return text
-
-
 # ---------------------------------------------------------------------------------------------------------
 # MIE-Bench
 # ---------------------------------------------------------------------------------------------------------
@@ -85,17 +66,25 @@ def mie_bench_plots(frame, report: dict, out_dir) -> dict[str, str]:
 
     ``frame``: the evaluated rows with ``mos_<d>`` and ``pred_<d>`` columns (as given to ``mie_bench_report``).
     """
-    from ..data.schema import MOS_COLUMN_OF as MOS_COLUMNS
-    from .metrics import fit_logistic
-
     out = Path(out_dir)
     dims = report["meta"]["dimensions"]
+    paths = _scatter_plots(frame, report, dims, out)
+    paths["srcc_per_task"] = _srcc_per_task_plot(report, dims, out)
+    if report["model_ranking"].get("available"):
+        paths["leaderboard"] = _leaderboard_plot(report, dims, out)
+    paths["mos_distribution"] = _mos_distribution_plot(report, dims, out)
+    return paths
+
+
+def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str, str]:
+    """Predicted vs MOS per dimension, coloured by category, with the 4-parameter logistic fit."""
+    from .metrics.correlation import fit_logistic
+
     paths: dict[str, str] = {}
     cats = frame["category"].astype(str).to_numpy()
-
     for d in dims:
         pred = frame[f"pred_{d}"].to_numpy(dtype=float)
-        mos = frame[MOS_COLUMNS[d]].to_numpy(dtype=float)
+        mos = frame[MOS_COLUMN_OF[d]].to_numpy(dtype=float)
         ok = np.isfinite(pred) & np.isfinite(mos)
         fig = _figure(5.2, 4.6)
         ax = fig.add_subplot()
@@ -103,19 +92,25 @@ def mie_bench_plots(frame, report: dict, out_dir) -> dict[str, str]:
         for c in dict.fromkeys(cats[ok]):
             sel = ok & (cats == c)
             ax.scatter(pred[sel], mos[sel], s=12 if small else 4, alpha=0.7 if small else 0.35,
-                       color=_CAT_COLOURS.get(c), label=_title(c), rasterized=True, linewidths=0)
+                       color=_CAT_COLOURS.get(c), label=title_case(c), rasterized=True, linewidths=0)
         fit = fit_logistic(pred[ok], mos[ok])
         if fit.success:
             xs = np.linspace(pred[ok].min(), pred[ok].max(), 200)
             ax.plot(xs, fit(xs), color="black", lw=1.6, label="4-parameter logistic fit")
         c = report["correlations"][d]
-        ax.set_title(f"{_LONG[d]}: SRCC {_fmt_ci(c['srcc'])}\nPLCC (logistic) {_fmt_ci(c.get('plcc_logistic'))}",
+        ax.set_title(f"{LONG_NAMES[d]}: SRCC {fmt_ci(c['srcc'], 3)}\nPLCC (logistic) {fmt_ci(c.get('plcc_logistic'), 3)}",
                      fontsize=9)
-        ax.set_xlabel(f"predicted {_SHORT[d]}")
-        ax.set_ylabel(f"MOS {_SHORT[d]}")
+        ax.set_xlabel(f"predicted {SHORT_NAMES[d]}")
+        ax.set_ylabel(f"MOS {SHORT_NAMES[d]}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
         paths[f"scatter_{d}"] = _save(fig, out, f"scatter_{d}")
+    return paths
+
+
+def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
+    """SRCC with MOS per task (bars coloured by category, CIs as error bars), one panel per dimension."""
+    from matplotlib.patches import Patch
 
     pt = report["per_task"]
     tasks = [t["task"] for t in pt["tasks"]]
@@ -127,40 +122,43 @@ def mie_bench_plots(frame, report: dict, out_dir) -> dict[str, str]:
         vals = np.array([_val(m) for m in ms])
         ax.bar(np.arange(len(tasks)), np.nan_to_num(vals), color=[_CAT_COLOURS.get(c, "grey") for c in tcats],
                yerr=_err(ms), capsize=2, error_kw={"lw": 0.8})
-        ax.set_ylabel(f"SRCC {_SHORT[d]}")
+        ax.set_ylabel(f"SRCC {SHORT_NAMES[d]}")
         ax.set_ylim(min(0.0, float(np.nanmin(vals)) - 0.1) if np.isfinite(vals).any() else 0.0, 1.0)
         ax.axhline(0, color="black", lw=0.6)
         ax.grid(axis="y", alpha=0.3)
         ax.set_xticks(np.arange(len(tasks)))
-        ax.set_xticklabels([_title(t) for t in tasks] if ax is axes[-1] else [], rotation=45, ha="right", fontsize=7)
-    from matplotlib.patches import Patch
-
-    axes[0].legend(handles=[Patch(color=_CAT_COLOURS.get(c, "grey"), label=_title(c)) for c in dict.fromkeys(tcats)],
+        ax.set_xticklabels([title_case(t) for t in tasks] if ax is axes[-1] else [], rotation=45, ha="right", fontsize=7)
+    axes[0].legend(handles=[Patch(color=_CAT_COLOURS.get(c, "grey"), label=title_case(c)) for c in dict.fromkeys(tcats)],
                    fontsize=7, ncol=3, loc="lower right")
     axes[0].set_title("SRCC with human MOS per task (bars: bootstrap CI)", fontsize=9)
-    paths["srcc_per_task"] = _save(fig, out, "srcc_per_task")
+    return _save(fig, out, "srcc_per_task")
 
+
+def _leaderboard_plot(report: dict, dims: list[str], out: Path) -> str:
+    """Per-model mean human MOS vs mean prediction, one panel per dimension (paper table 4)."""
     mr = report["model_ranking"]
-    if mr.get("available"):
-        order_dim = "overall" if "overall" in dims else dims[-1]
-        models = [r["model"] for r in mr[order_dim]["table"]]
-        fig = _figure(max(7.0, 0.6 * len(models) + 2), 2.6 * len(dims) + 0.6)
-        axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
-        x = np.arange(len(models))
-        for ax, d in zip(axes, dims):
-            rows = {r["model"]: r for r in mr[d]["table"]}
-            hum = [rows[m]["human"] for m in models]
-            prd = [rows[m]["pred"] for m in models]
-            ax.bar(x - 0.2, [_val(v) for v in hum], 0.4, yerr=_err(hum), capsize=2, label="Human MOS", color="#8C8C8C")
-            ax.bar(x + 0.2, [_val(v) for v in prd], 0.4, yerr=_err(prd), capsize=2, label="Predicted", color="#4C72B0")
-            ax.set_ylabel(_SHORT[d])
-            ax.set_title(f"{_LONG[d]}: SRCC to human {_fmt_ci(mr[d]['srcc'])}", fontsize=9)
-            ax.grid(axis="y", alpha=0.3)
-            ax.set_xticks(x)
-            ax.set_xticklabels(models if ax is axes[-1] else [], rotation=30, ha="right", fontsize=7)
-        axes[0].legend(fontsize=7)
-        paths["leaderboard"] = _save(fig, out, "leaderboard")
+    order_dim = "overall" if "overall" in dims else dims[-1]
+    models = [r["model"] for r in mr[order_dim]["table"]]
+    fig = _figure(max(7.0, 0.6 * len(models) + 2), 2.6 * len(dims) + 0.6)
+    axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
+    x = np.arange(len(models))
+    for ax, d in zip(axes, dims):
+        rows = {r["model"]: r for r in mr[d]["table"]}
+        hum = [rows[m]["human"] for m in models]
+        prd = [rows[m]["pred"] for m in models]
+        ax.bar(x - 0.2, [_val(v) for v in hum], 0.4, yerr=_err(hum), capsize=2, label="Human MOS", color="#8C8C8C")
+        ax.bar(x + 0.2, [_val(v) for v in prd], 0.4, yerr=_err(prd), capsize=2, label="Predicted", color="#4C72B0")
+        ax.set_ylabel(SHORT_NAMES[d])
+        ax.set_title(f"{LONG_NAMES[d]}: SRCC to human {fmt_ci(mr[d]['srcc'], 3)}", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_xticks(x)
+        ax.set_xticklabels(models if ax is axes[-1] else [], rotation=30, ha="right", fontsize=7)
+    axes[0].legend(fontsize=7)
+    return _save(fig, out, "leaderboard")
 
+
+def _mos_distribution_plot(report: dict, dims: list[str], out: Path) -> str:
+    """MOS histograms per dimension: all edits, 2 sources, 3 or more sources (paper figure 2)."""
     dist = report["mos_distribution"]
     edges = np.asarray(dist["bin_edges"])
     subsets = [("all", "(a) All"), ("2_sources", "(b) Two sources"), ("3plus_sources", "(c) Three or more sources")]
@@ -176,12 +174,11 @@ def mie_bench_plots(frame, report: dict, out_dir) -> dict[str, str]:
             if i == 0:
                 ax.set_title(f"{label} (n={dist['subsets'].get(key, 0)})", fontsize=9)
             if j == 0:
-                ax.set_ylabel(f"{_SHORT[d]} count")
+                ax.set_ylabel(f"{SHORT_NAMES[d]} count")
             if i == len(ddims) - 1:
                 ax.set_xlabel("MOS")
             ax.set_xlim(0, 100)
-    paths["mos_distribution"] = _save(fig, out, "mos_distribution")
-    return paths
+    return _save(fig, out, "mos_distribution")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -216,7 +213,7 @@ def mer_bench_plots(report: dict, out_dir) -> dict[str, str]:
     ax.set_title("MER-Bench accuracy and τ by group size (dotted: chance accuracy 1/K!)", fontsize=9)
     paths["accuracy_by_size"] = _save(fig, out, "accuracy_by_size")
 
-    cats = [c for c in _MER_CAT if c in acc["by_category"]] + sorted(set(acc["by_category"]) - set(_MER_CAT))
+    cats = mer_categories_in_order(acc["by_category"])
     ms = [acc["by_category"][c] for c in cats] + [acc["overall"]]
     fig = _figure(5.5, 3.4)
     ax = fig.add_subplot()
@@ -224,7 +221,7 @@ def mer_bench_plots(report: dict, out_dir) -> dict[str, str]:
     ax.bar(x, [_val(m) for m in ms], yerr=_err(ms), capsize=3,
            color=[_CAT_COLOURS.get(c, "grey") for c in cats] + ["#555555"])
     ax.set_xticks(x)
-    ax.set_xticklabels([_MER_CAT.get(c, c) for c in cats] + ["Overall"])
+    ax.set_xticklabels([MER_CATEGORY_LABELS.get(c, c) for c in cats] + ["Overall"])
     ax.set_ylim(0, 1)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title("MER-Bench accuracy by editing category", fontsize=9)
@@ -255,13 +252,13 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
         rows = {r["model"]: r for r in lb[d]}
         ms = [rows[m]["all"] for m in models]
         ax.bar(x - 0.4 + width * (k + 0.5), [_val(m) for m in ms], width, yerr=_err(ms), capsize=2,
-               label=_SHORT[d], color=colours[k % len(colours)])
+               label=SHORT_NAMES[d], color=colours[k % len(colours)])
     ax.set_xticks(x)
     ax.set_xticklabels(models, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("mean predicted score (0–100)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=len(dims))
-    ax.set_title(f"Editing models ranked by predicted {_SHORT[order_dim]}", fontsize=9)
+    ax.set_title(f"Editing models ranked by predicted {SHORT_NAMES[order_dim]}", fontsize=9)
     paths["editing_models"] = _save(fig, out, "editing_models")
 
     tasks = meta["tasks"]
@@ -272,7 +269,7 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
         ax = fig.add_subplot()
         im = ax.imshow(np.ma.masked_invalid(mat), aspect="auto", cmap="viridis")
         ax.set_xticks(np.arange(len(tasks)))
-        ax.set_xticklabels([_title(t) for t in tasks], rotation=45, ha="right", fontsize=7)
+        ax.set_xticklabels([title_case(t) for t in tasks], rotation=45, ha="right", fontsize=7)
         ax.set_yticks(np.arange(len(models)))
         ax.set_yticklabels(models, fontsize=7)
         if mat.size <= 400:
@@ -283,7 +280,7 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
                         bright = (mat[i, j] - lo) > 0.6 * (hi - lo)
                         ax.text(j, i, f"{mat[i, j]:.0f}", ha="center", va="center", fontsize=6,
                                 color="black" if bright else "white")
-        fig.colorbar(im, ax=ax, label=f"mean predicted {_SHORT[d]}")
-        ax.set_title(f"{_LONG[d]}: mean predicted score per editing model and task", fontsize=9)
+        fig.colorbar(im, ax=ax, label=f"mean predicted {SHORT_NAMES[d]}")
+        ax.set_title(f"{LONG_NAMES[d]}: mean predicted score per editing model and task", fontsize=9)
         paths[f"heatmap_{d}"] = _save(fig, out, f"heatmap_{d}")
     return paths

@@ -1,35 +1,36 @@
 """Write benchmark reports: ``report.json`` (every number with its CI) and ``report.md`` (tables laid out like
 the papers' tables, ready to paste).
 
-Input: the dicts of :mod:`modeling_miescore.evaluation.benchmark` (``mie_bench_report``, ``mer_bench_report``,
-``editing_models_report``), optionally with ``report["plots"] = {name: relative PNG path}`` and
-``report["run"]`` (dataset, split, predictions / model). Metrics are ``{"value", "ci": [low, high]}``.
-Files are written atomically (temporary file, then rename): a crash never leaves half a report.
+Input: the dicts of :mod:`.mie_bench_report`, :mod:`.mer_bench_report` and :mod:`.editing_models_report`,
+optionally with ``report["plots"] = {name: relative PNG path}`` and ``report["run"]`` (dataset, split,
+predictions / model). Metrics are ``{"value", "ci": [low, high]}``. Files are written atomically
+(:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+from ..data.schema import LONG_NAMES, MER_CATEGORIES, MER_CATEGORY_LABELS, SHORT_NAMES
+from ..overall import OVERALL_WEIGHTS
+from ..utils.atomic_files import write_text_atomic
 
 __all__ = [
     "editing_models_markdown",
     "fmt_ci",
     "mer_bench_markdown",
+    "mer_categories_in_order",
     "mie_bench_markdown",
     "render_markdown",
+    "title_case",
     "write_json",
     "write_report",
-    "write_text",
 ]
 
-_SHORT = {"visual_quality": "VQ", "instruction_following": "IF", "attribute_preservation": "AP", "overall": "Overall"}
-_LONG = {"visual_quality": "Visual Quality", "instruction_following": "Instruction Following",
-         "attribute_preservation": "Attribute Preservation", "overall": "Overall Score"}
-_MER_CAT = {"general": "General", "human_basic": "Human-B.", "human_fine": "Human-F."}
 _SUBSETS = {"all": "All", "2_sources": "2 sources", "3plus_sources": "≥3 sources"}
 
 
@@ -54,26 +55,24 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def write_text(path, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def write_json(path, data: dict) -> Path:
-    return write_text(path, json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
+    """Write ``data`` as strict JSON (NaN/inf as null), atomically."""
+    return write_text_atomic(path, json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
 
 
 def write_report(out_dir, report: dict) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.md`` into ``out_dir``; returns their paths."""
+    """Write ``report.json`` and ``report.md`` into ``out_dir``; returns their paths.
+
+    The Markdown is rendered before either file is written, so a report that cannot be rendered leaves both
+    files as they were.
+    """
     out = Path(out_dir)
-    return write_json(out / "report.json", report), write_text(out / "report.md", render_markdown(report))
+    markdown = render_markdown(report)
+    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)
 
 
 def render_markdown(report: dict) -> str:
+    """The Markdown of a report dict, by its ``benchmark`` kind (mie-bench, mer-bench, editing-models)."""
     kind = report.get("benchmark")
     if kind == "mie-bench":
         return mie_bench_markdown(report)
@@ -126,7 +125,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | No
     return "\n".join(lines)
 
 
-def _title(name: str) -> str:
+def title_case(name: str) -> str:
+    """``"object_composition"`` -> ``"Object Composition"`` (task and category labels)."""
     return name.replace("_", " ").title()
 
 
@@ -169,6 +169,17 @@ def _alignment_lines(report: dict, what: str = "ids") -> list[str]:
     return lines
 
 
+def mer_categories_in_order(by_category) -> list[str]:
+    """MER-Bench categories present in ``by_category``: the paper's (table 2) first, in its order, then the rest."""
+    return [c for c in MER_CATEGORIES if c in by_category] + sorted(set(by_category) - set(MER_CATEGORIES))
+
+
+def _header(report: dict, title: str, intro: str, what: str = "ids") -> list[str]:
+    """Title, one-paragraph summary (with the CI sentence) and the Run section."""
+    return ([f"# {title}", "", intro + _ci_sentence(report), "", "## Run", ""]
+            + _run_lines(report) + _alignment_lines(report, what) + [""])
+
+
 def _plot(report: dict, name: str, caption: str) -> list[str]:
     path = report.get("plots", {}).get(name)
     return [f"![{caption}]({path})", ""] if path else []
@@ -190,86 +201,99 @@ def _notes(report: dict, extra: Sequence[str] = ()) -> list[str]:
 def mie_bench_markdown(report: dict) -> str:
     meta = report["meta"]
     dims = meta["dimensions"]
-    out = ["# MIE-Bench evaluation report", ""]
-    out += [f"How well the evaluator's predicted scores agree with human MOS on {meta['n_items']} edited images "
-            f"({meta['n_instances']} instances, {meta['n_editing_models']} editing models, {meta['n_tasks']} tasks). "
-            + _ci_sentence(report), ""]
-    out += ["## Run", ""] + _run_lines(report) + _alignment_lines(report) + [""]
+    out = _header(report, "MIE-Bench evaluation report",
+                  f"How well the evaluator's predicted scores agree with human MOS on {meta['n_items']} edited images "
+                  f"({meta['n_instances']} instances, {meta['n_editing_models']} editing models, "
+                  f"{meta['n_tasks']} tasks). ")
+    out += _mie_correlation_lines(report, dims)
+    out += _mie_per_task_lines(report, dims)
+    out += _mie_ranking_lines(report, dims)
+    out += _mie_distribution_lines(report, dims)
+    return "\n".join(out + _notes(report, _mie_notes(report, dims)))
 
-    # table 3
-    out += ["## Correlation with human MOS (paper table 3)", ""]
+
+def _mie_correlation_lines(report: dict, dims: Sequence[str]) -> list[str]:
+    """Paper table 3: SRCC / KRCC / PLCC per dimension, and the one-row paper layout."""
+    out = ["## Correlation with human MOS (paper table 3)", ""]
     rows = []
     for d in dims:
         c = report["correlations"][d]
-        rows.append([_LONG[d], c.get("n", ""), fmt_ci(c["srcc"]), fmt_ci(c["krcc"]), fmt_ci(c["plcc"]),
+        rows.append([LONG_NAMES[d], c.get("n", ""), fmt_ci(c["srcc"]), fmt_ci(c["krcc"]), fmt_ci(c["plcc"]),
                      fmt_ci(c.get("plcc_logistic"))])
     out += [_table(["Dimension", "n", "SRCC", "KRCC", "PLCC", "PLCC (logistic)"], rows), ""]
-    header = ["Method"] + [f"{_SHORT[d]} {s}" for d in dims for s in ("ρs", "ρk", "ρp")]
+    header = ["Method"] + [f"{SHORT_NAMES[d]} {s}" for d in dims for s in ("ρs", "ρk", "ρp")]
     row = ["This evaluator"] + [fmt_ci(report["correlations"][d][m], ci=False)
                                 for d in dims for m in ("srcc", "krcc", "plcc")]
     out += ["Paper layout (one row, paste under the paper's table 3; ρp = PLCC on raw predictions):", "",
             _table(header, [row]), ""]
     for d in dims:
-        out += _plot(report, f"scatter_{d}", f"Predicted vs MOS, {_LONG[d]}")
+        out += _plot(report, f"scatter_{d}", f"Predicted vs MOS, {LONG_NAMES[d]}")
+    return out
 
-    # tables 12-15
+
+def _mie_per_task_lines(report: dict, dims: Sequence[str]) -> list[str]:
+    """Paper tables 12-15: SRCC per task and per category."""
     pt = report["per_task"]
-    out += ["## SRCC per task (paper tables 12–15)", ""]
+    out = ["## SRCC per task (paper tables 12–15)", ""]
     rows = []
     for t in pt["tasks"]:
-        rows.append([_title(t["task"]), t["category"], t["n_items"]]
+        rows.append([title_case(t["task"]), t["category"], t["n_items"]]
                     + [fmt_ci(pt["srcc"][d]["tasks"].get(t["task"]), digits=3) for d in dims])
     for c in pt["categories"]:
-        rows.append([f"**{_title(c)} (all tasks)**", c, ""]
+        rows.append([f"**{title_case(c)} (all tasks)**", c, ""]
                     + [fmt_ci(pt["srcc"][d]["categories"].get(c), digits=3) for d in dims])
-    out += [_table(["Task", "Category", "n", *[_SHORT[d] for d in dims]], rows), "",
+    out += [_table(["Task", "Category", "n", *[SHORT_NAMES[d] for d in dims]], rows), "",
             "Per-task and per-category intervals resample the instances of that task (category) only; a task "
             "with a single instance has no interval.", ""]
-    out += _plot(report, "srcc_per_task", "SRCC per task")
+    return out + _plot(report, "srcc_per_task", "SRCC per task")
 
-    # table 4
+
+def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
+    """Paper table 4: the editing-model leaderboard, human vs predicted, with SRCC/KRCC to human."""
     mr = report["model_ranking"]
-    out += ["## Editing-model leaderboard: human vs predicted (paper table 4)", ""]
+    out = ["## Editing-model leaderboard: human vs predicted (paper table 4)", ""]
     if not mr.get("available"):
-        out += [f"Not computed: {mr.get('reason', 'too few editing models')}.", ""]
-    else:
-        order_dim = "overall" if "overall" in dims else dims[-1]
-        header = ["Model"]
+        return out + [f"Not computed: {mr.get('reason', 'too few editing models')}.", ""]
+    order_dim = "overall" if "overall" in dims else dims[-1]
+    header = ["Model"]
+    for d in dims:
+        header += [f"{SHORT_NAMES[d]} Human", f"{SHORT_NAMES[d]} Pred"]
+    header += ["Rank Human", "Rank Pred"]
+    rows = []
+    per_dim = {d: {r["model"]: r for r in mr[d]["table"]} for d in dims}
+    for r in mr[order_dim]["table"]:
+        m = r["model"]
+        cells = [m]
         for d in dims:
-            header += [f"{_SHORT[d]} Human", f"{_SHORT[d]} Pred"]
-        header += ["Rank Human", "Rank Pred"]
-        rows = []
-        per_dim = {d: {r["model"]: r for r in mr[d]["table"]} for d in dims}
-        for r in mr[order_dim]["table"]:
-            m = r["model"]
-            cells = [m]
-            for d in dims:
-                e = per_dim[d][m]
-                cells += [fmt_ci(e["human"], 2, ci=False), fmt_ci(e["pred"], 2, ci=False)]
-            cells += [r["rank_human"], r["rank_pred"]]
-            rows.append(cells)
-        srow, krow = ["**SRCC to human ↑**"], ["KRCC to human"]
-        for d in dims:
-            srow += ["", fmt_ci(mr[d]["srcc"], 3)]
-            krow += ["", fmt_ci(mr[d]["krcc"], 3)]
-        rows += [srow + ["", ""], krow + ["", ""]]
-        out += [_table(header, rows), "",
-                f"Models are sorted by human {_SHORT[order_dim]} MOS; ranks are by {_SHORT[order_dim]} (1 = best). "
-                "SRCC to human = Spearman correlation between the per-model mean prediction and the per-model "
-                "mean MOS.",
-                ""]
-        out += _plot(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
-        out += ["<details><summary>Per-model means with confidence intervals</summary>", ""]
-        rows = []
-        for r in mr[order_dim]["table"]:
-            m = r["model"]
-            rows.append([m] + [f"{fmt_ci(per_dim[d][m]['human'], 2)} / {fmt_ci(per_dim[d][m]['pred'], 2)}"
-                               for d in dims])
-        out += [_table(["Model", *[f"{_SHORT[d]} human / pred" for d in dims]], rows), "", "</details>", ""]
+            e = per_dim[d][m]
+            cells += [fmt_ci(e["human"], 2, ci=False), fmt_ci(e["pred"], 2, ci=False)]
+        cells += [r["rank_human"], r["rank_pred"]]
+        rows.append(cells)
+    srow, krow = ["**SRCC to human ↑**"], ["KRCC to human"]
+    for d in dims:
+        srow += ["", fmt_ci(mr[d]["srcc"], 3)]
+        krow += ["", fmt_ci(mr[d]["krcc"], 3)]
+    rows += [srow + ["", ""], krow + ["", ""]]
+    short = SHORT_NAMES[order_dim]
+    out += [_table(header, rows), "",
+            f"Models are sorted by human {short} MOS; ranks are by {short} (1 = best). "
+            "SRCC to human = Spearman correlation between the per-model mean prediction and the per-model "
+            "mean MOS.",
+            ""]
+    out += _plot(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
+    out += ["<details><summary>Per-model means with confidence intervals</summary>", ""]
+    rows = []
+    for r in mr[order_dim]["table"]:
+        m = r["model"]
+        rows.append([m] + [f"{fmt_ci(per_dim[d][m]['human'], 2)} / {fmt_ci(per_dim[d][m]['pred'], 2)}"
+                           for d in dims])
+    return out + [_table(["Model", *[f"{SHORT_NAMES[d]} human / pred" for d in dims]], rows), "", "</details>", ""]
 
-    # figure 2
+
+def _mie_distribution_lines(report: dict, dims: Sequence[str]) -> list[str]:
+    """Paper figure 2 as a table: MOS summary per dimension for all edits, 2 sources, 3 or more sources."""
     dist = report["mos_distribution"]
-    out += ["## MOS distributions (paper figure 2)", ""]
+    out = ["## MOS distributions (paper figure 2)", ""]
     rows = []
     for d in dims:
         if d not in dist:
@@ -277,17 +301,20 @@ def mie_bench_markdown(report: dict) -> str:
         for key, label in _SUBSETS.items():
             s = dist[d].get(key, {})
             if not s.get("n"):
-                rows.append([_LONG[d], label, 0, "—", "—", "—", "—"])
+                rows.append([LONG_NAMES[d], label, 0, "—", "—", "—", "—"])
                 continue
-            rows.append([_LONG[d], label, s["n"], f"{s['mean']:.2f}", f"{s['std']:.2f}", f"{s['median']:.2f}",
+            rows.append([LONG_NAMES[d], label, s["n"], f"{s['mean']:.2f}", f"{s['std']:.2f}", f"{s['median']:.2f}",
                          f"{s['min']:.1f}–{s['max']:.1f}"])
     out += [_table(["Dimension", "Subset", "n", "Mean", "Std", "Median", "Range"], rows), ""]
-    out += _plot(report, "mos_distribution", "MOS distributions")
+    return out + _plot(report, "mos_distribution", "MOS distributions")
 
+
+def _mie_notes(report: dict, dims: Sequence[str]) -> list[str]:
+    w_vq, w_if, w_ap = OVERALL_WEIGHTS
     extra = [
         "SRCC = Spearman (average ranks for ties), KRCC = Kendall tau-b, PLCC = Pearson on raw predictions; "
         "PLCC (logistic) = Pearson after the monotonic 4-parameter logistic fit (VQEG / pyiqa convention).",
-        "Overall MOS = VQ^0.3 · IF^0.4 · AP^0.3 (MIEScore paper, eq. 2).",
+        f"Overall MOS = VQ^{w_vq:g} · IF^{w_if:g} · AP^{w_ap:g} (MIEScore paper, eq. 2).",
     ]
     if report.get("overall_computed"):
         extra.append("The predictions had no `overall`; it was computed from the predicted VQ/IF/AP with eq. 2.")
@@ -295,10 +322,11 @@ def mie_bench_markdown(report: dict) -> str:
         lg = report["correlations"][d].get("logistic", {})
         if lg.get("success"):
             p = ", ".join(f"{x:.4g}" for x in lg["params"])
-            extra.append(f"Logistic fit, {_SHORT[d]}: β = ({p}).")
+            extra.append(f"Logistic fit, {SHORT_NAMES[d]}: β = ({p}).")
         elif lg:
-            extra.append(f"Logistic fit, {_SHORT[d]}: failed ({lg.get('message')}); PLCC (logistic) is the raw PLCC.")
-    return "\n".join(out + _notes(report, extra))
+            extra.append(f"Logistic fit, {SHORT_NAMES[d]}: failed ({lg.get('message')}); "
+                         "PLCC (logistic) is the raw PLCC.")
+    return extra
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -310,12 +338,11 @@ def mer_bench_markdown(report: dict) -> str:
     meta = report["meta"]
     acc, tau = report["accuracy"], report["tau"]
     sizes = sorted(acc["by_size"], key=int)
-    cats = [c for c in _MER_CAT if c in acc.get("by_category", {})] + sorted(
-        set(acc.get("by_category", {})) - set(_MER_CAT))
-    out = ["# MER-Bench evaluation report", ""]
-    out += [f"K-pair ranking accuracy of the evaluator on {meta['n_groups']} groups from {meta['n_samples']} samples. "
-            + _ci_sentence(report), ""]
-    out += ["## Run", ""] + _run_lines(report) + _alignment_lines(report, "pair ids") + [""]
+    cats = mer_categories_in_order(acc.get("by_category", {}))
+    labels = [MER_CATEGORY_LABELS.get(c, c) for c in cats]
+    out = _header(report, "MER-Bench evaluation report",
+                  f"K-pair ranking accuracy of the evaluator on {meta['n_groups']} groups from {meta['n_samples']} "
+                  "samples. ", what="pair ids")
 
     out += ["## Accuracy by group size (paper table 1, MER-Bench columns)", ""]
     header = [f"{k}-P" for k in sizes] + ["Overall", "τ"]
@@ -325,7 +352,7 @@ def mer_bench_markdown(report: dict) -> str:
     out += _plot(report, "accuracy_by_size", "Accuracy by group size")
 
     out += ["## Accuracy by editing category (paper table 2)", ""]
-    header = [_MER_CAT.get(c, c) for c in cats] + ["Overall"]
+    header = labels + ["Overall"]
     row = [fmt_ci(acc["by_category"][c], 3) for c in cats] + [fmt_ci(acc["overall"], 3)]
     nrow = [meta["n_by_category"].get(c, "") for c in cats] + [meta["n_groups"]]
     out += [_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), ""]
@@ -333,14 +360,14 @@ def mer_bench_markdown(report: dict) -> str:
 
     out += ["## Kendall τ by group size and category", ""]
     row = [fmt_ci(tau["by_size"][k], 3) for k in sizes] + [fmt_ci(tau["by_category"].get(c), 3) for c in cats]
-    out += [_table(["", *[f"{k}-P" for k in sizes], *[_MER_CAT.get(c, c) for c in cats]], [["τ", *row]]), ""]
+    out += [_table(["", *[f"{k}-P" for k in sizes], *labels], [["τ", *row]]), ""]
 
     out += ["## Accuracy by group size and category", ""]
     rows = []
     for k in sizes:
         cells = report["accuracy_by_size_and_category"].get(k, {})
         rows.append([f"{k}-P"] + [fmt_ci(cells.get(c), 3, ci=False) for c in cats])
-    out += [_table(["Size", *[_MER_CAT.get(c, c) for c in cats]], rows), ""]
+    out += [_table(["Size", *labels], rows), ""]
 
     extra = [f"Accuracy: {meta['definitions']['accuracy']}.", f"τ: {meta['definitions']['tau']}.",
              f"Groups with tied predicted scores (counted wrong): {meta['groups_with_tied_scores']}; "
@@ -358,35 +385,33 @@ def editing_models_markdown(report: dict) -> str:
     dims = meta["dimensions"]
     lb = report["leaderboard"]
     order_dim = "overall" if "overall" in dims else dims[-1]
-    out = ["# Editing-model leaderboard (predicted scores)", ""]
-    out += [f"{meta['n_editing_models']} editing models ranked by the evaluator's mean predicted score over "
-            f"{meta['n_items']} edits ({meta['n_instances']} instances, {len(meta['tasks'])} tasks). "
-            + _ci_sentence(report), ""]
-    out += ["## Run", ""] + _run_lines(report) + _alignment_lines(report) + [""]
+    out = _header(report, "Editing-model leaderboard (predicted scores)",
+                  f"{meta['n_editing_models']} editing models ranked by the evaluator's mean predicted score over "
+                  f"{meta['n_items']} edits ({meta['n_instances']} instances, {len(meta['tasks'])} tasks). ")
 
     out += ["## Leaderboard", ""]
     by_dim = {d: {r["model"]: r for r in lb[d]} for d in dims}
     rows = []
     for r in lb[order_dim]:
         rows.append([r["rank"], r["model"], r["n_items"]] + [fmt_ci(by_dim[d][r["model"]]["all"], 2) for d in dims])
-    out += [_table(["Rank", "Model", "n", *[_SHORT[d] for d in dims]], rows, "rl" + "r" * (len(dims) + 1)), ""]
-    out += [f"Ranked by mean predicted {_SHORT[order_dim]}.", ""]
+    out += [_table(["Rank", "Model", "n", *[SHORT_NAMES[d] for d in dims]], rows, "rl" + "r" * (len(dims) + 1)), ""]
+    out += [f"Ranked by mean predicted {SHORT_NAMES[order_dim]}.", ""]
     out += _plot(report, "editing_models", "Mean predicted score per editing model")
 
     cats = meta["categories"]
     tcat = meta["task_category"]
     for d in dims:
-        out += [f"## {_LONG[d]} per task (paper tables 8–11 layout)", ""]
+        out += [f"## {LONG_NAMES[d]} per task (paper tables 8–11 layout)", ""]
         for cgroup in ([c for c in cats if c == "regional"], [c for c in cats if c != "regional"]):
             tasks = [t for t in meta["tasks"] if tcat.get(t) in cgroup]
             if not tasks:
                 continue
-            label = " + ".join(_title(c) for c in cgroup)
+            label = " + ".join(title_case(c) for c in cgroup)
             rows = [[r["model"]] + [fmt_ci(r["tasks"][t], 2, ci=False) for t in tasks] for r in lb[d]]
-            out += [f"**{label} editing**", "", _table(["Model/Task", *[_title(t) for t in tasks]], rows), ""]
+            out += [f"**{label} editing**", "", _table(["Model/Task", *[title_case(t) for t in tasks]], rows), ""]
         rows = [[r["model"]] + [fmt_ci(r["categories"][c], 2) for c in cats] + [fmt_ci(r["all"], 2)] for r in lb[d]]
-        out += ["**By category**", "", _table(["Model", *[_title(c) for c in cats], "All"], rows), ""]
-        out += _plot(report, f"heatmap_{d}", f"Mean predicted {_SHORT[d]} per model and task")
+        out += ["**By category**", "", _table(["Model", *[title_case(c) for c in cats], "All"], rows), ""]
+        out += _plot(report, f"heatmap_{d}", f"Mean predicted {SHORT_NAMES[d]} per model and task")
 
     extra = ["Scores are the evaluator's predictions on the 0–100 MOS scale, not human ratings; a model's score is "
              "the mean over its edits (per task: over its edits of that task)."]

@@ -8,10 +8,11 @@ connection reuse, bounded retries on transient failures and typed errors::
     client = ChatClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-VL-8B-Instruct")
     text = client.chat([user_message(["Describe the edit.", source, edited])], max_tokens=256)
 
-Retries: HTTP 408/409/429/5xx, timeouts and connection errors are retried up to ``max_retries`` times, waiting
-``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that parallel callers do not retry in lock-step), or
-the server's ``Retry-After`` when it sends one; every wait is capped at ``max_backoff``. Other 4xx answers and
-malformed bodies are not retried (repeating the same request cannot fix them).
+Retries (:mod:`modeling_miescore.utils.http_retry`): HTTP 408/409/429/5xx, timeouts and connection errors are
+retried up to ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that
+parallel callers do not retry in lock-step), or the server's ``Retry-After`` (delta-seconds or an HTTP date)
+when it sends one; every wait is capped at ``max_backoff``. Other 4xx answers and malformed bodies are not
+retried (repeating the same request cannot fix them).
 
 The API key is read from the environment variable ``api_key_env`` when the client is created; it is sent only
 in the ``Authorization`` header and never appears in ``repr``, logs or error messages. Without the variable no
@@ -24,22 +25,21 @@ bounded thread pool.
 from __future__ import annotations
 
 import base64
-import email.utils
 import io
 import json
 import logging
 import math
 import os
-import random
-import time
 from typing import Any, Dict, List, Optional, Sequence
+
+from ..utils.http_retry import Attempted, RetryPolicy, send_with_retries
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["ChatClient", "ChatError", "image_to_data_url", "user_message", "RETRY_STATUSES"]
 
-# 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and 5xx.
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+# 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and every 5xx.
+RETRY_STATUSES = frozenset({408, 409, 429, *range(500, 600)})
 ERROR_KINDS = ("http", "timeout", "connection", "bad_response")
 _BODY_EXCERPT = 300  # characters of a server's error body kept in a ChatError message
 
@@ -66,26 +66,6 @@ class ChatError(RuntimeError):
 def _excerpt(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "..."
-
-
-def _retry_after_seconds(value: Optional[str]) -> Optional[float]:
-    """Parse a ``Retry-After`` header: delta-seconds or an HTTP date. None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when is None:
-            return None
-        seconds = when.timestamp() - time.time()
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 def _message_text(payload: Any) -> str:
@@ -139,8 +119,6 @@ class ChatClient:
             raise ValueError("model must be a non-empty string: the model name the server expects")
         if not (timeout > 0):
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
-        if int(max_retries) < 0 or backoff < 0 or max_backoff < 0:
-            raise ValueError("max_retries, backoff and max_backoff must be >= 0")
         try:
             import httpx
         except ImportError as err:  # pragma: no cover - httpx is in the serve/train extras
@@ -151,9 +129,9 @@ class ChatClient:
         self.model = model
         self.api_key_env = api_key_env
         self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
+        self.retry_policy = RetryPolicy(max_retries=int(max_retries), backoff=float(backoff),
+                                        max_backoff=float(max_backoff), statuses=RETRY_STATUSES,
+                                        exceptions=(httpx.TransportError,))  # timeouts included
         request_headers = {"Content-Type": "application/json", **(headers or {})}
         api_key = os.environ.get(api_key_env, "") if api_key_env else ""
         if api_key:
@@ -165,7 +143,7 @@ class ChatClient:
     def __repr__(self) -> str:  # never shows the key
         return (f"ChatClient(base_url={self.base_url!r}, model={self.model!r}, "
                 f"api_key={'set' if self.has_api_key else 'none'}, timeout={self.timeout}, "
-                f"max_retries={self.max_retries})")
+                f"max_retries={self.retry_policy.max_retries})")
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -178,13 +156,6 @@ class ChatClient:
         self.close()
 
     # -- requests -----------------------------------------------------------------------------------------------
-    def _wait(self, attempt: int, retry_after: Optional[float]) -> float:
-        if retry_after is not None:
-            delay = retry_after
-        else:
-            delay = self.backoff * (2 ** attempt) * (1.0 + 0.1 * random.random())
-        return min(delay, self.max_backoff)
-
     def chat(self, messages: Sequence[Dict[str, Any]], temperature: float = 0.0, max_tokens: int = 1024,
              **extra: Any) -> str:
         """Send one chat completion request and return the first choice's message text.
@@ -196,40 +167,34 @@ class ChatClient:
             raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
         body = {"model": self.model, "messages": list(messages), "temperature": temperature,
                 "max_tokens": max_tokens, **extra}
-        httpx = self._httpx
-        last: Optional[ChatError] = None
-        for attempt in range(self.max_retries + 1):
-            retry_after: Optional[float] = None
-            try:
-                response = self._client.post(self.url, json=body)
-            except httpx.TimeoutException as err:
-                last = ChatError(f"{self.url}: no answer within {self.timeout:g} s ({type(err).__name__}); "
-                                 "raise the timeout or check the server load", "timeout", attempts=attempt + 1)
-            except httpx.TransportError as err:
-                last = ChatError(f"{self.url}: connection failed ({type(err).__name__}: {_excerpt(err)}); "
-                                 "check that the server runs and base_url is right", "connection",
-                                 attempts=attempt + 1)
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    try:
-                        return _message_text(response.json())
-                    except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
-                        raise ChatError(f"{self.url}: HTTP {status} but not a chat completion: {_excerpt(err)}; "
-                                        f"body starts {_excerpt(response.text)!r}", "bad_response", status,
-                                        attempts=attempt + 1) from None
-                last = ChatError(f"{self.url}: HTTP {status}: {_excerpt(response.text)}", "http", status,
-                                 attempts=attempt + 1)
-                if status not in RETRY_STATUSES and status < 500:
-                    raise last
-                retry_after = _retry_after_seconds(response.headers.get("retry-after"))
-            if attempt < self.max_retries:
-                delay = self._wait(attempt, retry_after)
-                logger.info("chat request failed (%s); retry %d/%d in %.2f s", last, attempt + 1,
-                            self.max_retries, delay)
-                time.sleep(delay)
-        assert last is not None
-        raise last
+        outcome = send_with_retries(lambda: self._client.post(self.url, json=body), self.retry_policy,
+                                    on_retry=self._log_retry)
+        if outcome.error is not None:
+            raise self._transport_error(outcome.error, outcome.attempts)
+        response, status = outcome.response, outcome.response.status_code
+        if not 200 <= status < 300:
+            raise ChatError(f"{self.url}: HTTP {status}: {_excerpt(response.text)}", "http", status,
+                            attempts=outcome.attempts)
+        try:
+            return _message_text(response.json())
+        except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
+            raise ChatError(f"{self.url}: HTTP {status} but not a chat completion: {_excerpt(err)}; body starts "
+                            f"{_excerpt(response.text)!r}", "bad_response", status, attempts=outcome.attempts) from None
+
+    def _transport_error(self, error: BaseException, attempts: int) -> ChatError:
+        if isinstance(error, self._httpx.TimeoutException):
+            return ChatError(f"{self.url}: no answer within {self.timeout:g} s ({type(error).__name__}); raise the "
+                             "timeout or check the server load", "timeout", attempts=attempts)
+        return ChatError(f"{self.url}: connection failed ({type(error).__name__}: {_excerpt(error)}); check that "
+                         "the server runs and base_url is right", "connection", attempts=attempts)
+
+    def _log_retry(self, outcome: Attempted, wait: float) -> None:
+        if outcome.error is not None:
+            failure = self._transport_error(outcome.error, outcome.attempts)
+        else:
+            failure = f"HTTP {outcome.response.status_code}"
+        logger.info("chat request failed (%s); retry %d/%d in %.2f s", failure, outcome.attempts,
+                    self.retry_policy.max_retries, wait)
 
 
 def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] = None, quality: int = 90) -> str:

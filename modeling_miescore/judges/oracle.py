@@ -31,7 +31,6 @@ documents the values 1 / 0.5 / 0, so a judge that literally answers -0.5 means "
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -41,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from .chat_client import ChatClient, ChatError, user_message
+from .json_extract import extract_first_json, strip_reasoning_and_fences
 from ..parsing import parse_pq_output, parse_sc_output
 
 logger = logging.getLogger(__name__)
@@ -219,22 +219,8 @@ class OracleStats:
         return f"OracleStats({self.as_dict()})"
 
 
-_FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*")
-_THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
 _SCORE_KEYS = ("consistency_score", "quality_score", "score")
 _SCORE_RE = re.compile(r"[\"']?(consistency_score|quality_score)[\"']?\s*[:=]\s*[\"']?\s*(-?\d+(?:\.\d+)?)")
-
-
-def _json_objects(text: str):
-    """Yield the dicts that ``json.JSONDecoder.raw_decode`` finds from each ``{``."""
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            obj, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            yield obj
 
 
 def _as_number(value: Any) -> Optional[float]:
@@ -256,23 +242,26 @@ def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
     """Read the judge's JSON answer (D.4 format).
 
     Returns ``{"score": float | None, "reasoning": str}``. The score key is ``consistency_score`` (SC) or
-    ``quality_score`` (PQ); the other one and a plain ``score`` are accepted too (judges mix them up). Markdown
-    fences and ``<think>`` blocks are ignored; when no JSON object parses, a key-anchored ``"..._score": x``
-    pattern is used. Numbers are returned unclamped.
+    ``quality_score`` (PQ); the other one and a plain ``score`` are accepted too (judges mix them up). The
+    first JSON object with a usable score wins (:func:`~modeling_miescore.judges.json_extract.extract_first_json`:
+    Markdown fences and thinking text are ignored); when none parses, a key-anchored ``"..._score": x`` pattern
+    is searched in the same stripped text. Numbers are returned unclamped.
     """
     if not isinstance(text, str):
         return {"score": None, "reasoning": ""}
-    cleaned = _FENCE_RE.sub(" ", _THINK_RE.sub(" ", text))
     preferred = "consistency_score" if task == "sc" else "quality_score"
     keys = (preferred, *[k for k in _SCORE_KEYS if k != preferred])
-    for obj in _json_objects(cleaned):
-        for key in keys:
-            if key in obj:
-                score = _as_number(obj[key])
-                if score is not None:
-                    reasoning = obj.get("reasoning", "")
-                    return {"score": score, "reasoning": reasoning if isinstance(reasoning, str) else str(reasoning)}
-    match = _SCORE_RE.search(cleaned)
+
+    def score_of(obj: Any) -> Optional[float]:
+        if not isinstance(obj, dict):
+            return None
+        return next((score for score in (_as_number(obj[k]) for k in keys if k in obj) if score is not None), None)
+
+    obj = extract_first_json(text, lambda value: score_of(value) is not None)
+    if obj is not None:
+        reasoning = obj.get("reasoning", "")
+        return {"score": score_of(obj), "reasoning": reasoning if isinstance(reasoning, str) else str(reasoning)}
+    match = _SCORE_RE.search(strip_reasoning_and_fences(text))
     if match:
         return {"score": _as_number(match.group(2)), "reasoning": ""}
     return {"score": None, "reasoning": ""}

@@ -1,0 +1,10 @@
+"""Training (not Hub files: never copied into checkpoints).
+
+MIEScore regression fine-tuning (``trainers/train_miescore.py``): :mod:`.losses` (eq. 9-13) with
+:mod:`.memory_queue`, :mod:`.miescore_data` (rows, exact lengths, collator), :mod:`.miescore_model` (base model,
+LoRA), :mod:`.miescore_trainer` (the ``Trainer``, loss state, metrics), :mod:`.miescore_export` (merged /
+adapter export, model card). Skill optimisation (``trainers/optimize_skill.py``): :mod:`.skill`.
+SpatialReward SFT / GRPO (``trainers/sft_spatialreward.py``, ``trainers/grpo_spatialreward.py``):
+:mod:`.spatialreward_data` (rows -> chat examples), :mod:`.spatialreward_recipe` (what both recipes share),
+:mod:`.spatialreward_grpo_rewards` (the GRPO reward functions).
+"""

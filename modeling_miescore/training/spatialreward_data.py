@@ -1,5 +1,7 @@
-"""SpatialReward training data: rows -> chat examples for TRL's SFTTrainer and GRPOTrainer (arXiv 2602.07458,
-sec. 3.3-3.4, appendix B.1, D.1, D.2.3).
+"""SpatialReward training data: raw rows -> checked chat examples for TRL's SFTTrainer and GRPOTrainer
+(arXiv 2602.07458, sec. 3.3-3.4, appendix B.1, D.1, D.2.3). Loading rows and models for the recipes is in
+:mod:`.spatialreward_recipe`; a small synthetic set of rows in this schema, for tests, is
+:mod:`modeling_miescore.testing.spatialreward_fixture`.
 
 Training-row schema (one row = one pass; a Hub dataset, a list of dicts or a ``datasets.Dataset``)::
 
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
+from ..processing_miescore import num_image_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -59,17 +62,12 @@ __all__ = [
     "prepare_grpo_dataset",
     "estimate_num_tokens",
     "default_prompt_config",
+    "processor_pixel_range",
     "set_pixel_range",
-    "load_rows",
-    "load_model_and_processor",
-    "make_lora_config",
-    "grounding_token_indices",
-    "LM_LORA_MODULES",
     "SCORE_MAX",
 ]
 
 SCORE_MAX = 25.0  # D.1: every sub-score is "from scale 0 to 25"
-_PIXELS_PER_TOKEN = 32 * 32  # Qwen3-VL: 16-px patches merged 2x2
 _TEMPLATE_OVERHEAD = 16  # <|im_start|>user / assistant / <|im_end|> markers around the two turns
 
 
@@ -232,23 +230,8 @@ def _encoded(image) -> Dict[str, Any]:
     return {"bytes": buffer.getvalue(), "path": None}
 
 
-def _image_tokens(width: int, height: int, min_pixels: int, max_pixels: int) -> int:
-    """Visual tokens of one image after Qwen3-VL's resize to multiples of 32 px within [min, max] pixels."""
-    factor = 32
-    h = max(factor, round(height / factor) * factor)
-    w = max(factor, round(width / factor) * factor)
-    if h * w > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h = max(factor, math.floor(height / beta / factor) * factor)
-        w = max(factor, math.floor(width / beta / factor) * factor)
-    elif h * w < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h = math.ceil(height * beta / factor) * factor
-        w = math.ceil(width * beta / factor) * factor
-    return (h * w) // _PIXELS_PER_TOKEN + 2  # + <|vision_start|> / <|vision_end|>
-
-
-def _processor_pixel_range(processor) -> Tuple[int, int]:
+def processor_pixel_range(processor) -> Tuple[int, int]:
+    """``(min_pixels, max_pixels)`` the processor resizes images into (Qwen3-VL defaults when it says nothing)."""
     size = getattr(getattr(processor, "image_processor", None), "size", None)
     lo = getattr(size, "shortest_edge", None) if size is not None else None
     hi = getattr(size, "longest_edge", None) if size is not None else None
@@ -260,8 +243,10 @@ def _processor_pixel_range(processor) -> Tuple[int, int]:
 def estimate_num_tokens(example: Dict[str, Any], processor=None) -> int:
     """Estimated sequence length of a prepared example (``messages`` + ``images``).
 
-    Text: the tokenizer's count when ``processor`` (or a tokenizer) is given, else characters / 3. Images: the
-    Qwen3-VL patch geometry with the processor's pixel range.
+    Text: the tokenizer's count when ``processor`` (or a tokenizer) is given, else characters / 3. Images:
+    :func:`~modeling_miescore.processing_miescore.num_image_tokens` (transformers' Qwen-VL resize rule) within
+    the processor's pixel range, plus the two vision start/end markers. Raises ValueError for an image whose
+    aspect ratio the processor rejects (above 200).
     """
     texts = [part.get("text") or "" for message in example["messages"] for part in message["content"]
              if part.get("type") == "text"]
@@ -271,8 +256,10 @@ def estimate_num_tokens(example: Dict[str, Any], processor=None) -> int:
         n_text = len(tokenizer(text, add_special_tokens=False)["input_ids"])
     else:
         n_text = len(text) // 3
-    lo, hi = _processor_pixel_range(processor)
-    n_images = sum(_image_tokens(im.width, im.height, lo, hi) for im in example["images"])
+    lo, hi = processor_pixel_range(processor)
+    # + 2: <|vision_start|> / <|vision_end|> around each image's tokens
+    n_images = sum(num_image_tokens(im.width, im.height, min_pixels=lo, max_pixels=hi) + 2
+                   for im in example["images"])
     return n_text + n_images + _TEMPLATE_OVERHEAD
 
 
@@ -301,7 +288,7 @@ def set_pixel_range(processor, min_pixels: Optional[int] = None, max_pixels: Opt
     image_processor = getattr(processor, "image_processor", None)
     if image_processor is None:
         raise ValueError("set_pixel_range needs a processor with an image_processor (e.g. Qwen3VLProcessor)")
-    lo, hi = _processor_pixel_range(processor)
+    lo, hi = processor_pixel_range(processor)
     lo, hi = int(min_pixels or lo), int(max_pixels or hi)
     if not 0 < lo <= hi:
         raise ValueError(f"need 0 < min_pixels <= max_pixels, got {lo} and {hi}")
@@ -368,6 +355,15 @@ def _grpo_reason(row: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def _length_reason(example: Dict[str, Any], processor, max_seq_tokens: int) -> Optional[str]:
+    """``too_long`` when the estimate exceeds ``max_seq_tokens``; ``extreme_aspect_ratio`` for an image the
+    Qwen-VL processor would reject (aspect ratio above 200); None when the example fits."""
+    try:
+        return "too_long" if estimate_num_tokens(example, processor) > max_seq_tokens else None
+    except ValueError:
+        return "extreme_aspect_ratio"
+
+
 def _prepare(data, kind: str, prompt_config, max_pixels, max_seq_tokens, processor, num_proc, id_column="id"):
     """Shared SFT/GRPO path: one ``datasets.map`` pass (on-disk Arrow, so 260k rows never sit in memory) that
     converts each row or records why it is dropped; then the reasons are counted and the bad rows filtered."""
@@ -392,9 +388,9 @@ def _prepare(data, kind: str, prompt_config, max_pixels, max_seq_tokens, process
                 reason = f"unreadable:{type(err).__name__}"
             else:
                 if max_seq_tokens is not None:
-                    probe = example if kind == "sft" else {"messages": example["prompt"], "images": example["images"]}
-                    if estimate_num_tokens(probe, processor) > max_seq_tokens:
-                        reason = "too_long"
+                    reason = _length_reason(example if kind == "sft" else
+                                            {"messages": example["prompt"], "images": example["images"]},
+                                            processor, max_seq_tokens)
         if reason is not None:
             example = _empty(kind)
         else:
@@ -437,106 +433,3 @@ def prepare_grpo_dataset(data, prompt_config=None, max_pixels: Optional[int] = N
     ``ref_scores``; :class:`DropReport`). Reasoning/regions are not needed (the policy writes them); rows
     without valid scores get ``ref_scores=None`` (the agreement reward then skips them)."""
     return _prepare(data, "grpo", prompt_config, max_pixels, max_seq_tokens, processor, num_proc)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Loading (used by trainers/sft_spatialreward.py and trainers/grpo_spatialreward.py)
-# ---------------------------------------------------------------------------------------------------------------
-
-# LoRA on the language model only: Qwen3-VL's vision blocks name their linears qkv/proj/linear_fc*, so these
-# suffixes never touch the vision tower (the released recipe tunes the LM, B.1.1).
-LM_LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-def load_rows(dataset_name: str, dataset_config: Optional[str] = None, split: str = "train"):
-    """A split of training rows: a Hub repo id or local folder (``load_dataset``), or a ``.json``/``.jsonl``/
-    ``.parquet`` file (image fields may then be file paths, resolved against the current directory)."""
-    import os
-
-    from datasets import load_dataset
-
-    if not dataset_name:
-        raise ValueError("no dataset given: set dataset_name (Hub id, folder, or .jsonl/.json/.parquet file)")
-    lowered = dataset_name.lower()
-    for suffix, builder in ((".jsonl", "json"), (".json", "json"), (".parquet", "parquet")):
-        if lowered.endswith(suffix):
-            if not os.path.isfile(dataset_name):
-                raise ValueError(f"dataset file {dataset_name!r} does not exist")
-            return load_dataset(builder, data_files={split: dataset_name}, split=split)
-    return load_dataset(dataset_name, dataset_config, split=split)
-
-
-def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "auto",
-                             attn_implementation: Optional[str] = None, add_tokens: bool = False,
-                             min_pixels: Optional[int] = None, max_pixels: Optional[int] = None,
-                             revision: Optional[str] = None):
-    """Load a SpatialReward or plain Qwen3-VL checkpoint as :class:`SpatialRewardModel` with its processor.
-
-    The model carries the D.1 prompts in its config (plain Qwen3-VL checkpoints get the paper's defaults), so the
-    saved result is a self-contained SpatialReward checkpoint. ``add_tokens`` registers the 17 grounding
-    tokens (:func:`add_grounding_tokens`); ``min_pixels``/``max_pixels`` set the processor's resize range (and
-    the config's, so inference uses the training resolution). Returns ``(model, processor)``.
-    """
-    from transformers import Qwen3VLProcessor
-
-    from ..modeling_spatialreward import SpatialRewardModel
-    from ..spatialreward_tokens import add_grounding_tokens
-
-    kwargs: Dict[str, Any] = {"revision": revision} if revision else {}
-    if dtype:
-        kwargs["dtype"] = dtype
-    if attn_implementation:
-        kwargs["attn_implementation"] = attn_implementation
-    model = SpatialRewardModel.from_pretrained(model_name_or_path, **kwargs)
-    # The stock class, not AutoProcessor: a checkpoint's auto_map must not decide what code runs here.
-    processor = Qwen3VLProcessor.from_pretrained(model_name_or_path, **({"revision": revision} if revision else {}))
-    if add_tokens:
-        added = add_grounding_tokens(model, processor)
-        logger.info("grounding tokens: %d added to the tokenizer (%d in total)", added, len(processor.tokenizer))
-    if min_pixels or max_pixels:
-        set_pixel_range(processor, min_pixels, max_pixels)
-        lo, hi = _processor_pixel_range(processor)
-        model.config.min_pixels, model.config.max_pixels = lo, hi
-    model.processor = processor  # saved beside the weights by SpatialRewardModel.save_pretrained
-    return model, processor
-
-
-def grounding_token_indices(processor) -> List[int]:
-    """Ids of the grounding tokens when each is a single token of the tokenizer, else []."""
-    from ..spatialreward_tokens import grounding_token_ids
-
-    ids = grounding_token_ids(getattr(processor, "tokenizer", processor))
-    return sorted(ids.values()) if ids else []
-
-
-def make_lora_config(model_args, processor=None, train_grounding_tokens: bool = False):
-    """A ``peft.LoraConfig`` from TRL's ``ModelConfig`` (None when ``use_peft`` is off).
-
-    Defaults to the language model's linear layers (``LM_LORA_MODULES``). With ``train_grounding_tokens`` the
-    input embeddings and the LM head are trained in full (``modules_to_save``), so the 17 new tokens do not stay
-    at their mean initialisation (they could never be emitted otherwise).
-    """
-    if not getattr(model_args, "use_peft", False):
-        return None
-    from peft import LoraConfig
-
-    targets = model_args.lora_target_modules or list(LM_LORA_MODULES)
-    if isinstance(targets, list) and len(targets) == 1 and targets[0] not in ("all-linear",) and \
-            any(ch in targets[0] for ch in "*\\|()"):
-        targets = targets[0]  # a single regex (PEFT matches a str as a full regex, a list by suffix)
-    kwargs: Dict[str, Any] = dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha,
-                                  lora_dropout=model_args.lora_dropout, target_modules=targets,
-                                  modules_to_save=model_args.lora_modules_to_save, use_rslora=model_args.use_rslora,
-                                  use_dora=model_args.use_dora, bias="none")
-    if train_grounding_tokens:
-        if processor is None or not grounding_token_indices(processor):
-            raise ValueError("train_grounding_tokens needs the grounding tokens in the tokenizer; "
-                             "set add_grounding_tokens: true")
-        # The new rows must be trained on both sides: input embeddings (to read the tokens) and the LM head (to
-        # emit them). PEFT's trainable_token_indices would be cheaper, but TRL's fused LM-head loss reads
-        # lm_head.weight directly and would bypass it; full copies of both matrices are what the loss sees.
-        # Cost on Qwen3-VL-8B: ~1.2 B extra trainable parameters (2 x 151,936 x 4,096).
-        kwargs["modules_to_save"] = list(dict.fromkeys([*(kwargs["modules_to_save"] or []), "embed_tokens",
-                                                        "lm_head"]))
-        kwargs["ensure_weight_tying"] = True  # tied checkpoints keep one matrix
-    return LoraConfig(**kwargs)

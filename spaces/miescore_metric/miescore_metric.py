@@ -14,9 +14,9 @@ import datasets
 import evaluate
 import numpy as np
 
-from modeling_miescore.evaluation.metrics import correlations  # From: miescore
-from modeling_miescore.evaluation.metrics import group_accuracy  # From: miescore
-from modeling_miescore.evaluation.metrics import kendall_tau_groups  # From: miescore
+from modeling_miescore.evaluation.metrics.correlation import correlations  # From: miescore
+from modeling_miescore.evaluation.metrics.group_ranking import group_accuracy  # From: miescore
+from modeling_miescore.evaluation.metrics.group_ranking import kendall_tau_groups  # From: miescore
 from modeling_miescore.overall import overall_score  # From: miescore
 
 

@@ -1,42 +1,34 @@
 """Dataset builders: raw benchmark releases -> Hub-native Parquet datasets with generated cards.
 
-Each builder module exposes ``build_<name>(raw_dir, out_dir, ...) -> summary``,
-``add_cli_arguments(parser)`` and ``run_cli(args) -> int``; :data:`BUILDERS` maps the CLI names
-(``miescore build-dataset <name>``) to the modules. Imports are lazy: ``datasets``/``pyarrow`` load
-only when a build runs.
+:data:`BUILDERS` is the registry: it names each builder (the ``miescore build-dataset <name>`` and
+``dataset_scripts/build_dataset.py <name>`` argument) and the class that builds it. The command line is made
+from it, so a new builder is one entry here plus its module. Imports are lazy: looking a builder up loads
+neither ``datasets`` nor ``pyarrow`` nor ``pandas``; they load when a build runs.
+
+Modules: :mod:`.base` (the builder base: stages, shared options, run, exit status), :mod:`.raw_files`
+(line-numbered reading and problem collection), :mod:`.parquet_writing`, :mod:`.dataset_card`,
+:mod:`.output_folder` (atomic output folder), :mod:`.hub_push`; per dataset a builder module
+(:mod:`.mie_bench`, :mod:`.mer_bench`), its raw-file readers (``*_raw``) and its card (``*_card``), and
+:mod:`.mer_bench_groups` (majority vote and K-pair groups).
 """
 
 from __future__ import annotations
 
 import importlib
 
-BUILDERS = {
-    "mie-bench": "modeling_miescore.data.builders.mie_bench",
-    "mer-bench": "modeling_miescore.data.builders.mer_bench",
-}
+__all__ = ["BUILDERS", "get_builder"]
 
-_LAZY = {
-    "build_mie_bench": ".mie_bench",
-    "build_mer_bench": ".mer_bench",
-    "DatasetValidationError": ".common",
-    "OutputExistsError": ".common",
-    "HubPushError": ".common",
-    "Problem": ".common",
+# name -> "module:Class" (module relative to this package)
+BUILDERS: dict[str, str] = {
+    "mie-bench": ".mie_bench:MIEBenchBuilder",
+    "mer-bench": ".mer_bench:MERBenchBuilder",
 }
-
-__all__ = sorted([*_LAZY, "BUILDERS", "get_builder"])
 
 
 def get_builder(name: str):
-    """The builder module for a CLI name (``"mie-bench"`` / ``"mer-bench"``)."""
+    """The builder class (a :class:`~.base.DatasetBuilder` subclass) registered as ``name``."""
     try:
-        return importlib.import_module(BUILDERS[name])
+        module_name, class_name = BUILDERS[name].split(":")
     except KeyError:
         raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(BUILDERS)}") from None
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        module = importlib.import_module(_LAZY[name], __name__)
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module_name, __name__), class_name)

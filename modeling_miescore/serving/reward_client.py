@@ -1,29 +1,38 @@
-"""Client for the MIEScore reward server (``miescore serve``), and a plain reward callable for RL loops.
+"""Client for the MIEScore reward server (``miescore serve``)::
 
-    from modeling_miescore.serving.client import RewardClient, make_reward_fn
+    from modeling_miescore.serving.reward_client import RewardClient
 
     with RewardClient("http://127.0.0.1:8000") as client:
         client.score(["src.png"], "edited.png", "Put the cat from image 1 on the sofa")   # -> dict of scores
 
-    reward_fn = make_reward_fn("http://127.0.0.1:8000")      # overall / 100 -> [0, 1]
-    rewards = reward_fn(images, instructions, sources)        # list[float], one per edited image
+For RL loops, :func:`modeling_miescore.serving.editor_rewards.make_reward_fn` wraps a client as a reward callable.
 
 Images may be file paths, ``PIL.Image`` objects, numpy arrays (H, W[, C]) or torch tensors ((C, H, W) or
 (H, W, C), floats in [0, 1] or uint8). Paths are sent as their file bytes; everything else is encoded as PNG.
-One ``httpx.Client`` is kept open, so connections are reused; 429 and 503 answers are retried after their
-``Retry-After`` (bounded), and so are connection failures.
+One ``httpx.Client`` is kept open, so connections are reused. 429 and 503 answers are retried after their
+``Retry-After`` (delta-seconds or an HTTP date; bounded by ``max_retry_wait``), and so are connection
+failures (:mod:`modeling_miescore.utils.http_retry`).
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import logging
 import os
-import random
-import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+
+from ..utils.http_retry import RetryPolicy, send_with_retries
+
+__all__ = ["RewardClient", "RewardServerError", "encode_image", "as_image_list"]
+
+logger = logging.getLogger(__name__)
+
+# The server answers 429 (queue full) and 503 (draining) with a Retry-After; other errors do not go away when
+# the same request is sent again (a 500 is the model failing on this sample, a 504 an overloaded model).
+RETRY_STATUSES = frozenset({429, 503})
 
 
 class RewardServerError(RuntimeError):
@@ -61,13 +70,20 @@ def encode_image(image) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _as_list(images) -> list:
+def as_image_list(images) -> list:
     """A batch of images as a list: lists/tuples as they are, a 4-D array/tensor split along its first axis."""
     if isinstance(images, (list, tuple)):
         return list(images)
     if hasattr(images, "ndim") and images.ndim == 4:
         return [images[i] for i in range(images.shape[0])]
     return [images]
+
+
+def _source_list(sources) -> list:
+    """One source image (a path, an image, an array) or a list/tuple of them -> a list."""
+    if isinstance(sources, (list, tuple)):
+        return list(sources)
+    return [sources]
 
 
 class _EncodeCache:
@@ -95,11 +111,14 @@ class RewardClient:
         timeout: seconds for one HTTP call (connect + send + wait for scores).
         max_retries: extra attempts after a 429 / 503 answer or a connection failure.
         max_retry_wait: upper bound (s) on one wait between attempts, whatever ``Retry-After`` says.
+        backoff: first wait (s) when the server sends no ``Retry-After``; doubles per attempt.
         max_samples_per_request: larger batches are split into several requests.
+        transport: an ``httpx`` transport (tests pass ``httpx.MockTransport``).
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 300.0, max_retries: int = 5,
-                 max_retry_wait: float = 30.0, max_samples_per_request: int = 64, transport=None):
+                 max_retry_wait: float = 30.0, max_samples_per_request: int = 64, transport=None,
+                 backoff: float = 0.1):
         import httpx
 
         if max_retries < 0:
@@ -108,8 +127,10 @@ class RewardClient:
             raise ValueError(f"max_samples_per_request must be >= 1, got {max_samples_per_request}")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
-        self.max_retries = max_retries
-        self.max_retry_wait = max_retry_wait
+        # timeouts are not retried: the server may still be scoring, and a retry would double its load
+        self.retry_policy = RetryPolicy(
+            max_retries=max_retries, backoff=backoff, max_backoff=max_retry_wait, statuses=RETRY_STATUSES,
+            exceptions=(httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError))
         self.max_samples_per_request = max_samples_per_request
         self._httpx = httpx
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
@@ -125,46 +146,28 @@ class RewardClient:
     def __exit__(self, *exc):
         self.close()
 
-    def _retry_wait(self, attempt: int, response=None) -> float:
-        if response is not None:
-            value = response.headers.get("retry-after")
-            try:
-                if value is not None:
-                    return min(max(float(value), 0.0), self.max_retry_wait)
-            except ValueError:
-                pass  # an HTTP date: fall back to backoff
-        return min(0.1 * 2 ** attempt * (1.0 + random.random()), self.max_retry_wait)
-
     def _request(self, method: str, path: str, **kwargs):
         httpx = self._httpx
-        attempt = 0
-        while True:
-            try:
-                response = self._client.request(method, path, **kwargs)
-            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as err:
-                if attempt >= self.max_retries:
-                    raise RewardServerError(0, f"cannot reach {self.base_url} ({type(err).__name__}: {err}); is "
-                                               "`miescore serve` running?") from None
-                time.sleep(self._retry_wait(attempt))
-                attempt += 1
-                continue
-            except httpx.TimeoutException:
-                raise RewardServerError(0, f"no answer from {self.base_url}{path} within the client timeout; raise "
-                                           "timeout= or lower the load") from None
-            if response.status_code in (429, 503) and attempt < self.max_retries:
-                time.sleep(self._retry_wait(attempt, response))
-                attempt += 1
-                continue
-            if response.status_code >= 400:
-                field = kind = None
-                message = response.text[:500]
-                try:
-                    error = response.json().get("error", {})
-                    field, kind, message = error.get("field"), error.get("kind"), error.get("message", message)
-                except (ValueError, AttributeError):
-                    pass
-                raise RewardServerError(response.status_code, message, field, kind)
-            return response
+
+        def on_retry(outcome, wait: float):
+            what = outcome.error if outcome.error is not None else f"HTTP {outcome.response.status_code}"
+            logger.info("reward server %s%s: %s; retry %d/%d in %.2f s", self.base_url, path, what,
+                        outcome.attempts, self.retry_policy.max_retries, wait)
+
+        try:
+            outcome = send_with_retries(lambda: self._client.request(method, path, **kwargs), self.retry_policy,
+                                        on_retry=on_retry)
+        except httpx.TimeoutException:
+            raise RewardServerError(0, f"no answer from {self.base_url}{path} within the client timeout; raise "
+                                       "timeout= or lower the load") from None
+        if outcome.error is not None:
+            err = outcome.error
+            raise RewardServerError(0, f"cannot reach {self.base_url} ({type(err).__name__}: {err}); is "
+                                       "`miescore serve` running?") from None
+        response = outcome.response
+        if response.status_code >= 400:
+            raise _server_error(response)
+        return response
 
     # -- API
 
@@ -173,9 +176,7 @@ class RewardClient:
 
     def score(self, sources, edited, instruction: str) -> dict:
         """Score one edit -> the server's result dict (MIEScore: the four score keys on the 0-100 scale)."""
-        if isinstance(sources, (str, os.PathLike)) or not isinstance(sources, (list, tuple)):
-            sources = [sources]
-        payload = {"sources": [encode_image(s) for s in sources], "edited": encode_image(edited),
+        payload = {"sources": [encode_image(s) for s in _source_list(sources)], "edited": encode_image(edited),
                    "instruction": instruction}
         return self._request("POST", "/v1/score", json=payload).json()
 
@@ -194,8 +195,7 @@ class RewardClient:
                 sources, edited, instruction = sample["sources"], sample["edited"], sample["instruction"]
             else:
                 sources, edited, instruction = sample
-            sources = [sources] if isinstance(sources, (str, os.PathLike)) or not isinstance(sources, (list, tuple)) \
-                else list(sources)
+            sources = _source_list(sources)
             key = (tuple(id(s) for s in sources), instruction)
             if key != previous_key:
                 groups.append({"sources": [encode(s) for s in sources], "instruction": instruction, "edited": [],
@@ -217,11 +217,9 @@ class RewardClient:
             missing = [k for k in ("sources", "instruction", "edited") if k not in group]
             if missing:
                 raise ValueError(f"group {g} is missing {', '.join(missing)}")
-            sources = group["sources"]
-            sources = [sources] if isinstance(sources, (str, os.PathLike)) or not isinstance(sources, (list, tuple)) \
-                else list(sources)
-            encoded.append({"sources": [encode(s) for s in sources], "instruction": group["instruction"],
-                            "edited": [encode(e) for e in _as_list(group["edited"])]})
+            encoded.append({"sources": [encode(s) for s in _source_list(group["sources"])],
+                            "instruction": group["instruction"],
+                            "edited": [encode(e) for e in as_image_list(group["edited"])]})
         return self._score_encoded_groups(encoded)
 
     def _score_encoded_groups(self, groups: list[dict]) -> list[list[dict]]:
@@ -258,65 +256,13 @@ class RewardClient:
         return out
 
 
-def make_reward_fn(base_url: str, key: str = "overall", scale: float = 0.01, api_key: str | None = None,
-                   on_error: float | None = None, **client_kwargs) -> Callable[..., list[float]]:
-    """A reward callable for RL loops: ``reward_fn(images, instructions, sources) -> list[float]``.
-
-    Args:
-        key: which result field is the reward (``overall`` for MIEScore; ``reward`` with ``scale=1.0`` for a
-            SpatialReward server, whose reward is already in [0, 1]).
-        scale: multiplies it (0.01 maps MIEScore's 0-100 scale to [0, 1]).
-        on_error: ``None`` (default) raises :class:`RewardServerError` when the server cannot score; a float
-            is returned for every sample of a failed call instead (the failure is then silent: log it).
-
-    ``images`` is a list (or a 4-D array/tensor) of edited images and ``instructions`` one string per image
-    (or one string for all). ``sources`` is one list of source images per image; a flat list of images is
-    read as one source per image when its length equals the number of images, else as the sources shared by
-    all images (to share exactly ``len(images)`` sources, pass ``[shared] * len(images)``). Candidates of one
-    prompt that share the same sources objects and instruction go to the server as one group.
-    """
-    client = RewardClient(base_url, api_key=api_key, **client_kwargs)
-
-    def reward_fn(images, instructions, sources, **_ignored) -> list[float]:
-        edited = _as_list(images)
-        count = len(edited)
-        if isinstance(instructions, str):
-            instructions = [instructions] * count
-        instructions = list(instructions)
-        if sources is None:
-            raise ValueError("sources is None; MIEScore needs the source image(s) of every edit")
-        if not isinstance(sources, (list, tuple)):
-            sources = [[sources]] * count  # one source image shared by all
-        elif sources and not isinstance(sources[0], (list, tuple)):
-            # flat list: one source per image if the lengths match, else one shared list of sources
-            sources = [[s] for s in sources] if len(sources) == count else [list(sources)] * count
-        sources = list(sources)
-        if len(instructions) != count or len(sources) != count:
-            raise ValueError(f"got {count} images, {len(instructions)} instructions and {len(sources)} source "
-                             "lists; give one instruction and one source list per image (or one for all)")
-        samples = [{"sources": s, "edited": e, "instruction": t} for s, e, t in zip(sources, edited, instructions)]
-        try:
-            results = client.score_batch(samples)
-        except RewardServerError:
-            if on_error is None:
-                raise
-            return [float(on_error)] * count
-        rewards = []
-        for result in results:
-            if key not in result:
-                raise KeyError(f"reward key '{key}' not in the server's result (keys: {sorted(result)}); pass key=")
-            value = result[key]
-            if value is None:  # the server's JSON has no NaN: a failed score arrives as null
-                if on_error is None:
-                    raise RewardServerError(200, f"the server returned no value for '{key}' (a failed score); "
-                                                 "pass on_error=<float> to use a fixed reward instead")
-                rewards.append(float(on_error))
-            else:
-                rewards.append(float(value) * scale)
-        return rewards
-
-    reward_fn.client = client  # so callers can close() it
-    return reward_fn
-
-
-__all__ = ["RewardClient", "RewardServerError", "encode_image", "make_reward_fn"]
+def _server_error(response) -> RewardServerError:
+    """The server's JSON error (``{"error": {"field", "message", "kind"}}``) as an exception."""
+    field = kind = None
+    message = response.text[:500]
+    try:
+        error = response.json().get("error", {})
+        field, kind, message = error.get("field"), error.get("kind"), error.get("message", message)
+    except (ValueError, AttributeError):
+        pass
+    return RewardServerError(response.status_code, message, field, kind)

@@ -1,16 +1,29 @@
-"""SpatialReward as a reward function for online RL of image editors (Flow-GRPO, DanceGRPO, TRL-style loops).
+"""Reward callables for online RL of image editors (Flow-GRPO, DanceGRPO, TRL-style loops): MIEScore or
+SpatialReward turned into ``rewards = reward_fn(edited_images, instructions, source_images)``.
 
-::
+Two ways to get one:
 
-    scorer = load_spatialreward("path/or/repo", device="cuda")          # or SpatialRewardAPI(...)
-    reward_fn = SpatialRewardFunction(scorer, batch_size=24)
-    rewards, details = reward_fn(edited_images, instructions, source_images)
-    details["n_failed"], details["issues"]                               # per-call statistics
+- :class:`SpatialRewardFunction`: a SpatialReward scorer in this process (a loaded ``SpatialRewardModel`` or
+  the OpenAI-compatible ``SpatialRewardAPI``); returns ``(rewards, details)`` and never raises because of
+  one unusable sample::
 
-The call never raises because of a strange generation or one unusable sample: a sample whose image cannot be
-read, whose judge output cannot be parsed or whose API request failed gets ``failure_reward`` (the scorer's
-``config.failure_reward`` unless overridden) and is counted in ``details``. Errors that concern the whole call
-(mismatched list lengths) still raise, because they are bugs in the caller.
+      scorer = load_spatialreward("path/or/repo", device="cuda")          # or SpatialRewardAPI(...)
+      reward_fn = SpatialRewardFunction(scorer, batch_size=24)
+      rewards, details = reward_fn(edited_images, instructions, source_images)
+      details["n_failed"], details["issues"]                               # per-call statistics
+
+  A sample whose image cannot be read, whose judge output cannot be parsed or whose API request failed gets
+  ``failure_reward`` (the scorer's ``config.failure_reward`` unless overridden) and is counted in
+  ``details``. Errors that concern the whole call (mismatched list lengths) still raise: they are caller bugs.
+
+- :func:`make_reward_fn`: any model served by ``miescore serve`` (MIEScore or SpatialReward), over HTTP;
+  returns a list of floats::
+
+      reward_fn = make_reward_fn("http://127.0.0.1:8000")      # overall / 100 -> [0, 1]
+      rewards = reward_fn(images, instructions, sources)        # list[float], one per edited image
+
+These reward *image editors*. The TRL GRPO reward functions that train the SpatialReward judge itself are in
+:mod:`modeling_miescore.training.grpo_rewards`.
 """
 
 from __future__ import annotations
@@ -18,12 +31,15 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..image_io import MIEScoreInputError
-from ..scoring.loading import SPATIALREWARD_MODEL_TYPES, load_spatialreward  # noqa: F401  (re-exported)
 from ..modeling_spatialreward import SpatialRewardResult
 from ..processing_miescore import as_edit_sample
+from .reward_client import RewardClient, RewardServerError, as_image_list
+
+__all__ = ["SpatialRewardFunction", "make_reward_fn"]
+
 
 def _input_failure(value: float, num_sources: int, backend: str) -> SpatialRewardResult:
     return SpatialRewardResult(reward=float(value), failed=True, failure_reasons=["input_error"],
@@ -153,4 +169,75 @@ class SpatialRewardFunction:
         return spatialreward
 
 
-__all__ = ["SpatialRewardFunction", "load_spatialreward", "SPATIALREWARD_MODEL_TYPES"]
+
+# ---------------------------------------------------------------------------------------------- over HTTP
+
+
+def make_reward_fn(base_url: str, key: str = "overall", scale: float = 0.01, api_key: str | None = None,
+                   on_error: float | None = None, **client_kwargs) -> Callable[..., list[float]]:
+    """A reward callable on a ``miescore serve`` server: ``reward_fn(images, instructions, sources) -> list[float]``.
+
+    Args:
+        key: which result field is the reward (``overall`` for MIEScore; ``reward`` with ``scale=1.0`` for a
+            SpatialReward server, whose reward is already in [0, 1]).
+        scale: multiplies it (0.01 maps MIEScore's 0-100 scale to [0, 1]).
+        on_error: ``None`` (default) raises :class:`RewardServerError` when the server cannot score; a float
+            is returned for every sample of a failed call instead (the failure is then silent: log it).
+        client_kwargs: for :class:`~modeling_miescore.serving.reward_client.RewardClient` (``timeout``,
+            ``max_retries``, ``max_retry_wait``, ...).
+
+    ``images`` is a list (or a 4-D array/tensor) of edited images and ``instructions`` one string per image
+    (or one string for all). ``sources`` is one list of source images per image; a flat list of images is
+    read as one source per image when its length equals the number of images, else as the sources shared by
+    all images (to share exactly ``len(images)`` sources, pass ``[shared] * len(images)``). Candidates of one
+    prompt that share the same sources objects and instruction go to the server as one group.
+    ``reward_fn.client`` is the client (``reward_fn.client.close()`` when done).
+    """
+    client = RewardClient(base_url, api_key=api_key, **client_kwargs)
+
+    def reward_fn(images, instructions, sources, **_ignored) -> list[float]:
+        samples = _edit_samples(images, instructions, sources)
+        try:
+            results = client.score_batch(samples)
+        except RewardServerError:
+            if on_error is None:
+                raise
+            return [float(on_error)] * len(samples)
+        return [_reward_of(result, key, scale, on_error) for result in results]
+
+    reward_fn.client = client
+    return reward_fn
+
+
+def _edit_samples(images, instructions, sources) -> list[dict]:
+    """``reward_fn``'s arguments -> one ``{"sources", "edited", "instruction"}`` dict per edited image."""
+    edited = as_image_list(images)
+    count = len(edited)
+    if isinstance(instructions, str):
+        instructions = [instructions] * count
+    instructions = list(instructions)
+    if sources is None:
+        raise ValueError("sources is None; MIEScore needs the source image(s) of every edit")
+    if not isinstance(sources, (list, tuple)):
+        sources = [[sources]] * count  # one source image shared by all
+    elif sources and not isinstance(sources[0], (list, tuple)):
+        # flat list: one source per image if the lengths match, else one shared list of sources
+        sources = [[s] for s in sources] if len(sources) == count else [list(sources)] * count
+    sources = list(sources)
+    if len(instructions) != count or len(sources) != count:
+        raise ValueError(f"got {count} images, {len(instructions)} instructions and {len(sources)} source "
+                         "lists; give one instruction and one source list per image (or one for all)")
+    return [{"sources": s, "edited": e, "instruction": t} for s, e, t in zip(sources, edited, instructions)]
+
+
+def _reward_of(result: dict, key: str, scale: float, on_error: float | None) -> float:
+    if key not in result:
+        raise KeyError(f"reward key '{key}' not in the server's result (keys: {sorted(result)}); pass key=")
+    value = result[key]
+    if value is not None:
+        return float(value) * scale
+    # the server's JSON has no NaN: a failed score arrives as null
+    if on_error is None:
+        raise RewardServerError(200, f"the server returned no value for '{key}' (a failed score); pass "
+                                     "on_error=<float> to use a fixed reward instead")
+    return float(on_error)

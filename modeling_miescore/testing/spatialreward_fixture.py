@@ -1,8 +1,10 @@
-"""Offline SpatialReward training rows (SFT / GRPO) made from the scikit-image photos of :func:`example_edits`.
+"""A synthetic, offline SpatialReward training fixture (test data, not a training set): raw rows in the schema of
+:mod:`modeling_miescore.training.spatialreward_data`, made from the scikit-image photos of :func:`example_edits`,
+with a few deliberately broken interleavings (:data:`BAD_KINDS`).
 
-The rows follow the schema documented in :mod:`modeling_miescore.training.spatialreward_data`. The boxes, reasonings and
-scores are synthetic (they describe the composed edits only roughly); they exist to exercise data preparation,
-the interleaving check and the training recipes, not to teach a model anything.
+The boxes, reasonings and scores are synthetic (they describe the composed edits only roughly); they exist to
+exercise data preparation, the interleaving check and the training recipes, not to teach a model anything.
+:func:`write_spatialreward_dataset` writes them as a Parquet dataset folder for the tiny CPU recipes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Reward functions for SpatialReward's GRPO stage (arXiv 2602.07458, sec. 3.4, appendix B.1.2), in TRL's form.
+"""Rewards for *training* SpatialReward: the reward functions of its GRPO stage (arXiv 2602.07458, sec. 3.4,
+appendix B.1.2), in the form ``trl.GRPOTrainer`` calls. They score the SpatialReward policy's own judgements.
+(To use a trained SpatialReward as the reward of an image editor's RL, see
+:mod:`modeling_miescore.serving.editor_rewards`.)
 
 Each function is called by ``trl.GRPOTrainer`` as ``f(prompts=..., completions=..., completion_ids=...,
 **dataset_columns, trainer_state=..., log_extra=..., log_metric=...)`` and returns one float (or None = "not

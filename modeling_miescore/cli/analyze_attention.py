@@ -1,0 +1,188 @@
+"""``miescore analyze-attention``: where a generative judge looks while it reasons (SpatialReward paper sec. 5.4,
+Table 5; appendix C.1).
+
+::
+
+    miescore analyze-attention --model SpatialReward/SpatialReward-8B --input edits.jsonl --out attention/ \
+        [--label SpatialReward] [--tokens reasoning|all] [--layers 5] [--grid 24] [--resize area|bilinear] \
+        [--limit 776] [--max-new-tokens N] [--no-overlays] [--on-error skip|stop]
+
+Input lines as for ``score-batch``: ``{"id", "sources": [...], "edited", "instruction"}``, paths relative to
+the input file. For each edit the judge generates its SC answer once (greedy) and the attention of its
+reasoning tokens over each image is averaged over the last 5 layers and all heads on a 24 x 24 grid. The
+language model is switched to eager attention (the only implementation that returns weights); the command
+says so. Writes ``DIR/metrics.json`` (entropy_gap, source_entropy, concentration, stability as ``{"mean",
+"std"}`` plus per-sample values), ``DIR/table.md`` (Table 5 layout), ``DIR/maps.npz`` and
+``DIR/overlays/<id>.png``. Works with any Qwen3-VL judge that loads as a SpatialReward model (a plain
+Qwen3-VL checkpoint gets the SpatialReward prompts), e.g. to compare a baseline with SpatialReward.
+
+Bad input lines are reported with their line number and skipped (exit status 1 at the end) or stop the run
+(``--on-error stop``, exit 2); user errors print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from ..image_io import MIEScoreInputError
+from .main import EXIT_PARTIAL, _quiet_transformers, number_arg
+
+__all__ = ["cmd_analyze_attention", "register"]
+
+
+def register(subparsers) -> None:
+    from ..analysis.attention_maps import DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS
+
+    parser = subparsers.add_parser(
+        "analyze-attention",
+        help="attention of a generative judge's reasoning over each image: maps, Table-5 metrics, overlays")
+    parser.add_argument("--model", required=True,
+                        help="SpatialReward checkpoint folder or Hub repo id (or a plain Qwen3-VL one, as a baseline)")
+    parser.add_argument("--input", required=True, help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="folder for metrics.json, table.md, maps.npz and overlays/ (created)")
+    parser.add_argument("--label", default=None, help="method name in table.md (default: the model folder name)")
+    parser.add_argument("--tokens", choices=TOKEN_SELECTIONS, default="reasoning",
+                        help="query tokens: the answer's reasoning string (default, as the paper) or all generated")
+    parser.add_argument("--layers", type=number_arg(int, minimum=1), default=DEFAULT_NUM_LAYERS,
+                        help=f"average the last N decoder layers (default {DEFAULT_NUM_LAYERS}, as the paper)")
+    parser.add_argument("--grid", type=number_arg(int, minimum=2), default=DEFAULT_GRID_SIZE,
+                        help=f"maps are resized to GRID x GRID (default {DEFAULT_GRID_SIZE}, as the paper)")
+    parser.add_argument("--resize", choices=RESIZE_MODES, default="area",
+                        help="resampling to the grid: area (cell means; default) or antialiased bilinear")
+    parser.add_argument("--limit", type=number_arg(int, minimum=1), default=None,
+                        help="analyse at most this many edits (the first ones that work)")
+    parser.add_argument("--max-new-tokens", type=number_arg(int, minimum=1), default=None,
+                        help="override the checkpoint's generation budget")
+    parser.add_argument("--no-overlays", action="store_true", help="do not draw overlays/<id>.png")
+    parser.add_argument("--on-error", choices=["skip", "stop"], default="skip",
+                        help="a bad input line is reported with its line number and skipped (default) or stops the run")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(func=cmd_analyze_attention)
+
+
+def _log(message: str) -> None:
+    tqdm.write(message, file=sys.stderr)
+
+
+def _output_folder(out, overlays: bool) -> Path:
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder for the report")
+    try:
+        (path / "overlays" if overlays else path).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise MIEScoreInputError(f"cannot create the report folder '{out}': {err.strerror}") from None
+    return path
+
+
+class _Lines:
+    """The input's edits, with every bad line reported (skip) or raised (stop) with its number."""
+
+    def __init__(self, input_path: Path, on_error: str):
+        self.input_path, self.on_error, self.failed = input_path, on_error, []
+
+    def fail(self, number: int, message: str) -> None:
+        if self.on_error == "stop":
+            raise MIEScoreInputError(f"{self.input_path}: line {number}: {message} "
+                                     "(rerun with --on-error skip to skip bad lines)")
+        self.failed.append({"line": number, "message": message})
+        _log(f"skipped {self.input_path}:line {number}: {message}")
+
+    def samples(self):
+        """``(line number, EditSample)`` per usable line; ids must be unique (overlays are named by id)."""
+        from ..scoring.jsonl_scoring import iter_input, record_to_sample
+
+        first_line = {}
+        for number, record, error in iter_input(self.input_path):
+            if error is None:
+                try:
+                    sample = record_to_sample(record, self.input_path.parent)
+                except MIEScoreInputError as err:
+                    error = str(err)
+            if error is None and sample.id in first_line:
+                error = f"duplicate id '{sample.id}' (first on line {first_line[sample.id]})"
+            if error is not None:
+                self.fail(number, error)
+                continue
+            first_line[sample.id] = number
+            yield number, sample
+
+
+def _is_fatal(err: BaseException) -> bool:
+    """Out of memory concerns the machine, not the edit: it stops the run."""
+    return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError"
+
+
+def cmd_analyze_attention(args) -> int:
+    from ..analysis.attention_maps import extract_attention_maps, use_eager_attention
+    from ..analysis.attention_metrics import TOP_FRACTION
+    from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
+    from ..scoring.jsonl_scoring import check_input_file
+    from ..scoring.loading import load_spatialreward
+
+    input_path = check_input_file(args.input)
+    draw = not args.no_overlays
+    out_dir = _output_folder(args.out, draw)
+    if draw and importlib.util.find_spec("matplotlib") is None:
+        raise MIEScoreInputError("overlays need matplotlib: pip install 'miescore[plots]', or pass --no-overlays")
+    _quiet_transformers()
+    model = load_spatialreward(args.model, device=args.device, dtype=args.dtype)
+    processor = model.get_processor()
+    use_eager_attention(model, log=_log)
+    lines = _Lines(input_path, args.on_error)
+    results, overlays, taken = [], {}, set()
+    with tqdm(desc="analyze-attention", unit="edit", total=args.limit, file=sys.stderr,
+              disable=args.no_progress) as bar:
+        for number, sample in lines.samples():
+            try:
+                loaded = sample.load()
+                result = extract_attention_maps(
+                    model, loaded, processor, num_layers=args.layers, grid_size=args.grid, tokens=args.tokens,
+                    resize_mode=args.resize, max_new_tokens=args.max_new_tokens, log=_log)
+            except (MIEScoreInputError, OSError, ValueError, RuntimeError) as err:
+                if _is_fatal(err):
+                    raise
+                lines.fail(number, f"could not be analysed ({type(err).__name__}: {err})")
+                continue
+            results.append(result)
+            if draw:
+                name = overlay_file_name(result.id, taken)
+                write_overlay(out_dir / "overlays" / name, loaded, result)
+                overlays[result.id] = f"overlays/{name}"
+            bar.update(1)
+            if args.limit is not None and len(results) >= args.limit:
+                break
+    if not results:
+        raise MIEScoreInputError(f"no edit of '{input_path}' could be analysed ({len(lines.failed)} bad lines, "
+                                 "listed above); check the input lines")
+    label = args.label or Path(str(args.model).rstrip("/")).name
+    settings = {
+        "model": str(args.model), "input": str(input_path), "label": label,
+        "paper": "SpatialReward (arXiv 2602.07458) sec. 5.4 Table 5, appendix C.1",
+        "layers": results[0].layers, "grid_size": args.grid, "tokens": args.tokens, "resize_mode": args.resize,
+        "attn_implementation": "eager", "top_fraction": TOP_FRACTION,
+        "source_map": "A_src is the mean of the per-source maps (each normalised to sum 1)",
+        "max_new_tokens": args.max_new_tokens or int(model.config.max_new_tokens),
+        "failed_lines": lines.failed,
+    }
+    metrics = write_attention_report(out_dir, results, settings, label=label, overlays=overlays)
+    print(attention_table([(label, metrics)]), end="")
+    fallback = sum(1 for r in results if r.note)
+    if fallback:
+        print(f"note: {fallback} of {len(results)} answers had no reasoning string; all their generated tokens "
+              "were used (see 'note' per sample)", file=sys.stderr)
+    print(f"analysed {len(results)} edits -> {out_dir / 'metrics.json'}, {out_dir / 'table.md'}, "
+          f"{out_dir / 'maps.npz'}" + (f", {len(overlays)} overlays in {out_dir / 'overlays'}" if draw else ""),
+          file=sys.stderr)
+    if lines.failed:
+        print(f"{len(lines.failed)} input lines were skipped (listed above); fix them and rerun", file=sys.stderr)
+        return EXIT_PARTIAL
+    return 0

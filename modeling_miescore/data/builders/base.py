@@ -1,0 +1,273 @@
+"""The builder base: what building MIE-Bench and MER-Bench have in common.
+
+A build runs in stages, each a method: :meth:`~DatasetBuilder.read` (parse the raw files, checking each
+record) -> :meth:`~DatasetBuilder.validate` (checks across files; every problem is raised at once, before
+anything is written) -> :meth:`~DatasetBuilder.label` (MOS or majority-vote labels) ->
+:meth:`~DatasetBuilder.split` (rows per split) -> :meth:`~DatasetBuilder.write_splits` (Parquet shards in a
+temporary folder) -> :meth:`~DatasetBuilder.write_card` (README.md with ``configs``/``dataset_info``) ->
+rename into place -> optional push to the Hub. Subclasses implement the data-specific stages and declare
+their name, options and card; the shared command-line options, the checks before building, the run and
+the exit-status policy live here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+from tqdm.auto import tqdm
+
+from .dataset_card import CardSpec, dataset_card_data, write_dataset_card
+from .hub_push import HubPushError, check_hub_push, push_folder_to_hub
+from .output_folder import AtomicOutputDir, OutputExistsError
+from .parquet_writing import (DEFAULT_MAX_SHARD_BYTES, DEFAULT_ROWS_PER_GROUP, format_bytes, parse_size, size_arg,
+                              write_parquet_split)
+from .raw_files import DatasetValidationError, ImageChecker, Problem, ProblemCollector
+
+__all__ = ["BuildSummary", "DatasetBuilder", "EXIT_BAD_DATA", "EXIT_FAILED", "run_build"]
+
+EXIT_BAD_DATA = 2  # the raw release has problems (every one is listed, with file:line)
+EXIT_FAILED = 1  # unusable environment, options or output folder; or the push failed
+
+
+@dataclasses.dataclass(kw_only=True)
+class BuildSummary:
+    """What a build produced. ``to_dict()`` is JSON-serialisable; ``describe()`` is the CLI's report."""
+
+    dataset: ClassVar[str]
+    out_dir: str
+    splits: dict = dataclasses.field(default_factory=dict)  # name -> {num_examples, files, num_bytes, ...}
+    total_bytes: int = 0
+    warnings: list = dataclasses.field(default_factory=list)
+    hub_url: str | None = None
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"dataset": self.dataset, **dataclasses.asdict(self)}
+
+    def headline(self) -> str:
+        raise NotImplementedError
+
+    def details(self) -> list[str]:
+        return []
+
+    def describe(self) -> str:
+        lines = [self.headline(), *self.details(), *(f"warning: {w}" for w in self.warnings)]
+        if self.hub_url:
+            lines.append(f"pushed to {self.hub_url}")
+        return "\n".join(lines)
+
+
+def run_build(build) -> int:
+    """Run ``build()`` for a CLI: print its summary, or a clear error; return the exit status.
+
+    Exit 2 for invalid raw data (every problem is listed with file:line), 1 for an unusable environment,
+    option or output folder, or a failed push.
+    """
+    try:
+        summary = build()
+    except DatasetValidationError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_DATA
+    except ImportError as err:
+        print(f"error: building needs the data extra ({err.name or err} missing): pip install 'miescore[data]'",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except (OutputExistsError, HubPushError, ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(summary.describe())
+    return 0
+
+
+class DatasetBuilder(ABC):
+    """One raw release -> one Hub-native Parquet dataset folder (see the module docstring for the stages).
+
+    Common options (every builder): ``overwrite`` (replace an existing non-empty ``out_dir``),
+    ``max_shard_bytes`` (upper bound of a Parquet shard, estimated from image file sizes; an int or a string
+    such as ``"256MB"``), ``rows_per_group``, ``license`` (card license id; the builder's default when
+    ``None``), ``max_image_pixels`` (decompression-bomb guard of the image check), ``push_to_hub``
+    (``"user/name"``: after the local build succeeds, upload the folder as one commit), ``private``, ``token``
+    and ``progress`` (tqdm bars on stderr).
+    """
+
+    # (the CLI name of a builder is its key in the registry, modeling_miescore.data.builders.BUILDERS)
+    title: ClassVar[str]  # e.g. "MIE-Bench"
+    raw_help: ClassVar[str]  # --raw help: the files the raw folder holds
+    default_license: ClassVar[str]
+    split_names: ClassVar[Sequence[str]]
+    card: ClassVar[CardSpec]
+
+    def __init__(self, raw_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False,
+                 max_shard_bytes: int | str = DEFAULT_MAX_SHARD_BYTES, rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
+                 license: str | None = None, max_image_pixels: int | None = None, push_to_hub: str | None = None,
+                 private: bool | None = None, token: str | None = None, progress: bool = True):
+        self.raw = Path(raw_dir).absolute()
+        self.out = Path(out_dir).absolute()
+        self.overwrite = overwrite
+        self.max_shard_bytes = parse_size(max_shard_bytes)
+        if rows_per_group < 1:
+            raise ValueError(f"rows_per_group must be >= 1, got {rows_per_group}")
+        self.rows_per_group = rows_per_group
+        self.license = license or self.default_license
+        self.max_image_pixels = max_image_pixels
+        self.push_to_hub, self.private, self.token = push_to_hub, private, token
+        self.progress = progress
+        self.warnings: list[str] = []
+
+    # ------------------------------------------------------------------------------ the run
+
+    def build(self) -> BuildSummary:
+        """Run every stage; return the summary. Nothing is written unless every stage before the write succeeds."""
+        started = time.perf_counter()
+        output = self.check_before_build()
+        problems = ProblemCollector(self.raw)
+        self.read(problems, ImageChecker(self.raw, self.max_image_pixels))
+        self.validate(problems)
+        problems.raise_if_any()
+        self.label()
+        rows_by_split = self.split()
+        if not any(rows_by_split.values()):
+            file, message = self.empty_dataset_problem()
+            raise DatasetValidationError([Problem(file, None, message)], source=self.raw)
+        with output as folder:
+            split_info = self.write_splits(folder, rows_by_split)
+            self.write_card(folder, split_info)
+            self.write_extra_files(folder)
+            total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        summary = self.summary(split_info)
+        summary.total_bytes, summary.warnings = total, list(self.warnings)
+        if self.push_to_hub:
+            summary.hub_url = push_folder_to_hub(self.out, self.push_to_hub, private=self.private, token=self.token,
+                                                 commit_message=f"Upload {self.title} (built with miescore)")
+        summary.elapsed_s = time.perf_counter() - started
+        return summary
+
+    def check_before_build(self) -> AtomicOutputDir:
+        """The checks made before reading anything; returns the (checked) output folder."""
+        if not self.raw.is_dir():
+            raise DatasetValidationError([Problem(self.raw.as_posix(), None, "raw folder not found")], source=self.raw)
+        if self.out == self.raw or self.raw.is_relative_to(self.out):
+            raise ValueError(f"--out {self.out} must not be the raw folder or contain it")
+        output = AtomicOutputDir(self.out, overwrite=self.overwrite)
+        output.check()
+        if self.push_to_hub:
+            check_hub_push(self.push_to_hub)
+        return output
+
+    def progress_bar(self, iterable=None, *, desc: str, total: int | None = None) -> tqdm:
+        """A tqdm bar on stderr, hidden unless ``progress``."""
+        return tqdm(iterable, desc=desc, total=total, unit="row", disable=not self.progress, leave=False,
+                    dynamic_ncols=True, file=sys.stderr)
+
+    def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:
+        """Write every split that has rows; ``{split: {files, num_examples, num_bytes, file_bytes, pattern}}``."""
+        features = self.features()
+        info: dict[str, dict] = {}
+        total = sum(len(rows) for rows in rows_by_split.values())
+        with self.progress_bar(desc=f"writing {self.title}", total=total) as bar:
+            for split in self.split_names:
+                items = rows_by_split.get(split) or []
+                if items:
+                    info[split] = write_parquet_split(
+                        folder, split, items, features, make_row=self.make_row, row_size=self.row_size, bar=bar,
+                        max_shard_bytes=self.max_shard_bytes, rows_per_group=self.rows_per_group,
+                    )
+                    info[split]["pattern"] = f"data/{split}-*.parquet"
+        return info
+
+    def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
+        card_data = dataset_card_data(
+            features=self.features(), splits=split_info, license=self.license, pretty_name=self.card.pretty_name,
+            task_categories=self.card.task_categories, tags=self.card.tags,
+        )
+        write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
+                           warnings=self.warnings, **self.card_context(split_info))
+
+    def write_extra_files(self, folder: Path) -> None:
+        """Files beside the data and the card (reports); none by default."""
+
+    # ------------------------------------------------------------------------------ the data-specific stages
+
+    @abstractmethod
+    def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
+        """Parse the raw files, reporting every bad record to ``problems``."""
+
+    def validate(self, problems: ProblemCollector) -> None:
+        """Checks across files (after :meth:`read`), reported to ``problems``."""
+
+    @abstractmethod
+    def label(self) -> None:
+        """Turn the human judgements into the dataset's labels."""
+
+    @abstractmethod
+    def split(self) -> dict[str, list]:
+        """The items of each split, in row order."""
+
+    @abstractmethod
+    def empty_dataset_problem(self) -> tuple[str, str]:
+        """``(file, message)`` of the problem raised when no split has a row."""
+
+    @abstractmethod
+    def features(self):
+        """The ``datasets.Features`` of a row."""
+
+    @abstractmethod
+    def make_row(self, item) -> dict:
+        """One row, in the features' storage format (images as ``{"bytes", "path"}``)."""
+
+    @abstractmethod
+    def row_size(self, item) -> int:
+        """Estimated bytes of a row (bounds shards and row groups)."""
+
+    @abstractmethod
+    def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
+        """The variables of the card template (besides ``card_data``, ``license``, ``max_shard``, ``warnings``)."""
+
+    @abstractmethod
+    def summary(self, split_info: dict[str, dict]) -> BuildSummary:
+        """The build's summary (sizes, warnings and timing are filled in by :meth:`build`)."""
+
+    # ------------------------------------------------------------------------------ command line
+
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        """Add this builder's options to ``parser`` (``miescore build-dataset <name>``)."""
+        parser.add_argument("--raw", required=True, type=Path, help=cls.raw_help)
+        parser.add_argument("--out", required=True, type=Path, help="output dataset folder (written atomically)")
+        parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+        parser.add_argument("--max-shard-bytes", type=size_arg, default=DEFAULT_MAX_SHARD_BYTES,
+                            help="maximum Parquet shard size, e.g. 256MB (default: %(default)s bytes)")
+        parser.add_argument("--license", default=cls.default_license,
+                            help="license id for the card (default: %(default)s)")
+        parser.add_argument("--push-to-hub", metavar="REPO", default=None,
+                            help="after building, upload to this Hub dataset repo (one commit)")
+        parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+        cls.add_builder_arguments(parser)
+        return parser
+
+    @classmethod
+    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """The options only this builder has."""
+
+    @classmethod
+    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
+        """Constructor keywords from the options of :meth:`add_builder_arguments`."""
+        return {}
+
+    @classmethod
+    def run_cli(cls, args: argparse.Namespace) -> int:
+        """Build from parsed arguments; print the summary (stdout) or one clear error (stderr); return the exit
+        status (see :func:`run_build`)."""
+        return run_build(lambda: cls(
+            args.raw, args.out, overwrite=args.overwrite, max_shard_bytes=args.max_shard_bytes, license=args.license,
+            push_to_hub=args.push_to_hub, private=True if args.private else None, progress=not args.no_progress,
+            **cls.builder_options(args),
+        ).build())

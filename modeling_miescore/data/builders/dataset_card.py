@@ -1,0 +1,143 @@
+"""Dataset cards: ``huggingface_hub.DatasetCardData`` metadata rendered through a Jinja template into README.md.
+
+The metadata carries ``configs`` (which Parquet files make which split) and ``dataset_info`` (features, split
+sizes), so that ``datasets.load_dataset(folder)`` needs no loading script (datasets 5 runs none) and the Hub
+shows the schema. The ``features`` block is written in the Hub's card format (a list of ``{name, dtype}``
+entries, see https://huggingface.co/docs/hub/datasets-cards), built from the public
+``datasets.Features.to_dict()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "CardSpec",
+    "dataset_card_data",
+    "features_yaml",
+    "md_table",
+    "size_category",
+    "write_dataset_card",
+]
+
+
+@dataclass(frozen=True)
+class CardSpec:
+    """What a dataset's card says besides its data: the Jinja template and the Hub metadata."""
+
+    template: str  # ``{{ card_data }}`` is the YAML metadata; the builder's card_context fills the rest
+    pretty_name: str
+    citation: str  # BibTeX, shown in the card's last section
+    task_categories: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+# Every card ends with its citation (Jinja drops a template's last newline, hence the blank line).
+_CITATION_SECTION = """
+## Citation
+
+```bibtex
+{{ citation }}
+```
+
+"""
+
+
+def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A Markdown table (cells converted with ``str``; ``|`` escaped)."""
+
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def size_category(n: int) -> str:
+    """The Hub's ``size_categories`` label for ``n`` rows."""
+    for bound, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < bound:
+            return label
+    return "1M<n<10M"
+
+
+def _feature_yaml(feature: Mapping[str, Any]) -> dict:
+    """One feature of ``Features.to_dict()`` in the card's YAML form (the kinds the builders use)."""
+    kind = feature["_type"]
+    if kind == "Value":
+        return {"dtype": feature["dtype"]}
+    if kind == "Image" and not feature.get("mode") and feature.get("decode", True):
+        return {"dtype": "image"}
+    if kind == "ClassLabel":  # the card wants string keys: names {'0': first, '1': second, ...}
+        return {"dtype": {"class_label": {"names": {str(i): name for i, name in enumerate(feature["names"])}}}}
+    if kind == "List" and feature.get("length", -1) == -1:
+        inner = _feature_yaml(feature["feature"])
+        return {"list": inner["dtype"] if isinstance(inner.get("dtype"), str) and len(inner) == 1 else inner}
+    raise ValueError(f"no card form for feature {feature!r}; extend _feature_yaml")
+
+
+def features_yaml(features) -> list[dict]:
+    """``datasets.Features`` -> the ``dataset_info.features`` list of a dataset card."""
+    return [{"name": name, **_feature_yaml(feature)} for name, feature in features.to_dict().items()]
+
+
+def dataset_card_data(
+    *,
+    features,
+    splits: Mapping[str, Mapping[str, Any]],
+    license: str | None,
+    pretty_name: str,
+    task_categories: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    language: Sequence[str] = ("en",),
+    config_name: str = "default",
+):
+    """The card metadata of a one-config dataset.
+
+    ``splits`` maps each split to ``{"num_examples", "num_bytes", "file_bytes", "pattern"}``. Only splits
+    with rows are listed (a ``data_files`` pattern matching no file is an error at load time), and each
+    carries ``num_examples`` **and** ``num_bytes`` (``datasets`` ignores split entries without ``num_bytes``).
+    """
+    from huggingface_hub import DatasetCardData
+
+    splits = {name: info for name, info in splits.items() if info["num_examples"] > 0}
+    n_rows = sum(int(info["num_examples"]) for info in splits.values())
+    return DatasetCardData(
+        license=license or None,
+        pretty_name=pretty_name,
+        language=list(language) or None,
+        task_categories=list(task_categories) or None,
+        tags=list(tags) or None,
+        size_categories=[size_category(n_rows)],
+        configs=[{
+            "config_name": config_name,
+            "default": True,
+            "data_files": [{"split": name, "path": info["pattern"]} for name, info in splits.items()],
+        }],
+        dataset_info=[{
+            "config_name": config_name,
+            "features": features_yaml(features),
+            "splits": [{"name": name, "num_bytes": int(info["num_bytes"]), "num_examples": int(info["num_examples"])}
+                       for name, info in splits.items()],
+            "download_size": int(sum(info.get("file_bytes", 0) for info in splits.values())),
+            "dataset_size": int(sum(info["num_bytes"] for info in splits.values())),
+        }],
+    )
+
+
+def write_dataset_card(out_dir: Path, card_data, spec: CardSpec, **context) -> Path:
+    """Render ``spec.template`` (Jinja; ``{{ card_data }}`` is the YAML metadata) with ``context``, then the
+    citation, into ``out_dir/README.md``.
+
+    Deterministic: no timestamps, and the same metadata gives the same YAML.
+    """
+    from huggingface_hub import DatasetCard
+
+    card = DatasetCard.from_template(card_data, template_str=spec.template.rstrip("\n") + "\n" + _CITATION_SECTION,
+                                     citation=spec.citation, **context)
+    path = out_dir / "README.md"
+    card.save(path)
+    return path

@@ -1,0 +1,284 @@
+"""The MIE-Bench dataset card: a Jinja template and the statistics it shows, computed from the built rows."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from ..schema import DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY, TASKS
+from .dataset_card import CardSpec, md_table
+from .parquet_writing import format_bytes
+
+__all__ = ["CARD", "CITATION", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
+
+CITATION = """@misc{miescore,
+  title        = {MIEScore: Human-Aligned Evaluation for Multi-Source Image Editing},
+  note         = {MIE-Bench dataset and MIEScore model},
+  howpublished = {\\url{https://github.com/IntMeGroup/MIEScore}}
+}"""
+
+COLUMNS = {
+    "id": "edit id (unique per row)",
+    "instance_id": "editing instance (sources + instruction); all its edits are in the same split",
+    "task": "one of the 16 MIE-Bench tasks (ClassLabel)",
+    "category": "regional / global / reasoning",
+    "instruction": "editing instruction",
+    "source_images": "the source images, in the order the instruction refers to them",
+    "num_sources": "number of source images",
+    "edited_image": "the edited image",
+    "editing_model": "the model that produced the edit",
+    "mos_vq": "MOS, visual quality (0-100, paper eq. 1)",
+    "mos_if": "MOS, instruction following (0-100)",
+    "mos_ap": "MOS, attribute preservation (0-100)",
+    "mos_overall": "VQ^0.3 * IF^0.4 * AP^0.3 (paper eq. 2)",
+    "std_vq": "standard deviation of the raters' z-scores on the MOS scale (opinion spread), VQ",
+    "std_if": "same, IF",
+    "std_ap": "same, AP",
+    "n_vq": "valid ratings behind mos_vq (after screening)",
+    "n_if": "valid ratings behind mos_if",
+    "n_ap": "valid ratings behind mos_ap",
+}
+
+# Every section of the card; the tables are rendered by card_context (Markdown, `|` escaped).
+MIE_BENCH_CARD_TEMPLATE = """---
+{{ card_data }}
+---
+
+# MIE-Bench
+
+Multi-source image editing (MIE) benchmark with human mean opinion scores (MOS) on three dimensions: visual \
+quality (VQ), instruction following (IF) and attribute preservation (AP), from the MIEScore paper. One row per \
+edited image: the instance's source images and instruction, the edited image, the editing model and the three \
+MOS (0–100) plus the overall score.
+
+This build: **{{ n_rows }} edited images** from **{{ n_instances }} instances**, **{{ n_models }} editing \
+models**, **{{ n_tasks }} of 16 tasks**. This card is generated from the data by \
+`miescore build-dataset mie-bench` (`modeling_miescore.data.builders.mie_bench`).
+
+## Usage
+
+```python
+from datasets import load_dataset
+
+ds = load_dataset("path/or/repo")          # DatasetDict: train / validation / test
+row = ds["test"][0]
+row["source_images"]   # list of PIL images
+row["edited_image"]    # PIL image
+ds["test"].features["task"].int2str(row["task"])
+stream = load_dataset("path/or/repo", split="train", streaming=True)
+```
+
+## Splits
+
+Train/validation/test = 3:1:1 **by instance** (paper, implementation details): all edits of an instance are in \
+one split. The split is a hash bucket of the instance id alone (`sha256("{{ salt }}:" + instance_id)`, first 8 \
+bytes as a fraction: < 0.6 train, < 0.8 validation, else test), so a rebuild gives the same splits and adding \
+instances never moves existing ones.
+
+{{ split_table }}
+
+## Columns
+
+{{ column_table }}
+
+Images are stored as the original files' bytes (no re-encoding); `path` holds the path in the raw release.
+
+## Counts per task
+
+{{ task_table }}
+
+{{ category_table }}
+
+## Counts and mean MOS per editing model (best overall first)
+
+{{ model_table }}
+
+## Counts per number of source images
+
+{{ sources_table }}
+
+## MOS summary
+
+{{ mos_summary_table }}
+{%- if mos_source == "ratings" %}
+
+MOS computation (paper, "Subjective Data Processing", eq. 1): outlier ratings and unreliable subjects are \
+removed by ITU-R BT.500 screening (rule `{{ rule }}`), the remaining ratings are z-scored per subject and \
+dimension, averaged per image and mapped to MOS = 100 (z + 3) / 6. Overall = VQ^0.3 · IF^0.4 · AP^0.3 (eq. 2). \
+`std_*` is the spread of the raters' z-scores on the same scale; `n_*` counts the valid ratings.
+{%- if valid_ratings %}
+
+Valid ratings per image (mean): {{ valid_ratings }}.
+{%- endif %}
+{%- else %}
+
+MOS were taken as given from `mos.csv` (already on the 0–100 scale); overall = VQ^0.3 · IF^0.4 · AP^0.3 \
+(paper eq. 2). No screening report (no raw ratings).
+{%- endif %}
+{%- if screening %}
+
+## Screening report
+
+Rule `{{ screening.rule }}` (ITU-R BT.500 Annex 2 §2.3.1; reject when more than 5% of a subject's ratings are \
+outliers{% if screening.rule == "bt500" %} and they are symmetric{% endif %}). {{ screening.n_ratings }} ratings \
+from {{ screening.subject_stats | length }} subjects; {{ screening.n_outliers }} outlier ratings \
+({{ outlier_percent }}%); {{ screening.rejected_subjects | length }} subject(s) rejected\
+{% if screening.rejected_subjects %} ({{ screening.rejected_subjects | join(", ") }}){% endif %}; \
+{{ screening.n_removed }} ratings removed in all ({{ removed_percent }}%). Full report: `screening_report.json`.
+
+{{ subject_table }}
+{%- if more_subjects %}
+
+({{ more_subjects }} more subjects in `screening_report.json`.)
+{%- endif %}
+{%- for warning in screening.warnings %}
+
+> Warning: {{ warning }}
+{%- endfor %}
+{%- endif %}
+{%- if warnings %}
+
+## Build notes
+{% for warning in warnings %}
+- {{ warning }}
+{%- endfor %}
+{%- endif %}
+
+## Raw layout this dataset was built from
+
+```text
+instances.jsonl  {"instance_id", "task", "instruction", "sources": [relative image paths]}
+edits.jsonl      {"edit_id", "instance_id", "editing_model", "image": relative image path}
+ratings.csv      subject_id,edit_id,dimension,rating   (dimension: visual_quality |
+                 instruction_following | attribute_preservation; rating in [0, 5])
+  or mos.csv     edit_id,mos_vq,mos_if,mos_ap[,std_*,n_*]   (already 0-100)
+```
+Rebuild: `miescore build-dataset mie-bench --raw RAW --out OUT` (or \
+`python dataset_scripts/build_dataset.py mie-bench --raw RAW --out OUT`); shards are at most {{ max_shard }} \
+(`--max-shard-bytes`). Builds are deterministic: the same raw release gives byte-identical files (with the same \
+pyarrow version, which is recorded in the Parquet footer).
+
+## License
+
+`{{ license }}`. The MIEScore paper releases MIE-Bench (edited images, prompts and source images) under CC BY 4.0; \
+annotators consented to use of their annotations for non-commercial research.
+"""
+
+CARD = CardSpec(MIE_BENCH_CARD_TEMPLATE, pretty_name="MIE-Bench", citation=CITATION,
+                task_categories=("image-to-image", "visual-question-answering"),
+                tags=("image-editing", "image-quality-assessment", "multi-source-image-editing", "mos", "miescore"))
+
+
+_SUMMARY_COLUMNS = {MOS_COLUMN_OF[key]: key.replace("_", " ") for key in SCORE_KEYS}  # mos_vq: visual quality
+_SUBJECTS_SHOWN = 100
+
+
+def _fmt(v, digits: int = 2) -> str:
+    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
+
+
+def _mean(xs):
+    return sum(xs) / len(xs) if xs else None
+
+
+def _quantiles(xs) -> list:
+    import numpy as np
+
+    if not xs:
+        return [None] * 7
+    a = np.asarray(xs, dtype=float)
+    return [float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else None, float(a.min()),
+            *[float(q) for q in np.quantile(a, [0.25, 0.5, 0.75])], float(a.max())]
+
+
+def _collect_stats(rows_by_split: dict, mos: dict) -> dict:
+    """Counts per task / model / number of sources and the MOS values, over every split."""
+    per_task = defaultdict(lambda: {"instances": set(), "edits": 0})
+    per_model = defaultdict(lambda: defaultdict(list))
+    per_nsrc = defaultdict(lambda: {"instances": set(), "edits": 0})
+    dims = defaultdict(list)
+    n_counts = defaultdict(list)
+    for rows in rows_by_split.values():
+        for inst, edit in rows:
+            m = mos[edit.edit_id]
+            for group in (per_task[inst.task], per_nsrc[len(inst.sources)]):
+                group["instances"].add(inst.instance_id)
+                group["edits"] += 1
+            for key in _SUMMARY_COLUMNS:
+                if m[key] is not None:
+                    per_model[edit.editing_model][key].append(m[key])
+                    dims[key].append(m[key])
+            per_model[edit.editing_model]["count"].append(1)
+            for s in DIMENSION_ABBREVIATIONS.values():
+                if m[f"n_{s}"] is not None:
+                    n_counts[s].append(m[f"n_{s}"])
+    return {"task": per_task, "model": per_model, "nsrc": per_nsrc, "dims": dims, "n": n_counts}
+
+
+def _count_tables(stats: dict) -> dict[str, str]:
+    tasks = [t for t in TASKS if t in stats["task"]]
+    task_rows = [[t, TASK_CATEGORY[t], len(stats["task"][t]["instances"]), stats["task"][t]["edits"]] for t in tasks]
+    category_rows = []
+    for c in MIE_CATEGORIES:
+        in_category = [t for t in tasks if TASK_CATEGORY[t] == c]
+        category_rows.append([c, sum(len(stats["task"][t]["instances"]) for t in in_category),
+                              sum(stats["task"][t]["edits"] for t in in_category)])
+    models = stats["model"]
+    best_first = sorted(models, key=lambda m: (-(_mean(models[m]["mos_overall"]) or 0.0), m))
+    return {
+        "task_table": md_table(["task", "category", "instances", "edited images"], task_rows),
+        "category_table": md_table(["category", "instances", "edited images"], category_rows),
+        "model_table": md_table(
+            ["editing model", "edited images", "MOS VQ", "MOS IF", "MOS AP", "overall"],
+            [[m, len(models[m]["count"])] + [_fmt(_mean(models[m][k])) for k in _SUMMARY_COLUMNS] for m in best_first],
+        ),
+        "sources_table": md_table(["sources", "instances", "edited images"],
+                                  [[k, len(v["instances"]), v["edits"]] for k, v in sorted(stats["nsrc"].items())]),
+        "mos_summary_table": md_table(
+            ["dimension", "mean", "std", "min", "25%", "median", "75%", "max"],
+            [[name] + [_fmt(v) for v in _quantiles(stats["dims"][k])] for k, name in _SUMMARY_COLUMNS.items()],
+        ),
+    }
+
+
+def _screening_context(screening: dict | None) -> dict[str, Any]:
+    if screening is None:
+        return {"screening": None}
+    subjects = screening["subject_stats"]
+    shown = subjects[:_SUBJECTS_SHOWN]
+    return {
+        "screening": screening,
+        "outlier_percent": f"{100 * screening['outlier_fraction']:.2f}",
+        "removed_percent": f"{100 * screening['removed_fraction']:.2f}",
+        "subject_table": md_table(
+            ["subject", "ratings", "P", "Q", "(P+Q)/n", "|P−Q|/(P+Q)", "rejected"],
+            [[s["subject"], s["n"], s["P"], s["Q"], _fmt(s["ratio"], 3), _fmt(s["asymmetry"], 2),
+              "yes" if s["rejected"] else ""] for s in shown],
+        ),
+        "more_subjects": len(subjects) - len(shown),
+    }
+
+
+def card_context(*, split_info: dict, rows_by_split: dict, mos: dict, screening: dict | None, mos_source: str,
+                 rule: str, salt: str) -> dict[str, Any]:
+    """The variables of :data:`MIE_BENCH_CARD_TEMPLATE` for one build."""
+    stats = _collect_stats(rows_by_split, mos)
+    return {
+        "n_rows": sum(v["num_examples"] for v in split_info.values()),
+        "n_instances": sum(v["num_instances"] for v in split_info.values()),
+        "n_models": len(stats["model"]),
+        "n_tasks": len(stats["task"]),
+        "salt": salt,
+        "split_table": md_table(
+            ["split", "instances", "edited images", "shards", "Parquet size"],
+            [[k, v["num_instances"], v["num_examples"], len(v["files"]), format_bytes(v["file_bytes"])]
+             for k, v in split_info.items()],
+        ),
+        "column_table": md_table(["column", "description"], [[f"`{k}`", v] for k, v in COLUMNS.items()]),
+        **_count_tables(stats),
+        "mos_source": mos_source,
+        "rule": rule,
+        "valid_ratings": ", ".join(f"{s.upper()} {_fmt(_mean(v), 1)}" for s, v in stats["n"].items()),
+        **_screening_context(screening),
+    }

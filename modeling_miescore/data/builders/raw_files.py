@@ -1,0 +1,358 @@
+"""Reading and checking a raw benchmark release: every problem found, with file and line, before anything is written.
+
+* :class:`Problem` / :class:`ProblemCollector` / :class:`DatasetValidationError`: collect *every* problem of a
+  raw release (file + line + message) and raise them together, once.
+* :func:`read_jsonl` / :func:`read_csv`: readers that keep line numbers for those messages.
+* :func:`unique_records` / :class:`RecordCheck`: the checks every record of a raw file goes through (an id that
+  is a non-empty string and appears once; text fields; references to other files; images).
+* :func:`check_image` / :class:`ImageChecker`: an image exists, stays inside the raw folder and decodes
+  (truncated files, decompression bombs and non-images are caught here, not on the user's first
+  ``load_dataset``).
+
+Nothing here unpickles anything: inputs are JSON Lines, CSV and image files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+__all__ = [
+    "DatasetValidationError",
+    "ImageChecker",
+    "Problem",
+    "ProblemCollector",
+    "RecordCheck",
+    "check_image",
+    "finite_float",
+    "read_edited_images",
+    "read_csv",
+    "read_jsonl",
+    "resolve_member",
+    "unique_records",
+]
+
+# How many problems the exception message lists (all of them stay in `.problems`).
+_MAX_PROBLEMS_SHOWN = 200
+
+
+# --------------------------------------------------------------------------------------------
+# Problems
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in a raw release: the file (relative to the raw folder), 1-based line, message."""
+
+    file: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.message}"
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
+class DatasetValidationError(ValueError):
+    """A raw release has problems; ``.problems`` lists every one (file, line, message)."""
+
+    def __init__(self, problems: Sequence[Problem], *, source: str | os.PathLike | None = None):
+        self.problems = list(problems)
+        self.source = os.fspath(source) if source is not None else None
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        n = len(self.problems)
+        where = f" in {self.source}" if self.source else ""
+        lines = [f"{n} problem{'s' if n != 1 else ''} found{where}; nothing was written:"]
+        lines += [f"  - {p}" for p in self.problems[:_MAX_PROBLEMS_SHOWN]]
+        if n > _MAX_PROBLEMS_SHOWN:
+            lines.append(f"  ... and {n - _MAX_PROBLEMS_SHOWN} more (see DatasetValidationError.problems)")
+        return "\n".join(lines)
+
+
+class ProblemCollector:
+    """Accumulates :class:`Problem` s; :meth:`raise_if_any` raises them all at once."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else None
+        self.problems: list[Problem] = []
+
+    def add(self, file: str | os.PathLike, line: int | None, message: str) -> None:
+        self.problems.append(Problem(self._relative(file), line, message))
+
+    def _relative(self, file) -> str:
+        path = Path(file)
+        if self.root is not None and path.is_absolute():
+            try:
+                return path.relative_to(self.root).as_posix()
+            except ValueError:
+                return path.as_posix()
+        return path.as_posix()
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+    def __bool__(self) -> bool:
+        return bool(self.problems)
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise DatasetValidationError(self.problems, source=self.root)
+
+
+# --------------------------------------------------------------------------------------------
+# Readers that keep line numbers
+# --------------------------------------------------------------------------------------------
+
+
+def read_jsonl(
+    path: Path, problems: ProblemCollector, *, required: Sequence[str] = (), missing_ok: bool = False
+) -> list[tuple[int, dict]]:
+    """Parse a JSON Lines file into ``[(line_number, object), ...]``.
+
+    Blank lines are skipped. Malformed lines, lines that are not JSON objects and objects missing a
+    ``required`` key are reported to ``problems`` (with the line) and left out of the result.
+    """
+    name = path.name
+    if not path.is_file():
+        if not missing_ok:
+            problems.add(name, None, f"file not found (expected at {path})")
+        return []
+    try:
+        raw_lines = path.read_bytes().split(b"\n")
+    except OSError as err:
+        problems.add(name, None, f"cannot read file: {err}")
+        return []
+    out: list[tuple[int, dict]] = []
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").strip()
+        except UnicodeDecodeError as err:
+            problems.add(name, lineno, f"not valid UTF-8 ({err.reason} at byte {err.start}); save the file as UTF-8")
+            continue
+        if not text:
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
+            problems.add(name, lineno, f"malformed JSON: {err.msg} (column {err.colno})")
+            continue
+        if not isinstance(obj, dict):
+            problems.add(name, lineno, f"expected a JSON object per line, got {type(obj).__name__}")
+            continue
+        missing = [k for k in required if k not in obj]
+        if missing:
+            problems.add(name, lineno, f"missing key(s) {', '.join(map(repr, missing))}")
+            continue
+        out.append((lineno, obj))
+    return out
+
+
+def read_csv(
+    path: Path, problems: ProblemCollector, *, required: Sequence[str]
+) -> list[tuple[int, dict[str, str]]] | None:
+    """Parse a CSV file with a header into ``[(line_number, {column: text}), ...]``.
+
+    A missing or unreadable file, or missing required columns, is reported (line 1 for the header)
+    and gives ``None`` (so that callers can skip checks that would only repeat the problem); rows with
+    too few or too many fields are reported and skipped.
+    """
+    name = path.name
+    if not path.is_file():
+        problems.add(name, None, f"file not found (expected at {path})")
+        return None
+    try:
+        with open(path, "r", encoding="utf-8-sig", newline="") as fh:
+            return _csv_rows(csv.reader(fh), name, problems, required)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        problems.add(name, None, f"cannot read CSV: {err}")
+        return None
+
+
+def _csv_rows(reader, name: str, problems: ProblemCollector, required: Sequence[str]):
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        problems.add(name, 1, f"empty file; expected a header with column(s) {', '.join(required)}")
+        return None
+    missing = [c for c in required if c not in header]
+    if missing:
+        problems.add(name, 1, f"missing column(s) {', '.join(map(repr, missing))} "
+                              f"(header has {', '.join(map(repr, header))})")
+        return None
+    rows: list[tuple[int, dict[str, str]]] = []
+    prev_line = reader.line_num
+    for fields in reader:
+        lineno = prev_line + 1  # a quoted field may span lines: the row starts after the previous one
+        prev_line = reader.line_num
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            problems.add(name, lineno, f"expected {len(header)} fields, found {len(fields)}")
+            continue
+        rows.append((lineno, {h: f.strip() for h, f in zip(header, fields)}))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------
+
+
+def _nonempty_str(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def unique_records(entries: Iterable[tuple[int, dict]], problems: ProblemCollector, file: str, id_key: str,
+                   declared: set[str]) -> Iterator[tuple[int, dict, str]]:
+    """``(line, record, id)`` for each record whose ``id_key`` is a non-empty string seen for the first time.
+
+    Every well-formed id goes into ``declared`` (also those of records that fail other checks, so that
+    references to them are not reported a second time as unknown); a repeated id is reported with the
+    line of its first occurrence.
+    """
+    first_line: dict[str, int] = {}
+    for line, obj in entries:
+        record_id = obj[id_key]
+        if not _nonempty_str(record_id):
+            problems.add(file, line, f"{id_key} must be a non-empty string, got {record_id!r}")
+            continue
+        declared.add(record_id)
+        if record_id in first_line:
+            problems.add(file, line, f"duplicate {id_key} {record_id!r} (first on line {first_line[record_id]})")
+            continue
+        first_line[record_id] = line
+        yield line, obj, record_id
+
+
+class RecordCheck:
+    """The checks on one record (``file:line``): each failed check adds a problem and clears :attr:`ok`."""
+
+    def __init__(self, problems: ProblemCollector, file: str, line: int, images: "ImageChecker | None" = None):
+        self.problems, self.file, self.line, self.images = problems, file, line, images
+        self.ok = True
+
+    def fail(self, message: str) -> None:
+        self.problems.add(self.file, self.line, message)
+        self.ok = False
+
+    def text(self, value: Any, message: str) -> str | None:
+        """``value`` when it is a non-empty string, else ``None`` and the problem ``message``."""
+        if _nonempty_str(value):
+            return value
+        self.fail(message)
+        return None
+
+    def known(self, value: Any, declared: set[str], message: str) -> None:
+        """``value`` must be one of the ``declared`` ids (of another raw file)."""
+        if not isinstance(value, str) or value not in declared:
+            self.fail(message)
+
+    def image(self, rel: Any, label: str) -> Path | None:
+        """The path of the image ``rel`` when it is readable, else ``None`` and ``"<label>: <reason>"``."""
+        path, err = self.images(rel)
+        if err:
+            self.fail(f"{label}: {err}")
+            return None
+        return path
+
+
+def read_edited_images(path: Path, problems: ProblemCollector, images: "ImageChecker", *, id_key: str, what: str,
+                       parent_key: str, parent_file: str, declared_parents: set[str], bar):
+    """Records of edited images (MIE-Bench ``edits.jsonl``, MER-Bench ``candidates.jsonl``), each checked.
+
+    Every record has ``id_key``, ``parent_key`` (the instance or sample it edits, declared in ``parent_file``),
+    ``editing_model`` and ``image``. Returns ``([(line, id, parent_id, editing_model, (rel, Path)), ...],
+    declared ids)`` for the good records; ``what`` names a record in the messages (``"edit"``).
+    """
+    file = path.name
+    entries = read_jsonl(path, problems, required=(id_key, parent_key, "editing_model", "image"))
+    declared: set[str] = set()
+    out = []
+    for line, obj, record_id in unique_records(bar(entries, desc=f"checking {what}s"), problems, file, id_key,
+                                               declared):
+        check = RecordCheck(problems, file, line, images)
+        parent = obj[parent_key]
+        check.known(parent, declared_parents,
+                    f"{what} {record_id!r} points to unknown {parent_key} {parent!r} (not in {parent_file})")
+        model = check.text(obj["editing_model"], f"{what} {record_id!r}: editing_model must be a non-empty string")
+        image_path = check.image(obj["image"], f"{what} {record_id!r}")
+        if check.ok:
+            out.append((line, record_id, parent, model.strip(), (obj["image"], image_path)))
+    return out, declared
+
+
+# --------------------------------------------------------------------------------------------
+# Images
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_member(root: Path, rel: Any) -> tuple[Path | None, str | None]:
+    """Resolve a relative path given in a raw file; refuse absolute paths and escapes from ``root``."""
+    if not isinstance(rel, str) or not rel.strip():
+        return None, f"image path must be a non-empty string, got {rel!r}"
+    if os.path.isabs(rel) or re.match(r"^[A-Za-z]:[\\/]", rel):
+        return None, f"image path {rel!r} is absolute; give it relative to the raw folder"
+    norm = os.path.normpath(rel.replace("\\", "/"))
+    if norm == ".." or norm.startswith("../"):
+        return None, f"image path {rel!r} points outside the raw folder"
+    # Lexical check only: symlinks inside the raw folder (e.g. a linked images/ folder) are allowed.
+    return root / norm, None
+
+
+def check_image(path: Path, rel: str, max_image_pixels: int | None = None) -> str | None:
+    """Return ``None`` when ``path`` is a decodable image, else a one-line reason naming ``rel``."""
+    from ...image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
+
+    if not path.exists():
+        return f"image file not found: {rel!r}"
+    if not path.is_file():
+        return f"image path {rel!r} is not a file"
+    try:
+        load_image(path, max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS)
+    except ImageLoadError as err:
+        return f"unreadable image {rel!r}: {err}"
+    except Exception as err:  # noqa: BLE001 - any decoder failure is a data problem
+        return f"unreadable image {rel!r}: {type(err).__name__}: {err}"
+    return None
+
+
+class ImageChecker:
+    """Memoised :func:`check_image` (a source photo is often shared by several instances)."""
+
+    def __init__(self, root: Path, max_image_pixels: int | None = None):
+        self.root = root
+        self.max_image_pixels = max_image_pixels
+        self._cache: dict[str, tuple[Path | None, str | None]] = {}
+
+    def __call__(self, rel: Any) -> tuple[Path | None, str | None]:
+        key = rel if isinstance(rel, str) else repr(rel)
+        if key not in self._cache:
+            path, err = resolve_member(self.root, rel)
+            if err is None:
+                err = check_image(path, rel, self.max_image_pixels)
+            self._cache[key] = (path, err)
+        return self._cache[key]
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+def finite_float(text: Any) -> float | None:
+    """``float(text)`` when that is a finite number, else ``None``."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

@@ -1,0 +1,80 @@
+"""The MER-Bench report: K-pair group accuracy (2-P / 3-P / 4-P / overall) and Kendall tau, overall and per
+category (SpatialReward paper, tables 1-2; the group metrics are in :mod:`.metrics.group_ranking`).
+
+CIs resample samples (``sample_id``): the groups cut from one original image and instruction move together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .instance_bootstrap import BootstrapSettings, InstanceBootstrap
+from .metrics.group_ranking import group_accuracy, kendall_tau_groups
+
+__all__ = ["mer_bench_report"]
+
+
+def mer_bench_report(frame, scores: dict[str, np.ndarray], *,
+                     bootstrap: BootstrapSettings | None = None) -> dict:
+    """MER-Bench accuracy and Kendall tau (SpatialReward paper, tables 1-2).
+
+    ``frame``: :func:`~.dataset_splits.mer_bench_frame` rows to evaluate; ``scores``: ``{pair_id: (K,) predicted
+    scores in the dataset's order, best first}``. A group is correct only if its scores strictly decrease (ties
+    and NaN are wrong); tau is the mean per-group Kendall tau-a with predicted ties scored 0
+    (:func:`~.metrics.group_ranking.group_kendall_tau`). CIs resample samples (``sample_id``): the groups cut
+    from one original image and instruction move together.
+    """
+    groups = [scores[p] for p in frame["pair_id"]]
+    sizes = frame["k"].to_numpy(dtype=np.int64)
+    # fixed-width unicode, not object dtype: metrics' per-category summary calls .item() on the labels
+    cats = np.asarray(frame["category"].astype(str).tolist(), dtype=str)
+    boot = InstanceBootstrap(frame["sample_id"].to_numpy(), bootstrap)
+    res = boot(lambda idx: _accuracy_and_tau([groups[i] for i in idx], cats[idx]), "MER-Bench")
+    full_acc = group_accuracy(groups, categories=cats)
+    # size x category accuracy (no CI: cells hold few groups)
+    matrix = {}
+    for k in sorted(set(sizes.tolist())):
+        sel = sizes == k
+        a = group_accuracy([groups[i] for i in np.flatnonzero(sel)], categories=cats[sel])
+        matrix[str(k)] = a["by_category"]
+    flat = np.concatenate(groups) if groups else np.array([])
+    n_ties = int(sum(np.unique(g[np.isfinite(g)]).size < np.isfinite(g).sum() for g in groups))
+    n_nan = int(sum(bool(np.isnan(g).any()) for g in groups))
+    return {
+        "benchmark": "mer-bench",
+        "meta": {
+            "n_groups": len(groups),
+            "n_samples": int(frame["sample_id"].nunique()),
+            "n_by_size": {str(k): v for k, v in full_acc["n_by_size"].items()},
+            "n_by_category": full_acc["n_by_category"],
+            "splits": sorted(set(frame["split"])),
+            "n_scores": int(flat.size),
+            "groups_with_tied_scores": n_ties,
+            "groups_with_missing_scores": n_nan,
+            "bootstrap": boot.settings.describe("samples, all groups of a drawn sample_id together"),
+            "definitions": dict(_DEFINITIONS),
+        },
+        "accuracy": res["accuracy"],
+        "tau": res["tau"],
+        "accuracy_by_size_and_category": matrix,
+        "notes": boot.notes,
+    }
+
+
+_DEFINITIONS = {
+    "accuracy": "a group is correct only if the predicted scores strictly decrease in the human order "
+                "(equal or missing scores are wrong); overall = mean over all groups",
+    "tau": "mean per-group Kendall tau-a; a predicted tie scores 0 (the reference script scores it +1)",
+}
+
+
+def _accuracy_and_tau(groups: list[np.ndarray], cats: np.ndarray) -> dict:
+    """Group accuracy and mean Kendall tau: overall, by group size (keys as strings) and by category."""
+    acc = group_accuracy(groups, categories=cats)
+    tau = kendall_tau_groups(groups, categories=cats)
+    return {
+        "accuracy": {"overall": acc["overall"], "by_size": {str(k): v for k, v in acc["by_size"].items()},
+                     "by_category": acc["by_category"]},
+        "tau": {"overall": tau["overall"], "by_size": {str(k): v for k, v in tau["by_size"].items()},
+                "by_category": tau["by_category"]},
+    }

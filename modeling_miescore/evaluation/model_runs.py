@@ -1,0 +1,112 @@
+"""Run a checkpoint over a benchmark into a resumable predictions file: the cache identity check, and scoring
+MER-Bench groups with a SpatialReward checkpoint.
+
+A predictions file under ``--out`` is resumed by a rerun of the same command; :func:`check_prediction_cache`
+refuses to resume one made with another model, dataset or split. (MIE-Bench splits are scored with a MIEScore
+checkpoint through the ``score-batch`` JSONL scorer; :mod:`.input_export` writes its input.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from ..utils.atomic_files import write_text_atomic
+from .errors import BenchmarkInputError
+
+__all__ = ["check_prediction_cache", "score_mer_with_spatialreward"]
+
+
+def check_prediction_cache(out_dir, identity: dict) -> None:
+    """Refuse to resume ``out_dir/predictions.jsonl`` made with another model/dataset/split; record the identity."""
+    out = Path(out_dir)
+    meta = out / "cache" / "predictions_source.json"
+    preds = out / "predictions.jsonl"
+    if meta.is_file() and preds.exists():
+        try:
+            old = json.loads(meta.read_text())
+        except (OSError, json.JSONDecodeError):
+            old = None
+        if old is not None and old != identity:
+            diff = ", ".join(f"{k} {old.get(k)!r} -> {identity.get(k)!r}"
+                             for k in identity if old.get(k) != identity.get(k))
+            raise BenchmarkInputError(
+                f"'{preds}' holds predictions of a different run ({diff}); use another --out or delete the file"
+            )
+    write_text_atomic(meta, json.dumps(identity, indent=2) + "\n")
+
+
+def _read_done_pairs(path: Path) -> set[str]:
+    """pair ids already in a MER predictions cache; cuts off an incomplete last line left by a crash."""
+    if not path.exists():
+        return set()
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with open(path, "r+b") as handle:
+            handle.truncate(cut)
+        data = data[:cut]
+    done = set()
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if raw.strip():
+            try:
+                done.add(str(json.loads(raw)["pair_id"]))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise BenchmarkInputError(
+                    f"'{path}' line {number} is not a MER-Bench prediction; move the file away before resuming"
+                ) from None
+    return done
+
+
+def _score_groups(scorer, rows, batch_size: int) -> list[str]:
+    """Score a chunk of MER-Bench rows in one ``evaluate_edits`` call; one JSON line per group."""
+    samples, spans = [], []
+    for row in rows:
+        first = len(samples)
+        samples += [{"sources": [row["original_image"]], "edited": img, "instruction": row["instruction"]}
+                    for img in row["edited_images"]]
+        spans.append((str(row["pair_id"]), first, len(samples)))
+    results = scorer.evaluate_edits(samples, batch_size=batch_size)
+    lines = []
+    for pid, a, b in spans:
+        group = results[a:b]
+        lines.append(json.dumps({"pair_id": pid, "scores": [None if r.failed else float(r.reward) for r in group],
+                                 "failed": [bool(r.failed) for r in group]}) + "\n")
+    return lines
+
+
+def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: str = "auto", dtype: str = "auto",
+                                 batch_size: int = 8, progress: bool = True, identity: dict | None = None) -> Path:
+    """Score every MER-Bench group with a SpatialReward checkpoint into ``out_dir/predictions.jsonl``.
+
+    One line per group, ``{"pair_id", "scores": [reward per edited image, dataset order], "failed": [bool]}``;
+    a candidate whose judgement could not be parsed gets ``null`` (counted wrong by the group metrics, never a
+    made-up number). Written group by group with fsync per chunk, so a rerun resumes after the last full line.
+    """
+    from ..scoring.loading import load_spatialreward
+
+    out = Path(out_dir)
+    preds = out / "predictions.jsonl"
+    check_prediction_cache(out, identity or {"model": model, "splits": sorted(splits)})
+    done = _read_done_pairs(preds)
+    todo = {name: [i for i, p in enumerate(ds["pair_id"]) if str(p) not in done] for name, ds in splits.items()}
+    total = sum(len(v) for v in todo.values())
+    if total == 0:
+        return preds
+    scorer = load_spatialreward(model, device=device, dtype=dtype)
+    # enough groups per chunk to fill a few generate batches; a crash loses at most one chunk
+    chunk_groups = max(1, (4 * batch_size) // 3)
+    with (tqdm(total=total, desc="scoring groups", unit="group", file=sys.stderr, disable=not progress) as bar,
+          open(preds, "a", encoding="utf-8") as handle):
+        for name, indices in todo.items():
+            for start in range(0, len(indices), chunk_groups):
+                lines = _score_groups(scorer, splits[name].select(indices[start:start + chunk_groups]), batch_size)
+                handle.writelines(lines)
+                handle.flush()
+                os.fsync(handle.fileno())
+                bar.update(len(lines))
+    return preds

@@ -1,0 +1,142 @@
+"""Read prediction files (JSON Lines, one object per line) for the benchmark reports.
+
+* MIE-Bench / editing models (:func:`read_score_predictions`): ``{"id": <dataset id>, "visual_quality": x,
+  "instruction_following": x, "attribute_preservation": x, "overall": x}`` (the output of
+  ``miescore score-batch``). Any subset of the four score keys works; a missing ``overall`` is computed from the
+  three dimensions with the MIEScore paper's eq. 2. ``null`` means "no prediction" for that item.
+* MER-Bench (:func:`read_group_predictions`): ``{"pair_id": <dataset pair_id>, "scores": [s_1, ..., s_K]}`` with
+  one score per edited image in the dataset's order (best first); higher = better; ``null`` entries (e.g. a
+  failed parse) count as wrong.
+
+A malformed line stops the read with :class:`~.errors.BenchmarkInputError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.schema import DIMENSIONS, SCORE_KEYS
+from ..image_io import MIEScoreInputError
+from ..scoring.jsonl_scoring import iter_input
+from .errors import BenchmarkInputError
+
+__all__ = ["read_group_predictions", "read_score_predictions"]
+
+
+def _iter_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
+    """``(line number, record)`` of a predictions file; the first bad line stops the run with its number."""
+    if not path.is_file():
+        raise BenchmarkInputError(f"predictions file '{path}' does not exist")
+    try:
+        for number, record, error in iter_input(path):
+            if error is not None:
+                raise BenchmarkInputError(f"{path}:{number}: {error}; fix or remove the line")
+            yield number, record
+    except MIEScoreInputError as err:
+        if isinstance(err, BenchmarkInputError):
+            raise
+        raise BenchmarkInputError(str(err).replace("input file", "predictions file")) from None
+
+
+def _as_score(value: Any, where: str) -> float:
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BenchmarkInputError(f"{where} must be a number or null, got {json.dumps(value)[:40]}")
+    value = float(value)
+    if math.isinf(value):
+        raise BenchmarkInputError(f"{where} is infinite; write null for a missing prediction")
+    return value
+
+
+_META_KEYS = ("editing_model", "task", "instance_id", "category")
+
+
+def read_score_predictions(path, keys: Sequence[str] = SCORE_KEYS):
+    """Read a score predictions JSONL file into a DataFrame indexed by ``id``.
+
+    Columns: the score keys found in the file (a key absent from a line is NaN there), plus any of
+    ``editing_model, task, instance_id, category`` present in the lines. When ``overall`` is absent and the
+    three dimensions are present, ``overall`` is computed with the MIEScore paper's eq. 2 and the frame's
+    ``attrs["overall_computed"]`` is True. Raises :class:`BenchmarkInputError` for malformed lines, missing ids,
+    duplicated ids, non-numeric scores, or a file with none of ``keys``.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    ids: list[str] = []
+    first_line: dict[str, int] = {}
+    rows: list[dict] = []
+    for number, record in _iter_jsonl(path):
+        if record.get("id") in (None, ""):
+            raise BenchmarkInputError(f"{path}:{number}: missing 'id' (the dataset's id column)")
+        sid = str(record["id"])
+        if sid in first_line:
+            raise BenchmarkInputError(
+                f"{path}:{number}: duplicate id '{sid}' (first at line {first_line[sid]}); keep one prediction per id"
+            )
+        first_line[sid] = number
+        row = {k: _as_score(record[k], f"{path}:{number}: '{k}'") for k in keys if k in record}
+        for k in _META_KEYS:
+            if k in record and record[k] is not None:
+                row[k] = str(record[k])
+        ids.append(sid)
+        rows.append(row)
+    if not rows:
+        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
+    df = pd.DataFrame(rows, index=pd.Index(ids, name="id"))
+    present = [k for k in keys if k in df.columns]
+    if not present:
+        raise BenchmarkInputError(
+            f"predictions file '{path}' has none of the score keys {', '.join(keys)}; "
+            'each line should look like {"id": ..., "visual_quality": ..., "overall": ...}'
+        )
+    df.attrs["overall_computed"] = False
+    dims3 = list(DIMENSIONS)
+    if "overall" in keys and "overall" not in df.columns and all(k in df.columns for k in dims3):
+        from ..overall import overall_score
+
+        df["overall"] = overall_score(*(df[k].to_numpy() for k in dims3))
+        df.attrs["overall_computed"] = True
+    return df
+
+
+def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
+    """Read MER-Bench predictions ``{"pair_id", "scores": [...]}``; returns ``{pair_id: scores (K,)}``.
+
+    Every ``scores`` list must have the group's K entries (from ``frame``, the :func:`mer_bench_frame`), numbers
+    or ``null`` (NaN: counted wrong). Unknown pair ids are kept here and reported by the alignment.
+    """
+    path = Path(path)
+    sizes = dict(zip(frame["pair_id"], frame["k"]))
+    out: dict[str, np.ndarray] = {}
+    first_line: dict[str, int] = {}
+    for number, record in _iter_jsonl(path):
+        if record.get("pair_id") in (None, ""):
+            raise BenchmarkInputError(f"{path}:{number}: missing 'pair_id'")
+        pid = str(record["pair_id"])
+        if pid in first_line:
+            raise BenchmarkInputError(f"{path}:{number}: duplicate pair_id '{pid}' (first at line {first_line[pid]})")
+        first_line[pid] = number
+        scores = record.get("scores")
+        if not isinstance(scores, list):
+            raise BenchmarkInputError(
+                f"{path}:{number}: 'scores' must be a list with one score per edited image (best first in the dataset)"
+            )
+        values = np.array([_as_score(v, f"{path}:{number}: scores[{i}]") for i, v in enumerate(scores)],
+                          dtype=np.float64)
+        k = sizes.get(pid)
+        if k is not None and values.shape[0] != k:
+            raise BenchmarkInputError(
+                f"{path}:{number}: pair '{pid}' has {k} edited images but {values.shape[0]} scores"
+            )
+        out[pid] = values
+    if not out:
+        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
+    return out

@@ -1,0 +1,132 @@
+"""What the reward server scores with: the :class:`ScorerBackend` interface, its MIEScore, SpatialReward and
+plain-callable implementations, and :func:`load_backend` (a checkpoint -> the right backend)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from typing import Callable
+
+from ..processing_miescore import EditSample
+
+__all__ = ["ScorerBackend", "MIEScoreBackend", "SpatialRewardBackend", "CallableBackend", "load_backend",
+           "json_safe"]
+
+
+class ScorerBackend:
+    """What the server needs from a model: score a list of loaded samples, in order.
+
+    Subclasses implement :meth:`score_samples`; it runs in one worker thread (never concurrently with
+    itself), gets at most ``max_batch`` samples whose images are already RGB ``PIL.Image`` objects, and
+    returns one JSON-serialisable dict per sample, in input order. Raising fails the batch; the server then
+    retries each sample alone so that one bad sample does not fail the others.
+
+    A backend with ``accepts_group_ids = True`` is called as ``score_samples(samples, group_ids=...)``: one
+    id per sample, equal for samples that share sources and instruction (a content hash of the uploaded
+    source bytes and the instruction), so it can run their shared prefix once.
+    """
+
+    name = "backend"
+    accepts_group_ids = False
+
+    def score_samples(self, samples: list[EditSample]) -> list[dict]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"backend": self.name}
+
+
+class MIEScoreBackend(ScorerBackend):
+    """A loaded :class:`MIEScoreModel`; one ``score_batch`` call per server batch."""
+
+    name = "miescore"
+
+    def __init__(self, model, batch_size: int | None = None, max_image_pixels: int | None = None):
+        self.model = model
+        self.batch_size = batch_size
+        self.max_image_pixels = max_image_pixels
+        # checkpoints with older remote code have a score_batch without prefix-reuse groups
+        self.accepts_group_ids = "groups" in inspect.signature(model.score_batch).parameters
+
+    def score_samples(self, samples: list[EditSample], group_ids: list | None = None) -> list[dict]:
+        kwargs = {} if self.max_image_pixels is None else {"max_image_pixels": self.max_image_pixels}
+        if group_ids is not None and self.accepts_group_ids:
+            kwargs["groups"] = group_ids
+        return self.model.score_batch(samples, batch_size=self.batch_size or max(1, len(samples)), **kwargs)
+
+    def describe(self) -> dict:
+        config = self.model.config
+        return {"backend": self.name, "model": config.name_or_path or None,
+                "scores": [*config.score_names, "overall"], "device": str(self.model.device),
+                "dtype": str(self.model.dtype).replace("torch.", "")}
+
+
+class SpatialRewardBackend(ScorerBackend):
+    """A loaded ``SpatialRewardModel`` (generative SC + PQ passes): one ``evaluate_edits`` call per batch."""
+
+    name = "spatialreward"
+
+    def __init__(self, model, batch_size: int | None = None):
+        self.model = model
+        self.batch_size = batch_size
+
+    def score_samples(self, samples: list[EditSample]) -> list[dict]:
+        results = self.model.evaluate_edits(samples, batch_size=self.batch_size or max(1, len(samples)))
+        return [json_safe(r) for r in results]
+
+    def describe(self) -> dict:
+        config = getattr(self.model, "config", None)
+        return {"backend": self.name, "model": getattr(config, "name_or_path", None) or None,
+                "scores": ["reward", "s_if", "s_con", "s_nat", "s_art", "sc", "pq"],
+                "device": str(getattr(self.model, "device", "unknown"))}
+
+
+class CallableBackend(ScorerBackend):
+    """Wrap a plain ``fn(list[EditSample]) -> list[dict]`` as a backend (fakes in tests, custom scorers)."""
+
+    name = "callable"
+
+    def __init__(self, fn: Callable[[list[EditSample]], list[dict]], name: str = "callable"):
+        self.fn = fn
+        self.name = name
+
+    def score_samples(self, samples: list[EditSample]) -> list[dict]:
+        return self.fn(samples)
+
+
+def load_backend(model: str, device: str = "auto", dtype: str = "auto", batch_size: int | None = None) -> ScorerBackend:
+    """A backend for a checkpoint folder or Hub repo: MIEScore or SpatialReward, chosen by ``model_type``."""
+    from ..scoring.loading import ModelLoadError, load_scorer, load_spatialreward, read_checkpoint_config
+
+    model_type = read_checkpoint_config(model).get("model_type")
+    if model_type == "miescore":
+        return MIEScoreBackend(load_scorer(model, device=device, dtype=dtype), batch_size=batch_size)
+    if model_type in ("spatialreward", "qwen3_vl"):  # ours, or the authors' plain Qwen3-VL checkpoint
+        return SpatialRewardBackend(load_spatialreward(model, device=device, dtype=dtype), batch_size=batch_size)
+    raise ModelLoadError(
+        f"model '{model}' has model_type={model_type!r}; the server serves 'miescore' and 'spatialreward' checkpoints"
+    )
+
+
+def json_safe(value):
+    """Results as JSON-safe plain values (dataclasses, numpy/torch scalars, non-finite floats -> None)."""
+    if hasattr(value, "to_dict") and not isinstance(value, (dict, type)):
+        value = value.to_dict()  # e.g. SpatialRewardResult: its own JSON form
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (bool, int, str)) or value is None:
+        return value
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalar
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            return str(value)
+        return json_safe(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return str(value)

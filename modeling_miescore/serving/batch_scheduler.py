@@ -1,0 +1,245 @@
+"""Dynamic batching for the reward server: one queue of samples, one worker, one model call at a time.
+
+The worker takes the oldest sample and waits until ``max_batch`` samples are queued or ``max_wait_ms`` has
+passed since that sample arrived, whichever comes first, then runs one backend call in a worker thread.
+An editor that sends its G candidates as concurrent requests (G = 12 in the SpatialReward paper, section 4)
+thus gets them scored in one model call instead of G.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from ..image_io import MIEScoreInputError
+from ..processing_miescore import EditSample
+from .backends import ScorerBackend, json_safe
+from .errors import RequestError
+from .prometheus_metrics import ServerMetrics
+from .request_parsing import ParsedSample
+from .settings import ServerSettings
+
+__all__ = ["BatchScheduler", "Job", "JobFailed"]
+
+logger = logging.getLogger("miescore.server")
+
+
+class JobFailed(Exception):
+    """Set on a job's future when it cannot be scored; carries the error its request is answered with."""
+
+    def __init__(self, error: RequestError):
+        super().__init__(error.message)
+        self.error = error
+
+
+@dataclasses.dataclass(eq=False)
+class Job:
+    """One queued sample: its future gets the result dict (or :class:`JobFailed`)."""
+
+    parsed: ParsedSample
+    future: asyncio.Future
+    enqueued: float
+
+
+class BatchScheduler:
+    """Dynamic batching: one asyncio queue of samples, one worker, one model call at a time in a thread.
+
+    The worker takes the oldest sample and waits until ``max_batch`` samples are queued or ``max_wait_ms``
+    has passed since that sample arrived, whichever comes first. Samples with the same prefix (sources +
+    instruction) stay adjacent in the batch, in arrival order, so ``score_batch`` can reuse their prefix.
+    """
+
+    def __init__(self, backend: ScorerBackend, settings: ServerSettings, metrics: ServerMetrics):
+        self.backend, self.settings, self.metrics = backend, settings, metrics
+        self._pending: deque[Job] = deque()
+        self._running: list[Job] = []
+        self._wakeup: asyncio.Event | None = None
+        self._worker: asyncio.Task | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._stopping = False
+        self._flush = False  # draining: no point waiting for more samples
+        self._closed: RequestError | None = None  # set once shutdown gave up on queued work
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle (called on the event loop)
+
+    def start(self):
+        self.loop = asyncio.get_running_loop()
+        self._wakeup = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="miescore-model")
+        self._worker = asyncio.create_task(self._run(), name="miescore-batcher")
+
+    async def stop(self, timeout: float):
+        """Finish queued work (up to ``timeout`` s), then fail whatever is left with 503 and stop."""
+        self._stopping = True
+        self._flush = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+        if self._worker is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._worker), timeout)
+            except asyncio.TimeoutError:
+                self.fail_all(RequestError(503, "shutting_down", "server shut down before this request was scored"))
+                self._worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._worker
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def flush(self):
+        self._flush = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def fail_all(self, error: RequestError):
+        self._closed = error
+        for job in [*self._pending, *self._running]:
+            if not job.future.done():
+                job.future.set_exception(JobFailed(error))
+        self._pending.clear()
+        self._update_depth()
+
+    # -- submission
+
+    @property
+    def depth(self) -> int:
+        return len(self._pending)
+
+    def _update_depth(self):
+        self.metrics.queue_depth.set(len(self._pending))
+
+    def submit(self, items: Sequence[ParsedSample]) -> list[Job]:
+        """Queue the samples of one request, or raise 429 if they do not fit (503 once shut down)."""
+        if self._closed is not None:
+            raise self._closed
+        if self.depth + len(items) > self.settings.max_queue:
+            raise RequestError(429, "queue_full", f"server queue is full ({self.depth} samples waiting, limit "
+                               f"{self.settings.max_queue}); retry after {self.settings.retry_after_s} s",
+                               None, {"Retry-After": str(self.settings.retry_after_s)})
+        now = self.loop.time()
+        # One request's samples go in grouped by prefix, so a group stays contiguous in the queue.
+        first_seen: dict[str, int] = {}
+        for i, item in enumerate(items):
+            first_seen.setdefault(item.prefix_key, i)
+        order = sorted(range(len(items)), key=lambda i: (first_seen[items[i].prefix_key], i))
+        jobs = [None] * len(items)
+        for i in order:
+            job = Job(items[i], self.loop.create_future(), now)
+            jobs[i] = job
+            self._pending.append(job)
+        self._update_depth()
+        self._wakeup.set()
+        return jobs
+
+    def withdraw(self, jobs: Sequence[Job]):
+        """Drop a request's jobs that are still queued (timeout, disconnect); running ones finish unused."""
+        gone = set(jobs)
+        if any(job in gone for job in self._pending):
+            self._pending = deque(job for job in self._pending if job not in gone)
+            self._update_depth()
+        for job in jobs:
+            if not job.future.done():
+                job.future.cancel()
+
+    # -- the worker
+
+    def _take(self) -> list[Job]:
+        batch: list[Job] = []
+        while self._pending and len(batch) < self.settings.max_batch:
+            job = self._pending.popleft()
+            if not job.future.done():
+                batch.append(job)
+        self._update_depth()
+        first_seen: dict[str, int] = {}
+        for i, job in enumerate(batch):
+            first_seen.setdefault(job.parsed.prefix_key, i)
+        batch.sort(key=lambda job: first_seen[job.parsed.prefix_key])  # stable: arrival order inside a group
+        return batch
+
+    async def _run(self):
+        loop = self.loop
+        max_wait = self.settings.max_wait_ms / 1000.0
+        while True:
+            if not self._pending:
+                if self._stopping:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            deadline = self._pending[0].enqueued + max_wait
+            while len(self._pending) < self.settings.max_batch and not self._flush:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+            batch = self._take()
+            if batch:
+                try:
+                    await self._execute(batch)
+                except Exception as err:  # the worker must survive anything; the batch's requests get a 500
+                    logger.exception("batch failed unexpectedly")
+                    error = RequestError(500, "internal_error", f"internal error while scoring ({type(err).__name__})")
+                    for job in batch:
+                        if not job.future.done():
+                            job.future.set_exception(JobFailed(error))
+                finally:
+                    self._running = []
+
+    async def _execute(self, batch: list[Job]):
+        self._running = batch
+        now = self.loop.time()
+        for job in batch:
+            self.metrics.queue_wait.observe(now - job.enqueued)
+        self.metrics.batch_size.observe(len(batch))
+        started = time.perf_counter()
+        outcomes = await self.loop.run_in_executor(self._executor, self._score, [j.parsed.sample for j in batch],
+                                                   [j.parsed.prefix_key for j in batch])
+        self.metrics.batch_latency.observe(time.perf_counter() - started)
+        for job, outcome in zip(batch, outcomes):
+            if job.future.done():  # withdrawn (timeout / disconnect / shutdown) while it ran
+                continue
+            if isinstance(outcome, BaseException):
+                if isinstance(outcome, MIEScoreInputError):
+                    error = RequestError(422, "invalid_request", f"the model refused this sample: {outcome}"[:500])
+                else:
+                    error = RequestError(500, "model_error",
+                                         f"the model failed on this sample ({type(outcome).__name__}: {outcome})"[:500])
+                job.future.set_exception(JobFailed(error))
+            else:
+                self.metrics.samples.inc()
+                job.future.set_result(outcome)
+
+    def _call_backend(self, samples: list[EditSample], keys: list[str]) -> list:
+        if getattr(self.backend, "accepts_group_ids", False):
+            return self.backend.score_samples(samples, group_ids=keys)
+        return self.backend.score_samples(samples)
+
+    def _score(self, samples: list[EditSample], keys: list[str]) -> list:
+        """Runs in the model thread. One call for the batch; if it fails, each sample alone."""
+        try:
+            results = self._call_backend(samples, keys)
+            if len(results) != len(samples):
+                raise RuntimeError(f"backend returned {len(results)} results for {len(samples)} samples")
+            return [json_safe(r) for r in results]
+        except Exception as err:
+            if len(samples) == 1:
+                return [err]
+            logger.warning("batch of %d failed (%s: %s); scoring its samples one by one", len(samples),
+                           type(err).__name__, err)
+        outcomes = []
+        for sample, key in zip(samples, keys):
+            try:
+                outcomes.append(json_safe(self._call_backend([sample], [key])[0]))
+            except Exception as err:
+                outcomes.append(err)
+        return outcomes

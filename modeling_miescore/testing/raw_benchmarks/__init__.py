@@ -1,0 +1,43 @@
+"""Synthetic *raw* MIE-Bench and MER-Bench releases, built from real photos, with a planted truth.
+
+The builders in :mod:`modeling_miescore.data.builders` turn raw releases into Parquet datasets. To test
+them end to end (and anything downstream: metrics, training smoke tests) without the real data, these
+functions write raw releases in exactly the documented layouts:
+
+* :func:`make_raw_mie_bench`: multi-source instances composed from scikit-image's bundled photos
+  (astronaut, coffee, chelsea, rocket, camera, ...; only loaders that work offline), 12 "editing
+  models" whose edits carry **controlled faults**, and 15 simulated raters per edit whose ratings
+  follow the planted latent quality (paper: 15 raters per image, 0–5 scale, three dimensions).
+* :func:`make_raw_mer_bench`: one source photo + multi-operation instruction + 6 candidate edits per
+  sample, each judged by 5 annotators on three tiers (overall / SC / PQ), with a few candidates
+  planted without a 3-of-5 majority (SpatialReward paper, section 4 and appendix A.1).
+
+Planted faults and the dimension each one lowers (MIE-Bench; effects on the 0–5 latent scale, times
+the fault's severity in [0.4, 1]):
+
+===================  ===========================================================  ====================
+fault                what happens to the edited image                              lowers
+===================  ===========================================================  ====================
+``blur``             Gaussian blur                                                 VQ (strongly)
+``jpeg``             heavy JPEG re-compression                                     VQ
+``noise``            additive Gaussian noise                                       VQ
+``pasted``           objects pasted as hard rectangles with mismatched brightness  VQ, a little IF/AP
+``color_shift``      global colour cast                                            AP, a little VQ
+``missing_source``   one source's object (or the global transfer) is left out      IF and AP
+===================  ===========================================================  ====================
+
+Raters: ``rating = clip(2.5 + scale·(latent − 2.5) + bias + noise, 0, 5)``, rounded to 0.1, with a
+per-subject bias, scale and noise level. A few *unreliable* raters (ids in ``truth.json``) are unbiased
+but noisy — not wild: with 15 raters per item a single extreme rating pushes the item's kurtosis above
+4, where BT.500's √20·σ bound can never be reached, so wild raters would escape screening.
+
+Everything is deterministic from ``seed`` (numpy ``PCG64`` + Pillow operations + JPEG encoding).
+
+Modules: :mod:`.photos` (the photo pool and image operations), :mod:`.mie_bench`, :mod:`.mer_bench`.
+"""
+
+from .mer_bench import MER_SUBTASKS, MER_SYSTEMS, make_raw_mer_bench
+from .mie_bench import MIE_EDITING_MODELS, MIE_FAULTS, make_raw_mie_bench
+
+__all__ = ["MER_SUBTASKS", "MER_SYSTEMS", "MIE_EDITING_MODELS", "MIE_FAULTS", "make_raw_mer_bench",
+           "make_raw_mie_bench"]

@@ -1,0 +1,142 @@
+"""What the SpatialReward SFT and GRPO recipes (``trainers/sft_spatialreward.py``, ``trainers/grpo_spatialreward.py``)
+share: loading the training rows and the model + processor, the LoRA configuration, and saving a finished run
+(model, processor, JSON reports; arXiv 2602.07458, appendix B.1)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from ..utils.atomic_files import write_text_atomic
+from .spatialreward_data import processor_pixel_range, set_pixel_range
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LM_LORA_MODULES", "grounding_token_indices", "load_model_and_processor", "load_rows", "make_lora_config",
+           "save_run"]
+
+# LoRA on the language model only: Qwen3-VL's vision blocks name their linears qkv/proj/linear_fc*, so these
+# suffixes never touch the vision tower (the released recipe tunes the LM, B.1.1).
+LM_LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def load_rows(dataset_name: str, dataset_config: Optional[str] = None, split: str = "train",
+              max_samples: Optional[int] = None):
+    """A split of training rows: a Hub repo id or local folder (``load_dataset``), or a ``.json``/``.jsonl``/
+    ``.parquet`` file (image fields may then be file paths, resolved against the current directory).
+    ``max_samples``: keep only the first N rows."""
+    from datasets import load_dataset
+
+    if not dataset_name:
+        raise ValueError("no dataset given: set dataset_name (Hub id, folder, or .jsonl/.json/.parquet file)")
+    lowered = dataset_name.lower()
+    for suffix, builder in ((".jsonl", "json"), (".json", "json"), (".parquet", "parquet")):
+        if lowered.endswith(suffix):
+            if not os.path.isfile(dataset_name):
+                raise ValueError(f"dataset file {dataset_name!r} does not exist")
+            rows = load_dataset(builder, data_files={split: dataset_name}, split=split)
+            break
+    else:
+        rows = load_dataset(dataset_name, dataset_config, split=split)
+    return rows.select(range(min(max_samples, len(rows)))) if max_samples else rows
+
+
+def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "auto",
+                             attn_implementation: Optional[str] = None, add_tokens: bool = False,
+                             min_pixels: Optional[int] = None, max_pixels: Optional[int] = None,
+                             revision: Optional[str] = None):
+    """Load a SpatialReward or plain Qwen3-VL checkpoint as :class:`SpatialRewardModel` with its processor.
+
+    The model carries the D.1 prompts in its config (plain Qwen3-VL checkpoints get the paper's defaults), so the
+    saved result is a self-contained SpatialReward checkpoint. ``add_tokens`` registers the 17 grounding
+    tokens (:func:`add_grounding_tokens`); ``min_pixels``/``max_pixels`` set the processor's resize range (and
+    the config's, so inference uses the training resolution). Returns ``(model, processor)``.
+    """
+    from transformers import Qwen3VLProcessor
+
+    from ..modeling_spatialreward import SpatialRewardModel
+    from ..spatialreward_tokens import add_grounding_tokens
+
+    kwargs: Dict[str, Any] = {"revision": revision} if revision else {}
+    if dtype:
+        kwargs["dtype"] = dtype
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    model = SpatialRewardModel.from_pretrained(model_name_or_path, **kwargs)
+    # The stock class, not AutoProcessor: a checkpoint's auto_map must not decide what code runs here.
+    processor = Qwen3VLProcessor.from_pretrained(model_name_or_path, **({"revision": revision} if revision else {}))
+    if add_tokens:
+        added = add_grounding_tokens(model, processor)
+        logger.info("grounding tokens: %d added to the tokenizer (%d in total)", added, len(processor.tokenizer))
+    if min_pixels or max_pixels:
+        set_pixel_range(processor, min_pixels, max_pixels)
+        lo, hi = processor_pixel_range(processor)
+        model.config.min_pixels, model.config.max_pixels = lo, hi
+    model.processor = processor  # saved beside the weights by SpatialRewardModel.save_pretrained
+    return model, processor
+
+
+def grounding_token_indices(processor) -> List[int]:
+    """Ids of the grounding tokens when each is a single token of the tokenizer, else []."""
+    from ..spatialreward_tokens import grounding_token_ids
+
+    ids = grounding_token_ids(getattr(processor, "tokenizer", processor))
+    return sorted(ids.values()) if ids else []
+
+
+def make_lora_config(model_args, processor=None, train_grounding_tokens: bool = False):
+    """A ``peft.LoraConfig`` from TRL's ``ModelConfig`` (None when ``use_peft`` is off).
+
+    Defaults to the language model's linear layers (``LM_LORA_MODULES``). With ``train_grounding_tokens`` the
+    input embeddings and the LM head are trained in full (``modules_to_save``), so the 17 new tokens do not stay
+    at their mean initialisation (they could never be emitted otherwise).
+    """
+    if not getattr(model_args, "use_peft", False):
+        return None
+    from peft import LoraConfig
+
+    targets = model_args.lora_target_modules or list(LM_LORA_MODULES)
+    if isinstance(targets, list) and len(targets) == 1 and targets[0] not in ("all-linear",) and \
+            any(ch in targets[0] for ch in "*\\|()"):
+        targets = targets[0]  # a single regex (PEFT matches a str as a full regex, a list by suffix)
+    kwargs: Dict[str, Any] = dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha,
+                                  lora_dropout=model_args.lora_dropout, target_modules=targets,
+                                  modules_to_save=model_args.lora_modules_to_save, use_rslora=model_args.use_rslora,
+                                  use_dora=model_args.use_dora, bias="none")
+    if train_grounding_tokens:
+        if processor is None or not grounding_token_indices(processor):
+            raise ValueError("train_grounding_tokens needs the grounding tokens in the tokenizer; "
+                             "set add_grounding_tokens: true")
+        # The new rows must be trained on both sides: input embeddings (to read the tokens) and the LM head (to
+        # emit them). PEFT's trainable_token_indices would be cheaper, but TRL's fused LM-head loss reads
+        # lm_head.weight directly and would bypass it; full copies of both matrices are what the loss sees.
+        # Cost on Qwen3-VL-8B: ~1.2 B extra trainable parameters (2 x 151,936 x 4,096).
+        kwargs["modules_to_save"] = list(dict.fromkeys([*(kwargs["modules_to_save"] or []), "embed_tokens",
+                                                        "lm_head"]))
+        kwargs["ensure_weight_tying"] = True  # tied checkpoints keep one matrix
+    return LoraConfig(**kwargs)
+
+
+def save_run(trainer, processor, training_args, dataset_name: str, reports: Mapping[str, Any],
+             on_main_process: Optional[Callable[[], Any]] = None) -> Any:
+    """Save a finished SFT/GRPO run: the model (or adapter) and the processor in ``output_dir``, each of
+    ``reports`` (file name -> JSON-serialisable value) as ``output_dir/<name>`` (atomically), then
+    ``on_main_process()`` (e.g. merging LoRA) on the main process only; all processes wait for it, and the
+    result goes to the Hub when ``push_to_hub`` is set. Returns what ``on_main_process`` returned (None
+    elsewhere)."""
+    output_dir = training_args.output_dir
+    trainer.save_model(output_dir)
+    result = None
+    if trainer.accelerator.is_main_process:
+        processor.save_pretrained(output_dir)
+        for name, value in reports.items():
+            write_text_atomic(Path(output_dir) / name, json.dumps(value, indent=2) + "\n")
+        if on_main_process is not None:
+            result = on_main_process()
+    trainer.accelerator.wait_for_everyone()
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=dataset_name)
+    return result

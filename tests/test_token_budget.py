@@ -105,7 +105,7 @@ def test_spatialreward_parts_add_up_to_the_model_inputs(processor, num_sources):
 
 
 def test_shrink_fits_the_limit_as_the_trainers_token_count_sees_it(processor):
-    from modeling_miescore.training.miescore_trainer import count_tokens
+    from modeling_miescore.training.miescore_data import count_tokens
 
     config = MIEScoreConfig()
     size, limit = (1024, 1024), 4096
@@ -131,7 +131,7 @@ def test_shrink_fits_the_limit_as_the_trainers_token_count_sees_it(processor):
 @pytest.mark.slow
 def test_shrink_is_the_budget_the_trainer_picks(processor):
     datasets = pytest.importorskip("datasets")
-    from modeling_miescore.training.miescore_trainer import prepare_dataset
+    from modeling_miescore.training.miescore_data import prepare_dataset
 
     config = MIEScoreConfig()
     size, counts, limit = (1024, 1024), (1, 4), 4096

@@ -2,10 +2,10 @@
 
 The counts are exact, not estimates: the text is the chat template's rendering of the messages the models build
 (``processing_miescore.build_messages``; ``modeling_spatialreward.sc_messages`` / ``pq_messages``), tokenised by
-the checkpoint's tokenizer, and each image costs what the checkpoint's image processor makes of it (transformers'
-``smart_resize`` to multiples of patch x merge pixels within ``[min_pixels, max_pixels]``, one placeholder token
-per (patch x merge)^2 pixels, plus ``<|vision_start|>`` and ``<|vision_end|>``). The parts add up to the length
-of the ``input_ids`` the models run.
+the checkpoint's tokenizer, and each image costs what the checkpoint's image processor makes of it
+(``processing_miescore.resized_image_size``, transformers' ``smart_resize``: multiples of patch x merge pixels
+within ``[min_pixels, max_pixels]``, one placeholder token per (patch x merge)^2 pixels, plus
+``<|vision_start|>`` and ``<|vision_end|>``). The parts add up to the length of the ``input_ids`` the models run.
 
 Parts (keys of ``PromptBudget.components``, in this order):
 
@@ -24,10 +24,10 @@ Prefix reuse (``prefix_reuse``, ``SharedPromptPrefix``): the shared prefix P is 
 image's first placeholder (its ``<|vision_start|>`` included), the per-edit suffix S the rest; G edits of one
 group run P + G*S tokens instead of G*L, so G*L / (P + G*S) is the ceiling of the saving in tokens.
 
-Length limits: :func:`shrink_to_fit` applies the MIEScore trainer's ``"shrink"`` length policy to a budget: a
-prompt longer than ``max_length`` gets the largest per-image pixel budget at which it fits (bisection from
-(patch x merge)^2 up to ``max_pixels``, to within patch x merge pixels, as the trainer searches); it is dropped
-when it cannot fit even at one token per image.
+Length limits: :func:`shrink_to_fit` applies the MIEScore trainer's ``"shrink"`` length policy
+(``training.miescore_data.prepare_dataset``) to a budget: a prompt longer than ``max_length`` gets the largest
+per-image pixel budget at which it fits (bisection from (patch x merge)^2 up to ``max_pixels``, to within
+patch x merge pixels, as the trainer searches); it is dropped when it cannot fit even at one token per image.
 """
 
 from __future__ import annotations
@@ -131,15 +131,17 @@ def patch_factor(processor) -> int:
     return int(image_processor.patch_size) * int(image_processor.merge_size)
 
 
-def resized_image_size(size: Sequence[int], factor: int, min_pixels: int, max_pixels: int) -> tuple:
-    """``(width, height)`` that the Qwen-VL image processor resizes a ``(width, height)`` image to."""
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+def resized_size(size: Sequence[int], factor: int, min_pixels: int, max_pixels: int) -> tuple:
+    """``(width, height)`` that the Qwen-VL image processor resizes a ``(width, height)`` image to
+    (``processing_miescore.resized_image_size``, i.e. transformers' ``smart_resize``); bad sizes are user errors."""
+    from ..processing_miescore import resized_image_size
 
     width, height = (int(v) for v in size)
     if width < 1 or height < 1:
         raise MIEScoreInputError(f"image size {width}x{height} is empty; give a width and height of at least 1")
     try:
-        height, width = smart_resize(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
+        height, width = resized_image_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels,
+                                           factor=factor)
     except ValueError as err:  # an aspect ratio over 200
         raise MIEScoreInputError(f"image size {size[0]}x{size[1]} cannot be processed: {err}") from None
     return width, height
@@ -169,21 +171,19 @@ def _content_spans(text: str, messages: list, image_names: list, text_part: str,
     vision_end = getattr(processor, "vision_end_token", "<|vision_end|>")
     spans, pads, cursor, images = [], [], 0, iter(image_names)
     for part in (p for message in messages for p in message["content"]):
-        if part["type"] == "image":
-            pad = start = text.find(image_token, cursor)
-            end = pad + len(image_token)
-            if text.startswith(vision_start, pad - len(vision_start)):
-                start -= len(vision_start)
-            if text.startswith(vision_end, end):
-                end += len(vision_end)
+        is_image = part["type"] == "image"
+        start = text.find(image_token if is_image else part["text"], cursor)
+        if start < 0:
+            raise MIEScoreInputError("the checkpoint's chat template does not write the prompt's parts verbatim and "
+                                     "in order; token budgets need the Qwen-VL chat template")
+        if is_image:
+            pads.append(start)
+            end = start + len(image_token)
+            start -= len(vision_start) if text[:start].endswith(vision_start) else 0
+            end += len(vision_end) if text.startswith(vision_end, end) else 0
             name = next(images)
-            pads.append(pad)
         else:
-            start = text.find(part["text"], cursor)
             end, name = start + len(part["text"]), text_part
-        if start < 0 or (part["type"] == "image" and pad < 0):
-            raise ValueError("the chat template does not render the prompt's parts in order and verbatim; "
-                             "token budgets need a Qwen-VL style template")
         spans.append((start, end, name))
         cursor = end
     return spans, pads
@@ -243,7 +243,7 @@ def _checked(num_sources: int, instruction: str) -> str:
 def _budget(prompt: str, processor, config, num_sources: int, size, messages, image_names, fields, text_part,
             reusable: bool):
     factor = patch_factor(processor)
-    resized = resized_image_size(size, factor, int(config.min_pixels), int(config.max_pixels))
+    resized = resized_size(size, factor, int(config.min_pixels), int(config.max_pixels))
     placeholders = resized[0] * resized[1] // factor**2
     counts, prefix = _measure(processor, messages, image_names, fields, text_part, placeholders, reusable)
     return PromptBudget(prompt=prompt, num_sources=num_sources, image_size=tuple(int(v) for v in size),
@@ -308,7 +308,7 @@ def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[in
 
 def _length_at(budget: PromptBudget, pixels: int) -> tuple:
     """``(total tokens, resized size)`` of ``budget``'s prompt when every image gets at most ``pixels``."""
-    resized = resized_image_size(budget.image_size, budget.factor, min(budget.min_pixels, pixels), pixels)
+    resized = resized_size(budget.image_size, budget.factor, min(budget.min_pixels, pixels), pixels)
     text = budget.total - len(budget.image_names) * budget.placeholders
     return text + len(budget.image_names) * (resized[0] * resized[1] // budget.factor**2), resized
 
@@ -409,5 +409,5 @@ def _describe(result: ShrinkResult) -> str:
 
 
 __all__ = ["DEFAULT_INSTRUCTION", "PromptBudget", "ShrinkResult", "checkpoint_budgets", "format_budget_table",
-           "load_config_and_processor", "miescore_budget", "patch_factor", "resized_image_size", "shrink_to_fit",
+           "load_config_and_processor", "miescore_budget", "patch_factor", "resized_size", "shrink_to_fit",
            "spatialreward_budgets"]

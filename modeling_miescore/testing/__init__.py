@@ -10,6 +10,6 @@ from .raw_benchmarks import make_raw_mer_bench, make_raw_mie_bench
 from .tiny_models import build_tiny_miescore, build_tiny_processor, build_tiny_qwen3vl
 from .tiny_spatialreward import build_tiny_spatialreward
 
-__all__ = ["build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "build_tiny_miescore", "build_tiny_processor",
-           "build_tiny_qwen3vl", "build_tiny_spatialreward", "compose", "example_edits", "make_raw_mer_bench",
-           "make_raw_mie_bench", "save_example_files", "tint"]
+__all__ = ["build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "build_tiny_miescore",
+           "build_tiny_processor", "build_tiny_qwen3vl", "build_tiny_spatialreward", "compose", "example_edits",
+           "make_raw_mer_bench", "make_raw_mie_bench", "save_example_files", "tint"]

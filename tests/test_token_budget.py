@@ -71,10 +71,14 @@ def test_miescore_parts_add_up_to_prepare_inputs(processor, size):
 
 
 def test_labels_grow_by_one_source_label_per_source(processor):
-    config = MIEScoreConfig()
-    labels = [miescore_budget(processor, config, n, (512, 512), INSTRUCTION).components["labels"] for n in (1, 2, 3)]
-    per_source = len(processor.tokenizer("\n" + config.source_label.format(index=2))["input_ids"])
+    config = MIEScoreConfig()  # from 2 sources on (one source uses the single-source template, counted below)
+    labels = [miescore_budget(processor, config, n, (512, 512), INSTRUCTION).components["labels"] for n in (2, 3, 4)]
+    per_source = len(processor.tokenizer("\n" + config.source_label.format(index=3))["input_ids"])
     assert labels[1] - labels[0] == labels[2] - labels[1] == per_source
+    single = miescore_budget(processor, config, 1, (512, 512), INSTRUCTION).components["labels"]
+    extra = "This edit has a single source image: judge attribute preservation against it alone.\n"
+    assert single > labels[0] - per_source  # the single-source sentence is template text, counted as labels
+    assert single - (labels[0] - per_source) <= len(processor.tokenizer(extra)["input_ids"]) + 2
 
 
 @pytest.mark.parametrize("num_sources", [1, 3])

@@ -22,6 +22,9 @@ class ScorerBackend:
     returns one JSON-serialisable dict per sample, in input order. Raising fails the batch; the server then
     retries each sample alone so that one bad sample does not fail the others.
 
+    ``max_pixels`` is the model's pixel budget per image (its processor resizes every image to at most that);
+    the server decodes larger uploads reduced towards it (never below it). None: decode at full size.
+
     A backend with ``accepts_group_ids = True`` is called as ``score_samples(samples, group_ids=...)``: one
     id per sample, equal for samples that share sources and instruction (a content hash of the uploaded
     source bytes and the instruction), so it can run their shared prefix once.
@@ -29,6 +32,7 @@ class ScorerBackend:
 
     name = "backend"
     accepts_group_ids = False
+    max_pixels: int | None = None
 
     def score_samples(self, samples: list[EditSample]) -> list[dict]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -46,6 +50,7 @@ class MIEScoreBackend(ScorerBackend):
         self.model = model
         self.batch_size = batch_size
         self.max_image_pixels = max_image_pixels
+        self.max_pixels = _config_max_pixels(model)
         # checkpoints with older remote code have a score_batch without prefix-reuse groups
         self.accepts_group_ids = "groups" in inspect.signature(model.score_batch).parameters
 
@@ -70,6 +75,7 @@ class SpatialRewardBackend(ScorerBackend):
     def __init__(self, model, batch_size: int | None = None):
         self.model = model
         self.batch_size = batch_size
+        self.max_pixels = _config_max_pixels(model)
 
     def score_samples(self, samples: list[EditSample]) -> list[dict]:
         results = self.model.evaluate_edits(samples, batch_size=self.batch_size or max(1, len(samples)))
@@ -83,16 +89,25 @@ class SpatialRewardBackend(ScorerBackend):
 
 
 class CallableBackend(ScorerBackend):
-    """Wrap a plain ``fn(list[EditSample]) -> list[dict]`` as a backend (fakes in tests, custom scorers)."""
+    """Wrap a plain ``fn(list[EditSample]) -> list[dict]`` as a backend (fakes in tests, custom scorers);
+    ``max_pixels``: the scorer's own pixel budget per image, if it has one."""
 
     name = "callable"
 
-    def __init__(self, fn: Callable[[list[EditSample]], list[dict]], name: str = "callable"):
+    def __init__(self, fn: Callable[[list[EditSample]], list[dict]], name: str = "callable",
+                 max_pixels: int | None = None):
         self.fn = fn
         self.name = name
+        self.max_pixels = max_pixels
 
     def score_samples(self, samples: list[EditSample]) -> list[dict]:
         return self.fn(samples)
+
+
+def _config_max_pixels(model) -> int | None:
+    """The checkpoint's ``config.max_pixels`` (MIEScore and SpatialReward both have one), or None."""
+    value = getattr(getattr(model, "config", None), "max_pixels", None)
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def load_backend(model: str, device: str = "auto", dtype: str = "auto", batch_size: int | None = None) -> ScorerBackend:

@@ -38,6 +38,15 @@ class JobFailed(Exception):
         self.error = error
 
 
+def _sample_error(error: BaseException, field: str | None) -> RequestError:
+    """The answer for a sample the model failed on alone (its batch mates were scored without it)."""
+    where = f"the sample {field}" if field else "this sample"
+    if isinstance(error, MIEScoreInputError):
+        return RequestError(422, "invalid_request", f"the model refused {where}: {error}"[:500], field)
+    return RequestError(500, "model_error", f"the model failed on {where} ({type(error).__name__}: {error})"[:500],
+                        field)
+
+
 @dataclasses.dataclass(eq=False)
 class Job:
     """One queued sample: its future gets the result dict (or :class:`JobFailed`)."""
@@ -209,12 +218,7 @@ class BatchScheduler:
             if job.future.done():  # withdrawn (timeout / disconnect / shutdown) while it ran
                 continue
             if isinstance(outcome, BaseException):
-                if isinstance(outcome, MIEScoreInputError):
-                    error = RequestError(422, "invalid_request", f"the model refused this sample: {outcome}"[:500])
-                else:
-                    error = RequestError(500, "model_error",
-                                         f"the model failed on this sample ({type(outcome).__name__}: {outcome})"[:500])
-                job.future.set_exception(JobFailed(error))
+                job.future.set_exception(JobFailed(_sample_error(outcome, job.parsed.field)))
             else:
                 self.metrics.samples.inc()
                 job.future.set_result(outcome)

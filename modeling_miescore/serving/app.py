@@ -125,8 +125,7 @@ async def _scored(request: Request, endpoint: str) -> Response:
         except ClientDisconnect:
             raise RequestError(STATUS_CLIENT_CLOSED, "client_disconnected", "client closed the connection") from None
         # A request that started before a drain began is finished, not refused: it is "in flight".
-        parsed = await service.parse(request, body, endpoint)
-        jobs = service.scheduler.submit(parsed)
+        parsed, jobs = await service.parse_and_submit(request, body, endpoint)
         results = await service.wait(request, jobs)
     except RequestError as err:
         service.metrics.failure(err.kind)

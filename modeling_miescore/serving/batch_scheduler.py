@@ -1,7 +1,9 @@
 """Dynamic batching for the reward server: one queue of samples, one worker, one model call at a time.
 
 The worker takes the oldest sample and waits until ``max_batch`` samples are queued or ``max_wait_ms`` has
-passed since that sample arrived, whichever comes first, then runs one backend call in a worker thread.
+passed since that sample arrived, whichever comes first (then a little longer for requests that arrived by then
+but are still being decoded), then runs one backend call in a worker thread. Requests are decoded on other
+threads (:class:`~.reward_service.RewardService`), so request N+1 is decoded while batch N runs.
 An editor that sends its G candidates as concurrent requests (G = 12 in the SpatialReward paper, section 4)
 thus gets them scored in one model call instead of G.
 """
@@ -28,6 +30,9 @@ from .settings import ServerSettings
 __all__ = ["BatchScheduler", "Job", "JobFailed"]
 
 logger = logging.getLogger("miescore.server")
+
+# How long past max_wait_ms a batch waits for requests that arrived in time but are still being decoded.
+DECODE_GRACE_S = 0.25
 
 
 class JobFailed(Exception):
@@ -74,6 +79,7 @@ class BatchScheduler:
         self._stopping = False
         self._flush = False  # draining: no point waiting for more samples
         self._closed: RequestError | None = None  # set once shutdown gave up on queued work
+        self._decoding: list[float] = []  # arrival times of requests being parsed and decoded now
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle (called on the event loop)
@@ -146,6 +152,19 @@ class BatchScheduler:
         self._wakeup.set()
         return jobs
 
+    @contextlib.contextmanager
+    def decoding(self):
+        """Marks a request as arrived and being decoded (``with scheduler.decoding(): parse, then submit``), so
+        that a batch about to start waits for it (see :meth:`_fill`)."""
+        arrived = self.loop.time()
+        self._decoding.append(arrived)
+        try:
+            yield
+        finally:
+            self._decoding.remove(arrived)
+            if self._wakeup is not None:
+                self._wakeup.set()
+
     def withdraw(self, jobs: Sequence[Job]):
         """Drop a request's jobs that are still queued (timeout, disconnect); running ones finish unused."""
         gone = set(jobs)
@@ -171,9 +190,29 @@ class BatchScheduler:
         batch.sort(key=lambda job: first_seen[job.parsed.prefix_key])  # stable: arrival order inside a group
         return batch
 
+    async def _fill(self):
+        """Wait until the batch is full, or ``max_wait_ms`` after its oldest sample was queued, or, past that,
+        until requests that arrived before that moment and are still being decoded have joined (for at most
+        :data:`DECODE_GRACE_S` more): a burst of requests then fills one batch instead of starting with
+        whatever was decoded first."""
+        deadline = self._pending[0].enqueued + self.settings.max_wait_ms / 1000.0
+        while len(self._pending) < self.settings.max_batch and not self._flush:
+            now = self.loop.time()
+            if now < deadline:
+                timeout = deadline - now
+            elif self.settings.max_wait_ms > 0 and any(t <= deadline for t in self._decoding):
+                timeout = deadline + DECODE_GRACE_S - now
+                if timeout <= 0:
+                    return
+            else:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
     async def _run(self):
-        loop = self.loop
-        max_wait = self.settings.max_wait_ms / 1000.0
         while True:
             if not self._pending:
                 if self._stopping:
@@ -181,16 +220,7 @@ class BatchScheduler:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            deadline = self._pending[0].enqueued + max_wait
-            while len(self._pending) < self.settings.max_batch and not self._flush:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
+            await self._fill()
             batch = self._take()
             if batch:
                 try:

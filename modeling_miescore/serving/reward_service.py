@@ -104,12 +104,13 @@ class RewardService:
             raise RequestError(408, "body_timeout", f"request body not received within {self.settings.body_timeout_s} s",
                                "body") from None
 
-    async def parse(self, request, body: bytes, endpoint: str) -> list[ParsedSample]:
+    async def parse_and_submit(self, request, body: bytes, endpoint: str) -> tuple[list[ParsedSample], list[Job]]:
         """The request's samples, validated and decoded on the decode threads (large images reduced towards the
-        backend's ``max_pixels``)."""
-        return await parse_score_request(request, body, endpoint, self.settings,
-                                         getattr(self.backend, "max_pixels", None),
-                                         self._decoders)
+        backend's ``max_pixels``), then queued; a batch about to start waits for them while they decode."""
+        with self.scheduler.decoding():
+            parsed = await parse_score_request(request, body, endpoint, self.settings,
+                                               getattr(self.backend, "max_pixels", None), self._decoders)
+            return parsed, self.scheduler.submit(parsed)
 
     async def wait(self, request, jobs: list[Job]) -> list[dict]:
         """Wait for a request's jobs, or its timeout, or the client going away (whichever comes first)."""

@@ -35,7 +35,9 @@ class ServerSettings:
     """
 
     max_batch: int = 16  # samples per model call
-    max_wait_ms: float = 20.0  # longest a sample waits for others to join its batch
+    # longest a sample waits for others to join its batch (and then up to 0.25 s for requests that arrived by
+    # then but are still being decoded: batch_scheduler.DECODE_GRACE_S)
+    max_wait_ms: float = 20.0
     max_queue: int = 256  # samples waiting for a model call; beyond it requests get 429
     max_request_bytes: int = 64 * 1024 * 1024
     max_samples_per_request: int = 256

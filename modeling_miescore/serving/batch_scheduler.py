@@ -31,8 +31,9 @@ __all__ = ["BatchScheduler", "Job", "JobFailed"]
 
 logger = logging.getLogger("miescore.server")
 
-# How long past max_wait_ms a batch waits for requests that arrived in time but are still being decoded.
-DECODE_GRACE_S = 0.25
+# How long past max_wait_ms a batch waits for requests that arrived in time but are still being decoded: as
+# long as the last model call took (starting a partial batch costs about one more call later), within bounds.
+DECODE_GRACE_S = (0.05, 0.25, 2.0)  # (least, before the first call, most)
 
 
 class JobFailed(Exception):
@@ -80,6 +81,7 @@ class BatchScheduler:
         self._flush = False  # draining: no point waiting for more samples
         self._closed: RequestError | None = None  # set once shutdown gave up on queued work
         self._decoding: list[float] = []  # arrival times of requests being parsed and decoded now
+        self._last_call_s = DECODE_GRACE_S[1]  # duration of the last model call
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle (called on the event loop)
@@ -193,15 +195,17 @@ class BatchScheduler:
     async def _fill(self):
         """Wait until the batch is full, or ``max_wait_ms`` after its oldest sample was queued, or, past that,
         until requests that arrived before that moment and are still being decoded have joined (for at most
-        :data:`DECODE_GRACE_S` more): a burst of requests then fills one batch instead of starting with
-        whatever was decoded first."""
+        about one model call more, :data:`DECODE_GRACE_S`): a burst of requests then fills one batch instead
+        of starting with whatever was decoded first."""
         deadline = self._pending[0].enqueued + self.settings.max_wait_ms / 1000.0
+        least, _, most = DECODE_GRACE_S
+        grace = min(max(self._last_call_s, least), most)
         while len(self._pending) < self.settings.max_batch and not self._flush:
             now = self.loop.time()
             if now < deadline:
                 timeout = deadline - now
             elif self.settings.max_wait_ms > 0 and any(t <= deadline for t in self._decoding):
-                timeout = deadline + DECODE_GRACE_S - now
+                timeout = deadline + grace - now
                 if timeout <= 0:
                     return
             else:
@@ -243,7 +247,8 @@ class BatchScheduler:
         started = time.perf_counter()
         outcomes = await self.loop.run_in_executor(self._executor, self._score, [j.parsed.sample for j in batch],
                                                    [j.parsed.prefix_key for j in batch])
-        self.metrics.batch_latency.observe(time.perf_counter() - started)
+        self._last_call_s = time.perf_counter() - started
+        self.metrics.batch_latency.observe(self._last_call_s)
         for job, outcome in zip(batch, outcomes):
             if job.future.done():  # withdrawn (timeout / disconnect / shutdown) while it ran
                 continue

@@ -1,19 +1,21 @@
 """The reward server's limits, timeouts and batching knobs (one :class:`ServerSettings` per server).
 
 Memory of the worst accepted request, with the defaults (``max_request_bytes`` 64 MiB, ``max_image_pixels``
-40 Mpx, ``max_request_pixels`` 128 Mpx), is well under 2 GB:
+40 Mpx, ``max_request_pixels`` 128 Mpx), stays well under 2 GB:
 
 - body: at most 64 MiB of JSON, held as bytes, as the parsed base64 strings and as the decoded image files
   (3/4 of the text): under 256 MB together;
-- decoding one image: Pillow holds it in its own mode (at most 4 bytes/pixel) plus at most two converted
-  copies while it is reduced (palette -> RGBA -> premultiplied RGBa: 9 bytes/pixel in all), so at most
-  9 B x 40 Mpx = 360 MB, one image at a time per decode worker;
-- the decoded images kept until the request is answered: RGB is 4 bytes/pixel in Pillow and every image keeps
-  at most its header's pixel count (large ones are reduced towards the model's ``max_pixels``), so at most
-  4 B x 128 Mpx = 512 MB.
+- decoding one image: Pillow holds it in its own mode (at most 4 bytes/pixel) plus the copies made on the way
+  to RGB. Reduced towards the model's ``max_pixels`` (every real backend has one) that is at most 9 bytes/pixel
+  (palette -> RGBA -> premultiplied RGBa), 360 MB for 40 Mpx; decoded at full size (a backend without
+  ``max_pixels``) alpha over white takes up to 16 bytes/pixel, 640 MB. One image at a time per decode worker;
+- the decoded images kept until the request is answered: RGB is 4 bytes/pixel in Pillow and no image keeps
+  more pixels than its header says, so at most 4 B x 128 Mpx = 512 MB.
 
-That is ~1.1 GB per request; ``decode_workers`` bounds how many requests decode at the same time. The pixel
-budgets are checked from the image headers before anything is decoded.
+That is about 1.1 GB per request (1.4 GB without ``max_pixels``). Measured with ``tests/fake_reward_server.py``:
+a 40 Mpx transparent palette PNG and 22 images of 4 Mpx in one group (128 Mpx) raised the server's peak RSS by
+406 MB with a 1 Mpx target and by 803 MB at full size. ``decode_workers`` bounds how many requests decode at
+the same time. The pixel budgets are checked from the image headers before anything is decoded.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ class ServerSettings:
     """
 
     max_batch: int = 16  # samples per model call
-    # longest a sample waits for others to join its batch (and then up to 0.25 s for requests that arrived by
-    # then but are still being decoded: batch_scheduler.DECODE_GRACE_S)
+    # longest a sample waits for others to join its batch (and then, for requests that arrived by then but are
+    # still being decoded, up to about one model call more: batch_scheduler.DECODE_GRACE_S)
     max_wait_ms: float = 20.0
     max_queue: int = 256  # samples waiting for a model call; beyond it requests get 429
     max_request_bytes: int = 64 * 1024 * 1024

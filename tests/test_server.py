@@ -665,6 +665,26 @@ def test_serve_cli_user_errors(tmp_path, capsys, monkeypatch):
         assert f"127.0.0.1:{port}" in err and "Traceback" not in err
 
 
+def test_serve_flags_reach_the_settings_and_help_shows_their_defaults(monkeypatch, capsys):
+    from modeling_miescore.cli.main import build_parser
+    from modeling_miescore.cli.serve import _settings_from_args
+
+    monkeypatch.setenv("MIESCORE_TEST_KEY", "k")
+    args = build_parser().parse_args([
+        "serve", "--model", "m", "--max-request-pixels", "5000000", "--header-timeout", "2.5",
+        "--max-connections", "64", "--decode-workers", "3", "--public-metrics", "--keep-alive-timeout", "1"])
+    settings = _settings_from_args(args, api_key="k")
+    assert (settings.max_request_pixels, settings.header_timeout_s, settings.max_connections) == (5_000_000, 2.5, 64)
+    assert (settings.decode_workers, settings.public_metrics, settings.keep_alive_timeout_s) == (3, True, 1.0)
+    assert settings.max_sample_pixels == ServerSettings().max_sample_pixels  # untouched flags keep the defaults
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in [("--max-request-pixels", "128,000,000"), ("--header-timeout", "10"),
+                          ("--max-connections", "1000"), ("--max-sample-pixels", "96,000,000")]:
+        assert flag in text and f"(default {default})" in text.split(flag, 2)[-1].split("--", 1)[0]
+
+
 @pytest.mark.slow  # a fresh process imports torch + transformers: 10-60 s on a loaded 2-core machine
 def test_sigterm_drains_a_real_uvicorn_process(tiny_miescore_path, examples):
     """``miescore serve`` in a subprocess: requests in flight when SIGTERM arrives all complete with scores,

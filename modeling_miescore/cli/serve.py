@@ -13,7 +13,7 @@ import sys
 
 from .main import number_arg
 from ..image_io import MIEScoreInputError
-from ..serving.settings import MAX_INSTRUCTION_CHARS
+from ..serving.settings import MAX_INSTRUCTION_CHARS, ServerSettings
 
 _positive_int = number_arg(int, minimum=1)
 _positive_float = number_arg(float, minimum=0.0)
@@ -54,8 +54,6 @@ _SETTING_FLAGS = (
 
 
 def register(subparsers) -> None:
-    from ..serving.settings import ServerSettings
-
     defaults = ServerSettings()
     parser = subparsers.add_parser(
         "serve", help="run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)",
@@ -106,9 +104,7 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _settings_from_args(args, api_key: str | None):
-    from ..serving.settings import ServerSettings
-
+def _settings_from_args(args, api_key: str | None) -> ServerSettings:
     values = {field: getattr(args, flag[2:].replace("-", "_")) for flag, field, _, _ in _SETTING_FLAGS}
     try:
         return ServerSettings(**values, api_key=api_key, public_metrics=args.public_metrics)

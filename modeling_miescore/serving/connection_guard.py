@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-import resource
+
+try:
+    import resource  # Unix only; elsewhere the cap is max_connections as given
+except ImportError:  # pragma: no cover - Windows
+    resource = None
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -54,17 +58,21 @@ def connection_limits(max_connections: int, soft_fd_limit: int | None = None) ->
     is closed a few passes later, so :data:`ACCEPT_BATCHES` batches of ``backlog`` sockets, the refusals that
     linger (:data:`REFUSAL_SLACK`) and :data:`FD_RESERVE` must fit beside the open connections.
     """
+    if soft_fd_limit is None and resource is None:
+        return max_connections, MAX_BACKLOG
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0] if soft_fd_limit is None else soft_fd_limit
-    if soft == resource.RLIM_INFINITY:
+    if resource is not None and soft == resource.RLIM_INFINITY:
         return max_connections, MAX_BACKLOG
     room = soft - FD_RESERVE - REFUSAL_SLACK
     backlog = min(MAX_BACKLOG, max(16, room // (2 * ACCEPT_BATCHES)))
     return max(1, min(max_connections, room - ACCEPT_BATCHES * backlog)), backlog
 
 
-def raise_fd_limit(max_connections: int) -> int:
+def raise_fd_limit(max_connections: int) -> int | None:
     """Raise the soft ``RLIMIT_NOFILE`` towards what ``max_connections`` needs (at most to the hard limit);
-    returns the soft limit now in force. For the server process itself (``miescore serve``)."""
+    returns the soft limit now in force (None where there is none). For the server process itself."""
+    if resource is None:
+        return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = max_connections + FD_RESERVE + REFUSAL_SLACK + ACCEPT_BATCHES * MAX_BACKLOG
     if hard != resource.RLIM_INFINITY:

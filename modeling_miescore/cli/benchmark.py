@@ -5,6 +5,7 @@
     miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
     miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR [--grid]
     miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
+    miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`)
 
 Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
 ``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
@@ -24,6 +25,7 @@ from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
 from ..image_io import MIEScoreInputError
+from .external_benchmarks import register_kinds
 from .main import number_arg
 
 _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
@@ -69,7 +71,8 @@ def register(subparsers) -> None:
         "benchmark", help="benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
         description="Write a report (report.md, report.json, plots/) that compares an evaluator with human "
                     "judgements, or ranks editing models by predicted scores.")
-    kinds = bench.add_subparsers(dest="kind", required=True, metavar="{mie-bench,mer-bench,editing-models}")
+    kinds = bench.add_subparsers(dest="kind", required=True,
+                                 metavar="{mie-bench,mer-bench,editing-models,zero-shot,reward}")
 
     mie = kinds.add_parser("mie-bench", help="SRCC/KRCC/PLCC with human MOS, per task, model ranking",
                            description="How human-aligned is an evaluator on MIE-Bench? MIEScore paper tables 3, 4, "
@@ -96,6 +99,7 @@ def register(subparsers) -> None:
             dataset_required=False)
     _cache_dir_arg(ed)
     ed.set_defaults(func=cmd_editing_models)
+    register_kinds(kinds)
 
 
 def _cache_dir_arg(parser: argparse.ArgumentParser) -> None:

@@ -15,4 +15,10 @@ The benchmark runner, one module per step:
 * :mod:`.input_export` and :mod:`.model_runs`: score a split with a checkpoint into a resumable predictions file
   (exported images are cached under ``$HF_HOME/miescore``).
 * :mod:`.errors`: the input errors (exit status 2 in the CLI).
+
+External benchmarks (``miescore benchmark zero-shot`` / ``reward``, datasets from ``miescore convert-benchmark``):
+:mod:`.converted_benchmarks` (open one, attach predictions by edited-image id), :mod:`.benchmark_protocols` (each
+benchmark's accuracy / SRCC and tie rule), :mod:`.converted_scoring` (score one with a checkpoint),
+:mod:`.zero_shot_report` (MIEScore paper Table 6), :mod:`.reward_bench_report` (SpatialReward paper Table 1) and
+:mod:`.published_results` (the papers' rows as data).
 """

@@ -41,16 +41,17 @@ def _cannot_load(dataset: str, err: Exception) -> BenchmarkInputError:
     return BenchmarkInputError(f"cannot load dataset '{dataset}' ({type(err).__name__}: {first}){hint}")
 
 
-def load_split(dataset: str, split: str):
-    """``datasets.load_dataset(dataset, split=split)`` with one-line errors for the usual mistakes.
+def load_split(dataset: str, split: str, config: str | None = None):
+    """``datasets.load_dataset(dataset, config, split=split)`` with one-line errors for the usual mistakes.
 
-    ``dataset``: a local Hub-native folder (Parquet + README) or a Hub repo id (``user/name``).
+    ``dataset``: a local Hub-native folder (Parquet + README) or a Hub repo id (``user/name``); ``config``: the
+    dataset config (``None``: the default one).
     """
     import datasets
 
     ref = _dataset_ref(dataset)
     try:
-        return datasets.load_dataset(ref, split=split)
+        return datasets.load_dataset(ref, config, split=split)
     except ValueError as err:
         if "split" in str(err).lower():
             try:

@@ -76,9 +76,11 @@ def _score_groups(scorer, rows, batch_size: int) -> list[str]:
     lines = []
     for pid, a, b in spans:
         group = results[a:b]
-        lines.append(json.dumps({"pair_id": pid, "scores": [None if r.failed else float(r.reward) for r in group],
-                                 "failed": [bool(r.failed) for r in group],
-                                 "sub_scores": [_sub_scores(r) for r in group]}) + "\n")
+        line = {"pair_id": pid, "scores": [None if r.failed else float(r.reward) for r in group],
+                "failed": [bool(r.failed) for r in group]}
+        if all(hasattr(r, "s_if") for r in group):  # a SpatialReward judgement (not a MIEScore overall)
+            line["sub_scores"] = [_sub_scores(r) for r in group]
+        lines.append(json.dumps(line) + "\n")
     return lines
 
 
@@ -90,7 +92,8 @@ def _sub_scores(result) -> dict:
 
 
 def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: str = "auto", dtype: str = "auto",
-                                 batch_size: int = 8, progress: bool = True, identity: dict | None = None) -> Path:
+                                 batch_size: int = 8, progress: bool = True, identity: dict | None = None,
+                                 scorer=None) -> Path:
     """Score every MER-Bench group with a SpatialReward checkpoint into ``out_dir/predictions.jsonl``.
 
     One line per group, ``{"pair_id", "scores": [reward per edited image, dataset order], "failed": [bool],
@@ -98,6 +101,8 @@ def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: s
     judgement could not be parsed gets ``null`` (counted wrong by the group metrics, never a made-up number).
     The sub-scores let ``--grid`` re-aggregate the reward with other weights without running the model again.
     Written group by group with fsync per chunk, so a rerun resumes after the last full line.
+    ``scorer``: an already loaded object with SpatialReward's ``evaluate_edits`` (results with ``reward`` and
+    ``failed``) to use instead of loading ``model``.
     """
     from ..scoring.loading import load_spatialreward
 
@@ -109,7 +114,8 @@ def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: s
     total = sum(len(v) for v in todo.values())
     if total == 0:
         return preds
-    scorer = load_spatialreward(model, device=device, dtype=dtype)
+    if scorer is None:
+        scorer = load_spatialreward(model, device=device, dtype=dtype)
     # enough groups per chunk to fill a few generate batches; a crash loses at most one chunk
     chunk_groups = max(1, (4 * batch_size) // 3)
     with (tqdm(total=total, desc="scoring groups", unit="group", file=sys.stderr, disable=not progress) as bar,

@@ -148,6 +148,7 @@ def test_assembled_scorer_app_builds_its_blocks(tmp_path, capsys):
     assert {"score", "spatial_reward"} <= set(result["api"])
 
 
+@pytest.mark.slow  # builds a wheel and imports evaluate + gradio in a subprocess (~60 s)
 def test_metric_folder_with_a_wheel_loads_with_evaluate(tmp_path, capsys):
     out = tmp_path / "miescore-metric"  # the Space's name: evaluate.load("ORG/miescore-metric") reads its .py
     checkout = sorted(p.name for p in REPO.iterdir())

@@ -70,3 +70,83 @@ class ScriptedHTTPServer(LocalHTTPServer):
                     pass
 
         super().__init__(Handler)
+
+
+def chat_completion(text: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
+                    finish_reason: str = "stop", refusal: str | None = None) -> dict:
+    """An OpenAI chat-completions response body with one choice (``usage`` only when token counts are given;
+    ``refusal`` gives a refusal message without content)."""
+    message = {"role": "assistant", "content": None if refusal else text}
+    if refusal:
+        message["refusal"] = refusal
+    body = {"id": "chatcmpl-test", "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}]}
+    if prompt_tokens is not None or completion_tokens is not None:
+        body["usage"] = {"prompt_tokens": prompt_tokens or 0, "completion_tokens": completion_tokens or 0,
+                         "total_tokens": (prompt_tokens or 0) + (completion_tokens or 0)}
+    return body
+
+
+def request_text(body: dict) -> str:
+    """All text parts of a chat-completions request body, joined with newlines."""
+    texts = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts += [p.get("text", "") for p in content if p.get("type") == "text"]
+    return "\n".join(texts)
+
+
+class RoutedChatServer(LocalHTTPServer):
+    """Answers every POST with ``answer(body, repeat)`` -> ``(status, body, headers, delay_s)``, where ``body`` is
+    the request's parsed JSON and ``repeat`` counts earlier requests with the same body (0 the first time: lets a
+    script answer 429 first and 200 on the retry). Unlike :class:`ScriptedHTTPServer` the answer depends on what
+    was asked, not on arrival order, so concurrent clients get deterministic answers.
+
+    Records ``requests`` (``{"path", "headers", "body", "time"}``) and ``peak`` (most requests in flight).
+    """
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests: list[dict] = []
+        self.seen: dict[str, int] = {}
+        self.active = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = json.loads(raw or b"null")
+                with outer.lock:
+                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
+                                           "time": time.monotonic()})
+                    repeat = outer.seen.get(raw.decode(), 0)
+                    outer.seen[raw.decode()] = repeat + 1
+                    outer.active += 1
+                    outer.peak = max(outer.peak, outer.active)
+                try:
+                    status, answer, headers, delay = outer.answer(body, repeat)
+                    if delay:
+                        time.sleep(delay)
+                    data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+                    self.send_response(status)
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    with outer.lock:
+                        outer.active -= 1
+
+        super().__init__(Handler)

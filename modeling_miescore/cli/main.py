@@ -1,8 +1,10 @@
 """The ``miescore`` command line: the parser, shared argument types and ``main``.
 
 Every command lives in its own module of this package (see ``COMMAND_MODULES``): ``score``, ``score-batch`` and
-``demo`` (:mod:`.score`), ``serve``, ``benchmark``, ``spatialreward``, ``set-skill`` (:mod:`.skill`), and
-``build-dataset`` (:mod:`.dataset`).
+``demo`` (:mod:`.score`), ``serve``, ``benchmark``, ``spatialreward``, ``set-skill`` (:mod:`.skill`),
+``build-dataset`` (:mod:`.dataset`), ``judge`` (:mod:`.judge`: a general MLLM as a zero-shot judge) and
+``spatialreward-data`` (:mod:`.spatialreward_data`: the SpatialReward training-data pipeline). Options shared by
+the commands that call large models are in :mod:`.model_calls`.
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
 problem and the fix and exit with status 2; no traceback.
@@ -29,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dataset",
     "analyze_attention",
     "baselines",
+    "judge",
 )
 
 

@@ -218,8 +218,9 @@ class UsageLog:
     def summary_line(self) -> str:
         t = self.as_dict()["totals"]
         cost = "" if t["cost_usd"] is None else f", ${t['cost_usd']:.4f}"
-        return (f"{t['requests']} requests: {t['cache_hits']} from the cache, {t['duplicates']} duplicates, {t['sent']} sent, {t['failed']} failed "
-                f"{t['failed_by_kind'] or ''}, {t['retries']} retries; {t['prompt_tokens']} prompt + "
+        kinds = f" {t['failed_by_kind']}" if t["failed_by_kind"] else ""
+        return (f"{t['requests']} requests: {t['cache_hits']} from the cache, {t['duplicates']} duplicates, "
+                f"{t['sent']} sent, {t['failed']} failed{kinds}, {t['retries']} retries; {t['prompt_tokens']} prompt + "
                 f"{t['completion_tokens']} completion tokens{cost}")
 
 

@@ -261,7 +261,10 @@ class _JsonlRun:
         if not self.pending:
             return
         items, self.pending = self.pending, []
-        for _, sample, scores in self._score(items):
+        for number, sample, scores in self._score(items):
+            if isinstance(scores, Exception):  # the scorer could not score this sample: reported, not written
+                self.fail(number, f"could not be scored ({scores})")
+                continue
             out.write(json.dumps({"id": sample.id, **scores}) + "\n")
             self.report.scored += 1
         out.flush()
@@ -304,7 +307,8 @@ def score_jsonl(
     """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
 
     ``score_batch(samples, batch_size)`` returns one score dict per loaded sample, in order (e.g.
-    ``lambda s, b: model.score_batch(s, batch_size=b)``). A bad line is reported with its number and skipped
+    ``lambda s, b: model.score_batch(s, batch_size=b)``), or an exception instance for a sample it could not
+    score (reported like a bad line and not written, so a rerun tries it again). A bad line is reported with its number and skipped
     (``on_error="skip"``) or stops the run (``on_error="stop"``, raising :class:`BatchInputError`).
     Results are written every ``chunk_size`` edits (default ``8 * batch_size``): a crash loses at most that many.
 

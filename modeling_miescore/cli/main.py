@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyze_attention",
     "baselines",
     "judge",
+    "spatialreward_data",
 )
 
 

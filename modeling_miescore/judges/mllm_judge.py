@@ -25,8 +25,9 @@ when no such object parses is a key-anchored ``"visual_quality": 70`` pattern us
 different matches are ``fallback_ambiguous`` and give nothing). A number is never taken from anywhere else.
 A value that is not a finite number, or lies outside [0, 100], is no score (``score_invalid``,
 ``score_out_of_range``). An answer without all three scores is a flagged failure (``failed: true``, the missing
-scores ``null``, ``overall`` null); a request that failed for good (HTTP error after retries, timeout, refusal)
-gives no record at all (:class:`JudgeRequestError`), so a rerun asks again. ``overall`` is the paper's eq. 2
+scores ``null``, ``overall`` null), and so is a refusal (``issues: ["refusal"]``); a request that failed for good
+(HTTP error after retries, timeout, malformed body) gives no record at all (:class:`JudgeRequestError`), so a
+rerun asks again. ``overall`` is the paper's eq. 2
 (:func:`modeling_miescore.overall.overall_score`).
 """
 
@@ -217,10 +218,13 @@ class MLLMJudge:
     def prediction(self, result: CallResult) -> Dict[str, Any]:
         """A prediction record (without ``id``) from one call result; raises :class:`JudgeRequestError` when the
         request failed."""
-        if not result.ok:
+        if not result.ok and result.error_kind != "refusal":
             self.counts["request_failed"] += 1
             raise JudgeRequestError(f"judge request failed: {result.error}")
-        answer = parse_mos_answer(result.text)
+        if result.ok:
+            answer = parse_mos_answer(result.text)
+        else:  # a refusal is the model's answer: flagged, not asked again
+            answer = MOSAnswer(issues=["refusal"])
         if result.finish_reason == "length":
             answer.flag("truncated")
         scores = dict(answer.scores)
@@ -229,7 +233,7 @@ class MLLMJudge:
         record = {**scores, "overall": overall, "judge": self.name, "failed": not answer.parse_ok,
                   "issues": answer.issues, "reasoning": answer.reasoning}
         if not answer.parse_ok:
-            record["raw"] = result.text[:500]
+            record["raw"] = (result.text if result.ok else result.error)[:500]
         return record
 
     def score_batch(self, samples: Sequence[EditSample], batch_size: int = 0) -> List[Any]:

@@ -32,8 +32,8 @@ from ..processing_miescore import EditSample, as_edit_sample
 from ..utils.atomic_files import atomic_write
 from ..utils.output_lock import exclusive_output, lock_path_for
 
-__all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "merge_shards",
-           "read_done_ids", "read_predictions", "record_to_sample", "score_jsonl", "shard_path"]
+__all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "line_entries",
+           "merge_shards", "read_done_ids", "read_predictions", "record_to_sample", "score_jsonl", "shard_path"]
 
 
 @dataclass
@@ -199,7 +199,7 @@ def record_to_sample(record: dict, base: Path) -> EditSample:
                       id=sample_id)
 
 
-def _line_entries(lines) -> list[tuple[int, dict | None, str | None, str | None]]:
+def line_entries(lines) -> list[tuple[int, dict | None, str | None, str | None]]:
     """``(number, record, error, id)`` per line; a repeated id is an error on every occurrence after the first."""
     first_line: dict[str, int] = {}
     entries = []
@@ -321,7 +321,7 @@ def score_jsonl(
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
     input_path = check_input_file(input_path)
     output_path = check_output_file(output_path, input_path)
-    entries = _line_entries(iter_input(input_path))
+    entries = line_entries(iter_input(input_path))
     write_path, done = output_path, set()
     if world_size > 1:
         write_path = shard_path(output_path, rank, world_size)

@@ -101,11 +101,13 @@ def cmd_spatialreward_data(args) -> int:
     judges = _judges(specs, args, cache, usage)
     config = PipelineConfig(max_tokens=args.max_tokens, min_similarity=args.min_similarity,
                             crop_padding=args.crop_padding, chunk_size=args.chunk_size)
+    run = None
     try:
         run = run_pipeline(records, out, judges, config, progress=not args.no_progress, input_problems=problems)
     finally:
+        seconds = {k: round(v, 3) for k, v in run.stage_seconds.items()} if run is not None else None
         append_usage_log(out / "usage.jsonl", "spatialreward-data", usage, cache,
-                         {"judges": {name: str(spec) for name, spec in specs.items()}})
+                         {"judges": {name: str(spec) for name, spec in specs.items()}, "stage_seconds": seconds})
         for engine in judges.engines():
             engine.close()
         if cache is not None:

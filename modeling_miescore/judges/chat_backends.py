@@ -16,16 +16,45 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..image_io import MIEScoreInputError
-from .call_engine import ChatRequest
-from .chat_client import ChatClient, ChatCompletion, ChatError, user_message
+from .call_engine import ChatRequest, image_digest
+from .chat_client import ChatClient, ChatCompletion, ChatError, image_to_data_url, user_message
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["JudgeSpec", "OpenAIChatBackend", "TransformersChatBackend", "build_backend", "parse_judge_spec"]
+
+
+class _DataURLs:
+    """Data URLs of recently sent images, by pixel digest, up to ``max_bytes``: the stages of a pipeline send the
+    same images again (grounding, PQ and alignment all show the edited image), and encoding costs far more than
+    hashing."""
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        self.max_bytes = int(max_bytes)
+        self._urls: "OrderedDict[str, str]" = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, image, format: str, max_pixels: Optional[int]) -> str:
+        key = f"{image_digest(image)}|{format}|{max_pixels}"
+        with self._lock:
+            if key in self._urls:
+                self._urls.move_to_end(key)
+                return self._urls[key]
+        url = image_to_data_url(image, format=format, max_pixels=max_pixels)
+        with self._lock:
+            if key not in self._urls:
+                self._urls[key] = url
+                self._size += len(url)
+                while self._size > self.max_bytes and len(self._urls) > 1:
+                    self._size -= len(self._urls.popitem(last=False)[1])
+        return url
 
 
 class OpenAIChatBackend:
@@ -46,6 +75,7 @@ class OpenAIChatBackend:
         self.max_concurrency = int(max_concurrency)
         self.image_format = image_format.upper()
         self.max_pixels = None if max_pixels is None else int(max_pixels)
+        self._urls = _DataURLs()
 
     def __repr__(self) -> str:
         return f"OpenAIChatBackend({self.client!r}, max_concurrency={self.max_concurrency})"
@@ -55,8 +85,12 @@ class OpenAIChatBackend:
                 "max_pixels": self.max_pixels}
 
     def _one(self, request: ChatRequest) -> Any:
+        from PIL import Image
+
         try:
-            message = user_message(list(request.parts), image_format=self.image_format, max_pixels=self.max_pixels)
+            parts = [{"type": "image_url", "image_url": {"url": self._urls.get(p, self.image_format, self.max_pixels)}}
+                     if isinstance(p, Image.Image) else p for p in request.parts]
+            message = user_message(parts)
             return self.client.complete([message], temperature=float(request.temperature),
                                         max_tokens=int(request.max_tokens), **dict(request.extra))
         except (ChatError, TypeError, ValueError, OSError) as err:  # OSError: an image that cannot be encoded

@@ -266,8 +266,8 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
         size = (max(1, int(image.width * scale)), max(1, int(image.height * scale)))
         image = image.resize(size, Image.BICUBIC)
     buffer = io.BytesIO()
-    if fmt == "PNG":
-        image.save(buffer, format="PNG")
+    if fmt == "PNG":  # zlib level 1: ~3x faster than Pillow's default 6, ~10 % larger, the same pixels
+        image.save(buffer, format="PNG", compress_level=1)
     else:
         image.save(buffer, format=fmt, quality=int(quality))
     encoded = base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -87,6 +88,7 @@ class PipelineRun:
     already_done: int = 0
     unfinished: Dict[str, int] = field(default_factory=dict)
     report: Dict[str, Any] = field(default_factory=dict)
+    stage_seconds: Dict[str, float] = field(default_factory=dict)  # wall time per stage: requests built and answered
 
 
 @dataclass
@@ -166,16 +168,25 @@ def _stage_alignment(states: List[_State], judges: PipelineJudges, config: Pipel
             state.rows.insert(0, row)
 
 
-def _process_chunk(records: Sequence[EditRecord], judges: PipelineJudges, config: PipelineConfig) -> List[_State]:
-    states = [_State(r) for r in records]
+def _load(states: List[_State], judges: PipelineJudges, config: PipelineConfig) -> None:
     for state in states:
         try:
             state.sample = state.record.load()
         except (MIEScoreInputError, OSError, ValueError) as err:
             state.sc = state.pq = Outcome.rejected("input", "unreadable_image", str(err))
-    _stage_grounding(states, judges, config)
-    _stage_annotation(states, judges, config)
-    _stage_alignment(states, judges, config)
+
+
+_STAGES = (("input", _load), ("grounding", _stage_grounding), ("annotation", _stage_annotation),
+           ("alignment", _stage_alignment))
+
+
+def _process_chunk(records: Sequence[EditRecord], judges: PipelineJudges, config: PipelineConfig,
+                   seconds: Dict[str, float]) -> List[_State]:
+    states = [_State(r) for r in records]
+    for name, stage in _STAGES:
+        started = time.perf_counter()
+        stage(states, judges, config)
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
     return states
 
 
@@ -223,7 +234,7 @@ def run_pipeline(records: Sequence[EditRecord], out_dir, judges: PipelineJudges,
         with tqdm(total=len(records), initial=run.already_done, desc="spatialreward-data", unit="sample",
                   file=sys.stderr, disable=not progress) as bar, open(ledger, "a", encoding="utf-8") as out:
             for start in range(0, len(todo), size):
-                for state in _process_chunk(todo[start:start + size], judges, config):
+                for state in _process_chunk(todo[start:start + size], judges, config, run.stage_seconds):
                     if state.sc.final and state.pq.final:
                         out.write(_ledger_line(state) + "\n")
                         run.finished += 1

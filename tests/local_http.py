@@ -1,7 +1,11 @@
-"""Throwaway threaded HTTP servers on 127.0.0.1 for tests that need a real endpoint (canned answers)."""
+"""Throwaway threaded HTTP servers on 127.0.0.1 for tests that need a real endpoint (canned answers):
+:class:`LocalHTTPServer` (any handler), :class:`RoutedChatServer` (chat-completions answers chosen by what was
+asked), :class:`ScriptedHTTPServer` (answers in arrival order), and the body helpers :func:`chat_completion` and
+:func:`request_text`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -27,49 +31,6 @@ class LocalHTTPServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
-
-
-class ScriptedHTTPServer(LocalHTTPServer):
-    """Answers every POST from a script: each entry is ``(status, body, headers, delay_s)``; ``body`` is bytes
-    or a JSON-serialisable value, ``headers`` a dict or None.
-
-    The last entry repeats once the script is exhausted. Every request is recorded in ``requests`` as
-    ``{"path", "headers", "body" (parsed JSON), "time" (time.monotonic() on arrival)}``.
-    """
-
-    def __init__(self, script):
-        self.script = list(script)
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                raw = self.rfile.read(length)
-                with outer.lock:
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers),
-                                           "body": json.loads(raw or b"null"), "time": time.monotonic()})
-                    index = min(len(outer.requests) - 1, len(outer.script) - 1)
-                    status, body, headers, delay = outer.script[index]
-                if delay:
-                    time.sleep(delay)
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    for key, value in (headers or {}).items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
-                    pass
-
-        super().__init__(Handler)
 
 
 def chat_completion(text: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
@@ -127,12 +88,14 @@ class RoutedChatServer(LocalHTTPServer):
                 with outer.lock:
                     outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
                                            "time": time.monotonic()})
-                    repeat = outer.seen.get(raw.decode(), 0)
-                    outer.seen[raw.decode()] = repeat + 1
+                    index = len(outer.requests) - 1
+                    digest = hashlib.sha256(raw).hexdigest()
+                    repeat = outer.seen.get(digest, 0)
+                    outer.seen[digest] = repeat + 1
                     outer.active += 1
                     outer.peak = max(outer.peak, outer.active)
                 try:
-                    status, answer, headers, delay = outer.answer(body, repeat)
+                    status, answer, headers, delay = outer.pick(body, repeat, index)
                     if delay:
                         time.sleep(delay)
                     data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
@@ -150,3 +113,23 @@ class RoutedChatServer(LocalHTTPServer):
                         outer.active -= 1
 
         super().__init__(Handler)
+
+    def pick(self, body, repeat: int, index: int):
+        """The answer to a request (``index``: its arrival order, from 0); subclasses may pick otherwise."""
+        return self.answer(body, repeat)
+
+
+class ScriptedHTTPServer(RoutedChatServer):
+    """Answers every POST from a script: each entry is ``(status, body, headers, delay_s)``; ``body`` is bytes
+    or a JSON-serialisable value, ``headers`` a dict or None.
+
+    The last entry repeats once the script is exhausted. Every request is recorded in ``requests`` as
+    ``{"path", "headers", "body" (parsed JSON), "time" (time.monotonic() on arrival)}``.
+    """
+
+    def __init__(self, script):
+        self.script = list(script)
+        super().__init__(None)
+
+    def pick(self, body, repeat, index):
+        return self.script[min(index, len(self.script) - 1)]

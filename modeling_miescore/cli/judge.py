@@ -18,8 +18,8 @@ format ``miescore benchmark mie-bench --predictions`` reads (a flagged answer ha
 Resumable: ids already in the output are skipped, and every answer received is kept in the SQLite answer cache
 (``<output>.cache.sqlite`` unless ``--cache``), so a rerun after a kill sends only what was never answered. A
 request that failed for good (HTTP error after retries, timeout, malformed body) is reported with its input line
-and the exit status is 1; rerun to retry it. A refusal is a flagged prediction (``issues: ["refusal"]``). Each run appends its usage (requests, cache hits, failures, retries, tokens, cost) to
-``<output>.usage.jsonl``.
+and the exit status is 1; rerun to retry it. A refusal is a flagged prediction (``issues: ["refusal"]``). Each
+run appends its usage (requests, cache hits, failures, retries, tokens, cost) to ``<output>.usage.jsonl``.
 """
 
 from __future__ import annotations

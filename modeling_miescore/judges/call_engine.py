@@ -141,8 +141,8 @@ def request_key(identity: Mapping[str, Any], request: ChatRequest) -> str:
 
 # ------------------------------------------------------------------------------------------------ usage log
 
-_COUNTERS = ("requests", "cache_hits", "duplicates", "sent", "ok", "failed", "retries", "prompt_tokens", "completion_tokens",
-             "answers_without_usage")
+_COUNTERS = ("requests", "cache_hits", "duplicates", "sent", "ok", "failed", "retries", "prompt_tokens",
+             "completion_tokens", "answers_without_usage")
 
 
 class UsageLog:

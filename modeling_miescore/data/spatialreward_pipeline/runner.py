@@ -10,10 +10,10 @@ Output folder::
     report.json        per-stream, per-stage counts: entered, passed, rejected by reason (with example ids)
 
 A sample is finished when both streams ended (a row, or a rejection; a refusal is a rejection). A request that
-failed for good (HTTP error after its retries, timeout, malformed body) leaves the sample unfinished: it is not in the ledger and the next run tries it again, finding every
-answer it already received in the answer cache (:class:`~modeling_miescore.judges.call_cache.CallCache`), so a
-run killed at any point loses at most the requests in flight. An exclusive lock on the ledger stops a second
-run on the same folder.
+failed for good (HTTP error after its retries, timeout, malformed body) leaves the sample unfinished: it is not
+in the ledger and the next run tries it again, finding every answer it already received in the answer cache
+(:class:`~modeling_miescore.judges.call_cache.CallCache`), so a run killed at any point loses at most the
+requests in flight. An exclusive lock on the ledger stops a second run on the same folder.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Throwaway threaded HTTP servers on 127.0.0.1 for tests that need a real endpoint (canned answers):
 :class:`LocalHTTPServer` (any handler), :class:`RoutedChatServer` (chat-completions answers chosen by what was
 asked), :class:`ScriptedHTTPServer` (answers in arrival order), and the body helpers :func:`chat_completion` and
-:func:`request_text`."""
+:func:`request_text`, :func:`request_images`."""
 
 from __future__ import annotations
 
@@ -58,6 +58,22 @@ def request_text(body: dict) -> str:
         else:
             texts += [p.get("text", "") for p in content if p.get("type") == "text"]
     return "\n".join(texts)
+
+
+def request_images(body: dict) -> list:
+    """The images of a chat-completions request body (``image_url`` parts with data URLs), as PIL images."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    images = []
+    for message in body.get("messages", []):
+        for part in message.get("content") if isinstance(message.get("content"), list) else []:
+            if part.get("type") == "image_url":
+                data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+                images.append(Image.open(io.BytesIO(data)))
+    return images
 
 
 class RoutedChatServer(LocalHTTPServer):

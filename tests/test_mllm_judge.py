@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from local_http import RoutedChatServer, chat_completion, request_text
+from local_http import RoutedChatServer, chat_completion, request_images, request_text
 from PIL import Image
 
 from modeling_miescore.cli.main import main
@@ -236,3 +236,28 @@ def test_judge_dataset_split_and_local_transformers_model(tmp_path, tiny_qwen3vl
     assert sorted(r["id"] for r in records) == sorted(ids)
     assert all(r["failed"] and r["overall"] is None and r["judge"] == Path(tiny_qwen3vl_path).name for r in records)
     assert all(r[d] is None for r in records for d in DIMS)
+
+
+def test_judge_a_converted_benchmark_for_the_zero_shot_table(tmp_path):
+    """Table 6 path: judge every edited image of a converted benchmark (pointwise and pairwise configs), then
+    `miescore benchmark zero-shot` reads the predictions."""
+    from modeling_miescore.data.converters import get_converter
+    from modeling_miescore.testing import raw_benchmarks as rb
+
+    rb.make_raw_editreward_bench(tmp_path / "raw")
+    get_converter("editreward-bench")(tmp_path / "raw", tmp_path / "ds", progress=False).build()
+    output = tmp_path / "preds.jsonl"
+
+    def scores(body, repeat):  # a judge that likes brighter images: deterministic, different per image
+        edited = request_images(body)[-1].convert("L")
+        level = sum(edited.getdata()) / (edited.width * edited.height) / 255 * 100
+        return 200, chat_completion(_answer(level, level, level)), None, 0
+
+    with RoutedChatServer(scores) as server:
+        assert main(["judge", "--backend", "openai", "--model", "vlm-x", "--base-url", server.url, "--dataset",
+                     str(tmp_path / "ds"), "--output", str(output), "--no-progress"]) == 0
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert records and all(not r["failed"] and 0 <= r["overall"] <= 100 for r in records)
+    assert main(["benchmark", "zero-shot", "--dataset", str(tmp_path / "ds"), "--predictions", str(output),
+                 "--out", str(tmp_path / "report"), "--row-name", "vlm-x"]) == 0
+    assert "vlm-x" in (tmp_path / "report" / "report.md").read_text()

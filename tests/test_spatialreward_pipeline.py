@@ -4,10 +4,8 @@ answers (good, malformed, refusals, 429, timeouts, a kill and a resume); the row
 
 from __future__ import annotations
 
-import base64
 import difflib
 import html
-import io
 import json
 import os
 import signal
@@ -18,14 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
-from local_http import RoutedChatServer, chat_completion, request_text
+from local_http import RoutedChatServer, chat_completion, request_images, request_text
 from PIL import Image
 
 from modeling_miescore.cli.main import main
 from modeling_miescore.data.spatialreward_pipeline import prompts as P
 from modeling_miescore.data.spatialreward_pipeline.alignment import parse_alignment
 from modeling_miescore.data.spatialreward_pipeline.annotation import crop_region, parse_annotation, route
-from modeling_miescore.data.spatialreward_pipeline.samples import EditRecord, read_edit_records
+from modeling_miescore.data.spatialreward_pipeline.samples import EditRecord
 from modeling_miescore.testing.scripted_d2_judges import scripted_d2_answer
 from modeling_miescore.training.spatialreward_data import check_row, prepare_sft_dataset
 
@@ -129,21 +127,13 @@ JUDGES = {"grounder": "qwen-ground", "face": "gemini-face", "object": "gpt-objec
 PQ_REFUSED_WIDTH = 37  # the PQ judge refuses edited images of this width
 
 
-def _images_in(body) -> list[Image.Image]:
-    out = []
-    for part in body["messages"][0]["content"]:
-        if part["type"] == "image_url":
-            out.append(Image.open(io.BytesIO(base64.b64decode(part["image_url"]["url"].split(",", 1)[1]))))
-    return out
-
-
 def _server_answer(body, repeat):
     text = request_text(body)
     if "[rate-limited]" in text and "locate the edited regions" in text and repeat == 0:
         return 429, {"error": {"message": "rate limited"}}, {"Retry-After": "0.1"}, 0
     if "[slow]" in text and "check_result" in text:
         return 200, chat_completion("check_result: false"), None, 1.5
-    if "based on image naturalness" in text and _images_in(body)[0].width == PQ_REFUSED_WIDTH:
+    if "based on image naturalness" in text and request_images(body)[0].width == PQ_REFUSED_WIDTH:
         return 200, chat_completion("", refusal="I can't assess this image."), None, 0
     return 200, chat_completion(scripted_d2_answer(text), 1000, 50), None, 0
 
@@ -219,10 +209,10 @@ def test_pipeline_end_to_end_report_rows_and_resume(tmp_path, capsys):
     assert sorted(t.split("Editing instruction: ")[1].split("\n")[0] for t in face_texts) == \
         ["Add a red hat to the man", "Make the woman laugh [sc-garbage]"]
     assert all("Sequence of Cropped Patches" in t and "Edit region 0" in t for t in face_texts)
-    assert len(_images_in(face[0])) == 4  # original, edited, before/after crops of the one region
+    assert len(request_images(face[0])) == 4  # original, edited, before/after crops of the one region
     assert all("Both images contain visual annotations" in request_text(b) for b in obj)
     multi = next(b for b in obj if "dog from image 2" in request_text(b))
-    assert len(_images_in(multi)) == 3  # two sources, the edited image with the boxes drawn
+    assert len(request_images(multi)) == 3  # two sources, the edited image with the boxes drawn
     assert all(request_text(b).startswith("Image 1 (original image") for b in _requests_of(server, JUDGES["grounder"]))
 
     rows = [json.loads(line) for line in (out / "sft_rows.jsonl").read_text().splitlines()]
@@ -303,20 +293,3 @@ def test_pipeline_kill_and_resume(tmp_path):
     rows = [json.loads(line) for line in (out / "sft_rows.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and all(check_row(r)[0] is None for r in rows)
 
-
-def test_dataset_inputs_mer_and_mie_bench(tmp_path):
-    from modeling_miescore.data.builders.mer_bench import build_mer_bench
-    from modeling_miescore.data.builders.mie_bench import build_mie_bench
-    from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench, make_raw_mie_bench
-
-    make_raw_mer_bench(tmp_path / "mer-raw", n_samples=8, seed=0, image_size=32)
-    build_mer_bench(tmp_path / "mer-raw", tmp_path / "mer", groups_per_type=4, progress=False)
-    records, problems = read_edit_records(str(tmp_path / "mer"), "2pair", tmp_path / "work-mer", progress=False)
-    assert not problems and records and all(len(r.sources) == 1 and Path(r.edited).is_file() for r in records)
-    assert len({r.id for r in records}) == len(records)  # a candidate in several groups appears once
-    assert {r.category for r in records} <= {"general", "human_basic", "human_fine"}
-
-    make_raw_mie_bench(tmp_path / "mie-raw", n_instances=4, n_models=2, seed=2, image_size=32)
-    build_mie_bench(tmp_path / "mie-raw", tmp_path / "mie", progress=False, split_method="hash")
-    records, problems = read_edit_records(str(tmp_path / "mie"), "train", tmp_path / "work-mie", progress=False)
-    assert not problems and records and all(len(r.sources) >= 2 for r in records)

@@ -8,10 +8,12 @@
         --dataset data/mie-bench --split test --output gpt5.jsonl --price gpt-5=1.25,10
     miescore judge --backend transformers --model /ckpt/Qwen3-VL-8B-Instruct --input edits.jsonl --output q.jsonl
     miescore benchmark mie-bench --dataset data/mie-bench --predictions gpt5.jsonl --out report/
+    miescore judge ... --dataset data/imagenhub --output ih.jsonl     # a converted benchmark (Table 6)
+    miescore benchmark zero-shot --dataset data/imagenhub --predictions ih.jsonl --out report-ih/
 
-Input: a ``score-batch`` JSONL (``{"id", "sources", "edited", "instruction"}``) or a MIE-Bench-format split
-(``--dataset DIR --split test``; a folder whose rows have ``id, source_images, edited_image, instruction``: its
-images are exported once beside the output). Output: one prediction per line, ``{"id", "visual_quality",
+Input: a ``score-batch`` JSONL (``{"id", "sources", "edited", "instruction"}``) or a dataset (``--dataset DIR
+[--split test]``: MIE-Bench, a converted benchmark from ``miescore convert-benchmark``, or MER-Bench; its images
+are exported once beside the output, :mod:`modeling_miescore.data.dataset_edits`). Output: one prediction per line, ``{"id", "visual_quality",
 "instruction_following", "attribute_preservation", "overall", "judge", "failed", "issues", "reasoning"}``, the
 format ``miescore benchmark mie-bench --predictions`` reads (a flagged answer has ``null`` scores).
 
@@ -42,8 +44,8 @@ def register(sub) -> None:
     parser.add_argument("--base-url", help="endpoint root with the API prefix, e.g. http://127.0.0.1:8000/v1")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')
-    source.add_argument("--dataset", help="a MIE-Bench-format dataset folder or Hub repo id")
-    parser.add_argument("--split", default="test", help="split of --dataset (default test)")
+    source.add_argument("--dataset", help="a MIE-Bench, converted-benchmark or MER-Bench dataset folder or Hub repo")
+    parser.add_argument("--split", help="split of --dataset (default: test; MER-Bench: every split)")
     parser.add_argument("--output", required=True, help="predictions JSONL; appended to, ids already there skipped")
     parser.add_argument("--judge-name", help="the 'judge' field of every prediction (default: the model name)")
     parser.add_argument("--max-tokens", type=int, default=512, help="answer budget in tokens (default 512)")
@@ -79,18 +81,14 @@ def _check_same_judge(output: Path, name: str) -> None:
 
 
 def _inputs(args, output: Path) -> Path:
-    """The score-batch JSONL to judge: --input, or --dataset exported beside the output."""
+    """The score-batch JSONL to judge: --input, or the edits of --dataset exported beside the output."""
+    from ..data.dataset_edits import export_dataset_edits
     from ..scoring.jsonl_scoring import check_input_file
 
     if args.input:
         return check_input_file(args.input)
-    from ..evaluation.dataset_splits import load_split
-    from ..evaluation.input_export import export_mie_inputs
-
-    ds = load_split(args.dataset, args.split)
-    if "instance_id" not in ds.column_names and "group_id" in ds.column_names:
-        ds = ds.rename_column("group_id", "instance_id")  # single-source converted benchmarks: same sharing key
-    return export_mie_inputs(ds, output.with_name(output.name + ".inputs"), progress=not args.no_progress)
+    return export_dataset_edits(args.dataset, output.with_name(output.name + ".inputs"), split=args.split,
+                                progress=not args.no_progress)[0]
 
 
 def cmd_judge(args) -> int:

@@ -13,7 +13,7 @@ sec. 3.3, prompts D.2; :mod:`modeling_miescore.data.spatialreward_pipeline`).
 A judge is ``MODEL@URL`` (an OpenAI-compatible endpoint; ``#ENV_VAR`` names the variable holding its API key)
 or ``transformers:PATH`` (a local model). ``--aligner`` (stage III) defaults to the grounder, as in the paper.
 ``--input`` is a score-batch JSONL or a dataset folder / Hub repo (MIE-Bench, MER-Bench, converted benchmarks;
-``--split``). Outputs in ``--out``: ``sft_rows.jsonl``, ``rejections.jsonl``, ``report.json``, the ledger
+``--split``; :mod:`modeling_miescore.data.dataset_edits`). Outputs in ``--out``: ``sft_rows.jsonl``, ``rejections.jsonl``, ``report.json``, the ledger
 ``samples.jsonl``, the answer cache ``calls.sqlite`` and the usage log ``usage.jsonl``. Rerunning the same
 command resumes; samples whose requests failed for good are retried (exit status 1 while some remain).
 """
@@ -37,8 +37,8 @@ _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)
 def register(sub) -> None:
     parser = sub.add_parser("spatialreward-data", help="build SpatialReward SFT rows with the D.2 data pipeline "
                                                        "(grounding, expert annotation, alignment; resumable)")
-    parser.add_argument("--input", required=True, help="score-batch JSONL, or a MIE-Bench / MER-Bench dataset folder")
-    parser.add_argument("--split", default="train", help="split of a dataset --input (default train)")
+    parser.add_argument("--input", required=True, help="score-batch JSONL, or a MIE-Bench / converted-benchmark / MER-Bench dataset")
+    parser.add_argument("--split", help="split of a dataset --input (default: test; MER-Bench: every split)")
     parser.add_argument("--out", required=True, help="output folder (resumed when it holds a previous run)")
     for name, help_text in _JUDGES:
         parser.add_argument("--" + name.replace("_", "-"), required=name != "aligner", metavar="MODEL@URL",

@@ -2,8 +2,8 @@
 ``T_raw`` and the scores ``s``.
 
 Routing (ours; the paper names the split, not the rule). A sample is *human-centric* when, in this order:
-its record says ``domain: "human"`` (``"general"`` forces the other route); its ``category`` starts with
-``human`` (MER-Bench's ``human_basic`` / ``human_fine``); or a word of :data:`HUMAN_WORDS` appears, as a whole
+its record says ``domain: "human"`` (``"general"`` forces the other route); its ``category`` is MER-Bench's
+``human_basic`` or ``human_fine`` (``general``: the other route; other categories do not decide); or a word of :data:`HUMAN_WORDS` appears, as a whole
 word in any letter case, in the instruction or in a stage-I region label. Everything else is *general*.
 
 * Human-centric SC (the paper: Gemini-2.5-Pro, "crop-focused prompts"): D.2.2 "Human Domain" with the images in
@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ...data.schema import MER_CATEGORIES
 from ...drawing import bbox_to_pixels, draw_regions
 from ...judges.call_engine import ChatRequest
 from ...parsing import parse_pq_output, parse_sc_output
@@ -55,8 +56,8 @@ def route(record, regions: Sequence[Dict[str, Any]], human_words: Sequence[str] 
     """``"human"`` or ``"general"`` (module docstring)."""
     if record.domain in ("human", "general"):
         return record.domain
-    if record.category:
-        return "human" if str(record.category).lower().startswith("human") else "general"
+    if record.category in MER_CATEGORIES:
+        return "human" if record.category.startswith("human") else "general"
     text = " ".join([record.instruction, *(str(r.get("label", "")) for r in regions)])
     words = set(re.findall(r"[a-z]+", text.lower()))
     return "human" if words & {w.lower() for w in human_words} else "general"

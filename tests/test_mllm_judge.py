@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from kill_resume import kill_then_resume
 from local_http import RoutedChatServer, chat_completion, request_images, request_text
 from PIL import Image
 
@@ -191,25 +186,11 @@ def test_judge_kill_and_resume(tmp_path):
         status, answer, headers, _ = _scripted(body, repeat)
         return status, answer, headers, 0.25
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))}
     with RoutedChatServer(slow_good) as server:
-        command = [sys.executable, "-m", "modeling_miescore.cli", "judge", "--backend", "openai", "--model", "vlm-x",
-                   "--base-url", server.url, "--input", str(edits), "--output", str(output), "--concurrency", "2",
-                   "--no-progress"]
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while len(server.requests) < 5 and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
-        assert process.returncode == -signal.SIGKILL
-        with sqlite3.connect(output.with_name("preds.jsonl.cache.sqlite")) as db:
-            cached = db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
-        before = len(server.requests)
-        assert 1 <= cached < n
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        resent = len(server.requests) - before
+        args = ["judge", "--backend", "openai", "--model", "vlm-x", "--base-url", server.url, "--input", str(edits),
+                "--output", str(output), "--concurrency", "2", "--no-progress"]
+        cached, resent = kill_then_resume(server, args, output.with_name("preds.jsonl.cache.sqlite"), kill_after=5)
+    assert 1 <= cached < n
     ids = [json.loads(line)["id"] for line in output.read_text().splitlines()]
     assert sorted(ids) == sorted(f"edit-{k}" for k in range(n))  # every id once
     assert resent == n - cached  # answers in the cache were not asked for again

@@ -7,15 +7,10 @@ from __future__ import annotations
 import difflib
 import html
 import json
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from kill_resume import kill_then_resume
 from local_http import RoutedChatServer, chat_completion, request_images, request_text
 from PIL import Image
 
@@ -269,24 +264,10 @@ def test_pipeline_kill_and_resume(tmp_path):
     def slow(body, repeat):
         return 200, chat_completion(scripted_d2_answer(request_text(body))), None, 0.15
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))}
     with RoutedChatServer(slow) as server:
-        command = [sys.executable, "-m", "modeling_miescore.cli", *_args(server, folder / "edits.jsonl", out),
-                   "--chunk-size", "4", "--concurrency", "2"]
-        command[command.index("--timeout") + 1] = "10"
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 90
-        while len(server.requests) < 14 and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
-        assert process.returncode == -signal.SIGKILL
-        with sqlite3.connect(out / "calls.sqlite") as db:
-            cached = db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
-        before = len(server.requests)
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
-        assert done.returncode == 0, done.stderr
-        resent = len(server.requests) - before
+        args = [*_args(server, folder / "edits.jsonl", out), "--chunk-size", "4", "--concurrency", "2"]
+        args[args.index("--timeout") + 1] = "10"
+        cached, resent = kill_then_resume(server, args, out / "calls.sqlite", kill_after=14)
     ids = [json.loads(line)["id"] for line in (out / "samples.jsonl").read_text().splitlines()]
     assert sorted(ids) == [f"k{i}" for i in range(8)]  # every sample once
     assert 4 <= cached < 8 * 4 and resent == 8 * 4 - cached  # 4 requests a sample; cached ones not re-sent

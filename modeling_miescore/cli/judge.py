@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import EXIT_PARTIAL
-from .model_calls import add_call_args, append_usage_log, build_judge_backend, open_cache, parse_prices
+from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
 
 
 def register(sub) -> None:
@@ -111,11 +111,8 @@ def cmd_judge(args) -> int:
         report = score_jsonl(judge.score_batch, inputs, output, batch_size=backend.batch_size,
                              on_error=args.on_error, progress=not args.no_progress, chunk_size=chunk)
     finally:
-        append_usage_log(output.with_name(output.name + ".usage.jsonl"), "judge", engine.usage, cache,
-                         {"judge": name, "spec": str(spec), "output": str(output)})
-        engine.close()
-        if cache is not None:
-            cache.close()
+        finish_calls(output.with_name(output.name + ".usage.jsonl"), "judge", engine.usage, cache, [engine],
+                     {"judge": name, "spec": str(spec), "output": str(output)})
     counts = judge.counts
     print(f"judged {report.scored} edits ({counts['flagged']} answers without all three scores, flagged), "
           f"{report.skipped_existing} already in '{output}', {len(report.errors)} not judged", file=sys.stderr)

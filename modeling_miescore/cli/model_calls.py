@@ -83,12 +83,16 @@ def build_judge_backend(spec, args):
         raise MIEScoreInputError(str(err)) from None
 
 
-def append_usage_log(path: Path, command: str, usage, cache=None, extra: Optional[dict] = None) -> None:
-    """Append one JSON line for this run (its usage counters, and the token totals of every answer in the cache)
-    to ``path``, and print the summary line to stderr."""
+def finish_calls(log: Path, command: str, usage, cache, engines, extra: Optional[dict] = None) -> None:
+    """Append one JSON line for this run to the usage log ``log`` (its usage counters, and the token totals of
+    every answer in the cache), print the summary line to stderr, and close the engines and the cache."""
     record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command, **(extra or {}),
               "usage": usage.as_dict(), "cache_totals": cache.totals() if cache is not None else None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as handle:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
-    print(f"model calls: {usage.summary_line()} (usage log: '{path}')", file=sys.stderr)
+    print(f"model calls: {usage.summary_line()} (usage log: '{log}')", file=sys.stderr)
+    for engine in engines:
+        engine.close()
+    if cache is not None:
+        cache.close()

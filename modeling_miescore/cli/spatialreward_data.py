@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import EXIT_PARTIAL, number_arg
-from .model_calls import add_call_args, append_usage_log, build_judge_backend, open_cache, parse_prices
+from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
 
 _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)"),
            ("face_judge", "stage II SC of human-centric edits, with crops (paper: Gemini-2.5-Pro)"),
@@ -106,12 +106,8 @@ def cmd_spatialreward_data(args) -> int:
         run = run_pipeline(records, out, judges, config, progress=not args.no_progress, input_problems=problems)
     finally:
         seconds = {k: round(v, 3) for k, v in run.stage_seconds.items()} if run is not None else None
-        append_usage_log(out / "usage.jsonl", "spatialreward-data", usage, cache,
-                         {"judges": {name: str(spec) for name, spec in specs.items()}, "stage_seconds": seconds})
-        for engine in judges.engines():
-            engine.close()
-        if cache is not None:
-            cache.close()
+        finish_calls(out / "usage.jsonl", "spatialreward-data", usage, cache, judges.engines(),
+                     {"judges": {name: str(spec) for name, spec in specs.items()}, "stage_seconds": seconds})
     report = run.report
     print(f"finished {run.finished} samples now, {run.already_done} before; {report['sc']['rows']} SC and "
           f"{report['pq']['rows']} PQ rows in '{out / 'sft_rows.jsonl'}' (rejections: report.json)", file=sys.stderr)

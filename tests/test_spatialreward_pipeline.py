@@ -274,3 +274,20 @@ def test_pipeline_kill_and_resume(tmp_path):
     rows = [json.loads(line) for line in (out / "sft_rows.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and all(check_row(r)[0] is None for r in rows)
 
+
+
+def test_bad_arguments_exit_2_before_any_request(tmp_path, capsys):
+    edits = _write_edits(tmp_path / "in")
+    base = ["spatialreward-data", "--input", str(edits), "--face-judge", "f@http://127.0.0.1:9/v1",
+            "--object-judge", "o@http://127.0.0.1:9/v1", "--pq-judge", "p@http://127.0.0.1:9/v1", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "o"), "--grounder", "qwen-ground"]) == 2
+    assert "--grounder 'qwen-ground' is not MODEL@URL" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main([*base, "--out", str(tmp_path / "file"), "--grounder", "g@http://127.0.0.1:9/v1"]) == 2
+    assert "is a file" in capsys.readouterr().err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("{not json\n")
+    base[base.index("--input") + 1] = str(empty)
+    assert main([*base, "--out", str(tmp_path / "o"), "--grounder", "g@http://127.0.0.1:9/v1"]) == 2
+    assert "holds no usable edit" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -242,3 +242,19 @@ def test_judge_a_converted_benchmark_for_the_zero_shot_table(tmp_path):
     assert main(["benchmark", "zero-shot", "--dataset", str(tmp_path / "ds"), "--predictions", str(output),
                  "--out", str(tmp_path / "report"), "--row-name", "vlm-x"]) == 0
     assert "vlm-x" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_python_api_judge_and_request_failures():
+    from modeling_miescore.judges.call_engine import CallEngine
+    from modeling_miescore.judges.chat_backends import OpenAIChatBackend
+    from modeling_miescore.judges.mllm_judge import JudgeRequestError, MLLMJudge
+
+    source, edited = Image.new("RGB", (32, 32), "red"), Image.new("RGB", (32, 32), "blue")
+    with RoutedChatServer(_scripted) as server:
+        engine = CallEngine(OpenAIChatBackend(server.url, "vlm-y", max_retries=0, timeout=0.5))
+        judge = MLLMJudge(engine)
+        (record,) = judge.judge([{"sources": [source], "edited": edited, "instruction": "GOOD 3"}])
+        with pytest.raises(JudgeRequestError, match="timeout"):
+            judge.judge([(source, edited, "SLOW")])
+    assert (record["visual_quality"], record["judge"], record["failed"]) == (43.0, "vlm-y", False)
+    assert record["overall"] == pytest.approx(overall_score(43, 53, 63)) and record["reasoning"] == "fine"

@@ -86,6 +86,29 @@ def test_crop_region_pads_keeps_a_minimum_size_and_stays_inside():
     assert crop_region(image, [990, 990, 1000, 1000], padding=0.0, min_side=500).size == (400, 200)
 
 
+@pytest.mark.parametrize("answer,regions,reason", [
+    ('{"edit_region": [{"id": "1", "label": "hat", "bbox_2d": [10, 20, 300, 400]}, '
+     '{"id": "2", "label": "cat", "bbox_2d": [500, 500, 900, 990]}]}',
+     [{"id": 0, "label": "hat", "bbox_2d": [10, 20, 300, 400]}, {"id": 1, "label": "cat", "bbox_2d": [500, 500, 900, 990]}],
+     None),  # renumbered from the grounder's 1-based string ids
+    ("```json\n{'edit_region': [{'id': '0', 'label': 'hat', 'bbox_2d': [1200, 20, 300, 400],}]}\n```",
+     [{"id": 0, "label": "hat", "bbox_2d": [300, 20, 1000, 400]}], None),  # repaired, clamped, ordered
+    ('{"edit_region": []}', [], None),  # a failed edit has no region
+    ("", [], "grounding_unparsable"),
+    ("The hat is on the head.", [], "grounding_unparsable"),
+    ('{"edit_region": [{"id": 0, "label": "hat", "bbox_2d": [10, 20, 300', [], "grounding_unparsable"),
+    ('{"edit_region": [{"id": 0, "label": "hat", "bbox_2d": [10, 20]}]}', [], "grounding_invalid_region"),
+    ('{"edit_region": [{"id": 0, "label": "hat", "bbox_2d": [10, 20, 10, 400]}]}', [], "grounding_degenerate_box"),
+    (json.dumps({"edit_region": [{"id": k, "label": "x", "bbox_2d": [0, 0, 9, 9]} for k in range(17)]}), [],
+     "too_many_regions"),
+])
+def test_parse_grounding(answer, regions, reason):
+    from modeling_miescore.data.spatialreward_pipeline.grounding import parse_grounding
+
+    found, outcome = parse_grounding(answer)
+    assert found == regions and outcome.reason == reason
+
+
 @pytest.mark.parametrize("answer,refined,reason", [
     ("check_result: true\nThe <|bbox_0|>hat is red. <|global|> The rest is kept.", "The <|bbox_0|>hat is red. "
      "<|global|> The rest is kept.", None),
@@ -291,3 +314,39 @@ def test_bad_arguments_exit_2_before_any_request(tmp_path, capsys):
     assert main([*base, "--out", str(tmp_path / "o"), "--grounder", "g@http://127.0.0.1:9/v1"]) == 2
     assert "holds no usable edit" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_python_api_with_a_local_transformers_model(tmp_path, tiny_qwen3vl_path):
+    """run_pipeline from Python, every judge the tiny random Qwen3-VL (one engine): its answers are garbage, so
+    every stream ends in a rejection at its first model stage, never in a row."""
+    from modeling_miescore.data.spatialreward_pipeline import PipelineJudges, read_edit_records, run_pipeline
+    from modeling_miescore.judges.call_cache import CallCache
+    from modeling_miescore.judges.call_engine import CallEngine
+    from modeling_miescore.judges.chat_backends import TransformersChatBackend
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = []
+    for i in range(3):
+        Image.new("RGB", (40, 32), (60 * i, 90, 30)).save(folder / f"s{i}.png")
+        Image.new("RGB", (40, 32), (90, 60 * i, 30)).save(folder / f"e{i}.png")
+        lines.append(json.dumps({"id": f"t{i}", "sources": [f"s{i}.png"], "edited": f"e{i}.png",
+                                 "instruction": "Add a hat to the man"}))
+    (folder / "edits.jsonl").write_text("\n".join(lines) + "\n")
+    records, problems = read_edit_records(str(folder / "edits.jsonl"))
+    backend = TransformersChatBackend(str(tiny_qwen3vl_path), device="cpu", dtype="float32", batch_size=3,
+                                      max_pixels=64 * 64 * 4)
+    with CallCache(tmp_path / "calls.sqlite") as cache:
+        engine = CallEngine(backend, cache=cache)
+        judges = PipelineJudges(grounder=engine, face=engine, object=engine, pq=engine)
+        from modeling_miescore.data.spatialreward_pipeline import PipelineConfig
+
+        run = run_pipeline(records, tmp_path / "out", judges, PipelineConfig(max_tokens=8), progress=False,
+                           input_problems=problems)
+    assert run.finished == 3 and not run.unfinished and len(judges.engines()) == 1
+    assert run.report["sc"]["grounding"]["rejected"] == 3 and run.report["sc"]["rows"] == 0
+    assert run.report["pq"]["annotation"]["rejected"] == 3 and run.report["pq"]["rows"] == 0
+    assert (tmp_path / "out" / "sft_rows.jsonl").read_text() == ""
+    assert set(run.stage_seconds) == {"input", "grounding", "annotation", "alignment"}
+    usage = engine.usage.as_dict()["totals"]
+    assert usage["sent"] == 6 and usage["completion_tokens"] > 0  # 3 grounding + 3 PQ, batched

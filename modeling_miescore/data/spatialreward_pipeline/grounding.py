@@ -8,7 +8,8 @@ integrated element per source for a fusion, as D.1.2 counts regions).
 
 Its answer ``{"edit_region": [{"id", "label", "bbox_2d"}]}`` is read with the SpatialReward parser
 (:func:`modeling_miescore.parsing.parse_sc_output`: strict JSON first, relaxed repairs, boxes clamped to
-[0, 1000] and ordered). Rejected: no JSON object with ``edit_region`` (``grounding_unparsable``), a region
+[0, 1000] and ordered). Rejected: an empty answer or no complete JSON object with an ``edit_region`` list
+(``grounding_unparsable``), a region
 without a valid 4-number box or with a repeated id (``grounding_invalid_region``), a box of zero width or height
 (``grounding_degenerate_box``), more than 16 regions (``too_many_regions``: the model has 16 box tokens). The
 regions are renumbered 0..n-1 in the grounder's order (it writes ids as ``"0~n"`` strings, sometimes from 1), so
@@ -28,6 +29,9 @@ from .report import Outcome
 __all__ = ["box_num", "grounding_request", "parse_grounding"]
 
 STAGE = "grounding"
+# parser issues meaning that no JSON object with an edit_region list was read (parsing.ISSUE_CODES)
+_NO_REGION_LIST = frozenset({"empty_output", "no_json_object", "invalid_json", "truncated_json", "internal_error",
+                             "missing_regions", "regions_not_list"})
 
 
 def box_num(record, num_sources: int) -> int:
@@ -54,8 +58,7 @@ def parse_grounding(text: str) -> Tuple[List[Dict[str, Any]], Outcome]:
     """``(regions, outcome)``: the renumbered regions and ``ok``, or ``[]`` and the rejection."""
     parsed = parse_sc_output(text)
     issues = set(parsed.issues)
-    if parsed.score_source == "none" and not ({"no_json_object", "invalid_json", "truncated_json"}.isdisjoint(issues)) \
-            or "missing_regions" in issues or "regions_not_list" in issues:
+    if issues & _NO_REGION_LIST:
         return [], Outcome.rejected(STAGE, "grounding_unparsable", f"issues {sorted(issues)}: {text[:200]}")
     if "region_invalid" in issues or "duplicate_region_id" in issues:
         return [], Outcome.rejected(STAGE, "grounding_invalid_region", f"issues {sorted(issues)}")

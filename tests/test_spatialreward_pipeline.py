@@ -89,8 +89,8 @@ def test_crop_region_pads_keeps_a_minimum_size_and_stays_inside():
 @pytest.mark.parametrize("answer,regions,reason", [
     ('{"edit_region": [{"id": "1", "label": "hat", "bbox_2d": [10, 20, 300, 400]}, '
      '{"id": "2", "label": "cat", "bbox_2d": [500, 500, 900, 990]}]}',
-     [{"id": 0, "label": "hat", "bbox_2d": [10, 20, 300, 400]}, {"id": 1, "label": "cat", "bbox_2d": [500, 500, 900, 990]}],
-     None),  # renumbered from the grounder's 1-based string ids
+     [{"id": 0, "label": "hat", "bbox_2d": [10, 20, 300, 400]},
+      {"id": 1, "label": "cat", "bbox_2d": [500, 500, 900, 990]}], None),  # renumbered from the grounder's 1-based string ids
     ("```json\n{'edit_region': [{'id': '0', 'label': 'hat', 'bbox_2d': [1200, 20, 300, 400],}]}\n```",
      [{"id": 0, "label": "hat", "bbox_2d": [300, 20, 1000, 400]}], None),  # repaired, clamped, ordered
     ('{"edit_region": []}', [], None),  # a failed edit has no region

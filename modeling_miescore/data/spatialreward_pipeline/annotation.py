@@ -3,8 +3,9 @@
 
 Routing (ours; the paper names the split, not the rule). A sample is *human-centric* when, in this order:
 its record says ``domain: "human"`` (``"general"`` forces the other route); its ``category`` is MER-Bench's
-``human_basic`` or ``human_fine`` (``general``: the other route; other categories do not decide); or a word of :data:`HUMAN_WORDS` appears, as a whole
-word in any letter case, in the instruction or in a stage-I region label. Everything else is *general*.
+``human_basic`` or ``human_fine`` (``general``: the other route; other categories do not decide); or a word of
+:data:`HUMAN_WORDS` appears, as a whole word in any letter case, in the instruction or in a stage-I region
+label. Everything else is *general*.
 
 * Human-centric SC (the paper: Gemini-2.5-Pro, "crop-focused prompts"): D.2.2 "Human Domain" with the images in
   the order the prompt lists them: the original image(s), the edited image, then for each region a pair of crops

@@ -150,3 +150,28 @@ def test_transformers_backend_batches_counts_tokens_and_caches(tiny_qwen3vl_path
     assert results[0].prompt_tokens > results[1].prompt_tokens  # the image's tokens are counted
     assert [r.text for r in again] == [r.text for r in results] and all(r.cached for r in again)
     assert engine.usage.as_dict()["totals"]["sent"] == 3
+
+
+def test_run_together_merges_the_jobs_of_one_engine():
+    from modeling_miescore.judges.call_engine import run_together
+
+    calls = []
+
+    class Recording:
+        model, batch_size, max_concurrency = "rec", 2, 1
+
+        def identity(self):
+            return {"kind": "test", "model": self.model}
+
+        def complete_batch(self, requests):
+            from modeling_miescore.judges.chat_client import ChatCompletion
+
+            calls.append([r.parts[0] for r in requests])
+            return [ChatCompletion(f"answer to {r.parts[0]}") for r in requests]
+
+    shared, other = CallEngine(Recording()), CallEngine(Recording())
+    out = run_together([(shared, [ChatRequest(["a"]), ChatRequest(["b"])]), (other, [ChatRequest(["c"])]),
+                        (shared, [ChatRequest(["d"])]), (other, [])])
+    assert [[r.text for r in job] for job in out] == [["answer to a", "answer to b"], ["answer to c"],
+                                                      ["answer to d"], []]
+    assert sorted(map(tuple, calls)) == [("a", "b"), ("c",), ("d",)]  # the shared engine: one run, batches of 2

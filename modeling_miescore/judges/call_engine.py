@@ -288,7 +288,7 @@ class CallEngine:
         with tqdm(total=len(requests), desc=desc or self.name, unit="call", disable=not progress,
                   initial=len(requests) - sum(r is None for r in results), leave=False) as bar:
             self._send_all(requests, keys, sorted(first_of.values()), results, bar)
-        for i, key in enumerate(keys):  # duplicates of a sent request share its answer (counted as cache hits)
+        for i, key in enumerate(keys):  # duplicates of a sent request share its answer (counted as duplicates)
             if results[i] is None:
                 origin = results[first_of[key]]
                 results[i] = CallResult(**{**origin.__dict__, "cached": origin.ok})
@@ -350,16 +350,28 @@ class CallEngine:
 
 def run_together(jobs: Sequence[Tuple[CallEngine, Sequence[ChatRequest]]]) -> List[List[CallResult]]:
     """Run several engines' requests at the same time (e.g. one stage's SC and PQ judges on two endpoints);
-    returns each job's results, in job order."""
-    jobs = [(engine, list(requests)) for engine, requests in jobs]
-    active = [(i, job) for i, job in enumerate(jobs) if job[1]]
+    returns each job's results, in job order. Jobs of one engine are merged into one run (never two runs of an
+    engine at once: a local model generates one batch at a time)."""
+    merged: Dict[int, Tuple[CallEngine, List[ChatRequest], List[Tuple[int, int, int]]]] = {}
+    for index, (engine, requests) in enumerate(jobs):
+        engine_requests = merged.setdefault(id(engine), (engine, [], []))
+        start = len(engine_requests[1])
+        engine_requests[1].extend(requests)
+        engine_requests[2].append((index, start, len(engine_requests[1])))
+    active = [entry for entry in merged.values() if entry[1]]
     out: List[List[CallResult]] = [[] for _ in jobs]
+
+    def run(entry) -> None:
+        engine, requests, slices = entry
+        results = engine.run(requests)
+        for index, start, end in slices:
+            out[index] = results[start:end]
+
     if len(active) <= 1:
-        for i, (engine, requests) in active:
-            out[i] = engine.run(requests)
+        for entry in active:
+            run(entry)
         return out
     with ThreadPoolExecutor(max_workers=len(active), thread_name_prefix="run-together") as pool:
-        futures = {i: pool.submit(engine.run, requests) for i, (engine, requests) in active}
-        for i, future in futures.items():
-            out[i] = future.result()
+        for future in [pool.submit(run, entry) for entry in active]:
+            future.result()
     return out

@@ -82,7 +82,8 @@ class RoutedChatServer(LocalHTTPServer):
     script answer 429 first and 200 on the retry). Unlike :class:`ScriptedHTTPServer` the answer depends on what
     was asked, not on arrival order, so concurrent clients get deterministic answers.
 
-    Records ``requests`` (``{"path", "headers", "body", "time"}``) and ``peak`` (most requests in flight).
+    Records ``requests`` (``{"path", "headers", "body", "time"}``) and ``peak``: the most requests received and not
+    yet answered at once (a request whose client timed out counts until its delay is over).
     """
 
     def __init__(self, answer):
@@ -115,6 +116,10 @@ class RoutedChatServer(LocalHTTPServer):
                     if delay:
                         time.sleep(delay)
                     data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+                finally:  # before the answer goes out: a client never sees a request of its own still "active"
+                    with outer.lock:
+                        outer.active -= 1
+                try:
                     self.send_response(status)
                     for key, value in (headers or {}).items():
                         self.send_header(key, value)
@@ -124,9 +129,6 @@ class RoutedChatServer(LocalHTTPServer):
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
-                finally:
-                    with outer.lock:
-                        outer.active -= 1
 
         super().__init__(Handler)
 

@@ -43,6 +43,7 @@ SPATIALREWARD_BIBTEX = """@misc{long2026spatialreward,
 
 # The usage code names the Hub repository when it is known, else this placeholder (replace it with yours).
 REPO_PLACEHOLDER = {"miescore": "your-username/miescore", "spatialreward": "your-username/spatialreward"}
+ADAPTER_SUFFIX = "-lora"  # an adapter's placeholder repo id: the model's placeholder + this
 BASE_PLACEHOLDER = "your-username/base-model"
 # Example inputs of the usage code (files in the working directory).
 EXAMPLE_SOURCES = ("source_1.png", "source_2.png")
@@ -143,18 +144,22 @@ def card_metadata(kind: str, info: ModelCardInfo, adapter: bool = False):
     from huggingface_hub import EvalResult, ModelCardData
 
     correlations = _correlations(info) if kind == "miescore" else []
+    datasets = [d for d in info.datasets if hub_repo_id(d)]
     results = []
-    if correlations and info.datasets:  # a model-index needs the dataset's Hub id
+    if correlations and datasets:  # a model-index needs the dataset's Hub id
         results = [EvalResult(task_type=PIPELINE_TAG, task_name="Multi-source image edit assessment",
-                              dataset_type=info.datasets[0], dataset_name=info.datasets[0],
+                              dataset_type=datasets[0], dataset_name=datasets[0],
                               dataset_split=info.eval_split, metric_type=metric_id, metric_value=round(value, 4),
                               metric_name=f"{short} ({label})") for metric_id, short, label, value in correlations]
     kind_tags = {"miescore": ["miescore", "image-quality-assessment"], "spatialreward": ["spatialreward"]}[kind]
     tags = list(dict.fromkeys([*kind_tags, "image-editing", "reward-model", "multi-image", "custom_code",
                                *info.tags, *(["lora", "peft"] if adapter else [])]))
+    base_model = hub_repo_id(info.base_model)
+    if adapter and base_model:
+        tags.append(f"base_model:adapter:{base_model}")
     return ModelCardData(
         license=info.license, library_name="peft" if adapter else "transformers", pipeline_tag=PIPELINE_TAG,
-        base_model=hub_repo_id(info.base_model), datasets=[d for d in info.datasets if hub_repo_id(d)] or None,
+        base_model=base_model, datasets=datasets or None,
         tags=tags, metrics=sorted({m for m, *_ in correlations}) or None,
         model_name=_title(kind, info), eval_results=results or None)
 
@@ -198,7 +203,7 @@ def _usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
 
 
 def _adapter_usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
-    repo = info.repo_id or REPO_PLACEHOLDER[kind]
+    repo = info.repo_id or REPO_PLACEHOLDER[kind] + ADAPTER_SUFFIX
     base = info.adapter_base or hub_repo_id(info.base_model) or BASE_PLACEHOLDER
     module, name = {"miescore": ("modeling_miescore", "MIEScoreModel"),
                     "spatialreward": ("modeling_spatialreward", "SpatialRewardModel")}[kind]
@@ -314,6 +319,6 @@ def save_default_model_card(model, folder: str | os.PathLike) -> Path | None:
     return write_model_card(folder, render_model_card(kind, ModelCardInfo(base_model=hub_repo_id(base))))
 
 
-__all__ = ["BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "MIESCORE_BIBTEX", "ModelCardInfo", "REPO_PLACEHOLDER",
+__all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "MIESCORE_BIBTEX", "ModelCardInfo", "REPO_PLACEHOLDER",
            "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id", "render_model_card", "save_default_model_card",
            "write_model_card"]

@@ -27,7 +27,9 @@ from modeling_miescore.training.miescore_data import (  # noqa: E402
     prepare_dataset,
     row_to_sample,
 )
-from modeling_miescore.training.miescore_export import ModelCardInfo, render_model_card  # noqa: E402
+from card_blocks import run_python_blocks  # noqa: E402
+from modeling_miescore.model_card import (ADAPTER_SUFFIX, BASE_PLACEHOLDER, REPO_PLACEHOLDER,  # noqa: E402
+                                          ModelCardInfo, render_model_card)
 from modeling_miescore.training.miescore_model import load_base_model  # noqa: E402
 from modeling_miescore.training.miescore_trainer import LOSS_STATE_NAME, compute_correlation_metrics  # noqa: E402
 
@@ -209,23 +211,35 @@ def test_lr_schedule_warms_up_then_ends_at_0_4_lr(tiny_miescore_path):
 
 
 def test_model_card_has_metadata_and_hyperparameters():
-    info = ModelCardInfo(base_model="Qwen/Qwen3-VL-8B-Instruct", dataset="org/mie-bench",
+    info = ModelCardInfo(base_model="Qwen/Qwen3-VL-8B-Instruct", datasets=["org/mie-bench"],
                          metrics={"eval_srcc_vq": 0.81, "eval_plcc_vq": 0.8, "eval_srcc_if": 0.7, "eval_plcc_if": 0.71,
                                   "eval_srcc_ap": 0.6, "eval_plcc_ap": 0.62, "eval_mean_corr": 0.707},
                          hyperparameters={"learning_rate": 3e-5, "lora": {"r": 64, "alpha": 32}},
                          dataset_split_sizes={"train": 10, "validation": 3})
     import yaml
 
-    text = render_model_card(info)
+    text = render_model_card("miescore", info)
     meta = yaml.safe_load(text.split("---")[1])
     assert meta["library_name"] == "transformers" and meta["license"] == "apache-2.0"
     assert meta["base_model"] == "Qwen/Qwen3-VL-8B-Instruct" and meta["datasets"] == ["org/mie-bench"]
     assert meta["pipeline_tag"] and "miescore" in meta["tags"]
     values = {m["name"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
     assert values["SRCC (visual quality)"] == 0.81 and len(values) == 6  # 3 dimensions x SRCC/PLCC
+    # the metric types of the model-index are the ids of the `metrics` list (https://hf.co/metrics)
+    types = {m["type"] for m in meta["model-index"][0]["results"][0]["metrics"]}
+    assert types == set(meta["metrics"]) == {"spearmanr", "pearsonr"}
+    assert meta["model-index"][0]["results"][0]["dataset"]["type"] == "org/mie-bench"
     assert "| learning_rate | 3e-05 |" in text and '"r": 64' in text
-    adapter = yaml.safe_load(render_model_card(info, adapter=True).split("---")[1])
+    adapter = yaml.safe_load(render_model_card("miescore", info, adapter=True).split("---")[1])
     assert adapter["library_name"] == "peft" and "base_model:adapter:Qwen/Qwen3-VL-8B-Instruct" in adapter["tags"]
+    # local folders never reach the metadata; an unknown dataset id leaves the model-index out (it needs one)
+    local = yaml.safe_load(render_model_card("miescore", ModelCardInfo(
+        base_model=str(ROOT), datasets=[str(ROOT)], metrics=info.metrics)).split("---")[1])
+    assert "base_model" not in local and "datasets" not in local and "model-index" not in local
+    assert local["metrics"] == ["pearsonr", "spearmanr"]
+    bibtex = text.split("```bibtex\n")[1].split("```")[0]
+    assert "@misc{miescore," in bibtex and "title        = {MIEScore: Human-Aligned Evaluation" in bibtex
+    assert "eprint        = {2602.07458}" in bibtex and "Long, Yancheng" in bibtex and "Yang, Shuo}" in bibtex
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -236,11 +250,14 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     out = tmp_path / "run"
     result = train_miescore.main(*_parse(_tiny_run_args(
         small_dataset, tiny_miescore_path, out, max_steps=2, eval_split="validation", max_eval_samples=6,
-        learning_rate=0.01)))
+        learning_rate=0.01, dataset_id="someone/mie-bench-tiny", min_pixels=16384, max_pixels=16384)))
     merged, adapter = Path(result["exported"]["merged"]), Path(result["exported"]["adapter"])
     assert {"config.json", "model.safetensors", "modeling_miescore.py", "processor_config.json",
             "tokenizer.json", "README.md"} <= set(os.listdir(merged))
-    assert {"adapter_config.json", "adapter_model.safetensors", "README.md"} <= set(os.listdir(adapter))
+    assert {"adapter_config.json", "adapter_model.safetensors", "README.md", "base_config_overrides.json",
+            "modeling_miescore.py", "processor_config.json"} <= set(os.listdir(adapter))
+    assert json.loads((adapter / "base_config_overrides.json").read_text()) == {
+        "max_pixels": 16384, "min_pixels": 16384, "skill": SHORT_SKILL}  # the run's overrides of the base
     assert not list(adapter.glob("optimizer*")) and not list(adapter.glob("loss_state*"))
     config = json.loads((merged / "config.json").read_text())
     assert config["auto_map"]["AutoModel"] == "modeling_miescore.MIEScoreModel" and config["skill"] == SHORT_SKILL
@@ -248,6 +265,12 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     for needle in ("library_name: transformers", "| learning_rate | 0.01 |", "| lora |", "\"r\": 16",
                    "| max_grad_norm | 0.5 |", "lr_scheduler_kwargs", "min_lr_rate", "SRCC"):
         assert needle in card, needle
+    import yaml
+
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert "base_model" not in meta and meta["datasets"] == ["someone/mie-bench-tiny"]  # never a local path
+    assert {m["type"] for m in meta["model-index"][0]["results"][0]["metrics"]} == set(meta["metrics"])
+    assert str(tiny_miescore_path) not in card and str(small_dataset) not in card
     assert {"eval_srcc_vq", "eval_plcc_ap", "eval_mean_corr"} <= set(result["metrics"])
 
     # The trained weights differ from the starting checkpoint (the run did something) ...
@@ -272,6 +295,7 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
         records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
     local, _ = load_base_model(str(merged))
     expected = [local.eval().score(**r) for r in records]
+    _check_export_cards(merged, adapter, tiny_miescore_path, records, expected, tmp_path / "cards")
     script = textwrap.dedent(f"""
         import importlib.abc, json, sys
         class Block(importlib.abc.MetaPathFinder):
@@ -292,6 +316,35 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     for got, want in zip(reloaded, expected):
         for key in want:
             assert got[key] == pytest.approx(want[key], abs=1e-5)
+
+
+def _check_export_cards(merged: Path, adapter: Path, base: Path, records: list, expected: list, work: Path):
+    """Every python block of both exported cards runs as written (placeholders -> these folders); the adapter
+    card's recipe (base + the run's overrides + PeftModel) scores like the merged checkpoint (to 1e-4)."""
+    work.mkdir()
+    first = records[0]
+    for name, src in zip(("source_1.png", "source_2.png", "edited.png"), [*first["sources"][:2], first["edited"]]):
+        shutil.copy(src, work / name)  # the example inputs the cards' code names
+    probe = ("\n```python\nimport json\nprint('PROBE', json.dumps([model.score(**r) for r in json.loads("
+             f"{json.dumps(records)!r})]))\n```\n")
+    cards = {"merged": ((merged / "README.md").read_text() + probe, {REPO_PLACEHOLDER["miescore"]: str(merged)}),
+             "adapter": ((adapter / "README.md").read_text() + probe,
+                         {REPO_PLACEHOLDER["miescore"] + ADAPTER_SUFFIX: str(adapter), BASE_PLACEHOLDER: str(base)})}
+    assert "image-edit-scoring" in cards["merged"][0] and "PeftModel" in cards["adapter"][0]
+    proc = run_python_blocks(cards, work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    merged_scores, adapter_scores = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
+                                     if line.startswith("PROBE ")]
+    for got_merged, got_adapter, want in zip(merged_scores, adapter_scores, expected):
+        for key in want:
+            assert got_merged[key] == pytest.approx(want[key], abs=1e-5)
+            assert got_adapter[key] == pytest.approx(got_merged[key], abs=1e-4)
+    # the overrides matter: base + adapter without them (the earlier recipe) scores otherwise
+    from peft import PeftModel
+
+    stale, _ = load_base_model(str(base))
+    stale = PeftModel.from_pretrained(stale, str(adapter)).merge_and_unload().eval()
+    assert max(abs(s[k] - e[k]) for s, e in zip([stale.score(**r) for r in records], expected) for k in e) > 1e-3
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -93,8 +93,8 @@ class ModelCardInfo:
     ``base_model`` and ``datasets`` must be Hub repo ids (use :func:`hub_repo_id` on a name that may be a local
     path); ``metrics`` holds eval metrics as the trainer logs them (``eval_srcc_vq``, ...). For adapters,
     ``adapter_base`` is what the usage code loads as the base (a repo id; :data:`BASE_PLACEHOLDER` when unknown),
-    ``base_is_backbone`` says it is a plain Qwen3-VL (MIEScore: the scorer is built on it) and ``added_tokens``
-    that the run grew the vocabulary (SpatialReward's grounding tokens).
+    ``base_is_backbone`` says it is a plain Qwen3-VL (MIEScore: the scorer is built on it) and
+    ``resized_vocabulary`` is the trained embedding size when the run grew it (SpatialReward's grounding tokens).
     """
 
     model_name: str | None = None
@@ -112,7 +112,7 @@ class ModelCardInfo:
     notes: str = ""
     adapter_base: str | None = None
     base_is_backbone: bool = False
-    added_tokens: bool = False
+    resized_vocabulary: int | None = None
 
 
 def hub_repo_id(name: str | os.PathLike | None) -> str | None:
@@ -217,15 +217,15 @@ def _adapter_usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
             "processor = AutoProcessor.from_pretrained(ADAPTER)"]
     build = "from_backbone" if kind == "miescore" and info.base_is_backbone else "from_pretrained"
     body = [f"base = {name}.{build}(BASE, **overrides)"]
-    if info.added_tokens:
-        body.append("base.resize_token_embeddings(len(processor.tokenizer))  # the run added the grounding tokens")
+    if info.resized_vocabulary:
+        body.append(f"base.resize_token_embeddings({info.resized_vocabulary})  # the run added the grounding tokens")
     variable = "model" if kind == "miescore" else "judge"
     body += [f"{variable} = PeftModel.from_pretrained(base, ADAPTER).merge_and_unload()",
              f"{variable}.processor = processor"]
     call = ("print(model.score(" if kind == "miescore" else "print(judge.evaluate_edit(") + _example_call() + "))"
     what = {"miescore": "the LoRA weights and the regression head in full",
             "spatialreward": "the LoRA weights" + (" and the resized embedding and output matrices in full"
-                                                   if info.added_tokens else "")}[kind]
+                                                   if info.resized_vocabulary else "")}[kind]
     return [f"This folder is a PEFT LoRA adapter ({what}), with the processor of the run, the run's config overrides "
             f"(`{BASE_CONFIG_OVERRIDES}`) and the model code. Load the base with the class shipped here, apply "
             "the overrides, then the adapter (`AutoPeftModel` cannot import the remote class):", "",

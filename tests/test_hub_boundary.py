@@ -141,13 +141,6 @@ def test_tqdm_numpy_and_huggingface_hub_come_with_transformers():
     assert {"tqdm", "numpy", "huggingface_hub"} <= hard
 
 
-@pytest.fixture(scope="module")
-def tiny_spatialreward_path(tmp_path_factory):
-    from modeling_miescore.testing import build_tiny_spatialreward
-
-    return build_tiny_spatialreward(tmp_path_factory.mktemp("ckpt") / "tiny-spatialreward", max_new_tokens=8)
-
-
 # The start of every fresh-process script: the package and BLOCKED_PACKAGES made unimportable.
 WITHOUT_PACKAGE = textwrap.dedent(
     """

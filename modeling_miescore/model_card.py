@@ -319,6 +319,6 @@ def save_default_model_card(model, folder: str | os.PathLike) -> Path | None:
     return write_model_card(folder, render_model_card(kind, ModelCardInfo(base_model=hub_repo_id(base))))
 
 
-__all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "MIESCORE_BIBTEX", "ModelCardInfo", "REPO_PLACEHOLDER",
-           "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id", "render_model_card", "save_default_model_card",
-           "write_model_card"]
+__all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "MIESCORE_BIBTEX", "ModelCardInfo",
+           "REPO_PLACEHOLDER", "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id", "render_model_card",
+           "save_default_model_card", "write_model_card"]

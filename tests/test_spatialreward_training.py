@@ -397,8 +397,8 @@ def test_grpo_recipe_with_oracle_runs_and_saves(tiny_sr_path, fixture_dir, examp
 
     meta, card = _card_meta(out), (out / "README.md").read_text()
     assert meta["library_name"] == "transformers" and "base_model" not in meta and "datasets" not in meta
-    for needle in (f"| loss_type | `{trainer.args.loss_type}` |", "| beta | 0.02 |", "| num_generations | 2 |", "oracle_consistency",
-                   "@misc{long2026spatialreward", "@misc{miescore"):
+    for needle in (f"| loss_type | `{trainer.args.loss_type}` |", "| beta | 0.02 |", "| num_generations | 2 |",
+                   "oracle_consistency", "@misc{long2026spatialreward", "@misc{miescore"):
         assert needle in card, needle
     assert str(tiny_sr_path) not in card and str(fixture_dir) not in card
     records = _example_inputs(examples, tmp_path / "cards")

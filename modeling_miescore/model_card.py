@@ -161,7 +161,7 @@ def card_metadata(kind: str, info: ModelCardInfo, adapter: bool = False):
         license=info.license, library_name="peft" if adapter else "transformers", pipeline_tag=PIPELINE_TAG,
         base_model=base_model, datasets=datasets or None,
         tags=tags, metrics=sorted({m for m, *_ in correlations}) or None,
-        model_name=_title(kind, info), eval_results=results or None)
+        model_name=_title(kind, info) if results else None, eval_results=results or None)
 
 
 def _title(kind: str, info: ModelCardInfo) -> str:
@@ -172,30 +172,35 @@ def _code(*lines: str) -> list[str]:
     return ["```python", *lines, "```"]
 
 
+def _py(value) -> str:
+    """A str or list of str as Python source with double quotes (as in the rest of the code blocks)."""
+    return json.dumps(value)
+
+
 def _example_call() -> str:
-    return f"{list(EXAMPLE_SOURCES)!r}, {EXAMPLE_EDITED!r},\n    {EXAMPLE_INSTRUCTION!r}"
+    return f"{_py(list(EXAMPLE_SOURCES))}, {_py(EXAMPLE_EDITED)},\n    {_py(EXAMPLE_INSTRUCTION)}"
 
 
 def _usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
     repo = info.repo_id or REPO_PLACEHOLDER[kind]
-    sample = (f'{{"sources": {list(EXAMPLE_SOURCES)!r}, "edited": {EXAMPLE_EDITED!r},\n'
-              f'         "instruction": {EXAMPLE_INSTRUCTION!r}}}')
+    sample = (f'{{"sources": {_py(list(EXAMPLE_SOURCES))}, "edited": {_py(EXAMPLE_EDITED)},\n'
+              f'         "instruction": {_py(EXAMPLE_INSTRUCTION)}}}')
     if kind == "miescore":
         load = _code("from transformers import AutoModel", "",
-                     f"model = AutoModel.from_pretrained({repo!r}, trust_remote_code=True)",
+                     f"model = AutoModel.from_pretrained({_py(repo)}, trust_remote_code=True)",
                      f"scores = model.score({_example_call()})",
                      "print(scores)  # {'visual_quality': ..., 'instruction_following': ..., "
                      "'attribute_preservation': ..., 'overall': ...}, 0-100")
         returned = "the same score dicts"
     else:
         load = _code("from transformers import AutoModelForImageTextToText", "",
-                     f"judge = AutoModelForImageTextToText.from_pretrained({repo!r}, trust_remote_code=True)",
+                     f"judge = AutoModelForImageTextToText.from_pretrained({_py(repo)}, trust_remote_code=True)",
                      f"result = judge.evaluate_edit({_example_call()})",
                      "print(result.reward, result.s_if, result.s_con, result.s_nat, result.s_art)",
                      "print(result.regions)  # [{'id', 'label', 'bbox_2d' (0-1000), 'bbox_pixels'}]")
         returned = "the judgements as dicts (reward, sub-scores, regions, reasoning; no raw text)"
     batched = _code("from transformers import pipeline", "",
-                    f'scorer = pipeline("image-edit-scoring", model={repo!r}, trust_remote_code=True)',
+                    f'scorer = pipeline("image-edit-scoring", model={_py(repo)}, trust_remote_code=True)',
                     f"print(scorer([{sample}], batch_size=8))")
     return [*load, "", f"Many edits at once: the `image-edit-scoring` pipeline (shipped in this folder) returns "
             f"{returned}, batched by the model:", "", *batched, "",
@@ -210,10 +215,10 @@ def _adapter_usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
     head = ["import json", "from pathlib import Path", "", "from peft import PeftModel",
             "from transformers import AutoProcessor",
             "from transformers.dynamic_module_utils import get_class_from_dynamic_module",
-            "from transformers.utils import cached_file", "", f"ADAPTER = {repo!r}", f"BASE = {base!r}",
+            "from transformers.utils import cached_file", "", f"ADAPTER = {_py(repo)}", f"BASE = {_py(base)}",
             "# the run's config overrides of the base (image budget, rubric, ...) are saved beside the adapter",
-            f"overrides = json.loads(Path(cached_file(ADAPTER, {BASE_CONFIG_OVERRIDES!r})).read_text())",
-            f"{name} = get_class_from_dynamic_module({module + '.' + name!r}, ADAPTER)",
+            f"overrides = json.loads(Path(cached_file(ADAPTER, {_py(BASE_CONFIG_OVERRIDES)})).read_text())",
+            f"{name} = get_class_from_dynamic_module({_py(module + '.' + name)}, ADAPTER)",
             "processor = AutoProcessor.from_pretrained(ADAPTER)"]
     build = "from_backbone" if kind == "miescore" and info.base_is_backbone else "from_pretrained"
     body = [f"base = {name}.{build}(BASE, **overrides)"]
@@ -222,15 +227,16 @@ def _adapter_usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
     variable = "model" if kind == "miescore" else "judge"
     body += [f"{variable} = PeftModel.from_pretrained(base, ADAPTER).merge_and_unload()",
              f"{variable}.processor = processor"]
-    call = ("print(model.score(" if kind == "miescore" else "print(judge.evaluate_edit(") + _example_call() + "))"
+    call = ([f"print(model.score({_example_call()}))"] if kind == "miescore" else
+            [f"result = judge.evaluate_edit({_example_call()})", "print(result.reward, result.regions)"])
     what = {"miescore": "the LoRA weights and the regression head in full",
             "spatialreward": "the LoRA weights" + (" and the resized embedding and output matrices in full"
                                                    if info.resized_vocabulary else "")}[kind]
     return [f"This folder is a PEFT LoRA adapter ({what}), with the processor of the run, the run's config overrides "
             f"(`{BASE_CONFIG_OVERRIDES}`) and the model code. Load the base with the class shipped here, apply "
             "the overrides, then the adapter (`AutoPeftModel` cannot import the remote class):", "",
-            *_code(*head, *body, call), "",
-            "The merged checkpoint of the same run gives the same scores without PEFT."]
+            *_code(*head, *body, *call), "",
+            "The merged checkpoint of the same run gives the same results without PEFT."]
 
 
 def _table(rows: dict[str, Any]) -> list[str]:

@@ -282,17 +282,7 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     assert any(k.startswith("head.") for k in changed) and any("language_model" in k for k in changed)
 
     # ... and the merged folder scores in a fresh process where the package cannot be imported.
-    rows = [small_splits["validation"][i] for i in range(2)]
-    images = tmp_path / "imgs"
-    images.mkdir()
-    records = []
-    for i, row in enumerate(rows):
-        srcs = []
-        for k, im in enumerate(row["source_images"]):
-            im.save(images / f"{i}_s{k}.png")
-            srcs.append(str(images / f"{i}_s{k}.png"))
-        row["edited_image"].save(images / f"{i}_e.png")
-        records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
+    records = _save_records([small_splits["validation"][i] for i in range(2)], tmp_path / "imgs")
     local, _ = load_base_model(str(merged))
     expected = [local.eval().score(**r) for r in records]
     _check_export_cards(merged, adapter, tiny_miescore_path, records, expected, tmp_path / "cards")
@@ -318,7 +308,22 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
             assert got[key] == pytest.approx(want[key], abs=1e-5)
 
 
-def _check_export_cards(merged: Path, adapter: Path, base: Path, records: list, expected: list, work: Path):
+def _save_records(rows, images: Path) -> list[dict]:
+    """Dataset rows as ``{"sources", "edited", "instruction"}`` records of image files."""
+    images.mkdir()
+    records = []
+    for i, row in enumerate(rows):
+        srcs = []
+        for k, im in enumerate(row["source_images"]):
+            im.save(images / f"{i}_s{k}.png")
+            srcs.append(str(images / f"{i}_s{k}.png"))
+        row["edited_image"].save(images / f"{i}_e.png")
+        records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
+    return records
+
+
+def _check_export_cards(merged: Path, adapter: Path, base: Path, records: list, expected: list, work: Path,
+                        base_is_scorer: bool = True):
     """Every python block of both exported cards runs as written (placeholders -> these folders); the adapter
     card's recipe (base + the run's overrides + PeftModel) scores like the merged checkpoint (to 1e-4)."""
     work.mkdir()
@@ -339,12 +344,42 @@ def _check_export_cards(merged: Path, adapter: Path, base: Path, records: list, 
         for key in want:
             assert got_merged[key] == pytest.approx(want[key], abs=1e-5)
             assert got_adapter[key] == pytest.approx(got_merged[key], abs=1e-4)
+    if not base_is_scorer:
+        return
     # the overrides matter: base + adapter without them (the earlier recipe) scores otherwise
     from peft import PeftModel
 
     stale, _ = load_base_model(str(base))
     stale = PeftModel.from_pretrained(stale, str(adapter)).merge_and_unload().eval()
     assert max(abs(s[k] - e[k]) for s, e in zip([stale.score(**r) for r in records], expected) for k in e) > 1e-3
+
+
+def test_adapter_on_a_plain_qwen3vl_base_card_scores_like_the_merged_export(tiny_qwen3vl_path, small_splits,
+                                                                             tmp_path):
+    """The paper's case: the scorer is built on a plain Qwen3-VL (from_backbone); the adapter card's recipe builds
+    it the same way, with the run's overrides, from the code shipped beside the adapter."""
+    from modeling_miescore.training.miescore_export import export_model
+    from modeling_miescore.training.miescore_model import apply_lora, make_lora_config
+
+    overrides = dict(head_hidden_size=16, skill=SHORT_SKILL, min_pixels=16384, max_pixels=16384)
+    model, processor = load_base_model(str(tiny_qwen3vl_path), **overrides)
+    peft_model = apply_lora(model, make_lora_config(r=4, alpha=8))
+    with torch.no_grad():  # stands in for training: moves every trainable weight (LoRA and head)
+        generator = torch.Generator().manual_seed(0)
+        for _, parameter in sorted(peft_model.named_parameters()):
+            if parameter.requires_grad:
+                parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
+    peft_model.save_pretrained(tmp_path / "final")
+    processor.save_pretrained(tmp_path / "final")
+    exported = export_model(str(tiny_qwen3vl_path), tmp_path / "final", tmp_path / "export",
+                            base_config_overrides=overrides)
+    merged, adapter = Path(exported["merged"]), Path(exported["adapter"])
+    assert ".from_backbone(BASE, **overrides)" in (adapter / "README.md").read_text()
+    records = _save_records([small_splits["validation"][i] for i in range(2)], tmp_path / "imgs")
+    local, _ = load_base_model(str(merged))
+    expected = [local.eval().score(**r) for r in records]
+    _check_export_cards(merged, adapter, tiny_qwen3vl_path, records, expected, tmp_path / "cards",
+                        base_is_scorer=False)
 
 
 # --------------------------------------------------------------------------------------------------------

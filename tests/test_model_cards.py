@@ -9,10 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from card_blocks import python_blocks, run_python_blocks
-from modeling_miescore.model_card import REPO_PLACEHOLDER
+from export_cards import check_export_cards
+from modeling_miescore.model_card import REPO_PLACEHOLDER, ModelCardInfo, render_model_card
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def card_meta(folder: Path) -> dict:
@@ -86,3 +90,66 @@ def test_save_pretrained_keeps_a_readme_and_names_a_hub_base(tiny_miescore_path,
     model.config.backbone_config._name_or_path = "Qwen/Qwen3-VL-8B-Instruct"  # as after from_backbone(repo id)
     model.save_pretrained(tmp_path / "new")
     assert card_meta(tmp_path / "new")["base_model"] == "Qwen/Qwen3-VL-8B-Instruct"
+
+
+def test_trainer_card_has_metadata_and_hyperparameters():
+    info = ModelCardInfo(base_model="Qwen/Qwen3-VL-8B-Instruct", datasets=["org/mie-bench"],
+                         metrics={"eval_srcc_vq": 0.81, "eval_plcc_vq": 0.8, "eval_srcc_if": 0.7, "eval_plcc_if": 0.71,
+                                  "eval_srcc_ap": 0.6, "eval_plcc_ap": 0.62, "eval_mean_corr": 0.707},
+                         hyperparameters={"learning_rate": 3e-5, "lora": {"r": 64, "alpha": 32}},
+                         dataset_split_sizes={"train": 10, "validation": 3})
+    import yaml
+
+    text = render_model_card("miescore", info)
+    meta = yaml.safe_load(text.split("---")[1])
+    assert meta["library_name"] == "transformers" and meta["license"] == "apache-2.0"
+    assert meta["base_model"] == "Qwen/Qwen3-VL-8B-Instruct" and meta["datasets"] == ["org/mie-bench"]
+    assert meta["pipeline_tag"] and "miescore" in meta["tags"]
+    values = {m["name"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
+    assert values["SRCC (visual quality)"] == 0.81 and len(values) == 6  # 3 dimensions x SRCC/PLCC
+    # the metric types of the model-index are the ids of the `metrics` list (https://hf.co/metrics)
+    types = {m["type"] for m in meta["model-index"][0]["results"][0]["metrics"]}
+    assert types == set(meta["metrics"]) == {"spearmanr", "pearsonr"}
+    assert meta["model-index"][0]["results"][0]["dataset"]["type"] == "org/mie-bench"
+    assert "| learning_rate | 3e-05 |" in text and '"r": 64' in text
+    adapter = yaml.safe_load(render_model_card("miescore", info, adapter=True).split("---")[1])
+    assert adapter["library_name"] == "peft" and "base_model:adapter:Qwen/Qwen3-VL-8B-Instruct" in adapter["tags"]
+    # local folders never reach the metadata; an unknown dataset id leaves the model-index out (it needs one)
+    local = yaml.safe_load(render_model_card("miescore", ModelCardInfo(
+        base_model=str(REPO), datasets=[str(REPO)], metrics=info.metrics)).split("---")[1])
+    assert "base_model" not in local and "datasets" not in local and "model-index" not in local
+    assert local["metrics"] == ["pearsonr", "spearmanr"]
+    bibtex = text.split("```bibtex\n")[1].split("```")[0]
+    assert "@misc{miescore," in bibtex and "title        = {MIEScore: Human-Aligned Evaluation" in bibtex
+    assert "eprint        = {2602.07458}" in bibtex and "Long, Yancheng" in bibtex and "Yang, Shuo}" in bibtex
+
+
+def test_adapter_on_a_plain_qwen3vl_base_card_scores_like_the_merged_export(tiny_qwen3vl_path, examples,
+                                                                             tmp_path):
+    """The paper's case: the scorer is built on a plain Qwen3-VL (from_backbone); the adapter card's recipe builds
+    it the same way, with the run's overrides, from the code shipped beside the adapter."""
+    pytest.importorskip("peft")
+    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.training.miescore_export import export_model
+    from modeling_miescore.training.miescore_model import apply_lora, load_base_model, make_lora_config
+
+    overrides = dict(head_hidden_size=16, skill="Rate the edit.", min_pixels=16384, max_pixels=16384)
+    model, processor = load_base_model(str(tiny_qwen3vl_path), **overrides)
+    peft_model = apply_lora(model, make_lora_config(r=4, alpha=8))
+    with torch.no_grad():  # stands in for training: moves every trainable weight (LoRA and head)
+        generator = torch.Generator().manual_seed(0)
+        for _, parameter in sorted(peft_model.named_parameters()):
+            if parameter.requires_grad:
+                parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
+    peft_model.save_pretrained(tmp_path / "final")
+    processor.save_pretrained(tmp_path / "final")
+    exported = export_model(str(tiny_qwen3vl_path), tmp_path / "final", tmp_path / "export",
+                            base_config_overrides=overrides)
+    merged, adapter = Path(exported["merged"]), Path(exported["adapter"])
+    assert ".from_backbone(BASE, **overrides)" in (adapter / "README.md").read_text()
+    (tmp_path / "imgs").mkdir()
+    records = save_example_files(examples[:2], tmp_path / "imgs")
+    local, _ = load_base_model(str(merged))
+    expected = [local.eval().score(**r) for r in records]
+    check_export_cards(merged, adapter, tiny_qwen3vl_path, records, expected, tmp_path / "cards",
+                        base_is_scorer=False)

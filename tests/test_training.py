@@ -27,9 +27,7 @@ from modeling_miescore.training.miescore_data import (  # noqa: E402
     prepare_dataset,
     row_to_sample,
 )
-from card_blocks import run_python_blocks  # noqa: E402
-from modeling_miescore.model_card import (ADAPTER_SUFFIX, BASE_PLACEHOLDER, REPO_PLACEHOLDER,  # noqa: E402
-                                          ModelCardInfo, render_model_card)
+from export_cards import check_export_cards  # noqa: E402
 from modeling_miescore.training.miescore_model import load_base_model  # noqa: E402
 from modeling_miescore.training.miescore_trainer import LOSS_STATE_NAME, compute_correlation_metrics  # noqa: E402
 
@@ -210,38 +208,6 @@ def test_lr_schedule_warms_up_then_ends_at_0_4_lr(tiny_miescore_path):
     assert min(lrs[warmup:]) == pytest.approx(0.4 * 3e-5, rel=1e-6)
 
 
-def test_model_card_has_metadata_and_hyperparameters():
-    info = ModelCardInfo(base_model="Qwen/Qwen3-VL-8B-Instruct", datasets=["org/mie-bench"],
-                         metrics={"eval_srcc_vq": 0.81, "eval_plcc_vq": 0.8, "eval_srcc_if": 0.7, "eval_plcc_if": 0.71,
-                                  "eval_srcc_ap": 0.6, "eval_plcc_ap": 0.62, "eval_mean_corr": 0.707},
-                         hyperparameters={"learning_rate": 3e-5, "lora": {"r": 64, "alpha": 32}},
-                         dataset_split_sizes={"train": 10, "validation": 3})
-    import yaml
-
-    text = render_model_card("miescore", info)
-    meta = yaml.safe_load(text.split("---")[1])
-    assert meta["library_name"] == "transformers" and meta["license"] == "apache-2.0"
-    assert meta["base_model"] == "Qwen/Qwen3-VL-8B-Instruct" and meta["datasets"] == ["org/mie-bench"]
-    assert meta["pipeline_tag"] and "miescore" in meta["tags"]
-    values = {m["name"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
-    assert values["SRCC (visual quality)"] == 0.81 and len(values) == 6  # 3 dimensions x SRCC/PLCC
-    # the metric types of the model-index are the ids of the `metrics` list (https://hf.co/metrics)
-    types = {m["type"] for m in meta["model-index"][0]["results"][0]["metrics"]}
-    assert types == set(meta["metrics"]) == {"spearmanr", "pearsonr"}
-    assert meta["model-index"][0]["results"][0]["dataset"]["type"] == "org/mie-bench"
-    assert "| learning_rate | 3e-05 |" in text and '"r": 64' in text
-    adapter = yaml.safe_load(render_model_card("miescore", info, adapter=True).split("---")[1])
-    assert adapter["library_name"] == "peft" and "base_model:adapter:Qwen/Qwen3-VL-8B-Instruct" in adapter["tags"]
-    # local folders never reach the metadata; an unknown dataset id leaves the model-index out (it needs one)
-    local = yaml.safe_load(render_model_card("miescore", ModelCardInfo(
-        base_model=str(ROOT), datasets=[str(ROOT)], metrics=info.metrics)).split("---")[1])
-    assert "base_model" not in local and "datasets" not in local and "model-index" not in local
-    assert local["metrics"] == ["pearsonr", "spearmanr"]
-    bibtex = text.split("```bibtex\n")[1].split("```")[0]
-    assert "@misc{miescore," in bibtex and "title        = {MIEScore: Human-Aligned Evaluation" in bibtex
-    assert "eprint        = {2602.07458}" in bibtex and "Long, Yancheng" in bibtex and "Yang, Shuo}" in bibtex
-
-
 # --------------------------------------------------------------------------------------------------------
 # train -> export -> reload in a fresh process
 # --------------------------------------------------------------------------------------------------------
@@ -285,7 +251,7 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     records = _save_records([small_splits["validation"][i] for i in range(2)], tmp_path / "imgs")
     local, _ = load_base_model(str(merged))
     expected = [local.eval().score(**r) for r in records]
-    _check_export_cards(merged, adapter, tiny_miescore_path, records, expected, tmp_path / "cards")
+    check_export_cards(merged, adapter, tiny_miescore_path, records, expected, tmp_path / "cards")
     script = textwrap.dedent(f"""
         import importlib.abc, json, sys
         class Block(importlib.abc.MetaPathFinder):
@@ -320,66 +286,6 @@ def _save_records(rows, images: Path) -> list[dict]:
         row["edited_image"].save(images / f"{i}_e.png")
         records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
     return records
-
-
-def _check_export_cards(merged: Path, adapter: Path, base: Path, records: list, expected: list, work: Path,
-                        base_is_scorer: bool = True):
-    """Every python block of both exported cards runs as written (placeholders -> these folders); the adapter
-    card's recipe (base + the run's overrides + PeftModel) scores like the merged checkpoint (to 1e-4)."""
-    work.mkdir()
-    first = records[0]
-    for name, src in zip(("source_1.png", "source_2.png", "edited.png"), [*first["sources"][:2], first["edited"]]):
-        shutil.copy(src, work / name)  # the example inputs the cards' code names
-    probe = ("\n```python\nimport json\nprint('PROBE', json.dumps([model.score(**r) for r in json.loads("
-             f"{json.dumps(records)!r})]))\n```\n")
-    cards = {"merged": ((merged / "README.md").read_text() + probe, {REPO_PLACEHOLDER["miescore"]: str(merged)}),
-             "adapter": ((adapter / "README.md").read_text() + probe,
-                         {REPO_PLACEHOLDER["miescore"] + ADAPTER_SUFFIX: str(adapter), BASE_PLACEHOLDER: str(base)})}
-    assert "image-edit-scoring" in cards["merged"][0] and "PeftModel" in cards["adapter"][0]
-    proc = run_python_blocks(cards, work)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    merged_scores, adapter_scores = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
-                                     if line.startswith("PROBE ")]
-    for got_merged, got_adapter, want in zip(merged_scores, adapter_scores, expected):
-        for key in want:
-            assert got_merged[key] == pytest.approx(want[key], abs=1e-5)
-            assert got_adapter[key] == pytest.approx(got_merged[key], abs=1e-4)
-    if not base_is_scorer:
-        return
-    # the overrides matter: base + adapter without them (the earlier recipe) scores otherwise
-    from peft import PeftModel
-
-    stale, _ = load_base_model(str(base))
-    stale = PeftModel.from_pretrained(stale, str(adapter)).merge_and_unload().eval()
-    assert max(abs(s[k] - e[k]) for s, e in zip([stale.score(**r) for r in records], expected) for k in e) > 1e-3
-
-
-def test_adapter_on_a_plain_qwen3vl_base_card_scores_like_the_merged_export(tiny_qwen3vl_path, small_splits,
-                                                                             tmp_path):
-    """The paper's case: the scorer is built on a plain Qwen3-VL (from_backbone); the adapter card's recipe builds
-    it the same way, with the run's overrides, from the code shipped beside the adapter."""
-    from modeling_miescore.training.miescore_export import export_model
-    from modeling_miescore.training.miescore_model import apply_lora, make_lora_config
-
-    overrides = dict(head_hidden_size=16, skill=SHORT_SKILL, min_pixels=16384, max_pixels=16384)
-    model, processor = load_base_model(str(tiny_qwen3vl_path), **overrides)
-    peft_model = apply_lora(model, make_lora_config(r=4, alpha=8))
-    with torch.no_grad():  # stands in for training: moves every trainable weight (LoRA and head)
-        generator = torch.Generator().manual_seed(0)
-        for _, parameter in sorted(peft_model.named_parameters()):
-            if parameter.requires_grad:
-                parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
-    peft_model.save_pretrained(tmp_path / "final")
-    processor.save_pretrained(tmp_path / "final")
-    exported = export_model(str(tiny_qwen3vl_path), tmp_path / "final", tmp_path / "export",
-                            base_config_overrides=overrides)
-    merged, adapter = Path(exported["merged"]), Path(exported["adapter"])
-    assert ".from_backbone(BASE, **overrides)" in (adapter / "README.md").read_text()
-    records = _save_records([small_splits["validation"][i] for i in range(2)], tmp_path / "imgs")
-    local, _ = load_base_model(str(merged))
-    expected = [local.eval().score(**r) for r in records]
-    _check_export_cards(merged, adapter, tiny_qwen3vl_path, records, expected, tmp_path / "cards",
-                        base_is_scorer=False)
 
 
 # --------------------------------------------------------------------------------------------------------

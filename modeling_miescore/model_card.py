@@ -321,7 +321,7 @@ def save_default_model_card(model, folder: str | os.PathLike) -> Path | None:
         return None
     config = model.config
     kind = config.model_type
-    base = config.backbone_config._name_or_path if kind == "miescore" else config._name_or_path
+    base = getattr(config.backbone_config if kind == "miescore" else config, "_name_or_path", None)
     return write_model_card(folder, render_model_card(kind, ModelCardInfo(base_model=hub_repo_id(base))))
 
 

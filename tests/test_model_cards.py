@@ -77,6 +77,17 @@ def test_the_code_of_both_save_pretrained_cards_runs_and_gives_the_models_result
     assert result == json.loads(json.dumps(expected_result))
 
 
+def test_card_ids_are_hub_repo_ids_never_local_paths(tmp_path):
+    from modeling_miescore.training.card_inputs import ModelCardArguments, card_repo_ids
+
+    assert card_repo_ids(ModelCardArguments(), "Qwen/Qwen3-VL-8B-Instruct", str(tmp_path)) == (
+        "Qwen/Qwen3-VL-8B-Instruct", [])  # a local dataset folder is not named
+    assert card_repo_ids(ModelCardArguments(base_model_id="org/base", dataset_id="org/data"), str(tmp_path),
+                         str(tmp_path)) == ("org/base", ["org/data"])
+    with pytest.raises(ValueError, match="--base_model_id .* is not a Hub repo id"):
+        card_repo_ids(ModelCardArguments(base_model_id=str(tmp_path / "a" / "b")), None, None)
+
+
 def test_save_pretrained_keeps_a_readme_and_names_a_hub_base(tiny_miescore_path, tmp_path):
     from modeling_miescore.modeling_miescore import MIEScoreModel
 

@@ -40,13 +40,14 @@ ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm"}
 # The files save_pretrained copies into each kind of checkpoint (config + model file and all they import).
 CHECKPOINT_FILES = {
     "MIEScore": {
-        "configuration_miescore.py", "modeling_miescore.py", "batched_scoring.py", "image_io.py", "overall.py",
-        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py",
+        "configuration_miescore.py", "modeling_miescore.py", "backbone_families.py", "batched_scoring.py",
+        "image_io.py", "lm_digit_scores.py", "overall.py", "prefix_reuse.py", "processing_miescore.py",
+        "skill_miescore.py",
     },
     "SpatialReward": {
-        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "batched_scoring.py",
-        "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
-        "spatialreward_judgement.py", "spatialreward_tokens.py",
+        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "backbone_families.py",
+        "batched_scoring.py", "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py",
+        "relaxed_json.py", "spatialreward_judgement.py", "spatialreward_tokens.py",
     },
 }
 ENTRY_FILES = {

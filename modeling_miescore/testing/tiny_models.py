@@ -16,6 +16,8 @@ SPECIAL_TOKENS = [
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
     "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
 ]
+QWEN_VL_NAMED_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                        "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"}
 # GPT-2/Qwen2 style pre-tokenisation pattern (contractions, letters, single digits, punctuation, spaces).
 _PRETOKENIZE = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -41,7 +43,12 @@ def qwen3_vl_chat_template() -> str:
         ) from err
 
 
-def _train_tokenizer(vocab_size: int):
+def train_tiny_tokenizer(vocab_size: int, special_tokens=SPECIAL_TOKENS, extra_special_tokens: dict | None = None):
+    """A byte-level BPE ``Qwen2Tokenizer`` trained on the default skill and a few prompt lines (deterministic).
+
+    ``special_tokens`` are added as special tokens (ids from 0); ``extra_special_tokens`` names some of them for
+    the processor (``image_token``, ``start_image_token``, ...). The default is Qwen-VL's set.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
@@ -56,17 +63,16 @@ def _train_tokenizer(vocab_size: int):
     ])
     bpe.decoder = decoders.ByteLevel()
     corpus = (DEFAULT_SKILL + "\n" + _EXTRA_CORPUS).splitlines()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator(corpus, trainer)
     model = json.loads(bpe.to_str())["model"]
     tokenizer = Qwen2Tokenizer(
         vocab=model["vocab"], merges=[tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
         unk_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
-                              "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"},
+        extra_special_tokens=extra_special_tokens or QWEN_VL_NAMED_TOKENS,
     )
-    tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
+    tokenizer.add_special_tokens({"additional_special_tokens": list(special_tokens)})
     return tokenizer
 
 
@@ -77,7 +83,7 @@ def build_tiny_processor(vocab_size: int = 1000):
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
     template = qwen3_vl_chat_template()
-    tokenizer = _train_tokenizer(vocab_size)
+    tokenizer = train_tiny_tokenizer(vocab_size)
     tokenizer.chat_template = template
     # Qwen3-VL geometry: 16-px patches merged 2x2 -> 32 px per token; normalisation as the released model.
     image_processor = Qwen2VLImageProcessor(
@@ -138,28 +144,34 @@ def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
     return path
 
 
-def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, **config_kwargs) -> Path:
+def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, backbone: str = "qwen3_vl",
+                        **config_kwargs) -> Path:
     """Write a tiny random MIEScore checkpoint (config with ``auto_map``, code, weights, processor) to ``path``.
 
-    The backbone is :func:`build_tiny_qwen3vl` (built in a sibling temporary folder); ``config_kwargs`` go to
-    :class:`MIEScoreConfig` (e.g. ``max_pixels=...``). Returns the path.
+    ``backbone`` is the family's model_type: ``qwen3_vl`` (:func:`build_tiny_qwen3vl`, the default),
+    ``qwen2_5_vl`` or ``internvl`` (:mod:`.tiny_backbones`); it is built in a sibling temporary folder.
+    ``config_kwargs`` go to :class:`MIEScoreConfig` (e.g. ``max_pixels=...``, ``score_head="lm_digits"``).
+    Returns the path.
     """
     import tempfile
 
     import torch
 
     from ..modeling_miescore import MIEScoreModel
+    from .tiny_backbones import TINY_SCORER_DEFAULTS, build_tiny_backbone
 
     path = Path(path)
+    config_kwargs = {**TINY_SCORER_DEFAULTS.get(backbone, {}), **config_kwargs}
     with tempfile.TemporaryDirectory() as tmp:
-        backbone_path = build_tiny_qwen3vl(Path(tmp) / "qwen3vl", seed=seed)
+        backbone_path = build_tiny_backbone(backbone, Path(tmp) / backbone, seed=seed)
         torch.manual_seed(seed + 1)
         model = MIEScoreModel.from_backbone(backbone_path, head_hidden_size=head_hidden_size, **config_kwargs)
-        # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
-        # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
-        with torch.no_grad():
-            for module in model.head.modules():
-                if isinstance(module, torch.nn.Linear):
-                    module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
+        if model.config.score_head == "regression":
+            # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
+            # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
+            with torch.no_grad():
+                for module in model.head.modules():
+                    if isinstance(module, torch.nn.Linear):
+                        module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
         model.save_pretrained(path)
     return path

@@ -149,7 +149,8 @@ def tiny_spatialreward_path(tmp_path_factory):
     return build_tiny_spatialreward(tmp_path_factory.mktemp("ckpt") / "tiny-spatialreward", max_new_tokens=8)
 
 
-FRESH_PROCESS = textwrap.dedent(
+# The package made unimportable and the non-Hub packages missing; formatted with blocked=BLOCKED_PACKAGES.
+BLOCKING_PRELUDE = textwrap.dedent(
     """
     import importlib.abc, importlib.util, json, sys
 
@@ -170,7 +171,11 @@ FRESH_PROCESS = textwrap.dedent(
         sys.exit("the package is still importable")
     except ImportError:
         pass
+    """
+)
 
+FRESH_PROCESS = BLOCKING_PRELUDE + textwrap.dedent(
+    """
     from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
 
     mie = AutoModel.from_pretrained({miescore!r}, trust_remote_code=True)
@@ -191,6 +196,17 @@ FRESH_PROCESS = textwrap.dedent(
 )
 
 
+def _run_fresh(script: str, tmp_path: Path) -> dict:
+    """Run ``script`` in a fresh interpreter, elsewhere, offline, with an empty HF cache; its last line as JSON."""
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_miescore_path, tiny_spatialreward_path,
                                                          examples, tmp_path):
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
@@ -207,13 +223,7 @@ def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_mies
 
     script = FRESH_PROCESS.format(blocked=BLOCKED_PACKAGES, miescore=str(tiny_miescore_path),
                                   spatialreward=str(tiny_spatialreward_path), records=json.dumps(records))
-    workdir = tmp_path / "elsewhere"
-    workdir.mkdir()
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = _run_fresh(script, tmp_path)
     assert out["loaded"] == []
     assert len(out["scores"]) == len(expected_scores) == len(records)
     for got, want in zip(out["scores"], expected_scores):
@@ -222,3 +232,48 @@ def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_mies
             assert got[key] == pytest.approx(want[key], abs=1e-6)
     assert out["texts"] == expected_texts
     assert len({text[0][0] for text in out["texts"]}) == 2  # the texts depend on the images (sharpened weights)
+
+
+# MIEScore checkpoints on the other backbones of Table 5 (Qwen2.5-VL, InternVL), on a generic one (LLaVA) and
+# without head (Qwen3-VL, score_head="lm_digits"): each saved, then loaded and scored in the blocked interpreter.
+OTHER_BACKBONES = {"qwen2_5_vl": ("qwen2_5_vl", {}), "internvl": ("internvl", {}), "llava": ("llava", {}),
+                   "qwen3_vl lm_digits": ("qwen3_vl", {"score_head": "lm_digits"})}
+
+OTHER_BACKBONES_FRESH_PROCESS = BLOCKING_PRELUDE + textwrap.dedent(
+    """
+    from transformers import AutoModel
+
+    records = json.loads({records!r})
+    scores = {{}}
+    for name, path in json.loads({paths!r}).items():
+        model = AutoModel.from_pretrained(path, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+        scores[name] = [model.score(**r) for r in records]
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in blocked and sys.modules[m] is not None)
+    print(json.dumps({{"scores": scores, "loaded": loaded}}))
+    """
+)
+
+
+def test_other_backbone_checkpoints_load_and_score_without_the_package(tiny_checkpoints, examples, tmp_path):
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing import save_example_files
+
+    paths = {name: str(tiny_checkpoints("miescore", backbone, **kwargs))
+             for name, (backbone, kwargs) in OTHER_BACKBONES.items()}
+    for name, path in paths.items():
+        copied = {p.name for p in Path(path).glob("*.py")}
+        assert copied == CHECKPOINT_FILES["MIEScore"], f"save_pretrained copied {sorted(copied)} for {name}"
+    records = save_example_files(examples[:2], tmp_path)  # two edits of different sources and sizes
+    expected = {name: [load_scorer(path, device="cpu", dtype="float32").score(**r) for r in records]
+                for name, path in paths.items()}
+    out = _run_fresh(OTHER_BACKBONES_FRESH_PROCESS.format(blocked=BLOCKED_PACKAGES, records=json.dumps(records),
+                                                          paths=json.dumps(paths)), tmp_path)
+    assert out["loaded"] == []
+    assert out["scores"].keys() == expected.keys()
+    for name, want in expected.items():
+        for got_one, want_one in zip(out["scores"][name], want):
+            assert got_one.keys() == want_one.keys()
+            for key in want_one:
+                assert got_one[key] == pytest.approx(want_one[key], abs=1e-5), (name, key)
+        assert want[0] != want[1], name  # the scores depend on the input

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from modeling_miescore.scoring.loading import load_scorer
+from modeling_miescore.testing.tiny_models import sharpen_language_model
 from modeling_miescore.prefix_reuse import find_groups, group_key
 from modeling_miescore.processing_miescore import as_edit_sample, load_samples
 
@@ -12,13 +12,7 @@ from modeling_miescore.processing_miescore import as_edit_sample, load_samples
 def sharp_model(tiny_miescore_path):
     """The tiny scorer with larger random LM weights, so that a wrong position or a missing image changes the
     scores by whole points (with std-0.02 weights almost any input gives the same scores)."""
-    model = load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32")
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, param in model.backbone.language_model.named_parameters():
-            if param.ndim == 2 and "embed" not in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.1)
-    return model
+    return sharpen_language_model(load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32"))
 
 
 def _group(examples, sources_from: int, extra_sizes=((200, 150), (96, 300))):

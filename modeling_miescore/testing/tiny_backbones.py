@@ -1,5 +1,6 @@
-"""Tiny random-weight Qwen2.5-VL and InternVL checkpoints (processor + model), built offline, for the backbone
-ablations of MIEScore (paper Table 5: Qwen2.5-VL and InternVL3.5 rows).
+"""Tiny random-weight Qwen2.5-VL, InternVL and LLaVA checkpoints (processor + model), built offline, for the
+backbone ablations of MIEScore (paper Table 5: Qwen2.5-VL and InternVL3.5 rows; LLaVA stands for the "generic"
+family: any other image-text-to-text model, no pixel budget, no prefix reuse).
 
 Like :mod:`.tiny_models` (Qwen3-VL) they use the stock transformers classes with each family's real geometry and
 chat template; only the sizes are small and the weights random:
@@ -12,6 +13,8 @@ chat template; only the sizes are small and the weights random:
   ``-HF`` checkpoints (``convert_internvl_weights_to_hf.py``: ``<|im_start|>role\\n``, ``<IMG_CONTEXT>\\n`` per
   image, ``<|im_end|>\\n``); the processor expands each ``<IMG_CONTEXT>`` into ``<img>``, the tile tokens and
   ``</img>``.
+* LLaVA: a CLIP vision tower (32-px images of 16-px patches, 4 tokens each) and a Qwen2 language model; ChatML
+  template with one ``<image>`` per image.
 """
 
 from __future__ import annotations
@@ -22,25 +25,33 @@ from pathlib import Path
 from .tiny_models import build_tiny_qwen3vl, train_tiny_tokenizer
 
 __all__ = ["INTERNVL_CHAT_TEMPLATE", "TINY_BACKBONE_BUILDERS", "build_tiny_backbone", "build_tiny_internvl",
-           "build_tiny_internvl_processor", "build_tiny_qwen25vl", "build_tiny_qwen25vl_processor"]
+           "build_tiny_internvl_processor", "build_tiny_llava", "build_tiny_qwen25vl", "build_tiny_qwen25vl_processor"]
 
 INTERNVL_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>",
                            "<video>"]
 INTERNVL_NAMED_TOKENS = {"start_image_token": "<img>", "end_image_token": "</img>",
                          "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}
-INTERNVL_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' %}{{ '<IMG_CONTEXT>\\n' }}"
-    "{% elif part['type'] == 'video' %}{{ '<video>\\n' }}"
-    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}"
-    "{{ '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
+
+
+def _chatml_template(image: str, video: str | None = None) -> str:
+    """ChatML (``<|im_start|>role\\n ... <|im_end|>\\n``) with ``image`` written for each image entry."""
+    video_part = f"{{% elif part['type'] == 'video' %}}{{{{ '{video}' }}}}" if video else ""
+    return (
+        "{% for message in messages %}"
+        "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+        "{% if message['content'] is string %}{{ message['content'] }}"
+        "{% else %}{% for part in message['content'] %}"
+        f"{{% if part['type'] == 'image' %}}{{{{ '{image}' }}}}{video_part}"
+        "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}"
+        "{{ '<|im_end|>\\n' }}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    )
+
+
+INTERNVL_CHAT_TEMPLATE = _chatml_template("<IMG_CONTEXT>\\n", "<video>\\n")
+LLAVA_CHAT_TEMPLATE = _chatml_template("<image>")
 # InternVL tiles: 64-px tiles of 16-px patches, pixel-shuffled by 0.5 -> (64 / 16)^2 / 4 = 4 tokens per tile
 _TILE, _PATCH, _TOKENS_PER_TILE = 64, 16, 4
 _MEAN_STD = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
@@ -156,15 +167,39 @@ def build_tiny_internvl(path, seed: int = 0) -> Path:
                       tiny_internvl_config(processor.tokenizer), seed)
 
 
+def build_tiny_llava(path, seed: int = 0) -> Path:
+    """Write a tiny random ``LlavaForConditionalGeneration`` checkpoint (CLIP tower, Qwen2 LM) with its processor."""
+    from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    tokenizer = train_tiny_tokenizer(1000, ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"],
+                                     {"image_token": "<image>"})
+    tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
+    image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                                         **_MEAN_STD)
+    processor = LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=16,
+                               vision_feature_select_strategy="default", num_additional_image_tokens=1,
+                               chat_template=LLAVA_CHAT_TEMPLATE)
+    config = LlavaConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=32, patch_size=16),
+        text_config=dict(model_type="qwen2", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id),
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_layer=-1,
+        vision_feature_select_strategy="default", tie_word_embeddings=True,
+    )
+    return _save_tiny(path, LlavaForConditionalGeneration, processor, config, seed)
+
+
 # backbone model_type -> builder, and the MIEScore config fields a tiny scorer of that family needs
 TINY_BACKBONE_BUILDERS = {"qwen3_vl": build_tiny_qwen3vl, "qwen2_5_vl": build_tiny_qwen25vl,
-                          "internvl": build_tiny_internvl}
+                          "internvl": build_tiny_internvl, "llava": build_tiny_llava}
 # InternVL's budget is in tiles: 6 tiles of 64 px (plus the thumbnail), at least one
 TINY_SCORER_DEFAULTS = {"internvl": {"max_pixels": 6 * _TILE * _TILE, "min_pixels": _TILE * _TILE}}
 
 
 def build_tiny_backbone(model_type: str, path, seed: int = 0) -> Path:
-    """The tiny checkpoint of one family: ``model_type`` is ``qwen3_vl``, ``qwen2_5_vl`` or ``internvl``."""
+    """The tiny checkpoint of one family: ``model_type`` is ``qwen3_vl``, ``qwen2_5_vl``, ``internvl`` or ``llava``."""
     if model_type not in TINY_BACKBONE_BUILDERS:
         raise ValueError(f"no tiny builder for model_type={model_type!r}; choose one of {sorted(TINY_BACKBONE_BUILDERS)}")
     return TINY_BACKBONE_BUILDERS[model_type](path, seed=seed)

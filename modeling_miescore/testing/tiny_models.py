@@ -175,3 +175,19 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, backbon
                         module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
         model.save_pretrained(path)
     return path
+
+
+def sharpen_language_model(model, seed: int = 0, std: float = 0.1):
+    """Give a tiny scorer's language model larger random weights (std ``std``, embeddings kept), in place.
+
+    With std-0.02 weights almost any input gives the same scores; sharpened, a wrong position or a missing image
+    changes them by whole points, so tests comparing two paths (prefix reuse vs full forward) can fail.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.backbone.get_decoder().named_parameters():
+            if param.ndim == 2 and "embed" not in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * std)
+    return model

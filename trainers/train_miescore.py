@@ -72,7 +72,8 @@ class ModelArguments:
     skill: str | None = field(default=None, metadata={"help": "Replace the rubric at the start of every prompt."})
     skill_file: str | None = field(default=None, metadata={
         "help": "Read the rubric from a file, e.g. the skill.txt of trainers/optimize_skill.py (Table 5 rows 4-8); "
-                "without it (and without skill) the default skill, i.e. no skill optimisation (rows 1-3)."})
+                "without it (and without skill) the default skill, i.e. no skill optimisation (rows 1-3). Takes "
+                "precedence over skill."})
     score_head: str = field(default="regression", metadata={
         "help": "regression (the paper's MLP head) | lm_digits (no head: the LM's digit probabilities of a JSON "
                 "answer; Table 5 rows 1 and 4). A new scorer only."})
@@ -86,8 +87,9 @@ class ModelArguments:
     lora_dropout: float = 0.0
     lora_target_modules: str | None = field(default=None, metadata={
         "help": "Regex of the LoRA modules (default: q/k/v/o/gate/up/down of the backbone's language model)."})
-    modules_to_save: list[str] | None = field(default=None, metadata={
-        "help": "Modules trained in full beside LoRA (default: [head]; none for score_head lm_digits)."})
+    modules_to_save: list[str] = field(default_factory=lambda: ["head"], metadata={
+        "help": "Modules trained in full beside LoRA (with score_head lm_digits there is no head: 'head' is left "
+                "out, the LM's digit rows stay as pretrained)."})
 
 
 def make_parser() -> TrlParser:
@@ -100,8 +102,6 @@ def build_model(model_args, tune: bool = True):
     """The scorer to train, made trainable as ``backbone_tuning`` says (left as loaded when not ``tune``); returns
     ``(model, processor, config, config overrides)`` (the overrides are applied again when the export re-loads
     the base)."""
-    if model_args.skill is not None and model_args.skill_file:
-        raise SystemExit("error: give skill or skill_file, not both")
     skill = read_skill_file(model_args.skill_file) if model_args.skill_file else model_args.skill
     overrides = {k: v for k, v in dict(max_pixels=model_args.max_pixels, min_pixels=model_args.min_pixels,
                                            head_hidden_size=model_args.head_hidden_size, skill=skill,
@@ -113,9 +113,7 @@ def build_model(model_args, tune: bool = True):
         return model, processor, config, overrides
     lora = None
     if model_args.backbone_tuning == "lora":
-        modules_to_save = model_args.modules_to_save
-        if modules_to_save is None:
-            modules_to_save = ["head"] if config.score_head == "regression" else []
+        modules_to_save = [m for m in model_args.modules_to_save if config.score_head == "regression" or m != "head"]
         lora = make_lora_config(model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout,
                                 model_args.lora_target_modules, modules_to_save)
     return set_backbone_tuning(model, model_args.backbone_tuning, lora), processor, config, overrides

@@ -310,11 +310,12 @@ class MIEScoreModel(PreTrainedModel):
         model.head.to_empty(device=base.device)
         model.head.to(base.dtype)
         with torch.no_grad():
-            if lm_digits:
+            if lm_digits:  # the language model's own output rows of the digit tokens
                 model.head.digit_logits.weight.copy_(output_layer.weight[config.lm_digit_token_ids])
-            for module in model.head.modules() if not lm_digits else ():
-                if isinstance(module, nn.Linear):
-                    model._init_weights(module)
+            else:
+                for module in model.head.modules():
+                    if isinstance(module, nn.Linear):
+                        model._init_weights(module)
         model.processor = processor
         return model
 
@@ -324,6 +325,7 @@ class MIEScoreModel(PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
         if self.processor is not None and kwargs.get("is_main_process", True):
             self.processor.save_pretrained(save_directory)
+
 
 def _lm_digit_token_ids(processor, output_layer, config_kwargs: dict) -> dict:
     """The ``lm_answer_token_ids`` / ``lm_digit_token_ids`` config fields of a scorer without head."""

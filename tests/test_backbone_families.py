@@ -251,3 +251,25 @@ def test_lm_digits_needs_the_output_layer_and_left_padding(tiny_checkpoints):
         MIEScoreConfig(**{**kept, "lm_digit_token_ids": None})
     with pytest.raises(ValueError, match="score_head must be one of"):
         MIEScoreConfig(**{**kept, "score_head": "logits"})
+
+
+# --------------------------------------------------------------------------------------------------------
+# the CLI scores with any of these checkpoints
+# --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("backbone, config_kwargs", [("internvl", {}), ("qwen2_5_vl", {"score_head": "lm_digits"})])
+def test_cli_scores_with_other_backbones(tiny_checkpoints, examples, tmp_path, capsys, backbone, config_kwargs):
+    import json
+
+    from modeling_miescore.cli.main import main
+    from modeling_miescore.testing import save_example_files
+
+    path = tiny_checkpoints("miescore", backbone, **config_kwargs)
+    record = save_example_files(examples[2:3], tmp_path)[0]
+    argv = ["score", "--model", path, "--device", "cpu", "--dtype", "float32", "--edited", record["edited"],
+            "--instruction", record["instruction"], "--json"]
+    for source in record["sources"]:
+        argv += ["--source", source]
+    assert main([str(a) for a in argv]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    expected = load_scorer(str(path), device="cpu", dtype="float32").score(**record)
+    assert printed == pytest.approx(expected, abs=1e-5)

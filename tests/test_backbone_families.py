@@ -131,7 +131,9 @@ def test_prefix_reuse_equals_the_full_forward(tiny_checkpoints, examples, backbo
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "prefix reuse unavailable" warning for these families
         reused = model.score_batch(samples, batch_size=3, reuse_prefix=True)
-    assert _max_diff(full, reused) < 1e-4
+    # 0-100 scale: the wide random head magnifies float rounding (InternVL: ~8e-5); the hidden states below are
+    # held to 1e-4 themselves
+    assert _max_diff(full, reused) < 5e-4
     assert max(r["overall"] for r in full) - min(r["overall"] for r in full) > 0.5  # the check is sensitive
 
     # the hidden states themselves, float32: suffix on the prefix cache == last token of the full forward

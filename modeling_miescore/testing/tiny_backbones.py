@@ -194,8 +194,10 @@ def build_tiny_llava(path, seed: int = 0) -> Path:
 # backbone model_type -> builder, and the MIEScore config fields a tiny scorer of that family needs
 TINY_BACKBONE_BUILDERS = {"qwen3_vl": build_tiny_qwen3vl, "qwen2_5_vl": build_tiny_qwen25vl,
                           "internvl": build_tiny_internvl, "llava": build_tiny_llava}
-# InternVL's budget is in tiles: 6 tiles of 64 px (plus the thumbnail), at least one
-TINY_SCORER_DEFAULTS = {"internvl": {"max_pixels": 6 * _TILE * _TILE, "min_pixels": _TILE * _TILE}}
+# InternVL's budget is in tiles: 6 tiles of 64 px (plus the thumbnail), at least one. Qwen2.5-VL: small images
+# are upscaled to 16 tokens (not Qwen's 65,536 px = 84 tokens at 28 px per token), which keeps the tests quick.
+TINY_SCORER_DEFAULTS = {"internvl": {"max_pixels": 6 * _TILE * _TILE, "min_pixels": _TILE * _TILE},
+                        "qwen2_5_vl": {"min_pixels": 16 * 28 * 28}}
 
 
 def build_tiny_backbone(model_type: str, path, seed: int = 0) -> Path:

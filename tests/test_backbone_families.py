@@ -11,6 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
+from edit_groups import instance_edits, max_score_diff
 from modeling_miescore.backbone_families import GENERIC, INTERNVL, QWEN_VL, family_of
 from modeling_miescore.configuration_miescore import MIEScoreConfig
 from modeling_miescore.modeling_miescore import MIEScoreModel
@@ -20,19 +21,6 @@ from modeling_miescore.testing.tiny_models import sharpen_language_model
 
 REUSE_FAMILIES = ["qwen2_5_vl", "internvl"]  # Qwen3-VL: tests/test_prefix_reuse.py
 ALL_FAMILIES = [*REUSE_FAMILIES, "llava"]
-
-
-def _samples(examples, sources_from: int = 0, extra_sizes=((200, 150), (96, 300))):
-    """Edits of one instance (shared sources and instruction) with edited images of different sizes."""
-    rng = np.random.default_rng(1)
-    edits = [e["edited"] for e in examples]
-    edits += [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in extra_sizes]
-    base = examples[sources_from]
-    return [{"sources": base["sources"], "edited": e, "instruction": base["instruction"]} for e in edits]
-
-
-def _max_diff(a, b):
-    return max(abs(x[k] - y[k]) for x, y in zip(a, b) for k in x)
 
 
 def _scorer(tiny_checkpoints, backbone, **config_kwargs):
@@ -70,7 +58,7 @@ def test_counted_lengths_equal_the_processors(tiny_checkpoints, examples, backbo
     processor = model.get_processor()
     rng = np.random.default_rng(0)
     odd = Image.fromarray(rng.integers(0, 255, (700, 900, 3), dtype=np.uint8))  # above the smaller budget
-    samples = load_samples([as_edit_sample(s) for s in [*_samples(examples[:2], extra_sizes=()),
+    samples = load_samples([as_edit_sample(s) for s in [*instance_edits(examples[:2], extra_sizes=()),
                                                          (examples[2]["sources"], odd, "Blend.")]])
     budgets = (model.config.max_pixels, model.config.max_pixels // 3)
     for budget in budgets:
@@ -111,7 +99,7 @@ def test_score_batch_equals_per_sample_for_each_family(tiny_checkpoints, example
     for padding_side in ("left", "right"):
         model.config.padding_side = padding_side
         batched = model.score_batch(samples, batch_size=4, reuse_prefix=False)
-        assert _max_diff(single, batched) < 1e-4
+        assert max_score_diff(single, batched) < 1e-4
     model.config.padding_side = "left"
     assert len({round(r["overall"], 6) for r in single}) > 1
 
@@ -126,14 +114,14 @@ def test_prefix_reuse_equals_the_full_forward(tiny_checkpoints, examples, backbo
 
     model = sharpen_language_model(_scorer(tiny_checkpoints, backbone))
     assert model.prefix_reuse_available
-    samples = _samples(examples, sources_from=2)  # 3 sources, 7 edits of 5 sizes
+    samples = instance_edits(examples, sources_from=2)  # 3 sources, 7 edits of 5 sizes
     full = model.score_batch(samples, batch_size=3, reuse_prefix=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "prefix reuse unavailable" warning for these families
         reused = model.score_batch(samples, batch_size=3, reuse_prefix=True)
     # 0-100 scale: the wide random head magnifies float rounding (InternVL: ~8e-5); the hidden states below are
     # held to 1e-4 themselves
-    assert _max_diff(full, reused) < 5e-4
+    assert max_score_diff(full, reused) < 5e-4
     assert max(r["overall"] for r in full) - min(r["overall"] for r in full) > 0.5  # the check is sensitive
 
     # the hidden states themselves, float32: suffix on the prefix cache == last token of the full forward
@@ -154,7 +142,7 @@ def test_wrong_suffix_positions_would_be_caught(tiny_checkpoints, examples, back
     from modeling_miescore import prefix_reuse
 
     model = sharpen_language_model(_scorer(tiny_checkpoints, backbone))
-    samples = _samples(examples)[:4]
+    samples = instance_edits(examples)[:4]
     full = model.score_batch(samples, batch_size=4, reuse_prefix=False)
     original = prefix_reuse._full_positions
 
@@ -164,11 +152,11 @@ def test_wrong_suffix_positions_would_be_caught(tiny_checkpoints, examples, back
         return positions
 
     monkeypatch.setattr(prefix_reuse, "_full_positions", shifted)
-    assert _max_diff(full, model.score_batch(samples, batch_size=4, reuse_prefix=True)) > 0.1
+    assert max_score_diff(full, model.score_batch(samples, batch_size=4, reuse_prefix=True)) > 0.1
 
 
 def test_score_batch_says_when_prefix_reuse_is_unavailable(tiny_checkpoints, examples):
-    samples = _samples(examples)[:3]
+    samples = instance_edits(examples)[:3]
     generic = _scorer(tiny_checkpoints, "llava")
     assert not generic.prefix_reuse_available and "'llava'" in generic.prefix_reuse_unavailable_reason()
     with pytest.warns(UserWarning, match="reuse_prefix: prefix reuse is implemented .* not for model_type 'llava'"):
@@ -176,7 +164,7 @@ def test_score_batch_says_when_prefix_reuse_is_unavailable(tiny_checkpoints, exa
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # asked for nothing: nothing to say
         plain = generic.score_batch(samples, batch_size=2, reuse_prefix=False)
-    assert _max_diff(reused, plain) < 1e-5
+    assert max_score_diff(reused, plain) < 1e-5
     internvl = _scorer(tiny_checkpoints, "internvl")
     internvl.config.image_order = "edited_first"
     assert internvl.prefix_reuse_unavailable_reason() == \
@@ -221,7 +209,7 @@ def test_lm_digit_scores_are_the_language_models_expected_digits(tiny_checkpoint
 def test_teacher_forced_reading_equals_greedy_reading_on_the_greedy_digits(tiny_checkpoints, examples, backbone):
     """Training (one pass, digits written in) and scoring (one pass per digit) read the same positions."""
     model = _scorer(tiny_checkpoints, backbone, score_head="lm_digits")
-    loaded = load_samples([as_edit_sample(s) for s in _samples(examples)[:3]])
+    loaded = load_samples([as_edit_sample(s) for s in instance_edits(examples)[:3]])
     batch = dict(prepare_inputs(model.get_processor(), loaded, model.config))
     with torch.no_grad():
         greedy = model(**batch)

@@ -175,3 +175,22 @@ def _first_edit(dataset_dir) -> dict:
 
     row = load_dataset(str(dataset_dir))["train"][0]
     return {"sources": row["source_images"], "edited": row["edited_image"], "instruction": row["instruction"]}
+
+
+def test_paper_config_is_row_3_and_each_row_is_one_switch(tmp_path):
+    from training_runs import PAPER_YAML, config_args
+
+    def parsed(**switches):
+        script, model, _, _ = parse(config_args(PAPER_YAML, dataset="x", bf16="false", **switches))
+        return script.sft, model.score_head, model.backbone_tuning, model.skill_file, model.model_name_or_path
+
+    qwen3 = "Qwen/Qwen3-VL-8B-Instruct"
+    skill = str(tmp_path / "skill.txt")
+    assert parsed() == (True, "regression", "lora", None, qwen3)  # row 3
+    assert parsed(score_head="lm_digits") == (True, "lm_digits", "lora", None, qwen3)  # row 1
+    assert parsed(backbone_tuning="frozen") == (True, "regression", "frozen", None, qwen3)  # row 2
+    assert parsed(score_head="lm_digits", sft="false", skill_file=skill) == \
+        (False, "lm_digits", "lora", skill, qwen3)  # row 4 (nothing is tuned without SFT)
+    assert parsed(skill_file=skill) == (True, "regression", "lora", skill, qwen3)  # row 5
+    internvl = "OpenGVLab/InternVL3_5-8B-HF"
+    assert parsed(skill_file=skill, model_name_or_path=internvl)[-1] == internvl  # row 8

@@ -22,7 +22,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .tiny_models import build_tiny_qwen3vl, train_tiny_tokenizer
+from .tiny_models import build_tiny_qwen3vl, save_random_checkpoint, train_tiny_tokenizer
 
 __all__ = ["INTERNVL_CHAT_TEMPLATE", "TINY_BACKBONE_BUILDERS", "build_tiny_backbone", "build_tiny_internvl",
            "build_tiny_internvl_processor", "build_tiny_llava", "build_tiny_qwen25vl", "build_tiny_qwen25vl_processor"]
@@ -137,25 +137,13 @@ def tiny_internvl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2):
     )
 
 
-def _save_tiny(path, model_class, processor, config, seed: int) -> Path:
-    import torch
-
-    path = Path(path)
-    torch.manual_seed(seed)
-    model = model_class(config).eval()
-    model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
-    return path
-
-
 def build_tiny_qwen25vl(path, seed: int = 0) -> Path:
     """Write a tiny random ``Qwen2_5_VLForConditionalGeneration`` checkpoint with its processor; returns the path."""
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     processor = build_tiny_qwen25vl_processor()
-    return _save_tiny(path, Qwen2_5_VLForConditionalGeneration, processor,
-                      tiny_qwen25vl_config(processor.tokenizer), seed)
+    return save_random_checkpoint(path, Qwen2_5_VLForConditionalGeneration, tiny_qwen25vl_config(processor.tokenizer),
+                                  processor, seed=seed)
 
 
 def build_tiny_internvl(path, seed: int = 0) -> Path:
@@ -163,8 +151,8 @@ def build_tiny_internvl(path, seed: int = 0) -> Path:
     from transformers import InternVLForConditionalGeneration
 
     processor = build_tiny_internvl_processor()
-    return _save_tiny(path, InternVLForConditionalGeneration, processor,
-                      tiny_internvl_config(processor.tokenizer), seed)
+    return save_random_checkpoint(path, InternVLForConditionalGeneration, tiny_internvl_config(processor.tokenizer),
+                                  processor, seed=seed)
 
 
 def build_tiny_llava(path, seed: int = 0) -> Path:
@@ -188,7 +176,7 @@ def build_tiny_llava(path, seed: int = 0) -> Path:
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_layer=-1,
         vision_feature_select_strategy="default", tie_word_embeddings=True,
     )
-    return _save_tiny(path, LlavaForConditionalGeneration, processor, config, seed)
+    return save_random_checkpoint(path, LlavaForConditionalGeneration, config, processor, seed=seed)
 
 
 # backbone model_type -> builder, and the MIEScore config fields a tiny scorer of that family needs

@@ -129,14 +129,20 @@ def write_qwen3vl_checkpoint(path, processor, vocab_size: int | None = None, hid
                              num_layers: int = 2, seed: int = 0) -> Path:
     """Write a random ``Qwen3VLForConditionalGeneration`` (see :func:`tiny_qwen3vl_config`) and ``processor``
     to ``path``. Deterministic for a given seed. Returns the path."""
-    import torch
     from transformers import Qwen3VLForConditionalGeneration
 
-    path = Path(path)
     config = tiny_qwen3vl_config(processor.tokenizer, hidden_size=hidden_size, num_layers=num_layers,
                                  vocab_size=vocab_size)
+    return save_random_checkpoint(path, Qwen3VLForConditionalGeneration, config, processor, seed=seed)
+
+
+def save_random_checkpoint(path, model_class, config, processor, seed: int = 0) -> Path:
+    """Write ``model_class(config)`` with random weights (seeded) and ``processor`` to ``path``; returns it."""
+    import torch
+
+    path = Path(path)
     torch.manual_seed(seed)
-    model = Qwen3VLForConditionalGeneration(config).eval()
+    model = model_class(config).eval()
     model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
     model.save_pretrained(path)
     processor.save_pretrained(path)

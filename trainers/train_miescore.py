@@ -74,9 +74,9 @@ class ModelArguments:
         "help": "Read the rubric from a file, e.g. the skill.txt of trainers/optimize_skill.py (Table 5 rows 4-8); "
                 "without it (and without skill) the default skill, i.e. no skill optimisation (rows 1-3). Takes "
                 "precedence over skill."})
-    score_head: str = field(default="regression", metadata={
-        "help": "regression (the paper's MLP head) | lm_digits (no head: the LM's digit probabilities of a JSON "
-                "answer; Table 5 rows 1 and 4). A new scorer only."})
+    score_head: str | None = field(default=None, metadata={
+        "help": "regression (the paper's MLP head; the default for a new scorer) | lm_digits (no head: the LM's "
+                "digit probabilities of a JSON answer; Table 5 rows 1 and 4). A MIEScore checkpoint keeps its own."})
     max_length: int | None = field(default=4096, metadata={"help": "Longest sequence in tokens (paper: 4096)."})
     long_sequence_policy: str = field(default="shrink", metadata={"help": "Over-long rows: shrink | drop | error."})
     backbone_tuning: str = field(default="lora", metadata={

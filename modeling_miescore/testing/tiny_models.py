@@ -2,7 +2,8 @@
 
 They use the stock Qwen3-VL classes (tokenizer, image/video processors, processor, model) with the real
 patch geometry (16-px patches, 2x2 merge, so 32 px per LLM token), so every code path is the one a user
-with real weights runs; only the sizes are small and the weights random.
+with real weights runs; only the sizes are small and the weights random. Other backbone families (Qwen2.5-VL,
+InternVL, LLaVA): :mod:`.tiny_backbones`.
 """
 
 from __future__ import annotations

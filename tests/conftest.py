@@ -44,3 +44,23 @@ def examples():
     from modeling_miescore.testing import example_edits
 
     return example_edits(max_side=160)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory):
+    """Tiny checkpoints of other backbone families, built once per session on first use:
+    ``tiny_checkpoints("backbone", "internvl")`` (the plain VLM) or ``tiny_checkpoints("miescore", "qwen2_5_vl",
+    score_head="lm_digits")`` (a MIEScore checkpoint on it; keyword arguments go to MIEScoreConfig)."""
+    from modeling_miescore.testing import build_tiny_backbone, build_tiny_miescore
+
+    built = {}
+
+    def get(kind: str, backbone: str, **config_kwargs):
+        key = (kind, backbone, tuple(sorted(config_kwargs.items())))
+        if key not in built:
+            folder = tmp_path_factory.mktemp("ckpt") / f"tiny-{kind}-{backbone}"
+            built[key] = (build_tiny_backbone(backbone, folder) if kind == "backbone"
+                          else build_tiny_miescore(folder, backbone=backbone, **config_kwargs))
+        return built[key]
+
+    return get

@@ -40,12 +40,13 @@ ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm", "huggingfac
 # The files save_pretrained copies into each kind of checkpoint (config + model file and all they import).
 CHECKPOINT_FILES = {
     "MIEScore": {
-        "configuration_miescore.py", "modeling_miescore.py", "batched_scoring.py", "image_io.py", "overall.py",
-        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py", "pipeline_miescore.py", "model_card.py",
+        "configuration_miescore.py", "modeling_miescore.py", "backbone_families.py", "batched_scoring.py",
+        "image_io.py", "lm_digit_scores.py", "overall.py", "prefix_reuse.py", "processing_miescore.py",
+        "skill_miescore.py", "pipeline_miescore.py", "model_card.py",
     },
     "SpatialReward": {
-        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "batched_scoring.py",
-        "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
+        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "backbone_families.py",
+        "batched_scoring.py", "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
         "spatialreward_judgement.py", "spatialreward_tokens.py", "pipeline_miescore.py", "model_card.py",
     },
 }
@@ -281,3 +282,46 @@ def test_scoring_pipeline_loads_from_the_checkpoints_without_the_package(
         want = json.loads(json.dumps({k: v for k, v in want.items() if k not in ("raw_sc", "raw_pq")}))
         assert got == want
         assert {"reward", "failed", "s_if", "s_con", "s_nat", "s_art", "regions", "reasoning"} <= got.keys()
+
+
+# MIEScore checkpoints on the other backbones of Table 5 (Qwen2.5-VL, InternVL), on a generic one (LLaVA) and
+# without head (Qwen3-VL, score_head="lm_digits"): each saved, then loaded and scored in the blocked interpreter.
+OTHER_BACKBONES = {"qwen2_5_vl": ("qwen2_5_vl", {}), "internvl": ("internvl", {}), "llava": ("llava", {}),
+                   "qwen3_vl lm_digits": ("qwen3_vl", {"score_head": "lm_digits"})}
+
+LOAD_OTHER_BACKBONES = """
+    from transformers import AutoModel
+
+    records = json.loads({records!r})
+    scores = {{}}
+    for name, path in json.loads({paths!r}).items():
+        model = AutoModel.from_pretrained(path, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+        scores[name] = [model.score(**r) for r in records]
+    loaded = {loaded}
+    print(json.dumps({{"scores": scores, "loaded": loaded}}))
+"""
+
+
+def test_other_backbone_checkpoints_load_and_score_without_the_package(tiny_checkpoints, examples, tmp_path):
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing import save_example_files
+
+    paths = {name: str(tiny_checkpoints("miescore", backbone, **kwargs))
+             for name, (backbone, kwargs) in OTHER_BACKBONES.items()}
+    for name, path in paths.items():
+        copied = {p.name for p in Path(path).glob("*.py")}
+        assert copied == CHECKPOINT_FILES["MIEScore"], f"save_pretrained copied {sorted(copied)} for {name}"
+    records = save_example_files(examples[:2], tmp_path)  # two edits of different sources and sizes
+    expected = {name: [load_scorer(path, device="cpu", dtype="float32").score(**r) for r in records]
+                for name, path in paths.items()}
+    out = run_without_package(LOAD_OTHER_BACKBONES, tmp_path, records=json.dumps(records), paths=json.dumps(paths),
+                              loaded=LOADED_BLOCKED)
+    assert out["loaded"] == []
+    assert out["scores"].keys() == expected.keys()
+    for name, want in expected.items():
+        for got_one, want_one in zip(out["scores"][name], want):
+            assert got_one.keys() == want_one.keys()
+            for key in want_one:
+                assert got_one[key] == pytest.approx(want_one[key], abs=1e-5), (name, key)
+        assert want[0] != want[1], name  # the scores depend on the input

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from ..backbone_families import is_vlm_model_type
 from ..image_io import MIEScoreInputError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -78,8 +79,9 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: st
     model_type = config.get("model_type")
     if model_type != "miescore":
         hint = ""
-        if model_type in ("qwen3_vl", "qwen3_vl_moe"):
-            hint = (" It is a plain Qwen3-VL checkpoint: start a scorer from it with "
+        if is_vlm_model_type(model_type):
+            name = "Qwen3-VL" if model_type in ("qwen3_vl", "qwen3_vl_moe") else f"{model_type} VLM"
+            hint = (f" It is a plain {name} checkpoint: start a scorer from it with "
                     "MIEScoreModel.from_backbone(path) and fine-tune it (trainers/train_miescore.py).")
         raise ModelLoadError(
             f"model '{model}' is not a MIEScore checkpoint (its config has model_type={model_type!r}, "

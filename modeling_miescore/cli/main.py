@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyze_attention",
     "baselines",
     "tokens",
+    "doctor",
 )
 
 

@@ -12,7 +12,8 @@ How transformers (``transformers.dynamic_module_utils``) treats a checkpoint's c
 
 So the static tests walk the same imports (``try`` blocks included, to be strict) and compare with the declared
 file lists below; the last test loads both kinds of checkpoint in a fresh interpreter where the package and
-the project's other dependencies are missing.
+the project's other dependencies are missing (``modeling_miescore.diagnostics.isolated_load``, which
+``miescore doctor`` runs too).
 """
 
 from __future__ import annotations
@@ -20,16 +21,15 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
-import os
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from transformers.dynamic_module_utils import get_imports, get_relative_import_files, get_relative_imports
 
 import modeling_miescore
+from modeling_miescore.diagnostics.isolated_load import (IsolatedLoadJob, load_and_score_without_package,
+                                                         run_without_package)
 
 PACKAGE_ROOT = Path(modeling_miescore.__file__).parent
 
@@ -56,16 +56,6 @@ ENTRY_FILES = {
 }
 # Root modules that are not copied into checkpoints: only the package's lazy front door.
 ROOT_NOT_IN_CHECKPOINTS = {"__init__.py"}
-
-# Installed packages the fresh interpreter must do without: the package itself and the project's non-Hub
-# dependencies. Not blocked, because transformers itself needs them to load a Qwen3-VL checkpoint:
-# huggingface_hub, safetensors, tokenizers, jinja2 (chat template), regex, yaml, filelock, packaging, and
-# torchvision (the Qwen2-VL image processor's backend).
-BLOCKED_PACKAGES = (
-    "scipy", "pandas", "datasets", "pyarrow", "trl", "peft", "accelerate", "gradio", "gradio_client", "starlette",
-    "fastapi", "uvicorn", "pydantic", "httpx", "openai", "tenacity", "prometheus_client", "evaluate", "matplotlib",
-    "sklearn", "skimage",
-)
 
 
 def _tree(name: str) -> ast.Module:
@@ -142,67 +132,6 @@ def test_tqdm_numpy_and_huggingface_hub_come_with_transformers():
     assert {"tqdm", "numpy", "huggingface_hub"} <= hard
 
 
-# The start of every fresh-process script: the package and BLOCKED_PACKAGES made unimportable.
-WITHOUT_PACKAGE = textwrap.dedent(
-    """
-    import importlib.abc, importlib.util, json, sys
-
-    class RefusePackage(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "modeling_miescore" or name.startswith("modeling_miescore."):
-                raise ImportError("modeling_miescore is blocked in this test")
-
-    sys.meta_path.insert(0, RefusePackage())  # before the editable install's own finder
-    # Third-party packages are made missing with a None entry in sys.modules: imports raise
-    # ModuleNotFoundError and importlib.util.find_spec answers None, exactly as when they are not installed.
-    # (A finder that raised would also break transformers' own availability probes, which call find_spec.)
-    blocked = {blocked!r}
-    for name in blocked:
-        sys.modules[name] = None
-    try:
-        importlib.util.find_spec("modeling_miescore")
-        sys.exit("the package is still importable")
-    except ImportError:
-        pass
-    """
-)
-# Printed as the last line of every fresh-process script: the blocked packages that got imported anyway.
-LOADED_BLOCKED = "sorted(m for m in sys.modules if m.split('.')[0] in blocked and sys.modules[m] is not None)"
-
-
-def run_without_package(body: str, tmp_path: Path, **values) -> dict:
-    """Run ``WITHOUT_PACKAGE`` + ``body`` (formatted with ``values``) in a fresh offline interpreter, outside the
-    repository, and return the JSON object its last output line holds."""
-    script = (WITHOUT_PACKAGE + textwrap.dedent(body)).format(blocked=BLOCKED_PACKAGES, **values)
-    workdir = tmp_path / "elsewhere"
-    workdir.mkdir(exist_ok=True)
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-LOAD_AND_SCORE = """
-    from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
-
-    mie = AutoModel.from_pretrained({miescore!r}, trust_remote_code=True)
-    assert type(mie).__module__.startswith("transformers_modules."), type(mie).__module__
-    config = AutoConfig.from_pretrained({spatialreward!r}, trust_remote_code=True)
-    assert config.model_type == "spatialreward" and config.max_new_tokens == 8
-    judge = AutoModelForImageTextToText.from_pretrained({spatialreward!r}, trust_remote_code=True)
-    assert type(judge).__module__.startswith("transformers_modules."), type(judge).__module__
-    other = AutoModel.from_pretrained({spatialreward!r}, trust_remote_code=True)
-    assert type(other).__name__ == "SpatialRewardModel", type(other).__name__
-
-    records = json.loads({records!r})
-    scores = [mie.score(**r) for r in records]
-    results = judge.evaluate_edits(records[:2], batch_size=2)
-    loaded = {loaded}
-    print(json.dumps({{"scores": scores, "texts": [[r.raw_sc, r.raw_pq] for r in results], "loaded": loaded}}))
-"""
-
-
 def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_miescore_path, tiny_spatialreward_path,
                                                          examples, tmp_path):
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
@@ -217,31 +146,37 @@ def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_mies
     judge = SpatialRewardModel.from_pretrained(tiny_spatialreward_path)
     expected_texts = [[r.raw_sc, r.raw_pq] for r in judge.evaluate_edits(records[:2], batch_size=2)]
 
-    out = run_without_package(LOAD_AND_SCORE, tmp_path, miescore=str(tiny_miescore_path),
-                              spatialreward=str(tiny_spatialreward_path), records=json.dumps(records),
-                              loaded=LOADED_BLOCKED)
+    out = load_and_score_without_package([
+        IsolatedLoadJob(str(tiny_miescore_path), records, auto_classes=("AutoModel",), batch_size=1),
+        IsolatedLoadJob(str(tiny_spatialreward_path), records[:2],
+                        auto_classes=("AutoModelForImageTextToText", "AutoModel"), batch_size=2),
+    ], timeout=300)
+    mie, judge = out["results"]
+    assert mie["classes"]["AutoModel"].startswith("transformers_modules."), mie["classes"]
+    assert judge["config"]["model_type"] == "spatialreward" and judge["config"]["max_new_tokens"] == 8
+    assert judge["classes"]["AutoModelForImageTextToText"].startswith("transformers_modules."), judge["classes"]
+    assert judge["classes"]["AutoModel"].endswith(".SpatialRewardModel"), judge["classes"]
+    texts = [[j["raw_sc"], j["raw_pq"]] for j in judge["judgements"]]
     assert out["loaded"] == []
-    assert len(out["scores"]) == len(expected_scores) == len(records)
-    for got, want in zip(out["scores"], expected_scores):
+    assert len(mie["scores"]) == len(expected_scores) == len(records)
+    for got, want in zip(mie["scores"], expected_scores):
         assert got.keys() == want.keys()
         for key in want:
             assert got[key] == pytest.approx(want[key], abs=1e-6)
-    assert out["texts"] == expected_texts
-    assert len({text[0][0] for text in out["texts"]}) == 2  # the texts depend on the images (sharpened weights)
+    assert texts == expected_texts
+    assert len({text[0][0] for text in texts}) == 2  # the texts depend on the images (sharpened weights)
 
 
 PIPELINE = """
-    from transformers import pipeline
+from transformers import pipeline
 
-    records = json.loads({records!r})
-    scorer = pipeline("image-edit-scoring", model={miescore!r}, trust_remote_code=True)
-    judge = pipeline("image-edit-scoring", model={spatialreward!r}, trust_remote_code=True)
-    out = {{"classes": [type(p).__module__ + "." + type(p).__name__ for p in (scorer, judge)],
-           "models": [type(p.model).__name__ for p in (scorer, judge)],
-           "one": scorer(records[0]), "many": scorer(records, batch_size=2),
-           "judged": judge(records[:2], batch_size=2), "judged_one": judge(records[0])}}
-    out["loaded"] = {loaded}
-    print(json.dumps(out))
+records = values["records"]
+scorer = pipeline("image-edit-scoring", model=values["miescore"], trust_remote_code=True)
+judge = pipeline("image-edit-scoring", model=values["spatialreward"], trust_remote_code=True)
+report({"classes": [type(p).__module__ + "." + type(p).__name__ for p in (scorer, judge)],
+        "models": [type(p.model).__name__ for p in (scorer, judge)],
+        "one": scorer(records[0]), "many": scorer(records, batch_size=2),
+        "judged": judge(records[:2], batch_size=2), "judged_one": judge(records[0])})
 """
 
 
@@ -264,9 +199,8 @@ def test_scoring_pipeline_loads_from_the_checkpoints_without_the_package(
     judged = [r.to_dict() for r in judge.evaluate_edits(records[:2], batch_size=2)]
     judged_one = judge.evaluate_edit(**records[0]).to_dict()
 
-    out = run_without_package(PIPELINE, tmp_path, miescore=str(tiny_miescore_path),
-                              spatialreward=str(tiny_spatialreward_path), records=json.dumps(records),
-                              loaded=LOADED_BLOCKED)
+    out = run_without_package(PIPELINE, {"miescore": str(tiny_miescore_path), "records": records,
+                                         "spatialreward": str(tiny_spatialreward_path)}, timeout=300)
     assert out["loaded"] == []
     assert all(c.startswith("transformers_modules.") and c.endswith("pipeline_miescore.ImageEditScoringPipeline")
                for c in out["classes"]), out["classes"]
@@ -290,16 +224,14 @@ OTHER_BACKBONES = {"qwen2_5_vl": ("qwen2_5_vl", {}), "internvl": ("internvl", {}
                    "qwen3_vl lm_digits": ("qwen3_vl", {"score_head": "lm_digits"})}
 
 LOAD_OTHER_BACKBONES = """
-    from transformers import AutoModel
+from transformers import AutoModel
 
-    records = json.loads({records!r})
-    scores = {{}}
-    for name, path in json.loads({paths!r}).items():
-        model = AutoModel.from_pretrained(path, trust_remote_code=True)
-        assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
-        scores[name] = [model.score(**r) for r in records]
-    loaded = {loaded}
-    print(json.dumps({{"scores": scores, "loaded": loaded}}))
+scores = {}
+for name, path in values["paths"].items():
+    model = AutoModel.from_pretrained(path, trust_remote_code=True)
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    scores[name] = [model.score(**r) for r in values["records"]]
+report({"scores": scores})
 """
 
 
@@ -315,8 +247,7 @@ def test_other_backbone_checkpoints_load_and_score_without_the_package(tiny_chec
     records = save_example_files(examples[:2], tmp_path)  # two edits of different sources and sizes
     expected = {name: [load_scorer(path, device="cpu", dtype="float32").score(**r) for r in records]
                 for name, path in paths.items()}
-    out = run_without_package(LOAD_OTHER_BACKBONES, tmp_path, records=json.dumps(records), paths=json.dumps(paths),
-                              loaded=LOADED_BLOCKED)
+    out = run_without_package(LOAD_OTHER_BACKBONES, {"records": records, "paths": paths})
     assert out["loaded"] == []
     assert out["scores"].keys() == expected.keys()
     for name, want in expected.items():

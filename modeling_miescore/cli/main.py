@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "space",
     "judge",
     "spatialreward_data",
+    "mer_construction",
 )
 
 

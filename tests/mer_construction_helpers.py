@@ -77,3 +77,18 @@ def construction_folder(tmp_path: Path, n_general: int = 2, n_human: int = 2, pe
                               progress=False)
     assert not run.failed
     return folder
+
+
+FLAKY_CALLS = {"count": 0}
+
+
+def flaky_editor(image, instruction, *, seed):
+    """Fails every other call (an editing API that sometimes errors)."""
+    FLAKY_CALLS["count"] += 1
+    if FLAKY_CALLS["count"] % 2 == 0:
+        raise RuntimeError("the editing service is busy")
+    return image.convert("RGB").rotate(90)
+
+
+def not_an_image(image, instruction, *, seed):
+    return "edited.png"

@@ -92,3 +92,21 @@ def flaky_editor(image, instruction, *, seed):
 
 def not_an_image(image, instruction, *, seed):
     return "edited.png"
+
+
+# Planned tiers per candidate slot (overall, sc, pq): two of each overall tier, the twins told apart by SC / PQ,
+# so one sample can give a 2-, 3- and 4-pair group (sec. 4.3).
+PLANNED_TIERS = (("Good", "Good", "Good"), ("Good", "Medium", "Good"), ("Medium", "Medium", "Medium"),
+                 ("Medium", "Good", "Medium"), ("Poor", "Poor", "Poor"), ("Poor", "Medium", "Poor"))
+
+
+def form_values(n_candidates: int, annotator: int = 0, split_slot: int | None = None) -> list:
+    """The radio values of one submission (per slot: SC, PQ, overall), as the app's form sends them.
+    ``split_slot``: that candidate's overall vote depends on the annotator (no 3-of-5 majority)."""
+    values = []
+    for slot in range(n_candidates):
+        overall, sc, pq = PLANNED_TIERS[slot % len(PLANNED_TIERS)]
+        if slot == split_slot:
+            overall = ("Good", "Good", "Medium", "Medium", "Poor")[annotator % 5]
+        values += [sc, pq, overall]
+    return values

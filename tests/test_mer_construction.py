@@ -4,8 +4,6 @@ refusal, 429 and timeout answers), a kill in the middle and bad input."""
 
 from __future__ import annotations
 
-import difflib
-import html
 import json
 from collections import Counter
 from pathlib import Path
@@ -14,6 +12,7 @@ import pytest
 from kill_resume import kill_then_resume
 from local_http import RoutedChatServer, chat_completion, request_images, request_text
 from mer_construction_helpers import BASE_WIDTH, good_answer, write_sources
+from paper_listings import assert_listings_match
 
 from modeling_miescore.cli.main import main
 from modeling_miescore.data.mer_construction import (GENERAL_PROMPT, HUMAN_PROMPT, MER_SUBTASKS, parse_instruction,
@@ -27,21 +26,8 @@ LISTINGS = {"MER-Bench: General Multi-Edit Instruction Synthesis": GENERAL_PROMP
             "MER-Bench: Human-Centric Multi-Edit Instruction Synthesis": HUMAN_PROMPT}
 
 
-def _words(text: str) -> list[str]:
-    text = html.unescape(text).translate(str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'}))
-    return text.split()
-
-
 def test_d3_prompts_are_the_paper_text_word_for_word():
-    listings = {}
-    for line in PAPER_D3.read_text(encoding="utf-8").splitlines():
-        if "⬇" in line:
-            title, body = line.split("⬇", 1)
-            listings[html.unescape(title).strip()] = body
-    assert set(listings) == set(LISTINGS)
-    for title, ours in LISTINGS.items():
-        diff = list(difflib.unified_diff(_words(listings[title]), _words(ours), "paper", "ours", lineterm="", n=3))
-        assert not diff, f"{title} differs from the paper:\n" + "\n".join(diff)
+    assert_listings_match(PAPER_D3, LISTINGS)
     assert "’" not in GENERAL_PROMPT + HUMAN_PROMPT and GENERAL_PROMPT.count("{num_edits}") == 5
 
 

@@ -23,6 +23,22 @@ from ..schema import MER_CATEGORIES
 
 __all__ = ["GENERAL_PROMPT", "HUMAN_PROMPT", "MER_SUBTASKS", "PROMPT_OF_CATEGORY", "subtask_hint"]
 
+
+def _output_format(region_description: str, instruction: str) -> str:
+    """The "Output Format (JSON)" block both D.3 prompts end with (they differ only in two example values)."""
+    return ("## Output Format (JSON)\n"
+            "{\n"
+            '  "is_editable": true,\n'
+            '  "reason": "...",\n'
+            '  "edit_regions": [\n'
+            f'    {{"region_id": 1, "description": "{region_description}", "bbox": [...]}},\n'
+            "    ...\n"
+            "  ],\n"
+            f'  "edit_instruction": "{instruction}",\n'
+            '  "num_edits": {num_edits}\n'
+            "}")
+
+
 # D.3.1 General Domain Instruction Generation
 GENERAL_PROMPT = (
     "You are an expert in image analysis and multi-edit prompt writing.\n"
@@ -45,17 +61,7 @@ GENERAL_PROMPT = (
     "- Types: Object Modification (color/size/attr), Addition, Removal.\n"
     "- Requirements: English only, creative yet feasible, coordinated edits.\n"
     "\n"
-    "## Output Format (JSON)\n"
-    "{\n"
-    '  "is_editable": true,\n'
-    '  "reason": "...",\n'
-    '  "edit_regions": [\n'
-    '    {"region_id": 1, "description": "...", "bbox": [...]},\n'
-    "    ...\n"
-    "  ],\n"
-    '  "edit_instruction": "Complete prompt describing {num_edits} complementary edits...",\n'
-    '  "num_edits": {num_edits}\n'
-    "}"
+    + _output_format("...", "Complete prompt describing {num_edits} complementary edits...")
 )
 
 # D.3.2 Human Domain Instruction Generation
@@ -81,17 +87,7 @@ HUMAN_PROMPT = (
     "- For accessories, target one specific location per edit.\n"
     "- Edits must be self-consistent.\n"
     "\n"
-    "## Output Format (JSON)\n"
-    "{\n"
-    '  "is_editable": true,\n'
-    '  "reason": "...",\n'
-    '  "edit_regions": [\n'
-    '    {"region_id": 1, "description": "[region]: from... to...", "bbox": [...]},\n'
-    "    ...\n"
-    "  ],\n"
-    '  "edit_instruction": "Concise instruction containing {num_edits} edits...",\n'
-    '  "num_edits": {num_edits}\n'
-    "}"
+    + _output_format("[region]: from... to...", "Concise instruction containing {num_edits} edits...")
 )
 
 PROMPT_OF_CATEGORY = {"general": GENERAL_PROMPT, "human_basic": HUMAN_PROMPT, "human_fine": HUMAN_PROMPT}

@@ -176,3 +176,19 @@ def test_synthesis_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     bad.write_text('{"image_id": "a", "image": "x.png", "domain": "animals"}\n')
     assert main([*base, "--sources", str(bad), "--model", "m@http://127.0.0.1:9/v1"]) == 2
     assert not folder.exists()
+
+
+def test_synthesis_with_a_local_transformers_model(tmp_path, tiny_qwen3vl_path):
+    """`--model transformers:PATH`: the tiny random Qwen3-VL writes garbage, so every job is rejected as
+    malformed (a final outcome: the run finishes, a rerun asks nothing)."""
+    manifest = write_sources(tmp_path / "src", 2, 2)
+    folder = tmp_path / "work"
+    args = ["mer-bench", "synthesize", "--sources", str(manifest), "--folder", str(folder), "--model",
+            f"transformers:{tiny_qwen3vl_path}", "--device", "cpu", "--dtype", "float32", "--max-tokens", "8",
+            "--max-pixels", "4096", "--no-progress"]
+    assert main(args) == 0
+    report = json.loads((folder / "synthesis_report.json").read_text())
+    assert report["rejected"] == {"malformed": 4} and report["accepted"] == 0 and report["pending"] == 0
+    assert main(args) == 0
+    usage = [json.loads(line) for line in (folder / "usage.jsonl").read_text().splitlines()]
+    assert usage[0]["usage"]["totals"]["sent"] == 4 and usage[1]["usage"]["totals"]["requests"] == 0

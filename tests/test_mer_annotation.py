@@ -44,7 +44,9 @@ def test_session_resumes_per_annotator_and_rejects_incomplete_forms(folder):
     assert saved[f"{order[0]}-c2"] == {"sc": "medium", "pq": "good", "overall": "good"}
     with pytest.raises(MIEScoreInputError, match="already annotated"):
         reopened.store.submit("A1", order[0], saved)
-    assert "enter an annotator id" in str(pytest.raises(MIEScoreInputError, reopened.open, " ").value)
+    nobody = reopened.open(" ")
+    assert nobody["sample_id"] is None and "enter an annotator id" in nobody["message"]
+    assert reopened.submit("", order[3], values)["sample_id"] is None  # an id cleared before submitting
 
 
 def _annotate_all(folder, annotators=("A1", "A2", "A3", "A4", "A5")):

@@ -50,16 +50,20 @@ class AnnotationSession:
                 "message": " ".join(filter(None, [message, f"{head}. Sample `{sample.sample_id}`."]))}
 
     def open(self, annotator: str) -> Dict[str, Any]:
-        """Start or continue: the annotator's next unannotated sample."""
+        """Start or continue: the annotator's next unannotated sample (a message when the id is unusable)."""
         annotator = (annotator or "").strip()
-        return self._view(annotator, self.store.next_sample(annotator))
+        try:
+            return self._view(annotator, self.store.next_sample(annotator))
+        except MIEScoreInputError as err:
+            return {"annotator": annotator, "sample_id": None, "instruction": "", "original": None, "candidates": [],
+                    "message": f"**{err}.**"}
 
     def submit(self, annotator: str, sample_id: str, values: List[Optional[str]]) -> Dict[str, Any]:
         """Store the ratings (``values``: per candidate slot, SC, PQ, overall, as on screen) and move on; an
         incomplete form keeps the same sample with a message naming what is missing."""
         annotator = (annotator or "").strip()
         sample = self.store.sample_by_id.get(sample_id or "")
-        if sample is None:
+        if sample is None or not annotator:
             return self.open(annotator)
         ratings = {}
         for slot, candidate in enumerate(sample.candidates):

@@ -100,3 +100,5 @@ def test_export_errors_exit_2_and_write_nothing(folder, tmp_path, capsys):
     assert main([*args, "--overwrite"]) == 0
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".raw")] == []  # no temporary folder left
     assert main(["mer-bench", "export", "--folder", str(tmp_path / "nope"), "--out", str(tmp_path / "x")]) == 2
+    assert main(["mer-bench", "annotate", "--folder", str(out)]) == 2  # not a construction folder: no app starts
+    assert "is not a MER-Bench construction folder" in capsys.readouterr().err

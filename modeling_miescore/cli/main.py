@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "judge",
     "spatialreward_data",
     "doctor",
+    "mer_construction",
 )
 
 

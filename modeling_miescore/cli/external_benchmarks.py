@@ -106,9 +106,9 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
 
 def _prepare(args):
     from ..evaluation.converted_benchmarks import load_benchmark
-    from .benchmark import _out_dir
+    from ..scoring.jsonl_scoring import make_output_folder
 
-    out = _out_dir(args.out)
+    out = make_output_folder(args.out, "--out: ")
     benchmarks = [load_benchmark(d) for d in args.dataset]
     names = [b.name for b in benchmarks]
     if len(set(names)) != len(names):

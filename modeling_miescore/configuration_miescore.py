@@ -95,16 +95,12 @@ class MIEScoreConfig(PreTrainedConfig):
     lm_digit_token_ids: list[int] | None = None
 
     def __post_init__(self, **kwargs):
-        if self.score_names is None:
-            self.score_names = list(SCORE_NAMES)
-        if self.overall_weights is None:
-            self.overall_weights = [0.3, 0.4, 0.3]
-        if self.skill is None:
-            self.skill = DEFAULT_SKILL
-        if self.prompt_template is None:
-            self.prompt_template = DEFAULT_PROMPT_TEMPLATE
-        if self.single_source_prompt_template is None:
-            self.single_source_prompt_template = DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE
+        defaults = (("score_names", list(SCORE_NAMES)), ("overall_weights", [0.3, 0.4, 0.3]), ("skill", DEFAULT_SKILL),
+                    ("prompt_template", DEFAULT_PROMPT_TEMPLATE),
+                    ("single_source_prompt_template", DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE))
+        for name, default in defaults:  # fresh lists per config: defaults are built on each call
+            if getattr(self, name) is None:
+                setattr(self, name, default)
         if self.score_head == "lm_digits":  # a model without head must be told the answer format
             answer = "\n" + answer_format(self.score_names, self.lm_score_max)
             for name, default in (("prompt_template", DEFAULT_PROMPT_TEMPLATE),

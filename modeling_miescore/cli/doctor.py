@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .main import add_device_args
+
 
 def cmd_doctor(args) -> int:
     import transformers
@@ -37,9 +39,7 @@ def register(sub) -> None:
     parser = sub.add_parser("doctor", help="is this checkpoint sane? loading, processor consistency, token budget, "
                                            "score spread and directions, parsing, throughput")
     parser.add_argument("checkpoint", help="MIEScore or SpatialReward checkpoint folder")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    add_device_args(parser)
     parser.add_argument("--json", action="store_true", help="print the check records and a summary as JSON")
     parser.add_argument("--skip-fresh-process", action="store_true",
                         help="do not load the checkpoint in a second interpreter without this package")

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 from torch import nn
-from transformers import AutoModel, AutoProcessor, PreTrainedModel
+from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, score_in_batches
@@ -21,7 +21,9 @@ from .configuration_miescore import MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .overall import overall_score
 from .prefix_reuse import suffix_hidden_states
-from .processing_miescore import EditSample, estimate_num_tokens, load_checkpoint_processor, prepare_inputs
+from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
+                                  prepare_inputs)
+from .stock_processor import load_stock_processor, strip_auto_maps
 
 
 @dataclass
@@ -189,7 +191,8 @@ class MIEScoreModel(PreTrainedModel):
 
     def score_batch(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
                     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
-                    groups: Sequence | None = None) -> list[dict[str, float]]:
+                    groups: Sequence | None = None,
+                    max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS) -> list[dict[str, float]]:
         """Score many edits; results come back in input order.
 
         Samples are dicts ``{"sources", "edited", "instruction"}`` (or :class:`EditSample` / 3-tuples). They are
@@ -197,6 +200,11 @@ class MIEScoreModel(PreTrainedModel):
         sources and instruction (found automatically, or given as ``groups``: one group id per sample) run their
         shared prompt prefix once (``reuse_prefix``); the other samples are sorted by estimated sequence length
         inside each chunk so that a batch holds samples of similar length.
+
+        Images are checked from their headers before decoding (``max_image_pixels`` per image,
+        ``max_sample_pixels`` per sample, aspect ratio) and an image of 4x ``config.max_pixels`` or more is
+        reduced while decoding (the processor brings it to ``max_pixels`` anyway); unusable input raises
+        ``MIEScoreInputError`` naming the sample or image.
         """
         checked_batch_size(batch_size)
         processor = processor or self.get_processor()
@@ -210,6 +218,7 @@ class MIEScoreModel(PreTrainedModel):
         share = reuse_prefix and self.config.image_order == "sources_first"
         with eval_mode(self):
             return score_in_batches(samples, score, batch_size=batch_size, max_image_pixels=max_image_pixels,
+                                    max_sample_pixels=max_sample_pixels, target_pixels=int(self.config.max_pixels),
                                     length=lambda sample: estimate_num_tokens(sample, self.config),
                                     group_ids=groups, grouping=PrefixGrouping() if share else None,
                                     progress=progress, desc="scoring")
@@ -235,7 +244,7 @@ class MIEScoreModel(PreTrainedModel):
             path = os.fspath(backbone)
             backbone_model = AutoModel.from_pretrained(path, dtype=dtype) if dtype else AutoModel.from_pretrained(path)
             if processor is None:
-                processor = AutoProcessor.from_pretrained(path)
+                processor = load_stock_processor(path)
         else:
             backbone_model = backbone
         if hasattr(backbone_model, "lm_head"):
@@ -258,6 +267,7 @@ class MIEScoreModel(PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
         if self.processor is not None and kwargs.get("is_main_process", True):
             self.processor.save_pretrained(save_directory)
+            strip_auto_maps(save_directory)  # the processor is the stock class: no processor file names code
 
 MIEScoreConfig.register_for_auto_class()
 MIEScoreModel.register_for_auto_class("AutoModel")

@@ -11,9 +11,31 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError, load_image
+from .image_io import (DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError, decode_image, decoded_pixels, describe_image,
+                       open_image)
+from .stock_processor import load_stock_processor
 
 _PLACEHOLDER = re.compile(r"\{(skill|sources|instruction|edited)\}")
+
+# Decoded pixels one sample may cost, summed over its images and checked from their headers before any is
+# decoded. 256 Mpx is 244 images at the paper's 1,048,576-pixel budget (MIEScore supplement, "Supervised
+# Fine-Tuning"), e.g. 16 sources + the edited image of 15 Mpx each; at Pillow's 4 bytes per pixel of a decoded
+# RGBA image it is 1 GiB if nothing were reduced. Images are decoded one at a time and reduced right away when
+# far above the model's budget (image_io.decode_image), so the memory actually held is far less; the budget
+# bounds the decoding work a few kilobytes of compressed input can demand (a 6200x6200 1-bit PNG is 38 Mpx).
+DEFAULT_MAX_SAMPLE_PIXELS = 256_000_000
+
+# The longest instruction accepted, in characters. MIEScore trains with at most 4096 tokens per sequence
+# (supplement, "Supervised Fine-Tuning"); a sample with one source and the edited image at the paper's
+# 1,048,576-pixel budget spends 2 x 1024 image tokens (32x32 pixels per token), and the default rubric
+# (skill_miescore, 3,196 characters) with the prompt template and chat markup about 860 more, which leaves
+# 4096 - 2048 - 860 = 1188 tokens; rounded down to 1024 tokens at 4 characters per token (English BPE text)
+# that is 4096 characters. The reward server enforces the same number.
+MAX_INSTRUCTION_CHARS = 4096
+
+
+def _image_key(image):
+    return os.fspath(image) if isinstance(image, (str, os.PathLike)) else id(image)
 
 
 @dataclass
@@ -28,49 +50,96 @@ class EditSample:
     instruction: str
     id: str | None = None
 
-    def load(self, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, decoded: dict | None = None) -> "EditSample":
+    def load(self, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, decoded: dict | None = None, *,
+             max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS, target_pixels: int | None = None,
+             where: str | None = None) -> "EditSample":
         """The same sample with every image an RGB ``PIL.Image``.
 
+        Every image's header is read first; the images are decoded only when each passes ``image_io``'s checks
+        and their decoded pixels together stay within ``max_sample_pixels`` (:data:`DEFAULT_MAX_SAMPLE_PIXELS`).
+        ``target_pixels`` (the model's ``max_pixels``) lets a much larger image be reduced while decoding.
         ``decoded`` (optional, shared across the samples of one chunk) remembers the images already loaded, by
         file path or by object, so the sources that a group of edits shares are read once and are one object in
         every sample.
         """
-        def load_one(source):
-            if decoded is None:
-                return load_image(source, max_image_pixels=max_image_pixels)
-            key = os.fspath(source) if isinstance(source, (str, os.PathLike)) else id(source)
-            if key not in decoded:
-                # the source is kept beside its image so that its id cannot be reused by another object meanwhile
-                decoded[key] = (source, load_image(source, max_image_pixels=max_image_pixels))
-            return decoded[key][1]
+        decoded = {} if decoded is None else decoded
+        images = [*self.sources, self.edited]
+        opened: dict = {}
+        try:
+            total = 0
+            for image in images:
+                key = _image_key(image)
+                if key in opened:
+                    continue
+                if key in decoded:
+                    opened[key] = (None, decoded[key][2])
+                else:
+                    header = open_image(image, max_image_pixels=max_image_pixels)
+                    opened[key] = (header, decoded_pixels(header, target_pixels))
+                total += opened[key][1]
+            if total > max_sample_pixels:
+                name = where or (f"sample '{self.id}'" if self.id is not None else "sample")
+                uses = f" (the model uses at most {target_pixels:,} pixels per image)" if target_pixels else ""
+                raise MIEScoreInputError(
+                    f"{name}: its {len(opened)} images decode to {total / 1e6:.0f} Mpx together, above the "
+                    f"per-sample budget of {max_sample_pixels / 1e6:.0f} Mpx; downscale the images{uses} or raise "
+                    "max_sample_pixels"
+                )
+            for image in images:
+                key = _image_key(image)
+                if key not in decoded:
+                    # popped: the full-size decoded header is dropped as soon as its reduced copy exists
+                    header, pixels = opened.pop(key)
+                    # the source is kept beside its image so that its id cannot be reused by another object
+                    decoded[key] = (image, decode_image(header, describe_image(image), target_pixels), pixels)
+        finally:
+            for key, (header, _) in opened.items():
+                if header is not None and key not in decoded and isinstance(key, str):
+                    header.close()  # a file opened here and never decoded (an error above)
+        return EditSample(sources=[decoded[_image_key(s)][1] for s in self.sources],
+                          edited=decoded[_image_key(self.edited)][1], instruction=self.instruction, id=self.id)
 
-        return EditSample(sources=[load_one(s) for s in self.sources], edited=load_one(self.edited),
-                          instruction=self.instruction, id=self.id)
 
-
-def load_samples(samples: Sequence["EditSample"], max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list:
+def load_samples(samples: Sequence["EditSample"], max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, *,
+                 max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS, target_pixels: int | None = None,
+                 first_index: int = 0) -> list:
     """Load a chunk of samples; an image path that several samples name is decoded once."""
     decoded: dict = {}
-    return [s.load(max_image_pixels, decoded) for s in samples]
+    return [s.load(max_image_pixels, decoded, max_sample_pixels=max_sample_pixels, target_pixels=target_pixels,
+                   where=f"sample {first_index + i}") for i, s in enumerate(samples)]
 
 
 def load_checkpoint_processor(source: str):
-    """The processor saved beside a checkpoint (``processor.save_pretrained(folder)``), with a clear error."""
+    """The stock ``Qwen3VLProcessor`` saved beside a checkpoint, built without running any code from it.
+
+    See :func:`stock_processor.load_stock_processor`; raises ``ValueError`` with a clear message.
+    """
     if not source:
         raise ValueError(
             "no processor attached to this model and no checkpoint path to load one from; "
-            "pass processor=AutoProcessor.from_pretrained(<checkpoint>) or set model.processor"
+            "pass processor=load_stock_processor(<checkpoint>) or set model.processor"
         )
-    from transformers import AutoProcessor
-
     try:
-        # trust_remote_code only silences the prompt caused by the model's auto_map: the processor is stock
-        return AutoProcessor.from_pretrained(source, trust_remote_code=True)
+        return load_stock_processor(source)
     except (OSError, ValueError) as err:
         raise ValueError(
             f"could not load the processor from '{source}' ({err}); save it beside the model "
             "(processor.save_pretrained) or pass processor=..."
         ) from None
+
+
+def check_instruction(instruction, where: str = "sample") -> str:
+    """The instruction stripped; :class:`MIEScoreInputError` for a non-string, an empty or an overlong one."""
+    if not isinstance(instruction, str):
+        raise MIEScoreInputError(f"{where} has an instruction of type {type(instruction).__name__}; "
+                                 "pass the editing instruction as a string")
+    text = instruction.strip()
+    if not text:
+        raise MIEScoreInputError(f"{where} has an empty instruction; pass the editing instruction text")
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise MIEScoreInputError(f"{where} has an instruction of {len(text):,} characters, above the limit "
+                                 f"of {MAX_INSTRUCTION_CHARS:,} (the model's token budget); shorten it")
+    return text
 
 
 def as_edit_sample(sample, where: str = "sample") -> EditSample:
@@ -95,9 +164,7 @@ def as_edit_sample(sample, where: str = "sample") -> EditSample:
         raise MIEScoreInputError(f"{where} has zero source images; pass at least one source image")
     if edited is None:
         raise MIEScoreInputError(f"{where} has no edited image")
-    if not isinstance(instruction, str) or not instruction.strip():
-        raise MIEScoreInputError(f"{where} has an empty instruction; pass the editing instruction text")
-    return EditSample(sources=sources, edited=edited, instruction=instruction.strip(), id=sample_id)
+    return EditSample(sources=sources, edited=edited, instruction=check_instruction(instruction, where), id=sample_id)
 
 
 def build_messages(num_sources: int, instruction: str, config) -> tuple[list[dict], list[str]]:

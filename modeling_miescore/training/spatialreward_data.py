@@ -197,12 +197,13 @@ def _to_pil(image: Any, max_pixels: Optional[int]):
     the original encoding (JPEG, PNG, ...) so that storage can keep lossy sources lossy."""
     from PIL import Image
 
-    from ..image_io import load_image
+    from ..image_io import load_image, open_image_bytes
 
     if isinstance(image, dict):
         if image.get("bytes"):
-            # Bytes are decoded by Pillow (never unpickled); load_image checks the size before decoding pixels.
-            opened = Image.open(io.BytesIO(image["bytes"]))
+            # Bytes are decoded by Pillow (never unpickled), in the allowed formats only (image_io); load_image
+            # checks the size before decoding pixels.
+            opened = open_image_bytes(image["bytes"], "dataset image")
             source_format, image = opened.format, load_image(opened)
         elif image.get("path"):
             image = load_image(image["path"])

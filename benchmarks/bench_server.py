@@ -81,6 +81,15 @@ async def hammer(url: str, payloads: list[dict], clients: int) -> float:
         return time.perf_counter() - started
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux /proc), NaN elsewhere."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def batch_stats(url: str) -> tuple[float, float]:
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
@@ -117,28 +126,33 @@ def main():
         model.score_batch(samples[:2], batch_size=2)  # warm-up
         decoded = [{"sources": [from_b64(b) for b in p["sources"]], "edited": from_b64(p["edited"]),
                     "instruction": p["instruction"]} for p in payloads]
+        direct_cpu = time.process_time()
         direct = min(_timed(lambda: model.score_batch(decoded, batch_size=args.max_batch))
                      for _ in range(args.repeats))
+        direct_cpu = (time.process_time() - direct_cpu) / args.repeats
 
         process, url = start_server(model_path, args.max_batch, args.max_wait_ms, args.threads)
         try:
             asyncio.run(hammer(url, payloads[:4], 4))  # warm-up
             before = batch_stats(url)
-            client_cpu = time.process_time()
+            client_cpu, server_cpu = time.process_time(), process_cpu_seconds(process.pid)
             server = min(asyncio.run(hammer(url, payloads, args.clients)) for _ in range(args.repeats))
             client_cpu = (time.process_time() - client_cpu) / args.repeats
+            server_cpu = (process_cpu_seconds(process.pid) - server_cpu) / args.repeats
             after = batch_stats(url)
         finally:
             process.terminate()
             process.wait(timeout=60)
     n = len(samples)
+    calls = (after[1] - before[1]) / args.repeats
     mean_batch = (after[0] - before[0]) / max(after[1] - before[1], 1)
     print(f"tiny MIEScore on CPU ({args.threads} threads), {n} samples x 3 images at {args.size}x{args.size}, "
           f"max batch {args.max_batch}")
-    print(f"direct score_batch          : {n / direct:7.2f} samples/s ({direct:.2f} s)")
-    print(f"server, {args.clients:>2} concurrent clients: {n / server:7.2f} samples/s ({server:.2f} s), "
-          f"mean batch {mean_batch:.1f}; the clients (this process) used {client_cpu:.2f} s of CPU meanwhile")
-    print(f"ratio server / direct: {direct / server:.2f}x")
+    print(f"direct score_batch          : {n / direct:7.2f} samples/s ({direct:.2f} s, {direct_cpu:.2f} s CPU)")
+    print(f"server, {args.clients:>2} concurrent clients: {n / server:7.2f} samples/s ({server:.2f} s, "
+          f"{server_cpu:.2f} s CPU), {calls:.1f} model calls of {mean_batch:.1f} samples on average; the clients "
+          f"(this process) used {client_cpu:.2f} s of CPU meanwhile")
+    print(f"ratio server / direct: {direct / server:.2f}x (CPU time direct / server: {direct_cpu / server_cpu:.2f}x)")
 
 
 def _timed(fn) -> float:

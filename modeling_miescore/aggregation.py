@@ -56,7 +56,9 @@ __all__ = [
 
 SCORE_RANGE = 25  # appendix D.1: all scores "from scale 0 to 25"
 DEFAULT_ALPHA = 0.8  # sec. 5.4 / B.1.3 grid search: alpha = 0.80
-DEFAULT_W_SC = (0.6, 0.4)  # sec. 5.4: w_SC = {0.6, 0.4} for (s_if, s_con)
+# sec. 3.1 / 5.1: w_SC = {0.6, 0.4} for (s_if, s_con). B.1.3 / figure 10 read w_SC^(0) as the weight of source
+# consistency instead (0.6 s_con); SpatialRewardConfig.sc_weights keys the weights by name and keeps sec. 3.1.
+DEFAULT_W_SC = (0.6, 0.4)
 DEFAULT_W_PQ = (0.5, 0.5)  # sec. 5.4: w_PQ = {0.5, 0.5} for (s_nat, s_art)
 MODES = ("weighted_geometric", "min_bucket", "arithmetic")
 

@@ -19,6 +19,17 @@ DEFAULT_PROMPT_TEMPLATE = (
     "{edited}\n"
     "Rate the edited image for visual quality, instruction following and attribute preservation."
 )
+# MIEScore paper, "Zero-shot Results on Other Benchmarks": MIEScore is "adapted to the single-source setting by
+# slightly modifying the evaluation prompt while keeping the model parameters unchanged". Used automatically for a
+# sample with exactly one source (`processing_miescore.build_messages`); the skill, head and weights are the same.
+DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE = (
+    "{skill}\n\n"
+    "This edit has a single source image: judge attribute preservation against it alone.\n"
+    "{sources}\n"
+    "Editing instruction: {instruction}\n\n"
+    "{edited}\n"
+    "Rate the edited image for visual quality, instruction following and attribute preservation."
+)
 
 
 class MIEScoreConfig(PreTrainedConfig):
@@ -35,7 +46,10 @@ class MIEScoreConfig(PreTrainedConfig):
         score_scale (`float`): the sigmoid outputs in [0, 1] are multiplied by this (100 = MOS scale).
         skill (`str`): the evaluation rubric placed at the start of every prompt.
         prompt_template (`str`): user-turn template with `{skill}`, `{sources}`, `{instruction}`, `{edited}`.
+        single_source_prompt_template (`str`): the template used instead of `prompt_template` when a sample has
+            exactly one source (the paper's single-source variant); `""` disables the variant.
         source_label (`str`): text before each source image; `{index}` is 1-based.
+        single_source_label (`str`): text before the source image of a one-source sample.
         edited_label (`str`): text before the edited image.
         image_order (`str`): `"sources_first"` (default: sources and instruction, edited image last, so a
             shared prefix can be reused) or `"edited_first"` (the `{edited}` and `{sources}` blocks swap).
@@ -55,7 +69,9 @@ class MIEScoreConfig(PreTrainedConfig):
     score_scale: float = 100.0
     skill: str | None = None
     prompt_template: str | None = None
+    single_source_prompt_template: str | None = None
     source_label: str = "Source image {index}:"
+    single_source_label: str = "Source image:"
     edited_label: str = "Edited image:"
     image_order: str = "sources_first"
     # MIEScore paper, supplement "Supervised Fine-Tuning": "a maximum pixel budget of 1,048,576 pixels".
@@ -72,6 +88,8 @@ class MIEScoreConfig(PreTrainedConfig):
             self.skill = DEFAULT_SKILL
         if self.prompt_template is None:
             self.prompt_template = DEFAULT_PROMPT_TEMPLATE
+        if self.single_source_prompt_template is None:
+            self.single_source_prompt_template = DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE
         super().__post_init__(**kwargs)
         self.validate_scoring_fields()
 
@@ -85,9 +103,12 @@ class MIEScoreConfig(PreTrainedConfig):
             raise ValueError(f"image_order must be 'sources_first' or 'edited_first', got {self.image_order!r}")
         if self.padding_side not in ("left", "right"):
             raise ValueError(f"padding_side must be 'left' or 'right', got {self.padding_side!r}")
-        for field in ("{sources}", "{edited}", "{instruction}"):
-            if field not in self.prompt_template:
-                raise ValueError(f"prompt_template must contain {field}")
+        templates = {"prompt_template": self.prompt_template,
+                     "single_source_prompt_template": self.single_source_prompt_template}
+        for name, template in templates.items():
+            for field in ("{sources}", "{edited}", "{instruction}"):
+                if template and field not in template:
+                    raise ValueError(f"{name} must contain {field}")
         if not 0 < self.min_pixels <= self.max_pixels:
             raise ValueError(f"need 0 < min_pixels <= max_pixels, got {self.min_pixels} and {self.max_pixels}")
 
@@ -96,4 +117,4 @@ class MIEScoreConfig(PreTrainedConfig):
         return len(self.score_names)
 
 
-__all__ = ["MIEScoreConfig", "SCORE_NAMES", "DEFAULT_PROMPT_TEMPLATE"]
+__all__ = ["MIEScoreConfig", "SCORE_NAMES", "DEFAULT_PROMPT_TEMPLATE", "DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE"]

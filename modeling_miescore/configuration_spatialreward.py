@@ -148,6 +148,10 @@ def _number(value) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
+SC_WEIGHT_KEYS = ("instruction_following", "source_consistency")
+PQ_WEIGHT_KEYS = ("naturalness", "artifacts")
+
+
 class SpatialRewardConfig(Qwen3VLConfig):
     r"""Configuration of :class:`SpatialRewardModel`: a ``Qwen3VLConfig`` plus the reward's settings.
 
@@ -159,8 +163,10 @@ class SpatialRewardConfig(Qwen3VLConfig):
         aggregation_mode (`str`): `"weighted_geometric"` (the paper's reward, sec. 3.1), `"min_bucket"`
             (VIEScore bucket principle, sec. 5.4) or `"arithmetic"`.
         alpha (`float`): SC exponent of the weighted geometric mean (sec. 5.4 / B.1.3 grid search: 0.8).
-        w_sc (`list[float]`): weights of (s_if, s_con) in SC (sec. 5.4: 0.6, 0.4).
-        w_pq (`list[float]`): weights of (naturalness, artifacts) in PQ (sec. 5.4: 0.5, 0.5).
+        sc_weights (`dict[str, float]`): weights of SC's sub-scores, keyed `"instruction_following"` and
+            `"source_consistency"` (sec. 3.1 / 5.1: 0.6, 0.4; see the note on B.1.3 in the code).
+        pq_weights (`dict[str, float]`): weights of PQ's sub-scores, keyed `"naturalness"` and `"artifacts"`
+            (sec. 5.1 / 5.4: 0.5, 0.5).
         failure_reward (`float`): reward given to a sample whose SC or PQ output cannot be parsed (or whose
             API request failed). Default 0.0: in an online-RL loop the value must be finite (a NaN would poison
             the group-normalised advantages of every sibling) and must not be better than a real judgement, or
@@ -194,8 +200,8 @@ class SpatialRewardConfig(Qwen3VLConfig):
     score_range: int = 25
     aggregation_mode: str = "weighted_geometric"
     alpha: float = 0.8
-    w_sc: list[float] | None = None
-    w_pq: list[float] | None = None
+    sc_weights: dict[str, float] | None = None
+    pq_weights: dict[str, float] | None = None
     failure_reward: float = 0.0
     do_sample: bool = False
     num_passes: int = 1
@@ -215,24 +221,41 @@ class SpatialRewardConfig(Qwen3VLConfig):
             self.sc_prompt_multi = SC_PROMPT_MULTI
         if self.pq_prompt is None:
             self.pq_prompt = PQ_PROMPT
-        if self.w_sc is None:
-            self.w_sc = [0.6, 0.4]  # sec. 5.4
-        if self.w_pq is None:
-            self.w_pq = [0.5, 0.5]  # sec. 5.4
-        self.w_sc = [float(x) for x in self.w_sc]
-        self.w_pq = [float(x) for x in self.w_pq]
+        if self.sc_weights is None:
+            # SC = 0.6 s_if + 0.4 s_con: sec. 3.1 (S_SC = w_1 s_if + w_2 s_con) read with sec. 5.1 (w_SC = {0.6, 0.4}).
+            # Appendix B.1.3 / figure 10 instead call w_SC^(0) the weight of *source consistency* (optimum 0.60),
+            # i.e. 0.6 s_con. We keep the sec. 3.1 reading; `miescore benchmark mer-bench --grid` shows which one
+            # the data prefer.
+            self.sc_weights = {"instruction_following": 0.6, "source_consistency": 0.4}
+        if self.pq_weights is None:
+            self.pq_weights = {"naturalness": 0.5, "artifacts": 0.5}  # sec. 5.1 / 5.4
+        self.sc_weights = {str(k): float(v) for k, v in dict(self.sc_weights).items()}
+        self.pq_weights = {str(k): float(v) for k, v in dict(self.pq_weights).items()}
         super().__post_init__(**kwargs)
         self.validate_reward_fields()
+
+    @property
+    def w_sc(self) -> tuple[float, float]:
+        """SC weights as the (s_if, s_con) pair that :func:`aggregation.sc_pq` takes."""
+        return tuple(self.sc_weights[k] for k in SC_WEIGHT_KEYS)
+
+    @property
+    def w_pq(self) -> tuple[float, float]:
+        """PQ weights as the (naturalness, artifacts) pair that :func:`aggregation.sc_pq` takes."""
+        return tuple(self.pq_weights[k] for k in PQ_WEIGHT_KEYS)
 
     def validate_reward_fields(self):
         if self.aggregation_mode not in AGGREGATION_MODES:
             raise ValueError(f"aggregation_mode must be one of {AGGREGATION_MODES}, got {self.aggregation_mode!r}")
         if not 0.0 <= float(self.alpha) <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {self.alpha!r}")
-        for name in ("w_sc", "w_pq"):
+        for name, keys in (("sc_weights", SC_WEIGHT_KEYS), ("pq_weights", PQ_WEIGHT_KEYS)):
             weights = getattr(self, name)
-            if len(weights) != 2 or min(weights) < 0 or sum(weights) <= 0:
-                raise ValueError(f"{name} must be two non-negative weights with a positive sum, got {weights!r}")
+            missing, extra = sorted(set(keys) - set(weights)), sorted(set(weights) - set(keys))
+            if missing or extra:
+                raise ValueError(f"{name} must have exactly the keys {list(keys)}; missing {missing}, unknown {extra}")
+            if min(weights.values()) < 0 or sum(weights.values()) <= 0:
+                raise ValueError(f"{name} must be non-negative weights with a positive sum, got {weights!r}")
         if not float(self.score_range) > 0:
             raise ValueError(f"score_range must be > 0, got {self.score_range!r}")
         if int(self.num_passes) < 1:

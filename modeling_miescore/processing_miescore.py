@@ -172,8 +172,13 @@ def build_messages(num_sources: int, instruction: str, config) -> tuple[list[dic
 
     Returns ``(messages, roles)`` where ``roles[i]`` is ``"source:k"`` (0-based k) or ``"edited"`` for the
     i-th ``{"type": "image"}`` entry. The text comes from ``config.prompt_template``; ``{sources}`` expands to
-    ``config.source_label`` + image for each source, ``{edited}`` to ``config.edited_label`` + image.
+    ``config.source_label`` + image for each source, ``{edited}`` to ``config.edited_label`` + image. A sample with
+    exactly one source uses ``config.single_source_prompt_template`` and ``config.single_source_label`` when the
+    config has them (the paper's single-source variant; checkpoints saved before it have neither).
     """
+    single = num_sources == 1 and getattr(config, "single_source_prompt_template", None)
+    template = config.single_source_prompt_template if single else config.prompt_template
+    source_label = getattr(config, "single_source_label", config.source_label) if single else config.source_label
     blocks = {"sources": "sources", "edited": "edited"}
     if config.image_order == "edited_first":
         blocks = {"sources": "edited", "edited": "sources"}
@@ -191,7 +196,7 @@ def build_messages(num_sources: int, instruction: str, config) -> tuple[list[dic
     def add_block(kind: str):
         if kind == "sources":
             for k in range(num_sources):
-                add_text(("\n" if k else "") + config.source_label.format(index=k + 1))
+                add_text(("\n" if k else "") + source_label.format(index=k + 1))
                 content.append({"type": "image"})
                 roles.append(f"source:{k}")
         else:
@@ -200,8 +205,8 @@ def build_messages(num_sources: int, instruction: str, config) -> tuple[list[dic
             roles.append("edited")
 
     position = 0
-    for match in _PLACEHOLDER.finditer(config.prompt_template):
-        add_text(config.prompt_template[position : match.start()])
+    for match in _PLACEHOLDER.finditer(template):
+        add_text(template[position : match.start()])
         name = match.group(1)
         if name == "skill":
             add_text(config.skill or "")
@@ -210,7 +215,7 @@ def build_messages(num_sources: int, instruction: str, config) -> tuple[list[dic
         else:
             add_block(blocks[name])
         position = match.end()
-    add_text(config.prompt_template[position:])
+    add_text(template[position:])
     return [{"role": "user", "content": content}], roles
 
 

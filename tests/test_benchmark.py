@@ -16,6 +16,7 @@ from PIL import Image
 from scipy import stats
 
 from modeling_miescore.cli.main import main
+from report_checks import assert_html_report
 
 DIMS = ("visual_quality", "instruction_following", "attribute_preservation", "overall")
 MOS = {"visual_quality": "mos_vq", "instruction_following": "mos_if", "attribute_preservation": "mos_ap",
@@ -64,11 +65,21 @@ def mer_dir(tmp_path_factory):
     return base / "ds"
 
 
-def mer_rows(ds_dir: Path):
+@pytest.fixture(scope="module")
+def mer_without_3pair_dir(mer_dir):
+    """The same raw MER-Bench built without 3-pair groups: the dataset has splits 2pair and 4pair only."""
+    from modeling_miescore.data.builders.mer_bench import build_mer_bench
+
+    out = mer_dir.parent / "ds-no-3pair"
+    build_mer_bench(mer_dir.parent / "raw", out, groups_per_type={2: 6, 3: 0, 4: 6}, progress=False)
+    return out
+
+
+def mer_rows(ds_dir: Path, splits=("2pair", "3pair", "4pair")):
     import datasets
 
     rows = []
-    for split in ("2pair", "3pair", "4pair"):
+    for split in splits:
         ds = datasets.load_dataset(str(ds_dir), split=split)
         for r in ds.select_columns(["pair_id", "category", "editing_models"]):
             rows.append({"pair_id": r["pair_id"], "category": r["category"], "k": len(r["editing_models"])})
@@ -113,7 +124,10 @@ def noisy_predictions(df, rng, noise: float):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_mie_bench_end_to_end_with_tiny_model_and_resume(mie_dir, tiny_miescore_path, tmp_path, capsys):
+def test_mie_bench_end_to_end_with_tiny_model_and_resume(mie_dir, tiny_miescore_path, tmp_path, capsys, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf_home"))  # the default cache root
     out = tmp_path / "report"
     argv = ["benchmark", "mie-bench", "--dataset", str(mie_dir), "--split", "validation", "--model",
             str(tiny_miescore_path), "--out", str(out), "--bootstrap", "20", "--device", "cpu", "--no-progress",
@@ -149,6 +163,13 @@ def test_mie_bench_end_to_end_with_tiny_model_and_resume(mie_dir, tiny_miescore_
     positions = [md.index(s) for s in MIE_SECTIONS]
     assert positions == sorted(positions), "report.md sections out of order"
     assert "SRCC to human" in md and "plots/leaderboard.png" in md
+    assert_html_report(out)
+    # the exported images are a cache under $HF_HOME/miescore, not part of the report folder
+    visible = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))  # not score-batch's lock file
+    assert visible == ["plots", "predictions.jsonl", "predictions_source.json", "report.html", "report.json",
+                       "report.md"]
+    (inputs,) = (tmp_path / "hf_home" / "miescore" / "mie-bench-inputs").glob("*/inputs.jsonl")
+    assert len(inputs.read_text().splitlines()) == len(df)
 
     # rerun: the prediction cache is complete, nothing is rescored and the report is rewritten identically
     before = (out / "predictions.jsonl").read_bytes()
@@ -160,14 +181,21 @@ def test_mie_bench_end_to_end_with_tiny_model_and_resume(mie_dir, tiny_miescore_
         for key in ("srcc", "krcc", "plcc"):
             assert again[d][key] == report["correlations"][d][key]
 
-    # an interrupted run (10 full lines and half a line on disk) resumes: only the missing edits are scored
+    # an interrupted run (10 full lines and half a line on disk) resumes: only the missing edits are scored; the
+    # exported images are reused from the cache (same split, same folder), or go where --cache-dir says
     lines = before.decode().splitlines(keepends=True)
     (out / "predictions.jsonl").write_text("".join(lines[:10]) + lines[10][:20])
+    exported = {p: p.stat().st_mtime_ns for p in inputs.parent.glob("images/*")}
     code, _, stderr = run([*argv[:11], "0", *argv[12:], "--no-plots"], capsys)
     assert code == 0, stderr
     assert f"scored {len(df) - 10} edits, 10 already" in stderr
     resumed = sorted(json.loads(x)["id"] for x in (out / "predictions.jsonl").read_text().splitlines())
     assert resumed == sorted(df["id"])
+    assert {p: p.stat().st_mtime_ns for p in inputs.parent.glob("images/*")} == exported
+    (out / "predictions.jsonl").write_text("".join(lines[:10]))
+    code, _, stderr = run([*argv, "--no-plots", "--cache-dir", str(tmp_path / "elsewhere")], capsys)
+    assert code == 0, stderr
+    assert len(list((tmp_path / "elsewhere" / "mie-bench-inputs").glob("*/images/*"))) == len(exported)
 
     # a different model for the same --out is refused instead of mixing two models' predictions
     import shutil
@@ -291,7 +319,7 @@ def test_overall_is_computed_with_eq2_when_absent(tmp_path):
 
 def test_mer_bench_hand_made_predictions(mer_dir, tmp_path, capsys, tiny_miescore_path):
     rows = mer_rows(mer_dir)
-    preds, correct, taus = [], {}, {}
+    preds, correct, taus, released = [], {}, {}, {}
     three = 0
     for r in rows:
         k = r["k"]
@@ -302,10 +330,11 @@ def test_mer_bench_hand_made_predictions(mer_dir, tmp_path, capsys, tiny_miescor
             ok = three % 2 == 0
             scores, tau = (best_first, 1.0) if ok else (best_first[::-1], -1.0)
             three += 1
-        else:  # a tie between the two best: wrong; tau-a with the tie scored 0 = 5/6
+        else:  # a tie between the two best: wrong; tau-a with the tie scored 0 = 5/6 (as released, +1: 6/6)
             scores, ok, tau = [4.0, 4.0, 2.0, 1.0], False, 5 / 6
         preds.append({"pair_id": r["pair_id"], "scores": scores})
         correct[r["pair_id"]], taus[r["pair_id"]] = ok, tau
+        released[r["pair_id"]] = 1.0 if k == 4 else tau
     path = write_jsonl(tmp_path / "mer.jsonl", preds[::-1])
     out = tmp_path / "out"
     code, stdout, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
@@ -317,6 +346,8 @@ def test_mer_bench_hand_made_predictions(mer_dir, tmp_path, capsys, tiny_miescor
         ids = [r["pair_id"] for r in rows if r["k"] == k]
         assert acc["by_size"][str(k)]["value"] == pytest.approx(np.mean([correct[i] for i in ids]))
         assert tau["by_size"][str(k)]["value"] == pytest.approx(np.mean([taus[i] for i in ids]))
+        assert report["tau_as_released"]["by_size"][str(k)]["value"] == pytest.approx(
+            np.mean([released[i] for i in ids]))
     assert acc["by_size"]["2"]["value"] == 1.0 and acc["by_size"]["4"]["value"] == 0.0
     assert acc["overall"]["value"] == pytest.approx(np.mean(list(correct.values())))
     for cat in {r["category"] for r in rows}:
@@ -325,11 +356,19 @@ def test_mer_bench_hand_made_predictions(mer_dir, tmp_path, capsys, tiny_miescor
         assert_metric(acc["by_category"][cat])
     assert_metric(acc["overall"])
     assert report["meta"]["groups_with_tied_scores"] == sum(r["k"] == 4 for r in rows)
+    assert report["tau_as_released"]["overall"]["value"] == pytest.approx(np.mean(list(released.values())))
+    assert "Kendall tau (as released)" in stdout and "NO PREDICTIONS" not in stdout
     md = (out / "report.md").read_text()
-    for s in ("## Accuracy by group size (paper table 1", "| 2-P | 3-P | 4-P | Overall | τ |",
+    for s in ("## Accuracy by group size (paper table 1", "| 2-P | 3-P | 4-P | Overall | τ | τ (as released) |",
               "## Accuracy by editing category (paper table 2)", "General", "Human-B.", "Human-F."):
         assert s in md
     assert_pngs(out, ["accuracy_by_size", "accuracy_by_category"])
+    assert_html_report(out)
+
+    # --grid needs the sub-scores that --model writes
+    code, _, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                           "--out", str(tmp_path / "o1"), "--grid", "--no-progress"], capsys)
+    assert code == 2 and "needs 'sub_scores'" in stderr and len(stderr.strip().splitlines()) == 1
 
     # a group with the wrong number of scores, and a non-SpatialReward --model, are clear user errors
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"pair_id": rows[0]["pair_id"], "scores": [1.0] * (rows[0]["k"] + 1)}])
@@ -339,6 +378,84 @@ def test_mer_bench_hand_made_predictions(mer_dir, tmp_path, capsys, tiny_miescor
     code, _, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--model", str(tiny_miescore_path),
                            "--out", str(tmp_path / "o3")], capsys)
     assert code == 2 and "needs a SpatialReward checkpoint" in stderr
+
+
+def test_mer_bench_defaults_to_the_splits_the_dataset_has(mer_without_3pair_dir, tmp_path, capsys):
+    rows = mer_rows(mer_without_3pair_dir, ("2pair", "4pair"))
+    path = write_jsonl(tmp_path / "p.jsonl", [{"pair_id": r["pair_id"], "scores": list(range(r["k"], 0, -1))}
+                                              for r in rows])
+    argv = ["benchmark", "mer-bench", "--dataset", str(mer_without_3pair_dir), "--predictions", str(path),
+            "--bootstrap", "0", "--no-progress", "--no-plots"]
+    code, stdout, stderr = run([*argv, "--out", str(tmp_path / "out")], capsys)
+    assert code == 0, stderr
+    assert "MER-Bench (2pair,4pair)" in stdout
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["meta"]["splits"] == ["2pair", "4pair"] and report["run"]["split"] == "2pair,4pair"
+    assert report["accuracy"]["overall"]["value"] == 1.0 and report["meta"]["n_groups"] == len(rows)
+    code, _, stderr = run([*argv, "--split", "2pair,3pair,4pair", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "no split '3pair'; available: 2pair, 4pair" in stderr
+
+
+def test_mer_bench_without_any_usable_score_says_so_on_the_console(mer_dir, tmp_path, capsys):
+    rows = mer_rows(mer_dir)
+    path = write_jsonl(tmp_path / "p.jsonl", [{"pair_id": r["pair_id"], "scores": [None] * r["k"]} for r in rows])
+    code, stdout, _ = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                           "--out", str(tmp_path / "out"), "--bootstrap", "0", "--no-progress", "--no-plots"], capsys)
+    assert code == 0
+    assert f"NO PREDICTIONS: every one of the {len(rows)} groups has a missing (null) score" in stdout
+    assert stdout.index("NO PREDICTIONS") < stdout.index("Overall accuracy")  # said before the zeros
+    assert "no prediction to evaluate" in (tmp_path / "out" / "report.md").read_text()
+    some = [{"pair_id": r["pair_id"], "scores": [None] * r["k"] if i < 3 else list(range(r["k"], 0, -1))}
+            for i, r in enumerate(rows)]
+    code, stdout, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions",
+                                str(write_jsonl(tmp_path / "some.jsonl", some)), "--out", str(tmp_path / "o2"),
+                                "--bootstrap", "0", "--no-progress", "--no-plots"], capsys)
+    assert code == 0 and "NO PREDICTIONS" not in stdout
+    assert f"warning: 3 of {len(rows)} groups have a missing (null) score; they count as wrong" in stderr
+
+
+def _grid_reward(sub, alpha, w_con):
+    """The sec. 3.1 reward from sub-score dicts, written out independently of the package."""
+    s = np.array([[x["s_if"], x["s_con"], x["naturalness"], x["artifacts"]] for x in sub], dtype=float)
+    sc = ((1 - w_con) * s[:, 0] + w_con * s[:, 1]) / 25
+    return sc ** alpha * ((s[:, 2] + s[:, 3]) / 50) ** (1 - alpha)
+
+
+def test_mer_bench_grid_re_aggregates_sub_scores_without_the_model(mer_dir, tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    preds = []
+    for r in mer_rows(mer_dir):
+        truth = np.linspace(22, 6, r["k"])  # s_con follows the human order, s_if is noisy
+        sub = [{"s_if": float(np.clip(t + rng.normal(0, 8), 0, 25)),
+                "s_con": float(np.clip(t + rng.normal(0, 1), 0, 25)), "naturalness": float(t), "artifacts": 20.0}
+               for t in truth]
+        preds.append({"pair_id": r["pair_id"], "scores": [float(x) for x in _grid_reward(sub, 0.8, 0.4)],
+                      "sub_scores": sub})
+    path = write_jsonl(tmp_path / "p.jsonl", preds)
+    out = tmp_path / "out"
+    code, stdout, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                                "--out", str(out), "--grid", "--grid-alpha", "0.5,0.8,1", "--grid-w-con",
+                                "0,0.4,0.6,1", "--bootstrap", "0", "--no-progress"], capsys)
+    assert code == 0, stderr
+    cells = json.loads((out / "grid.json").read_text())
+    assert [(c["alpha"], c["w_con"]) for c in cells] == [(a, w) for a in (0.5, 0.8, 1.0) for w in (0, 0.4, 0.6, 1)]
+    for c in cells:
+        right = [np.all(np.diff(_grid_reward(p["sub_scores"], c["alpha"], c["w_con"])) < 0) for p in preds]
+        assert c["accuracy"] == pytest.approx(np.mean(right)) and c["w_if"] == pytest.approx(1 - c["w_con"])
+    report = json.loads((out / "report.json").read_text())
+    by = {(c["alpha"], c["w_con"]): c["accuracy"] for c in cells}
+    assert report["accuracy"]["overall"]["value"] == pytest.approx(by[(0.8, 0.4)])  # the scores used sec. 3.1
+    grid = report["aggregation_grid"]
+    assert grid["paper_readings"]["b_1_3"]["accuracy"] > grid["paper_readings"]["sec_3_1"]["accuracy"]
+    best = max(by.values())
+    assert grid["best"] == [c for c in cells if c["accuracy"] == best]
+    assert f"best accuracy {best:.3f}" in stdout
+    md = (out / "report.md").read_text()
+    assert "## Aggregation weights: grid search (SpatialReward paper, B.1.3 / figure 10)" in md
+    assert "![Accuracy over the aggregation-weight grid](grid.png)" in md
+    with Image.open(out / "grid.png") as im:
+        assert im.format == "PNG"
+    assert_html_report(out)
 
 
 @pytest.mark.slow
@@ -353,7 +470,7 @@ def test_mer_bench_with_tiny_spatialreward_model(mer_dir, tmp_path, capsys):
     assert code == 0, stderr
     lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(lines) == len([r for r in mer_rows(mer_dir) if r["k"] == 3])
-    assert all(len(x["scores"]) == 3 and len(x["failed"]) == 3 for x in lines)
+    assert all(len(x["scores"]) == 3 and len(x["failed"]) == 3 and len(x["sub_scores"]) == 3 for x in lines)
     assert all((s is None) == f for x in lines for s, f in zip(x["scores"], x["failed"]))
     before = (out / "predictions.jsonl").read_bytes()
     assert run(argv, capsys)[0] == 0 and (out / "predictions.jsonl").read_bytes() == before  # resumed, not redone

@@ -1,12 +1,11 @@
-"""Scoring a benchmark split with a checkpoint, without the model: the image/JSONL export for ``score-batch``,
-the prediction-cache identity, and the resumable MER-Bench scoring loop (with a stand-in scorer)."""
+"""Scoring a benchmark split with a checkpoint, without the model: the image/JSONL export for ``score-batch`` and
+where it is cached, the prediction-cache identity, and the resumable MER-Bench scoring loop (with a stand-in
+scorer) that keeps each candidate's sub-scores."""
 
 from __future__ import annotations
 
 import io
 import json
-import sys
-import types
 from dataclasses import dataclass
 
 import datasets
@@ -14,7 +13,7 @@ import pytest
 from PIL import Image
 
 from modeling_miescore.evaluation.errors import BenchmarkInputError
-from modeling_miescore.evaluation.input_export import export_mie_inputs
+from modeling_miescore.evaluation.input_export import export_mie_inputs, input_cache_dir
 from modeling_miescore.evaluation.model_runs import (
     check_prediction_cache,
     score_mer_with_spatialreward,
@@ -81,10 +80,25 @@ def test_export_names_missing_columns(mie_split, tmp_path):
         export_mie_inputs(ds.remove_columns("instruction"), tmp_path, progress=False)
 
 
+def test_input_cache_lives_under_the_hf_cache_keyed_by_the_split(mie_split, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    ds, _ = mie_split
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf_home"))
+    default = input_cache_dir(ds)
+    assert default == tmp_path / "hf_home" / "miescore" / "mie-bench-inputs" / ds._fingerprint
+    assert input_cache_dir(ds) == default  # the same split resumes into the same folder
+    assert input_cache_dir(ds.select([0, 1])) != default  # other rows, other folder
+    assert input_cache_dir(ds, tmp_path / "mine") == tmp_path / "mine" / "mie-bench-inputs" / ds._fingerprint
+    export_mie_inputs(ds, default, progress=False)
+    assert (default / "inputs.jsonl").is_file() and len(list((default / "images").iterdir())) == 6
+
+
 def test_prediction_cache_refuses_another_run_and_records_identity(tmp_path):
     first = {"model": "m1", "dataset": "d", "split": "test"}
     check_prediction_cache(tmp_path, first)
-    assert json.loads((tmp_path / "cache/predictions_source.json").read_text()) == first
+    assert json.loads((tmp_path / "predictions_source.json").read_text()) == first  # beside predictions.jsonl
+    assert [p.name for p in tmp_path.iterdir()] == ["predictions_source.json"]  # no cache folder in the report
     check_prediction_cache(tmp_path, {**first, "model": "m2"})  # no predictions yet: nothing to protect
     (tmp_path / "predictions.jsonl").write_text('{"id": "x"}\n')
     with pytest.raises(BenchmarkInputError, match=r"different run \(model 'm2' -> 'm3'\)"):
@@ -94,26 +108,38 @@ def test_prediction_cache_refuses_another_run_and_records_identity(tmp_path):
 
 @dataclass
 class _Judgement:
+    """The fields of ``SpatialRewardResult`` that the MER-Bench loop reads."""
+
     reward: float
     failed: bool
+    s_if: float | None = None
+    s_con: float | None = None
+    s_nat: float | None = None
+    s_art: float | None = None
 
 
 class _StandInScorer:
-    """Reward = length of the edited 'image' string; an edited value 'bad' fails to parse."""
+    """Reward = length of the edited 'image' string, sub-scores derived from it; an edited value 'bad' fails to
+    parse (its PQ stream is missing)."""
 
     def __init__(self):
         self.calls = []
 
     def evaluate_edits(self, samples, batch_size):
         self.calls.append(len(samples))
-        return [_Judgement(float(len(s["edited"])), s["edited"] == "bad") for s in samples]
+        out = []
+        for s in samples:
+            n, bad = float(len(s["edited"])), s["edited"] == "bad"
+            out.append(_Judgement(n, bad, s_if=n, s_con=n + 0.5, s_nat=None if bad else 2 * n,
+                                  s_art=None if bad else 1.0))
+        return out
 
 
 def _stand_in_loader(monkeypatch, scorer) -> None:
-    """Serve ``scorer`` from ``load_spatialreward`` without importing the real module (torch, transformers)."""
-    module = types.ModuleType("modeling_miescore.scoring.loading")
-    module.load_spatialreward = lambda model, device, dtype: scorer
-    monkeypatch.setitem(sys.modules, module.__name__, module)
+    """Serve ``scorer`` from ``load_spatialreward`` without loading a checkpoint."""
+    from modeling_miescore.scoring import loading
+
+    monkeypatch.setattr(loading, "load_spatialreward", lambda model, device, dtype: scorer)
 
 
 def _mer_splits():
@@ -135,7 +161,11 @@ def test_mer_scoring_writes_one_line_per_group_and_resumes(tmp_path, monkeypatch
     records = {r["pair_id"]: r for r in map(json.loads, path.read_text().splitlines())}
     assert list(records) == ["p1", "p2", "p3", "q1"]
     assert records["p1"]["scores"] == [3.0, 1.0]
-    assert records["p2"] == {"pair_id": "p2", "scores": [None, 2.0], "failed": [True, False]}
+    assert records["p1"]["sub_scores"] == [{"s_if": 3.0, "s_con": 3.5, "naturalness": 6.0, "artifacts": 1.0},
+                                           {"s_if": 1.0, "s_con": 1.5, "naturalness": 2.0, "artifacts": 1.0}]
+    assert records["p2"] == {"pair_id": "p2", "scores": [None, 2.0], "failed": [True, False],
+                             "sub_scores": [{"s_if": 3.0, "s_con": 3.5, "naturalness": None, "artifacts": None},
+                                            {"s_if": 2.0, "s_con": 2.5, "naturalness": 4.0, "artifacts": 1.0}]}
     assert records["q1"]["scores"] == [3.0, 2.0, 1.0]
     assert scorer.calls == [4, 2, 3]  # chunks of max(1, 4 * 2 // 3) = 2 groups
 

@@ -1,5 +1,6 @@
 """The report building blocks without the CLI: instance bootstrap settings and notes, the MIE-Bench report on a
-hand-made frame, MER-Bench category order, and report/plot files that are replaced atomically."""
+hand-made frame, MER-Bench category order, report/plot files that are replaced atomically, the self-contained
+report.html, and plots that show only what they know."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from modeling_miescore.evaluation.instance_bootstrap import (
@@ -16,30 +16,20 @@ from modeling_miescore.evaluation.instance_bootstrap import (
 )
 from modeling_miescore.evaluation.metrics.inputs import MetricWarning
 from modeling_miescore.evaluation.mie_bench_report import mie_bench_report
-from modeling_miescore.evaluation.plots import mer_bench_plots
+from modeling_miescore.evaluation import plots
+from modeling_miescore.evaluation.editing_models_report import editing_models_report
+from modeling_miescore.evaluation.plots import editing_models_plots, mer_bench_plots, mie_bench_plots
 from modeling_miescore.evaluation.report import (
     mer_categories_in_order,
     render_markdown,
     write_report,
 )
-
-
-def _mie_frame(n_models: int, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for inst in range(8):
-        for m in range(n_models):
-            mos = {d: float(rng.uniform(10, 90)) for d in ("vq", "if", "ap", "overall")}
-            rows.append({"id": f"{inst}-{m}", "instance_id": str(inst), "editing_model": f"model{m}",
-                         "task": "style_transfer" if inst % 2 else "pose_change", "num_sources": 2 + inst % 2,
-                         "category": "global" if inst % 2 else "regional",
-                         **{f"mos_{k}": v for k, v in mos.items()},
-                         "pred_visual_quality": mos["vq"] + rng.normal(0, 5), "pred_overall": mos["overall"]})
-    return pd.DataFrame(rows)
+from modeling_miescore.evaluation.report_html import render_html
+from report_checks import assert_html_report, mer_report, mie_frame
 
 
 def test_no_bootstrap_gives_points_without_intervals():
-    report = mie_bench_report(_mie_frame(3), bootstrap=BootstrapSettings(n=0, progress=False))
+    report = mie_bench_report(mie_frame(3), bootstrap=BootstrapSettings(n=0, progress=False))
     assert report["meta"]["dimensions"] == ["visual_quality", "overall"]  # the dimensions with predictions
     assert report["meta"]["bootstrap"] == {"n": 0, "seed": 0, "level": 0.95,
                                            "resampling": "instances, all edits of a drawn instance_id together"}
@@ -50,7 +40,7 @@ def test_no_bootstrap_gives_points_without_intervals():
 
 
 def test_mie_report_without_three_models_says_why_ranking_is_missing():
-    report = mie_bench_report(_mie_frame(2), bootstrap=BootstrapSettings(n=5, progress=False))
+    report = mie_bench_report(mie_frame(2), bootstrap=BootstrapSettings(n=5, progress=False))
     ranking = report["model_ranking"]
     assert ranking == {"available": False, "models": ["model0", "model1"],
                        "reason": "model-ranking SRCC needs at least 3 editing models, the split has 2"}
@@ -91,31 +81,24 @@ def test_mer_categories_follow_the_paper_then_the_rest():
         "general", "human_fine", "aaa", "zzz"]
 
 
-def _mer_report() -> dict:
-    metric = {"value": 0.5, "ci": [0.4, 0.6]}
-    return {"benchmark": "mer-bench", "meta": {"n_groups": 6, "n_samples": 3, "bootstrap": {"n": 0},
-                                               "n_by_size": {"2": 6}, "n_by_category": {"general": 6},
-                                               "groups_with_tied_scores": 0, "groups_with_missing_scores": 0,
-                                               "definitions": {"accuracy": "a", "tau": "t"}},
-            "accuracy": {"overall": metric, "by_size": {"2": metric}, "by_category": {"general": metric}},
-            "tau": {"overall": metric, "by_size": {"2": metric}, "by_category": {"general": metric}},
-            "accuracy_by_size_and_category": {"2": {"general": 0.5}}, "notes": []}
-
-
 def test_a_report_that_cannot_be_rendered_leaves_the_old_files(tmp_path):
-    json_path, md_path = write_report(tmp_path, _mer_report())
-    before = json_path.read_text(), md_path.read_text()
+    json_path, md_path = write_report(tmp_path, mer_report())
+    before = json_path.read_text(), md_path.read_text(), (tmp_path / "report.html").read_text()
     assert json.loads(before[0])["accuracy"]["overall"] == {"value": 0.5, "ci": [0.4, 0.6]}
     with pytest.raises(ValueError, match="unknown report kind"):
-        write_report(tmp_path, {**_mer_report(), "benchmark": "other"})
-    assert (json_path.read_text(), md_path.read_text()) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
+        write_report(tmp_path, {**mer_report(), "benchmark": "other"})
+    after = json_path.read_text(), md_path.read_text(), (tmp_path / "report.html").read_text()
+    assert after == before
+    with pytest.raises(ValueError, match="cannot be read.*draw the plots first"):  # a plot file that is not there
+        write_report(tmp_path, {**mer_report(), "plots": {"accuracy_by_size": "plots/accuracy_by_size.png"}})
+    assert (json_path.read_text(), md_path.read_text(), (tmp_path / "report.html").read_text()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.json", "report.md"]
 
 
 def test_a_failing_plot_leaves_the_previous_png(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
 
-    paths = mer_bench_plots(_mer_report(), tmp_path)
+    paths = mer_bench_plots(mer_report(), tmp_path)
     assert paths == {"accuracy_by_size": "plots/accuracy_by_size.png",
                      "accuracy_by_category": "plots/accuracy_by_category.png"}
     old = (tmp_path / paths["accuracy_by_size"]).read_bytes()
@@ -127,7 +110,126 @@ def test_a_failing_plot_leaves_the_previous_png(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Figure, "savefig", half_written)
     with pytest.raises(OSError, match="disk full"):
-        mer_bench_plots(_mer_report(), tmp_path)
+        mer_bench_plots(mer_report(), tmp_path)
     assert (tmp_path / paths["accuracy_by_size"]).read_bytes() == old
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["accuracy_by_category.png",
                                                                        "accuracy_by_size.png"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# report.html
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_report_html_embeds_every_plot_and_table(tmp_path):
+    frame = mie_frame(3)
+    report = mie_bench_report(frame, bootstrap=BootstrapSettings(n=20, progress=False))
+    report["plots"] = mie_bench_plots(frame, report, tmp_path)
+    write_report(tmp_path, report)
+    page = assert_html_report(tmp_path)
+    assert len(page.images) == 5  # 2 scatters, SRCC per task, leaderboard, MOS distributions
+    html = (tmp_path / "report.html").read_text()
+    assert "<title>MIE-Bench evaluation report</title>" in html
+    assert "<details><summary>Per-model means with confidence intervals</summary>" in html  # the fold is kept
+    assert "plots/" not in html.split("</style>")[1]  # no link to a file beside the page
+
+
+def test_report_html_escapes_markup_and_takes_only_its_own_pngs(tmp_path):
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "fake.png").write_bytes(b"GIF89a not a png")
+    (tmp_path / "outside.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    table = "| Model | n |\n| :--- | ---: |\n| <img src=x onerror=alert(1)> | 3 |\n"
+    page = render_html("# T\n\n<script>alert(1)</script>\n\n" + table + "\n<details><summary>S</summary>\n\n"
+                       "x\n\n</details>\n", tmp_path)
+    body = page.split("</style>")[1]
+    assert "<script>" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert "<img" not in body and "&lt;img src=x onerror=alert(1)&gt;" in body
+    assert "<details><summary>S</summary>" in body
+    with pytest.raises(ValueError, match="not a PNG"):
+        render_html("![a](plots/fake.png)", tmp_path)
+    with pytest.raises(ValueError, match="outside the report folder"):
+        render_html("![a](../outside.png)", tmp_path / "plots")
+
+
+def test_mer_markdown_has_both_taus_and_says_when_no_prediction_was_usable():
+    report = mer_report()
+    report["tau_as_released"] = {"overall": {"value": 0.9, "ci": [0.8, 0.95]}, "by_size": {"2": 0.9},
+                                 "by_category": {"general": 0.9}}
+    md = render_markdown(report)
+    assert "| Overall | τ | τ (as released) |" in md
+    assert "| 0.500 [0.400, 0.600] | 0.900 [0.800, 0.950] |" in md
+    assert "| τ (as released) | 0.900 | 0.900 |" in md
+    assert "no prediction to evaluate" not in md
+    report["meta"]["groups_with_missing_scores"] = report["meta"]["n_groups"]
+    assert "**Every group has a missing (null) score: there is no prediction to evaluate" in render_markdown(report)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# plots, read as a reader would
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures the plot functions save, by name (drawn, so that legend and axes extents are known)."""
+    figures = {}
+    save = plots._save
+
+    def keep(fig, out_dir, name, folder="plots"):
+        fig.canvas.draw()
+        figures[name] = fig
+        return save(fig, out_dir, name, folder)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return figures
+
+
+def _legends_outside_the_axes(fig):
+    assert all(ax.get_legend() is None for ax in fig.axes), "a legend inside the axes covers data"
+    assert len(fig.legends) == 1
+    box = fig.legends[0].get_window_extent()
+    for ax in fig.axes:
+        assert not box.overlaps(ax.get_window_extent()), "the figure legend overlaps an axes"
+
+
+def test_srcc_per_task_shows_no_interval_it_does_not_have(tmp_path, drawn):
+    from matplotlib.container import BarContainer
+
+    frame = mie_frame(4)
+    frame.loc[frame["instance_id"] == "0", "task"] = "text_style"  # a task with one instance: no CI
+    report = mie_bench_report(frame, bootstrap=BootstrapSettings(n=30, progress=False))
+    mie_bench_plots(frame, report, tmp_path)
+    fig = drawn["srcc_per_task"]
+    _legends_outside_the_axes(fig)
+    assert "95% bootstrap CI" in fig.get_suptitle()
+    assert "one instance: no CI" in [t.get_text() for t in fig.legends[0].get_texts()]
+    tasks = [t["task"] for t in report["per_task"]["tasks"]]
+    single = tasks.index("text_style")
+    for ax, d in zip(fig.axes, report["meta"]["dimensions"]):
+        bars = next(c for c in ax.containers if isinstance(c, BarContainer))
+        assert [bool(b.get_hatch()) for b in bars] == [i == single for i in range(len(tasks))]
+        segments = bars.errorbar.lines[2][0].get_segments()  # one vertical error bar per task
+        drawn_bars = [i for i, seg in enumerate(segments) if seg.size and np.isfinite(seg).all()]
+        assert drawn_bars == [i for i in range(len(tasks)) if i != single]  # none, not a zero-width one
+        lows = [report["per_task"]["srcc"][d]["tasks"][t]["ci"][0] for t in tasks if t != "text_style"]
+        assert ax.get_ylim()[0] <= min(lows) and ax.get_ylim()[1] > 1.0  # whole intervals are visible
+    for name in ("leaderboard", "scatter_overall"):
+        _legends_outside_the_axes(drawn[name])
+    assert len(drawn["leaderboard"].legends[0].get_texts()) == 2  # one entry per series, not per panel
+
+
+def test_mer_and_editing_model_plots_say_what_they_show(tmp_path, drawn):
+    mer_bench_plots(mer_report(), tmp_path)
+    fig = drawn["accuracy_by_size"]
+    _legends_outside_the_axes(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "chance accuracy 1/K!" in labels and "Kendall τ as released (tie = +1)" in labels
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["2-P\n(n=6)", "Overall\n(n=6)"]
+    assert "no error bars (--bootstrap 0)" in fig.get_suptitle()
+
+    frame = mie_frame(3)
+    report = editing_models_report(frame, bootstrap=BootstrapSettings(n=0, progress=False))
+    editing_models_plots(report, tmp_path)
+    _legends_outside_the_axes(drawn["editing_models"])
+    for d in report["meta"]["dimensions"]:  # one 0-100 colour scale: colours compare across heat maps
+        assert drawn[f"heatmap_{d}"].axes[0].images[0].get_clim() == (0, 100)

@@ -91,6 +91,32 @@ def test_score_groups_and_score_batch_keep_order_across_split_requests(server):
     assert metric_value(metrics, "miescore_requests_total", endpoint="/v1/score_groups", status="200") == 6
 
 
+def test_batches_are_split_to_fit_the_servers_pixel_budget(tmp_path):
+    """A server allowing 30,000 decoded pixels per request; five 100x100 edits with their own source each
+    (20,000 pixels per sample) and a group of three sharing one source. The client sizes its requests to the
+    budget instead of sending one request the server refuses."""
+    settings = ServerSettings(max_wait_ms=5, max_request_pixels=30_000)
+    path = tmp_path / "source.png"
+    Image.fromarray(_rgb(50, size=(100, 100))).save(path)
+    samples = [(str(path), _rgb(60 + i, size=(100, 100)), f"edit {i}") for i in range(5)]
+    group = {"sources": [path.read_bytes()], "instruction": "g", "edited": [_rgb(70 + e, size=(100, 100))
+                                                                            for e in range(3)]}
+    with serve_in_background(CallableBackend(_scorer), settings) as running:
+        with RewardClient(running.url) as default_client:  # sized for the default 128 Mpx: one request, refused
+            with pytest.raises(RewardServerError) as info:
+                default_client.score_batch(samples)
+            assert info.value.status == 413 and "per-request budget" in info.value.message
+        with RewardClient(running.url, max_pixels_per_request=30_000) as client:
+            results = client.score_batch(samples)
+            assert [r["instruction"] for r in results] == [f"edit {i}" for i in range(5)]
+            [grouped] = client.score_groups([group])
+            assert [r["edited_mean"] for r in grouped] == pytest.approx(
+                [float(e.astype(np.float64).mean()) for e in group["edited"]])
+        metrics = httpx.get(running.url + "/metrics").text
+    # 5 requests of one sample (2 x 10,000 px), then the group as 2 edits + 1 edit (its source in both)
+    assert metric_value(metrics, "miescore_requests_total", endpoint="/v1/score_groups", status="200") == 7
+
+
 def test_connections_are_reused(server):
     with RewardClient(server.url) as client:
         for i in range(5):

@@ -71,6 +71,21 @@ def space_results(tmp_path_factory):
         for i in range(0, len(inp["pred"]), 50):  # streaming use: add_batch, then compute
             mie.add_batch(predictions=inp["pred"][i:i + 50], references=inp["mos"][i:i + 50])
         out["batched"] = mie.compute()
+        # the dicts of MIEScoreModel.score_batch and MIE-Bench rows go in as they are
+        names = ("visual_quality", "instruction_following", "attribute_preservation")
+        as_scores = [dict(zip(names, p), overall=-1.0) for p in inp["pred"]]
+        as_rows = [dict(zip(("mos_vq", "mos_if", "mos_ap"), m), id="x") for m in inp["mos"]]
+        out["from_dicts"] = mie.compute(predictions=as_scores, references=as_rows)
+        for p, m in zip(as_scores[:40], as_rows[:40]):
+            mie.add(prediction=p, reference=m)
+        out["added_dicts"] = mie.compute()
+        for name, kwargs in (("no_references", dict(predictions=inp["pred"])),
+                             ("no_predictions", dict(references=inp["mos"])),
+                             ("bad_dict", dict(predictions=[dict(vq=1)] * 3, references=inp["mos"][:3]))):
+            try:
+                mie.compute(**kwargs)
+            except ValueError as exc:
+                out[name] = str(exc)
         mer = evaluate.load({str(SPACE)!r}, "mer_bench")
         out["mer"] = mer.compute(predictions=inp["groups"], categories=inp["cats"])
         out["mer_ref_tie"] = mer.compute(predictions=inp["groups"], tie_score=1.0)
@@ -108,6 +123,19 @@ def test_default_config_equals_library(space_results):
             assert res[f"{dim}_{name}"] == pytest.approx(value, rel=1e-12, abs=1e-12), (dim, name)
     assert set(res) == {f"{d}_{k}" for d in columns for k in ("srcc", "krcc", "plcc", "plcc_logistic")} | {"n"}
     assert out["batched"] == pytest.approx(res, rel=1e-12)
+    assert out["from_dicts"] == pytest.approx(res, rel=1e-12)  # dicts give the numbers of the triples
+    p, m = pred[:40], mos[:40]
+    assert out["added_dicts"]["if_srcc"] == pytest.approx(correlations(p[:, 1], m[:, 1])["srcc"], abs=1e-12)
+    assert out["added_dicts"]["n"] == 40
+
+
+def test_default_config_errors_say_what_to_pass(space_results):
+    out, _ = space_results
+    assert "references is missing: pass predictions=[[vq, if, ap], ...]" in out["no_references"]
+    assert "'mer_bench' config" in out["no_references"]
+    assert "predictions is missing" in out["no_predictions"]
+    assert "predictions[0] is a dict with keys ['vq']" in out["bad_dict"]
+    assert "MIEScoreModel.score / score_batch" in out["bad_dict"]
 
 
 def test_mer_bench_config_equals_library(space_results):
@@ -148,6 +176,19 @@ def test_space_files_follow_hub_conventions():
     assert all("," not in ln.split("#")[0] for ln in import_lines), "one import per line (evaluate's scanner)"
     assert any(ln.startswith("from modeling_miescore.evaluation.metrics.") for ln in import_lines)
     assert "requirements.txt" in os.listdir(SPACE)
+
+
+def test_metric_card_has_the_evaluate_template_sections_in_order():
+    readme = (SPACE / "README.md").read_text()
+    sections = ["# Metric Card for MIEScore", "## Metric Description", "## How to Use", "### Inputs",
+                "### Output Values", "#### Values from Popular Papers", "### Examples", "## Limitations and Bias",
+                "## Citation", "## Further References"]
+    headings = [ln for ln in readme.splitlines() if ln.startswith("#") and not ln.startswith("#  ")
+                and ln.split(" ", 1)[0].strip("#") == ""]
+    assert [h for h in headings if h in sections] == sections
+    # the papers' own numbers: MIEScore paper table 3 (MIEScore row), SpatialReward paper table 1 (its row)
+    assert "| MIEScore ✻ | 0.8239 / 0.6395 / 0.8257 | 0.8703 / 0.6985 / 0.9077 |" in readme
+    assert "| SpatialReward | 0.780 | 0.495 | 0.215 | 0.483 | 0.549 |" in readme
 
 
 def test_gradio_widget_builds_and_computes(tmp_path):

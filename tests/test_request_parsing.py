@@ -102,3 +102,68 @@ def test_a_multipart_form_goes_through_the_same_model():
         parse_form({"sources": [source] * 3, "edited": edited, "instruction": "swap"},
                    ServerSettings(max_sources_per_sample=2))
     assert (info.value.status, info.value.kind, info.value.field) == (413, "too_large", "sources")
+
+
+@pytest.mark.parametrize("edited, got", [("<one base64 string>", "a string"), ({"a": 1}, "dict"), (7, "int")])
+def test_a_groups_edited_that_is_not_a_list_names_the_field_and_the_shape(edited, got):
+    error = _error({"groups": [{**_sample(1), "edited": edited}]}, "score_groups")
+    assert (error.status, error.kind, error.field) == (422, "invalid_request", "groups[0].edited")
+    assert "must be a list of base64-encoded images, one per candidate edit" in error.message
+    assert got in error.message
+
+
+def _big_png(side: int) -> str:
+    buffer = io.BytesIO()
+    Image.new("1", (side, side)).save(buffer, format="PNG")
+    return _b64(buffer.getvalue())
+
+
+def test_pixel_budgets_are_checked_before_decoding_and_name_the_image():
+    mpx = _big_png(1000)
+    group = {"sources": [mpx, mpx], "instruction": "x", "edited": [mpx, mpx, mpx]}  # shared sources: 5 Mpx
+    body = {"groups": [group], "samples": [{"sources": [mpx], "edited": mpx, "instruction": "y"}]}
+    error = _error(body, "score_groups", max_request_pixels=5_500_000)
+    assert (error.status, error.kind, error.field) == (413, "too_large", "samples[0].sources[0]")
+    error = _error({"sources": [mpx, mpx, mpx], "edited": mpx, "instruction": "z"}, "score",
+                   max_sample_pixels=3_500_000)
+    assert (error.status, error.kind, error.field) == (413, "too_large", "edited")
+    parsed = parse_json_body(json.dumps(body).encode(), "score_groups", ServerSettings(max_request_pixels=7_000_000))
+    assert len(parsed) == 4 and parsed[0].sample.sources[0] is parsed[2].sample.sources[0]  # decoded once
+
+
+def test_large_images_are_decoded_towards_the_models_pixel_budget():
+    body = {"sources": [_big_png(2100)], "edited": _big_png(700), "instruction": "x"}
+    [parsed] = parse_json_body(json.dumps(body).encode(), "score", ServerSettings(), target_pixels=1_048_576)
+    assert parsed.sample.sources[0].size == (1050, 1050) and parsed.sample.edited.size == (700, 700)
+    [full] = parse_json_body(json.dumps(body).encode(), "score", ServerSettings())
+    assert full.sample.sources[0].size == (2100, 2100)
+
+
+def test_a_strip_the_model_cannot_take_is_refused_naming_the_image():
+    strip = io.BytesIO()
+    Image.new("RGB", (1, 10000), (10, 20, 30)).save(strip, format="PNG")
+    body = {"groups": [{"sources": [_b64(_png(1))], "instruction": "x", "edited": [_b64(_png(2)),
+                                                                                   _b64(strip.getvalue())]}]}
+    error = _error(body, "score_groups")
+    assert (error.status, error.kind, error.field) == (422, "invalid_request", "groups[0].edited[1]")
+    assert "1x10000" in error.message and "200:1" in error.message
+
+
+def test_samples_carry_the_field_that_holds_them():
+    group = {**_sample(1), "edited": [_b64(_png(5)), _b64(_png(6))]}
+    parsed = parse_json_body(json.dumps({"groups": [group], "samples": [_sample(3)]}).encode(), "score_groups",
+                             ServerSettings())
+    assert [p.field for p in parsed] == ["groups[0].edited[0]", "groups[0].edited[1]", "samples[0]"]
+    assert parse_json_body(json.dumps(_sample(1)).encode(), "score", ServerSettings())[0].field is None
+
+
+def test_the_instruction_limit_is_the_models_and_cannot_be_raised():
+    from modeling_miescore.serving.settings import MAX_INSTRUCTION_CHARS
+
+    assert ServerSettings().max_instruction_chars == MAX_INSTRUCTION_CHARS
+    with pytest.raises(ValueError, match="model's limit"):
+        ServerSettings(max_instruction_chars=MAX_INSTRUCTION_CHARS + 1)
+    at_limit = parse_json_body(json.dumps(_sample(1, "x" * MAX_INSTRUCTION_CHARS)).encode(), "score", ServerSettings())
+    assert len(at_limit[0].sample.instruction) == MAX_INSTRUCTION_CHARS
+    error = _error(_sample(1, "x" * (MAX_INSTRUCTION_CHARS + 1)), "score")
+    assert (error.status, error.kind, error.field) == (413, "too_large", "instruction")

@@ -188,6 +188,56 @@ def test_backends_that_accept_group_ids_get_one_id_per_shared_prefix():
     assert len(set(ids[:4])) == 1 and ids[4] != ids[0]
 
 
+def test_a_burst_fills_one_batch_while_its_requests_are_still_being_decoded(monkeypatch):
+    """Eight requests arrive together and take 50 ms each to decode on two decode threads; max_wait_ms is 1 ms.
+    The batch waits for the requests that arrived in time instead of starting with the first two decoded."""
+    from modeling_miescore.serving import request_parsing
+
+    decoded = request_parsing._UndecodedSample.decoded
+
+    def slow_decoded(self, target_pixels):
+        time.sleep(0.05)
+        return decoded(self, target_pixels)
+
+    monkeypatch.setattr(request_parsing._UndecodedSample, "decoded", slow_decoded)
+    with fake_server(ServerSettings(max_batch=8, max_wait_ms=1, decode_workers=2)) as server:
+        payloads = [one_payload(i, instruction=f"burst {i}") for i in range(8)]
+        bodies = [json.dumps(p).encode() for p in payloads]
+        barrier = threading.Barrier(8)
+
+        def send(body):
+            with httpx.Client(base_url=server.url, timeout=30) as client:
+                client.get("/health")  # connect first, so that the eight requests arrive together
+                barrier.wait()
+                return client.post("/v1/score", content=body, headers={"content-type": "application/json"})
+
+        with ThreadPoolExecutor(8) as pool:
+            responses = list(pool.map(send, bodies))
+    assert [r.json()["instruction"] for r in responses] == [p["instruction"] for p in payloads]
+    assert max(len(batch) for batch in server.scorer.batches) >= 6, server.scorer.batches
+
+
+def test_samples_that_share_a_prefix_are_scored_apart_from_the_others():
+    """The backend asks the model for prefix reuse only for samples that share sources and instruction; the
+    others run with reuse_prefix=False (no pixel hashing on the model thread). Results keep the input order."""
+    from modeling_miescore.processing_miescore import EditSample
+    from modeling_miescore.serving.backends import score_by_shared_prefix
+
+    calls = []
+
+    def score_batch(samples, batch_size, groups=None, reuse_prefix=True):
+        calls.append(([s.instruction for s in samples], batch_size, groups, reuse_prefix))
+        return [{"instruction": s.instruction} for s in samples]
+
+    samples = [EditSample(sources=[], edited=None, instruction=name) for name in ["a1", "b", "a2", "c", "a3"]]
+    results = score_by_shared_prefix(score_batch, samples, ["A", "B", "A", "C", "A"])
+    assert [r["instruction"] for r in results] == ["a1", "b", "a2", "c", "a3"]
+    assert calls == [(["a1", "a2", "a3"], 3, ["A", "A", "A"], True), (["b", "c"], 2, None, False)]
+    calls.clear()
+    score_by_shared_prefix(score_batch, samples[:2], ["A", "B"], batch_size=4)
+    assert calls == [(["a1", "b"], 4, None, False)]  # nothing shared: one call, no prefix reuse
+
+
 def test_a_failing_sample_does_not_fail_its_batch_mates():
     with fake_server(ServerSettings(max_batch=8, max_wait_ms=300)) as server:
         payloads = [one_payload(i, instruction="fine") for i in range(3)] + [one_payload(9, instruction="boom")]
@@ -201,6 +251,46 @@ def test_a_failing_sample_does_not_fail_its_batch_mates():
         assert responses[3].json()["error"]["kind"] == "model_error"
         assert "model exploded" in responses[3].json()["error"]["message"]
         assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_a_sample_the_model_fails_on_is_named_and_other_requests_in_its_batch_are_scored():
+    """One batch holds a two-sample score_groups request whose second sample makes the model raise, and two
+    plain requests: the group request gets a 500 naming samples[1]; the plain ones get their scores."""
+    with fake_server(ServerSettings(max_batch=8, max_wait_ms=300)) as server:
+        bad = {"samples": [one_payload(1, instruction="fine"), one_payload(2, instruction="boom")]}
+
+        def send(args):
+            path, payload = args
+            return httpx.post(server.url + path, json=payload, timeout=30)
+
+        with ThreadPoolExecutor(3) as pool:
+            responses = list(pool.map(send, [("/v1/score_groups", bad), ("/v1/score", one_payload(3)),
+                                             ("/v1/score", one_payload(4))]))
+        assert [r.status_code for r in responses] == [500, 200, 200]
+        error = responses[0].json()["error"]
+        assert (error["kind"], error["field"]) == ("model_error", "samples[1]")
+        assert "samples[1]" in error["message"] and "model exploded" in error["message"]
+        assert [r.json()["edited_mean"] for r in responses[1:]] == pytest.approx(
+            [image_mean(png_bytes(3)), image_mean(png_bytes(4))])
+        assert max(len(b) for b in server.scorer.batches) == 4  # they did share one batch first
+
+
+def test_an_aspect_ratio_the_model_cannot_take_gets_422_before_the_model(tiny_miescore, examples):
+    """A 1x10000 strip makes Qwen-VL's smart_resize raise ValueError (a 500 before); now it is refused with 422
+    naming the image, and a request batched with it is scored."""
+    edit = examples[0]
+    strip = Image.new("RGB", (1, 10000), (90, 10, 10))
+    good = {"sources": [_pil_to_b64(s) for s in edit["sources"]], "edited": _pil_to_b64(edit["edited"]),
+            "instruction": edit["instruction"]}
+    bad = {**good, "sources": [good["sources"][0], _pil_to_b64(strip)]}
+    with serve_in_background(MIEScoreBackend(tiny_miescore), ServerSettings(max_wait_ms=200)) as server:
+        with ThreadPoolExecutor(2) as pool:
+            refused, scored = pool.map(lambda p: httpx.post(server.url + "/v1/score", json=p, timeout=120), [bad, good])
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["kind"], error["field"]) == ("invalid_request", "sources[1]")
+    assert "200:1" in error["message"]
+    assert scored.status_code == 200 and set(scored.json()) >= {"overall"}
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -314,6 +404,28 @@ def test_api_key_is_required_when_configured():
         assert right.status_code == 200
         assert httpx.get(server.url + "/health").status_code == 200
         assert server.scorer.batches and len(server.scorer.batches) == 1  # only the authorised one was scored
+
+
+def test_with_an_api_key_health_says_only_ok_and_metrics_need_the_key():
+    key = {"Authorization": "Bearer s3cret"}
+    with fake_server(ServerSettings(api_key="s3cret")) as server:
+        anonymous = httpx.get(server.url + "/health")
+        assert anonymous.status_code == 200 and anonymous.json() == {"status": "ok"}  # no model, device, queue
+        full = httpx.get(server.url + "/health", headers=key).json()
+        assert full["status"] == "ok" and full["backend"] == "fake" and "max_batch" in full
+        assert httpx.get(server.url + "/health", headers={"Authorization": "Bearer nope"}).json() == {"status": "ok"}
+        refused = httpx.get(server.url + "/metrics")
+        assert refused.status_code == 401 and refused.json()["error"]["field"] == "Authorization"
+        assert "miescore_" not in refused.text
+        metrics = httpx.get(server.url + "/metrics", headers=key)
+        assert metrics.status_code == 200
+        assert metric_value(metrics.text, "miescore_failures_total", kind="unauthorized") == 1
+    with fake_server(ServerSettings(api_key="s3cret", public_metrics=True)) as server:
+        assert httpx.get(server.url + "/metrics").status_code == 200
+        assert httpx.post(server.url + "/v1/score", json=one_payload(1)).status_code == 401  # scoring still needs it
+    with fake_server() as server:  # no key configured: everything is open, as before
+        assert httpx.get(server.url + "/health").json()["backend"] == "fake"
+        assert httpx.get(server.url + "/metrics").status_code == 200
 
 
 def test_request_timeout_gives_504_and_server_recovers():
@@ -542,6 +654,8 @@ def test_serve_cli_user_errors(tmp_path, capsys, monkeypatch):
     assert "does not exist" in capsys.readouterr().err
     assert main(["serve", "--model", str(tmp_path), "--api-key-env", "MIESCORE_TEST_KEY"]) == 2
     assert "MIESCORE_TEST_KEY" in capsys.readouterr().err
+    assert main(["serve", "--model", str(tmp_path), "--max-instruction-chars", "100000"]) == 2
+    assert "model's limit" in capsys.readouterr().err
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -549,6 +663,26 @@ def test_serve_cli_user_errors(tmp_path, capsys, monkeypatch):
         assert main(["serve", "--model", str(tmp_path), "--port", str(port)]) == 2
         err = capsys.readouterr().err
         assert f"127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def test_serve_flags_reach_the_settings_and_help_shows_their_defaults(monkeypatch, capsys):
+    from modeling_miescore.cli.main import build_parser
+    from modeling_miescore.cli.serve import _settings_from_args
+
+    monkeypatch.setenv("MIESCORE_TEST_KEY", "k")
+    args = build_parser().parse_args([
+        "serve", "--model", "m", "--max-request-pixels", "5000000", "--header-timeout", "2.5",
+        "--max-connections", "64", "--decode-workers", "3", "--public-metrics", "--keep-alive-timeout", "1"])
+    settings = _settings_from_args(args, api_key="k")
+    assert (settings.max_request_pixels, settings.header_timeout_s, settings.max_connections) == (5_000_000, 2.5, 64)
+    assert (settings.decode_workers, settings.public_metrics, settings.keep_alive_timeout_s) == (3, True, 1.0)
+    assert settings.max_sample_pixels == ServerSettings().max_sample_pixels  # untouched flags keep the defaults
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in [("--max-request-pixels", "128,000,000"), ("--header-timeout", "10"),
+                          ("--max-connections", "1000"), ("--max-sample-pixels", "96,000,000")]:
+        assert flag in text and f"(default {default})" in text.split(flag, 2)[-1].split("--", 1)[0]
 
 
 @pytest.mark.slow  # a fresh process imports torch + transformers: 10-60 s on a loaded 2-core machine
@@ -578,7 +712,7 @@ def test_sigterm_drains_a_real_uvicorn_process(tiny_miescore_path, examples):
                        for _ in range(4)]
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:  # wait until all four are inside the server
-                text = httpx.get(url + "/metrics", timeout=10).text
+                text = httpx.get(url + "/metrics", headers=headers, timeout=10).text
                 if metric_value(text, "miescore_inflight_requests") >= 5:  # four scoring requests + this one
                     break
                 time.sleep(0.02)

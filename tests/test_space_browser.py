@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow  # ~40-90 s on 2 shared cores: browser start, page loads, three model calls
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+pytest.importorskip("selenium.webdriver", reason="pip install selenium")
 pytest.importorskip("gradio")
 
+from browser.chromium import MISSING, headless_chromium  # noqa: E402
 from browser.space_harness import (  # noqa: E402
     GROUNDED_SCORES,
     ground_spatialreward,
@@ -32,13 +31,9 @@ from browser.space_harness import (  # noqa: E402
     tiny_spatialreward,
 )
 
-CHROMIUM = os.environ.get("CHROMIUM_BINARY", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
-if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
-    pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install -y chromium chromium-driver)",
-                allow_module_level=True)
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
 
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -62,19 +57,9 @@ def space(tiny_miescore_path, tiny_spatialreward_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must never fetch anything
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(TIMEOUT)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with headless_chromium("1400,1800") as driver:
+        driver.set_page_load_timeout(TIMEOUT)
+        yield driver
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,10 @@ def _canned(sc_by_prompt=None):
 
 def test_config_holds_appendix_d1_prompts_and_paper_defaults():
     config = SpatialRewardConfig()
-    assert (config.score_range, config.alpha, config.w_sc, config.w_pq) == (25, 0.8, [0.6, 0.4], [0.5, 0.5])
+    assert (config.score_range, config.alpha) == (25, 0.8)
+    assert config.sc_weights == {"instruction_following": 0.6, "source_consistency": 0.4}
+    assert config.pq_weights == {"naturalness": 0.5, "artifacts": 0.5}
+    assert (config.w_sc, config.w_pq) == ((0.6, 0.4), (0.5, 0.5))  # the pairs aggregation takes, by name
     assert config.aggregation_mode == "weighted_geometric" and config.failure_reward == 0.0
     assert config.max_pixels == 589_824 and not config.do_sample and config.num_passes == 1
     single = config.sc_text("Add a hat.", 1)
@@ -92,8 +95,12 @@ def test_config_holds_appendix_d1_prompts_and_paper_defaults():
     assert again.sc_prompt == config.sc_prompt and again.model_type == "spatialreward"
     with pytest.raises(ValueError, match="aggregation_mode"):
         SpatialRewardConfig(aggregation_mode="median")
-    with pytest.raises(ValueError, match="w_sc"):
-        SpatialRewardConfig(w_sc=[-1.0, 1.0])
+    with pytest.raises(ValueError, match="sc_weights"):
+        SpatialRewardConfig(sc_weights={"instruction_following": -1.0, "source_consistency": 1.0})
+    with pytest.raises(ValueError, match=r"missing \['source_consistency'\], unknown \['s_con'\]"):
+        SpatialRewardConfig(sc_weights={"instruction_following": 0.6, "s_con": 0.4})
+    swapped = SpatialRewardConfig(sc_weights={"source_consistency": 0.6, "instruction_following": 0.4})
+    assert swapped.w_sc == (0.4, 0.6)  # keyed by name, not by position (the B.1.3 reading)
 
 
 # ----------------------------------------------------------------------------------------------- inference

@@ -1,8 +1,7 @@
 """The ``miescore`` command line (``python -m modeling_miescore.cli`` runs it too).
 
-One module per command family: :mod:`.main` (the parser and ``main``), :mod:`.score` (``score``, ``score-batch``,
-``demo``), :mod:`.serve`, :mod:`.benchmark`, :mod:`.spatialreward`, :mod:`.skill`, :mod:`.dataset`
-(``build-dataset``).
+One module per command family; :mod:`.main` holds the parser, ``main`` and the list of command modules
+(``COMMAND_MODULES``).
 """
 
 from .main import main

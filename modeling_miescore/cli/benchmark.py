@@ -3,11 +3,15 @@
 ::
 
     miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR
+    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR [--grid]
     miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
+    miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`)
 
-Each writes ``DIR/report.md``, ``DIR/report.json`` and ``DIR/plots/*.png``. With ``--model`` the scores are
-computed first and cached in ``DIR/predictions.jsonl``; rerunning the same command resumes from that file.
+Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
+``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
+rerunning the same command resumes from that file. The images exported for a MIEScore run are a cache under
+``$HF_HOME/miescore`` (or ``--cache-dir``), not in ``DIR``. ``mer-bench --grid`` re-aggregates the sub-scores
+of SpatialReward predictions over a grid of aggregation weights (``DIR/grid.json``, ``DIR/grid.png``).
 Prediction file formats are documented in :mod:`modeling_miescore.evaluation.prediction_files`. Bad input: one
 line on stderr, exit status 2.
 """
@@ -21,6 +25,7 @@ from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
 from ..image_io import MIEScoreInputError
+from .external_benchmarks import register_kinds
 from .main import number_arg
 
 _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
@@ -28,7 +33,7 @@ _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_qualit
                   "any subset of the score keys works")
 _PRED_HELP_MER = ('JSONL, one line per group: {"pair_id": <dataset pair_id>, "scores": [s_1, ..., s_K]} with one '
                   "score per edited image in the dataset's order (best first); higher = better; null = no score "
-                  "(counted wrong)")
+                  '(counted wrong); optional "sub_scores" (SpatialReward\'s four sub-scores per image) for --grid')
 
 
 _non_negative_int = number_arg(int, minimum=0)
@@ -66,20 +71,23 @@ def register(subparsers) -> None:
         "benchmark", help="benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
         description="Write a report (report.md, report.json, plots/) that compares an evaluator with human "
                     "judgements, or ranks editing models by predicted scores.")
-    kinds = bench.add_subparsers(dest="kind", required=True, metavar="{mie-bench,mer-bench,editing-models}")
+    kinds = bench.add_subparsers(dest="kind", required=True,
+                                 metavar="{mie-bench,mer-bench,editing-models,zero-shot,reward}")
 
     mie = kinds.add_parser("mie-bench", help="SRCC/KRCC/PLCC with human MOS, per task, model ranking",
                            description="How human-aligned is an evaluator on MIE-Bench? MIEScore paper tables 3, 4, "
                                        "12-15 and figure 2, every number with a bootstrap CI over instances.")
     _common(mie, pred_help=_PRED_HELP_MIE,
             model_help="a MIEScore checkpoint folder or Hub repo id to score the split with")
+    _cache_dir_arg(mie)
     mie.set_defaults(func=cmd_mie_bench)
 
     mer = kinds.add_parser("mer-bench", help="K-pair group accuracy and Kendall tau",
                            description="MER-Bench 2-P/3-P/4-P/overall accuracy and tau, per category "
                                        "(SpatialReward paper tables 1-2).")
     _common(mer, pred_help=_PRED_HELP_MER, model_help="a SpatialReward checkpoint to score the groups with",
-            split_default="2pair,3pair,4pair", split_help="comma-separated splits (default: %(default)s)")
+            split_default=None, split_help="comma-separated splits (default: every <K>pair split the dataset has)")
+    _grid_args(mer)
     mer.set_defaults(func=cmd_mer_bench)
 
     ed = kinds.add_parser("editing-models", help="leaderboard of editing models by predicted scores per task",
@@ -89,7 +97,27 @@ def register(subparsers) -> None:
                                           '(optional "instance_id")',
             model_help="a MIEScore checkpoint to score the dataset split with (needs --dataset)",
             dataset_required=False)
+    _cache_dir_arg(ed)
     ed.set_defaults(func=cmd_editing_models)
+    register_kinds(kinds)
+
+
+def _cache_dir_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="with --model: where the split's images are exported for scoring, a cache kept "
+                             "between runs (default: $HF_HOME/miescore, beside the Hugging Face caches)")
+
+
+def _grid_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--grid", action="store_true",
+                        help="re-aggregate the predictions' sub_scores (SpatialReward: s_if, s_con, naturalness, "
+                             "artifacts) over a grid of alpha and SC weights, without the model (paper B.1.3, "
+                             "figure 10): writes grid.json, grid.png and the best cell in the report")
+    parser.add_argument("--grid-alpha", default=None, metavar="LIST",
+                        help="with --grid: comma-separated alpha values in [0, 1] (default: 0, 0.1, ..., 1)")
+    parser.add_argument("--grid-w-con", default=None, metavar="LIST",
+                        help="with --grid: comma-separated source-consistency weights in [0, 1], w_if = 1 - w_con "
+                             "(default: 0, 0.1, ..., 1)")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -142,7 +170,7 @@ def _quiet_transformers():
 
 def _score_with_miescore(ds, args, out: Path) -> Path:
     """Score a MIE-Bench-format split with a MIEScore checkpoint into ``out/predictions.jsonl`` (resumable)."""
-    from ..evaluation.input_export import export_mie_inputs
+    from ..evaluation.input_export import export_mie_inputs, input_cache_dir
     from ..evaluation.model_runs import check_prediction_cache
     from ..scoring.jsonl_scoring import read_done_ids, score_jsonl
     from ..scoring.loading import load_scorer, read_checkpoint_config
@@ -160,7 +188,7 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
     if done.issuperset(str(i) for i in ds["id"]):  # a finished run: report again without loading the model
         print(f"all {len(ds)} edits already scored in '{preds}'", file=sys.stderr)
         return preds
-    inputs = export_mie_inputs(ds, out / "cache", progress=progress)
+    inputs = export_mie_inputs(ds, input_cache_dir(ds, args.cache_dir), progress=progress)
     _quiet_transformers()
     model = load_scorer(args.model, device=args.device, dtype=args.dtype)
     report = score_jsonl(lambda samples, b: model.score_batch(samples, batch_size=b), inputs, preds,
@@ -205,8 +233,8 @@ def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots
     if not args.no_plots:
         report["plots"] = plots_fn()
     json_path, md_path = write_report(out, report)
-    print(f"wrote {md_path}, {json_path}" + (f" and {len(report['plots'])} plots in {out / 'plots'}"
-                                             if report.get("plots") else ""))
+    print(f"wrote {md_path}, {json_path}, {out / 'report.html'}"
+          + (f" and {len(report['plots'])} plots" if report.get("plots") else ""))
     return 0
 
 
@@ -258,18 +286,75 @@ def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
     return preds
 
 
+def _mer_split_names(args) -> list[str]:
+    """``--split`` as a list; by default every ``<K>pair`` split of the dataset (recorded in ``args.split``)."""
+    from ..evaluation.dataset_splits import mer_split_names
+
+    if args.split is None:
+        names = mer_split_names(args.dataset)
+    else:
+        names = [s.strip() for s in args.split.split(",") if s.strip()]
+        if not names:
+            raise MIEScoreInputError("--split is empty; pass e.g. 2pair,3pair,4pair")
+    args.split = ",".join(names)
+    return names
+
+
+def _mer_grid(args, out: Path, frame, preds_path: Path):
+    """``--grid``: accuracy over the aggregation-weight grid from the predictions' sub-scores; writes grid.json.
+
+    Returns ``(cells, summary)``; prints the best cell and the paper's two readings.
+    """
+    from ..evaluation.aggregation_grid import (
+        DEFAULT_GRID,
+        aggregation_grid,
+        grid_summary,
+        parse_grid_values,
+    )
+    from ..evaluation.prediction_files import read_group_sub_scores
+    from ..evaluation.report import write_json
+
+    alphas = parse_grid_values(args.grid_alpha, "--grid-alpha") if args.grid_alpha else DEFAULT_GRID
+    w_cons = parse_grid_values(args.grid_w_con, "--grid-w-con") if args.grid_w_con else DEFAULT_GRID
+    subs = read_group_sub_scores(preds_path, frame)
+    cells = aggregation_grid([subs[p] for p in frame["pair_id"]], alphas, w_cons)
+    summary = grid_summary(cells, len(frame))
+    write_json(out / summary["file"], cells)
+    best = summary["best"][0]
+    print(f"Aggregation grid ({len(cells)} cells): best accuracy {best['accuracy']:.3f} at alpha={best['alpha']:g}, "
+          f"w_if={best['w_if']:g}, w_con={best['w_con']:g}"
+          + (f" ({len(summary['best'])} cells tie)" if len(summary["best"]) > 1 else ""))
+    for reading in summary["paper_readings"].values():
+        print(f"  {reading['label']}: {reading['accuracy']:.3f}")
+    return cells, summary
+
+
+def _print_mer_summary(args, report: dict) -> None:
+    """The console summary; groups without a usable score are said here too, not only in report.md."""
+    meta, acc = report["meta"], report["accuracy"]
+    n_missing, n = meta["groups_with_missing_scores"], meta["n_groups"]
+    if 0 < n_missing < n:
+        print(f"warning: {n_missing} of {n} groups have a missing (null) score; they count as wrong", file=sys.stderr)
+    print(f"MER-Bench ({args.split}): {n} groups")
+    if n_missing == n:
+        print(f"  NO PREDICTIONS: every one of the {n} groups has a missing (null) score (a failed model run?), so "
+              "every number below is 0 by construction")
+    for k in sorted(acc["by_size"], key=int):
+        print(_headline(f"{k}-P accuracy", acc["by_size"][k], 3))
+    print(_headline("Overall accuracy", acc["overall"], 3))
+    print(_headline("Kendall tau (tie = 0)", report["tau"]["overall"], 3))
+    print(_headline("Kendall tau (as released)", report["tau_as_released"]["overall"], 3))
+
+
 def cmd_mer_bench(args) -> int:
     from ..evaluation.alignment import align_predictions
     from ..evaluation.dataset_splits import load_split, mer_bench_frame
     from ..evaluation.mer_bench_report import mer_bench_report
-    from ..evaluation.plots import mer_bench_plots
+    from ..evaluation.plots import aggregation_grid_plot, mer_bench_plots
     from ..evaluation.prediction_files import read_group_predictions
 
     out = _out_dir(args.out)
-    names = [s.strip() for s in args.split.split(",") if s.strip()]
-    if not names:
-        raise MIEScoreInputError("--split is empty; pass e.g. 2pair,3pair,4pair")
-    splits = {name: load_split(args.dataset, name) for name in names}
+    splits = {name: load_split(args.dataset, name) for name in _mer_split_names(args)}
     frame = mer_bench_frame(splits)
     preds_path = _score_mer_with_model(splits, args, out) if args.model else Path(args.predictions)
     scores = read_group_predictions(preds_path, frame)
@@ -280,14 +365,18 @@ def cmd_mer_bench(args) -> int:
               file=sys.stderr)
     frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
     report = mer_bench_report(frame, scores, bootstrap=_bootstrap_settings(args))
-    acc = report["accuracy"]
-    print(f"MER-Bench: {report['meta']['n_groups']} groups")
-    for k in sorted(acc["by_size"], key=int):
-        print(_headline(f"{k}-P accuracy", acc["by_size"][k], 3))
-    print(_headline("Overall accuracy", acc["overall"], 3))
-    print(_headline("Kendall tau", report["tau"]["overall"], 3))
-    return _finish(args, out, report, preds_path=preds_path, alignment=alignment,
-                   plots_fn=lambda: mer_bench_plots(report, out))
+    _print_mer_summary(args, report)
+    grid = _mer_grid(args, out, frame, preds_path) if args.grid else None
+    if grid:
+        report["aggregation_grid"] = grid[1]
+
+    def plots():
+        paths = mer_bench_plots(report, out)
+        if grid:
+            paths["aggregation_grid"] = aggregation_grid_plot(*grid, out)
+        return paths
+
+    return _finish(args, out, report, preds_path=preds_path, alignment=alignment, plots_fn=plots)
 
 
 def cmd_editing_models(args) -> int:

@@ -83,14 +83,21 @@ def run_builder(builder, flags: Mapping[str, tuple[str, bool]], args: argparse.N
     return EXIT_OK
 
 
-def add_builder_subcommands(parser: argparse.ArgumentParser) -> None:
-    """One subcommand per registered builder under ``parser``, each with ``func(args) -> exit status``."""
-    from ..data.builders import BUILDERS, get_builder
+def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, lookup=None,
+                            help_format: str = "build {title} from its raw release") -> None:
+    """One subcommand per registered builder under ``parser``, each with ``func(args) -> exit status``.
 
-    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{" + ",".join(BUILDERS) + "}")
-    for name in BUILDERS:
-        builder = get_builder(name)
-        kind_parser = kinds.add_parser(name, help=f"build {builder.title} from its raw release",
+    ``registry`` / ``lookup``: a ``name -> "module:Class"`` registry and its lookup function (default: the dataset
+    builders); ``help_format``: each subcommand's help, with the builder's ``{title}``.
+    """
+    if registry is None:
+        from ..data.builders import BUILDERS as registry
+        from ..data.builders import get_builder as lookup
+
+    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{" + ",".join(registry) + "}")
+    for name in registry:
+        builder = lookup(name)
+        kind_parser = kinds.add_parser(name, help=help_format.format(title=builder.title),
                                        description=(builder.__doc__ or "").strip().splitlines()[0])
         builder.add_cli_arguments(kind_parser)
         kind_parser.set_defaults(func=functools.partial(run_builder, builder, option_flags(kind_parser)))

@@ -1,8 +1,9 @@
 """The ``miescore`` command line: the parser, shared argument types and ``main``.
 
-Every command lives in its own module of this package (see ``COMMAND_MODULES``): ``score``, ``score-batch`` and
-``demo`` (:mod:`.score`), ``serve``, ``benchmark``, ``spatialreward``, ``set-skill`` (:mod:`.skill`), and
-``build-dataset`` (:mod:`.dataset`).
+Every command lives in its own module of this package, named in ``COMMAND_MODULES`` below (``score`` holds
+``score``, ``score-batch`` and ``demo``; the others hold the command of their name); ``miescore --help`` lists them.
+Options shared by the commands that call large models (``judge``, ``spatialreward-data``) are in
+:mod:`.model_calls`.
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
 problem and the fix and exit with status 2; no traceback.
@@ -27,8 +28,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "spatialreward",
     "benchmark",
     "dataset",
+    "convert_benchmark",
     "analyze_attention",
     "baselines",
+    "tokens",
+    "space",
+    "judge",
+    "spatialreward_data",
 )
 
 

@@ -13,17 +13,47 @@ import sys
 
 from .main import number_arg
 from ..image_io import MIEScoreInputError
-
-MiB = 1024 * 1024
-
+from ..serving.settings import MAX_INSTRUCTION_CHARS, ServerSettings
 
 _positive_int = number_arg(int, minimum=1)
 _positive_float = number_arg(float, minimum=0.0)
 
 
-def register(subparsers) -> None:
-    from ..serving.settings import ServerSettings
+# (flag, ServerSettings field, type, help); every flag's help ends with its default, read from ServerSettings.
+_SETTING_FLAGS = (
+    ("--max-batch", "max_batch", _positive_int, "samples per model call"),
+    ("--max-wait-ms", "max_wait_ms", _positive_float, "longest a sample waits for others to fill its batch"),
+    ("--max-queue", "max_queue", _positive_int, "samples waiting before new requests get 429"),
+    ("--decode-workers", "decode_workers", _positive_int,
+     "threads that parse and decode requests while the model runs; each decodes one request at a time"),
+    ("--max-request-bytes", "max_request_bytes", _positive_int, "largest request body, in bytes"),
+    ("--max-samples-per-request", "max_samples_per_request", _positive_int, "samples in one request"),
+    ("--max-images-per-request", "max_images_per_request", _positive_int,
+     "images in one request (a group's shared sources count once)"),
+    ("--max-image-pixels", "max_image_pixels", _positive_int,
+     "largest image (width x height, read from its header) accepted; larger ones get 413"),
+    ("--max-sample-pixels", "max_sample_pixels", _positive_int,
+     "pixel budget of one sample's images (sources + edited), from their headers before decoding; beyond it 413"),
+    ("--max-request-pixels", "max_request_pixels", _positive_int,
+     "pixel budget of one request's images (shared sources once); beyond it 413. With the defaults the worst "
+     "accepted request needs about 1.1 GB"),
+    ("--max-instruction-chars", "max_instruction_chars", _positive_int,
+     f"longest instruction; at most the model's limit ({MAX_INSTRUCTION_CHARS})"),
+    ("--request-timeout", "request_timeout_s", _positive_float, "seconds a request may wait for its scores (504)"),
+    ("--body-timeout", "body_timeout_s", _positive_float, "seconds to receive a request body (408)"),
+    ("--header-timeout", "header_timeout_s", _positive_float,
+     "seconds from connecting (or from the first byte of the next request) to the end of the request headers; "
+     "slower connections are closed"),
+    ("--keep-alive-timeout", "keep_alive_timeout_s", _positive_float,
+     "seconds an idle connection stays open between requests"),
+    ("--max-connections", "max_connections", _positive_int,
+     "open connections; new ones beyond it get 503 and are closed. The open-file limit is raised to fit it "
+     "where allowed, otherwise the cap is lowered to fit the limit"),
+    ("--drain-timeout", "drain_timeout_s", _positive_float, "seconds queued work gets to finish on shutdown"),
+)
 
+
+def register(subparsers) -> None:
     defaults = ServerSettings()
     parser = subparsers.add_parser(
         "serve", help="run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)",
@@ -36,26 +66,17 @@ def register(subparsers) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                         help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
-    parser.add_argument("--max-batch", type=_positive_int, default=defaults.max_batch,
-                        help=f"samples per model call (default {defaults.max_batch})")
-    parser.add_argument("--max-wait-ms", type=_positive_float, default=defaults.max_wait_ms,
-                        help=f"longest a sample waits for others to fill its batch (default {defaults.max_wait_ms:g})")
-    parser.add_argument("--max-queue", type=_positive_int, default=defaults.max_queue,
-                        help=f"samples waiting before new requests get 429 (default {defaults.max_queue})")
-    parser.add_argument("--max-request-bytes", type=_positive_int, default=defaults.max_request_bytes,
-                        help=f"largest request body (default {defaults.max_request_bytes // MiB} MiB)")
-    parser.add_argument("--max-samples-per-request", type=_positive_int, default=defaults.max_samples_per_request)
-    parser.add_argument("--max-images-per-request", type=_positive_int, default=defaults.max_images_per_request)
-    parser.add_argument("--max-image-pixels", type=_positive_int, default=defaults.max_image_pixels,
-                        help="largest image (width x height) accepted; larger ones get 413")
-    parser.add_argument("--max-instruction-chars", type=_positive_int, default=defaults.max_instruction_chars)
-    parser.add_argument("--request-timeout", type=_positive_float, default=defaults.request_timeout_s,
-                        help="seconds a request may wait for its scores before a 504")
-    parser.add_argument("--drain-timeout", type=_positive_float, default=defaults.drain_timeout_s,
-                        help="seconds queued work gets to finish on shutdown")
+    for flag, field, kind, text in _SETTING_FLAGS:
+        default = getattr(defaults, field)
+        shown = f"{default:,}" if isinstance(default, int) and default >= 100_000 else f"{default:g}"
+        parser.add_argument(flag, type=kind, default=default, help=f"{text} (default {shown})")
     parser.add_argument("--api-key-env", metavar="VAR",
-                        help="require 'Authorization: Bearer <key>' on /v1/*, the key read from this environment "
-                             "variable (never from the command line, where other users could read it)")
+                        help="require 'Authorization: Bearer <key>' on /v1/* and /metrics, the key read from this "
+                             "environment variable (never from the command line, where other users could read "
+                             "it); without the key /health says only ok / draining")
+    parser.add_argument("--public-metrics", action="store_true",
+                        help="with --api-key-env: serve /metrics without the key (e.g. to a Prometheus scraper "
+                             "on a private network)")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     parser.set_defaults(func=cmd_serve)
 
@@ -83,12 +104,21 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _settings_from_args(args, api_key: str | None) -> ServerSettings:
+    values = {field: getattr(args, flag[2:].replace("-", "_")) for flag, field, _, _ in _SETTING_FLAGS}
+    try:
+        return ServerSettings(**values, api_key=api_key, public_metrics=args.public_metrics)
+    except ValueError as err:
+        raise MIEScoreInputError(str(err)) from None
+
+
 def cmd_serve(args) -> int:
     import uvicorn
 
     from ..serving.app import create_app
     from ..serving.backends import load_backend
-    from ..serving.settings import ServerSettings
+    from ..serving.connection_guard import raise_fd_limit, uvicorn_options
+    from ..serving.log_rate_limit import install_log_rate_limit
 
     api_key = None
     if args.api_key_env:
@@ -101,15 +131,7 @@ def cmd_serve(args) -> int:
               "this port can use the model", file=sys.stderr)
     if not 0 <= args.port <= 65535:
         raise MIEScoreInputError(f"--port {args.port} is not a valid port (0-65535)")
-    try:
-        settings = ServerSettings(
-            max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-            max_request_bytes=args.max_request_bytes, max_samples_per_request=args.max_samples_per_request,
-            max_images_per_request=args.max_images_per_request, max_image_pixels=args.max_image_pixels,
-            max_instruction_chars=args.max_instruction_chars, request_timeout_s=args.request_timeout,
-            drain_timeout_s=args.drain_timeout, api_key=api_key)
-    except ValueError as err:
-        raise MIEScoreInputError(str(err)) from None
+    settings = _settings_from_args(args, api_key)
 
     sock = _bind(args.host, args.port)  # before loading the model: a busy port fails in a second, not minutes
     try:
@@ -125,9 +147,12 @@ def cmd_serve(args) -> int:
                 service.begin_drain()  # new requests now get 503 while uvicorn waits for in-flight ones
                 super().handle_exit(sig, frame)
 
+        raise_fd_limit(settings.max_connections)
         config = uvicorn.Config(app, lifespan="on", log_level=args.log_level, access_log=False,
                                 # a little above our own drain deadline, so that our 503s go out first
-                                timeout_graceful_shutdown=int(settings.drain_timeout_s) + 2)
+                                timeout_graceful_shutdown=int(settings.drain_timeout_s) + 2,
+                                **uvicorn_options(settings, service.metrics))
+        install_log_rate_limit()  # after uvicorn.Config, which (re)configures uvicorn's loggers
         server = DrainingServer(config)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host

@@ -13,33 +13,45 @@ from pathlib import Path
 from ..data.schema import MOS_COLUMN_OF, MOS_COLUMNS, TASK_CATEGORY
 from .errors import EXAMPLES, BenchmarkInputError
 
-__all__ = ["load_split", "mer_bench_frame", "mie_bench_frame", "ordered_labels"]
+__all__ = ["load_split", "mer_bench_frame", "mer_split_names", "mie_bench_frame", "ordered_labels"]
 
 
 def _looks_like_repo(ref: str) -> bool:
     return ref.count("/") == 1 and not ref.startswith((".", "/", "~")) and all(ref.split("/"))
 
 
-def load_split(dataset: str, split: str):
-    """``datasets.load_dataset(dataset, split=split)`` with one-line errors for the usual mistakes.
-
-    ``dataset``: a local Hub-native folder (Parquet + README) or a Hub repo id (``user/name``).
-    """
-    import datasets
-
+def _dataset_ref(dataset: str) -> str:
+    """What ``datasets`` loads for ``--dataset``: an existing folder (as a path) or a Hub repo id."""
     path = Path(dataset).expanduser()
     if not path.exists():
         if not _looks_like_repo(dataset):
             raise BenchmarkInputError(
                 f"dataset '{dataset}' is not a folder and not a Hub repo id (user/name); check the path"
             )
-        ref = dataset
-    elif not path.is_dir():
+        return dataset
+    if not path.is_dir():
         raise BenchmarkInputError(f"dataset '{dataset}' is a file; pass the dataset folder (with README.md + data/)")
-    else:
-        ref = str(path)
+    return str(path)
+
+
+def _cannot_load(dataset: str, err: Exception) -> BenchmarkInputError:
+    first = str(err).splitlines()[0] if str(err) else ""
+    hint = ("; pass a local folder written by 'miescore build-dataset' or a reachable Hub repo id"
+            if isinstance(err, OSError) else "")
+    return BenchmarkInputError(f"cannot load dataset '{dataset}' ({type(err).__name__}: {first}){hint}")
+
+
+def load_split(dataset: str, split: str, config: str | None = None):
+    """``datasets.load_dataset(dataset, config, split=split)`` with one-line errors for the usual mistakes.
+
+    ``dataset``: a local Hub-native folder (Parquet + README) or a Hub repo id (``user/name``); ``config``: the
+    dataset config (``None``: the default one).
+    """
+    import datasets
+
+    ref = _dataset_ref(dataset)
     try:
-        return datasets.load_dataset(ref, split=split)
+        return datasets.load_dataset(ref, config, split=split)
     except ValueError as err:
         if "split" in str(err).lower():
             try:
@@ -49,15 +61,25 @@ def load_split(dataset: str, split: str):
             hint = f"; available: {', '.join(names)}" if names else ""
             raise BenchmarkInputError(f"dataset '{dataset}' has no split '{split}'{hint}") from None
         raise BenchmarkInputError(f"cannot load dataset '{dataset}': {err}") from None
-    except (OSError, FileNotFoundError) as err:
-        raise BenchmarkInputError(
-            f"cannot load dataset '{dataset}' ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-            "pass a local folder written by 'miescore build-dataset' or a reachable Hub repo id"
-        ) from None
     except Exception as err:  # noqa: BLE001 - datasets raises many types for unusable folders
-        raise BenchmarkInputError(
-            f"cannot load dataset '{dataset}' ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
-        ) from None
+        raise _cannot_load(dataset, err) from None
+
+
+def mer_split_names(dataset: str) -> list[str]:
+    """The MER-Bench splits (``<K>pair``) that ``dataset`` has, smallest K first: the default ``--split``, so a
+    build without e.g. ``3pair`` is evaluated on the splits it has."""
+    import datasets
+
+    ref = _dataset_ref(dataset)
+    try:
+        names = datasets.get_dataset_split_names(ref)
+    except Exception as err:  # noqa: BLE001 - datasets raises many types for unusable folders
+        raise _cannot_load(dataset, err) from None
+    mer = sorted((n for n in names if _size_from_split(n)), key=_size_from_split)
+    if not mer:
+        raise BenchmarkInputError(f"dataset '{dataset}' has no MER-Bench split (2pair, 3pair, ...); its splits: "
+                                  f"{', '.join(names) or 'none'}; pass --split")
+    return mer
 
 
 def _metadata(ds, columns: Sequence[str]):

@@ -2,12 +2,15 @@
 
 Scoring a split with a MIEScore checkpoint goes through the same resumable JSONL scorer as
 ``miescore score-batch`` (:mod:`modeling_miescore.scoring.jsonl_scoring`); this module writes its input.
+The files are a cache, kept out of the report folder: :func:`input_cache_dir` puts them under the Hugging Face
+cache (``$HF_HOME/miescore/``), keyed by the dataset split's fingerprint, or under ``--cache-dir``.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,7 +20,7 @@ from tqdm.auto import tqdm
 from ..utils.atomic_files import atomic_write, write_text_atomic
 from .errors import BenchmarkInputError
 
-__all__ = ["export_mie_inputs"]
+__all__ = ["export_mie_inputs", "input_cache_dir"]
 
 _SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "bmp": ".bmp", "tiff": ".tif", "gif": ".gif"}
 
@@ -52,6 +55,25 @@ def _store_image(entry: dict, images: Path, stem: str) -> str:
         with atomic_write(target, "wb", fsync=False) as handle:
             handle.write(data)
     return f"images/{name}"
+
+
+def input_cache_dir(ds, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The folder that holds a split's exported images and ``inputs.jsonl``.
+
+    ``<cache_dir>/mie-bench-inputs/<fingerprint>``, where ``cache_dir`` defaults to ``$HF_HOME/miescore``
+    (``huggingface_hub.constants.HF_HOME``: ``~/.cache/huggingface`` unless ``HF_HOME`` is set), beside the hub
+    and datasets caches. ``<fingerprint>`` is the split's ``datasets`` fingerprint (the key ``datasets`` itself
+    caches the split under; no public accessor), so the same split resumes into the same folder, from any
+    report folder, and a rebuilt dataset gets a fresh one.
+    """
+    from huggingface_hub import constants
+
+    root = Path(cache_dir).expanduser() if cache_dir else Path(constants.HF_HOME) / "miescore"
+    fingerprint = getattr(ds, "_fingerprint", None)
+    if not fingerprint:
+        raise BenchmarkInputError("the dataset split has no fingerprint to key its input cache; load it with "
+                                  "datasets.load_dataset")
+    return root / "mie-bench-inputs" / _safe_name(str(fingerprint))
 
 
 def export_mie_inputs(ds, cache_dir, *, progress: bool = True) -> Path:

@@ -1,5 +1,6 @@
 """The MER-Bench report: K-pair group accuracy (2-P / 3-P / 4-P / overall) and Kendall tau, overall and per
-category (SpatialReward paper, tables 1-2; the group metrics are in :mod:`.metrics.group_ranking`).
+category (SpatialReward paper, tables 1-2; the group metrics are in :mod:`.metrics.group_ranking`). Tau comes
+twice: ours (a predicted tie scores 0) and as the authors' released script computes it (a tie scores +1).
 
 CIs resample samples (``sample_id``): the groups cut from one original image and instruction move together.
 """
@@ -9,7 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from .instance_bootstrap import BootstrapSettings, InstanceBootstrap
-from .metrics.group_ranking import group_accuracy, kendall_tau_groups
+from .metrics.group_ranking import (
+    TIE_SCORE_AS_RELEASED,
+    group_accuracy,
+    kendall_tau_groups,
+)
 
 __all__ = ["mer_bench_report"]
 
@@ -20,9 +25,10 @@ def mer_bench_report(frame, scores: dict[str, np.ndarray], *,
 
     ``frame``: :func:`~.dataset_splits.mer_bench_frame` rows to evaluate; ``scores``: ``{pair_id: (K,) predicted
     scores in the dataset's order, best first}``. A group is correct only if its scores strictly decrease (ties
-    and NaN are wrong); tau is the mean per-group Kendall tau-a with predicted ties scored 0
-    (:func:`~.metrics.group_ranking.group_kendall_tau`). CIs resample samples (``sample_id``): the groups cut
-    from one original image and instruction move together.
+    and NaN are wrong); ``tau`` is the mean per-group Kendall tau-a with predicted ties scored 0
+    (:func:`~.metrics.group_ranking.group_kendall_tau`), ``tau_as_released`` the same with ties scored +1 (the
+    authors' script), for comparison with the paper. CIs resample samples (``sample_id``): the groups cut from one
+    original image and instruction move together.
     """
     groups = [scores[p] for p in frame["pair_id"]]
     sizes = frame["k"].to_numpy(dtype=np.int64)
@@ -56,6 +62,7 @@ def mer_bench_report(frame, scores: dict[str, np.ndarray], *,
         },
         "accuracy": res["accuracy"],
         "tau": res["tau"],
+        "tau_as_released": res["tau_as_released"],
         "accuracy_by_size_and_category": matrix,
         "notes": boot.notes,
     }
@@ -64,17 +71,19 @@ def mer_bench_report(frame, scores: dict[str, np.ndarray], *,
 _DEFINITIONS = {
     "accuracy": "a group is correct only if the predicted scores strictly decrease in the human order "
                 "(equal or missing scores are wrong); overall = mean over all groups",
-    "tau": "mean per-group Kendall tau-a; a predicted tie scores 0 (the reference script scores it +1)",
+    "tau": "mean per-group Kendall tau-a; a predicted tie (or a missing score) scores 0, so a constant "
+           "predictor gets 0",
+    "tau_as_released": "the same with a predicted tie (or a missing score) scored +1, as the authors' released "
+                       "script does (its stable sort keeps tied candidates in human order); compare this one with "
+                       "the paper's table 1",
 }
 
 
 def _accuracy_and_tau(groups: list[np.ndarray], cats: np.ndarray) -> dict:
-    """Group accuracy and mean Kendall tau: overall, by group size (keys as strings) and by category."""
-    acc = group_accuracy(groups, categories=cats)
-    tau = kendall_tau_groups(groups, categories=cats)
-    return {
-        "accuracy": {"overall": acc["overall"], "by_size": {str(k): v for k, v in acc["by_size"].items()},
-                     "by_category": acc["by_category"]},
-        "tau": {"overall": tau["overall"], "by_size": {str(k): v for k, v in tau["by_size"].items()},
-                "by_category": tau["by_category"]},
-    }
+    """Group accuracy and mean Kendall tau (ties 0, and as released): overall, by group size (keys as strings)
+    and by category."""
+    summaries = {"accuracy": group_accuracy(groups, categories=cats),
+                 "tau": kendall_tau_groups(groups, categories=cats),
+                 "tau_as_released": kendall_tau_groups(groups, categories=cats, tie_score=TIE_SCORE_AS_RELEASED)}
+    return {name: {"overall": s["overall"], "by_size": {str(k): v for k, v in s["by_size"].items()},
+                   "by_category": s["by_category"]} for name, s in summaries.items()}

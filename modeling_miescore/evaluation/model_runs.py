@@ -2,8 +2,9 @@
 MER-Bench groups with a SpatialReward checkpoint.
 
 A predictions file under ``--out`` is resumed by a rerun of the same command; :func:`check_prediction_cache`
-refuses to resume one made with another model, dataset or split. (MIE-Bench splits are scored with a MIEScore
-checkpoint through the ``score-batch`` JSONL scorer; :mod:`.input_export` writes its input.)
+refuses to resume one made with another model, dataset or split (the run's identity is kept beside it, in
+``predictions_source.json``). (MIE-Bench splits are scored with a MIEScore checkpoint through the ``score-batch``
+JSONL scorer; :mod:`.input_export` writes its input, in the Hugging Face cache.)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ..utils.atomic_files import write_text_atomic
 from .errors import BenchmarkInputError
+from .prediction_files import SUB_SCORE_KEYS
 
 __all__ = ["check_prediction_cache", "score_mer_with_spatialreward"]
 
@@ -24,7 +26,7 @@ __all__ = ["check_prediction_cache", "score_mer_with_spatialreward"]
 def check_prediction_cache(out_dir, identity: dict) -> None:
     """Refuse to resume ``out_dir/predictions.jsonl`` made with another model/dataset/split; record the identity."""
     out = Path(out_dir)
-    meta = out / "cache" / "predictions_source.json"
+    meta = out / "predictions_source.json"
     preds = out / "predictions.jsonl"
     if meta.is_file() and preds.exists():
         try:
@@ -74,18 +76,33 @@ def _score_groups(scorer, rows, batch_size: int) -> list[str]:
     lines = []
     for pid, a, b in spans:
         group = results[a:b]
-        lines.append(json.dumps({"pair_id": pid, "scores": [None if r.failed else float(r.reward) for r in group],
-                                 "failed": [bool(r.failed) for r in group]}) + "\n")
+        line = {"pair_id": pid, "scores": [None if r.failed else float(r.reward) for r in group],
+                "failed": [bool(r.failed) for r in group]}
+        if all(hasattr(r, "s_if") for r in group):  # a SpatialReward judgement (not a MIEScore overall)
+            line["sub_scores"] = [_sub_scores(r) for r in group]
+        lines.append(json.dumps(line) + "\n")
     return lines
 
 
+def _sub_scores(result) -> dict:
+    """The four 0-25 sub-scores of one ``SpatialRewardResult`` (None where a stream did not parse), under the
+    names of the predictions format (:mod:`.prediction_files`), so the reward can be re-aggregated later."""
+    return {name: None if value is None else float(value)
+            for name, value in zip(SUB_SCORE_KEYS, (result.s_if, result.s_con, result.s_nat, result.s_art))}
+
+
 def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: str = "auto", dtype: str = "auto",
-                                 batch_size: int = 8, progress: bool = True, identity: dict | None = None) -> Path:
+                                 batch_size: int = 8, progress: bool = True, identity: dict | None = None,
+                                 scorer=None) -> Path:
     """Score every MER-Bench group with a SpatialReward checkpoint into ``out_dir/predictions.jsonl``.
 
-    One line per group, ``{"pair_id", "scores": [reward per edited image, dataset order], "failed": [bool]}``;
-    a candidate whose judgement could not be parsed gets ``null`` (counted wrong by the group metrics, never a
-    made-up number). Written group by group with fsync per chunk, so a rerun resumes after the last full line.
+    One line per group, ``{"pair_id", "scores": [reward per edited image, dataset order], "failed": [bool],
+    "sub_scores": [{"s_if", "s_con", "naturalness", "artifacts"} per edited image]}``; a candidate whose
+    judgement could not be parsed gets ``null`` (counted wrong by the group metrics, never a made-up number).
+    The sub-scores let ``--grid`` re-aggregate the reward with other weights without running the model again.
+    Written group by group with fsync per chunk, so a rerun resumes after the last full line.
+    ``scorer``: an already loaded object with SpatialReward's ``evaluate_edits`` (results with ``reward`` and
+    ``failed``) to use instead of loading ``model``.
     """
     from ..scoring.loading import load_spatialreward
 
@@ -97,7 +114,8 @@ def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: s
     total = sum(len(v) for v in todo.values())
     if total == 0:
         return preds
-    scorer = load_spatialreward(model, device=device, dtype=dtype)
+    if scorer is None:
+        scorer = load_spatialreward(model, device=device, dtype=dtype)
     # enough groups per chunk to fill a few generate batches; a crash loses at most one chunk
     chunk_groups = max(1, (4 * batch_size) // 3)
     with (tqdm(total=total, desc="scoring groups", unit="group", file=sys.stderr, disable=not progress) as bar,

@@ -3,7 +3,11 @@
 matplotlib is imported inside the functions, and only its object-oriented API is used (``Figure`` +
 ``FigureCanvasAgg``, never ``pyplot``): importing this module is free, and plotting never switches the
 backend of a notebook or GUI session. Every function returns ``{plot name: path relative to out_dir}``; files
-go to ``out_dir/plots/`` and are written atomically.
+go to ``out_dir/plots/`` (the aggregation grid: ``out_dir/grid.png``) and are written atomically.
+
+Reading rules kept by every plot: legends sit outside the axes; error bars are drawn only where a CI exists
+(never a zero-width bar that looks like certainty) and the title says what they are; an undefined value is
+marked "n/a", not drawn as 0; y-limits include the CI ends.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_
 from ..utils.atomic_files import atomic_write
 from .report import fmt_ci, mer_categories_in_order, title_case
 
-__all__ = ["editing_models_plots", "mer_bench_plots", "mie_bench_plots"]
+__all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots"]
 
 _CAT_COLOURS = {"regional": "#4C72B0", "global": "#DD8452", "reasoning": "#55A868",
                 "general": "#4C72B0", "human_basic": "#DD8452", "human_fine": "#55A868"}
@@ -33,8 +37,8 @@ def _figure(width: float, height: float):
     return fig
 
 
-def _save(fig, out_dir: Path, name: str) -> str:
-    rel = f"plots/{name}.png"
+def _save(fig, out_dir: Path, name: str, folder: str = "plots") -> str:
+    rel = f"{folder}/{name}.png" if folder else f"{name}.png"
     with atomic_write(out_dir / rel, "wb") as handle:
         fig.savefig(handle, format="png")
     return rel
@@ -45,15 +49,39 @@ def _val(m: Any) -> float:
     return np.nan if v is None else float(v)
 
 
-def _err(ms: list) -> tuple[np.ndarray, np.ndarray] | None:
-    """Asymmetric error-bar lengths from ``{"value", "ci"}`` metrics; None when no CI is known."""
+def _has_ci(m: Any) -> bool:
+    return isinstance(m, dict) and None not in (m.get("ci") or [None, None])[:2]
+
+
+def _err(ms: list) -> np.ndarray | None:
+    """Asymmetric error-bar lengths ``(2, n)`` from ``{"value", "ci"}`` metrics; NaN (no bar drawn, not a
+    zero-width one that looks like certainty) where a metric has no CI; None when none has one."""
     vals = np.array([_val(m) for m in ms])
-    cis = [(m.get("ci") or [None, None]) if isinstance(m, dict) else [None, None] for m in ms]
-    lo = np.array([np.nan if c[0] is None else c[0] for c in cis], dtype=float)
-    hi = np.array([np.nan if c[1] is None else c[1] for c in cis], dtype=float)
-    if np.isnan(lo).all():
+    cis = np.array([(m["ci"][:2] if _has_ci(m) else [np.nan, np.nan]) for m in ms], dtype=float).reshape(-1, 2)
+    if np.isnan(cis).all():
         return None
-    return np.nan_to_num(np.clip(vals - lo, 0, None)), np.nan_to_num(np.clip(hi - vals, 0, None))
+    return np.vstack([np.clip(vals - cis[:, 0], 0, None), np.clip(cis[:, 1] - vals, 0, None)])
+
+
+def _lowest(ms: list) -> float:
+    """The lowest value or CI bound of ``ms`` (NaN when none is finite), for the y-limits."""
+    lows = [_val(m) for m in ms] + [m["ci"][0] for m in ms if _has_ci(m)]
+    finite = [x for x in lows if np.isfinite(x)]
+    return min(finite) if finite else np.nan
+
+
+def _ci_note(report: dict) -> str:
+    """What the error bars are, from the report's bootstrap settings."""
+    b = report.get("meta", {}).get("bootstrap", {})
+    if not b.get("n"):
+        return "no error bars (--bootstrap 0)"
+    return f"error bars: {100 * b.get('level', 0.95):.0f}% bootstrap CI"
+
+
+def _legend_below(fig, handles=None, ncol: int = 4) -> None:
+    """One legend for the figure, below the axes (the title is above them): it never covers a bar or a point."""
+    kwargs = {"handles": handles} if handles is not None else {}
+    fig.legend(**kwargs, loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,34 +131,51 @@ def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str,
         ax.set_xlabel(f"predicted {SHORT_NAMES[d]}")
         ax.set_ylabel(f"MOS {SHORT_NAMES[d]}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        _legend_below(fig, ncol=2)  # inside the axes it would hide points
         paths[f"scatter_{d}"] = _save(fig, out, f"scatter_{d}")
     return paths
 
 
 def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
-    """SRCC with MOS per task (bars coloured by category, CIs as error bars), one panel per dimension."""
+    """SRCC with MOS per task (bars coloured by category, CIs as error bars), one panel per dimension.
+
+    A task with one instance has no CI: its bar is hatched (no error bar); an undefined SRCC is marked "n/a".
+    """
     from matplotlib.patches import Patch
 
     pt = report["per_task"]
     tasks = [t["task"] for t in pt["tasks"]]
     tcats = [t["category"] for t in pt["tasks"]]
-    fig = _figure(max(7.0, 0.55 * len(tasks) + 2), 2.6 * len(dims) + 0.6)
+    colours = [_CAT_COLOURS.get(c, "grey") for c in tcats]
+    fig = _figure(max(7.0, 0.55 * len(tasks) + 2), 2.6 * len(dims) + 1.0)
     axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
+    x = np.arange(len(tasks))
+    bootstrapped = bool(report["meta"]["bootstrap"].get("n"))
+    any_without_ci = False
     for ax, d in zip(axes, dims):
         ms = [pt["srcc"][d]["tasks"].get(t) for t in tasks]
         vals = np.array([_val(m) for m in ms])
-        ax.bar(np.arange(len(tasks)), np.nan_to_num(vals), color=[_CAT_COLOURS.get(c, "grey") for c in tcats],
-               yerr=_err(ms), capsize=2, error_kw={"lw": 0.8})
+        bars = ax.bar(x, np.nan_to_num(vals), color=colours, yerr=_err(ms), capsize=2, error_kw={"lw": 0.8})
+        for bar, v, m in zip(bars, vals, ms):
+            if bootstrapped and np.isfinite(v) and not _has_ci(m):
+                bar.set_hatch("///")
+                bar.set_alpha(0.6)
+                any_without_ci = True
+        for i in np.flatnonzero(~np.isfinite(vals)):
+            ax.text(i, 0.02, "n/a", ha="center", va="bottom", fontsize=7, color="dimgray")
         ax.set_ylabel(f"SRCC {SHORT_NAMES[d]}")
-        ax.set_ylim(min(0.0, float(np.nanmin(vals)) - 0.1) if np.isfinite(vals).any() else 0.0, 1.0)
+        low = _lowest(ms)
+        ax.set_ylim(min(0.0, low - 0.05) if np.isfinite(low) else 0.0, 1.05)
         ax.axhline(0, color="black", lw=0.6)
         ax.grid(axis="y", alpha=0.3)
-        ax.set_xticks(np.arange(len(tasks)))
-        ax.set_xticklabels([title_case(t) for t in tasks] if ax is axes[-1] else [], rotation=45, ha="right", fontsize=7)
-    axes[0].legend(handles=[Patch(color=_CAT_COLOURS.get(c, "grey"), label=title_case(c)) for c in dict.fromkeys(tcats)],
-                   fontsize=7, ncol=3, loc="lower right")
-    axes[0].set_title("SRCC with human MOS per task (bars: bootstrap CI)", fontsize=9)
+        ax.set_xticks(x)
+        ax.set_xticklabels([title_case(t) for t in tasks] if ax is axes[-1] else [], rotation=45, ha="right",
+                           fontsize=7)
+    handles = [Patch(color=_CAT_COLOURS.get(c, "grey"), label=title_case(c)) for c in dict.fromkeys(tcats)]
+    if any_without_ci:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="one instance: no CI"))
+    _legend_below(fig, handles, ncol=len(handles))
+    fig.suptitle(f"SRCC with human MOS per task ({_ci_note(report)} over the task's instances)", fontsize=9)
     return _save(fig, out, "srcc_per_task")
 
 
@@ -139,7 +184,7 @@ def _leaderboard_plot(report: dict, dims: list[str], out: Path) -> str:
     mr = report["model_ranking"]
     order_dim = "overall" if "overall" in dims else dims[-1]
     models = [r["model"] for r in mr[order_dim]["table"]]
-    fig = _figure(max(7.0, 0.6 * len(models) + 2), 2.6 * len(dims) + 0.6)
+    fig = _figure(max(7.0, 0.6 * len(models) + 2), 2.6 * len(dims) + 1.0)
     axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
     x = np.arange(len(models))
     for ax, d in zip(axes, dims):
@@ -153,12 +198,15 @@ def _leaderboard_plot(report: dict, dims: list[str], out: Path) -> str:
         ax.grid(axis="y", alpha=0.3)
         ax.set_xticks(x)
         ax.set_xticklabels(models if ax is axes[-1] else [], rotation=30, ha="right", fontsize=7)
-    axes[0].legend(fontsize=7)
+    _legend_below(fig, axes[0].get_legend_handles_labels()[0], ncol=2)  # one entry per series, not per panel
+    fig.suptitle(f"Editing models sorted by human {SHORT_NAMES[order_dim]} MOS ({_ci_note(report)})", fontsize=9)
     return _save(fig, out, "leaderboard")
 
 
 def _mos_distribution_plot(report: dict, dims: list[str], out: Path) -> str:
     """MOS histograms per dimension: all edits, 2 sources, 3 or more sources (paper figure 2)."""
+    from matplotlib.ticker import MaxNLocator
+
     dist = report["mos_distribution"]
     edges = np.asarray(dist["bin_edges"])
     subsets = [("all", "(a) All"), ("2_sources", "(b) Two sources"), ("3plus_sources", "(c) Three or more sources")]
@@ -178,6 +226,7 @@ def _mos_distribution_plot(report: dict, dims: list[str], out: Path) -> str:
             if i == len(ddims) - 1:
                 ax.set_xlabel("MOS")
             ax.set_xlim(0, 100)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
     return _save(fig, out, "mos_distribution")
 
 
@@ -187,46 +236,100 @@ def _mos_distribution_plot(report: dict, dims: list[str], out: Path) -> str:
 
 
 def mer_bench_plots(report: dict, out_dir) -> dict[str, str]:
-    """Accuracy (and tau) per group size, accuracy per category; bootstrap CIs as error bars."""
+    """Accuracy and both taus per group size, accuracy per category; bootstrap CIs as error bars."""
     out = Path(out_dir)
-    acc, tau = report["accuracy"], report["tau"]
-    paths = {}
+    return {"accuracy_by_size": _accuracy_by_size_plot(report, out),
+            "accuracy_by_category": _accuracy_by_category_plot(report, out)}
+
+
+def _accuracy_by_size_plot(report: dict, out: Path) -> str:
+    """Accuracy, tau (ties 0) and tau as released per group size and overall, with the chance accuracy 1/K!."""
+    from math import factorial
+
+    acc, meta = report["accuracy"], report["meta"]
     sizes = sorted(acc["by_size"], key=int)
-    labels = [f"{k}-P" for k in sizes] + ["Overall"]
-    a = [acc["by_size"][k] for k in sizes] + [acc["overall"]]
-    t = [tau["by_size"][k] for k in sizes] + [tau["overall"]]
-    fig = _figure(6.0, 3.6)
+    series = [("Accuracy", acc, "#4C72B0"), ("Kendall τ (tie = 0)", report["tau"], "#DD8452"),
+              ("Kendall τ as released (tie = +1)", report.get("tau_as_released"), "#F2C49B")]
+    series = [s for s in series if s[1] is not None]
+    fig = _figure(6.4, 4.0)
     ax = fig.add_subplot()
-    x = np.arange(len(labels))
-    ax.bar(x - 0.2, [_val(m) for m in a], 0.4, yerr=_err(a), capsize=3, label="Accuracy", color="#4C72B0")
-    ax.bar(x + 0.2, [_val(m) for m in t], 0.4, yerr=_err(t), capsize=3, label="Kendall τ", color="#DD8452")
-    for k, size in enumerate(sizes):  # chance level of exact-order accuracy: 1 / K!
-        ax.hlines(1.0 / float(np.prod(np.arange(1, int(size) + 1))), k - 0.4, k, colors="black", linestyles=":", lw=1)
+    x = np.arange(len(sizes) + 1)
+    width = 0.8 / len(series)
+    lows = []
+    for j, (label, metric, colour) in enumerate(series):
+        ms = [metric["by_size"][k] for k in sizes] + [metric["overall"]]
+        ax.bar(x - 0.4 + width * (j + 0.5), [_val(m) for m in ms], width, yerr=_err(ms), capsize=3, label=label,
+               color=colour)
+        lows.append(_lowest(ms))
+    for i, size in enumerate(sizes):  # exact-order accuracy of a random ranking: 1 / K!
+        ax.hlines(1.0 / factorial(int(size)), i - 0.4, i - 0.4 + width, colors="#C44E52", linestyles="--", lw=2,
+                  label="chance accuracy 1/K!" if i == 0 else None)
     ax.set_xticks(x)
-    ax.set_xticklabels(labels)
-    lows = [_val(m) - (e[0][i] if e is not None else 0.0) for ms_, e in ((a, _err(a)), (t, _err(t)))
-            for i, m in enumerate(ms_)]
-    ax.set_ylim(min(0.0, float(np.nanmin(lows)) - 0.05), 1.05)
+    ax.set_xticklabels([f"{k}-P\n(n={meta['n_by_size'].get(k, '?')})" for k in sizes]
+                       + [f"Overall\n(n={meta['n_groups']})"])
+    finite = [v for v in lows if np.isfinite(v)]
+    ax.set_ylim(min(0.0, min(finite) - 0.05) if finite else 0.0, 1.05)
     ax.axhline(0, color="black", lw=0.6)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("MER-Bench accuracy and τ by group size (dotted: chance accuracy 1/K!)", fontsize=9)
-    paths["accuracy_by_size"] = _save(fig, out, "accuracy_by_size")
+    _legend_below(fig, ncol=2)
+    fig.suptitle(f"MER-Bench accuracy and Kendall τ by group size ({_ci_note(report)})", fontsize=9)
+    return _save(fig, out, "accuracy_by_size")
 
+
+def _accuracy_by_category_plot(report: dict, out: Path) -> str:
+    acc, meta = report["accuracy"], report["meta"]
     cats = mer_categories_in_order(acc["by_category"])
     ms = [acc["by_category"][c] for c in cats] + [acc["overall"]]
-    fig = _figure(5.5, 3.4)
+    fig = _figure(5.5, 3.6)
     ax = fig.add_subplot()
     x = np.arange(len(ms))
     ax.bar(x, [_val(m) for m in ms], yerr=_err(ms), capsize=3,
            color=[_CAT_COLOURS.get(c, "grey") for c in cats] + ["#555555"])
     ax.set_xticks(x)
-    ax.set_xticklabels([MER_CATEGORY_LABELS.get(c, c) for c in cats] + ["Overall"])
-    ax.set_ylim(0, 1)
+    ax.set_xticklabels([f"{MER_CATEGORY_LABELS.get(c, c)}\n(n={meta['n_by_category'].get(c, '?')})" for c in cats]
+                       + [f"Overall\n(n={meta['n_groups']})"])
+    ax.set_ylim(0, 1.05)
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title("MER-Bench accuracy by editing category", fontsize=9)
-    paths["accuracy_by_category"] = _save(fig, out, "accuracy_by_category")
-    return paths
+    ax.set_ylabel("group accuracy")
+    ax.set_title(f"MER-Bench accuracy by editing category ({_ci_note(report)})", fontsize=9)
+    return _save(fig, out, "accuracy_by_category")
+
+
+def aggregation_grid_plot(cells: list[dict], summary: dict, out_dir) -> str:
+    """Heat map of group accuracy over alpha (rows) and the source-consistency weight w_con (columns), like the
+    SpatialReward paper's figure 10; the best cell(s) boxed, the two paper readings marked. Writes ``grid.png``."""
+    from matplotlib.patches import Rectangle
+
+    alphas, w_cons = summary["alphas"], summary["w_cons"]
+    mat = np.full((len(alphas), len(w_cons)), np.nan)
+    for c in cells:
+        mat[alphas.index(c["alpha"]), w_cons.index(c["w_con"])] = c["accuracy"]
+    fig = _figure(max(5.5, 0.55 * len(w_cons) + 2.5), max(4.0, 0.4 * len(alphas) + 1.8))
+    ax = fig.add_subplot()
+    im = ax.imshow(mat, origin="lower", aspect="auto", cmap="viridis")
+    lo, hi = im.get_clim()
+    if mat.size <= 400:
+        for (i, j), v in np.ndenumerate(mat):
+            bright = hi > lo and (v - lo) > 0.6 * (hi - lo)  # dark text on the bright end of viridis
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="black" if bright else "white")
+    for c in summary["best"]:
+        ax.add_patch(Rectangle((w_cons.index(c["w_con"]) - 0.5, alphas.index(c["alpha"]) - 0.5), 1, 1, fill=False,
+                               edgecolor="#C44E52", lw=2))
+    for key, r in summary["paper_readings"].items():
+        col, row = w_cons.index(r["w_con"]), alphas.index(r["alpha"])
+        ax.plot(col, row + 0.32, marker="v", color="white", markeredgecolor="black", markersize=6)
+        bright = r["accuracy"] - lo > 0.6 * (hi - lo)
+        ax.annotate("§3.1" if key == "sec_3_1" else "B.1.3", (col, row - 0.3), ha="center", va="center",
+                    fontsize=5.5, color="black" if bright else "white")
+    ax.set_xticks(np.arange(len(w_cons)), [f"{w:g}" for w in w_cons], fontsize=7)
+    ax.set_yticks(np.arange(len(alphas)), [f"{a:g}" for a in alphas], fontsize=7)
+    ax.set_xlabel("w_con: weight of source consistency in SC (figure 10's $w_{SC}^{(0)}$); w_if = 1 − w_con",
+                  fontsize=8)
+    ax.set_ylabel("α: SC exponent", fontsize=8)
+    fig.colorbar(im, ax=ax, label="group accuracy")
+    ax.set_title(f"MER-Bench accuracy of the re-aggregated reward ({summary['n_groups']} groups); red box: best, "
+                 "▼: the paper's two readings at α = 0.8", fontsize=8)
+    return _save(fig, Path(out_dir), "grid", folder="")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -257,8 +360,8 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
     ax.set_xticklabels(models, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("mean predicted score (0–100)")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=len(dims))
-    ax.set_title(f"Editing models ranked by predicted {SHORT_NAMES[order_dim]}", fontsize=9)
+    _legend_below(fig, ncol=len(dims))
+    fig.suptitle(f"Editing models ranked by predicted {SHORT_NAMES[order_dim]} ({_ci_note(report)})", fontsize=9)
     paths["editing_models"] = _save(fig, out, "editing_models")
 
     tasks = meta["tasks"]
@@ -267,7 +370,9 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
         mat = np.array([[_val(rows[m]["tasks"][t]) for t in tasks] for m in models], dtype=float)
         fig = _figure(max(6.5, 0.5 * len(tasks) + 3), 0.35 * len(models) + 2.2)
         ax = fig.add_subplot()
-        im = ax.imshow(np.ma.masked_invalid(mat), aspect="auto", cmap="viridis")
+        # one fixed 0-100 (MOS) colour scale for every dimension: colours compare across heat maps, and a
+        # 5-point spread is not stretched over the whole colour map
+        im = ax.imshow(np.ma.masked_invalid(mat), aspect="auto", cmap="viridis", vmin=0, vmax=100)
         ax.set_xticks(np.arange(len(tasks)))
         ax.set_xticklabels([title_case(t) for t in tasks], rotation=45, ha="right", fontsize=7)
         ax.set_yticks(np.arange(len(models)))
@@ -280,7 +385,10 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
                         bright = (mat[i, j] - lo) > 0.6 * (hi - lo)
                         ax.text(j, i, f"{mat[i, j]:.0f}", ha="center", va="center", fontsize=6,
                                 color="black" if bright else "white")
-        fig.colorbar(im, ax=ax, label=f"mean predicted {SHORT_NAMES[d]}")
+        below, above = np.nanmin(mat) < 0, np.nanmax(mat) > 100  # arrows when predictions leave the 0-100 scale
+        fig.colorbar(im, ax=ax, label=f"mean predicted {SHORT_NAMES[d]}",
+                     extend={(True, True): "both", (True, False): "min", (False, True): "max"}.get((below, above),
+                                                                                                    "neither"))
         ax.set_title(f"{LONG_NAMES[d]}: mean predicted score per editing model and task", fontsize=9)
         paths[f"heatmap_{d}"] = _save(fig, out, f"heatmap_{d}")
     return paths

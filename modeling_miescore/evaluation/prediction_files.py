@@ -6,7 +6,9 @@
   three dimensions with the MIEScore paper's eq. 2. ``null`` means "no prediction" for that item.
 * MER-Bench (:func:`read_group_predictions`): ``{"pair_id": <dataset pair_id>, "scores": [s_1, ..., s_K]}`` with
   one score per edited image in the dataset's order (best first); higher = better; ``null`` entries (e.g. a
-  failed parse) count as wrong.
+  failed parse) count as wrong. A line may also carry ``"sub_scores": [{"s_if": x, "s_con": x, "naturalness": x,
+  "artifacts": x}, ...]``, SpatialReward's four 0-25 sub-scores per edited image in the same order (written by
+  ``miescore benchmark mer-bench --model``); :func:`read_group_sub_scores` reads them for ``--grid``.
 
 A malformed line stops the read with :class:`~.errors.BenchmarkInputError` naming the file and line.
 """
@@ -26,7 +28,11 @@ from ..image_io import MIEScoreInputError
 from ..scoring.jsonl_scoring import iter_input
 from .errors import BenchmarkInputError
 
-__all__ = ["read_group_predictions", "read_score_predictions"]
+__all__ = ["SUB_SCORE_KEYS", "read_group_predictions", "read_group_sub_scores", "read_score_predictions"]
+
+# SpatialReward's sub-scores (paper sec. 3.1): instruction following, source consistency (SC); naturalness,
+# artifacts (PQ). The order is the argument order of ``aggregation.spatial_reward``.
+SUB_SCORE_KEYS = ("s_if", "s_con", "naturalness", "artifacts")
 
 
 def _iter_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
@@ -139,4 +145,37 @@ def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
         out[pid] = values
     if not out:
         raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
+    return out
+
+
+def read_group_sub_scores(path, frame) -> dict[str, np.ndarray]:
+    """Read the ``sub_scores`` of MER-Bench predictions; returns ``{pair_id: (K, 4) array}`` for the groups of
+    ``frame``, columns in :data:`SUB_SCORE_KEYS` order (``null`` -> NaN, which makes the group wrong).
+
+    Every line of a group in ``frame`` needs a ``sub_scores`` list with the group's K entries, each an object with
+    the four keys; otherwise :class:`BenchmarkInputError` names the line.
+    """
+    path = Path(path)
+    sizes = dict(zip(frame["pair_id"], frame["k"]))
+    out: dict[str, np.ndarray] = {}
+    for number, record in _iter_jsonl(path):
+        pid = str(record.get("pair_id"))
+        if pid not in sizes:
+            continue
+        subs = record.get("sub_scores")
+        if not isinstance(subs, list) or len(subs) != sizes[pid]:
+            got = "none" if subs is None else (f"{len(subs)} entries" if isinstance(subs, list) else "not a list")
+            raise BenchmarkInputError(
+                f"{path}:{number}: pair '{pid}' needs 'sub_scores' with {sizes[pid]} entries (one per edited image) "
+                f"for --grid, got {got}; predictions written by 'miescore benchmark mer-bench --model' have them")
+        rows = []
+        for i, entry in enumerate(subs):
+            if not isinstance(entry, dict) or any(k not in entry for k in SUB_SCORE_KEYS):
+                raise BenchmarkInputError(
+                    f"{path}:{number}: sub_scores[{i}] must be an object with keys {', '.join(SUB_SCORE_KEYS)}")
+            rows.append([_as_score(entry[k], f"{path}:{number}: sub_scores[{i}].{k}") for k in SUB_SCORE_KEYS])
+        out[pid] = np.asarray(rows, dtype=np.float64)
+    missing = [p for p in frame["pair_id"] if p not in out]
+    if missing:
+        raise BenchmarkInputError(f"'{path}' has no line for {len(missing)} evaluated pair(s), e.g. {missing[0]}")
     return out

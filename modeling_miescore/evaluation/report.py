@@ -1,5 +1,5 @@
-"""Write benchmark reports: ``report.json`` (every number with its CI) and ``report.md`` (tables laid out like
-the papers' tables, ready to paste).
+"""Write benchmark reports: ``report.json`` (every number with its CI), ``report.md`` (tables laid out like
+the papers' tables, ready to paste) and ``report.html`` (the same page with its plots embedded).
 
 Input: the dicts of :mod:`.mie_bench_report`, :mod:`.mer_bench_report` and :mod:`.editing_models_report`,
 optionally with ``report["plots"] = {name: relative PNG path}`` and ``report["run"]`` (dataset, split,
@@ -61,14 +61,20 @@ def write_json(path, data: dict) -> Path:
 
 
 def write_report(out_dir, report: dict) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.md`` into ``out_dir``; returns their paths.
+    """Write ``report.json``, ``report.md`` and ``report.html`` into ``out_dir``; returns the JSON and Markdown
+    paths (the HTML page is ``out_dir/report.html``: the Markdown with its plots embedded, :mod:`.report_html`).
 
-    The Markdown is rendered before either file is written, so a report that cannot be rendered leaves both
-    files as they were.
+    Markdown and HTML are rendered before any file is written, so a report that cannot be rendered (or whose
+    plots are missing) leaves all three files as they were.
     """
+    from .report_html import render_html
+
     out = Path(out_dir)
     markdown = render_markdown(report)
-    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)
+    page = render_html(markdown, out)
+    paths = write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)
+    write_text_atomic(out / "report.html", page)
+    return paths
 
 
 def render_markdown(report: dict) -> str:
@@ -336,19 +342,25 @@ def _mie_notes(report: dict, dims: Sequence[str]) -> list[str]:
 
 def mer_bench_markdown(report: dict) -> str:
     meta = report["meta"]
-    acc, tau = report["accuracy"], report["tau"]
+    acc, tau, tau_rel = report["accuracy"], report["tau"], report["tau_as_released"]
     sizes = sorted(acc["by_size"], key=int)
     cats = mer_categories_in_order(acc.get("by_category", {}))
     labels = [MER_CATEGORY_LABELS.get(c, c) for c in cats]
-    out = _header(report, "MER-Bench evaluation report",
-                  f"K-pair ranking accuracy of the evaluator on {meta['n_groups']} groups from {meta['n_samples']} "
-                  "samples. ", what="pair ids")
+    intro = (f"K-pair ranking accuracy of the evaluator on {meta['n_groups']} groups from {meta['n_samples']} "
+             "samples. ")
+    if meta["groups_with_missing_scores"] == meta["n_groups"]:
+        intro += ("**Every group has a missing (null) score: there is no prediction to evaluate, so every "
+                  "accuracy below is 0 by construction.** ")
+    out = _header(report, "MER-Bench evaluation report", intro, what="pair ids")
 
     out += ["## Accuracy by group size (paper table 1, MER-Bench columns)", ""]
-    header = [f"{k}-P" for k in sizes] + ["Overall", "τ"]
-    row = [fmt_ci(acc["by_size"][k], 3) for k in sizes] + [fmt_ci(acc["overall"], 3), fmt_ci(tau["overall"], 3)]
-    nrow = [meta["n_by_size"].get(k, "") for k in sizes] + [meta["n_groups"], meta["n_groups"]]
-    out += [_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), ""]
+    header = [f"{k}-P" for k in sizes] + ["Overall", "τ", "τ (as released)"]
+    row = [fmt_ci(acc["by_size"][k], 3) for k in sizes] + [fmt_ci(acc["overall"], 3), fmt_ci(tau["overall"], 3),
+                                                            fmt_ci(tau_rel["overall"], 3)]
+    nrow = [meta["n_by_size"].get(k, "") for k in sizes] + [meta["n_groups"]] * 3
+    out += [_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), "",
+            "τ scores a predicted tie 0; τ (as released) scores it +1 as the authors' script does, and is the "
+            "one to compare with the paper's table 1.", ""]
     out += _plot(report, "accuracy_by_size", "Accuracy by group size")
 
     out += ["## Accuracy by editing category (paper table 2)", ""]
@@ -359,8 +371,9 @@ def mer_bench_markdown(report: dict) -> str:
     out += _plot(report, "accuracy_by_category", "Accuracy by category")
 
     out += ["## Kendall τ by group size and category", ""]
-    row = [fmt_ci(tau["by_size"][k], 3) for k in sizes] + [fmt_ci(tau["by_category"].get(c), 3) for c in cats]
-    out += [_table(["", *[f"{k}-P" for k in sizes], *labels], [["τ", *row]]), ""]
+    rows = [[name] + [fmt_ci(t["by_size"][k], 3) for k in sizes] + [fmt_ci(t["by_category"].get(c), 3) for c in cats]
+            for name, t in (("τ", tau), ("τ (as released)", tau_rel))]
+    out += [_table(["", *[f"{k}-P" for k in sizes], *labels], rows), ""]
 
     out += ["## Accuracy by group size and category", ""]
     rows = []
@@ -368,11 +381,38 @@ def mer_bench_markdown(report: dict) -> str:
         cells = report["accuracy_by_size_and_category"].get(k, {})
         rows.append([f"{k}-P"] + [fmt_ci(cells.get(c), 3, ci=False) for c in cats])
     out += [_table(["Size", *labels], rows), ""]
+    out += _mer_grid_lines(report)
 
-    extra = [f"Accuracy: {meta['definitions']['accuracy']}.", f"τ: {meta['definitions']['tau']}.",
+    defs = meta["definitions"]
+    extra = [f"Accuracy: {defs['accuracy']}.", f"τ: {defs['tau']}.", f"τ (as released): {defs['tau_as_released']}.",
              f"Groups with tied predicted scores (counted wrong): {meta['groups_with_tied_scores']}; "
              f"groups with a missing (null) score (counted wrong): {meta['groups_with_missing_scores']}."]
     return "\n".join(out + _notes(report, extra))
+
+
+def _mer_grid_lines(report: dict) -> list[str]:
+    """The aggregation-weight grid search (SpatialReward paper B.1.3 / figure 10), when ``--grid`` ran."""
+    grid = report.get("aggregation_grid")
+    if not grid:
+        return []
+    fmt = "{:g}".format
+    out = ["## Aggregation weights: grid search (SpatialReward paper, B.1.3 / figure 10)", "",
+           "The reward re-aggregated from the predictions' sub-scores, without running the model: "
+           "R = (SC/25)^α · (PQ/25)^(1−α), SC = w_if·s_if + w_con·s_con, "
+           f"PQ = {fmt(grid['pq_weights'][0])}·naturalness + {fmt(grid['pq_weights'][1])}·artifacts; accuracy over "
+           f"all {grid['n_groups']} groups (exact order, ties and missing sub-scores wrong). {grid['n_cells']} cells: "
+           f"α ∈ {{{', '.join(map(fmt, grid['alphas']))}}}, w_con ∈ {{{', '.join(map(fmt, grid['w_cons']))}}}, "
+           f"w_if = 1 − w_con; every cell is in `{grid['file']}`. The best cell is chosen on these same groups "
+           "(an in-sample optimum, optimistic); to pick weights, search on a split you do not report.", ""]
+    best = grid["best"]
+    rows = [["**Best**" + (f" ({len(best)} cells tie)" if len(best) > 1 else ""), fmt(c["alpha"]), fmt(c["w_if"]),
+             fmt(c["w_con"]), f"{c['accuracy']:.3f}"] for c in best[:5]]
+    rows += [[r["label"], fmt(r["alpha"]), fmt(r["w_if"]), fmt(r["w_con"]), f"{r['accuracy']:.3f}"]
+             for r in grid["paper_readings"].values()]
+    out += [_table(["Cell", "α", "w_if", "w_con", "Accuracy"], rows), ""]
+    if len(best) > 5:
+        out += [f"{len(best) - 5} more cells reach the best accuracy (see `{grid['file']}`).", ""]
+    return out + _plot(report, "aggregation_grid", "Accuracy over the aggregation-weight grid")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,8 +14,10 @@ Endpoints (see :func:`create_app`):
                            attribute_preservation, overall).
     POST /v1/score_groups  ``{"groups": [{"sources", "instruction", "edited": [b64, ...]}], "samples": [{...,
                            "group": id}]}`` -> ``{"results": [...]}`` in order (groups first, then samples).
-    GET  /health           ``{"status": "ok" | "draining", ...}`` (503 while draining).
-    GET  /metrics          Prometheus text format (:mod:`~modeling_miescore.serving.prometheus_metrics`).
+    GET  /health           ``{"status": "ok" | "draining", ...}`` (503 while draining); with an API key set,
+                           the model, device, queue and limits only for requests that carry the key.
+    GET  /metrics          Prometheus text format (:mod:`~modeling_miescore.serving.prometheus_metrics`); with
+                           an API key set, only with the key unless ``public_metrics``.
 
 Every accepted request gets exactly one response: errors are JSON ``{"error": {"field", "message", "kind"}}``
 with a 4xx/5xx status; a client that went away is recorded as 499 (nginx's "client closed request").
@@ -45,7 +47,6 @@ from .backends import ScorerBackend
 from .errors import STATUS_CLIENT_CLOSED, RequestError
 from .prometheus_metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .prometheus_metrics import ServerMetrics
-from .request_parsing import parse_score_request
 from .reward_service import RewardService
 from .settings import ServerSettings
 
@@ -62,6 +63,14 @@ def check_api_key(request: Request, api_key: str | None) -> None:
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
         raise RequestError(401, "unauthorized", "missing or wrong API key; send 'Authorization: Bearer <key>'",
                            "Authorization", {"WWW-Authenticate": "Bearer"})
+
+
+def _authorised(request: Request, api_key: str | None) -> bool:
+    try:
+        check_api_key(request, api_key)
+    except RequestError:
+        return False
+    return True
 
 
 def _error_response(error: RequestError) -> JSONResponse:
@@ -116,8 +125,7 @@ async def _scored(request: Request, endpoint: str) -> Response:
         except ClientDisconnect:
             raise RequestError(STATUS_CLIENT_CLOSED, "client_disconnected", "client closed the connection") from None
         # A request that started before a drain began is finished, not refused: it is "in flight".
-        parsed = await parse_score_request(request, body, endpoint, service.settings)
-        jobs = service.scheduler.submit(parsed)
+        parsed, jobs = await service.parse_and_submit(request, body, endpoint)
         results = await service.wait(request, jobs)
     except RequestError as err:
         service.metrics.failure(err.kind)
@@ -140,15 +148,26 @@ async def _score_groups(request: Request) -> Response:
 
 
 async def _health(request: Request) -> Response:
+    """``{"status"}`` for anyone; the model, device, queue and limits only with the API key (when one is set)."""
     service: RewardService = request.app.state.service
     settings = service.settings
-    body = {"status": "draining" if service.draining else "ok", "queue_depth": service.scheduler.depth,
-            "max_batch": settings.max_batch, "max_queue": settings.max_queue, **service.backend.describe()}
+    body = {"status": "draining" if service.draining else "ok"}
+    if _authorised(request, settings.api_key):
+        body.update(queue_depth=service.scheduler.depth, max_batch=settings.max_batch, max_queue=settings.max_queue,
+                    **service.backend.describe())
     return JSONResponse(body, status_code=503 if service.draining else 200)
 
 
 async def _metrics(request: Request) -> Response:
-    return Response(request.app.state.service.metrics.render(), media_type=METRICS_CONTENT_TYPE)
+    """Prometheus text; with an API key set it needs the key too, unless the server has ``public_metrics``."""
+    service: RewardService = request.app.state.service
+    if not service.settings.public_metrics:
+        try:
+            check_api_key(request, service.settings.api_key)
+        except RequestError as err:
+            service.metrics.failure(err.kind)
+            return _error_response(err)
+    return Response(service.metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:

@@ -4,14 +4,16 @@ plain-callable implementations, and :func:`load_backend` (a checkpoint -> the ri
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
+from collections import Counter
 from typing import Callable
 
 from ..processing_miescore import EditSample
 
 __all__ = ["ScorerBackend", "MIEScoreBackend", "SpatialRewardBackend", "CallableBackend", "load_backend",
-           "json_safe"]
+           "json_safe", "score_by_shared_prefix"]
 
 
 class ScorerBackend:
@@ -22,6 +24,9 @@ class ScorerBackend:
     returns one JSON-serialisable dict per sample, in input order. Raising fails the batch; the server then
     retries each sample alone so that one bad sample does not fail the others.
 
+    ``max_pixels`` is the model's pixel budget per image (its processor resizes every image to at most that);
+    the server decodes larger uploads reduced towards it (never below it). None: decode at full size.
+
     A backend with ``accepts_group_ids = True`` is called as ``score_samples(samples, group_ids=...)``: one
     id per sample, equal for samples that share sources and instruction (a content hash of the uploaded
     source bytes and the instruction), so it can run their shared prefix once.
@@ -29,6 +34,7 @@ class ScorerBackend:
 
     name = "backend"
     accepts_group_ids = False
+    max_pixels: int | None = None
 
     def score_samples(self, samples: list[EditSample]) -> list[dict]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -38,7 +44,7 @@ class ScorerBackend:
 
 
 class MIEScoreBackend(ScorerBackend):
-    """A loaded :class:`MIEScoreModel`; one ``score_batch`` call per server batch."""
+    """A loaded :class:`MIEScoreModel`: ``score_batch`` per server batch (see :func:`score_by_shared_prefix`)."""
 
     name = "miescore"
 
@@ -46,14 +52,16 @@ class MIEScoreBackend(ScorerBackend):
         self.model = model
         self.batch_size = batch_size
         self.max_image_pixels = max_image_pixels
-        # checkpoints with older remote code have a score_batch without prefix-reuse groups
-        self.accepts_group_ids = "groups" in inspect.signature(model.score_batch).parameters
+        self.max_pixels = _config_max_pixels(model)
+        self.accepts_group_ids = _takes_group_ids(model.score_batch)
 
     def score_samples(self, samples: list[EditSample], group_ids: list | None = None) -> list[dict]:
-        kwargs = {} if self.max_image_pixels is None else {"max_image_pixels": self.max_image_pixels}
-        if group_ids is not None and self.accepts_group_ids:
-            kwargs["groups"] = group_ids
-        return self.model.score_batch(samples, batch_size=self.batch_size or max(1, len(samples)), **kwargs)
+        score = self.model.score_batch
+        if self.max_image_pixels is not None:
+            score = functools.partial(score, max_image_pixels=self.max_image_pixels)
+        if group_ids is None or not self.accepts_group_ids:
+            return score(samples, batch_size=self.batch_size or max(1, len(samples)))
+        return score_by_shared_prefix(score, samples, group_ids, self.batch_size)
 
     def describe(self) -> dict:
         config = self.model.config
@@ -63,16 +71,21 @@ class MIEScoreBackend(ScorerBackend):
 
 
 class SpatialRewardBackend(ScorerBackend):
-    """A loaded ``SpatialRewardModel`` (generative SC + PQ passes): one ``evaluate_edits`` call per batch."""
+    """A loaded ``SpatialRewardModel`` (generative SC + PQ passes): ``evaluate_edits`` per server batch."""
 
     name = "spatialreward"
 
     def __init__(self, model, batch_size: int | None = None):
         self.model = model
         self.batch_size = batch_size
+        self.max_pixels = _config_max_pixels(model)
+        self.accepts_group_ids = _takes_group_ids(model.evaluate_edits)
 
-    def score_samples(self, samples: list[EditSample]) -> list[dict]:
-        results = self.model.evaluate_edits(samples, batch_size=self.batch_size or max(1, len(samples)))
+    def score_samples(self, samples: list[EditSample], group_ids: list | None = None) -> list[dict]:
+        if group_ids is None or not self.accepts_group_ids:
+            results = self.model.evaluate_edits(samples, batch_size=self.batch_size or max(1, len(samples)))
+        else:
+            results = score_by_shared_prefix(self.model.evaluate_edits, samples, group_ids, self.batch_size)
         return [json_safe(r) for r in results]
 
     def describe(self) -> dict:
@@ -83,16 +96,52 @@ class SpatialRewardBackend(ScorerBackend):
 
 
 class CallableBackend(ScorerBackend):
-    """Wrap a plain ``fn(list[EditSample]) -> list[dict]`` as a backend (fakes in tests, custom scorers)."""
+    """Wrap a plain ``fn(list[EditSample]) -> list[dict]`` as a backend (fakes in tests, custom scorers);
+    ``max_pixels``: the scorer's own pixel budget per image, if it has one."""
 
     name = "callable"
 
-    def __init__(self, fn: Callable[[list[EditSample]], list[dict]], name: str = "callable"):
+    def __init__(self, fn: Callable[[list[EditSample]], list[dict]], name: str = "callable",
+                 max_pixels: int | None = None):
         self.fn = fn
         self.name = name
+        self.max_pixels = max_pixels
 
     def score_samples(self, samples: list[EditSample]) -> list[dict]:
         return self.fn(samples)
+
+
+def _takes_group_ids(method) -> bool:
+    """Whether a model's batch method takes ``groups`` and ``reuse_prefix`` (older remote code does not)."""
+    return {"groups", "reuse_prefix"} <= set(inspect.signature(method).parameters)
+
+
+def score_by_shared_prefix(score: Callable, samples: list[EditSample], group_ids: list,
+                           batch_size: int | None = None) -> list:
+    """``score`` (``score_batch`` / ``evaluate_edits``) called on the samples that share their prefix with
+    another one, with their ``groups`` (the shared prefix runs once), and separately on the others with
+    ``reuse_prefix=False``; results in input order.
+
+    The model runs the same batches as in one call (it batches groups and single samples apart anyway), but it
+    hashes the source pixels only of the grouped samples (to check their ids) instead of every sample's: that
+    hashing runs on the model thread, in the model's critical path.
+    """
+    counts = Counter(group_ids)
+    shared = [i for i, group in enumerate(group_ids) if counts[group] > 1]
+    alone = [i for i, group in enumerate(group_ids) if counts[group] == 1]
+    results: list = [None] * len(samples)
+    for indices, kwargs in ((shared, {"groups": [group_ids[i] for i in shared]}), (alone, {"reuse_prefix": False})):
+        if indices:
+            scored = score([samples[i] for i in indices], batch_size=batch_size or len(indices), **kwargs)
+            for i, result in zip(indices, scored):
+                results[i] = result
+    return results
+
+
+def _config_max_pixels(model) -> int | None:
+    """The checkpoint's ``config.max_pixels`` (MIEScore and SpatialReward both have one), or None."""
+    value = getattr(getattr(model, "config", None), "max_pixels", None)
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def load_backend(model: str, device: str = "auto", dtype: str = "auto", batch_size: int | None = None) -> ScorerBackend:

@@ -8,13 +8,19 @@ import threading
 import time
 
 from .app import create_app
+from .connection_guard import uvicorn_options
+from .log_rate_limit import install_log_rate_limit
 from .settings import ServerSettings
 
 __all__ = ["BackgroundServer", "serve_in_background"]
 
 
 class BackgroundServer:
-    """A uvicorn server on a background thread; a context manager (start on enter, graceful stop on exit)."""
+    """A uvicorn server on a background thread; a context manager (start on enter, graceful stop on exit).
+
+    For an app from :func:`~modeling_miescore.serving.app.create_app`, the connection guard of its settings
+    (header timeout, connection cap, keep-alive timeout) applies, as in ``miescore serve``.
+    """
 
     def __init__(self, app, host: str = "127.0.0.1", port: int = 0, **config_kwargs):
         import uvicorn
@@ -24,8 +30,12 @@ class BackgroundServer:
         settings = getattr(app.state, "settings", None)
         if settings is not None:
             config_kwargs.setdefault("timeout_graceful_shutdown", int(math.ceil(settings.drain_timeout_s)) + 1)
+            service = getattr(app.state, "service", None)
+            for key, value in uvicorn_options(settings, getattr(service, "metrics", None)).items():
+                config_kwargs.setdefault(key, value)
         self.app = app
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, lifespan="on", **config_kwargs))
+        install_log_rate_limit()  # after uvicorn.Config, which (re)configures uvicorn's loggers
         self.thread = threading.Thread(target=self.server.run, name="miescore-uvicorn", daemon=True)
         self.host = host
         self.port: int | None = None

@@ -1,7 +1,9 @@
 """Dynamic batching for the reward server: one queue of samples, one worker, one model call at a time.
 
 The worker takes the oldest sample and waits until ``max_batch`` samples are queued or ``max_wait_ms`` has
-passed since that sample arrived, whichever comes first, then runs one backend call in a worker thread.
+passed since that sample arrived, whichever comes first (then a little longer for requests that arrived by then
+but are still being decoded), then runs one backend call in a worker thread. Requests are decoded on other
+threads (:class:`~.reward_service.RewardService`), so request N+1 is decoded while batch N runs.
 An editor that sends its G candidates as concurrent requests (G = 12 in the SpatialReward paper, section 4)
 thus gets them scored in one model call instead of G.
 """
@@ -29,6 +31,10 @@ __all__ = ["BatchScheduler", "Job", "JobFailed"]
 
 logger = logging.getLogger("miescore.server")
 
+# How long past max_wait_ms a batch waits for requests that arrived in time but are still being decoded: as
+# long as the last model call took (starting a partial batch costs about one more call later), within bounds.
+DECODE_GRACE_S = (0.05, 0.25, 2.0)  # (least, before the first call, most)
+
 
 class JobFailed(Exception):
     """Set on a job's future when it cannot be scored; carries the error its request is answered with."""
@@ -36,6 +42,15 @@ class JobFailed(Exception):
     def __init__(self, error: RequestError):
         super().__init__(error.message)
         self.error = error
+
+
+def _sample_error(error: BaseException, field: str | None) -> RequestError:
+    """The answer for a sample the model failed on alone (its batch mates were scored without it)."""
+    where = f"the sample {field}" if field else "this sample"
+    if isinstance(error, MIEScoreInputError):
+        return RequestError(422, "invalid_request", f"the model refused {where}: {error}"[:500], field)
+    return RequestError(500, "model_error", f"the model failed on {where} ({type(error).__name__}: {error})"[:500],
+                        field)
 
 
 @dataclasses.dataclass(eq=False)
@@ -65,6 +80,8 @@ class BatchScheduler:
         self._stopping = False
         self._flush = False  # draining: no point waiting for more samples
         self._closed: RequestError | None = None  # set once shutdown gave up on queued work
+        self._decoding: list[float] = []  # arrival times of requests being parsed and decoded now
+        self._last_call_s = DECODE_GRACE_S[1]  # duration of the last model call
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle (called on the event loop)
@@ -137,6 +154,19 @@ class BatchScheduler:
         self._wakeup.set()
         return jobs
 
+    @contextlib.contextmanager
+    def decoding(self):
+        """Marks a request as arrived and being decoded (``with scheduler.decoding(): parse, then submit``), so
+        that a batch about to start waits for it (see :meth:`_fill`)."""
+        arrived = self.loop.time()
+        self._decoding.append(arrived)
+        try:
+            yield
+        finally:
+            self._decoding.remove(arrived)
+            if self._wakeup is not None:
+                self._wakeup.set()
+
     def withdraw(self, jobs: Sequence[Job]):
         """Drop a request's jobs that are still queued (timeout, disconnect); running ones finish unused."""
         gone = set(jobs)
@@ -162,9 +192,31 @@ class BatchScheduler:
         batch.sort(key=lambda job: first_seen[job.parsed.prefix_key])  # stable: arrival order inside a group
         return batch
 
+    async def _fill(self):
+        """Wait until the batch is full, or ``max_wait_ms`` after its oldest sample was queued, or, past that,
+        until requests that arrived before that moment and are still being decoded have joined (for at most
+        about one model call more, :data:`DECODE_GRACE_S`): a burst of requests then fills one batch instead
+        of starting with whatever was decoded first."""
+        deadline = self._pending[0].enqueued + self.settings.max_wait_ms / 1000.0
+        least, _, most = DECODE_GRACE_S
+        grace = min(max(self._last_call_s, least), most)
+        while len(self._pending) < self.settings.max_batch and not self._flush:
+            now = self.loop.time()
+            if now < deadline:
+                timeout = deadline - now
+            elif self.settings.max_wait_ms > 0 and any(t <= deadline for t in self._decoding):
+                timeout = deadline + grace - now
+                if timeout <= 0:
+                    return
+            else:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
     async def _run(self):
-        loop = self.loop
-        max_wait = self.settings.max_wait_ms / 1000.0
         while True:
             if not self._pending:
                 if self._stopping:
@@ -172,16 +224,7 @@ class BatchScheduler:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            deadline = self._pending[0].enqueued + max_wait
-            while len(self._pending) < self.settings.max_batch and not self._flush:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
+            await self._fill()
             batch = self._take()
             if batch:
                 try:
@@ -204,17 +247,13 @@ class BatchScheduler:
         started = time.perf_counter()
         outcomes = await self.loop.run_in_executor(self._executor, self._score, [j.parsed.sample for j in batch],
                                                    [j.parsed.prefix_key for j in batch])
-        self.metrics.batch_latency.observe(time.perf_counter() - started)
+        self._last_call_s = time.perf_counter() - started
+        self.metrics.batch_latency.observe(self._last_call_s)
         for job, outcome in zip(batch, outcomes):
             if job.future.done():  # withdrawn (timeout / disconnect / shutdown) while it ran
                 continue
             if isinstance(outcome, BaseException):
-                if isinstance(outcome, MIEScoreInputError):
-                    error = RequestError(422, "invalid_request", f"the model refused this sample: {outcome}"[:500])
-                else:
-                    error = RequestError(500, "model_error",
-                                         f"the model failed on this sample ({type(outcome).__name__}: {outcome})"[:500])
-                job.future.set_exception(JobFailed(error))
+                job.future.set_exception(JobFailed(_sample_error(outcome, job.parsed.field)))
             else:
                 self.metrics.samples.inc()
                 job.future.set_result(outcome)

@@ -14,9 +14,12 @@ miescore_batch_duration_seconds       histogram  wall time of one model call
 miescore_queue_wait_seconds           histogram  time a sample waits before its model call
 miescore_queue_depth                  gauge      samples waiting for a model call
 miescore_inflight_requests            gauge      requests being handled now (a /metrics scrape counts itself)
+miescore_open_connections             gauge      HTTP connections open now (refused ones included until closed)
 miescore_samples_scored_total         counter    samples the model scored
 miescore_failures_total               counter    failed requests or samples, label ``kind`` (:data:`FAILURE_KINDS`,
-                                                 all present from the first scrape at 0)
+                                                 all present from the first scrape at 0); ``header_timeout`` and
+                                                 ``too_many_connections`` count connections closed before a
+                                                 request reached the app
 miescore_draining                     gauge      1 while the server shuts down (new requests get 503)
 ====================================  =========  ============================================================
 
@@ -39,7 +42,7 @@ BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 FAILURE_KINDS = (
     "malformed_json", "bad_base64", "corrupt_image", "too_large", "invalid_request", "unsupported_media_type",
     "unauthorized", "queue_full", "timeout", "body_timeout", "client_disconnected", "shutting_down",
-    "model_error", "internal_error", "not_found",
+    "model_error", "internal_error", "not_found", "header_timeout", "too_many_connections",
 )
 
 
@@ -66,6 +69,7 @@ class ServerMetrics:
                                     registry=registry, buckets=LATENCY_BUCKETS)
         self.queue_depth = Gauge(f"{p}_queue_depth", "Samples waiting for a model call.", registry=registry)
         self.inflight = Gauge(f"{p}_inflight_requests", "Requests being handled now.", registry=registry)
+        self.connections = Gauge(f"{p}_open_connections", "HTTP connections open now.", registry=registry)
         self.samples = Counter(f"{p}_samples_scored", "Samples scored by the model.", registry=registry)
         self.failures = Counter(f"{p}_failures", "Failed requests or samples, by kind.", ("kind",),
                                 registry=registry)

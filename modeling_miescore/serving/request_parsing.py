@@ -8,41 +8,39 @@ malformed content (``malformed_json``, ``bad_base64``, ``corrupt_image``, ``inva
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import dataclasses
 import hashlib
-import io
-import warnings
+from concurrent.futures import Executor
 from typing import Annotated, Any
 
-from PIL import Image, UnidentifiedImageError
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, ValidationError,
                       ValidationInfo)
 from pydantic_core import PydanticCustomError
 
-from ..image_io import ImageLoadError, load_image
 from ..processing_miescore import EditSample
 from .errors import RequestError
+from .image_decoding import UploadedImage, check_pixel_budgets
 from .settings import ServerSettings
 
-__all__ = ["ParsedSample", "ScoreBody", "ScoreGroupsBody", "ALLOWED_IMAGE_FORMATS", "decode_image",
-           "parse_score_request"]
+__all__ = ["ParsedSample", "ScoreBody", "ScoreGroupsBody", "parse_json_body", "parse_form", "parse_score_request"]
 
-# Only formats that decode with Pillow's own code; EPS (Ghostscript) and friends are never opened.
-ALLOWED_IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP", "GIF")
 _JSON_CONTENT_TYPES = ("", "application/json", "text/plain", "application/x-www-form-urlencoded")
 
 
 @dataclasses.dataclass
 class ParsedSample:
-    """One decoded sample plus what the response needs: its group label, index inside the group, and the
-    content key of its shared prefix (sources + instruction) so batches keep one group's samples adjacent."""
+    """One decoded sample plus what the response needs: its group label, index inside the group, the content
+    key of its shared prefix (sources + instruction) so batches keep one group's samples adjacent, and the
+    request field that holds it (``"samples[2]"``, ``"groups[0].edited[1]"``; None for ``/v1/score``)."""
 
     sample: EditSample
     prefix_key: str
     group: Any = None
     index: int = 0
+    field: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- field types
@@ -98,8 +96,13 @@ def _source_list(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-def _non_empty(value: Any) -> Any:
-    if isinstance(value, list) and not value:
+def _edited_list(value: Any) -> Any:
+    """A group's ``edited``: a non-empty list of images, one per candidate edit."""
+    if not isinstance(value, list):
+        raise PydanticCustomError("invalid_request", "a group's edited must be a list of base64-encoded images, one "
+                                  "per candidate edit (e.g. [\"<b64>\", \"<b64>\"]), got {kind}",
+                                  {"kind": "a string" if isinstance(value, str) else type(value).__name__})
+    if not value:
         raise PydanticCustomError("invalid_request", "edited must be a non-empty list of base64 images")
     return value
 
@@ -137,7 +140,7 @@ class EditGroup(BaseModel):
 
     instruction: Instruction
     sources: SourceImages
-    edited: Annotated[list[ImageData], BeforeValidator(_non_empty)]
+    edited: Annotated[list[ImageData], BeforeValidator(_edited_list)]
     id: Any = None  # echoed as each result's "group"; the group's position when absent
 
 
@@ -189,34 +192,25 @@ def _validate(model: type[BaseModel], data, settings: ServerSettings, *, json_te
         raise _as_request_error(err) from None
 
 
-# ---------------------------------------------------------------------------------------------- image decoding
+# ---------------------------------------------------------------------------------------------- images
 
 
-def decode_image(data: bytes, field: str, max_pixels: int) -> Image.Image:
-    """Image file bytes -> upright RGB PIL image, refusing bombs from the header and corrupt data on load."""
-    if not data:
-        raise RequestError(422, "corrupt_image", "empty image data", field)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data), formats=ALLOWED_IMAGE_FORMATS)
-    except Image.DecompressionBombError as err:
-        raise RequestError(413, "too_large", f"image is too large to decode safely ({err}); downscale it", field) from None
-    except UnidentifiedImageError:
-        raise RequestError(422, "corrupt_image", "not a readable image (corrupt data or an unsupported format; "
-                           f"send one of {', '.join(ALLOWED_IMAGE_FORMATS)})", field) from None
-    except (OSError, ValueError, SyntaxError) as err:
-        raise RequestError(422, "corrupt_image", f"image data is corrupt ({err})", field) from None
-    width, height = image.size
-    if width * height > max_pixels:
-        raise RequestError(413, "too_large", f"image is {width}x{height} = {width * height} pixels, above the "
-                           f"server limit of {max_pixels}; downscale it", field)
-    try:
-        return load_image(image, max_image_pixels=max_pixels)
-    except ImageLoadError as err:
-        raise RequestError(422, "corrupt_image", f"unusable image data: {err}", field) from None
-    except (OSError, ValueError, SyntaxError, EOFError) as err:  # Pillow decoders raise these on bad data
-        raise RequestError(422, "corrupt_image", f"image data is corrupt or truncated ({err})", field) from None
+@dataclasses.dataclass
+class _UndecodedSample:
+    """A validated sample whose images' headers were read; a group's samples share one ``sources`` list."""
+
+    sources: list[UploadedImage]
+    edited: UploadedImage
+    instruction: str
+    prefix_key: str
+    field: str | None
+    group: Any = None
+    index: int = 0
+
+    def decoded(self, target_pixels: int | None) -> ParsedSample:
+        sources = [image.decode(target_pixels) for image in self.sources]  # shared sources: decoded once
+        sample = EditSample(sources=sources, edited=self.edited.decode(target_pixels), instruction=self.instruction)
+        return ParsedSample(sample, self.prefix_key, self.group, self.index, self.field)
 
 
 def _prefix_key(source_blobs: list[bytes], instruction: str) -> str:
@@ -232,15 +226,15 @@ def _check_image_count(count: int, settings: ServerSettings) -> None:
                            f"{settings.max_images_per_request}; split it into several requests", "body")
 
 
-def _decoded_sources(sources: list[bytes], field: str, settings: ServerSettings) -> list[Image.Image]:
-    return [decode_image(blob, f"{field}[{i}]", settings.max_image_pixels) for i, blob in enumerate(sources)]
+def _opened_sources(sources: list[bytes], field: str, settings: ServerSettings) -> list[UploadedImage]:
+    return [UploadedImage(blob, f"{field}[{i}]", settings.max_image_pixels) for i, blob in enumerate(sources)]
 
 
-def _decoded_sample(body: ScoreBody, settings: ServerSettings, prefix: str = "") -> ParsedSample:
-    sources = _decoded_sources(body.sources, f"{prefix}sources", settings)
-    edited = decode_image(body.edited, f"{prefix}edited", settings.max_image_pixels)
-    return ParsedSample(EditSample(sources=sources, edited=edited, instruction=body.instruction),
-                        prefix_key=_prefix_key(body.sources, body.instruction))
+def _undecoded_sample(body: ScoreBody, settings: ServerSettings, prefix: str = "",
+                      field: str | None = None) -> _UndecodedSample:
+    sources = _opened_sources(body.sources, f"{prefix}sources", settings)
+    edited = UploadedImage(body.edited, f"{prefix}edited", settings.max_image_pixels)
+    return _UndecodedSample(sources, edited, body.instruction, _prefix_key(body.sources, body.instruction), field)
 
 
 def _check_sample_count(body: ScoreGroupsBody, settings: ServerSettings) -> None:
@@ -255,64 +249,75 @@ def _check_sample_count(body: ScoreGroupsBody, settings: ServerSettings) -> None
                        + sum(len(s.sources) + 1 for s in body.samples), settings)
 
 
-def _decoded_groups(body: ScoreGroupsBody, settings: ServerSettings) -> list[ParsedSample]:
-    """Groups first (each group's sources decoded once), then the samples, with their labels and indices."""
+def _undecoded_groups(body: ScoreGroupsBody, settings: ServerSettings) -> list[_UndecodedSample]:
+    """Groups first (each group's sources opened once), then the samples, with their labels and indices."""
     _check_sample_count(body, settings)
-    parsed: list[ParsedSample] = []
+    pending: list[_UndecodedSample] = []
     for g, group in enumerate(body.groups):
         field = f"groups[{g}]"
-        sources = _decoded_sources(group.sources, f"{field}.sources", settings)
+        sources = _opened_sources(group.sources, f"{field}.sources", settings)
         key = _prefix_key(group.sources, group.instruction)
         label = group.id if "id" in group.model_fields_set else g
         for e, blob in enumerate(group.edited):
-            edited = decode_image(blob, f"{field}.edited[{e}]", settings.max_image_pixels)
-            parsed.append(ParsedSample(EditSample(sources=sources, edited=edited, instruction=group.instruction),
-                                       prefix_key=key, group=label, index=e))
+            edited = UploadedImage(blob, f"{field}.edited[{e}]", settings.max_image_pixels)
+            pending.append(_UndecodedSample(sources, edited, group.instruction, key, f"{field}.edited[{e}]",
+                                            label, e))
     seen: dict[Any, int] = {}
     for s, sample in enumerate(body.samples):
-        one = _decoded_sample(sample, settings, prefix=f"samples[{s}].")
+        one = _undecoded_sample(sample, settings, prefix=f"samples[{s}].", field=f"samples[{s}]")
         one.group = sample.group
         label = ("g", sample.group) if sample.group is not None else ("s", s)
         one.index = seen.get(label, 0)
         seen[label] = one.index + 1
-        parsed.append(one)
-    return parsed
+        pending.append(one)
+    return pending
+
+
+def _decoded(pending: list[_UndecodedSample], settings: ServerSettings,
+             target_pixels: int | None) -> list[ParsedSample]:
+    """The samples decoded, once the request's pixel budgets allow it (checked from the headers alone)."""
+    check_pixel_budgets(([*one.sources, one.edited] for one in pending), settings)
+    return [one.decoded(target_pixels) for one in pending]
 
 
 # ---------------------------------------------------------------------------------------------- the request body
 
 
-def parse_json_body(body: bytes, endpoint: str, settings: ServerSettings) -> list[ParsedSample]:
-    """A JSON body of ``/v1/score`` (``endpoint="score"``) or ``/v1/score_groups`` -> decoded samples.
-    CPU work (base64 and image decoding): run it in a worker thread."""
+def parse_json_body(body: bytes, endpoint: str, settings: ServerSettings,
+                    target_pixels: int | None = None) -> list[ParsedSample]:
+    """A JSON body of ``/v1/score`` (``endpoint="score"``) or ``/v1/score_groups`` -> decoded samples, large
+    images reduced towards ``target_pixels`` (the model's ``max_pixels``; None: full size).
+    CPU work (JSON, base64, image decoding): run it in a worker thread."""
     if endpoint == "score":
         validated = _validate(ScoreBody, body, settings, json_text=True)
         _check_image_count(len(validated.sources) + 1, settings)
-        return [_decoded_sample(validated, settings)]
-    return _decoded_groups(_validate(ScoreGroupsBody, body, settings, json_text=True), settings)
+        return _decoded([_undecoded_sample(validated, settings)], settings, target_pixels)
+    return _decoded(_undecoded_groups(_validate(ScoreGroupsBody, body, settings, json_text=True), settings),
+                    settings, target_pixels)
 
 
-def parse_form(form: dict, settings: ServerSettings) -> ParsedSample:
+def parse_form(form: dict, settings: ServerSettings, target_pixels: int | None = None) -> ParsedSample:
     """A multipart upload (``{"sources": [bytes], "edited": bytes, "instruction": str}``) -> one decoded sample."""
     validated = _validate(ScoreBody, form, settings, json_text=False)
     _check_image_count(len(validated.sources) + 1, settings)
-    return _decoded_sample(validated, settings)
+    return _decoded([_undecoded_sample(validated, settings)], settings, target_pixels)[0]
 
 
-async def parse_score_request(request, body: bytes, endpoint: str, settings: ServerSettings) -> list[ParsedSample]:
-    """The samples of a request whose ``body`` was read already: JSON, or multipart for ``/v1/score``."""
-    from starlette.concurrency import run_in_threadpool
-
+async def parse_score_request(request, body: bytes, endpoint: str, settings: ServerSettings,
+                              target_pixels: int | None = None, executor: Executor | None = None) -> list[ParsedSample]:
+    """The samples of a request whose ``body`` was read already: JSON, or multipart for ``/v1/score``.
+    Validation and decoding run on ``executor`` (the server's decode threads), never on the event loop."""
+    loop = asyncio.get_running_loop()
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "multipart/form-data":
         if endpoint != "score":
             raise RequestError(415, "unsupported_media_type", "score_groups takes JSON only", "Content-Type")
         form = await _read_multipart(request, body, settings)
-        return [await run_in_threadpool(parse_form, form, settings)]
+        return [await loop.run_in_executor(executor, parse_form, form, settings, target_pixels)]
     if content_type not in _JSON_CONTENT_TYPES:
         raise RequestError(415, "unsupported_media_type", f"Content-Type '{content_type}' is not accepted; send "
                            "application/json (or multipart/form-data to /v1/score)", "Content-Type")
-    return await run_in_threadpool(parse_json_body, body, endpoint, settings)
+    return await loop.run_in_executor(executor, parse_json_body, body, endpoint, settings, target_pixels)
 
 
 async def _read_multipart(request, body: bytes, settings: ServerSettings) -> dict:

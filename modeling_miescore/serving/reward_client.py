@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..utils.http_retry import RetryPolicy, send_with_retries
+from .settings import ServerSettings
 
 __all__ = ["RewardClient", "RewardServerError", "encode_image", "as_image_list"]
 
@@ -55,11 +56,29 @@ def _tensor_to_numpy(image) -> np.ndarray:
 
 def encode_image(image) -> str:
     """One image -> base64 of its bytes (a path's file bytes unchanged, anything else as PNG)."""
-    if isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as handle:
-            return base64.b64encode(handle.read()).decode("ascii")
-    if isinstance(image, (bytes, bytearray)):
-        return base64.b64encode(bytes(image)).decode("ascii")
+    return _encoded_with_pixels(image)[0]
+
+
+def _header_pixels(data: bytes) -> int:
+    """Width x height from an image file's header (0 when Pillow cannot read it: the server will say why)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            return opened.size[0] * opened.size[1]
+    except Exception:  # noqa: BLE001 - any unreadable file: the server answers with the precise error
+        return 0
+
+
+def _encoded_with_pixels(image) -> tuple[str, int]:
+    """``(base64, width x height)`` of one image; the pixel count sizes requests to the server's budget."""
+    if isinstance(image, (str, os.PathLike, bytes, bytearray)):
+        if isinstance(image, (bytes, bytearray)):
+            data = bytes(image)
+        else:
+            with open(image, "rb") as handle:
+                data = handle.read()
+        return base64.b64encode(data).decode("ascii"), _header_pixels(data)
     from ..image_io import load_image
 
     if hasattr(image, "detach"):  # torch tensor
@@ -67,7 +86,7 @@ def encode_image(image) -> str:
     pil = load_image(image)  # RGB, upright; raises ImageLoadError naming the problem
     buffer = io.BytesIO()
     pil.save(buffer, format="PNG", compress_level=1)  # lossless; level 1 keeps encoding cheap
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return base64.b64encode(buffer.getvalue()).decode("ascii"), pil.size[0] * pil.size[1]
 
 
 def as_image_list(images) -> list:
@@ -87,18 +106,21 @@ def _source_list(sources) -> list:
 
 
 class _EncodeCache:
-    """Encodes each distinct image object once per call: the G candidates of a prompt share their sources."""
+    """Encodes each distinct image object once per call (the G candidates of a prompt share their sources) and
+    remembers each encoding's pixel count (``pixels[encoded]``)."""
 
     def __init__(self):
         self._by_id: dict[int, tuple[Any, str]] = {}
+        self.pixels: dict[str, int] = {}
 
     def __call__(self, image) -> str:
         key = id(image)
         hit = self._by_id.get(key)
         if hit is not None and hit[0] is image:
             return hit[1]
-        encoded = encode_image(image)
+        encoded, pixels = _encoded_with_pixels(image)
         self._by_id[key] = (image, encoded)  # keeps the object alive, so its id is not reused
+        self.pixels[encoded] = pixels
         return encoded
 
 
@@ -113,18 +135,22 @@ class RewardClient:
         max_retry_wait: upper bound (s) on one wait between attempts, whatever ``Retry-After`` says.
         backoff: first wait (s) when the server sends no ``Retry-After``; doubles per attempt.
         max_samples_per_request: larger batches are split into several requests.
+        max_pixels_per_request: so are batches whose images (width x height, a group's sources once) add up to
+            more: the server's ``--max-request-pixels`` (its default here); a group is split only if it alone
+            is larger.
         transport: an ``httpx`` transport (tests pass ``httpx.MockTransport``).
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 300.0, max_retries: int = 5,
                  max_retry_wait: float = 30.0, max_samples_per_request: int = 64, transport=None,
-                 backoff: float = 0.1):
+                 backoff: float = 0.1, max_pixels_per_request: int = ServerSettings.max_request_pixels):
         import httpx
 
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if max_samples_per_request < 1:
-            raise ValueError(f"max_samples_per_request must be >= 1, got {max_samples_per_request}")
+        if max_samples_per_request < 1 or max_pixels_per_request < 1:
+            raise ValueError("max_samples_per_request and max_pixels_per_request must be >= 1, got "
+                             f"{max_samples_per_request} and {max_pixels_per_request}")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         # timeouts are not retried: the server may still be scoring, and a retry would double its load
@@ -132,6 +158,7 @@ class RewardClient:
             max_retries=max_retries, backoff=backoff, max_backoff=max_retry_wait, statuses=RETRY_STATUSES,
             exceptions=(httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError))
         self.max_samples_per_request = max_samples_per_request
+        self.max_pixels_per_request = max_pixels_per_request
         self._httpx = httpx
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
 
@@ -205,7 +232,7 @@ class RewardClient:
             groups[-1]["edited"].append(encode(edited))
         for group in groups:
             group.pop("_objects")
-        grouped = self._score_encoded_groups(groups)
+        grouped = self._score_encoded_groups(groups, encode.pixels)
         return [grouped[g][e] for g, e in positions]
 
     def score_groups(self, groups: Sequence[dict]) -> list[list[dict]]:
@@ -220,17 +247,33 @@ class RewardClient:
             encoded.append({"sources": [encode(s) for s in _source_list(group["sources"])],
                             "instruction": group["instruction"],
                             "edited": [encode(e) for e in as_image_list(group["edited"])]})
-        return self._score_encoded_groups(encoded)
+        return self._score_encoded_groups(encoded, encode.pixels)
 
-    def _score_encoded_groups(self, groups: list[dict]) -> list[list[dict]]:
-        """Send encoded groups in requests of at most ``max_samples_per_request`` edits (a group is split
-        only if it alone is larger)."""
+    def _group_parts(self, group: dict, pixels: dict[str, int]) -> list[tuple[dict, int]]:
+        """A group as ``(part, pixels)`` pieces within the per-request limits (one piece unless it is larger)."""
+        source_pixels = sum(pixels.get(s, 0) for s in group["sources"])
+        parts: list[tuple[dict, int]] = []
+        edited: list[str] = []
+        size = source_pixels
+        for image in group["edited"]:
+            cost = pixels.get(image, 0)
+            if edited and (len(edited) >= self.max_samples_per_request or size + cost > self.max_pixels_per_request):
+                parts.append(({**group, "edited": edited}, size))
+                edited, size = [], source_pixels
+            edited.append(image)
+            size += cost
+        parts.append(({**group, "edited": edited}, size))
+        return parts
+
+    def _score_encoded_groups(self, groups: list[dict], pixels: dict[str, int]) -> list[list[dict]]:
+        """Send encoded groups in requests of at most ``max_samples_per_request`` edits and
+        ``max_pixels_per_request`` pixels (a group is split only if it alone is larger)."""
         out: list[list[dict]] = [[] for _ in groups]
         batch: list[tuple[int, dict]] = []
-        size = 0
+        size = request_pixels = 0
 
         def flush():
-            nonlocal batch, size
+            nonlocal batch, size, request_pixels
             if not batch:
                 return
             response = self._request("POST", "/v1/score_groups", json={"groups": [g for _, g in batch]}).json()
@@ -241,17 +284,16 @@ class RewardClient:
                     result.pop("group", None)
                     result.pop("index", None)
                     out[g].append(result)
-            batch, size = [], 0
+            batch, size, request_pixels = [], 0, 0
 
-        limit = self.max_samples_per_request
         for g, group in enumerate(groups):
-            edited = group["edited"]
-            for start in range(0, len(edited), limit):
-                part = {**group, "edited": edited[start:start + limit]}
-                if size + len(part["edited"]) > limit:
+            for part, part_pixels in self._group_parts(group, pixels):
+                if (size + len(part["edited"]) > self.max_samples_per_request
+                        or request_pixels + part_pixels > self.max_pixels_per_request):
                     flush()
                 batch.append((g, part))
                 size += len(part["edited"])
+                request_pixels += part_pixels
         flush()
         return out
 

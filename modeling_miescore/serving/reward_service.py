@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 
 from .backends import ScorerBackend
 from .batch_scheduler import BatchScheduler, Job, JobFailed
 from .errors import STATUS_CLIENT_CLOSED, RequestError
 from .prometheus_metrics import ServerMetrics
+from .request_parsing import ParsedSample, parse_score_request
 from .settings import ServerSettings
 
 __all__ = ["RewardService"]
 
 
 class RewardService:
-    """One server's state: its backend, settings, metrics, batch scheduler and drain flag."""
+    """One server's state: its backend, settings, metrics, batch scheduler, decode threads and drain flag.
+
+    Requests are parsed and decoded on ``settings.decode_workers`` threads of their own, so that request N+1
+    is decoded while the model thread runs batch N, and at most that many requests decode at once (their
+    memory is bounded per request, see :mod:`~modeling_miescore.serving.settings`).
+    """
 
     def __init__(self, backend: ScorerBackend, settings: ServerSettings, metrics: ServerMetrics | None = None):
         self.backend = backend
@@ -27,15 +34,19 @@ class RewardService:
         self.scheduler = BatchScheduler(backend, settings, self.metrics)
         self.draining = False
         self._drain_timer: asyncio.TimerHandle | None = None
+        self._decoders: ThreadPoolExecutor | None = None
 
     # -- lifecycle
 
     async def startup(self):
+        self._decoders = ThreadPoolExecutor(self.settings.decode_workers, thread_name_prefix="miescore-decode")
         self.scheduler.start()
 
     async def shutdown(self):
         self._begin_drain_on_loop()
         await self.scheduler.stop(self.settings.drain_timeout_s)
+        if self._decoders is not None:
+            self._decoders.shutdown(wait=False, cancel_futures=True)
 
     def begin_drain(self):
         """Stop accepting work (new requests get 503) and finish what is queued. Safe from any thread and
@@ -92,6 +103,14 @@ class RewardService:
         except asyncio.TimeoutError:
             raise RequestError(408, "body_timeout", f"request body not received within {self.settings.body_timeout_s} s",
                                "body") from None
+
+    async def parse_and_submit(self, request, body: bytes, endpoint: str) -> tuple[list[ParsedSample], list[Job]]:
+        """The request's samples, validated and decoded on the decode threads (large images reduced towards the
+        backend's ``max_pixels``), then queued; a batch about to start waits for them while they decode."""
+        with self.scheduler.decoding():
+            parsed = await parse_score_request(request, body, endpoint, self.settings,
+                                               getattr(self.backend, "max_pixels", None), self._decoders)
+            return parsed, self.scheduler.submit(parsed)
 
     async def wait(self, request, jobs: list[Job]) -> list[dict]:
         """Wait for a request's jobs, or its timeout, or the client going away (whichever comes first)."""

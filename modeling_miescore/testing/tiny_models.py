@@ -91,10 +91,10 @@ def build_tiny_processor(vocab_size: int = 1000):
                             video_processor=video_processor, chat_template=template)
 
 
-def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2):
+def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2, vocab_size: int | None = None):
     """A small ``Qwen3VLConfig``. Constraints: sum(mrope_section) == head_dim / 2; vision
     num_position_embeddings is a perfect square; deepstack indexes < vision depth; out_hidden_size equals
-    the text hidden size."""
+    the text hidden size. ``vocab_size`` (embedding rows) defaults to ``len(tokenizer)``."""
     from transformers import Qwen3VLConfig
 
     head_dim = 16
@@ -103,7 +103,7 @@ def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2):
         ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
     return Qwen3VLConfig(
         text_config=dict(
-            vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+            vocab_size=vocab_size or len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
             num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim,
             max_position_embeddings=8192,
             rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 3, 3],
@@ -119,17 +119,16 @@ def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2):
     )
 
 
-def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
-    """Write a tiny random ``Qwen3VLForConditionalGeneration`` checkpoint with its processor to ``path``.
-
-    Deterministic for a given seed, no network, about a second. Returns the path.
-    """
+def write_qwen3vl_checkpoint(path, processor, vocab_size: int | None = None, hidden_size: int = 64,
+                             num_layers: int = 2, seed: int = 0) -> Path:
+    """Write a random ``Qwen3VLForConditionalGeneration`` (see :func:`tiny_qwen3vl_config`) and ``processor``
+    to ``path``. Deterministic for a given seed. Returns the path."""
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
     path = Path(path)
-    processor = build_tiny_processor()
-    config = tiny_qwen3vl_config(processor.tokenizer)
+    config = tiny_qwen3vl_config(processor.tokenizer, hidden_size=hidden_size, num_layers=num_layers,
+                                 vocab_size=vocab_size)
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config).eval()
     model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
@@ -138,10 +137,21 @@ def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
     return path
 
 
-def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, **config_kwargs) -> Path:
+def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
+    """Write a tiny random ``Qwen3VLForConditionalGeneration`` checkpoint with its processor to ``path``.
+
+    Deterministic for a given seed, no network, about a second. Returns the path. (The real Qwen vocabulary:
+    ``qwen_vocab.build_qwen3vl(path, vocab="qwen")``.)
+    """
+    return write_qwen3vl_checkpoint(path, build_tiny_processor(), seed=seed)
+
+
+def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: str = "tiny",
+                        vocab_cache_dir=None, **config_kwargs) -> Path:
     """Write a tiny random MIEScore checkpoint (config with ``auto_map``, code, weights, processor) to ``path``.
 
-    The backbone is :func:`build_tiny_qwen3vl` (built in a sibling temporary folder); ``config_kwargs`` go to
+    The backbone is :func:`qwen_vocab.build_qwen3vl` with ``vocab`` (``"tiny"`` or the real ``"qwen"``
+    vocabulary, cached in ``vocab_cache_dir``), built in a sibling temporary folder; ``config_kwargs`` go to
     :class:`MIEScoreConfig` (e.g. ``max_pixels=...``). Returns the path.
     """
     import tempfile
@@ -149,12 +159,15 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, **confi
     import torch
 
     from ..modeling_miescore import MIEScoreModel
+    from .qwen_vocab import build_processor, build_qwen3vl
 
     path = Path(path)
+    processor = build_processor(vocab, vocab_cache_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        backbone_path = build_tiny_qwen3vl(Path(tmp) / "qwen3vl", seed=seed)
+        backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
         torch.manual_seed(seed + 1)
-        model = MIEScoreModel.from_backbone(backbone_path, head_hidden_size=head_hidden_size, **config_kwargs)
+        model = MIEScoreModel.from_backbone(backbone_path, processor=processor, head_hidden_size=head_hidden_size,
+                                            **config_kwargs)
         # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
         # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
         with torch.no_grad():

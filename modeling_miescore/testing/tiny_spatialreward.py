@@ -25,24 +25,25 @@ def sharpen(model, std: float = 0.2, seed: int = 0) -> None:
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
 
 
-def build_tiny_spatialreward(path, seed: int = 0, **config_kwargs) -> Path:
+def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cache_dir=None,
+                             **config_kwargs) -> Path:
     """Write a tiny random ``SpatialRewardModel`` checkpoint (config with ``auto_map``, code, weights, processor).
 
-    Built from :func:`build_tiny_qwen3vl` (in a temporary sibling folder) loaded as a SpatialRewardModel, with
+    Built from :func:`qwen_vocab.build_qwen3vl` with ``vocab`` (``"tiny"`` or the real ``"qwen"`` vocabulary,
+    cached in ``vocab_cache_dir``; in a temporary sibling folder) loaded as a SpatialRewardModel, with
     sharpened weights. ``config_kwargs`` override :class:`SpatialRewardConfig` fields (defaults:
     ``TINY_DEFAULTS``). Deterministic for a seed; no network. Returns ``path``.
     """
-    from transformers import AutoProcessor
-
     from ..modeling_spatialreward import SpatialRewardModel
-    from .tiny_models import build_tiny_qwen3vl
+    from .qwen_vocab import build_processor, build_qwen3vl
 
     path = Path(path)
     settings = {**TINY_DEFAULTS, **config_kwargs}
+    processor = build_processor(vocab, vocab_cache_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        plain = build_tiny_qwen3vl(Path(tmp) / "qwen3vl", seed=seed)
+        plain = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
         model = SpatialRewardModel.from_pretrained(plain, **settings)
-        model.processor = AutoProcessor.from_pretrained(plain)
+        model.processor = processor
     sharpen(model, seed=seed)
     model.save_pretrained(path)
     return path

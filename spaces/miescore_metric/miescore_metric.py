@@ -14,6 +14,8 @@ import datasets
 import evaluate
 import numpy as np
 
+from modeling_miescore.data.schema import DIMENSIONS  # From: miescore
+from modeling_miescore.data.schema import MOS_COLUMNS  # From: miescore
 from modeling_miescore.evaluation.metrics.correlation import correlations  # From: miescore
 from modeling_miescore.evaluation.metrics.group_ranking import group_accuracy  # From: miescore
 from modeling_miescore.evaluation.metrics.group_ranking import kendall_tau_groups  # From: miescore
@@ -50,8 +52,11 @@ per group size (2/3/4-pair).
 
 _KWARGS_DESCRIPTION = """
 Args (config "default"):
-    predictions: list of [vq, if, ap] predicted scores, one triple per edited image.
-    references: list of [vq, if, ap] MOS triples (same order), e.g. MIE-Bench mos_vq, mos_if, mos_ap.
+    predictions: list of [vq, if, ap] predicted scores, one triple per edited image, or the dicts returned
+        by MIEScoreModel.score / score_batch ({"visual_quality", "instruction_following",
+        "attribute_preservation", ...}; other keys such as "overall" are ignored).
+    references: list of [vq, if, ap] MOS triples (same order), e.g. MIE-Bench mos_vq, mos_if, mos_ap, or
+        dicts with those keys (MIE-Bench rows). Required.
     nan_policy: "raise" (default) or "omit" (drop items with a NaN, per dimension).
     logistic: also report PLCC after the 4-parameter logistic fit (default True).
 Returns (config "default"):
@@ -83,6 +88,39 @@ _CONFIGS = ("default", "mer_bench")
 _DIMENSIONS = ("vq", "if", "ap")
 
 
+def _triples(rows, name):
+    """``rows`` as [VQ, IF, AP] lists: a dict is read by the score names (MIEScoreModel.score / score_batch output)
+    or by the MIE-Bench MOS columns; anything else is passed on for evaluate's own format check."""
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            out.append(row)
+            continue
+        keys = next((keys for keys in (DIMENSIONS, MOS_COLUMNS) if all(k in row for k in keys)), None)
+        if keys is None:
+            raise ValueError(
+                f"{name}[{i}] is a dict with keys {sorted(row)}; a dict needs the keys {list(DIMENSIONS)} (the "
+                f"output of MIEScoreModel.score / score_batch) or {list(MOS_COLUMNS)} (a MIE-Bench row), or pass "
+                "[vq, if, ap] lists"
+            )
+        out.append([row[k] for k in keys])
+    return out
+
+
+def _triples_pair(predictions, references):
+    """Check that the default config got both inputs (or neither: compute after add_batch) and convert dicts."""
+    if (predictions is None) != (references is None):
+        missing = "references" if references is None else "predictions"
+        raise ValueError(
+            f"the default config compares predictions with human MOS, but {missing} is missing: pass "
+            "predictions=[[vq, if, ap], ...] (or the dicts of MIEScoreModel.score_batch) and references=[[mos_vq, "
+            "mos_if, mos_ap], ...], one per edited image; for MER-Bench group scores load the 'mer_bench' config"
+        )
+    if predictions is None:
+        return None, None
+    return _triples(predictions, "predictions"), _triples(references, "references")
+
+
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class MiescoreMetric(evaluate.Metric):
     """MIE-Bench correlations (config "default") and MER-Bench group accuracy (config "mer_bench")."""
@@ -104,8 +142,8 @@ class MiescoreMetric(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2602.07458"],
         )
 
+    # evaluate appends the inputs description to the docstrings of compute, add_batch and add, so they must exist.
     def compute(self, *, predictions=None, references=None, **kwargs):
-        # evaluate appends the inputs description to this docstring, so it must exist.
         """Compute the metric; the mer_bench config refuses references (the candidate order is the label).
         """
         if self.config_name == "mer_bench" and references is not None:
@@ -113,7 +151,25 @@ class MiescoreMetric(evaluate.Metric):
                 "the mer_bench config takes no references: pass predictions as per-group score lists in "
                 "human order (best first); put the candidates in that order before calling compute"
             )
+        if self.config_name != "mer_bench":
+            predictions, references = _triples_pair(predictions, references)
         return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add a batch; in the default config score dicts become [VQ, IF, AP] triples.
+        """
+        if self.config_name != "mer_bench":
+            predictions, references = _triples_pair(predictions, references)
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one item; in the default config a score dict becomes a [VQ, IF, AP] triple.
+        """
+        if self.config_name != "mer_bench":
+            rows = _triples_pair(None if prediction is None else [prediction],
+                                 None if reference is None else [reference])
+            prediction, reference = (None if r is None else r[0] for r in rows)
+        return super().add(prediction=prediction, reference=reference, **kwargs)
 
     def _compute(self, predictions, references=None, **kwargs):
         if self.config_name == "mer_bench":

@@ -15,7 +15,7 @@ card (``*_card``), and :mod:`.mie_bench_split` (train/validation/test assignment
 
 from __future__ import annotations
 
-import importlib
+from ...utils.lazy_registry import load_registered
 
 __all__ = ["BUILDERS", "get_builder"]
 
@@ -28,8 +28,4 @@ BUILDERS: dict[str, str] = {
 
 def get_builder(name: str):
     """The builder class (a :class:`~.base.DatasetBuilder` subclass) registered as ``name``."""
-    try:
-        module_name, class_name = BUILDERS[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(BUILDERS)}") from None
-    return getattr(importlib.import_module(module_name, __name__), class_name)
+    return load_registered(BUILDERS, name, __name__, "dataset")

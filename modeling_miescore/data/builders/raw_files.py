@@ -38,6 +38,7 @@ __all__ = [
     "read_edited_images",
     "read_csv",
     "read_jsonl",
+    "record_problem",
     "resolve_member",
     "unique_records",
 ]
@@ -170,15 +171,20 @@ def read_jsonl(
         except json.JSONDecodeError as err:
             problems.add(name, lineno, f"malformed JSON: {err.msg} (column {err.colno})")
             continue
-        if not isinstance(obj, dict):
-            problems.add(name, lineno, f"expected a JSON object per line, got {type(obj).__name__}")
-            continue
-        missing = [k for k in required if k not in obj]
-        if missing:
-            problems.add(name, lineno, f"missing key(s) {', '.join(map(repr, missing))}")
+        problem = record_problem(obj, required, "line")
+        if problem:
+            problems.add(name, lineno, problem)
             continue
         out.append((lineno, obj))
     return out
+
+
+def record_problem(obj: Any, required: Sequence[str], unit: str = "record") -> str | None:
+    """Why ``obj`` is not a usable JSON record (not an object, or missing a ``required`` key); None when it is."""
+    if not isinstance(obj, dict):
+        return f"expected a JSON object per {unit}, got {type(obj).__name__}"
+    missing = [k for k in required if k not in obj]
+    return f"missing key(s) {', '.join(map(repr, missing))}" if missing else None
 
 
 def read_csv(

@@ -9,7 +9,8 @@ on the 36,000 MIE-Bench items take milliseconds (``benchmarks/bench_metrics.py``
 * :mod:`.model_ranking`: model-ranking agreement (MIEScore paper, table 4, "SRCC to human"):
   ``per_model_means``, ``model_ranking_srcc``.
 * :mod:`.group_ranking`: K-pair groups (SpatialReward paper, sec. 4 and tables 1-2, MER-Bench):
-  ``group_accuracy``, ``kendall_tau_groups`` and the per-group ``group_correct``, ``group_kendall_tau``.
+  ``group_accuracy``, ``kendall_tau_groups`` and the per-group ``group_correct``, ``group_kendall_tau``
+  (``tie_score=TIE_SCORE_AS_RELEASED`` gives the tau of the authors' script).
 * :mod:`.pairwise`: pairwise accuracy with ties as wrong, or tie-calibrated: ``pairwise_accuracy``.
 * :mod:`.bootstrap`: percentile bootstrap confidence intervals, optionally resampling whole instances:
   ``bootstrap_ci``.

@@ -13,7 +13,11 @@ import numpy as np
 
 from .inputs import as_float_1d
 
-__all__ = ["group_accuracy", "group_correct", "group_kendall_tau", "kendall_tau_groups"]
+__all__ = ["TIE_SCORE_AS_RELEASED", "group_accuracy", "group_correct", "group_kendall_tau", "kendall_tau_groups"]
+
+# The authors' MER-Bench script sorts the candidates by predicted score with a stable sort, so a predicted tie keeps
+# the human order: a tied pair counts as concordant. ``tie_score=TIE_SCORE_AS_RELEASED`` reproduces its tau.
+TIE_SCORE_AS_RELEASED = 1.0
 
 
 def _flatten_groups(groups: Any, sizes: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +81,8 @@ def group_kendall_tau(groups: Any, sizes: Any = None, *, tie_score: float = 0.0)
     tie as concordant (``tie_score=1``), so a constant predictor gets tau = 1. Here a tie scores 0 by default
     (plain tau-a: ties are neither concordant nor discordant but stay in the denominator), so a constant
     predictor gets tau = 0, chance level, and ties never raise tau above what the resolved pairs earn.
-    ``tie_score=-1`` counts ties as discordant (strictest); ``tie_score=1`` reproduces the reference code.
+    ``tie_score=-1`` counts ties as discordant (strictest); ``tie_score=TIE_SCORE_AS_RELEASED`` (1) reproduces the
+    reference code.
     """
     if not -1.0 <= float(tie_score) <= 1.0:
         raise ValueError(f"tie_score must lie in [-1, 1], got {tie_score}")

@@ -1,0 +1,20 @@
+"""``miescore convert-benchmark NAME --raw DIR --out DIR``: one subcommand per converter of the registry
+(:data:`modeling_miescore.data.converters.CONVERTERS`).
+
+Exit status: 0 converted, 2 the raw release has problems (every one listed with file:line), 1 an unusable
+environment, option or output folder.
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    from ..data.converters import CONVERTERS, get_converter
+    from .dataset import add_builder_subcommands
+
+    parser = sub.add_parser("convert-benchmark",
+                            help="convert an external editing benchmark's release into the common Parquet schema",
+                            description="Convert a benchmark's public release (Table 6 of the MIEScore paper, "
+                                        "Table 1 of the SpatialReward paper) into pointwise / pairwise Parquet "
+                                        "configs with a card, for 'miescore benchmark zero-shot' and 'reward'.")
+    add_builder_subcommands(parser, CONVERTERS, get_converter, help_format="convert {title}")

@@ -1,0 +1,80 @@
+"""``miescore tokens``: the token budget of a checkpoint's prompts, part by part.
+
+::
+
+    miescore tokens --model CKPT [--sources N] [--size WxH] [--max-pixels P] [--max-length L]
+                    [--instruction TEXT] [--json]
+
+For a MIEScore checkpoint one row per (image size, number of sources); for a SpatialReward checkpoint the SC
+rows, then one PQ row per size. Columns: the rubric / D.1 prompt, the instruction, the labels, the chat markup,
+one image (markers included), the total, the shared prefix P and per-edit suffix S of prefix reuse, and its
+token ceiling for G = 12 edits. ``--max-length`` adds what training's "shrink" policy does to each row.
+Only the config and the processor are read, never the weights
+(:mod:`modeling_miescore.diagnostics.token_budget`).
+
+User errors (bad --size, not a checkpoint, unreadable processor) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..image_io import MIEScoreInputError
+
+_SIZE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"640x480"`` -> ``(640, 480)``; anything else is a user error naming the expected form."""
+    match = _SIZE.match(text or "")
+    if not match or int(match.group(1)) < 1 or int(match.group(2)) < 1:
+        raise MIEScoreInputError(f"--size {text!r} is not WIDTHxHEIGHT in pixels; write it like 1024x768")
+    return int(match.group(1)), int(match.group(2))
+
+
+def cmd_tokens(args) -> int:
+    from ..diagnostics import token_budget
+
+    sizes = [parse_size(args.size)] if args.size is not None else list(token_budget.DEFAULT_SIZES)
+    sources = [args.sources] if args.sources is not None else list(token_budget.DEFAULT_SOURCES)
+    instruction = token_budget.DEFAULT_INSTRUCTION if args.instruction is None else args.instruction
+    if not instruction.strip():
+        raise MIEScoreInputError("--instruction is empty; pass the editing instruction to count")
+
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    budgets = token_budget.checkpoint_budgets(args.model, sources, sizes, args.max_pixels, instruction)
+    if args.json:
+        rows = []
+        for budget in budgets:
+            row = budget.to_dict(args.group_size)
+            if args.max_length is not None:
+                row["shrink"] = token_budget.shrink_to_fit(budget, args.max_length).to_dict()
+            rows.append(row)
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"token budget of {args.model}; instruction: {instruction.strip()!r}")
+    print(token_budget.format_budget_table(budgets, args.group_size, args.max_length))
+    return 0
+
+
+def register(sub) -> None:
+    from .main import number_arg
+
+    parser = sub.add_parser("tokens", help="token budget of a checkpoint's prompts: rubric, instruction, labels, "
+                                           "images, prefix reuse, length limits")
+    parser.add_argument("--model", required=True, help="MIEScore or SpatialReward checkpoint folder or Hub repo id")
+    parser.add_argument("--sources", type=number_arg(int, 1, 64), default=None,
+                        help="number of source images (default: 1, 2, 3 and 4)")
+    parser.add_argument("--size", default=None, help="WIDTHxHEIGHT of every image (default: 512x512 and 1024x1024)")
+    parser.add_argument("--max-pixels", type=number_arg(int, 1), default=None,
+                        help="per-image pixel budget (default: the checkpoint's max_pixels)")
+    parser.add_argument("--max-length", type=number_arg(int, 1), default=None,
+                        help="also show what training's 'shrink' length policy does at this many tokens")
+    parser.add_argument("--group-size", type=number_arg(int, 1), default=12,
+                        help="edits per group for the prefix-reuse ceiling (default: 12, as in MIE-Bench)")
+    parser.add_argument("--instruction", default=None, help="instruction to count (default: a typical one)")
+    parser.add_argument("--json", action="store_true", help="print the budgets as JSON")
+    parser.set_defaults(func=cmd_tokens)

@@ -1,0 +1,241 @@
+"""The converter base: a :class:`~modeling_miescore.data.builders.base.DatasetBuilder` that writes the common
+schema of :mod:`.schema` as up to two configs (``pointwise``, ``pairwise``), each with one ``test`` split.
+
+A converter declares its :class:`~.schema.BenchmarkSpec` and implements :meth:`read` (parse the release, report
+every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add_edit` /
+:meth:`add_pair`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
+exit status 2 for bad raw data) is the builder machinery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..builders.base import BuildSummary, DatasetBuilder
+from ..builders.dataset_card import write_dataset_card
+from ..builders.parquet_writing import format_bytes, write_parquet_split
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from .converted_card import card_context, card_spec, converted_card_data
+from .schema import (
+    CONFIGS,
+    HUMAN_COLUMNS,
+    LABELS,
+    SPLIT,
+    BenchmarkSpec,
+    EditItem,
+    ImageRef,
+    PairItem,
+    pairwise_features,
+    pointwise_features,
+)
+
+__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption", "finite_score"]
+
+
+def finite_score(value: Any) -> float | None:
+    """``float(value)`` when it is a finite number (bools are not numbers), else ``None``."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+@dataclasses.dataclass(kw_only=True)
+class ConversionSummary(BuildSummary):
+    dataset: ClassVar[str] = "converted-benchmark"
+    benchmark: str = ""
+    title: str = ""
+
+    def headline(self) -> str:
+        parts = [f"{info['num_examples']} {config} rows" for config, info in self.splits.items()]
+        return (f"{self.title}: {', '.join(parts)} written to {self.out_dir} "
+                f"({format_bytes(self.total_bytes)}, {self.elapsed_s:.1f} s)")
+
+
+class BenchmarkConverter(DatasetBuilder):
+    """Base of the benchmark converters (see the module docstring)."""
+
+    spec: ClassVar[BenchmarkSpec]
+    main_file: ClassVar[str]  # the file named when the release yields no row at all
+    split_names = CONFIGS
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "spec" in cls.__dict__:
+            cls.title = cls.spec.title
+            cls.default_license = cls.spec.license
+            cls.license_help = (f"license id for the card (default: {cls.spec.license}, the original release's; "
+                                "its terms apply to the converted data)")
+            cls.card = card_spec(cls.spec)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.edits: list[EditItem] = []
+        self.pairs: list[PairItem] = []
+        self._seen: dict[tuple[str, str], str] = {}
+
+    # ------------------------------------------------------------------------------ helpers for read()
+
+    def _unique(self, kind: str, item_id: str, where: tuple[str, int | None], problems: ProblemCollector) -> bool:
+        key = (kind, item_id)
+        if key in self._seen:
+            problems.add(where[0], where[1], f"duplicate {kind} id {item_id!r} (first at {self._seen[key]})")
+            return False
+        self._seen[key] = f"{where[0]}:{where[1]}" if where[1] is not None else where[0]
+        return True
+
+    def add_edit(self, item: EditItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
+        """Add a pointwise row unless its id repeats (reported at ``where``)."""
+        unknown = set(item.human) - set(HUMAN_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown score keys {sorted(unknown)}")
+        if self._unique("edit", item.id, where, problems):
+            self.edits.append(item)
+
+    def add_pair(self, item: PairItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
+        """Add a pairwise row unless its id repeats (reported at ``where``)."""
+        if item.label not in LABELS:
+            raise ValueError(f"label must be one of {LABELS}, got {item.label!r}")
+        if self._unique("pair", item.id, where, problems):
+            self.pairs.append(item)
+
+    def release_files(self, pattern: str, problems: ProblemCollector) -> list[Path]:
+        """The files of the raw folder matching ``pattern`` (sorted); none is a problem naming the pattern."""
+        files = sorted(p for p in self.raw.glob(pattern) if p.is_file())
+        if not files:
+            problems.add(pattern, None, f"no file matches {pattern!r} in the raw folder; {self.raw_help}")
+        return files
+
+    @staticmethod
+    def file_image(check: RecordCheck, rel: Any, label: str) -> ImageRef | None:
+        """A file image of the release (checked: inside the raw folder, decodable), or None and a problem."""
+        path = check.image(rel, label)
+        return ImageRef(rel=str(rel).replace("\\", "/"), path=path) if path is not None else None
+
+    # ------------------------------------------------------------------------------ builder stages
+
+    def read(self, problems: ProblemCollector, images: ImageChecker) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def label(self) -> None:
+        """Labels are read from the release as they are; nothing to compute."""
+
+    def split(self) -> dict[str, list]:
+        rows = {"pointwise": self.edits, "pairwise": self.pairs}
+        return {config: rows[config] for config in CONFIGS if config in self.spec.kinds}
+
+    def empty_dataset_problem(self) -> tuple[str, str]:
+        return self.main_file, "no usable record found; is this the benchmark's release folder?"
+
+    def features(self):
+        return self.config_features(self.spec.kinds[0])
+
+    @staticmethod
+    def config_features(config: str):
+        return pointwise_features() if config == "pointwise" else pairwise_features()
+
+    def make_row(self, item) -> dict:
+        if isinstance(item, EditItem):
+            return {"id": item.id, "source_images": [s.struct() for s in item.sources],
+                    "edited_image": item.edited.struct(), "instruction": item.instruction,
+                    "editing_model": item.editing_model, "group_id": item.group_id, "subset": item.subset,
+                    **{column: item.human.get(key) for key, column in HUMAN_COLUMNS.items()}}
+        return {"id": item.id, "source_images": [s.struct() for s in item.sources], "instruction": item.instruction,
+                "edited_a": item.edited_a.struct(), "edited_b": item.edited_b.struct(),
+                "edited_a_id": item.edited_a_id, "edited_b_id": item.edited_b_id, "model_a": item.model_a,
+                "model_b": item.model_b, "label": LABELS.index(item.label), "dimension": item.dimension,
+                "subset": item.subset, "group_id": item.group_id}
+
+    def row_size(self, item) -> int:
+        images = [item.edited] if isinstance(item, EditItem) else [item.edited_a, item.edited_b]
+        return sum(image.size() for image in (*item.sources, *images)) + 512
+
+    def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:
+        """One ``data/<config>/test-*.parquet`` set per config that has rows."""
+        info: dict[str, dict] = {}
+        total = sum(len(rows) for rows in rows_by_split.values())
+        with self.progress_bar(desc=f"writing {self.title}", total=total) as bar:
+            for config, items in rows_by_split.items():
+                if not items:
+                    continue
+                info[config] = write_parquet_split(
+                    folder, SPLIT, items, self.config_features(config), make_row=self.make_row,
+                    row_size=self.row_size, bar=bar, max_shard_bytes=self.max_shard_bytes,
+                    rows_per_group=self.rows_per_group, data_dir=f"data/{config}")
+                info[config]["pattern"] = f"data/{config}/{SPLIT}-*.parquet"
+        return info
+
+    def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
+        features = {config: self.config_features(config) for config in split_info}
+        card_data = converted_card_data(self.spec, features, split_info, self.license)
+        write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
+                           warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
+                           **self.card_context(split_info))
+
+    def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
+        return card_context(self.spec, split_info)
+
+    def summary(self, split_info: dict[str, dict]) -> ConversionSummary:
+        return ConversionSummary(out_dir=str(self.out), splits=split_info, benchmark=self.spec.name,
+                                 title=self.spec.title)
+
+
+class StripPrefixOption:
+    """Mixin for releases whose files name images by absolute paths of the authors' machines: ``strip_prefix``
+    (``--strip-prefix``) is cut from the start of every image path, leaving a path relative to the raw folder."""
+
+    default_strip_prefix: ClassVar[str | None] = None
+
+    def __init__(self, *args, strip_prefix: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.strip_prefix = self.default_strip_prefix if strip_prefix is None else strip_prefix
+
+    @classmethod
+    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_builder_arguments(parser)
+        parser.add_argument("--strip-prefix", default=None, metavar="PREFIX",
+                            help="cut this prefix from image paths in the release files, leaving paths relative "
+                                 f"to --raw (default: {cls.default_strip_prefix!r})")
+
+    @classmethod
+    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
+        return {**super().builder_options(args), "strip_prefix": args.strip_prefix}
+
+    def release_path(self, value: Any) -> Any:
+        """``value`` without ``strip_prefix`` (other values unchanged; the image check reports what is wrong)."""
+        if isinstance(value, str) and self.strip_prefix and value.startswith(self.strip_prefix):
+            return value[len(self.strip_prefix):]
+        return value
+
+
+class ReleaseChoiceOption:
+    """Mixin for a release option that picks one of its parts: ``--split`` (the split to convert) or ``--file`` (the
+    file inside ``--raw``). Subclasses set ``choice_option`` (``"split"`` or ``"file"``) and ``default_choice``;
+    the value is ``self.choice`` (and ``main_file`` follows a chosen file)."""
+
+    choice_option: ClassVar[str]
+    default_choice: ClassVar[str]
+
+    def __init__(self, *args, **kwargs):
+        chosen = kwargs.pop(self.choice_option, None)
+        super().__init__(*args, **kwargs)
+        self.choice = chosen or self.default_choice
+        if self.choice_option == "file":
+            self.main_file = self.choice
+
+    @classmethod
+    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_builder_arguments(parser)
+        what = "split of the release to convert" if cls.choice_option == "split" else "release file inside --raw"
+        parser.add_argument(f"--{cls.choice_option}", default=None, help=f"the {what} (default: {cls.default_choice})")
+
+    @classmethod
+    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
+        return {**super().builder_options(args), cls.choice_option: getattr(args, cls.choice_option)}

@@ -1,0 +1,101 @@
+"""EditScore's EditReward-Bench (Luo et al. 2025) -> pairwise single-source edits, one row per judged pair.
+
+Naming: this is the benchmark the EditScore paper calls *EditReward-Bench* (Hub ``EditScore/EditReward-Bench``).
+The MIEScore paper's Table 6 calls it **EditScore-Bench** (its "EditReward-Bench" column is TIGER-Lab's different
+benchmark, :mod:`.editreward_bench`); the SpatialReward paper's Table 1 calls it **EditReward-Bench** (Luo et al.,
+2025), with the columns PF / Cons. / Ovrl. Registry name: ``editscore-bench``.
+
+Release format (read from https://huggingface.co/datasets/EditScore/EditReward-Bench , its ``state.json``, and the
+evaluation code https://github.com/VectorSpaceLab/EditScore/blob/main/evaluation.py and SpatialReward's
+``eval/EditReward-Bench/calculate_accuracy.py``): a ``datasets`` ``save_to_disk`` folder (``state.json``,
+``dataset_info.json``, ``data-XXXXX-of-XXXXX.arrow``) whose rows hold ``key`` (two ids, one per output image),
+``instruction``, ``input_image``, ``output_images`` (two images; **the first is the human-preferred one**: the
+scripts count a pair correct when ``score[0] > score[1]``), ``task_type`` (13 edit types) and ``dimension``
+(``prompt_following``, ``consistency`` or ``overall``: the dimension the preference is about).
+
+Rows: one pairwise row per record, ``edited_a`` = ``output_images[0]`` (label ``a``), ``edited_b`` = the other;
+``edited_a_id`` / ``edited_b_id`` = the two keys (an output judged on several dimensions is scored once);
+``subset`` = ``task_type``; ``dimension`` = the MIEScore score key of the judged dimension.
+"""
+
+from __future__ import annotations
+
+from ..builders.raw_files import ImageChecker, ProblemCollector
+from .base import BenchmarkConverter
+from .release_files import embedded_image, read_saved_dataset
+from .schema import BenchmarkSpec, PairItem
+
+__all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC", "TASK_GROUPS"]
+
+DIMENSIONS = {"prompt_following": "instruction_following", "consistency": "attribute_preservation",
+              "overall": "overall"}
+# SpatialReward's calculate_accuracy.py groups the 13 task types into four families for its grouped table.
+TASK_GROUPS = {
+    "object": ("subject-add", "subject-remove", "subject-replace"),
+    "appearance": ("color_alter", "material_alter", "style_change", "tone_transfer"),
+    "scene": ("background_change", "extract"),
+    "advanced": ("ps_human", "text_change", "motion_change", "compose"),
+}
+COLUMNS = ("key", "instruction", "input_image", "output_images", "task_type", "dimension")
+
+SPEC = BenchmarkSpec(
+    name="editscore-bench",
+    title="EditScore's EditReward-Bench",
+    kinds=("pairwise",),
+    format_source="https://huggingface.co/datasets/EditScore/EditReward-Bench ; "
+                  "https://github.com/VectorSpaceLab/EditScore/blob/main/evaluation.py",
+    format_note="The converter reads the save_to_disk folder (state.json + data-*.arrow) as downloaded from the Hub.",
+    dimensions=dict(DIMENSIONS),
+    tie_rule=("Human: no ties (every pair has a preferred output). Prediction: a pair is correct only when "
+              "score(preferred) > score(other) on the judged dimension, so a predicted tie is wrong "
+              "(EditScore's calculate_statistics.py and SpatialReward's calculate_accuracy.py). Accuracy is computed "
+              "per task_type and averaged over task types (macro), per dimension."),
+    citation="""@article{luo2025editscore,
+  title   = {EditScore: Unlocking Online RL for Image Editing via High-Fidelity Reward Modeling},
+  author  = {Luo, Xin and Wang, Jiahao and Wu, Chenyuan and Xiao, Shitao and Jiang, Xiyan and Lian, Defu and
+             Zhang, Jiajun and Liu, Dong and others},
+  journal = {arXiv preprint arXiv:2509.23909},
+  year    = {2025}
+}""",
+    paper_reference="MIEScore paper, Table 6 (EditScore-Bench, Acc. %); SpatialReward paper, Table 1 "
+                    "(EditReward-Bench PF / Cons. / Ovrl.)",
+    license="apache-2.0",
+)
+
+
+class EditScoreBenchConverter(BenchmarkConverter):
+    """EditScore/EditReward-Bench save_to_disk folder -> pairwise rows (see the module docstring)."""
+
+    spec = SPEC
+    raw_help = "the EditScore/EditReward-Bench folder as downloaded (state.json, dataset_info.json, data-*.arrow)"
+    main_file = "state.json"
+
+    def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
+        rows = read_saved_dataset(self.raw, problems, required=COLUMNS)
+        for file, row, record in self.progress_bar(rows, desc="checking pairs"):
+            where = (file, row)
+            keys = record["key"]
+            if not (isinstance(keys, list) and len(keys) == 2 and all(isinstance(k, str) and k for k in keys)):
+                problems.add(file, row, f"key must hold two non-empty ids, got {keys!r}")
+                continue
+            dimension = DIMENSIONS.get(record["dimension"])
+            if dimension is None:
+                problems.add(file, row, f"dimension {record['dimension']!r} is not one of {', '.join(DIMENSIONS)}")
+            instruction = record["instruction"]
+            if not isinstance(instruction, str) or not instruction.strip():
+                problems.add(file, row, "instruction must be a non-empty string")
+                instruction = None
+            outputs = record["output_images"]
+            if not isinstance(outputs, list) or len(outputs) != 2:
+                problems.add(file, row, "output_images must hold exactly two images (preferred first)")
+                continue
+            source = embedded_image(record["input_image"], f"{keys[0]}-input", where, "input_image", problems,
+                                    self.max_image_pixels)
+            edited = [embedded_image(value, keys[i], where, f"output_images[{i}]", problems, self.max_image_pixels)
+                      for i, value in enumerate(outputs)]
+            if None in (dimension, instruction, source, *edited):
+                continue
+            self.add_pair(PairItem(
+                id=f"{keys[0]}|{keys[1]}|{record['dimension']}", sources=[source], instruction=instruction.strip(),
+                edited_a=edited[0], edited_b=edited[1], edited_a_id=keys[0], edited_b_id=keys[1], label="a",
+                dimension=dimension, subset=str(record["task_type"] or "")), where, problems)

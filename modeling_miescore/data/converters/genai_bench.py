@@ -1,0 +1,86 @@
+"""GenAI-Bench, image-editing subset (Jiang et al. 2024, GenAI-Arena) -> pairwise single-source edits.
+
+Release format (read from the Hub dataset card https://huggingface.co/datasets/TIGER-Lab/GenAI-Bench , config
+``image_edition``, and the authors' evaluation script https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/inference.py):
+Parquet shards ``image_edition/<split>-XXXXX-of-XXXXX.parquet`` (the repository currently holds the splits ``test``
+and ``test_v1``; ``--split`` picks one, default ``test``) with the columns ``source_prompt, target_prompt,
+instruct_prompt, source_image, left_model, left_output_image, right_model, right_output_image, vote_type``.
+``vote_type`` is one of ``leftvote``, ``rightvote``, ``tievote``, ``bothbad_vote``.
+
+Rows: one pairwise row per vote (``edited_a`` = left output, ``edited_b`` = right output, instruction =
+``instruct_prompt``); labels ``leftvote`` -> ``a``, ``rightvote`` -> ``b``, ``tievote`` -> ``tie``,
+``bothbad_vote`` -> ``both_bad``. Ids are ``<split>-<row>`` (row in file order, 1-based); the edited images get
+``<id>-left`` / ``<id>-right``.
+"""
+
+from __future__ import annotations
+
+from ..builders.raw_files import ImageChecker, ProblemCollector
+from .base import BenchmarkConverter, ReleaseChoiceOption
+from .release_files import embedded_image, read_parquet_rows
+from .schema import BenchmarkSpec, PairItem
+
+__all__ = ["GenAIBenchConverter", "SPEC", "VOTE_LABELS"]
+
+VOTE_LABELS = {"leftvote": "a", "rightvote": "b", "tievote": "tie", "bothbad_vote": "both_bad"}
+COLUMNS = ("instruct_prompt", "source_image", "left_model", "left_output_image", "right_model",
+           "right_output_image", "vote_type")
+
+SPEC = BenchmarkSpec(
+    name="genai-bench",
+    title="GenAI-Bench (image editing)",
+    kinds=("pairwise",),
+    format_source="https://huggingface.co/datasets/TIGER-Lab/GenAI-Bench (config image_edition); "
+                  "https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/inference.py",
+    format_note="The converter reads the Hub's Parquet shards image_edition/<split>-*.parquet as downloaded.",
+    dimensions={"vote (overall preference)": "overall"},
+    tie_rule=("Human: tievote and bothbad_vote are both ties (the authors' parse_response accepts an 'A=B' verdict "
+              "for either). Prediction: a pointwise scorer's tie is |score_a - score_b| <= epsilon with epsilon "
+              "tie-calibrated (Deutsch et al. 2023, arXiv 2305.14324), as EditReward's eval_bench.py reports "
+              "GenAI-Bench ('Accuracy with ties (paper metric)'); accuracy = share of pairs whose predicted "
+              "A>B / B>A / tie equals the human one."),
+    citation="""@article{jiang2024genai,
+  title   = {GenAI Arena: An Open Evaluation Platform for Generative Models},
+  author  = {Jiang, Dongfu and Ku, Max and Li, Tianle and Ni, Yuansheng and Sun, Shizhuo and Fan, Rongqi and Chen, Wenhu},
+  journal = {arXiv preprint arXiv:2406.04485},
+  year    = {2024}
+}""",
+    paper_reference="MIEScore paper, Table 6 (GenAI-Bench, Acc. %)",
+    license="cc-by-4.0",
+)
+
+
+class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
+    """GenAI-Bench image_edition Parquet shards -> pairwise rows (see the module docstring)."""
+
+    spec = SPEC
+    raw_help = "folder holding image_edition/<split>-*.parquet (TIGER-Lab/GenAI-Bench as downloaded)"
+    main_file = "image_edition"
+    choice_option, default_choice = "split", "test"
+
+    def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
+        files = self.release_files(f"image_edition/{self.choice}-*.parquet", problems)
+        rows = read_parquet_rows(self.raw, files, problems, required=COLUMNS)
+        for number, (file, row, record) in enumerate(self.progress_bar(rows, desc="checking votes"), start=1):
+            where = (file, row)
+            item_id = f"{self.choice}-{number:05d}"
+            label = VOTE_LABELS.get(str(record["vote_type"]).strip())
+            if label is None:
+                problems.add(file, row, f"vote_type {record['vote_type']!r} is not one of {', '.join(VOTE_LABELS)}")
+            instruction = record["instruct_prompt"]
+            if not isinstance(instruction, str) or not instruction.strip():
+                problems.add(file, row, "instruct_prompt must be a non-empty string")
+                instruction = None
+            source = embedded_image(record["source_image"], f"{item_id}-source", where, "source_image", problems,
+                                    self.max_image_pixels)
+            left = embedded_image(record["left_output_image"], f"{item_id}-left", where, "left_output_image",
+                                  problems, self.max_image_pixels)
+            right = embedded_image(record["right_output_image"], f"{item_id}-right", where, "right_output_image",
+                                   problems, self.max_image_pixels)
+            if None in (label, instruction, source, left, right):
+                continue
+            self.add_pair(PairItem(
+                id=item_id, sources=[source], instruction=instruction.strip(), edited_a=left, edited_b=right,
+                edited_a_id=f"{item_id}-left", edited_b_id=f"{item_id}-right", label=label,
+                model_a=str(record["left_model"] or ""), model_b=str(record["right_model"] or ""),
+                subset=self.choice), where, problems)

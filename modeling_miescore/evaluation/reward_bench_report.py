@@ -1,0 +1,127 @@
+"""The reward-benchmark report (SpatialReward paper, sec. 5.2, Table 1): EditReward-Bench (EditScore's, converted as
+``editscore-bench``) PF / Cons. / Ovrl., MMRB2 (image editing) Single / Multi / Ovrl., and MER-Bench 2-P / 3-P /
+4-P / Ovrl. / τ, in the paper's layout with the published rows beside ours.
+
+* EditReward-Bench: strict pairwise accuracy per task type, averaged over task types, for each judged dimension
+  (prompt following -> PF, consistency -> Cons., overall -> Ovrl.), as its ``calculate_accuracy.py``.
+* MMRB2: strict pairwise accuracy on single-image, multi-image and all pairs (micro).
+* MER-Bench: :func:`~.mer_bench_report.mer_bench_report` (exact-order group accuracy per group size, over all
+  groups, and the mean per-group Kendall τ). Ovrl. is the mean over all groups, which with 200 / 200 / 200 groups
+  is the plain mean of 2-P / 3-P / 4-P; of the published rows, 7 of 8 follow that, SpatialReward's 0.483 does not
+  (:func:`~.published_results.mer_overall_averaging`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..data.builders.dataset_card import md_table
+from ..utils.atomic_files import write_text_atomic
+from .benchmark_protocols import editscore_accuracy, mmrb2_accuracy
+from .converted_benchmarks import attach_scores
+from .errors import BenchmarkInputError
+from .published_results import TABLE1, TABLE1_COLUMNS, mer_overall_averaging
+from .report import write_json
+
+__all__ = ["REWARD_BENCHMARKS", "evaluate_reward", "reward_markdown", "write_reward_report"]
+
+REWARD_BENCHMARKS = ("editscore-bench", "mmrb2", "mer-bench")
+_EDITSCORE_COLUMNS = {"prompt_following": "editreward_pf", "consistency": "editreward_cons",
+                      "overall": "editreward_ovrl"}
+
+
+def _converted(data, predictions_path: Path, allow_missing: bool) -> dict:
+    from .prediction_files import read_score_predictions
+
+    preds = read_score_predictions(predictions_path)
+    frame, alignment = attach_scores(data.frames["pairwise"], "pairwise", data.metadata, preds,
+                                     allow_missing=allow_missing, source=str(predictions_path))
+    if data.name == "editscore-bench":
+        details = editscore_accuracy(frame, data.metadata.get("dimensions", {}))
+        values = {column: details["by_dimension"].get(native, {}).get("accuracy")
+                  for native, column in _EDITSCORE_COLUMNS.items()}
+    else:
+        details = mmrb2_accuracy(frame)
+        values = {"mmrb2_single": details["single"], "mmrb2_multi": details["multi"],
+                  "mmrb2_ovrl": details["overall"]}
+    return {"values": values, "details": details, "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
+
+
+def _mer(data, predictions_path: Path, allow_missing: bool, bootstrap) -> dict:
+    from .alignment import align_predictions
+    from .dataset_splits import mer_bench_frame
+    from .mer_bench_report import mer_bench_report
+    from .prediction_files import read_group_predictions
+
+    frame = mer_bench_frame(data.frames)
+    scores = read_group_predictions(predictions_path, frame)
+    alignment = align_predictions(frame["pair_id"].tolist(), scores, allow_missing=allow_missing,
+                                  source=str(predictions_path), what="pair id")
+    frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
+    report = mer_bench_report(frame, scores, bootstrap=bootstrap)
+    acc, tau = report["accuracy"], report["tau"]
+    values = {"mer_2p": acc["by_size"].get("2", {}).get("value"), "mer_3p": acc["by_size"].get("3", {}).get("value"),
+              "mer_4p": acc["by_size"].get("4", {}).get("value"), "mer_ovrl": acc["overall"]["value"],
+              "mer_tau": tau["overall"]["value"]}
+    return {"values": values, "details": {"accuracy": acc, "tau": tau, "meta": report["meta"]},
+            "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
+
+
+def evaluate_reward(data, predictions_path, *, allow_missing: bool = False, bootstrap=None) -> dict:
+    """One benchmark's Table 1 columns from a predictions file (score file; MER-Bench: group file)."""
+    if data.name not in REWARD_BENCHMARKS:
+        raise BenchmarkInputError(f"'{data.dataset}' is {data.name}, not a Table 1 benchmark "
+                                  f"({', '.join(REWARD_BENCHMARKS)}); use 'miescore benchmark zero-shot' for it")
+    path = Path(predictions_path)
+    result = (_mer(data, path, allow_missing, bootstrap) if data.name == "mer-bench"
+              else _converted(data, path, allow_missing))
+    return {"benchmark": data.name, "dataset": data.dataset, "predictions": str(path),
+            "tie_rule": data.metadata.get("tie_rule", ""), **result}
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.3f}"
+
+
+def reward_markdown(report: dict) -> str:
+    """Table 1 with the published rows and ours, then notes per benchmark."""
+    values = {k: v for result in report["results"].values() for k, v in result["values"].items()}
+    header = ["Model", "Type", *TABLE1_COLUMNS.values()]
+    rows = [[name, row["type"], *(_fmt(row[key]) for key in TABLE1_COLUMNS)] for name, row in TABLE1.items()]
+    rows.append([f"**{report['row_name']} (this run)**", "",
+                 *(f"**{_fmt(values[key])}**" if key in values else "—" for key in TABLE1_COLUMNS)])
+    out = ["# Reward benchmarks (SpatialReward paper, Table 1)", "",
+           "Published rows are the paper's Table 1 (EditReward-Bench there is EditScore's benchmark, Luo et al. "
+           "2025; \"-\" shown as —); the last row is this run.", "", md_table(header, rows), "", "## Notes", ""]
+    for name, result in report["results"].items():
+        al = result["alignment"]
+        out.append(f"- **{name}**: {result['n_rows']} rows evaluated from `{result['dataset']}` with "
+                   f"`{result['predictions']}` ({al['n_matched']} of {al['n_dataset']} ids matched). "
+                   + (result["tie_rule"] or "MER-Bench: a group is correct only if its predicted scores strictly "
+                      "decrease in the human order; ties and missing scores are wrong."))
+    averaging = mer_overall_averaging()
+    odd = [name for name, row in averaging.items() if row["averaging"] != "plain mean"]
+    out.append(f"- MER-Bench Ovrl.: ours is the mean over all groups (= the plain mean of 2-P / 3-P / 4-P for "
+               f"equal group counts). In the published table {len(averaging) - len(odd)} of {len(averaging)} rows "
+               f"are that plain mean; not: " + ", ".join(f"{n} (printed {averaging[n]['printed']:.3f}, plain mean "
+                                                       f"{averaging[n]['plain_mean']:.3f})" for n in odd) + ".")
+    out += ["", "## Run", ""] + [f"- **{k}:** `{v}`" for k, v in report.get("run", {}).items() if v] + [""]
+    return "\n".join(out)
+
+
+def write_reward_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None):
+    """``report.json`` + ``report.md`` for the evaluated benchmarks (each at most once)."""
+    by_name = {}
+    for result in results:
+        if result["benchmark"] in by_name:
+            raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
+        by_name[result["benchmark"]] = result
+    report = {"benchmark": "reward", "row_name": row_name, "results": by_name,
+              "published": {"source": "SpatialReward paper, Table 1", "rows": TABLE1,
+                            "mer_overall_averaging": mer_overall_averaging()}, "run": run or {}}
+    markdown = reward_markdown(report)
+    out = Path(out_dir)
+    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)

@@ -1,0 +1,119 @@
+"""The zero-shot report (MIEScore paper, Table 6): an evaluator on the single-source benchmarks, in the paper's
+layout with the published rows beside ours.
+
+Per benchmark (a dataset written by ``miescore convert-benchmark``): pairwise accuracy (%) for GenAI-Bench,
+AURORA-Bench and EditScore-Bench, SRCC for ImagenHub, EBench-18K, EditReward-Bench and IEQA, each with the
+benchmark's own protocol (:mod:`.benchmark_protocols`); for benchmarks with several dimensions the Table 6 value is
+the mean over the dimensions (paper: "we report the average result across different dimensions").
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..data.builders.dataset_card import md_table
+from ..utils.atomic_files import write_text_atomic
+from .benchmark_protocols import (
+    CALIBRATED,
+    editscore_accuracy,
+    pairwise_result,
+    pointwise_srcc,
+)
+from .converted_benchmarks import attach_scores
+from .errors import BenchmarkInputError
+from .published_results import TABLE6, TABLE6_COLUMNS
+from .report import write_json
+
+__all__ = ["evaluate_zero_shot", "write_zero_shot_report", "zero_shot_markdown"]
+
+
+def evaluate_zero_shot(data, preds, *, allow_missing: bool = False, source: str = "predictions") -> dict:
+    """One Table 6 column: ``data`` a :class:`~.converted_benchmarks.BenchmarkData`, ``preds`` a score-predictions
+    frame indexed by edited-image id (:func:`~.prediction_files.read_score_predictions`)."""
+    if data.name not in TABLE6_COLUMNS:
+        raise BenchmarkInputError(f"'{data.dataset}' is {data.name}, not a Table 6 benchmark "
+                                  f"({', '.join(TABLE6_COLUMNS)}); use 'miescore benchmark reward' for it")
+    header, metric = TABLE6_COLUMNS[data.name]
+    dimensions = data.metadata.get("dimensions", {})
+    config = "pointwise" if metric == "SRCC" else "pairwise"
+    frame, alignment = attach_scores(data.frames[config], config, data.metadata, preds, allow_missing=allow_missing,
+                                     source=source)
+    if metric == "SRCC":
+        details = pointwise_srcc(frame, dimensions)
+        value = details["mean"]
+    elif data.name == "editscore-bench":
+        details = editscore_accuracy(frame, dimensions)
+        value = 100 * details["mean"]
+    else:
+        details = pairwise_result(frame, calibrated=data.name in CALIBRATED)
+        value = 100 * details["accuracy"]
+    return {"benchmark": data.name, "title": data.metadata.get("title", data.name), "column": header,
+            "metric": metric, "value": value, "config": config, "n_rows": int(len(frame)), "details": details,
+            "dimensions": dimensions, "tie_rule": data.metadata.get("tie_rule", ""),
+            "format_source": data.metadata.get("format_source", ""), "dataset": data.dataset,
+            "alignment": alignment.to_dict()}
+
+
+def _fmt(value, metric: str) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.2f}" if metric.startswith("Acc") else f"{value:.4f}"
+
+
+def _detail_lines(result: dict) -> list[str]:
+    details, metric = result["details"], result["metric"]
+    lines = [f"### {result['column']} ({result['title']})", "",
+             f"- Dataset: `{result['dataset']}` ({result['config']} config, {result['n_rows']} rows evaluated)",
+             f"- Value: **{_fmt(result['value'], metric)}** ({metric})"]
+    if "by_dimension" in details:
+        what = "SRCC" if metric == "SRCC" else "accuracy (macro over task types)"
+        rows = [[native, d["key"], d["n"], f"{d.get('srcc', d.get('accuracy')):.4f}"]
+                for native, d in details["by_dimension"].items()]
+        lines += ["", md_table(["Benchmark dimension", "Score key", "n", what], rows), ""]
+    else:
+        eps = details.get("epsilon")
+        lines.append(f"- Pairs: {details['n']}, human ties {details['n_human_ties']}, predicted ties "
+                     f"{details['n_pred_ties']}" + (f" (epsilon = {eps:.4g})" if eps is not None else ""))
+    al = result["alignment"]
+    if al.get("n_missing") or al.get("n_extra"):
+        lines.append(f"- Predictions: {al['n_matched']} of {al['n_dataset']} edited images matched "
+                     f"({al['n_missing']} without prediction, {al['n_extra']} not in the dataset)")
+    lines += [f"- Ties: {result['tie_rule']}", f"- Release format read from: {result['format_source']}", ""]
+    return lines
+
+
+def zero_shot_markdown(report: dict) -> str:
+    """Table 6 with the published rows and ours, then the details of each benchmark."""
+    results = report["results"]
+    header = ["Methods/Benchmarks", *(f"{h} ({m})" for h, m in TABLE6_COLUMNS.values())]
+    rows = [[name, *(_fmt(values[key], m) for key, (_, m) in TABLE6_COLUMNS.items())]
+            for name, values in TABLE6.items()]
+    ours = [f"**{report['row_name']} (this run)**",
+            *(f"**{_fmt(results[key]['value'], m)}**" if key in results else "—"
+              for key, (_, m) in TABLE6_COLUMNS.items())]
+    out = ["# Zero-shot results on other image editing benchmarks (MIEScore paper, Table 6)", "",
+           "Published rows are the paper's Table 6 (\"-\" there: the model was trained on that benchmark, shown as "
+           "—); the last row is this run. Accuracy in %, SRCC as a fraction; multi-dimensional benchmarks report "
+           "the mean over their dimensions.", "", md_table(header, rows + [ours]), "", "## Per benchmark", ""]
+    for key in TABLE6_COLUMNS:
+        if key in results:
+            out += _detail_lines(results[key])
+    run = report.get("run", {})
+    out += ["## Run", ""] + [f"- **{k}:** `{v}`" for k, v in run.items() if v] + [""]
+    return "\n".join(out)
+
+
+def write_zero_shot_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None):
+    """``report.json`` + ``report.md`` for the evaluated benchmarks (one result per Table 6 column)."""
+    from pathlib import Path
+
+    by_name = {}
+    for result in results:
+        if result["benchmark"] in by_name:
+            raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
+        by_name[result["benchmark"]] = result
+    report = {"benchmark": "zero-shot", "row_name": row_name, "results": by_name,
+              "published": {"source": "MIEScore paper, Table 6", "rows": TABLE6}, "run": run or {}}
+    markdown = zero_shot_markdown(report)
+    out = Path(out_dir)
+    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)

@@ -1,0 +1,176 @@
+"""Raw releases of the external benchmarks that ship as Hub datasets (Parquet shards / ``save_to_disk`` Arrow),
+written in exactly those layouts from scikit-image photos, for the converter tests.
+
+Each ``make_raw_*`` returns its planted truth (ids, labels, scores) so that tests can check the converted rows.
+The layouts and columns are the ones the converters' docstrings cite (:mod:`modeling_miescore.data.converters`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .external_images import edited_version, jpeg_bytes, source_photo
+
+__all__ = ["make_raw_editreward_bench", "make_raw_editscore_bench", "make_raw_genai_bench", "make_raw_imagenhub"]
+
+VOTES = ("leftvote", "rightvote", "tievote", "bothbad_vote")
+
+
+def _image(data: bytes, name: str) -> dict:
+    return {"bytes": data, "path": name}
+
+
+def _write_parquet(path: Path, rows: list[dict], features) -> None:
+    """One Parquet shard with the ``datasets`` features in its schema metadata (as ``push_to_hub`` writes them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=features.arrow_schema), path)
+
+
+def make_raw_genai_bench(dir: str | os.PathLike, n_votes: int = 8, split: str = "test") -> dict:
+    """``image_edition/<split>-00000-of-00001.parquet`` of TIGER-Lab/GenAI-Bench; votes cycle through all four types."""
+    from datasets import Features, Image, Value
+
+    features = Features({"source_prompt": Value("string"), "target_prompt": Value("string"),
+                         "instruct_prompt": Value("string"), "source_image": Image(), "left_model": Value("string"),
+                         "left_output_image": Image(), "right_model": Value("string"),
+                         "right_output_image": Image(), "vote_type": Value("string")})
+    rows, votes = [], []
+    for i in range(n_votes):
+        source = source_photo(i)
+        vote = VOTES[i % len(VOTES)]
+        good, bad = edited_version(source, 0.9, 10 * i), edited_version(source, 0.2, 10 * i + 1)
+        left, right = (good, bad) if vote == "leftvote" else (bad, good)
+        rows.append({"source_prompt": "a photo", "target_prompt": "a tinted photo",
+                     "instruct_prompt": f"give photo {i} a warm tint", "source_image": _image(jpeg_bytes(source), None),
+                     "left_model": "MagicBrush", "left_output_image": _image(jpeg_bytes(left), None),
+                     "right_model": "InstructPix2Pix", "right_output_image": _image(jpeg_bytes(right), None),
+                     "vote_type": vote})
+        votes.append(vote)
+    _write_parquet(Path(dir) / "image_edition" / f"{split}-00000-of-00001.parquet", rows, features)
+    return {"votes": votes, "ids": [f"{split}-{i + 1:05d}" for i in range(n_votes)]}
+
+
+def _editreward_row(group: str, letters, subset: str, source: bytes, images: dict, scores: dict) -> dict:
+    a, b = letters
+    better = a if scores[a] > scores[b] else b
+    worse = b if better == a else a
+    ranking = "A=B" if scores[a] == scores[b] else f"{better}>{worse}"
+    return {"id": f"{group}_{a}vs{b}", "instruction": f"edit group {group}",
+                   "source_image": _image(source, f"{group}_source.jpg"),
+                   "candidate_1": _image(images[a], f"{group}_{a}.jpg"),
+                   "candidate_2": _image(images[b], f"{group}_{b}.jpg"), "ranking": ranking,
+                   "comparison_type": f"{a}vs{b}", "score_1": scores[a], "score_2": scores[b],
+                   "model_1": f"model-{a}", "model_2": f"model-{b}", "dataset": subset}
+
+
+def make_raw_editreward_bench(dir: str | os.PathLike) -> dict:
+    """``2pair/``, ``3pair/``, ``4pair/`` Parquet shards of TIGER-Lab/EditReward-Bench: one row per comparison.
+
+    2pair: three groups (A better, B better, a tie); 3pair: one group A > B > C; 4pair: one group D > A > B > C.
+    """
+    from datasets import Features, Image, Value
+
+    features = Features({"id": Value("string"), "instruction": Value("string"), "source_image": Image(),
+                         "candidate_1": Image(), "candidate_2": Image(), "ranking": Value("string"),
+                         "comparison_type": Value("string"), "score_1": Value("float64"), "score_2": Value("float64"),
+                         "model_1": Value("string"), "model_2": Value("string"), "dataset": Value("string")})
+    plans = {"2pair": [{"A": 7.0, "B": 4.0}, {"A": 3.0, "B": 6.0}, {"A": 5.0, "B": 5.0}],
+             "3pair": [{"A": 8.0, "B": 5.0, "C": 2.0}],
+             "4pair": [{"A": 6.0, "B": 4.0, "C": 2.0, "D": 8.0}]}
+    truth = {"pairs": {}, "candidates": {}}
+    index = 0
+    for subset, groups in plans.items():
+        rows = []
+        for scores in groups:
+            index += 1
+            group = f"g{index:03d}"
+            source = source_photo(index)
+            images = {k: jpeg_bytes(edited_version(source, s / 10, 100 * index + n))
+                      for n, (k, s) in enumerate(sorted(scores.items()))}
+            letters = sorted(scores)
+            for i, a in enumerate(letters):
+                for b in letters[i + 1:]:
+                    row = _editreward_row(group, (a, b), subset, jpeg_bytes(source), images, scores)
+                    rows.append(row)
+                    truth["pairs"][row["id"]] = ("tie" if scores[a] == scores[b]
+                                                 else "a" if scores[a] > scores[b] else "b")
+            truth["candidates"].update({f"{subset}-{group}_{k}": s for k, s in scores.items()})
+        _write_parquet(Path(dir) / subset / "train-00000-of-00001.parquet", rows, features)
+    return truth
+
+
+def make_raw_editscore_bench(dir: str | os.PathLike, n_pairs: int = 6) -> dict:
+    """EditScore/EditReward-Bench as ``save_to_disk`` writes it (``state.json``, ``dataset_info.json``, Arrow).
+
+    Pairs cycle through the three dimensions and two task types; ``output_images[0]`` is the preferred one.
+    """
+    from datasets import Dataset, Features, Image, List, Value
+
+    dimensions = ("prompt_following", "consistency", "overall")
+    tasks = ("color_alter", "subject-add")
+    rows = {"key": [], "instruction": [], "input_image": [], "output_images": [], "task_type": [], "dimension": []}
+    for i in range(n_pairs):
+        source = source_photo(i)
+        keys = [f"k{i:03d}a", f"k{i:03d}b"]
+        rows["key"].append(keys)
+        rows["instruction"].append(f"recolour photo {i}")
+        rows["input_image"].append(_image(jpeg_bytes(source), f"{keys[0]}_input.jpg"))
+        rows["output_images"].append([_image(jpeg_bytes(edited_version(source, q, 20 * i + n)), f"{k}.jpg")
+                                      for n, (k, q) in enumerate(zip(keys, (0.9, 0.3)))])
+        rows["task_type"].append(tasks[i % len(tasks)])
+        rows["dimension"].append(dimensions[i % len(dimensions)])
+    features = Features({"key": List(Value("string")), "instruction": Value("string"), "input_image": Image(),
+                         "output_images": List(Image()), "task_type": Value("string"), "dimension": Value("string")})
+    Dataset.from_dict(rows, features=features).save_to_disk(str(dir))
+    return {"keys": rows["key"], "dimensions": rows["dimension"], "tasks": rows["task_type"]}
+
+
+def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("MagicBrush", "SDEdit"),
+                       n_raters: int = 3) -> dict:
+    """ImagenHub text-guided editing: ``data/filtered-*.parquet`` inputs, rater TSVs, ``<model>/sample_*.jpg`` outputs.
+
+    Rater k gives model m on sample s the cell ``[SC, PQ]`` from a fixed plan (the last rater one level harsher);
+    the truth holds the means.
+    """
+    from datasets import Features, Image, Value
+
+    root = Path(dir)
+    inputs, uids = [], []
+    for s in range(n_samples):
+        source = source_photo(s)
+        img_id, turn = str(1000 + s), 1 + s % 2
+        uids.append(f"sample_{img_id}_{turn}.jpg")
+        inputs.append({"img_id": img_id, "turn_index": turn, "source_img": _image(jpeg_bytes(source), None),
+                       "instruction": f"make photo {s} warmer", "source_global_caption": "a photo",
+                       "target_global_caption": "a warm photo"})
+        for m, model in enumerate(models):
+            out = root / "ImagenHub_Text-Guided_IE" / model / uids[-1]
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(jpeg_bytes(edited_version(source, 0.3 + 0.3 * m, 7 * s + m)))
+    features = Features({"img_id": Value("string"), "turn_index": Value("int32"), "source_img": Image(),
+                         "instruction": Value("string"), "source_global_caption": Value("string"),
+                         "target_global_caption": Value("string")})
+    _write_parquet(root / "data" / "filtered-00000-of-00001.parquet", inputs, features)
+    levels = (0.0, 0.5, 1.0)
+    means: dict[str, list] = {}
+    ratings = root / "eval" / "human_ratings" / "Text-Guided_IE"
+    ratings.mkdir(parents=True, exist_ok=True)
+    for k in range(n_raters):
+        lines = ["\t".join(["uid", *models])]
+        for s, uid in enumerate(uids):
+            cells = []
+            for m, model in enumerate(models):
+                # the last rater is one level harsher than the others, so that the means are not all equal
+                harsh = 1 if k == n_raters - 1 else 0
+                sc = levels[max(0, (s + 2 * m) % 3 - harsh)]
+                pq = levels[max(0, (2 * s + m + 1) % 3 - harsh)]
+                means.setdefault(f"{model}/{uid}", []).append((sc, pq))
+                cells.append(f"[{sc:g}, {pq:g}]")
+            lines.append("\t".join([uid, *cells]))
+        (ratings / f"Text-Guided_IE_rater{k + 1}.tsv").write_text("\n".join(lines) + "\n")
+    return {"scores": {key: (sum(v[0] for v in votes) / len(votes), sum(v[1] for v in votes) / len(votes))
+                       for key, votes in means.items()}}

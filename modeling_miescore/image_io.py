@@ -41,7 +41,7 @@ ALLOWED_IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP", "GIF")
 MAX_ASPECT_RATIO = 200
 
 # An image is reduced while decoding only when it is at least this many times the target pixel count, and
-# never below twice the target, so the processor's own resize still does the last step (see decode_image).
+# never below the target, so the processor's own resize still does the last step (see decode_image).
 REDUCE_ABOVE = 4
 
 _TRANSPOSE_FOR_ORIENTATION = {  # EXIF orientation -> the transpose that makes the image upright
@@ -50,7 +50,8 @@ _TRANSPOSE_FOR_ORIENTATION = {  # EXIF orientation -> the transpose that makes t
     8: Image.Transpose.ROTATE_90,
 }
 ORIENTATION_TAG = 0x0112  # EXIF 'Orientation'
-_REDUCIBLE_MODES = ("L", "LA", "RGB", "RGBA", "I", "F", "CMYK")
+# Modes Image.reduce works on directly (RGBA and LA are premultiplied by Pillow while reducing).
+_REDUCIBLE_MODES = ("L", "LA", "RGB", "RGBA", "I", "F", "CMYK", "YCbCr")
 
 
 class MIEScoreInputError(ValueError):
@@ -258,10 +259,11 @@ def open_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
 
 def reduction_factor(width: int, height: int, target_pixels: int | None) -> int:
     """Integer factor an image is shrunk by while decoding: 1 unless it has at least ``REDUCE_ABOVE`` times
-    ``target_pixels``; then the largest factor that keeps at least twice ``target_pixels``."""
+    ``target_pixels``; then the largest factor ``f`` with ``(width / f) * (height / f) >= target_pixels``, so
+    the processor's own resize still does the last step."""
     if not target_pixels or width * height < REDUCE_ABOVE * target_pixels:
         return 1
-    return max(1, math.floor(math.sqrt(width * height / (2 * target_pixels))))
+    return max(1, math.isqrt(width * height // target_pixels))
 
 
 def _draft_request(image: Image.Image, target_pixels: int | None) -> tuple[int, int] | None:
@@ -302,11 +304,11 @@ def decode_image(image, what: str = "image", target_pixels: int | None = None) -
     """Decode an image from :func:`open_image` into upright 8-bit RGB.
 
     With ``target_pixels`` (the model's ``max_pixels``), an image of at least ``REDUCE_ABOVE`` times that many
-    pixels is shrunk by an integer factor to no less than twice the target: JPEG at decode time
+    pixels is shrunk by an integer factor to no less than the target: JPEG at decode time
     (``Image.draft``, libjpeg's DCT scaling), other formats right after decoding (``Image.reduce``, a box
     filter), so only one full-size image is ever in memory. The processor resizes every image to at most
     ``max_pixels`` anyway; scores from a reduced 24 Mpx JPEG stay within 1 point (0-100 scale) of full
-    decoding (``tests/test_image_io.py::test_reduced_decode_scores_like_full_decode``).
+    decoding (``tests/test_decoding_budget.py::test_reduced_decoding_scores_like_full_decoding``).
     """
     if isinstance(image, np.ndarray):
         return to_rgb(_array_to_image(image))

@@ -22,8 +22,7 @@ from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .overall import overall_score
 from .prefix_reuse import suffix_hidden_states
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
-                                  prepare_inputs)
-from .stock_processor import load_stock_processor, strip_auto_maps
+                                  load_stock_processor, prepare_inputs, strip_auto_maps)
 
 
 @dataclass

@@ -34,8 +34,7 @@ from .configuration_spatialreward import SpatialRewardConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .prefix_reuse import build_prefix_cache, generate_from_prefix, pack_rows_after_prefix, rope_positions
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_size_kwargs, load_checkpoint_processor,
-                                  num_image_tokens)
-from .stock_processor import strip_auto_maps
+                                  num_image_tokens, strip_auto_maps)
 from .spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from .spatialreward_tokens import strip_control_tokens
 

@@ -38,13 +38,7 @@ def test_the_corpus_covers_every_entry_point_and_item():
     assert len({(case.entry, case.name) for case in CASES}) == len(CASES)
 
 
-def _marks(case):
-    if case.server_fix:
-        return [pytest.mark.xfail(strict=True, reason="server fix in branch serving-c")]
-    return []
-
-
-@pytest.mark.parametrize("case", [pytest.param(case, id=f"{case.entry}: {case.name}", marks=_marks(case))
+@pytest.mark.parametrize("case", [pytest.param(case, id=f"{case.entry}: {case.name}")
                                   for case in CASES])
 def test_bad_input_is_handled_cleanly(corpus, case):
     outcome = corpus.run(case)

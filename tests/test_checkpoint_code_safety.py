@@ -116,7 +116,7 @@ def test_training_loaders_run_nothing(tampered_miescore, tampered_spatialreward)
 
 
 def test_saving_a_loaded_processor_writes_no_auto_map(tampered_miescore, tmp_path):
-    from modeling_miescore.stock_processor import PROCESSOR_JSON_FILES, load_stock_processor
+    from modeling_miescore.processing_miescore import PROCESSOR_JSON_FILES, load_stock_processor
 
     load_stock_processor(tampered_miescore.path).save_pretrained(tmp_path)
     written = [name for name in PROCESSOR_JSON_FILES if (tmp_path / name).is_file()]
@@ -140,7 +140,7 @@ _LOADS = textwrap.dedent("""
     from transformers import AutoProcessor, AutoTokenizer, Qwen2Tokenizer, Qwen3VLProcessor  # imported before timing
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
-    from modeling_miescore.stock_processor import load_stock_processor
+    from modeling_miescore.processing_miescore import load_stock_processor
     from modeling_miescore.training.spatialreward_recipe import load_model_and_processor
 
     kind, path = sys.argv[1], sys.argv[2]

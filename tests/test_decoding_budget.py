@@ -78,7 +78,7 @@ def test_seventeen_huge_bitmaps_are_refused_from_their_headers(tiny_miescore_pat
 def test_with_the_budget_raised_they_are_scored_in_bounded_memory(tiny_miescore_path, bitmaps):
     run = _score_in_subprocess(tiny_miescore_path, bitmaps, max_sample_pixels=10**9)
     assert run["outcome"] == "scored", run
-    # One image at a time is decoded at full size (38 MB as 8-bit grey) and reduced 12x right away.
+    # One image at a time is decoded at full size (38 MB as 8-bit grey) and reduced 17x right away.
     assert run["peak_mb"] - run["before_mb"] < 300, run  # measured ~160 MB, as for 17 small images
 
 
@@ -98,7 +98,7 @@ def test_reduced_decoding_scores_like_full_decoding(tiny_miescore, examples, tmp
     full = sample.load(target_pixels=None)
     reduced = sample.load(target_pixels=budget)
     assert all(r.width * r.height < f.width * f.height / 3 for r, f in zip(reduced.sources, full.sources))
-    assert all(r.width * r.height >= 2 * budget for r in [*reduced.sources, reduced.edited])
+    assert all(r.width * r.height >= budget for r in [*reduced.sources, reduced.edited])
     processor = tiny_miescore.get_processor()
     a, b = (tiny_miescore._score_loaded([s], processor)[0] for s in (full, reduced))
     assert max(abs(a[name] - b[name]) for name in a) < 0.5, (a, b)  # 0-100 scale; measured: < 0.05

@@ -41,12 +41,12 @@ ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm"}
 CHECKPOINT_FILES = {
     "MIEScore": {
         "configuration_miescore.py", "modeling_miescore.py", "batched_scoring.py", "image_io.py", "overall.py",
-        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py", "stock_processor.py",
+        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py",
     },
     "SpatialReward": {
         "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "batched_scoring.py",
         "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
-        "spatialreward_judgement.py", "spatialreward_tokens.py", "stock_processor.py",
+        "spatialreward_judgement.py", "spatialreward_tokens.py",
     },
 }
 ENTRY_FILES = {

@@ -205,13 +205,13 @@ def test_images_far_above_the_target_are_reduced_while_decoding(tmp_path):
     assert decoded_pixels(header, target) == 2000 * 1500  # libjpeg decodes at 1/2 scale
     assert load_image(tmp_path / "big.jpg", target_pixels=target).size == (2000, 1500)
     assert decoded_pixels(open_image(tmp_path / "big.png"), target) == 4000 * 3000  # PNG: full, then reduced
-    assert load_image(tmp_path / "big.png", target_pixels=target).size == (2000, 1500)
+    assert load_image(tmp_path / "big.png", target_pixels=target).size == (1334, 1000)  # 1/3: not below target
     assert load_image(tmp_path / "medium.png", target_pixels=target).size == (3000, 1000)  # < 4x: untouched
     assert load_image(tmp_path / "big.png").size == (4000, 3000)  # no target: full size
     bits = tmp_path / "bits.png"
     Image.new("1", (6200, 6200), 1).save(bits)
     reduced = load_image(bits, target_pixels=131_072)
-    assert reduced.size == (517, 517) and reduced.mode == "RGB" and reduced.getpixel((3, 3)) == (255, 255, 255)
+    assert reduced.size == (365, 365) and reduced.mode == "RGB" and reduced.getpixel((3, 3)) == (255, 255, 255)
 
 
 def test_reduction_keeps_the_exif_orientation(tmp_path):

@@ -73,7 +73,6 @@ class Case:
     name: str
     item: str
     run: Callable[["Corpus", Outcome], None]
-    server_fix: bool = False  # the server side of this item is fixed in another branch (serving-c)
 
 
 def check_message(outcome: Outcome, text: str, needle: str | None = None, avoid: str | None = None) -> None:

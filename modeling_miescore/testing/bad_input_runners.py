@@ -14,8 +14,6 @@ from .bad_inputs import ALL_CASES, BadInput, make_directory, make_fifo, make_sym
 
 # Server statuses: limits answer 413, malformed content 422 (serving.request_parsing).
 _SERVER_413 = {"decompression bomb 11000x11000", "16 sources + edited of 4000x4000", "100 KB instruction"}
-# The server side of these items is fixed in the serving branch.
-SERVER_FIX_CASES = {"16 sources + edited of 4000x4000"}
 
 
 def _good(corpus) -> tuple[list, Path]:
@@ -350,8 +348,8 @@ def server_cases() -> list[Case]:
     for bad in ALL_CASES:
         if bad.as_bytes:
             expected = {413} if bad.name in _SERVER_413 else {422}
-            cases.append(Case("server", bad.name, bad.item, partial(_server_request, bad.name, partial(_bad_body, bad),
-                                                                    expected), server_fix=bad.name in SERVER_FIX_CASES))
+            cases.append(Case("server", bad.name, bad.item,
+                              partial(_server_request, bad.name, partial(_bad_body, bad), expected)))
     for name, (change, expected) in _RAW_BODIES.items():
         make = partial(lambda change_, corpus: change_(_good_body(corpus)), change)
         cases.append(Case("server", name, "13.x", partial(_server_request, name, make, expected)))
@@ -364,4 +362,4 @@ def all_cases() -> list[Case]:
     return [*api_cases(), *cli_cases(), *score_batch_cases(), *server_cases()]
 
 
-__all__ = ["SERVER_FIX_CASES", "all_cases", "api_cases", "cli_cases", "score_batch_cases", "server_cases"]
+__all__ = ["all_cases", "api_cases", "cli_cases", "score_batch_cases", "server_cases"]

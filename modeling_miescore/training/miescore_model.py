@@ -27,7 +27,7 @@ def load_base_model(name_or_path: str, dtype: torch.dtype | str | None = None, a
     The package's own class is used, so ``save_pretrained`` copies the Hub files (``auto_map``) into exports.
     """
     from ..scoring.loading import read_checkpoint_config
-    from ..stock_processor import load_stock_processor
+    from ..processing_miescore import load_stock_processor
     from ..modeling_miescore import MIEScoreModel
 
     if isinstance(dtype, str):

@@ -56,7 +56,7 @@ def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "au
     the config's, so inference uses the training resolution). Returns ``(model, processor)``.
     """
     from ..modeling_spatialreward import SpatialRewardModel
-    from ..stock_processor import load_stock_processor
+    from ..processing_miescore import load_stock_processor
     from ..spatialreward_tokens import add_grounding_tokens
 
     kwargs: Dict[str, Any] = {"revision": revision} if revision else {}
@@ -66,7 +66,7 @@ def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "au
         kwargs["attn_implementation"] = attn_implementation
     model = SpatialRewardModel.from_pretrained(model_name_or_path, **kwargs)
     # The stock classes built from the saved settings: a checkpoint's auto_map must not decide what code runs
-    # here, and Qwen3VLProcessor.from_pretrained would ask about config.json's auto_map (see stock_processor).
+    # here, and Qwen3VLProcessor.from_pretrained would ask about config.json's auto_map (see processing_miescore.load_stock_processor).
     processor = load_stock_processor(model_name_or_path, revision=revision)
     if add_tokens:
         added = add_grounding_tokens(model, processor)

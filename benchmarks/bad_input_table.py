@@ -7,8 +7,17 @@ bad JSONL lines and paths, a checkpoint that ships code) goes through the Python
 ``miescore score-batch`` and the reward server (in this process, on a tiny random MIEScore checkpoint,
 ``bad_input_corpus.CORPUS_CHECKPOINT``). The table counts per entry point the cases tried, the clean ones and each kind
 of failure (a case can fail in several ways); ``--details`` lists every case that is not clean.
-To measure older code, run this script with ``PYTHONPATH`` pointing at a checkout of it (the corpus modules
-only use entry points that code already had).
+
+"After" is this checkout. "Before" is the same corpus against the code before issue 13's fixes (commit
+d3af651: main before the library fixes and before the serving-c merge). The corpus modules only use entry points
+that code already had, so they are copied into a checkout of it::
+
+    git worktree add --detach ../before d3af651
+    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint}.py \
+       ../before/modeling_miescore/testing/
+    (cd ../before && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --timeout 20 --details)
+
+(``--timeout 20``: a case still running after 20 s counts as a hang; the old code blocks forever on a FIFO.)
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
 
 def run_corpus(workdir: Path, timeout: float) -> list:
     from modeling_miescore.scoring.loading import load_scorer

@@ -1,12 +1,14 @@
 """MIEScore: a Qwen3-VL backbone with a 3-output regression head (MIEScore paper, "Model Architecture").
 
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``. It imports only
-torch, transformers and the flat sibling files below (through them numpy, Pillow and tqdm, a hard dependency
-of transformers). Batching: ``batched_scoring``; shared-prefix reuse: ``prefix_reuse``.
+torch, transformers and the flat sibling files below (through them numpy, Pillow, and tqdm and huggingface_hub,
+hard dependencies of transformers). Batching: ``batched_scoring``; shared-prefix reuse: ``prefix_reuse``;
+the ``image-edit-scoring`` pipeline: ``pipeline_miescore``; the model card: ``model_card``.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from typing import Sequence
@@ -261,12 +263,19 @@ class MIEScoreModel(PreTrainedModel):
         return model
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map``,
-        the model code, and the processor beside them."""
+        """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
+        ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
+        (README.md, unless the folder has one: ``model_card.save_default_model_card``)."""
+        from .model_card import save_default_model_card
+        from .pipeline_miescore import CUSTOM_PIPELINES
+
+        self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
         super().save_pretrained(save_directory, *args, **kwargs)
-        if self.processor is not None and kwargs.get("is_main_process", True):
-            self.processor.save_pretrained(save_directory)
-            strip_auto_maps(save_directory)  # the processor is the stock class: no processor file names code
+        if kwargs.get("is_main_process", True):
+            if self.processor is not None:
+                self.processor.save_pretrained(save_directory)
+                strip_auto_maps(save_directory)  # the processor is the stock class: no processor file names code
+            save_default_model_card(self, save_directory)
 
 MIEScoreConfig.register_for_auto_class()
 MIEScoreModel.register_for_auto_class("AutoModel")

@@ -25,6 +25,14 @@ def tiny_qwen3vl_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_spatialreward_path(tmp_path_factory):
+    """A tiny SpatialReward checkpoint with an 8-token generation budget (its texts depend on the images)."""
+    from modeling_miescore.testing import build_tiny_spatialreward
+
+    return build_tiny_spatialreward(tmp_path_factory.mktemp("ckpt") / "tiny-spatialreward", max_new_tokens=8)
+
+
+@pytest.fixture(scope="session")
 def tiny_miescore(tiny_miescore_path):
     from modeling_miescore.scoring.loading import load_scorer
 

@@ -33,20 +33,20 @@ import modeling_miescore
 
 PACKAGE_ROOT = Path(modeling_miescore.__file__).parent
 
-# Besides the standard library, Hub files may import only these. tqdm is a hard dependency of transformers
-# (checked below), so every environment that loads a checkpoint has it.
-ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm"}
+# Besides the standard library, Hub files may import only these. tqdm and huggingface_hub (model cards) are hard
+# dependencies of transformers (checked below), so every environment that loads a checkpoint has them.
+ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm", "huggingface_hub"}
 
 # The files save_pretrained copies into each kind of checkpoint (config + model file and all they import).
 CHECKPOINT_FILES = {
     "MIEScore": {
         "configuration_miescore.py", "modeling_miescore.py", "batched_scoring.py", "image_io.py", "overall.py",
-        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py",
+        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py", "pipeline_miescore.py", "model_card.py",
     },
     "SpatialReward": {
         "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "batched_scoring.py",
         "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
-        "spatialreward_judgement.py", "spatialreward_tokens.py",
+        "spatialreward_judgement.py", "spatialreward_tokens.py", "pipeline_miescore.py", "model_card.py",
     },
 }
 ENTRY_FILES = {
@@ -135,20 +135,14 @@ def test_every_root_module_is_a_hub_file():
         "the root of modeling_miescore/ holds only Hub files; put other modules in a subpackage")
 
 
-def test_tqdm_and_numpy_come_with_transformers():
-    hard = {req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
+def test_tqdm_numpy_and_huggingface_hub_come_with_transformers():
+    hard = {req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower().replace("-", "_")
             for req in importlib.metadata.requires("transformers") if "extra ==" not in req}
-    assert {"tqdm", "numpy"} <= hard
+    assert {"tqdm", "numpy", "huggingface_hub"} <= hard
 
 
-@pytest.fixture(scope="module")
-def tiny_spatialreward_path(tmp_path_factory):
-    from modeling_miescore.testing import build_tiny_spatialreward
-
-    return build_tiny_spatialreward(tmp_path_factory.mktemp("ckpt") / "tiny-spatialreward", max_new_tokens=8)
-
-
-FRESH_PROCESS = textwrap.dedent(
+# The start of every fresh-process script: the package and BLOCKED_PACKAGES made unimportable.
+WITHOUT_PACKAGE = textwrap.dedent(
     """
     import importlib.abc, importlib.util, json, sys
 
@@ -169,7 +163,26 @@ FRESH_PROCESS = textwrap.dedent(
         sys.exit("the package is still importable")
     except ImportError:
         pass
+    """
+)
+# Printed as the last line of every fresh-process script: the blocked packages that got imported anyway.
+LOADED_BLOCKED = "sorted(m for m in sys.modules if m.split('.')[0] in blocked and sys.modules[m] is not None)"
 
+
+def run_without_package(body: str, tmp_path: Path, **values) -> dict:
+    """Run ``WITHOUT_PACKAGE`` + ``body`` (formatted with ``values``) in a fresh offline interpreter, outside the
+    repository, and return the JSON object its last output line holds."""
+    script = (WITHOUT_PACKAGE + textwrap.dedent(body)).format(blocked=BLOCKED_PACKAGES, **values)
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir(exist_ok=True)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+LOAD_AND_SCORE = """
     from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
 
     mie = AutoModel.from_pretrained({miescore!r}, trust_remote_code=True)
@@ -184,10 +197,9 @@ FRESH_PROCESS = textwrap.dedent(
     records = json.loads({records!r})
     scores = [mie.score(**r) for r in records]
     results = judge.evaluate_edits(records[:2], batch_size=2)
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in blocked and sys.modules[m] is not None)
+    loaded = {loaded}
     print(json.dumps({{"scores": scores, "texts": [[r.raw_sc, r.raw_pq] for r in results], "loaded": loaded}}))
-    """
-)
+"""
 
 
 def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_miescore_path, tiny_spatialreward_path,
@@ -204,15 +216,9 @@ def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_mies
     judge = SpatialRewardModel.from_pretrained(tiny_spatialreward_path)
     expected_texts = [[r.raw_sc, r.raw_pq] for r in judge.evaluate_edits(records[:2], batch_size=2)]
 
-    script = FRESH_PROCESS.format(blocked=BLOCKED_PACKAGES, miescore=str(tiny_miescore_path),
-                                  spatialreward=str(tiny_spatialreward_path), records=json.dumps(records))
-    workdir = tmp_path / "elsewhere"
-    workdir.mkdir()
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = run_without_package(LOAD_AND_SCORE, tmp_path, miescore=str(tiny_miescore_path),
+                              spatialreward=str(tiny_spatialreward_path), records=json.dumps(records),
+                              loaded=LOADED_BLOCKED)
     assert out["loaded"] == []
     assert len(out["scores"]) == len(expected_scores) == len(records)
     for got, want in zip(out["scores"], expected_scores):
@@ -221,3 +227,57 @@ def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_mies
             assert got[key] == pytest.approx(want[key], abs=1e-6)
     assert out["texts"] == expected_texts
     assert len({text[0][0] for text in out["texts"]}) == 2  # the texts depend on the images (sharpened weights)
+
+
+PIPELINE = """
+    from transformers import pipeline
+
+    records = json.loads({records!r})
+    scorer = pipeline("image-edit-scoring", model={miescore!r}, trust_remote_code=True)
+    judge = pipeline("image-edit-scoring", model={spatialreward!r}, trust_remote_code=True)
+    out = {{"classes": [type(p).__module__ + "." + type(p).__name__ for p in (scorer, judge)],
+           "models": [type(p.model).__name__ for p in (scorer, judge)],
+           "one": scorer(records[0]), "many": scorer(records, batch_size=2),
+           "judged": judge(records[:2], batch_size=2), "judged_one": judge(records[0])}}
+    out["loaded"] = {loaded}
+    print(json.dumps(out))
+"""
+
+
+def test_scoring_pipeline_loads_from_the_checkpoints_without_the_package(
+        tiny_miescore, tiny_miescore_path, tiny_spatialreward_path, examples, tmp_path):
+    """pipeline("image-edit-scoring", model=CKPT, trust_remote_code=True): the pipeline class comes from the
+    checkpoint (config.custom_pipelines), one dict gives one result, a list gives a list, equal to the models'
+    own score / evaluate_edits in this process; SpatialReward gives rewards and parsed details, no raw text."""
+    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.pipeline_miescore import CUSTOM_PIPELINES
+    from modeling_miescore.testing import save_example_files
+
+    for path in (tiny_miescore_path, tiny_spatialreward_path):
+        config = json.loads((Path(path) / "config.json").read_text())
+        assert config["custom_pipelines"] == CUSTOM_PIPELINES and (Path(path) / "pipeline_miescore.py").is_file()
+    records = save_example_files(examples[:3], tmp_path)
+    expected_scores = tiny_miescore.score_batch(records, batch_size=2)
+    expected_one = tiny_miescore.score(**records[0])
+    judge = SpatialRewardModel.from_pretrained(tiny_spatialreward_path)
+    judged = [r.to_dict() for r in judge.evaluate_edits(records[:2], batch_size=2)]
+    judged_one = judge.evaluate_edit(**records[0]).to_dict()
+
+    out = run_without_package(PIPELINE, tmp_path, miescore=str(tiny_miescore_path),
+                              spatialreward=str(tiny_spatialreward_path), records=json.dumps(records),
+                              loaded=LOADED_BLOCKED)
+    assert out["loaded"] == []
+    assert all(c.startswith("transformers_modules.") and c.endswith("pipeline_miescore.ImageEditScoringPipeline")
+               for c in out["classes"]), out["classes"]
+    assert out["models"] == ["MIEScoreModel", "SpatialRewardModel"]
+    assert isinstance(out["one"], dict) and len(out["many"]) == len(records)
+    for got, want in zip([out["one"], *out["many"]], [expected_one, *expected_scores]):
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], abs=1e-6)
+    assert isinstance(out["judged_one"], dict) and len(out["judged"]) == 2
+    for got, want in zip([out["judged_one"], *out["judged"]], [judged_one, *judged]):
+        assert "raw_sc" not in got and "raw_pq" not in got
+        want = json.loads(json.dumps({k: v for k, v in want.items() if k not in ("raw_sc", "raw_pq")}))
+        assert got == want
+        assert {"reward", "failed", "s_if", "s_con", "s_nat", "s_art", "regions", "reasoning"} <= got.keys()

@@ -27,7 +27,7 @@ from modeling_miescore.training.miescore_data import (  # noqa: E402
     prepare_dataset,
     row_to_sample,
 )
-from modeling_miescore.training.miescore_export import ModelCardInfo, render_model_card  # noqa: E402
+from export_cards import check_export_cards  # noqa: E402
 from modeling_miescore.training.miescore_model import load_base_model  # noqa: E402
 from modeling_miescore.training.miescore_trainer import LOSS_STATE_NAME, compute_correlation_metrics  # noqa: E402
 
@@ -208,26 +208,6 @@ def test_lr_schedule_warms_up_then_ends_at_0_4_lr(tiny_miescore_path):
     assert min(lrs[warmup:]) == pytest.approx(0.4 * 3e-5, rel=1e-6)
 
 
-def test_model_card_has_metadata_and_hyperparameters():
-    info = ModelCardInfo(base_model="Qwen/Qwen3-VL-8B-Instruct", dataset="org/mie-bench",
-                         metrics={"eval_srcc_vq": 0.81, "eval_plcc_vq": 0.8, "eval_srcc_if": 0.7, "eval_plcc_if": 0.71,
-                                  "eval_srcc_ap": 0.6, "eval_plcc_ap": 0.62, "eval_mean_corr": 0.707},
-                         hyperparameters={"learning_rate": 3e-5, "lora": {"r": 64, "alpha": 32}},
-                         dataset_split_sizes={"train": 10, "validation": 3})
-    import yaml
-
-    text = render_model_card(info)
-    meta = yaml.safe_load(text.split("---")[1])
-    assert meta["library_name"] == "transformers" and meta["license"] == "apache-2.0"
-    assert meta["base_model"] == "Qwen/Qwen3-VL-8B-Instruct" and meta["datasets"] == ["org/mie-bench"]
-    assert meta["pipeline_tag"] and "miescore" in meta["tags"]
-    values = {m["name"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
-    assert values["SRCC (visual quality)"] == 0.81 and len(values) == 6  # 3 dimensions x SRCC/PLCC
-    assert "| learning_rate | 3e-05 |" in text and '"r": 64' in text
-    adapter = yaml.safe_load(render_model_card(info, adapter=True).split("---")[1])
-    assert adapter["library_name"] == "peft" and "base_model:adapter:Qwen/Qwen3-VL-8B-Instruct" in adapter["tags"]
-
-
 # --------------------------------------------------------------------------------------------------------
 # train -> export -> reload in a fresh process
 # --------------------------------------------------------------------------------------------------------
@@ -236,11 +216,14 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     out = tmp_path / "run"
     result = train_miescore.main(*_parse(_tiny_run_args(
         small_dataset, tiny_miescore_path, out, max_steps=2, eval_split="validation", max_eval_samples=6,
-        learning_rate=0.01)))
+        learning_rate=0.01, dataset_id="someone/mie-bench-tiny", min_pixels=16384, max_pixels=16384)))
     merged, adapter = Path(result["exported"]["merged"]), Path(result["exported"]["adapter"])
     assert {"config.json", "model.safetensors", "modeling_miescore.py", "processor_config.json",
             "tokenizer.json", "README.md"} <= set(os.listdir(merged))
-    assert {"adapter_config.json", "adapter_model.safetensors", "README.md"} <= set(os.listdir(adapter))
+    assert {"adapter_config.json", "adapter_model.safetensors", "README.md", "base_config_overrides.json",
+            "modeling_miescore.py", "processor_config.json"} <= set(os.listdir(adapter))
+    assert json.loads((adapter / "base_config_overrides.json").read_text()) == {
+        "max_pixels": 16384, "min_pixels": 16384, "skill": SHORT_SKILL}  # the run's overrides of the base
     assert not list(adapter.glob("optimizer*")) and not list(adapter.glob("loss_state*"))
     config = json.loads((merged / "config.json").read_text())
     assert config["auto_map"]["AutoModel"] == "modeling_miescore.MIEScoreModel" and config["skill"] == SHORT_SKILL
@@ -248,6 +231,12 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     for needle in ("library_name: transformers", "| learning_rate | 0.01 |", "| lora |", "\"r\": 16",
                    "| max_grad_norm | 0.5 |", "lr_scheduler_kwargs", "min_lr_rate", "SRCC"):
         assert needle in card, needle
+    import yaml
+
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert "base_model" not in meta and meta["datasets"] == ["someone/mie-bench-tiny"]  # never a local path
+    assert {m["type"] for m in meta["model-index"][0]["results"][0]["metrics"]} == set(meta["metrics"])
+    assert str(tiny_miescore_path) not in card and str(small_dataset) not in card
     assert {"eval_srcc_vq", "eval_plcc_ap", "eval_mean_corr"} <= set(result["metrics"])
 
     # The trained weights differ from the starting checkpoint (the run did something) ...
@@ -259,19 +248,10 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     assert any(k.startswith("head.") for k in changed) and any("language_model" in k for k in changed)
 
     # ... and the merged folder scores in a fresh process where the package cannot be imported.
-    rows = [small_splits["validation"][i] for i in range(2)]
-    images = tmp_path / "imgs"
-    images.mkdir()
-    records = []
-    for i, row in enumerate(rows):
-        srcs = []
-        for k, im in enumerate(row["source_images"]):
-            im.save(images / f"{i}_s{k}.png")
-            srcs.append(str(images / f"{i}_s{k}.png"))
-        row["edited_image"].save(images / f"{i}_e.png")
-        records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
+    records = _save_records([small_splits["validation"][i] for i in range(2)], tmp_path / "imgs")
     local, _ = load_base_model(str(merged))
     expected = [local.eval().score(**r) for r in records]
+    check_export_cards(merged, adapter, tiny_miescore_path, records, expected, tmp_path / "cards")
     script = textwrap.dedent(f"""
         import importlib.abc, json, sys
         class Block(importlib.abc.MetaPathFinder):
@@ -292,6 +272,20 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     for got, want in zip(reloaded, expected):
         for key in want:
             assert got[key] == pytest.approx(want[key], abs=1e-5)
+
+
+def _save_records(rows, images: Path) -> list[dict]:
+    """Dataset rows as ``{"sources", "edited", "instruction"}`` records of image files."""
+    images.mkdir()
+    records = []
+    for i, row in enumerate(rows):
+        srcs = []
+        for k, im in enumerate(row["source_images"]):
+            im.save(images / f"{i}_s{k}.png")
+            srcs.append(str(images / f"{i}_s{k}.png"))
+        row["edited_image"].save(images / f"{i}_e.png")
+        records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
+    return records
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -29,7 +29,9 @@ from trl import TrlParser
 
 from modeling_miescore.training.losses import LossConfig
 from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
-from modeling_miescore.training.miescore_export import ModelCardInfo, export_model
+from modeling_miescore.model_card import ModelCardInfo, hub_repo_id
+from modeling_miescore.training.card_inputs import ModelCardArguments, card_repo_ids, training_settings
+from modeling_miescore.training.miescore_export import export_model
 from modeling_miescore.training.miescore_model import LM_LORA_TARGETS, apply_lora, load_base_model, make_lora_config
 from modeling_miescore.training.miescore_trainer import MIEScoreTrainer, compute_correlation_metrics, resolve_checkpoint
 
@@ -37,7 +39,7 @@ logger = logging.getLogger("train_miescore")
 
 
 @dataclass
-class ScriptArguments:
+class ScriptArguments(ModelCardArguments):
     dataset: str = field(default=None, metadata={"help": "MIE-Bench-format dataset: local folder or Hub repo id."})
     dataset_config: str | None = field(default=None, metadata={"help": "Dataset config name."})
     train_split: str = "train"
@@ -121,10 +123,8 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
 
     exported = {}
     if trainer.accelerator.is_main_process and script_args.export:
-        card = ModelCardInfo(model_name=script_args.model_card_name, base_model=model_args.model_name_or_path,
-                             dataset=script_args.dataset, eval_split=script_args.eval_split or "-", metrics=metrics,
-                             dataset_split_sizes={s: len(d) for s, d in data.items()},
-                             hyperparameters=_card_hyperparameters(trainer, model_args, loss_config, config, report))
+        card = _model_card(script_args, model_args, trainer, data, metrics, _card_hyperparameters(
+            trainer, model_args, loss_config, config, report), push)
         exported = export_model(model_args.model_name_or_path, final_dir,
                                 script_args.export_dir or os.path.join(training_args.output_dir, "export"),
                                 card=card, base_config_overrides=overrides)
@@ -134,19 +134,39 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
     return {"metrics": metrics, "exported": exported}
 
 
+def _model_card(script_args, model_args, trainer, data, metrics: dict, hyperparameters: dict,
+                push: bool) -> ModelCardInfo:
+    """What the exported cards say: Hub ids of the base and the data, the data, the recipe and the metrics."""
+    base_model, datasets = card_repo_ids(script_args, model_args.model_name_or_path, script_args.dataset)
+    where = f"`{datasets[0]}`" if datasets else "a local MIE-Bench-format folder"
+    return ModelCardInfo(
+        model_name=script_args.model_card_name, repo_id=trainer.args.hub_model_id if push else None,
+        base_model=base_model, datasets=datasets, eval_split=script_args.eval_split or "-", metrics=metrics,
+        dataset_split_sizes={split: len(rows) for split, rows in data.items()},
+        training_data=(f"Fine-tuned on {where} (MIE-Bench format: one MOS per dimension from 15 raters, "
+                       "BT.500-screened, on 0-100; the labels are MOS / 100)."),
+        training_procedure=("Multi-dimensional supervised fine-tuning (MIEScore paper, \"Multi-Dimensional "
+                            "Supervised Fine-Tuning\"): L = lambda_h Huber + lambda_r rank + lambda_p (1 - PLCC) per "
+                            "dimension, the rank and PLCC terms computed against cross-batch memory queues; the "
+                            "rank/PLCC weights are raised in the final stage. Settings of this run:"),
+        hyperparameters=hyperparameters)
+
+
 def _card_hyperparameters(trainer, model_args, loss_config: LossConfig, config, report) -> dict:
     """The settings the model card lists: optimiser and schedule, run size, image budget, LoRA, loss."""
     training_args = trainer.args
-    hyper = {k: getattr(training_args, k) for k in (
+    hyper = training_settings(training_args, (
         "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "warmup_steps",
         "lr_scheduler_type", "lr_scheduler_kwargs", "max_grad_norm", "per_device_train_batch_size",
-        "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed")}
+        "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed"))
     lora = (dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
                  target_modules=model_args.lora_target_modules, modules_to_save=model_args.modules_to_save)
             if model_args.use_lora else "full fine-tuning")
     hyper.update(world_size=training_args.world_size, global_steps=trainer.state.global_step,
-                 best_checkpoint=trainer.state.best_model_checkpoint, base_checkpoint=model_args.model_name_or_path,
+                 best_checkpoint=os.path.basename(trainer.state.best_model_checkpoint or "") or None,
+                 base_checkpoint=hub_repo_id(model_args.model_name_or_path) or "a local folder",
                  max_length=model_args.max_length, max_pixels=config.max_pixels, min_pixels=config.min_pixels,
+                 skill="custom (in config.json)" if model_args.skill else "default",
                  long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"], lora=lora,
                  loss=loss_config.to_dict())
     return hyper

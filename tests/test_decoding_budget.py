@@ -91,7 +91,9 @@ def _big_copies(folder, example, scale, suffix):
 
 
 @pytest.mark.parametrize("suffix, scale", [("jpg", 10), ("png", 8)])
-def test_reduced_decoding_scores_like_full_decoding(tiny_miescore, examples, tmp_path, suffix, scale):
+def test_reduced_decoding_scores_like_full_decoding(tiny_miescore, examples, tmp_path, suffix, scale, monkeypatch):
+    # a per-image budget of 128 Kpx makes the copies (1.1-1.7 Mpx) at least 4x the budget, so they are reduced
+    monkeypatch.setattr(tiny_miescore.config, "max_pixels", 131_072)
     paths = _big_copies(tmp_path, examples[0], scale, suffix)
     sample = EditSample(sources=paths[:-1], edited=paths[-1], instruction=examples[0]["instruction"])
     budget = tiny_miescore.config.max_pixels

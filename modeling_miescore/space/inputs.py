@@ -123,7 +123,7 @@ def load_edit_inputs(
     return loaded[:-1], loaded[-1], text
 
 
-def _as_role(role: str, max_image_pixels: int, step, image: Any, *args, **kwargs):
+def _as_role(role: str, space_limit: int, step, image: Any, *args, **kwargs):
     """``step(image, ...)`` with an :class:`ImageLoadError` naming the image by its role ("Source image 2"):
     uploads live under random temporary names."""
     try:
@@ -137,7 +137,7 @@ def _as_role(role: str, max_image_pixels: int, step, image: Any, *args, **kwargs
             message = f"{role}: {message}"
         # Space users cannot raise the limit; tell them what the Space accepts instead.
         message = message.replace("downscale it or raise max_image_pixels",
-                                  f"downscale it (this Space accepts up to {max_image_pixels:,} pixels per image)")
+                                  f"downscale it (this Space accepts up to {space_limit:,} pixels per image)")
         raise ImageLoadError(message) from None
 
 

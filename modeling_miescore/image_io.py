@@ -198,8 +198,8 @@ def _open_checked(opener, what: str) -> Image.Image:
         ) from None
     except UnidentifiedImageError:
         raise ImageLoadError(
-            f"{what} is not an image Pillow can read (corrupt, not an image, or a format outside the accepted "
-            f"{', '.join(ALLOWED_IMAGE_FORMATS)}); use PNG, JPEG or WebP"
+            f"{what} is not an image Pillow can read (corrupt, not an image, or a format outside "
+            f"{', '.join(ALLOWED_IMAGE_FORMATS)}, the accepted ones); use PNG, JPEG or WebP"
         ) from None
     except (OSError, ValueError, SyntaxError, EOFError) as err:
         raise ImageLoadError(f"{what} is corrupt or truncated and cannot be opened ({err}); re-export it") from None

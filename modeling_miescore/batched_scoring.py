@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .prefix_reuse import find_groups
-from .processing_miescore import EditSample, as_edit_sample, load_samples
+from .processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, as_edit_sample, load_samples
 
 # How many samples' images are decoded at once, in batches: bounds memory while leaving room to group and sort.
 CHUNK_BATCHES = 16
@@ -102,6 +102,8 @@ def score_in_batches(
     *,
     batch_size: int,
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS,
+    target_pixels: Optional[int] = None,
     chunk_size: Optional[int] = None,
     length: Optional[Callable[[EditSample], float]] = None,
     group_ids: Optional[Sequence] = None,
@@ -118,6 +120,10 @@ def score_in_batches(
             independent samples, else the group's handle from ``grouping.open``.
         batch_size: samples per ``score`` call (independent samples).
         max_image_pixels: decompression-bomb guard for every image (``image_io.load_image``).
+        max_sample_pixels: decoded pixels one sample's images may cost together, checked from their headers
+            (``processing_miescore.EditSample.load``).
+        target_pixels: the model's pixel budget per image: a much larger image is reduced while decoding
+            (``image_io.decode_image``); None decodes at full size (needed when results refer to pixel positions).
         chunk_size: samples whose images are decoded at once (default ``CHUNK_BATCHES x batch_size``); groups
             are found and lengths sorted inside a chunk.
         length: estimated sequence length of a loaded sample, to sort batches by; None keeps input order.
@@ -134,7 +140,8 @@ def score_in_batches(
     results: list = [None] * len(normalised)
     with tqdm(total=len(normalised), desc=desc, unit="edit", disable=not progress) as bar:
         for start in range(0, len(normalised), chunk_size):
-            loaded = load_samples(normalised[start:start + chunk_size], max_image_pixels)
+            loaded = load_samples(normalised[start:start + chunk_size], max_image_pixels,
+                                  max_sample_pixels=max_sample_pixels, target_pixels=target_pixels, first_index=start)
             chunk_ids = None if group_ids is None else group_ids[start:start + chunk_size]
             calls = plan_chunk(loaded, batch_size, length, grouping, chunk_ids)
             group, handle = None, None

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import torch
 from torch import nn
-from transformers import AutoModel, AutoModelForImageTextToText, AutoProcessor, PreTrainedModel
+from transformers import AutoModel, AutoModelForImageTextToText, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .backbone_families import family_of
@@ -31,7 +31,8 @@ from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .lm_digit_scores import DigitScoreReader, greedy_digit_logits, teacher_forced_digit_logits, tokenize_answer
 from .overall import overall_score
 from .prefix_reuse import suffix_hidden_states
-from .processing_miescore import EditSample, estimate_num_tokens, load_checkpoint_processor, prepare_inputs
+from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
+                                  load_stock_processor, prepare_inputs, strip_auto_maps)
 
 
 @dataclass
@@ -224,7 +225,8 @@ class MIEScoreModel(PreTrainedModel):
 
     def score_batch(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
                     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
-                    groups: Sequence | None = None) -> list[dict[str, float]]:
+                    groups: Sequence | None = None,
+                    max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS) -> list[dict[str, float]]:
         """Score many edits; results come back in input order.
 
         Samples are dicts ``{"sources", "edited", "instruction"}`` (or :class:`EditSample` / 3-tuples). They are
@@ -236,6 +238,11 @@ class MIEScoreModel(PreTrainedModel):
         Prefix reuse is exact (tested) for Qwen-VL and InternVL backbones with the regression head; elsewhere
         (:attr:`prefix_reuse_available` is False) ``reuse_prefix=True`` warns once with the reason and every edit
         runs its full prompt.
+
+        Images are checked from their headers before decoding (``max_image_pixels`` per image,
+        ``max_sample_pixels`` per sample, aspect ratio) and an image of 4x ``config.max_pixels`` or more is
+        reduced while decoding (the processor brings it to ``max_pixels`` anyway); unusable input raises
+        ``MIEScoreInputError`` naming the sample or image.
         """
         checked_batch_size(batch_size)
         processor = processor or self.get_processor()
@@ -251,6 +258,7 @@ class MIEScoreModel(PreTrainedModel):
 
         with eval_mode(self):
             return score_in_batches(samples, score, batch_size=batch_size, max_image_pixels=max_image_pixels,
+                                    max_sample_pixels=max_sample_pixels, target_pixels=int(self.config.max_pixels),
                                     length=lambda sample: estimate_num_tokens(sample, self.config),
                                     group_ids=groups, grouping=PrefixGrouping() if share else None,
                                     progress=progress, desc="scoring")
@@ -300,7 +308,7 @@ class MIEScoreModel(PreTrainedModel):
             auto = AutoModelForImageTextToText if lm_digits else AutoModel
             backbone = auto.from_pretrained(path, dtype=dtype) if dtype else auto.from_pretrained(path)
             if processor is None:
-                processor = AutoProcessor.from_pretrained(path)
+                processor = load_stock_processor(path)
         output_layer = backbone.get_output_embeddings()
         base = backbone.base_model if output_layer is not None else backbone  # keep the *Model of a *ForCG
         if lm_digits:
@@ -333,6 +341,7 @@ class MIEScoreModel(PreTrainedModel):
         if kwargs.get("is_main_process", True):
             if self.processor is not None:
                 self.processor.save_pretrained(save_directory)
+                strip_auto_maps(save_directory)  # the processor is the stock class: no processor file names code
             save_default_model_card(self, save_directory)
 
 
@@ -343,7 +352,7 @@ def _lm_digit_token_ids(processor, output_layer, config_kwargs: dict) -> dict:
                          "pass the *ForConditionalGeneration model or a checkpoint path, not its base model")
     if processor is None:
         raise ValueError("score_head='lm_digits' needs the backbone's processor (its tokenizer gives the answer "
-                         "tokens); pass processor=AutoProcessor.from_pretrained(<checkpoint>)")
+                         "tokens); pass processor=load_stock_processor(<checkpoint>)")
     prefixes, digits = tokenize_answer(processor.tokenizer, config_kwargs.get("score_names") or SCORE_NAMES,
                                        int(config_kwargs.get("lm_score_max", MIEScoreConfig.lm_score_max)))
     return {"lm_answer_token_ids": prefixes, "lm_digit_token_ids": digits}

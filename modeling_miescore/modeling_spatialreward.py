@@ -34,7 +34,8 @@ from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, scor
 from .configuration_spatialreward import SpatialRewardConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .prefix_reuse import build_prefix_cache, generate_from_prefix, pack_rows_after_prefix, rope_positions
-from .processing_miescore import EditSample, image_size_kwargs, load_checkpoint_processor, num_image_tokens
+from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_size_kwargs, load_checkpoint_processor,
+                                  num_image_tokens, strip_auto_maps)
 from .spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from .spatialreward_tokens import strip_control_tokens
 
@@ -280,7 +281,8 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
 
     def evaluate_edits(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
                        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
-                       groups: Optional[Sequence] = None) -> List[SpatialRewardResult]:
+                       groups: Optional[Sequence] = None,
+                       max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS) -> List[SpatialRewardResult]:
         """Judge many edits; one :class:`SpatialRewardResult` per sample, in input order.
 
         Args:
@@ -297,6 +299,8 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
                 rounding is ~1e-2). Sampling (``do_sample`` / ``num_passes > 1``) always uses the plain path.
             groups: one hashable group id per sample; samples of one group must share sources and instruction
                 (checked: ``ValueError`` otherwise). Default: grouped by content.
+            max_image_pixels, max_sample_pixels: limits checked from the image headers before decoding (per
+                image, per sample). Images are decoded at full size: region boxes are given in its pixels.
         Raises:
             ``MIEScoreInputError`` for unusable inputs (missing image, empty instruction, ...). Strange
             generations never raise: they give ``config.failure_reward`` and ``failed=True``.
@@ -310,7 +314,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         with eval_mode(self):
             return score_in_batches(
                 samples, lambda loaded, shared: self._judge_batch(loaded, processor, shared),
-                batch_size=batch_size, max_image_pixels=max_image_pixels,
+                batch_size=batch_size, max_image_pixels=max_image_pixels, max_sample_pixels=max_sample_pixels,
                 length=lambda sample: estimate_prompt_tokens(sample, self.config), group_ids=groups,
                 grouping=grouping, progress=progress, desc="SpatialReward")
 
@@ -345,6 +349,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         if kwargs.get("is_main_process", True):
             if self.processor is not None:
                 self.processor.save_pretrained(save_directory)
+                strip_auto_maps(save_directory)  # the processor is the stock class: no processor file names code
             save_default_model_card(self, save_directory)
 
 

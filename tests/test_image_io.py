@@ -1,4 +1,5 @@
 import io
+import os
 
 import numpy as np
 import pytest
@@ -110,3 +111,117 @@ def test_decompression_bomb_refused_before_decoding(tmp_path):
         load_image(bomb)
     with pytest.raises(ImageLoadError, match="raise max_image_pixels"):
         load_image(np.zeros((100, 100), dtype=np.uint8), max_image_pixels=1000)
+
+
+# ---------------------------------------------------------------------------------------------- issue 13 guards
+
+
+def test_only_the_allowed_formats_are_opened_and_eps_never_reaches_ghostscript(tmp_path, monkeypatch):
+    from modeling_miescore.image_io import ALLOWED_IMAGE_FORMATS, open_image_bytes
+    from modeling_miescore.testing.bad_inputs import install_fake_ghostscript
+
+    assert ALLOWED_IMAGE_FORMATS == ("PNG", "JPEG", "WEBP", "TIFF", "BMP", "GIF")
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # restored after the fake gs is put in front
+    ran = install_fake_ghostscript(tmp_path)
+    eps = tmp_path / "drawing.eps"
+    eps.write_bytes(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 8 8\nshowpage\n%%EOF\n")
+    assert Image.open(eps).format == "EPS"  # Pillow alone would take it (and run gs to render it)
+    with pytest.raises(ImageLoadError, match="format outside PNG, JPEG"):
+        load_image(eps)
+    with pytest.raises(ImageLoadError, match="format outside"):
+        open_image_bytes(eps.read_bytes())
+    tga = tmp_path / "image.tga"
+    Image.new("RGB", (4, 4)).save(tga)
+    with pytest.raises(ImageLoadError, match="format outside"):
+        load_image(tga)
+    assert not ran.exists()
+
+
+def test_a_fifo_is_refused_without_being_opened(tmp_path):
+    import threading
+
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    errors = []
+    worker = threading.Thread(target=lambda: errors.append(pytest.raises(ImageLoadError, load_image, fifo)))
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # let the blocked open return before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join()
+        pytest.fail("load_image blocked on a FIFO")
+    assert "is not a regular file" in str(errors[0].value)
+
+
+def test_symlink_loops_empty_files_and_closed_images_are_named(tmp_path):
+    loop = tmp_path / "loop.png"
+    os.symlink(tmp_path / "other.png", loop)
+    os.symlink(loop, tmp_path / "other.png")
+    with pytest.raises(ImageLoadError, match="symbolic link loop"):
+        load_image(loop)
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    with pytest.raises(ImageLoadError, match=r"empty \(zero bytes\)"):
+        load_image(empty)
+    closed = Image.new("RGB", (4, 4))
+    closed.close()
+    with pytest.raises(ImageLoadError, match="PIL image is closed"):
+        load_image(closed)
+    Image.new("RGB", (4, 4)).save(tmp_path / "ok.png")
+    with Image.open(tmp_path / "ok.png") as never_decoded:
+        pass
+    with pytest.raises(ImageLoadError, match="PIL image is closed"):
+        load_image(never_decoded)
+
+
+def test_aspect_ratio_above_200_is_refused_naming_the_image(tmp_path):
+    from modeling_miescore.image_io import MAX_ASPECT_RATIO, check_aspect_ratio
+
+    assert MAX_ASPECT_RATIO == 200  # transformers' smart_resize limit
+    strip = tmp_path / "strip.png"
+    Image.new("1", (1, 10_000)).save(strip)
+    with pytest.raises(ImageLoadError, match=r"strip.png' is 1x10000, an aspect ratio of 10000:1, above the 200:1"):
+        load_image(strip)
+    with pytest.raises(ImageLoadError, match="ndarray image is 201x1"):
+        load_image(np.zeros((1, 201), dtype=np.uint8))
+    assert load_image(np.zeros((1, 200), dtype=np.uint8)).size == (200, 1)
+    check_aspect_ratio(200, 1, "x")
+    with pytest.raises(ImageLoadError, match="request field is 1x300"):
+        check_aspect_ratio(1, 300, "request field")
+
+
+def _noise(width, height):
+    return Image.fromarray(np.random.default_rng(0).integers(0, 255, (height, width, 3), dtype=np.uint8))
+
+
+def test_images_far_above_the_target_are_reduced_while_decoding(tmp_path):
+    from modeling_miescore.image_io import decoded_pixels, open_image
+
+    _noise(4000, 3000).save(tmp_path / "big.jpg", quality=80)
+    _noise(4000, 3000).save(tmp_path / "big.png")
+    _noise(3000, 1000).save(tmp_path / "medium.png")
+    target = 1_000_000
+    header = open_image(tmp_path / "big.jpg")
+    assert decoded_pixels(header, target) == 2000 * 1500  # libjpeg decodes at 1/2 scale
+    assert load_image(tmp_path / "big.jpg", target_pixels=target).size == (2000, 1500)
+    assert decoded_pixels(open_image(tmp_path / "big.png"), target) == 4000 * 3000  # PNG: full, then reduced
+    assert load_image(tmp_path / "big.png", target_pixels=target).size == (1334, 1000)  # 1/3: not below target
+    assert load_image(tmp_path / "medium.png", target_pixels=target).size == (3000, 1000)  # < 4x: untouched
+    assert load_image(tmp_path / "big.png").size == (4000, 3000)  # no target: full size
+    bits = tmp_path / "bits.png"
+    Image.new("1", (6200, 6200), 1).save(bits)
+    reduced = load_image(bits, target_pixels=131_072)
+    assert reduced.size == (365, 365) and reduced.mode == "RGB" and reduced.getpixel((3, 3)) == (255, 255, 255)
+
+
+def test_reduction_keeps_the_exif_orientation(tmp_path):
+    upright = _noise(3000, 2000)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    upright.transpose(Image.Transpose.ROTATE_90).save(tmp_path / "rotated.jpg", exif=exif, quality=95)
+    upright.save(tmp_path / "upright.jpg", quality=95)
+    rotated = load_image(tmp_path / "rotated.jpg", target_pixels=500_000)
+    straight = load_image(tmp_path / "upright.jpg", target_pixels=500_000)
+    assert rotated.size == straight.size == (1500, 1000)
+    difference = np.abs(np.asarray(rotated, dtype=float) - np.asarray(straight, dtype=float)).mean()
+    assert difference < 8, difference  # same picture, different JPEG blocks

@@ -134,3 +134,37 @@ def test_estimate_num_tokens_counts_image_tokens_exactly(config):
     # 64x64 is upscaled to the 65,536-pixel minimum (64 tokens); 1600x1200 is cut to the 1,048,576 budget
     assert num_image_tokens(64, 64, min_pixels=config.min_pixels, max_pixels=config.max_pixels) == 64
     assert num_image_tokens(1600, 1200, min_pixels=config.min_pixels, max_pixels=config.max_pixels) <= 1024
+
+
+def test_instructions_must_be_text_within_the_token_budget():
+    from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+
+    assert MAX_INSTRUCTION_CHARS == 4096
+    sample = {"sources": ["a.png"], "edited": "e.png"}
+    for value, message in [(42, "instruction of type int; pass the editing instruction as a string"),
+                           (["make", "it"], "instruction of type list"), ("  ", "empty instruction"),
+                           ("x" * (MAX_INSTRUCTION_CHARS + 1), "instruction of 4,097 characters, above the limit of "
+                                                                "4,096")]:
+        with pytest.raises(MIEScoreInputError, match=message):
+            as_edit_sample({**sample, "instruction": value}, where="sample 3")
+    assert as_edit_sample({**sample, "instruction": " " + "x" * MAX_INSTRUCTION_CHARS}).instruction == "x" * 4096
+
+
+def test_the_per_sample_pixel_budget_is_checked_from_headers_before_decoding(tmp_path, monkeypatch):
+    from PIL import ImageFile
+
+    from modeling_miescore.processing_miescore import EditSample, load_samples
+
+    for name, size in (("a.png", (3000, 2000)), ("b.png", (3000, 2000)), ("e.png", (2000, 2000))):
+        Image.new("RGB", size).save(tmp_path / name)
+    sample = EditSample(sources=[tmp_path / "a.png", tmp_path / "b.png"], edited=tmp_path / "e.png", instruction="x")
+    decodes = []
+    original_load = ImageFile.ImageFile.load
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda self: decodes.append(id(self)) or original_load(self))
+    with pytest.raises(MIEScoreInputError, match=r"^sample 5: its 3 images decode to 16 Mpx together, above the "
+                                                 r"per-sample budget of 15 Mpx; downscale the images or raise"):
+        load_samples([sample, sample], max_sample_pixels=15_000_000, first_index=5)
+    assert decodes == []  # refused before any pixel was decoded
+    loaded = sample.load(max_sample_pixels=16_000_000)
+    assert [image.size for image in loaded.sources] == [(3000, 2000), (3000, 2000)]
+    assert len(set(decodes)) == 3  # each image decoded (PNG's getexif calls load again, a no-op)

@@ -349,6 +349,28 @@ def test_load_edit_inputs_reads_inline_data_urls():
                                 "x")
 
 
+def test_space_inputs_share_the_library_limits(tmp_path):
+    import base64
+
+    from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+
+    for value, message in [(42, "must be text, got int"), (["a"], "must be text, got list"),
+                           ("x" * (MAX_INSTRUCTION_CHARS + 1), "4,097 characters; the model takes at most 4,096")]:
+        with pytest.raises(inputs.SpaceInputError, match=message):
+            inputs.check_instruction(value)
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 8 8\nshowpage\n%%EOF\n"
+    url = "data:application/postscript;base64," + base64.b64encode(eps).decode()
+    with pytest.raises(ImageLoadError, match="inline image data is not a readable image"):
+        inputs.load_edit_inputs([{"image": {"path": None, "url": url}}], np.zeros((4, 4, 3), np.uint8), "x")
+    strip = str(tmp_path / "strip.png")
+    Image.new("L", (300, 1)).save(strip)
+    with pytest.raises(ImageLoadError, match=r"^Source image 2 is 300x1, an aspect ratio of 300:1"):
+        inputs.load_edit_inputs([np.zeros((4, 4, 3), np.uint8), strip], np.zeros((4, 4, 3), np.uint8), "x")
+    big = np.zeros((1000, 1000, 3), np.uint8)
+    with pytest.raises(inputs.SpaceInputError, match="The 3 images add up to 3 Mpx; this Space decodes at most 2 Mpx"):
+        inputs.load_edit_inputs([big, big], big, "x", max_sample_pixels=2_000_000)
+
+
 def test_lazy_model_loads_once_across_threads():
     calls = []
     barrier = threading.Barrier(8)

@@ -114,11 +114,10 @@ def test_unreadable_images_are_dropped_and_jpeg_sources_stay_jpeg(rows):
 
 
 def test_length_estimate_counts_image_tokens_like_the_processor(tiny_sr_path, rows):
-    from transformers import Qwen3VLProcessor
-
+    from modeling_miescore.processing_miescore import load_stock_processor
     from modeling_miescore.training.spatialreward_data import estimate_num_tokens, set_pixel_range
 
-    processor = Qwen3VLProcessor.from_pretrained(str(tiny_sr_path))
+    processor = load_stock_processor(tiny_sr_path)  # Qwen3VLProcessor.from_pretrained would ask about auto_map
     set_pixel_range(processor, 16384, 65536)
     pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     empty = {"messages": [{"role": "user", "content": []}], "images": []}

@@ -44,19 +44,26 @@ def _format_scores(scores: dict) -> str:
     return "\n".join(f"{name:<{width}}  {value:6.2f}" for name, value in scores.items())
 
 
-def cmd_score(args) -> int:
-    from ..image_io import load_image
-    from ..scoring.loading import load_scorer
+def load_cli_edit(args, target_pixels: int | None = None):
+    """``--source``/``--edited``/``--instruction`` -> a loaded :class:`EditSample`; every image header is
+    checked (format, size, aspect ratio, the per-sample pixel budget) before any image is decoded."""
+    from ..processing_miescore import EditSample, check_instruction
 
     if not args.source:
         raise MIEScoreInputError("no source image given; pass at least one --source IMAGE")
-    if not args.instruction or not args.instruction.strip():
-        raise MIEScoreInputError("empty instruction; pass --instruction 'what the edit should do'")
-    sources = [load_image(p) for p in args.source]
-    edited = load_image(args.edited)
+    instruction = check_instruction(args.instruction, where="--instruction")
+    return EditSample(sources=list(args.source), edited=args.edited, instruction=instruction).load(
+        target_pixels=target_pixels, where="the edit")
+
+
+def cmd_score(args) -> int:
+    from ..scoring.loading import load_scorer, read_checkpoint_config
+
+    max_pixels = read_checkpoint_config(args.model).get("max_pixels")  # images far above it are reduced on load
+    sample = load_cli_edit(args, int(max_pixels) if isinstance(max_pixels, int) else None)
     _quiet_transformers()
     model = load_scorer(args.model, device=args.device, dtype=args.dtype)
-    scores = model.score(sources, edited, args.instruction)
+    scores = model.score(sample.sources, sample.edited, sample.instruction)
     print(json.dumps(scores) if args.json else _format_scores(scores))
     return 0
 
@@ -83,7 +90,8 @@ def cmd_score_batch(args) -> int:
     model = load_scorer(args.model, device=device, dtype=args.dtype)
     report = score_jsonl(lambda samples, b: model.score_batch(samples, batch_size=b), args.input, args.output,
                          batch_size=args.batch_size, on_error=args.on_error,
-                         progress=not args.no_progress and rank == 0, rank=rank, world_size=world_size)
+                         progress=not args.no_progress and rank == 0, rank=rank, world_size=world_size,
+                         target_pixels=int(model.config.max_pixels))
     if world_size > 1:
         dist.barrier()
         if rank == 0:

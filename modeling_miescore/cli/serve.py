@@ -13,7 +13,8 @@ import sys
 
 from .main import add_device_args, number_arg
 from ..image_io import MIEScoreInputError
-from ..serving.settings import MAX_INSTRUCTION_CHARS, ServerSettings
+from ..processing_miescore import MAX_INSTRUCTION_CHARS
+from ..serving.settings import ServerSettings
 
 _positive_int = number_arg(int, minimum=1)
 _positive_float = number_arg(float, minimum=0.0)

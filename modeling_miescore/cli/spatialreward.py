@@ -52,12 +52,8 @@ def format_result(result) -> str:
 
 
 def cmd_spatialreward(args) -> int:
-    from ..image_io import load_image
+    from .score import load_cli_edit
 
-    if not args.source:
-        raise MIEScoreInputError("no source image given; pass at least one --source IMAGE")
-    if not args.instruction or not args.instruction.strip():
-        raise MIEScoreInputError("empty instruction; pass --instruction 'what the edit should do'")
     if args.draw:
         draw_path = Path(args.draw)
         if draw_path.suffix.lower() not in _DRAW_SUFFIXES:
@@ -67,8 +63,8 @@ def cmd_spatialreward(args) -> int:
             raise MIEScoreInputError(f"--draw '{args.draw}': folder '{draw_path.parent}' does not exist")
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise MIEScoreInputError("--max-new-tokens must be >= 1")
-    sources = [load_image(p) for p in args.source]
-    edited = load_image(args.edited)
+    sample = load_cli_edit(args)  # full size: region boxes are given in the edited image's pixels
+    sources, edited = sample.sources, sample.edited
 
     import transformers
 
@@ -87,7 +83,7 @@ def cmd_spatialreward(args) -> int:
         scorer = load_spatialreward(args.model, device=args.device, dtype=args.dtype)
     if args.max_new_tokens is not None:
         scorer.config.max_new_tokens = int(args.max_new_tokens)
-    result = scorer.evaluate_edit(sources, edited, args.instruction)
+    result = scorer.evaluate_edit(sources, edited, sample.instruction)
 
     if args.draw:
         from ..drawing import draw_regions

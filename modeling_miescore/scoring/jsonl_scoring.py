@@ -16,10 +16,8 @@ reports on a first run and on a rerun.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Callable, Iterator
 
 from tqdm.auto import tqdm
 
-from ..image_io import MIEScoreInputError
+from ..image_io import MIEScoreInputError, regular_file_problem
 from ..processing_miescore import EditSample, as_edit_sample
 from ..utils.atomic_files import atomic_write
 from ..utils.output_lock import exclusive_output, lock_path_for
@@ -58,27 +56,10 @@ class BatchInputError(MIEScoreInputError):
     """A bad input line when running with ``on_error="stop"``."""
 
 
-def _stat_problem(path: Path, what: str) -> str | None:
-    """Why ``path`` cannot be read as a regular file, or None."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        return f"{what} '{path}' does not exist"
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return f"{what} '{path}' is a symbolic link loop; point it at a real file"
-        return f"cannot read {what} '{path}': {err.strerror}"
-    if stat.S_ISDIR(info.st_mode):
-        return f"{what} '{path}' is a directory; pass a JSONL file"
-    if not stat.S_ISREG(info.st_mode):
-        return f"{what} '{path}' is not a regular file (a pipe or device); pass a JSONL file"
-    return None
-
-
 def check_input_file(path) -> Path:
     """``path`` as a readable regular file, or :class:`MIEScoreInputError` saying what it is instead."""
     path = Path(path)
-    problem = _stat_problem(path, "input file")
+    problem = regular_file_problem(path, "input file")
     if problem:
         raise MIEScoreInputError(problem)
     return path
@@ -237,8 +218,9 @@ class _JsonlRun:
     """One pass over the input lines of this rank, appending to ``write_path`` (see :func:`score_jsonl`)."""
 
     def __init__(self, score_batch, input_path: Path, write_path: Path, batch_size: int, on_error: str,
-                 chunk: int, log, report: BatchReport):
+                 chunk: int, log, report: BatchReport, target_pixels: int | None = None):
         self.score_batch, self.input_path, self.write_path = score_batch, input_path, write_path
+        self.target_pixels = target_pixels
         self.batch_size, self.on_error, self.chunk, self.log, self.report = batch_size, on_error, chunk, log, report
         self.pending: list[tuple[int, EditSample]] = []
 
@@ -289,7 +271,8 @@ class _JsonlRun:
                     continue
                 if error is None:
                     try:
-                        self.pending.append((number, record_to_sample(record, base).load()))
+                        sample = record_to_sample(record, base)
+                        self.pending.append((number, sample.load(target_pixels=self.target_pixels, where="sample")))
                     except (MIEScoreInputError, OSError, ValueError) as err:
                         error = str(err)
                 if error is not None:
@@ -311,6 +294,7 @@ def score_jsonl(
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr),
     rank: int = 0,
     world_size: int = 1,
+    target_pixels: int | None = None,
 ) -> BatchReport:
     """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
 
@@ -324,6 +308,10 @@ def score_jsonl(
     so the edits of one instance stay together for prefix reuse) and appends to its own shard
     ``<output>.rank<r>-of-<w>``, skipping ids already in the shard or in ``output``; :func:`merge_shards` then
     writes the single output.
+
+    Each line's images are checked from their headers (``processing_miescore.EditSample.load``: format, size,
+    aspect ratio, the per-sample pixel budget) and decoded before scoring; ``target_pixels`` (the model's
+    ``max_pixels``) lets a much larger image be reduced while decoding.
     """
     if on_error not in ("skip", "stop"):
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
@@ -341,7 +329,7 @@ def score_jsonl(
         if repaired:
             log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
         run = _JsonlRun(score_batch, input_path, write_path, batch_size, on_error,
-                        max(chunk_size or batch_size * 8, 1), log, report)
+                        max(chunk_size or batch_size * 8, 1), log, report, target_pixels)
         with tqdm(total=len(entries), desc="score-batch", unit="edit", file=sys.stderr,
                   disable=not progress) as bar:
             run.run(entries, done | shard_done, bar)

@@ -6,52 +6,30 @@ Three steps, so that no request costs more than its limits:
    pixel limit, zero sizes and the aspect ratio are checked there.
 2. :func:`check_pixel_budgets` adds the header pixel counts of a request's samples and refuses the request
    (413, naming the image where a budget runs out) before anything is decoded.
-3. :meth:`UploadedImage.decode` decodes large images reduced towards the model's ``max_pixels``: JPEG with
-   DCT scaling (``Image.draft``, 1/2, 1/4 or 1/8 while decoding), other formats with ``Image.reduce`` (box
-   average) right after loading, in the image's own mode. The reduction is an integer factor that keeps at
-   least ``target_pixels`` pixels, so the model's own resize still does the final step; images below twice
-   that size on each side are decoded exactly as :func:`~modeling_miescore.image_io.load_image` does.
+3. :meth:`UploadedImage.decode` decodes with :func:`~modeling_miescore.image_io.decode_image`, the library's
+   own decoder: large images reduced towards the model's ``max_pixels`` while decoding (JPEG with DCT scaling,
+   ``Image.draft``; other formats with ``Image.reduce``) by an integer factor that keeps at least
+   ``target_pixels`` pixels, so the model's own resize still does the final step.
 
-Colour handling (alpha over white, 16-bit and float images, palettes) is ``image_io.to_rgb``, shared with the
-library's loader.
+The accepted formats (:data:`~modeling_miescore.image_io.ALLOWED_IMAGE_FORMATS`) and the aspect-ratio limit
+are ``image_io``'s, shared with every other entry point.
 """
 
 from __future__ import annotations
 
 import io
-import math
 import warnings
 from typing import Iterable
 
 from PIL import Image, UnidentifiedImageError
 
-from ..image_io import ORIENTATION_TAG, to_rgb
+from ..image_io import ALLOWED_IMAGE_FORMATS, MAX_ASPECT_RATIO, ImageLoadError, decode_image
 from .errors import RequestError
 from .settings import ServerSettings
 
-__all__ = ["ALLOWED_IMAGE_FORMATS", "MAX_ASPECT_RATIO", "UploadedImage", "check_pixel_budgets", "reduction_factor"]
+__all__ = ["UploadedImage", "check_pixel_budgets"]
 
-# Only formats that decode with Pillow's own code; EPS (Ghostscript) and friends are never opened.
-ALLOWED_IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP", "GIF")
-
-# transformers' Qwen2-VL ``smart_resize`` (used by Qwen3-VL's image processor) raises ValueError when
-# max(height, width) / min(height, width) > 200; such images are refused here, before the model.
-MAX_ASPECT_RATIO = 200
-
-# EXIF orientation -> the transpose that makes the image upright (EXIF 2.3, tag 0x0112; as ImageOps.exif_transpose).
-_UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-            5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
-            8: Image.Transpose.ROTATE_90}
-# Modes Image.reduce works on directly (RGBA and LA are premultiplied by Pillow while reducing).
-_REDUCIBLE = ("L", "LA", "RGB", "RGBA", "I", "F", "CMYK", "YCbCr")
-_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError)  # what Pillow's decoders raise on bad data
-
-
-def reduction_factor(width: int, height: int, target_pixels: int | None) -> int:
-    """The largest integer factor ``f`` with ``(width / f) * (height / f) >= target_pixels`` (1: keep the size)."""
-    if not target_pixels:
-        return 1
-    return max(1, math.isqrt(width * height // target_pixels))
+_OPEN_ERRORS = (OSError, ValueError, SyntaxError, EOFError)  # what Pillow's decoders raise on bad data
 
 
 class UploadedImage:
@@ -76,7 +54,7 @@ class UploadedImage:
         except UnidentifiedImageError:
             raise RequestError(422, "corrupt_image", "not a readable image (corrupt data or an unsupported format; "
                                f"send one of {', '.join(ALLOWED_IMAGE_FORMATS)})", field) from None
-        except _DECODE_ERRORS as err:
+        except _OPEN_ERRORS as err:
             raise RequestError(422, "corrupt_image", f"image data is corrupt ({err})", field) from None
         self.width, self.height = self._image.size
         self._decoded: Image.Image | None = None
@@ -100,44 +78,17 @@ class UploadedImage:
 
     def decode(self, target_pixels: int | None = None) -> Image.Image:
         """The upright RGB image, reduced towards ``target_pixels`` when it is at least 4x larger (None: full
-        size). Decoded once; the file bytes are released afterwards."""
+        size; :func:`~modeling_miescore.image_io.decode_image`). Decoded once; the file bytes are released
+        afterwards."""
         if self._decoded is None:
             try:
-                self._decoded = _decode_reduced(self._image, target_pixels)
-            except _DECODE_ERRORS as err:
+                self._decoded = decode_image(self._image, "image", target_pixels)
+            except ImageLoadError as err:
                 raise RequestError(422, "corrupt_image", f"image data is corrupt or truncated ({err})",
                                    self.field) from None
             finally:
                 self._image = None
         return self._decoded
-
-
-def _decode_reduced(image: Image.Image, target_pixels: int | None) -> Image.Image:
-    width, height = image.size
-    factor = reduction_factor(width, height, target_pixels)
-    if factor >= 2 and image.format == "JPEG":  # DCT scaling: decode at 1/2, 1/4 or 1/8, never below the request
-        image.draft(None, (-(-width // factor), -(-height // factor)))
-    image.load()  # truncated or corrupt data fails here
-    orientation = image.getexif().get(ORIENTATION_TAG, 1)
-    factor = reduction_factor(*image.size, target_pixels)  # what the DCT scaling left to do
-    if factor >= 2:
-        image = _reduced(image, factor)
-    if orientation in _UPRIGHT:
-        image = image.transpose(_UPRIGHT[orientation])
-    return to_rgb(image)
-
-
-def _reduced(image: Image.Image, factor: int) -> Image.Image:
-    """``image`` box-averaged by ``factor``, in the cheapest mode that converts to RGB like the original."""
-    if image.mode == "1":
-        image = image.convert("L")
-    elif image.mode == "P":
-        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
-    elif image.mode.startswith("I;16"):
-        image = image.convert("I")
-    if image.mode not in _REDUCIBLE:
-        image = to_rgb(image)
-    return image.reduce(factor)
 
 
 def check_pixel_budgets(samples: Iterable[list[UploadedImage]], settings: ServerSettings) -> None:

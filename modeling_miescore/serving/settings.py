@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["ServerSettings", "MAX_INSTRUCTION_CHARS"]
+from ..processing_miescore import MAX_INSTRUCTION_CHARS
 
-# Same limit as processing_miescore (MAX_INSTRUCTION_CHARS): one instruction limit for the server, the Python
-# API and the CLI. The server may be configured lower, never higher.
-MAX_INSTRUCTION_CHARS = 4096
+__all__ = ["ServerSettings"]
+
+# MAX_INSTRUCTION_CHARS (derived from the model's token budget in processing_miescore) is the one instruction
+# limit of the server, the Python API, the CLI and the Space. The server may be configured lower, never higher.
 
 
 @dataclasses.dataclass

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from ..image_io import ImageLoadError, MIEScoreInputError, load_image
+from ..image_io import (ImageLoadError, MIEScoreInputError, decode_image, decoded_pixels, describe_image, open_image,
+                        open_image_bytes)
+from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, MAX_INSTRUCTION_CHARS
 
 MAX_SOURCES = 6
 # The Space refuses images above 40 Mpx before decoding: 40x the paper's 1,048,576-pixel budget per image
@@ -38,18 +40,15 @@ def _file_image(value: Any) -> Any:
 
 
 def _decode_data_url(url: str):
+    """An inline ``data:`` URL -> a lazily decoded image, identified among ``image_io``'s allowed formats only."""
     import base64
     import binascii
-    import io
-
-    from PIL import Image, UnidentifiedImageError
 
     try:
         raw = base64.b64decode(url.split(",", 1)[1], validate=False)
-        image = Image.open(io.BytesIO(raw))
-    except (IndexError, binascii.Error, UnidentifiedImageError, OSError):
+        return open_image_bytes(raw, "inline image data")
+    except (IndexError, binascii.Error, ImageLoadError):
         raise ImageLoadError("inline image data is not a readable image; upload a PNG, JPEG or WebP file") from None
-    return image
 
 
 def _gallery_item_path(item: Any) -> Any:
@@ -74,9 +73,15 @@ def gallery_images(value: Any) -> list:
 
 
 def check_instruction(instruction: Any) -> str:
-    if not isinstance(instruction, str) or not instruction.strip():
+    if instruction is not None and not isinstance(instruction, str):
+        raise SpaceInputError(f"The instruction must be text, got {type(instruction).__name__}.")
+    if not instruction or not instruction.strip():
         raise SpaceInputError("The instruction is empty: type the editing instruction that produced the edited image.")
-    return instruction.strip()
+    text = instruction.strip()
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise SpaceInputError(f"The instruction has {len(text):,} characters; the model takes at most "
+                              f"{MAX_INSTRUCTION_CHARS:,}. Shorten it.")
+    return text
 
 
 def load_edit_inputs(
@@ -86,11 +91,14 @@ def load_edit_inputs(
     *,
     max_sources: int = MAX_SOURCES,
     max_image_pixels: int = SPACE_MAX_IMAGE_PIXELS,
+    max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS,
 ) -> tuple[list, Any, str]:
     """Check and load the Space's inputs.
 
-    Returns ``(source_images, edited_image, instruction)`` with RGB PIL images. Raises :class:`SpaceInputError`
-    (or :class:`ImageLoadError` with the image named by its role) with a message fit for an end user.
+    Returns ``(source_images, edited_image, instruction)`` with RGB PIL images at full size (regions are drawn
+    on the edited one). Every header is checked (format, size, aspect ratio, the pixels of all images together
+    against ``max_sample_pixels``) before any image is decoded. Raises :class:`SpaceInputError` (or
+    :class:`ImageLoadError` with the image named by its role) with a message fit for an end user.
     """
     images = gallery_images(sources)
     if not images:
@@ -104,27 +112,32 @@ def load_edit_inputs(
     if edited is None or (isinstance(edited, str) and not edited.strip()):
         raise SpaceInputError("No edited image: upload the edited result to score.")
     text = check_instruction(instruction)
-    loaded = [_load_role(img, f"Source image {i + 1}", max_image_pixels) for i, img in enumerate(images)]
-    return loaded, _load_role(edited, "The edited image", max_image_pixels), text
+    roles = [*(f"Source image {i + 1}" for i in range(len(images))), "The edited image"]
+    opened = [_as_role(role, max_image_pixels, open_image, image, max_image_pixels=max_image_pixels)
+              for role, image in zip(roles, [*images, edited])]
+    total = sum(decoded_pixels(image) for image in opened)
+    if total > max_sample_pixels:
+        raise SpaceInputError(f"The {len(opened)} images add up to {total / 1e6:.0f} Mpx; this Space decodes at most "
+                              f"{max_sample_pixels / 1e6:.0f} Mpx per edit. Downscale them.")
+    loaded = [_as_role(role, max_image_pixels, decode_image, image, role) for role, image in zip(roles, opened)]
+    return loaded[:-1], loaded[-1], text
 
 
-def _load_role(image: Any, role: str, max_image_pixels: int):
+def _as_role(role: str, space_limit: int, step, image: Any, *args, **kwargs):
+    """``step(image, ...)`` with an :class:`ImageLoadError` naming the image by its role ("Source image 2"):
+    uploads live under random temporary names."""
     try:
-        return load_image(image, max_image_pixels=max_image_pixels)
+        return step(image, *args, **kwargs)
     except ImageLoadError as err:
-        # Uploads live under random temporary names: name the image by its role ("Source image 2") instead.
         message = str(err)
-        if isinstance(image, (str, os.PathLike)):
-            named = f"image '{os.fspath(image)}'"
-        else:
-            named = f"{type(image).__name__} image"
+        named = describe_image(image)
         if message.startswith(named):
             message = role + message[len(named):]
-        else:
+        elif not message.startswith(role):
             message = f"{role}: {message}"
         # Space users cannot raise the limit; tell them what the Space accepts instead.
         message = message.replace("downscale it or raise max_image_pixels",
-                                  f"downscale it (this Space accepts up to {max_image_pixels:,} pixels per image)")
+                                  f"downscale it (this Space accepts up to {space_limit:,} pixels per image)")
         raise ImageLoadError(message) from None
 
 

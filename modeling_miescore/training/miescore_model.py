@@ -50,9 +50,8 @@ def load_base_model(name_or_path: str, dtype: torch.dtype | str | None = None, a
     ``config_kwargs`` (``max_pixels``, ``min_pixels``, ``head_hidden_size``, ...) override/define config fields.
     The package's own class is used, so ``save_pretrained`` copies the Hub files (``auto_map``) into exports.
     """
-    from transformers import AutoProcessor
-
     from ..scoring.loading import read_checkpoint_config
+    from ..processing_miescore import load_stock_processor
     from ..modeling_miescore import MIEScoreModel
 
     if isinstance(dtype, str):
@@ -70,9 +69,9 @@ def load_base_model(name_or_path: str, dtype: torch.dtype | str | None = None, a
         for key, value in config_kwargs.items():
             setattr(model.config, key, value)
         model.config.validate_scoring_fields()
-        processor = AutoProcessor.from_pretrained(name_or_path, trust_remote_code=True)
+        processor = load_stock_processor(name_or_path)  # never runs code from the checkpoint, never prompts
     elif is_vlm_model_type(model_type):
-        processor = AutoProcessor.from_pretrained(name_or_path)
+        processor = load_stock_processor(name_or_path)
         model = MIEScoreModel.from_backbone(name_or_path, processor=processor, dtype=dtype, **config_kwargs)
         if attn_implementation:
             model.set_attn_implementation(attn_implementation)

@@ -197,21 +197,24 @@ def _to_pil(image: Any, max_pixels: Optional[int]):
     the original encoding (JPEG, PNG, ...) so that storage can keep lossy sources lossy."""
     from PIL import Image
 
-    from ..image_io import load_image
+    from ..image_io import load_image, open_image_bytes
 
+    # the aspect ratio is checked later, as its own drop reason (extreme_aspect_ratio)
+    unlimited = {"max_aspect_ratio": None}
     if isinstance(image, dict):
         if image.get("bytes"):
-            # Bytes are decoded by Pillow (never unpickled); load_image checks the size before decoding pixels.
-            opened = Image.open(io.BytesIO(image["bytes"]))
-            source_format, image = opened.format, load_image(opened)
+            # Bytes are decoded by Pillow (never unpickled), in the allowed formats only (image_io); load_image
+            # checks the size before decoding pixels.
+            opened = open_image_bytes(image["bytes"], "dataset image")
+            source_format, image = opened.format, load_image(opened, **unlimited)
         elif image.get("path"):
-            image = load_image(image["path"])
+            image = load_image(image["path"], **unlimited)
             source_format = None
         else:
             raise ValueError("an image dict needs 'bytes' or 'path'")
     else:
         source_format = getattr(image, "format", None)
-        image = load_image(image)
+        image = load_image(image, **unlimited)
     if max_pixels and image.width * image.height > max_pixels:
         scale = math.sqrt(max_pixels / (image.width * image.height))
         image = image.resize((max(1, int(image.width * scale)), max(1, int(image.height * scale))), Image.BICUBIC)

@@ -74,9 +74,8 @@ def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "au
     tokens (:func:`add_grounding_tokens`); ``min_pixels``/``max_pixels`` set the processor's resize range (and
     the config's, so inference uses the training resolution). Returns ``(model, processor)``.
     """
-    from transformers import Qwen3VLProcessor
-
     from ..modeling_spatialreward import SpatialRewardModel
+    from ..processing_miescore import load_stock_processor
     from ..spatialreward_tokens import add_grounding_tokens
 
     kwargs: Dict[str, Any] = {"revision": revision} if revision else {}
@@ -85,8 +84,9 @@ def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "au
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     model = SpatialRewardModel.from_pretrained(model_name_or_path, **kwargs)
-    # The stock class, not AutoProcessor: a checkpoint's auto_map must not decide what code runs here.
-    processor = Qwen3VLProcessor.from_pretrained(model_name_or_path, **({"revision": revision} if revision else {}))
+    # The stock classes built from the saved settings: a checkpoint's auto_map must not decide what code runs
+    # here, and Qwen3VLProcessor.from_pretrained would ask about config.json's auto_map (see processing_miescore.load_stock_processor).
+    processor = load_stock_processor(model_name_or_path, revision=revision)
     if add_tokens:
         added = add_grounding_tokens(model, processor)
         logger.info("grounding tokens: %d added to the tokenizer (%d in total)", added, len(processor.tokenizer))

@@ -20,6 +20,7 @@ import gradio as gr
 
 from modeling_miescore.drawing import draw_regions
 from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
 from modeling_miescore.scoring import loading
 from modeling_miescore.space.example_files import default_cache_dir, write_example_files
 from modeling_miescore.space.inputs import MAX_SOURCES, SPACE_MAX_IMAGE_PIXELS, load_edit_inputs
@@ -179,7 +180,7 @@ def _layout(model, spatialreward_model) -> tuple[_Inputs, _Panels]:
                                 elem_id="sources"),
                 gr.Image(label="Edited image", type="filepath", image_mode=None, height=260,
                          sources=["upload", "clipboard"], elem_id="edited"),
-                gr.Textbox(label="Instruction", lines=2, elem_id="instruction",
+                gr.Textbox(label="Instruction", lines=2, elem_id="instruction", max_length=MAX_INSTRUCTION_CHARS,
                            placeholder="e.g. Place the cat from image 2 on the table in image 1."),
                 gr.Radio([MIESCORE, SPATIALREWARD], value=MIESCORE, label="Model", elem_id="model-choice"),
                 gr.Button("Score", variant="primary", elem_id="score-button"),

@@ -1,0 +1,77 @@
+"""Run the bad-input corpus against the current code and print the before/after table (CPU; a few minutes).
+
+    python benchmarks/bad_input_table.py [--workdir DIR] [--timeout 60] [--details]
+
+Every case of ``modeling_miescore.testing.bad_input_corpus`` (broken and hostile images, bad instructions,
+bad JSONL lines and paths, a checkpoint that ships code) goes through the Python API, ``miescore score``,
+``miescore score-batch`` and the reward server (in this process, on a tiny random MIEScore checkpoint,
+``bad_input_corpus.CORPUS_CHECKPOINT``). The table counts per entry point the cases tried, the clean ones and each kind
+of failure (a case can fail in several ways); ``--details`` lists every case that is not clean.
+
+"After" is this checkout. "Before" is the same corpus against the code before issue 13's fixes (commit
+d3af651: main before the library fixes and before the serving-c merge). The corpus modules only use entry points
+that code already had, so they are copied into a checkout of it::
+
+    git worktree add --detach ../before d3af651
+    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint}.py \
+       ../before/modeling_miescore/testing/
+    (cd ../before && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --timeout 20 --details)
+
+(``--timeout 20``: a case still running after 20 s counts as a hang; the old code blocks forever on a FIFO.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def run_corpus(workdir: Path, timeout: float) -> list:
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing.bad_input_corpus import Corpus, build_corpus_checkpoint
+    from modeling_miescore.testing.bad_input_runners import all_cases
+
+    checkpoint = build_corpus_checkpoint(workdir / "tiny-miescore")
+    model = load_scorer(str(checkpoint), device="cpu", dtype="float32")
+    corpus = Corpus(workdir / "corpus", model, checkpoint, timeout=timeout)
+    outcomes = []
+    try:
+        for case in all_cases():
+            started = time.monotonic()
+            outcome = corpus.run(case)
+            outcomes.append(outcome)
+            print(f"{time.monotonic() - started:6.1f} s  {outcome.describe()}", file=sys.stderr, flush=True)
+    finally:
+        corpus.close()
+    return outcomes
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", help="where the inputs and the tiny checkpoint go (default: a temporary folder)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a case counts as a hang")
+    parser.add_argument("--details", action="store_true", help="list every case that is not clean")
+    args = parser.parse_args(argv)
+
+    from modeling_miescore.testing.bad_input_corpus import summary_table
+
+    with tempfile.TemporaryDirectory(prefix="bad-inputs-") as tmp:
+        outcomes = run_corpus(Path(args.workdir or tmp), args.timeout)
+    print(summary_table(outcomes))
+    if args.details:
+        print("\nNot clean:")
+        for outcome in outcomes:
+            if not outcome.clean:
+                print("  " + outcome.describe())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

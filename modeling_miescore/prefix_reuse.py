@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -104,29 +105,44 @@ def _prefix_length(input_ids: torch.Tensor, vision_start_id: int) -> int:
     return int(starts[-1]) + 1
 
 
-@torch.inference_mode()
-def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], config, batch_size: int) -> torch.Tensor:
-    """Last-token hidden states of a group of edits sharing sources and instruction.
+@dataclass
+class SharedPrefixInputs:
+    """Model inputs of a group of edits that share their prompt prefix, built by :func:`prepare_shared_prefix`
+    (on the CPU, no forward pass) and run by :func:`shared_prefix_hidden_states`.
 
-    Args:
-        backbone: a ``Qwen3VLModel``.
-        samples: loaded :class:`EditSample` objects with identical sources and instruction; the prompt must put
-            the edited image last (``config.image_order == "sources_first"``).
-        batch_size: how many suffixes run together on copies of the prefix cache.
-    Returns:
-        `torch.FloatTensor` of shape `(len(samples), hidden_size)`, equal to the hidden state of each sample's
-        last token in a full forward pass.
+    ``prefix_ids`` `(1, P)`, ``prefix_pixels`` / ``source_grids`` / ``prefix_positions`` `(3, 1, P)`: the prefix
+    call; ``suffixes[i]`` / ``positions[i]`` `(3, S_i)`: edit i's suffix tokens and M-RoPE positions;
+    ``edit_pixels`` / ``edit_grids`` / ``row_offsets``: the edited images' patches, edit i's rows being
+    ``row_offsets[i]:row_offsets[i + 1]``; ``pad_id`` pads suffixes of different lengths.
     """
+
+    prefix_ids: torch.Tensor
+    prefix_pixels: torch.Tensor
+    source_grids: torch.Tensor
+    prefix_positions: torch.Tensor
+    suffixes: list
+    positions: list
+    edit_pixels: torch.Tensor
+    edit_grids: torch.Tensor
+    row_offsets: torch.Tensor
+    pad_id: int
+
+    def __len__(self) -> int:
+        return len(self.suffixes)
+
+
+def prepare_shared_prefix(backbone, processor, samples: Sequence[EditSample], config) -> SharedPrefixInputs:
+    """The inputs of :func:`suffix_hidden_states` for a group of edits, on the CPU: everything but the forward
+    passes (tokenising, image preprocessing, M-RoPE positions). Needs only ``backbone.config`` and
+    ``backbone.get_rope_index``, so it can run on another thread while the model runs an earlier batch."""
     if config.image_order != "sources_first":
         raise ValueError("prefix reuse needs the edited image last (image_order='sources_first')")
-    device = backbone.device
-    vision_config = backbone.config.vision_config
-    merge = vision_config.spatial_merge_size
+    merge = backbone.config.vision_config.spatial_merge_size
     image_token_id = backbone.config.image_token_id
     num_sources = len(samples[0].sources)
 
     # Sample 0 gives the prefix tokens and the constant closing text; every edit then only needs its own image.
-    first = prepare_inputs(processor, [samples[0]], config).to(device)
+    first = prepare_inputs(processor, [samples[0]], config)
     ids = first["input_ids"]
     prefix_len = _prefix_length(ids[0], backbone.config.vision_start_token_id)
     grids = first["image_grid_thw"]
@@ -137,10 +153,8 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
 
     edited = processor.image_processor(images=[s.edited for s in samples], return_tensors="pt",
                                        **image_size_kwargs(config))
-    edit_grids = edited["image_grid_thw"].to(device)
-    edit_pixels = edited["pixel_values"].to(device, backbone.dtype)
+    edit_grids = edited["image_grid_thw"]
     edit_rows = edit_grids.prod(-1)
-    row_offsets = torch.cat([edit_rows.new_zeros(1), edit_rows.cumsum(0)])
 
     # Suffix tokens and positions depend only on the edited image's grid; edits of one size share them.
     by_grid: dict = {}
@@ -157,32 +171,64 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
                 prefix_positions = pos[:, :, :prefix_len]
         suffixes.append(by_grid[grid][0])
         positions.append(by_grid[grid][1])
+    return SharedPrefixInputs(
+        prefix_ids=ids[:, :prefix_len], prefix_pixels=first["pixel_values"][:source_rows], source_grids=source_grids,
+        prefix_positions=prefix_positions, suffixes=suffixes, positions=positions,
+        edit_pixels=edited["pixel_values"], edit_grids=edit_grids,
+        row_offsets=torch.cat([edit_rows.new_zeros(1), edit_rows.cumsum(0)]),
+        pad_id=processor.tokenizer.pad_token_id or 0)
 
+
+@torch.inference_mode()
+def shared_prefix_hidden_states(backbone, inputs: SharedPrefixInputs, batch_size: int) -> torch.Tensor:
+    """Run a prepared group (:func:`prepare_shared_prefix`): the prefix once, then the suffixes ``batch_size``
+    at a time on copies of its KV cache. Returns the last-token hidden state of each edit, `(G, hidden_size)`."""
+    device, dtype = backbone.device, backbone.dtype
     cache = DynamicCache(config=backbone.config)
-    backbone(input_ids=ids[:, :prefix_len], pixel_values=first["pixel_values"][:source_rows].to(backbone.dtype),
-             image_grid_thw=source_grids, position_ids=prefix_positions, cache=cache, use_cache=True)
+    backbone(input_ids=inputs.prefix_ids.to(device), pixel_values=inputs.prefix_pixels.to(device, dtype),
+             image_grid_thw=inputs.source_grids.to(device), position_ids=inputs.prefix_positions.to(device),
+             cache=cache, use_cache=True)
 
-    pad_id = processor.tokenizer.pad_token_id or 0
+    suffixes, positions, offsets = inputs.suffixes, inputs.positions, inputs.row_offsets
+    edit_grids = inputs.edit_grids.to(device)
     hidden = []
-    for start in range(0, len(samples), batch_size):
-        idx = list(range(start, min(start + batch_size, len(samples))))
+    for start in range(0, len(inputs), batch_size):
+        idx = list(range(start, min(start + batch_size, len(inputs))))
         lengths = [len(suffixes[i]) for i in idx]
         width = max(lengths)
-        batch_ids = ids.new_full((len(idx), width), pad_id)
+        batch_ids = suffixes[idx[0]].new_full((len(idx), width), inputs.pad_id)
         batch_pos = positions[idx[0]].new_zeros((3, len(idx), width))
         for row, i in enumerate(idx):
             batch_ids[row, : lengths[row]] = suffixes[i]
             batch_pos[:, row, : lengths[row]] = positions[i]
             # right padding after the last real token: causal attention never lets earlier tokens see it
             batch_pos[:, row, lengths[row]:] = positions[i][:, -1:]
-        pixels = edit_pixels[row_offsets[idx[0]] : row_offsets[idx[-1] + 1]]  # idx is a contiguous range
+        pixels = inputs.edit_pixels[offsets[idx[0]] : offsets[idx[-1] + 1]]  # idx is a contiguous range
         group_cache = copy.deepcopy(cache)
         group_cache.batch_repeat_interleave(len(idx))
-        out = backbone(input_ids=batch_ids, pixel_values=pixels, image_grid_thw=edit_grids[idx],
-                       position_ids=batch_pos, cache=group_cache, use_cache=True)
+        out = backbone(input_ids=batch_ids.to(device), pixel_values=pixels.to(device, dtype),
+                       image_grid_thw=edit_grids[idx], position_ids=batch_pos.to(device), cache=group_cache,
+                       use_cache=True)
         last = torch.tensor([n - 1 for n in lengths], device=device)
         hidden.append(out.last_hidden_state[torch.arange(len(idx), device=device), last])
     return torch.cat(hidden)
+
+
+def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], config, batch_size: int) -> torch.Tensor:
+    """Last-token hidden states of a group of edits sharing sources and instruction.
+
+    Args:
+        backbone: a ``Qwen3VLModel``.
+        samples: loaded :class:`EditSample` objects with identical sources and instruction; the prompt must put
+            the edited image last (``config.image_order == "sources_first"``).
+        batch_size: how many suffixes run together on copies of the prefix cache.
+    Returns:
+        `torch.FloatTensor` of shape `(len(samples), hidden_size)`, equal to the hidden state of each sample's
+        last token in a full forward pass. (:func:`prepare_shared_prefix`, then
+        :func:`shared_prefix_hidden_states`.)
+    """
+    return shared_prefix_hidden_states(backbone, prepare_shared_prefix(backbone, processor, samples, config),
+                                       batch_size)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from local_http import LocalHTTPServer
+from local_http import RoutedChatServer
 from PIL import Image
 
 from modeling_miescore.judges.oracle import (
@@ -29,7 +27,7 @@ SC_GOOD = json.dumps({"edit_region": [{"id": 0, "label": "cat", "bbox_2d": [100,
 PQ_GOOD = json.dumps({"reasoning": "Natural lighting, no artifacts.", "score": [21, 23]})
 
 
-class JudgeServer(LocalHTTPServer):
+class JudgeServer(RoutedChatServer):
     """A fake judge: the answer is chosen by a marker word found in the request's prompt text.
 
     marker -> (status, body_or_text, delay). Requests are recorded, with the peak concurrency seen.
@@ -37,46 +35,14 @@ class JudgeServer(LocalHTTPServer):
 
     def __init__(self, routes: dict, default=(200, '{"reasoning": "fine", "consistency_score": 1}', 0)):
         self.routes, self.default = routes, default
-        self.requests: list[dict] = []
-        self.active = 0
-        self.peak = 0
-        self.lock = threading.Lock()
-        outer = self
+        super().__init__(self._route)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                texts = [p["text"] for m in body["messages"] for p in m["content"] if p["type"] == "text"]
-                prompt = texts[-1]
-                with outer.lock:
-                    outer.requests.append(body)
-                    outer.active += 1
-                    outer.peak = max(outer.peak, outer.active)
-                route = next((v for k, v in outer.routes.items() if k in prompt), outer.default)
-                status, answer, delay = route
-                try:
-                    if delay:
-                        time.sleep(delay)
-                    if status == 200 and not answer.startswith("RAW:"):
-                        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": answer}}]})
-                    else:
-                        data = answer.removeprefix("RAW:")
-                    data = data.encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                finally:
-                    with outer.lock:
-                        outer.active -= 1
-
-        super().__init__(Handler)
+    def _route(self, body, repeat):
+        prompt = [p["text"] for m in body["messages"] for p in m["content"] if p["type"] == "text"][-1]
+        status, answer, delay = next((v for k, v in self.routes.items() if k in prompt), self.default)
+        if status == 200 and not answer.startswith("RAW:"):
+            return status, {"choices": [{"message": {"role": "assistant", "content": answer}}]}, None, delay
+        return status, answer.removeprefix("RAW:").encode(), None, delay
 
 
 def sc_request(marker: str, completion: str | None = None, n_sources: int = 1) -> OracleRequest:
@@ -172,7 +138,7 @@ def test_request_content_images_and_prompt():
         [pq] = judge.judge([OracleRequest(task="pq", completion=PQ_GOOD, edited=Image.new("RGB", (40, 40)))])
         judge.close()
     assert result.status == "ok" and result.value == 1.0 and pq.status == "ok"
-    sc_body, pq_body = server.requests
+    sc_body, pq_body = [r["body"] for r in server.requests]
     assert sc_body["model"] == "judge" and sc_body["temperature"] == 0.3 and sc_body["max_tokens"] == 77
     parts = sc_body["messages"][0]["content"]
     assert [p["type"] for p in parts] == ["text", "image_url", "text", "image_url", "text", "image_url", "text"]

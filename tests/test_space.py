@@ -195,6 +195,39 @@ def test_bad_input_gives_a_helpful_error(space, files, case, endpoint):
     assert "/tmp" not in message and "Traceback" not in message  # no server paths or tracebacks leak out
 
 
+def test_sources_as_a_bare_list_of_files_or_pairs(space, files):
+    """gradio_client callers send sources as [handle_file(...), ...] or [file, caption] pairs; both score."""
+    from gradio_client import handle_file
+
+    demo, client = space
+    expected = demo.miescore_models[0].get().score(files["sources"], files["edited"], files["instruction"])
+    bare = [handle_file(p) for p in files["sources"]]
+    pairs = [[handle_file(p), f"image {i + 1}"] for i, p in enumerate(files["sources"])]
+    for sources in (bare, pairs):
+        result = client.predict(sources, handle_file(files["edited"]), files["instruction"], api_name="/score")
+        assert_same_scores(result, expected)
+    one = client.predict(handle_file(files["sources"][0]), handle_file(files["edited"]), "x", api_name="/score")
+    assert_same_scores(one, demo.miescore_models[0].get().score(files["sources"][:1], files["edited"], "x"))
+
+
+@pytest.mark.parametrize("sources, pattern", [
+    (lambda f: list(f["sources"]), r"Source image 1 is a string, not an uploaded file"),  # server paths: refused
+    (lambda f: [[1, 2, 3]], r"Source image 1 has an unexpected form \(list\)"),
+    (lambda f: 42, r"The sources are a int"),
+    (lambda f: [{"image": {"path": None, "url": None}, "caption": 7}], r"The source images could not be read"),
+])
+def test_sources_in_another_shape_name_the_expected_one(space, files, sources, pattern):
+    from gradio_client import handle_file
+
+    _, client = space
+    with pytest.raises(gradio_client.exceptions.AppError) as info:
+        client.predict(sources(files), handle_file(files["edited"]), "x", api_name="/score")
+    message = str(info.value)
+    assert re.search(pattern, message), message
+    assert "sources=[handle_file('a.png'), handle_file('b.png')]" in message
+    assert "upstream Gradio app" not in message
+
+
 def test_a_model_crash_is_reported_and_the_space_keeps_serving(space, files):
     demo, client = space
     model = demo.miescore_models[0].get()

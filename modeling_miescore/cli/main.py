@@ -2,6 +2,8 @@
 
 Every command lives in its own module of this package, named in ``COMMAND_MODULES`` below (``score`` holds
 ``score``, ``score-batch`` and ``demo``; the others hold the command of their name); ``miescore --help`` lists them.
+Options shared by the commands that call large models (``judge``, ``spatialreward-data``) are in
+:mod:`.model_calls`.
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
 problem and the fix and exit with status 2; no traceback.
@@ -30,6 +32,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyze_attention",
     "baselines",
     "tokens",
+    "space",
+    "judge",
+    "spatialreward_data",
 )
 
 

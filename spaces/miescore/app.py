@@ -1,8 +1,11 @@
 """MIEScore Space: score a multi-source image edit with MIEScore or SpatialReward and see why.
 
 Run locally:  python app.py --model PATH_OR_REPO [--spatialreward-model PATH_OR_REPO] [--host H] [--port P]
-(or set MIESCORE_MODEL / SPATIALREWARD_MODEL). Named API endpoints: /score and /spatial_reward.
-All non-UI logic lives in ``modeling_miescore.space`` (inputs, lazy models, score and region rendering, examples).
+(or set MIESCORE_MODEL / SPATIALREWARD_MODEL; a folder made by `miescore space build` names them in
+space_models.json). Named API endpoints: /score and /spatial_reward. On a Space, an ``HF_TOKEN`` secret is passed
+to the model loaders (private or gated repos), and on ZeroGPU the model calls run under ``@spaces.GPU``.
+All non-UI logic lives in ``modeling_miescore.space`` (inputs, lazy models, score and region rendering, examples,
+the sources gallery, ZeroGPU).
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ import argparse
 import logging
 import os
 import sys
+from typing import NamedTuple
 
 import gradio as gr
 
 from modeling_miescore.drawing import draw_regions
 from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.scoring.loading import load_spatialreward
+from modeling_miescore.scoring import loading
 from modeling_miescore.space.example_files import default_cache_dir, write_example_files
 from modeling_miescore.space.inputs import MAX_SOURCES, SPACE_MAX_IMAGE_PIXELS, load_edit_inputs
 from modeling_miescore.space.lazy_models import LazyModel
@@ -28,6 +32,9 @@ from modeling_miescore.space.score_rendering import (
     spatialreward_html,
     spatialreward_json,
 )
+from modeling_miescore.space.sources_gallery import sources_gallery
+from modeling_miescore.space.space_models import read_space_models
+from modeling_miescore.space.zero_gpu import MIESCORE_GPU_SECONDS, SPATIALREWARD_GPU_SECONDS, gpu_function, on_zero_gpu
 
 logger = logging.getLogger("miescore.space")
 
@@ -63,16 +70,41 @@ def build_demo(
     random_weights: bool = False,
 ) -> gr.Blocks:
     """The Space's Blocks. Models are loaded on first use (``LazyModel``); nothing heavy happens here."""
-    from modeling_miescore.scoring.loading import load_scorer
-
-    mie = LazyModel(model, lambda ref: load_scorer(ref, device=device, dtype=dtype), NO_MIESCORE)
-    spatial = LazyModel(spatialreward_model, lambda ref: load_spatialreward(ref, device=device, dtype=dtype),
+    token = os.environ.get("HF_TOKEN") or None  # a Space secret, for private or gated model repos
+    mie = LazyModel(model, _model_loader("load_scorer", device, dtype, token), NO_MIESCORE)
+    spatial = LazyModel(spatialreward_model, _model_loader("load_spatialreward", device, dtype, token),
                         NO_SPATIALREWARD)
+    run_miescore, run_spatialreward = _model_calls(mie, spatial, max_image_pixels)
+    with gr.Blocks(title="MIEScore: multi-source edit scoring") as demo:
+        _header(model, spatialreward_model, random_weights)
+        inputs, panels = _layout(model, spatialreward_model)
+        _examples(inputs, examples_dir, example_side)
+        _wire_events(inputs, panels, run_miescore, run_spatialreward, random_weights)
+    demo.miescore_models = (mie, spatial)  # for tests and warm-up
+    return demo
+
+
+def _model_loader(name: str, device: str, dtype: str, token: str | None):
+    """``reference -> model`` with ``scoring.loading.<name>`` (looked up at load time, so tests can stand in).
+
+    On ZeroGPU, CUDA appears only inside ``@spaces.GPU`` calls: the weights are loaded on the CPU and placed on
+    ``"cuda"``, which the ``spaces`` package turns into a move onto the GPU attached to each call.
+    """
+    if on_zero_gpu():
+        zero_dtype = "bfloat16" if dtype == "auto" else dtype
+        return lambda ref: getattr(loading, name)(ref, device="cpu", dtype=zero_dtype, token=token).to("cuda")
+    return lambda ref: getattr(loading, name)(ref, device=device, dtype=dtype, token=token)
+
+
+def _model_calls(mie: LazyModel, spatial: LazyModel, max_image_pixels: int):
+    """The two model calls, ``(sources, edited, instruction) -> result``, each under ``@spaces.GPU`` when the
+    ``spaces`` package is installed (ZeroGPU); bad input becomes a ``gr.Error`` that says what to fix."""
 
     def checked(sources, edited, instruction):
         return load_edit_inputs(sources, edited, instruction, max_sources=MAX_SOURCES,
                                 max_image_pixels=max_image_pixels)
 
+    @gpu_function(MIESCORE_GPU_SECONDS)
     def run_miescore(sources, edited, instruction) -> dict:
         try:
             images, edited_image, text = checked(sources, edited, instruction)
@@ -85,6 +117,7 @@ def build_demo(
                            print_exception=False) from None
         return miescore_json(scores, model=mie.reference)
 
+    @gpu_function(SPATIALREWARD_GPU_SECONDS)
     def run_spatialreward(sources, edited, instruction):
         try:
             images, edited_image, text = checked(sources, edited, instruction)
@@ -100,10 +133,92 @@ def build_demo(
         data["model"] = spatial.reference
         return data, edited_image
 
-    # --------------------------------------------------------------------------------- event handlers
+    return run_miescore, run_spatialreward
 
-    def api_spatial_reward(sources, edited, instruction):
-        return run_spatialreward(sources, edited, instruction)[0]
+
+class _Inputs(NamedTuple):
+    sources: gr.Gallery
+    edited: gr.Image
+    instruction: gr.Textbox
+    choice: gr.Radio
+    button: gr.Button
+
+
+class _Panels(NamedTuple):
+    mie: gr.Group
+    mie_bars: gr.HTML
+    mie_raw: gr.JSON
+    sr: gr.Group
+    sr_image: gr.AnnotatedImage
+    sr_reasoning: gr.HighlightedText
+    sr_bars: gr.HTML
+    sr_raw: gr.JSON
+
+
+def _header(model, spatialreward_model, random_weights) -> None:
+    gr.Markdown(
+        "# MIEScore\nScore a **multi-source image edit**: the source images, the edited result and the "
+        "instruction. **MIEScore** rates visual quality, instruction following and attribute preservation "
+        "on the 0–100 MOS scale of MIE-Bench; **SpatialReward** draws the regions it judged, explains its "
+        "reasoning region by region and gives the reward used for RL."
+    )
+    status = [f"MIEScore model: `{model}`" if model else "MIEScore model: **not configured**",
+              f"SpatialReward model: `{spatialreward_model}`" if spatialreward_model
+              else "SpatialReward model: **not configured**"]
+    if random_weights:
+        status.append("**Random-weight demo checkpoints: the scores are meaningless.**")
+    gr.Markdown(" · ".join(status), elem_id="model-status")
+
+
+def _layout(model, spatialreward_model) -> tuple[_Inputs, _Panels]:
+    with gr.Row():
+        with gr.Column(scale=5):
+            inputs = _Inputs(
+                sources_gallery(label=f"Source images (1–{MAX_SOURCES}, in order: image 1, image 2, …)",
+                                type="filepath", interactive=True, columns=3, height=260, file_types=["image"],
+                                elem_id="sources"),
+                gr.Image(label="Edited image", type="filepath", image_mode=None, height=260,
+                         sources=["upload", "clipboard"], elem_id="edited"),
+                gr.Textbox(label="Instruction", lines=2, elem_id="instruction",
+                           placeholder="e.g. Place the cat from image 2 on the table in image 1."),
+                gr.Radio([MIESCORE, SPATIALREWARD], value=MIESCORE, label="Model", elem_id="model-choice"),
+                gr.Button("Score", variant="primary", elem_id="score-button"),
+            )
+        with gr.Column(scale=5):
+            with gr.Group(visible=True) as mie_panel:
+                mie_bars = gr.HTML(placeholder_html("Scores appear here." if model else NO_MIESCORE),
+                                   elem_id="miescore-result")
+                mie_raw = gr.JSON(label="Raw result (JSON)", elem_id="miescore-json")
+            with gr.Group(visible=False) as sr_panel:
+                if not spatialreward_model:
+                    gr.Markdown(NO_SPATIALREWARD, elem_id="spatialreward-missing")
+                sr_image = gr.AnnotatedImage(label="Edited image with the regions SpatialReward judged",
+                                             elem_id="spatialreward-regions")
+                sr_reasoning = gr.HighlightedText(label="Reasoning (each region in its box's colour)",
+                                                  show_legend=True, elem_id="spatialreward-reasoning")
+                sr_bars = gr.HTML(placeholder_html("Sub-scores and the reward appear here."),
+                                  elem_id="spatialreward-result")
+                sr_raw = gr.JSON(label="Raw result (JSON)", elem_id="spatialreward-json")
+    return inputs, _Panels(mie_panel, mie_bars, mie_raw, sr_panel, sr_image, sr_reasoning, sr_bars, sr_raw)
+
+
+def _examples(inputs: _Inputs, examples_dir, example_side) -> None:
+    rows = _example_rows(examples_dir, example_side)
+    if rows:
+        gr.Examples(
+            examples=[[row.sources, row.edited, row.instruction] for row in rows],
+            inputs=[inputs.sources, inputs.edited, inputs.instruction],
+            example_labels=[f"{row.id}: {row.note}" for row in rows],
+            label="Examples (real photos; edits composed in code)",
+        )
+
+
+def _panel_visibility(choice):
+    return gr.update(visible=choice != SPATIALREWARD), gr.update(visible=choice == SPATIALREWARD)
+
+
+def _ui_score_handler(run_miescore, run_spatialreward, random_weights):
+    """The Score button: run the chosen model and fill its panel (the other panel's outputs are skipped)."""
 
     def ui_score(sources, edited, instruction, choice):
         if choice == SPATIALREWARD:
@@ -117,85 +232,40 @@ def build_demo(
             drawn = draw_regions(image, regions) if regions else image
             return (gr.skip(), gr.skip(), gr.update(value=(drawn, boxes), color_map=colors),
                     gr.update(value=pieces, color_map=colors),
-                    spatialreward_html(data), data, *_panels(choice))
+                    spatialreward_html(data), data, *_panel_visibility(choice))
         data = run_miescore(sources, edited, instruction)
         note = "Random weights: these scores are meaningless." if random_weights else None
         return (miescore_html(data, note=note), data, gr.skip(), gr.skip(), gr.skip(), gr.skip(),
-                *_panels(choice))
+                *_panel_visibility(choice))
 
-    def _panels(choice):
-        return gr.update(visible=choice != SPATIALREWARD), gr.update(visible=choice == SPATIALREWARD)
+    return ui_score
 
-    # --------------------------------------------------------------------------------- layout
 
-    with gr.Blocks(title="MIEScore: multi-source edit scoring") as demo:
-        gr.Markdown(
-            "# MIEScore\nScore a **multi-source image edit**: the source images, the edited result and the "
-            "instruction. **MIEScore** rates visual quality, instruction following and attribute preservation "
-            "on the 0–100 MOS scale of MIE-Bench; **SpatialReward** draws the regions it judged, explains its "
-            "reasoning region by region and gives the reward used for RL."
-        )
-        status = [f"MIEScore model: `{model}`" if model else "MIEScore model: **not configured**",
-                  f"SpatialReward model: `{spatialreward_model}`" if spatialreward_model
-                  else "SpatialReward model: **not configured**"]
-        if random_weights:
-            status.append("**Random-weight demo checkpoints: the scores are meaningless.**")
-        gr.Markdown(" · ".join(status), elem_id="model-status")
-        with gr.Row():
-            with gr.Column(scale=5):
-                sources = gr.Gallery(label=f"Source images (1–{MAX_SOURCES}, in order: image 1, image 2, …)",
-                                     type="filepath", interactive=True, columns=3, height=260,
-                                     file_types=["image"], elem_id="sources")
-                edited = gr.Image(label="Edited image", type="filepath", image_mode=None, height=260,
-                                  sources=["upload", "clipboard"], elem_id="edited")
-                instruction = gr.Textbox(label="Instruction", lines=2, elem_id="instruction",
-                                         placeholder="e.g. Place the cat from image 2 on the table in image 1.")
-                choice = gr.Radio([MIESCORE, SPATIALREWARD], value=MIESCORE, label="Model", elem_id="model-choice")
-                button = gr.Button("Score", variant="primary", elem_id="score-button")
-            with gr.Column(scale=5):
-                with gr.Group(visible=True) as mie_panel:
-                    mie_bars = gr.HTML(placeholder_html(
-                        "Scores appear here." if model else NO_MIESCORE), elem_id="miescore-result")
-                    mie_raw = gr.JSON(label="Raw result (JSON)", elem_id="miescore-json")
-                with gr.Group(visible=False) as sr_panel:
-                    if not spatialreward_model:
-                        gr.Markdown(NO_SPATIALREWARD, elem_id="spatialreward-missing")
-                    sr_image = gr.AnnotatedImage(label="Edited image with the regions SpatialReward judged",
-                                                 elem_id="spatialreward-regions")
-                    sr_reasoning = gr.HighlightedText(label="Reasoning (each region in its box's colour)",
-                                                      show_legend=True, elem_id="spatialreward-reasoning")
-                    sr_bars = gr.HTML(placeholder_html("Sub-scores and the reward appear here."),
-                                      elem_id="spatialreward-result")
-                    sr_raw = gr.JSON(label="Raw result (JSON)", elem_id="spatialreward-json")
+def _wire_events(inputs: _Inputs, panels: _Panels, run_miescore, run_spatialreward, random_weights) -> None:
+    edit = [inputs.sources, inputs.edited, inputs.instruction]
+    inputs.choice.change(_panel_visibility, inputs.choice, [panels.mie, panels.sr], api_visibility="private",
+                         queue=False)
+    # preprocess=False: the handlers get the uploaded files' (already validated, cached) paths unopened.
+    # Gradio's own image preprocessing opens every upload with PIL first, so a corrupt or huge file would
+    # fail with an error the user never sees; load_image reads them instead and says what is wrong.
+    # One concurrency group for every model call: a single GPU runs one forward pass at a time.
+    inputs.button.click(_ui_score_handler(run_miescore, run_spatialreward, random_weights),
+                        [*edit, inputs.choice],
+                        [panels.mie_bars, panels.mie_raw, panels.sr_image, panels.sr_reasoning, panels.sr_bars,
+                         panels.sr_raw, panels.mie, panels.sr],
+                        api_visibility="private", concurrency_id="model", preprocess=False)
 
-        rows = _example_rows(examples_dir, example_side)
-        if rows:
-            gr.Examples(
-                examples=[[row.sources, row.edited, row.instruction] for row in rows],
-                inputs=[sources, edited, instruction],
-                example_labels=[f"{row.id}: {row.note}" for row in rows],
-                label="Examples (real photos; edits composed in code)",
-            )
+    def api_spatial_reward(sources, edited, instruction):
+        return run_spatialreward(sources, edited, instruction)[0]
 
-        choice.change(_panels, choice, [mie_panel, sr_panel], api_visibility="private", queue=False)
-        # preprocess=False: the handlers get the uploaded files' (already validated, cached) paths unopened.
-        # Gradio's own image preprocessing opens every upload with PIL first, so a corrupt or huge file would
-        # fail with an error the user never sees; load_image reads them instead and says what is wrong.
-        # One concurrency group for every model call: a single GPU runs one forward pass at a time.
-        button.click(ui_score, [sources, edited, instruction, choice],
-                     [mie_bars, mie_raw, sr_image, sr_reasoning, sr_bars, sr_raw, mie_panel, sr_panel],
-                     api_visibility="private", concurrency_id="model", preprocess=False)
-        # API-only endpoints (no UI trigger): clean signatures (sources, edited, instruction) -> JSON.
-        gr.on([], run_miescore, [sources, edited, instruction], mie_raw, api_name="score", concurrency_id="model",
-              preprocess=False,
-              api_description="MIEScore: visual_quality, instruction_following, attribute_preservation, overall "
-                              "(0-100).")
-        gr.on([], api_spatial_reward, [sources, edited, instruction], sr_raw, api_name="spatial_reward",
-              concurrency_id="model", preprocess=False,
-              api_description="SpatialReward: regions (0-1000 and pixel boxes), reasoning, s_if, s_con, s_nat, "
-                              "s_art, sc, pq, reward.")
-    demo.miescore_models = (mie, spatial)  # for tests and warm-up
-    return demo
+    # API-only endpoints (no UI trigger): clean signatures (sources, edited, instruction) -> JSON.
+    gr.on([], run_miescore, edit, panels.mie_raw, api_name="score", concurrency_id="model", preprocess=False,
+          api_description="MIEScore: visual_quality, instruction_following, attribute_preservation, overall "
+                          "(0-100). sources: a list of handle_file(...) files (or Gallery entries).")
+    gr.on([], api_spatial_reward, edit, panels.sr_raw, api_name="spatial_reward", concurrency_id="model",
+          preprocess=False,
+          api_description="SpatialReward: regions (0-1000 and pixel boxes), reasoning, s_if, s_con, s_nat, "
+                          "s_art, sc, pq, reward. sources: a list of handle_file(...) files (or Gallery entries).")
 
 
 def _example_rows(examples_dir, example_side):
@@ -225,10 +295,13 @@ def _tiny_checkpoints(model, spatialreward_model):
 
 def parse_args(argv=None) -> argparse.Namespace:
     env = os.environ
+    # Defaults: the environment, then space_models.json beside this file (written by `miescore space build`).
+    built = read_space_models(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description="MIEScore Gradio Space")
-    parser.add_argument("--model", default=env.get("MIESCORE_MODEL"),
+    parser.add_argument("--model", default=env.get("MIESCORE_MODEL") or built.get("model"),
                         help="MIEScore checkpoint folder or Hub repo id (default: $MIESCORE_MODEL)")
-    parser.add_argument("--spatialreward-model", default=env.get("SPATIALREWARD_MODEL"),
+    parser.add_argument("--spatialreward-model",
+                        default=env.get("SPATIALREWARD_MODEL") or built.get("spatialreward_model"),
                         help="SpatialReward checkpoint folder or Hub repo id (default: $SPATIALREWARD_MODEL)")
     # Hugging Face Spaces set GRADIO_SERVER_NAME=0.0.0.0; everywhere else we stay on the loopback interface.
     parser.add_argument("--host", default=env.get("GRADIO_SERVER_NAME", "127.0.0.1"))
@@ -244,7 +317,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--tiny-demo", action="store_true",
                         help="build tiny random-weight checkpoints for the models not given (UI try-out; scores are "
                              "meaningless)")
-    parser.add_argument("--preload", action="store_true", help="load the models at start-up instead of first use")
+    # ZeroGPU runs each model call in a worker forked from this process: the models must be loaded before.
+    parser.add_argument("--preload", action="store_true",
+                        default=on_zero_gpu() or env.get("MIESCORE_PRELOAD", "").lower() in ("1", "true", "yes"),
+                        help="load the models at start-up instead of first use (default on ZeroGPU, or with "
+                             "MIESCORE_PRELOAD=1)")
     return parser.parse_args(argv)
 
 

@@ -12,9 +12,22 @@ from evaluate.utils import launch_gradio_widget
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The metric script sits next to this file: load the folder, so the Space works offline and
-# never fetches a second copy from the Hub.
-module = evaluate.load(HERE)
+
+def metric_script(folder: str = HERE) -> str:
+    """The metric script beside this file: the folder's one ``.py`` file other than ``app.py``.
+
+    evaluate.load("ORG/NAME") reads ``NAME.py`` from the Space, so the script carries the Space's name
+    (``miescore_metric.py`` in the repository; ``miescore space build`` names it after the output folder).
+    """
+    scripts = sorted(name for name in os.listdir(folder) if name.endswith(".py") and name != "app.py")
+    if len(scripts) != 1:
+        raise RuntimeError(f"expected one metric script beside app.py in {folder!r}, found {scripts}")
+    return os.path.join(folder, scripts[0])
+
+
+# Load the script file itself (not the folder: on a Space the folder is named "app", and evaluate would look
+# for app.py), so the Space works offline and never fetches a second copy from the Hub.
+module = evaluate.load(metric_script())
 
 
 def build_widget(metric):

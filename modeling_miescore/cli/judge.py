@@ -1,0 +1,123 @@
+"""``miescore judge``: a general multimodal chat model as a zero-shot judge of edits (VQ, IF, AP on 0-100).
+
+::
+
+    miescore judge --backend openai --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-VL-8B-Instruct \
+        --input edits.jsonl --output qwen3vl.jsonl
+    miescore judge --backend openai --base-url https://api.openai.com/v1 --model gpt-5 \
+        --dataset data/mie-bench --split test --output gpt5.jsonl --price gpt-5=1.25,10
+    miescore judge --backend transformers --model /ckpt/Qwen3-VL-8B-Instruct --input edits.jsonl --output q.jsonl
+    miescore benchmark mie-bench --dataset data/mie-bench --predictions gpt5.jsonl --out report/
+    miescore judge ... --dataset data/imagenhub --output ih.jsonl     # a converted benchmark (Table 6)
+    miescore benchmark zero-shot --dataset data/imagenhub --predictions ih.jsonl --out report-ih/
+
+Input: a ``score-batch`` JSONL (``{"id", "sources", "edited", "instruction"}``) or a dataset (``--dataset DIR
+[--split test]``: MIE-Bench, a converted benchmark from ``miescore convert-benchmark``, or MER-Bench; its images
+are exported once beside the output, :mod:`modeling_miescore.data.dataset_edits`). Output: one prediction per line, ``{"id", "visual_quality",
+"instruction_following", "attribute_preservation", "overall", "judge", "failed", "issues", "reasoning"}``, the
+format ``miescore benchmark mie-bench --predictions`` reads (a flagged answer has ``null`` scores).
+
+Resumable: ids already in the output are skipped, and every answer received is kept in the SQLite answer cache
+(``<output>.cache.sqlite`` unless ``--cache``), so a rerun after a kill sends only what was never answered. A
+request that failed for good (HTTP error after retries, timeout, malformed body) is reported with its input line
+and the exit status is 1; rerun to retry it. A refusal is a flagged prediction (``issues: ["refusal"]``). Each
+run appends its usage (requests, cache hits, failures, retries, tokens, cost) to ``<output>.usage.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..image_io import MIEScoreInputError
+from .main import EXIT_PARTIAL
+from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("judge", help="score edits with a general MLLM as a zero-shot judge (resumable)")
+    parser.add_argument("--backend", choices=["openai", "transformers"], required=True,
+                        help="openai: any OpenAI-compatible endpoint (vLLM, SGLang, hosted APIs); "
+                             "transformers: a local AutoModelForImageTextToText checkpoint")
+    parser.add_argument("--model", required=True, help="model name at the endpoint, or local checkpoint path")
+    parser.add_argument("--base-url", help="endpoint root with the API prefix, e.g. http://127.0.0.1:8000/v1")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')
+    source.add_argument("--dataset", help="a MIE-Bench, converted-benchmark or MER-Bench dataset folder or Hub repo")
+    parser.add_argument("--split", help="split of --dataset (default: test; MER-Bench: every split)")
+    parser.add_argument("--output", required=True, help="predictions JSONL; appended to, ids already there skipped")
+    parser.add_argument("--judge-name", help="the 'judge' field of every prediction (default: the model name)")
+    parser.add_argument("--max-tokens", type=int, default=512, help="answer budget in tokens (default 512)")
+    parser.add_argument("--on-error", choices=["skip", "stop"], default="skip",
+                        help="a bad input line or failed request is reported and skipped (default) or stops the run")
+    add_call_args(parser)
+    parser.set_defaults(func=cmd_judge)
+
+
+def _spec(args):
+    from ..judges.chat_backends import JudgeSpec
+
+    if args.max_tokens < 1:
+        raise MIEScoreInputError("--max-tokens must be >= 1")
+    if args.backend == "openai":
+        if not args.base_url or not args.base_url.startswith(("http://", "https://")):
+            raise MIEScoreInputError("--backend openai needs --base-url http(s)://HOST:PORT/v1")
+        return JudgeSpec("openai", args.model, args.base_url, None)
+    if args.base_url:
+        raise MIEScoreInputError("--base-url is for --backend openai; a transformers model is given by --model PATH")
+    return JudgeSpec("transformers", args.model)
+
+
+def _check_same_judge(output: Path, name: str) -> None:
+    """An output written by another judge is never extended (the file would mix two judges)."""
+    from ..scoring.jsonl_scoring import read_predictions
+
+    for raw in read_predictions(output, repair=False)[0].values():
+        other = json.loads(raw).get("judge")
+        if other != name:
+            raise MIEScoreInputError(f"'{output}' holds predictions of judge {other!r}, not {name!r}; pass another "
+                                     "--output (or the same --judge-name) to resume")
+
+
+def _inputs(args, output: Path) -> Path:
+    """The score-batch JSONL to judge: --input, or the edits of --dataset exported beside the output."""
+    from ..data.dataset_edits import export_dataset_edits
+    from ..scoring.jsonl_scoring import check_input_file
+
+    if args.input:
+        return check_input_file(args.input)
+    return export_dataset_edits(args.dataset, output.with_name(output.name + ".inputs"), split=args.split,
+                                progress=not args.no_progress)[0]
+
+
+def cmd_judge(args) -> int:
+    from ..judges.call_engine import CallEngine, UsageLog
+    from ..judges.mllm_judge import MLLMJudge
+    from ..scoring.jsonl_scoring import check_output_file, score_jsonl
+
+    spec = _spec(args)
+    output = check_output_file(args.output)
+    name = args.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
+    _check_same_judge(output, name)
+    prices = parse_prices(args.price)
+    inputs = _inputs(args, output)
+    cache = open_cache(args, output.with_name(output.name + ".cache.sqlite"))
+    backend = build_judge_backend(spec, args)
+    engine = CallEngine(backend, cache=cache, usage=UsageLog(prices))
+    judge = MLLMJudge(engine, name=name, max_tokens=args.max_tokens)
+    chunk = 4 * max(backend.batch_size, backend.max_concurrency)
+    try:
+        report = score_jsonl(judge.score_batch, inputs, output, batch_size=backend.batch_size,
+                             on_error=args.on_error, progress=not args.no_progress, chunk_size=chunk)
+    finally:
+        finish_calls(output.with_name(output.name + ".usage.jsonl"), "judge", engine.usage, cache, [engine],
+                     {"judge": name, "spec": str(spec), "output": str(output)})
+    counts = judge.counts
+    print(f"judged {report.scored} edits ({counts['flagged']} answers without all three scores, flagged), "
+          f"{report.skipped_existing} already in '{output}', {len(report.errors)} not judged", file=sys.stderr)
+    if report.errors:
+        print(f"{len(report.errors)} edits were not judged (listed above); rerun the same command to retry them",
+              file=sys.stderr)
+        return EXIT_PARTIAL
+    return 0

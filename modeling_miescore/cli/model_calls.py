@@ -1,0 +1,98 @@
+"""Options and helpers shared by the commands that call large models through the call engine
+(``miescore judge``, ``miescore spatialreward-data``): endpoint settings, the answer cache, prices and the
+usage log (:mod:`modeling_miescore.judges.call_engine`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from ..image_io import MIEScoreInputError
+from .main import number_arg
+
+
+def add_call_args(parser: argparse.ArgumentParser) -> None:
+    """Endpoint, local-model, cache, price and progress options (one argument group)."""
+    group = parser.add_argument_group("model calls (OpenAI-compatible endpoints and local transformers models)")
+    group.add_argument("--concurrency", type=number_arg(int, minimum=1), default=8,
+                       help="requests in flight per endpoint (default 8)")
+    group.add_argument("--timeout", type=number_arg(float, minimum=0, exclusive=True), default=120.0,
+                       help="seconds per request attempt (default 120)")
+    group.add_argument("--max-retries", type=number_arg(int, minimum=0), default=4,
+                       help="retries of 408/409/429/5xx answers, timeouts and connection errors, honouring "
+                            "Retry-After (default 4)")
+    group.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                       help="environment variable holding the API key (default OPENAI_API_KEY; unset: none sent)")
+    group.add_argument("--image-format", choices=["PNG", "JPEG", "WEBP"], default="PNG",
+                       help="how images are encoded in requests (default PNG, lossless)")
+    group.add_argument("--max-pixels", type=number_arg(int, minimum=1), default=1_048_576,
+                       help="images are downscaled to at most this many pixels (default 1048576)")
+    group.add_argument("--device", default="auto", help="local models: cpu, cuda, cuda:1, ... (default auto)")
+    group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                       help="local models: weights dtype (default bfloat16 on GPU, float32 on CPU)")
+    group.add_argument("--batch-size", type=number_arg(int, minimum=1), default=4,
+                       help="local models: prompts per generate call (default 4)")
+    group.add_argument("--cache", metavar="FILE", help="SQLite answer cache (default: beside the output); a "
+                       "rerun sends only the requests that have no answer there")
+    group.add_argument("--no-cache", action="store_true", help="do not read or write an answer cache")
+    group.add_argument("--price", action="append", default=[], metavar="MODEL=IN,OUT",
+                       help="USD per 1000 prompt (IN) and completion (OUT) tokens of MODEL, for the cost in the "
+                            "usage log; repeat for several models")
+    group.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def parse_prices(items) -> Dict[str, Tuple[float, float]]:
+    """``["gpt-5=1.25,10"]`` -> ``{"gpt-5": (1.25, 10.0)}``; a one-line error for anything else."""
+    prices = {}
+    for item in items or ():
+        model, sep, values = item.rpartition("=")
+        parts = values.split(",")
+        try:
+            if not sep or not model or len(parts) != 2:
+                raise ValueError
+            prices[model] = (float(parts[0]), float(parts[1]))
+        except ValueError:
+            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT (USD per 1000 prompt and completion "
+                                     "tokens, e.g. gpt-5=1.25,10)") from None
+    return prices
+
+
+def open_cache(args, default: Path):
+    """The :class:`~modeling_miescore.judges.call_cache.CallCache` the options name (None with --no-cache)."""
+    from ..judges.call_cache import CallCache
+
+    if args.no_cache:
+        return None
+    return CallCache(Path(args.cache) if args.cache else default)
+
+
+def build_judge_backend(spec, args):
+    """The backend of a :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` with the command's options."""
+    from ..judges.chat_backends import build_backend
+
+    try:
+        return build_backend(spec, api_key_env=args.api_key_env, timeout=args.timeout, max_retries=args.max_retries,
+                             max_concurrency=args.concurrency, image_format=args.image_format,
+                             max_pixels=args.max_pixels, device=args.device, dtype=args.dtype,
+                             batch_size=args.batch_size)
+    except ValueError as err:
+        raise MIEScoreInputError(str(err)) from None
+
+
+def finish_calls(log: Path, command: str, usage, cache, engines, extra: Optional[dict] = None) -> None:
+    """Append one JSON line for this run to the usage log ``log`` (its usage counters, and the token totals of
+    every answer in the cache), print the summary line to stderr, and close the engines and the cache."""
+    record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command, **(extra or {}),
+              "usage": usage.as_dict(), "cache_totals": cache.totals() if cache is not None else None}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    print(f"model calls: {usage.summary_line()} (usage log: '{log}')", file=sys.stderr)
+    for engine in engines:
+        engine.close()
+    if cache is not None:
+        cache.close()

@@ -1,0 +1,118 @@
+"""``miescore spatialreward-data``: build SpatialReward SFT rows with the spatial-prior data pipeline (paper
+sec. 3.3, prompts D.2; :mod:`modeling_miescore.data.spatialreward_pipeline`).
+
+::
+
+    miescore spatialreward-data --input edits.jsonl --out sr-data \
+        --grounder Qwen/Qwen3-VL-235B-A22B-Instruct@http://127.0.0.1:8000/v1 \
+        --face-judge 'gemini-2.5-pro@https://generativelanguage.googleapis.com/v1beta/openai#GEMINI_API_KEY' \
+        --object-judge 'gpt-5@https://api.openai.com/v1#OPENAI_API_KEY' \
+        --pq-judge 'gpt-5@https://api.openai.com/v1#OPENAI_API_KEY'
+    python trainers/sft_spatialreward.py --config ... --dataset_name sr-data/sft_rows.jsonl
+
+A judge is ``MODEL@URL`` (an OpenAI-compatible endpoint; ``#ENV_VAR`` names the variable holding its API key)
+or ``transformers:PATH`` (a local model). ``--aligner`` (stage III) defaults to the grounder, as in the paper.
+``--input`` is a score-batch JSONL or a dataset folder / Hub repo (MIE-Bench, MER-Bench, converted benchmarks;
+``--split``; :mod:`modeling_miescore.data.dataset_edits`). Outputs in ``--out``: ``sft_rows.jsonl``, ``rejections.jsonl``, ``report.json``, the ledger
+``samples.jsonl``, the answer cache ``calls.sqlite`` and the usage log ``usage.jsonl``. Rerunning the same
+command resumes; samples whose requests failed for good are retried (exit status 1 while some remain).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..image_io import MIEScoreInputError
+from .main import EXIT_PARTIAL, number_arg
+from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
+
+_JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)"),
+           ("face_judge", "stage II SC of human-centric edits, with crops (paper: Gemini-2.5-Pro)"),
+           ("object_judge", "stage II SC of general edits, with box overlays (paper: GPT-5)"),
+           ("pq_judge", "stage II perceptual quality (paper: GPT-5)"),
+           ("aligner", "stage III consistency check and token interleaving (default: the grounder)"))
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("spatialreward-data", help="build SpatialReward SFT rows with the D.2 data pipeline "
+                                                       "(grounding, expert annotation, alignment; resumable)")
+    parser.add_argument("--input", required=True, help="score-batch JSONL, or a MIE-Bench / converted-benchmark / MER-Bench dataset")
+    parser.add_argument("--split", help="split of a dataset --input (default: test; MER-Bench: every split)")
+    parser.add_argument("--out", required=True, help="output folder (resumed when it holds a previous run)")
+    for name, help_text in _JUDGES:
+        parser.add_argument("--" + name.replace("_", "-"), required=name != "aligner", metavar="MODEL@URL",
+                            help=help_text + "; MODEL@URL[#API_KEY_ENV] or transformers:PATH")
+    parser.add_argument("--max-tokens", type=number_arg(int, minimum=1), default=1024,
+                        help="answer budget of every request (default 1024)")
+    parser.add_argument("--min-similarity", type=number_arg(float, minimum=0, maximum=1), default=0.6,
+                        help="stage III: the refined reasoning must keep this share of the original wording "
+                             "(difflib ratio over words, tokens removed; default 0.6)")
+    parser.add_argument("--crop-padding", type=number_arg(float, minimum=0), default=0.15,
+                        help="human-centric crops: margin around a box, as a share of its size (default 0.15)")
+    parser.add_argument("--chunk-size", type=number_arg(int, minimum=1), default=64,
+                        help="samples per chunk; the ledger is written after each (default 64)")
+    parser.add_argument("--limit", type=number_arg(int, minimum=1), help="only the first N input edits")
+    add_call_args(parser)
+    parser.set_defaults(func=cmd_spatialreward_data)
+
+
+def _specs(args) -> dict:
+    """Judge name -> JudgeSpec (the aligner defaults to the grounder); parsed before any work starts."""
+    from ..judges.chat_backends import parse_judge_spec
+
+    return {name: parse_judge_spec(getattr(args, name) or args.grounder, "--" + name.replace("_", "-"))
+            for name, _ in _JUDGES}
+
+
+def _judges(specs: dict, args, cache, usage):
+    """One call engine per distinct judge spec (judges named twice share an engine and its connection pool)."""
+    from ..data.spatialreward_pipeline import PipelineJudges
+    from ..judges.call_engine import CallEngine
+
+    engines = {}
+    for spec in specs.values():
+        if str(spec) not in engines:
+            engines[str(spec)] = CallEngine(build_judge_backend(spec, args), cache=cache, usage=usage)
+    named = {name: engines[str(spec)] for name, spec in specs.items()}
+    return PipelineJudges(grounder=named["grounder"], face=named["face_judge"], object=named["object_judge"],
+                          pq=named["pq_judge"], aligner=named["aligner"])
+
+
+def cmd_spatialreward_data(args) -> int:
+    from ..data.spatialreward_pipeline import PipelineConfig, read_edit_records, run_pipeline
+    from ..judges.call_engine import UsageLog
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder")
+    prices = parse_prices(args.price)
+    specs = _specs(args)
+    records, problems = read_edit_records(args.input, args.split, out / "inputs", progress=not args.no_progress)
+    for where, message in problems[:20]:
+        print(f"skipped {where}: {message}", file=sys.stderr)
+    if args.limit:
+        records = records[:args.limit]
+    if not records:
+        raise MIEScoreInputError(f"'{args.input}' holds no usable edit ({len(problems)} unusable lines)")
+    out.mkdir(parents=True, exist_ok=True)
+    cache = open_cache(args, out / "calls.sqlite")
+    usage = UsageLog(prices)
+    judges = _judges(specs, args, cache, usage)
+    config = PipelineConfig(max_tokens=args.max_tokens, min_similarity=args.min_similarity,
+                            crop_padding=args.crop_padding, chunk_size=args.chunk_size)
+    run = None
+    try:
+        run = run_pipeline(records, out, judges, config, progress=not args.no_progress, input_problems=problems)
+    finally:
+        seconds = {k: round(v, 3) for k, v in run.stage_seconds.items()} if run is not None else None
+        finish_calls(out / "usage.jsonl", "spatialreward-data", usage, cache, judges.engines(),
+                     {"judges": {name: str(spec) for name, spec in specs.items()}, "stage_seconds": seconds})
+    report = run.report
+    print(f"finished {run.finished} samples now, {run.already_done} before; {report['sc']['rows']} SC and "
+          f"{report['pq']['rows']} PQ rows in '{out / 'sft_rows.jsonl'}' (rejections: report.json)", file=sys.stderr)
+    if run.unfinished:
+        print(f"requests failed for good at {run.unfinished}; rerun the same command to retry those samples",
+              file=sys.stderr)
+        return EXIT_PARTIAL
+    return 0

@@ -1,0 +1,41 @@
+"""SpatialReward's spatial-prior-guided data pipeline (arXiv 2602.07458, sec. 3.3, Figure 3, prompts D.2):
+edits in, checked SFT rows out (the schema of ``training/spatialreward_data.py``, which
+``trainers/sft_spatialreward.py`` trains on), with a per-stage rejection report.
+
+Stages (one module each; every model call goes through the call engine,
+:mod:`modeling_miescore.judges.call_engine`: cache, concurrency, retries, usage log):
+
+1. :mod:`.grounding`: boxes ``B`` (``bbox_2d`` on 0-1000) for every sample, prompt D.2.1;
+2. :mod:`.annotation`: routing (human-centric vs general edits), the SC rationale and scores from the face
+   judge (crops) or the object judge (box overlays), and PQ from the PQ judge, prompts D.2.2;
+3. :mod:`.alignment`: the consistency check (hallucinations discarded) and the token interleaving
+   (``<|bbox_i|>``, ``<|global|>``), prompt D.2.3, then the token-coverage verification of each row.
+
+:mod:`.prompts` holds the D.2 prompts word for word; :mod:`.samples` reads the inputs (score-batch JSONL,
+MIE-Bench / MER-Bench / converted-benchmark dataset folders); :mod:`.report` defines the outcomes and the report;
+:mod:`.runner` runs the stages chunk by chunk with resume. From Python::
+
+    from modeling_miescore.data.spatialreward_pipeline import PipelineJudges, read_edit_records, run_pipeline
+    from modeling_miescore.judges.call_cache import CallCache
+    from modeling_miescore.judges.call_engine import CallEngine, UsageLog
+    from modeling_miescore.judges.chat_backends import OpenAIChatBackend
+
+    cache, usage = CallCache("out/calls.sqlite"), UsageLog()
+    def engine(model, url):
+        return CallEngine(OpenAIChatBackend(url, model, max_concurrency=32), cache=cache, usage=usage)
+    qwen = engine("Qwen/Qwen3-VL-235B-A22B-Instruct", "http://127.0.0.1:8000/v1")
+    judges = PipelineJudges(grounder=qwen, face=engine("gemini-2.5-pro", GEMINI_URL),
+                            object=engine("gpt-5", OPENAI_URL), pq=engine("gpt-5", OPENAI_URL))
+    records, problems = read_edit_records("edits.jsonl")
+    run = run_pipeline(records, "out", judges, input_problems=problems)
+
+or ``miescore spatialreward-data --input edits.jsonl --out out --grounder MODEL@URL --face-judge MODEL@URL
+--object-judge MODEL@URL --pq-judge MODEL@URL``.
+"""
+
+from .report import Outcome, build_report
+from .runner import PipelineConfig, PipelineJudges, PipelineRun, run_pipeline
+from .samples import EditRecord, read_edit_records
+
+__all__ = ["EditRecord", "Outcome", "PipelineConfig", "PipelineJudges", "PipelineRun", "build_report",
+           "read_edit_records", "run_pipeline"]

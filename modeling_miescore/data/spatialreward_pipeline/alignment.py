@@ -1,0 +1,113 @@
+"""Stage III, alignment and verification (paper sec. 3.3 "Step III", prompt D.2.3), and the training rows.
+
+The aligner (the paper: Qwen-3-VL-235B, the grounder again) sees the source image(s) and the edited image
+("Images (Before/After)"), then the D.2.3 text followed by the inputs it lists: the instruction, the stage-I
+regions and the stage-II reasoning (:func:`~.prompts.alignment_inputs_text`). It answers
+``check_result: false`` (the reasoning contradicts the images: a hallucination, the sample is discarded) or
+``check_result: true`` and the reasoning with ``<|bbox_i|>`` / ``<|global|>`` inserted.
+
+Checks on the answer (reason codes):
+
+* ``alignment_unparsable``: no ``check_result: true|false`` (quotes, backticks or bold around it are fine;
+  thinking text and code fences are ignored); ``hallucination``: ``check_result: false``;
+  ``alignment_empty``: ``true`` with no text after it, or the prompt's ``[Refined Reasoning Text Here]``;
+* ``rewrite_drift``: D.2.3's first priority is to keep the original text; with the tokens taken out, the
+  refined text must match the stage-II reasoning word for word to at least ``min_similarity`` (difflib ratio
+  over words; the aligner may add one short sentence per uncovered region);
+* verification: the SFT row is checked with :func:`modeling_miescore.training.spatialreward_data.check_row`
+  (exactly one ``<|global|>`` for one source, one ``<|bbox_i|>`` per region, no token without a region, ids
+  <= 15, scores round-trip) and, as D.2.3 requires for every sample, exactly one ``<|global|>`` also with several
+  sources; a failing row is rejected with check_row's first issue code (e.g. ``region_without_bbox_token``).
+
+Token spellings the parser tolerates (``<| bbox_0 |>``, ``&lt;|global|&gt;``) are written in canonical form.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...judges.call_engine import ChatRequest
+from ...judges.json_extract import strip_reasoning_and_fences
+from ...parsing import parse_sc_output
+from ...spatialreward_tokens import GROUNDING_TOKEN_RE
+from ...training.spatialreward_data import check_row
+from .grounding import labelled_images
+from .prompts import ALIGNMENT_PROMPT, alignment_inputs_text
+from .report import Outcome
+
+__all__ = ["alignment_request", "make_pq_row", "make_sc_row", "parse_alignment", "text_similarity"]
+
+STAGE = "alignment"
+_CHECK_RE = re.compile(r"check_result[\s'\"`*]*[:=][\s'\"`*]*(true|false)\b(?:\*\*|[`'\"])?", re.I)
+_PLACEHOLDER = "[Refined Reasoning Text Here]"
+
+
+def alignment_request(sample, regions, reasoning: str, max_tokens: int = 1024, temperature: float = 0.0
+                      ) -> ChatRequest:
+    text = ALIGNMENT_PROMPT + alignment_inputs_text(sample.instruction, regions, reasoning)
+    return ChatRequest([*labelled_images(sample), text], max_tokens=max_tokens, temperature=temperature,
+                       stage="alignment")
+
+
+def text_similarity(refined: str, original: str) -> float:
+    """difflib ratio of the two texts' words, grounding tokens removed (1.0 = the same words in the same order)."""
+    words = GROUNDING_TOKEN_RE.sub(" ", refined).split()
+    return difflib.SequenceMatcher(a=words, b=original.split(), autojunk=False).ratio()
+
+
+def parse_alignment(text: str, original: str, min_similarity: float = 0.6) -> Tuple[Optional[str], Outcome]:
+    """``(refined reasoning, outcome)`` of a D.2.3 answer (module docstring)."""
+    cleaned = strip_reasoning_and_fences(text)
+    match = _CHECK_RE.search(cleaned)
+    if match is None:
+        return None, Outcome.rejected(STAGE, "alignment_unparsable", text[:200])
+    if match.group(1).lower() == "false":
+        return None, Outcome.rejected(STAGE, "hallucination", "the aligner found the reasoning inconsistent")
+    refined = cleaned[match.end():].strip()
+    if len(refined) >= 2 and refined[0] == refined[-1] and refined[0] in "\"'":
+        refined = refined[1:-1].strip()
+    if not refined or refined == _PLACEHOLDER:
+        return None, Outcome.rejected(STAGE, "alignment_empty", text[:200])
+    similarity = text_similarity(refined, original)
+    if similarity < min_similarity:
+        return None, Outcome.rejected(STAGE, "rewrite_drift", f"similarity {similarity:.2f} < {min_similarity}")
+    return refined, Outcome("ok", STAGE)
+
+
+def _canonical(reasoning: str, regions, scores, num_sources: int) -> str:
+    """The reasoning with grounding tokens in canonical spelling (as the parser writes them)."""
+    target = json.dumps({"edit_region": regions, "reasoning": reasoning, "score": list(scores)})
+    return parse_sc_output(target, num_sources=num_sources).reasoning
+
+
+def _verify(row: Dict[str, Any]) -> Outcome:
+    reason, issues = check_row(row)
+    if reason is None and len(row["sources"]) > 1:
+        n_global = len(re.findall(r"<\|global\|>", row["reasoning"]))
+        if n_global != 1:  # D.2.3 "There must be exactly one <|global|> token", for every sample
+            reason, issues = ("missing_global_token" if n_global == 0 else "global_token_repeated"), []
+    if reason is None:
+        return Outcome("ok", "verification")
+    return Outcome.rejected("verification", reason, f"issues {issues}")
+
+
+def make_sc_row(record, regions: List[Dict[str, Any]], reasoning: str, scores, annotator: str, route: str
+                ) -> Tuple[Dict[str, Any], Outcome]:
+    """The SC training row (schema of ``training/spatialreward_data.py``) and its verification outcome."""
+    row = {"id": f"{record.id}:sc", "sample_id": record.id, "task": "sc", "sources": list(record.sources),
+           "edited": record.edited, "instruction": record.instruction, "regions": regions,
+           "reasoning": _canonical(reasoning, regions, scores, len(record.sources)),
+           "scores": [float(s) for s in scores], "route": route, "annotator": annotator}
+    return row, _verify(row)
+
+
+def make_pq_row(record, reasoning: str, scores, annotator: str) -> Tuple[Dict[str, Any], Outcome]:
+    """The PQ training row (edited image only, no regions) and its verification outcome."""
+    row = {"id": f"{record.id}:pq", "sample_id": record.id, "task": "pq", "sources": [], "edited": record.edited,
+           "instruction": "", "regions": [], "reasoning": reasoning, "scores": [float(s) for s in scores],
+           "route": None, "annotator": annotator}
+    return row, _verify(row)
+

@@ -1,0 +1,137 @@
+"""Stage II, expert routing and annotation (paper sec. 3.3 "Step II", prompts D.2.2): the raw rationale
+``T_raw`` and the scores ``s``.
+
+Routing (ours; the paper names the split, not the rule). A sample is *human-centric* when, in this order:
+its record says ``domain: "human"`` (``"general"`` forces the other route); its ``category`` is MER-Bench's
+``human_basic`` or ``human_fine`` (``general``: the other route; other categories do not decide); or a word of
+:data:`HUMAN_WORDS` appears, as a whole word in any letter case, in the instruction or in a stage-I region
+label. Everything else is *general*.
+
+* Human-centric SC (the paper: Gemini-2.5-Pro, "crop-focused prompts"): D.2.2 "Human Domain" with the images in
+  the order the prompt lists them: the original image(s), the edited image, then for each region a pair of crops
+  "before edit" / "after edit". A crop is the region's box (0-1000, mapped onto each image's own size) grown by
+  ``crop_padding`` of its width/height on every side, and to at least ``min_crop_side`` pixels (both kept inside
+  the image). With several sources the boxes refer to the edited image only, so only the "after edit" crop is
+  sent (there is no single "before" image to cut).
+* General SC (the paper: GPT-5, "visual bounding box overlays"): D.2.2 "General Domain" with the boxes drawn on
+  both images (:func:`modeling_miescore.drawing.draw_regions`: one colour and an ``id: label`` tag per region);
+  with several sources the boxes are drawn on the edited image only.
+* PQ (the paper: GPT-5, "independently evaluated"): D.2.2 "Perceptual Quality" with the edited image alone
+  (sec. 3.2 input isolation), whatever the route.
+
+Answers ``{"reasoning", "score": [a, b]}`` are read with the SpatialReward parser. Rejected (reason codes):
+``<stream>_unparsable`` (not both scores), ``<stream>_score_not_clean`` (a score that had to be clamped, rescaled
+from another scale, or read from broken JSON: no invented numbers in training targets), ``<stream>_no_reasoning``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ...data.schema import MER_CATEGORIES
+from ...drawing import bbox_to_pixels, draw_regions
+from ...judges.call_engine import ChatRequest
+from ...parsing import parse_pq_output, parse_sc_output
+from .prompts import PQ_PROMPT, SC_GENERAL_PROMPT, SC_HUMAN_PROMPT, fill
+from .report import Outcome
+
+__all__ = ["HUMAN_WORDS", "crop_region", "parse_annotation", "pq_request", "route", "sc_request"]
+
+STAGE = "annotation"
+
+HUMAN_WORDS = (
+    "person", "people", "persons", "man", "men", "woman", "women", "boy", "boys", "girl", "girls", "child",
+    "children", "kid", "kids", "baby", "lady", "gentleman", "human", "humans", "character", "portrait", "selfie",
+    "face", "faces", "facial", "head", "hair", "hairstyle", "beard", "mustache", "moustache", "eye", "eyes",
+    "eyebrow", "eyebrows", "lip", "lips", "mouth", "teeth", "nose", "ear", "ears", "smile", "smiling", "frown",
+    "expression", "makeup", "lipstick", "freckles", "skin", "gaze", "pose", "posture", "hand", "hands", "arm",
+    "arms", "leg", "legs", "body", "shoulder", "shoulders", "he", "she", "his", "her", "him", "bride", "groom",
+)
+# Scores that needed repairs are not used as training targets (parsing.ISSUE_CODES describes each).
+UNCLEAN_SCORE_ISSUES = frozenset({"score_clamped", "score_rescaled", "score_from_fallback", "fallback_ambiguous",
+                                  "score_list_too_long", "score_not_pair"})
+
+
+def route(record, regions: Sequence[Dict[str, Any]], human_words: Sequence[str] = HUMAN_WORDS) -> str:
+    """``"human"`` or ``"general"`` (module docstring)."""
+    if record.domain in ("human", "general"):
+        return record.domain
+    if record.category in MER_CATEGORIES:
+        return "human" if record.category.startswith("human") else "general"
+    text = " ".join([record.instruction, *(str(r.get("label", "")) for r in regions)])
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    return "human" if words & {w.lower() for w in human_words} else "general"
+
+
+def crop_region(image, bbox_2d: Sequence[float], padding: float = 0.15, min_side: int = 64):
+    """The region's crop of ``image`` (module docstring: padding and minimum side, kept inside the image)."""
+    width, height = image.size
+    x1, y1, x2, y2 = bbox_to_pixels(bbox_2d, width, height)
+    pad_x, pad_y = (x2 - x1) * padding, (y2 - y1) * padding
+
+    def span(lo: float, hi: float, size: int) -> Tuple[int, int]:
+        grow = max(0.0, min(min_side, size) - (hi - lo)) / 2
+        lo, hi = lo - grow, hi + grow
+        shift = max(0.0, -lo) - max(0.0, hi - size)  # slide back inside the image, keeping the size
+        return int(round(max(0.0, lo + shift))), int(round(min(float(size), hi + shift)))
+
+    left, right = span(x1 - pad_x, x2 + pad_x, width)
+    top, bottom = span(y1 - pad_y, y2 + pad_y, height)
+    return image.crop((left, top, right, bottom))
+
+
+def _crop_parts(sample, regions, padding: float, min_side: int) -> List[Any]:
+    parts: List[Any] = []
+    single = len(sample.sources) == 1
+    for region in regions:
+        tag = f"Edit region {region['id']} ({region.get('label') or 'region'}), "
+        if single:
+            parts += [tag + "before edit:", crop_region(sample.sources[0], region["bbox_2d"], padding, min_side)]
+            parts += ["after edit:", crop_region(sample.edited, region["bbox_2d"], padding, min_side)]
+        else:
+            parts += [tag + "after edit:", crop_region(sample.edited, region["bbox_2d"], padding, min_side)]
+    return parts
+
+
+def _full_images(sources: Sequence[Any], edited) -> List[Any]:
+    n = len(sources)
+    parts: List[Any] = []
+    for k, image in enumerate(sources):
+        parts += ["Original image:" if n == 1 else f"Original image {k + 1} of {n}:", image]
+    return parts + ["Edited image:", edited]
+
+
+def sc_request(sample, regions, route_name: str, max_tokens: int = 1024, temperature: float = 0.0,
+               crop_padding: float = 0.15, min_crop_side: int = 64) -> ChatRequest:
+    """The SC request of one route (module docstring)."""
+    if route_name == "human":
+        parts = _full_images(sample.sources, sample.edited)
+        parts += _crop_parts(sample, regions, crop_padding, min_crop_side)
+        text = fill(SC_HUMAN_PROMPT, instruction=sample.instruction)
+    else:
+        single = len(sample.sources) == 1
+        sources = [draw_regions(sample.sources[0], regions)] if single else list(sample.sources)
+        parts = _full_images(sources, draw_regions(sample.edited, regions))
+        text = fill(SC_GENERAL_PROMPT, instruction=sample.instruction)
+    return ChatRequest([*parts, text], max_tokens=max_tokens, temperature=temperature, stage=f"annotation-{route_name}")
+
+
+def pq_request(sample, max_tokens: int = 1024, temperature: float = 0.0) -> ChatRequest:
+    return ChatRequest([sample.edited, PQ_PROMPT], max_tokens=max_tokens, temperature=temperature,
+                       stage="annotation-pq")
+
+
+def parse_annotation(text: str, stream: str, num_sources: Optional[int] = None
+                     ) -> Tuple[Optional[Tuple[float, float]], str, Outcome]:
+    """``(scores, reasoning, outcome)`` of a D.2.2 answer; ``stream`` ``"sc"`` or ``"pq"``."""
+    parsed = parse_sc_output(text, num_sources=num_sources) if stream == "sc" else parse_pq_output(text)
+    if not parsed.parse_ok:
+        return None, "", Outcome.rejected(STAGE, f"{stream}_unparsable", f"issues {parsed.issues}: {text[:200]}")
+    unclean = sorted(UNCLEAN_SCORE_ISSUES.intersection(parsed.issues))
+    if unclean:
+        return None, "", Outcome.rejected(STAGE, f"{stream}_score_not_clean", f"{unclean}: {text[:200]}")
+    if not parsed.reasoning.strip():
+        return None, "", Outcome.rejected(STAGE, f"{stream}_no_reasoning", text[:200])
+    scores = (float(parsed.score_pair[0]), float(parsed.score_pair[1]))
+    return scores, parsed.reasoning.strip(), Outcome("ok", STAGE)

@@ -1,0 +1,71 @@
+"""Stage I, spatial grounding (paper sec. 3.3 "Step I", prompt D.2.1): the boxes ``B`` of every edit.
+
+The grounder sees the source image(s) and the edited image, labelled as the prompt names them ("Image 1
+(original image)", "Image 2 (edited image)"; with several sources, "Image 1 (original image k of N)"), then the
+D.2.1 text with ``{instruction}`` and ``{box_num}`` filled. ``{box_num}`` is the record's ``num_regions`` when
+the data carries it; otherwise our default: one region per source image (one for a single-source edit, one
+integrated element per source for a fusion, as D.1.2 counts regions).
+
+Its answer ``{"edit_region": [{"id", "label", "bbox_2d"}]}`` is read with the SpatialReward parser
+(:func:`modeling_miescore.parsing.parse_sc_output`: strict JSON first, relaxed repairs, boxes clamped to
+[0, 1000] and ordered). Rejected: an empty answer or no complete JSON object with an ``edit_region`` list
+(``grounding_unparsable``), a region
+without a valid 4-number box or with a repeated id (``grounding_invalid_region``), a box of zero width or height
+(``grounding_degenerate_box``), more than 16 regions (``too_many_regions``: the model has 16 box tokens). The
+regions are renumbered 0..n-1 in the grounder's order (it writes ids as ``"0~n"`` strings, sometimes from 1), so
+region ``k`` is ``<|bbox_k|>``. An empty list is kept: a failed edit has no edited region (D.1.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from ...judges.call_engine import ChatRequest
+from ...parsing import parse_sc_output
+from ...spatialreward_tokens import MAX_BBOX_ID
+from .prompts import GROUNDING_PROMPT, fill
+from .report import Outcome
+
+__all__ = ["box_num", "grounding_request", "parse_grounding"]
+
+STAGE = "grounding"
+# parser issues meaning that no JSON object with an edit_region list was read (parsing.ISSUE_CODES)
+_NO_REGION_LIST = frozenset({"empty_output", "no_json_object", "invalid_json", "truncated_json", "internal_error",
+                             "missing_regions", "regions_not_list"})
+
+
+def box_num(record, num_sources: int) -> int:
+    """The ``{box_num}`` of a record (module docstring)."""
+    return int(record.num_regions) if record.num_regions is not None else max(1, int(num_sources))
+
+
+def labelled_images(sample) -> List[Any]:
+    """``[label, image, ...]`` for the sources and the edited image, as D.2.1 names them."""
+    n = len(sample.sources)
+    parts: List[Any] = []
+    for k, image in enumerate(sample.sources):
+        parts += ["Image 1 (original image):" if n == 1 else f"Image 1 (original image {k + 1} of {n}):", image]
+    return parts + ["Image 2 (edited image):", sample.edited]
+
+
+def grounding_request(record, sample, max_tokens: int = 1024, temperature: float = 0.0) -> ChatRequest:
+    text = fill(GROUNDING_PROMPT, instruction=sample.instruction, box_num=box_num(record, len(sample.sources)))
+    return ChatRequest([*labelled_images(sample), text], max_tokens=max_tokens, temperature=temperature,
+                       stage="grounding")
+
+
+def parse_grounding(text: str) -> Tuple[List[Dict[str, Any]], Outcome]:
+    """``(regions, outcome)``: the renumbered regions and ``ok``, or ``[]`` and the rejection."""
+    parsed = parse_sc_output(text)
+    issues = set(parsed.issues)
+    if issues & _NO_REGION_LIST:
+        return [], Outcome.rejected(STAGE, "grounding_unparsable", f"issues {sorted(issues)}: {text[:200]}")
+    if "region_invalid" in issues or "duplicate_region_id" in issues:
+        return [], Outcome.rejected(STAGE, "grounding_invalid_region", f"issues {sorted(issues)}")
+    if "bbox_degenerate" in issues:
+        return [], Outcome.rejected(STAGE, "grounding_degenerate_box", f"regions {parsed.regions}")
+    if len(parsed.regions) > MAX_BBOX_ID + 1:
+        return [], Outcome.rejected(STAGE, "too_many_regions", f"{len(parsed.regions)} regions")
+    regions = [{"id": k, "label": region["label"], "bbox_2d": list(region["bbox_2d"])}
+               for k, region in enumerate(parsed.regions)]
+    return regions, Outcome("ok", STAGE)

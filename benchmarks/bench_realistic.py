@@ -225,7 +225,7 @@ def memory_section(model_path: Path, shape: str, args) -> str:
     with ThreadPoolExecutor(args.memory_jobs) as pool:
         peaks = list(pool.map(lambda job: _peak(model_path, args, *job), jobs))
     rows = [[f"1 edit, {n} source{'s' if n > 1 else ''}", "-", f"{p['rss_mib']:.0f}", f"{p['extra_mib']:.0f}",
-             f"{p['extra_mib']:.0f}"] for (n, _, _), p in zip(jobs, peaks)]
+             f"{p['extra_mib']:.0f}"] for n, p in zip(args.memory_sources, peaks)]
     none, reuse = peaks[-2], peaks[-1]
     group = args.memory_group
     for label, p in (("none", none), ("reuse", reuse)):

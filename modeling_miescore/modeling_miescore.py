@@ -306,4 +306,4 @@ class MIEScoreModel(PreTrainedModel):
 MIEScoreConfig.register_for_auto_class()
 MIEScoreModel.register_for_auto_class("AutoModel")
 
-__all__ = ["MIEScoreModel", "MIEScoreOutput", "MIEScoreRegressionHead", PreparedScoring, "last_token_indices"]
+__all__ = ["MIEScoreModel", "MIEScoreOutput", "MIEScoreRegressionHead", "PreparedScoring", "last_token_indices"]

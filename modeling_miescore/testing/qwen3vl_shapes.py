@@ -15,27 +15,27 @@ one per language layer, so 1 + 1 layers keep one tap (:func:`scaled_deepstack_in
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
+# Fields the two released configs share (text: grouped-query attention with 128-wide heads and interleaved
+# M-RoPE; vision: 16-pixel patches merged 2x2).
+_TEXT = dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=262144, rms_norm_eps=1e-6,
+             rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20],
+                              "mrope_interleaved": True})
+_VISION = dict(num_heads=16, patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=2304)
+
 QWEN3_VL_8B = {
-    "text": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-                 num_key_value_heads=8, head_dim=128, max_position_embeddings=262144, rms_norm_eps=1e-6,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20],
-                                  "mrope_interleaved": True}),
-    "vision": dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, patch_size=16,
-                   spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=4096,
-                   num_position_embeddings=2304, deepstack_visual_indexes=[8, 16, 24]),
+    "text": dict(_TEXT, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32),
+    "vision": dict(_VISION, depth=27, hidden_size=1152, intermediate_size=4304, out_hidden_size=4096,
+                   deepstack_visual_indexes=[8, 16, 24]),
     "tie_word_embeddings": False,
 }
 QWEN3_VL_2B = {
-    "text": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
-                 num_key_value_heads=8, head_dim=128, max_position_embeddings=262144, rms_norm_eps=1e-6,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20],
-                                  "mrope_interleaved": True}),
-    "vision": dict(depth=24, hidden_size=1024, intermediate_size=4096, num_heads=16, patch_size=16,
-                   spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=2048,
-                   num_position_embeddings=2304, deepstack_visual_indexes=[5, 11, 17]),
+    "text": dict(_TEXT, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16),
+    "vision": dict(_VISION, depth=24, hidden_size=1024, intermediate_size=4096, out_hidden_size=2048,
+                   deepstack_visual_indexes=[5, 11, 17]),
     "tie_word_embeddings": True,
 }
 RELEASED_SHAPES = {"8b": QWEN3_VL_8B, "2b": QWEN3_VL_2B}
@@ -61,7 +61,7 @@ def shaped_qwen3vl_config(tokenizer, shape: str, text_layers: int = 1, vision_la
         raise ValueError(f"unknown shape {shape!r}; choose one of {', '.join(RELEASED_SHAPES)}")
     if text_layers < 1 or vision_layers < 1:
         raise ValueError(f"need at least one layer on each side, got text {text_layers}, vision {vision_layers}")
-    released = RELEASED_SHAPES[shape]
+    released = copy.deepcopy(RELEASED_SHAPES[shape])  # Qwen3VLConfig may normalise nested dicts in place
     vision = dict(released["vision"], depth=vision_layers)
     vision["deepstack_visual_indexes"] = scaled_deepstack_indexes(
         released["vision"]["deepstack_visual_indexes"], released["vision"]["depth"], vision_layers, text_layers)

@@ -68,9 +68,10 @@ def checkpoint(shape: str, folder: Path) -> Path:
 # ------------------------------------------------------------------------------------------ 1. prefix reuse
 
 
-def cpu_breakdown(model, samples, reuse: bool, batch_size: int) -> dict[str, float]:
-    """Process CPU seconds of one scoring run, split into preparing (``prepare_batch``), the vision tower, the
-    language model and the rest of the model calls (embedding, cache copies, head)."""
+def profiled_run(model, samples, reuse: bool, batch_size: int) -> tuple[dict[str, float], list[dict]]:
+    """One scoring run (``prepare_batch`` then ``score_prepared``: what ``score_batch`` does for one group) and
+    its process CPU seconds split into preparing, the vision tower, the language model and the rest of the
+    model calls (embedding, cache copies, head). Returns ``(seconds by part, scores)``."""
     spent = {"vision": 0.0, "language": 0.0}
     hooks = []
     for name, module in (("vision", model.backbone.visual), ("language", model.backbone.language_model)):
@@ -82,13 +83,13 @@ def cpu_breakdown(model, samples, reuse: bool, batch_size: int) -> dict[str, flo
         start = time.process_time()
         prepared = model.prepare_batch(samples, batch_size=batch_size, reuse_prefix=reuse)
         prepare = time.process_time() - start
-        model.score_prepared(prepared)
+        scores = model.score_prepared(prepared)
         total = time.process_time() - start
     finally:
         for hook in hooks:
             hook.remove()
     return {"prepare": prepare, **spent, "other": total - prepare - spent["vision"] - spent["language"],
-            "total": total}
+            "total": total}, scores
 
 
 def prefix_section(model, shape: str, args) -> str:
@@ -97,9 +98,9 @@ def prefix_section(model, shape: str, args) -> str:
     for size in args.sizes:
         samples = group_of_edits(real_photos(size), args.prefix_sources, group)
         model.score_batch(samples[:2], batch_size=2)  # warm-up
-        (none_t, none_cpu, none), (reuse_t, reuse_cpu, reused) = interleaved_best(
-            [lambda: model.score_batch(samples, batch_size=group, reuse_prefix=False),
-             lambda: model.score_batch(samples, batch_size=group)], args.repeats)
+        (none_t, none_cpu, (none_spent, none)), (reuse_t, reuse_cpu, (reuse_spent, reused)) = interleaved_best(
+            [lambda: profiled_run(model, samples, False, group), lambda: profiled_run(model, samples, True, group)],
+            args.repeats)
         length, prefix, suffix, patches = token_counts(model, samples[0])
         ceiling = group * length / (prefix + group * suffix)
         backbone = model.config.backbone_config
@@ -109,16 +110,15 @@ def prefix_section(model, shape: str, args) -> str:
         rows.append([f"{size}²", length, prefix, suffix, f"{ceiling:.2f}x", f"{cost:.2f}x", deep, f"{none_t:.1f}",
                      f"{reuse_t:.1f}", f"{none_t / reuse_t:.2f}x", f"{none_cpu / reuse_cpu:.2f}x",
                      f"{none_cpu / reuse_cpu / ceiling:.2f}", f"{diff:.1e}"])
-        for reuse in (False, True):
-            spent = cpu_breakdown(model, samples, reuse, group)
-            parts.append([f"{size}²", "reuse" if reuse else "none",
+        for label, spent in (("none", none_spent), ("reuse", reuse_spent)):
+            parts.append([f"{size}²", label,
                           *(f"{spent[k]:.2f}" for k in ("prepare", "vision", "language", "other", "total"))])
     title = (f"{shape}: prefix reuse vs none, G = {group} edits of {args.prefix_sources} sources, batch {group}, "
              f"best of {args.repeats}")
     header = ["image", "L", "P", "S", "token ceiling", "FLOP ceiling (this model)", "FLOP ceiling (released depth)",
               "none s", "reuse s", "speed-up (wall)", "speed-up (CPU)", "CPU speed-up / token ceiling", "max |diff|"]
     out = table(title, header, rows)
-    return out + "\n" + table(f"{shape}: where the CPU time goes (process CPU s, one run each)",
+    return out + "\n" + table(f"{shape}: where the CPU time goes (process CPU s, last repeat)",
                               ["image", "path", "prepare", "vision tower", "language model", "other", "total"], parts)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from .lm_digit_scores import answer_format
 from .skill_miescore import DEFAULT_SKILL
 
 SCORE_NAMES = ("visual_quality", "instruction_following", "attribute_preservation")
@@ -30,14 +31,16 @@ DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE = (
     "{edited}\n"
     "Rate the edited image for visual quality, instruction following and attribute preservation."
 )
+SCORE_HEADS = ("regression", "lm_digits")
 
 
 class MIEScoreConfig(PreTrainedConfig):
     r"""Configuration of :class:`MIEScoreModel`.
 
     Args:
-        backbone_config (`dict` or `PreTrainedConfig`): the Qwen3-VL configuration (any size); nested
-            sub-config, `model_type` defaults to `qwen3_vl`.
+        backbone_config (`dict` or `PreTrainedConfig`): the configuration of the backbone's base model, any
+            transformers model type (built with `AutoModel.from_config`); a dict without `model_type` is Qwen3-VL.
+            Qwen-VL and InternVL are tuned families (`backbone_families`): pixel budgets and prefix reuse.
         score_names (`list[str]`): names of the regression outputs, in head order.
         overall_weights (`list[float]`): exponents of the weighted geometric mean giving the overall score
             (MIEScore paper eq. 2: VQ 0.3, IF 0.4, AP 0.3).
@@ -53,9 +56,17 @@ class MIEScoreConfig(PreTrainedConfig):
         edited_label (`str`): text before the edited image.
         image_order (`str`): `"sources_first"` (default: sources and instruction, edited image last, so a
             shared prefix can be reused) or `"edited_first"` (the `{edited}` and `{sources}` blocks swap).
-        max_pixels (`int`): pixel budget per image (paper: 1,048,576).
-        min_pixels (`int`): images smaller than this are upscaled (Qwen3-VL's default).
+        max_pixels (`int`): pixel budget per image (paper: 1,048,576). Qwen-VL: images are resized into
+            [min_pixels, max_pixels]; InternVL: at most max_pixels // tile² tiles (+ a thumbnail); other families:
+            not applied (see `backbone_families`).
+        min_pixels (`int`): images smaller than this are upscaled (Qwen3-VL's default); InternVL: the least
+            number of tiles is min_pixels // tile².
         padding_side (`str`): tokenizer padding side used for batches (`"left"` or `"right"`).
+        score_head (`str`): `"regression"` (the paper's MLP head) or `"lm_digits"` (no head: each score is the
+            expected digit the language model writes in a JSON answer, `lm_digit_scores`; Table 5 rows 1 and 4).
+        lm_score_max (`int`): `lm_digits` only: the answer's scale is 0..lm_score_max (the default skill's 0-5).
+        lm_answer_token_ids (`list[list[int]]`) / lm_digit_token_ids (`list[int]`): `lm_digits` only: the answer
+            text before each score and the digit tokens, tokenised (set by `MIEScoreModel.from_backbone`).
     """
 
     model_type = "miescore"
@@ -78,18 +89,24 @@ class MIEScoreConfig(PreTrainedConfig):
     max_pixels: int = 1_048_576
     min_pixels: int = 65_536
     padding_side: str = "left"
+    score_head: str = "regression"
+    lm_score_max: int = 5
+    lm_answer_token_ids: list[list[int]] | None = None
+    lm_digit_token_ids: list[int] | None = None
 
     def __post_init__(self, **kwargs):
-        if self.score_names is None:
-            self.score_names = list(SCORE_NAMES)
-        if self.overall_weights is None:
-            self.overall_weights = [0.3, 0.4, 0.3]
-        if self.skill is None:
-            self.skill = DEFAULT_SKILL
-        if self.prompt_template is None:
-            self.prompt_template = DEFAULT_PROMPT_TEMPLATE
-        if self.single_source_prompt_template is None:
-            self.single_source_prompt_template = DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE
+        defaults = (("score_names", list(SCORE_NAMES)), ("overall_weights", [0.3, 0.4, 0.3]), ("skill", DEFAULT_SKILL),
+                    ("prompt_template", DEFAULT_PROMPT_TEMPLATE),
+                    ("single_source_prompt_template", DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE))
+        for name, default in defaults:  # fresh lists per config: defaults are built on each call
+            if getattr(self, name) is None:
+                setattr(self, name, default)
+        if self.score_head == "lm_digits":  # a model without head must be told the answer format
+            answer = "\n" + answer_format(self.score_names, self.lm_score_max)
+            for name, default in (("prompt_template", DEFAULT_PROMPT_TEMPLATE),
+                                  ("single_source_prompt_template", DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE)):
+                if getattr(self, name) == default:
+                    setattr(self, name, default + answer)
         super().__post_init__(**kwargs)
         self.validate_scoring_fields()
 
@@ -111,10 +128,29 @@ class MIEScoreConfig(PreTrainedConfig):
                     raise ValueError(f"{name} must contain {field}")
         if not 0 < self.min_pixels <= self.max_pixels:
             raise ValueError(f"need 0 < min_pixels <= max_pixels, got {self.min_pixels} and {self.max_pixels}")
+        self.validate_score_head()
+
+    def validate_score_head(self):
+        if self.score_head not in SCORE_HEADS:
+            raise ValueError(f"score_head must be one of {SCORE_HEADS}, got {self.score_head!r}")
+        if self.score_head != "lm_digits":
+            return
+        if not 1 <= int(self.lm_score_max) <= 9:
+            raise ValueError(f"lm_score_max must be 1..9 (one digit token per score), got {self.lm_score_max}")
+        if self.padding_side != "left":
+            raise ValueError("score_head='lm_digits' appends the answer to every row: padding_side must be 'left'")
+        if not self.lm_answer_token_ids or not self.lm_digit_token_ids:
+            raise ValueError("score_head='lm_digits' needs lm_answer_token_ids and lm_digit_token_ids; start the "
+                             "scorer with MIEScoreModel.from_backbone(..., score_head='lm_digits'), which reads them "
+                             "from the tokenizer")
+        if len(self.lm_answer_token_ids) != len(self.score_names) or \
+                len(self.lm_digit_token_ids) != int(self.lm_score_max) + 1:
+            raise ValueError("lm_answer_token_ids needs one entry per score name and lm_digit_token_ids one per "
+                             "digit 0..lm_score_max")
 
     @property
     def num_scores(self) -> int:
         return len(self.score_names)
 
 
-__all__ = ["MIEScoreConfig", "SCORE_NAMES", "DEFAULT_PROMPT_TEMPLATE", "DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE"]
+__all__ = ["MIEScoreConfig", "SCORE_HEADS", "SCORE_NAMES", "DEFAULT_PROMPT_TEMPLATE", "DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE"]

@@ -215,12 +215,10 @@ class SpatialRewardConfig(Qwen3VLConfig):
     def __post_init__(self, **kwargs):
         # A plain Qwen3-VL config dict carries model_type="qwen3_vl"; the class attribute must win.
         kwargs.pop("model_type", None)
-        if self.sc_prompt is None:
-            self.sc_prompt = SC_PROMPT_SINGLE
-        if self.sc_prompt_multi is None:
-            self.sc_prompt_multi = SC_PROMPT_MULTI
-        if self.pq_prompt is None:
-            self.pq_prompt = PQ_PROMPT
+        for name, default in (("sc_prompt", SC_PROMPT_SINGLE), ("sc_prompt_multi", SC_PROMPT_MULTI),
+                              ("pq_prompt", PQ_PROMPT)):
+            if getattr(self, name) is None:
+                setattr(self, name, default)
         if self.sc_weights is None:
             # SC = 0.6 s_if + 0.4 s_con: sec. 3.1 (S_SC = w_1 s_if + w_2 s_con) read with sec. 5.1 (w_SC = {0.6, 0.4}).
             # Appendix B.1.3 / figure 10 instead call w_SC^(0) the weight of *source consistency* (optimum 0.60),

@@ -1,24 +1,34 @@
-"""MIEScore: a Qwen3-VL backbone with a 3-output regression head (MIEScore paper, "Model Architecture").
+"""MIEScore: a VLM backbone with a 3-output regression head (MIEScore paper, "Model Architecture").
+
+The paper's backbone is Qwen3-VL; any transformers-native image-text-to-text model whose base model returns
+``last_hidden_state`` can be one (Table 5 compares Qwen2.5-VL and InternVL3.5): ``backbone_families`` says what
+differs between families. Without a head (``config.score_head == "lm_digits"``, Table 5 rows 1 and 4) the scores
+are read from the language model's digit probabilities (``lm_digit_scores``).
 
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``. It imports only
-torch, transformers and the flat sibling files below (through them numpy, Pillow and tqdm, a hard dependency
-of transformers). Batching: ``batched_scoring``; shared-prefix reuse: ``prefix_reuse``.
+torch, transformers and the flat sibling files below (through them numpy, Pillow, and tqdm and huggingface_hub,
+hard dependencies of transformers). Batching: ``batched_scoring``; shared-prefix reuse: ``prefix_reuse``;
+the ``image-edit-scoring`` pipeline: ``pipeline_miescore``; the model card: ``model_card``.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from torch import nn
-from transformers import AutoModel, AutoProcessor, PreTrainedModel
+from transformers import AutoModel, AutoModelForImageTextToText, AutoProcessor, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from .backbone_families import family_of
 from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, score_in_batches
-from .configuration_miescore import MIEScoreConfig
+from .configuration_miescore import SCORE_NAMES, MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
+from .lm_digit_scores import DigitScoreReader, greedy_digit_logits, teacher_forced_digit_logits, tokenize_answer
 from .overall import overall_score
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
 from .processing_miescore import EditSample, estimate_num_tokens, load_checkpoint_processor, prepare_inputs
@@ -31,9 +41,11 @@ class MIEScoreOutput(ModelOutput):
     Args:
         scores (`torch.FloatTensor` of shape `(batch_size, num_scores)`): sigmoid outputs in [0, 1], one per
             `config.score_names` (multiply by `config.score_scale` for the 0-100 MOS scale).
-        logits (`torch.FloatTensor` of shape `(batch_size, num_scores)`): head outputs before the sigmoid.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_scores)`): head outputs before the sigmoid
+            (`lm_digits`: `(batch_size, num_scores, lm_score_max + 1)`, the digit logits of each score).
         pooled_hidden_state (`torch.FloatTensor` of shape `(batch_size, hidden_size)`): the backbone's last
-            hidden state at each row's last non-pad token.
+            hidden state at each row's last non-pad token (`lm_digits`: `(batch_size, num_scores, hidden_size)`,
+            where each score was read).
     """
 
     scores: torch.FloatTensor | None = None
@@ -78,9 +90,9 @@ def last_token_indices(attention_mask: torch.Tensor) -> torch.Tensor:
 class MIEScoreModel(PreTrainedModel):
     """Scores a multi-source edit on visual quality, instruction following and attribute preservation.
 
-    The backbone (``AutoModel.from_config(config.backbone_config)``, a ``Qwen3VLModel``) reads the labelled
-    source images, the instruction and the edited image; the regression head maps the hidden state of the
-    last non-pad token to ``config.num_scores`` sigmoid outputs.
+    The backbone (``AutoModel.from_config(config.backbone_config)``: a ``Qwen3VLModel`` in the paper, or another
+    VLM's base model) reads the labelled source images, the instruction and the edited image; the regression head
+    maps the hidden state of the last non-pad token to ``config.num_scores`` sigmoid outputs.
     """
 
     config_class = MIEScoreConfig
@@ -88,7 +100,7 @@ class MIEScoreModel(PreTrainedModel):
     main_input_name = "input_ids"
     input_modalities = ("image", "text")
     supports_gradient_checkpointing = True
-    _no_split_modules = ["Qwen3VLTextDecoderLayer", "Qwen3VLVisionBlock"]
+    # _no_split_modules: collected from the backbone by post_init (its decoder layers and vision blocks)
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_attention_backend = True
@@ -97,17 +109,21 @@ class MIEScoreModel(PreTrainedModel):
         super().__init__(config)
         self.backbone = AutoModel.from_config(config.backbone_config)
         hidden_size = config.backbone_config.get_text_config().hidden_size
-        self.head = MIEScoreRegressionHead(
-            hidden_size, config.head_hidden_size, len(config.score_names), config.head_dropout
-        )
-        self.processor = None  # a Qwen3VLProcessor; loaded from the checkpoint folder on first use
+        if config.score_head == "lm_digits":
+            self.head = DigitScoreReader(hidden_size, int(config.lm_score_max) + 1)
+        else:
+            self.head = MIEScoreRegressionHead(
+                hidden_size, config.head_hidden_size, len(config.score_names), config.head_dropout
+            )
+        self.processor = None  # the backbone's processor; loaded from the checkpoint folder on first use
         self.post_init()
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear) and any(module is m for m in self.head.modules()):
             std = getattr(self.config.backbone_config.get_text_config(), "initializer_range", 0.02)
             nn.init.normal_(module.weight, mean=0.0, std=std)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
         else:
             super()._init_weights(module)
 
@@ -126,6 +142,7 @@ class MIEScoreModel(PreTrainedModel):
         mm_token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
+        answer_digits: torch.LongTensor | None = None,
         **kwargs,
     ) -> MIEScoreOutput:
         """Score a batch prepared by :func:`processing_miescore.prepare_inputs`.
@@ -133,31 +150,48 @@ class MIEScoreModel(PreTrainedModel):
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): token ids, left or right padded.
             attention_mask (`torch.Tensor` of shape `(batch_size, seq_len)`): 1 for real tokens, 0 for pads.
-            pixel_values (`torch.Tensor` of shape `(total_patches, channels * temporal_patch * patch**2)`):
-                the patches of all images of the batch, in prompt order.
-            image_grid_thw (`torch.LongTensor` of shape `(num_images, 3)`): patch grid of each image.
-            mm_token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): needed for M-RoPE.
+            pixel_values (`torch.Tensor`): the images of the batch in prompt order, as the backbone's processor
+                makes them (Qwen-VL: `(total_patches, channels * temporal_patch * patch**2)`; InternVL:
+                `(total_tiles, channels, tile, tile)`).
+            image_grid_thw (`torch.LongTensor` of shape `(num_images, 3)`): Qwen-VL: patch grid of each image.
+            mm_token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): Qwen-VL: needed for M-RoPE.
+            answer_digits (`torch.LongTensor` of shape `(batch_size, num_scores)`): `lm_digits` training only:
+                the digits written into the teacher-forced answer (ignored in eval mode).
+            kwargs: any other input of the backbone's processor, passed on to the backbone. Inputs that are None
+                are not passed, so each family gets only what its forward takes.
         """
         if attention_mask is None:
             batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
             device = (input_ids if input_ids is not None else inputs_embeds).device
             attention_mask = torch.ones(batch, length, dtype=torch.long, device=device)
         kwargs.pop("labels", None)  # losses live in the trainer (modeling_miescore.training.losses)
-        outputs = self.backbone(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            pixel_values=pixel_values,
-            image_grid_thw=image_grid_thw,
-            mm_token_type_ids=mm_token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            **kwargs,
-        )
-        hidden = outputs.last_hidden_state
+        given = dict(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
+                     image_grid_thw=image_grid_thw, mm_token_type_ids=mm_token_type_ids, position_ids=position_ids,
+                     inputs_embeds=inputs_embeds, **kwargs)
+        inputs = {key: value for key, value in given.items() if value is not None}
+        if self.config.score_head == "lm_digits":
+            return self._forward_lm_digits(inputs, answer_digits)
+        hidden = self.backbone(**inputs).last_hidden_state
         rows = torch.arange(hidden.shape[0], device=hidden.device)
         pooled = hidden[rows, last_token_indices(attention_mask).to(hidden.device)]
         logits = self.head(pooled.to(self.head.dense.weight.dtype))
         return MIEScoreOutput(scores=torch.sigmoid(logits), logits=logits, pooled_hidden_state=pooled)
+
+    def _forward_lm_digits(self, inputs: dict, answer_digits: torch.Tensor | None) -> MIEScoreOutput:
+        """No head: read each score from the language model's digit probabilities (``lm_digit_scores``)."""
+        if "input_ids" not in inputs or "position_ids" in inputs:
+            raise ValueError("score_head='lm_digits' appends the answer to input_ids: pass input_ids and let the "
+                             "backbone compute positions")
+
+        def run(batch: dict) -> torch.Tensor:
+            return self.backbone(**batch).last_hidden_state
+
+        prefixes, digits = self.config.lm_answer_token_ids, self.config.lm_digit_token_ids
+        if self.training and answer_digits is not None:
+            logits, read = teacher_forced_digit_logits(run, inputs, prefixes, digits, answer_digits, self.head)
+        else:
+            logits, read = greedy_digit_logits(run, inputs, prefixes, digits, self.head)
+        return MIEScoreOutput(scores=DigitScoreReader.expected_scores(logits), logits=logits, pooled_hidden_state=read)
 
     # ------------------------------------------------------------------ scoring API
 
@@ -190,6 +224,7 @@ class MIEScoreModel(PreTrainedModel):
             ``{"visual_quality", "instruction_following", "attribute_preservation", "overall"}`` as floats on
             the 0-100 scale (the names follow ``config.score_names``).
         """
+        kwargs.setdefault("reuse_prefix", False)  # one edit: no prefix to share
         return self.score_batch([{"sources": sources, "edited": edited, "instruction": instruction}],
                                 batch_size=1, processor=processor, **kwargs)[0]
 
@@ -203,15 +238,20 @@ class MIEScoreModel(PreTrainedModel):
         sources and instruction (found automatically, or given as ``groups``: one group id per sample) run their
         shared prompt prefix once (``reuse_prefix``); the other samples are sorted by estimated sequence length
         inside each chunk so that a batch holds samples of similar length.
+
+        Prefix reuse is exact (tested) for Qwen-VL and InternVL backbones with the regression head; elsewhere
+        (:attr:`prefix_reuse_available` is False) ``reuse_prefix=True`` warns once with the reason and every edit
+        runs its full prompt.
         """
         checked_batch_size(batch_size)
         processor = processor or self.get_processor()
+        share = self._shares_prefix(reuse_prefix)
 
         def score(loaded: list, shared) -> list:
             return self._run_call(self._prepare_call(loaded, shared, processor), batch_size)
 
         with eval_mode(self):
-            return self._in_batches(samples, score, batch_size, max_image_pixels, reuse_prefix, groups, progress)
+            return self._in_batches(samples, score, batch_size, max_image_pixels, share, groups, progress)
 
     def prepare_batch(self, samples: Sequence, batch_size: int = 8, processor=None,
                       max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
@@ -225,13 +265,14 @@ class MIEScoreModel(PreTrainedModel):
         """
         checked_batch_size(batch_size)
         processor = processor or self.get_processor()
+        share = self._shares_prefix(reuse_prefix)
         calls: list = []
 
         def prepare(loaded: list, shared) -> list:
             calls.append(self._prepare_call(loaded, shared, processor))
             return [(len(calls) - 1, row) for row in range(len(loaded))]
 
-        slots = self._in_batches(samples, prepare, batch_size, max_image_pixels, reuse_prefix, groups, False)
+        slots = self._in_batches(samples, prepare, batch_size, max_image_pixels, share, groups, False)
         return PreparedScoring(calls=calls, slots=slots, batch_size=int(batch_size))
 
     def score_prepared(self, prepared: PreparedScoring) -> list[dict[str, float]]:
@@ -240,9 +281,15 @@ class MIEScoreModel(PreTrainedModel):
             outputs = [self._run_call(call, prepared.batch_size) for call in prepared.calls]
         return [outputs[call][row] for call, row in prepared.slots]
 
-    def _in_batches(self, samples, step, batch_size, max_image_pixels, reuse_prefix, groups, progress) -> list:
-        # the prefix is the part before the edited image: reusable only when the edited image comes last
-        share = reuse_prefix and self.config.image_order == "sources_first"
+    def _shares_prefix(self, reuse_prefix: bool) -> bool:
+        """``reuse_prefix`` where this model can reuse a prefix; warns when it was asked for and cannot."""
+        share = reuse_prefix and self.prefix_reuse_available
+        if reuse_prefix and not share:
+            warnings.warn(f"reuse_prefix: {self.prefix_reuse_unavailable_reason()}; every edit is scored with the "
+                          "full prompt (results are the same, only slower)", stacklevel=3)
+        return share
+
+    def _in_batches(self, samples, step, batch_size, max_image_pixels, share: bool, groups, progress) -> list:
         return score_in_batches(samples, step, batch_size=batch_size, max_image_pixels=max_image_pixels,
                                 length=lambda sample: estimate_num_tokens(sample, self.config), group_ids=groups,
                                 grouping=PrefixGrouping() if share else None, progress=progress, desc="scoring")
@@ -252,6 +299,23 @@ class MIEScoreModel(PreTrainedModel):
         if shared:
             return prepare_shared_prefix(self.backbone, processor, loaded, self.config)
         return prepare_inputs(processor, loaded, self.config)
+
+    def prefix_reuse_unavailable_reason(self) -> str | None:
+        """Why :meth:`score_batch` cannot reuse a shared prompt prefix with this model, or None when it can."""
+        family = family_of(self.config)
+        if not family.prefix_reuse:
+            return (f"prefix reuse is implemented (and tested exact) for Qwen-VL and InternVL backbones, not for "
+                    f"model_type {self.config.backbone_config.model_type!r}")
+        if self.config.score_head != "regression":
+            return f"the score head {self.config.score_head!r} reads an answer after the whole prompt"
+        if self.config.image_order != "sources_first":
+            return "the edited image is not last in the prompt (image_order='edited_first')"
+        return None
+
+    @property
+    def prefix_reuse_available(self) -> bool:
+        """True when :meth:`score_batch` runs the prompt prefix shared by edits of the same sources once."""
+        return self.prefix_reuse_unavailable_reason() is None
 
     @torch.inference_mode()
     def _run_call(self, inputs, batch_size: int) -> list[dict[str, float]]:
@@ -267,41 +331,73 @@ class MIEScoreModel(PreTrainedModel):
 
     @classmethod
     def from_backbone(cls, backbone, processor=None, dtype=None, **config_kwargs) -> "MIEScoreModel":
-        """Start a new scorer (random head) from a plain Qwen3-VL checkpoint.
+        """Start a new scorer (random head) from a plain VLM checkpoint.
 
         Args:
-            backbone: path or repo id of a Qwen3-VL checkpoint (e.g. ``Qwen/Qwen3-VL-8B-Instruct``), or an
-                already loaded ``Qwen3VLModel``.
+            backbone: path or repo id of a transformers-native image-text-to-text checkpoint: Qwen3-VL as in the
+                paper (``Qwen/Qwen3-VL-8B-Instruct``), Qwen2.5-VL (``Qwen/Qwen2.5-VL-7B-Instruct``), InternVL3.5
+                (``OpenGVLab/InternVL3_5-8B-HF``) or any other whose base model returns ``last_hidden_state``;
+                or an already loaded model (the ``*ForConditionalGeneration`` or its base model).
             processor: its processor; loaded from the same path when not given.
-            config_kwargs: any :class:`MIEScoreConfig` field (skill, max_pixels, ...).
+            config_kwargs: any :class:`MIEScoreConfig` field (skill, max_pixels, score_head, ...). With
+                ``score_head="lm_digits"`` there is no new head: the language model's output rows of the digit
+                tokens are kept (the model must then be the ``*ForConditionalGeneration`` and come with its
+                processor, whose tokenizer gives the answer tokens).
         """
+        lm_digits = config_kwargs.get("score_head") == "lm_digits"
         if isinstance(backbone, (str, os.PathLike)):
             path = os.fspath(backbone)
-            backbone_model = AutoModel.from_pretrained(path, dtype=dtype) if dtype else AutoModel.from_pretrained(path)
+            auto = AutoModelForImageTextToText if lm_digits else AutoModel
+            backbone = auto.from_pretrained(path, dtype=dtype) if dtype else auto.from_pretrained(path)
             if processor is None:
                 processor = AutoProcessor.from_pretrained(path)
-        else:
-            backbone_model = backbone
-        if hasattr(backbone_model, "lm_head"):
-            backbone_model = backbone_model.model  # a *ForConditionalGeneration: keep its Qwen3VLModel
-        config = cls.config_class(backbone_config=backbone_model.config.to_dict(), **config_kwargs)
+        output_layer = backbone.get_output_embeddings()
+        base = backbone.base_model if output_layer is not None else backbone  # keep the *Model of a *ForCG
+        if lm_digits:
+            config_kwargs.update(_lm_digit_token_ids(processor, output_layer, config_kwargs))
+        config = cls.config_class(backbone_config=base.config.to_dict(), **config_kwargs)
         with torch.device("meta"):
             model = cls(config)
-        model.backbone = backbone_model
-        model.head.to_empty(device=backbone_model.device)
-        model.head.to(backbone_model.dtype)
-        for module in model.head.modules():
-            if isinstance(module, nn.Linear):
-                model._init_weights(module)
+        model.backbone = base
+        model.head.to_empty(device=base.device)
+        model.head.to(base.dtype)
+        with torch.no_grad():
+            if lm_digits:  # the language model's own output rows of the digit tokens
+                model.head.digit_logits.weight.copy_(output_layer.weight[config.lm_digit_token_ids])
+            else:
+                for module in model.head.modules():
+                    if isinstance(module, nn.Linear):
+                        model._init_weights(module)
         model.processor = processor
         return model
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map``,
-        the model code, and the processor beside them."""
+        """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
+        ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
+        (README.md, unless the folder has one: ``model_card.save_default_model_card``)."""
+        from .model_card import save_default_model_card
+        from .pipeline_miescore import CUSTOM_PIPELINES
+
+        self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
         super().save_pretrained(save_directory, *args, **kwargs)
-        if self.processor is not None and kwargs.get("is_main_process", True):
-            self.processor.save_pretrained(save_directory)
+        if kwargs.get("is_main_process", True):
+            if self.processor is not None:
+                self.processor.save_pretrained(save_directory)
+            save_default_model_card(self, save_directory)
+
+
+def _lm_digit_token_ids(processor, output_layer, config_kwargs: dict) -> dict:
+    """The ``lm_answer_token_ids`` / ``lm_digit_token_ids`` config fields of a scorer without head."""
+    if output_layer is None or getattr(output_layer, "bias", None) is not None:
+        raise ValueError("score_head='lm_digits' reads the language model's output layer (lm_head, without bias): "
+                         "pass the *ForConditionalGeneration model or a checkpoint path, not its base model")
+    if processor is None:
+        raise ValueError("score_head='lm_digits' needs the backbone's processor (its tokenizer gives the answer "
+                         "tokens); pass processor=AutoProcessor.from_pretrained(<checkpoint>)")
+    prefixes, digits = tokenize_answer(processor.tokenizer, config_kwargs.get("score_names") or SCORE_NAMES,
+                                       int(config_kwargs.get("lm_score_max", MIEScoreConfig.lm_score_max)))
+    return {"lm_answer_token_ids": prefixes, "lm_digit_token_ids": digits}
+
 
 MIEScoreConfig.register_for_auto_class()
 MIEScoreModel.register_for_auto_class("AutoModel")

@@ -18,12 +18,13 @@ The result type, parsing and aggregation live in ``spatialreward_judgement`` (sh
 the batching in ``batched_scoring``.
 
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``; it imports only
-torch, transformers, tqdm (through ``batched_scoring``; a hard dependency of transformers) and its flat
-siblings.
+torch, transformers, tqdm (through ``batched_scoring``) and huggingface_hub (through ``model_card``), both hard
+dependencies of transformers, and its flat siblings (``pipeline_miescore``: the ``image-edit-scoring`` pipeline).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -326,7 +327,13 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
 
     # -- saving -------------------------------------------------------------------------------------------------
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors), the config with ``auto_map``, the model code and the processor beside."""
+        """Save weights (safetensors), the config with ``auto_map`` and ``custom_pipelines`` (the
+        ``image-edit-scoring`` pipeline), the model code, the processor beside and a model card (README.md,
+        unless the folder has one: ``model_card.save_default_model_card``)."""
+        from .model_card import save_default_model_card
+        from .pipeline_miescore import CUSTOM_PIPELINES
+
+        self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
         auto_map = dict(getattr(self.config, "auto_map", None) or {})
         auto_map.update({
             "AutoConfig": "configuration_spatialreward.SpatialRewardConfig",
@@ -335,8 +342,10 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         })
         self.config.auto_map = auto_map
         super().save_pretrained(save_directory, *args, **kwargs)
-        if self.processor is not None and kwargs.get("is_main_process", True):
-            self.processor.save_pretrained(save_directory)
+        if kwargs.get("is_main_process", True):
+            if self.processor is not None:
+                self.processor.save_pretrained(save_directory)
+            save_default_model_card(self, save_directory)
 
 
 SpatialRewardConfig.register_for_auto_class()

@@ -165,6 +165,11 @@ GROUNDING_ISSUES = frozenset(
 # ----------------------------------------------------------------------------------------------
 
 
+def _score_property(name: str) -> property:
+    """A read-only attribute for one sub-score: ``scores[name]``, or None when the answer did not give it."""
+    return property(lambda self: self.scores.get(name), doc=f"``scores[{name!r}]`` (None when absent).")
+
+
 @dataclass
 class ParsedOutput:
     """Result of parsing one generation.
@@ -204,24 +209,10 @@ class ParsedOutput:
     raw: str = ""
 
     # -- convenience --------------------------------------------------------------------------
-    def _score(self, name: str) -> Optional[float]:
-        return self.scores.get(name)
-
-    @property
-    def s_if(self) -> Optional[float]:
-        return self._score("s_if")
-
-    @property
-    def s_con(self) -> Optional[float]:
-        return self._score("s_con")
-
-    @property
-    def naturalness(self) -> Optional[float]:
-        return self._score("naturalness")
-
-    @property
-    def artifacts(self) -> Optional[float]:
-        return self._score("artifacts")
+    s_if = _score_property("s_if")
+    s_con = _score_property("s_con")
+    naturalness = _score_property("naturalness")
+    artifacts = _score_property("artifacts")
 
     @property
     def score_pair(self) -> Tuple[Optional[float], Optional[float]]:

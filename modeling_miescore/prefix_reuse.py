@@ -1,25 +1,26 @@
-"""Shared-prefix reuse for Qwen3-VL: run the sources + instruction once, then only each edit's suffix.
+"""Shared-prefix reuse: run the sources + instruction once, then only each edit's suffix.
 
 In MIE-Bench every instance has 12 edits of the same sources and instruction, and in RL an editor produces G
-candidates per prompt. With the edited image last in the prompt, everything up to the edited image's
-``<|vision_start|>`` is shared. We run that prefix once, keep its KV cache, and run the G suffixes (edited image
-tokens + the constant closing text) on copies of the cache: for scoring (MIEScore, :func:`suffix_hidden_states`)
-and for greedy generation (SpatialReward's SC stream, :func:`generate_from_prefix`). The measurements behind the
-points below are in the MIEScore repository, docs/prefix_reuse.md.
+candidates per prompt. With the edited image last in the prompt, everything up to the token that opens the edited
+image (``<|vision_start|>`` for Qwen-VL, ``<img>`` for InternVL) is shared. We run that prefix once, keep its KV
+cache, and run the G suffixes (edited image tokens + the constant closing text) on copies of the cache: for scoring
+(MIEScore, :func:`suffix_hidden_states`; Qwen-VL and InternVL backbones, ``backbone_families``) and for greedy
+generation (SpatialReward's SC stream, Qwen3-VL, :func:`generate_from_prefix`). The measurements behind the points
+below are in the MIEScore repository, docs/prefix_reuse.md.
 
 What makes the result equal to the full forward:
 
-1. Positions. Qwen3-VL's rotary positions are 3-D (M-RoPE) and an image advances them by its grid, not by its
+1. Positions. Qwen-VL's rotary positions are 3-D (M-RoPE) and an image advances them by its grid, not by its
    token count, so the suffix gets explicit ``position_ids`` sliced from ``get_rope_index`` over the FULL
    sequence. Without them the model silently derives wrong ones (from ``rope_deltas`` left by an earlier call,
-   or restarting at 0).
-2. Images. The suffix call receives the edited image's own ``pixel_values`` / ``image_grid_thw``; the model then
-   encodes it and adds its deepstack features at the suffix's image tokens. The sources' contributions
-   (embeddings and deepstack) already live in the prefix KV. Passing the sources' pixels again fails with an
-   "image features and image tokens do not match" error.
-3. The cut. The prompt is split right after a special token (``<|vision_start|>``), so BPE merges are the same
-   on both sides; the chat template glues text pieces without separators, and a cut inside text could merge
-   differently.
+   or restarting at 0). InternVL's positions are 1-D (the token index), also passed explicitly.
+2. Images. The suffix call receives the edited image's own pixels (Qwen-VL: ``pixel_values`` / ``image_grid_thw``;
+   InternVL: its tiles); the model then encodes it (Qwen3-VL also adds its deepstack features at the suffix's
+   image tokens). Both towers encode each image (Qwen-VL) or tile (InternVL) on its own, so the features equal
+   those of the full batch. The sources' contributions already live in the prefix KV. Passing the sources' pixels
+   again fails with an "image features and image tokens do not match" error.
+3. The cut. The prompt is split right after a special token, so BPE merges are the same on both sides; the chat
+   template glues text pieces without separators, and a cut inside text could merge differently.
 4. The cache. It must hold exactly the prefix tokens: attention masks take their offset from the cache length.
    ``forward`` and ``generate`` extend the cache they get in place, so every use gets ``copy.deepcopy`` of it,
    repeated along the batch with ``batch_repeat_interleave``.
@@ -38,13 +39,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from transformers import DynamicCache
 
+from .backbone_families import INTERNVL, family_of
 from .processing_miescore import EditSample, image_size_kwargs, prepare_inputs
 
 
@@ -96,13 +97,82 @@ def find_groups(samples: Sequence[EditSample], group_ids: Sequence | None = None
     return list(groups.values())
 
 
-def _prefix_length(input_ids: torch.Tensor, vision_start_id: int) -> int:
-    """Length of the shared prefix: everything up to and including the edited image's <|vision_start|>.
+def _prefix_length(input_ids: torch.Tensor, cut_token_id: int) -> int:
+    """Length of the shared prefix: everything up to and including the token that opens the edited image.
 
     Cutting at a special token keeps BPE merges identical on both sides of the cut.
     """
-    starts = (input_ids == vision_start_id).nonzero()
+    starts = (input_ids == cut_token_id).nonzero()
     return int(starts[-1]) + 1
+
+
+@dataclass
+class _EncodedImages:
+    """The images of one group (sources, then every edit) as the image processor makes them, split per image."""
+
+    chunks: list            # pixel rows (Qwen-VL) or tiles (InternVL) of each image
+    grids: torch.Tensor | None  # Qwen-VL: (num_images, 3) patch grids
+    tokens: list            # image tokens of each image in the prompt (its run of image_token_id)
+    keys: list              # what an edit's suffix depends on: its grid (Qwen-VL) or tile count (InternVL)
+
+    def vision_inputs(self, indices: Sequence[int], device, dtype) -> dict:
+        inputs = {"pixel_values": torch.cat([self.chunks[i] for i in indices]).to(device, dtype)}
+        if self.grids is not None:
+            inputs["image_grid_thw"] = self.grids[list(indices)].to(device)
+        return inputs
+
+
+def _encode_images(family, backbone, processor, images: list, config) -> _EncodedImages:
+    out = processor.image_processor(images=images, return_tensors="pt", **image_size_kwargs(config))
+    if family is INTERNVL:
+        tiles = [int(n) for n in out["num_patches"]]
+        per_tile = int(backbone.config.image_seq_length)
+        return _EncodedImages(list(torch.split(out["pixel_values"], tiles)), None, [per_tile * n for n in tiles], tiles)
+    grids = out["image_grid_thw"]
+    rows = [int(r) for r in grids.prod(-1)]
+    merge = backbone.config.vision_config.spatial_merge_size
+    return _EncodedImages(list(torch.split(out["pixel_values"], rows)), grids, [r // merge**2 for r in rows],
+                          [tuple(g.tolist()) for g in grids])
+
+
+def _full_positions(family, backbone, full_ids: torch.Tensor, grids: torch.Tensor | None) -> torch.Tensor:
+    """(R, L) positions of one unpadded sequence: the 3 M-RoPE rows (Qwen-VL) or the token index (R = 1)."""
+    if family is INTERNVL:
+        return torch.arange(len(full_ids), device=full_ids.device)[None]
+    return rope_positions(backbone, full_ids, grids.to(full_ids.device))
+
+
+def _suffixes(family, backbone, prefix_ids: torch.Tensor, closing: torch.Tensor, images: _EncodedImages,
+              num_sources: int):
+    """Suffix tokens and (R, S) positions of every edit, and the (R, P) positions of the prefix.
+
+    Both depend only on the edited image's grid or tile count, so edits of one size share them.
+    """
+    image_token_id = backbone.config.image_token_id
+    by_key, suffixes, positions = {}, [], []
+    for i in range(num_sources, len(images.tokens)):
+        if images.keys[i] not in by_key:
+            suffix = torch.cat([prefix_ids.new_full((images.tokens[i],), image_token_id), closing])
+            grids = None if images.grids is None else images.grids[[*range(num_sources), i]]
+            pos = _full_positions(family, backbone, torch.cat([prefix_ids, suffix]), grids)
+            by_key[images.keys[i]] = (suffix, pos[:, len(prefix_ids):], pos[:, :len(prefix_ids)])
+        suffix, suffix_positions, prefix_positions = by_key[images.keys[i]]
+        suffixes.append(suffix)
+        positions.append(suffix_positions)
+    return suffixes, positions, prefix_positions
+
+
+def _pack_suffixes(suffixes: Sequence[torch.Tensor], positions: Sequence[torch.Tensor], pad_id: int):
+    """Right-padded (B, W) ids and (R, B, W) positions of a batch of suffixes, and their lengths."""
+    lengths = [len(suffix) for suffix in suffixes]
+    ids = suffixes[0].new_full((len(suffixes), max(lengths)), pad_id)
+    pos = positions[0].new_zeros((positions[0].shape[0], len(suffixes), max(lengths)))
+    for row, (suffix, suffix_positions) in enumerate(zip(suffixes, positions)):
+        ids[row, : len(suffix)] = suffix
+        pos[:, row, : len(suffix)] = suffix_positions
+        # right padding after the last real token: causal attention never lets earlier tokens see it
+        pos[:, row, len(suffix):] = suffix_positions[:, -1:]
+    return ids, pos, lengths
 
 
 @dataclass
@@ -110,73 +180,49 @@ class SharedPrefixInputs:
     """Model inputs of a group of edits that share their prompt prefix, built by :func:`prepare_shared_prefix`
     (on the CPU, no forward pass) and run by :func:`shared_prefix_hidden_states`.
 
-    ``prefix_ids`` `(1, P)`, ``prefix_pixels`` / ``source_grids`` / ``prefix_positions`` `(3, 1, P)`: the prefix
-    call; ``suffixes[i]`` / ``positions[i]`` `(3, S_i)`: edit i's suffix tokens and M-RoPE positions;
-    ``edit_pixels`` / ``edit_grids`` / ``row_offsets``: the edited images' patches, edit i's rows being
-    ``row_offsets[i]:row_offsets[i + 1]``; ``pad_id`` pads suffixes of different lengths.
+    ``prefix_ids`` `(1, P)` and ``prefix_positions`` `(R, 1, P)`: the prefix call; ``images``: the sources'
+    (first ``num_sources``) and every edit's pixels; ``suffixes[i]`` / ``positions[i]`` `(R, S_i)`: edit i's
+    suffix tokens and positions (R = 3 M-RoPE rows for Qwen-VL, 1 for InternVL, whose backbone takes them flat,
+    ``flat_positions``); ``pad_id`` pads suffixes of different lengths.
     """
 
     prefix_ids: torch.Tensor
-    prefix_pixels: torch.Tensor
-    source_grids: torch.Tensor
     prefix_positions: torch.Tensor
+    images: _EncodedImages
+    num_sources: int
     suffixes: list
     positions: list
-    edit_pixels: torch.Tensor
-    edit_grids: torch.Tensor
-    row_offsets: torch.Tensor
     pad_id: int
+    flat_positions: bool
 
     def __len__(self) -> int:
         return len(self.suffixes)
 
+    def model_positions(self, positions: torch.Tensor, device) -> torch.Tensor:
+        """(R, B, L) positions as the backbone takes them, on ``device``."""
+        return (positions[0] if self.flat_positions else positions).to(device)
+
 
 def prepare_shared_prefix(backbone, processor, samples: Sequence[EditSample], config) -> SharedPrefixInputs:
     """The inputs of :func:`suffix_hidden_states` for a group of edits, on the CPU: everything but the forward
-    passes (tokenising, image preprocessing, M-RoPE positions). Needs only ``backbone.config`` and
+    passes (tokenising, image preprocessing, positions). Needs only ``backbone.config`` and (Qwen-VL)
     ``backbone.get_rope_index``, so it can run on another thread while the model runs an earlier batch."""
-    if config.image_order != "sources_first":
-        raise ValueError("prefix reuse needs the edited image last (image_order='sources_first')")
-    merge = backbone.config.vision_config.spatial_merge_size
-    image_token_id = backbone.config.image_token_id
+    family = family_of(config)
+    if config.image_order != "sources_first" or not family.prefix_reuse:
+        raise ValueError("prefix reuse needs a Qwen-VL or InternVL backbone and the edited image last "
+                         "(image_order='sources_first')")
     num_sources = len(samples[0].sources)
-
     # Sample 0 gives the prefix tokens and the constant closing text; every edit then only needs its own image.
-    first = prepare_inputs(processor, [samples[0]], config)
-    ids = first["input_ids"]
-    prefix_len = _prefix_length(ids[0], backbone.config.vision_start_token_id)
-    grids = first["image_grid_thw"]
-    source_grids = grids[:num_sources]
-    source_rows = int(source_grids.prod(-1).sum())
-    first_edit_tokens = int(grids[num_sources].prod()) // merge**2
-    closing = ids[0, prefix_len + first_edit_tokens:]
-
-    edited = processor.image_processor(images=[s.edited for s in samples], return_tensors="pt",
-                                       **image_size_kwargs(config))
-    edit_grids = edited["image_grid_thw"]
-    edit_rows = edit_grids.prod(-1)
-
-    # Suffix tokens and positions depend only on the edited image's grid; edits of one size share them.
-    by_grid: dict = {}
-    suffixes, positions = [], []
-    for i in range(len(samples)):
-        grid = tuple(edit_grids[i].tolist())
-        if grid not in by_grid:
-            suffix = torch.cat([ids.new_full((math.prod(grid) // merge**2,), image_token_id), closing])
-            full = torch.cat([ids[0, :prefix_len], suffix])[None]
-            mm_types = (full == image_token_id).int()
-            pos, _ = backbone.get_rope_index(full, mm_types, torch.cat([source_grids, edit_grids[i : i + 1]]))
-            by_grid[grid] = (suffix, pos[:, 0, prefix_len:])
-            if i == 0:
-                prefix_positions = pos[:, :, :prefix_len]
-        suffixes.append(by_grid[grid][0])
-        positions.append(by_grid[grid][1])
-    return SharedPrefixInputs(
-        prefix_ids=ids[:, :prefix_len], prefix_pixels=first["pixel_values"][:source_rows], source_grids=source_grids,
-        prefix_positions=prefix_positions, suffixes=suffixes, positions=positions,
-        edit_pixels=edited["pixel_values"], edit_grids=edit_grids,
-        row_offsets=torch.cat([edit_rows.new_zeros(1), edit_rows.cumsum(0)]),
-        pad_id=processor.tokenizer.pad_token_id or 0)
+    ids = prepare_inputs(processor, [samples[0]], config)["input_ids"]
+    images = _encode_images(family, backbone, processor, [*samples[0].sources, *(s.edited for s in samples)], config)
+    cut = processor.start_image_token_id if family is INTERNVL else backbone.config.vision_start_token_id
+    prefix_len = _prefix_length(ids[0], cut)
+    closing = ids[0, prefix_len + images.tokens[num_sources]:]
+    suffixes, positions, prefix_positions = _suffixes(family, backbone, ids[0, :prefix_len], closing, images,
+                                                      num_sources)
+    return SharedPrefixInputs(prefix_ids=ids[:, :prefix_len], prefix_positions=prefix_positions[:, None],
+                              images=images, num_sources=num_sources, suffixes=suffixes, positions=positions,
+                              pad_id=processor.tokenizer.pad_token_id or 0, flat_positions=family is INTERNVL)
 
 
 @torch.inference_mode()
@@ -185,30 +231,19 @@ def shared_prefix_hidden_states(backbone, inputs: SharedPrefixInputs, batch_size
     at a time on copies of its KV cache. Returns the last-token hidden state of each edit, `(G, hidden_size)`."""
     device, dtype = backbone.device, backbone.dtype
     cache = DynamicCache(config=backbone.config)
-    backbone(input_ids=inputs.prefix_ids.to(device), pixel_values=inputs.prefix_pixels.to(device, dtype),
-             image_grid_thw=inputs.source_grids.to(device), position_ids=inputs.prefix_positions.to(device),
-             cache=cache, use_cache=True)
-
-    suffixes, positions, offsets = inputs.suffixes, inputs.positions, inputs.row_offsets
-    edit_grids = inputs.edit_grids.to(device)
+    backbone(input_ids=inputs.prefix_ids.to(device),
+             position_ids=inputs.model_positions(inputs.prefix_positions, device), cache=cache, use_cache=True,
+             **inputs.images.vision_inputs(range(inputs.num_sources), device, dtype))
     hidden = []
     for start in range(0, len(inputs), batch_size):
         idx = list(range(start, min(start + batch_size, len(inputs))))
-        lengths = [len(suffixes[i]) for i in idx]
-        width = max(lengths)
-        batch_ids = suffixes[idx[0]].new_full((len(idx), width), inputs.pad_id)
-        batch_pos = positions[idx[0]].new_zeros((3, len(idx), width))
-        for row, i in enumerate(idx):
-            batch_ids[row, : lengths[row]] = suffixes[i]
-            batch_pos[:, row, : lengths[row]] = positions[i]
-            # right padding after the last real token: causal attention never lets earlier tokens see it
-            batch_pos[:, row, lengths[row]:] = positions[i][:, -1:]
-        pixels = inputs.edit_pixels[offsets[idx[0]] : offsets[idx[-1] + 1]]  # idx is a contiguous range
+        batch_ids, batch_pos, lengths = _pack_suffixes([inputs.suffixes[i] for i in idx],
+                                                       [inputs.positions[i] for i in idx], inputs.pad_id)
         group_cache = copy.deepcopy(cache)
         group_cache.batch_repeat_interleave(len(idx))
-        out = backbone(input_ids=batch_ids.to(device), pixel_values=pixels.to(device, dtype),
-                       image_grid_thw=edit_grids[idx], position_ids=batch_pos.to(device), cache=group_cache,
-                       use_cache=True)
+        out = backbone(input_ids=batch_ids.to(device), position_ids=inputs.model_positions(batch_pos, device),
+                       cache=group_cache, use_cache=True,
+                       **inputs.images.vision_inputs([inputs.num_sources + i for i in idx], device, dtype))
         last = torch.tensor([n - 1 for n in lengths], device=device)
         hidden.append(out.last_hidden_state[torch.arange(len(idx), device=device), last])
     return torch.cat(hidden)
@@ -218,7 +253,7 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
     """Last-token hidden states of a group of edits sharing sources and instruction.
 
     Args:
-        backbone: a ``Qwen3VLModel``.
+        backbone: the base model of a Qwen-VL (``Qwen3VLModel``, ``Qwen2_5_VLModel``, ...) or InternVL backbone.
         samples: loaded :class:`EditSample` objects with identical sources and instruction; the prompt must put
             the edited image last (``config.image_order == "sources_first"``).
         batch_size: how many suffixes run together on copies of the prefix cache.

@@ -1,7 +1,9 @@
-"""Turn ``(sources, edited, instruction)`` into chat messages and Qwen3-VL model inputs.
+"""Turn ``(sources, edited, instruction)`` into chat messages and model inputs.
 
 Hub file: copied into saved checkpoints; imports only numpy/Pillow/transformers and flat siblings.
-Works with the stock ``Qwen3VLProcessor``; no custom processor class is needed.
+Works with the backbone's stock processor (``Qwen3VLProcessor`` in the paper; any VLM processor that takes
+``text=`` and ``images=``); no custom processor class is needed. Only the image-size arguments depend on the
+backbone family (``backbone_families``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from .backbone_families import INTERNVL, QWEN_VL, family_of, internvl_image_tokens, internvl_size_kwargs, \
+    qwen_patch_factor
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError, load_image
 
 _PLACEHOLDER = re.compile(r"\{(skill|sources|instruction|edited)\}")
@@ -157,7 +161,14 @@ def ordered_images(sample: EditSample, roles: list[str]) -> list:
 
 
 def image_size_kwargs(config) -> dict:
-    return {"size": {"shortest_edge": int(config.min_pixels), "longest_edge": int(config.max_pixels)}}
+    """The image processor's size arguments for ``config.min_pixels`` / ``config.max_pixels``, by backbone family:
+    Qwen-VL a pixel range, InternVL a tile budget, other families none (their processor's defaults)."""
+    family = family_of(config)
+    if family is QWEN_VL:
+        return {"size": {"shortest_edge": int(config.min_pixels), "longest_edge": int(config.max_pixels)}}
+    if family is INTERNVL:
+        return internvl_size_kwargs(config)
+    return {}
 
 
 def prepare_inputs(processor, samples: Sequence[EditSample], config, padding_side: str | None = None):
@@ -205,16 +216,27 @@ def num_image_tokens(width: int, height: int, *, min_pixels: int, max_pixels: in
     return resized_height * resized_width // (factor * factor)
 
 
-def estimate_num_tokens(sample: EditSample, config, factor: int = 32) -> int:
+def image_prompt_tokens(width: int, height: int, config, max_pixels: int | None = None) -> int:
+    """Tokens that replace one image placeholder in the prompt, with the config's pixel budget (or ``max_pixels``;
+    the minimum is lowered to it when larger). Exact for Qwen-VL (:func:`num_image_tokens` with the backbone's
+    patch x merge size) and InternVL (``<img>``, tile tokens, ``</img>``); other families get the Qwen-VL count
+    at 28 px per token, an estimate."""
+    budget = int(max_pixels or config.max_pixels)
+    least = min(int(config.min_pixels), budget)
+    if family_of(config) is INTERNVL:
+        return internvl_image_tokens(width, height, config, max_pixels=budget, min_pixels=least)
+    factor = qwen_patch_factor(config) if family_of(config) is QWEN_VL else 28
+    return num_image_tokens(width, height, min_pixels=least, max_pixels=budget, factor=factor)
+
+
+def estimate_num_tokens(sample: EditSample, config) -> int:
     """Cheap estimate of a loaded sample's sequence length (used to sort batches by length).
 
-    Image tokens are exact (:func:`num_image_tokens` with the config's pixel budget); the text is estimated from
-    its character count. ``factor`` is the pixels-per-token side (patch size x merge size: 16 x 2 for Qwen3-VL).
+    Image tokens come from :func:`image_prompt_tokens` with the config's pixel budget; the text is estimated
+    from its character count.
     """
     total = len(sample.instruction) // 3 + len(config.skill or "") // 4
     for image in [*sample.sources, sample.edited]:
-        width, height = image.size
-        total += num_image_tokens(width, height, min_pixels=config.min_pixels, max_pixels=config.max_pixels,
-                                  factor=factor)
+        total += image_prompt_tokens(*image.size, config)
     return total
 

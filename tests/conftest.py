@@ -25,6 +25,14 @@ def tiny_qwen3vl_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_spatialreward_path(tmp_path_factory):
+    """A tiny SpatialReward checkpoint with an 8-token generation budget (its texts depend on the images)."""
+    from modeling_miescore.testing import build_tiny_spatialreward
+
+    return build_tiny_spatialreward(tmp_path_factory.mktemp("ckpt") / "tiny-spatialreward", max_new_tokens=8)
+
+
+@pytest.fixture(scope="session")
 def tiny_miescore(tiny_miescore_path):
     from modeling_miescore.scoring.loading import load_scorer
 
@@ -36,3 +44,23 @@ def examples():
     from modeling_miescore.testing import example_edits
 
     return example_edits(max_side=160)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory):
+    """Tiny checkpoints of other backbone families, built once per session on first use:
+    ``tiny_checkpoints("backbone", "internvl")`` (the plain VLM) or ``tiny_checkpoints("miescore", "qwen2_5_vl",
+    score_head="lm_digits")`` (a MIEScore checkpoint on it; keyword arguments go to MIEScoreConfig)."""
+    from modeling_miescore.testing import build_tiny_backbone, build_tiny_miescore
+
+    built = {}
+
+    def get(kind: str, backbone: str, **config_kwargs):
+        key = (kind, backbone, tuple(sorted(config_kwargs.items())))
+        if key not in built:
+            folder = tmp_path_factory.mktemp("ckpt") / f"tiny-{kind}-{backbone}"
+            built[key] = (build_tiny_backbone(backbone, folder) if kind == "backbone"
+                          else build_tiny_miescore(folder, backbone=backbone, **config_kwargs))
+        return built[key]
+
+    return get

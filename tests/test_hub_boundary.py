@@ -12,7 +12,8 @@ How transformers (``transformers.dynamic_module_utils``) treats a checkpoint's c
 
 So the static tests walk the same imports (``try`` blocks included, to be strict) and compare with the declared
 file lists below; the last test loads both kinds of checkpoint in a fresh interpreter where the package and
-the project's other dependencies are missing.
+the project's other dependencies are missing (``modeling_miescore.diagnostics.isolated_load``, which
+``miescore doctor`` runs too).
 """
 
 from __future__ import annotations
@@ -20,33 +21,33 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
-import os
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from transformers.dynamic_module_utils import get_imports, get_relative_import_files, get_relative_imports
 
 import modeling_miescore
+from modeling_miescore.diagnostics.isolated_load import (IsolatedLoadJob, load_and_score_without_package,
+                                                         run_without_package)
 
 PACKAGE_ROOT = Path(modeling_miescore.__file__).parent
 
-# Besides the standard library, Hub files may import only these. tqdm is a hard dependency of transformers
-# (checked below), so every environment that loads a checkpoint has it.
-ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm"}
+# Besides the standard library, Hub files may import only these. tqdm and huggingface_hub (model cards) are hard
+# dependencies of transformers (checked below), so every environment that loads a checkpoint has them.
+ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm", "huggingface_hub"}
 
 # The files save_pretrained copies into each kind of checkpoint (config + model file and all they import).
 CHECKPOINT_FILES = {
     "MIEScore": {
-        "configuration_miescore.py", "modeling_miescore.py", "batched_scoring.py", "image_io.py", "overall.py",
-        "prefix_reuse.py", "processing_miescore.py", "skill_miescore.py",
+        "configuration_miescore.py", "modeling_miescore.py", "backbone_families.py", "batched_scoring.py",
+        "image_io.py", "lm_digit_scores.py", "overall.py", "prefix_reuse.py", "processing_miescore.py",
+        "skill_miescore.py", "pipeline_miescore.py", "model_card.py",
     },
     "SpatialReward": {
-        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "batched_scoring.py",
-        "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
-        "spatialreward_judgement.py", "spatialreward_tokens.py",
+        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "backbone_families.py",
+        "batched_scoring.py", "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
+        "spatialreward_judgement.py", "spatialreward_tokens.py", "pipeline_miescore.py", "model_card.py",
     },
 }
 ENTRY_FILES = {
@@ -55,16 +56,6 @@ ENTRY_FILES = {
 }
 # Root modules that are not copied into checkpoints: only the package's lazy front door.
 ROOT_NOT_IN_CHECKPOINTS = {"__init__.py"}
-
-# Installed packages the fresh interpreter must do without: the package itself and the project's non-Hub
-# dependencies. Not blocked, because transformers itself needs them to load a Qwen3-VL checkpoint:
-# huggingface_hub, safetensors, tokenizers, jinja2 (chat template), regex, yaml, filelock, packaging, and
-# torchvision (the Qwen2-VL image processor's backend).
-BLOCKED_PACKAGES = (
-    "scipy", "pandas", "datasets", "pyarrow", "trl", "peft", "accelerate", "gradio", "gradio_client", "starlette",
-    "fastapi", "uvicorn", "pydantic", "httpx", "openai", "tenacity", "prometheus_client", "evaluate", "matplotlib",
-    "sklearn", "skimage",
-)
 
 
 def _tree(name: str) -> ast.Module:
@@ -135,59 +126,10 @@ def test_every_root_module_is_a_hub_file():
         "the root of modeling_miescore/ holds only Hub files; put other modules in a subpackage")
 
 
-def test_tqdm_and_numpy_come_with_transformers():
-    hard = {req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
+def test_tqdm_numpy_and_huggingface_hub_come_with_transformers():
+    hard = {req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower().replace("-", "_")
             for req in importlib.metadata.requires("transformers") if "extra ==" not in req}
-    assert {"tqdm", "numpy"} <= hard
-
-
-@pytest.fixture(scope="module")
-def tiny_spatialreward_path(tmp_path_factory):
-    from modeling_miescore.testing import build_tiny_spatialreward
-
-    return build_tiny_spatialreward(tmp_path_factory.mktemp("ckpt") / "tiny-spatialreward", max_new_tokens=8)
-
-
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import importlib.abc, importlib.util, json, sys
-
-    class RefusePackage(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "modeling_miescore" or name.startswith("modeling_miescore."):
-                raise ImportError("modeling_miescore is blocked in this test")
-
-    sys.meta_path.insert(0, RefusePackage())  # before the editable install's own finder
-    # Third-party packages are made missing with a None entry in sys.modules: imports raise
-    # ModuleNotFoundError and importlib.util.find_spec answers None, exactly as when they are not installed.
-    # (A finder that raised would also break transformers' own availability probes, which call find_spec.)
-    blocked = {blocked!r}
-    for name in blocked:
-        sys.modules[name] = None
-    try:
-        importlib.util.find_spec("modeling_miescore")
-        sys.exit("the package is still importable")
-    except ImportError:
-        pass
-
-    from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
-
-    mie = AutoModel.from_pretrained({miescore!r}, trust_remote_code=True)
-    assert type(mie).__module__.startswith("transformers_modules."), type(mie).__module__
-    config = AutoConfig.from_pretrained({spatialreward!r}, trust_remote_code=True)
-    assert config.model_type == "spatialreward" and config.max_new_tokens == 8
-    judge = AutoModelForImageTextToText.from_pretrained({spatialreward!r}, trust_remote_code=True)
-    assert type(judge).__module__.startswith("transformers_modules."), type(judge).__module__
-    other = AutoModel.from_pretrained({spatialreward!r}, trust_remote_code=True)
-    assert type(other).__name__ == "SpatialRewardModel", type(other).__name__
-
-    records = json.loads({records!r})
-    scores = [mie.score(**r) for r in records]
-    results = judge.evaluate_edits(records[:2], batch_size=2)
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in blocked and sys.modules[m] is not None)
-    print(json.dumps({{"scores": scores, "texts": [[r.raw_sc, r.raw_pq] for r in results], "loaded": loaded}}))
-    """
-)
+    assert {"tqdm", "numpy", "huggingface_hub"} <= hard
 
 
 def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_miescore_path, tiny_spatialreward_path,
@@ -204,20 +146,113 @@ def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_mies
     judge = SpatialRewardModel.from_pretrained(tiny_spatialreward_path)
     expected_texts = [[r.raw_sc, r.raw_pq] for r in judge.evaluate_edits(records[:2], batch_size=2)]
 
-    script = FRESH_PROCESS.format(blocked=BLOCKED_PACKAGES, miescore=str(tiny_miescore_path),
-                                  spatialreward=str(tiny_spatialreward_path), records=json.dumps(records))
-    workdir = tmp_path / "elsewhere"
-    workdir.mkdir()
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = load_and_score_without_package([
+        IsolatedLoadJob(str(tiny_miescore_path), records, auto_classes=("AutoModel",), batch_size=1),
+        IsolatedLoadJob(str(tiny_spatialreward_path), records[:2],
+                        auto_classes=("AutoModelForImageTextToText", "AutoModel"), batch_size=2),
+    ], timeout=300)
+    mie, judge = out["results"]
+    assert mie["classes"]["AutoModel"].startswith("transformers_modules."), mie["classes"]
+    assert judge["config"]["model_type"] == "spatialreward" and judge["config"]["max_new_tokens"] == 8
+    assert judge["classes"]["AutoModelForImageTextToText"].startswith("transformers_modules."), judge["classes"]
+    assert judge["classes"]["AutoModel"].endswith(".SpatialRewardModel"), judge["classes"]
+    texts = [[j["raw_sc"], j["raw_pq"]] for j in judge["judgements"]]
     assert out["loaded"] == []
-    assert len(out["scores"]) == len(expected_scores) == len(records)
-    for got, want in zip(out["scores"], expected_scores):
+    assert len(mie["scores"]) == len(expected_scores) == len(records)
+    for got, want in zip(mie["scores"], expected_scores):
         assert got.keys() == want.keys()
         for key in want:
             assert got[key] == pytest.approx(want[key], abs=1e-6)
-    assert out["texts"] == expected_texts
-    assert len({text[0][0] for text in out["texts"]}) == 2  # the texts depend on the images (sharpened weights)
+    assert texts == expected_texts
+    assert len({text[0][0] for text in texts}) == 2  # the texts depend on the images (sharpened weights)
+
+
+PIPELINE = """
+from transformers import pipeline
+
+records = values["records"]
+scorer = pipeline("image-edit-scoring", model=values["miescore"], trust_remote_code=True)
+judge = pipeline("image-edit-scoring", model=values["spatialreward"], trust_remote_code=True)
+report({"classes": [type(p).__module__ + "." + type(p).__name__ for p in (scorer, judge)],
+        "models": [type(p.model).__name__ for p in (scorer, judge)],
+        "one": scorer(records[0]), "many": scorer(records, batch_size=2),
+        "judged": judge(records[:2], batch_size=2), "judged_one": judge(records[0])})
+"""
+
+
+def test_scoring_pipeline_loads_from_the_checkpoints_without_the_package(
+        tiny_miescore, tiny_miescore_path, tiny_spatialreward_path, examples, tmp_path):
+    """pipeline("image-edit-scoring", model=CKPT, trust_remote_code=True): the pipeline class comes from the
+    checkpoint (config.custom_pipelines), one dict gives one result, a list gives a list, equal to the models'
+    own score / evaluate_edits in this process; SpatialReward gives rewards and parsed details, no raw text."""
+    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.pipeline_miescore import CUSTOM_PIPELINES
+    from modeling_miescore.testing import save_example_files
+
+    for path in (tiny_miescore_path, tiny_spatialreward_path):
+        config = json.loads((Path(path) / "config.json").read_text())
+        assert config["custom_pipelines"] == CUSTOM_PIPELINES and (Path(path) / "pipeline_miescore.py").is_file()
+    records = save_example_files(examples[:3], tmp_path)
+    expected_scores = tiny_miescore.score_batch(records, batch_size=2)
+    expected_one = tiny_miescore.score(**records[0])
+    judge = SpatialRewardModel.from_pretrained(tiny_spatialreward_path)
+    judged = [r.to_dict() for r in judge.evaluate_edits(records[:2], batch_size=2)]
+    judged_one = judge.evaluate_edit(**records[0]).to_dict()
+
+    out = run_without_package(PIPELINE, {"miescore": str(tiny_miescore_path), "records": records,
+                                         "spatialreward": str(tiny_spatialreward_path)}, timeout=300)
+    assert out["loaded"] == []
+    assert all(c.startswith("transformers_modules.") and c.endswith("pipeline_miescore.ImageEditScoringPipeline")
+               for c in out["classes"]), out["classes"]
+    assert out["models"] == ["MIEScoreModel", "SpatialRewardModel"]
+    assert isinstance(out["one"], dict) and len(out["many"]) == len(records)
+    for got, want in zip([out["one"], *out["many"]], [expected_one, *expected_scores]):
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], abs=1e-6)
+    assert isinstance(out["judged_one"], dict) and len(out["judged"]) == 2
+    for got, want in zip([out["judged_one"], *out["judged"]], [judged_one, *judged]):
+        assert "raw_sc" not in got and "raw_pq" not in got
+        want = json.loads(json.dumps({k: v for k, v in want.items() if k not in ("raw_sc", "raw_pq")}))
+        assert got == want
+        assert {"reward", "failed", "s_if", "s_con", "s_nat", "s_art", "regions", "reasoning"} <= got.keys()
+
+
+# MIEScore checkpoints on the other backbones of Table 5 (Qwen2.5-VL, InternVL), on a generic one (LLaVA) and
+# without head (Qwen3-VL, score_head="lm_digits"): each saved, then loaded and scored in the blocked interpreter.
+OTHER_BACKBONES = {"qwen2_5_vl": ("qwen2_5_vl", {}), "internvl": ("internvl", {}), "llava": ("llava", {}),
+                   "qwen3_vl lm_digits": ("qwen3_vl", {"score_head": "lm_digits"})}
+
+LOAD_OTHER_BACKBONES = """
+from transformers import AutoModel
+
+scores = {}
+for name, path in values["paths"].items():
+    model = AutoModel.from_pretrained(path, trust_remote_code=True)
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    scores[name] = [model.score(**r) for r in values["records"]]
+report({"scores": scores})
+"""
+
+
+def test_other_backbone_checkpoints_load_and_score_without_the_package(tiny_checkpoints, examples, tmp_path):
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing import save_example_files
+
+    paths = {name: str(tiny_checkpoints("miescore", backbone, **kwargs))
+             for name, (backbone, kwargs) in OTHER_BACKBONES.items()}
+    for name, path in paths.items():
+        copied = {p.name for p in Path(path).glob("*.py")}
+        assert copied == CHECKPOINT_FILES["MIEScore"], f"save_pretrained copied {sorted(copied)} for {name}"
+    records = save_example_files(examples[:2], tmp_path)  # two edits of different sources and sizes
+    expected = {name: [load_scorer(path, device="cpu", dtype="float32").score(**r) for r in records]
+                for name, path in paths.items()}
+    out = run_without_package(LOAD_OTHER_BACKBONES, {"records": records, "paths": paths})
+    assert out["loaded"] == []
+    assert out["scores"].keys() == expected.keys()
+    for name, want in expected.items():
+        for got_one, want_one in zip(out["scores"][name], want):
+            assert got_one.keys() == want_one.keys()
+            for key in want_one:
+                assert got_one[key] == pytest.approx(want_one[key], abs=1e-5), (name, key)
+        assert want[0] != want[1], name  # the scores depend on the input

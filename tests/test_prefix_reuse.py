@@ -1,9 +1,8 @@
-import numpy as np
 import pytest
-import torch
-from PIL import Image
 
+from edit_groups import instance_edits, max_score_diff
 from modeling_miescore.scoring.loading import load_scorer
+from modeling_miescore.testing.tiny_models import sharpen_language_model
 from modeling_miescore.prefix_reuse import find_groups, group_key
 from modeling_miescore.processing_miescore import as_edit_sample, load_samples
 
@@ -12,41 +11,23 @@ from modeling_miescore.processing_miescore import as_edit_sample, load_samples
 def sharp_model(tiny_miescore_path):
     """The tiny scorer with larger random LM weights, so that a wrong position or a missing image changes the
     scores by whole points (with std-0.02 weights almost any input gives the same scores)."""
-    model = load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32")
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, param in model.backbone.language_model.named_parameters():
-            if param.ndim == 2 and "embed" not in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.1)
-    return model
-
-
-def _group(examples, sources_from: int, extra_sizes=((200, 150), (96, 300))):
-    rng = np.random.default_rng(1)
-    edits = [e["edited"] for e in examples]
-    edits += [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in extra_sizes]
-    base = examples[sources_from]
-    return [{"sources": base["sources"], "edited": e, "instruction": base["instruction"]} for e in edits]
-
-
-def _max_diff(a, b):
-    return max(abs(x[k] - y[k]) for x, y in zip(a, b) for k in x)
+    return sharpen_language_model(load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32"))
 
 
 @pytest.mark.parametrize("sources_from, num_sources", [(0, 2), (2, 3)])
 def test_prefix_reuse_equals_full_forward(sharp_model, examples, sources_from, num_sources):
-    samples = _group(examples, sources_from)
+    samples = instance_edits(examples, sources_from)
     assert len(samples[0]["sources"]) == num_sources
     samples.append({"sources": examples[1]["sources"], "edited": examples[1]["edited"],
                     "instruction": examples[1]["instruction"]})  # a singleton in the same call
     full = sharp_model.score_batch(samples, batch_size=3, reuse_prefix=False)
     reused = sharp_model.score_batch(samples, batch_size=3, reuse_prefix=True)
-    assert _max_diff(full, reused) < 1e-4
+    assert max_score_diff(full, reused) < 1e-4
     assert max(r["overall"] for r in full) - min(r["overall"] for r in full) > 0.5  # the check is sensitive
 
 
 def test_wrong_suffix_positions_would_be_caught(sharp_model, examples, monkeypatch):
-    samples = _group(examples, 0)
+    samples = instance_edits(examples, 0)
     full = sharp_model.score_batch(samples, batch_size=4, reuse_prefix=False)
     original = sharp_model.backbone.get_rope_index
 
@@ -58,14 +39,14 @@ def test_wrong_suffix_positions_would_be_caught(sharp_model, examples, monkeypat
 
     monkeypatch.setattr(sharp_model.backbone, "get_rope_index", shifted)
     broken = sharp_model.score_batch(samples, batch_size=4, reuse_prefix=True)
-    assert _max_diff(full, broken) > 0.1
+    assert max_score_diff(full, broken) > 0.1
 
 
 def test_explicit_groups_and_validation(sharp_model, examples):
-    samples = _group(examples, 0)[:4]
+    samples = instance_edits(examples, 0)[:4]
     auto = sharp_model.score_batch(samples, batch_size=2)
     explicit = sharp_model.score_batch(samples, batch_size=2, groups=["g"] * 4)
-    assert _max_diff(auto, explicit) < 1e-5
+    assert max_score_diff(auto, explicit) < 1e-5
     mixed = [*samples[:2], {"sources": examples[2]["sources"], "edited": examples[2]["edited"],
                             "instruction": examples[2]["instruction"]}]
     with pytest.raises(ValueError, match="differ in sources or instruction"):
@@ -107,7 +88,7 @@ def test_prepare_then_score_prepared_equals_score_batch_and_runs_no_forward_befo
                                                                                    monkeypatch):
     """``prepare_batch`` does all the CPU work (groups, tokens, pixels, positions) without a forward pass;
     ``score_prepared`` then returns exactly what ``score_batch`` returns, groups and singles in input order."""
-    samples = _group(examples, 2)[:4]
+    samples = instance_edits(examples, 2)[:4]
     samples.insert(1, {"sources": examples[1]["sources"], "edited": examples[1]["edited"],
                        "instruction": examples[1]["instruction"]})  # a single between the group's members
     expected = sharp_model.score_batch(samples, batch_size=2)

@@ -4,14 +4,13 @@ answers (good, malformed, refusals, 429, timeouts, a kill and a resume); the row
 
 from __future__ import annotations
 
-import difflib
-import html
 import json
 from pathlib import Path
 
 import pytest
 from kill_resume import kill_then_resume
 from local_http import RoutedChatServer, chat_completion, request_images, request_text
+from paper_listings import assert_listings_match
 from PIL import Image
 
 from modeling_miescore.cli.main import main
@@ -32,22 +31,8 @@ LISTINGS = {
 }
 
 
-def _words(text: str) -> list[str]:
-    """The paper's rendering undone (HTML entities, typographic quotes), whitespace collapsed."""
-    text = html.unescape(text).translate(str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'}))
-    return text.split()
-
-
 def test_d2_prompts_are_the_paper_text_word_for_word():
-    listings = {}
-    for line in PAPER_D2.read_text(encoding="utf-8").splitlines():
-        if "⬇" in line:
-            title, body = line.split("⬇", 1)
-            listings[html.unescape(title).strip()] = body
-    assert set(listings) == set(LISTINGS)
-    for title, ours in LISTINGS.items():
-        diff = list(difflib.unified_diff(_words(listings[title]), _words(ours), "paper", "ours", lineterm="", n=3))
-        assert not diff, f"{title} differs from the paper:\n" + "\n".join(diff)
+    assert_listings_match(PAPER_D2, LISTINGS)
     assert "&lt;" not in "".join(LISTINGS.values()) and "’" not in "".join(LISTINGS.values())
 
 

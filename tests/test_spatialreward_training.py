@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+import yaml
+from card_blocks import run_python_blocks
 from local_http import LocalHTTPServer
 from PIL import Image
 
@@ -272,7 +274,7 @@ def test_assistant_only_loss_supervises_only_the_answer(tiny_sr_path, rows, tmp_
 # Recipes (2 SFT steps, 1 GRPO step on CPU)
 # ------------------------------------------------------------------------------------------------------------
 
-def test_sft_recipe_trains_saves_and_reloads(tiny_sr_path, fixture_dir, tmp_path):
+def test_sft_recipe_trains_saves_and_reloads(tiny_sr_path, fixture_dir, examples, tmp_path):
     import torch
 
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
@@ -281,7 +283,8 @@ def test_sft_recipe_trains_saves_and_reloads(tiny_sr_path, fixture_dir, tmp_path
     sft = _recipe("sft_spatialreward")
     out = tmp_path / "sft"
     args = ["--config", str(TRAINERS / "configs" / "sft_spatialreward_tiny_cpu.yaml"),
-            "--model_name_or_path", str(tiny_sr_path), "--dataset_name", str(fixture_dir), "--output_dir", str(out)]
+            "--model_name_or_path", str(tiny_sr_path), "--dataset_name", str(fixture_dir), "--output_dir", str(out),
+            "--base_model_id", "Qwen/Qwen3-VL-8B-Instruct", "--dataset_id", "someone/spatialreward-rows"]
     result = sft.main(*sft.make_parser().parse_args_and_config(args))
     losses = [entry["loss"] for entry in result["trainer"].state.log_history if "loss" in entry]
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
@@ -304,9 +307,66 @@ def test_sft_recipe_trains_saves_and_reloads(tiny_sr_path, fixture_dir, tmp_path
     assert merged.config.max_pixels == 16384  # inference uses the training resolution
     result = merged.evaluate_edit([Image.new("RGB", (64, 64))], Image.new("RGB", (64, 64)), "add a cat")
     assert result is not None  # the merged checkpoint scores (random weights: the parse may fail, flagged)
+    _check_sft_cards(out, tiny_sr_path, examples, tmp_path / "cards")
 
 
-def test_grpo_recipe_with_oracle_runs_and_saves(tiny_sr_path, fixture_dir, tmp_path):
+def _card_meta(folder: Path) -> dict:
+    return yaml.safe_load((folder / "README.md").read_text().split("---\n")[1])
+
+
+def _texts_probe(records) -> str:
+    """A python block appended to a card: the generated texts of ``judge`` for ``records``, as one JSON line."""
+    return ("\n```python\nimport json\nprint('PROBE', json.dumps([[r.raw_sc, r.raw_pq] for r in "
+            f"judge.evaluate_edits(json.loads({json.dumps(records)!r}), batch_size=2)]))\n```\n")
+
+
+def _example_inputs(examples, work: Path) -> list:
+    """Two example edits as files, and the cards' example input names (source_1.png, ...) in ``work``."""
+    import shutil
+
+    from modeling_miescore.testing import save_example_files
+
+    (work / "examples").mkdir(parents=True)
+    records = save_example_files(examples[:2], work / "examples")
+    for name, src in zip(("source_1.png", "source_2.png", "edited.png"),
+                         [*records[0]["sources"][:2], records[0]["edited"]]):
+        shutil.copy(src, work / name)
+    return records
+
+
+def _check_sft_cards(out: Path, base: Path, examples, work: Path) -> None:
+    """The SFT adapter and merged/ cards: Hub metadata, and every python block runs; the adapter card's recipe
+    (base + the 17 added tokens + PeftModel) generates the texts merged/ generates."""
+    from modeling_miescore.model_card import ADAPTER_SUFFIX, BASE_PLACEHOLDER, REPO_PLACEHOLDER
+    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+
+    adapter_meta, merged_meta = _card_meta(out), _card_meta(out / "merged")
+    assert adapter_meta["library_name"] == "peft" and merged_meta["library_name"] == "transformers"
+    for meta in (adapter_meta, merged_meta):
+        assert meta["base_model"] == "Qwen/Qwen3-VL-8B-Instruct" and meta["datasets"] == ["someone/spatialreward-rows"]
+        assert meta["pipeline_tag"] == "image-text-to-text" and "spatialreward" in meta["tags"]
+    adapter_card = (out / "README.md").read_text()
+    assert "[More Information Needed]" not in adapter_card and "resize_token_embeddings(1017)" in adapter_card
+    assert json.loads((out / "base_config_overrides.json").read_text()) == {"min_pixels": 16384, "max_pixels": 16384}
+    assert (out / "modeling_spatialreward.py").is_file() and (out / "tokenizer.json").is_file()
+    records = _example_inputs(examples, work)
+    expected = [[r.raw_sc, r.raw_pq] for r in
+                SpatialRewardModel.from_pretrained(str(out / "merged")).evaluate_edits(records, batch_size=2)]
+    probe = _texts_probe(records)
+    proc = run_python_blocks({
+        "merged": ((out / "merged" / "README.md").read_text() + probe,
+                   {REPO_PLACEHOLDER["spatialreward"]: str(out / "merged")}),
+        "adapter": (adapter_card.replace("Qwen/Qwen3-VL-8B-Instruct", BASE_PLACEHOLDER) + probe,
+                    {REPO_PLACEHOLDER["spatialreward"] + ADAPTER_SUFFIX: str(out), BASE_PLACEHOLDER: str(base)}),
+    }, work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    merged_texts, adapter_texts = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
+                                   if line.startswith("PROBE ")]
+    assert merged_texts == expected and adapter_texts == expected
+    assert len({texts[0][0] for texts in expected}) == 2  # the texts depend on the inputs
+
+
+def test_grpo_recipe_with_oracle_runs_and_saves(tiny_sr_path, fixture_dir, examples, tmp_path):
     import torch
 
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
@@ -332,6 +392,32 @@ def test_grpo_recipe_with_oracle_runs_and_saves(tiny_sr_path, fixture_dir, tmp_p
     for name, tensor in reloaded.state_dict().items():
         assert torch.equal(tensor, trained[name]), name
 
+    # the output folder's card: no local path in the metadata, the run's settings, and its code runs as written
+    from modeling_miescore.model_card import REPO_PLACEHOLDER
+
+    meta, card = _card_meta(out), (out / "README.md").read_text()
+    assert meta["library_name"] == "transformers" and "base_model" not in meta and "datasets" not in meta
+    for needle in (f"| loss_type | `{trainer.args.loss_type}` |", "| beta | 0.02 |", "| num_generations | 2 |",
+                   "oracle_consistency", "@misc{long2026spatialreward", "@misc{miescore"):
+        assert needle in card, needle
+    assert str(tiny_sr_path) not in card and str(fixture_dir) not in card
+    records = _example_inputs(examples, tmp_path / "cards")
+    proc = run_python_blocks({"grpo": (card + _texts_probe(records), {REPO_PLACEHOLDER["spatialreward"]: str(out)})},
+                             tmp_path / "cards")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    texts = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("PROBE ")).split(" ", 1)[1])
+    assert texts == [[r.raw_sc, r.raw_pq] for r in reloaded.evaluate_edits(records, batch_size=2)]
+
+
+def test_sft_refuses_grown_embeddings_that_the_adapter_would_not_carry(tiny_sr_path, fixture_dir, tmp_path):
+    sft = _recipe("sft_spatialreward")
+    args = ["--config", str(TRAINERS / "configs" / "sft_spatialreward_tiny_cpu.yaml"), "--model_name_or_path",
+            str(tiny_sr_path), "--dataset_name", str(fixture_dir), "--output_dir", str(tmp_path / "sft"),
+            "--train_grounding_tokens", "false"]
+    with pytest.raises(SystemExit, match="train_grounding_tokens: true"):
+        sft.main(*sft.make_parser().parse_args_and_config(args))
+    assert not (tmp_path / "sft").exists()  # refused before any training or writing
+
 
 def test_paper_configs_parse_with_table6_values():
     # Every key must be a known argument (TrlParser fails on unknown ones); bf16 is switched off only because
@@ -349,3 +435,23 @@ def test_paper_configs_parse_with_table6_values():
         ["--config", str(TRAINERS / "configs" / "grpo_spatialreward_qwen3vl_8b.yaml"), *cpu])
     assert (train.num_generations, train.learning_rate, train.beta, train.temperature) == (4, 5e-7, 0.02, 0.9)
     assert train.max_completion_length == 1024 and not model.use_peft and rl.reward_funcs == ["oracle_consistency"]
+
+
+def test_grpo_paper_config_pins_the_objective():
+    """Sec. 3.4's objective, not TRL's (DAPO) defaults: sum over tokens / constant, on-policy (so the clip TRL
+    always applies never binds), group-normalised advantages, the KL's unbiased gradient."""
+    from trl import GRPOConfig
+
+    grpo = _recipe("grpo_spatialreward")
+    _, _, train, _ = grpo.make_parser().parse_args_and_config(
+        ["--config", str(TRAINERS / "configs" / "grpo_spatialreward_qwen3vl_8b.yaml"), "--bf16", "false",
+         "--use_cpu", "true"])
+    assert (train.loss_type, train.importance_sampling_level, train.scale_rewards) == ("dr_grpo", "token", "group")
+    assert (train.num_iterations, train.epsilon, train.epsilon_high, train.delta) == (1, 0.2, 0.2, None)
+    assert (train.beta, train.use_bias_correction_kl, train.mask_truncated_completions) == (0.02, True, False)
+    assert (train.top_entropy_quantile, train.entropy_coef) == (1.0, 0.0)
+    assert train.multi_objective_aggregation == "sum_then_normalize"
+    # on-policy: one generation batch per optimiser step, each completion used once
+    assert train.steps_per_generation == train.gradient_accumulation_steps
+    defaults = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False)
+    assert (defaults.loss_type, defaults.beta) != (train.loss_type, train.beta)  # the pins are not TRL's defaults

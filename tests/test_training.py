@@ -27,32 +27,17 @@ from modeling_miescore.training.miescore_data import (  # noqa: E402
     prepare_dataset,
     row_to_sample,
 )
-from modeling_miescore.training.miescore_export import ModelCardInfo, render_model_card  # noqa: E402
+from export_cards import check_export_cards  # noqa: E402
 from modeling_miescore.training.miescore_model import load_base_model  # noqa: E402
 from modeling_miescore.training.miescore_trainer import LOSS_STATE_NAME, compute_correlation_metrics  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "trainers"))
-import train_miescore  # noqa: E402
-
-SHORT_SKILL = "Rate the edit."
-TINY_YAML = ROOT / "trainers" / "configs" / "tiny_cpu.yaml"
-PAPER_YAML = ROOT / "trainers" / "configs" / "miescore_qwen3vl_8b.yaml"
-
-
-def _build_dataset(root: Path, n_instances: int, seed: int = 0) -> Path:
-    from modeling_miescore.data.builders.mie_bench import build_mie_bench
-    from modeling_miescore.testing import make_raw_mie_bench
-
-    make_raw_mie_bench(root / "raw", n_instances=n_instances, seed=seed)
-    # hash split: the per-task 3:1:1 default leaves a 6-instance fixture (one per task) without validation rows
-    build_mie_bench(root / "raw", root / "ds", overwrite=True, progress=False, split_method="hash")
-    return root / "ds"
+from training_runs import (PAPER_YAML, ROOT, SHORT_SKILL, TINY_YAML, build_dataset, config_args,  # noqa: E402
+                           parse, tiny_run_args, train_miescore)
 
 
 @pytest.fixture(scope="module")
 def small_dataset(tmp_path_factory) -> Path:
-    return _build_dataset(tmp_path_factory.mktemp("mie"), n_instances=6)
+    return build_dataset(tmp_path_factory.mktemp("mie"), n_instances=6)
 
 
 @pytest.fixture(scope="module")
@@ -60,27 +45,6 @@ def small_splits(small_dataset):
     from datasets import load_dataset
 
     return load_dataset(str(small_dataset))
-
-
-def _args(config: Path, **overrides) -> list[str]:
-    argv = ["--config", str(config)]
-    for key, value in overrides.items():
-        argv += [f"--{key}", str(value)]
-    return argv
-
-
-def _tiny_run_args(dataset, model, output_dir, **overrides):
-    """tiny_cpu.yaml, shrunk to a few steps on a handful of rows, no evaluation unless asked."""
-    base = dict(dataset=dataset, model_name_or_path=model, output_dir=output_dir, skill=SHORT_SKILL,
-                per_device_train_batch_size=2, max_train_samples=8, eval_split="", eval_strategy="no",
-                save_strategy="no", load_best_model_at_end="false", logging_steps=1, num_train_epochs=1,
-                disable_tqdm="true")
-    base.update(overrides)
-    return _args(TINY_YAML, **base)
-
-
-def _parse(argv):
-    return train_miescore.make_parser().parse_args_and_config(argv)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -169,7 +133,7 @@ def test_lora_on_a_plain_qwen3vl_backbone_targets_the_language_model_only(tiny_q
 # configuration and schedule
 # --------------------------------------------------------------------------------------------------------
 def test_paper_config_values_and_command_line_overrides():
-    script, model, loss, args = _parse(_args(PAPER_YAML, dataset="some/repo", bf16="false", max_steps=7))
+    script, model, loss, args = parse(config_args(PAPER_YAML, dataset="some/repo", bf16="false", max_steps=7))
     assert (script.dataset, args.max_steps, args.bf16) == ("some/repo", 7, False)  # CLI beats YAML
     assert model.model_name_or_path == "Qwen/Qwen3-VL-8B-Instruct"
     assert (model.lora_r, model.lora_alpha, model.lora_dropout, model.modules_to_save) == (64, 32, 0.0, ["head"])
@@ -186,7 +150,7 @@ def test_paper_config_values_and_command_line_overrides():
 def test_lr_schedule_warms_up_then_ends_at_0_4_lr(tiny_miescore_path):
     from modeling_miescore.training.miescore_trainer import MIEScoreTrainer
 
-    _, _, _, args = _parse(_args(PAPER_YAML, dataset="x", bf16="false", use_cpu="true", output_dir="/tmp/unused",
+    _, _, _, args = parse(config_args(PAPER_YAML, dataset="x", bf16="false", use_cpu="true", output_dir="/tmp/unused",
                                  activation_checkpointing="false", eval_strategy="no", save_strategy="no",
                                  load_best_model_at_end="false"))
     model, _ = load_base_model(str(tiny_miescore_path))
@@ -208,39 +172,22 @@ def test_lr_schedule_warms_up_then_ends_at_0_4_lr(tiny_miescore_path):
     assert min(lrs[warmup:]) == pytest.approx(0.4 * 3e-5, rel=1e-6)
 
 
-def test_model_card_has_metadata_and_hyperparameters():
-    info = ModelCardInfo(base_model="Qwen/Qwen3-VL-8B-Instruct", dataset="org/mie-bench",
-                         metrics={"eval_srcc_vq": 0.81, "eval_plcc_vq": 0.8, "eval_srcc_if": 0.7, "eval_plcc_if": 0.71,
-                                  "eval_srcc_ap": 0.6, "eval_plcc_ap": 0.62, "eval_mean_corr": 0.707},
-                         hyperparameters={"learning_rate": 3e-5, "lora": {"r": 64, "alpha": 32}},
-                         dataset_split_sizes={"train": 10, "validation": 3})
-    import yaml
-
-    text = render_model_card(info)
-    meta = yaml.safe_load(text.split("---")[1])
-    assert meta["library_name"] == "transformers" and meta["license"] == "apache-2.0"
-    assert meta["base_model"] == "Qwen/Qwen3-VL-8B-Instruct" and meta["datasets"] == ["org/mie-bench"]
-    assert meta["pipeline_tag"] and "miescore" in meta["tags"]
-    values = {m["name"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
-    assert values["SRCC (visual quality)"] == 0.81 and len(values) == 6  # 3 dimensions x SRCC/PLCC
-    assert "| learning_rate | 3e-05 |" in text and '"r": 64' in text
-    adapter = yaml.safe_load(render_model_card(info, adapter=True).split("---")[1])
-    assert adapter["library_name"] == "peft" and "base_model:adapter:Qwen/Qwen3-VL-8B-Instruct" in adapter["tags"]
-
-
 # --------------------------------------------------------------------------------------------------------
 # train -> export -> reload in a fresh process
 # --------------------------------------------------------------------------------------------------------
 def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
         tiny_miescore_path, small_dataset, small_splits, tmp_path):
     out = tmp_path / "run"
-    result = train_miescore.main(*_parse(_tiny_run_args(
+    result = train_miescore.main(*parse(tiny_run_args(
         small_dataset, tiny_miescore_path, out, max_steps=2, eval_split="validation", max_eval_samples=6,
-        learning_rate=0.01)))
+        learning_rate=0.01, dataset_id="someone/mie-bench-tiny", min_pixels=16384, max_pixels=16384)))
     merged, adapter = Path(result["exported"]["merged"]), Path(result["exported"]["adapter"])
     assert {"config.json", "model.safetensors", "modeling_miescore.py", "processor_config.json",
             "tokenizer.json", "README.md"} <= set(os.listdir(merged))
-    assert {"adapter_config.json", "adapter_model.safetensors", "README.md"} <= set(os.listdir(adapter))
+    assert {"adapter_config.json", "adapter_model.safetensors", "README.md", "base_config_overrides.json",
+            "modeling_miescore.py", "processor_config.json"} <= set(os.listdir(adapter))
+    assert json.loads((adapter / "base_config_overrides.json").read_text()) == {
+        "max_pixels": 16384, "min_pixels": 16384, "skill": SHORT_SKILL}  # the run's overrides of the base
     assert not list(adapter.glob("optimizer*")) and not list(adapter.glob("loss_state*"))
     config = json.loads((merged / "config.json").read_text())
     assert config["auto_map"]["AutoModel"] == "modeling_miescore.MIEScoreModel" and config["skill"] == SHORT_SKILL
@@ -248,6 +195,12 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     for needle in ("library_name: transformers", "| learning_rate | 0.01 |", "| lora |", "\"r\": 16",
                    "| max_grad_norm | 0.5 |", "lr_scheduler_kwargs", "min_lr_rate", "SRCC"):
         assert needle in card, needle
+    import yaml
+
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert "base_model" not in meta and meta["datasets"] == ["someone/mie-bench-tiny"]  # never a local path
+    assert {m["type"] for m in meta["model-index"][0]["results"][0]["metrics"]} == set(meta["metrics"])
+    assert str(tiny_miescore_path) not in card and str(small_dataset) not in card
     assert {"eval_srcc_vq", "eval_plcc_ap", "eval_mean_corr"} <= set(result["metrics"])
 
     # The trained weights differ from the starting checkpoint (the run did something) ...
@@ -259,19 +212,10 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     assert any(k.startswith("head.") for k in changed) and any("language_model" in k for k in changed)
 
     # ... and the merged folder scores in a fresh process where the package cannot be imported.
-    rows = [small_splits["validation"][i] for i in range(2)]
-    images = tmp_path / "imgs"
-    images.mkdir()
-    records = []
-    for i, row in enumerate(rows):
-        srcs = []
-        for k, im in enumerate(row["source_images"]):
-            im.save(images / f"{i}_s{k}.png")
-            srcs.append(str(images / f"{i}_s{k}.png"))
-        row["edited_image"].save(images / f"{i}_e.png")
-        records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
+    records = _save_records([small_splits["validation"][i] for i in range(2)], tmp_path / "imgs")
     local, _ = load_base_model(str(merged))
     expected = [local.eval().score(**r) for r in records]
+    check_export_cards(merged, adapter, tiny_miescore_path, records, expected, tmp_path / "cards")
     script = textwrap.dedent(f"""
         import importlib.abc, json, sys
         class Block(importlib.abc.MetaPathFinder):
@@ -294,6 +238,20 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
             assert got[key] == pytest.approx(want[key], abs=1e-5)
 
 
+def _save_records(rows, images: Path) -> list[dict]:
+    """Dataset rows as ``{"sources", "edited", "instruction"}`` records of image files."""
+    images.mkdir()
+    records = []
+    for i, row in enumerate(rows):
+        srcs = []
+        for k, im in enumerate(row["source_images"]):
+            im.save(images / f"{i}_s{k}.png")
+            srcs.append(str(images / f"{i}_s{k}.png"))
+        row["edited_image"].save(images / f"{i}_e.png")
+        records.append({"sources": srcs, "edited": str(images / f"{i}_e.png"), "instruction": row["instruction"]})
+    return records
+
+
 # --------------------------------------------------------------------------------------------------------
 # resume
 # --------------------------------------------------------------------------------------------------------
@@ -309,7 +267,7 @@ def test_resume_matches_an_uninterrupted_run_including_queues(tiny_miescore_path
     common = dict(export="false", max_steps=4, save_strategy="steps", save_steps=2, save_total_limit=5, learning_rate=0.01,
                   final_stage_start=0.75, train_sampling_strategy="random", seed=3)
     straight = tmp_path / "straight"
-    train_miescore.main(*_parse(_tiny_run_args(small_dataset, tiny_miescore_path, straight, **common)))
+    train_miescore.main(*parse(tiny_run_args(small_dataset, tiny_miescore_path, straight, **common)))
     ck2, ck4 = straight / "checkpoint-2", straight / "checkpoint-4"
     state2 = load_file(ck2 / LOSS_STATE_NAME)
     assert int(state2["rank_queue.count"]) == 4 and int(state2["final_stage"]) == 0  # 2 steps x batch 2
@@ -318,7 +276,7 @@ def test_resume_matches_an_uninterrupted_run_including_queues(tiny_miescore_path
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(ck2, resumed / "checkpoint-2")
-    train_miescore.main(*_parse(_tiny_run_args(small_dataset, tiny_miescore_path, resumed,
+    train_miescore.main(*parse(tiny_run_args(small_dataset, tiny_miescore_path, resumed,
                                                resume_from_checkpoint="true", **common)))
     a, b = _adapter_tensors(ck4), _adapter_tensors(resumed / "checkpoint-4")
     assert set(a) == set(b)
@@ -339,7 +297,7 @@ def test_resume_matches_an_uninterrupted_run_including_queues(tiny_miescore_path
     blank.mkdir()
     shutil.copytree(ck2, blank / "checkpoint-2")
     (blank / "checkpoint-2" / LOSS_STATE_NAME).unlink()
-    train_miescore.main(*_parse(_tiny_run_args(small_dataset, tiny_miescore_path, blank,
+    train_miescore.main(*parse(tiny_run_args(small_dataset, tiny_miescore_path, blank,
                                                resume_from_checkpoint="true", **common)))
     log_c = [h["loss"] for h in json.loads((blank / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
              if "loss" in h]
@@ -350,7 +308,7 @@ def test_resume_without_checkpoint_is_a_clear_error(tiny_miescore_path, small_da
     from modeling_miescore.image_io import MIEScoreInputError
 
     with pytest.raises(MIEScoreInputError, match="no checkpoint"):
-        train_miescore.main(*_parse(_tiny_run_args(small_dataset, tiny_miescore_path, tmp_path / "empty",
+        train_miescore.main(*parse(tiny_run_args(small_dataset, tiny_miescore_path, tmp_path / "empty",
                                                    resume_from_checkpoint="true", max_steps=1)))
 
 
@@ -369,7 +327,7 @@ def _accelerate_launch(config: str, port: int, run_args: list[str]) -> subproces
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu(tiny_miescore_path, small_dataset, tmp_path):
     out = tmp_path / "ddp"
-    proc = _accelerate_launch("accelerate_ddp.yaml", 29517, _tiny_run_args(
+    proc = _accelerate_launch("accelerate_ddp.yaml", 29517, tiny_run_args(
         small_dataset, tiny_miescore_path, out, max_steps=2, save_strategy="steps", save_steps=2,
         per_device_train_batch_size=1, dataloader_num_workers=0))
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -393,7 +351,7 @@ def test_deepspeed_zero_with_accelerate_launch_on_cpu(stage, tiny_miescore_path,
     from modeling_miescore.scoring.loading import load_scorer
 
     out = tmp_path / f"zero{stage}"
-    proc = _accelerate_launch(f"accelerate_deepspeed_zero{stage}.yaml", 29530 + stage, _tiny_run_args(
+    proc = _accelerate_launch(f"accelerate_deepspeed_zero{stage}.yaml", 29530 + stage, tiny_run_args(
         small_dataset, tiny_miescore_path, out, max_steps=2, save_strategy="steps", save_steps=2,
         per_device_train_batch_size=1, dataloader_num_workers=0))
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -424,9 +382,9 @@ def test_recipe_fits_its_training_rows(tmp_path):
     from modeling_miescore.testing import build_tiny_miescore
 
     model_path = build_tiny_miescore(tmp_path / "tiny")
-    dataset = _build_dataset(tmp_path / "mie", n_instances=LEARN_INSTANCES)
+    dataset = build_dataset(tmp_path / "mie", n_instances=LEARN_INSTANCES)
     before = _srcc(model_path, dataset, "train", rows=16)
-    result = train_miescore.main(*_parse(_args(
+    result = train_miescore.main(*parse(config_args(
         TINY_YAML, dataset=dataset, model_name_or_path=model_path, output_dir=tmp_path / "run", disable_tqdm="true",
         max_train_samples=16, per_device_train_batch_size=16, max_steps=40, learning_rate=2e-3, eval_split="",
         save_strategy="no",
@@ -445,9 +403,9 @@ def learned(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("learn")
     model_path = build_tiny_miescore(tmp / "tiny")
-    dataset = _build_dataset(tmp / "mie", n_instances=LEARN_INSTANCES)
+    dataset = build_dataset(tmp / "mie", n_instances=LEARN_INSTANCES)
     before = _srcc(model_path, dataset, "test")
-    result = train_miescore.main(*_parse(_args(TINY_YAML, dataset=dataset, model_name_or_path=model_path,
+    result = train_miescore.main(*parse(config_args(TINY_YAML, dataset=dataset, model_name_or_path=model_path,
                                                output_dir=tmp / "run", **LEARN_OVERRIDES)))
     after = _srcc(Path(result["exported"]["merged"]), dataset, "test")
     print(f"held-out SRCC before {before} after {after}")
@@ -479,7 +437,7 @@ def _srcc(model_path: Path, dataset: Path, split: str, rows: int | None = None) 
     from datasets import load_dataset
     from scipy.stats import spearmanr
 
-    _, model_args, _, _ = _parse(_args(TINY_YAML))
+    _, model_args, _, _ = parse(config_args(TINY_YAML))
     model, processor = load_base_model(str(model_path), min_pixels=model_args.min_pixels,
                                        max_pixels=model_args.max_pixels, skill=model_args.skill)
     model.eval()

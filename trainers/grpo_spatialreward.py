@@ -15,7 +15,10 @@ Reward functions (`reward_funcs`, weights in `reward_weights`; definitions in
 `modeling_miescore/training/spatialreward_grpo_rewards.py`): `oracle_consistency` (the paper's: 1 / 0.5 / 0 from the judge),
 `format_grounding` (valid JSON and grounding tokens consistent with the boxes), `reference_agreement`
 (1 - |pred - ref| / 25 against the row's scores, when present). Judge failures get the configured values, are
-counted, logged as `oracle/<status>` metrics and written to `output_dir/oracle_stats.json`.
+counted, logged as `oracle/<status>` metrics and written to `output_dir/oracle_stats.json`. The objective (loss
+type, clipping, reward scaling) is pinned in the paper YAML, with what TRL cannot express of sec. 3.4's equation.
+Output: the model (or LoRA adapter, with `base_config_overrides.json` and the model code) in `output_dir`, with a
+model card (`--base_model_id` / `--dataset_id` name the Hub repos when the model or data are local folders).
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 from modeling_miescore.judges.oracle import OracleConfig
+from modeling_miescore.training.card_inputs import ModelCardArguments
 from modeling_miescore.training.spatialreward_data import prepare_grpo_dataset
 from modeling_miescore.training.spatialreward_grpo_rewards import OracleConsistencyReward, build_reward_functions
-from modeling_miescore.training.spatialreward_recipe import load_model_and_processor, load_rows, make_lora_config, save_run
+from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
+                                                              make_lora_config, run_card, save_run)
 
 logger = logging.getLogger("grpo_spatialreward")
 
 
 @dataclass
-class SpatialRewardGRPOArguments:
+class SpatialRewardGRPOArguments(ModelCardArguments):
     reward_funcs: list[str] = field(default_factory=lambda: ["oracle_consistency"], metadata={
         "help": "oracle_consistency | format_grounding | reference_agreement (the paper uses the oracle)."})
     max_pixels: int = field(default=401_408, metadata={"help": "Pixel cap per image (released RL run: 401,408)."})
@@ -95,8 +100,9 @@ def main(script_args, rl_args, training_args, model_args) -> dict:
         train, report = prepare_grpo_dataset(rows, model.config, rl_args.max_pixels, rl_args.max_prompt_tokens,
                                              processor, num_proc=rl_args.dataset_num_proc)
 
+    peft_config = make_lora_config(model_args)
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=training_args, train_dataset=train,
-                          processing_class=processor, peft_config=make_lora_config(model_args))
+                          processing_class=processor, peft_config=peft_config)
     try:
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     finally:
@@ -110,7 +116,11 @@ def main(script_args, rl_args, training_args, model_args) -> dict:
                     logger.warning("oracle failure rate %.0f%%: check the judge endpoint (see oracle_stats.json)",
                                    100 * oracle_stats["failure_rate"])
     reports = {"data_report.json": report.as_dict(), **({"oracle_stats.json": oracle_stats} if oracle_stats else {})}
-    save_run(trainer, processor, training_args, script_args.dataset_name, reports)
+    card = run_card("grpo", trainer, rl_args, model_args, script_args.dataset_name, report, dict(
+        reward_funcs=list(rl_args.reward_funcs), oracle_model=rl_args.oracle_model, lora=lora_settings(peft_config),
+        max_pixels=model.config.max_pixels, min_pixels=model.config.min_pixels))
+    save_run(trainer, processor, training_args, script_args.dataset_name, reports, card=card,
+             base_config_overrides={"min_pixels": model.config.min_pixels, "max_pixels": model.config.max_pixels})
     return {"trainer": trainer, "report": report, "oracle_stats": oracle_stats}
 
 

@@ -14,7 +14,11 @@ overridden on the command line. The data schema (SC rows: sources + edited + ins
 scores; PQ rows: edited + reasoning + scores) is documented in `modeling_miescore/training/spatialreward_data.py`; rows
 whose grounding tokens are inconsistent with their regions are dropped and counted (logged, and written to
 `output_dir/data_report.json`). Output: the trained model (or LoRA adapter) and processor in `output_dir`;
-with LoRA and `merge_lora`, a merged SpatialReward checkpoint in `output_dir/merged`.
+with LoRA and `merge_lora`, a merged SpatialReward checkpoint in `output_dir/merged`. Each gets a model card
+(README.md; `--base_model_id` / `--dataset_id` name the Hub repos when the model or data are local folders). A
+LoRA adapter also gets `base_config_overrides.json` (the run's image budget) and the model code, and carries the
+grown embeddings in full when grounding tokens were added, so the card's recipe (base + `PeftModel`) generates
+what `merged/` generates.
 """
 
 from __future__ import annotations
@@ -25,14 +29,17 @@ from dataclasses import dataclass, field
 
 from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser
 
+from modeling_miescore.training.card_inputs import ModelCardArguments
 from modeling_miescore.training.spatialreward_data import prepare_sft_dataset
-from modeling_miescore.training.spatialreward_recipe import load_model_and_processor, load_rows, make_lora_config, save_run
+from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
+                                                              make_lora_config, resized_vocabulary, run_card,
+                                                              save_run)
 
 logger = logging.getLogger("sft_spatialreward")
 
 
 @dataclass
-class SpatialRewardDataArguments:
+class SpatialRewardDataArguments(ModelCardArguments):
     max_pixels: int = field(default=262_144, metadata={"help": "Pixel cap per image; images are downscaled, never "
                                                                "truncated (released SFT recipe: 262,144)."})
     min_pixels: int = field(default=65_536, metadata={"help": "Smaller images are upscaled (Qwen3-VL default)."})
@@ -61,6 +68,11 @@ def main(script_args, data_args, training_args, model_args) -> dict:
         model_args.model_name_or_path, dtype=model_args.dtype, attn_implementation=model_args.attn_implementation,
         add_tokens=data_args.add_grounding_tokens, min_pixels=data_args.min_pixels,
         max_pixels=data_args.max_pixels, revision=model_args.model_revision)
+    grown = resized_vocabulary(model, model_args.model_name_or_path, model_args.model_revision)
+    if model_args.use_peft and grown and not data_args.train_grounding_tokens:
+        # the new rows would stay at their initialisation and, outside the adapter, could not be restored from it
+        raise SystemExit("error: add_grounding_tokens grew the embeddings, so with LoRA they must be trained and saved "
+                         "with the adapter: set train_grounding_tokens: true")
 
     def prepared(split):
         rows = load_rows(script_args.dataset_name, script_args.dataset_config, split, data_args.max_train_samples)
@@ -93,8 +105,15 @@ def main(script_args, data_args, training_args, model_args) -> dict:
         logger.info("merged checkpoint saved to %s", merged_dir)
         return merged_dir
 
+    card = run_card("sft", trainer, data_args, model_args, script_args.dataset_name, report, dict(
+        lora=lora_settings(peft_config), max_pixels=model.config.max_pixels, min_pixels=model.config.min_pixels,
+        max_seq_tokens=data_args.max_seq_tokens,
+        grounding_tokens="added as single tokens" if data_args.add_grounding_tokens else "plain text"))
+    card.resized_vocabulary = grown
+    overrides = {"min_pixels": model.config.min_pixels, "max_pixels": model.config.max_pixels}
     merged_dir = save_run(trainer, processor, training_args, script_args.dataset_name,
-                          {"data_report.json": report.as_dict()}, on_main_process=merge)
+                          {"data_report.json": report.as_dict()}, on_main_process=merge, card=card,
+                          base_config_overrides=overrides)
     return {"trainer": trainer, "report": report, "merged_dir": merged_dir}
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ Supervised Fine-Tuning"; hyper-parameters in the supplement "Details of Training
 
     # one GPU, the paper's recipe (Qwen3-VL-8B, LoRA r=64 on the LM, Huber + rank + PLCC)
     python trainers/train_miescore.py --config trainers/configs/miescore_qwen3vl_8b.yaml --dataset path/or/repo
+    # the ablation of Table 5: another backbone, or one switch of the training strategy
+    python trainers/train_miescore.py --config ... --model_name_or_path OpenGVLab/InternVL3_5-8B-HF   # row 8
+    python trainers/train_miescore.py --config ... --score_head lm_digits       # row 1: no score head
+    python trainers/train_miescore.py --config ... --backbone_tuning frozen     # row 2: no LoRA (head only)
+    python trainers/train_miescore.py --config ... --skill_file runs/skill-optimization/skill.txt   # row 5
+    python trainers/train_miescore.py --config ... --score_head lm_digits --sft false --skill_file ...  # row 4
     # several GPUs / nodes
     accelerate launch --config_file trainers/configs/accelerate_ddp.yaml trainers/train_miescore.py --config ...
     # several CPU processes (gloo): torchrun --nproc_per_node 2 trainers/train_miescore.py --config ... --use_cpu true
@@ -29,15 +35,19 @@ from trl import TrlParser
 
 from modeling_miescore.training.losses import LossConfig
 from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
-from modeling_miescore.training.miescore_export import ModelCardInfo, export_model
-from modeling_miescore.training.miescore_model import LM_LORA_TARGETS, apply_lora, load_base_model, make_lora_config
+from modeling_miescore.cli.skill import read_skill_file
+from modeling_miescore.model_card import ModelCardInfo, hub_repo_id
+from modeling_miescore.training.card_inputs import ModelCardArguments, card_repo_ids, training_settings
+from modeling_miescore.training.miescore_export import export_model
+from modeling_miescore.training.miescore_model import (load_base_model, make_lora_config,
+                                                       set_backbone_tuning)
 from modeling_miescore.training.miescore_trainer import MIEScoreTrainer, compute_correlation_metrics, resolve_checkpoint
 
 logger = logging.getLogger("train_miescore")
 
 
 @dataclass
-class ScriptArguments:
+class ScriptArguments(ModelCardArguments):
     dataset: str = field(default=None, metadata={"help": "MIE-Bench-format dataset: local folder or Hub repo id."})
     dataset_config: str | None = field(default=None, metadata={"help": "Dataset config name."})
     train_split: str = "train"
@@ -47,31 +57,69 @@ class ScriptArguments:
     export_dir: str | None = field(default=None, metadata={"help": "Where merged/ and adapter/ go (output_dir/export)."})
     model_card_name: str = "MIEScore"
     export: bool = field(default=True, metadata={"help": "Write export/merged and export/adapter after training."})
+    sft: bool = field(default=True, metadata={
+        "help": "False: no fine-tuning; evaluate and export the starting model (Table 5 row 4, with score_head "
+                "lm_digits and the optimised skill)."})
 
 
 @dataclass
 class ModelArguments:
-    model_name_or_path: str = field(default=None, metadata={"help": "Qwen3-VL checkpoint (new head) or MIEScore one."})
+    model_name_or_path: str = field(default=None, metadata={
+        "help": "A VLM checkpoint (Qwen3-VL as in the paper, Qwen2.5-VL, InternVL3.5 -HF, any transformers-native "
+                "image-text-to-text model; a new scorer) or a MIEScore one."})
     dtype: str = field(default="auto", metadata={"help": "auto | bfloat16 | float32 | float16 (weights as loaded)."})
     attn_implementation: str | None = field(default=None, metadata={"help": "sdpa | flash_attention_2 | eager"})
     max_pixels: int = field(default=1_048_576, metadata={"help": "Pixel budget per image (paper: 1,048,576)."})
     min_pixels: int | None = field(default=None, metadata={"help": "Smaller images are upscaled (config default)."})
     head_hidden_size: int | None = field(default=None, metadata={"help": "Head width for a new scorer."})
     skill: str | None = field(default=None, metadata={"help": "Replace the rubric at the start of every prompt."})
+    skill_file: str | None = field(default=None, metadata={
+        "help": "Read the rubric from a file, e.g. the skill.txt of trainers/optimize_skill.py (Table 5 rows 4-8); "
+                "without it (and without skill) the default skill, i.e. no skill optimisation (rows 1-3). Takes "
+                "precedence over skill."})
+    score_head: str | None = field(default=None, metadata={
+        "help": "regression (the paper's MLP head; the default for a new scorer) | lm_digits (no head: the LM's "
+                "digit probabilities of a JSON answer; Table 5 rows 1 and 4). A MIEScore checkpoint keeps its own."})
     max_length: int | None = field(default=4096, metadata={"help": "Longest sequence in tokens (paper: 4096)."})
     long_sequence_policy: str = field(default="shrink", metadata={"help": "Over-long rows: shrink | drop | error."})
-    use_lora: bool = field(default=True, metadata={"help": "LoRA on the LM (paper); False trains all weights."})
+    backbone_tuning: str = field(default="lora", metadata={
+        "help": "lora (the paper: LoRA on the LM, head in full) | frozen (only the head trains; Table 5 row 2, "
+                "w/o LoRA) | full (every weight trains)."})
     lora_r: int = 64
     lora_alpha: int = 32
     lora_dropout: float = 0.0
-    lora_target_modules: str = field(default=LM_LORA_TARGETS, metadata={"help": "Regex of the LoRA modules."})
-    modules_to_save: list[str] = field(default_factory=lambda: ["head"], metadata={"help": "Fully trained modules."})
+    lora_target_modules: str | None = field(default=None, metadata={
+        "help": "Regex of the LoRA modules (default: q/k/v/o/gate/up/down of the backbone's language model)."})
+    modules_to_save: list[str] = field(default_factory=lambda: ["head"], metadata={
+        "help": "Modules trained in full beside LoRA (with score_head lm_digits there is no head: 'head' is left "
+                "out, the LM's digit rows stay as pretrained)."})
 
 
 def make_parser() -> TrlParser:
     """The recipe's arguments: script, model, loss (``LossConfig`` itself: eq. 13's weights, queues and stage) and
     ``TrainingArguments``, read from ``--config x.yaml`` and the command line."""
     return TrlParser((ScriptArguments, ModelArguments, LossConfig, TrainingArguments))
+
+
+def build_model(model_args, tune: bool = True):
+    """The scorer to train, made trainable as ``backbone_tuning`` says (left as loaded when not ``tune``); returns
+    ``(model, processor, config, config overrides)`` (the overrides are applied again when the export re-loads
+    the base)."""
+    skill = read_skill_file(model_args.skill_file) if model_args.skill_file else model_args.skill
+    overrides = {k: v for k, v in dict(max_pixels=model_args.max_pixels, min_pixels=model_args.min_pixels,
+                                           head_hidden_size=model_args.head_hidden_size, skill=skill,
+                                           score_head=model_args.score_head).items() if v is not None}
+    model, processor = load_base_model(model_args.model_name_or_path, dtype=model_args.dtype,
+                                       attn_implementation=model_args.attn_implementation, **overrides)
+    config = model.config
+    if not tune:
+        return model, processor, config, overrides
+    lora = None
+    if model_args.backbone_tuning == "lora":
+        modules_to_save = [m for m in model_args.modules_to_save if config.score_head == "regression" or m != "head"]
+        lora = make_lora_config(model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout,
+                                model_args.lora_target_modules, modules_to_save)
+    return set_backbone_tuning(model, model_args.backbone_tuning, lora), processor, config, overrides
 
 
 def main(script_args, model_args, loss_config: LossConfig, training_args) -> dict:
@@ -81,16 +129,7 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
     training_args.label_names = ["labels"]
     push, training_args.push_to_hub = training_args.push_to_hub, False  # push the merged export, not checkpoints
     resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
-
-    overrides = {k: v for k, v in dict(max_pixels=model_args.max_pixels, min_pixels=model_args.min_pixels,
-                                           head_hidden_size=model_args.head_hidden_size,
-                                           skill=model_args.skill).items() if v is not None}
-    model, processor = load_base_model(model_args.model_name_or_path, dtype=model_args.dtype,
-                                       attn_implementation=model_args.attn_implementation, **overrides)
-    config = model.config
-    if model_args.use_lora:
-        model = apply_lora(model, make_lora_config(model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout,
-                                                   model_args.lora_target_modules, model_args.modules_to_save))
+    model, processor, config, overrides = build_model(model_args, tune=script_args.sft)
 
     data = load_dataset(script_args.dataset, script_args.dataset_config)
     with training_args.main_process_first(desc="measuring sequence lengths"):
@@ -111,7 +150,10 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
         data_collator=MIEScoreCollator(processor, config), compute_metrics=compute_correlation_metrics,
         loss_config=loss_config,
     )
-    trainer.train(resume_from_checkpoint=resume)
+    if script_args.sft:
+        trainer.train(resume_from_checkpoint=resume)
+    else:
+        logger.info("sft=false: no fine-tuning; the starting model is evaluated and exported as it is")
     metrics = trainer.evaluate() if evaluation is not None else {}
     final_dir = os.path.join(training_args.output_dir, "final")
     trainer.save_model(final_dir)  # gathers sharded (ZeRO-3/FSDP) weights; the best model if load_best_model_at_end
@@ -121,10 +163,8 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
 
     exported = {}
     if trainer.accelerator.is_main_process and script_args.export:
-        card = ModelCardInfo(model_name=script_args.model_card_name, base_model=model_args.model_name_or_path,
-                             dataset=script_args.dataset, eval_split=script_args.eval_split or "-", metrics=metrics,
-                             dataset_split_sizes={s: len(d) for s, d in data.items()},
-                             hyperparameters=_card_hyperparameters(trainer, model_args, loss_config, config, report))
+        card = _model_card(script_args, model_args, trainer, data, metrics, _card_hyperparameters(
+            trainer, script_args, model_args, loss_config, config, report), push)
         exported = export_model(model_args.model_name_or_path, final_dir,
                                 script_args.export_dir or os.path.join(training_args.output_dir, "export"),
                                 card=card, base_config_overrides=overrides)
@@ -134,21 +174,44 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
     return {"metrics": metrics, "exported": exported}
 
 
-def _card_hyperparameters(trainer, model_args, loss_config: LossConfig, config, report) -> dict:
-    """The settings the model card lists: optimiser and schedule, run size, image budget, LoRA, loss."""
+def _model_card(script_args, model_args, trainer, data, metrics: dict, hyperparameters: dict,
+                push: bool) -> ModelCardInfo:
+    """What the exported cards say: Hub ids of the base and the data, the data, the recipe and the metrics."""
+    base_model, datasets = card_repo_ids(script_args, model_args.model_name_or_path, script_args.dataset)
+    where = f"`{datasets[0]}`" if datasets else "a local MIE-Bench-format folder"
+    return ModelCardInfo(
+        model_name=script_args.model_card_name, repo_id=trainer.args.hub_model_id if push else None,
+        base_model=base_model, datasets=datasets, eval_split=script_args.eval_split or "-", metrics=metrics,
+        dataset_split_sizes={split: len(rows) for split, rows in data.items()},
+        training_data=(f"Fine-tuned on {where} (MIE-Bench format: one MOS per dimension from 15 raters, "
+                       "BT.500-screened, on 0-100; the labels are MOS / 100)."),
+        training_procedure=("Multi-dimensional supervised fine-tuning (MIEScore paper, \"Multi-Dimensional "
+                            "Supervised Fine-Tuning\"): L = lambda_h Huber + lambda_r rank + lambda_p (1 - PLCC) per "
+                            "dimension, the rank and PLCC terms computed against cross-batch memory queues; the "
+                            "rank/PLCC weights are raised in the final stage. Settings of this run:"),
+        hyperparameters=hyperparameters)
+
+
+def _card_hyperparameters(trainer, script_args, model_args, loss_config: LossConfig, config, report) -> dict:
+    """The settings the model card lists: optimiser and schedule, run size, image budget, head, tuning, loss."""
     training_args = trainer.args
-    hyper = {k: getattr(training_args, k) for k in (
+    hyper = training_settings(training_args, (
         "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "warmup_steps",
         "lr_scheduler_type", "lr_scheduler_kwargs", "max_grad_norm", "per_device_train_batch_size",
-        "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed")}
-    lora = (dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
-                 target_modules=model_args.lora_target_modules, modules_to_save=model_args.modules_to_save)
-            if model_args.use_lora else "full fine-tuning")
+        "gradient_accumulation_steps", "num_train_epochs", "max_steps", "bf16", "seed"))
+    peft_config = getattr(trainer.model, "peft_config", {}).get("default")
+    lora = {"frozen": "frozen backbone (head only)", "full": "full fine-tuning"}.get(model_args.backbone_tuning)
+    lora = lora if script_args.sft else "none (no fine-tuning)"
+    if peft_config is not None:
+        lora = dict(r=model_args.lora_r, alpha=model_args.lora_alpha, dropout=model_args.lora_dropout,
+                    target_modules=peft_config.target_modules, modules_to_save=list(peft_config.modules_to_save or []))
     hyper.update(world_size=training_args.world_size, global_steps=trainer.state.global_step,
-                 best_checkpoint=trainer.state.best_model_checkpoint, base_checkpoint=model_args.model_name_or_path,
-                 max_length=model_args.max_length, max_pixels=config.max_pixels, min_pixels=config.min_pixels,
-                 long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"], lora=lora,
-                 loss=loss_config.to_dict())
+                 best_checkpoint=os.path.basename(trainer.state.best_model_checkpoint or "") or None,
+                 base_checkpoint=hub_repo_id(model_args.model_name_or_path) or "a local folder",
+                 backbone=config.backbone_config.model_type, score_head=config.score_head, sft=script_args.sft,
+                 skill_file=model_args.skill_file, max_length=model_args.max_length, max_pixels=config.max_pixels,
+                 min_pixels=config.min_pixels, long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"],
+                 lora=lora, loss=loss_config.to_dict())
     return hyper
 
 

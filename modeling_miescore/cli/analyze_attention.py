@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL, _quiet_transformers, number_arg
+from .main import EXIT_PARTIAL, _quiet_transformers, add_device_args, number_arg
 
 __all__ = ["cmd_analyze_attention", "register"]
 
@@ -61,9 +61,7 @@ def register(subparsers) -> None:
     parser.add_argument("--no-overlays", action="store_true", help="do not draw overlays/<id>.png")
     parser.add_argument("--on-error", choices=["skip", "stop"], default="skip",
                         help="a bad input line is reported with its line number and skipped (default) or stops the run")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    add_device_args(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=cmd_analyze_attention)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
 from ..image_io import MIEScoreInputError
 from .external_benchmarks import register_kinds
-from .main import number_arg
+from .main import add_device_args, number_arg
 
 _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
                   '"attribute_preservation": x, "overall": x} (e.g. the output of "miescore score-batch"); '
@@ -58,10 +58,7 @@ def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str,
                         help="evaluate the ids present in both dataset and predictions instead of stopping")
     parser.add_argument("--batch-size", type=int, default=8,
                         help="scoring batch size with --model (default: %(default)s)")
-    parser.add_argument("--device", default="auto",
-                        help="with --model: cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="with --model: weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    add_device_args(parser, when="with --model: ")
     parser.add_argument("--no-plots", action="store_true", help="write report.md/report.json only")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -123,17 +120,6 @@ def _grid_args(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _out_dir(path: str) -> Path:
-    out = Path(path).expanduser()
-    if out.exists() and not out.is_dir():
-        raise MIEScoreInputError(f"--out '{path}' is a file; pass a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise MIEScoreInputError(f"cannot create output folder '{path}': {err.strerror}") from None
-    return out
 
 
 def _model_ref(model: str) -> str:
@@ -253,8 +239,9 @@ def cmd_mie_bench(args) -> int:
     from ..data.schema import SHORT_NAMES
     from ..evaluation.mie_bench_report import mie_bench_report
     from ..evaluation.plots import mie_bench_plots
+    from ..scoring.jsonl_scoring import make_output_folder
 
-    out = _out_dir(args.out)
+    out = make_output_folder(args.out, "--out: ")
     joined, preds, preds_path, alignment = _mie_predictions(args, out, require_mos=True, verb="evaluating")
     report = mie_bench_report(joined, bootstrap=_bootstrap_settings(args))
     report["overall_computed"] = bool(preds.attrs.get("overall_computed"))
@@ -352,8 +339,9 @@ def cmd_mer_bench(args) -> int:
     from ..evaluation.mer_bench_report import mer_bench_report
     from ..evaluation.plots import aggregation_grid_plot, mer_bench_plots
     from ..evaluation.prediction_files import read_group_predictions
+    from ..scoring.jsonl_scoring import make_output_folder
 
-    out = _out_dir(args.out)
+    out = make_output_folder(args.out, "--out: ")
     splits = {name: load_split(args.dataset, name) for name in _mer_split_names(args)}
     frame = mer_bench_frame(splits)
     preds_path = _score_mer_with_model(splits, args, out) if args.model else Path(args.predictions)
@@ -387,8 +375,9 @@ def cmd_editing_models(args) -> int:
     )
     from ..evaluation.plots import editing_models_plots
     from ..evaluation.prediction_files import read_score_predictions
+    from ..scoring.jsonl_scoring import make_output_folder
 
-    out = _out_dir(args.out)
+    out = make_output_folder(args.out, "--out: ")
     alignment = None
     if args.dataset is None:
         if args.model:

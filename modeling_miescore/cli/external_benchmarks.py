@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import number_arg
+from .main import add_device_args, number_arg
 
 __all__ = ["register_kinds"]
 
@@ -39,9 +39,7 @@ def _arguments(parser: argparse.ArgumentParser, *, bootstrap: bool) -> None:
     parser.add_argument("--allow-missing", action="store_true",
                         help="evaluate the ids present in both dataset and predictions instead of stopping")
     parser.add_argument("--batch-size", type=int, default=8, help="scoring batch size with --model")
-    parser.add_argument("--device", default="auto", help="with --model: cpu, cuda, ... (default: auto)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="with --model: weights dtype")
+    add_device_args(parser, when="with --model: ")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     if bootstrap:
         parser.add_argument("--bootstrap", type=number_arg(int, minimum=0), default=0, metavar="N",
@@ -108,9 +106,9 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
 
 def _prepare(args):
     from ..evaluation.converted_benchmarks import load_benchmark
-    from .benchmark import _out_dir
+    from ..scoring.jsonl_scoring import make_output_folder
 
-    out = _out_dir(args.out)
+    out = make_output_folder(args.out, "--out: ")
     benchmarks = [load_benchmark(d) for d in args.dataset]
     names = [b.name for b in benchmarks]
     if len(set(names)) != len(names):

@@ -27,11 +27,10 @@ run appends its usage (requests, cache hits, failures, retries, tokens, cost) to
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL
+from .main import finish_run
 from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
 
 
@@ -114,10 +113,8 @@ def cmd_judge(args) -> int:
         finish_calls(output.with_name(output.name + ".usage.jsonl"), "judge", engine.usage, cache, [engine],
                      {"judge": name, "spec": str(spec), "output": str(output)})
     counts = judge.counts
-    print(f"judged {report.scored} edits ({counts['flagged']} answers without all three scores, flagged), "
-          f"{report.skipped_existing} already in '{output}', {len(report.errors)} not judged", file=sys.stderr)
-    if report.errors:
-        print(f"{len(report.errors)} edits were not judged (listed above); rerun the same command to retry them",
-              file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    return finish_run(
+        f"judged {report.scored} edits ({counts['flagged']} answers without all three scores, flagged), "
+        f"{report.skipped_existing} already in '{output}', {len(report.errors)} not judged",
+        (f"{len(report.errors)} edits were not judged (listed above); rerun the same command to "
+         "retry them" if report.errors else None))

@@ -35,6 +35,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "space",
     "judge",
     "spatialreward_data",
+    "doctor",
+    "mer_construction",
 )
 
 
@@ -59,6 +61,16 @@ def number_arg(convert=int, minimum=None, maximum=None, exclusive=False):
     return parse
 
 
+def finish_run(summary: str, unfinished: str | None = None) -> int:
+    """Print a command's closing ``summary`` to stderr and, when some work was left undone, the ``unfinished``
+    line (what was left and how to retry it); the exit status: 0, or ``EXIT_PARTIAL`` when ``unfinished``."""
+    print(summary, file=sys.stderr)
+    if unfinished:
+        print(unfinished, file=sys.stderr)
+        return EXIT_PARTIAL
+    return 0
+
+
 def _quiet_transformers():
     import transformers
 
@@ -66,11 +78,19 @@ def _quiet_transformers():
     transformers.utils.logging.disable_progress_bar()
 
 
+def add_device_args(parser, when: str = "") -> None:
+    """``--device`` and ``--dtype`` of the commands that load a checkpoint (``parser``: a parser or an argument
+    group); ``when`` prefixes both helps, e.g. ``"with --model: "`` where loading a model is optional."""
+    from ..scoring.loading import DTYPES
+
+    parser.add_argument("--device", default="auto", help=f"{when}cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument("--dtype", default="auto", choices=list(DTYPES),
+                        help=f"{when}weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+
+
 def _add_model_args(parser: argparse.ArgumentParser, required: bool = True):
     parser.add_argument("--model", required=required, help="checkpoint folder or Hub repo id of a MIEScore model")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    add_device_args(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from ..image_io import MIEScoreInputError
-from .main import number_arg
+from .main import add_device_args, number_arg
 
 
 def add_call_args(parser: argparse.ArgumentParser) -> None:
@@ -31,9 +31,7 @@ def add_call_args(parser: argparse.ArgumentParser) -> None:
                        help="how images are encoded in requests (default PNG, lossless)")
     group.add_argument("--max-pixels", type=number_arg(int, minimum=1), default=1_048_576,
                        help="images are downscaled to at most this many pixels (default 1048576)")
-    group.add_argument("--device", default="auto", help="local models: cpu, cuda, cuda:1, ... (default auto)")
-    group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="local models: weights dtype (default bfloat16 on GPU, float32 on CPU)")
+    add_device_args(group, when="local models: ")
     group.add_argument("--batch-size", type=number_arg(int, minimum=1), default=4,
                        help="local models: prompts per generate call (default 4)")
     group.add_argument("--cache", metavar="FILE", help="SQLite answer cache (default: beside the output); a "

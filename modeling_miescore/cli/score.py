@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL, _add_model_args, _quiet_transformers, number_arg
+from .main import _add_model_args, _quiet_transformers, finish_run, number_arg
 
 
 def register(sub) -> None:
@@ -92,13 +92,11 @@ def cmd_score_batch(args) -> int:
         dist.barrier()
         dist.destroy_process_group()
     prefix = f"[rank {rank}] " if world_size > 1 else ""
-    print(f"{prefix}scored {report.scored} edits, skipped {report.skipped_existing} already done, "
-          f"{len(report.errors)} bad input lines", file=sys.stderr)
-    if report.errors:
-        print(f"{prefix}{len(report.errors)} input lines were skipped (listed above); fix them and rerun to score them",
-              file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    return finish_run(
+        f"{prefix}scored {report.scored} edits, skipped {report.skipped_existing} already done, "
+        f"{len(report.errors)} bad input lines",
+        (f"{prefix}{len(report.errors)} input lines were skipped (listed above); fix them and rerun "
+         "to score them" if report.errors else None))
 
 
 def cmd_demo(args) -> int:

@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 
-from .main import number_arg
+from .main import add_device_args, number_arg
 from ..image_io import MIEScoreInputError
 from ..serving.settings import MAX_INSTRUCTION_CHARS, ServerSettings
 
@@ -63,9 +63,7 @@ def register(subparsers) -> None:
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: this machine only; use 0.0.0.0 with --api-key-env)")
     parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    add_device_args(parser)
     for flag, field, kind, text in _SETTING_FLAGS:
         default = getattr(defaults, field)
         shown = f"{default:,}" if isinstance(default, int) and default >= 100_000 else f"{default:g}"

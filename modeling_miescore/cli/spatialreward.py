@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
+from .main import add_device_args
 
 _DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 
@@ -124,9 +125,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as one JSON object")
     parser.add_argument("--draw", metavar="OUT.png", help="write the edited image with the edit regions drawn")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="override the config's generation budget")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="weights dtype (default: bfloat16 on GPU, float32 on CPU)")
+    add_device_args(parser)
     parser.set_defaults(func=cmd_spatialreward)
 
 

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL, number_arg
+from .main import finish_run, number_arg
 from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
 
 _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)"),
@@ -109,10 +109,8 @@ def cmd_spatialreward_data(args) -> int:
         finish_calls(out / "usage.jsonl", "spatialreward-data", usage, cache, judges.engines(),
                      {"judges": {name: str(spec) for name, spec in specs.items()}, "stage_seconds": seconds})
     report = run.report
-    print(f"finished {run.finished} samples now, {run.already_done} before; {report['sc']['rows']} SC and "
-          f"{report['pq']['rows']} PQ rows in '{out / 'sft_rows.jsonl'}' (rejections: report.json)", file=sys.stderr)
-    if run.unfinished:
-        print(f"requests failed for good at {run.unfinished}; rerun the same command to retry those samples",
-              file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    return finish_run(
+        f"finished {run.finished} samples now, {run.already_done} before; {report['sc']['rows']} SC and "
+        f"{report['pq']['rows']} PQ rows in '{out / 'sft_rows.jsonl'}' (rejections: report.json)",
+        (f"requests failed for good at {run.unfinished}; rerun the same command to retry those "
+         "samples" if run.unfinished else None))

@@ -1,10 +1,20 @@
-"""Checks a user runs on a checkpoint: token budgets, ...
+"""Checks a user runs on a checkpoint: token budgets, whether it is sane, whether it loads on its own.
 
 ``token_budget``: how many tokens each part of a MIEScore or SpatialReward prompt takes (rubric / D.1 prompt,
 instruction, labels, chat markup, each image), the shared prefix that prefix reuse runs once, and what a
 training length limit does to the per-image pixel budget (``miescore tokens``).
+
+``checkpoint_doctor``: ``miescore doctor``, the checks of a checkpoint (files, config <-> processor <->
+tokenizer, token budget, score spread and directions on perturbed examples, SpatialReward parsing, throughput);
+the checks live in ``doctor_config_checks``, ``doctor_model_checks`` and ``doctor_score_checks``, their shared
+state in ``doctor_context``, the perturbed edits in ``edit_perturbations``.
+
+``isolated_load``: a fresh interpreter without this package and its non-Hub dependencies, in which a checkpoint
+loads with ``trust_remote_code`` (the Hub-boundary test and the doctor's ``fresh_process`` check).
 """
 
+from .checkpoint_doctor import CheckResult, DoctorReport, diagnose_checkpoint, format_report
+from .isolated_load import IsolatedLoadJob, load_and_score_without_package, run_without_package
 from .token_budget import (
     DEFAULT_INSTRUCTION,
     PromptBudget,
@@ -16,5 +26,7 @@ from .token_budget import (
     spatialreward_budgets,
 )
 
-__all__ = ["DEFAULT_INSTRUCTION", "PromptBudget", "ShrinkResult", "checkpoint_budgets", "format_budget_table",
-           "miescore_budget", "shrink_to_fit", "spatialreward_budgets"]
+__all__ = ["CheckResult", "DEFAULT_INSTRUCTION", "DoctorReport", "IsolatedLoadJob", "PromptBudget", "ShrinkResult",
+           "checkpoint_budgets", "diagnose_checkpoint", "format_budget_table", "format_report",
+           "load_and_score_without_package", "miescore_budget", "run_without_package", "shrink_to_fit",
+           "spatialreward_budgets"]

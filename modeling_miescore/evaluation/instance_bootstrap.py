@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..utils.numbers import finite_float
 from .metrics.bootstrap import CI, bootstrap_ci
 from .metrics.inputs import MetricWarning
 
-__all__ = ["NO_VALUE", "BootstrapSettings", "InstanceBootstrap", "finite_or_none"]
+__all__ = ["NO_VALUE", "BootstrapSettings", "InstanceBootstrap"]
 
 NO_VALUE = {"value": None, "ci": [None, None]}
 
@@ -42,29 +43,20 @@ class BootstrapSettings:
         return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling}
 
 
-def finite_or_none(x: Any) -> float | None:
-    """``x`` as a float, or None when it is not a finite number."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def with_ci(tree: Any) -> Any:
     """Nested dict of :class:`CI` -> nested dict of ``{"value", "ci": [low, high]}`` (NaN -> None)."""
     if isinstance(tree, CI):
-        return {"value": finite_or_none(tree.point), "ci": [finite_or_none(tree.low), finite_or_none(tree.high)]}
+        return {"value": finite_float(tree.point), "ci": [finite_float(tree.low), finite_float(tree.high)]}
     if isinstance(tree, dict):
         return {k: with_ci(v) for k, v in tree.items()}
-    return {"value": finite_or_none(tree), "ci": [None, None]}
+    return {"value": finite_float(tree), "ci": [None, None]}
 
 
 def _point_only(tree: Any) -> Any:
     """A result tree of numbers as a tree of :class:`CI` without bounds."""
     if isinstance(tree, dict):
         return {k: _point_only(v) for k, v in tree.items()}
-    v = finite_or_none(tree)
+    v = finite_float(tree)
     return CI(math.nan if v is None else v, math.nan, math.nan)
 
 

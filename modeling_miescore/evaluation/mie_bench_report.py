@@ -23,7 +23,8 @@ from ..data.schema import (
 )
 from .dataset_splits import ordered_labels
 from .errors import BenchmarkInputError
-from .instance_bootstrap import BootstrapSettings, InstanceBootstrap, finite_or_none
+from ..utils.numbers import finite_float
+from .instance_bootstrap import BootstrapSettings, InstanceBootstrap
 from .metrics.correlation import correlations, fit_logistic, srcc
 from .metrics.model_ranking import model_ranking_srcc
 
@@ -82,7 +83,7 @@ def _correlation_section(pred: dict, mos: dict, boot: InstanceBootstrap) -> dict
         ok = np.isfinite(pred[d]) & np.isfinite(mos[d])
         fit = fit_logistic(pred[d][ok], mos[d][ok])
         corr[d]["n"] = int(ok.sum())
-        corr[d]["logistic"] = {"params": [finite_or_none(p) for p in fit.params], "success": fit.success,
+        corr[d]["logistic"] = {"params": [finite_float(p) for p in fit.params], "success": fit.success,
                                "message": fit.message}
     return corr
 

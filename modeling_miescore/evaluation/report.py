@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..data.schema import LONG_NAMES, MER_CATEGORIES, MER_CATEGORY_LABELS, SHORT_NAMES
 from ..overall import OVERALL_WEIGHTS
 from ..utils.atomic_files import write_text_atomic
+from ..utils.numbers import finite_float
 
 __all__ = [
     "editing_models_markdown",
@@ -27,6 +28,7 @@ __all__ = [
     "mie_bench_markdown",
     "render_markdown",
     "title_case",
+    "write_benchmarks_report",
     "write_json",
     "write_report",
 ]
@@ -58,6 +60,23 @@ def _clean(obj: Any) -> Any:
 def write_json(path, data: dict) -> Path:
     """Write ``data`` as strict JSON (NaN/inf as null), atomically."""
     return write_text_atomic(path, json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
+
+
+def write_benchmarks_report(out_dir, kind: str, results: list[dict], *, row_name: str, run: dict | None,
+                            published: dict, markdown: Callable[[dict], str]) -> tuple[Path, Path]:
+    """``report.json`` + ``report.md`` (rendered by ``markdown``) of a run over several benchmarks: ``results``
+    (one dict per benchmark, each benchmark at most once) keyed by their ``"benchmark"`` next to the
+    ``published`` rows they are compared with."""
+    from .errors import BenchmarkInputError
+
+    by_name = {}
+    for result in results:
+        if result["benchmark"] in by_name:
+            raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
+        by_name[result["benchmark"]] = result
+    report = {"benchmark": kind, "row_name": row_name, "results": by_name, "published": published, "run": run or {}}
+    out = Path(out_dir)
+    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown(report))
 
 
 def write_report(out_dir, report: dict) -> tuple[Path, Path]:
@@ -95,15 +114,8 @@ def render_markdown(report: dict) -> str:
 
 
 def _v(x: Any) -> float | None:
-    if isinstance(x, dict):
-        x = x.get("value")
-    if x is None:
-        return None
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+    """The finite value of a metric (a number, or a ``{"value", "ci"}`` dict), else None."""
+    return finite_float(x.get("value") if isinstance(x, dict) else x)
 
 
 def fmt_ci(metric: Any, digits: int = 4, ci: bool = True) -> str:

@@ -17,12 +17,11 @@ import math
 from pathlib import Path
 
 from ..data.builders.dataset_card import md_table
-from ..utils.atomic_files import write_text_atomic
 from .benchmark_protocols import editscore_accuracy, mmrb2_accuracy
 from .converted_benchmarks import attach_scores
 from .errors import BenchmarkInputError
 from .published_results import TABLE1, TABLE1_COLUMNS, mer_overall_averaging
-from .report import write_json
+from .report import write_benchmarks_report
 
 __all__ = ["REWARD_BENCHMARKS", "evaluate_reward", "reward_markdown", "write_reward_report"]
 
@@ -114,14 +113,7 @@ def reward_markdown(report: dict) -> str:
 
 def write_reward_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None):
     """``report.json`` + ``report.md`` for the evaluated benchmarks (each at most once)."""
-    by_name = {}
-    for result in results:
-        if result["benchmark"] in by_name:
-            raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
-        by_name[result["benchmark"]] = result
-    report = {"benchmark": "reward", "row_name": row_name, "results": by_name,
-              "published": {"source": "SpatialReward paper, Table 1", "rows": TABLE1,
-                            "mer_overall_averaging": mer_overall_averaging()}, "run": run or {}}
-    markdown = reward_markdown(report)
-    out = Path(out_dir)
-    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)
+    published = {"source": "SpatialReward paper, Table 1", "rows": TABLE1,
+                 "mer_overall_averaging": mer_overall_averaging()}
+    return write_benchmarks_report(out_dir, "reward", results, row_name=row_name, run=run, published=published,
+                                   markdown=reward_markdown)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 from ..data.builders.dataset_card import md_table
-from ..utils.atomic_files import write_text_atomic
 from .benchmark_protocols import (
     CALIBRATED,
     editscore_accuracy,
@@ -22,7 +21,7 @@ from .benchmark_protocols import (
 from .converted_benchmarks import attach_scores
 from .errors import BenchmarkInputError
 from .published_results import TABLE6, TABLE6_COLUMNS
-from .report import write_json
+from .report import write_benchmarks_report
 
 __all__ = ["evaluate_zero_shot", "write_zero_shot_report", "zero_shot_markdown"]
 
@@ -105,15 +104,6 @@ def zero_shot_markdown(report: dict) -> str:
 
 def write_zero_shot_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None):
     """``report.json`` + ``report.md`` for the evaluated benchmarks (one result per Table 6 column)."""
-    from pathlib import Path
-
-    by_name = {}
-    for result in results:
-        if result["benchmark"] in by_name:
-            raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
-        by_name[result["benchmark"]] = result
-    report = {"benchmark": "zero-shot", "row_name": row_name, "results": by_name,
-              "published": {"source": "MIEScore paper, Table 6", "rows": TABLE6}, "run": run or {}}
-    markdown = zero_shot_markdown(report)
-    out = Path(out_dir)
-    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown)
+    return write_benchmarks_report(out_dir, "zero-shot", results, row_name=row_name, run=run,
+                                   published={"source": "MIEScore paper, Table 6", "rows": TABLE6},
+                                   markdown=zero_shot_markdown)

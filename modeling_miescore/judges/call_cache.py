@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Optional
 
 from ..image_io import MIEScoreInputError
+from ..utils.closing import ClosesOnExit
 from .chat_client import ChatCompletion
 
 __all__ = ["CallCache", "CallCacheError"]
@@ -43,7 +44,7 @@ class CallCacheError(MIEScoreInputError):
     """The cache file cannot be used (not an SQLite file, not writable, another schema)."""
 
 
-class CallCache:
+class CallCache(ClosesOnExit):
     """Answers of model calls keyed by request key, in the SQLite file ``path`` (created if missing)."""
 
     def __init__(self, path: str | os.PathLike):
@@ -70,12 +71,6 @@ class CallCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-    def __enter__(self) -> "CallCache":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def get_many(self, keys: Iterable[str]) -> Dict[str, ChatCompletion]:
         """The stored answers of those ``keys`` that have one."""

@@ -36,6 +36,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..utils.closing import ClosesOnExit
 from ..utils.http_retry import Attempted, RetryPolicy, send_with_retries
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class ChatCompletion:
                    reason if isinstance(reason, str) else None, attempts)
 
 
-class ChatClient:
+class ChatClient(ClosesOnExit):
     """Client for ``POST {base_url}/chat/completions``.
 
     Args:
@@ -184,12 +185,6 @@ class ChatClient:
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> "ChatClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # -- requests -----------------------------------------------------------------------------------------------
     def chat(self, messages: Sequence[Dict[str, Any]], temperature: float = 0.0, max_tokens: int = 1024,

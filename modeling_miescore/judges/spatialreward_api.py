@@ -26,10 +26,11 @@ from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
 from ..processing_miescore import EditSample
 from ..spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from ..spatialreward_tokens import strip_control_tokens
+from ..utils.closing import ClosesOnExit
 from .chat_client import ChatClient, ChatError, image_to_data_url
 
 
-class SpatialRewardAPI(SpatialRewardScoringMixin):
+class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
     """SpatialReward judge served behind ``POST {base_url}/chat/completions``.
 
     Args:
@@ -74,12 +75,6 @@ class SpatialRewardAPI(SpatialRewardScoringMixin):
 
     def close(self) -> None:
         self.client.close()
-
-    def __enter__(self) -> "SpatialRewardAPI":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # -- requests -----------------------------------------------------------------------------------------------
     def _count(self, error: Optional[str]) -> None:

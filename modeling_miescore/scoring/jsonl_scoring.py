@@ -33,7 +33,8 @@ from ..utils.atomic_files import atomic_write
 from ..utils.output_lock import exclusive_output, lock_path_for
 
 __all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "line_entries",
-           "merge_shards", "read_done_ids", "read_predictions", "record_to_sample", "score_jsonl", "shard_path"]
+           "make_output_folder", "merge_shards", "read_done_ids", "read_predictions", "record_to_sample",
+           "score_jsonl", "shard_path"]
 
 
 @dataclass
@@ -92,14 +93,21 @@ def check_output_file(path, input_path: Path | None = None) -> Path:
         raise MIEScoreInputError(f"output '{path}' is not a regular file; pass a file path")
     if input_path is not None and path.exists() and path.resolve() == input_path.resolve():
         raise MIEScoreInputError("output file must differ from the input file")
-    parent = path.parent
-    if parent.exists() and not parent.is_dir():
-        raise MIEScoreInputError(f"cannot write '{path}': '{parent}' is a file, not a folder")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise MIEScoreInputError(f"cannot create the output folder '{parent}': {err.strerror}") from None
+    make_output_folder(path.parent, f"cannot write '{path}': ")
     return path
+
+
+def make_output_folder(folder, context: str = "") -> Path:
+    """``folder`` (user-expanded), created with its parents when missing; a file in its place or a folder that
+    cannot be made raises :class:`MIEScoreInputError` (``context`` opens the message, e.g. the file to write)."""
+    folder = Path(folder).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise MIEScoreInputError(f"{context}'{folder}' is a file, not a folder; pass a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise MIEScoreInputError(f"{context}cannot create the output folder '{folder}': {err.strerror}") from None
+    return folder
 
 
 def read_done_ids(output: Path, repair: bool = True) -> tuple[set[str], bool]:

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from ..backbone_families import is_vlm_model_type
 from ..image_io import MIEScoreInputError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -68,6 +69,20 @@ def read_checkpoint_config(model: str, token: str | None = None) -> dict:
         raise ModelLoadError(f"config.json of model '{model}' is unreadable ({err})") from None
 
 
+def _load_checked(model_class, kind: str, model: str, device: str, dtype: str, token: str | None):
+    """``model_class.from_pretrained`` on the resolved device/dtype, in eval mode; load errors -> ModelLoadError."""
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    try:
+        scorer = model_class.from_pretrained(os.fspath(model), dtype=torch_dtype, token=token)
+        # Load the processor now: fail early (not inside an RL loop or on the first request), and keep working
+        # if the folder goes away.
+        scorer.get_processor()
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"could not load {kind} checkpoint '{model}': {err}") from None
+    return scorer.to(device).eval()
+
+
 def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: str | None = None):
     """Load a MIEScore checkpoint with the installed package's classes; returns the model in eval mode.
 
@@ -78,8 +93,9 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: st
     model_type = config.get("model_type")
     if model_type != "miescore":
         hint = ""
-        if model_type in ("qwen3_vl", "qwen3_vl_moe"):
-            hint = (" It is a plain Qwen3-VL checkpoint: start a scorer from it with "
+        if is_vlm_model_type(model_type):
+            name = "Qwen3-VL" if model_type in ("qwen3_vl", "qwen3_vl_moe") else f"{model_type} VLM"
+            hint = (f" It is a plain {name} checkpoint: start a scorer from it with "
                     "MIEScoreModel.from_backbone(path) and fine-tune it (trainers/train_miescore.py).")
         raise ModelLoadError(
             f"model '{model}' is not a MIEScore checkpoint (its config has model_type={model_type!r}, "
@@ -87,14 +103,7 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: st
         )
     from ..modeling_miescore import MIEScoreModel
 
-    device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, device)
-    try:
-        scorer = MIEScoreModel.from_pretrained(os.fspath(model), dtype=torch_dtype, token=token)
-        scorer.get_processor()  # load it now: fail early, and keep working if the folder goes away
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"could not load MIEScore checkpoint '{model}': {err}") from None
-    return scorer.to(device).eval()
+    return _load_checked(MIEScoreModel, "MIEScore", model, device, dtype, token)
 
 
 SPATIALREWARD_MODEL_TYPES = ("spatialreward", "qwen3_vl")
@@ -118,11 +127,4 @@ def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto", to
         )
     from ..modeling_spatialreward import SpatialRewardModel
 
-    device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, device)
-    try:
-        scorer = SpatialRewardModel.from_pretrained(os.fspath(model), dtype=torch_dtype, token=token)
-        scorer.get_processor()  # fail now, not inside an RL loop or on the first request
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"could not load SpatialReward checkpoint '{model}': {err}") from None
-    return scorer.to(device).eval()
+    return _load_checked(SpatialRewardModel, "SpatialReward", model, device, dtype, token)

@@ -9,9 +9,11 @@ from .examples import compose, example_edits, save_example_files, tint
 from .qwen_vocab import build_qwen3vl, build_qwen_processor, build_qwen_tokenizer
 from .raw_benchmarks import make_raw_mer_bench, make_raw_mie_bench
 from .scripted_d2_judges import scripted_d2_answer
+from .tiny_backbones import build_tiny_backbone, build_tiny_internvl, build_tiny_qwen25vl
 from .tiny_models import build_tiny_miescore, build_tiny_processor, build_tiny_qwen3vl
 from .tiny_spatialreward import build_tiny_spatialreward
 
-__all__ = ["build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "build_tiny_miescore",
-           "build_tiny_processor", "build_tiny_qwen3vl", "build_tiny_spatialreward", "compose", "example_edits",
+__all__ = ["build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "build_tiny_backbone",
+           "build_tiny_internvl", "build_tiny_miescore", "build_tiny_processor", "build_tiny_qwen25vl",
+           "build_tiny_qwen3vl", "build_tiny_spatialreward", "compose", "example_edits",
            "make_raw_mer_bench", "make_raw_mie_bench", "save_example_files", "scripted_d2_answer", "tint"]

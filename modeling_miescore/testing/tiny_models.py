@@ -2,7 +2,8 @@
 
 They use the stock Qwen3-VL classes (tokenizer, image/video processors, processor, model) with the real
 patch geometry (16-px patches, 2x2 merge, so 32 px per LLM token), so every code path is the one a user
-with real weights runs; only the sizes are small and the weights random.
+with real weights runs; only the sizes are small and the weights random. Other backbone families (Qwen2.5-VL,
+InternVL, LLaVA): :mod:`.tiny_backbones`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ SPECIAL_TOKENS = [
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
     "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
 ]
+QWEN_VL_NAMED_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                        "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"}
 # GPT-2/Qwen2 style pre-tokenisation pattern (contractions, letters, single digits, punctuation, spaces).
 _PRETOKENIZE = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -41,7 +44,12 @@ def qwen3_vl_chat_template() -> str:
         ) from err
 
 
-def _train_tokenizer(vocab_size: int):
+def train_tiny_tokenizer(vocab_size: int, special_tokens=SPECIAL_TOKENS, extra_special_tokens: dict | None = None):
+    """A byte-level BPE ``Qwen2Tokenizer`` trained on the default skill and a few prompt lines (deterministic).
+
+    ``special_tokens`` are added as special tokens (ids from 0); ``extra_special_tokens`` names some of them for
+    the processor (``image_token``, ``start_image_token``, ...). The default is Qwen-VL's set.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
@@ -56,17 +64,16 @@ def _train_tokenizer(vocab_size: int):
     ])
     bpe.decoder = decoders.ByteLevel()
     corpus = (DEFAULT_SKILL + "\n" + _EXTRA_CORPUS).splitlines()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator(corpus, trainer)
     model = json.loads(bpe.to_str())["model"]
     tokenizer = Qwen2Tokenizer(
         vocab=model["vocab"], merges=[tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
         unk_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
-                              "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"},
+        extra_special_tokens=extra_special_tokens or QWEN_VL_NAMED_TOKENS,
     )
-    tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
+    tokenizer.add_special_tokens({"additional_special_tokens": list(special_tokens)})
     return tokenizer
 
 
@@ -77,7 +84,7 @@ def build_tiny_processor(vocab_size: int = 1000):
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
     template = qwen3_vl_chat_template()
-    tokenizer = _train_tokenizer(vocab_size)
+    tokenizer = train_tiny_tokenizer(vocab_size)
     tokenizer.chat_template = template
     # Qwen3-VL geometry: 16-px patches merged 2x2 -> 32 px per token; normalisation as the released model.
     image_processor = Qwen2VLImageProcessor(
@@ -123,14 +130,20 @@ def write_qwen3vl_checkpoint(path, processor, vocab_size: int | None = None, hid
                              num_layers: int = 2, seed: int = 0) -> Path:
     """Write a random ``Qwen3VLForConditionalGeneration`` (see :func:`tiny_qwen3vl_config`) and ``processor``
     to ``path``. Deterministic for a given seed. Returns the path."""
-    import torch
     from transformers import Qwen3VLForConditionalGeneration
 
-    path = Path(path)
     config = tiny_qwen3vl_config(processor.tokenizer, hidden_size=hidden_size, num_layers=num_layers,
                                  vocab_size=vocab_size)
+    return save_random_checkpoint(path, Qwen3VLForConditionalGeneration, config, processor, seed=seed)
+
+
+def save_random_checkpoint(path, model_class, config, processor, seed: int = 0) -> Path:
+    """Write ``model_class(config)`` with random weights (seeded) and ``processor`` to ``path``; returns it."""
+    import torch
+
+    path = Path(path)
     torch.manual_seed(seed)
-    model = Qwen3VLForConditionalGeneration(config).eval()
+    model = model_class(config).eval()
     model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
     model.save_pretrained(path)
     processor.save_pretrained(path)
@@ -147,12 +160,14 @@ def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
 
 
 def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: str = "tiny",
-                        vocab_cache_dir=None, **config_kwargs) -> Path:
+                        vocab_cache_dir=None, backbone: str = "qwen3_vl", **config_kwargs) -> Path:
     """Write a tiny random MIEScore checkpoint (config with ``auto_map``, code, weights, processor) to ``path``.
 
-    The backbone is :func:`qwen_vocab.build_qwen3vl` with ``vocab`` (``"tiny"`` or the real ``"qwen"``
-    vocabulary, cached in ``vocab_cache_dir``), built in a sibling temporary folder; ``config_kwargs`` go to
-    :class:`MIEScoreConfig` (e.g. ``max_pixels=...``). Returns the path.
+    The backbone is built in a sibling temporary folder: Qwen3-VL by default (:func:`qwen_vocab.build_qwen3vl`
+    with ``vocab``: ``"tiny"`` or the real ``"qwen"`` vocabulary, cached in ``vocab_cache_dir``), or another
+    family by its model_type ``backbone`` (``qwen2_5_vl``, ``internvl``, ``llava``: :mod:`.tiny_backbones`, tiny
+    vocabulary). ``config_kwargs`` go to :class:`MIEScoreConfig` (e.g. ``max_pixels=...``,
+    ``score_head="lm_digits"``). Returns the path.
     """
     import tempfile
 
@@ -160,19 +175,44 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: 
 
     from ..modeling_miescore import MIEScoreModel
     from .qwen_vocab import build_processor, build_qwen3vl
+    from .tiny_backbones import TINY_SCORER_DEFAULTS, build_tiny_backbone
 
     path = Path(path)
-    processor = build_processor(vocab, vocab_cache_dir)
+    config_kwargs = {**TINY_SCORER_DEFAULTS.get(backbone, {}), **config_kwargs}
     with tempfile.TemporaryDirectory() as tmp:
-        backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
+        if backbone == "qwen3_vl":
+            processor = build_processor(vocab, vocab_cache_dir)
+            backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
+        elif vocab == "tiny":
+            processor = None  # loaded from the backbone folder
+            backbone_path = build_tiny_backbone(backbone, Path(tmp) / backbone, seed=seed)
+        else:
+            raise ValueError(f"vocab={vocab!r} is for Qwen3-VL backbones only; other families use the tiny one")
         torch.manual_seed(seed + 1)
         model = MIEScoreModel.from_backbone(backbone_path, processor=processor, head_hidden_size=head_hidden_size,
                                             **config_kwargs)
-        # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
-        # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
-        with torch.no_grad():
-            for module in model.head.modules():
-                if isinstance(module, torch.nn.Linear):
-                    module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
+        if model.config.score_head == "regression":
+            # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
+            # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
+            with torch.no_grad():
+                for module in model.head.modules():
+                    if isinstance(module, torch.nn.Linear):
+                        module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
         model.save_pretrained(path)
     return path
+
+
+def sharpen_language_model(model, seed: int = 0, std: float = 0.1):
+    """Give a tiny scorer's language model larger random weights (std ``std``, embeddings kept), in place.
+
+    With std-0.02 weights almost any input gives the same scores; sharpened, a wrong position or a missing image
+    changes them by whole points, so tests comparing two paths (prefix reuse vs full forward) can fail.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.backbone.get_decoder().named_parameters():
+            if param.ndim == 2 and "embed" not in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * std)
+    return model

@@ -14,9 +14,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from ..backbone_families import GENERIC, QWEN_VL, family_of, min_image_budget, qwen_patch_factor
 from ..data.schema import MOS_COLUMNS, MOS_SCALE
 from ..image_io import MIEScoreInputError
-from ..processing_miescore import (EditSample, as_edit_sample, build_messages, num_image_tokens, prepare_inputs,
+from ..lm_digit_scores import answer_digits_of
+from ..processing_miescore import (EditSample, as_edit_sample, build_messages, image_prompt_tokens, prepare_inputs,
                                    resized_image_size)
 
 logger = logging.getLogger(__name__)
@@ -64,47 +66,47 @@ def labels_of(row: Mapping[str, Any], columns: Sequence[str] = LABEL_COLUMNS, sc
     return out
 
 
-def _patch_factor(processor) -> int:
-    ip = processor.image_processor
-    return int(getattr(ip, "patch_size", 16)) * int(getattr(ip, "merge_size", 2))
-
-
-def _image_tokens(images, factor: int, min_pixels: int, budget: int) -> int:
-    """Visual tokens of ``images`` when each is resized into ``[min(min_pixels, budget), budget]`` pixels."""
-    return sum(num_image_tokens(*image.size, min_pixels=min(min_pixels, budget), max_pixels=budget, factor=factor)
-               for image in images)
+def _image_tokens(images, config, budget: int) -> int:
+    """Prompt tokens of ``images`` with a per-image pixel budget (``processing_miescore.image_prompt_tokens``)."""
+    return sum(image_prompt_tokens(*image.size, config, max_pixels=budget) for image in images)
 
 
 def _text_tokens(sample: EditSample, processor, config) -> int:
     messages, _ = build_messages(len(sample.sources), sample.instruction, config)
     text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    # Each image placeholder is one <|image_pad|> token before the processor expands it.
+    # Each image placeholder (<|image_pad|>, <IMG_CONTEXT>) is one token before the processor expands it.
     return len(processor.tokenizer(text, add_special_tokens=False)["input_ids"]) - (len(sample.sources) + 1)
 
 
 def count_tokens(sample: EditSample, processor, config, max_pixels: int | None = None) -> int:
     """Exact sequence length of one loaded sample after ``prepare_inputs`` (text + expanded image tokens).
 
-    ``max_pixels`` overrides ``config.max_pixels`` for every image (used to find a budget that fits).
+    ``max_pixels`` overrides ``config.max_pixels`` for every image (used to find a budget that fits). Qwen-VL and
+    InternVL backbones are counted from the image sizes; other families by running their processor. With the
+    score head ``lm_digits`` the answer (about 20 tokens) comes on top.
     """
+    if family_of(config) is GENERIC:
+        return int(prepare_inputs(processor, [sample], config)["input_ids"].shape[1])
     budget = int(max_pixels or config.max_pixels)
-    return _text_tokens(sample, processor, config) + _image_tokens(
-        [*sample.sources, sample.edited], _patch_factor(processor), int(config.min_pixels), budget)
+    return _text_tokens(sample, processor, config) + _image_tokens([*sample.sources, sample.edited], config, budget)
 
 
 def _fit_budget(sample: EditSample, processor, config, max_length: int) -> int | None:
-    """Largest per-image pixel budget (<= config.max_pixels) whose sequence fits ``max_length``; None if none."""
-    factor = _patch_factor(processor)
+    """Largest per-image pixel budget (<= config.max_pixels) whose sequence fits ``max_length``; None if none
+    (also for backbone families whose pixel budget is not known: their rows are dropped)."""
+    if family_of(config) is GENERIC:
+        return None
     text = _text_tokens(sample, processor, config)
     images = [*sample.sources, sample.edited]
 
     def length(budget: int) -> int:
-        return text + _image_tokens(images, factor, int(config.min_pixels), budget)
+        return text + _image_tokens(images, config, budget)
 
-    low, high = factor * factor, int(config.max_pixels)  # one token per image is the floor
+    low, high = min_image_budget(config), int(config.max_pixels)  # one token (Qwen-VL) or tile (InternVL) each
     if length(low) > max_length:
         return None
-    while high - low > factor:  # binary search on the pixel budget
+    step = qwen_patch_factor(config) if family_of(config) is QWEN_VL else low  # InternVL: whole tiles
+    while high - low > step:  # binary search on the pixel budget
         mid = (low + high) // 2
         if length(mid) <= max_length:
             low = mid
@@ -198,14 +200,52 @@ def _shrink_to_budget(image, budget: int, factor: int, min_pixels: int):
     return image.resize((w, h), Image.Resampling.BICUBIC)
 
 
+def _resized_to_budgets(samples: Sequence[EditSample], budgets: Sequence[int], config) -> list[EditSample]:
+    """Qwen-VL: every image of the batch resized to its final grid (the shrunk rows to their own budget), so that
+    one processor call with ``min_pixels`` = one token gives each row its own budget."""
+    factor = qwen_patch_factor(config)
+    resized = []
+    for sample, budget in zip(samples, budgets):
+        cap = budget if budget > 0 else int(config.max_pixels)
+        fit = lambda im: _shrink_to_budget(im, cap, factor, int(config.min_pixels))  # noqa: E731
+        resized.append(EditSample([fit(s) for s in sample.sources], fit(sample.edited), sample.instruction, sample.id))
+    return resized
+
+
+# per-token inputs of a processor output and the value their padding gets (input_ids: the pad token)
+_PER_TOKEN_PAD = {"attention_mask": 0, "mm_token_type_ids": 0, "token_type_ids": 0}
+
+
+def _prepare_rows_apart(processor, samples: Sequence[EditSample], budgets: Sequence[int], config) -> dict:
+    """InternVL: each row through the processor with its own tile budget, then padded into one batch (the tile
+    count, not the image size, sets an InternVL image's length, so the Qwen-VL resize trick does not apply)."""
+    rows = [prepare_inputs(processor, [sample], _ConfigView(config, max_pixels=budget) if budget > 0 else config)
+            for sample, budget in zip(samples, budgets)]
+    width = max(int(row["input_ids"].shape[1]) for row in rows)
+    pad_values = {"input_ids": processor.tokenizer.pad_token_id or 0, **_PER_TOKEN_PAD}
+    batch = {}
+    for key in rows[0].keys():
+        if key not in pad_values:  # pixel_values (tiles): concatenated in row order
+            batch[key] = torch.cat([row[key] for row in rows])
+            continue
+        padded = []
+        for row in rows:
+            pad = row[key].new_full((1, width - row[key].shape[1]), pad_values[key])
+            padded.append(torch.cat([pad, row[key]] if config.padding_side == "left" else [row[key], pad], dim=1))
+        batch[key] = torch.cat(padded)
+    return batch
+
+
 class MIEScoreCollator:
     """List of MIE-Bench rows -> model inputs plus ``labels`` (B, 3) = MOS / 100 in [0, 1].
 
     Uses :func:`processing_miescore.prepare_inputs`, so training sees exactly the prompt and image budget
-    that scoring uses. Output: ``input_ids`` / ``attention_mask`` / ``mm_token_type_ids`` (B, L),
-    ``pixel_values`` (patches, C*T*P*P), ``image_grid_thw`` (images, 3), ``labels`` (B, 3) float32.
-    A row with a positive ``max_pixels`` (set by :func:`prepare_dataset` for over-long rows) has its images
-    resized to that budget first.
+    that scoring uses. Output: the backbone processor's inputs (Qwen-VL: ``input_ids`` / ``attention_mask`` /
+    ``mm_token_type_ids`` (B, L), ``pixel_values`` (patches, C*T*P*P), ``image_grid_thw`` (images, 3); InternVL:
+    ``input_ids`` / ``attention_mask``, ``pixel_values`` (tiles, C, H, W)), ``labels`` (B, 3) float32 and, for the
+    score head ``lm_digits``, ``answer_digits`` (B, 3): the labels rounded onto 0..lm_score_max, written into the
+    teacher-forced answer. A row with a positive ``max_pixels`` (set by :func:`prepare_dataset` for over-long rows)
+    gets that image budget.
     """
 
     def __init__(self, processor, config, label_columns: Sequence[str] = LABEL_COLUMNS, label_scale: float = MOS_SCALE,
@@ -229,19 +269,15 @@ class MIEScoreCollator:
             labels.append(labels_of(row, self.label_columns, self.label_scale, where=where))
             budgets.append(int(row.get("max_pixels") or 0))
         config = self.config
-        if any(b > 0 for b in budgets):
-            # Resize every image of the batch to its final grid here (the shrunk rows to their own budget) and
-            # stop the processor from upscaling them back to config.min_pixels; the others keep their usual size.
-            factor = _patch_factor(self.processor)
-            resized = []
-            for sample, budget in zip(samples, budgets):
-                cap = budget if budget > 0 else int(config.max_pixels)
-                fit = lambda im: _shrink_to_budget(im, cap, factor, int(config.min_pixels))  # noqa: E731
-                resized.append(EditSample([fit(s) for s in sample.sources], fit(sample.edited), sample.instruction,
-                                          sample.id))
-            samples = resized
-            config = _ConfigView(config, min_pixels=factor * factor)
-        batch = prepare_inputs(self.processor, samples, config)
+        if not any(b > 0 for b in budgets):
+            batch = prepare_inputs(self.processor, samples, config)
+        elif family_of(config) is QWEN_VL:
+            # stop the processor from upscaling the resized images back to config.min_pixels
+            batch = prepare_inputs(self.processor, _resized_to_budgets(samples, budgets, config),
+                                   _ConfigView(config, min_pixels=qwen_patch_factor(config) ** 2))
+        else:
+            batch = _prepare_rows_apart(self.processor, samples, budgets, config)
         batch["labels"] = torch.tensor(labels, dtype=torch.float32)
+        if config.score_head == "lm_digits":
+            batch["answer_digits"] = answer_digits_of(batch["labels"], config.lm_score_max)
         return batch
-

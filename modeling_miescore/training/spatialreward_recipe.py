@@ -1,22 +1,41 @@
 """What the SpatialReward SFT and GRPO recipes (``trainers/sft_spatialreward.py``, ``trainers/grpo_spatialreward.py``)
 share: loading the training rows and the model + processor, the LoRA configuration, and saving a finished run
-(model, processor, JSON reports; arXiv 2602.07458, appendix B.1)."""
+(model, processor, JSON reports, model cards, and beside an adapter what its card's recipe needs; arXiv
+2602.07458, appendix B.1)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from ..model_card import BASE_PLACEHOLDER, ModelCardInfo, render_model_card
 from ..utils.atomic_files import write_text_atomic
+from .card_inputs import card_repo_ids, save_adapter_extras, training_settings
 from .spatialreward_data import processor_pixel_range, set_pixel_range
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LM_LORA_MODULES", "grounding_token_indices", "load_model_and_processor", "load_rows", "make_lora_config",
-           "save_run"]
+__all__ = ["LM_LORA_MODULES", "grounding_token_indices", "load_model_and_processor", "load_rows", "lora_settings",
+           "make_lora_config", "resized_vocabulary", "run_card", "save_run", "write_run_cards"]
+
+# What each stage's card says it is (arXiv 2602.07458, sec. 3.4, appendix B.1) and which training arguments it lists.
+_STAGES = {
+    "sft": ("SpatialReward (SFT)", "Stage 1 of SpatialReward (sec. 3.4, B.1.1): supervised fine-tuning on the "
+            "(boxes, grounded reasoning, scores) targets, the loss on the answer tokens only. Settings of this run:",
+            ("num_train_epochs", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
+             "per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "seed")),
+    "grpo": ("SpatialReward (GRPO)", "Stage 2 of SpatialReward (sec. 3.4, B.1.2): online RL with GRPO on the rewards "
+             "listed below (the paper's: an oracle judge's consistency verdict, appendix D.4). Settings of this run:",
+             ("num_generations", "learning_rate", "beta", "loss_type", "importance_sampling_level", "epsilon",
+              "epsilon_high", "scale_rewards", "num_iterations", "temperature", "top_p", "top_k",
+              "repetition_penalty", "max_completion_length", "reward_weights", "num_train_epochs", "max_steps",
+              "lr_scheduler_type", "warmup_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
+              "bf16", "seed")),
+}
 
 # LoRA on the language model only: Qwen3-VL's vision blocks name their linears qkv/proj/linear_fc*, so these
 # suffixes never touch the vision tower (the released recipe tunes the LM, B.1.1).
@@ -79,6 +98,17 @@ def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "au
     return model, processor
 
 
+def resized_vocabulary(model, model_name_or_path: str, revision: Optional[str] = None) -> Optional[int]:
+    """The model's embedding rows when they differ from the checkpoint it was loaded from (tokens were added and
+    the embeddings grown), else None. Qwen checkpoints over-allocate rows, so added tokens often need none."""
+    from ..configuration_spatialreward import SpatialRewardConfig
+
+    kwargs = {"revision": revision} if revision else {}
+    base_rows = SpatialRewardConfig.from_pretrained(model_name_or_path, **kwargs).get_text_config().vocab_size
+    rows = model.get_input_embeddings().num_embeddings
+    return int(rows) if rows != base_rows else None
+
+
 def grounding_token_indices(processor) -> List[int]:
     """Ids of the grounding tokens when each is a single token of the tokenizer, else []."""
     from ..spatialreward_tokens import grounding_token_ids
@@ -121,12 +151,14 @@ def make_lora_config(model_args, processor=None, train_grounding_tokens: bool = 
 
 
 def save_run(trainer, processor, training_args, dataset_name: str, reports: Mapping[str, Any],
-             on_main_process: Optional[Callable[[], Any]] = None) -> Any:
+             on_main_process: Optional[Callable[[], Any]] = None, card: Optional[ModelCardInfo] = None,
+             base_config_overrides: Optional[Mapping[str, Any]] = None) -> Any:
     """Save a finished SFT/GRPO run: the model (or adapter) and the processor in ``output_dir``, each of
     ``reports`` (file name -> JSON-serialisable value) as ``output_dir/<name>`` (atomically), then
-    ``on_main_process()`` (e.g. merging LoRA) on the main process only; all processes wait for it, and the
-    result goes to the Hub when ``push_to_hub`` is set. Returns what ``on_main_process`` returned (None
-    elsewhere)."""
+    ``on_main_process()`` (e.g. merging LoRA: it returns the merged folder) on the main process only, then the
+    model cards of ``output_dir`` and of the merged folder (:func:`write_run_cards`, when ``card`` is given). All
+    processes wait for it, and ``output_dir`` goes to the Hub when ``push_to_hub`` is set, with this card (TRL's
+    generic card would replace it). Returns what ``on_main_process`` returned (None elsewhere)."""
     output_dir = training_args.output_dir
     trainer.save_model(output_dir)
     result = None
@@ -136,7 +168,59 @@ def save_run(trainer, processor, training_args, dataset_name: str, reports: Mapp
             write_text_atomic(Path(output_dir) / name, json.dumps(value, indent=2) + "\n")
         if on_main_process is not None:
             result = on_main_process()
+        if card is not None:
+            card = dataclasses.replace(card, repo_id=training_args.hub_model_id if training_args.push_to_hub else None)
+            write_run_cards(output_dir, card, base_config_overrides or {}, merged_dir=result)
     trainer.accelerator.wait_for_everyone()
     if training_args.push_to_hub:
+        if card is not None:  # push_to_hub re-saves (PEFT edits README.md) and then writes TRL's card: ours instead
+            trainer.create_model_card = lambda *args, **kwargs: write_run_cards(
+                output_dir, card, base_config_overrides or {}, copy_code=False)
         trainer.push_to_hub(dataset_name=dataset_name)
     return result
+
+
+def write_run_cards(output_dir, card: ModelCardInfo, base_config_overrides: Mapping[str, Any],
+                    merged_dir: Optional[str] = None, copy_code: bool = True) -> None:
+    """README.md of a run's ``output_dir`` -- a full SpatialReward checkpoint, or a PEFT adapter, which also gets
+    ``base_config_overrides.json`` and the model code for its card's recipe -- and of ``merged_dir`` if given."""
+    from ..modeling_spatialreward import SpatialRewardModel
+
+    output_dir = Path(output_dir)
+    adapter = (output_dir / "adapter_config.json").is_file()
+    if adapter and copy_code:
+        save_adapter_extras(output_dir, SpatialRewardModel, base_config_overrides)
+    own = dataclasses.replace(card, adapter_base=card.base_model or BASE_PLACEHOLDER) if adapter else card
+    write_text_atomic(output_dir / "README.md", render_model_card("spatialreward", own, adapter=adapter))
+    if merged_dir:
+        merged = dataclasses.replace(card, repo_id=None, resized_vocabulary=None)
+        write_text_atomic(Path(merged_dir) / "README.md", render_model_card("spatialreward", merged))
+
+
+def run_card(stage: str, trainer, card_args, model_args, dataset_name: str, report,
+             settings: Mapping[str, Any]) -> ModelCardInfo:
+    """The card of a finished ``stage`` ("sft" or "grpo") run: Hub ids of the base and the data (``card_args``:
+    ``--base_model_id`` / ``--dataset_id``), what the data was, the procedure and the settings (the stage's
+    training arguments, the run's size and ``settings`` such as LoRA, image budget and rewards)."""
+    name, procedure, argument_names = _STAGES[stage]
+    base_model, datasets = card_repo_ids(card_args, model_args.model_name_or_path, dataset_name)
+    where = f"`{datasets[0]}`" if datasets else "a local dataset"
+    reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(report.reasons.items())) or "none"
+    data = (f"Rows of {where} in the SpatialReward schema (SC rows: sources, edited image, instruction, regions, "
+            "grounded reasoning, scores; PQ rows: edited image, reasoning, scores; the layout is "
+            f"`modeling_miescore/training/spatialreward_data.py`). {report.kept} of {report.total} rows were used; "
+            f"dropped by the checks: {reasons}.")
+    hyperparameters = training_settings(trainer.args, argument_names)
+    hyperparameters.update(world_size=trainer.args.world_size, global_steps=trainer.state.global_step, **settings)
+    return ModelCardInfo(model_name=name, base_model=base_model, datasets=datasets, training_data=data,
+                         training_procedure=procedure, hyperparameters=hyperparameters)
+
+
+def lora_settings(peft_config) -> Any:
+    """A model card's view of a ``LoraConfig`` (None: full fine-tuning)."""
+    if peft_config is None:
+        return "full fine-tuning"
+    targets = peft_config.target_modules
+    return {"r": peft_config.r, "alpha": peft_config.lora_alpha, "dropout": peft_config.lora_dropout,
+            "target_modules": targets if isinstance(targets, str) else sorted(targets),
+            "modules_to_save": sorted(peft_config.modules_to_save or [])}

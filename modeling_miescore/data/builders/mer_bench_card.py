@@ -7,20 +7,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ...model_card import SPATIALREWARD_BIBTEX
 from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS
 from .dataset_card import CardSpec, md_table
 from .parquet_writing import format_bytes
 
 __all__ = ["CARD", "CITATION", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
 
-CITATION = """@article{long2026spatialreward,
-  title   = {SpatialReward: Bridging the Perception Gap in Online RL for Image Editing via Explicit Spatial Reasoning},
-  author  = {Long, Yancheng and Yang, Yankai and Wei, Hongyang and Chen, Wei and Zhang, Tianke and Fan, Haonan and
-             Liu, Changyi and Jiang, Kaiyu and Chen, Jiankang and Tang, Kaiyu and Wen, Bin and Yang, Fan and
-             Gao, Tingting and Li, Han and Yang, Shuo},
-  journal = {arXiv preprint arXiv:2602.07458},
-  year    = {2026}
-}"""
+CITATION = SPATIALREWARD_BIBTEX  # one BibTeX per paper, shared with the model cards
 
 COLUMNS = {
     "pair_id": "group id (`<sample_id>-<K>p<j>`)",

@@ -41,7 +41,8 @@ from .mie_bench_raw import (INSTANCES, MOS_SOURCES, Edit, Instance, read_edits, 
                             read_ratings)
 from .mie_bench_split import DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file, split_of, stratified_splits
 from .parquet_writing import file_size, format_bytes, image_struct
-from .raw_files import ImageChecker, ProblemCollector, finite_float
+from ...utils.numbers import finite_float
+from .raw_files import ImageChecker, ProblemCollector
 
 __all__ = [
     "LICENSE",

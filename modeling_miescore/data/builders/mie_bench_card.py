@@ -6,6 +6,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from ...model_card import MIESCORE_BIBTEX
 from ..schema import (DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY,
                       TASKS)
 from .dataset_card import CardSpec, md_table
@@ -13,11 +14,7 @@ from .parquet_writing import format_bytes
 
 __all__ = ["CARD", "CITATION", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
 
-CITATION = """@misc{miescore,
-  title        = {MIEScore: Human-Aligned Evaluation for Multi-Source Image Editing},
-  note         = {MIE-Bench dataset and MIEScore model},
-  howpublished = {\\url{https://github.com/IntMeGroup/MIEScore}}
-}"""
+CITATION = MIESCORE_BIBTEX  # one BibTeX per paper, shared with the model cards
 
 COLUMNS = {
     "id": "edit id (unique per row)",

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..schema import DIMENSION_ABBREVIATIONS, DIMENSIONS, MOS_RANGE, RATING_RANGE, TASK_CATEGORY, TASKS
-from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, finite_float, read_csv, read_edited_images,
+from ...utils.numbers import finite_float
+from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images,
                         read_jsonl, unique_records)
 
 __all__ = ["Edit", "Instance", "MOS_SOURCES", "read_edits", "read_instances", "read_mos_csv", "read_ratings"]

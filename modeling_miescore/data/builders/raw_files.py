@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ __all__ = [
     "ProblemCollector",
     "RecordCheck",
     "check_image",
-    "finite_float",
     "link_leaving",
     "read_edited_images",
     "read_csv",
@@ -402,10 +400,3 @@ class ImageChecker:
         return len(self._cache)
 
 
-def finite_float(text: Any) -> float | None:
-    """``float(text)`` when that is a finite number, else ``None``."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None

@@ -3,8 +3,8 @@ dataset (Parquet + card, ``datasets.load_dataset``-native) that ``miescore bench
 
 ``miescore convert-benchmark NAME --raw DIR --out DIR`` (or ``get_converter(NAME)(raw, out).build()``) runs one.
 
-Registry (:data:`CONVERTERS`; each converter module's docstring cites where its release format was read, and its
-``SPEC`` holds the format source URL, the kinds, the dimension mapping and the tie rule):
+Registry (:data:`CONVERTERS`; each converter module's docstring cites where its release format was read, and the
+table :data:`.benchmark_specs.SPECS` holds each benchmark's format source URL, kinds, dimension mapping and tie rule):
 
 ===================  ====================  =====================  ============================================
 name                 kinds                 paper column           release read

@@ -17,42 +17,22 @@ scored once).
 
 from __future__ import annotations
 
+from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from .base import (
     BenchmarkConverter,
     ReleaseChoiceOption,
     StripPrefixOption,
-    finite_score,
 )
+from .benchmark_specs import SPECS
 from .release_files import read_json_records
-from .schema import BenchmarkSpec, PairItem
+from .schema import PairItem
 
 __all__ = ["AuroraBenchConverter", "SPEC"]
 
 DEFAULT_FILE = "valid_aurora_human_ratings_pairwise.json"
 
-SPEC = BenchmarkSpec(
-    name="aurora-bench",
-    title="AURORA-Bench (human ratings)",
-    kinds=("pairwise",),
-    format_source="https://github.com/TIGER-AI-Lab/EditReward/blob/main/EditReward/evaluate/eval_bench.py "
-                  "(aurora_bench_pairwise); https://github.com/McGill-NLP/AURORA (benchmark, human ratings "
-                  "listed as to-do)",
-    format_note=("The original human-ratings release was not found; the input is the pairwise JSON format that "
-                 "EditReward's eval_bench.py reads (a derived format, not the AURORA authors' own file)."),
-    dimensions={"dim1 score (human rating of each output)": "overall"},
-    tie_rule=("Human: equal model1_dim1_score and model2_dim1_score is a tie (eval_bench.py). Prediction: "
-              "tie-calibrated (epsilon chosen to maximise accuracy, Deutsch et al. 2023, arXiv 2305.14324), the "
-              "'accuracy with ties' that eval_bench.py reports for this file."),
-    citation="""@inproceedings{krojer2024aurora,
-  title     = {Learning Action and Reasoning-Centric Image Editing from Videos and Simulations},
-  author    = {Krojer, Benno and Vattikonda, Dheeraj and Lara, Luis and Jampani, Varun and Portelance, Eva and
-               Pal, Christopher and Reddy, Siva},
-  booktitle = {NeurIPS Datasets and Benchmarks},
-  year      = {2024}
-}""",
-    paper_reference="MIEScore paper, Table 6 (AROURA-Bench, Acc. %)",
-)
+SPEC = SPECS["aurora-bench"]
 
 KEYS = ("prompt", "path_src", "path1", "path2", "model1_dim1_score", "model2_dim1_score")
 
@@ -70,7 +50,7 @@ class AuroraBenchConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConv
         for line, record in self.progress_bar(records, desc="checking ratings"):
             check = RecordCheck(problems, self.choice, line, images)
             instruction = check.text(record["prompt"], "prompt must be a non-empty string")
-            scores = [finite_score(record[k]) for k in ("model1_dim1_score", "model2_dim1_score")]
+            scores = [finite_float(record[k]) for k in ("model1_dim1_score", "model2_dim1_score")]
             if None in scores:
                 check.fail("model1_dim1_score and model2_dim1_score must be finite numbers")
             source = self.file_image(check, self.release_path(record["path_src"]), "path_src")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,18 +32,7 @@ from .schema import (
     pointwise_features,
 )
 
-__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption", "finite_score"]
-
-
-def finite_score(value: Any) -> float | None:
-    """``float(value)`` when it is a finite number (bools are not numbers), else ``None``."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption"]
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -112,6 +100,24 @@ class BenchmarkConverter(DatasetBuilder):
         if not files:
             problems.add(pattern, None, f"no file matches {pattern!r} in the raw folder; {self.raw_help}")
         return files
+
+    @staticmethod
+    def record_text(value: Any, field: str, where: tuple[str, int | None], problems: ProblemCollector) -> str | None:
+        """``value`` stripped when it is a non-empty string, else None and a problem at ``where`` naming ``field``."""
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        problems.add(where[0], where[1], f"{field} must be a non-empty string")
+        return None
+
+    @staticmethod
+    def record_choice(table: dict, value: Any, field: str, where: tuple[str, int | None],
+                      problems: ProblemCollector, key: Any = None) -> Any:
+        """``table[key]`` (``key``: ``value`` unless given), else None and a problem naming ``field``, ``value`` and
+        the allowed values."""
+        found = table.get(value if key is None else key)
+        if found is None:
+            problems.add(where[0], where[1], f"{field} {value!r} is not one of {', '.join(table)}")
+        return found
 
     @staticmethod
     def file_image(check: RecordCheck, rel: Any, label: str) -> ImageRef | None:

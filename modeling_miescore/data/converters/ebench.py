@@ -23,9 +23,11 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_jsonl
-from .base import BenchmarkConverter, StripPrefixOption, finite_score
-from .schema import BenchmarkSpec, EditItem
+from .base import BenchmarkConverter, StripPrefixOption
+from .benchmark_specs import SPECS
+from .schema import EditItem
 
 __all__ = ["EBenchConverter", "FILES", "SPEC"]
 
@@ -33,25 +35,7 @@ FILES = {"test_v.json": "visual_quality", "test_e.json": "instruction_following"
 _INSTRUCTION = re.compile(r"editing prompt \[(.*?)\], the source image", re.DOTALL)
 _SCORE = re.compile(r"score is\s*(-?[0-9]+(?:\.[0-9]+)?)")
 
-SPEC = BenchmarkSpec(
-    name="ebench-18k",
-    title="EBench-18K",
-    kinds=("pointwise",),
-    format_source="https://github.com/IntMeGroup/LMM4Edit (data/test_v.json, test_e.json, test_c.json)",
-    format_note=("The three JSON Lines files are read as released; image paths are made relative with "
-                 "--strip-prefix (default /mnt/data/xzt/MM/editing_all/)."),
-    dimensions={"visual quality (test_v)": "visual_quality", "editing correspondence (test_e)":
-                "instruction_following", "attribute preservation (test_c)": "attribute_preservation"},
-    tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
-              "SRCC over the three dimensions."),
-    citation="""@inproceedings{xu2025lmm4edit,
-  title     = {LMM4Edit: Benchmarking and Evaluating Multimodal Image Editing with LMMs},
-  author    = {Xu, Zitong and Duan, Huiyu and others},
-  booktitle = {ACM Multimedia},
-  year      = {2025}
-}""",
-    paper_reference="MIEScore paper, Table 6 (EBench-18K, SRCC)",
-)
+SPEC = SPECS["ebench-18k"]
 
 
 class EBenchConverter(StripPrefixOption, BenchmarkConverter):
@@ -84,7 +68,7 @@ class EBenchConverter(StripPrefixOption, BenchmarkConverter):
         paths = record["images"]
         if instruction is None or not instruction.group(1).strip():
             check.fail("query has no instruction in 'editing prompt [...]'")
-        if score is None or finite_score(score.group(1)) is None:
+        if score is None or finite_float(score.group(1)) is None:
             check.fail(f"response {str(record['response'])[:60]!r} has no 'score is <number>'")
         if not (isinstance(paths, list) and len(paths) == 2):
             check.fail("images must list the source and the target image")

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import re
 
+from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector
-from .base import BenchmarkConverter, finite_score
+from .base import BenchmarkConverter
+from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows
-from .schema import BenchmarkSpec, EditItem, PairItem
+from .schema import EditItem, PairItem
 
 __all__ = ["EditRewardBenchConverter", "SPEC"]
 
@@ -35,28 +37,7 @@ COLUMNS = ("id", "instruction", "source_image", "candidate_1", "candidate_2", "r
 _TIES = {"A=B", "A=B=Good", "A=B=Bad"}
 _PAIR = re.compile(r"^\s*([A-Z])\s*([<>])\s*([A-Z])\s*$")
 
-SPEC = BenchmarkSpec(
-    name="editreward-bench",
-    title="TIGER-Lab EditReward-Bench",
-    kinds=("pointwise", "pairwise"),
-    format_source="https://huggingface.co/datasets/TIGER-Lab/EditReward-Bench ; "
-                  "https://github.com/TIGER-AI-Lab/EditReward/tree/main/EditReward/evaluate",
-    format_note="The converter reads the Hub's Parquet shards 2pair/, 3pair/, 4pair/ as downloaded.",
-    dimensions={"score (human score of each candidate)": "overall"},
-    tie_rule=("Pointwise (what MIEScore's Table 6 reports, and what 'benchmark zero-shot' computes): SRCC with the "
-              "human score; tied human scores get average ranks. The pairwise config keeps the comparisons with "
-              "their human ties (2-pair 'A=B' -> tie); the authors' own pairwise protocol (eval_bench.py) counts a "
-              "2-pair tie correct when |score_a - score_b| <= epsilon, epsilon tie-calibrated on the 2-pair data, "
-              "and a predicted tie wrong in 3-/4-pair data (calc_accuracy_without_ties)."),
-    citation="""@article{wu2025editreward,
-  title   = {EditReward: A Human-Aligned Reward Model for Instruction-Guided Image Editing},
-  author  = {Wu, Keming and Jiang, Sicong and Ku, Max and Nie, Ping and Liu, Minghao and Chen, Wenhu},
-  journal = {arXiv preprint arXiv:2509.26346},
-  year    = {2025}
-}""",
-    paper_reference="MIEScore paper, Table 6 (EditReward-Bench, SRCC)",
-    license="apache-2.0",
-)
+SPEC = SPECS["editreward-bench"]
 
 
 def _letters(comparison_type, subset: str) -> tuple[str, str] | None:
@@ -104,7 +85,7 @@ class EditRewardBenchConverter(BenchmarkConverter):
                                     f"ranking {record['ranking']!r} do not describe one comparison")
             return
         instruction = record["instruction"]
-        scores = [finite_score(record["score_1"]), finite_score(record["score_2"])]
+        scores = [finite_float(record["score_1"]), finite_float(record["score_2"])]
         if not isinstance(instruction, str) or not instruction.strip() or None in scores:
             problems.add(file, row, "instruction must be a non-empty string and score_1 / score_2 finite numbers")
             return

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from ..builders.raw_files import ImageChecker, ProblemCollector
 from .base import BenchmarkConverter
+from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_saved_dataset
-from .schema import BenchmarkSpec, PairItem
+from .schema import PairItem
 
 __all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC", "TASK_GROUPS"]
 
-DIMENSIONS = {"prompt_following": "instruction_following", "consistency": "attribute_preservation",
-              "overall": "overall"}
+SPEC = SPECS["editscore-bench"]
+DIMENSIONS = dict(SPEC.dimensions)  # the release's dimension -> MIEScore score key
 # SpatialReward's calculate_accuracy.py groups the 13 task types into four families for its grouped table.
 TASK_GROUPS = {
     "object": ("subject-add", "subject-remove", "subject-replace"),
@@ -37,30 +38,6 @@ TASK_GROUPS = {
     "advanced": ("ps_human", "text_change", "motion_change", "compose"),
 }
 COLUMNS = ("key", "instruction", "input_image", "output_images", "task_type", "dimension")
-
-SPEC = BenchmarkSpec(
-    name="editscore-bench",
-    title="EditScore's EditReward-Bench",
-    kinds=("pairwise",),
-    format_source="https://huggingface.co/datasets/EditScore/EditReward-Bench ; "
-                  "https://github.com/VectorSpaceLab/EditScore/blob/main/evaluation.py",
-    format_note="The converter reads the save_to_disk folder (state.json + data-*.arrow) as downloaded from the Hub.",
-    dimensions=dict(DIMENSIONS),
-    tie_rule=("Human: no ties (every pair has a preferred output). Prediction: a pair is correct only when "
-              "score(preferred) > score(other) on the judged dimension, so a predicted tie is wrong "
-              "(EditScore's calculate_statistics.py and SpatialReward's calculate_accuracy.py). Accuracy is computed "
-              "per task_type and averaged over task types (macro), per dimension."),
-    citation="""@article{luo2025editscore,
-  title   = {EditScore: Unlocking Online RL for Image Editing via High-Fidelity Reward Modeling},
-  author  = {Luo, Xin and Wang, Jiahao and Wu, Chenyuan and Xiao, Shitao and Jiang, Xiyan and Lian, Defu and
-             Zhang, Jiajun and Liu, Dong and others},
-  journal = {arXiv preprint arXiv:2509.23909},
-  year    = {2025}
-}""",
-    paper_reference="MIEScore paper, Table 6 (EditScore-Bench, Acc. %); SpatialReward paper, Table 1 "
-                    "(EditReward-Bench PF / Cons. / Ovrl.)",
-    license="apache-2.0",
-)
 
 
 class EditScoreBenchConverter(BenchmarkConverter):
@@ -78,13 +55,8 @@ class EditScoreBenchConverter(BenchmarkConverter):
             if not (isinstance(keys, list) and len(keys) == 2 and all(isinstance(k, str) and k for k in keys)):
                 problems.add(file, row, f"key must hold two non-empty ids, got {keys!r}")
                 continue
-            dimension = DIMENSIONS.get(record["dimension"])
-            if dimension is None:
-                problems.add(file, row, f"dimension {record['dimension']!r} is not one of {', '.join(DIMENSIONS)}")
-            instruction = record["instruction"]
-            if not isinstance(instruction, str) or not instruction.strip():
-                problems.add(file, row, "instruction must be a non-empty string")
-                instruction = None
+            dimension = self.record_choice(DIMENSIONS, record["dimension"], "dimension", where, problems)
+            instruction = self.record_text(record["instruction"], "instruction", where, problems)
             outputs = record["output_images"]
             if not isinstance(outputs, list) or len(outputs) != 2:
                 problems.add(file, row, "output_images must hold exactly two images (preferred first)")
@@ -96,6 +68,6 @@ class EditScoreBenchConverter(BenchmarkConverter):
             if None in (dimension, instruction, source, *edited):
                 continue
             self.add_pair(PairItem(
-                id=f"{keys[0]}|{keys[1]}|{record['dimension']}", sources=[source], instruction=instruction.strip(),
+                id=f"{keys[0]}|{keys[1]}|{record['dimension']}", sources=[source], instruction=instruction,
                 edited_a=edited[0], edited_b=edited[1], edited_a_id=keys[0], edited_b_id=keys[1], label="a",
                 dimension=dimension, subset=str(record["task_type"] or "")), where, problems)

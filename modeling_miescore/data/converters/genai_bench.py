@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from ..builders.raw_files import ImageChecker, ProblemCollector
 from .base import BenchmarkConverter, ReleaseChoiceOption
+from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows
-from .schema import BenchmarkSpec, PairItem
+from .schema import PairItem
 
 __all__ = ["GenAIBenchConverter", "SPEC", "VOTE_LABELS"]
 
@@ -26,28 +27,7 @@ VOTE_LABELS = {"leftvote": "a", "rightvote": "b", "tievote": "tie", "bothbad_vot
 COLUMNS = ("instruct_prompt", "source_image", "left_model", "left_output_image", "right_model",
            "right_output_image", "vote_type")
 
-SPEC = BenchmarkSpec(
-    name="genai-bench",
-    title="GenAI-Bench (image editing)",
-    kinds=("pairwise",),
-    format_source="https://huggingface.co/datasets/TIGER-Lab/GenAI-Bench (config image_edition); "
-                  "https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/inference.py",
-    format_note="The converter reads the Hub's Parquet shards image_edition/<split>-*.parquet as downloaded.",
-    dimensions={"vote (overall preference)": "overall"},
-    tie_rule=("Human: tievote and bothbad_vote are both ties (the authors' parse_response accepts an 'A=B' verdict "
-              "for either). Prediction: a pointwise scorer's tie is |score_a - score_b| <= epsilon with epsilon "
-              "tie-calibrated (Deutsch et al. 2023, arXiv 2305.14324), as EditReward's eval_bench.py reports "
-              "GenAI-Bench ('Accuracy with ties (paper metric)'); accuracy = share of pairs whose predicted "
-              "A>B / B>A / tie equals the human one."),
-    citation="""@article{jiang2024genai,
-  title   = {GenAI Arena: An Open Evaluation Platform for Generative Models},
-  author  = {Jiang, Dongfu and Ku, Max and Li, Tianle and Ni, Yuansheng and Sun, Shizhuo and Fan, Rongqi and Chen, Wenhu},
-  journal = {arXiv preprint arXiv:2406.04485},
-  year    = {2024}
-}""",
-    paper_reference="MIEScore paper, Table 6 (GenAI-Bench, Acc. %)",
-    license="cc-by-4.0",
-)
+SPEC = SPECS["genai-bench"]
 
 
 class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
@@ -64,13 +44,9 @@ class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
         for number, (file, row, record) in enumerate(self.progress_bar(rows, desc="checking votes"), start=1):
             where = (file, row)
             item_id = f"{self.choice}-{number:05d}"
-            label = VOTE_LABELS.get(str(record["vote_type"]).strip())
-            if label is None:
-                problems.add(file, row, f"vote_type {record['vote_type']!r} is not one of {', '.join(VOTE_LABELS)}")
-            instruction = record["instruct_prompt"]
-            if not isinstance(instruction, str) or not instruction.strip():
-                problems.add(file, row, "instruct_prompt must be a non-empty string")
-                instruction = None
+            label = self.record_choice(VOTE_LABELS, record["vote_type"], "vote_type", where, problems,
+                                       key=str(record["vote_type"]).strip())
+            instruction = self.record_text(record["instruct_prompt"], "instruct_prompt", where, problems)
             source = embedded_image(record["source_image"], f"{item_id}-source", where, "source_image", problems,
                                     self.max_image_pixels)
             left = embedded_image(record["left_output_image"], f"{item_id}-left", where, "left_output_image",
@@ -80,7 +56,7 @@ class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
             if None in (label, instruction, source, left, right):
                 continue
             self.add_pair(PairItem(
-                id=item_id, sources=[source], instruction=instruction.strip(), edited_a=left, edited_b=right,
+                id=item_id, sources=[source], instruction=instruction, edited_a=left, edited_b=right,
                 edited_a_id=f"{item_id}-left", edited_b_id=f"{item_id}-right", label=label,
                 model_a=str(record["left_model"] or ""), model_b=str(record["right_model"] or ""),
                 subset=self.choice), where, problems)

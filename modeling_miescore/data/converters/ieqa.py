@@ -16,6 +16,7 @@ available, its columns must be mapped onto these (or this module adapted), and t
 
 from __future__ import annotations
 
+from ...utils.numbers import finite_float
 from ..builders.raw_files import (
     ImageChecker,
     ProblemCollector,
@@ -23,34 +24,16 @@ from ..builders.raw_files import (
     read_csv,
     unique_records,
 )
-from .base import BenchmarkConverter, ReleaseChoiceOption, finite_score
-from .schema import BenchmarkSpec, EditItem
+from .base import BenchmarkConverter, ReleaseChoiceOption
+from .benchmark_specs import SPECS
+from .schema import EditItem
 
 __all__ = ["COLUMNS", "IEQAConverter", "SPEC"]
 
 DEFAULT_FILE = "ieqa.csv"
-COLUMNS = {"visual_quality": "visual_quality", "editing_alignment": "instruction_following",
-           "attribute_preservation": "attribute_preservation"}
 
-SPEC = BenchmarkSpec(
-    name="ieqa",
-    title="IEQA (EditHF-1M subset)",
-    kinds=("pointwise",),
-    format_source="https://github.com/IntMeGroup/EditHF (README: dataset at huggingface.co/datasets/sparkling621/IEQA; "
-                  "the file format itself was not found)",
-    format_note=("FORMAT FROM THE PAPER'S DESCRIPTION, not from the release: one CSV with source/edited image paths, "
-                 "instruction and the three MOS columns (see the converter's docstring)."),
-    dimensions=dict(COLUMNS),
-    tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
-              "SRCC over the three dimensions."),
-    citation="""@article{xu2026edithf1m,
-  title   = {EditHF-1M: A Million-Scale Rich Human Preference Feedback for Image Editing},
-  author  = {Xu, Zitong and Duan, Huiyu and Ji, Zhongpeng and Zhang, Xinyun and Liu, Yutao and Min, Xiongkuo and others},
-  journal = {arXiv preprint arXiv:2603.14916},
-  year    = {2026}
-}""",
-    paper_reference="MIEScore paper, Table 6 (IEQA, SRCC)",
-)
+SPEC = SPECS["ieqa"]
+COLUMNS = dict(SPEC.dimensions)  # the CSV's MOS column -> MIEScore score key
 
 
 class IEQAConverter(ReleaseChoiceOption, BenchmarkConverter):
@@ -71,7 +54,7 @@ class IEQAConverter(ReleaseChoiceOption, BenchmarkConverter):
             instruction = check.text(row["instruction"], "instruction must be non-empty")
             human = {}
             for column, key in COLUMNS.items():
-                value = finite_score(row[column])
+                value = finite_float(row[column])
                 if value is None:
                     check.fail(f"{column} must be a finite number, got {row[column]!r}")
                 human[key] = value

@@ -24,10 +24,12 @@ import json
 import math
 import re
 
+from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
-from .base import BenchmarkConverter, ReleaseChoiceOption, finite_score
+from .base import BenchmarkConverter, ReleaseChoiceOption
+from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows, read_tsv
-from .schema import BenchmarkSpec, EditItem
+from .schema import EditItem
 
 __all__ = ["ImagenHubConverter", "SPEC"]
 
@@ -35,26 +37,7 @@ RATINGS = "eval/human_ratings/Text-Guided_IE"
 OUTPUTS = "ImagenHub_Text-Guided_IE"
 _UID = re.compile(r"^sample_(.+)_(\d+)\.[A-Za-z]+$")
 
-SPEC = BenchmarkSpec(
-    name="imagenhub",
-    title="ImagenHub text-guided image editing",
-    kinds=("pointwise",),
-    format_source="https://github.com/TIGER-AI-Lab/ImagenHub/tree/main/eval/human_ratings/Text-Guided_IE ; "
-                  "https://huggingface.co/datasets/ImagenHub/Text_Guided_Image_Editing",
-    format_note=("The ratings TSVs and the inputs' Parquet shards are read as released; the edited images are read "
-                 "from <model>/sample_<img_id>_<turn>.jpg as ImagenHub names its outputs."),
-    dimensions={"SC (semantic consistency)": "instruction_following", "PQ (perceptual quality)": "visual_quality"},
-    tie_rule=("Pointwise: SRCC per dimension with the raters' mean SC / PQ (average ranks for ties, which are "
-              "frequent on the {0, 0.5, 1} scale); the Table 6 value is the mean SRCC over SC and PQ."),
-    citation="""@inproceedings{ku2024imagenhub,
-  title     = {ImagenHub: Standardizing the evaluation of conditional image generation models},
-  author    = {Ku, Max and Li, Tianle and Zhang, Kai and Lu, Yujie and Fu, Xingyu and Zhuang, Wenwen and Chen, Wenhu},
-  booktitle = {ICLR},
-  year      = {2024}
-}""",
-    paper_reference="MIEScore paper, Table 6 (ImagenHub, SRCC)",
-    license="cc-by-4.0",
-)
+SPEC = SPECS["imagenhub"]
 
 
 def _cell(text: str) -> tuple[float, float] | None:
@@ -64,7 +47,7 @@ def _cell(text: str) -> tuple[float, float] | None:
         return None
     if not isinstance(value, list) or len(value) != 2:
         return None
-    sc, pq = (finite_score(v) for v in value)
+    sc, pq = (finite_float(v) for v in value)
     return (sc, pq) if sc is not None and pq is not None and 0 <= sc <= 1 and 0 <= pq <= 1 else None
 
 
@@ -88,10 +71,10 @@ class ImagenHubConverter(ReleaseChoiceOption, BenchmarkConverter):
             key = (str(record["img_id"]), record["turn_index"])
             source = embedded_image(record["source_img"], f"source-{key[0]}-{key[1]}", (file, row), "source_img",
                                     problems, self.max_image_pixels)
-            if source is not None and isinstance(record["instruction"], str) and record["instruction"].strip():
-                inputs[key] = (source, record["instruction"].strip())
-            elif source is not None:
-                problems.add(file, row, "instruction must be a non-empty string")
+            instruction = (self.record_text(record["instruction"], "instruction", (file, row), problems)
+                           if source is not None else None)
+            if instruction is not None:
+                inputs[key] = (source, instruction)
         return inputs
 
     def _ratings(self, problems: ProblemCollector) -> dict[tuple[str, str], list]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from ...data.mer_construction.instruction_prompts import MER_SUBTASKS as _SUBTASKS
 from ...data.schema import MER_TIER_DIMENSIONS, TIERS
 from .photos import COLOURS, SCENES, add_noise, colour_cast, crop_box, jpeg_roundtrip, photo_pool, save_jpeg, scene_crop
 
@@ -23,12 +24,8 @@ MER_SYSTEMS = (
     "Step1X-v1.0", "Step1X-v1.1", "Qwen-Edit", "Qwen-Edit-2509", "OmniGen", "OmniGen2",
     "FLUX-Dev", "FLUX-Pro", "Bagel", "Seedream-4.0", "Seedream-4.5",
 )
-MER_SUBTASKS = {
-    "general": ("color_change", "object_addition", "object_removal", "material_change",
-                "background_change", "count_change", "text_change"),
-    "human_basic": ("pose_change", "clothing_change", "hair_change", "accessory_change"),
-    "human_fine": ("expression_change", "makeup", "skin_texture", "gaze_change"),
-}
+# the construction pipeline's taxonomy (our names: the paper gives the count, not the names)
+MER_SUBTASKS = {category: tuple(names) for category, names in _SUBTASKS.items()}
 _CATEGORY_CYCLE = ("general", "general", "human_basic", "human_fine")  # the paper's 2:1:1
 
 _MER_OPS = {

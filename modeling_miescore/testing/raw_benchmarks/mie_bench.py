@@ -248,6 +248,19 @@ def _write_truth_json(root: Path, seed, image_size, models, skill, subjects, rat
     return meta
 
 
+def _write_records(root: Path, mode: str, instances: list, edits: list, truth: list):
+    """Write (``mode`` "w") or append to (``mode`` "a") instances.jsonl, edits.jsonl and truth.csv; the new truth
+    rows as a DataFrame."""
+    import pandas as pd
+
+    for name, records in (("instances.jsonl", instances), ("edits.jsonl", edits)):
+        with open(root / name, mode, encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in records)
+    truth_df = pd.DataFrame(truth)
+    truth_df.to_csv(root / "truth.csv", mode=mode, header=mode == "w", index=False)
+    return truth_df
+
+
 def _check_arguments(rating_format: str, n_subjects: int, raters_per_edit: int, n_unreliable: int) -> None:
     if rating_format not in ("ratings", "mos", "both"):
         raise ValueError("rating_format must be 'ratings', 'mos' or 'both'")
@@ -322,11 +335,7 @@ def make_raw_mie_bench(
             out += new
 
     mode = "a" if append else "w"
-    for name, records in (("instances.jsonl", instances), ("edits.jsonl", edits)):
-        with open(root / name, mode, encoding="utf-8") as fh:
-            fh.writelines(json.dumps(r) + "\n" for r in records)
-    truth_df = pd.DataFrame(truth)
-    truth_df.to_csv(root / "truth.csv", mode=mode, header=not append, index=False)
+    truth_df = _write_records(root, mode, instances, edits, truth)
     if rating_format in ("ratings", "both"):
         ratings = _rating_table(truth_df, subjects, np.random.default_rng([seed, instance_offset, 3]), raters_per_edit)
         ratings.to_csv(root / "ratings.csv", mode=mode, header=not append, index=False, float_format="%.1f")

@@ -5,21 +5,14 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence
 
-from ...data.schema import MOS_SCALE
+from ...data.schema import DIMENSIONS, MOS_SCALE
+from ...lm_digit_scores import answer_format
 from .edits import EditBounds, number_lines
 from .samples import SkillSample
 
-__all__ = ["EVALUATOR_ANSWER_FORMAT", "OPTIMIZER_INSTRUCTIONS", "Part", "build_evaluator_prompt",
-           "build_optimizer_prompt"]
+__all__ = ["OPTIMIZER_INSTRUCTIONS", "Part", "build_evaluator_prompt", "build_optimizer_prompt"]
 
 Part = Any  # a prompt part: ``str`` or ``PIL.Image.Image``
-
-# Appended after the skill, outside the part the optimiser edits, so that no skill edit can break the
-# answer format the parser expects.
-EVALUATOR_ANSWER_FORMAT = (
-    "Answer with one JSON object and nothing else, each score a number from 0 to {score_max:g}:\n"
-    '{{"visual_quality": <score>, "instruction_following": <score>, "attribute_preservation": <score>}}'
-)
 
 
 def build_evaluator_prompt(skill: str, sample: SkillSample, score_max: float = 5.0) -> List[Part]:
@@ -32,7 +25,10 @@ def build_evaluator_prompt(skill: str, sample: SkillSample, score_max: float = 5
         parts.append("\n")
     parts.append(f"Editing instruction: {sample.instruction}\n\nEdited image:")
     parts.append(sample.edited)
-    parts.append("\n" + EVALUATOR_ANSWER_FORMAT.format(score_max=score_max))
+    # Appended after the skill, outside the part the optimiser edits, so that no skill edit can break the answer
+    # format the parser expects. A MIEScore scorer without head reads its scores from the same format
+    # (lm_digit_scores), so the zero-shot row of Table 5 is scored the way the skill was optimised.
+    parts.append("\n" + answer_format(DIMENSIONS, score_max))
     return parts
 
 

@@ -1,0 +1,47 @@
+"""``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.checkpoint_doctor`)
+
+::
+
+    miescore doctor CKPT [--device auto] [--dtype auto] [--json] [--skip-fresh-process] [--quick]
+
+Runs the checks one by one (progress on stderr), then prints a table of them, or with ``--json`` the list of
+records and a summary. Exit status: 0 healthy, 1 warnings, 2 broken. User errors (a missing folder, a folder
+that is not a MIEScore or SpatialReward checkpoint, a bad --device) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .main import add_device_args
+
+
+def cmd_doctor(args) -> int:
+    import transformers
+
+    from ..diagnostics.checkpoint_doctor import diagnose_checkpoint, format_report
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+    def progress(result):
+        print(f"doctor: {result.name}: {result.status} ({result.seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    report = diagnose_checkpoint(args.checkpoint, device=args.device, dtype=args.dtype,
+                                 fresh_process=not args.skip_fresh_process, quick=args.quick,
+                                 on_result=None if args.json else progress)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
+    return report.exit_code
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("doctor", help="is this checkpoint sane? loading, processor consistency, token budget, "
+                                           "score spread and directions, parsing, throughput")
+    parser.add_argument("checkpoint", help="MIEScore or SpatialReward checkpoint folder")
+    add_device_args(parser)
+    parser.add_argument("--json", action="store_true", help="print the check records and a summary as JSON")
+    parser.add_argument("--skip-fresh-process", action="store_true",
+                        help="do not load the checkpoint in a second interpreter without this package")
+    parser.add_argument("--quick", action="store_true", help="three small examples and one throughput pass")
+    parser.set_defaults(func=cmd_doctor)

@@ -1,0 +1,155 @@
+"""MER-Bench instruction synthesis (SpatialReward paper sec. 4.2, prompts D.3): one multi-edit instruction per
+planned source image, asked of a vision-language model (paper: Qwen-3-VL-235B-A22B-Instruct) through the call
+engine (:mod:`modeling_miescore.judges.call_engine`: concurrency, retries, answer cache, usage log).
+
+Output folder (the construction project, shared with the later stages)::
+
+    instructions.jsonl        the ledger: one line per finished job, ``status`` ``ok`` (the instruction, its
+                              regions) or ``rejected`` (``reason``: not_editable, refusal, malformed,
+                              wrong_num_edits, bad_regions); appended and fsynced per chunk
+    synthesis_report.json     counts by status and reason, the category ratio against 2:1:1, subtask coverage
+                              (15) and the operation counts (2-5) of the accepted instructions
+
+A request that failed for good (HTTP error after retries, timeout, unreadable body) leaves its job out of the
+ledger: the next run asks again and finds every answer it already received in the answer cache, so a killed
+run loses at most the requests in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from tqdm.auto import tqdm
+
+from ...image_io import MIEScoreInputError, load_image
+from ...judges.call_engine import CallEngine, ChatRequest
+from ...judges.json_extract import extract_first_json
+from ...utils.atomic_files import write_text_atomic
+from ...utils.output_lock import exclusive_output
+from ..spatialreward_pipeline.prompts import fill
+from .instruction_plan import InstructionJob
+from .instruction_prompts import PROMPT_OF_CATEGORY, subtask_hint
+from .instruction_report import build_synthesis_report, format_synthesis_report
+from .ledger import append_records, read_ledger
+
+__all__ = ["INSTRUCTIONS", "SynthesisRun", "parse_instruction", "synthesis_request", "synthesize_instructions"]
+
+INSTRUCTIONS = "instructions.jsonl"
+REPORT = "synthesis_report.json"
+
+
+@dataclass
+class SynthesisRun:
+    """What one run did: jobs finished now, finished before, left unfinished by failed requests, the report."""
+
+    finished: int = 0
+    already_done: int = 0
+    unfinished: int = 0
+    report: Dict[str, Any] = field(default_factory=dict)
+
+
+def synthesis_request(job: InstructionJob, image, max_tokens: int = 1024, temperature: float = 0.0,
+                      hint: bool = True) -> ChatRequest:
+    """The image, then the D.3.1 (general) or D.3.2 (human) prompt with ``{num_edits}`` filled and, with
+    ``hint``, the subtask line."""
+    text = fill(PROMPT_OF_CATEGORY[job.category], num_edits=job.num_edits)
+    if hint:
+        text += subtask_hint(job.category, job.subtask)
+    domain = "general" if job.category == "general" else "human"
+    return ChatRequest([image, text], max_tokens=max_tokens, temperature=temperature,
+                       stage=f"mer-synthesis-{domain}")
+
+
+def _check_regions(regions: Any, num_edits: int) -> Optional[Tuple[str, str]]:
+    if not isinstance(regions, list) or len(regions) != num_edits:
+        count = len(regions) if isinstance(regions, list) else "no list of"
+        return "wrong_num_edits", f"{count} edit_regions for {num_edits} edits"
+    for region in regions:
+        box = region.get("bbox") if isinstance(region, dict) else None
+        ok = (isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)
+              and all(0 <= v <= 1000 for v in box) and box[0] < box[2] and box[1] < box[3])
+        if not ok or not str(region.get("description", "")).strip():
+            return "bad_regions", f"region {region!r} needs a description and a bbox [x1, y1, x2, y2] in 0-1000"
+    return None
+
+
+def parse_instruction(text: str, num_edits: int) -> Tuple[Dict[str, Any], Optional[Tuple[str, str]]]:
+    """``(fields, None)`` for a usable answer, ``({}, (reason, detail))`` for a rejected one."""
+    answer = extract_first_json(text or "", lambda v: isinstance(v, dict) and "is_editable" in v)
+    if answer is None:
+        return {}, ("malformed", f"no JSON object with is_editable in: {(text or '')[:120]!r}")
+    if answer["is_editable"] is not True:
+        return {}, ("not_editable", str(answer.get("reason", "")))
+    instruction = answer.get("edit_instruction")
+    if not isinstance(instruction, str) or not instruction.strip():
+        return {}, ("malformed", "edit_instruction is missing or empty")
+    if answer.get("num_edits") != num_edits:
+        return {}, ("wrong_num_edits", f"num_edits {answer.get('num_edits')!r}, asked for {num_edits}")
+    problem = _check_regions(answer.get("edit_regions"), num_edits)
+    if problem is not None:
+        return {}, problem
+    return {"instruction": " ".join(instruction.split()), "edit_regions": answer["edit_regions"],
+            "reason": str(answer.get("reason", ""))}, None
+
+
+def _outcome(job: InstructionJob, result, model: str) -> Optional[Dict[str, Any]]:
+    """The ledger record of a job's answer; None when the request failed for good (retried next run)."""
+    record = {"id": job.id, **job.as_dict(), "model": model}
+    if not result.ok:
+        if result.error_kind != "refusal":
+            return None
+        return {**record, "status": "rejected", "reason": "refusal", "detail": result.error}
+    fields, problem = parse_instruction(result.text, job.num_edits)
+    if problem is not None:
+        return {**record, "status": "rejected", "reason": problem[0], "detail": " ".join(problem[1].split())[:300]}
+    return {**record, "status": "ok", **fields}
+
+
+def _chunk_records(chunk: Sequence[InstructionJob], engine: CallEngine, options: Dict[str, Any]) -> List:
+    requests, live = [], []
+    records: List[Optional[Dict[str, Any]]] = []
+    for job in chunk:
+        try:
+            image = load_image(job.image)
+        except (MIEScoreInputError, OSError, ValueError) as err:
+            records.append({"id": job.id, **job.as_dict(), "model": engine.backend.model, "status": "rejected",
+                            "reason": "unreadable_image", "detail": str(err)[:300]})
+            continue
+        live.append(job)
+        requests.append(synthesis_request(job, image, **options))
+    for job, result in zip(live, engine.run(requests)):
+        records.append(_outcome(job, result, engine.backend.model))
+    return records
+
+
+def synthesize_instructions(jobs: Sequence[InstructionJob], out_dir, engine: CallEngine, *, max_tokens: int = 1024,
+                            temperature: float = 0.0, hint: bool = True, chunk_size: int = 32,
+                            progress: bool = True) -> SynthesisRun:
+    """Ask for every planned job not yet in ``out_dir``'s ledger; write the report (module docstring)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ledger = out_dir / INSTRUCTIONS
+    options = {"max_tokens": max_tokens, "temperature": temperature, "hint": hint}
+    run = SynthesisRun()
+    with exclusive_output(ledger, "construction folder"):
+        done = read_ledger(ledger, repair=True)
+        todo = [job for job in jobs if job.id not in done]
+        run.already_done = len(jobs) - len(todo)
+        size = max(1, int(chunk_size))
+        with tqdm(total=len(jobs), initial=run.already_done, desc="mer-synthesis", unit="image", file=sys.stderr,
+                  disable=not progress) as bar:
+            for start in range(0, len(todo), size):
+                records = _chunk_records(todo[start:start + size], engine, options)
+                run.finished += append_records(ledger, [r for r in records if r is not None])
+                run.unfinished += sum(r is None for r in records)
+                bar.update(len(records))
+        ids = {job.id for job in jobs}
+        run.report = build_synthesis_report([r for k, r in read_ledger(ledger).items() if k in ids], len(jobs))
+        write_text_atomic(out_dir / REPORT, json.dumps(run.report, indent=2) + "\n")
+    if progress:
+        print(format_synthesis_report(run.report), file=sys.stderr)
+    return run

@@ -1,0 +1,164 @@
+"""Load a checkpoint the way a stranger does: in a fresh Python with this package and its extras missing.
+
+A checkpoint must work with ``AutoModel.from_pretrained(path, trust_remote_code=True)`` alone: transformers runs
+the code files saved beside the weights (the Hub files), which may import only each other, torch, transformers,
+numpy, Pillow, tqdm and the standard library. :func:`run_without_package` runs a script in a child interpreter
+where
+
+* ``modeling_miescore`` cannot be imported (a meta-path finder refuses it, before the editable install's own
+  finder; ``PYTHONPATH`` is emptied and the working folder is a fresh temporary one), and
+* :data:`BLOCKED_PACKAGES`, the project's other dependencies, are missing: each has a ``None`` entry in
+  ``sys.modules``, so importing it raises ``ModuleNotFoundError`` and ``importlib.util.find_spec`` answers None,
+  exactly as when it is not installed (a finder that raised would also break transformers' own availability
+  probes, which call ``find_spec``).
+
+Not blocked, because transformers itself needs them to load a Qwen3-VL checkpoint: huggingface_hub, safetensors,
+tokenizers, jinja2 (chat template), regex, yaml, filelock, packaging and torchvision (the Qwen2-VL image
+processor's backend).
+
+The child is offline (``HF_HUB_OFFLINE=1``) and copies the checkpoint's code into a temporary
+``HF_MODULES_CACHE``, so a stale copy of an older version is never reused. Its values arrive as one JSON argument
+(``values``) and its answer is the JSON object that the script's ``report(result)`` prints as the last line;
+``result["loaded"]`` lists the blocked packages that got imported anyway (it must be empty).
+
+:func:`load_and_score_without_package` is the script that the Hub-boundary test and ``miescore doctor`` run: load
+each checkpoint with the named auto classes, then score the given edits (MIEScore ``score_batch``; SpatialReward
+``evaluate_edits``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+# Installed packages the child must do without: the project's non-Hub dependencies and extras.
+BLOCKED_PACKAGES = (
+    "scipy", "pandas", "datasets", "pyarrow", "trl", "peft", "accelerate", "gradio", "gradio_client", "starlette",
+    "fastapi", "uvicorn", "pydantic", "httpx", "openai", "tenacity", "prometheus_client", "evaluate", "matplotlib",
+    "sklearn", "skimage",
+)
+
+# The start of every child script: the package and the blocked packages made unimportable; report().
+_WITHOUT_PACKAGE = """
+import importlib.abc, importlib.util, json, sys
+
+values = json.loads(sys.argv[1])
+blocked = values["blocked"]
+
+
+class RefusePackage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "modeling_miescore" or name.startswith("modeling_miescore."):
+            raise ImportError("modeling_miescore is blocked in this process")
+
+
+sys.meta_path.insert(0, RefusePackage())  # before the editable install's own finder
+for name in blocked:
+    sys.modules[name] = None
+try:
+    importlib.util.find_spec("modeling_miescore")
+    sys.exit("the package is still importable")
+except ImportError:
+    pass
+
+
+def report(result):
+    result["loaded"] = sorted(m for m in sys.modules if m.split(".")[0] in blocked and sys.modules[m] is not None)
+    print(json.dumps(result))
+"""
+
+_LOAD_AND_SCORE = """
+import torch
+import transformers
+
+results = []
+for job in values["jobs"]:
+    config = transformers.AutoConfig.from_pretrained(job["path"], trust_remote_code=True)
+    out = {"config": json.loads(config.to_json_string(use_diff=False)), "classes": {}}
+    model = None
+    for name in job["auto_classes"]:
+        loaded = getattr(transformers, name).from_pretrained(job["path"], trust_remote_code=True,
+                                                             dtype=getattr(torch, job["dtype"]))
+        out["classes"][name] = type(loaded).__module__ + "." + type(loaded).__name__
+        if model is None:
+            model = loaded  # the first class scores; the others are only loaded
+        else:
+            del loaded
+    model = model.to(job["device"]).eval()
+    if hasattr(model, "score_batch"):
+        out["scores"] = model.score_batch(job["records"], batch_size=job["batch_size"])
+    else:
+        out["judgements"] = [{"reward": r.reward, "failed": r.failed, "raw_sc": r.raw_sc, "raw_pq": r.raw_pq}
+                             for r in model.evaluate_edits(job["records"], batch_size=job["batch_size"])]
+    del model
+    results.append(out)
+report({"results": results})
+"""
+
+
+class IsolatedRunError(RuntimeError):
+    """The child interpreter failed; the message holds the end of its error output."""
+
+
+@dataclass
+class IsolatedLoadJob:
+    """One checkpoint for :func:`load_and_score_without_package`.
+
+    Fields:
+        path: the checkpoint folder.
+        records: edits to score, ``{"sources": [paths], "edited": path, "instruction": text}``.
+        auto_classes: transformers auto classes to load it with, in order; the first one scores.
+        batch_size / device / dtype: how it scores (dtype a torch dtype name such as ``"float32"``).
+    """
+
+    path: str
+    records: list
+    auto_classes: Sequence[str] = ("AutoModel",)
+    batch_size: int = 8
+    device: str = "cpu"
+    dtype: str = "float32"
+
+
+def run_without_package(body: str, values: dict, timeout: float = 600,
+                        blocked: Sequence[str] = BLOCKED_PACKAGES) -> dict:
+    """Run ``body`` after the blocking preamble in a fresh, offline interpreter; return what it ``report``-ed.
+
+    ``body`` sees ``values`` (this dict, JSON round-tripped, plus ``"blocked"``) and must end with
+    ``report(result)``. Raises :class:`IsolatedRunError` when the child fails or runs past ``timeout`` seconds.
+    """
+    with tempfile.TemporaryDirectory(prefix="miescore-isolated-") as workdir:
+        env = {**os.environ, "PYTHONPATH": "", "HF_HUB_OFFLINE": "1",
+               "HF_MODULES_CACHE": str(Path(workdir) / "modules")}
+        argument = json.dumps({**values, "blocked": list(blocked)})
+        try:
+            done = subprocess.run([sys.executable, "-c", _WITHOUT_PACKAGE + body, argument], cwd=workdir, env=env,
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise IsolatedRunError(f"the fresh interpreter ran past {timeout:g} s") from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise IsolatedRunError(f"the fresh interpreter failed (exit {done.returncode}): "
+                               f"{done.stderr.strip()[-3000:] or 'no output'}")
+    return json.loads(lines[-1])
+
+
+def load_and_score_without_package(jobs: Sequence[IsolatedLoadJob], timeout: float = 600) -> dict:
+    """Load and score each job's checkpoint with ``trust_remote_code`` in one fresh interpreter.
+
+    Returns ``{"results": [...], "loaded": [blocked packages imported anyway]}``, one result per job:
+    ``{"config": the AutoConfig as a dict, "classes": {auto class: "module.Class"}, "scores": [...]}`` for a
+    MIEScore checkpoint (``score_batch``'s dicts) or ``"judgements": [{"reward", "failed", "raw_sc", "raw_pq"}]``
+    for a SpatialReward one.
+    """
+    payload = [asdict(job) | {"auto_classes": list(job.auto_classes)} for job in jobs]
+    return run_without_package(_LOAD_AND_SCORE, {"jobs": payload}, timeout=timeout)
+
+
+__all__ = ["BLOCKED_PACKAGES", "IsolatedLoadJob", "IsolatedRunError", "load_and_score_without_package",
+           "run_without_package"]

@@ -1,0 +1,58 @@
+"""What the training recipes hand to the model cards (``modeling_miescore.model_card``) and put beside adapters.
+
+* :class:`ModelCardArguments`: ``--base_model_id`` / ``--dataset_id``, the Hub repo ids a card names when the run
+  read its model or data from local folders (a card's metadata never holds a local path).
+* :func:`card_repo_ids`: the base model and dataset ids of a run (the explicit ids, else the names given when
+  they are Hub repo ids, else none).
+* :func:`save_adapter_extras`: what an adapter folder needs so that the card's recipe (base + ``PeftModel``)
+  reproduces the merged checkpoint: the run's config overrides of the base (``base_config_overrides.json``:
+  rubric, image budget, ...) and the model code (the class the recipe loads the base with).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..model_card import BASE_CONFIG_OVERRIDES, hub_repo_id
+from ..utils.atomic_files import write_text_atomic
+
+__all__ = ["ModelCardArguments", "card_repo_ids", "save_adapter_extras", "training_settings"]
+
+
+@dataclass
+class ModelCardArguments:
+    base_model_id: str | None = field(default=None, metadata={
+        "help": "Hub repo id of the base model, for the model card, when the model is read from a local folder."})
+    dataset_id: str | None = field(default=None, metadata={
+        "help": "Hub repo id of the training data, for the model card, when the data is read from a local folder."})
+
+
+def card_repo_ids(args: ModelCardArguments, model_name_or_path: str | None,
+                  dataset: str | None) -> tuple[str | None, list[str]]:
+    """``(base model id or None, [dataset id] or [])`` for a run's card; explicit ids must be repo ids."""
+    for name in ("base_model_id", "dataset_id"):
+        value = getattr(args, name)
+        if value and hub_repo_id(value) is None:
+            raise ValueError(f"--{name} {value!r} is not a Hub repo id ('org/name'); it names the model card's "
+                             "metadata, which never holds a local path")
+    base = args.base_model_id or hub_repo_id(model_name_or_path)
+    data = args.dataset_id or hub_repo_id(dataset)
+    return base, [data] if data else []
+
+
+def training_settings(training_args, names: Sequence[str]) -> dict[str, Any]:
+    """The named fields of a ``TrainingArguments`` (or TRL config), with enum values as their names."""
+    return {name: getattr(getattr(training_args, name), "value", getattr(training_args, name)) for name in names}
+
+
+def save_adapter_extras(folder: str | os.PathLike, model_class: type, overrides: Mapping[str, Any]) -> None:
+    """Write ``base_config_overrides.json`` (the run's settings applied to the base's config) and copy the Hub
+    code of ``model_class`` (its module and every sibling it imports) into an adapter folder."""
+    from transformers.dynamic_module_utils import custom_object_save
+
+    write_text_atomic(Path(folder) / BASE_CONFIG_OVERRIDES, json.dumps(dict(overrides), indent=2) + "\n")
+    custom_object_save(model_class, folder)

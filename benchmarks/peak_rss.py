@@ -1,8 +1,10 @@
 """Peak memory (RSS) of one MIEScore scoring call, measured in a process of its own so that peaks do not mix.
 
 Loads the checkpoint, resets the peak (``/proc/self/clear_refs``, Linux), scores the workload once and prints
-JSON: ``rss_mib`` (resident after loading), ``peak_mib`` (the high-water mark during the call) and
-``extra_mib`` (their difference: what the call needed beyond the loaded model). Used by bench_realistic.py.
+JSON: ``rss_mib`` (resident after loading and reading every weight once: safetensors are memory-mapped, so
+weights not yet read would otherwise count as the call's memory), ``peak_mib`` (the high-water mark during
+the call) and ``extra_mib`` (their difference: what the call needed beyond the loaded model). Used by
+bench_realistic.py.
 
     python benchmarks/peak_rss.py --model CKPT --sources 2 --edits 4 --batch-size 4 [--no-reuse] [--size 512]
 """
@@ -37,6 +39,9 @@ def main():
 
     torch.set_num_threads(args.threads)
     model = load_scorer(args.model, device="cpu", dtype="float32")
+    with torch.no_grad():  # safetensors are memory-mapped: read every weight so that it counts as loaded
+        for parameter in model.parameters():
+            parameter.sum()
     samples = group_of_edits(real_photos(args.size), args.sources, args.edits)
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # the high-water mark restarts at the current RSS

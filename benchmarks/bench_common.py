@@ -29,6 +29,20 @@ def photo_samples(count: int, size: int) -> list[dict]:
     return samples
 
 
+def group_of_edits(images: list[Image.Image], num_sources: int, group_size: int, seed: int = 0) -> list[dict]:
+    """`group_size` edits of the same sources and instruction (an MIE-Bench instance, or G RL candidates): the
+    first `num_sources` images are the sources, each edit is one of the other images with its own noise."""
+    rng = np.random.default_rng(seed)
+    size = images[0].size
+    sources = images[:num_sources]
+    others = images[num_sources:] or images
+    edits = [Image.fromarray(np.clip(np.asarray(others[i % len(others)], dtype=np.int16)
+                                     + rng.integers(-20, 20, (size[1], size[0], 3)), 0, 255).astype(np.uint8))
+             for i in range(group_size)]
+    return [{"sources": sources, "edited": edit, "instruction": "Compose the subjects of the source images into one "
+             "scene, keeping the background of image 1."} for edit in edits]
+
+
 def best_time(fn, repeats: int) -> tuple[float, object]:
     """Best wall-clock seconds of `repeats` calls, and the last result."""
     best, result = float("inf"), None

@@ -16,11 +16,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image
 
-from bench_common import interleaved_best, real_photos
+from bench_common import group_of_edits, interleaved_best, real_photos
 
 
 def token_counts(model, sample) -> tuple[int, int, int]:
@@ -47,18 +45,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny")), device="cpu", dtype="float32")
     images = real_photos(512)
-    rng = np.random.default_rng(0)
     print(f"tiny MIEScore, CPU {args.threads} threads, G={args.group_size} edits per group, images 512x512, "
           f"batch {args.batch_size}; skill rubric in the prefix")
     print(f"{'sources':>7} {'L':>6} {'P':>6} {'S':>5} {'ceiling':>8} {'pairs':>6} {'no reuse s':>11} {'reuse s':>8} "
           f"{'speed-up':>9} {'CPU-time ratio':>15} {'max |diff|':>11}")
     for num_sources in (2, 3):
-        sources = images[:num_sources]
-        edits = [Image.fromarray(np.clip(np.asarray(images[(num_sources + i) % len(images)], dtype=np.int16)
-                                         + rng.integers(-20, 20, (512, 512, 3)), 0, 255).astype(np.uint8))
-                 for i in range(args.group_size)]
-        samples = [{"sources": sources, "edited": e, "instruction": "Compose the subjects of the source images "
-                    "into one scene, keeping the background of image 1."} for e in edits]
+        samples = group_of_edits(images, num_sources, args.group_size)
         model.score_batch(samples[:2], batch_size=2)  # warm-up
         (full_t, full_cpu, full), (reuse_t, reuse_cpu, reused) = interleaved_best(
             [lambda: model.score_batch(samples, batch_size=args.batch_size, reuse_prefix=False),

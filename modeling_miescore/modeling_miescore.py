@@ -30,7 +30,7 @@ from .configuration_miescore import SCORE_NAMES, MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .lm_digit_scores import DigitScoreReader, greedy_digit_logits, teacher_forced_digit_logits, tokenize_answer
 from .overall import overall_score
-from .prefix_reuse import suffix_hidden_states
+from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
                                   load_stock_processor, prepare_inputs, strip_auto_maps)
 
@@ -66,6 +66,20 @@ class MIEScoreRegressionHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.out_proj(self.dropout(self.act(self.dense(hidden))))
+
+
+@dataclass
+class PreparedScoring:
+    """What :meth:`MIEScoreModel.prepare_batch` built: the CPU inputs of each model call (a ``BatchFeature`` of
+    full prompts, or a ``prefix_reuse.SharedPrefixInputs`` group), where each sample's result will be
+    (``slots[i] = (call, row)``), and the batch size the calls run with."""
+
+    calls: list
+    slots: list
+    batch_size: int
+
+    def __len__(self) -> int:
+        return len(self.slots)
 
 
 def last_token_indices(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -200,14 +214,6 @@ class MIEScoreModel(PreTrainedModel):
             results.append(entry)
         return results
 
-    @torch.inference_mode()
-    def _score_loaded(self, samples: Sequence[EditSample], processor) -> list[dict[str, float]]:
-        batch = prepare_inputs(processor, samples, self.config)
-        batch = batch.to(self.device)
-        if batch.get("pixel_values") is not None:
-            batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
-        return self.scores_to_dicts(self(**batch).scores)
-
     def score(self, sources, edited, instruction: str, processor=None, **kwargs) -> dict[str, float]:
         """Score one edit.
 
@@ -246,22 +252,65 @@ class MIEScoreModel(PreTrainedModel):
         """
         checked_batch_size(batch_size)
         processor = processor or self.get_processor()
+        share = self._shares_prefix(reuse_prefix)
+
+        def score(loaded: list, shared) -> list:
+            return self._run_call(self._prepare_call(loaded, shared, processor), batch_size)
+
+        with eval_mode(self):
+            return self._in_batches(samples, score, batch_size, max_image_pixels, max_sample_pixels, share, groups,
+                                    progress)
+
+    def prepare_batch(self, samples: Sequence, batch_size: int = 8, processor=None,
+                      max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
+                      groups: Sequence | None = None,
+                      max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS) -> PreparedScoring:
+        """Everything :meth:`score_batch` does before the forward passes (reading images, finding groups,
+        tokenising, image preprocessing, M-RoPE positions), for all samples at once; CPU tensors.
+
+        ``score_prepared(prepare_batch(samples, ...))`` returns what ``score_batch(samples, ...)`` returns. The
+        split lets a server prepare batch N+1 on another thread while the model runs batch N; unlike
+        :meth:`score_batch` it holds every sample's model inputs in memory at once.
+        """
+        checked_batch_size(batch_size)
+        processor = processor or self.get_processor()
+        share = self._shares_prefix(reuse_prefix)
+        calls: list = []
+
+        def prepare(loaded: list, shared) -> list:
+            calls.append(self._prepare_call(loaded, shared, processor))
+            return [(len(calls) - 1, row) for row in range(len(loaded))]
+
+        slots = self._in_batches(samples, prepare, batch_size, max_image_pixels, max_sample_pixels, share, groups,
+                                 False)
+        return PreparedScoring(calls=calls, slots=slots, batch_size=int(batch_size))
+
+    def score_prepared(self, prepared: PreparedScoring) -> list[dict[str, float]]:
+        """Run the forward passes of :meth:`prepare_batch`; results in the order of its samples."""
+        with eval_mode(self):
+            outputs = [self._run_call(call, prepared.batch_size) for call in prepared.calls]
+        return [outputs[call][row] for call, row in prepared.slots]
+
+    def _shares_prefix(self, reuse_prefix: bool) -> bool:
+        """``reuse_prefix`` where this model can reuse a prefix; warns when it was asked for and cannot."""
         share = reuse_prefix and self.prefix_reuse_available
         if reuse_prefix and not share:
             warnings.warn(f"reuse_prefix: {self.prefix_reuse_unavailable_reason()}; every edit is scored with the "
-                          "full prompt (results are the same, only slower)", stacklevel=2)
+                          "full prompt (results are the same, only slower)", stacklevel=3)
+        return share
 
-        def score(loaded: list, shared) -> list:
-            if shared:
-                return self._score_shared_prefix(loaded, processor, batch_size)
-            return self._score_loaded(loaded, processor)
+    def _in_batches(self, samples, step, batch_size, max_image_pixels, max_sample_pixels, share: bool, groups,
+                    progress) -> list:
+        return score_in_batches(samples, step, batch_size=batch_size, max_image_pixels=max_image_pixels,
+                                max_sample_pixels=max_sample_pixels, target_pixels=int(self.config.max_pixels),
+                                length=lambda sample: estimate_num_tokens(sample, self.config), group_ids=groups,
+                                grouping=PrefixGrouping() if share else None, progress=progress, desc="scoring")
 
-        with eval_mode(self):
-            return score_in_batches(samples, score, batch_size=batch_size, max_image_pixels=max_image_pixels,
-                                    max_sample_pixels=max_sample_pixels, target_pixels=int(self.config.max_pixels),
-                                    length=lambda sample: estimate_num_tokens(sample, self.config),
-                                    group_ids=groups, grouping=PrefixGrouping() if share else None,
-                                    progress=progress, desc="scoring")
+    def _prepare_call(self, loaded: Sequence[EditSample], shared, processor):
+        """The CPU inputs of one model call: a group sharing its prefix, or a padded batch of full prompts."""
+        if shared:
+            return prepare_shared_prefix(self.backbone, processor, loaded, self.config)
+        return prepare_inputs(processor, loaded, self.config)
 
     def prefix_reuse_unavailable_reason(self) -> str | None:
         """Why :meth:`score_batch` cannot reuse a shared prompt prefix with this model, or None when it can."""
@@ -281,9 +330,14 @@ class MIEScoreModel(PreTrainedModel):
         return self.prefix_reuse_unavailable_reason() is None
 
     @torch.inference_mode()
-    def _score_shared_prefix(self, samples: Sequence[EditSample], processor, batch_size: int) -> list[dict]:
-        hidden = suffix_hidden_states(self.backbone, processor, samples, self.config, batch_size)
-        return self.scores_to_dicts(torch.sigmoid(self.head(hidden.to(self.head.dense.weight.dtype))))
+    def _run_call(self, inputs, batch_size: int) -> list[dict[str, float]]:
+        if isinstance(inputs, SharedPrefixInputs):
+            hidden = shared_prefix_hidden_states(self.backbone, inputs, batch_size)
+            return self.scores_to_dicts(torch.sigmoid(self.head(hidden.to(self.head.dense.weight.dtype))))
+        batch = inputs.to(self.device)
+        if batch.get("pixel_values") is not None:
+            batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
+        return self.scores_to_dicts(self(**batch).scores)
 
     # ------------------------------------------------------------------ construction and saving
 
@@ -361,4 +415,4 @@ def _lm_digit_token_ids(processor, output_layer, config_kwargs: dict) -> dict:
 MIEScoreConfig.register_for_auto_class()
 MIEScoreModel.register_for_auto_class("AutoModel")
 
-__all__ = ["MIEScoreModel", "MIEScoreOutput", "MIEScoreRegressionHead", "last_token_indices"]
+__all__ = ["MIEScoreModel", "MIEScoreOutput", "MIEScoreRegressionHead", "PreparedScoring", "last_token_indices"]

@@ -175,7 +175,80 @@ def _pack_suffixes(suffixes: Sequence[torch.Tensor], positions: Sequence[torch.T
     return ids, pos, lengths
 
 
+@dataclass
+class SharedPrefixInputs:
+    """Model inputs of a group of edits that share their prompt prefix, built by :func:`prepare_shared_prefix`
+    (on the CPU, no forward pass) and run by :func:`shared_prefix_hidden_states`.
+
+    ``prefix_ids`` `(1, P)` and ``prefix_positions`` `(R, 1, P)`: the prefix call; ``images``: the sources'
+    (first ``num_sources``) and every edit's pixels; ``suffixes[i]`` / ``positions[i]`` `(R, S_i)`: edit i's
+    suffix tokens and positions (R = 3 M-RoPE rows for Qwen-VL, 1 for InternVL, whose backbone takes them flat,
+    ``flat_positions``); ``pad_id`` pads suffixes of different lengths.
+    """
+
+    prefix_ids: torch.Tensor
+    prefix_positions: torch.Tensor
+    images: _EncodedImages
+    num_sources: int
+    suffixes: list
+    positions: list
+    pad_id: int
+    flat_positions: bool
+
+    def __len__(self) -> int:
+        return len(self.suffixes)
+
+    def model_positions(self, positions: torch.Tensor, device) -> torch.Tensor:
+        """(R, B, L) positions as the backbone takes them, on ``device``."""
+        return (positions[0] if self.flat_positions else positions).to(device)
+
+
+def prepare_shared_prefix(backbone, processor, samples: Sequence[EditSample], config) -> SharedPrefixInputs:
+    """The inputs of :func:`suffix_hidden_states` for a group of edits, on the CPU: everything but the forward
+    passes (tokenising, image preprocessing, positions). Needs only ``backbone.config`` and (Qwen-VL)
+    ``backbone.get_rope_index``, so it can run on another thread while the model runs an earlier batch."""
+    family = family_of(config)
+    if config.image_order != "sources_first" or not family.prefix_reuse:
+        raise ValueError("prefix reuse needs a Qwen-VL or InternVL backbone and the edited image last "
+                         "(image_order='sources_first')")
+    num_sources = len(samples[0].sources)
+    # Sample 0 gives the prefix tokens and the constant closing text; every edit then only needs its own image.
+    ids = prepare_inputs(processor, [samples[0]], config)["input_ids"]
+    images = _encode_images(family, backbone, processor, [*samples[0].sources, *(s.edited for s in samples)], config)
+    cut = processor.start_image_token_id if family is INTERNVL else backbone.config.vision_start_token_id
+    prefix_len = _prefix_length(ids[0], cut)
+    closing = ids[0, prefix_len + images.tokens[num_sources]:]
+    suffixes, positions, prefix_positions = _suffixes(family, backbone, ids[0, :prefix_len], closing, images,
+                                                      num_sources)
+    return SharedPrefixInputs(prefix_ids=ids[:, :prefix_len], prefix_positions=prefix_positions[:, None],
+                              images=images, num_sources=num_sources, suffixes=suffixes, positions=positions,
+                              pad_id=processor.tokenizer.pad_token_id or 0, flat_positions=family is INTERNVL)
+
+
 @torch.inference_mode()
+def shared_prefix_hidden_states(backbone, inputs: SharedPrefixInputs, batch_size: int) -> torch.Tensor:
+    """Run a prepared group (:func:`prepare_shared_prefix`): the prefix once, then the suffixes ``batch_size``
+    at a time on copies of its KV cache. Returns the last-token hidden state of each edit, `(G, hidden_size)`."""
+    device, dtype = backbone.device, backbone.dtype
+    cache = DynamicCache(config=backbone.config)
+    backbone(input_ids=inputs.prefix_ids.to(device),
+             position_ids=inputs.model_positions(inputs.prefix_positions, device), cache=cache, use_cache=True,
+             **inputs.images.vision_inputs(range(inputs.num_sources), device, dtype))
+    hidden = []
+    for start in range(0, len(inputs), batch_size):
+        idx = list(range(start, min(start + batch_size, len(inputs))))
+        batch_ids, batch_pos, lengths = _pack_suffixes([inputs.suffixes[i] for i in idx],
+                                                       [inputs.positions[i] for i in idx], inputs.pad_id)
+        group_cache = copy.deepcopy(cache)
+        group_cache.batch_repeat_interleave(len(idx))
+        out = backbone(input_ids=batch_ids.to(device), position_ids=inputs.model_positions(batch_pos, device),
+                       cache=group_cache, use_cache=True,
+                       **inputs.images.vision_inputs([inputs.num_sources + i for i in idx], device, dtype))
+        last = torch.tensor([n - 1 for n in lengths], device=device)
+        hidden.append(out.last_hidden_state[torch.arange(len(idx), device=device), last])
+    return torch.cat(hidden)
+
+
 def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], config, batch_size: int) -> torch.Tensor:
     """Last-token hidden states of a group of edits sharing sources and instruction.
 
@@ -186,40 +259,11 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
         batch_size: how many suffixes run together on copies of the prefix cache.
     Returns:
         `torch.FloatTensor` of shape `(len(samples), hidden_size)`, equal to the hidden state of each sample's
-        last token in a full forward pass.
+        last token in a full forward pass. (:func:`prepare_shared_prefix`, then
+        :func:`shared_prefix_hidden_states`.)
     """
-    family = family_of(config)
-    if config.image_order != "sources_first" or not family.prefix_reuse:
-        raise ValueError("prefix reuse needs a Qwen-VL or InternVL backbone and the edited image last "
-                         "(image_order='sources_first')")
-    device, num_sources = backbone.device, len(samples[0].sources)
-    # Sample 0 gives the prefix tokens and the constant closing text; every edit then only needs its own image.
-    ids = prepare_inputs(processor, [samples[0]], config)["input_ids"].to(device)
-    images = _encode_images(family, backbone, processor, [*samples[0].sources, *(s.edited for s in samples)], config)
-    cut = processor.start_image_token_id if family is INTERNVL else backbone.config.vision_start_token_id
-    prefix_len = _prefix_length(ids[0], cut)
-    closing = ids[0, prefix_len + images.tokens[num_sources]:]
-    suffixes, positions, prefix_positions = _suffixes(family, backbone, ids[0, :prefix_len], closing, images,
-                                                      num_sources)
-
-    def model_positions(pos: torch.Tensor) -> torch.Tensor:  # (R, B, L) -> what the backbone takes
-        return pos[0] if family is INTERNVL else pos
-
-    cache = DynamicCache(config=backbone.config)
-    backbone(input_ids=ids[:, :prefix_len], position_ids=model_positions(prefix_positions[:, None]), cache=cache,
-             use_cache=True, **images.vision_inputs(range(num_sources), device, backbone.dtype))
-    pad_id = processor.tokenizer.pad_token_id or 0
-    hidden = []
-    for start in range(0, len(samples), batch_size):
-        idx = list(range(start, min(start + batch_size, len(samples))))
-        batch_ids, batch_pos, lengths = _pack_suffixes([suffixes[i] for i in idx], [positions[i] for i in idx], pad_id)
-        group_cache = copy.deepcopy(cache)
-        group_cache.batch_repeat_interleave(len(idx))
-        out = backbone(input_ids=batch_ids, position_ids=model_positions(batch_pos), cache=group_cache, use_cache=True,
-                       **images.vision_inputs([num_sources + i for i in idx], device, backbone.dtype))
-        last = torch.tensor([n - 1 for n in lengths], device=device)
-        hidden.append(out.last_hidden_state[torch.arange(len(idx), device=device), last])
-    return torch.cat(hidden)
+    return shared_prefix_hidden_states(backbone, prepare_shared_prefix(backbone, processor, samples, config),
+                                       batch_size)
 
 
 # ------------------------------------------------------------------------------------------------------------

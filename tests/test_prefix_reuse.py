@@ -82,3 +82,22 @@ def test_shared_source_files_are_decoded_once_and_grouped(examples, tmp_path):
     loaded[3] = type(loaded[3])(sources=[changed, loaded[3].sources[1]], edited=loaded[3].edited,
                                 instruction=loaded[3].instruction)
     assert find_groups(loaded) == [[0, 1, 2], [3]]  # one pixel apart is another group
+
+
+def test_prepare_then_score_prepared_equals_score_batch_and_runs_no_forward_before(sharp_model, examples,
+                                                                                   monkeypatch):
+    """``prepare_batch`` does all the CPU work (groups, tokens, pixels, positions) without a forward pass;
+    ``score_prepared`` then returns exactly what ``score_batch`` returns, groups and singles in input order."""
+    samples = instance_edits(examples, 2)[:4]
+    samples.insert(1, {"sources": examples[1]["sources"], "edited": examples[1]["edited"],
+                       "instruction": examples[1]["instruction"]})  # a single between the group's members
+    expected = sharp_model.score_batch(samples, batch_size=2)
+    forwards = []
+    monkeypatch.setattr(sharp_model.backbone, "forward", lambda *a, **k: forwards.append(1) or 1 / 0)
+    prepared = sharp_model.prepare_batch(samples, batch_size=2)
+    assert forwards == [] and len(prepared) == len(samples)
+    assert sorted(type(call).__name__ for call in prepared.calls) == ["BatchFeature", "SharedPrefixInputs"]
+    monkeypatch.undo()
+    assert sharp_model.score_prepared(prepared) == expected
+    # the same inputs scored twice: a prepared batch does not change when it runs
+    assert sharp_model.score_prepared(prepared) == expected

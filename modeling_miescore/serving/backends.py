@@ -7,13 +7,14 @@ import dataclasses
 import functools
 import inspect
 import math
+import threading
 from collections import Counter
 from typing import Callable
 
 from ..processing_miescore import EditSample
 
 __all__ = ["ScorerBackend", "MIEScoreBackend", "SpatialRewardBackend", "CallableBackend", "load_backend",
-           "json_safe", "score_by_shared_prefix"]
+           "json_safe", "score_by_shared_prefix", "shared_prefix_parts"]
 
 
 class ScorerBackend:
@@ -23,6 +24,9 @@ class ScorerBackend:
     itself), gets at most ``max_batch`` samples whose images are already RGB ``PIL.Image`` objects, and
     returns one JSON-serialisable dict per sample, in input order. Raising fails the batch; the server then
     retries each sample alone so that one bad sample does not fail the others.
+
+    :meth:`prepare` splits a batch into the work before the model (on the server's preparing thread) and the
+    model call; a backend whose ``prepare`` does real work sets ``prepares = True``.
 
     ``max_pixels`` is the model's pixel budget per image (its processor resizes every image to at most that);
     the server decodes larger uploads reduced towards it (never below it). None: decode at full size.
@@ -35,16 +39,33 @@ class ScorerBackend:
     name = "backend"
     accepts_group_ids = False
     max_pixels: int | None = None
+    prepares = False  # True: prepare() does real work, worth overlapping with the previous model call
 
     def score_samples(self, samples: list[EditSample]) -> list[dict]:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def prepare(self, samples: list[EditSample], group_ids: list | None = None) -> Callable[[], list]:
+        """The work before the model for one batch; returns the call that scores it.
+
+        The server runs ``prepare`` on its preparing thread, while the model thread may still run the previous
+        batch, and then the returned call on the model thread. Default: nothing to prepare, the call is
+        :meth:`score_samples` (with ``group_ids`` when the backend takes them).
+        """
+        if group_ids is not None and self.accepts_group_ids:
+            return functools.partial(self.score_samples, samples, group_ids=group_ids)
+        return functools.partial(self.score_samples, samples)
 
     def describe(self) -> dict:
         return {"backend": self.name}
 
 
 class MIEScoreBackend(ScorerBackend):
-    """A loaded :class:`MIEScoreModel`: ``score_batch`` per server batch (see :func:`score_by_shared_prefix`)."""
+    """A loaded :class:`MIEScoreModel`: ``score_batch`` per server batch (see :func:`score_by_shared_prefix`).
+
+    :meth:`prepare` builds the model inputs (``prepare_batch``: tokenising, image preprocessing, prefix groups)
+    on the server's preparing thread, so the model thread only runs ``score_prepared``; checkpoints whose code
+    predates that split are scored by ``score_batch`` on the model thread.
+    """
 
     name = "miescore"
 
@@ -54,14 +75,35 @@ class MIEScoreBackend(ScorerBackend):
         self.max_image_pixels = max_image_pixels
         self.max_pixels = _config_max_pixels(model)
         self.accepts_group_ids = _takes_group_ids(model.score_batch)
+        self.prepares = all(callable(getattr(model, name, None)) for name in ("prepare_batch", "score_prepared"))
+        # the tokenizer sets its padding state on every call: one thread at a time uses the processor
+        self._processor_lock = threading.Lock()
+
+    def _kwargs(self) -> dict:
+        return {} if self.max_image_pixels is None else {"max_image_pixels": self.max_image_pixels}
+
+    def _parts(self, group_ids: list | None, count: int) -> list[tuple[list[int], dict]]:
+        if group_ids is None or not self.accepts_group_ids:
+            return [(list(range(count)), {})]
+        return shared_prefix_parts(group_ids)
 
     def score_samples(self, samples: list[EditSample], group_ids: list | None = None) -> list[dict]:
-        score = self.model.score_batch
-        if self.max_image_pixels is not None:
-            score = functools.partial(score, max_image_pixels=self.max_image_pixels)
-        if group_ids is None or not self.accepts_group_ids:
-            return score(samples, batch_size=self.batch_size or max(1, len(samples)))
-        return score_by_shared_prefix(score, samples, group_ids, self.batch_size)
+        with self._processor_lock:
+            return _in_input_order(len(samples), [
+                (indices, self.model.score_batch([samples[i] for i in indices],
+                                                 batch_size=self.batch_size or len(indices), **self._kwargs(), **kw))
+                for indices, kw in self._parts(group_ids, len(samples))])
+
+    def prepare(self, samples: list[EditSample], group_ids: list | None = None) -> Callable[[], list]:
+        if not self.prepares:
+            return super().prepare(samples, group_ids)
+        with self._processor_lock:
+            prepared = [(indices, self.model.prepare_batch([samples[i] for i in indices],
+                                                           batch_size=self.batch_size or len(indices),
+                                                           **self._kwargs(), **kw))
+                        for indices, kw in self._parts(group_ids, len(samples))]
+        return lambda: _in_input_order(len(samples), [(indices, self.model.score_prepared(part))
+                                                      for indices, part in prepared])
 
     def describe(self) -> dict:
         config = self.model.config
@@ -116,6 +158,17 @@ def _takes_group_ids(method) -> bool:
     return {"groups", "reuse_prefix"} <= set(inspect.signature(method).parameters)
 
 
+def shared_prefix_parts(group_ids: list) -> list[tuple[list[int], dict]]:
+    """How :func:`score_by_shared_prefix` splits a batch: ``(indices, kwargs)`` for the samples that share their
+    prefix with another one (``groups=`` their ids) and for the others (``reuse_prefix=False``); empty parts
+    are left out."""
+    counts = Counter(group_ids)
+    shared = [i for i, group in enumerate(group_ids) if counts[group] > 1]
+    alone = [i for i, group in enumerate(group_ids) if counts[group] == 1]
+    return [(indices, kwargs) for indices, kwargs in ((shared, {"groups": [group_ids[i] for i in shared]}),
+                                                      (alone, {"reuse_prefix": False})) if indices]
+
+
 def score_by_shared_prefix(score: Callable, samples: list[EditSample], group_ids: list,
                            batch_size: int | None = None) -> list:
     """``score`` (``score_batch`` / ``evaluate_edits``) called on the samples that share their prefix with
@@ -123,18 +176,19 @@ def score_by_shared_prefix(score: Callable, samples: list[EditSample], group_ids
     ``reuse_prefix=False``; results in input order.
 
     The model runs the same batches as in one call (it batches groups and single samples apart anyway), but it
-    hashes the source pixels only of the grouped samples (to check their ids) instead of every sample's: that
-    hashing runs on the model thread, in the model's critical path.
+    hashes the source pixels only of the grouped samples (to check their ids) instead of every sample's.
     """
-    counts = Counter(group_ids)
-    shared = [i for i, group in enumerate(group_ids) if counts[group] > 1]
-    alone = [i for i, group in enumerate(group_ids) if counts[group] == 1]
-    results: list = [None] * len(samples)
-    for indices, kwargs in ((shared, {"groups": [group_ids[i] for i in shared]}), (alone, {"reuse_prefix": False})):
-        if indices:
-            scored = score([samples[i] for i in indices], batch_size=batch_size or len(indices), **kwargs)
-            for i, result in zip(indices, scored):
-                results[i] = result
+    return _in_input_order(len(samples), [
+        (indices, score([samples[i] for i in indices], batch_size=batch_size or len(indices), **kwargs))
+        for indices, kwargs in shared_prefix_parts(group_ids)])
+
+
+def _in_input_order(count: int, parts: list) -> list:
+    """``[(indices, results)]`` of the parts of a batch -> one result per sample, in input order."""
+    results: list = [None] * count
+    for indices, scored in parts:
+        for i, result in zip(indices, scored):
+            results[i] = result
     return results
 
 

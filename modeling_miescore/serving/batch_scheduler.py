@@ -2,8 +2,10 @@
 
 The worker takes the oldest sample and waits until ``max_batch`` samples are queued or ``max_wait_ms`` has
 passed since that sample arrived, whichever comes first (then a little longer for requests that arrived by then
-but are still being decoded), then runs one backend call in a worker thread. Requests are decoded on other
-threads (:class:`~.reward_service.RewardService`), so request N+1 is decoded while batch N runs.
+but are still being decoded). The batch is then prepared on the preparing thread (the backend's work before the
+model: tokenising, image preprocessing, prefix groups) and scored on the model thread. Requests are decoded on
+other threads (:class:`~.reward_service.RewardService`), so the model thread runs nothing but the model: while
+it runs batch N, request N+1 is decoded and, once a full batch is queued, batch N+1 is prepared.
 An editor that sends its G candidates as concurrent requests (G = 12 in the SpatialReward paper, section 4)
 thus gets them scored in one model call instead of G.
 """
@@ -13,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..image_io import MIEScoreInputError
 from ..processing_miescore import EditSample
@@ -73,10 +76,13 @@ class BatchScheduler:
     def __init__(self, backend: ScorerBackend, settings: ServerSettings, metrics: ServerMetrics):
         self.backend, self.settings, self.metrics = backend, settings, metrics
         self._pending: deque[Job] = deque()
-        self._running: list[Job] = []
+        self._preparing: list[Job] = []  # taken from the queue, being prepared for the model
+        self._running: list[Job] = []  # in the model now
+        self._inflight: asyncio.Task | None = None  # the model call of self._running
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._preparer: ThreadPoolExecutor | None = None
         self._stopping = False
         self._flush = False  # draining: no point waiting for more samples
         self._closed: RequestError | None = None  # set once shutdown gave up on queued work
@@ -90,6 +96,7 @@ class BatchScheduler:
         self.loop = asyncio.get_running_loop()
         self._wakeup = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="miescore-model")
+        self._preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="miescore-prepare")
         self._worker = asyncio.create_task(self._run(), name="miescore-batcher")
 
     async def stop(self, timeout: float):
@@ -103,11 +110,14 @@ class BatchScheduler:
                 await asyncio.wait_for(asyncio.shield(self._worker), timeout)
             except asyncio.TimeoutError:
                 self.fail_all(RequestError(503, "shutting_down", "server shut down before this request was scored"))
-                self._worker.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._worker
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+                for task in (self._worker, self._inflight):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await task
+        for executor in (self._executor, self._preparer):
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
 
     def flush(self):
         self._flush = True
@@ -116,7 +126,7 @@ class BatchScheduler:
 
     def fail_all(self, error: RequestError):
         self._closed = error
-        for job in [*self._pending, *self._running]:
+        for job in [*self._pending, *self._preparing, *self._running]:
             if not job.future.done():
                 job.future.set_exception(JobFailed(error))
         self._pending.clear()
@@ -192,11 +202,22 @@ class BatchScheduler:
         batch.sort(key=lambda job: first_seen[job.parsed.prefix_key])  # stable: arrival order inside a group
         return batch
 
+    def _model_busy(self) -> bool:
+        return self._inflight is not None and not self._inflight.done()
+
     async def _fill(self):
         """Wait until the batch is full, or ``max_wait_ms`` after its oldest sample was queued, or, past that,
         until requests that arrived before that moment and are still being decoded have joined (for at most
         about one model call more, :data:`DECODE_GRACE_S`): a burst of requests then fills one batch instead
-        of starting with whatever was decoded first."""
+        of starting with whatever was decoded first. While the model runs the previous batch, a batch waits for
+        it, as it would without the preparing step (so batches are as large), except that a full batch starts
+        early when the backend prepares (``backend.prepares``): it is then prepared while the model runs."""
+        early = getattr(self.backend, "prepares", False)
+        while self._model_busy() and not self._flush and not (early and self.depth >= self.settings.max_batch):
+            self._wakeup.clear()  # set by submit, by decoding requests and when the model call ends
+            await self._wakeup.wait()
+        if not self._pending:  # withdrawn meanwhile
+            return
         deadline = self._pending[0].enqueued + self.settings.max_wait_ms / 1000.0
         least, _, most = DECODE_GRACE_S
         grace = min(max(self._last_call_s, least), most)
@@ -220,6 +241,7 @@ class BatchScheduler:
         while True:
             if not self._pending:
                 if self._stopping:
+                    await self._model_done()
                     return
                 self._wakeup.clear()
                 await self._wakeup.wait()
@@ -227,46 +249,74 @@ class BatchScheduler:
             await self._fill()
             batch = self._take()
             if batch:
+                self._preparing = batch
                 try:
-                    await self._execute(batch)
-                except Exception as err:  # the worker must survive anything; the batch's requests get a 500
-                    logger.exception("batch failed unexpectedly")
-                    error = RequestError(500, "internal_error", f"internal error while scoring ({type(err).__name__})")
-                    for job in batch:
-                        if not job.future.done():
-                            job.future.set_exception(JobFailed(error))
+                    call = await self.loop.run_in_executor(self._preparer, self._prepare,
+                                                           [j.parsed.sample for j in batch],
+                                                           [j.parsed.prefix_key for j in batch])
                 finally:
-                    self._running = []
+                    self._preparing = []
+                await self._model_done()  # one model call at a time
+                self._inflight = asyncio.create_task(self._execute(batch, call), name="miescore-model-call")
 
-    async def _execute(self, batch: list[Job]):
+    async def _model_done(self):
+        if self._inflight is not None:
+            await self._inflight
+            self._inflight = None
+
+    async def _execute(self, batch: list[Job], call):
         self._running = batch
-        now = self.loop.time()
-        for job in batch:
-            self.metrics.queue_wait.observe(now - job.enqueued)
-        self.metrics.batch_size.observe(len(batch))
-        started = time.perf_counter()
-        outcomes = await self.loop.run_in_executor(self._executor, self._score, [j.parsed.sample for j in batch],
-                                                   [j.parsed.prefix_key for j in batch])
-        self._last_call_s = time.perf_counter() - started
-        self.metrics.batch_latency.observe(self._last_call_s)
-        for job, outcome in zip(batch, outcomes):
-            if job.future.done():  # withdrawn (timeout / disconnect / shutdown) while it ran
-                continue
-            if isinstance(outcome, BaseException):
-                job.future.set_exception(JobFailed(_sample_error(outcome, job.parsed.field)))
-            else:
-                self.metrics.samples.inc()
-                job.future.set_result(outcome)
+        try:
+            now = self.loop.time()
+            for job in batch:
+                self.metrics.queue_wait.observe(now - job.enqueued)
+            self.metrics.batch_size.observe(len(batch))
+            started = time.perf_counter()
+            outcomes = await self.loop.run_in_executor(self._executor, self._score, [j.parsed.sample for j in batch],
+                                                       [j.parsed.prefix_key for j in batch], call)
+            self._last_call_s = time.perf_counter() - started
+            self.metrics.batch_latency.observe(self._last_call_s)
+            for job, outcome in zip(batch, outcomes):
+                if job.future.done():  # withdrawn (timeout / disconnect / shutdown) while it ran
+                    continue
+                if isinstance(outcome, BaseException):
+                    job.future.set_exception(JobFailed(_sample_error(outcome, job.parsed.field)))
+                else:
+                    self.metrics.samples.inc()
+                    job.future.set_result(outcome)
+        except Exception as err:  # the worker must survive anything; the batch's requests get a 500
+            logger.exception("batch failed unexpectedly")
+            error = RequestError(500, "internal_error", f"internal error while scoring ({type(err).__name__})")
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(JobFailed(error))
+        finally:
+            self._running = []
+            self._wakeup.set()  # a batch waiting for the model may start
+
+    def _prepare(self, samples: list[EditSample], keys: list[str]):
+        """Runs on the preparing thread: the backend's work before the model. A failure is handed to the model
+        thread, which then scores the samples one by one (so that one bad sample does not fail the others)."""
+        prepare = getattr(self.backend, "prepare", None)
+        if prepare is None:  # a duck-typed backend with score_samples only
+            return functools.partial(self._call_backend, samples, keys)
+        try:
+            return prepare(samples, keys)
+        except Exception as err:
+            return err
 
     def _call_backend(self, samples: list[EditSample], keys: list[str]) -> list:
         if getattr(self.backend, "accepts_group_ids", False):
             return self.backend.score_samples(samples, group_ids=keys)
         return self.backend.score_samples(samples)
 
-    def _score(self, samples: list[EditSample], keys: list[str]) -> list:
-        """Runs in the model thread. One call for the batch; if it fails, each sample alone."""
+    def _score(self, samples: list[EditSample], keys: list[str], call: Callable[[], list] | Exception) -> list:
+        """Runs in the model thread: the prepared call for the batch; if it (or its preparation) fails, each
+        sample alone."""
         try:
-            results = self._call_backend(samples, keys)
+            if isinstance(call, Exception):
+                raise call
+            results = call()
             if len(results) != len(samples):
                 raise RuntimeError(f"backend returned {len(results)} results for {len(samples)} samples")
             return [json_safe(r) for r in results]

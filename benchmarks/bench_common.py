@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -65,3 +68,35 @@ def interleaved_best(fns, repeats: int):
             slot[1] = min(slot[1], time.process_time() - cpu)
             slot[2] = result
     return best
+
+
+# One option of a benchmark's command line: (flag, type, default, help); type bool makes a switch.
+Option = tuple
+
+
+def benchmark_args(doc: str, options: list[Option], threads: int = 2, repeats: int = 3, argv=None):
+    """Parse a benchmark's command line: its ``options`` table plus ``--threads`` (torch's CPU threads, set
+    here) and ``--repeats`` (best of this many timed runs per path)."""
+    import torch
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for flag, kind, default, help_text in options:
+        if kind is bool:
+            parser.add_argument(flag, action="store_true", help=help_text)
+        else:
+            parser.add_argument(flag, type=kind, default=default, help=help_text)
+    parser.add_argument("--threads", type=int, default=threads, help="torch CPU threads")
+    parser.add_argument("--repeats", type=int, default=repeats, help="best of this many timed runs per path")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    return parser, args
+
+
+def tiny_scorer(**config_kwargs):
+    """A tiny random MIEScore checkpoint, built in a temporary folder and loaded on CPU in float32."""
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing import build_tiny_miescore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny", **config_kwargs)), device="cpu",
+                           dtype="float32")

@@ -12,13 +12,9 @@ instead gives G*L^2/2 / (P^2/2 + G*S*(P + S/2)).
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
 
-import torch
 
-from bench_common import group_of_edits, interleaved_best, real_photos
+from bench_common import benchmark_args, group_of_edits, interleaved_best, real_photos, tiny_scorer
 
 
 def token_counts(model, sample) -> tuple[int, int, int]:
@@ -31,19 +27,9 @@ def token_counts(model, sample) -> tuple[int, int, int]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--group-size", type=int, default=12)
-    parser.add_argument("--batch-size", type=int, default=12)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
-    from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.testing import build_tiny_miescore
-
-    with tempfile.TemporaryDirectory() as tmp:
-        model = load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny")), device="cpu", dtype="float32")
+    _, args = benchmark_args(__doc__, [("--group-size", int, 12, "edits per group (G)"),
+                                       ("--batch-size", int, 12, "edits per forward pass")], repeats=5)
+    model = tiny_scorer()
     images = real_photos(512)
     print(f"tiny MIEScore, CPU {args.threads} threads, G={args.group_size} edits per group, images 512x512, "
           f"batch {args.batch_size}; skill rubric in the prefix")

@@ -22,7 +22,6 @@ the CPU-time ratio is the steadier figure on a shared machine. Memory is measure
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import shutil
@@ -32,9 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
 
-from bench_common import group_of_edits, interleaved_best, photo_samples, real_photos
+from bench_common import benchmark_args, group_of_edits, interleaved_best, photo_samples, real_photos
 from bench_server import batch_stats, from_b64, hammer, process_cpu_seconds, start_server, to_b64
 from realistic_costs import cost_ceiling, token_counts
 
@@ -240,30 +238,32 @@ def memory_section(model_path: Path, shape: str, args) -> str:
 # ------------------------------------------------------------------------------------------ main
 
 
+# The command line, one row per option: (flag, type, default, help).
+OPTIONS = [
+    ("--quick", bool, None, "tiny width and small workloads: checks the script"),
+    ("--shapes", str, "8b,2b", "comma-separated: 8b, 2b, tiny"),
+    ("--sections", str, ",".join(SECTIONS), "comma-separated: " + ", ".join(SECTIONS)),
+    ("--checkpoint-dir", str, None, "keep the built checkpoints here (default: a temporary folder)"),
+    ("--sizes", str, "512", "prefix reuse: image sides, comma-separated"),
+    ("--group-size", int, 12, "prefix reuse: edits per group (G)"),
+    ("--prefix-sources", int, 3, "prefix reuse: sources per edit"),
+    ("--batch-samples", int, 8, "batching: edits scored"),
+    ("--batch-sizes", str, "2,4,8", "batching: batch sizes tried, comma-separated"),
+    ("--batch-image", int, 256, "batching: image side"),
+    ("--server-samples", int, 16, "server: edits sent"),
+    ("--server-image", int, 256, "server: image side"),
+    ("--clients", int, 16, "server: concurrent client threads"),
+    ("--max-batch", int, 8, "server: --max-batch"),
+    ("--max-wait-ms", float, 20.0, "server: --max-wait-ms"),
+    ("--memory-sources", str, "1,2,3,4", "memory: source counts, comma-separated"),
+    ("--memory-group", int, 4, "memory: edits per group"),
+    ("--memory-image", int, 512, "memory: image side"),
+    ("--memory-jobs", int, 1, "memory probes running at once"),
+]
+
+
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny width and small workloads: checks the script")
-    parser.add_argument("--shapes", default="8b,2b", help="comma-separated: 8b, 2b, tiny")
-    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated: " + ", ".join(SECTIONS))
-    parser.add_argument("--checkpoint-dir", help="keep the built checkpoints here (default: a temporary folder)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--sizes", default="512", help="prefix reuse: image sides, comma-separated")
-    parser.add_argument("--group-size", type=int, default=12)
-    parser.add_argument("--prefix-sources", type=int, default=3)
-    parser.add_argument("--batch-samples", type=int, default=8)
-    parser.add_argument("--batch-sizes", default="2,4,8")
-    parser.add_argument("--batch-image", type=int, default=256)
-    parser.add_argument("--server-samples", type=int, default=16)
-    parser.add_argument("--server-image", type=int, default=256)
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--max-batch", type=int, default=8)
-    parser.add_argument("--max-wait-ms", type=float, default=20.0)
-    parser.add_argument("--memory-sources", default="1,2,3,4")
-    parser.add_argument("--memory-group", type=int, default=4)
-    parser.add_argument("--memory-image", type=int, default=512)
-    parser.add_argument("--memory-jobs", type=int, default=1, help="memory probes running at once")
-    args = parser.parse_args(argv)
+    parser, args = benchmark_args(__doc__, OPTIONS, repeats=2, argv=argv)
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
@@ -279,7 +279,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
     from modeling_miescore.scoring.loading import load_scorer
 
     with tempfile.TemporaryDirectory() as tmp:

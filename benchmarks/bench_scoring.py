@@ -9,28 +9,14 @@ and their ratio.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
 
-import torch
-from bench_common import interleaved_best, photo_samples
+from bench_common import benchmark_args, interleaved_best, photo_samples, tiny_scorer
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=24)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
-    from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.testing import build_tiny_miescore
-
-    with tempfile.TemporaryDirectory() as tmp:
-        model = load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny")), device="cpu", dtype="float32")
+    _, args = benchmark_args(__doc__, [("--samples", int, 24, "edits scored"),
+                                       ("--batch-size", int, 8, "edits per forward pass")])
+    model = tiny_scorer()
     samples = photo_samples(args.samples, 512)
     model.score_batch(samples[:2], batch_size=2)  # warm-up
 

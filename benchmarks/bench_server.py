@@ -14,7 +14,6 @@ clients themselves took (they share the machine's cores with the server).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import io
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from bench_common import photo_samples
+from bench_common import benchmark_args, photo_samples
 
 
 def to_b64(image: Image.Image) -> str:
@@ -101,19 +100,11 @@ def batch_stats(url: str) -> tuple[float, float]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=48)
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--max-batch", type=int, default=16)
-    parser.add_argument("--max-wait-ms", type=float, default=20.0)
-    parser.add_argument("--size", type=int, default=256, help="image side in pixels (3 images per sample)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=1, help="best of this many timed runs per path")
-    args = parser.parse_args()
-
-    import torch
-
-    torch.set_num_threads(args.threads)
+    _, args = benchmark_args(__doc__, [
+        ("--samples", int, 48, "edits sent"), ("--clients", int, 32, "concurrent client threads"),
+        ("--max-batch", int, 16, "the server's --max-batch"),
+        ("--max-wait-ms", float, 20.0, "the server's --max-wait-ms"),
+        ("--size", int, 256, "image side in pixels (3 images per sample)")], repeats=1)
     from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.testing import build_tiny_miescore
 

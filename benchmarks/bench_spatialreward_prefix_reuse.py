@@ -15,15 +15,13 @@ same in both, so the end-to-end speed-up is below the prefill ratio and shrinks 
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 import numpy as np
-import torch
 from PIL import Image
 
-from bench_common import interleaved_best, real_photos
+from bench_common import benchmark_args, interleaved_best, real_photos
 
 
 def token_counts(model, sample) -> tuple[int, int, int]:
@@ -42,15 +40,10 @@ def token_counts(model, sample) -> tuple[int, int, int]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--group-size", type=int, default=12)
-    parser.add_argument("--batch-size", type=int, default=12)
-    parser.add_argument("--size", type=int, default=512, help="side of the square source and edited images")
-    parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    _, args = benchmark_args(__doc__, [
+        ("--group-size", int, 12, "edits per group (G)"), ("--batch-size", int, 12, "edits per generate call"),
+        ("--size", int, 512, "side of the square source and edited images"),
+        ("--max-new-tokens", int, 16, "tokens generated per pass")])
 
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
     from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .processing_miescore import strip_auto_maps
+
 # BibTeX from the papers' first pages. The MIEScore paper's text names neither authors nor an arXiv id, only the
 # project page, so its entry is a @misc with that URL.
 MIESCORE_BIBTEX = """@misc{miescore,
@@ -325,6 +327,15 @@ def save_default_model_card(model, folder: str | os.PathLike) -> Path | None:
     return write_model_card(folder, render_model_card(kind, ModelCardInfo(base_model=hub_repo_id(base))))
 
 
+def save_processor_and_card(model, folder: str | os.PathLike) -> None:
+    """What both models' ``save_pretrained`` adds beside the weights: the stock processor (its files naming no
+    code: every ``auto_map`` stripped) and the default card (:func:`save_default_model_card`)."""
+    if model.processor is not None:
+        model.processor.save_pretrained(folder)
+        strip_auto_maps(folder)
+    save_default_model_card(model, folder)
+
+
 __all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "MIESCORE_BIBTEX", "ModelCardInfo",
            "REPO_PLACEHOLDER", "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id", "render_model_card",
-           "save_default_model_card", "write_model_card"]
+           "save_default_model_card", "save_processor_and_card", "write_model_card"]

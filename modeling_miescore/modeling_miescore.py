@@ -32,7 +32,7 @@ from .lm_digit_scores import DigitScoreReader, greedy_digit_logits, teacher_forc
 from .overall import overall_score
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
-                                  load_stock_processor, prepare_inputs, strip_auto_maps)
+                                  load_stock_processor, prepare_inputs)
 
 
 @dataclass
@@ -386,17 +386,14 @@ class MIEScoreModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
         ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
-        (README.md, unless the folder has one: ``model_card.save_default_model_card``)."""
-        from .model_card import save_default_model_card
+        (README.md, unless the folder has one: ``model_card.save_processor_and_card``)."""
+        from .model_card import save_processor_and_card
         from .pipeline_miescore import CUSTOM_PIPELINES
 
         self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
         super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
-            if self.processor is not None:
-                self.processor.save_pretrained(save_directory)
-                strip_auto_maps(save_directory)  # the processor is the stock class: no processor file names code
-            save_default_model_card(self, save_directory)
+            save_processor_and_card(self, save_directory)
 
 
 def _lm_digit_token_ids(processor, output_layer, config_kwargs: dict) -> dict:

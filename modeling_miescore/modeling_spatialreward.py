@@ -35,7 +35,7 @@ from .configuration_spatialreward import SpatialRewardConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .prefix_reuse import build_prefix_cache, generate_from_prefix, pack_rows_after_prefix, rope_positions
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_size_kwargs, load_checkpoint_processor,
-                                  num_image_tokens, strip_auto_maps)
+                                  num_image_tokens)
 from .spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from .spatialreward_tokens import strip_control_tokens
 
@@ -333,8 +333,8 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors), the config with ``auto_map`` and ``custom_pipelines`` (the
         ``image-edit-scoring`` pipeline), the model code, the processor beside and a model card (README.md,
-        unless the folder has one: ``model_card.save_default_model_card``)."""
-        from .model_card import save_default_model_card
+        unless the folder has one: ``model_card.save_processor_and_card``)."""
+        from .model_card import save_processor_and_card
         from .pipeline_miescore import CUSTOM_PIPELINES
 
         self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
@@ -347,10 +347,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         self.config.auto_map = auto_map
         super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
-            if self.processor is not None:
-                self.processor.save_pretrained(save_directory)
-                strip_auto_maps(save_directory)  # the processor is the stock class: no processor file names code
-            save_default_model_card(self, save_directory)
+            save_processor_and_card(self, save_directory)
 
 
 SpatialRewardConfig.register_for_auto_class()

@@ -102,5 +102,5 @@ def test_reduced_decoding_scores_like_full_decoding(tiny_miescore, examples, tmp
     assert all(r.width * r.height < f.width * f.height / 3 for r, f in zip(reduced.sources, full.sources))
     assert all(r.width * r.height >= budget for r in [*reduced.sources, reduced.edited])
     processor = tiny_miescore.get_processor()
-    a, b = (tiny_miescore._score_loaded([s], processor)[0] for s in (full, reduced))
+    a, b = (tiny_miescore._run_call(tiny_miescore._prepare_call([s], None, processor), 1)[0] for s in (full, reduced))
     assert max(abs(a[name] - b[name]) for name in a) < 0.5, (a, b)  # 0-100 scale; measured: < 0.05

@@ -135,6 +135,63 @@ def report(name, ours, naive=None, note=""):
     print(f"{name:<62}{ours * 1e3:10.2f}{naive_s}{ratio}  {note}")
 
 
+def bench_correlations(pred, mos, models, r: int, sub: int) -> None:
+    pl, ml = pred.tolist(), mos.tolist()
+    report("SRCC (36k)", best_time(lambda: srcc(pred, mos), r), best_time(lambda: naive_srcc(pl, ml), 1))
+    report("PLCC raw (36k)", best_time(lambda: plcc(pred, mos), r), best_time(lambda: naive_pearson(pl, ml), 1))
+    report("KRCC tau-b (36k)", best_time(lambda: krcc(pred, mos), r))
+    ps, ms = pred[:sub], mos[:sub]
+    report(f"KRCC tau-b ({sub} items, naive O(n^2) loop)", best_time(lambda: krcc(ps, ms), r),
+           best_time(lambda: naive_kendall_b(ps.tolist(), ms.tolist()), 1))
+    report("4-parameter logistic fit (36k)", best_time(lambda: fit_logistic(pred, mos), r))
+    report("correlations(): srcc+krcc+plcc+plcc_logistic (36k)", best_time(lambda: correlations(pred, mos), r))
+    report("model-ranking SRCC (36k items, 12 models)", best_time(lambda: model_ranking_srcc(pred, mos, models), r))
+
+
+def bench_groups(rng, n: int, r: int) -> list:
+    """MER-Bench group metrics; returns the 600 groups (the bootstrap reuses them)."""
+    sizes = [2] * 200 + [3] * 200 + [4] * 200
+    mer = [np.round(rng.normal(size=k) - 0.5 * np.arange(k), 1).tolist() for k in sizes]
+    report("group accuracy + Kendall tau (600 MER groups)",
+           best_time(lambda: (group_accuracy(mer), kendall_tau_groups(mer)), r),
+           best_time(lambda: naive_group_metrics(mer), r))
+    big = np.round(rng.normal(size=(n // 3, 3)) - 0.5 * np.arange(3), 1)
+    big_l = big.tolist()
+    report(f"group accuracy + Kendall tau ({n // 3} groups, lists)",
+           best_time(lambda: (group_accuracy(big_l), kendall_tau_groups(big_l)), r),
+           best_time(lambda: naive_group_metrics(big_l), 1))
+    report(f"group accuracy + Kendall tau ({n // 3} groups, 2-D array)",
+           best_time(lambda: (group_accuracy(big), kendall_tau_groups(big)), r))
+    return mer
+
+
+def bench_pairwise(pred, mos, n: int, r: int, sub: int) -> None:
+    """Pairwise accuracy with the tie-threshold (epsilon) calibration."""
+    a, b = pred[: n // 2], pred[n // 2 : 2 * (n // 2)]
+    hd = mos[: n // 2] - mos[n // 2 : 2 * (n // 2)]
+    pref = np.where(np.abs(hd) < 5, 0, np.sign(hd)).astype(int)
+    report(f"pairwise accuracy, epsilon search ({n // 2} pairs)",
+           best_time(lambda: pairwise_accuracy(a, b, pref, tie_policy="calibrated"), r))
+    report(f"pairwise accuracy, epsilon search ({sub} pairs, naive)",
+           best_time(lambda: pairwise_accuracy(a[:sub], b[:sub], pref[:sub], tie_policy="calibrated"), r),
+           best_time(lambda: naive_epsilon_search(a[:sub].tolist(), b[:sub].tolist(), pref[:sub].tolist()), 1))
+
+
+def bench_bootstrap(pred, mos, inst, mer, nb: int) -> None:
+    t = time.perf_counter()
+    ci = bootstrap_ci(srcc, pred, mos, n=nb, groups=inst)
+    t_boot = time.perf_counter() - t
+    k_naive = max(3, nb // 100)
+    t = time.perf_counter()
+    naive_grouped_bootstrap(naive_srcc, pred.tolist(), mos.tolist(), inst.tolist(), k_naive)
+    t_naive = (time.perf_counter() - t) * nb / k_naive
+    report(f"bootstrap CI of SRCC, {nb} instance resamples (36k)", t_boot, t_naive,
+           f"naive: {k_naive} resamples timed, scaled to {nb}; SRCC {ci.point:.4f} [{ci.low:.4f}, {ci.high:.4f}]")
+    t = time.perf_counter()
+    bootstrap_ci(group_accuracy, mer, n=nb)
+    report(f"bootstrap CI of group accuracy, {nb} resamples (600 groups)", time.perf_counter() - t)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=36_000)
@@ -144,92 +201,17 @@ def main():
     args = ap.parse_args()
 
     rng = np.random.default_rng(0)
-    n = args.items
-    n_models = 12
+    n, n_models = args.items, 12
     inst = np.repeat(np.arange(n // n_models), n_models)
     models = np.tile(np.arange(n_models), n // n_models)
     mos = rng.uniform(10, 90, size=inst.shape[0])
     pred = np.round(100 / (1 + np.exp(-(mos - 50) / 15)) + rng.normal(scale=8, size=mos.shape), 2)
-    pl, ml = pred.tolist(), mos.tolist()
-    r = args.repeats
-
-    print(f"items={inst.shape[0]}  bootstrap resamples={args.boot}  (times: best of {r}, milliseconds)")
+    print(f"items={inst.shape[0]}  bootstrap resamples={args.boot}  (times: best of {args.repeats}, milliseconds)")
     print(f"{'metric':<62}{'ours ms':>10}{'naive ms':>11}{'ratio':>10}")
-
-    # correlations
-    report("SRCC (36k)", best_time(lambda: srcc(pred, mos), r), best_time(lambda: naive_srcc(pl, ml), 1))
-    report(
-        "PLCC raw (36k)", best_time(lambda: plcc(pred, mos), r), best_time(lambda: naive_pearson(pl, ml), 1)
-    )
-    report("KRCC tau-b (36k)", best_time(lambda: krcc(pred, mos), r))
-    sub = args.naive_sub
-    ps, ms = pred[:sub], mos[:sub]
-    report(
-        f"KRCC tau-b ({sub} items, naive O(n^2) loop)",
-        best_time(lambda: krcc(ps, ms), r),
-        best_time(lambda: naive_kendall_b(ps.tolist(), ms.tolist()), 1),
-    )
-    report("4-parameter logistic fit (36k)", best_time(lambda: fit_logistic(pred, mos), r))
-    report(
-        "correlations(): srcc+krcc+plcc+plcc_logistic (36k)", best_time(lambda: correlations(pred, mos), r)
-    )
-    report(
-        "model-ranking SRCC (36k items, 12 models)",
-        best_time(lambda: model_ranking_srcc(pred, mos, models), r),
-    )
-
-    # MER-Bench groups
-    sizes = [2] * 200 + [3] * 200 + [4] * 200
-    mer = [np.round(rng.normal(size=k) - 0.5 * np.arange(k), 1).tolist() for k in sizes]
-    report(
-        "group accuracy + Kendall tau (600 MER groups)",
-        best_time(lambda: (group_accuracy(mer), kendall_tau_groups(mer)), r),
-        best_time(lambda: naive_group_metrics(mer), r),
-    )
-    big = np.round(rng.normal(size=(n // 3, 3)) - 0.5 * np.arange(3), 1)
-    big_l = big.tolist()
-    report(
-        f"group accuracy + Kendall tau ({n // 3} groups, lists)",
-        best_time(lambda: (group_accuracy(big_l), kendall_tau_groups(big_l)), r),
-        best_time(lambda: naive_group_metrics(big_l), 1),
-    )
-    report(
-        f"group accuracy + Kendall tau ({n // 3} groups, 2-D array)",
-        best_time(lambda: (group_accuracy(big), kendall_tau_groups(big)), r),
-    )
-
-    # pairwise tie calibration
-    a, b = pred[: n // 2], pred[n // 2 : 2 * (n // 2)]
-    hd = mos[: n // 2] - mos[n // 2 : 2 * (n // 2)]
-    pref = np.where(np.abs(hd) < 5, 0, np.sign(hd)).astype(int)
-    report(
-        f"pairwise accuracy, epsilon search ({n // 2} pairs)",
-        best_time(lambda: pairwise_accuracy(a, b, pref, tie_policy="calibrated"), r),
-    )
-    report(
-        f"pairwise accuracy, epsilon search ({sub} pairs, naive)",
-        best_time(lambda: pairwise_accuracy(a[:sub], b[:sub], pref[:sub], tie_policy="calibrated"), r),
-        best_time(lambda: naive_epsilon_search(a[:sub].tolist(), b[:sub].tolist(), pref[:sub].tolist()), 1),
-    )
-
-    # bootstrap
-    nb = args.boot
-    t = time.perf_counter()
-    ci = bootstrap_ci(srcc, pred, mos, n=nb, groups=inst)
-    t_boot = time.perf_counter() - t
-    k_naive = max(3, nb // 100)
-    t = time.perf_counter()
-    naive_grouped_bootstrap(naive_srcc, pl, ml, inst.tolist(), k_naive)
-    t_naive = (time.perf_counter() - t) * nb / k_naive
-    report(
-        f"bootstrap CI of SRCC, {nb} instance resamples (36k)",
-        t_boot,
-        t_naive,
-        f"naive: {k_naive} resamples timed, scaled to {nb}; SRCC {ci.point:.4f} [{ci.low:.4f}, {ci.high:.4f}]",
-    )
-    t = time.perf_counter()
-    bootstrap_ci(group_accuracy, mer, n=nb)
-    report(f"bootstrap CI of group accuracy, {nb} resamples (600 groups)", time.perf_counter() - t)
+    bench_correlations(pred, mos, models, args.repeats, args.naive_sub)
+    mer = bench_groups(rng, n, args.repeats)
+    bench_pairwise(pred, mos, n, args.repeats, args.naive_sub)
+    bench_bootstrap(pred, mos, inst, mer, args.boot)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ def test_seventeen_huge_bitmaps_are_refused_from_their_headers(tiny_miescore_pat
     assert run["peak_mb"] - run["before_mb"] < 50, run  # nothing was decoded
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_with_the_budget_raised_they_are_scored_in_bounded_memory(tiny_miescore_path, bitmaps):
     run = _score_in_subprocess(tiny_miescore_path, bitmaps, max_sample_pixels=10**9)
     assert run["outcome"] == "scored", run

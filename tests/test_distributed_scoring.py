@@ -48,6 +48,7 @@ def test_rank_resumes_its_shard_after_a_crash(edits_file, tmp_path):
     assert _ids(shard) == ["x5", "x4", "x6", "x7", "x8"]  # x6's cut-off line was dropped and rescored
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_accelerate_launch_two_cpu_processes(edits_file, tmp_path, tiny_miescore_path, tiny_miescore):
     output = tmp_path / "preds.jsonl"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

@@ -235,6 +235,7 @@ report({"scores": scores})
 """
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_other_backbone_checkpoints_load_and_score_without_the_package(tiny_checkpoints, examples, tmp_path):
     from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.testing import save_example_files

@@ -191,6 +191,7 @@ def test_metric_card_has_the_evaluate_template_sections_in_order():
     assert "| SpatialReward | 0.780 | 0.495 | 0.215 | 0.483 | 0.549 |" in readme
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_gradio_widget_builds_and_computes(tmp_path):
     pred, mos, _, _ = _data()
     (tmp_path / "inputs.json").write_text(json.dumps({"pred": pred[:20], "mos": mos[:20]}))

@@ -365,6 +365,7 @@ def _check_sft_cards(out: Path, base: Path, examples, work: Path) -> None:
     assert len({texts[0][0] for texts in expected}) == 2  # the texts depend on the inputs
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_grpo_recipe_with_oracle_runs_and_saves(tiny_sr_path, fixture_dir, examples, tmp_path):
     import torch
 

@@ -175,6 +175,7 @@ def test_lr_schedule_warms_up_then_ends_at_0_4_lr(tiny_miescore_path):
 # --------------------------------------------------------------------------------------------------------
 # train -> export -> reload in a fresh process
 # --------------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
         tiny_miescore_path, small_dataset, small_splits, tmp_path):
     out = tmp_path / "run"

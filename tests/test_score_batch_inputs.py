@@ -140,3 +140,27 @@ def test_an_unknown_device_is_a_one_line_error(capsys, tiny_miescore_path, folde
     code, err = _cli(capsys, "score", "--model", tiny_miescore_path, "--source", folder / "a.png", "--edited",
                      folder / "e.png", "--instruction", "x", "--device", "banana")
     assert code == 2 and "device 'banana'" in err and "Traceback" not in err
+
+
+def test_the_per_sample_pixel_budget_is_an_option_of_the_library_and_both_commands(folder, capsys,
+                                                                                   tiny_miescore_path):
+    """Three 40x32 images are 3,840 decoded pixels: a 3,000-pixel budget refuses the edit from its headers."""
+    lines = [_line(0), _line(1)]
+    report, messages = _score(folder, lines, max_sample_pixels=3000)
+    assert report.scored == 0 and [e.line for e in report.errors] == [1, 2]
+    assert "per-sample budget" in messages[0]
+    (folder / "preds.jsonl").unlink()
+    assert _score(folder, lines, max_sample_pixels=3840)[0].scored == 2
+
+    edit = ["--source", folder / "a.png", "--source", folder / "b.png", "--edited", folder / "e.png",
+            "--instruction", "make it blue", "--device", "cpu"]
+    code, err = _cli(capsys, "score", "--model", tiny_miescore_path, *edit, "--max-sample-pixels", 3000)
+    assert code == 2 and "per-sample budget" in err and "Traceback" not in err
+    assert _cli(capsys, "score", "--model", tiny_miescore_path, *edit, "--max-sample-pixels", 3840)[0] == 0
+    output = folder / "cli-preds.jsonl"
+    code, err = _cli(capsys, "score-batch", "--model", tiny_miescore_path, "--input", folder / "edits.jsonl",
+                     "--output", output, "--max-sample-pixels", 3000, "--no-progress", "--device", "cpu")
+    assert code == 1 and "line 1" in err and not output.read_text()
+    code, _ = _cli(capsys, "score-batch", "--model", tiny_miescore_path, "--input", folder / "edits.jsonl",
+                   "--output", output, "--max-sample-pixels", 3840, "--no-progress", "--device", "cpu")
+    assert code == 0 and _ids(output) == ["x0", "x1"]

@@ -19,6 +19,7 @@ def register(sub) -> None:
     score.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
     score.add_argument("--instruction", required=True, help="the editing instruction")
     score.add_argument("--json", action="store_true", help="print the scores as JSON")
+    _add_pixel_budget_arg(score)
     score.set_defaults(func=cmd_score)
 
     batch = sub.add_parser("score-batch", help="score a JSONL file of edits, resumable")
@@ -30,6 +31,7 @@ def register(sub) -> None:
     batch.add_argument("--on-error", choices=["skip", "stop"], default="skip",
                        help="a bad input line is reported with its line number and skipped (default) or stops the run")
     batch.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_pixel_budget_arg(batch)
     batch.set_defaults(func=cmd_score_batch)
 
     demo = sub.add_parser("demo", help="score the bundled example edits end to end")
@@ -37,6 +39,14 @@ def register(sub) -> None:
     demo.add_argument("--workdir", help="where to build the tiny demo checkpoint (default: a temporary folder)")
     demo.add_argument("--json", action="store_true", help="print one JSON object per example instead of a table")
     demo.set_defaults(func=cmd_demo)
+
+
+def _add_pixel_budget_arg(parser) -> None:
+    from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
+
+    parser.add_argument("--max-sample-pixels", type=number_arg(int, minimum=1), default=DEFAULT_MAX_SAMPLE_PIXELS,
+                        metavar="PIXELS", help="decoded pixels allowed per edit, all its images together, checked "
+                        f"from the image headers before decoding (default {DEFAULT_MAX_SAMPLE_PIXELS:,})")
 
 
 def _format_scores(scores: dict) -> str:
@@ -53,7 +63,7 @@ def load_cli_edit(args, target_pixels: int | None = None):
         raise MIEScoreInputError("no source image given; pass at least one --source IMAGE")
     instruction = check_instruction(args.instruction, where="--instruction")
     return EditSample(sources=list(args.source), edited=args.edited, instruction=instruction).load(
-        target_pixels=target_pixels, where="the edit")
+        target_pixels=target_pixels, where="the edit", max_sample_pixels=args.max_sample_pixels)
 
 
 def cmd_score(args) -> int:
@@ -63,7 +73,7 @@ def cmd_score(args) -> int:
     sample = load_cli_edit(args, int(max_pixels) if isinstance(max_pixels, int) else None)
     _quiet_transformers()
     model = load_scorer(args.model, device=args.device, dtype=args.dtype)
-    scores = model.score(sample.sources, sample.edited, sample.instruction)
+    scores = model.score(sample.sources, sample.edited, sample.instruction, max_sample_pixels=args.max_sample_pixels)
     print(json.dumps(scores) if args.json else _format_scores(scores))
     return 0
 
@@ -88,10 +98,12 @@ def cmd_score_batch(args) -> int:
         if args.device == "auto":
             device = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
     model = load_scorer(args.model, device=device, dtype=args.dtype)
-    report = score_jsonl(lambda samples, b: model.score_batch(samples, batch_size=b), args.input, args.output,
+    budget = args.max_sample_pixels
+    report = score_jsonl(lambda samples, b: model.score_batch(samples, batch_size=b, max_sample_pixels=budget),
+                         args.input, args.output,
                          batch_size=args.batch_size, on_error=args.on_error,
                          progress=not args.no_progress and rank == 0, rank=rank, world_size=world_size,
-                         target_pixels=int(model.config.max_pixels))
+                         target_pixels=int(model.config.max_pixels), max_sample_pixels=budget)
     if world_size > 1:
         dist.barrier()
         if rank == 0:

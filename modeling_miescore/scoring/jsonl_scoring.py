@@ -218,9 +218,9 @@ class _JsonlRun:
     """One pass over the input lines of this rank, appending to ``write_path`` (see :func:`score_jsonl`)."""
 
     def __init__(self, score_batch, input_path: Path, write_path: Path, batch_size: int, on_error: str,
-                 chunk: int, log, report: BatchReport, target_pixels: int | None = None):
+                 chunk: int, log, report: BatchReport, load_options: dict | None = None):
         self.score_batch, self.input_path, self.write_path = score_batch, input_path, write_path
-        self.target_pixels = target_pixels
+        self.load_options = load_options or {}  # EditSample.load's target_pixels / max_sample_pixels
         self.batch_size, self.on_error, self.chunk, self.log, self.report = batch_size, on_error, chunk, log, report
         self.pending: list[tuple[int, EditSample]] = []
 
@@ -272,7 +272,7 @@ class _JsonlRun:
                 if error is None:
                     try:
                         sample = record_to_sample(record, base)
-                        self.pending.append((number, sample.load(target_pixels=self.target_pixels, where="sample")))
+                        self.pending.append((number, sample.load(where="sample", **self.load_options)))
                     except (MIEScoreInputError, OSError, ValueError) as err:
                         error = str(err)
                 if error is not None:
@@ -295,13 +295,14 @@ def score_jsonl(
     rank: int = 0,
     world_size: int = 1,
     target_pixels: int | None = None,
+    max_sample_pixels: int | None = None,
 ) -> BatchReport:
     """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
 
     ``score_batch(samples, batch_size)`` returns one score dict per loaded sample, in order (e.g.
     ``lambda s, b: model.score_batch(s, batch_size=b)``), or an exception instance for a sample it could not
-    score (reported like a bad line and not written, so a rerun tries it again). A bad line is reported with its number and skipped
-    (``on_error="skip"``) or stops the run (``on_error="stop"``, raising :class:`BatchInputError`).
+    score (reported like a bad line and not written, so a rerun tries it again). A bad line is reported with its
+    number and skipped (``on_error="skip"``) or stops the run (``on_error="stop"``, raising :class:`BatchInputError`).
     Results are written every ``chunk_size`` edits (default ``8 * batch_size``): a crash loses at most that many.
 
     With ``world_size > 1`` this process takes the ``rank``-th contiguous slice of the input lines (contiguous,
@@ -311,7 +312,8 @@ def score_jsonl(
 
     Each line's images are checked from their headers (``processing_miescore.EditSample.load``: format, size,
     aspect ratio, the per-sample pixel budget) and decoded before scoring; ``target_pixels`` (the model's
-    ``max_pixels``) lets a much larger image be reduced while decoding.
+    ``max_pixels``) lets a much larger image be reduced while decoding; ``max_sample_pixels`` replaces the
+    default per-sample budget (give the scorer the same value).
     """
     if on_error not in ("skip", "stop"):
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
@@ -329,7 +331,9 @@ def score_jsonl(
         if repaired:
             log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
         run = _JsonlRun(score_batch, input_path, write_path, batch_size, on_error,
-                        max(chunk_size or batch_size * 8, 1), log, report, target_pixels)
+                        max(chunk_size or batch_size * 8, 1), log, report,
+                        {"target_pixels": target_pixels,
+                         **({"max_sample_pixels": max_sample_pixels} if max_sample_pixels else {})})
         with tqdm(total=len(entries), desc="score-batch", unit="edit", file=sys.stderr,
                   disable=not progress) as bar:
             run.run(entries, done | shard_done, bar)

@@ -157,6 +157,8 @@ def test_the_per_sample_pixel_budget_is_an_option_of_the_library_and_both_comman
     code, err = _cli(capsys, "score", "--model", tiny_miescore_path, *edit, "--max-sample-pixels", 3000)
     assert code == 2 and "per-sample budget" in err and "Traceback" not in err
     assert _cli(capsys, "score", "--model", tiny_miescore_path, *edit, "--max-sample-pixels", 3840)[0] == 0
+    code, err = _cli(capsys, "spatialreward", "--model", folder, *edit, "--max-sample-pixels", 3000)
+    assert code == 2 and "per-sample budget" in err  # refused from the headers, before any model is loaded
     output = folder / "cli-preds.jsonl"
     code, err = _cli(capsys, "score-batch", "--model", tiny_miescore_path, "--input", folder / "edits.jsonl",
                      "--output", output, "--max-sample-pixels", 3000, "--no-progress", "--device", "cpu")

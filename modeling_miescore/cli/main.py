@@ -88,6 +88,15 @@ def add_device_args(parser, when: str = "") -> None:
                         help=f"{when}weights dtype (default: bfloat16 on GPU, float32 on CPU)")
 
 
+def add_pixel_budget_arg(parser: argparse.ArgumentParser) -> None:
+    """``--max-sample-pixels``: the per-edit decoded-pixel budget checked from the image headers."""
+    from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
+
+    parser.add_argument("--max-sample-pixels", type=number_arg(int, minimum=1), default=DEFAULT_MAX_SAMPLE_PIXELS,
+                        metavar="PIXELS", help="decoded pixels allowed per edit, all its images together, checked "
+                        f"from the image headers before decoding (default {DEFAULT_MAX_SAMPLE_PIXELS:,})")
+
+
 def _add_model_args(parser: argparse.ArgumentParser, required: bool = True):
     parser.add_argument("--model", required=required, help="checkpoint folder or Hub repo id of a MIEScore model")
     add_device_args(parser)

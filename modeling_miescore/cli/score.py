@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import _add_model_args, _quiet_transformers, finish_run, number_arg
+from .main import _add_model_args, _quiet_transformers, add_pixel_budget_arg, finish_run, number_arg
 
 
 def register(sub) -> None:
@@ -19,7 +19,7 @@ def register(sub) -> None:
     score.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
     score.add_argument("--instruction", required=True, help="the editing instruction")
     score.add_argument("--json", action="store_true", help="print the scores as JSON")
-    _add_pixel_budget_arg(score)
+    add_pixel_budget_arg(score)
     score.set_defaults(func=cmd_score)
 
     batch = sub.add_parser("score-batch", help="score a JSONL file of edits, resumable")
@@ -31,7 +31,7 @@ def register(sub) -> None:
     batch.add_argument("--on-error", choices=["skip", "stop"], default="skip",
                        help="a bad input line is reported with its line number and skipped (default) or stops the run")
     batch.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    _add_pixel_budget_arg(batch)
+    add_pixel_budget_arg(batch)
     batch.set_defaults(func=cmd_score_batch)
 
     demo = sub.add_parser("demo", help="score the bundled example edits end to end")
@@ -39,14 +39,6 @@ def register(sub) -> None:
     demo.add_argument("--workdir", help="where to build the tiny demo checkpoint (default: a temporary folder)")
     demo.add_argument("--json", action="store_true", help="print one JSON object per example instead of a table")
     demo.set_defaults(func=cmd_demo)
-
-
-def _add_pixel_budget_arg(parser) -> None:
-    from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
-
-    parser.add_argument("--max-sample-pixels", type=number_arg(int, minimum=1), default=DEFAULT_MAX_SAMPLE_PIXELS,
-                        metavar="PIXELS", help="decoded pixels allowed per edit, all its images together, checked "
-                        f"from the image headers before decoding (default {DEFAULT_MAX_SAMPLE_PIXELS:,})")
 
 
 def _format_scores(scores: dict) -> str:

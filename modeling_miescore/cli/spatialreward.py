@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import add_device_args
+from .main import add_device_args, add_pixel_budget_arg
 
 _DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 
@@ -83,7 +83,8 @@ def cmd_spatialreward(args) -> int:
         scorer = load_spatialreward(args.model, device=args.device, dtype=args.dtype)
     if args.max_new_tokens is not None:
         scorer.config.max_new_tokens = int(args.max_new_tokens)
-    result = scorer.evaluate_edit(sources, edited, sample.instruction)
+    budget = {} if args.api_base else {"max_sample_pixels": args.max_sample_pixels}  # the API checks no budget
+    result = scorer.evaluate_edit(sources, edited, sample.instruction, **budget)
 
     if args.draw:
         from ..drawing import draw_regions
@@ -121,6 +122,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as one JSON object")
     parser.add_argument("--draw", metavar="OUT.png", help="write the edited image with the edit regions drawn")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="override the config's generation budget")
+    add_pixel_budget_arg(parser)
     add_device_args(parser)
     parser.set_defaults(func=cmd_spatialreward)
 

@@ -71,7 +71,7 @@ def interleaved_best(fns, repeats: int):
 
 
 # One option of a benchmark's command line: (flag, type, default, help); type bool makes a switch.
-Option = tuple
+Option = tuple[str, type, object, str]
 
 
 def benchmark_args(doc: str, options: list[Option], threads: int = 2, repeats: int = 3, argv=None):

@@ -169,13 +169,10 @@ def _settings(data) -> dict:
     return {key: value for key, value in data.items() if key not in _CLASS_KEYS}
 
 
-def _component_settings(source: str, hub_kwargs: dict) -> tuple[dict | None, dict | None]:
-    """``(image settings, video settings)`` from ``processor_config.json`` or the older per-part files."""
-    image = video = None
-    nested = _checkpoint_file(source, PROCESSOR_FILE, hub_kwargs)
-    if nested:
-        data = _read_json(nested)
-        image, video = data.get("image_processor"), data.get("video_processor")
+def _component_settings(source: str, nested: dict, hub_kwargs: dict) -> tuple[dict | None, dict | None]:
+    """``(image settings, video settings)`` from ``processor_config.json`` (``nested``, read already) or the
+    older per-part files."""
+    image, video = nested.get("image_processor"), nested.get("video_processor")
     if image is None and (path := _checkpoint_file(source, IMAGE_PROCESSOR_FILE, hub_kwargs)):
         image = _read_json(path)
     if video is None and (path := _checkpoint_file(source, VIDEO_PROCESSOR_FILE, hub_kwargs)):
@@ -195,12 +192,11 @@ def _chat_template(source: str, hub_kwargs: dict) -> str | None:
     return None
 
 
-def _other_stock_processor_class(source: str, hub_kwargs: dict):
+def _other_stock_processor_class(source: str, nested: dict):
     """The stock transformers processor class a non-Qwen3-VL checkpoint names (``processor_class`` of its
-    ``processor_config.json``), or None for Qwen3-VL (or when it names none). A name that is not a processor
-    class shipped inside transformers is refused: that would be code from the checkpoint."""
-    path = _checkpoint_file(source, PROCESSOR_FILE, hub_kwargs)
-    name = _read_json(path).get("processor_class") if path else None
+    ``processor_config.json``, ``nested``), or None for Qwen3-VL (or when it names none). A name that is not a
+    processor class shipped inside transformers is refused: that would be code from the checkpoint."""
+    name = nested.get("processor_class")
     if not name or name == "Qwen3VLProcessor":
         return None
     import transformers
@@ -228,14 +224,17 @@ def load_stock_processor(source, revision: str | None = None, token=None, **hub_
 
     source = os.fspath(source)
     hub_kwargs = {**hub_kwargs, **({"revision": revision} if revision else {}), **({"token": token} if token else {})}
-    other = _other_stock_processor_class(source, hub_kwargs)
-    if other is not None:  # another backbone family: its own stock class, remote code refused outright
-        return other.from_pretrained(source, trust_remote_code=False, **hub_kwargs)
     try:
-        image, video = _component_settings(source, hub_kwargs)
-        chat_template = _chat_template(source, hub_kwargs)
+        nested_path = _checkpoint_file(source, PROCESSOR_FILE, hub_kwargs)
+        nested = _read_json(nested_path) if nested_path else {}
+        other = _other_stock_processor_class(source, nested)
+        if other is None:
+            image, video = _component_settings(source, nested, hub_kwargs)
+            chat_template = _chat_template(source, hub_kwargs)
     except json.JSONDecodeError as err:
         raise ValueError(f"a processor file of '{source}' is not valid JSON ({err})") from None
+    if other is not None:  # another backbone family: its own stock class, remote code refused outright
+        return other.from_pretrained(source, trust_remote_code=False, **hub_kwargs)
     if image is None:
         raise OSError(f"'{source}' has no image processor settings ({PROCESSOR_FILE} or {IMAGE_PROCESSOR_FILE})")
     tokenizer = Qwen2Tokenizer.from_pretrained(source, **hub_kwargs)

@@ -188,12 +188,13 @@ def test_other_backbone_families_get_their_stock_processor_and_run_no_code(tiny_
     """A scorer on another backbone: the stock class its processor_config names, no planted code run."""
     from modeling_miescore.scoring.loading import load_scorer
 
-    tampered = tamper_checkpoint(tiny_checkpoints("miescore", backbone), tmp_path / "tampered")
+    original = tiny_checkpoints("miescore", backbone)
+    tampered = tamper_checkpoint(original, tmp_path / "tampered")
     model = load_scorer(str(tampered.path), device="cpu", dtype="float32")
     processor = model.get_processor()
     assert type(processor).__name__ == processor_class and type(processor).__module__.startswith("transformers.")
-    source, edited = images
-    assert 0 <= model.score(sources=[str(source)], edited=str(edited), instruction="make it blue")["overall"] <= 100
+    edit = {"sources": [str(images[0])], "edited": str(images[1]), "instruction": "make it blue"}
+    assert model.score(**edit) == load_scorer(str(original), device="cpu", dtype="float32").score(**edit)
     assert tampered.code_ran() == []
 
 

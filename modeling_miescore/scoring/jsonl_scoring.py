@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 from tqdm.auto import tqdm
 
 from ..image_io import MIEScoreInputError, regular_file_problem
-from ..processing_miescore import EditSample, as_edit_sample
+from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, as_edit_sample
 from ..utils.atomic_files import atomic_write
 from ..utils.output_lock import exclusive_output, lock_path_for
 
@@ -295,7 +295,7 @@ def score_jsonl(
     rank: int = 0,
     world_size: int = 1,
     target_pixels: int | None = None,
-    max_sample_pixels: int | None = None,
+    max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS,
 ) -> BatchReport:
     """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
 
@@ -312,8 +312,8 @@ def score_jsonl(
 
     Each line's images are checked from their headers (``processing_miescore.EditSample.load``: format, size,
     aspect ratio, the per-sample pixel budget) and decoded before scoring; ``target_pixels`` (the model's
-    ``max_pixels``) lets a much larger image be reduced while decoding; ``max_sample_pixels`` replaces the
-    default per-sample budget (give the scorer the same value).
+    ``max_pixels``) lets a much larger image be reduced while decoding; ``max_sample_pixels`` is the per-sample
+    budget (give the scorer the same value).
     """
     if on_error not in ("skip", "stop"):
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
@@ -332,8 +332,7 @@ def score_jsonl(
             log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
         run = _JsonlRun(score_batch, input_path, write_path, batch_size, on_error,
                         max(chunk_size or batch_size * 8, 1), log, report,
-                        {"target_pixels": target_pixels,
-                         **({"max_sample_pixels": max_sample_pixels} if max_sample_pixels else {})})
+                        {"target_pixels": target_pixels, "max_sample_pixels": max_sample_pixels})
         with tqdm(total=len(entries), desc="score-batch", unit="edit", file=sys.stderr,
                   disable=not progress) as bar:
             run.run(entries, done | shard_done, bar)

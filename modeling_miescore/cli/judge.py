@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import finish_run
-from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
+from .model_calls import ModelCallRun, add_call_args, parse_prices
 
 
 def register(sub) -> None:
@@ -91,7 +91,6 @@ def _inputs(args, output: Path) -> Path:
 
 
 def cmd_judge(args) -> int:
-    from ..judges.call_engine import CallEngine, UsageLog
     from ..judges.mllm_judge import MLLMJudge
     from ..scoring.jsonl_scoring import check_output_file, score_jsonl
 
@@ -99,22 +98,20 @@ def cmd_judge(args) -> int:
     output = check_output_file(args.output)
     name = args.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
     _check_same_judge(output, name)
-    prices = parse_prices(args.price)
+    parse_prices(args.price)
     inputs = _inputs(args, output)
-    cache = open_cache(args, output.with_name(output.name + ".cache.sqlite"))
-    backend = build_judge_backend(spec, args)
-    engine = CallEngine(backend, cache=cache, usage=UsageLog(prices))
-    judge = MLLMJudge(engine, name=name, max_tokens=args.max_tokens)
-    chunk = 4 * max(backend.batch_size, backend.max_concurrency)
-    try:
-        report = score_jsonl(judge.score_batch, inputs, output, batch_size=backend.batch_size,
-                             on_error=args.on_error, progress=not args.no_progress, chunk_size=chunk)
-    finally:
-        finish_calls(output.with_name(output.name + ".usage.jsonl"), "judge", engine.usage, cache, [engine],
-                     {"judge": name, "spec": str(spec), "output": str(output)})
-    counts = judge.counts
+    with ModelCallRun(args, "judge", output.with_name(output.name + ".cache.sqlite"),
+                      output.with_name(output.name + ".usage.jsonl"),
+                      {"judge": name, "spec": str(spec), "output": str(output)}) as calls:
+        engine = calls.engine(spec)
+        judge = MLLMJudge(engine, name=name, max_tokens=args.max_tokens)
+        batch_size = engine.backend.batch_size
+        report = score_jsonl(judge.score_batch, inputs, output, batch_size=batch_size, on_error=args.on_error,
+                             progress=not args.no_progress,
+                             chunk_size=4 * max(batch_size, engine.backend.max_concurrency))
+    flagged = judge.counts["flagged"]
     return finish_run(
-        f"judged {report.scored} edits ({counts['flagged']} answers without all three scores, flagged), "
+        f"judged {report.scored} edits ({flagged} answers without all three scores, flagged), "
         f"{report.skipped_existing} already in '{output}', {len(report.errors)} not judged",
         (f"{len(report.errors)} edits were not judged (listed above); rerun the same command to "
          "retry them" if report.errors else None))

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL, number_arg
-from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
+from .main import EXIT_PARTIAL, finish_run, number_arg
+from .model_calls import ModelCallRun, add_call_args, parse_prices
 
 
 def register(sub) -> None:
@@ -100,30 +100,24 @@ def _existing_folder(path: str) -> Path:
 
 def cmd_synthesize(args) -> int:
     from ..data.mer_construction import plan_jobs, read_sources, synthesize_instructions
-    from ..judges.call_engine import CallEngine, UsageLog
     from ..judges.chat_backends import parse_judge_spec
 
     folder = Path(args.folder)
     if folder.exists() and not folder.is_dir():
         raise MIEScoreInputError(f"--folder '{folder}' is a file; pass a folder")
     spec = parse_judge_spec(args.model, "--model")
-    prices = parse_prices(args.price)
+    parse_prices(args.price)
     jobs = plan_jobs(read_sources(args.sources), args.total, args.seed)
     folder.mkdir(parents=True, exist_ok=True)
-    cache = open_cache(args, folder / "calls.sqlite")
-    usage = UsageLog(prices)
-    engine = CallEngine(build_judge_backend(spec, args), cache=cache, usage=usage)
-    try:
-        run = synthesize_instructions(jobs, folder, engine, max_tokens=args.max_tokens, hint=not args.no_subtask_hint,
-                                      chunk_size=args.chunk_size, progress=not args.no_progress)
-    finally:
-        finish_calls(folder / "usage.jsonl", "mer-bench synthesize", usage, cache, [engine], {"model": str(spec)})
-    print(f"finished {run.finished} jobs now, {run.already_done} before; report: "
-          f"'{folder / 'synthesis_report.json'}'", file=sys.stderr)
-    if run.unfinished:
-        print(f"{run.unfinished} requests failed for good; rerun the same command to retry them", file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    with ModelCallRun(args, "mer-bench synthesize", folder / "calls.sqlite", folder / "usage.jsonl",
+                      {"model": str(spec)}) as calls:
+        run = synthesize_instructions(jobs, folder, calls.engine(spec), max_tokens=args.max_tokens,
+                                      hint=not args.no_subtask_hint, chunk_size=args.chunk_size,
+                                      progress=not args.no_progress)
+    return finish_run(f"finished {run.finished} jobs now, {run.already_done} before; report: "
+                      f"'{folder / 'synthesis_report.json'}'",
+                      f"{run.unfinished} requests failed for good; rerun the same command to retry them"
+                      if run.unfinished else None)
 
 
 def cmd_candidates(args) -> int:

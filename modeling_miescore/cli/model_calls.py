@@ -1,6 +1,7 @@
 """Options and helpers shared by the commands that call large models through the call engine
-(``miescore judge``, ``miescore spatialreward-data``): endpoint settings, the answer cache, prices and the
-usage log (:mod:`modeling_miescore.judges.call_engine`)."""
+(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``): endpoint settings,
+and :class:`ModelCallRun` (the answer cache, prices and the usage log of one run;
+:mod:`modeling_miescore.judges.call_engine`)."""
 
 from __future__ import annotations
 
@@ -81,16 +82,46 @@ def build_judge_backend(spec, args):
         raise MIEScoreInputError(str(err)) from None
 
 
-def finish_calls(log: Path, command: str, usage, cache, engines, extra: Optional[dict] = None) -> None:
-    """Append one JSON line for this run to the usage log ``log`` (its usage counters, and the token totals of
-    every answer in the cache), print the summary line to stderr, and close the engines and the cache."""
-    record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command, **(extra or {}),
-              "usage": usage.as_dict(), "cache_totals": cache.totals() if cache is not None else None}
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
-    print(f"model calls: {usage.summary_line()} (usage log: '{log}')", file=sys.stderr)
-    for engine in engines:
-        engine.close()
-    if cache is not None:
-        cache.close()
+class ModelCallRun:
+    """The model calls of one command run: the answer cache the options name, one usage log priced by
+    ``--price``, and the call engines built on them (one per distinct judge, so a judge named twice shares its
+    connection pool). As a context manager, leaving it (also on errors and Ctrl-C) appends the run's line to
+    the usage log ``log`` (its counters, ``extra`` and the cache's token totals), prints the summary line to
+    stderr and closes the engines and the cache.
+
+    ``cache_default``: the cache file used when ``--cache`` is not given (none with ``--no-cache``).
+    """
+
+    def __init__(self, args, command: str, cache_default: Path, log: Path, extra: Optional[dict] = None):
+        from ..judges.call_engine import UsageLog
+
+        self.args, self.command, self.log = args, command, Path(log)
+        self.usage = UsageLog(parse_prices(args.price))
+        self.extra = dict(extra or {})
+        self.cache = open_cache(args, cache_default)
+        self._engines: Dict[str, object] = {}
+
+    def engine(self, spec):
+        """The :class:`~modeling_miescore.judges.call_engine.CallEngine` of a ``JudgeSpec``."""
+        from ..judges.call_engine import CallEngine
+
+        if str(spec) not in self._engines:
+            self._engines[str(spec)] = CallEngine(build_judge_backend(spec, self.args), cache=self.cache,
+                                                  usage=self.usage)
+        return self._engines[str(spec)]
+
+    def __enter__(self) -> "ModelCallRun":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": self.command, **self.extra,
+                  "usage": self.usage.as_dict(),
+                  "cache_totals": self.cache.totals() if self.cache is not None else None}
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        print(f"model calls: {self.usage.summary_line()} (usage log: '{self.log}')", file=sys.stderr)
+        for engine in self._engines.values():
+            engine.close()
+        if self.cache is not None:
+            self.cache.close()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import finish_run, number_arg
-from .model_calls import add_call_args, build_judge_backend, finish_calls, open_cache, parse_prices
+from .model_calls import ModelCallRun, add_call_args, parse_prices
 
 _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)"),
            ("face_judge", "stage II SC of human-centric edits, with crops (paper: Gemini-2.5-Pro)"),
@@ -65,28 +65,22 @@ def _specs(args) -> dict:
             for name, _ in _JUDGES}
 
 
-def _judges(specs: dict, args, cache, usage):
-    """One call engine per distinct judge spec (judges named twice share an engine and its connection pool)."""
+def _judges(specs: dict, calls):
+    """The pipeline's judges, each the call engine of its spec (judges named twice share one engine)."""
     from ..data.spatialreward_pipeline import PipelineJudges
-    from ..judges.call_engine import CallEngine
 
-    engines = {}
-    for spec in specs.values():
-        if str(spec) not in engines:
-            engines[str(spec)] = CallEngine(build_judge_backend(spec, args), cache=cache, usage=usage)
-    named = {name: engines[str(spec)] for name, spec in specs.items()}
+    named = {name: calls.engine(spec) for name, spec in specs.items()}
     return PipelineJudges(grounder=named["grounder"], face=named["face_judge"], object=named["object_judge"],
                           pq=named["pq_judge"], aligner=named["aligner"])
 
 
 def cmd_spatialreward_data(args) -> int:
     from ..data.spatialreward_pipeline import PipelineConfig, read_edit_records, run_pipeline
-    from ..judges.call_engine import UsageLog
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder")
-    prices = parse_prices(args.price)
+    parse_prices(args.price)
     specs = _specs(args)
     records, problems = read_edit_records(args.input, args.split, out / "inputs", progress=not args.no_progress)
     for where, message in problems[:20]:
@@ -96,21 +90,16 @@ def cmd_spatialreward_data(args) -> int:
     if not records:
         raise MIEScoreInputError(f"'{args.input}' holds no usable edit ({len(problems)} unusable lines)")
     out.mkdir(parents=True, exist_ok=True)
-    cache = open_cache(args, out / "calls.sqlite")
-    usage = UsageLog(prices)
-    judges = _judges(specs, args, cache, usage)
     config = PipelineConfig(max_tokens=args.max_tokens, min_similarity=args.min_similarity,
                             crop_padding=args.crop_padding, chunk_size=args.chunk_size)
-    run = None
-    try:
-        run = run_pipeline(records, out, judges, config, progress=not args.no_progress, input_problems=problems)
-    finally:
-        seconds = {k: round(v, 3) for k, v in run.stage_seconds.items()} if run is not None else None
-        finish_calls(out / "usage.jsonl", "spatialreward-data", usage, cache, judges.engines(),
-                     {"judges": {name: str(spec) for name, spec in specs.items()}, "stage_seconds": seconds})
-    report = run.report
+    with ModelCallRun(args, "spatialreward-data", out / "calls.sqlite", out / "usage.jsonl",
+                      {"judges": {name: str(spec) for name, spec in specs.items()}}) as calls:
+        run = run_pipeline(records, out, _judges(specs, calls), config, progress=not args.no_progress,
+                           input_problems=problems)
+        calls.extra["stage_seconds"] = {k: round(v, 3) for k, v in run.stage_seconds.items()}
+    summary = run.report
     return finish_run(
-        f"finished {run.finished} samples now, {run.already_done} before; {report['sc']['rows']} SC and "
-        f"{report['pq']['rows']} PQ rows in '{out / 'sft_rows.jsonl'}' (rejections: report.json)",
+        f"finished {run.finished} samples now, {run.already_done} before; {summary['sc']['rows']} SC and "
+        f"{summary['pq']['rows']} PQ rows in '{out / 'sft_rows.jsonl'}' (rejections: report.json)",
         (f"requests failed for good at {run.unfinished}; rerun the same command to retry those "
          "samples" if run.unfinished else None))

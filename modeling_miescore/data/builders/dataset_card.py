@@ -9,7 +9,7 @@ entries, see https://huggingface.co/docs/hub/datasets-cards), built from the pub
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -37,13 +37,15 @@ class CardSpec:
     """What a dataset's card says besides its data: the Jinja template and the Hub metadata.
 
     Every template also gets ``repo_id`` (the ``push_to_hub`` repository, else ``repo_placeholder``) and
-    ``splits`` (the splits this build has, in order) for its usage snippet.
+    ``splits`` (the splits this build has, in order) for its usage snippet, and ``column_table`` (``columns``
+    as a Markdown table).
     """
 
     template: str  # ``{{ card_data }}`` is the YAML metadata; the builder's card_context fills the rest
     pretty_name: str
     citation: str  # BibTeX, shown in the card's last section
     repo_placeholder: str  # the repo id in the usage snippet of a build that is not pushed
+    columns: Mapping[str, str] = field(default_factory=dict)  # column name -> what it holds, in card order
     task_categories: tuple[str, ...] = EDIT_RATING_TASK_CATEGORIES
     tags: tuple[str, ...] = ()
 
@@ -68,6 +70,11 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def column_table(columns: Mapping[str, str]) -> str:
+    """The card's table of columns: name (as code) and description."""
+    return md_table(["column", "description"], [[f"`{name}`", text] for name, text in columns.items()])
 
 
 def size_category(n: int) -> str:
@@ -143,15 +150,15 @@ def dataset_card_data(
 
 
 def write_dataset_card(out_dir: Path, card_data, spec: CardSpec, **context) -> Path:
-    """Render ``spec.template`` (Jinja; ``{{ card_data }}`` is the YAML metadata) with ``context``, then the
-    citation, into ``out_dir/README.md``.
+    """Render ``spec.template`` (Jinja; ``{{ card_data }}`` is the YAML metadata) with ``context`` and the
+    column table, then the citation, into ``out_dir/README.md``.
 
     Deterministic: no timestamps, and the same metadata gives the same YAML.
     """
     from huggingface_hub import DatasetCard
 
     card = DatasetCard.from_template(card_data, template_str=spec.template.rstrip("\n") + "\n" + _CITATION_SECTION,
-                                     citation=spec.citation, **context)
+                                     citation=spec.citation, column_table=column_table(spec.columns), **context)
     path = out_dir / "README.md"
     card.save(path)
     return path

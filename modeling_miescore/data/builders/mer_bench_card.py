@@ -12,9 +12,7 @@ from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS
 from .dataset_card import CardSpec, md_table
 from .parquet_writing import format_bytes
 
-__all__ = ["CARD", "CITATION", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
-
-CITATION = SPATIALREWARD_BIBTEX  # one BibTeX per paper, shared with the model cards
+__all__ = ["CARD", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
 
 COLUMNS = {
     "pair_id": "group id (`<sample_id>-<K>p<j>`)",
@@ -134,7 +132,7 @@ from. Rebuild with `--license` set to those terms before publishing.
 """
 
 CARD = CardSpec(MER_BENCH_CARD_TEMPLATE, pretty_name="MER-Bench (MultiEditReward-Bench)",
-                citation=CITATION, repo_placeholder="your-username/mer-bench",
+                citation=SPATIALREWARD_BIBTEX, columns=COLUMNS, repo_placeholder="your-username/mer-bench",
                 tags=("image-editing", "reward-model", "preference", "ranking", "human-ratings", "spatialreward"))
 
 
@@ -178,7 +176,6 @@ def card_context(*, split_info: dict, groups: dict[int, list], samples: dict, ca
             [[k, v["num_examples"], targets.get(int(k[0]), "–"), len(v["files"]), format_bytes(v["file_bytes"])]
              for k, v in split_info.items()],
         ),
-        "column_table": md_table(["column", "description"], [[f"`{k}`", v] for k, v in COLUMNS.items()]),
         **_group_tables(groups, samples, list(split_info)),
         "needs_review": needs_review,
         "review_table": md_table(

@@ -12,9 +12,7 @@ from ..schema import (DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_C
 from .dataset_card import CardSpec, md_table
 from .parquet_writing import format_bytes
 
-__all__ = ["CARD", "CITATION", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
-
-CITATION = MIESCORE_BIBTEX  # one BibTeX per paper, shared with the model cards
+__all__ = ["CARD", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
 
 COLUMNS = {
     "id": "edit id (unique per row)",
@@ -180,7 +178,7 @@ non-commercial research only. The MOS columns are made from those annotations, s
 (`{{ default_license }}`), which honours both.
 """
 
-CARD = CardSpec(MIE_BENCH_CARD_TEMPLATE, pretty_name="MIE-Bench", citation=CITATION,
+CARD = CardSpec(MIE_BENCH_CARD_TEMPLATE, pretty_name="MIE-Bench", citation=MIESCORE_BIBTEX, columns=COLUMNS,
                 repo_placeholder="your-username/mie-bench",
                 tags=("image-editing", "image-quality-assessment", "multi-source-image-editing", "mos",
                       "human-ratings", "miescore"))
@@ -298,7 +296,6 @@ def card_context(*, split_info: dict, rows_by_split: dict, mos: dict, screening:
             [[k, v["num_instances"], v["num_examples"], len(v["files"]), format_bytes(v["file_bytes"])]
              for k, v in split_info.items()],
         ),
-        "column_table": md_table(["column", "description"], [[f"`{k}`", v] for k, v in COLUMNS.items()]),
         **_count_tables(stats),
         "mos_source": mos_source,
         "rule": rule,

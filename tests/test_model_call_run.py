@@ -35,11 +35,18 @@ def test_engines_are_shared_per_spec_and_everything_closes_on_error(tmp_path):
         calls.cache.get_many(["key"])
 
 
-def test_no_cache_and_a_bad_price_fail_or_skip_cleanly(tmp_path):
+def test_no_cache_and_setup_failures_leave_no_files(tmp_path):
+    spec = parse_judge_spec("model-a@http://127.0.0.1:9/v1")
     with ModelCallRun(_args("--no-cache"), "demo", tmp_path / "calls.sqlite", tmp_path / "usage.jsonl") as calls:
-        assert calls.cache is None
+        assert calls.engine(spec).cache is None
     assert not (tmp_path / "calls.sqlite").exists()
     assert json.loads((tmp_path / "usage.jsonl").read_text())["cache_totals"] is None
+    cache, log = tmp_path / "other.sqlite", tmp_path / "other.jsonl"
     with pytest.raises(MIEScoreInputError, match="--price 'gpt-5=1'"):
-        ModelCallRun(_args("--price", "gpt-5=1"), "demo", tmp_path / "other.sqlite", tmp_path / "other.jsonl")
-    assert not (tmp_path / "other.sqlite").exists() and not (tmp_path / "other.jsonl").exists()
+        ModelCallRun(_args("--price", "gpt-5=1"), "demo", cache, log)
+    args = _args()
+    args.concurrency = 0  # the backend refuses it (the parser would have, too)
+    with pytest.raises(MIEScoreInputError, match="max_concurrency must be >= 1"):
+        with ModelCallRun(args, "demo", cache, log) as calls:
+            calls.engine(spec)
+    assert not cache.exists() and not log.exists()

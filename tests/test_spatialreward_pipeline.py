@@ -328,7 +328,7 @@ def test_python_api_with_a_local_transformers_model(tmp_path, tiny_qwen3vl_path)
 
         run = run_pipeline(records, tmp_path / "out", judges, PipelineConfig(max_tokens=8), progress=False,
                            input_problems=problems)
-    assert run.finished == 3 and not run.unfinished and len(judges.engines()) == 1
+    assert run.finished == 3 and not run.unfinished and judges.aligner is engine
     assert run.report["sc"]["grounding"]["rejected"] == 3 and run.report["sc"]["rows"] == 0
     assert run.report["pq"]["annotation"]["rejected"] == 3 and run.report["pq"]["rows"] == 0
     assert (tmp_path / "out" / "sft_rows.jsonl").read_text() == ""

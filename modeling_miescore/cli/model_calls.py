@@ -87,7 +87,8 @@ class ModelCallRun:
     ``--price``, and the call engines built on them (one per distinct judge, so a judge named twice shares its
     connection pool). As a context manager, leaving it (also on errors and Ctrl-C) appends the run's line to
     the usage log ``log`` (its counters, ``extra`` and the cache's token totals), prints the summary line to
-    stderr and closes the engines and the cache.
+    stderr and closes the engines and the cache. The cache is opened with the first engine, so a run that
+    fails before building one (a bad price, model path or endpoint) writes neither file.
 
     ``cache_default``: the cache file used when ``--cache`` is not given (none with ``--no-cache``).
     """
@@ -95,10 +96,10 @@ class ModelCallRun:
     def __init__(self, args, command: str, cache_default: Path, log: Path, extra: Optional[dict] = None):
         from ..judges.call_engine import UsageLog
 
-        self.args, self.command, self.log = args, command, Path(log)
+        self.args, self.command, self.log, self.cache_default = args, command, Path(log), Path(cache_default)
         self.usage = UsageLog(parse_prices(args.price))
         self.extra = dict(extra or {})
-        self.cache = open_cache(args, cache_default)
+        self.cache = None
         self._engines: Dict[str, object] = {}
 
     def engine(self, spec):
@@ -106,14 +107,18 @@ class ModelCallRun:
         from ..judges.call_engine import CallEngine
 
         if str(spec) not in self._engines:
-            self._engines[str(spec)] = CallEngine(build_judge_backend(spec, self.args), cache=self.cache,
-                                                  usage=self.usage)
+            backend = build_judge_backend(spec, self.args)
+            if not self._engines:
+                self.cache = open_cache(self.args, self.cache_default)
+            self._engines[str(spec)] = CallEngine(backend, cache=self.cache, usage=self.usage)
         return self._engines[str(spec)]
 
     def __enter__(self) -> "ModelCallRun":
         return self
 
     def __exit__(self, *exc_info) -> None:
+        if not self._engines:
+            return
         record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": self.command, **self.extra,
                   "usage": self.usage.as_dict(),
                   "cache_totals": self.cache.totals() if self.cache is not None else None}

@@ -59,12 +59,6 @@ class PipelineJudges:
     def __post_init__(self):
         self.aligner = self.aligner or self.grounder
 
-    def engines(self) -> List[CallEngine]:
-        unique: Dict[int, CallEngine] = {}
-        for engine in (self.grounder, self.face, self.object, self.pq, self.aligner):
-            unique.setdefault(id(engine), engine)
-        return list(unique.values())
-
 
 @dataclass
 class PipelineConfig:

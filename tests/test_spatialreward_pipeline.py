@@ -177,6 +177,20 @@ def _write_edits(folder: Path) -> Path:
     return path
 
 
+def _write_simple_edits(folder: Path, n: int, prefix: str, instruction) -> Path:
+    """``n`` one-source edits ``<prefix><i>`` with distinct colours; ``instruction(i)`` is each one's text."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(n):
+        Image.new("RGB", (40, 32), (10 * i, 90, 30)).save(folder / f"s{i}.png")
+        Image.new("RGB", (40, 32), (90, 10 * i, 30)).save(folder / f"e{i}.png")
+        lines.append(json.dumps({"id": f"{prefix}{i}", "sources": [f"s{i}.png"], "edited": f"e{i}.png",
+                                 "instruction": instruction(i)}))
+    path = folder / "edits.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def _args(server, edits, out, *extra):
     return ["spatialreward-data", "--input", str(edits), "--out", str(out),
             "--grounder", f"{JUDGES['grounder']}@{server.url}", "--face-judge", f"{JUDGES['face']}@{server.url}",
@@ -258,22 +272,14 @@ def test_pipeline_end_to_end_report_rows_and_resume(tmp_path, capsys):
 
 def test_pipeline_kill_and_resume(tmp_path):
     """SIGKILL mid-run: the rerun finishes every sample once and re-sends no request answered before the kill."""
-    folder = tmp_path / "in"
-    folder.mkdir()
-    lines = []
-    for i in range(8):
-        Image.new("RGB", (40, 32), (10 * i, 90, 30)).save(folder / f"s{i}.png")
-        Image.new("RGB", (40, 32), (90, 10 * i, 30)).save(folder / f"e{i}.png")
-        lines.append(json.dumps({"id": f"k{i}", "sources": [f"s{i}.png"], "edited": f"e{i}.png",
-                                 "instruction": f"Replace the vase number {i} with a lamp"}))
-    (folder / "edits.jsonl").write_text("\n".join(lines) + "\n")
+    edits = _write_simple_edits(tmp_path / "in", 8, "k", lambda i: f"Replace the vase number {i} with a lamp")
     out = tmp_path / "out"
 
     def slow(body, repeat):
         return 200, chat_completion(scripted_d2_answer(request_text(body))), None, 0.15
 
     with RoutedChatServer(slow) as server:
-        args = [*_args(server, folder / "edits.jsonl", out), "--chunk-size", "4", "--concurrency", "2"]
+        args = [*_args(server, edits, out), "--chunk-size", "4", "--concurrency", "2"]
         args[args.index("--timeout") + 1] = "10"
         cached, resent = kill_then_resume(server, args, out / "calls.sqlite", kill_after=14)
     ids = [json.loads(line)["id"] for line in (out / "samples.jsonl").read_text().splitlines()]
@@ -309,16 +315,8 @@ def test_python_api_with_a_local_transformers_model(tmp_path, tiny_qwen3vl_path)
     from modeling_miescore.judges.call_engine import CallEngine
     from modeling_miescore.judges.chat_backends import TransformersChatBackend
 
-    folder = tmp_path / "in"
-    folder.mkdir()
-    lines = []
-    for i in range(3):
-        Image.new("RGB", (40, 32), (60 * i, 90, 30)).save(folder / f"s{i}.png")
-        Image.new("RGB", (40, 32), (90, 60 * i, 30)).save(folder / f"e{i}.png")
-        lines.append(json.dumps({"id": f"t{i}", "sources": [f"s{i}.png"], "edited": f"e{i}.png",
-                                 "instruction": "Add a hat to the man"}))
-    (folder / "edits.jsonl").write_text("\n".join(lines) + "\n")
-    records, problems = read_edit_records(str(folder / "edits.jsonl"))
+    edits = _write_simple_edits(tmp_path / "in", 3, "t", lambda i: "Add a hat to the man")
+    records, problems = read_edit_records(str(edits))
     backend = TransformersChatBackend(str(tiny_qwen3vl_path), device="cpu", dtype="float32", batch_size=3,
                                       max_pixels=64 * 64 * 4)
     with CallCache(tmp_path / "calls.sqlite") as cache:

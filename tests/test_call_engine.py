@@ -145,8 +145,9 @@ def test_transformers_backend_batches_counts_tokens_and_caches(tiny_qwen3vl_path
         engine = CallEngine(backend, cache=cache)
         results = engine.run(requests)
         again = engine.run(requests)
-    assert all(r.ok and isinstance(r.text, str) for r in results)
-    assert all(1 <= r.completion_tokens <= 4 and r.prompt_tokens > 3 for r in results)
+    assert all(r.ok for r in results)
+    # each answer keeps its own request's budget (the third's is 3 in a batch of budget-4 requests)
+    assert all(1 <= r.completion_tokens <= q.max_tokens and r.prompt_tokens > 3 for r, q in zip(results, requests))
     assert results[0].prompt_tokens > results[1].prompt_tokens  # the image's tokens are counted
     assert [r.text for r in again] == [r.text for r in results] and all(r.cached for r in again)
     assert engine.usage.as_dict()["totals"]["sent"] == 3

@@ -173,7 +173,7 @@ def test_judge_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["judge", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
                  "--input", str(edits), "--output", str(tmp_path / "p.jsonl"), "--price", "m=cheap"]) == 2
     assert "MODEL=IN,OUT" in capsys.readouterr().err
-    assert not (tmp_path / "p.jsonl").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e0.png", "edits.jsonl", "s0.png"]  # no output, cache, log
 
 
 def test_judge_kill_and_resume(tmp_path):

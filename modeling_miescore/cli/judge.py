@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import finish_run
-from .model_calls import ModelCallRun, add_call_args, parse_prices
+from .model_calls import ModelCallRun, add_call_args
 
 
 def register(sub) -> None:
@@ -98,11 +98,11 @@ def cmd_judge(args) -> int:
     output = check_output_file(args.output)
     name = args.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
     _check_same_judge(output, name)
-    parse_prices(args.price)
+    calls = ModelCallRun(args, "judge", output.with_name(output.name + ".cache.sqlite"),  # checks --price
+                         output.with_name(output.name + ".usage.jsonl"),
+                         {"judge": name, "spec": str(spec), "output": str(output)})
     inputs = _inputs(args, output)
-    with ModelCallRun(args, "judge", output.with_name(output.name + ".cache.sqlite"),
-                      output.with_name(output.name + ".usage.jsonl"),
-                      {"judge": name, "spec": str(spec), "output": str(output)}) as calls:
+    with calls:
         engine = calls.engine(spec)
         judge = MLLMJudge(engine, name=name, max_tokens=args.max_tokens)
         batch_size = engine.backend.batch_size

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import EXIT_PARTIAL, finish_run, number_arg
-from .model_calls import ModelCallRun, add_call_args, parse_prices
+from .model_calls import ModelCallRun, add_call_args
 
 
 def register(sub) -> None:
@@ -106,11 +106,11 @@ def cmd_synthesize(args) -> int:
     if folder.exists() and not folder.is_dir():
         raise MIEScoreInputError(f"--folder '{folder}' is a file; pass a folder")
     spec = parse_judge_spec(args.model, "--model")
-    parse_prices(args.price)
+    calls = ModelCallRun(args, "mer-bench synthesize", folder / "calls.sqlite", folder / "usage.jsonl",
+                         {"model": str(spec)})  # checks --price before any work
     jobs = plan_jobs(read_sources(args.sources), args.total, args.seed)
     folder.mkdir(parents=True, exist_ok=True)
-    with ModelCallRun(args, "mer-bench synthesize", folder / "calls.sqlite", folder / "usage.jsonl",
-                      {"model": str(spec)}) as calls:
+    with calls:
         run = synthesize_instructions(jobs, folder, calls.engine(spec), max_tokens=args.max_tokens,
                                       hint=not args.no_subtask_hint, chunk_size=args.chunk_size,
                                       progress=not args.no_progress)

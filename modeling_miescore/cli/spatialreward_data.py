@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import finish_run, number_arg
-from .model_calls import ModelCallRun, add_call_args, parse_prices
+from .model_calls import ModelCallRun, add_call_args
 
 _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)"),
            ("face_judge", "stage II SC of human-centric edits, with crops (paper: Gemini-2.5-Pro)"),
@@ -80,8 +80,9 @@ def cmd_spatialreward_data(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder")
-    parse_prices(args.price)
     specs = _specs(args)
+    calls = ModelCallRun(args, "spatialreward-data", out / "calls.sqlite", out / "usage.jsonl",  # checks --price
+                         {"judges": {name: str(spec) for name, spec in specs.items()}})
     records, problems = read_edit_records(args.input, args.split, out / "inputs", progress=not args.no_progress)
     for where, message in problems[:20]:
         print(f"skipped {where}: {message}", file=sys.stderr)
@@ -92,8 +93,7 @@ def cmd_spatialreward_data(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config = PipelineConfig(max_tokens=args.max_tokens, min_similarity=args.min_similarity,
                             crop_padding=args.crop_padding, chunk_size=args.chunk_size)
-    with ModelCallRun(args, "spatialreward-data", out / "calls.sqlite", out / "usage.jsonl",
-                      {"judges": {name: str(spec) for name, spec in specs.items()}}) as calls:
+    with calls:
         run = run_pipeline(records, out, _judges(specs, calls), config, progress=not args.no_progress,
                            input_problems=problems)
         calls.extra["stage_seconds"] = {k: round(v, 3) for k, v in run.stage_seconds.items()}

@@ -1,0 +1,110 @@
+"""The contract between the editor-RL trainer and its rewards.
+
+A GRPO *group* is G edited images of one (sources, instruction). Rewards are asked for whole groups, so a scorer
+can run the group's shared prompt prefix once (MIEScore ``score_batch(reuse_prefix=True)``, the server's
+``/v1/score_groups``) and a router can send a whole group to one replica. A sample whose reward failed
+(unreadable output, unparsable judge answer, HTTP error after retries, NaN) is ``None`` with a reason: the
+trainer excludes it from its group's statistics and counts it; it is never replaced by a number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Protocol, Sequence, runtime_checkable
+
+__all__ = ["EditGroup", "GroupScores", "EditorReward", "group_key", "checked_rewards"]
+
+
+def group_key(source_ids: Sequence[str], instruction: str) -> str:
+    """The key GRPO advantages are normalised under: the source image ids *and* the instruction (two source sets
+    that share an instruction are two groups; the anchors key by the instruction string alone)."""
+    text = "\x1f".join([*map(str, source_ids), "\x1e", instruction])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class EditGroup:
+    """One group to reward.
+
+    Attributes:
+        key: :func:`group_key` of ``source_ids`` and ``instruction``.
+        sources: the group's source images (PIL, RGB), in the order the instruction refers to them.
+        instruction: the editing instruction.
+        edits: the G edited images (PIL, RGB) produced by the policy.
+        source_ids: stable ids of the sources (dataset ids or file hashes), for routing and logging.
+    """
+
+    key: str
+    sources: tuple
+    instruction: str
+    edits: tuple
+    source_ids: tuple = ()
+
+
+@dataclass
+class GroupScores:
+    """Rewards of one group, aligned with ``group.edits``.
+
+    Attributes:
+        rewards: one float per edit (higher is better; the reward's own scale), or ``None`` where it failed.
+        failures: ``None`` for a valid sample, else a short reason (``"http_error"``, ``"unparsable"``,
+            ``"nan"``, ``"unreadable_image"``, ...).
+        components: optional named parts per edit for logging (``"visual_quality"``, ``"sc"``, ``"pq"`` ...).
+    """
+
+    rewards: List[Optional[float]]
+    failures: List[Optional[str]]
+    components: Dict[str, List[Optional[float]]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if len(self.rewards) != len(self.failures):
+            raise ValueError(f"GroupScores: {len(self.rewards)} rewards but {len(self.failures)} failure slots")
+        for i, (value, reason) in enumerate(zip(self.rewards, self.failures)):
+            if (value is None) == (reason is None):
+                raise ValueError(f"GroupScores: sample {i} needs exactly one of a reward and a failure reason")
+
+    @property
+    def n_failed(self) -> int:
+        return sum(r is None for r in self.rewards)
+
+
+@runtime_checkable
+class EditorReward(Protocol):
+    """What the trainer calls. ``name`` appears in logs and the adapter's model card."""
+
+    name: str
+
+    def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
+        """One :class:`GroupScores` per group, in order. Raises only for whole-call faults (a reward that is down
+        after its retries); per-sample problems are failures inside the result."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def checked_rewards(values, n: int, where: str) -> GroupScores:
+    """Turn ``n`` raw values from a reward into :class:`GroupScores`: non-numbers and non-finite values become
+    failures (``"nan"`` / ``"not_a_number"``). A wrong length is a caller bug and raises ``ValueError`` naming
+    ``where``."""
+    values = list(values)
+    if len(values) != n:
+        raise ValueError(f"{where} returned {len(values)} rewards for {n} edits; it must return one per edit")
+    rewards: List[Optional[float]] = []
+    failures: List[Optional[str]] = []
+    for value in values:
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            rewards.append(None)
+            failures.append("not_a_number")
+            continue
+        if math.isfinite(number):
+            rewards.append(number)
+            failures.append(None)
+        else:
+            rewards.append(None)
+            failures.append("nan")
+    return GroupScores(rewards, failures)

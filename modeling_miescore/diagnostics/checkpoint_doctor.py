@@ -156,6 +156,8 @@ def run_check(name: str, check: Callable, ctx: DoctorContext) -> CheckResult:
         result = CheckResult(name, "error", f"{type(err).__name__}: {err}".splitlines()[0][:500],
                              {"exception": type(err).__name__, "text": str(err)[-3000:]})
     result.seconds = time.perf_counter() - start
+    if result.status == "error":
+        ctx.faults[name] = result.message
     return result
 
 
@@ -164,6 +166,9 @@ def checkpoint_kind(path) -> str:
     from ..scoring.loading import SPATIALREWARD_MODEL_TYPES, read_checkpoint_config
 
     folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise MIEScoreInputError(f"'{path}' is a file, not a checkpoint folder; pass the folder that holds "
+                                 "config.json and the weights")
     if not folder.is_dir():
         raise MIEScoreInputError(f"checkpoint folder '{path}' does not exist; the doctor checks a local folder "
                                  "(download a Hub checkpoint first: hf download REPO --local-dir DIR)")
@@ -177,12 +182,16 @@ def checkpoint_kind(path) -> str:
 
 
 def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_process: bool = True,
-                        quick: bool = False, model=None, on_result: Callable | None = None) -> DoctorReport:
+                        quick: bool = False, model=None, on_result: Callable | None = None,
+                        trust_remote_code: bool = False) -> DoctorReport:
     """Run every check on the checkpoint folder ``path`` (see the module docstring).
 
     Args:
         device / dtype: as ``load_scorer`` takes them (``"auto"``: CUDA if available; bfloat16 there, else float32).
         fresh_process: run the ``fresh_process`` check (a second interpreter loads the checkpoint: slow).
+        trust_remote_code: that interpreter loads the checkpoint as a stranger would, with
+            ``AutoModel.from_pretrained(path, trust_remote_code=True)``: **the checkpoint's code runs** (the report
+            names each file with its sha256). Default: through the installed package, nothing from the folder runs.
         quick: three examples at 128 px instead of five at 256 px; one throughput pass.
         model: an already loaded model of this checkpoint (skips loading it again).
         on_result: called with each :class:`CheckResult` as soon as it is done (progress).
@@ -195,8 +204,10 @@ def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_p
     kind = checkpoint_kind(path)
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    ctx = DoctorContext(Path(path).expanduser(), kind, device, torch_dtype, quick=quick, fresh_process=fresh_process,
-                        model=model)
+    # an absolute path: the fresh process runs in another folder, where a relative one would read as a Hub id
+    ctx = DoctorContext(Path(path).expanduser().resolve(), kind, device, torch_dtype, quick=quick,
+                        fresh_process=fresh_process,
+                        model=model, trust_remote_code=trust_remote_code)
     results = []
     try:
         ctx.prepare()

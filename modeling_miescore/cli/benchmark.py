@@ -123,8 +123,9 @@ def _grid_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _model_ref(model: str) -> str:
-    p = Path(model).expanduser()
-    return str(p.resolve()) if p.exists() else model
+    from ..scoring.loading import model_reference
+
+    return model_reference(model)
 
 
 def _version() -> str:
@@ -239,9 +240,10 @@ def cmd_mie_bench(args) -> int:
     from ..data.schema import SHORT_NAMES
     from ..evaluation.mie_bench_report import mie_bench_report
     from ..evaluation.plots import mie_bench_plots
+    from ..evaluation.report import REPORT_FILES
     from ..scoring.jsonl_scoring import make_output_folder
 
-    out = make_output_folder(args.out, "--out: ")
+    out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     joined, preds, preds_path, alignment = _mie_predictions(args, out, require_mos=True, verb="evaluating")
     report = mie_bench_report(joined, bootstrap=_bootstrap_settings(args))
     report["overall_computed"] = bool(preds.attrs.get("overall_computed"))
@@ -339,9 +341,10 @@ def cmd_mer_bench(args) -> int:
     from ..evaluation.mer_bench_report import mer_bench_report
     from ..evaluation.plots import aggregation_grid_plot, mer_bench_plots
     from ..evaluation.prediction_files import read_group_predictions
+    from ..evaluation.report import REPORT_FILES
     from ..scoring.jsonl_scoring import make_output_folder
 
-    out = make_output_folder(args.out, "--out: ")
+    out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     splits = {name: load_split(args.dataset, name) for name in _mer_split_names(args)}
     frame = mer_bench_frame(splits)
     preds_path = _score_mer_with_model(splits, args, out) if args.model else Path(args.predictions)
@@ -375,9 +378,10 @@ def cmd_editing_models(args) -> int:
     )
     from ..evaluation.plots import editing_models_plots
     from ..evaluation.prediction_files import read_score_predictions
+    from ..evaluation.report import REPORT_FILES
     from ..scoring.jsonl_scoring import make_output_folder
 
-    out = make_output_folder(args.out, "--out: ")
+    out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     alignment = None
     if args.dataset is None:
         if args.model:

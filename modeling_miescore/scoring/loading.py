@@ -41,6 +41,12 @@ def resolve_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
+def model_reference(model: str) -> str:
+    """How a run records which model it used: a local folder as its real path, a Hub repo id as given."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
 def read_checkpoint_config(model: str, token: str | None = None) -> dict:
     """The ``config.json`` of a local checkpoint folder or a Hub repo, as a dict (``token`` reads private repos)."""
     path = Path(model).expanduser()

@@ -56,18 +56,18 @@ def cmd_tokens(args) -> int:
     answer = int(config.max_new_tokens) if kind == "spatialreward" else 0
     vocabulary = token_budget.vocabulary_note(processor.tokenizer)
     counted = "given (--instruction)" if given else "built-in default (pass --instruction to count yours)"
-    if args.json:
+    if args.json:  # one object per row; what the text header says is repeated in each
+        context = {"instruction_source": "given" if given else "default",
+                   "training_length": {"tokens": training.tokens, "source": training.source},
+                   "answer_tokens": answer, "vocabulary": vocabulary or "qwen"}
         rows = []
         for budget in budgets:
-            row = budget.to_dict(args.group_size)
-            row["over_training_length"] = budget.total + answer > training.tokens
+            row = {**budget.to_dict(args.group_size), **context,
+                   "over_training_length": budget.total + answer > training.tokens}
             if args.max_length is not None:
                 row["shrink"] = token_budget.shrink_to_fit(budget, args.max_length).to_dict()
             rows.append(row)
-        print(json.dumps({"model": args.model, "kind": kind, "instruction": instruction.strip(),
-                          "instruction_source": "given" if given else "default",
-                          "training_length": {"tokens": training.tokens, "source": training.source},
-                          "answer_tokens": answer, "vocabulary": vocabulary or "qwen", "rows": rows}, indent=2))
+        print(json.dumps(rows, indent=2))
         return 0
     print(f"token budget of {args.model} ({'MIEScore' if kind == 'miescore' else 'SpatialReward'})")
     print(f"instruction, {counted}: {instruction.strip()!r}")

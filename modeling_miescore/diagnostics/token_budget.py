@@ -33,7 +33,6 @@ patch x merge pixels, as the trainer searches); it is dropped when it cannot fit
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path

@@ -235,7 +235,7 @@ def build_space_folder(out: str | os.PathLike, kind: str = "scorer", *, model: s
     """
     if kind not in KINDS:
         raise MIEScoreInputError(f"unknown Space kind '{kind}'; choose one of {sorted(KINDS)}")
-    out = real_path(out, "--out")
+    given, out = out, real_path(out, "--out")
     # the Space's files come from spaces/<kind> of the checkout: --out (which an --overwrite replaces) stays apart
     # from that folder, and never holds the checkout itself (a folder inside the checkout is fine)
     root = checkout_root()
@@ -257,8 +257,8 @@ def build_space_folder(out: str | os.PathLike, kind: str = "scorer", *, model: s
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     except OSError as err:
-        raise OutputPathError(f"--out: cannot write in '{out.parent}' ({err.strerror}); pass a folder you can write "
-                              "to") from None
+        raise OutputPathError(f"--out '{given}': cannot write in '{out.parent}' ({err.strerror}); pass a folder you "
+                              "can write to") from None
     umask = os.umask(0)
     os.umask(umask)
     staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the Space folder gets the usual permissions

@@ -96,14 +96,21 @@ def export_mie_inputs(ds, cache_dir, *, progress: bool = True) -> Path:
              .cast_column("edited_image", Image(decode=False))
              .cast_column("source_images", List(Image(decode=False))))
     lines = []
-    written_sources: dict[str, list[str]] = {}
+    # (instance, the sources' names and sizes) -> their files: rows of one instance share them, and a row whose
+    # sources differ from its instance's (a converter that grouped too coarsely) still gets its own
+    written_sources: dict[tuple, list[str]] = {}
+    variants: dict[str, int] = {}
     for row in tqdm(raw, total=len(raw), desc="export images", unit="edit", file=sys.stderr, leave=False,
                     disable=not progress):
         iid = str(row["instance_id"])
-        if iid not in written_sources:
-            written_sources[iid] = [_store_image(e, images, f"{_safe_name(iid)}_s{k + 1}")
+        key = (iid, tuple((e.get("path"), len(e.get("bytes") or b"")) for e in row["source_images"]))
+        if key not in written_sources:
+            variant = variants.get(iid, 0)
+            variants[iid] = variant + 1
+            stem = _safe_name(iid) + (f"_v{variant + 1}" if variant else "")
+            written_sources[key] = [_store_image(e, images, f"{stem}_s{k + 1}")
                                     for k, e in enumerate(row["source_images"])]
         edited = _store_image(row["edited_image"], images, f"{_safe_name(str(row['id']))}_edited")
-        lines.append(json.dumps({"id": str(row["id"]), "sources": written_sources[iid], "edited": edited,
+        lines.append(json.dumps({"id": str(row["id"]), "sources": written_sources[key], "edited": edited,
                                  "instruction": row["instruction"]}))
     return write_text_atomic(cache / "inputs.jsonl", "\n".join(lines) + "\n")

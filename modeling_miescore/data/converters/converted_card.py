@@ -43,7 +43,8 @@ from datasets import load_dataset
 
 - Release format read from: {{ format_source }}
 - {{ format_note }}
-
+{% if release_part %}- Part of the release converted: {{ release_part }}
+{% endif %}
 ## Dimensions
 
 {{ dimensions_table }}

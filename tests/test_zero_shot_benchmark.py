@@ -131,7 +131,7 @@ def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, t
     for split, k in (("2pair", 2), ("3pair", 3), ("4pair", 4)):
         ids = load_split(str(tmp_path / "mer"), split)["pair_id"]
         sizes[k] = len(ids)
-        order = np.arange(k, 0, -1.0) if k < 4 else np.arange(1, k + 1.0)  # 4-pair groups exactly reversed
+        order = np.arange(k, 0, -1.0) if k < 4 else np.ones(k)  # 4-pair groups: every candidate tied
         lines += [json.dumps({"pair_id": p, "scores": order.tolist()}) for p in ids]
     (tmp_path / "mer.jsonl").write_text("\n".join(lines) + "\n")
     args = ["--dataset", str(benchmarks["editscore-bench"]), "--predictions", str(predictions["editscore-bench"]),
@@ -145,8 +145,14 @@ def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, t
     assert values["mmrb2_ovrl"] == pytest.approx(4 / 6)
     assert (values["mer_2p"], values["mer_3p"], values["mer_4p"]) == (1.0, 1.0, 0.0)
     assert values["mer_ovrl"] == pytest.approx((sizes[2] + sizes[3]) / sum(sizes.values()))
-    assert values["mer_tau"] == pytest.approx((sizes[2] + sizes[3] - sizes[4]) / sum(sizes.values()))
+    # τ: the Table 1 column under the authors' rule (a predicted tie +1: the tied 4-pair groups count 1), the ties-0
+    # value beside it (they count 0)
+    assert values["mer_tau"] == pytest.approx(1.0)
+    assert values["mer_tau_ties0"] == pytest.approx((sizes[2] + sizes[3]) / sum(sizes.values()))
     markdown = (tmp_path / "r" / "report.md").read_text()
+    assert "| MER-Bench Ovrl. | MER-Bench τ (tie +1, as released) | τ (tie 0) |" in markdown
+    assert "| 0.780 | 0.495 | 0.215 | 0.483 | 0.549 | — |" in markdown  # published rows: no tie-0 value
+    assert f"| **1.000** | **{values['mer_tau_ties0']:.3f}** |" in markdown
     assert "| SpatialReward (paper) | Gen. | 0.683 | 0.672 | 0.803 | 0.671 | 0.608 | 0.661 |" in markdown
     assert "not: SpatialReward (paper) (printed 0.483, plain mean 0.497)" in markdown
 

@@ -139,7 +139,8 @@ def test_editreward_bench_conflicting_candidate_scores_are_reported(tmp_path):
     # row 2 is AvsC: candidate A had 8.0 in row 1 (AvsB)
     set_parquet_cell(raw / "3pair" / "train-00000-of-00001.parquet", "score_1", 1, 1.5)
     problems = problems_of("editreward-bench", raw, tmp_path)
-    assert problems == ["3pair/train-00000-of-00001.parquet:2: candidate 3pair-erb0000004_A has score 1.5 here but 8.0 at "
+    assert problems == ["3pair/train-00000-of-00001.parquet:2: candidate 3pair-erb0000004_A has score 1.5 here but "
+                        "8.0 at "
                         "3pair/train-00000-of-00001.parquet:1"]
 
 

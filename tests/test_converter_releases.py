@@ -112,7 +112,8 @@ def test_aurora_ids_are_the_records_own_identity(tmp_path):
     assert all(i.startswith("aurora-") for i in one_line["id"])
     file.write_text(json.dumps(records + [records[1]]))  # an exact repeat: kept once, counted
     summary = convert("aurora-bench", raw, tmp_path / "repeat")
-    assert len(load(tmp_path / "repeat", "pairwise")) == 6 and "1 record(s) repeat an earlier one" in summary.warnings[0]
+    assert len(load(tmp_path / "repeat", "pairwise")) == 6
+    assert "1 record(s) repeat an earlier one" in summary.warnings[0]
     conflicting = dict(records[1], model1_dim1_score=9.0)
     file.write_text(json.dumps(records + [conflicting]))
     with pytest.raises(DatasetValidationError) as info:

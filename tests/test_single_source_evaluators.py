@@ -66,7 +66,8 @@ def test_evaluator_runs_on_each_source_and_averages(mie_dir, tmp_path, capsys):
 
 def test_evaluator_factory_options_and_failed_edits(mie_dir, tmp_path, capsys):
     out = tmp_path / "scaled.jsonl"
-    assert main(["baselines", "--dataset", str(mie_dir), "--evaluator", "modeling_miescore.testing.toy_evaluators:scaled",
+    assert main(["baselines", "--dataset", str(mie_dir), "--evaluator",
+                 "modeling_miescore.testing.toy_evaluators:scaled",
                  "--evaluator-option", "factor=2", "--evaluator-name", "twice", "--out", str(out),
                  "--no-progress"]) == 0
     ds = _test_split(mie_dir)

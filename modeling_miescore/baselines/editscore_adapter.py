@@ -178,8 +178,9 @@ def editscore(model_name_or_path: str | None = None, lora_path: str | None = Non
                    if _GUESS in str(result.get(f"{prompt}_reasoning", ""))]
         if guessed:
             prompt, reasoning = guessed[0]
-            raise EditScoreAnswerError(f"EditScore could not parse the model's {prompt} answer (the package would use a "
-                                       f"random score); it starts {reasoning.split('|', 1)[-1].strip()[:80]!r}")
+            raise EditScoreAnswerError(f"EditScore could not parse the model's {prompt} answer (the package would "
+                                       "use a random score); it starts "
+                                       f"{reasoning.split('|', 1)[-1].strip()[:80]!r}")
         if said.getvalue().strip():
             print(said.getvalue().strip()[:500], file=sys.stderr)
         return {key: float(result[theirs]) for key, theirs in KEY_MAP.items()}

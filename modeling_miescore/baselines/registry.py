@@ -164,7 +164,8 @@ BASELINES: dict[str, Baseline] = {b.name: b for b in (
     *(Baseline(name, row, MLLM_JUDGE, runs_via=_JUDGE) for name, row in (
         ("mplug_owl3", "mPLUG-Owl3 (7B) (Ye et al. 2024)"), ("minicpm_v2_6", "MiniCPM-V2.6 (8B) (Yao et al. 2024)"),
         ("ovis2_5", "Ovis2.5 (8B) (Lu et al. 2025)"), ("qwen3_vl", "Qwen3-VL (7B) (Yang et al. 2025a)"),
-        ("internvl3_5", "InternVL3.5 (8B) (Wang et al. 2025b)"), ("deepseek_vl2", "DeepSeekVL2 (small) (Liu et al. 2024)"),
+        ("internvl3_5", "InternVL3.5 (8B) (Wang et al. 2025b)"),
+        ("deepseek_vl2", "DeepSeekVL2 (small) (Liu et al. 2024)"),
         ("gemini_3_1_pro", "Gemini-3.1-Pro (Google DeepMind 2026)"), ("chatgpt_5", "ChatGPT-5 (OpenAI 2025)"))),
     Baseline("deepseek_vl2_ft", "DeepSeekVL2 (small), fine-tuned (Liu et al. 2024)", FINE_TUNED_MLLM,
              unavailable="DeepSeek-VL2 is not a transformers model (docs/backbones.md, Table 5 row 7), so "

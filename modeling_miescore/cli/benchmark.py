@@ -3,7 +3,8 @@
 ::
 
     miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR [--grid [--grid-split S]]
+    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR \
+        [--grid [--grid-split S]]
     miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
     miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`)
 

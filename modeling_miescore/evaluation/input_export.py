@@ -76,12 +76,13 @@ def input_cache_dir(ds, cache_dir: str | os.PathLike | None = None) -> Path:
     return root / "mie-bench-inputs" / _safe_name(str(fingerprint))
 
 
-def export_mie_inputs(ds, cache_dir, *, progress: bool = True) -> Path:
+def export_mie_inputs(ds, cache_dir, *, progress: bool = True, hint_columns: tuple = ()) -> Path:
     """Write a MIE-Bench split's images (exact bytes, no re-encoding) and a ``score-batch`` input JSONL.
 
     Layout: ``cache_dir/images/<instance>_s<k>.<ext>`` (sources, once per instance), ``<id>_edited.<ext>`` and
-    ``cache_dir/inputs.jsonl`` (``{"id", "sources", "edited", "instruction"}``, paths relative to it). Images
-    already written are kept, so a rerun only writes what is missing. Returns the JSONL path.
+    ``cache_dir/inputs.jsonl`` (``{"id", "sources", "edited", "instruction"}``, paths relative to it, plus each
+    of ``hint_columns`` the row has a value for, e.g. ``category`` or ``num_edits``). Images already written are
+    kept, so a rerun only writes what is missing. Returns the JSONL path.
     """
     from datasets import Image, List
 
@@ -90,6 +91,7 @@ def export_mie_inputs(ds, cache_dir, *, progress: bool = True) -> Path:
     images.mkdir(parents=True, exist_ok=True)
     cols = ["id", "instance_id", "instruction", "source_images", "edited_image"]
     missing = [c for c in cols if c not in ds.column_names]
+    cols += [c for c in hint_columns if c in ds.column_names]
     if missing:
         raise BenchmarkInputError(f"dataset split lacks column(s) {', '.join(missing)} needed to score it")
     raw = (ds.select_columns(cols)
@@ -111,6 +113,7 @@ def export_mie_inputs(ds, cache_dir, *, progress: bool = True) -> Path:
             written_sources[key] = [_store_image(e, images, f"{stem}_s{k + 1}")
                                     for k, e in enumerate(row["source_images"])]
         edited = _store_image(row["edited_image"], images, f"{_safe_name(str(row['id']))}_edited")
+        hints = {c: row[c] for c in hint_columns if row.get(c) not in (None, "")}
         lines.append(json.dumps({"id": str(row["id"]), "sources": written_sources[key], "edited": edited,
-                                 "instruction": row["instruction"]}))
+                                 "instruction": row["instruction"], **hints}))
     return write_text_atomic(cache / "inputs.jsonl", "\n".join(lines) + "\n")

@@ -3,7 +3,8 @@
 Raw layout (paths relative to the raw folder; extra keys/columns/files are ignored)::
 
     samples.jsonl     {"sample_id": str, "instruction": str, "original_image": relative image path,
-                       "category": "general" | "human_basic" | "human_fine", "subtask": str}
+                       "category": "general" | "human_basic" | "human_fine", "subtask": str,
+                       "num_edits": int (optional: the instruction's operations, 2-5 in the paper)}
     candidates.jsonl  {"candidate_id": str, "sample_id": str, "editing_model": str,
                        "image": relative image path}
     annotations.csv   annotator_id,candidate_id,overall,sc,pq
@@ -34,8 +35,8 @@ Construction (SpatialReward paper, section 4.3 and appendix A.1):
 
 Output (compatible with the authors' ``SpatialReward/MER-Bench`` release): splits ``2pair``,
 ``3pair``, ``4pair``; columns ``pair_id, instruction, original_image, edited_images`` (best first),
-``label, sample_id`` plus ``category, subtask, editing_models, candidate_ids, overall_tiers,
-sc_tiers, pq_tiers``. ``label`` holds the editing category (``general`` / ``human_basic`` /
+``label, sample_id`` plus ``category, subtask, num_edits`` (null when the raw release has none),
+``editing_models, candidate_ids, overall_tiers, sc_tiers, pq_tiers``. ``label`` holds the editing category (``general`` / ``human_basic`` /
 ``human_fine``): the authors' evaluation script (``eval/MERBench/calculate_accuracy.py``) reports
 accuracy per ``label`` as its category breakdown (paper Table 2).
 """
@@ -85,6 +86,7 @@ def mer_bench_features():
             "sample_id": Value("string"),
             "category": Value("string"),
             "subtask": Value("string"),
+            "num_edits": Value("int32"),
             **{name: List(Value("string"))
                for name in ("editing_models", "candidate_ids", *(f"{d}_tiers" for d in MER_TIER_DIMENSIONS))},
         }
@@ -245,6 +247,7 @@ class MERBenchBuilder(DatasetBuilder):
             "sample_id": s.sample_id,
             "category": s.category,
             "subtask": s.subtask,
+            "num_edits": s.num_edits,
             "editing_models": [c.editing_model for c in group],
             "candidate_ids": [c.candidate_id for c in group],
             **{f"{d}_tiers": [c.tiers[d] for c in group] for d in MER_TIER_DIMENSIONS},

@@ -23,6 +23,7 @@ COLUMNS = {
     "sample_id": "sample (original image + instruction) the group comes from",
     "category": "same as `label`",
     "subtask": "fine-grained subtask",
+    "num_edits": "operations in the instruction (2-5 in the paper; null when the raw release has none)",
     "editing_models": "model of each edited image (same order)",
     "candidate_ids": "raw candidate id of each edited image (same order)",
     "overall_tiers": "majority overall tier of each edited image",

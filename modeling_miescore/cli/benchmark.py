@@ -6,6 +6,7 @@
     miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR [--grid]
     miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
     miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`)
+    miescore benchmark gedit / imgedit / editors ...  (an image editor, Table 3: :mod:`.editor_benchmarks`)
 
 Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
 ``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
@@ -25,6 +26,7 @@ from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
 from ..image_io import MIEScoreInputError
+from .editor_benchmarks import register_editor_kinds
 from .external_benchmarks import register_kinds
 from .main import add_device_args, number_arg
 
@@ -69,7 +71,7 @@ def register(subparsers) -> None:
         description="Write a report (report.md, report.json, plots/) that compares an evaluator with human "
                     "judgements, or ranks editing models by predicted scores.")
     kinds = bench.add_subparsers(dest="kind", required=True,
-                                 metavar="{mie-bench,mer-bench,editing-models,zero-shot,reward}")
+                                 metavar="{mie-bench,mer-bench,editing-models,zero-shot,reward,gedit,imgedit,editors}")
 
     mie = kinds.add_parser("mie-bench", help="SRCC/KRCC/PLCC with human MOS, per task, model ranking",
                            description="How human-aligned is an evaluator on MIE-Bench? MIEScore paper tables 3, 4, "
@@ -97,6 +99,7 @@ def register(subparsers) -> None:
     _cache_dir_arg(ed)
     ed.set_defaults(func=cmd_editing_models)
     register_kinds(kinds)
+    register_editor_kinds(kinds)
 
 
 def _cache_dir_arg(parser: argparse.ArgumentParser) -> None:

@@ -110,13 +110,14 @@ def _bootstrap(args):
 def cmd_editor_benchmark(args) -> int:
     from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
     from ..evaluation.editor_benchmarks.protocols import editor_benchmark
-    from ..scoring.jsonl_scoring import make_output_folder
     from .judge import _spec
 
     benchmark = editor_benchmark(args.kind)
     if getattr(args, "no_rounding", False):
         benchmark = dataclasses.replace(benchmark, round_to=None)
-    out = make_output_folder(args.out, "--out: ")
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
     spec = calls = None
     if args.backend:
         if not args.model:
@@ -149,10 +150,11 @@ def cmd_editor_benchmark(args) -> int:
 def cmd_editors(args) -> int:
     from ..evaluation.editor_benchmarks.editor_comparison import comparison_plots, compare_editors, parse_runs
     from ..evaluation.report import write_report
-    from ..scoring.jsonl_scoring import make_output_folder
 
     runs = parse_runs(args.runs)
-    out = make_output_folder(args.out, "--out: ")
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
     report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size)
     report["plots"] = {} if args.no_plots else comparison_plots(report, out)
     write_report(out, report)

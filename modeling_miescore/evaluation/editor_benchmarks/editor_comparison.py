@@ -131,11 +131,14 @@ def _delta(base, run, benchmark, bootstrap: BootstrapSettings) -> dict:
 def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[str] = None,
                     bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4) -> dict:
     """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``."""
+    from ...scoring.jsonl_scoring import make_output_folder
+
     bootstrap = bootstrap or BootstrapSettings(n=0)
     loaded = _load(runs)
     baseline = baseline or next(iter(loaded))
     if baseline not in loaded:
         raise BenchmarkInputError(f"--baseline {baseline!r} is not one of the runs ({', '.join(loaded)})")
+    make_output_folder(out_dir, "out_dir: ")  # once the runs are known to be usable
     rows = {name: {kind: _rows(report, folder, kind) for kind, (report, folder) in kinds.items()}
             for name, kinds in loaded.items()}
     table: Dict[str, dict] = {}

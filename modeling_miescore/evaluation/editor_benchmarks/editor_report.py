@@ -136,7 +136,10 @@ def _reward_section(report: dict, benchmark: EditorBenchmark) -> List[str]:
     out = ["## Reward models as judges of the same edits", ""]
     for name, view in report["reward_judges"].items():
         labels = [view["labels"][k] for k in view["scores"]]
-        out += [f"**{name}** ({view['scale']})", ""]
+        counts = view.get("counts", {})
+        out += [f"**{name}** ({view['scale']}): {counts.get('scored', 0)} edits scored, {counts.get('flagged', 0)} "
+                f"flagged (a judgement that could not be parsed; left out), {counts.get('not_scored', 0)} not scored.",
+                ""]
         for language, subsets in view["results"].items():
             cats = subsets["full"]["by_category"]
             srcc = view.get("srcc_with_judge", {}).get(language)

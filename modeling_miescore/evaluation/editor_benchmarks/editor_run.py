@@ -79,6 +79,7 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
     Returns ``(report, unfinished)``: ``unfinished`` lists what a rerun should retry (edits whose request failed
     for good, reward-model lines that could not be scored); the report covers everything judged so far.
     """
+    from ...scoring.jsonl_scoring import make_output_folder
     from ..report import write_report
 
     options = options or EditorRunOptions()
@@ -94,7 +95,7 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
         raise BenchmarkInputError(f"--edits '{edits}' holds no edit of the {len(selected)} selected rows "
                                   f"({resolved.outside_selection} edits of other rows); check the filters")
     prompts = load_prompts(benchmark, options.prompts_path, selected["category"]) if options.spec else None
-    out.mkdir(parents=True, exist_ok=True)
+    make_output_folder(out, "out_dir: ")  # only once the input is known to be usable: bad input writes nothing
     sources = export_sources(rows, sorted({r.row for r in resolved.edits}), out / "inputs", options.progress)
     inputs, info = write_judge_inputs(out / "inputs", resolved, rows.frame, sources)
 
@@ -122,8 +123,12 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
         if batch.errors:
             unfinished.append(f"{len(batch.errors)} edits were not scored by {name}")
         view = reward_view(benchmark, kind)
-        reward_rows = row_frame(sample_frame(selected, resolved, read_records(output), view, rows.flags), view, mode)
-        reward[name] = reward_judge_summary(kind, reward_rows, judge_rows, benchmark, options.bootstrap, order)
+        reward_samples = sample_frame(selected, resolved, read_records(output), view, rows.flags)
+        reward[name] = reward_judge_summary(kind, row_frame(reward_samples, view, mode), judge_rows, benchmark,
+                                            options.bootstrap, order)
+        reward[name]["counts"] = {"scored": int((reward_samples["judged"] & ~reward_samples["failed"]).sum()),
+                                  "flagged": int((reward_samples["judged"] & reward_samples["failed"]).sum()),
+                                  "not_scored": int((~reward_samples["judged"]).sum())}
     run = {"dataset": dataset, "edits": f"{edits} ({resolved.form})", "miescore_version": _version(),
            "judge": judge_name or "none (reward models only)", "prompts": prompts.label if prompts else None,
            "samples": "best of N (max overall per key)" if options.best_of_n else "mean over each key's samples",

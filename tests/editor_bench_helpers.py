@@ -64,3 +64,43 @@ def gedit_server_answer(table: dict):
 def imgedit_answer(scores, names=("Instruction Adherence", "Editing Quality", "Detail Preservation")) -> dict:
     lines = ["Brief reasoning: scripted."] + [f"{n}: {s}" for n, s in zip(names, scores)]
     return chat_completion("\n".join(lines), 700, 30)
+
+
+# Two editors ("base", "tuned") on small selections of both benchmarks, for the comparison tests. GEdit EN rows:
+# background_change 0, 1; subject-add 0, 1, (SC, PQ) per code; ImgEdit rows add 0, 1; remove 0, 1, three criteria
+# per code. The base run's edits have codes 0-3, the tuned run's 4-7.
+GEDIT_RUNS = {0: ([6, 6], [6, 6]), 1: ([4, 4], [9, 9]), 2: ([8, 8], [2, 2]), 3: ([5, 5], [5, 5]),
+              4: ([8, 8], [8, 8]), 5: ([4, 4], [4, 4]), 6: ([8, 8], [8, 8]), 7: ([6, 6], [6, 6])}
+IMGEDIT_RUNS = {0: (3, 3, 3), 1: (2, 2, 2), 2: (4, 4, 4), 3: (1, 1, 1), 4: (4, 4, 4), 5: (1, 1, 1), 6: (5, 5, 5),
+                7: (3, 3, 3)}
+
+
+def make_editor_runs(folder: Path) -> tuple[dict, Path]:
+    """The four report folders ``{(benchmark, run): folder}`` of ``miescore benchmark gedit`` / ``imgedit`` for the
+    two editors, judged by a scripted judge."""
+    from local_http import RoutedChatServer
+
+    from modeling_miescore.cli.main import main
+
+    gedit, gedit_truth = converted("gedit-bench", folder, tasks={"background_change": 2, "subject-add": 2},
+                                   languages=("en",))
+    imgedit, imgedit_truth = converted("imgedit-bench", folder, types=("add", "remove"), per_type=2)
+    out = {}
+
+    def answer(body, repeat):
+        parts = body["messages"][0]["content"]
+        if len(parts) == 3 and parts[0]["type"] == "text":  # ImgEdit: text, source, edited
+            return 200, imgedit_answer(IMGEDIT_RUNS[code_of(body)]), None, 0
+        return gedit_server_answer(GEDIT_RUNS)(body, repeat)
+
+    with RoutedChatServer(answer) as server:
+        for name, offset in (("base", 0), ("tuned", 4)):
+            for kind, dataset, truth in (("gedit", gedit, gedit_truth), ("imgedit", imgedit, imgedit_truth)):
+                edits = folder / f"{kind}-{name}"
+                for code, t in enumerate(truth):
+                    edit_image(edits / f"{t['key']}.png", code + offset)
+                out[(kind, name)] = folder / f"report-{kind}-{name}"
+                assert main(["benchmark", kind, "--dataset", str(dataset), "--edits", str(edits), "--out",
+                             str(out[(kind, name)]), "--backend", "openai", "--base-url", server.url, "--model", "m",
+                             "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
+    return out, folder

@@ -350,3 +350,23 @@ def test_local_transformers_vlm_as_the_mllm_judge(gedit, tmp_path, tiny_qwen3vl_
     assert all(r["failed"] == (r["o"] is None) and (not r["failed"] or r["issues"]) for r in records)
     usage = json.loads((out / "judgements.jsonl.usage.jsonl").read_text().splitlines()[-1])["usage"]["totals"]
     assert usage["sent"] == 4 and usage["completion_tokens"] > 0
+
+
+@pytest.mark.slow  # two subprocesses (~15 s on 2 shared cores)
+def test_a_killed_run_resumes_without_asking_again(gedit, tmp_path):
+    from kill_resume import kill_then_resume
+
+    table = {**dict(enumerate(GEDIT_PLAN)), **{10 + i: ([4, 4], [4, 4]) for i in range(5)}}
+
+    def slow(body, repeat):
+        status, answer, headers, _ = gedit_server_answer(table)(body, repeat)
+        return status, answer, headers, 0.25
+
+    out = tmp_path / "out"
+    with RoutedChatServer(slow) as server:
+        args = _gedit_args(gedit, out, server.url, "--concurrency", "2", "--no-plots")
+        cached, resent = kill_then_resume(server, args, out / "judgements.jsonl.cache.sqlite", kill_after=6)
+    ids = [json.loads(line)["id"] for line in (out / "judgements.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(f"{t['key']}#0" for t in gedit["en"] + gedit["cn"])  # every edit judged once
+    assert 1 <= cached < 20 and resent == 20 - cached  # answers in the cache were not asked for again
+    assert _report(out)["counts"]["rows_evaluated"] == 10

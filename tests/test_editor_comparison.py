@@ -11,51 +11,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from editor_bench_helpers import code_of, converted, edit_image, gedit_server_answer, imgedit_answer
-from local_http import RoutedChatServer
+from editor_bench_helpers import GEDIT_RUNS, make_editor_runs
 
 from modeling_miescore.cli.main import main
 from modeling_miescore.evaluation.editor_benchmarks.editor_comparison import sign_flip_p_value
 from modeling_miescore.evaluation.published_results import SPATIALREWARD_TABLE3, table3_delta_check
 
-# GEdit EN rows of the selection, in order: background_change 0, 1; subject-add 0, 1. (SC, PQ) per code: the
-# base run's edits have codes 0-3, the tuned run's 4-7.
-GEDIT = {0: ([6, 6], [6, 6]), 1: ([4, 4], [9, 9]), 2: ([8, 8], [2, 2]), 3: ([5, 5], [5, 5]),
-         4: ([8, 8], [8, 8]), 5: ([4, 4], [4, 4]), 6: ([8, 8], [8, 8]), 7: ([6, 6], [6, 6])}
-# ImgEdit rows add 0, 1; remove 0, 1: three criteria per code (base 0-3, tuned 4-7).
-IMGEDIT = {0: (3, 3, 3), 1: (2, 2, 2), 2: (4, 4, 4), 3: (1, 1, 1), 4: (4, 4, 4), 5: (1, 1, 1), 6: (5, 5, 5),
-           7: (3, 3, 3)}
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("editors")
-    gedit, gedit_truth = converted("gedit-bench", folder, tasks={"background_change": 2, "subject-add": 2},
-                                   languages=("en",))
-    imgedit, imgedit_truth = converted("imgedit-bench", folder, types=("add", "remove"), per_type=2)
-    out = {}
-
-    def answer(body, repeat):
-        code = code_of(body)
-        if len(body["messages"][0]["content"]) == 3 and body["messages"][0]["content"][0]["type"] == "text":
-            return 200, imgedit_answer(IMGEDIT[code]), None, 0  # ImgEdit: text, source, edited
-        return gedit_server_answer(GEDIT)(body, repeat)
-
-    with RoutedChatServer(answer) as server:
-        for name, offset in (("base", 0), ("tuned", 4)):
-            for kind, dataset, truth in (("gedit", gedit, gedit_truth), ("imgedit", imgedit, imgedit_truth)):
-                edits = folder / f"{kind}-{name}"
-                for code, t in enumerate(truth):
-                    edit_image(edits / f"{t['key']}.png", code + offset)
-                out[(kind, name)] = folder / f"report-{kind}-{name}"
-                assert main(["benchmark", kind, "--dataset", str(dataset), "--edits", str(edits), "--out",
-                             str(out[(kind, name)]), "--backend", "openai", "--base-url", server.url, "--model", "m",
-                             "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
-    return out, folder
+    return make_editor_runs(tmp_path_factory.mktemp("editors"))
 
 
 def _o(code):
-    sc, pq = GEDIT[code]
+    sc, pq = GEDIT_RUNS[code]
     return math.sqrt(min(sc) * min(pq))
 
 

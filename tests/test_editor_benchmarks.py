@@ -338,6 +338,7 @@ def test_vie_prompts_are_read_as_text_and_code_is_never_run(tmp_path):
         read_vie_prompts(computed)
 
 
+@pytest.mark.slow  # loads and runs the tiny Qwen3-VL (~7 s on 2 shared cores)
 def test_local_transformers_vlm_as_the_mllm_judge(gedit, tmp_path, tiny_qwen3vl_path):
     out = tmp_path / "out"
     assert main(["benchmark", "gedit", "--dataset", str(gedit["dataset"]), "--edits", str(gedit["edits"]), "--out",

@@ -33,7 +33,7 @@ def test_table3_cells_deltas_per_category_and_pictures(runs, tmp_path):
     assert main(["benchmark", "editors", "--runs",
                  f"base={reports[('gedit', 'base')]},{reports[('imgedit', 'base')]}",
                  f"tuned={reports[('gedit', 'tuned')]},{reports[('imgedit', 'tuned')]}",
-                 "--out", str(cmp), "--bootstrap", "200", "--grid-size", "1"]) == 0
+                 "--out", str(cmp), "--bootstrap", "50", "--grid-size", "1"]) == 0
     report = json.loads((cmp / "report.json").read_text())
     base_o = ((_o(0) + _o(1)) / 2 + (_o(2) + _o(3)) / 2) / 2  # the mean over task types of the type means
     tuned_o = ((_o(4) + _o(5)) / 2 + (_o(6) + _o(7)) / 2) / 2

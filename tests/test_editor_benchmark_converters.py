@@ -45,6 +45,19 @@ def test_gedit_bench_rows_keep_keys_languages_categories_and_the_intersection_fl
     assert "Judge protocol" in (tmp_path / "out" / "README.md").read_text()
 
 
+def test_evaluator_commands_refuse_an_editor_benchmark(tmp_path, capsys):
+    rb.make_raw_gedit_bench(tmp_path / "raw", tasks={"tone_transfer": 1}, languages=("en",))
+    get_converter("gedit-bench")(tmp_path / "raw", tmp_path / "gedit", progress=False).build()
+    (tmp_path / "p.jsonl").write_text("")
+    assert main(["benchmark", "zero-shot", "--dataset", str(tmp_path / "gedit"), "--predictions",
+                 str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "z")]) == 2
+    err = capsys.readouterr().err
+    assert "is an editor benchmark" in err and "'miescore benchmark gedit'" in err
+    assert main(["judge", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--dataset",
+                 str(tmp_path / "gedit"), "--output", str(tmp_path / "j.jsonl")]) == 2
+    assert "is an editor benchmark" in capsys.readouterr().err
+
+
 def test_gedit_bench_key_shared_by_two_languages_gets_language_qualified_ids(tmp_path):
     truth = rb.make_raw_gedit_bench(tmp_path / "raw", shared_keys=True, tasks={"text_change": 2})
     summary = get_converter("gedit-bench")(tmp_path / "raw", tmp_path / "out", progress=False).build()

@@ -26,6 +26,7 @@ this judge does none of that: such an answer is a flagged failure.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
@@ -75,6 +76,9 @@ OWN_PROMPTS = GEditPrompts(
         'Reply with one JSON object only: {"score": [naturalness, artifacts], "reasoning": "<one short '
         'sentence>"}'),
     label="own", comparable=False)
+# the label names this wording (a changed wording never extends judgements made with the old one)
+OWN_PROMPTS = dataclasses.replace(
+    OWN_PROMPTS, label=f"own (sha256 {hashlib.sha256((OWN_PROMPTS.sc + OWN_PROMPTS.pq).encode()).hexdigest()[:12]})")
 
 
 def _module_strings(tree: ast.Module) -> Dict[str, str]:

@@ -35,7 +35,7 @@ from ...judges.json_extract import strip_reasoning_and_fences
 from .editor_judge import EditorJudge
 from .protocols import EDITOR_BENCHMARKS
 
-__all__ = ["OWN_CRITERIA", "OWN_RUBRICS", "ImgEditJudge", "ImgEditPrompts", "parse_criteria", "read_imgedit_prompts"]
+__all__ = ["OWN_CRITERIA", "OWN_PROMPTS", "OWN_RUBRICS", "ImgEditJudge", "ImgEditPrompts", "parse_criteria", "read_imgedit_prompts"]
 
 SCALE = EDITOR_BENCHMARKS["imgedit"].scale
 OWN_CRITERIA = ("Instruction Adherence", "Editing Quality", "Detail Preservation")
@@ -96,7 +96,10 @@ class ImgEditPrompts:
     criteria: Optional[tuple] = None
 
 
-OWN_PROMPTS = ImgEditPrompts(OWN_RUBRICS, "own", False, OWN_CRITERIA)
+# the label names this wording (a changed wording never extends judgements made with the old one)
+OWN_PROMPTS = ImgEditPrompts(
+    OWN_RUBRICS, f"own (sha256 {hashlib.sha256(json.dumps(OWN_RUBRICS, sort_keys=True).encode()).hexdigest()[:12]})",
+    False, OWN_CRITERIA)
 
 
 def read_imgedit_prompts(path, types: Sequence[str]) -> ImgEditPrompts:

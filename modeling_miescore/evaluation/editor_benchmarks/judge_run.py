@@ -81,9 +81,11 @@ def run_mllm_judge(benchmark, calls, spec, inputs: Path, output: Path, info: Dic
     """Judge every edit of ``inputs`` not yet in ``output`` with the benchmark's MLLM judge on the engine of
     ``spec`` (from ``calls``, a :class:`~modeling_miescore.cli.model_calls.ModelCallRun`); returns ``(BatchReport,
     judge)``."""
-    from ...scoring.jsonl_scoring import score_jsonl
+    from ...scoring.jsonl_scoring import BatchReport, score_jsonl
 
     check_resumable(output, {"judge": name, "prompts": prompts.label}, info)
+    if set(info) <= set(read_records(output)):  # a finished run: report again without starting the judge model
+        return BatchReport(skipped_existing=len(info)), None
     engine = calls.engine(spec)
     judge = benchmark.judge_class()(engine, prompts, name=name, info=info, max_tokens=max_tokens,
                                     temperature=temperature)

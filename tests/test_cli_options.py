@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,30 @@ def test_command_modules_import_no_private_names_from_each_other():
     listed = set(cli_main.COMMAND_MODULES)
     helpers = {"__init__", "__main__", "main", "model_calls"}  # the parser and the shared options, no command
     assert {p.stem for p in CLI_DIR.glob("*.py")} - helpers == listed
+
+
+def test_the_server_options_are_built_only_when_serve_is_parsed(monkeypatch, capsys):
+    from modeling_miescore.cli import serve
+
+    built = []
+    monkeypatch.setattr(serve, "_add_settings_options", lambda parser: built.append(parser.prog))
+    parser = build_parser()
+    parser.parse_args(["benchmark", "zero-shot", "--dataset", "d", "--predictions", "p", "--out", "o"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    assert built == []
+    parser.parse_args(["serve", "--model", "m"])
+    parser.parse_args(["serve", "--model", "m"])
+    assert built == ["miescore serve"]
+
+
+@pytest.mark.slow  # a fresh interpreter: 2-5 s on a loaded 2-core machine
+def test_only_serve_imports_its_settings_declaration():
+    """The server's options are built from a pydantic model when ``serve`` is parsed; the other commands and
+    ``miescore --help`` do not pay for importing pydantic (about 0.4 s)."""
+    code = ("import sys; from modeling_miescore.cli.main import build_parser; parser = build_parser(); "
+            "parser.parse_args(['benchmark', 'zero-shot', '--dataset', 'd', '--predictions', 'p', '--out', 'o']); "
+            "print('pydantic' in sys.modules); parser.parse_args(['serve', '--model', 'm', '--max-batch', '3']); "
+            "print('pydantic' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stderr

@@ -8,8 +8,8 @@ import annotated_types
 import pytest
 from pydantic import Field
 
-from modeling_miescore.cli import serve as serve_cli
 from modeling_miescore.cli.main import build_parser, main
+from modeling_miescore.serving import settings as settings_module
 from modeling_miescore.serving.settings import ServerSettings
 from modeling_miescore.utils.declared_settings import (
     SettingsError,
@@ -136,7 +136,7 @@ def test_a_field_added_to_the_declaration_reaches_miescore_serve(monkeypatch, ca
     class WithKnob(ServerSettings):
         prefetch_groups: int = Field(3, gt=0, le=8, description="groups decoded ahead of the model")
 
-    monkeypatch.setattr(serve_cli, "ServerSettings", WithKnob)
+    monkeypatch.setattr(settings_module, "ServerSettings", WithKnob)
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     assert "--prefetch-groups PREFETCH_GROUPS" in capsys.readouterr().out
@@ -151,6 +151,9 @@ def test_a_field_added_to_the_declaration_reaches_miescore_serve(monkeypatch, ca
     def capture(backend, settings):
         raise _Captured(settings)
 
+    from modeling_miescore.cli import serve
+
+    monkeypatch.setattr(serve, "quiet_transformers", lambda: None)  # imports transformers: not what is tested
     monkeypatch.setattr(backends, "load_backend", lambda *a, **k: object())
     monkeypatch.setattr(app, "create_app", capture)
     monkeypatch.setenv("MIESCORE_SERVE_PREFETCH_GROUPS", "5")

@@ -6,7 +6,8 @@ subcommands; the others hold the command of their name); ``miescore --help`` lis
 what command modules share: argument types (:func:`number_arg`), ``--model`` / ``--device`` / ``--dtype``
 (:func:`add_model_args`, :func:`add_device_args`), :func:`quiet_transformers` and :func:`finish_run`. Options
 shared by the commands that call large models (``judge``, ``spatialreward-data``) are in :mod:`.model_calls`; the
-server's options are generated from its settings declaration (:mod:`modeling_miescore.serving.settings`).
+server's options are generated from its settings declaration (:mod:`modeling_miescore.serving.settings`) when
+``serve`` is parsed (:func:`defer_options`).
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
 problem and the fix and exit with status 2; no traceback.
@@ -113,8 +114,43 @@ def add_model_args(parser: argparse.ArgumentParser, required: bool = True) -> No
     add_device_args(parser)
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of ``miescore`` and of each of its commands: options can be added when it first parses or shows
+    its help (:func:`defer_options`), so that a command whose options need a slow import (``serve``: pydantic,
+    about 0.4 s) costs the other commands nothing."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deferred_options = []
+
+    def _add_deferred_options(self) -> None:
+        while self.deferred_options:
+            self.deferred_options.pop(0)(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._add_deferred_options()  # a command's parser is called through this by its parent's subparsers
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self._add_deferred_options()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._add_deferred_options()
+        return super().format_help()
+
+
+def defer_options(parser: argparse.ArgumentParser, add) -> None:
+    """Call ``add(parser)`` when ``parser`` first parses or formats its help (at once if it is no
+    :class:`CommandParser`)."""
+    if isinstance(parser, CommandParser):
+        parser.deferred_options.append(add)
+    else:
+        add(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
+    parser = CommandParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
     sub = parser.add_subparsers(dest="command", required=True)
     opened = {}  # module name -> the subcommands its register() opened
     for module_name in COMMAND_MODULES:

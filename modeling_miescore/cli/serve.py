@@ -2,6 +2,10 @@
 
 On SIGTERM / Ctrl-C the server drains: new requests get 503, queued work finishes (up to
 ``--drain-timeout`` s), every accepted request is answered, then the process exits.
+
+The limits, timeouts and batching options are built from their one declaration,
+:class:`~modeling_miescore.serving.settings.ServerSettings` (each also read from ``MIESCORE_SERVE_<OPTION>``); a
+setting added there is an option here without editing this module.
 """
 
 from __future__ import annotations
@@ -10,10 +14,21 @@ import ipaddress
 import socket
 import sys
 
-from .main import add_device_args, quiet_transformers
+from .main import add_device_args, defer_options, quiet_transformers
 from ..image_io import MIEScoreInputError
-from ..serving.settings import ServerSettings
-from ..utils.declared_settings import SettingsError, add_setting_options, env_name, settings_from_options
+
+
+def _add_settings_options(parser) -> None:
+    """One option per field of the declaration, :class:`~modeling_miescore.serving.settings.ServerSettings`."""
+    from ..serving.settings import ServerSettings
+    from ..utils.declared_settings import add_setting_options, env_name
+
+    limits = parser.add_argument_group(
+        "server settings", "Limits, timeouts and batching (ServerSettings). An option not given is read from the "
+                           f"environment variable {ServerSettings.ENV_PREFIX}<OPTION> when set (e.g. "
+                           f"{env_name(ServerSettings, 'max_batch')}=32 for --max-batch 32), else it takes its "
+                           "default.")
+    add_setting_options(limits, ServerSettings)
 
 
 def register(subparsers) -> None:
@@ -27,12 +42,7 @@ def register(subparsers) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
     add_device_args(parser)
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    example = env_name(ServerSettings, "max_batch")
-    limits = parser.add_argument_group(
-        "server settings", f"Limits, timeouts and batching (ServerSettings). An option not given is read from the "
-                           f"environment variable {ServerSettings.ENV_PREFIX}<OPTION> when set (e.g. {example}=32 "
-                           "for --max-batch 32), else it takes its default.")
-    add_setting_options(limits, ServerSettings)
+    defer_options(parser, _add_settings_options)  # pydantic is imported only when `serve` is parsed
     parser.set_defaults(func=cmd_serve)
 
 
@@ -66,6 +76,8 @@ def cmd_serve(args) -> int:
     from ..serving.backends import load_backend
     from ..serving.connection_guard import raise_fd_limit, uvicorn_options
     from ..serving.log_rate_limit import install_log_rate_limit
+    from ..serving.settings import ServerSettings
+    from ..utils.declared_settings import SettingsError, env_name, settings_from_options
 
     try:
         settings = settings_from_options(ServerSettings, args)
@@ -73,7 +85,7 @@ def cmd_serve(args) -> int:
         raise MIEScoreInputError(str(err)) from None
     if settings.api_key is None and not _is_loopback(args.host):
         print(f"miescore serve: warning: listening on {args.host} without --api-key-env (or "
-              f"{env_name(ServerSettings, 'api_key')}): anyone who can reach this port can use the model",
+              f"{env_name(type(settings), 'api_key')}): anyone who can reach this port can use the model",
               file=sys.stderr)
     if not 0 <= args.port <= 65535:
         raise MIEScoreInputError(f"--port {args.port} is not a valid port (0-65535)")

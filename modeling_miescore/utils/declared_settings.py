@@ -52,7 +52,7 @@ class DeclaredSettings(BaseModel):
     ``ENV_PREFIX``: the prefix of the environment variables :func:`settings_from_options` reads.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
     ENV_PREFIX: ClassVar[str] = ""
 
     def __init__(self, /, **values: Any):

@@ -70,16 +70,10 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def cmd_serve(args) -> int:
-    import uvicorn
-
-    from ..serving.app import create_app
-    from ..serving.backends import load_backend
-    from ..serving.connection_guard import raise_fd_limit, uvicorn_options
-    from ..serving.log_rate_limit import install_log_rate_limit
     from ..serving.settings import ServerSettings
     from ..utils.declared_settings import SettingsError, env_name, settings_from_options
 
-    try:
+    try:  # bad values fail first, before the server's imports
         settings = settings_from_options(ServerSettings, args)
     except SettingsError as err:
         raise MIEScoreInputError(str(err)) from None
@@ -89,6 +83,12 @@ def cmd_serve(args) -> int:
               file=sys.stderr)
     if not 0 <= args.port <= 65535:
         raise MIEScoreInputError(f"--port {args.port} is not a valid port (0-65535)")
+    import uvicorn
+
+    from ..serving.app import create_app
+    from ..serving.backends import load_backend
+    from ..serving.connection_guard import raise_fd_limit, uvicorn_options
+    from ..serving.log_rate_limit import install_log_rate_limit
 
     sock = _bind(args.host, args.port)  # before loading the model: a busy port fails in a second, not minutes
     try:

@@ -28,7 +28,9 @@ from ..image_io import MIEScoreInputError
 from .main import finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
 
-__all__ = ["register_editor_kinds"]
+__all__ = ["PARENT_COMMAND", "register"]
+
+PARENT_COMMAND = "benchmark"  # these are subcommands of `miescore benchmark` (see cli.main.COMMAND_MODULES)
 
 
 def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
@@ -76,8 +78,8 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="no plots")
 
 
-def register_editor_kinds(kinds) -> None:
-    """Add ``gedit``, ``imgedit`` and ``editors`` to ``miescore benchmark``."""
+def register(kinds) -> None:
+    """Add ``gedit``, ``imgedit`` and ``editors`` to ``miescore benchmark`` (``kinds``: its subparsers)."""
     from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS
 
     for benchmark in EDITOR_BENCHMARKS.values():

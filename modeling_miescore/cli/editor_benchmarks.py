@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import finish_run, number_arg
-from .model_calls import ModelCallRun, add_call_args
+from .model_calls import ModelCallRun, add_call_args, judge_spec
 
 __all__ = ["PARENT_COMMAND", "register"]
 
@@ -112,7 +112,6 @@ def _bootstrap(args):
 def cmd_editor_benchmark(args) -> int:
     from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
     from ..evaluation.editor_benchmarks.protocols import editor_benchmark
-    from .judge import _spec
 
     benchmark = editor_benchmark(args.kind)
     if getattr(args, "no_rounding", False):
@@ -124,7 +123,7 @@ def cmd_editor_benchmark(args) -> int:
     if args.backend:
         if not args.model:
             raise MIEScoreInputError(f"--backend {args.backend} needs --model (e.g. {benchmark.published_judge})")
-        spec = _spec(args)
+        spec = judge_spec(args)
         calls = ModelCallRun(args, f"benchmark {benchmark.name}", out / "judgements.jsonl.cache.sqlite",
                              out / "judgements.jsonl.usage.jsonl", {"dataset": args.dataset, "spec": str(spec)})
     elif args.model or args.base_url or args.prompts:

@@ -2,7 +2,8 @@
 
 Every command lives in its own module of this package, named in ``COMMAND_MODULES`` below (``score`` holds
 ``score``, ``score-batch`` and ``demo``; ``external_benchmarks`` the ``benchmark zero-shot`` and ``benchmark reward``
-subcommands; the others hold the command of their name); ``miescore --help`` lists them. The helpers below are
+subcommands, ``editor_benchmarks`` ``benchmark gedit`` / ``imgedit`` / ``editors``; the others hold the command of
+their name); ``miescore --help`` lists them. The helpers below are
 what command modules share: argument types (:func:`number_arg`), ``--model`` / ``--device`` / ``--dtype``
 (:func:`add_model_args`, :func:`add_device_args`), :func:`quiet_transformers` and :func:`finish_run`. Options
 shared by the commands that call large models (``judge``, ``spatialreward-data``) are in :mod:`.model_calls`; the
@@ -35,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "spatialreward",
     "benchmark",
     "external_benchmarks",  # PARENT_COMMAND = "benchmark"
+    "editor_benchmarks",  # PARENT_COMMAND = "benchmark"
     "dataset",
     "convert_benchmark",
     "analyze_attention",

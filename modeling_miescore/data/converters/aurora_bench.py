@@ -1,11 +1,11 @@
 """AURORA-Bench human ratings (Krojer et al. 2024) -> pairwise single-source edits.
 
 Release format. The AURORA repository (https://github.com/McGill-NLP/AURORA) releases the benchmark as ``test.json``
-(``input``, ``output``, ``prompt``, ``task``), and its README (section "Human Ratings", from the 5 Dec 2024 version
-on) releases the human ratings of the models' outputs on AURORA-Bench: "The output images and associated human
-ratings (``task_scores_finegrained.json``) can be downloaded from Google Drive". The fields of that file are not
-described in the README, the datasheet or any script of the repository, and the file itself (a Google Drive
-download) could not be read here, so it is **not** an input format of this converter yet. The converter reads the
+(``input``, ``output``, ``prompt``, ``task``), and its current README (section "Human Ratings"; earlier versions
+listed them as a to-do) releases the human ratings of the models' outputs on AURORA-Bench: "The output images and
+associated human ratings (``task_scores_finegrained.json``) can be downloaded from Google Drive". The fields of
+that file are not described in the README, the datasheet or any script of the repository, and the file itself (a
+Google Drive download) could not be read here, so it is **not** an input format of this converter yet. The converter reads the
 pairwise JSON that EditReward's evaluation script builds from those ratings
 (https://github.com/TIGER-AI-Lab/EditReward/blob/main/EditReward/evaluate/eval_bench.py, benchmark
 ``aurora_bench_pairwise``): a JSON array of ``{"prompt", "path_src", "path1", "path2", "model1_dim1_score",

@@ -138,7 +138,7 @@ def request_key(identity: Mapping[str, Any], request: ChatRequest) -> str:
                  "max_tokens": int(request.max_tokens), "temperature": float(request.temperature),
                  "extra": dict(request.extra)}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is still a key
 
 
 # ------------------------------------------------------------------------------------------------ usage log

@@ -49,8 +49,6 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url
-from ..utils.http_bounds import (AnswerTooLarge, BadBody, accept_encoding, deadline_client, read_bounded_body,
-                                 request_deadline)
 from ..utils.http_retry import Attempted, RetryPolicy, send_with_retries
 from ..utils.text_hygiene import valid_text
 
@@ -190,9 +188,11 @@ class ChatClient(ClosesOnExit):
             raise ValueError(f"max_answer_bytes must be a positive integer, got {max_answer_bytes!r}")
         try:
             import httpx
+
+            from ..utils import http_bounds
         except ImportError as err:  # pragma: no cover - httpx is in the serve/train extras
             raise ImportError("ChatClient needs httpx: pip install 'miescore[serve]'") from err
-        self._httpx = httpx
+        self._httpx, self._bounds = httpx, http_bounds
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.shown_url = redacted_url(self.url)  # what messages, logs and reprs show
@@ -203,14 +203,16 @@ class ChatClient(ClosesOnExit):
         self.retry_policy = RetryPolicy(max_retries=int(max_retries), backoff=float(backoff),
                                         max_backoff=float(max_backoff), statuses=RETRY_STATUSES,
                                         exceptions=(httpx.TransportError,))  # timeouts included
-        request_headers = {"Content-Type": "application/json", "Accept-Encoding": accept_encoding(),
+        request_headers = {"Content-Type": "application/json", "Accept-Encoding": http_bounds.accept_encoding(),
                            **(headers or {})}
         api_key = os.environ.get(api_key_env, "") if api_key_env else ""
         if api_key:
             request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.has_api_key = bool(api_key)
-        self._secrets = tuple(s for s in (api_key, httpx.URL(self.base_url).password) if s)
-        self._client = deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
+        url = httpx.URL(self.base_url)  # httpx sends a URL's user:password as HTTP Basic auth, which servers echo
+        basic = base64.b64encode(f"{url.username}:{url.password}".encode()).decode() if url.password else ""
+        self._secrets = tuple(s for s in (api_key, url.password, basic) if s)
+        self._client = http_bounds.deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
                                        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
 
     def __repr__(self) -> str:  # never shows the key
@@ -244,20 +246,22 @@ class ChatClient(ClosesOnExit):
         body = {"model": self.model, "messages": list(messages), "temperature": temperature,
                 "max_tokens": max_tokens, **extra}
         content = json.dumps(body, allow_nan=False).encode("ascii")  # ASCII: a lone surrogate is an escape
+        bounds = self._bounds
         attempts = 0
 
         def send():
             nonlocal attempts
             attempts += 1
-            with request_deadline(self.timeout), self._client.stream("POST", self.url, content=content) as answer:
-                return read_bounded_body(answer, self.max_answer_bytes)
+            with bounds.request_deadline(self.timeout), \
+                    self._client.stream("POST", self.url, content=content) as answer:
+                return bounds.read_bounded_body(answer, self.max_answer_bytes)
 
         try:
             outcome = send_with_retries(send, self.retry_policy, on_retry=self._log_retry)
-        except AnswerTooLarge as err:
+        except bounds.AnswerTooLarge as err:
             raise ChatError(f"{self.shown_url}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
                             "line, if such answers are expected)", "too_large", attempts=attempts) from None
-        except BadBody as err:
+        except bounds.BadBody as err:
             raise ChatError(f"{self.shown_url}: the answer's body cannot be decoded: {self._shown(err)}",
                             "bad_response", attempts=attempts) from None
         if outcome.error is not None:

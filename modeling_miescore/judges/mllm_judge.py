@@ -49,10 +49,11 @@ from ..data.schema import DIMENSIONS, MOS_SCALE
 from ..overall import overall_score
 from ..processing_miescore import EditSample, as_edit_sample
 from .call_engine import CallEngine, CallResult, ChatRequest
+from ..utils.text_hygiene import quoted
 from .json_extract import extract_json, strip_reasoning_and_fences
 
 __all__ = ["ANSWER_FORMAT", "JUDGE_RUBRIC", "JudgeRequestError", "MLLMJudge", "MOSAnswer", "judge_prompt_parts",
-           "parse_mos_answer", "quoted"]
+           "parse_mos_answer"]
 
 JUDGE_RUBRIC = """You are an expert judge of multi-source image editing. You see one or more source images, an editing instruction, and one edited image that an editing model made from them. Rate the edited image on three independent dimensions. Give each a mean opinion score from 0 (worst) to 100 (best): the score a panel of trained human raters would give it on average. Judge each dimension on its own; a flaw in one must not lower the others.
 
@@ -96,11 +97,6 @@ def judge_prompt_parts(sources: Sequence[Any], edited: Any, instruction: str) ->
     parts += [f"Editing instruction: {quoted(instruction)}\n\nEdited image:", edited, "\n" + ANSWER_FORMAT]
     return parts
 
-
-def quoted(text: str) -> str:
-    """User text as a JSON string literal (quotes and line breaks escaped; other characters as they are): how
-    every prompt of the package delimits text it did not write."""
-    return json.dumps(str(text), ensure_ascii=False)
 
 
 # ------------------------------------------------------------------------------------------------ parsing

@@ -13,16 +13,21 @@
   **refused** (:func:`training_text_problem`), never silently stripped: the SFT rows of the SpatialReward data
   pipeline (``training.spatialreward_data.check_row``: reason ``control_token``) and the MER-Bench instructions
   (reason ``control_token``), counted in their stage reports.
+* **User text in prompts** (:func:`quoted`): every prompt the package fills with text it did not write (an
+  instruction, a policy's reasoning) writes it as a JSON string literal, so that it cannot pose as the end of
+  the prompt or as an answer object (issue 22).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, List, Optional
 
 from ..spatialreward_tokens import GROUNDING_TOKEN_RE
 
-__all__ = ["QWEN_CONTROL_TOKENS", "control_tokens_in", "training_text_problem", "valid_strings", "valid_text"]
+__all__ = ["QWEN_CONTROL_TOKENS", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
+           "valid_text"]
 
 # Qwen/Qwen3-VL-8B-Instruct tokenizer_config.json, added_tokens_decoder (ids 151643-151668): the 14 special
 # tokens, then the 12 added ones (tool calls, fill-in-the-middle, thinking).
@@ -82,3 +87,9 @@ def training_text_problem(text: Any) -> Optional[str]:
     if not found:
         return None
     return f"holds the chat-control token {found[0]!r}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+
+
+def quoted(text: str) -> str:
+    """User text as a JSON string literal: in double quotes, with quotes, backslashes and line breaks escaped
+    (other characters as they are)."""
+    return json.dumps(str(text), ensure_ascii=False)

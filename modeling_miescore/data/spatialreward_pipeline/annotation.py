@@ -23,8 +23,9 @@ Answers ``{"reasoning", "score": [a, b]}`` are read with the SpatialReward parse
 ``<stream>_unparsable`` (not both scores), ``<stream>_score_not_clean`` (a score that had to be clamped, rescaled
 from another scale, or read from broken JSON, or an answer whose JSON is ambiguous: a key written twice, or
 several answer objects, of which the parser would take the first, e.g. one quoted from the instruction; no
-invented numbers in training targets), ``<stream>_no_reasoning``. The instruction in the prompt is a JSON
-string literal (:mod:`.prompts`).
+invented numbers in training targets), ``<stream>_no_reasoning``, ``<stream>_control_token`` (the reasoning
+holds a chat-control token or a control character: :func:`modeling_miescore.utils.text_hygiene.
+training_text_problem`). The instruction in the prompt is a JSON string literal (:mod:`.prompts`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ...data.schema import MER_CATEGORIES
 from ...drawing import bbox_to_pixels, draw_regions
 from ...judges.call_engine import ChatRequest
 from ...parsing import parse_pq_output, parse_sc_output
-from ...utils.text_hygiene import valid_text
+from ...utils.text_hygiene import training_text_problem, valid_text
 from .prompts import PQ_PROMPT, SC_GENERAL_PROMPT, SC_HUMAN_PROMPT, fill, user_text
 from .report import Outcome
 
@@ -138,5 +139,8 @@ def parse_annotation(text: str, stream: str, num_sources: Optional[int] = None
         return None, "", Outcome.rejected(STAGE, f"{stream}_score_not_clean", f"{unclean}: {text[:200]}")
     if not parsed.reasoning.strip():
         return None, "", Outcome.rejected(STAGE, f"{stream}_no_reasoning", text[:200])
+    problem = training_text_problem(parsed.reasoning)
+    if problem:
+        return None, "", Outcome.rejected(STAGE, f"{stream}_control_token", f"the reasoning {problem}")
     scores = (float(parsed.score_pair[0]), float(parsed.score_pair[1]))
     return scores, valid_text(parsed.reasoning.strip()), Outcome("ok", STAGE)

@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..utils.credentials import redacted_url
 from ..utils.text_hygiene import quoted
 from .chat_client import DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatError, user_message
 from .json_extract import extract_json, strip_reasoning_and_fences
@@ -400,5 +401,7 @@ class OracleJudge:
         return [r.value for r in self.judge(requests)]
 
     def summary(self) -> Dict[str, Any]:
-        return {"config": {k: v for k, v in asdict(self.config).items() if k != "extra_body"},
+        config = {k: v for k, v in asdict(self.config).items() if k != "extra_body"}
+        config["base_url"] = redacted_url(config["base_url"])  # a password in the URL is never written out
+        return {"config": config,
                 "stats": self.stats.as_dict(), "failure_rate": self.stats.failure_rate()}

@@ -1,7 +1,8 @@
 """Hostile endpoint answers (issue 22, items 5-8 and 21), against the bad server of ``tests/local_http.py``: lone
 surrogates are repaired and counted (never a crash, never "0 sent"), huge numbers and deep nesting are flagged
 per item, injected or duplicated score objects give no score, user text is quoted in every prompt, chat-control
-tokens never reach training data, and the judge's command-line checks (prices, MER-Bench splits)."""
+tokens never reach training data, and the judge's price check (its MER-Bench split check is in
+``test_benchmark.py``, beside the MER-Bench dataset without a 3-pair split)."""
 
 from __future__ import annotations
 
@@ -194,18 +195,3 @@ def test_prices_must_be_finite_and_not_negative(tmp_path, capsys, price):
     err = capsys.readouterr().err
     assert code == 2 and "finite numbers >= 0" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("o.jsonl*"))
-
-
-def test_judge_names_the_k_pair_split_a_mer_bench_dataset_lacks(tmp_path, capsys):
-    from modeling_miescore.data.builders.mer_bench import build_mer_bench
-    from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench
-
-    make_raw_mer_bench(tmp_path / "raw", n_samples=6, seed=0, image_size=32)
-    build_mer_bench(tmp_path / "raw", tmp_path / "ds", groups_per_type={2: 2, 3: 0, 4: 2}, progress=False)
-    output = tmp_path / "preds.jsonl"
-    with BadChatServer(lambda request, index: text_reply(_verdict(50, 50, 50))) as server:
-        code = main(["judge", "--backend", "openai", "--base-url", server.url, "--model", "m", "--dataset",
-                     str(tmp_path / "ds"), "--output", str(output), "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 0 and "has no '3pair' split; using 2pair, 4pair" in err and "no split 'test'" not in err
-    assert len(output.read_text().splitlines()) == len(server.requests) > 0

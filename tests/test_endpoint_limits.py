@@ -40,7 +40,8 @@ def _peak_extra_mib(call) -> float:
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
 def test_a_compression_bomb_stops_at_the_limit_and_is_neither_retried_nor_cached(tmp_path, encoding):
     """16 MiB of answer in ~16 KB of gzip: with a 256 KiB limit the client decodes at most ~256 KiB of it."""
-    with BadChatServer(lambda body, index: bomb_reply(16 * MiB, encoding)) as server, \
+    bomb = bomb_reply(16 * MiB, encoding)  # compressed here, outside the measured call
+    with BadChatServer(lambda body, index: bomb) as server, \
             CallCache(tmp_path / "calls.sqlite") as cache:
         backend = OpenAIChatBackend(server.url, "m", api_key_env="NO_KEY", max_retries=3, backoff=0.01,
                                     max_answer_bytes=MiB // 4)

@@ -1,5 +1,6 @@
 """Options and helpers shared by the commands that call large models through the call engine
-(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``): endpoint settings,
+(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``, ``miescore benchmark
+gedit`` / ``imgedit``): endpoint settings, the judge spec of ``--backend`` / ``--model`` (:func:`judge_spec`),
 and :class:`ModelCallRun` (the answer cache, prices and the usage log of one run;
 :mod:`modeling_miescore.judges.call_engine`)."""
 
@@ -79,6 +80,22 @@ def open_cache(args, default: Path):
     if args.no_cache:
         return None
     return CallCache(Path(args.cache) if args.cache else default)
+
+
+def judge_spec(args):
+    """The :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` of a command's ``--backend``, ``--model``,
+    ``--base-url`` and ``--max-tokens``; one-line errors for a combination that cannot work."""
+    from ..judges.chat_backends import JudgeSpec
+
+    if args.max_tokens < 1:
+        raise MIEScoreInputError("--max-tokens must be >= 1")
+    if args.backend == "openai":
+        if not args.base_url or not args.base_url.startswith(("http://", "https://")):
+            raise MIEScoreInputError("--backend openai needs --base-url http(s)://HOST:PORT/v1")
+        return JudgeSpec("openai", args.model, args.base_url, None)
+    if args.base_url:
+        raise MIEScoreInputError("--base-url is for --backend openai; a transformers model is given by --model PATH")
+    return JudgeSpec("transformers", args.model)
 
 
 def build_judge_backend(spec, args):

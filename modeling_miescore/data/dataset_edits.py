@@ -105,6 +105,10 @@ def _splits(dataset: str, split: Optional[str]):
     from .converters.schema import SPLIT
 
     metadata = read_benchmark_metadata(dataset)
+    if metadata is not None and "editing" in metadata.get("kinds", []):
+        raise MIEScoreInputError(f"dataset '{dataset}' is an editor benchmark (editing inputs, no edited images); "
+                                 f"judge an editor's outputs on it with 'miescore benchmark "
+                                 f"{str(metadata.get('name')).split('-')[0]} --edits ...'")
     if metadata is not None:
         return [(load_split(dataset, split or SPLIT, config), config) for config in metadata.get("kinds", [])]
     try:

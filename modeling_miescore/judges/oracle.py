@@ -10,7 +10,8 @@ Failures are never hidden. Every judged sample gets a status:
 
 * ``ok``: the judge answered with a usable number (clamped to [0, 1]);
 * ``api_error``: the request failed after retries (sub-kind ``http`` / ``timeout`` / ``connection`` /
-  ``bad_response``, see :class:`~modeling_miescore.judges.chat_client.ChatError`) -> ``api_error_value``;
+  ``bad_response`` / ``too_large``, see :class:`~modeling_miescore.judges.chat_client.ChatError`)
+  -> ``api_error_value``;
 * ``judge_unparsable``: the judge's answer carries no score -> ``judge_unparsable_value``;
 * ``policy_unparsable``: the policy output has no scores, so there is nothing to verify; the judge is not
   called -> ``policy_unparsable_value`` (default 0: an output the reward model cannot use is a severe issue).

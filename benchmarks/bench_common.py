@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -100,3 +101,25 @@ def tiny_scorer(**config_kwargs):
     with tempfile.TemporaryDirectory() as tmp:
         return load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny", **config_kwargs)), device="cpu",
                            dtype="float32")
+
+
+def markdown_table(title: str, header: list[str], rows: list[list]) -> str:
+    """A ``### title`` and a markdown table of ``rows`` under ``header``."""
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def shaped_checkpoint(shape: str, folder: Path) -> Path:
+    """The shape's checkpoint in ``folder``, built there the first time (an 8B-wide one takes minutes)."""
+    from modeling_miescore.testing.qwen3vl_shapes import build_shaped_miescore
+    from modeling_miescore.testing.qwen_vocab import default_cache_dir
+
+    path = Path(folder) / f"{shape}-1x1"
+    if not (path / "config.json").is_file():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=folder))
+        build_shaped_miescore(staging, shape, cache_dir=default_cache_dir())
+        shutil.rmtree(path, ignore_errors=True)
+        staging.rename(path)
+    return path

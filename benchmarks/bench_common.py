@@ -93,6 +93,20 @@ def benchmark_args(doc: str, options: list[Option], threads: int = 2, repeats: i
     return parser, args
 
 
+def sectioned_args(doc: str, options: list[Option], sections, quick: dict, repeats: int, argv=None):
+    """:func:`benchmark_args` for a script of sections: ``--quick`` (its options include it) sets the ``quick``
+    values, and ``--sections`` (a comma-separated option) becomes a list checked against ``sections``."""
+    parser, args = benchmark_args(doc, options, repeats=repeats, argv=argv)
+    if args.quick:
+        for key, value in quick.items():
+            setattr(args, key, value)
+    args.sections = args.sections.split(",")
+    unknown = set(args.sections) - set(sections)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(sections)}")
+    return parser, args
+
+
 def tiny_scorer(**config_kwargs):
     """A tiny random MIEScore checkpoint, built in a temporary folder and loaded on CPU in float32."""
     from modeling_miescore.scoring.loading import load_scorer

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import (benchmark_args, group_of_edits, interleaved_best, markdown_table, real_photos,
+from bench_common import (group_of_edits, interleaved_best, markdown_table, real_photos, sectioned_args,
                           shaped_checkpoint, tiny_scorer)
 
 OPTIONS = [
@@ -170,15 +170,8 @@ SECTIONS = {"reward_prefix_reuse": section_reward_prefix_reuse, "reward_overlap"
 
 
 def main(argv=None):
-    parser, args = benchmark_args(__doc__, OPTIONS, repeats=3, argv=argv)
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
-    args.sections = args.sections.split(",")
+    _, args = sectioned_args(__doc__, OPTIONS, SECTIONS, QUICK, repeats=3, argv=argv)
     args.widths = args.widths.split(",")
-    unknown = set(args.sections) - set(SECTIONS)
-    if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.checkpoint_dir or tmp)
         for name in args.sections:

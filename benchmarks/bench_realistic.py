@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 
-from bench_common import (benchmark_args, group_of_edits, interleaved_best, markdown_table as table, photo_samples,
-                          real_photos, shaped_checkpoint as checkpoint)
+from bench_common import (group_of_edits, interleaved_best, markdown_table as table, photo_samples,
+                          real_photos, sectioned_args, shaped_checkpoint as checkpoint)
 from bench_server import batch_stats, from_b64, hammer, process_cpu_seconds, start_server, to_b64
 from realistic_costs import cost_ceiling, token_counts
 
@@ -242,15 +242,8 @@ OPTIONS = [
 
 
 def parse_args(argv=None):
-    parser, args = benchmark_args(__doc__, OPTIONS, repeats=2, argv=argv)
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+    _, args = sectioned_args(__doc__, OPTIONS, SECTIONS, QUICK, repeats=2, argv=argv)
     args.shapes = args.shapes.split(",")
-    args.sections = args.sections.split(",")
-    unknown = set(args.sections) - set(SECTIONS)
-    if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     for key in ("sizes", "batch_sizes", "memory_sources"):
         setattr(args, key, [int(v) for v in str(getattr(args, key)).split(",")])
     return args

@@ -128,7 +128,7 @@ def _judge(body, repeat):
     value = int(np.asarray(request_images(body)[-1].convert("RGB"))[0, 0, 0])
     if "Editing instruction:" in text:
         instruction = text.split("Editing instruction:")[-1].strip()
-        if "FLAKY" in instruction and repeat == 0:
+        if ("FLAKY" in instruction and repeat == 0) or "BROKEN" in instruction:
             return 500, {"error": {"message": "engine restarting"}}, None, 0
         if "GARBAGE" in instruction:
             return 200, chat_completion("I cannot judge this."), None, 0
@@ -150,11 +150,12 @@ def _grey_groups(examples, instructions, values):
 
 def test_spatialreward_api_reward_paper_aggregation_min_ablation_and_failures(examples):
     values = (40, 128, 230)
-    groups = _grey_groups(examples, ["Make the sky grey", "FLAKY: add a grey hat", "GARBAGE: remove it"], values)
+    groups = _grey_groups(examples, ["Make the sky grey", "FLAKY: add a grey hat", "GARBAGE: remove it",
+                                     "BROKEN: recolour it"], values)
     with RoutedChatServer(_judge) as server:
         spec = f"spatialreward-api:SpatialReward/SpatialReward-8B@{server.url}"
-        paper = build_reward(spec, api_key_env="NO_KEY_FOR_TESTS", max_retries=2)
-        minimum = build_reward(spec, aggregation="min", api_key_env="NO_KEY_FOR_TESTS", max_retries=2)
+        paper = build_reward(spec, api_key_env="NO_KEY_FOR_TESTS", max_retries=1)
+        minimum = build_reward(spec, aggregation="min", api_key_env="NO_KEY_FOR_TESTS", max_retries=1)
         try:
             weighted, min_scores = paper.score_groups(groups), minimum.score_groups(groups)
         finally:
@@ -167,8 +168,11 @@ def test_spatialreward_api_reward_paper_aggregation_min_ablation_and_failures(ex
         assert weighted[g].components["s_con"] == [p[1] for p in parts]
         assert weighted[g].components["sc"] == pytest.approx([0.6 * p[0] + 0.4 * p[1] for p in parts])
     assert weighted[0].rewards != min_scores[0].rewards  # the two aggregations differ on these scores
-    # the FLAKY group's first SC requests got 500 and were retried; the GARBAGE group cannot be parsed
+    # the FLAKY group's first SC requests got 500 and were retried; the GARBAGE group cannot be parsed; the
+    # BROKEN group's SC requests fail after the retry: HTTP errors, flagged, while its PQ requests succeeded
     assert weighted[2].rewards == [None] * 3 and all(f.startswith("sc:parse_failed") for f in weighted[2].failures)
+    assert weighted[3].rewards == [None] * 3 and weighted[3].failures == ["sc:api_error:http"] * 3
+    assert weighted[3].components["s_nat"] == [None] * 3
 
 
 def test_spatialreward_endpoint_down_stops_clearly(examples):

@@ -106,6 +106,18 @@ def test_bad_reward_specs_are_clear_errors(rewards_module, spec, options, messag
         build_reward(spec, **options)
 
 
+def test_model_kinds_load_their_checkpoints_and_options_reach_the_kinds_that_take_them(
+        rewards_module, tiny_miescore_path, tiny_spatialreward_path):
+    spec = f"0.5*miescore:{tiny_miescore_path} + 0.5*spatialreward:{tiny_spatialreward_path}"
+    total = build_reward(spec, device="cpu", dtype="float32", weights="if=1", aggregation="min")
+    (_, mie), (_, spatial) = total.terms
+    assert mie.name == f"miescore:{tiny_miescore_path}" and mie.weights == (0.0, 1.0, 0.0) and mie.reuse_prefix
+    assert spatial.aggregation == "min_bucket" and str(spatial.scorer.device) == "cpu"
+    total.close()
+    with pytest.raises(ValueError, match="not a MIEScore checkpoint"):
+        build_reward(f"0.5*editor_rl_test_rewards:redness + 0.5*miescore:{tiny_spatialreward_path}", device="cpu")
+
+
 def test_every_kind_is_declared_once_with_its_syntax_and_options():
     assert set(REWARD_KINDS) == {"miescore", "spatialreward", "spatialreward-api", "serve", "callable"}
     assert REWARD_KINDS["spatialreward-api"].syntax == "spatialreward-api:MODEL@URL"

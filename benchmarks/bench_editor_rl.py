@@ -6,7 +6,8 @@ One function per section, registered in ``SECTIONS`` (``--sections a,b``; defaul
   ``--reward miescore:CKPT``) on groups of G = 12 edits of 2 sources, with each group's shared prefix run once
   vs every edit's full prompt; at the tiny width and at Qwen3-VL-8B width (one layer each side,
   ``testing.qwen3vl_shapes``). Both paths alternate every repeat; the CPU-time ratio is the steadier figure on
-  a shared machine. Also the largest reward difference between the paths.
+  a shared machine. Next to it the token ceiling G*L / (P + G*S) (L: a full prompt's tokens, P: the shared
+  prefix, S: one edit's suffix) and the largest reward difference between the paths.
 * ``reward_overlap``: S RL steps, each sampling a batch of groups and rewarding it, run sequentially (sample,
   then score) and overlapped through ``RewardWorker`` (score batch k while batch k+1 samples). The sampler is
   simulated: it sleeps as long as one reward call took (a policy sampling on another device; the trainer's
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from bench_common import (group_of_edits, interleaved_best, markdown_table, real_photos, sectioned_args,
                           shaped_checkpoint, tiny_scorer)
+from realistic_costs import token_counts
 
 OPTIONS = [
     ("--sections", str, "reward_prefix_reuse,reward_overlap", "sections to run, comma-separated"),
@@ -89,7 +91,11 @@ def _prefix_reuse_row(width: str, args, folder: Path) -> list:
     (full_t, full_cpu, full_scores), (reuse_t, reuse_cpu, reuse_scores) = interleaved_best(
         [lambda: full.score_groups(groups), lambda: reuse.score_groups(groups)], repeats)
     diff = max(abs(a - b) for a, b in zip(_rewards(full_scores), _rewards(reuse_scores)))
-    return [width, f"{size}²", f"{count} × {args.group_size}", f"{full_t:.2f}", f"{reuse_t:.2f}",
+    length, prefix, suffix, _ = token_counts(model, {"sources": list(first.sources), "edited": first.edits[0],
+                                                     "instruction": first.instruction})
+    ceiling = args.group_size * length / (prefix + args.group_size * suffix)
+    return [width, f"{size}²", f"{count} × {args.group_size}", f"{length} / {prefix} / {suffix}", f"{ceiling:.2f}×",
+            f"{full_t:.2f}", f"{reuse_t:.2f}",
             f"{full_t / reuse_t:.2f}×", f"**{full_cpu / reuse_cpu:.2f}×**", f"{count * args.group_size / reuse_t:.2f}",
             f"{diff:.1e}"]
 
@@ -101,8 +107,9 @@ def section_reward_prefix_reuse(args, folder: Path) -> str:
         print(rows[-1], flush=True)
     title = (f"Reward phase, MIEScore prefix reuse vs none (groups of G = {args.group_size}, 2 sources, CPU "
              f"{args.threads} threads, best of {args.repeats} at tiny / {args.wide_repeats} at 8B width)")
-    return markdown_table(title, ["width", "image", "groups × G", "none s", "reuse s", "speed-up (wall)",
-                                  "speed-up (CPU)", "edits/s with reuse", "max |Δ reward|"], rows)
+    return markdown_table(title, ["width", "image", "groups × G", "L / P / S tokens", "token ceiling", "none s",
+                                  "reuse s", "speed-up (wall)",
+                                  "speed-up (CPU)", "edits/s with reuse", "largest reward difference"], rows)
 
 
 def section_reward_overlap(args, folder: Path) -> str:

@@ -219,3 +219,26 @@ def test_a_slow_server_stops_the_reward_clearly_and_missing_rewards_are_flagged(
         with pytest.raises(RewardUnavailableError, match="answered 4 edits with 3 results"):
             reward.score_groups(groups)
         reward.close()
+
+
+def test_an_error_naming_no_sample_is_narrowed_down_to_the_edit_that_causes_it(groups):
+    """A stand-in replica refuses any request holding a black edit with a 413 about the whole body: the client
+    splits the request (groups apart, then edit by edit) until only the black edit is refused."""
+    black = Image.new("RGB", (48, 40))
+
+    def answer(body, repeat):
+        seen = score_groups_answer(body, lambda group, image: {"black": not np.asarray(image).any()})["results"]
+        if any(result["black"] for result in seen):
+            return 413, {"error": {"field": "body", "message": "request too large", "kind": "too_large"}}, None, 0
+        return 200, score_groups_answer(body, _mean_reward), None, 0
+
+    group = groups[1]
+    broken = type(group)(group.key, group.sources, group.instruction, (group.edits[0], black, group.edits[1]))
+    with RoutedChatServer(answer) as server:
+        reward = ServedReward(server.origin)
+        scores = reward.score_groups([groups[0], broken])
+        reward.close()
+    assert scores[0].failures == [None, None] and scores[1].failures == [None, "http_413", None]
+    assert scores[1].rewards[2] == pytest.approx(_mean_reward(None, group.edits[1])["overall"] / 100)
+    # all at once, then the two groups apart, then the broken group's three edits one by one
+    assert [sum(len(g["edited"]) for g in r["body"]["groups"]) for r in server.requests] == [5, 2, 3, 1, 1, 1]

@@ -5,6 +5,7 @@ background RewardWorker (overlap measured, errors through the future, closing)."
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import socket
@@ -197,48 +198,68 @@ def test_spatialreward_endpoint_down_stops_clearly(examples):
     reward.close()
 
 
-def test_spatialreward_in_process_equals_its_evaluate_edits(tiny_spatialreward_path, examples, monkeypatch):
+@pytest.fixture(scope="module")
+def spatialreward_model(tiny_spatialreward_path):
     from modeling_miescore.scoring.loading import load_spatialreward
 
-    model = load_spatialreward(str(tiny_spatialreward_path), device="cpu", dtype="float32")
-    groups = rl_groups(examples, sizes=(2,))
-    reward = SpatialRewardReward(model, aggregation="min")
-    # the real generation of a tiny random model: nothing parses, and every sample is flagged with the reasons
-    # of the results evaluate_edits returned inside the reward (called once, with the group's key as group id)
-    direct, calls = [], []
+    return load_spatialreward(str(tiny_spatialreward_path), device="cpu", dtype="float32")
+
+
+def _spy_on_evaluate(model, monkeypatch):
+    """Record each ``evaluate_edits`` call's keyword arguments and results."""
+    calls, results = [], []
     evaluate = model.evaluate_edits
 
+    @functools.wraps(evaluate)  # keeps the signature, which the reward reads to pass group ids
     def spy(samples, **kwargs):
         calls.append(kwargs)
-        direct.extend(evaluate(samples, **kwargs))
-        return direct[-len(samples):]
+        results.extend(evaluate(samples, **kwargs))
+        return results[-len(samples):]
 
     monkeypatch.setattr(model, "evaluate_edits", spy)
-    [scores] = reward.score_groups(groups)
-    assert calls == [{"batch_size": 2, "groups": [groups[0].key] * 2}] and all(r.failed for r in direct)
-    assert scores.rewards == [None, None]
-    assert scores.failures == [",".join(r.failure_reasons) for r in direct]
-    monkeypatch.setattr(model, "evaluate_edits", evaluate)
+    return calls, results
 
-    # scripted generations: rewards from the parsed scores; the SC prompts continue the group's shared prefix
+
+def test_spatialreward_in_process_rewards_what_its_scorer_parsed(spatialreward_model, examples, monkeypatch):
+    model = spatialreward_model
+    groups = rl_groups(examples, sizes=(3,))
     shared = []
 
-    def scripted(prompts, processor):
+    def scripted(prompts, processor):  # generation replaced: SC answers parse for the 1st and 3rd edit only
         out = []
         for prompt in prompts:
             if "Editing instruction:" in prompt[1][0]["content"][-1]["text"]:
                 shared.append(getattr(prompt, "shared", None) is not None)
-                out.append([json.dumps({"edit_region": [], "reasoning": "ok", "score": [20, 15]})])
+                ok = len(shared) % 3 != 2
+                out.append([json.dumps({"edit_region": [], "reasoning": "ok", "score": [20, 15]}) if ok
+                            else "<think>no answer"])
             else:
                 out.append([json.dumps({"reasoning": "ok", "score": [22, 8]})])
         return out
 
     monkeypatch.setattr(model, "_generate_texts", scripted)
-    [scores] = reward.score_groups(groups)
-    assert shared == [True, True]
-    assert scores.rewards == pytest.approx([spatial_reward(20, 15, 22, 8, mode="min_bucket")] * 2)
+    calls, results = _spy_on_evaluate(model, monkeypatch)
+    [scores] = SpatialRewardReward(model, aggregation="min").score_groups(groups)
+    # one call with the group's key as group id: the SC prompts continue the group's shared prefix
+    assert calls == [{"batch_size": 3, "groups": [groups[0].key] * 3}] and shared == [True] * 3
+    minimum = spatial_reward(20, 15, 22, 8, mode="min_bucket")
+    assert scores.rewards == pytest.approx([minimum, None, minimum])
+    assert scores.failures == [None, ",".join(results[1].failure_reasons), None] and results[1].failed
+    assert scores.components["s_nat"] == [22, None, 22]
     [paper] = SpatialRewardReward(model).score_groups(groups)
-    assert paper.rewards == pytest.approx([spatial_reward(20, 15, 22, 8)] * 2)
+    assert paper.rewards[0] == pytest.approx(spatial_reward(20, 15, 22, 8)) and paper.rewards[0] != minimum
+
+
+@pytest.mark.slow
+def test_spatialreward_in_process_flags_real_generations_like_evaluate_edits(spatialreward_model, examples,
+                                                                             monkeypatch):
+    """The real generation of a tiny random model: nothing parses, and every sample is flagged with the reasons
+    of the results ``evaluate_edits`` returned inside the reward."""
+    groups = rl_groups(examples, sizes=(2,))
+    calls, results = _spy_on_evaluate(spatialreward_model, monkeypatch)
+    [scores] = SpatialRewardReward(spatialreward_model).score_groups(groups)
+    assert calls == [{"batch_size": 2, "groups": [groups[0].key] * 2}] and all(r.failed for r in results)
+    assert scores.rewards == [None, None] and scores.failures == [",".join(r.failure_reasons) for r in results]
 
 
 # ------------------------------------------------------------------------------------------------ RewardWorker

@@ -151,7 +151,8 @@ class RewardClient:
 
     def __init__(self, base_url, api_key: str | None = None, timeout: float = 300.0, max_retries: int = 5,
                  max_retry_wait: float = 30.0, max_samples_per_request: int = 64, transport=None,
-                 backoff: float = 0.1, max_pixels_per_request: int = ServerSettings.max_request_pixels,
+                 backoff: float = 0.1,
+                 max_pixels_per_request: int = ServerSettings.model_fields["max_request_pixels"].default,
                  retry_statuses=RETRY_STATUSES, replica_cooldown_s: float = 30.0, balance_slack: float = 0.1):
         import httpx
 

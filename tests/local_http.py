@@ -3,8 +3,10 @@
 asked), :class:`ScriptedHTTPServer` (answers in arrival order), :class:`BadChatServer` (a deliberately bad
 OpenAI-compatible server: compression bombs, trickling bodies, slow headers, huge chunked bodies and any raw
 bytes; the replies are built by :func:`raw_reply`, :func:`text_reply`, :func:`bomb_reply`,
-:func:`chunked_reply`, :func:`trickle_reply`, :func:`slow_headers_reply`, :func:`echo_auth_reply`), and the
-body helpers :func:`chat_completion` and :func:`request_text`, :func:`request_images`."""
+:func:`chunked_reply`, :func:`trickle_reply`, :func:`slow_headers_reply`, :func:`echo_auth_reply`), the
+body helpers :func:`chat_completion` and :func:`request_text`, :func:`request_images`, and
+:func:`score_groups_answer` (a ``miescore serve`` ``/v1/score_groups`` answer, for scripted stand-ins of the
+reward server)."""
 
 from __future__ import annotations
 
@@ -79,6 +81,23 @@ def request_images(body: dict) -> list:
                 data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
                 images.append(Image.open(io.BytesIO(data)))
     return images
+
+
+def score_groups_answer(body: dict, result_for) -> dict:
+    """The ``{"results": [...]}`` a ``miescore serve`` replica answers to a ``/v1/score_groups`` body: one
+    ``result_for(group, edited_image)`` dict per edited image (``group``: the request's group dict, the image
+    decoded to PIL), in order, labelled like the server's (``group`` = the group's position, ``index``)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    results = []
+    for g, group in enumerate(body.get("groups", [])):
+        for e, blob in enumerate(group["edited"]):
+            image = Image.open(io.BytesIO(base64.b64decode(blob))).convert("RGB")
+            results.append({**result_for(group, image), "group": g, "index": e})
+    return {"results": results}
 
 
 class RoutedChatServer(LocalHTTPServer):

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from ..image_io import MIEScoreInputError
+from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
 from .main import add_device_args, number_arg
 
 
@@ -23,7 +25,12 @@ def add_call_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--concurrency", type=number_arg(int, minimum=1), default=8,
                        help="requests in flight per endpoint (default 8)")
     group.add_argument("--timeout", type=number_arg(float, minimum=0, exclusive=True), default=120.0,
-                       help="seconds per request attempt (default 120)")
+                       help="seconds one request attempt may take in all: connecting, sending, the headers and "
+                            "the whole answer (default 120); a timed-out attempt is retried like a 5xx")
+    group.add_argument("--max-answer-bytes", type=number_arg(int, minimum=1), default=DEFAULT_MAX_ANSWER_BYTES,
+                       help="the most bytes one answer may take, on the wire and decompressed (default "
+                            f"{DEFAULT_MAX_ANSWER_BYTES}, 2 MiB: 2048 tokens x 128 bytes, the longest Qwen token, "
+                            "x 6 for JSON escapes); a larger answer fails its item, is not retried and is not cached")
     group.add_argument("--max-retries", type=number_arg(int, minimum=0), default=4,
                        help="retries of 408/409/429/5xx answers, timeouts and connection errors, honouring "
                             "Retry-After (default 4)")
@@ -46,7 +53,8 @@ def add_call_args(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_prices(items) -> Dict[str, Tuple[float, float]]:
-    """``["gpt-5=1.25,10"]`` -> ``{"gpt-5": (1.25, 10.0)}``; a one-line error for anything else."""
+    """``["gpt-5=1.25,10"]`` -> ``{"gpt-5": (1.25, 10.0)}``; a one-line error for anything else (prices are
+    finite and not negative: ``nan``, ``inf`` and ``-1`` are refused)."""
     prices = {}
     for item in items or ():
         model, sep, values = item.rpartition("=")
@@ -54,10 +62,14 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
         try:
             if not sep or not model or len(parts) != 2:
                 raise ValueError
-            prices[model] = (float(parts[0]), float(parts[1]))
+            pair = (float(parts[0]), float(parts[1]))
         except ValueError:
             raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT (USD per 1000 prompt and completion "
                                      "tokens, e.g. gpt-5=1.25,10)") from None
+        if not all(math.isfinite(p) and p >= 0 for p in pair):
+            raise MIEScoreInputError(f"--price '{item}': prices must be finite numbers >= 0 (USD per 1000 prompt "
+                                     "and completion tokens, e.g. gpt-5=1.25,10)")
+        prices[model] = pair
     return prices
 
 
@@ -94,7 +106,7 @@ def build_judge_backend(spec, args):
         return build_backend(spec, api_key_env=args.api_key_env, timeout=args.timeout, max_retries=args.max_retries,
                              max_concurrency=args.concurrency, image_format=args.image_format,
                              max_pixels=args.max_pixels, device=args.device, dtype=args.dtype,
-                             batch_size=args.batch_size)
+                             batch_size=args.batch_size, max_answer_bytes=args.max_answer_bytes)
     except ValueError as err:
         raise MIEScoreInputError(str(err)) from None
 
@@ -117,18 +129,18 @@ class ModelCallRun:
         self.usage = UsageLog(parse_prices(args.price))
         self.extra = dict(extra or {})
         self.cache = None
-        self._engines: Dict[str, object] = {}
+        self._engines: Dict[object, object] = {}
 
     def engine(self, spec):
         """The :class:`~modeling_miescore.judges.call_engine.CallEngine` of a ``JudgeSpec``."""
         from ..judges.call_engine import CallEngine
 
-        if str(spec) not in self._engines:
+        if spec not in self._engines:  # the spec itself: its str() masks URL passwords
             backend = build_judge_backend(spec, self.args)
             if not self._engines:
                 self.cache = open_cache(self.args, self.cache_default)
-            self._engines[str(spec)] = CallEngine(backend, cache=self.cache, usage=self.usage)
-        return self._engines[str(spec)]
+            self._engines[spec] = CallEngine(backend, cache=self.cache, usage=self.usage)
+        return self._engines[spec]
 
     def __enter__(self) -> "ModelCallRun":
         return self

@@ -62,8 +62,9 @@ class PipelineJudges:
 
 @dataclass
 class PipelineConfig:
-    """Generation budget, region count, crops and overlays, our two answer filters and the routing vocabulary
-    (see the stage modules).
+    """Generation budget, region count, crops and overlays, our two answer filters, the routing vocabulary (see the
+    stage modules) and ``quote_user_text`` (instructions in the prompts as JSON string literals; False: raw, as
+    printed; see :mod:`.prompts`).
 
     ``box_num_mode``: ``"edits"`` (one region per edit of the record, else per source) or ``"grounder"``
     (:mod:`.grounding`); ``annotate_sources``: boxes drawn on / "before" crops cut from the source images as the
@@ -78,6 +79,7 @@ class PipelineConfig:
     min_similarity: float = 0.6
     human_words: Sequence[str] = HUMAN_WORDS
     chunk_size: int = 64
+    quote_user_text: bool = True
     box_num_mode: str = "edits"
     annotate_sources: bool = True
     reject_unclean_scores: bool = True
@@ -118,8 +120,8 @@ def _failed_request(result, stage: str) -> Optional[Outcome]:
 
 def _stage_grounding(states: List[_State], judges: PipelineJudges, config: PipelineConfig) -> None:
     live = [s for s in states if s.sc is None]
-    requests = [grounding_request(s.record, s.sample, config.max_tokens, config.temperature, config.box_num_mode)
-                for s in live]
+    requests = [grounding_request(s.record, s.sample, config.max_tokens, config.temperature, config.quote_user_text,
+                                  box_num_mode=config.box_num_mode) for s in live]
     for state, result in zip(live, judges.grounder.run(requests)):
         state.sc = _failed_request(result, "grounding")
         if state.sc is None:
@@ -133,7 +135,8 @@ def _stage_annotation(states: List[_State], judges: PipelineJudges, config: Pipe
     by_route = {name: [s for s in states if s.sc is None and s.route == name] for name in ("human", "general")}
     pq_states = [s for s in states if s.pq is None]
     sc_jobs = [[sc_request(s.sample, s.regions, name, config.max_tokens, config.temperature, config.crop_padding,
-                           config.min_crop_side, config.annotate_sources) for s in by_route[name]]
+                           config.min_crop_side, config.quote_user_text, annotate_sources=config.annotate_sources)
+                for s in by_route[name]]
                for name in ("human", "general")]
     pq_jobs = [pq_request(s.sample, config.max_tokens, config.temperature) for s in pq_states]
     human, general, pq = run_together([(judges.face, sc_jobs[0]), (judges.object, sc_jobs[1]), (judges.pq, pq_jobs)])
@@ -159,8 +162,8 @@ def _stage_annotation(states: List[_State], judges: PipelineJudges, config: Pipe
 
 def _stage_alignment(states: List[_State], judges: PipelineJudges, config: PipelineConfig) -> None:
     live = [s for s in states if s.sc is None]
-    requests = [alignment_request(s.sample, s.regions, s.sc_answer[1], config.max_tokens, config.temperature)
-                for s in live]
+    requests = [alignment_request(s.sample, s.regions, s.sc_answer[1], config.max_tokens, config.temperature,
+                                  config.quote_user_text) for s in live]
     for state, result in zip(live, judges.aligner.run(requests)):
         state.sc = _failed_request(result, "alignment")
         if state.sc is not None:

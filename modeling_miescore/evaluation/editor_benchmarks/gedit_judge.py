@@ -17,8 +17,8 @@ the four module-level strings that the ``tie`` task joins are read: ``_context_n
 ``--prompts`` the judge uses :data:`OWN_PROMPTS`, our wording of the same protocol (same inputs, criteria, 0-10
 scales and JSON answer); such reports say "own prompts — not comparable with published numbers".
 
-Parsing: the first JSON object with a ``"score"`` key (:func:`~modeling_miescore.judges.json_extract.
-extract_first_json`), whose ``score`` must be a list of exactly two finite numbers in [0, 10]. VIEScore's own
+Parsing: the final JSON object with a ``"score"`` key (:func:`~modeling_miescore.judges.json_extract.
+final_json_object`; several that disagree, or ``score`` written twice, are a flagged failure), whose ``score`` must be a list of exactly two finite numbers in [0, 10]. VIEScore's own
 parser also accepts a bare ``[a, b]`` list, repairs broken JSON and, on a second failure, *guesses a random score*;
 this judge does none of that: such an answer is a flagged failure.
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ...image_io import MIEScoreInputError
-from ...judges.json_extract import extract_first_json
+from ...judges.json_extract import final_json_object
 from .editor_judge import EditorJudge
 from .protocols import EDITOR_BENCHMARKS
 
@@ -122,9 +122,11 @@ def parse_score_list(text: Optional[str], count: int = 2) -> tuple[Optional[List
         return None, [], ""
     if not text.strip():
         return None, ["empty_answer"], ""
-    obj = extract_first_json(text, lambda value: isinstance(value, dict) and "score" in value)
+    obj, found_issues = final_json_object(text, ("score",))
     if obj is None:
-        return None, ["no_json_object"], ""
+        return None, found_issues or ["no_json_object"], ""
+    if "score" not in obj:  # written twice with different values: ambiguous
+        return None, found_issues, ""
     reasoning = obj.get("reasoning")
     reasoning = reasoning if isinstance(reasoning, str) else ""
     scores = obj["score"]

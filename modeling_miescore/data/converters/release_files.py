@@ -174,6 +174,8 @@ def read_json_keyed_records(path: Path, problems: ProblemCollector, *,
             out.append((line, key, record))
     except json.JSONDecodeError as err:
         problems.add(name, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})")
+    except RecursionError:
+        problems.add(name, None, TOO_DEEP)
     return out
 
 

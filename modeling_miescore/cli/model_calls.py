@@ -76,10 +76,13 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
 def open_cache(args, default: Path):
     """The :class:`~modeling_miescore.judges.call_cache.CallCache` the options name (None with --no-cache)."""
     from ..judges.call_cache import CallCache
+    from ..utils.output_paths import ensure_folder
 
     if args.no_cache:
         return None
-    return CallCache(Path(args.cache) if args.cache else default)
+    path = Path(args.cache).expanduser() if args.cache else default
+    ensure_folder(path.parent, "--cache")  # a missing folder is made and named, as for every output
+    return CallCache(path)
 
 
 def judge_spec(args):

@@ -93,27 +93,67 @@ def test_tiny_miescore_has_no_error_reports_every_check_and_runs_no_checkpoint_c
     assert checks["throughput"]["details"]["edits_per_second"] > 0
 
 
-def test_trust_remote_code_runs_the_checkpoint_code_and_names_it(tampered_miescore):
-    """Only --trust-remote-code runs the stranger's view, and it says which files it ran, with their sha256."""
+def test_trust_remote_code_runs_the_strangers_load_and_names_the_code_files(tampered_miescore, monkeypatch):
+    """Only --trust-remote-code asks for the stranger's view (the package-less, trust_remote_code load), and the
+    finding names the files it ran with their sha256. The child is replaced by a stand-in here (the real one:
+    the slow test below and test_hub_boundary)."""
     import hashlib
 
     import torch
 
+    from modeling_miescore.diagnostics import isolated_load
     from modeling_miescore.diagnostics.doctor_context import DoctorContext
     from modeling_miescore.diagnostics.doctor_model_checks import check_fresh_process
 
-    tampered_miescore.reset()
-    ctx = DoctorContext(tampered_miescore.path, "miescore", "cpu", torch.float32, quick=True, trust_remote_code=True)
-    try:
-        finding = check_fresh_process(ctx)
-    finally:
-        ctx.close()
-    assert finding.status == "ok", finding.message
-    assert tampered_miescore.code_ran() == ["MODEL_CODE_RAN"]  # what the user asked for, and only that
+    calls = []
+
+    def stranger(jobs):
+        calls.append("trust_remote_code")
+        return {"results": [{"classes": {"AutoModel": "transformers_modules.miescore.modeling_miescore.MIEScoreModel"},
+                             "scores": []}], "loaded": []}
+
+    def installed(jobs):
+        calls.append("installed package")
+        return {"results": [{"classes": {"installed": "modeling_miescore.modeling_miescore.MIEScoreModel"},
+                             "scores": []}], "checkpoint_modules": []}
+
+    monkeypatch.setattr(isolated_load, "load_and_score_without_package", stranger)
+    monkeypatch.setattr(isolated_load, "load_and_score_with_package", installed)
+    findings = {}
+    for trust in (False, True):
+        ctx = DoctorContext(tampered_miescore.path, "miescore", "cpu", torch.float32, quick=True,
+                            trust_remote_code=trust)
+        try:
+            findings[trust] = check_fresh_process(ctx)
+        finally:
+            ctx.close()
+    assert calls == ["installed package", "trust_remote_code"]
     digest = hashlib.sha256((tampered_miescore.path / "configuration_miescore.py").read_bytes()).hexdigest()
-    assert {"file": "configuration_miescore.py", "sha256": digest} in finding.details["remote_code"]
-    assert f"configuration_miescore.py (sha256 {digest[:12]}...)" in finding.message
-    assert "evil_proc.py" not in finding.message  # the processor's auto_map is never run, even then
+    for finding in findings.values():
+        assert finding.status == "ok" and {"file": "configuration_miescore.py", "sha256": digest} in \
+            finding.details["remote_code"]
+    assert "ran the checkpoint's code: " in findings[True].message
+    assert f"configuration_miescore.py (sha256 {digest[:12]}...)" in findings[True].message
+    assert "were not run" in findings[False].message and "sha256" not in findings[False].message
+    assert "evil_proc.py" not in findings[True].message  # the processor's auto_map is never run, even then
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["miescore", "spatialreward"])
+def test_doctor_runs_a_tampered_checkpoints_code_only_with_trust_remote_code(kind, tiny_miescore_path, tiny_sr_path,
+                                                                          tmp_path, capsys):
+    """The real fresh interpreter, both models: `doctor --quick` runs none of the planted code, `doctor --quick
+    --trust-remote-code` runs the checkpoint's configuration file (and still not the processor's evil_proc.py)."""
+    from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
+
+    tampered = tamper_checkpoint(tiny_miescore_path if kind == "miescore" else tiny_sr_path, tmp_path / kind)
+    run_cli(capsys, tampered.path, "--quick", "--json", "--device", "cpu")
+    assert tampered.code_ran() == []
+    code, out, _ = run_cli(capsys, tampered.path, "--quick", "--json", "--device", "cpu", "--trust-remote-code")
+    assert tampered.code_ran() == ["MODEL_CODE_RAN"]
+    fresh = {c["name"]: c for c in json.loads(out)["checks"]}["fresh_process"]
+    assert fresh["status"] == "ok" and fresh["details"]["trust_remote_code"] is True
+    assert f"configuration_{kind}.py (sha256" in fresh["message"]
 
 
 def scripted_scorer(samples, batch_size=8, **_):
@@ -192,34 +232,23 @@ def test_mismatched_processor_is_broken_naming_the_consistency_check(tiny_miesco
 
 
 def test_spatialreward_whose_generations_never_parse_is_broken(tiny_sr_path, tmp_path, capsys):
-    """On a tampered copy: the default fresh-process check runs none of its code (issue 22 item 1)."""
+    """On a tampered copy: the in-process checks run none of its code (issue 22 item 1; the fresh process on a
+    tampered SpatialReward checkpoint: the slow test above)."""
     from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
 
     tampered = tamper_checkpoint(tiny_sr_path, tmp_path / "one-token")
     edit_json(tampered.path / "config.json", lambda d: d.update(max_new_tokens=1))
-    code, out, _ = run_cli(capsys, tampered.path, "--quick", "--json", "--device", "cpu")
+    code, out, _ = run_cli(capsys, tampered.path, "--quick", "--skip-fresh-process", "--json", "--device", "cpu")
     assert tampered.code_ran() == []
     report = json.loads(out)
     assert code == 2 and report["verdict"] == "broken"
     checks = {c["name"]: c for c in report["checks"]}
-    assert checks["fresh_process"]["status"] == "ok" and checks["fresh_process"]["details"]["checkpoint_modules"] == []
     assert checks["parse_rate"]["status"] == "error"
     assert checks["parse_rate"]["details"]["failed"] == checks["parse_rate"]["details"]["edits"] == 15
     assert checks["boxes"]["status"] == checks["reward_spread"]["status"] == "skip"
     assert all(checks[name]["status"] == "skip" for name in checks if name.startswith("direction_"))
     assert checks["grounding_tokens"]["status"] == "ok"
     assert report["summary"]["error"] == 1  # everything before the answers is sound
-
-
-@pytest.mark.slow
-def test_trust_remote_code_on_a_tampered_spatialreward_runs_its_code(tiny_sr_path, tmp_path, capsys):
-    from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
-
-    tampered = tamper_checkpoint(tiny_sr_path, tmp_path / "tampered")
-    code, out, _ = run_cli(capsys, tampered.path, "--quick", "--json", "--device", "cpu", "--trust-remote-code")
-    assert tampered.code_ran() == ["MODEL_CODE_RAN"]
-    fresh = {c["name"]: c for c in json.loads(out)["checks"]}["fresh_process"]
-    assert fresh["details"]["trust_remote_code"] is True and "configuration_spatialreward.py (sha256" in fresh["message"]
 
 
 def _gray(image) -> np.ndarray:

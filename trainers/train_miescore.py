@@ -29,11 +29,14 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+# modeling_miescore.training first: importing it hides bitsandbytes' known import-time message
+# (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
+from modeling_miescore.training.losses import LossConfig  # isort: skip
+
 from datasets import load_dataset
 from transformers import IntervalStrategy, TrainingArguments
 from trl import TrlParser
 
-from modeling_miescore.training.losses import LossConfig
 from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
 from modeling_miescore.cli.skill import read_skill_file
 from modeling_miescore.model_card import ModelCardInfo, hub_repo_id

@@ -555,3 +555,19 @@ def test_editing_models_leaderboard_ordering(mie_dir, tmp_path, capsys):
     md = (tmp_path / "with-dataset" / "report.md").read_text()
     assert "## Leaderboard" in md and "## Overall Score per task (paper tables 8–11 layout)" in md
     assert md.index(f"| 1 | {models[0]} |") < md.index(f"| 4 | {models[-1]} |")
+
+
+def test_judge_names_the_k_pair_split_a_mer_bench_dataset_lacks(mer_without_3pair_dir, tmp_path, capsys):
+    """Issue 22 item 21: `judge --dataset` on MER-Bench without a 3-pair split said "no split 'test'"."""
+    from local_http import BadChatServer, text_reply
+
+    verdict = json.dumps({"reasoning": "r", "visual_quality": 50, "instruction_following": 50,
+                          "attribute_preservation": 50})
+    output = tmp_path / "preds.jsonl"
+    with BadChatServer(lambda request, index: text_reply(verdict)) as server:
+        code = main(["judge", "--backend", "openai", "--base-url", server.url, "--model", "m", "--dataset",
+                     str(mer_without_3pair_dir), "--output", str(output), "--api-key-env", "NO_SUCH_KEY",
+                     "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0 and "has no '3pair' split; using 2pair, 4pair" in err and "no split 'test'" not in err
+    assert len(output.read_text().splitlines()) == len(server.requests) > 0

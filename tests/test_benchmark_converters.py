@@ -55,7 +55,7 @@ def problems_of(name, raw, tmp_path, **options):
 
 def test_registry_names_every_converter_and_the_card_records_its_spec(tmp_path):
     assert set(CONVERTERS) == {"genai-bench", "aurora-bench", "editscore-bench", "imagenhub", "ebench-18k",
-                               "editreward-bench", "ieqa", "mmrb2"}
+                               "editreward-bench", "ieqa", "mmrb2", "gedit-bench", "imgedit-bench"}
     for name in CONVERTERS:
         spec = get_converter(name).spec
         assert spec.name == name and spec.format_source.startswith("https://") and spec.tie_rule

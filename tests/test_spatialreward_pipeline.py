@@ -223,7 +223,7 @@ def test_pipeline_end_to_end_report_rows_and_resume(tmp_path, capsys):
     face = _requests_of(server, JUDGES["face"])
     obj = _requests_of(server, JUDGES["object"])
     face_texts = [request_text(b) for b in face]
-    assert sorted(t.split("Editing instruction: ")[1].split("\n")[0] for t in face_texts) == \
+    assert sorted(json.loads(t.split("Editing instruction: ")[1].split("\n")[0]) for t in face_texts) == \
         ["Add a red hat to the man", "Make the woman laugh [sc-garbage]"]
     assert all("Sequence of Cropped Patches" in t and "Edit region 0" in t for t in face_texts)
     assert len(request_images(face[0])) == 4  # original, edited, before/after crops of the one region

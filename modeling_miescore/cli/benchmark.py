@@ -5,7 +5,10 @@
     miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
     miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR [--grid]
     miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`)
+    miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`, registered under
+                                              this command: ``PARENT_COMMAND`` in :mod:`.main`)
+    miescore benchmark gedit / imgedit / editors ...  (an image editor on the editor benchmarks, SpatialReward
+                                                   Table 3: :mod:`.editor_benchmarks`, registered the same way)
 
 Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
 ``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
@@ -25,8 +28,7 @@ from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
 from ..image_io import MIEScoreInputError
-from .external_benchmarks import register_kinds
-from .main import add_device_args, number_arg
+from .main import add_device_args, number_arg, quiet_transformers
 
 _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
                   '"attribute_preservation": x, "overall": x} (e.g. the output of "miescore score-batch"); '
@@ -56,7 +58,7 @@ def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str,
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
     parser.add_argument("--allow-missing", action="store_true",
                         help="evaluate the ids present in both dataset and predictions instead of stopping")
-    parser.add_argument("--batch-size", type=int, default=8,
+    parser.add_argument("--batch-size", type=number_arg(int, minimum=1), default=8,
                         help="scoring batch size with --model (default: %(default)s)")
     add_device_args(parser, when="with --model: ")
     parser.add_argument("--no-plots", action="store_true", help="write report.md/report.json only")
@@ -68,8 +70,7 @@ def register(subparsers) -> None:
         "benchmark", help="benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
         description="Write a report (report.md, report.json, plots/) that compares an evaluator with human "
                     "judgements, or ranks editing models by predicted scores.")
-    kinds = bench.add_subparsers(dest="kind", required=True,
-                                 metavar="{mie-bench,mer-bench,editing-models,zero-shot,reward}")
+    kinds = bench.add_subparsers(dest="kind", required=True)  # more kinds: modules naming it PARENT_COMMAND
 
     mie = kinds.add_parser("mie-bench", help="SRCC/KRCC/PLCC with human MOS, per task, model ranking",
                            description="How human-aligned is an evaluator on MIE-Bench? MIEScore paper tables 3, 4, "
@@ -96,7 +97,7 @@ def register(subparsers) -> None:
             dataset_required=False)
     _cache_dir_arg(ed)
     ed.set_defaults(func=cmd_editing_models)
-    register_kinds(kinds)
+    return kinds
 
 
 def _cache_dir_arg(parser: argparse.ArgumentParser) -> None:
@@ -122,7 +123,8 @@ def _grid_args(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _model_ref(model: str) -> str:
+def model_reference(model: str) -> str:
+    """A --model / --dataset argument as a run's identity records it: a local path resolved, a repo id as is."""
     p = Path(model).expanduser()
     return str(p.resolve()) if p.exists() else model
 
@@ -147,13 +149,6 @@ def _run_info(args, **extra) -> dict:
     return info
 
 
-def _quiet_transformers():
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
 def _score_with_miescore(ds, args, out: Path) -> Path:
     """Score a MIE-Bench-format split with a MIEScore checkpoint into ``out/predictions.jsonl`` (resumable)."""
     from ..evaluation.input_export import export_mie_inputs, input_cache_dir
@@ -166,7 +161,7 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
         raise MIEScoreInputError(
             f"--model '{args.model}' is not a MIEScore checkpoint (model_type={config.get('model_type')!r}); "
             "score the split with your evaluator and pass --predictions instead")
-    check_prediction_cache(out, {"model": _model_ref(args.model), "dataset": _model_ref(args.dataset),
+    check_prediction_cache(out, {"model": model_reference(args.model), "dataset": model_reference(args.dataset),
                                  "split": args.split})
     progress = not args.no_progress
     preds = out / "predictions.jsonl"
@@ -175,7 +170,7 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
         print(f"all {len(ds)} edits already scored in '{preds}'", file=sys.stderr)
         return preds
     inputs = export_mie_inputs(ds, input_cache_dir(ds, args.cache_dir), progress=progress)
-    _quiet_transformers()
+    quiet_transformers()
     model = load_scorer(args.model, device=args.device, dtype=args.dtype)
     report = score_jsonl(lambda samples, b: model.score_batch(samples, batch_size=b), inputs, preds,
                          batch_size=args.batch_size, on_error="stop", progress=progress)
@@ -291,8 +286,9 @@ def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
             f"mer-bench --model needs a SpatialReward checkpoint (model_type 'spatialreward', or the authors' plain "
             f"Qwen3-VL release), but '{args.model}' has model_type={model_type!r}; score the groups with your "
             "evaluator and pass --predictions")
-    _quiet_transformers()
-    identity = {"model": _model_ref(args.model), "dataset": _model_ref(args.dataset), "splits": sorted(splits)}
+    quiet_transformers()
+    identity = {"model": model_reference(args.model), "dataset": model_reference(args.dataset),
+                "splits": sorted(splits)}
     preds = score_mer_with_spatialreward(splits, args.model, out, device=args.device, dtype=args.dtype,
                                          batch_size=args.batch_size, progress=not args.no_progress,
                                          identity=identity)

@@ -5,7 +5,7 @@ and ``miescore spatialreward-data`` read when given a dataset instead of a JSONL
 * A converted benchmark (``miescore convert-benchmark``; its card names it; split ``test``): every config of the
   card, the ``pointwise`` rows as they are (``group_id`` shares the sources), each ``pairwise`` row as its two
   edits ``edited_a_id`` / ``edited_b_id`` (an image in several pairs once).
-* MER-Bench (splits ``2pair`` / ``3pair`` / ``4pair``): each candidate of a group is one single-source edit (id
+* MER-Bench (splits ``2pair`` / ``3pair`` / ``4pair``, those it has; a missing one is named): each candidate of a group is one single-source edit (id
   ``candidate_ids[k]``; a candidate in several groups once), its ``category`` kept (``general``, ``human_basic``,
   ``human_fine``).
 
@@ -16,6 +16,7 @@ large split never sits in memory.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
@@ -104,14 +105,23 @@ def _splits(dataset: str, split: Optional[str]):
     from .converters.schema import SPLIT
 
     metadata = read_benchmark_metadata(dataset)
+    if metadata is not None and "editing" in metadata.get("kinds", []):
+        raise MIEScoreInputError(f"dataset '{dataset}' is an editor benchmark (editing inputs, no edited images); "
+                                 f"judge an editor's outputs on it with 'miescore benchmark "
+                                 f"{str(metadata.get('name')).split('-')[0]} --edits ...'")
     if metadata is not None:
         return [(load_split(dataset, split or SPLIT, config), config) for config in metadata.get("kinds", [])]
     try:
         names = set(datasets.get_dataset_split_names(dataset))
     except Exception:  # noqa: BLE001 - reported by load_split below with a one-line error
         names = set()
-    if set(MER_SPLITS) <= names:
-        return [(load_split(dataset, name), "groups") for name in ([split] if split else MER_SPLITS)]
+    present = [name for name in MER_SPLITS if name in names]
+    if present:  # MER-Bench: every K-pair split it has (a release may lack one, as `benchmark mer-bench` allows)
+        missing = [name for name in MER_SPLITS if name not in names]
+        if missing and split is None:
+            print(f"note: MER-Bench dataset '{dataset}' has no {' or '.join(repr(m) for m in missing)} split; "
+                  f"using {', '.join(present)}", file=sys.stderr)
+        return [(load_split(dataset, name), "groups") for name in ([split] if split else present)]
     return [(load_split(dataset, split or "test"), "pointwise")]
 
 

@@ -99,7 +99,8 @@ def write_report(out_dir, report: dict) -> tuple[Path, Path]:
 
 
 def render_markdown(report: dict) -> str:
-    """The Markdown of a report dict, by its ``benchmark`` kind (mie-bench, mer-bench, editing-models)."""
+    """The Markdown of a report dict, by its ``benchmark`` kind (mie-bench, mer-bench, editing-models; gedit,
+    imgedit, editors: :mod:`.editor_benchmarks`)."""
     kind = report.get("benchmark")
     if kind == "mie-bench":
         return mie_bench_markdown(report)
@@ -107,6 +108,10 @@ def render_markdown(report: dict) -> str:
         return mer_bench_markdown(report)
     if kind == "editing-models":
         return editing_models_markdown(report)
+    if kind in ("gedit", "imgedit", "editors"):  # the editor benchmarks (SpatialReward paper, Table 3)
+        from .editor_benchmarks import editor_benchmark_markdown
+
+        return editor_benchmark_markdown(report)
     raise ValueError(f"unknown report kind {kind!r}")
 
 

@@ -1,9 +1,10 @@
 """The converter base: a :class:`~modeling_miescore.data.builders.base.DatasetBuilder` that writes the common
-schema of :mod:`.schema` as up to two configs (``pointwise``, ``pairwise``), each with one ``test`` split.
+schema of :mod:`.schema` as configs (``pointwise``, ``pairwise``; an editor benchmark: ``editing``), each with one
+``test`` split.
 
 A converter declares its :class:`~.schema.BenchmarkSpec` and implements :meth:`read` (parse the release, report
 every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add_edit` /
-:meth:`add_pair`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
+:meth:`add_pair` / :meth:`add_editing`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
 exit status 2 for bad raw data) is the builder machinery.
 """
 
@@ -25,9 +26,11 @@ from .schema import (
     LABELS,
     SPLIT,
     BenchmarkSpec,
+    EditingItem,
     EditItem,
     ImageRef,
     PairItem,
+    editing_features,
     pairwise_features,
     pointwise_features,
 )
@@ -67,6 +70,7 @@ class BenchmarkConverter(DatasetBuilder):
         super().__init__(*args, **kwargs)
         self.edits: list[EditItem] = []
         self.pairs: list[PairItem] = []
+        self.editing: list[EditingItem] = []
         self._seen: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------------------ helpers for read()
@@ -93,6 +97,13 @@ class BenchmarkConverter(DatasetBuilder):
             raise ValueError(f"label must be one of {LABELS}, got {item.label!r}")
         if self._unique("pair", item.id, where, problems):
             self.pairs.append(item)
+
+    def add_editing(self, item: EditingItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
+        """Add an editing row unless its id repeats (reported at ``where``)."""
+        if set(item.flags) != set(self.spec.subset_flags):
+            raise ValueError(f"editing row flags {sorted(item.flags)} differ from the spec's {self.spec.subset_flags}")
+        if self._unique("editing", item.id, where, problems):
+            self.editing.append(item)
 
     def release_files(self, pattern: str, problems: ProblemCollector) -> list[Path]:
         """The files of the raw folder matching ``pattern`` (sorted); none is a problem naming the pattern."""
@@ -134,7 +145,7 @@ class BenchmarkConverter(DatasetBuilder):
         """Labels are read from the release as they are; nothing to compute."""
 
     def split(self) -> dict[str, list]:
-        rows = {"pointwise": self.edits, "pairwise": self.pairs}
+        rows = {"pointwise": self.edits, "pairwise": self.pairs, "editing": self.editing}
         return {config: rows[config] for config in CONFIGS if config in self.spec.kinds}
 
     def empty_dataset_problem(self) -> tuple[str, str]:
@@ -143,11 +154,16 @@ class BenchmarkConverter(DatasetBuilder):
     def features(self):
         return self.config_features(self.spec.kinds[0])
 
-    @staticmethod
-    def config_features(config: str):
+    def config_features(self, config: str):
+        if config == "editing":
+            return editing_features(self.spec.subset_flags)
         return pointwise_features() if config == "pointwise" else pairwise_features()
 
     def make_row(self, item) -> dict:
+        if isinstance(item, EditingItem):
+            return {"id": item.id, "key": item.key, "source_images": [s.struct() for s in item.sources],
+                    "instruction": item.instruction, "category": item.category, "language": item.language,
+                    **item.flags}
         if isinstance(item, EditItem):
             return {"id": item.id, "source_images": [s.struct() for s in item.sources],
                     "edited_image": item.edited.struct(), "instruction": item.instruction,
@@ -160,7 +176,10 @@ class BenchmarkConverter(DatasetBuilder):
                 "subset": item.subset, "group_id": item.group_id}
 
     def row_size(self, item) -> int:
-        images = [item.edited] if isinstance(item, EditItem) else [item.edited_a, item.edited_b]
+        if isinstance(item, EditingItem):
+            images = []
+        else:
+            images = [item.edited] if isinstance(item, EditItem) else [item.edited_a, item.edited_b]
         return sum(image.size() for image in (*item.sources, *images)) + 512
 
     def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:

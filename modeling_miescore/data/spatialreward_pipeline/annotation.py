@@ -21,7 +21,11 @@ label. Everything else is *general*.
 
 Answers ``{"reasoning", "score": [a, b]}`` are read with the SpatialReward parser. Rejected (reason codes):
 ``<stream>_unparsable`` (not both scores), ``<stream>_score_not_clean`` (a score that had to be clamped, rescaled
-from another scale, or read from broken JSON: no invented numbers in training targets), ``<stream>_no_reasoning``.
+from another scale, or read from broken JSON, or an answer whose JSON is ambiguous: a key written twice, or
+several answer objects, of which the parser would take the first, e.g. one quoted from the instruction; no
+invented numbers in training targets), ``<stream>_no_reasoning``, ``<stream>_control_token`` (the reasoning
+holds a chat-control token or a control character: :func:`modeling_miescore.utils.text_hygiene.
+training_text_problem`). The instruction in the prompt is a JSON string literal (:mod:`.prompts`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from ...data.schema import MER_CATEGORIES
 from ...drawing import bbox_to_pixels, draw_regions
 from ...judges.call_engine import ChatRequest
 from ...parsing import parse_pq_output, parse_sc_output
-from .prompts import PQ_PROMPT, SC_GENERAL_PROMPT, SC_HUMAN_PROMPT, fill
+from ...utils.text_hygiene import training_text_problem, valid_text
+from .prompts import PQ_PROMPT, SC_GENERAL_PROMPT, SC_HUMAN_PROMPT, fill, user_text
 from .report import Outcome
 
 __all__ = ["HUMAN_WORDS", "crop_region", "parse_annotation", "pq_request", "route", "sc_request"]
@@ -50,7 +55,7 @@ HUMAN_WORDS = (
 )
 # Scores that needed repairs are not used as training targets (parsing.ISSUE_CODES describes each).
 UNCLEAN_SCORE_ISSUES = frozenset({"score_clamped", "score_rescaled", "score_from_fallback", "fallback_ambiguous",
-                                  "score_list_too_long", "score_not_pair"})
+                                  "score_list_too_long", "score_not_pair", "duplicate_key", "multiple_json_objects"})
 
 
 def route(record, regions: Sequence[Dict[str, Any]], human_words: Sequence[str] = HUMAN_WORDS) -> str:
@@ -103,17 +108,18 @@ def _full_images(sources: Sequence[Any], edited) -> List[Any]:
 
 
 def sc_request(sample, regions, route_name: str, max_tokens: int = 1024, temperature: float = 0.0,
-               crop_padding: float = 0.15, min_crop_side: int = 64) -> ChatRequest:
+               crop_padding: float = 0.15, min_crop_side: int = 64, quote_user_text: bool = True) -> ChatRequest:
     """The SC request of one route (module docstring)."""
+    instruction = user_text(sample.instruction, quote_user_text)
     if route_name == "human":
         parts = _full_images(sample.sources, sample.edited)
         parts += _crop_parts(sample, regions, crop_padding, min_crop_side)
-        text = fill(SC_HUMAN_PROMPT, instruction=sample.instruction)
+        text = fill(SC_HUMAN_PROMPT, instruction=instruction)
     else:
         single = len(sample.sources) == 1
         sources = [draw_regions(sample.sources[0], regions)] if single else list(sample.sources)
         parts = _full_images(sources, draw_regions(sample.edited, regions))
-        text = fill(SC_GENERAL_PROMPT, instruction=sample.instruction)
+        text = fill(SC_GENERAL_PROMPT, instruction=instruction)
     return ChatRequest([*parts, text], max_tokens=max_tokens, temperature=temperature, stage=f"annotation-{route_name}")
 
 
@@ -133,5 +139,8 @@ def parse_annotation(text: str, stream: str, num_sources: Optional[int] = None
         return None, "", Outcome.rejected(STAGE, f"{stream}_score_not_clean", f"{unclean}: {text[:200]}")
     if not parsed.reasoning.strip():
         return None, "", Outcome.rejected(STAGE, f"{stream}_no_reasoning", text[:200])
+    problem = training_text_problem(parsed.reasoning)
+    if problem:
+        return None, "", Outcome.rejected(STAGE, f"{stream}_control_token", f"the reasoning {problem}")
     scores = (float(parsed.score_pair[0]), float(parsed.score_pair[1]))
-    return scores, parsed.reasoning.strip(), Outcome("ok", STAGE)
+    return scores, valid_text(parsed.reasoning.strip()), Outcome("ok", STAGE)

@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Tuple
 from ...judges.call_engine import ChatRequest
 from ...parsing import parse_sc_output
 from ...spatialreward_tokens import MAX_BBOX_ID
-from .prompts import GROUNDING_PROMPT, fill
+from ...utils.text_hygiene import valid_text
+from .prompts import GROUNDING_PROMPT, fill, user_text
 from .report import Outcome
 
 __all__ = ["box_num", "grounding_request", "parse_grounding"]
@@ -48,8 +49,11 @@ def labelled_images(sample) -> List[Any]:
     return parts + ["Image 2 (edited image):", sample.edited]
 
 
-def grounding_request(record, sample, max_tokens: int = 1024, temperature: float = 0.0) -> ChatRequest:
-    text = fill(GROUNDING_PROMPT, instruction=sample.instruction, box_num=box_num(record, len(sample.sources)))
+def grounding_request(record, sample, max_tokens: int = 1024, temperature: float = 0.0,
+                      quote_user_text: bool = True) -> ChatRequest:
+    # box_num first: a "{box_num}" inside the user's instruction must stay text
+    text = fill(fill(GROUNDING_PROMPT, box_num=box_num(record, len(sample.sources))),
+                instruction=user_text(sample.instruction, quote_user_text))
     return ChatRequest([*labelled_images(sample), text], max_tokens=max_tokens, temperature=temperature,
                        stage="grounding")
 
@@ -66,6 +70,6 @@ def parse_grounding(text: str) -> Tuple[List[Dict[str, Any]], Outcome]:
         return [], Outcome.rejected(STAGE, "grounding_degenerate_box", f"regions {parsed.regions}")
     if len(parsed.regions) > MAX_BBOX_ID + 1:
         return [], Outcome.rejected(STAGE, "too_many_regions", f"{len(parsed.regions)} regions")
-    regions = [{"id": k, "label": region["label"], "bbox_2d": list(region["bbox_2d"])}
+    regions = [{"id": k, "label": valid_text(str(region["label"])), "bbox_2d": list(region["bbox_2d"])}
                for k, region in enumerate(parsed.regions)]
     return regions, Outcome("ok", STAGE)

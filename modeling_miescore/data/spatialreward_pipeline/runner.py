@@ -62,7 +62,9 @@ class PipelineJudges:
 
 @dataclass
 class PipelineConfig:
-    """Generation budget, crops, the rewrite check and the routing vocabulary (see the stage modules)."""
+    """Generation budget, crops, the rewrite check, the routing vocabulary (see the stage modules) and
+    ``quote_user_text`` (instructions in the prompts as JSON string literals; False: raw, as printed; see
+    :mod:`.prompts`)."""
 
     max_tokens: int = 1024
     temperature: float = 0.0
@@ -71,6 +73,7 @@ class PipelineConfig:
     min_similarity: float = 0.6
     human_words: Sequence[str] = HUMAN_WORDS
     chunk_size: int = 64
+    quote_user_text: bool = True
 
 
 @dataclass
@@ -108,7 +111,8 @@ def _failed_request(result, stage: str) -> Optional[Outcome]:
 
 def _stage_grounding(states: List[_State], judges: PipelineJudges, config: PipelineConfig) -> None:
     live = [s for s in states if s.sc is None]
-    requests = [grounding_request(s.record, s.sample, config.max_tokens, config.temperature) for s in live]
+    requests = [grounding_request(s.record, s.sample, config.max_tokens, config.temperature, config.quote_user_text)
+                for s in live]
     for state, result in zip(live, judges.grounder.run(requests)):
         state.sc = _failed_request(result, "grounding")
         if state.sc is None:
@@ -122,7 +126,8 @@ def _stage_annotation(states: List[_State], judges: PipelineJudges, config: Pipe
     by_route = {name: [s for s in states if s.sc is None and s.route == name] for name in ("human", "general")}
     pq_states = [s for s in states if s.pq is None]
     sc_jobs = [[sc_request(s.sample, s.regions, name, config.max_tokens, config.temperature, config.crop_padding,
-                           config.min_crop_side) for s in by_route[name]] for name in ("human", "general")]
+                           config.min_crop_side, config.quote_user_text) for s in by_route[name]]
+               for name in ("human", "general")]
     pq_jobs = [pq_request(s.sample, config.max_tokens, config.temperature) for s in pq_states]
     human, general, pq = run_together([(judges.face, sc_jobs[0]), (judges.object, sc_jobs[1]), (judges.pq, pq_jobs)])
     for state, result in [*zip(by_route["human"], human), *zip(by_route["general"], general)]:
@@ -145,8 +150,8 @@ def _stage_annotation(states: List[_State], judges: PipelineJudges, config: Pipe
 
 def _stage_alignment(states: List[_State], judges: PipelineJudges, config: PipelineConfig) -> None:
     live = [s for s in states if s.sc is None]
-    requests = [alignment_request(s.sample, s.regions, s.sc_answer[1], config.max_tokens, config.temperature)
-                for s in live]
+    requests = [alignment_request(s.sample, s.regions, s.sc_answer[1], config.max_tokens, config.temperature,
+                                  config.quote_user_text) for s in live]
     for state, result in zip(live, judges.aligner.run(requests)):
         state.sc = _failed_request(result, "alignment")
         if state.sc is not None:

@@ -41,8 +41,10 @@ class BootstrapSettings:
     progress: bool = True
 
     def describe(self, resampling: str) -> dict:
-        """The ``meta["bootstrap"]`` entry of a report; ``resampling`` says what one draw takes."""
-        return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling}
+        """The ``meta["bootstrap"]`` entry of a report; ``resampling`` says what one draw takes. ``min_units``:
+        below this many resampling units a metric gets no interval (:func:`~.metrics.bootstrap.bootstrap_ci`)."""
+        return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling,
+                "min_units": MIN_RESAMPLING_UNITS}
 
 
 def with_ci(tree: Any) -> Any:
@@ -100,7 +102,7 @@ class InstanceBootstrap:
         """``meta["bootstrap"]``: the settings, the number of instances, the minimum for an interval, and why the
         report has no intervals when it has too few (``omitted``, else None)."""
         return {**self.settings.describe(resampling), "units": self.units(), "unit": self.unit,
-                "min_units": MIN_RESAMPLING_UNITS, "omitted": self.too_few()}
+                "omitted": self.too_few()}
 
     def __call__(self, fn: Callable[[np.ndarray], Any], desc: str, rows: np.ndarray | None = None,
                  record_notes: bool = True) -> Any:

@@ -161,7 +161,7 @@ def _level(report: dict) -> str:
         return "no bootstrap (point estimates only)"
     if b.get("omitted"):
         return f"none: {b['omitted']} (point estimates only)"
-    minimum = (f"; a metric over fewer than {b['min_units']} {b.get('unit', 'instances')} has none"
+    minimum = (f"; a metric over fewer than {b['min_units']} {b.get('unit', 'resampling units')} has none"
                if b.get("min_units") else "")
     return (f"{100 * b.get('level', 0.95):.0f}% percentile-bootstrap confidence intervals "
             f"({b['n']} resamples of {b.get('resampling', 'rows')}; seed {b.get('seed', 0)}{minimum})")

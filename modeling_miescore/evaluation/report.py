@@ -342,7 +342,8 @@ def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
             "mean MOS.",
             ""]
     out += _plot(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
-    out += ["<details><summary>Per-model means with confidence intervals</summary>", ""]
+    with_cis = bool(report["meta"].get("bootstrap", {}).get("n")) and not ci_omitted(report)
+    out += [f"<details><summary>Per-model means{' with confidence intervals' if with_cis else ''}</summary>", ""]
     rows = []
     for r in mr[order_dim]["table"]:
         m = r["model"]

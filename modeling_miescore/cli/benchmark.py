@@ -231,7 +231,7 @@ def _warn_without_cis(report: dict) -> None:
 def _warn_unusable_fits(report: dict) -> None:
     """Say on stderr which dimensions' logistic fit was degenerate (or failed, or needed the bounded refit)."""
     from ..data.schema import SHORT_NAMES
-    from ..evaluation.report import logistic_status
+    from ..evaluation.mie_bench_markdown import logistic_status
 
     for d in report["meta"]["dimensions"]:
         c = report["correlations"][d]

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
 from ..utils.atomic_files import atomic_write
-from .report import fmt_ci, logistic_status, mer_categories_in_order, title_case
+from .mie_bench_markdown import logistic_status
+from .report import fmt_ci, mer_categories_in_order, title_case
 
 __all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots"]
 

@@ -274,7 +274,7 @@ class FlowGRPOEditorTrainer:
         n = total["count"] or float("nan")
         mean_over = [s for s in every if s.get("updates")]
         record = {"step": step, "reward_mean": result.reward_mean, "reward_std": result.reward_std,
-                  "kl": total["kl_sum"] / n, "ratio_mean": total["ratio_sum"] / n, "clipfrac": total["clipped"] / n,
+                  "kl": total["kl_sum"] / n if self.config.beta > 0 else None, "ratio_mean": total["ratio_sum"] / n, "clipfrac": total["clipped"] / n,
                   "approx_kl": total["approx_kl_sum"] / n, "policy_loss": total["policy_loss_sum"] / n,
                   "loss": sum(s["loss"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),
                   "grad_norm": sum(s["grad_norm"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),

@@ -121,8 +121,10 @@ class FlowGRPOEditorTrainer:
         transformer = self.editor.transformer
         self.reference_model = None
         if cfg.finetuning == "lora":
-            add_lora(transformer, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
-                     targets=cfg.lora_targets or self.editor.lora_targets, editor=self.editor.name)
+            with torch.random.fork_rng(devices=[]):  # the LoRA's Gaussian init depends on the seed only
+                torch.manual_seed(derived_seed(cfg.seed, "lora") % (2 ** 62))
+                add_lora(transformer, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+                         targets=cfg.lora_targets or self.editor.lora_targets, editor=self.editor.name)
         else:
             if cfg.beta > 0:
                 import copy

@@ -88,3 +88,14 @@ def editing_requests(tmp_path_factory):
     from modeling_miescore.testing.editing_requests import write_editing_requests
 
     return write_editing_requests(tmp_path_factory.mktemp("requests") / "rows.jsonl")
+
+
+@pytest.fixture
+def single_thread():
+    """One torch thread for the test (tiny models: a second thread only adds contention on a busy machine)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

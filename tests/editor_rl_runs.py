@@ -17,3 +17,14 @@ def toy_config(model, dataset, output_dir, **overrides) -> FlowGRPOConfig:
                     output_dir=str(output_dir), progress=False, seed=0)
     settings.update(overrides)
     return FlowGRPOConfig(**settings)
+
+
+def write_run_yaml(path, config: FlowGRPOConfig) -> str:
+    """``config`` as a recipe YAML (every field), for subprocess runs of ``trainers/flow_grpo_editor.py``."""
+    import dataclasses
+
+    import yaml
+
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    path.write_text(yaml.safe_dump({k: v for k, v in fields.items() if v is not None}))
+    return str(path)

@@ -20,6 +20,8 @@ from modeling_miescore.training.editor_rl.sde_step import gaussian_kl_on_means
 from modeling_miescore.training.editor_rl.step_plan import make_step_plan
 from modeling_miescore.training.editor_rl.step_recompute import recompute_step
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
 
 

@@ -15,6 +15,8 @@ from modeling_miescore.training.editor_rl.rollout_recording import LogProbSchedu
 from modeling_miescore.training.editor_rl.sde_step import gaussian_kl_on_means, sde_step
 from modeling_miescore.training.editor_rl.step_plan import StepPlan, make_step_plan
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 
 def _reference_sde(x, v, sigma, sigma_next, a, sigma_max, x_next):
     """Flow-GRPO sec. 4.1 in float64 numpy: sigma_t, mean, std and the element-averaged Gaussian log-density."""

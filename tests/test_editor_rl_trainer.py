@@ -12,6 +12,8 @@ from editor_rl_runs import toy_config
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer, RewardUnavailableError
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 REWARDS = "modeling_miescore.testing.editor_rewards"
 METRIC_KEYS = {"step", "reward_mean", "reward_std", "kl", "ratio_mean", "clipfrac", "approx_kl", "zero_std_groups",
                "reward_failures", "seconds_rollout", "seconds_reward", "seconds_reward_wait", "seconds_update",
@@ -102,12 +104,12 @@ def test_bad_settings_stop_before_anything_is_loaded(toy, editing_requests, tmp_
     ("nan_reward", {}, r"8 of 8 rewards failed at step 1 \(100% > max_reward_failure_rate 25%; reasons on this "
                        r"process: nan\)"),
     ("failing_reward", {}, "failed at step 1: ConnectionError: reward server at http://127.0.0.1:9 refused"),
-    ("mean_redness", {"reward_timeout": 0.5}, r"gave no scores within reward_timeout=0.5s at step 1"),
+    ("mean_redness", {"reward_timeout": 0.3}, r"gave no scores within reward_timeout=0.3s at step 1"),
 ])
 def test_a_bad_or_down_reward_stops_the_run_before_any_update(toy, editing_requests, tmp_path, monkeypatch,
                                                               reward, extra, message):
     if "reward_timeout" in extra:
-        monkeypatch.setenv("MIESCORE_TEST_REWARD_DELAY", "3")
+        monkeypatch.setenv("MIESCORE_TEST_REWARD_DELAY", "1.2")
     out = tmp_path / "run"
     with pytest.raises(RewardUnavailableError, match=message):
         _train(toy_config(toy, editing_requests, out, reward=f"{REWARDS}:{reward}", **extra))

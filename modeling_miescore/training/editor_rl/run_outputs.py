@@ -42,23 +42,30 @@ class MetricsLog:
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
 
 
+def _fitted(image, cell: int):
+    from PIL import Image
+
+    image = image.convert("RGB")
+    scale = cell / max(image.size)
+    size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    return image.resize(size, Image.NEAREST if scale > 1 else Image.LANCZOS)
+
+
 def save_sample_grid(path, rows: Sequence[tuple], cell: int = 96) -> Path:
-    """A PNG of ``rows`` = ``(sources, edits)`` (PIL images), each image fitted into a ``cell`` square, a gap
-    between a row's sources and its edits."""
+    """A PNG of ``rows`` = ``(sources, edits)`` (PIL images), each image fitted into a ``cell`` square; every
+    row's edits start in the same column, after a gap."""
     from PIL import Image
 
     gap = cell // 4
-    columns = max(len(s) + len(e) for s, e in rows)
+    width = max(len(s) for s, _ in rows)
+    columns = width + max(len(e) for _, e in rows)
     canvas = Image.new("RGB", (columns * cell + gap, len(rows) * cell), "white")
     for r, (sources, edits) in enumerate(rows):
-        x = 0
-        for k, image in enumerate(list(sources) + list(edits)):
-            if k == len(sources):
-                x += gap
-            thumb = image.convert("RGB").copy()
-            thumb.thumbnail((cell, cell))
+        cells = [(k * cell, image) for k, image in enumerate(sources)]
+        cells += [(width * cell + gap + k * cell, image) for k, image in enumerate(edits)]
+        for x, image in cells:
+            thumb = _fitted(image, cell)
             canvas.paste(thumb, (x + (cell - thumb.width) // 2, r * cell + (cell - thumb.height) // 2))
-            x += cell
     path = Path(path)
     with atomic_write(path, "wb") as handle:
         canvas.save(handle, format="PNG")

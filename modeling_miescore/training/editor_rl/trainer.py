@@ -46,6 +46,12 @@ __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def _has_accelerator() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    xpu = getattr(torch, "xpu", None)
+    return torch.cuda.is_available() or bool(mps and mps.is_available()) or bool(xpu and xpu.is_available())
+
+
 class RewardUnavailableError(RuntimeError):
     """The reward raised, timed out or failed on too many samples: the run stopped before updating."""
 
@@ -79,7 +85,9 @@ class FlowGRPOEditorTrainer:
 
         self.config = config
         trackers = {"none": None, "all": "all"}.get(config.report_to, config.report_to)
-        self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None)
+        # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
+        self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,
+                                                      cpu=not _has_accelerator())
         config.validate(self.accelerator.num_processes)
         self._reward, self._editor = reward, editor
 

@@ -133,3 +133,15 @@ def test_output_folder_of_another_run(toy, editing_requests, tmp_path):
         _train(toy_config(toy, editing_requests, out, max_steps=2, seed=7, resume=True))
     with pytest.raises(MIEScoreInputError, match="holds no run"):
         _train(toy_config(toy, editing_requests, tmp_path / "empty", resume=True))
+
+
+def test_full_fine_tuning_with_a_frozen_reference(toy, editing_requests, tmp_path):
+    from safetensors.torch import load_file
+
+    out = tmp_path / "full"
+    result = _train(toy_config(toy, editing_requests, out, finetuning="full", beta=0.5, max_steps=2,
+                               updates_per_step=1, learning_rate=1e-3))
+    assert result["metrics"][0]["kl"] == 0.0 and result["metrics"][1]["kl"] > 0  # the copy stays where it was
+    weights = load_file(str(out / "transformer.safetensors"))
+    original = load_file(str(toy / "transformer.safetensors"))
+    assert weights.keys() == original.keys() and not torch.equal(weights["to_out.weight"], original["to_out.weight"])

@@ -97,6 +97,11 @@ class FlowGRPOEditorTrainer:
         from .reward_specs import build_reward
 
         cfg, acc = self.config, self.accelerator
+        if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
+            raise MIEScoreInputError(
+                f"{acc.distributed_type.name} sharding is not supported by this trainer yet (its rollouts, sample "
+                "grids and checkpoints assume every process holds the whole transformer): train a LoRA with DDP "
+                "(the paper's setting, trainers/configs/accelerate_ddp.yaml) or fully fine-tune with DDP")
         self.out = Path(cfg.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.resume_from = check_run_folder(self.out, cfg.identity(), resume=cfg.resume,
@@ -329,8 +334,13 @@ class FlowGRPOEditorTrainer:
             if self.accelerator.is_main_process:
                 if self.config.finetuning == "lora":
                     self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
-                else:
+                elif hasattr(self.raw_model, "save_pretrained"):
                     self.raw_model.save_pretrained(self.out / "transformer")
+                else:
+                    from safetensors.torch import save_file
+
+                    save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
+                              str(self.out / "transformer.safetensors"))
                 write_adapter_card(self.out, config=self.config, metrics=self.metrics.read(),
                                    pipeline_class=getattr(self.editor, "pipeline_class", ""),
                                    lora=lora_metadata(self.raw_model))

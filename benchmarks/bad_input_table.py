@@ -1,6 +1,6 @@
 """Run the bad-input corpus against the current code and print the before/after table (CPU; a few minutes).
 
-    python benchmarks/bad_input_table.py [--workdir DIR] [--timeout 60] [--details]
+    python benchmarks/bad_input_table.py [--workdir DIR] [--timeout 60] [--details] [--endpoints | --only-endpoints]
 
 Every case of ``modeling_miescore.testing.bad_input_corpus`` (broken and hostile images, bad instructions,
 bad JSONL lines and paths, a checkpoint that ships code) goes through the Python API, ``miescore score``,
@@ -18,6 +18,16 @@ that code already had, so they are copied into a checkout of it::
     (cd ../before && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --timeout 20 --details)
 
 (``--timeout 20``: a case still running after 20 s counts as a hang; the old code blocks forever on a FIFO.)
+
+``--endpoints`` also runs the bad-endpoint corpus of issue 22 (``testing.bad_endpoint_corpus``: ``judge``,
+``spatialreward-data`` and ``mer-bench synthesize`` against the bad server of ``tests/local_http.py``) and prints
+its own table; ``--only-endpoints`` runs that corpus alone. Its "before" is commit c6d6d54 (main before issue
+22's endpoint fixes), measured the same way (the bad server is imported from this checkout's ``tests/``)::
+
+    git worktree add --detach ../before-22 c6d6d54
+    cp modeling_miescore/testing/{bad_input_corpus,bad_endpoint_corpus}.py ../before-22/modeling_miescore/testing/
+    (cd ../before-22 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --only-endpoints \
+        --timeout 30 --details)
 """
 
 from __future__ import annotations
@@ -53,23 +63,52 @@ def run_corpus(workdir: Path, timeout: float) -> list:
     return outcomes
 
 
+def run_endpoint_corpus(workdir: Path, timeout: float) -> list:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import local_http
+
+    from modeling_miescore.testing.bad_endpoint_corpus import EndpointCorpus, endpoint_cases
+
+    corpus = EndpointCorpus(workdir / "endpoint-corpus", local_http, timeout=timeout)
+    outcomes = []
+    for case in endpoint_cases(local_http):
+        started = time.monotonic()
+        outcome = corpus.run(case)
+        outcomes.append(outcome)
+        print(f"{time.monotonic() - started:6.1f} s  {outcome.describe()}", file=sys.stderr, flush=True)
+    return outcomes
+
+
+def _print(table: str, outcomes: list, details: bool) -> None:
+    print(table)
+    if details:
+        print("\nNot clean:")
+        for outcome in outcomes:
+            if not outcome.clean:
+                print("  " + outcome.describe())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", help="where the inputs and the tiny checkpoint go (default: a temporary folder)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a case counts as a hang")
     parser.add_argument("--details", action="store_true", help="list every case that is not clean")
+    parser.add_argument("--endpoints", action="store_true", help="also run the bad-endpoint corpus (issue 22)")
+    parser.add_argument("--only-endpoints", action="store_true", help="run the bad-endpoint corpus alone")
     args = parser.parse_args(argv)
 
     from modeling_miescore.testing.bad_input_corpus import summary_table
 
     with tempfile.TemporaryDirectory(prefix="bad-inputs-") as tmp:
-        outcomes = run_corpus(Path(args.workdir or tmp), args.timeout)
-    print(summary_table(outcomes))
-    if args.details:
-        print("\nNot clean:")
-        for outcome in outcomes:
-            if not outcome.clean:
-                print("  " + outcome.describe())
+        workdir = Path(args.workdir or tmp)
+        if not args.only_endpoints:
+            outcomes = run_corpus(workdir, args.timeout)
+            _print(summary_table(outcomes), outcomes, args.details)
+        if args.endpoints or args.only_endpoints:
+            from modeling_miescore.testing.bad_endpoint_corpus import endpoint_table
+
+            outcomes = run_endpoint_corpus(workdir, args.timeout)
+            _print(endpoint_table(outcomes), outcomes, args.details)
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -92,6 +93,20 @@ def benchmark_args(doc: str, options: list[Option], threads: int = 2, repeats: i
     return parser, args
 
 
+def sectioned_args(doc: str, options: list[Option], sections, quick: dict, repeats: int, argv=None):
+    """:func:`benchmark_args` for a script of sections: ``--quick`` (its options include it) sets the ``quick``
+    values, and ``--sections`` (a comma-separated option) becomes a list checked against ``sections``."""
+    parser, args = benchmark_args(doc, options, repeats=repeats, argv=argv)
+    if args.quick:
+        for key, value in quick.items():
+            setattr(args, key, value)
+    args.sections = args.sections.split(",")
+    unknown = set(args.sections) - set(sections)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(sections)}")
+    return parser, args
+
+
 def tiny_scorer(**config_kwargs):
     """A tiny random MIEScore checkpoint, built in a temporary folder and loaded on CPU in float32."""
     from modeling_miescore.scoring.loading import load_scorer
@@ -100,3 +115,25 @@ def tiny_scorer(**config_kwargs):
     with tempfile.TemporaryDirectory() as tmp:
         return load_scorer(str(build_tiny_miescore(Path(tmp) / "tiny", **config_kwargs)), device="cpu",
                            dtype="float32")
+
+
+def markdown_table(title: str, header: list[str], rows: list[list]) -> str:
+    """A ``### title`` and a markdown table of ``rows`` under ``header``."""
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def shaped_checkpoint(shape: str, folder: Path) -> Path:
+    """The shape's checkpoint in ``folder``, built there the first time (an 8B-wide one takes minutes)."""
+    from modeling_miescore.testing.qwen3vl_shapes import build_shaped_miescore
+    from modeling_miescore.testing.qwen_vocab import default_cache_dir
+
+    path = Path(folder) / f"{shape}-1x1"
+    if not (path / "config.json").is_file():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=folder))
+        build_shaped_miescore(staging, shape, cache_dir=default_cache_dir())
+        shutil.rmtree(path, ignore_errors=True)
+        staging.rename(path)
+    return path

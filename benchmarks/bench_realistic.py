@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,8 @@ import time
 from pathlib import Path
 
 
-from bench_common import benchmark_args, group_of_edits, interleaved_best, photo_samples, real_photos
+from bench_common import (group_of_edits, interleaved_best, markdown_table as table, photo_samples,
+                          real_photos, sectioned_args, shaped_checkpoint as checkpoint)
 from bench_server import batch_stats, from_b64, hammer, process_cpu_seconds, start_server, to_b64
 from realistic_costs import cost_ceiling, token_counts
 
@@ -40,27 +40,6 @@ SECTIONS = ("prefix", "batching", "server", "memory")
 QUICK = dict(shapes="tiny", sizes="256", group_size=3, repeats=1, batch_samples=2, batch_sizes="2", server_samples=4,
              clients=4, max_batch=2, server_image=256, memory_sources="1,2", memory_group=2, memory_image=256,
              memory_jobs=2)
-
-
-def table(title: str, header: list[str], rows: list[list]) -> str:
-    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def checkpoint(shape: str, folder: Path) -> Path:
-    """The shape's checkpoint in ``folder``, built there the first time (an 8B-wide one takes minutes)."""
-    from modeling_miescore.testing.qwen3vl_shapes import build_shaped_miescore
-    from modeling_miescore.testing.qwen_vocab import default_cache_dir
-
-    path = folder / f"{shape}-1x1"
-    if not (path / "config.json").is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=folder))
-        build_shaped_miescore(staging, shape, cache_dir=default_cache_dir())
-        shutil.rmtree(path, ignore_errors=True)
-        staging.rename(path)
-    return path
 
 
 # ------------------------------------------------------------------------------------------ 1. prefix reuse
@@ -263,15 +242,8 @@ OPTIONS = [
 
 
 def parse_args(argv=None):
-    parser, args = benchmark_args(__doc__, OPTIONS, repeats=2, argv=argv)
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+    _, args = sectioned_args(__doc__, OPTIONS, SECTIONS, QUICK, repeats=2, argv=argv)
     args.shapes = args.shapes.split(",")
-    args.sections = args.sections.split(",")
-    unknown = set(args.sections) - set(SECTIONS)
-    if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     for key in ("sizes", "batch_sizes", "memory_sources"):
         setattr(args, key, [int(v) for v in str(getattr(args, key)).split(",")])
     return args

@@ -4,6 +4,9 @@ One command measures, within a time budget (default 7 minutes, so it fits the le
 command limit with start-up to spare):
   * MIEScore scoring: samples/s, LM prefill tokens/s, model FLOP utilisation and peak memory for 2 and 3
     sources at 512^2 and 1024^2, with and without shared-prefix reuse, batch sizes 1-32;
+  * the editor-RL reward step (``--reward miescore:CKPT``: ``MIEScoreReward.score_groups``, Flow-GRPO groups of
+    G = 12 edits of one sources + instruction, appendix B.2.1 of the SpatialReward paper), with and without
+    each group's shared prefix run once;
   * SpatialReward generation: new tokens/s for a batch of SC + PQ prompts.
 and writes a markdown table (default ``benchmarks/gpu_results.md``) to paste into ``benchmarks/RESULTS.md``.
 
@@ -112,7 +115,7 @@ def measure(fn, device: str, repeats: int) -> tuple[float, float]:
     return best, peak
 
 
-def bench_miescore(args, device, dtype, processor, rows, deadline):
+def build_miescore(args, device, dtype, processor):
     from modeling_miescore.configuration_miescore import MIEScoreConfig
     from modeling_miescore.modeling_miescore import MIEScoreModel
 
@@ -121,6 +124,10 @@ def bench_miescore(args, device, dtype, processor, rows, deadline):
     with torch.device(device):
         model = MIEScoreModel(config).to(dtype).eval()
     model.processor = processor
+    return model
+
+
+def bench_miescore(model, args, device, dtype, rows, deadline):
     lm_params, vision_params = lm_and_vision_params(model)
     print(f"MIEScore: {lm_params / 1e9:.2f} B LM params, {vision_params / 1e9:.2f} B vision params, {dtype}")
     sizes = (64, 96) if args.smoke else (512, 1024)
@@ -150,6 +157,42 @@ def bench_miescore(args, device, dtype, processor, rows, deadline):
                                  f"{len(samples) / seconds:.2f}", f"{processed / seconds:,.0f}",
                                  f"{full_tokens / seconds:,.0f}", f"{100 * mfu:.1f}%", f"{peak:.1f}"))
                     print(rows[-1], flush=True)
+
+
+def bench_editor_rl_reward(model, args, device, rows, deadline):
+    """The reward phase of one Flow-GRPO step through the editor-RL reward (the code path of ``--reward
+    miescore:CKPT``): groups of G edits, each group's suffixes in one batch, with and without prefix reuse."""
+    from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward
+    from modeling_miescore.training.editor_rl.reward_types import EditGroup, group_key
+
+    lm_params, vision_params = lm_and_vision_params(model)
+    group_size = 2 if args.smoke else 12
+    size = 64 if args.smoke else 512
+    samples = make_samples(2, size, instances=2 if args.smoke else 4, edits_per_instance=group_size, seed=3)
+    groups = []
+    for start in range(0, len(samples), group_size):
+        first = samples[start]
+        groups.append(EditGroup(group_key([f"instance-{start}"], first["instruction"]), tuple(first["sources"]),
+                                first["instruction"], tuple(s["edited"] for s in samples[start:start + group_size])))
+    workload = f"editor-RL reward, {len(groups)} groups x G={group_size}, 2 src {size}^2"
+    for reuse in (False, True):
+        if time.time() > deadline:
+            rows.append((workload, "reuse" if reuse else "full", group_size, "skipped (time budget)", "", "", "", ""))
+            continue
+        reward = MIEScoreReward(model, batch_size=group_size, reuse_prefix=reuse)
+        processed, patches, full_tokens = token_accounting(model, samples, reuse)
+        flops = 2 * lm_params * processed + 2 * vision_params * patches
+        try:
+            seconds, peak = measure(lambda: reward.score_groups(groups), device, args.repeats)
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            rows.append((workload, "reuse" if reuse else "full", group_size, "out of memory", "", "", "", ""))
+            continue
+        mfu = flops / seconds / H200_BF16_DENSE_FLOPS if device == "cuda" else float("nan")
+        rows.append((workload, "reuse" if reuse else "full", group_size, f"{len(samples) / seconds:.2f}",
+                     f"{processed / seconds:,.0f}", f"{full_tokens / seconds:,.0f}", f"{100 * mfu:.1f}%",
+                     f"{peak:.1f}"))
+        print(rows[-1], flush=True)
 
 
 def bench_spatialreward_generation(args, device, dtype, processor, rows, deadline):
@@ -201,9 +244,12 @@ def main():
 
     processor = build_tiny_processor()
     rows: list[tuple] = []
-    bench_miescore(args, device, dtype, processor, rows, deadline - 60)
+    model = build_miescore(args, device, dtype, processor)
+    bench_miescore(model, args, device, dtype, rows, deadline - 120)
+    bench_editor_rl_reward(model, args, device, rows, deadline - 60)
+    del model
     if device == "cuda":
-        torch.cuda.empty_cache()  # the MIEScore model is gone with the function's scope
+        torch.cuda.empty_cache()
     bench_spatialreward_generation(args, device, dtype, processor, rows, deadline)
 
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU (smoke test, tiny shapes)"

@@ -1,14 +1,21 @@
 """Throwaway threaded HTTP servers on 127.0.0.1 for tests that need a real endpoint (canned answers):
 :class:`LocalHTTPServer` (any handler), :class:`RoutedChatServer` (chat-completions answers chosen by what was
-asked), :class:`ScriptedHTTPServer` (answers in arrival order), and the body helpers :func:`chat_completion` and
-:func:`request_text`, :func:`request_images`."""
+asked), :class:`ScriptedHTTPServer` (answers in arrival order), :class:`BadChatServer` (a deliberately bad
+OpenAI-compatible server: compression bombs, trickling bodies, slow headers, huge chunked bodies and any raw
+bytes; the replies are built by :func:`raw_reply`, :func:`text_reply`, :func:`bomb_reply`,
+:func:`chunked_reply`, :func:`trickle_reply`, :func:`slow_headers_reply`, :func:`echo_auth_reply`), the
+body helpers :func:`chat_completion` and :func:`request_text`, :func:`request_images`, and
+:func:`score_groups_answer` (a ``miescore serve`` ``/v1/score_groups`` answer, for scripted stand-ins of the
+reward server)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -74,6 +81,23 @@ def request_images(body: dict) -> list:
                 data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
                 images.append(Image.open(io.BytesIO(data)))
     return images
+
+
+def score_groups_answer(body: dict, result_for) -> dict:
+    """The ``{"results": [...]}`` a ``miescore serve`` replica answers to a ``/v1/score_groups`` body: one
+    ``result_for(group, edited_image)`` dict per edited image (``group``: the request's group dict, the image
+    decoded to PIL), in order, labelled like the server's (``group`` = the group's position, ``index``)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    results = []
+    for g, group in enumerate(body.get("groups", [])):
+        for e, blob in enumerate(group["edited"]):
+            image = Image.open(io.BytesIO(base64.b64decode(blob))).convert("RGB")
+            results.append({**result_for(group, image), "group": g, "index": e})
+    return {"results": results}
 
 
 class RoutedChatServer(LocalHTTPServer):
@@ -151,3 +175,159 @@ class ScriptedHTTPServer(RoutedChatServer):
 
     def pick(self, body, repeat, index):
         return self.script[min(index, len(self.script) - 1)]
+
+
+# ------------------------------------------------------------------------------------------ the bad server
+#
+# A reply is a callable ``reply(handler, stop)`` that writes a whole HTTP response on ``handler.wfile`` (status
+# line, headers, body) and returns early once the ``stop`` event is set (the server is shutting down).
+
+_HEAD = b'{"id": "chatcmpl-bad", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": ' \
+        b'"assistant", "content": "'
+_TAIL = b'"}, "finish_reason": "stop"}]}'
+
+
+def _write_head(handler, status: int, headers: dict) -> None:
+    handler.wfile.write(f"HTTP/1.1 {status} X\r\n".encode())
+    for key, value in {"Content-Type": "application/json", **headers}.items():
+        handler.wfile.write(f"{key}: {value}\r\n".encode())
+    handler.wfile.write(b"\r\n")
+
+
+def raw_reply(body: bytes, status: int = 200, headers: dict | None = None):
+    """``body`` as it is (any bytes: lone-surrogate escapes, 100k-deep nesting, a 400-digit integer...)."""
+    def reply(handler, stop):
+        _write_head(handler, status, {"Content-Length": str(len(body)), **(headers or {})})
+        handler.wfile.write(body)
+    return reply
+
+
+def text_reply(text: str, status: int = 200, **usage):
+    """A chat completion whose content is ``text`` (``usage``: prompt_tokens=, completion_tokens=)."""
+    return raw_reply(json.dumps(chat_completion(text, **usage)).encode(), status)
+
+
+@functools.lru_cache(maxsize=4)
+def compressed_answer(inflated_bytes: int, encoding: str = "gzip") -> bytes:
+    """A chat completion whose content is ``inflated_bytes`` of "A", compressed with ``encoding`` (gzip,
+    deflate or br) without ever holding the inflated body (a 400 MiB gzip answer is ~408 KB)."""
+    block = b"A" * (1 << 20)
+    if encoding == "br":
+        import brotli
+
+        packer = brotli.Compressor(quality=5)
+        feed, finish = packer.process, packer.finish
+    else:
+        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16 if encoding == "gzip" else zlib.MAX_WBITS)
+        feed, finish = packer.compress, packer.flush
+    parts = [feed(_HEAD)]
+    left = inflated_bytes
+    while left > 0:
+        parts.append(feed(block[:min(left, len(block))]))
+        left -= len(block)
+    parts += [feed(_TAIL), finish()]
+    return b"".join(parts)
+
+
+def bomb_reply(inflated_bytes: int, encoding: str = "gzip"):
+    """A compression bomb: :func:`compressed_answer` with its ``Content-Encoding``."""
+    body = compressed_answer(inflated_bytes, encoding)
+    return raw_reply(body, headers={"Content-Encoding": encoding})
+
+
+def chunked_reply(total_bytes: int, chunk: int = 1 << 16):
+    """A chat completion of ``total_bytes`` sent with ``Transfer-Encoding: chunked`` (no length announced)."""
+    block = b"A" * chunk
+
+    def reply(handler, stop):
+        def send(piece: bytes) -> None:
+            handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+
+        _write_head(handler, 200, {"Transfer-Encoding": "chunked"})
+        send(_HEAD)
+        left = total_bytes
+        while left > 0 and not stop.is_set():
+            send(block[:min(chunk, left)])
+            left -= chunk
+        send(_TAIL)
+        handler.wfile.write(b"0\r\n\r\n")
+    return reply
+
+
+def trickle_reply(bytes_per_second: float = 1.0, text: str = "a slow answer"):
+    """A correct answer whose body (its length announced) comes ``bytes_per_second`` bytes a second."""
+    body = json.dumps(chat_completion(text)).encode()
+
+    def reply(handler, stop):
+        _write_head(handler, 200, {"Content-Length": str(len(body))})
+        for i in range(len(body)):
+            if stop.wait(1.0 / bytes_per_second):
+                return
+            handler.wfile.write(body[i:i + 1])
+    return reply
+
+
+def slow_headers_reply(seconds_per_byte: float = 1.0, header_bytes: int = 4000):
+    """A status line, then ``header_bytes`` of header sent one byte every ``seconds_per_byte`` (never a body)."""
+    def reply(handler, stop):
+        handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+        for _ in range(header_bytes):
+            if stop.wait(seconds_per_byte):
+                return
+            handler.wfile.write(b"a")
+    return reply
+
+
+def echo_auth_reply(status: int = 401):
+    """An error naming the credentials it was sent, as some APIs do ("Incorrect API key provided: ...")."""
+    def reply(handler, stop):
+        told = handler.headers.get("Authorization", "")
+        body = json.dumps({"error": {"message": f"Incorrect API key provided: {told}; "
+                                                f"host {handler.headers.get('Host')}"}}).encode()
+        raw_reply(body, status)(handler, stop)
+    return reply
+
+
+class BadChatServer(LocalHTTPServer):
+    """A deliberately bad OpenAI-compatible server: every POST is answered by ``answer(body, index)`` -> a reply
+    (see the ``*_reply`` builders; ``body`` is the parsed request, ``index`` its arrival order from 0).
+
+    Records ``requests`` (``{"path", "headers", "body", "time"}``) and ``finished``: the replies written to the
+    end. Leaving the context sets ``stop``, so that trickling replies end with the server.
+    """
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests: list[dict] = []
+        self.finished = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = json.loads(raw or b"null")
+                with outer.lock:
+                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
+                                           "time": time.monotonic()})
+                    index = len(outer.requests) - 1
+                try:
+                    outer.answer(body, index)(self, outer.stop)
+                    self.wfile.flush()
+                    with outer.lock:
+                        outer.finished += 1
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+
+        super().__init__(Handler)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        super().__exit__(*exc)

@@ -447,15 +447,41 @@ def test_mer_bench_grid_re_aggregates_sub_scores_without_the_model(mer_dir, tmp_
     assert report["accuracy"]["overall"]["value"] == pytest.approx(by[(0.8, 0.4)])  # the scores used sec. 3.1
     grid = report["aggregation_grid"]
     assert grid["paper_readings"]["b_1_3"]["accuracy"] > grid["paper_readings"]["sec_3_1"]["accuracy"]
-    best = max(by.values())
-    assert grid["best"] == [c for c in cells if c["accuracy"] == best]
-    assert f"best accuracy {best:.3f}" in stdout
+    # searched on the reported groups: no best cell is picked (B.1.3 searches on a disjoint validation set)
+    assert grid["best"] == [] and not grid["held_out"] and "in-sample" in grid["best_refused"]
+    assert "no best cell picked" in stdout
     md = (out / "report.md").read_text()
     assert "## Aggregation weights: grid search (SpatialReward paper, B.1.3 / figure 10)" in md
+    assert "No best cell is picked:" in md and "**Best**" not in md
     assert "![Accuracy over the aggregation-weight grid](grid.png)" in md
     with Image.open(out / "grid.png") as im:
         assert im.format == "PNG"
     assert_html_report(out)
+    # held out: search on 2pair, report 3pair + 4pair; the best cell is picked on 2pair and shown on both
+    held = tmp_path / "held"
+    code, stdout, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                                "--split", "3pair,4pair", "--out", str(held), "--grid", "--grid-split", "2pair",
+                                "--grid-alpha", "0.5,0.8,1", "--grid-w-con", "0,0.4,0.6,1", "--bootstrap", "0",
+                                "--no-progress", "--no-plots"], capsys)
+    assert code == 0, stderr
+    grid = json.loads((held / "report.json").read_text())["aggregation_grid"]
+    assert grid["held_out"] and grid["searched_on"] == ["2pair"] and grid["reported_on"] == ["3pair", "4pair"]
+    two_pair = {r["pair_id"] for r in mer_rows(mer_dir, ("2pair",))}
+    search = [p for p in preds if p["pair_id"] in two_pair]
+    reported = [p for p in preds if p["pair_id"] not in two_pair]
+    accuracy = {(a, w): np.mean([np.all(np.diff(_grid_reward(p["sub_scores"], a, w)) < 0) for p in search])
+                for a in (0.5, 0.8, 1.0) for w in (0, 0.4, 0.6, 1)}
+    top = max(accuracy.values())
+    assert [(c["alpha"], c["w_con"]) for c in grid["best"]] == [k for k, v in accuracy.items() if v == top]
+    for c in grid["best"]:
+        assert c["reported_accuracy"] == pytest.approx(
+            np.mean([np.all(np.diff(_grid_reward(p["sub_scores"], c["alpha"], c["w_con"])) < 0) for p in reported]))
+    assert "on the reported 3pair,4pair:" in stdout
+    assert "Accuracy (search) | Accuracy (reported)" in (held / "report.md").read_text()
+    code, _, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                           "--out", str(tmp_path / "overlap"), "--grid", "--grid-split", "2pair", "--no-progress"],
+                          capsys)
+    assert code == 2 and "--grid-split 2pair is also reported" in stderr
 
 
 @pytest.mark.slow
@@ -517,3 +543,19 @@ def test_editing_models_leaderboard_ordering(mie_dir, tmp_path, capsys):
     md = (tmp_path / "with-dataset" / "report.md").read_text()
     assert "## Leaderboard" in md and "## Overall Score per task (paper tables 8–11 layout)" in md
     assert md.index(f"| 1 | {models[0]} |") < md.index(f"| 4 | {models[-1]} |")
+
+
+def test_judge_names_the_k_pair_split_a_mer_bench_dataset_lacks(mer_without_3pair_dir, tmp_path, capsys):
+    """Issue 22 item 21: `judge --dataset` on MER-Bench without a 3-pair split said "no split 'test'"."""
+    from local_http import BadChatServer, text_reply
+
+    verdict = json.dumps({"reasoning": "r", "visual_quality": 50, "instruction_following": 50,
+                          "attribute_preservation": 50})
+    output = tmp_path / "preds.jsonl"
+    with BadChatServer(lambda request, index: text_reply(verdict)) as server:
+        code = main(["judge", "--backend", "openai", "--base-url", server.url, "--model", "m", "--dataset",
+                     str(mer_without_3pair_dir), "--output", str(output), "--api-key-env", "NO_SUCH_KEY",
+                     "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0 and "has no '3pair' split; using 2pair, 4pair" in err and "no split 'test'" not in err
+    assert len(output.read_text().splitlines()) == len(server.requests) > 0

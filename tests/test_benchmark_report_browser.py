@@ -39,6 +39,7 @@ from modeling_miescore.evaluation.report import write_report  # noqa: E402
 from report_checks import mer_report, mie_frame  # noqa: E402
 
 
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict[str, Path]:
     """A MIE-Bench report (7 sections, a folded table, 5 plots) and a MER-Bench report with the grid (3 plots)."""
@@ -96,4 +97,45 @@ def test_report_html_opens_without_console_errors_and_shows_every_plot(reports, 
     shot = _screenshot_dir(tmp_path_factory) / f"report-{kind}.png"
     browser.get_screenshot_as_file(str(shot))
     record_property("screenshot", str(shot))
+    print(f"screenshot: {shot}")
+
+
+@pytest.fixture(scope="module")
+def editor_comparison(tmp_path_factory) -> Path:
+    """An editors comparison (GEdit-Bench + ImgEdit-Bench, two runs, scripted judge) with plots and pictures."""
+    from editor_bench_helpers import make_editor_runs
+
+    from modeling_miescore.cli.main import main
+
+    reports, folder = make_editor_runs(tmp_path_factory.mktemp("editor-runs"))
+    out = folder / "cmp"
+    assert main(["benchmark", "editors", "--runs", f"base={reports[('gedit', 'base')]},{reports[('imgedit', 'base')]}",
+                 f"tuned={reports[('gedit', 'tuned')]},{reports[('imgedit', 'tuned')]}", "--out", str(out),
+                 "--bootstrap", "50", "--grid-size", "2"]) == 0
+    return out
+
+
+def test_editor_comparison_page_shows_the_table_plots_and_source_base_tuned_pictures(editor_comparison, browser,
+                                                                                      tmp_path_factory):
+    browser.get_log("browser")
+    browser.get((editor_comparison / "report.html").as_uri())
+    assert browser.execute_script("return document.readyState") == "complete"
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert errors == [], errors
+    assert browser.title == "Editor comparison (SpatialReward paper, Table 3 layout)"
+    table = browser.find_elements(By.TAG_NAME, "table")[0]
+    assert "w/ EditReward" in table.text and "tuned" in table.text  # the paper's rows beside ours
+    images = browser.find_elements(By.TAG_NAME, "img")
+    pictures = [img for img in images if img.get_attribute("alt").startswith(("gain", "loss"))]
+    # 2 plots; per benchmark the 2 largest gains and the one loss the tuned run has (GEdit: +4, +2 and -2; ImgEdit:
+    # +2, +1 and -1)
+    assert len(images) == 2 + len(pictures) and len(pictures) == 6
+    main_width = browser.find_element(By.TAG_NAME, "main").size["width"]
+    for img in images:
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", img)
+        natural = browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", img)
+        assert natural[0] > 300 and natural[1] > 200, img.get_attribute("alt")  # decoded, not a broken icon
+        assert img.is_displayed() and 200 < img.size["width"] <= main_width
+    shot = _screenshot_dir(tmp_path_factory) / "report-editors.png"
+    browser.get_screenshot_as_file(str(shot))
     print(f"screenshot: {shot}")

@@ -122,6 +122,10 @@ def test_connections_are_reused(server):
         for i in range(5):
             client.score([_rgb(1)], _rgb(i), "x")
         assert len(server.server.server_state.connections) == 1
+        # uvicorn counts a request once its response is written, which may be just after the client read it
+        deadline = time.monotonic() + 2.0
+        while server.server.server_state.total_requests < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert server.server.server_state.total_requests == 5
 
 
@@ -246,3 +250,28 @@ def test_requests_are_plain_json():
     body = seen[0]
     assert set(body) == {"groups"} and set(body["groups"][0]) == {"sources", "instruction", "edited"}
     assert all(isinstance(v, str) for v in body["groups"][0]["sources"] + body["groups"][0]["edited"])
+
+
+def test_groups_are_assigned_to_replicas_stably_and_in_balance():
+    from modeling_miescore.serving.replica_routing import assign_groups
+
+    urls = [f"http://gpu-{i}:8000" for i in range(4)]
+    keys = [f"group-{g}" for g in range(48)]
+    everyone = [list(range(4))] * 48
+    chosen = assign_groups(keys, [12] * 48, everyone, urls)  # the paper's 48 groups x 12 (B.2.1)
+    assert chosen == assign_groups(keys, [12] * 48, everyone, urls)  # the same groups go to the same replicas
+    assert max(chosen.count(r) for r in range(4)) * 12 <= 1.1 * 576 / 4 + 12
+    plain = assign_groups(keys, [12] * 48, everyone, urls, slack=10.0)  # no load bound: plain rendezvous
+    assert max(plain.count(r) for r in range(4)) > max(chosen.count(r) for r in range(4))
+    # a replica going away moves only its own groups (without a load bound)
+    without = assign_groups(keys, [12] * 48, [[0, 1, 3]] * 48, urls, slack=10.0)
+    assert all(after == before for before, after in zip(plain, without) if before != 2)
+
+
+def test_a_client_takes_several_urls_and_refuses_bad_ones():
+    with RewardClient("http://a:1, http://b:2/") as client:
+        assert client.base_urls == ["http://a:1", "http://b:2"] and client.base_url == "http://a:1"
+    for bad, message in (("", "no reward server URL"), ("a:1", "must start with http"),
+                         (["http://a:1", "http://a:1/"], "repeat")):
+        with pytest.raises(ValueError, match=message):
+            RewardClient(bad)

@@ -69,7 +69,7 @@ def test_prompt_parts_label_images_as_miescore_does():
     parts = judge_prompt_parts([a, b], out, "Put the cat on the sofa")
     assert parts[0].startswith(JUDGE_RUBRIC) and "0 (worst) to 100 (best)" in parts[0]
     assert parts[1:4] == ["Source image 1:", a, "\n"] and parts[4:7] == ["Source image 2:", b, "\n"]
-    assert parts[7] == "Editing instruction: Put the cat on the sofa\n\nEdited image:" and parts[8] is out
+    assert parts[7] == 'Editing instruction: "Put the cat on the sofa"\n\nEdited image:' and parts[8] is out
     assert parts[9].endswith(ANSWER_FORMAT)
     for dim in ("Visual quality:", "Instruction following:", "Attribute preservation:"):
         assert dim in JUDGE_RUBRIC
@@ -94,7 +94,7 @@ def _edits(folder: Path, instructions) -> Path:
 
 
 def _instruction(body) -> str:
-    return request_text(body).split("Editing instruction: ")[1].split("\n")[0]
+    return json.loads(request_text(body).split("Editing instruction: ")[1].split("\n")[0])
 
 
 def _scripted(body, repeat):

@@ -667,13 +667,14 @@ def test_serve_cli_user_errors(tmp_path, capsys, monkeypatch):
 
 def test_serve_flags_reach_the_settings_and_help_shows_their_defaults(monkeypatch, capsys):
     from modeling_miescore.cli.main import build_parser
-    from modeling_miescore.cli.serve import _settings_from_args
+    from modeling_miescore.utils.declared_settings import settings_from_options
 
-    monkeypatch.setenv("MIESCORE_TEST_KEY", "k")
     args = build_parser().parse_args([
         "serve", "--model", "m", "--max-request-pixels", "5000000", "--header-timeout", "2.5",
-        "--max-connections", "64", "--decode-workers", "3", "--public-metrics", "--keep-alive-timeout", "1"])
-    settings = _settings_from_args(args, api_key="k")
+        "--max-connections", "64", "--decode-workers", "3", "--public-metrics", "--keep-alive-timeout", "1",
+        "--api-key-env", "MIESCORE_TEST_KEY"])
+    settings = settings_from_options(ServerSettings, args, environ={"MIESCORE_TEST_KEY": "k"})
+    assert settings.api_key == "k"
     assert (settings.max_request_pixels, settings.header_timeout_s, settings.max_connections) == (5_000_000, 2.5, 64)
     assert (settings.decode_workers, settings.public_metrics, settings.keep_alive_timeout_s) == (3, True, 1.0)
     assert settings.max_sample_pixels == ServerSettings().max_sample_pixels  # untouched flags keep the defaults

@@ -60,6 +60,11 @@ class SpatialRewardGRPOArguments(ModelCardArguments):
     oracle_policy_unparsable_value: float | None = 0.0
     oracle_send_images: bool = True
     oracle_max_pixels: int | None = 1_048_576
+    oracle_max_answer_bytes: int = field(default=2 * 1024 * 1024, metadata={
+        "help": "The most bytes one judge answer may take, on the wire and decompressed (larger: an api_error)."})
+    oracle_quote_inputs: bool = field(default=True, metadata={
+        "help": "Fill the D.4 prompts' instruction and reasoning as JSON string literals, so that they cannot pose "
+                "as prompt text or as the judge's answer (False: raw, as the paper prints the template)."})
 
 
 def make_parser() -> TrlParser:
@@ -77,7 +82,8 @@ def oracle_config(args: SpatialRewardGRPOArguments) -> OracleConfig | None:
                         max_workers=args.oracle_max_workers, api_error_value=args.oracle_api_error_value,
                         judge_unparsable_value=args.oracle_judge_unparsable_value,
                         policy_unparsable_value=args.oracle_policy_unparsable_value,
-                        send_images=args.oracle_send_images, max_pixels=args.oracle_max_pixels)
+                        send_images=args.oracle_send_images, max_pixels=args.oracle_max_pixels,
+                        quote_inputs=args.oracle_quote_inputs, max_answer_bytes=args.oracle_max_answer_bytes)
 
 
 def _check_reference_loading(model, training_args) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL, _quiet_transformers, add_device_args, number_arg
+from .main import EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
 
 __all__ = ["cmd_analyze_attention", "register"]
 
@@ -131,7 +131,7 @@ def cmd_analyze_attention(args) -> int:
     out_dir = _output_folder(args.out, draw)
     if draw and importlib.util.find_spec("matplotlib") is None:
         raise MIEScoreInputError("overlays need matplotlib: pip install 'miescore[plots]', or pass --no-overlays")
-    _quiet_transformers()
+    quiet_transformers()
     model = load_spatialreward(args.model, device=args.device, dtype=args.dtype)
     processor = model.get_processor()
     use_eager_attention(model, log=_log)

@@ -15,6 +15,7 @@ def register(sub) -> None:
     parser = sub.add_parser("convert-benchmark",
                             help="convert an external editing benchmark's release into the common Parquet schema",
                             description="Convert a benchmark's public release (Table 6 of the MIEScore paper, "
-                                        "Table 1 of the SpatialReward paper) into pointwise / pairwise Parquet "
-                                        "configs with a card, for 'miescore benchmark zero-shot' and 'reward'.")
+                                        "Tables 1 and 3 of the SpatialReward paper) into pointwise / pairwise / "
+                                        "editing Parquet configs with a card, for 'miescore benchmark zero-shot', "
+                                        "'reward', 'gedit' and 'imgedit'.")
     add_builder_subcommands(parser, CONVERTERS, get_converter, help_format="convert {title}")

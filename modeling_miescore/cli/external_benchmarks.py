@@ -21,9 +21,11 @@ import time
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import add_device_args, number_arg
+from .main import add_device_args, number_arg, quiet_transformers
 
-__all__ = ["register_kinds"]
+__all__ = ["register"]
+
+PARENT_COMMAND = "benchmark"  # these are subcommands of `miescore benchmark` (see cli.main.COMMAND_MODULES)
 
 
 def _arguments(parser: argparse.ArgumentParser, *, bootstrap: bool) -> None:
@@ -38,7 +40,8 @@ def _arguments(parser: argparse.ArgumentParser, *, bootstrap: bool) -> None:
                                                          "(default: the model folder's name, or 'predictions')")
     parser.add_argument("--allow-missing", action="store_true",
                         help="evaluate the ids present in both dataset and predictions instead of stopping")
-    parser.add_argument("--batch-size", type=int, default=8, help="scoring batch size with --model")
+    parser.add_argument("--batch-size", type=number_arg(int, minimum=1), default=8,
+                        help="scoring batch size with --model (default: %(default)s)")
     add_device_args(parser, when="with --model: ")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     if bootstrap:
@@ -46,8 +49,8 @@ def _arguments(parser: argparse.ArgumentParser, *, bootstrap: bool) -> None:
                             help="MER-Bench: bootstrap resamples for CIs (default: 0, point estimates)")
 
 
-def register_kinds(kinds) -> None:
-    """Add the ``zero-shot`` and ``reward`` subcommands to ``miescore benchmark``."""
+def register(kinds) -> None:
+    """Add the ``zero-shot`` and ``reward`` subcommands to ``miescore benchmark`` (``kinds``: its subparsers)."""
     zero = kinds.add_parser("zero-shot", help="single-source benchmarks, MIEScore paper Table 6 layout",
                             description="Pairwise accuracy / SRCC on GenAI-Bench, AURORA-Bench, EditScore-Bench, "
                                         "ImagenHub, EBench-18K, EditReward-Bench and IEQA (converted with "
@@ -67,10 +70,8 @@ def _load_model(args):
         load_spatialreward,
         read_checkpoint_config,
     )
-    from .benchmark import _quiet_transformers
-
     model_type = read_checkpoint_config(args.model).get("model_type")
-    _quiet_transformers()
+    quiet_transformers()
     if model_type == "miescore":
         return load_scorer(args.model, device=args.device, dtype=args.dtype)
     if model_type in ("spatialreward", "qwen3_vl"):
@@ -87,12 +88,12 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
         return [Path(p) for p in args.predictions]
     from ..evaluation.converted_scoring import needs_scoring, score_converted
     from ..evaluation.model_runs import check_prediction_cache
-    from .benchmark import _model_ref
+    from .benchmark import model_reference
 
     scorer, paths = None, []
     for data in benchmarks:
         folder = out / data.name
-        identity = {"model": _model_ref(args.model), "dataset": _model_ref(data.dataset)}
+        identity = {"model": model_reference(args.model), "dataset": model_reference(data.dataset)}
         check_prediction_cache(folder, identity)
         if needs_scoring(data, folder):  # the model is loaded only when something is left to score
             scorer = scorer or _load_model(args)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from .main import finish_run
-from .model_calls import ModelCallRun, add_call_args
+from .model_calls import ModelCallRun, add_call_args, judge_spec
 
 
 def register(sub) -> None:
@@ -52,20 +52,6 @@ def register(sub) -> None:
                         help="a bad input line or failed request is reported and skipped (default) or stops the run")
     add_call_args(parser)
     parser.set_defaults(func=cmd_judge)
-
-
-def _spec(args):
-    from ..judges.chat_backends import JudgeSpec
-
-    if args.max_tokens < 1:
-        raise MIEScoreInputError("--max-tokens must be >= 1")
-    if args.backend == "openai":
-        if not args.base_url or not args.base_url.startswith(("http://", "https://")):
-            raise MIEScoreInputError("--backend openai needs --base-url http(s)://HOST:PORT/v1")
-        return JudgeSpec("openai", args.model, args.base_url, None)
-    if args.base_url:
-        raise MIEScoreInputError("--base-url is for --backend openai; a transformers model is given by --model PATH")
-    return JudgeSpec("transformers", args.model)
 
 
 def _check_same_judge(output: Path, name: str) -> None:
@@ -94,7 +80,7 @@ def cmd_judge(args) -> int:
     from ..judges.mllm_judge import MLLMJudge
     from ..scoring.jsonl_scoring import check_output_file, score_jsonl
 
-    spec = _spec(args)
+    spec = judge_spec(args)
     output = check_output_file(args.output)
     name = args.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
     _check_same_judge(output, name)

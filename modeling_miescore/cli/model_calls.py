@@ -1,5 +1,6 @@
 """Options and helpers shared by the commands that call large models through the call engine
-(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``): endpoint settings,
+(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``, ``miescore benchmark
+gedit`` / ``imgedit``): endpoint settings, the judge spec of ``--backend`` / ``--model`` (:func:`judge_spec`),
 and :class:`ModelCallRun` (the answer cache, prices and the usage log of one run;
 :mod:`modeling_miescore.judges.call_engine`)."""
 
@@ -7,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from ..image_io import MIEScoreInputError
+from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
 from .main import add_device_args, number_arg
 
 
@@ -22,7 +25,12 @@ def add_call_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--concurrency", type=number_arg(int, minimum=1), default=8,
                        help="requests in flight per endpoint (default 8)")
     group.add_argument("--timeout", type=number_arg(float, minimum=0, exclusive=True), default=120.0,
-                       help="seconds per request attempt (default 120)")
+                       help="seconds one request attempt may take in all: connecting, sending, the headers and "
+                            "the whole answer (default 120); a timed-out attempt is retried like a 5xx")
+    group.add_argument("--max-answer-bytes", type=number_arg(int, minimum=1), default=DEFAULT_MAX_ANSWER_BYTES,
+                       help="the most bytes one answer may take, on the wire and decompressed (default "
+                            f"{DEFAULT_MAX_ANSWER_BYTES}, 2 MiB: 2048 tokens x 128 bytes, the longest Qwen token, "
+                            "x 6 for JSON escapes); a larger answer fails its item, is not retried and is not cached")
     group.add_argument("--max-retries", type=number_arg(int, minimum=0), default=4,
                        help="retries of 408/409/429/5xx answers, timeouts and connection errors, honouring "
                             "Retry-After (default 4)")
@@ -45,7 +53,8 @@ def add_call_args(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_prices(items) -> Dict[str, Tuple[float, float]]:
-    """``["gpt-5=1.25,10"]`` -> ``{"gpt-5": (1.25, 10.0)}``; a one-line error for anything else."""
+    """``["gpt-5=1.25,10"]`` -> ``{"gpt-5": (1.25, 10.0)}``; a one-line error for anything else (prices are
+    finite and not negative: ``nan``, ``inf`` and ``-1`` are refused)."""
     prices = {}
     for item in items or ():
         model, sep, values = item.rpartition("=")
@@ -53,10 +62,14 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
         try:
             if not sep or not model or len(parts) != 2:
                 raise ValueError
-            prices[model] = (float(parts[0]), float(parts[1]))
+            pair = (float(parts[0]), float(parts[1]))
         except ValueError:
             raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT (USD per 1000 prompt and completion "
                                      "tokens, e.g. gpt-5=1.25,10)") from None
+        if not all(math.isfinite(p) and p >= 0 for p in pair):
+            raise MIEScoreInputError(f"--price '{item}': prices must be finite numbers >= 0 (USD per 1000 prompt "
+                                     "and completion tokens, e.g. gpt-5=1.25,10)")
+        prices[model] = pair
     return prices
 
 
@@ -69,6 +82,22 @@ def open_cache(args, default: Path):
     return CallCache(Path(args.cache) if args.cache else default)
 
 
+def judge_spec(args):
+    """The :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` of a command's ``--backend``, ``--model``,
+    ``--base-url`` and ``--max-tokens``; one-line errors for a combination that cannot work."""
+    from ..judges.chat_backends import JudgeSpec
+
+    if args.max_tokens < 1:
+        raise MIEScoreInputError("--max-tokens must be >= 1")
+    if args.backend == "openai":
+        if not args.base_url or not args.base_url.startswith(("http://", "https://")):
+            raise MIEScoreInputError("--backend openai needs --base-url http(s)://HOST:PORT/v1")
+        return JudgeSpec("openai", args.model, args.base_url, None)
+    if args.base_url:
+        raise MIEScoreInputError("--base-url is for --backend openai; a transformers model is given by --model PATH")
+    return JudgeSpec("transformers", args.model)
+
+
 def build_judge_backend(spec, args):
     """The backend of a :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` with the command's options."""
     from ..judges.chat_backends import build_backend
@@ -77,7 +106,7 @@ def build_judge_backend(spec, args):
         return build_backend(spec, api_key_env=args.api_key_env, timeout=args.timeout, max_retries=args.max_retries,
                              max_concurrency=args.concurrency, image_format=args.image_format,
                              max_pixels=args.max_pixels, device=args.device, dtype=args.dtype,
-                             batch_size=args.batch_size)
+                             batch_size=args.batch_size, max_answer_bytes=args.max_answer_bytes)
     except ValueError as err:
         raise MIEScoreInputError(str(err)) from None
 
@@ -100,18 +129,18 @@ class ModelCallRun:
         self.usage = UsageLog(parse_prices(args.price))
         self.extra = dict(extra or {})
         self.cache = None
-        self._engines: Dict[str, object] = {}
+        self._engines: Dict[object, object] = {}
 
     def engine(self, spec):
         """The :class:`~modeling_miescore.judges.call_engine.CallEngine` of a ``JudgeSpec``."""
         from ..judges.call_engine import CallEngine
 
-        if str(spec) not in self._engines:
+        if spec not in self._engines:  # the spec itself: its str() masks URL passwords
             backend = build_judge_backend(spec, self.args)
             if not self._engines:
                 self.cache = open_cache(self.args, self.cache_default)
-            self._engines[str(spec)] = CallEngine(backend, cache=self.cache, usage=self.usage)
-        return self._engines[str(spec)]
+            self._engines[spec] = CallEngine(backend, cache=self.cache, usage=self.usage)
+        return self._engines[spec]
 
     def __enter__(self) -> "ModelCallRun":
         return self

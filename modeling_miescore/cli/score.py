@@ -8,12 +8,12 @@ import tempfile
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import _add_model_args, _quiet_transformers, add_pixel_budget_arg, finish_run, number_arg
+from .main import add_model_args, add_pixel_budget_arg, finish_run, number_arg, quiet_transformers
 
 
 def register(sub) -> None:
     score = sub.add_parser("score", help="score one edit")
-    _add_model_args(score)
+    add_model_args(score)
     score.add_argument("--source", action="append", default=[], metavar="IMAGE",
                        help="a source image; repeat for several sources, in order")
     score.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
@@ -23,7 +23,7 @@ def register(sub) -> None:
     score.set_defaults(func=cmd_score)
 
     batch = sub.add_parser("score-batch", help="score a JSONL file of edits, resumable")
-    _add_model_args(batch)
+    add_model_args(batch)
     batch.add_argument("--input", required=True, help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')
     batch.add_argument("--output", required=True, help="JSONL predictions; appended to, ids already there are skipped")
     batch.add_argument("--batch-size", type=number_arg(int, minimum=1), default=8,
@@ -35,7 +35,7 @@ def register(sub) -> None:
     batch.set_defaults(func=cmd_score_batch)
 
     demo = sub.add_parser("demo", help="score the bundled example edits end to end")
-    _add_model_args(demo, required=False)
+    add_model_args(demo, required=False)
     demo.add_argument("--workdir", help="where to build the tiny demo checkpoint (default: a temporary folder)")
     demo.add_argument("--json", action="store_true", help="print one JSON object per example instead of a table")
     demo.set_defaults(func=cmd_demo)
@@ -63,7 +63,7 @@ def cmd_score(args) -> int:
 
     max_pixels = read_checkpoint_config(args.model).get("max_pixels")  # images far above it are reduced on load
     sample = load_cli_edit(args, int(max_pixels) if isinstance(max_pixels, int) else None)
-    _quiet_transformers()
+    quiet_transformers()
     model = load_scorer(args.model, device=args.device, dtype=args.dtype)
     scores = model.score(sample.sources, sample.edited, sample.instruction, max_sample_pixels=args.max_sample_pixels)
     print(json.dumps(scores) if args.json else _format_scores(scores))
@@ -77,7 +77,7 @@ def cmd_score_batch(args) -> int:
     from ..scoring.loading import load_scorer
 
     check_output_file(args.output, check_input_file(args.input))  # before the model loads: fail fast
-    _quiet_transformers()
+    quiet_transformers()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, device = 0, args.device
     if world_size > 1:  # under `accelerate launch` / torchrun: one contiguous slice of the input per process
@@ -115,7 +115,7 @@ def cmd_demo(args) -> int:
     from ..scoring.loading import load_scorer
     from ..testing import build_tiny_miescore, example_edits
 
-    _quiet_transformers()
+    quiet_transformers()
     tmp = None
     if args.model is None:
         print("No --model given: building a tiny random-weight MIEScore checkpoint locally (no download).\n"

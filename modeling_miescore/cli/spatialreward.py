@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import add_device_args, add_pixel_budget_arg
+from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
+from .main import add_device_args, add_pixel_budget_arg, number_arg
 
 _DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 
@@ -74,7 +75,8 @@ def cmd_spatialreward(args) -> int:
         from ..judges.spatialreward_api import SpatialRewardAPI
 
         try:
-            scorer = SpatialRewardAPI(args.api_base, args.model, timeout=args.timeout)
+            scorer = SpatialRewardAPI(args.api_base, args.model, timeout=args.timeout,
+                                      max_answer_bytes=args.max_answer_bytes)
         except ValueError as err:
             raise MIEScoreInputError(f"--api-base/--model: {err}") from None
     else:
@@ -114,7 +116,11 @@ def register(subparsers) -> None:
     parser.add_argument("--api-base", default=None, metavar="URL",
                         help="use an OpenAI-compatible server instead of local weights, e.g. "
                              "http://127.0.0.1:8000/v1 (API key from $OPENAI_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per API request (with --api-base)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds one API request attempt may take in all, the answer included (with --api-base)")
+    parser.add_argument("--max-answer-bytes", type=number_arg(int, minimum=1), default=DEFAULT_MAX_ANSWER_BYTES,
+                        help=f"the most bytes one API answer may take (with --api-base; default "
+                             f"{DEFAULT_MAX_ANSWER_BYTES})")
     parser.add_argument("--source", action="append", default=[], metavar="IMAGE",
                         help="a source image; repeat for several sources, in order")
     parser.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")

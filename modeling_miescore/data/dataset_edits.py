@@ -5,9 +5,10 @@ and ``miescore spatialreward-data`` read when given a dataset instead of a JSONL
 * A converted benchmark (``miescore convert-benchmark``; its card names it; split ``test``): every config of the
   card, the ``pointwise`` rows as they are (``group_id`` shares the sources), each ``pairwise`` row as its two
   edits ``edited_a_id`` / ``edited_b_id`` (an image in several pairs once).
-* MER-Bench (splits ``2pair`` / ``3pair`` / ``4pair``): each candidate of a group is one single-source edit (id
+* MER-Bench (splits ``2pair`` / ``3pair`` / ``4pair``, those it has; a missing one is named): each candidate of a group is one single-source edit (id
   ``candidate_ids[k]``; a candidate in several groups once), its ``category`` kept (``general``, ``human_basic``,
-  ``human_fine``).
+  ``human_fine``) and its instruction's ``num_edits`` when the dataset has them (the pipeline then asks the
+  grounder for one region per edit).
 
 The images are written once, as their original bytes, by
 :func:`modeling_miescore.evaluation.input_export.export_mie_inputs`; rows are flattened with ``datasets.map`` so a
@@ -16,6 +17,7 @@ large split never sits in memory.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
@@ -24,7 +26,8 @@ from .schema import MER_SPLITS
 
 __all__ = ["export_dataset_edits"]
 
-_COLUMNS = ("id", "instance_id", "instruction", "source_images", "edited_image", "category")
+_COLUMNS = ("id", "instance_id", "instruction", "source_images", "edited_image", "category", "num_edits")
+_HINTS = ("category", "num_edits")  # written into the score-batch lines when a row has them
 
 
 def _features():
@@ -32,7 +35,7 @@ def _features():
 
     return Features({"id": Value("string"), "instance_id": Value("string"), "instruction": Value("string"),
                      "source_images": List(Image(decode=False)), "edited_image": Image(decode=False),
-                     "category": Value("string")})
+                     "category": Value("string"), "num_edits": Value("int32")})
 
 
 def _flat_pairs(batch) -> dict:
@@ -45,6 +48,7 @@ def _flat_pairs(batch) -> dict:
             out["source_images"].append(batch["source_images"][i])
             out["edited_image"].append(batch[f"edited_{side}"][i])
             out["category"].append("")
+            out["num_edits"].append(None)
     return out
 
 
@@ -54,6 +58,7 @@ def _flat_groups(batch) -> dict:
     candidate_ids = batch["candidate_ids"] if "candidate_ids" in batch else [None] * n
     samples = batch["sample_id"] if "sample_id" in batch else batch["pair_id"]
     categories = batch["category"] if "category" in batch else [""] * n
+    num_edits = batch["num_edits"] if "num_edits" in batch else [None] * n
     for i in range(n):
         edited = batch["edited_images"][i]
         ids = candidate_ids[i] or [f"{batch['pair_id'][i]}-{k}" for k in range(len(edited))]
@@ -64,6 +69,7 @@ def _flat_groups(batch) -> dict:
             out["source_images"].append([batch["original_image"][i]])
             out["edited_image"].append(image)
             out["category"].append(str(categories[i] or ""))
+            out["num_edits"].append(num_edits[i])
     return out
 
 
@@ -83,7 +89,8 @@ def _flat(ds, kind: str):
         if "instance_id" not in ds.column_names:
             ds = ds.rename_column("group_id", "instance_id") if "group_id" in ds.column_names \
                 else ds.add_column("instance_id", [str(i) for i in ds["id"]])
-        ds = ds.select_columns(list(_COLUMNS[:-1])).add_column("category", [""] * len(ds)).cast(_features())
+        ds = (ds.select_columns(list(_COLUMNS[:5])).add_column("category", [""] * len(ds))
+              .add_column("num_edits", [None] * len(ds)).cast(_features()))
     seen: set = set()
 
     def first(edit_id) -> bool:
@@ -104,14 +111,23 @@ def _splits(dataset: str, split: Optional[str]):
     from .converters.schema import SPLIT
 
     metadata = read_benchmark_metadata(dataset)
+    if metadata is not None and "editing" in metadata.get("kinds", []):
+        raise MIEScoreInputError(f"dataset '{dataset}' is an editor benchmark (editing inputs, no edited images); "
+                                 f"judge an editor's outputs on it with 'miescore benchmark "
+                                 f"{str(metadata.get('name')).split('-')[0]} --edits ...'")
     if metadata is not None:
         return [(load_split(dataset, split or SPLIT, config), config) for config in metadata.get("kinds", [])]
     try:
         names = set(datasets.get_dataset_split_names(dataset))
     except Exception:  # noqa: BLE001 - reported by load_split below with a one-line error
         names = set()
-    if set(MER_SPLITS) <= names:
-        return [(load_split(dataset, name), "groups") for name in ([split] if split else MER_SPLITS)]
+    present = [name for name in MER_SPLITS if name in names]
+    if present:  # MER-Bench: every K-pair split it has (a release may lack one, as `benchmark mer-bench` allows)
+        missing = [name for name in MER_SPLITS if name not in names]
+        if missing and split is None:
+            print(f"note: MER-Bench dataset '{dataset}' has no {' or '.join(repr(m) for m in missing)} split; "
+                  f"using {', '.join(present)}", file=sys.stderr)
+        return [(load_split(dataset, name), "groups") for name in ([split] if split else present)]
     return [(load_split(dataset, split or "test"), "pointwise")]
 
 
@@ -134,4 +150,4 @@ def export_dataset_edits(dataset: str, work_dir, *, split: Optional[str] = None,
         raise MIEScoreInputError(f"dataset '{dataset}' has no edits to export")
     flat = _flat(concatenate_datasets(parts), "flat") if len(parts) > 1 else parts[0]
     categories = {i: c for i, c in zip(flat["id"], flat["category"]) if c}
-    return export_mie_inputs(flat, Path(work_dir), progress=progress), categories
+    return export_mie_inputs(flat, Path(work_dir), progress=progress, hint_columns=_HINTS), categories

@@ -77,6 +77,10 @@ def load_benchmark(dataset: str) -> BenchmarkData:
         raise BenchmarkInputError(
             f"dataset '{dataset}' is neither a converted benchmark (its README.md has no miescore_benchmark block; "
             "make it with 'miescore convert-benchmark') nor a MER-Bench build (splits 2pair/3pair/4pair)")
+    if "editing" in metadata.get("kinds", []):
+        raise BenchmarkInputError(f"dataset '{dataset}' is an editor benchmark ({metadata.get('name')}: editing inputs, "
+                                  "no edited images or human labels); evaluate an editor on it with 'miescore benchmark "
+                                  f"{str(metadata.get('name')).split('-')[0]}'")
     frames = {}
     for config in metadata.get("kinds", []):
         ds = load_split(dataset, SPLIT, config)

@@ -55,7 +55,12 @@ def _as_score(value: Any, where: str) -> float:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BenchmarkInputError(f"{where} must be a number or null, got {json.dumps(value)[:40]}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer with hundreds of digits
+        raise BenchmarkInputError(f"{where} is an integer too large for a score (about "
+                                  f"{int(value.bit_length() * 0.30103) + 1} digits); write the score, or null for a "
+                                  "missing prediction") from None
     if math.isinf(value):
         raise BenchmarkInputError(f"{where} is infinite; write null for a missing prediction")
     return value

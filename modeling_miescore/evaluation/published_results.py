@@ -1,5 +1,7 @@
 """Published results as data: MIEScore paper Table 6 (zero-shot on other editing benchmarks) and SpatialReward
-paper Tables 1-2 (reward benchmarks), shown beside our runs in the reports.
+paper Tables 1-2 (reward benchmarks) and Table 3 (online RL of image editors, :data:`SPATIALREWARD_TABLE3`; not the
+MIEScore paper's Table 3 of baselines, which :mod:`modeling_miescore.baselines` computes), shown beside our runs in
+the reports.
 
 Numbers are copied from the papers (``None`` where the paper prints "-": the model was trained on that benchmark,
 or, for EditReward's Cons., the benchmark cannot evaluate it). :func:`mer_overall_averaging` re-derives Table 1's
@@ -9,6 +11,8 @@ MER-Bench "Ovrl." from its 2-P / 3-P / 4-P columns and says which rows follow th
 from __future__ import annotations
 
 __all__ = [
+    "SPATIALREWARD_TABLE3",
+    "SPATIALREWARD_TABLE3_COLUMNS",
     "TABLE1",
     "TABLE1_COLUMNS",
     "TABLE2",
@@ -16,6 +20,7 @@ __all__ = [
     "TABLE6_COLUMNS",
     "mer_category_averaging",
     "mer_overall_averaging",
+    "table3_delta_check",
 ]
 
 # MIEScore paper, "Zero-shot Results on Other Benchmarks", Table 6. Accuracy in %, SRCC as a fraction.
@@ -79,6 +84,45 @@ TABLE2 = {
     "Gemini-3.0-Flash": (0.552, 0.483, 0.447, 0.508),
     "SpatialReward": (0.538, 0.437, 0.453, 0.483),
 }
+
+# SpatialReward paper, sec. 5.3, Table 3 ("Online RL Performance on GEdit-Bench-EN and ImgEdit-Bench"): editors
+# aligned with different reward models by Flow-GRPO, judged by GPT-4.1 (sec. 5.3, "Baseline Alignment"). Three
+# groups, each with its own baseline; Δ is relative to the group's baseline (None: the baseline row's "-").
+SPATIALREWARD_TABLE3_COLUMNS = {
+    "gedit_sc": "GEdit-EN SC", "gedit_pq": "GEdit-EN PQ", "gedit_ovrl": "GEdit-EN Ovrl.", "gedit_delta": "GEdit-EN Δ",
+    "imgedit_ovrl": "ImgEdit Ovrl.", "imgedit_delta": "ImgEdit Δ",
+}
+_T3_KEYS = tuple(SPATIALREWARD_TABLE3_COLUMNS)
+SPATIALREWARD_TABLE3 = {
+    group: {name: dict(zip(_T3_KEYS, values)) for name, values in rows} for group, rows in (
+        ("1. Reported Setting in EditScore (OmniGen2)", (
+            ("Baseline", (6.72, 7.20, 6.28, None, 3.40, None)),
+            ("w/ GPT-4.1", (7.24, 7.40, 6.73, 0.45, 3.66, 0.26)),
+            ("w/ EditScore", (7.28, 6.89, 6.89, 0.61, 3.62, 0.22)))),
+        ("2. Our Reproduced Setting (OmniGen2)", (
+            ("Baseline", (6.88, 7.38, 6.42, None, 3.44, None)),
+            ("w/ EditReward", (7.43, 7.89, 7.19, 0.77, 3.63, 0.19)),
+            ("w/ Ours", (7.64, 8.01, 7.32, 0.90, 3.72, 0.28)))),
+        ("3. Stronger Backbone (UniRef-Edit)", (
+            ("Baseline", (7.81, 7.83, 7.46, None, 4.15, None)),
+            ("w/ Ours", (8.02, 7.81, 7.56, 0.10, 4.23, 0.08)))),
+    )
+}
+
+
+def table3_delta_check() -> dict[tuple[str, str], dict]:
+    """Per non-baseline row of :data:`SPATIALREWARD_TABLE3`: each printed Δ against Ovrl. minus the group's baseline
+    Ovrl. (``{"gedit": (printed, derived), "imgedit": (...), "agrees": bool}``, to 2 printed decimals)."""
+    out = {}
+    for group, rows in SPATIALREWARD_TABLE3.items():
+        base = rows["Baseline"]
+        for name, row in rows.items():
+            if name == "Baseline":
+                continue
+            pairs = {b: (row[f"{b}_delta"], round(row[f"{b}_ovrl"] - base[f"{b}_ovrl"], 2)) for b in ("gedit", "imgedit")}
+            out[(group, name)] = {**pairs, "agrees": all(abs(p - d) < 1e-9 for p, d in pairs.values())}
+    return out
+
 
 # Values are printed to 3 decimals: a re-derived mean agrees when it rounds to the printed value (half a unit of
 # the last place, plus float slack).

@@ -4,7 +4,12 @@ One SQLite file (the standard library's ``sqlite3``, write-ahead log) maps a req
 canonical request, see :func:`~modeling_miescore.judges.call_engine.request_key`) to the model's answer and its
 token usage. Every answer is committed on its own as soon as it arrives, so a run killed at any point (even with
 ``kill -9``) keeps every answer it received; the next run finds them and sends only the rest. Only answers are
-stored: a request that failed (HTTP error, timeout, refusal) is not, so a rerun tries it again.
+stored: a request that failed (HTTP error, timeout, refusal, an answer over the byte limit) is not, so a rerun
+tries it again. An answer is stored as received, whatever its consumer makes of it: an answer that a judge or a
+pipeline stage could not use (no scores, bad JSON) gives the same flagged prediction or rejection on every rerun
+(that is its final outcome); to ask the model again, pass ``--no-cache`` or another ``--cache`` file (and, for
+``judge``, remove those lines from the output). Text is stored as valid UTF-8 (lone surrogates were replaced by
+the chat client; :mod:`modeling_miescore.utils.text_hygiene`).
 
 The cache is shared safely by the threads of one process (one connection behind a lock) and by several
 processes (SQLite's file locking; writers wait up to 60 s for each other).
@@ -21,6 +26,7 @@ from typing import Dict, Iterable, Optional
 
 from ..image_io import MIEScoreInputError
 from ..utils.closing import ClosesOnExit
+from ..utils.text_hygiene import valid_text
 from .chat_client import ChatCompletion
 
 __all__ = ["CallCache", "CallCacheError"]
@@ -42,6 +48,11 @@ _BATCH = 500  # keys per SELECT ... IN (...) (SQLite allows at least 999 variabl
 
 class CallCacheError(MIEScoreInputError):
     """The cache file cannot be used (not an SQLite file, not writable, another schema)."""
+
+
+def _count(value) -> Optional[int]:
+    """A token count SQLite can store (a signed 64-bit integer), else None."""
+    return value if isinstance(value, int) and 0 <= value < 2 ** 63 else None
 
 
 class CallCache(ClosesOnExit):
@@ -94,8 +105,9 @@ class CallCache(ClosesOnExit):
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, model, stage, answer.text, answer.prompt_tokens, answer.completion_tokens,
-                 answer.finish_reason, time.time()))
+                (key, valid_text(model), valid_text(stage), valid_text(answer.text), _count(answer.prompt_tokens),
+                 _count(answer.completion_tokens),
+                 valid_text(answer.finish_reason) if answer.finish_reason is not None else None, time.time()))
 
     def __len__(self) -> int:
         with self._lock:

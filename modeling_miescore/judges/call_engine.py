@@ -77,7 +77,8 @@ class ChatRequest:
 class CallResult:
     """The outcome of one request: ``text`` (None when it failed), ``error`` (one line, None when it worked),
     ``error_kind`` (a :class:`ChatError` kind or ``"local"``), ``cached`` (answered from the cache), token usage
-    and ``finish_reason`` of the answer."""
+    and ``finish_reason`` of the answer, and ``repaired`` (lone surrogates in a fresh answer's text were replaced
+    with U+FFFD; the cache holds the repaired text)."""
 
     key: str
     text: Optional[str] = None
@@ -87,6 +88,7 @@ class CallResult:
     prompt_tokens: Optional[int] = None
     completion_tokens: Optional[int] = None
     finish_reason: Optional[str] = None
+    repaired: bool = False
 
     @property
     def ok(self) -> bool:
@@ -136,18 +138,19 @@ def request_key(identity: Mapping[str, Any], request: ChatRequest) -> str:
                  "max_tokens": int(request.max_tokens), "temperature": float(request.temperature),
                  "extra": dict(request.extra)}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is still a key
 
 
 # ------------------------------------------------------------------------------------------------ usage log
 
 _COUNTERS = ("requests", "cache_hits", "duplicates", "sent", "ok", "failed", "retries", "prompt_tokens",
-             "completion_tokens", "answers_without_usage")
+             "completion_tokens", "answers_without_usage", "repaired_text")
 
 
 class UsageLog:
     """Thread-safe counters per ``(model, stage)``: requests asked for, cache hits, requests sent, answers,
-    failures (by kind), retries, prompt/completion tokens of sent requests, and seconds spent.
+    failures (by kind: ``timeout``, ``too_large``, ...), retries, prompt/completion tokens of sent requests,
+    answers whose text had to be repaired (``repaired_text``: lone surrogates), and seconds spent.
 
     ``prices``: ``{model: (usd_per_1k_prompt_tokens, usd_per_1k_completion_tokens)}``; models without a price
     get ``cost_usd: None``. Cached answers cost nothing (their tokens were paid when they were first sent).
@@ -182,6 +185,7 @@ class UsageLog:
                 kinds[result.error_kind] = kinds.get(result.error_kind, 0) + 1
                 return
             row["ok"] += 1
+            row["repaired_text"] += int(result.repaired)
             if result.prompt_tokens is None and result.completion_tokens is None:
                 row["answers_without_usage"] += 1
             row["prompt_tokens"] += result.prompt_tokens or 0
@@ -236,7 +240,8 @@ def _error_result(key: str, error: BaseException) -> CallResult:
 
 def _answer_result(key: str, answer: ChatCompletion, cached: bool) -> CallResult:
     return CallResult(key, text=answer.text, cached=cached, prompt_tokens=answer.prompt_tokens,
-                      completion_tokens=answer.completion_tokens, finish_reason=answer.finish_reason)
+                      completion_tokens=answer.completion_tokens, finish_reason=answer.finish_reason,
+                      repaired=answer.repaired and not cached)
 
 
 class CallEngine:

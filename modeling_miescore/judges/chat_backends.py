@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..image_io import MIEScoreInputError
+from ..utils.credentials import redact, redacted_url
 from .call_engine import ChatRequest, image_digest
-from .chat_client import ChatClient, ChatCompletion, ChatError, image_to_data_url, user_message
+from .chat_client import (DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatCompletion, ChatError, image_to_data_url,
+                          user_message)
 
 logger = logging.getLogger(__name__)
 
@@ -59,18 +61,21 @@ class _DataURLs:
 
 class OpenAIChatBackend:
     """An OpenAI-compatible endpoint. ``client`` may be passed (tests, custom headers); the other connection
-    arguments are then ignored. The API key comes from the environment variable ``api_key_env`` only."""
+    arguments are then ignored. The API key comes from the environment variable ``api_key_env`` only.
+    ``timeout`` is the total deadline of one request attempt and ``max_answer_bytes`` the byte limit of one
+    answer (:class:`~modeling_miescore.judges.chat_client.ChatClient`)."""
 
     batch_size = 1
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
                  max_retries: int = 4, backoff: float = 1.0, max_backoff: float = 60.0, max_concurrency: int = 8,
                  image_format: str = "PNG", max_pixels: Optional[int] = 1_048_576,
-                 client: Optional[ChatClient] = None):
+                 client: Optional[ChatClient] = None, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES):
         if int(max_concurrency) < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.client = client or ChatClient(base_url, model, api_key_env=api_key_env, timeout=timeout,
-                                           max_retries=max_retries, backoff=backoff, max_backoff=max_backoff)
+                                           max_retries=max_retries, backoff=backoff, max_backoff=max_backoff,
+                                           max_answer_bytes=max_answer_bytes)
         self.model = self.client.model
         self.max_concurrency = int(max_concurrency)
         self.image_format = image_format.upper()
@@ -245,10 +250,10 @@ class JudgeSpec:
     base_url: Optional[str] = None
     api_key_env: Optional[str] = None
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # as shown (messages, usage logs): a password in the URL is masked
         if self.kind == "transformers":
             return f"transformers:{self.model}"
-        return f"{self.model}@{self.base_url}" + (f"#{self.api_key_env}" if self.api_key_env else "")
+        return f"{self.model}@{redacted_url(self.base_url)}" + (f"#{self.api_key_env}" if self.api_key_env else "")
 
 
 def parse_judge_spec(text: str, what: str = "judge") -> JudgeSpec:
@@ -263,7 +268,7 @@ def parse_judge_spec(text: str, what: str = "judge") -> JudgeSpec:
         return JudgeSpec("transformers", path)
     model, sep, rest = text.partition("@")
     if not sep or not model or not rest.startswith(("http://", "https://")):
-        raise MIEScoreInputError(f"{what} '{text}' is not MODEL@URL or transformers:PATH; {example}")
+        raise MIEScoreInputError(f"{what} '{redact(text)}' is not MODEL@URL or transformers:PATH; {example}")
     url, _, env = rest.partition("#")
     return JudgeSpec("openai", model, url, env or None)
 
@@ -271,11 +276,11 @@ def parse_judge_spec(text: str, what: str = "judge") -> JudgeSpec:
 def build_backend(spec: JudgeSpec, *, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
                   max_retries: int = 4, max_concurrency: int = 8, image_format: str = "PNG",
                   max_pixels: Optional[int] = 1_048_576, device: str = "auto", dtype: str = "auto",
-                  batch_size: int = 4):
+                  batch_size: int = 4, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES):
     """The backend a :class:`JudgeSpec` names (a transformers model is loaded here)."""
     if spec.kind == "transformers":
         return TransformersChatBackend(spec.model, device=device, dtype=dtype, batch_size=batch_size,
                                        max_pixels=max_pixels)
     return OpenAIChatBackend(spec.base_url, spec.model, api_key_env=spec.api_key_env or api_key_env,
                              timeout=timeout, max_retries=max_retries, max_concurrency=max_concurrency,
-                             image_format=image_format, max_pixels=max_pixels)
+                             image_format=image_format, max_pixels=max_pixels, max_answer_bytes=max_answer_bytes)

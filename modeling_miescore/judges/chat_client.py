@@ -10,6 +10,15 @@ retries on transient failures and typed errors::
     client = ChatClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-VL-8B-Instruct")
     text = client.chat([user_message(["Describe the edit.", source, edited])], max_tokens=256)
 
+Bounds (:mod:`modeling_miescore.utils.http_bounds`): ``timeout`` is a total deadline per request attempt
+(connecting, sending, waiting for the headers and reading the body together, not per read), and an answer's
+body may take at most ``max_answer_bytes`` bytes on the wire and after decompression (default
+:data:`DEFAULT_MAX_ANSWER_BYTES`; a gzip bomb stops at the limit, never inflated whole). An answer over the limit
+is a :class:`ChatError` of kind ``"too_large"``: not retried (the same request gives the same answer) and never
+cached by the call engine. A body nested too deeply for the JSON decoder is a ``"bad_response"``. Lone
+surrogates in the answer's text (``\ud800`` escapes, never valid text) are replaced with U+FFFD
+(:mod:`modeling_miescore.utils.text_hygiene`) and :attr:`ChatCompletion.repaired` says so.
+
 Retries (:mod:`modeling_miescore.utils.http_retry`): HTTP 408/409/429/5xx, timeouts and connection errors are
 retried up to ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that
 parallel callers do not retry in lock-step), or the server's ``Retry-After`` (delta-seconds or an HTTP date)
@@ -18,8 +27,10 @@ retried (repeating the same request cannot fix them); neither is a refusal (``me
 :class:`ChatError` of kind ``"refusal"``.
 
 The API key is read from the environment variable ``api_key_env`` when the client is created; it is sent only
-in the ``Authorization`` header and never appears in ``repr``, logs or error messages. Without the variable no
-``Authorization`` header is sent, which is what local servers expect.
+in the ``Authorization`` header and never appears in ``repr``, logs or error messages (nor does the password of
+a ``http://user:password@host`` base URL: :mod:`modeling_miescore.utils.credentials`). A key that cannot be sent
+(a newline, a space, a non-ASCII character) is a ``ValueError`` naming the variable, before any request. Without
+the variable no ``Authorization`` header is sent, which is what local servers expect.
 
 A client is safe to share between threads (one pooled ``httpx.Client``), which is how the oracle runs its
 bounded thread pool.
@@ -37,15 +48,25 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..utils.closing import ClosesOnExit
+from ..utils.credentials import checked_api_key, redact, redacted_url
 from ..utils.http_retry import Attempted, RetryPolicy, send_with_retries
+from ..utils.text_hygiene import valid_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChatClient", "ChatCompletion", "ChatError", "image_to_data_url", "user_message", "RETRY_STATUSES"]
+__all__ = ["ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "image_to_data_url",
+           "user_message", "RETRY_STATUSES"]
 
 # 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and every 5xx.
 RETRY_STATUSES = frozenset({408, 409, 429, *range(500, 600)})
-ERROR_KINDS = ("http", "timeout", "connection", "bad_response", "refusal")
+ERROR_KINDS = ("http", "timeout", "connection", "bad_response", "refusal", "too_large")
+# The byte limit of one answer, sized for the longest answer any prompt here asks for: 2,048 tokens (the skill
+# optimiser's answers, trainers/optimize_skill.py; the judge asks for 512, the data pipeline and MER-Bench
+# synthesis for 1,024) x 128 bytes (the longest token of the Qwen vocabulary, qwen.tiktoken) x 6 (the worst JSON
+# escape, a control byte written as \u00XX) = 1.5 MiB, rounded up to 2 MiB for the rest of the body. Real
+# answers are far smaller (a Qwen token is 6.4 bytes on average).
+DEFAULT_MAX_ANSWER_BYTES = 2 * 1024 * 1024
+_MAX_TOKEN_COUNT = 2 ** 53  # a usage count above this is not a count (and would not fit an SQLite INTEGER)
 _BODY_EXCERPT = 300  # characters of a server's error body kept in a ChatError message
 
 
@@ -53,9 +74,10 @@ class ChatError(RuntimeError):
     """A chat request failed for good (after the retries, if the failure was transient).
 
     Attributes:
-        kind: ``"http"`` (non-2xx status), ``"timeout"``, ``"connection"`` (refused / reset / DNS),
-            ``"bad_response"`` (2xx with a body that is not a chat completion) or ``"refusal"`` (the model
-            declined: the message has a ``refusal`` text and no content).
+        kind: ``"http"`` (non-2xx status), ``"timeout"`` (the request's deadline passed), ``"connection"``
+            (refused / reset / DNS), ``"bad_response"`` (2xx with a body that is not a chat completion),
+            ``"refusal"`` (the model declined: the message has a ``refusal`` text and no content) or
+            ``"too_large"`` (the body is over ``max_answer_bytes``).
         status: the HTTP status code for ``"http"``, ``"bad_response"`` and ``"refusal"``, else None.
         attempts: number of requests sent.
     """
@@ -106,29 +128,34 @@ def _message_text(payload: Any) -> str:
 
 def _token_count(usage: Any, name: str) -> Optional[int]:
     value = usage.get(name) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    valid = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_TOKEN_COUNT
+    return value if valid else None
 
 
 @dataclass(frozen=True)
 class ChatCompletion:
     """One answer: the first choice's ``text``, the token counts of the response's ``usage`` field (None when
-    the server sends none), its ``finish_reason`` (``"length"``: cut off at ``max_tokens``) and the number of
-    requests sent (``attempts`` > 1 after retries)."""
+    the server sends none), its ``finish_reason`` (``"length"``: cut off at ``max_tokens``), the number of
+    requests sent (``attempts`` > 1 after retries) and ``repaired`` (lone surrogates in the text were replaced
+    with U+FFFD)."""
 
     text: str
     prompt_tokens: Optional[int] = None
     completion_tokens: Optional[int] = None
     finish_reason: Optional[str] = None
     attempts: int = 1
+    repaired: bool = False
 
     @classmethod
     def from_payload(cls, payload: Any, attempts: int = 1) -> "ChatCompletion":
-        text = _message_text(payload)  # validates the shape first
+        raw_text = _message_text(payload)  # validates the shape first
+        text = valid_text(raw_text)
         usage = payload.get("usage")
         first = payload["choices"][0]
         reason = first.get("finish_reason")
+        reason = valid_text(reason)[:64] if isinstance(reason, str) else None
         return cls(text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens"),
-                   reason if isinstance(reason, str) else None, attempts)
+                   reason, attempts, repaired=text is not raw_text)
 
 
 class ChatClient(ClosesOnExit):
@@ -138,49 +165,64 @@ class ChatClient(ClosesOnExit):
         base_url: server root including the API prefix, e.g. ``http://127.0.0.1:8000/v1``.
         model: model name sent in every request.
         api_key_env: environment variable holding the API key (read once, here). Unset or empty: no
-            ``Authorization`` header (local servers).
-        timeout: seconds for connecting and for each read of the response.
+            ``Authorization`` header (local servers). A key that cannot be sent is a ``ValueError``.
+        timeout: seconds one request attempt may take in all: connecting, sending, the headers and the body.
         max_retries: extra attempts after the first one for transient failures (0 disables retries).
         backoff: first retry wait in seconds; doubles per attempt.
         max_backoff: cap of any single wait, including a server's ``Retry-After``.
         headers: extra HTTP headers (e.g. an organisation id).
+        max_answer_bytes: the most bytes one answer's body may take, on the wire and decompressed.
     """
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
                  max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 30.0,
-                 headers: Optional[Dict[str, str]] = None):
+                 headers: Optional[Dict[str, str]] = None, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES):
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r} "
+            raise ValueError(f"base_url must start with http:// or https://, got {redact(repr(base_url))} "
                              "(e.g. http://127.0.0.1:8000/v1)")
         if not model or not isinstance(model, str):
             raise ValueError("model must be a non-empty string: the model name the server expects")
-        if not (timeout > 0):
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if not (timeout > 0) or not math.isfinite(timeout):
+            raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+        if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int) or max_answer_bytes < 1:
+            raise ValueError(f"max_answer_bytes must be a positive integer, got {max_answer_bytes!r}")
         try:
             import httpx
+
+            from ..utils import http_bounds
         except ImportError as err:  # pragma: no cover - httpx is in the serve/train extras
             raise ImportError("ChatClient needs httpx: pip install 'miescore[serve]'") from err
-        self._httpx = httpx
+        self._httpx, self._bounds = httpx, http_bounds
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
+        self.shown_url = redacted_url(self.url)  # what messages, logs and reprs show
         self.model = model
         self.api_key_env = api_key_env
         self.timeout = float(timeout)
+        self.max_answer_bytes = int(max_answer_bytes)
         self.retry_policy = RetryPolicy(max_retries=int(max_retries), backoff=float(backoff),
                                         max_backoff=float(max_backoff), statuses=RETRY_STATUSES,
                                         exceptions=(httpx.TransportError,))  # timeouts included
-        request_headers = {"Content-Type": "application/json", **(headers or {})}
+        request_headers = {"Content-Type": "application/json", "Accept-Encoding": http_bounds.accept_encoding(),
+                           **(headers or {})}
         api_key = os.environ.get(api_key_env, "") if api_key_env else ""
         if api_key:
-            request_headers["Authorization"] = f"Bearer {api_key}"
+            request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.has_api_key = bool(api_key)
-        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
-                                    limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        url = httpx.URL(self.base_url)  # httpx sends a URL's user:password as HTTP Basic auth, which servers echo
+        basic = base64.b64encode(f"{url.username}:{url.password}".encode()).decode() if url.password else ""
+        self._secrets = tuple(s for s in (api_key, url.password, basic) if s)
+        self._client = http_bounds.deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
+                                       limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
 
     def __repr__(self) -> str:  # never shows the key
-        return (f"ChatClient(base_url={self.base_url!r}, model={self.model!r}, "
+        return (f"ChatClient(base_url={redacted_url(self.base_url)!r}, model={self.model!r}, "
                 f"api_key={'set' if self.has_api_key else 'none'}, timeout={self.timeout}, "
-                f"max_retries={self.retry_policy.max_retries})")
+                f"max_retries={self.retry_policy.max_retries}, max_answer_bytes={self.max_answer_bytes})")
+
+    def _shown(self, text: Any) -> str:
+        """One excerpt line of ``text`` with the key and URL credentials masked."""
+        return _excerpt(redact(str(text), self._secrets))
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -203,28 +245,51 @@ class ChatClient(ClosesOnExit):
             raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
         body = {"model": self.model, "messages": list(messages), "temperature": temperature,
                 "max_tokens": max_tokens, **extra}
-        outcome = send_with_retries(lambda: self._client.post(self.url, json=body), self.retry_policy,
-                                    on_retry=self._log_retry)
+        content = json.dumps(body, allow_nan=False).encode("ascii")  # ASCII: a lone surrogate is an escape
+        bounds = self._bounds
+        attempts = 0
+
+        def send():
+            nonlocal attempts
+            attempts += 1
+            with bounds.request_deadline(self.timeout), \
+                    self._client.stream("POST", self.url, content=content) as answer:
+                return bounds.read_bounded_body(answer, self.max_answer_bytes)
+
+        try:
+            outcome = send_with_retries(send, self.retry_policy, on_retry=self._log_retry)
+        except bounds.AnswerTooLarge as err:
+            raise ChatError(f"{self.shown_url}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
+                            "line, if such answers are expected)", "too_large", attempts=attempts) from None
+        except bounds.BadBody as err:
+            raise ChatError(f"{self.shown_url}: the answer's body cannot be decoded: {self._shown(err)}",
+                            "bad_response", attempts=attempts) from None
         if outcome.error is not None:
             raise self._transport_error(outcome.error, outcome.attempts)
         response, status = outcome.response, outcome.response.status_code
         if not 200 <= status < 300:
-            raise ChatError(f"{self.url}: HTTP {status}: {_excerpt(response.text)}", "http", status,
+            raise ChatError(f"{self.shown_url}: HTTP {status}: {self._shown(response.text)}", "http", status,
                             attempts=outcome.attempts)
         try:
-            return ChatCompletion.from_payload(response.json(), attempts=outcome.attempts)
+            return ChatCompletion.from_payload(json.loads(response.content), attempts=outcome.attempts)
         except _Refusal as err:
-            raise ChatError(f"{self.url}: {err}", "refusal", status, attempts=outcome.attempts) from None
+            raise ChatError(f"{self.shown_url}: {self._shown(err)}", "refusal", status,
+                            attempts=outcome.attempts) from None
+        except RecursionError:
+            raise ChatError(f"{self.shown_url}: HTTP {status} but the body is nested too deeply to be a chat "
+                            "completion", "bad_response", status, attempts=outcome.attempts) from None
         except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
-            raise ChatError(f"{self.url}: HTTP {status} but not a chat completion: {_excerpt(err)}; body starts "
-                            f"{_excerpt(response.text)!r}", "bad_response", status, attempts=outcome.attempts) from None
+            raise ChatError(f"{self.shown_url}: HTTP {status} but not a chat completion: {self._shown(err)}; body "
+                            f"starts {self._shown(response.text)!r}", "bad_response", status,
+                            attempts=outcome.attempts) from None
 
     def _transport_error(self, error: BaseException, attempts: int) -> ChatError:
         if isinstance(error, self._httpx.TimeoutException):
-            return ChatError(f"{self.url}: no answer within {self.timeout:g} s ({type(error).__name__}); raise the "
-                             "timeout or check the server load", "timeout", attempts=attempts)
-        return ChatError(f"{self.url}: connection failed ({type(error).__name__}: {_excerpt(error)}); check that "
-                         "the server runs and base_url is right", "connection", attempts=attempts)
+            return ChatError(f"{self.shown_url}: no complete answer within {self.timeout:g} s "
+                             f"({type(error).__name__}); raise the timeout or check the server load", "timeout",
+                             attempts=attempts)
+        return ChatError(f"{self.shown_url}: connection failed ({type(error).__name__}: {self._shown(error)}); "
+                         "check that the server runs and base_url is right", "connection", attempts=attempts)
 
     def _log_retry(self, outcome: Attempted, wait: float) -> None:
         if outcome.error is not None:

@@ -10,7 +10,8 @@ Failures are never hidden. Every judged sample gets a status:
 
 * ``ok``: the judge answered with a usable number (clamped to [0, 1]);
 * ``api_error``: the request failed after retries (sub-kind ``http`` / ``timeout`` / ``connection`` /
-  ``bad_response``, see :class:`~modeling_miescore.judges.chat_client.ChatError`) -> ``api_error_value``;
+  ``bad_response`` / ``too_large``, see :class:`~modeling_miescore.judges.chat_client.ChatError`)
+  -> ``api_error_value``;
 * ``judge_unparsable``: the judge's answer carries no score -> ``judge_unparsable_value``;
 * ``policy_unparsable``: the policy output has no scores, so there is nothing to verify; the judge is not
   called -> ``policy_unparsable_value`` (default 0: an output the reward model cannot use is a severe issue).
@@ -23,6 +24,15 @@ kind one by one, then every 100th with the running counts). A value of ``None`` 
 applicable" for TRL (its other reward functions still count). The released recipe used 0.8 for API errors and
 0.5 for unparsable judge answers (``released_failure_values()``); our defaults are 0.5 for both: a judge
 outage is not evidence that the policy did well.
+
+User and policy text in the prompts (issue 22): the D.4 templates put the instruction and the policy's reasoning
+inline ("Editing Instruction: {instruction} Model Reasoning: {reasoning} ..."). A policy under RL learns what
+raises its reward, and a reasoning that ends in ``{"consistency_score": 1}`` would otherwise be read back as the
+judge's verdict when the judge quotes it. With ``quote_inputs=True`` (default) both are filled as JSON string
+literals (in quotes, quotes and line breaks escaped; the published wording around them unchanged), and the
+judge's answer is read from its **final** JSON object with a score; several that disagree, or a score key
+written twice with different values, give no score (``judge_unparsable``), as does a key-anchored fallback
+with disagreeing matches. ``quote_inputs=False`` fills the templates raw, as printed.
 
 Ambiguity in D.4 as printed: "If no issues, give 1; minor issues -0.5; severe issues 0". The released code
 documents the values 1 / 0.5 / 0, so a judge that literally answers -0.5 means "minor": with
@@ -39,8 +49,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from .chat_client import ChatClient, ChatError, user_message
-from .json_extract import extract_first_json, strip_reasoning_and_fences
+from ..utils.credentials import redacted_url
+from ..utils.text_hygiene import quoted
+from .chat_client import DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatError, user_message
+from .json_extract import extract_json, strip_reasoning_and_fences
 from ..parsing import parse_pq_output, parse_sc_output
 
 logger = logging.getLogger(__name__)
@@ -100,17 +112,20 @@ def _fmt_score(x: float) -> str:
     return f"{x:g}"
 
 
-def build_sc_oracle_prompt(instruction: str, reasoning: str, scores: Sequence[float]) -> str:
-    """Fill the D.4 SC prompt. ``scores`` = [success, over-editing] on 0-25, written like ``[18, 21.5]``."""
+def build_sc_oracle_prompt(instruction: str, reasoning: str, scores: Sequence[float], quote: bool = True) -> str:
+    """Fill the D.4 SC prompt. ``scores`` = [success, over-editing] on 0-25, written like ``[18, 21.5]``;
+    ``quote``: instruction and reasoning as JSON string literals (module docstring)."""
     scores_str = "[" + ", ".join(_fmt_score(float(s)) for s in scores) + "]"
-    # str.replace, not str.format: the prompt's own JSON example contains braces.
-    return (SC_ORACLE_PROMPT.replace("{instruction}", instruction)
-            .replace("{reasoning}", reasoning).replace("{scores_str}", scores_str))
+    fill = quoted if quote else str
+    # str.replace, not str.format: the prompt's own JSON example contains braces. The scores go in first: a
+    # "{scores_str}" inside the user's text must stay text.
+    return (SC_ORACLE_PROMPT.replace("{scores_str}", scores_str).replace("{reasoning}", fill(reasoning), 1)
+            .replace("{instruction}", fill(instruction), 1))
 
 
-def build_pq_oracle_prompt(reasoning: str) -> str:
-    """Fill the D.4 PQ prompt."""
-    return PQ_ORACLE_PROMPT.replace("{reasoning}", reasoning)
+def build_pq_oracle_prompt(reasoning: str, quote: bool = True) -> str:
+    """Fill the D.4 PQ prompt (``quote`` as for :func:`build_sc_oracle_prompt`)."""
+    return PQ_ORACLE_PROMPT.replace("{reasoning}", quoted(reasoning) if quote else reasoning)
 
 
 def released_failure_values() -> Dict[str, float]:
@@ -124,6 +139,8 @@ class OracleConfig:
 
     ``temperature`` 0.3 is the released recipe's judge setting. ``max_workers`` bounds the concurrent requests.
     Images go to the judge as data URLs, downscaled to ``max_pixels`` and encoded as ``image_format``.
+    ``timeout`` is the total deadline of one request attempt, ``max_answer_bytes`` the byte limit of an answer
+    (:class:`~modeling_miescore.judges.chat_client.ChatClient`); ``quote_inputs``: see the module docstring.
     """
 
     base_url: str
@@ -143,6 +160,8 @@ class OracleConfig:
     image_format: str = "JPEG"
     max_pixels: Optional[int] = 1_048_576
     extra_body: Dict[str, Any] = field(default_factory=dict)
+    quote_inputs: bool = True
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
 
     def __post_init__(self):
         if int(self.max_workers) < 1:
@@ -227,7 +246,10 @@ def _as_number(value: Any) -> Optional[float]:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer too large for a float
+            return None
     elif isinstance(value, str):
         try:
             number = float(value.strip())
@@ -243,9 +265,11 @@ def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
 
     Returns ``{"score": float | None, "reasoning": str}``. The score key is ``consistency_score`` (SC) or
     ``quality_score`` (PQ); the other one and a plain ``score`` are accepted too (judges mix them up). The
-    first JSON object with a usable score wins (:func:`~modeling_miescore.judges.json_extract.extract_first_json`:
-    Markdown fences and thinking text are ignored); when none parses, a key-anchored ``"..._score": x`` pattern
-    is searched in the same stripped text. Numbers are returned unclamped.
+    judge's **final** JSON object with a usable score is its answer
+    (:func:`~modeling_miescore.judges.json_extract.extract_json`: Markdown fences and thinking text are ignored);
+    objects that disagree on the score, or a score key written twice with different values, give None. When
+    none parses, a key-anchored ``"..._score": x`` pattern is searched in the same stripped text (disagreeing
+    matches give None). Numbers are returned unclamped.
     """
     if not isinstance(text, str):
         return {"score": None, "reasoning": ""}
@@ -257,13 +281,17 @@ def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
             return None
         return next((score for score in (_as_number(obj[k]) for k in keys if k in obj) if score is not None), None)
 
-    obj = extract_first_json(text, lambda value: score_of(value) is not None)
-    if obj is not None:
+    found = extract_json(text, lambda value: score_of(value) is not None)
+    if found.values:
+        scores = {score_of(value) for value in found.values}
+        obj = found.final
+        if found.exhausted or len(scores) > 1 or any(k in found.duplicates[-1] for k in keys if k in obj):
+            return {"score": None, "reasoning": ""}  # conflicting or ambiguous: no verdict
         reasoning = obj.get("reasoning", "")
         return {"score": score_of(obj), "reasoning": reasoning if isinstance(reasoning, str) else str(reasoning)}
-    match = _SCORE_RE.search(strip_reasoning_and_fences(text))
-    if match:
-        return {"score": _as_number(match.group(2)), "reasoning": ""}
+    matches = {_as_number(m.group(2)) for m in _SCORE_RE.finditer(strip_reasoning_and_fences(text))}
+    if len(matches) == 1:
+        return {"score": matches.pop(), "reasoning": ""}
     return {"score": None, "reasoning": ""}
 
 
@@ -279,7 +307,7 @@ class OracleJudge:
         self.config = config
         self.client = client or ChatClient(config.base_url, config.model, api_key_env=config.api_key_env,
                                            timeout=config.timeout, max_retries=config.max_retries,
-                                           backoff=config.backoff)
+                                           backoff=config.backoff, max_answer_bytes=config.max_answer_bytes)
         self.stats = OracleStats()
 
     def close(self) -> None:
@@ -322,8 +350,8 @@ class OracleJudge:
                                              message=f"policy output has no scores ({', '.join(parsed.issues)})"),
                                 context)
         pair = [float(s) for s in parsed.score_pair]
-        prompt = (build_sc_oracle_prompt(request.instruction, parsed.reasoning, pair) if task == "sc"
-                  else build_pq_oracle_prompt(parsed.reasoning))
+        prompt = (build_sc_oracle_prompt(request.instruction, parsed.reasoning, pair, cfg.quote_inputs)
+                  if task == "sc" else build_pq_oracle_prompt(parsed.reasoning, cfg.quote_inputs))
         try:
             answer = self.client.chat(self._messages(request, prompt), temperature=cfg.temperature,
                                       max_tokens=cfg.max_tokens, **cfg.extra_body)
@@ -374,5 +402,7 @@ class OracleJudge:
         return [r.value for r in self.judge(requests)]
 
     def summary(self) -> Dict[str, Any]:
-        return {"config": {k: v for k, v in asdict(self.config).items() if k != "extra_body"},
+        config = {k: v for k, v in asdict(self.config).items() if k != "extra_body"}
+        config["base_url"] = redacted_url(config["base_url"])  # a password in the URL is never written out
+        return {"config": config,
                 "stats": self.stats.as_dict(), "failure_rate": self.stats.failure_rate()}

@@ -27,7 +27,7 @@ from ..processing_miescore import EditSample
 from ..spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from ..spatialreward_tokens import strip_control_tokens
 from ..utils.closing import ClosesOnExit
-from .chat_client import ChatClient, ChatError, image_to_data_url
+from .chat_client import DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatError, image_to_data_url
 
 
 class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
@@ -37,21 +37,24 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
         base_url: server root with the API prefix, e.g. ``http://127.0.0.1:8000/v1``.
         model: the model name the server expects.
         api_key_env: environment variable holding the API key (unset: no Authorization header).
-        timeout: seconds per request (connect and each read); a request never waits longer than
-            ``timeout x (max_retries + 1)`` plus the retry back-off.
+        timeout: seconds one request attempt may take in all (connecting, sending, the headers and the body); a
+            request never waits longer than ``timeout x (max_retries + 1)`` plus the retry back-off.
         max_retries: extra attempts for transient failures (429, 5xx, timeouts, connection errors).
         config: a :class:`SpatialRewardConfig` (prompts, score range, aggregation, sampling, ``max_pixels``,
             ``failure_reward``); default: the paper's settings. ``config_overrides`` replace single fields.
         max_concurrency: requests in flight at once.
         image_format: ``"PNG"`` (lossless, default) or ``"JPEG"`` / ``"WEBP"`` (smaller requests).
         client: an existing ``ChatClient`` (tests, custom headers); base_url/model/... are then ignored.
+        max_answer_bytes: the byte limit of one answer, on the wire and decompressed (an answer over it is a
+            failed request, ``sc:api_error:too_large``).
     """
 
     backend = "openai"
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
                  max_retries: int = 2, config: Optional[SpatialRewardConfig] = None, max_concurrency: int = 16,
-                 image_format: str = "PNG", client: Optional[ChatClient] = None, **config_overrides: Any):
+                 image_format: str = "PNG", client: Optional[ChatClient] = None,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES, **config_overrides: Any):
         if config is None:
             config = SpatialRewardConfig(**config_overrides)
         elif config_overrides:
@@ -64,7 +67,7 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.config = config
         self.client = client or ChatClient(base_url, model, api_key_env=api_key_env, timeout=timeout,
-                                           max_retries=max_retries)
+                                           max_retries=max_retries, max_answer_bytes=max_answer_bytes)
         self.max_concurrency = int(max_concurrency)
         self.image_format = image_format
         self._lock = threading.Lock()

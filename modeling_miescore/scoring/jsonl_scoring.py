@@ -157,6 +157,12 @@ def iter_input(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
             except json.JSONDecodeError as err:
                 yield number, None, f"invalid JSON ({err.msg} at column {err.colno})"
                 continue
+            except RecursionError:
+                yield number, None, "invalid JSON (nested too deeply)"
+                continue
+            except ValueError as err:  # an integer of more than 4300 digits
+                yield number, None, f"invalid JSON ({' '.join(str(err).split())[:120]})"
+                continue
             if not isinstance(record, dict):
                 yield number, None, "expected a JSON object (one record per line)"
                 continue

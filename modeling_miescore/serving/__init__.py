@@ -6,6 +6,7 @@ Server, in request order: ``connection_guard`` (header timeout, connection cap, 
 threads, waiting, drain), ``batch_scheduler`` (dynamic batching), ``backends`` (MIEScore / SpatialReward /
 callable models), ``prometheus_metrics`` (``/metrics``), ``errors`` (the JSON error), ``log_rate_limit``
 (repeated log errors), ``background_server`` (a server on a thread).
-Clients: ``reward_client`` (``RewardClient``) and ``editor_rewards`` (``SpatialRewardFunction``,
-``make_reward_fn``).
+Clients: ``reward_client`` (``RewardClient``, one replica or several), ``replica_routing`` (which replica scores
+which group, which replicas are down), ``image_encoding`` (images as request bytes) and ``editor_rewards``
+(``SpatialRewardFunction``, ``make_reward_fn``).
 """

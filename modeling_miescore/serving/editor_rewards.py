@@ -177,6 +177,9 @@ def make_reward_fn(base_url: str, key: str = "overall", scale: float = 0.01, api
                    on_error: float | None = None, **client_kwargs) -> Callable[..., list[float]]:
     """A reward callable on a ``miescore serve`` server: ``reward_fn(images, instructions, sources) -> list[float]``.
 
+    ``base_url`` may name several replicas (a list or ``"http://a:8000,http://b:8000"``): each group of
+    candidates goes whole to one of them (:class:`~modeling_miescore.serving.reward_client.RewardClient`).
+
     Args:
         key: which result field is the reward (``overall`` for MIEScore; ``reward`` with ``scale=1.0`` for a
             SpatialReward server, whose reward is already in [0, 1]).

@@ -16,13 +16,22 @@ That is about 1.1 GB per request (1.4 GB without ``max_pixels``). Measured with 
 a 40 Mpx transparent palette PNG and 22 images of 4 Mpx in one group (128 Mpx) raised the server's peak RSS by
 406 MB with a 1 Mpx target and by 803 MB at full size. ``decode_workers`` bounds how many requests decode at
 the same time. The pixel budgets are checked from the image headers before anything is decoded.
+
+Each setting is declared once, below: type, default, bounds and description. ``miescore serve`` builds one option
+per field from it (``--max-batch``; ``request_timeout_s`` -> ``--request-timeout``) and reads the environment
+variable ``MIESCORE_SERVE_<OPTION>`` (``MIESCORE_SERVE_MAX_BATCH=32``) for an option not given; constructing
+``ServerSettings(...)`` in Python checks the same bounds and never reads the environment
+(:mod:`modeling_miescore.utils.declared_settings`, which also says why pydantic). A new setting is one field here.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from typing import ClassVar
+
+from pydantic import Field
 
 from ..processing_miescore import MAX_INSTRUCTION_CHARS
+from ..utils.declared_settings import DeclaredSettings
 
 __all__ = ["ServerSettings"]
 
@@ -30,55 +39,57 @@ __all__ = ["ServerSettings"]
 # limit of the server, the Python API, the CLI and the Space. The server may be configured lower, never higher.
 
 
-@dataclasses.dataclass
-class ServerSettings:
-    """Limits, timeouts and batching knobs of the reward server.
+class ServerSettings(DeclaredSettings):
+    """Limits, timeouts and batching knobs of the reward server (keyword arguments; bad values: ``ValueError``).
 
     Size limits answer 413 and malformed content 422, always naming the offending field.
     """
 
-    max_batch: int = 16  # samples per model call
-    # longest a sample waits for others to join its batch (and then, for requests that arrived by then but are
-    # still being decoded, up to about one model call more: batch_scheduler.DECODE_GRACE_S)
-    max_wait_ms: float = 20.0
-    max_queue: int = 256  # samples waiting for a model call; beyond it requests get 429
-    max_request_bytes: int = 64 * 1024 * 1024
-    max_samples_per_request: int = 256
-    max_images_per_request: int = 512  # sources shared by a group count once
-    max_sources_per_sample: int = 16
+    ENV_PREFIX: ClassVar[str] = "MIESCORE_SERVE_"
+
+    max_batch: int = Field(16, gt=0, description="samples per model call")
+    # and then, for requests that arrived by then but are still being decoded, up to about one model call more
+    # (batch_scheduler.DECODE_GRACE_S)
+    max_wait_ms: float = Field(20.0, ge=0, description="longest a sample waits for others to fill its batch")
+    max_queue: int = Field(256, gt=0, description="samples waiting for a model call before new requests get 429")
+    decode_workers: int = Field(2, gt=0, description="threads that parse and decode requests while the model "
+                                                     "runs; each decodes one request at a time")
+    max_request_bytes: int = Field(64 * 1024 * 1024, gt=0, description="largest request body, in bytes")
+    max_samples_per_request: int = Field(256, gt=0, description="samples in one request")
+    max_images_per_request: int = Field(512, gt=0,
+                                        description="images in one request (a group's shared sources count once)")
+    max_sources_per_sample: int = Field(16, gt=0, description="source images of one sample")
     # 40 Mpx is ~40x the MIEScore paper's 1,048,576-pixel budget per image: no real photo is refused, but a
     # decompression bomb is refused from its header, before decoding.
-    max_image_pixels: int = 40_000_000
-    # Decoded-pixel budgets (header width x height, summed; a group's shared sources count once), checked
-    # before decoding: they bound the memory and CPU one request can take (see the module docstring).
-    max_sample_pixels: int = 96_000_000
-    max_request_pixels: int = 128_000_000
-    decode_workers: int = 2  # threads that parse and decode requests while the model runs
-    max_instruction_chars: int = MAX_INSTRUCTION_CHARS
-    request_timeout_s: float = 300.0  # enqueue -> result; beyond it 504
-    body_timeout_s: float = 30.0  # reading the request body; beyond it 408 (slow or stalled clients)
-    header_timeout_s: float = 10.0  # from connecting (or the first byte of the next request) to its last header
-    keep_alive_timeout_s: float = 5.0  # an idle connection between requests is closed after this
-    # Open connections; beyond it new ones get 503 and are closed. Also kept below the process's file limit.
-    max_connections: int = 1000
-    drain_timeout_s: float = 30.0  # on shutdown, queued work gets this long to finish before 503s
-    retry_after_s: int = 1
-    api_key: str | None = dataclasses.field(default=None, repr=False)
-    public_metrics: bool = False  # with an api_key: serve /metrics without it (e.g. to a Prometheus scraper)
-
-    def __post_init__(self):
-        positive = ("max_batch", "max_queue", "max_request_bytes", "max_samples_per_request",
-                    "max_images_per_request", "max_sources_per_sample", "max_image_pixels", "max_sample_pixels",
-                    "max_request_pixels", "decode_workers", "max_instruction_chars", "request_timeout_s",
-                    "body_timeout_s", "header_timeout_s", "keep_alive_timeout_s", "max_connections",
-                    "drain_timeout_s")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"ServerSettings.{name} must be > 0, got {getattr(self, name)}")
-        if self.max_wait_ms < 0:
-            raise ValueError(f"ServerSettings.max_wait_ms must be >= 0, got {self.max_wait_ms}")
-        if self.max_instruction_chars > MAX_INSTRUCTION_CHARS:
-            raise ValueError(f"ServerSettings.max_instruction_chars is {self.max_instruction_chars}, above the model's "
-                             f"limit of {MAX_INSTRUCTION_CHARS} characters; use at most that")
-        if self.api_key is not None and not self.api_key:
-            raise ValueError("ServerSettings.api_key is empty; pass None to disable authentication")
+    max_image_pixels: int = Field(40_000_000, gt=0, description="largest image (width x height, read from its "
+                                                                "header) accepted; larger ones get 413")
+    # Decoded-pixel budgets (header width x height, summed), checked before decoding: they bound the memory and
+    # CPU one request can take (see the module docstring).
+    max_sample_pixels: int = Field(96_000_000, gt=0, description="pixel budget of one sample's images (sources + "
+                                   "edited), from their headers before decoding; beyond it 413")
+    max_request_pixels: int = Field(128_000_000, gt=0, description="pixel budget of one request's images (shared "
+                                    "sources once); beyond it 413. With the defaults the worst accepted request "
+                                    "needs about 1.1 GB")
+    max_instruction_chars: int = Field(MAX_INSTRUCTION_CHARS, gt=0, le=MAX_INSTRUCTION_CHARS, description=(
+        f"longest instruction, in characters; at most the model's limit ({MAX_INSTRUCTION_CHARS})"))
+    request_timeout_s: float = Field(300.0, gt=0, description="seconds a request may wait for its scores (504)")
+    body_timeout_s: float = Field(30.0, gt=0, description="seconds to receive a request body (408; slow or "
+                                                          "stalled clients)")
+    header_timeout_s: float = Field(10.0, gt=0, description="seconds from connecting (or from the first byte of "
+                                    "the next request) to the end of the request headers; slower connections are "
+                                    "closed")
+    keep_alive_timeout_s: float = Field(5.0, gt=0,
+                                        description="seconds an idle connection stays open between requests")
+    # also kept below the process's file limit (connection_guard)
+    max_connections: int = Field(1000, gt=0, description="open connections; new ones beyond it get 503 and are "
+                                 "closed. The open-file limit is raised to fit it where allowed, otherwise the "
+                                 "cap is lowered to fit the limit")
+    drain_timeout_s: float = Field(30.0, gt=0, description="seconds queued work gets to finish on shutdown (then "
+                                                           "503s)")
+    retry_after_s: int = Field(1, ge=0, description="seconds a client is told to wait (Retry-After) with a 429 "
+                                                    "or 503")
+    api_key: str | None = Field(None, min_length=1, repr=False, json_schema_extra={"secret": True}, description=(
+        "require 'Authorization: Bearer <key>' on /v1/* and /metrics, and without it /health says only ok / "
+        "draining (default: no key, no authentication)"))
+    public_metrics: bool = Field(False, description="with an API key: serve /metrics without it (e.g. to a "
+                                                    "Prometheus scraper on a private network)")

@@ -224,14 +224,14 @@ class Corpus:
         torch.set_num_threads(self._torch_threads)
 
 
-def summary_table(outcomes: list[Outcome]) -> str:
+def summary_table(outcomes: list[Outcome], entries=ENTRIES, columns=COLUMNS) -> str:
     """The before/after table: one row per entry point plus a total; columns are counts of cases."""
-    header = ["entry point", "cases tried", "clean", *(c.replace("_", " ") for c in COLUMNS)]
+    header = ["entry point", "cases tried", "clean", *(c.replace("_", " ") for c in columns)]
     rows = []
-    for entry in (*ENTRIES, "total"):
+    for entry in (*entries, "total"):
         chosen = [o for o in outcomes if entry in (o.entry, "total")]
         rows.append([entry, str(len(chosen)), str(sum(o.clean for o in chosen)),
-                     *(str(sum(bool(o.flags.get(c)) for o in chosen)) for c in COLUMNS)])
+                     *(str(sum(bool(o.flags.get(c)) for o in chosen)) for c in columns)])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]

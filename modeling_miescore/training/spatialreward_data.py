@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DropReport",
     "check_row",
+    "control_token_problem",
     "target_text",
     "prompt_messages",
     "to_sft_example",
@@ -136,18 +137,37 @@ def _valid_scores(scores: Any) -> bool:
     if not isinstance(scores, (list, tuple)) or len(scores) != 2:
         return False
     for s in scores:
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(float(s)):
+        if isinstance(s, bool) or not isinstance(s, (int, float)):
             return False
-        if not 0.0 <= float(s) <= SCORE_MAX:
+        try:
+            value = float(s)
+        except OverflowError:  # an integer too large for a float
+            return False
+        if not math.isfinite(value) or not 0.0 <= value <= SCORE_MAX:
             return False
     return True
+
+
+def control_token_problem(row: Dict[str, Any]) -> Optional[str]:
+    """The first chat-control token or control character in the row's texts (reasoning, instruction, region
+    labels; :func:`modeling_miescore.utils.text_hygiene.training_text_problem`), else None."""
+    from ..utils.text_hygiene import training_text_problem
+
+    labels = [r.get("label") for r in (row.get("regions") or []) if isinstance(r, dict)]
+    for name, text in [("reasoning", row.get("reasoning")), ("instruction", row.get("instruction")),
+                       *(("region label", label) for label in labels)]:
+        problem = training_text_problem(text)
+        if problem:
+            return f"{name} {problem}"
+    return None
 
 
 def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
     """Validate one training row. Returns ``(reason, issues)``: reason None when the row is usable, else the
     first problem's code; ``issues`` lists every code found (parser issue codes, see ``parsing.ISSUE_CODES``,
     plus ``bad_task``, ``missing_field:<name>``, ``no_sources``, ``no_edited_image``, ``bad_scores``,
-    ``scores_roundtrip``)."""
+    ``scores_roundtrip`` and ``control_token``: a chat-control token such as ``<|im_end|>`` or a NUL in the
+    reasoning, instruction or a region label, which the tokenizer would turn into the real control token)."""
     issues: List[str] = []
     task = str(row.get("task", "")).lower()
     if task not in ("sc", "pq"):
@@ -168,6 +188,8 @@ def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
         return issues[0], issues
     if not isinstance(row["reasoning"], str):
         return "missing_field:reasoning", ["missing_field:reasoning"]
+    if control_token_problem(row):
+        return "control_token", ["control_token"]
     if not _valid_scores(row["scores"]):
         return "bad_scores", ["bad_scores"]
     try:

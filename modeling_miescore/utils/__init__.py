@@ -1,1 +1,1 @@
-"""Small shared infrastructure outside the Hub files: atomic file writes and HTTP retries."""
+"""Small shared infrastructure outside the Hub files: atomic file writes, HTTP retries, declared settings."""

@@ -53,6 +53,8 @@ class RetryPolicy:
         max_backoff: cap on any single wait, a server's ``Retry-After`` included.
         statuses: HTTP statuses that are retried.
         exceptions: exception types that are retried (e.g. ``httpx.TransportError``).
+        retryable: an optional further test on a response whose status is in ``statuses`` (False: answer it
+            as it is; e.g. a 500 that names the one sample the model failed on will fail again).
     """
 
     max_retries: int = 2
@@ -60,6 +62,7 @@ class RetryPolicy:
     max_backoff: float = 30.0
     statuses: frozenset = frozenset({408, 409, 429, 500, 502, 503, 504})
     exceptions: tuple = field(default=())
+    retryable: Optional[Callable[[Any], bool]] = None
 
     def __post_init__(self):
         if int(self.max_retries) < 0 or self.backoff < 0 or self.max_backoff < 0:
@@ -106,7 +109,8 @@ def send_with_retries(send: Callable[[], Any], policy: RetryPolicy, *,
         stop=stop_after_attempt(int(policy.max_retries) + 1),
         wait=wait,
         retry=retry_if_exception_type(tuple(policy.exceptions))
-        | retry_if_result(lambda response: response.status_code in policy.statuses),
+        | retry_if_result(lambda response: response.status_code in policy.statuses
+                          and (policy.retryable is None or policy.retryable(response))),
         retry_error_callback=_attempted,
         before_sleep=before_sleep,
         sleep=sleep,

@@ -1,5 +1,6 @@
 """Converters: external image-editing benchmarks, from their public release formats, into one single-source edit
-dataset (Parquet + card, ``datasets.load_dataset``-native) that ``miescore benchmark zero-shot`` / ``reward`` read.
+dataset (Parquet + card, ``datasets.load_dataset``-native) that ``miescore benchmark zero-shot`` / ``reward`` read,
+and the editor benchmarks' editing inputs that ``miescore benchmark gedit`` / ``imgedit`` judge an editor on.
 
 ``miescore convert-benchmark NAME --raw DIR --out DIR`` (or ``get_converter(NAME)(raw, out).build()``) runs one.
 
@@ -10,15 +11,17 @@ table :data:`.benchmark_specs.SPECS` holds each benchmark's format source URL, k
 name                 kinds                 paper column           release read
 ===================  ====================  =====================  ============================================
 ``genai-bench``      pairwise              MIEScore Table 6       Hub Parquet (TIGER-Lab/GenAI-Bench)
-``aurora-bench``     pairwise              MIEScore Table 6       EditReward's pairwise JSON (original ratings
-                                                                  release not found)
+``aurora-bench``     pairwise              MIEScore Table 6       EditReward's pairwise JSON (the authors'
+                                                                  ratings file's fields are not published)
 ``editscore-bench``  pairwise              MIEScore Table 6,      Hub save_to_disk (EditScore/EditReward-Bench)
                                            SpatialReward Table 1
 ``imagenhub``        pointwise             MIEScore Table 6       GitHub TSVs + Hub Parquet + output images
 ``ebench-18k``       pointwise             MIEScore Table 6       GitHub JSON Lines (LMM4Edit) + images
 ``editreward-bench`` pointwise, pairwise   MIEScore Table 6       Hub Parquet (TIGER-Lab/EditReward-Bench)
-``ieqa``             pointwise             MIEScore Table 6       FROM THE PAPER'S DESCRIPTION (not found)
+``ieqa``             pointwise             MIEScore Table 6       JSON Lines as EditHF's inference.py reads
 ``mmrb2``            pairwise              SpatialReward Table 1  GitHub edit.json + images (MMRB2)
+``gedit-bench``      editing               SpatialReward Table 3  Hub Parquet / Arrow (stepfun-ai/GEdit-Bench)
+``imgedit-bench``    editing               SpatialReward Table 3  GitHub basic_edit.json + Benchmark.tar images
 ===================  ====================  =====================  ============================================
 
 MER-Bench (SpatialReward Table 1) is built by ``miescore build-dataset mer-bench`` (its own K-pair schema).
@@ -36,6 +39,10 @@ Common output schema. Two configs, each one ``test`` split, written under ``data
   edited images: an image in several pairs keeps one id, so it is scored once), ``model_a``, ``model_b``,
   ``label`` (ClassLabel ``a`` / ``b`` / ``tie`` / ``both_bad``), ``dimension`` (the MIEScore score key the
   preference is about), ``subset``, ``group_id``.
+* ``editing`` (editor benchmarks): an editing input for an editor to answer, no edited image and no human label:
+  ``id`` (unique), ``key`` (the benchmark's key), ``source_images``, ``instruction``, ``category`` (the benchmark's
+  task type), ``language`` (instruction language) and one bool column per subset flag of the spec
+  (GEdit-Bench: ``intersection_exist``). ``miescore benchmark gedit`` / ``imgedit`` judge an editor's outputs.
 
 The card's metadata holds a ``miescore_benchmark`` block (name, kinds, dimension mapping, tie rule, format source)
 that the benchmark runner reads. Bad raw data: every problem is listed with file:line (Parquet/Arrow: file:row)
@@ -58,6 +65,8 @@ CONVERTERS: dict[str, str] = {
     "editreward-bench": ".editreward_bench:EditRewardBenchConverter",
     "ieqa": ".ieqa:IEQAConverter",
     "mmrb2": ".mmrb2:MMRB2Converter",
+    "gedit-bench": ".gedit_bench:GEditBenchConverter",
+    "imgedit-bench": ".imgedit_bench:ImgEditBenchConverter",
 }
 
 

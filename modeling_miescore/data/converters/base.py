@@ -1,9 +1,10 @@
 """The converter base: a :class:`~modeling_miescore.data.builders.base.DatasetBuilder` that writes the common
-schema of :mod:`.schema` as up to two configs (``pointwise``, ``pairwise``), each with one ``test`` split.
+schema of :mod:`.schema` as configs (``pointwise``, ``pairwise``; an editor benchmark: ``editing``), each with one
+``test`` split.
 
 A converter declares its :class:`~.schema.BenchmarkSpec` and implements :meth:`read` (parse the release, report
 every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add_edit` /
-:meth:`add_pair`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
+:meth:`add_pair` / :meth:`add_editing`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
 exit status 2 for bad raw data) is the builder machinery.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,14 +28,23 @@ from .schema import (
     LABELS,
     SPLIT,
     BenchmarkSpec,
+    EditingItem,
     EditItem,
     ImageRef,
     PairItem,
+    editing_features,
     pairwise_features,
     pointwise_features,
 )
 
-__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption"]
+__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption", "content_key"]
+
+
+def content_key(*parts: Any) -> str:
+    """A short stable key (12 hex digits of a SHA-1) of JSON-serialisable ``parts``: what a record's identity or a
+    group's sources + instruction are, independent of where the record sits in its file."""
+    text = json.dumps(parts, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -67,6 +79,7 @@ class BenchmarkConverter(DatasetBuilder):
         super().__init__(*args, **kwargs)
         self.edits: list[EditItem] = []
         self.pairs: list[PairItem] = []
+        self.editing: list[EditingItem] = []
         self._seen: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------------------ helpers for read()
@@ -93,6 +106,13 @@ class BenchmarkConverter(DatasetBuilder):
             raise ValueError(f"label must be one of {LABELS}, got {item.label!r}")
         if self._unique("pair", item.id, where, problems):
             self.pairs.append(item)
+
+    def add_editing(self, item: EditingItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
+        """Add an editing row unless its id repeats (reported at ``where``)."""
+        if set(item.flags) != set(self.spec.subset_flags):
+            raise ValueError(f"editing row flags {sorted(item.flags)} differ from the spec's {self.spec.subset_flags}")
+        if self._unique("editing", item.id, where, problems):
+            self.editing.append(item)
 
     def release_files(self, pattern: str, problems: ProblemCollector) -> list[Path]:
         """The files of the raw folder matching ``pattern`` (sorted); none is a problem naming the pattern."""
@@ -134,7 +154,7 @@ class BenchmarkConverter(DatasetBuilder):
         """Labels are read from the release as they are; nothing to compute."""
 
     def split(self) -> dict[str, list]:
-        rows = {"pointwise": self.edits, "pairwise": self.pairs}
+        rows = {"pointwise": self.edits, "pairwise": self.pairs, "editing": self.editing}
         return {config: rows[config] for config in CONFIGS if config in self.spec.kinds}
 
     def empty_dataset_problem(self) -> tuple[str, str]:
@@ -143,11 +163,16 @@ class BenchmarkConverter(DatasetBuilder):
     def features(self):
         return self.config_features(self.spec.kinds[0])
 
-    @staticmethod
-    def config_features(config: str):
+    def config_features(self, config: str):
+        if config == "editing":
+            return editing_features(self.spec.subset_flags)
         return pointwise_features() if config == "pointwise" else pairwise_features()
 
     def make_row(self, item) -> dict:
+        if isinstance(item, EditingItem):
+            return {"id": item.id, "key": item.key, "source_images": [s.struct() for s in item.sources],
+                    "instruction": item.instruction, "category": item.category, "language": item.language,
+                    **item.flags}
         if isinstance(item, EditItem):
             return {"id": item.id, "source_images": [s.struct() for s in item.sources],
                     "edited_image": item.edited.struct(), "instruction": item.instruction,
@@ -160,7 +185,10 @@ class BenchmarkConverter(DatasetBuilder):
                 "subset": item.subset, "group_id": item.group_id}
 
     def row_size(self, item) -> int:
-        images = [item.edited] if isinstance(item, EditItem) else [item.edited_a, item.edited_b]
+        if isinstance(item, EditingItem):
+            images = []
+        else:
+            images = [item.edited] if isinstance(item, EditItem) else [item.edited_a, item.edited_b]
         return sum(image.size() for image in (*item.sources, *images)) + 512
 
     def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:
@@ -181,12 +209,18 @@ class BenchmarkConverter(DatasetBuilder):
     def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
         features = {config: self.config_features(config) for config in split_info}
         card_data = converted_card_data(self.spec, features, split_info, self.license)
+        card_data.miescore_benchmark.update(self.release_metadata())
         write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
                            warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
                            **self.card_context(split_info))
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
-        return card_context(self.spec, split_info)
+        return {**card_context(self.spec, split_info), **self.release_metadata()}
+
+    def release_metadata(self) -> dict[str, Any]:
+        """What the card's ``miescore_benchmark`` block and the reports say about which part of the release was
+        converted (``{"release_part": "split test_v1"}``); nothing for a converter that reads all of it."""
+        return {}
 
     def summary(self, split_info: dict[str, dict]) -> ConversionSummary:
         return ConversionSummary(out_dir=str(self.out), splits=split_info, benchmark=self.spec.name,
@@ -245,3 +279,6 @@ class ReleaseChoiceOption:
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
         return {**super().builder_options(args), cls.choice_option: getattr(args, cls.choice_option)}
+
+    def release_metadata(self) -> dict[str, Any]:
+        return {**super().release_metadata(), "release_part": f"{self.choice_option} {self.choice}"}

@@ -41,10 +41,11 @@ AURORA_BENCH = BenchmarkSpec(
     title="AURORA-Bench (human ratings)",
     kinds=("pairwise",),
     format_source="https://github.com/TIGER-AI-Lab/EditReward/blob/main/EditReward/evaluate/eval_bench.py "
-                  "(aurora_bench_pairwise); https://github.com/McGill-NLP/AURORA (benchmark, human ratings "
-                  "listed as to-do)",
-    format_note=("The original human-ratings release was not found; the input is the pairwise JSON format that "
-                 "EditReward's eval_bench.py reads (a derived format, not the AURORA authors' own file)."),
+                  "(aurora_bench_pairwise); https://github.com/McGill-NLP/AURORA (README, section Human Ratings: "
+                  "task_scores_finegrained.json on Google Drive)",
+    format_note=("The AURORA authors release their human ratings as task_scores_finegrained.json (README, Google "
+                 "Drive); that file's fields are not published in a readable form, so the input is the pairwise "
+                 "JSON that EditReward's eval_bench.py builds from those ratings (a derived format)."),
     dimensions={"dim1 score (human rating of each output)": "overall"},
     tie_rule=("Human: equal model1_dim1_score and model2_dim1_score is a tie (eval_bench.py). Prediction: "
               "tie-calibrated (epsilon chosen to maximise accuracy, Deutsch et al. 2023, arXiv 2305.14324), the "
@@ -152,10 +153,11 @@ IEQA = BenchmarkSpec(
     name="ieqa",
     title="IEQA (EditHF-1M subset)",
     kinds=("pointwise",),
-    format_source="https://github.com/IntMeGroup/EditHF (README: dataset at huggingface.co/datasets/sparkling621/IEQA; "
-                  "the file format itself was not found)",
-    format_note=("FORMAT FROM THE PAPER'S DESCRIPTION, not from the release: one CSV with source/edited image paths, "
-                 "instruction and the three MOS columns (see the converter's docstring)."),
+    format_source="https://github.com/IntMeGroup/EditHF (inference.py: the JSON Lines reader and the queries; "
+                  "README: dataset at huggingface.co/datasets/sparkling621/IEQA)",
+    format_note=("JSON Lines as EditHF's inference.py reads them ({images: [source, edited], query, response: 'The "
+                 "quality score is XX.XX'}), the dimension named in the query; the Hub dataset's file names were not "
+                 "read, so --file (a glob, default *.jsonl) picks the files."),
     dimensions={"visual_quality": "visual_quality", "editing_alignment": "instruction_following",
                 "attribute_preservation": "attribute_preservation"},
     tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
@@ -191,5 +193,60 @@ MMRB2 = BenchmarkSpec(
     paper_reference="SpatialReward paper, Table 1 (MMRB2 (ImgEdit) Single / Multi / Ovrl.)",
 )
 
+# Editor benchmarks (SpatialReward paper, Table 3): editing inputs for an editor, judged by an MLLM. ``dimensions``
+# maps the judge's scores to the nearest MIEScore score key (used to pair a reward model's view with the judge's);
+# ``tie_rule`` states the judging protocol (:mod:`modeling_miescore.evaluation.editor_benchmarks`).
+GEDIT_BENCH = BenchmarkSpec(
+    name="gedit-bench",
+    title="GEdit-Bench",
+    kinds=("editing",),
+    format_source="https://huggingface.co/datasets/stepfun-ai/GEdit-Bench (split train); "
+                  "https://github.com/stepfun-ai/Step1X-Edit/blob/main/GEdit-Bench/generate_image_example.py",
+    format_note=("The converter reads the release as downloaded: Parquet shards data/train-*.parquet, or the "
+                 "datasets save_to_disk Arrow files (train/state.json + data-*.arrow; the Hub page lists the format "
+                 "as Arrow). source_images holds input_image, the image GEdit's scripts save as <key>_SRCIMG.png "
+                 "and judge against; input_image_raw is not kept."),
+    dimensions={"SC (semantic consistency, 0-10)": "instruction_following",
+                "PQ (perceptual quality, 0-10)": "visual_quality", "O = sqrt(SC * PQ)": "overall"},
+    tie_rule=("VIEScore task 'tie' (TIGER-AI-Lab/VIEScore viescore/__init__.py): SC = min(editing success, "
+              "over-editing) from [source, edited] + instruction, PQ = min(naturalness, artifacts) from the edited "
+              "image alone, both 0-10, O = sqrt(SC * PQ) per sample; the edited image is resized to the source's "
+              "size first; SC, PQ and O are averaged per task type, then over the 11 task types (unweighted), for "
+              "the full set and the Intersection_exist subset, per instruction language."),
+    citation="""@article{liu2025step1xedit,
+  title   = {Step1X-Edit: A Practical Framework for General Image Editing},
+  author  = {Liu, Shiyu and others},
+  journal = {arXiv preprint arXiv:2504.17761},
+  year    = {2025}
+}""",
+    paper_reference="SpatialReward paper, Table 3 (GEdit-EN SC / PQ / Ovrl.)",
+    license="mit",
+    subset_flags=("intersection_exist",),
+)
+
+IMGEDIT_BENCH = BenchmarkSpec(
+    name="imgedit-bench",
+    title="ImgEdit-Bench (Basic)",
+    kinds=("editing",),
+    format_source="https://github.com/PKU-YuanGroup/ImgEdit/tree/main/Benchmark/Basic (basic_edit.json, "
+                  "basic_bench.py, basic_bench_readme.md); source images: Benchmark.tar of "
+                  "https://huggingface.co/datasets/sysuyy/ImgEdit",
+    format_note=("basic_edit.json ({key: {id, prompt, edit_type}}) is read as released, each source image from "
+                 "<images>/<id> (the extracted Benchmark.tar; --images, relative to --raw)."),
+    dimensions={"mean of the type's three 1-5 criteria": "overall"},
+    tie_rule=("basic_bench.py: the judge sees the type's rubric (prompts.json, <edit_prompt> replaced), the source "
+              "and the edited image, and answers three 'Name: <1-5>' lines; step1_get_avgscore.py takes the "
+              "per-image mean (rounded to 2 places), step2_typescore.py the per-type means (rounded to 2 places). "
+              "The scripts define no overall score; the mean over the types is our reading."),
+    citation="""@article{ye2025imgedit,
+  title   = {ImgEdit: A Unified Image Editing Dataset and Benchmark},
+  author  = {Ye, Yang and others},
+  journal = {arXiv preprint arXiv:2505.20275},
+  year    = {2025}
+}""",
+    paper_reference="SpatialReward paper, Table 3 (ImgEdit Ovrl.)",
+)
+
 SPECS: dict[str, BenchmarkSpec] = {spec.name: spec for spec in (
-    GENAI_BENCH, AURORA_BENCH, EDITSCORE_BENCH, IMAGENHUB, EBENCH_18K, EDITREWARD_BENCH, IEQA, MMRB2)}
+    GENAI_BENCH, AURORA_BENCH, EDITSCORE_BENCH, IMAGENHUB, EBENCH_18K, EDITREWARD_BENCH, IEQA, MMRB2, GEDIT_BENCH,
+    IMGEDIT_BENCH)}

@@ -43,8 +43,15 @@ from datasets import load_dataset
 
 - Release format read from: {{ format_source }}
 - {{ format_note }}
+{% if release_part %}- Part of the release converted: {{ release_part }}
+{% endif %}
+{% if "editing" in configs %}## Judge protocol
 
-## Dimensions
+An editor benchmark: an editor answers each row with an edited image, which a judge scores \
+(`miescore benchmark {{ name.split("-")[0] }}`). Score dimensions: {{ dimension_names }}.
+
+{{ tie_rule }}
+{% else %}## Dimensions
 
 {{ dimensions_table }}
 
@@ -54,7 +61,7 @@ no such dimension).
 ## Ties
 
 {{ tie_rule }}
-{% if warnings %}
+{% endif %}{% if warnings %}
 ## Warnings
 
 {% for w in warnings %}- {{ w }}
@@ -63,6 +70,11 @@ no such dimension).
 
 {{ license }} (the original release's terms apply).
 """
+
+
+_ROW_MEANING = {"pointwise": "one edited image with human scores", "pairwise": "two edits with a human preference",
+                "editing": "one editing input (sources + instruction) for an editor to answer; no edited image, "
+                           "no human labels"}
 
 
 def card_spec(spec: BenchmarkSpec) -> CardSpec:
@@ -91,13 +103,12 @@ def converted_card_data(spec: BenchmarkSpec, features: dict, split_info: dict[st
 
 def card_context(spec: BenchmarkSpec, split_info: dict[str, dict]) -> dict[str, Any]:
     configs_table = md_table(["Config", "Rows", "What a row is"], [
-        [config, info["num_examples"],
-         "one edited image with human scores" if config == "pointwise" else "two edits with a human preference"]
-        for config, info in split_info.items()])
+        [config, info["num_examples"], _ROW_MEANING[config]] for config, info in split_info.items()])
     dimensions_table = md_table(["Benchmark dimension", "MIEScore score key"], sorted(spec.dimensions.items()))
     return {"title": spec.title, "name": spec.name, "paper_reference": spec.paper_reference,
             "configs": list(split_info), "configs_table": configs_table, "format_source": spec.format_source,
-            "format_note": spec.format_note, "dimensions_table": dimensions_table, "tie_rule": spec.tie_rule}
+            "format_note": spec.format_note, "dimensions_table": dimensions_table, "tie_rule": spec.tie_rule,
+            "dimension_names": ", ".join(spec.dimensions)}
 
 
 def read_benchmark_metadata(dataset: str) -> dict | None:

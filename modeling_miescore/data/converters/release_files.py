@@ -2,6 +2,8 @@
 
 * :func:`read_json_records`: a JSON array, or the array under one key of a JSON object (``{"pairs": [...]}``), as
   ``[(line, record)]`` with the line where each record starts.
+* :func:`read_json_keyed_records`: a JSON object of records keyed by id (``{"1082": {...}, ...}``), as
+  ``[(line, key, record)]``; a repeated key is a problem (``json.load`` would silently keep the last one).
 * :func:`read_tsv`: a tab-separated file with a header, as ``[(line, {column: text})]``.
 * :func:`read_parquet_rows`: the rows of Parquet shards (``datasets`` Hub layout), ``[(file, row, record)]``;
   images stay ``{"bytes", "path"}`` structs, never decoded here.
@@ -25,8 +27,8 @@ from typing import Any, Iterator, Sequence
 from ..builders.raw_files import ProblemCollector, record_problem
 from .schema import ImageRef
 
-__all__ = ["check_image_bytes", "embedded_image", "read_json_records", "read_parquet_rows", "read_saved_dataset",
-           "read_tsv"]
+__all__ = ["check_image_bytes", "embedded_image", "read_json_keyed_records", "read_json_records", "read_parquet_rows",
+           "read_saved_dataset", "read_tsv"]
 
 
 def _line_of(text: str, position: int) -> int:
@@ -118,6 +120,56 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
                 problems.add(name, line, problem)
                 continue
             out.append((line, record))
+    except json.JSONDecodeError as err:
+        problems.add(name, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})")
+    return out
+
+
+def _keyed_records(text: str, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any, Any]]:
+    """``(line, key, value)`` of each member of the top-level JSON object ``text``."""
+    position = _skip_space(text, 0)
+    if not text.startswith("{", position):
+        raise json.JSONDecodeError("expected a JSON object of records keyed by id", text, position)
+    position = _skip_space(text, position + 1)
+    while not text.startswith("}", position):
+        key, position = decoder.raw_decode(text, position)
+        line = _line_of(text, position)
+        position = _skip_space(text, position)
+        if not text.startswith(":", position):
+            raise json.JSONDecodeError("expected ':' after a key", text, position)
+        position = _skip_space(text, position + 1)
+        value, position = decoder.raw_decode(text, position)
+        yield line, key, value
+        position = _skip_space(text, position)
+        if text.startswith(",", position):
+            position = _skip_space(text, position + 1)
+        elif not text.startswith("}", position):
+            raise json.JSONDecodeError("expected ',' or '}' after a record", text, position)
+
+
+def read_json_keyed_records(path: Path, problems: ProblemCollector, *,
+                            required: Sequence[str] = ()) -> list[tuple[int, str, dict]]:
+    """The members of a JSON object file ``{key: record}``, with the line where each key stands.
+
+    A record that is not an object or lacks a ``required`` key, and a key seen before, are reported (with their
+    line) and left out; a file that is not valid JSON gives one problem at the line of the error.
+    """
+    name = path.name
+    text = _read_text(path, problems)
+    if text is None:
+        return []
+    out: list[tuple[int, str, dict]] = []
+    first: dict[str, int] = {}
+    try:
+        for line, key, record in _keyed_records(text, json.JSONDecoder()):
+            problem = record_problem(record, required)
+            if key in first:
+                problem = f"duplicate key {key!r} (first on line {first[key]})"
+            first.setdefault(key, line)
+            if problem:
+                problems.add(name, line, f"{key!r}: {problem}")
+                continue
+            out.append((line, key, record))
     except json.JSONDecodeError as err:
         problems.add(name, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})")
     return out

@@ -1,6 +1,7 @@
-"""The common output schema of converted benchmarks: pointwise and pairwise rows of single-source edits.
+"""The common output schema of converted benchmarks: pointwise and pairwise rows of single-source edits, and
+editing inputs (sources + instruction, no edited image) of the editor benchmarks.
 
-Rows are built from :class:`EditItem` / :class:`PairItem`; images are :class:`ImageRef` s (a file of the raw
+Rows are built from :class:`EditItem` / :class:`PairItem` / :class:`EditingItem`; images are :class:`ImageRef` s (a file of the raw
 release, or bytes embedded in a Parquet/Arrow release) that are written as ``datasets.Image`` storage values
 (original bytes, never re-encoded). :class:`BenchmarkSpec` is what the registry knows about a benchmark
 (format source, kinds, dimension mapping, tie rule, paper column) and what the dataset card records.
@@ -16,24 +17,31 @@ from ..schema import SCORE_KEYS
 
 __all__ = [
     "CONFIGS",
+    "EDITING_COLUMNS",
     "HUMAN_COLUMNS",
     "LABELS",
     "BenchmarkSpec",
     "EditItem",
+    "EditingItem",
     "ImageRef",
     "PairItem",
     "SPLIT",
+    "editing_features",
     "pairwise_features",
     "pointwise_features",
 ]
 
-CONFIGS = ("pointwise", "pairwise")
+CONFIGS = ("pointwise", "pairwise", "editing")
 SPLIT = "test"  # converted benchmarks are evaluation sets: one split per config
 # Pairwise human labels: "a" / "b" preferred, "tie" (equally good, or a plain tie vote), "both_bad" (GenAI-Bench's
 # bothbad_vote; kept apart from "tie" so that a protocol may treat them differently).
 LABELS = ("a", "b", "tie", "both_bad")
 # One column of human scores per MIEScore score key; a benchmark without that dimension leaves it null.
 HUMAN_COLUMNS = {key: f"human_{key}" for key in SCORE_KEYS}
+# The columns every ``editing`` row has (an editor benchmark's input; the editor writes the edited image), before
+# the benchmark's own subset flags (``BenchmarkSpec.subset_flags``, one bool column each). ``id`` is unique in the
+# dataset; ``key`` is the benchmark's own key (the same as ``id`` unless the release repeats a key across languages).
+EDITING_COLUMNS = ("id", "key", "source_images", "instruction", "category", "language")
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,20 @@ class PairItem:
     group_id: str = ""
 
 
+@dataclass
+class EditingItem:
+    """One editing input of an editor benchmark (an ``editing`` row): sources + instruction, with the benchmark's
+    category (task type), instruction language and subset flags (``flags``: flag name -> bool)."""
+
+    id: str
+    key: str
+    sources: list[ImageRef]
+    instruction: str
+    category: str
+    language: str
+    flags: dict[str, bool] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     """What the registry and the dataset card say about one benchmark.
@@ -118,12 +140,16 @@ class BenchmarkSpec:
     citation: str
     paper_reference: str  # which table/column of which paper reports this benchmark
     license: str = "unknown"
+    subset_flags: tuple[str, ...] = ()  # editing rows: the benchmark's subset flags (bool columns)
 
     def to_metadata(self) -> dict:
         """The ``miescore_benchmark`` block of the dataset card (read back by the benchmark runner)."""
-        return {"name": self.name, "title": self.title, "kinds": list(self.kinds),
-                "format_source": self.format_source, "dimensions": dict(self.dimensions),
-                "tie_rule": self.tie_rule, "paper_reference": self.paper_reference}
+        block = {"name": self.name, "title": self.title, "kinds": list(self.kinds),
+                 "format_source": self.format_source, "dimensions": dict(self.dimensions),
+                 "tie_rule": self.tie_rule, "paper_reference": self.paper_reference}
+        if self.subset_flags:
+            block["subset_flags"] = list(self.subset_flags)
+        return block
 
 
 def pointwise_features():
@@ -160,4 +186,19 @@ def pairwise_features():
         "dimension": Value("string"),
         "subset": Value("string"),
         "group_id": Value("string"),
+    })
+
+
+def editing_features(flags=()):
+    """``datasets.Features`` of an ``editing`` row (:data:`EDITING_COLUMNS` + one bool column per subset flag)."""
+    from datasets import Features, Image, List, Value
+
+    return Features({
+        "id": Value("string"),
+        "key": Value("string"),
+        "source_images": List(Image()),
+        "instruction": Value("string"),
+        "category": Value("string"),
+        "language": Value("string"),
+        **{flag: Value("bool") for flag in flags},
     })

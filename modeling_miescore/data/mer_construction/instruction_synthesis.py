@@ -6,9 +6,16 @@ Output folder (the construction project, shared with the later stages)::
 
     instructions.jsonl        the ledger: one line per finished job, ``status`` ``ok`` (the instruction, its
                               regions) or ``rejected`` (``reason``: not_editable, refusal, malformed,
-                              wrong_num_edits, bad_regions); appended and fsynced per chunk
+                              ambiguous, wrong_num_edits, bad_regions, control_token); appended and fsynced
+                              per chunk
     synthesis_report.json     counts by status and reason, the category ratio against 2:1:1, subtask coverage
                               (15) and the operation counts (2-5) of the accepted instructions
+
+The answer is the writer's **final** JSON object with ``is_editable`` (:func:`~modeling_miescore.judges.json_extract.
+final_json_object`); several that disagree, or a key written twice with different values, are ``ambiguous``.
+An instruction, region description or reason holding a chat-control token (``<|im_end|>``, ``<|image_pad|>``,
+...) or a control character (NUL, ...) is ``control_token``: it would become a real control token when a model
+is trained or evaluated on it (:mod:`modeling_miescore.utils.text_hygiene`).
 
 A request that failed for good (HTTP error after retries, timeout, unreadable body) leaves its job out of the
 ledger: the next run asks again and finds every answer it already received in the answer cache, so a killed
@@ -27,7 +34,8 @@ from tqdm.auto import tqdm
 
 from ...image_io import MIEScoreInputError, load_image
 from ...judges.call_engine import CallEngine, ChatRequest
-from ...judges.json_extract import extract_first_json
+from ...judges.json_extract import final_json_object
+from ...utils.text_hygiene import training_text_problem
 from ...utils.atomic_files import write_text_atomic
 from ...utils.output_lock import exclusive_output
 from ..spatialreward_pipeline.prompts import fill
@@ -77,12 +85,28 @@ def _check_regions(regions: Any, num_edits: int) -> Optional[Tuple[str, str]]:
     return None
 
 
+_ANSWER_KEYS = ("is_editable", "edit_instruction", "num_edits", "edit_regions", "reason")
+
+
+def _control_token(fields: Dict[str, Any]) -> Optional[str]:
+    texts = [("edit_instruction", fields["instruction"]), ("reason", fields["reason"]),
+             *((f"edit_regions[{i}].description", r.get("description")) for i, r in enumerate(fields["edit_regions"]))]
+    for name, value in texts:
+        problem = training_text_problem(value)
+        if problem:
+            return f"{name} {problem}"
+    return None
+
+
 def parse_instruction(text: str, num_edits: int) -> Tuple[Dict[str, Any], Optional[Tuple[str, str]]]:
     """``(fields, None)`` for a usable answer, ``({}, (reason, detail))`` for a rejected one."""
-    answer = extract_first_json(text or "", lambda v: isinstance(v, dict) and "is_editable" in v)
-    if answer is None:
+    answer, issues = final_json_object(text or "", _ANSWER_KEYS,
+                                       accept=lambda v: isinstance(v, dict) and "is_editable" in v)
+    if answer is None or issues:
+        if issues:
+            return {}, ("ambiguous", f"{', '.join(issues)} in: {(text or '')[:120]!r}")
         return {}, ("malformed", f"no JSON object with is_editable in: {(text or '')[:120]!r}")
-    if answer["is_editable"] is not True:
+    if answer.get("is_editable") is not True:
         return {}, ("not_editable", str(answer.get("reason", "")))
     instruction = answer.get("edit_instruction")
     if not isinstance(instruction, str) or not instruction.strip():
@@ -92,8 +116,12 @@ def parse_instruction(text: str, num_edits: int) -> Tuple[Dict[str, Any], Option
     problem = _check_regions(answer.get("edit_regions"), num_edits)
     if problem is not None:
         return {}, problem
-    return {"instruction": " ".join(instruction.split()), "edit_regions": answer["edit_regions"],
-            "reason": str(answer.get("reason", ""))}, None
+    fields = {"instruction": " ".join(instruction.split()), "edit_regions": answer["edit_regions"],
+              "reason": str(answer.get("reason", ""))}
+    token = _control_token(fields)
+    if token is not None:
+        return {}, ("control_token", token)
+    return fields, None
 
 
 def _outcome(job: InstructionJob, result, model: str) -> Optional[Dict[str, Any]]:

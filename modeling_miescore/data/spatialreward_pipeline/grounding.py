@@ -2,9 +2,13 @@
 
 The grounder sees the source image(s) and the edited image, labelled as the prompt names them ("Image 1
 (original image)", "Image 2 (edited image)"; with several sources, "Image 1 (original image k of N)"), then the
-D.2.1 text with ``{instruction}`` and ``{box_num}`` filled. ``{box_num}`` is the record's ``num_regions`` when
-the data carries it; otherwise our default: one region per source image (one for a single-source edit, one
-integrated element per source for a fusion, as D.1.2 counts regions).
+D.2.1 text with ``{instruction}`` and ``{box_num}`` filled. ``{box_num}`` (``box_num_mode="edits"``, the
+default) is the record's ``num_regions`` or ``num_edits`` when the data carries it (MER-Bench rows have 2-5
+operations, sec. 4.2, and keep their ``num_edits`` from synthesis through the export and the build), so a
+multi-edit row is asked for one region per edit; otherwise our default: one region per source image (one for a
+single-source edit, one integrated element per source for a fusion, as D.1.2 counts regions).
+``box_num_mode="grounder"`` (``--box-num grounder``) lets the grounder decide: ``{box_num}`` is filled with
+:data:`GROUNDER_DECIDES` instead of a number.
 
 Its answer ``{"edit_region": [{"id", "label", "bbox_2d"}]}`` is read with the SpatialReward parser
 (:func:`modeling_miescore.parsing.parse_sc_output`: strict JSON first, relaxed repairs, boxes clamped to
@@ -23,10 +27,11 @@ from typing import Any, Dict, List, Tuple
 from ...judges.call_engine import ChatRequest
 from ...parsing import parse_sc_output
 from ...spatialreward_tokens import MAX_BBOX_ID
-from .prompts import GROUNDING_PROMPT, fill
+from ...utils.text_hygiene import valid_text
+from .prompts import GROUNDING_PROMPT, fill, user_text
 from .report import Outcome
 
-__all__ = ["box_num", "grounding_request", "parse_grounding"]
+__all__ = ["BOX_NUM_MODES", "GROUNDER_DECIDES", "box_num", "grounding_request", "parse_grounding"]
 
 STAGE = "grounding"
 # parser issues meaning that no JSON object with an edit_region list was read (parsing.ISSUE_CODES)
@@ -34,8 +39,16 @@ _NO_REGION_LIST = frozenset({"empty_output", "no_json_object", "invalid_json", "
                              "missing_regions", "regions_not_list"})
 
 
-def box_num(record, num_sources: int) -> int:
+BOX_NUM_MODES = ("edits", "grounder")
+GROUNDER_DECIDES = "as many as there are edited instances"  # the {box_num} text of box_num_mode "grounder"
+
+
+def box_num(record, num_sources: int, mode: str = "edits"):
     """The ``{box_num}`` of a record (module docstring)."""
+    if mode == "grounder":
+        return GROUNDER_DECIDES
+    if mode != "edits":
+        raise ValueError(f"box_num mode must be one of {BOX_NUM_MODES}, got {mode!r}")
     return int(record.num_regions) if record.num_regions is not None else max(1, int(num_sources))
 
 
@@ -48,8 +61,11 @@ def labelled_images(sample) -> List[Any]:
     return parts + ["Image 2 (edited image):", sample.edited]
 
 
-def grounding_request(record, sample, max_tokens: int = 1024, temperature: float = 0.0) -> ChatRequest:
-    text = fill(GROUNDING_PROMPT, instruction=sample.instruction, box_num=box_num(record, len(sample.sources)))
+def grounding_request(record, sample, max_tokens: int = 1024, temperature: float = 0.0,
+                      quote_user_text: bool = True, box_num_mode: str = "edits") -> ChatRequest:
+    # box_num first: a "{box_num}" inside the user's instruction must stay text
+    text = fill(fill(GROUNDING_PROMPT, box_num=box_num(record, len(sample.sources), box_num_mode)),
+                instruction=user_text(sample.instruction, quote_user_text))
     return ChatRequest([*labelled_images(sample), text], max_tokens=max_tokens, temperature=temperature,
                        stage="grounding")
 
@@ -66,6 +82,6 @@ def parse_grounding(text: str) -> Tuple[List[Dict[str, Any]], Outcome]:
         return [], Outcome.rejected(STAGE, "grounding_degenerate_box", f"regions {parsed.regions}")
     if len(parsed.regions) > MAX_BBOX_ID + 1:
         return [], Outcome.rejected(STAGE, "too_many_regions", f"{len(parsed.regions)} regions")
-    regions = [{"id": k, "label": region["label"], "bbox_2d": list(region["bbox_2d"])}
+    regions = [{"id": k, "label": valid_text(str(region["label"])), "bbox_2d": list(region["bbox_2d"])}
                for k, region in enumerate(parsed.regions)]
     return regions, Outcome("ok", STAGE)

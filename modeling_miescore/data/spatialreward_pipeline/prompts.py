@@ -18,6 +18,12 @@ diffs every prompt against the paper's text with whitespace collapsed.
 
 Placeholders are filled with plain string replacement (:func:`fill`), never ``str.format``: the prompts contain
 JSON braces and the literal ``<|bbox_{id}|>``.
+
+User text (issue 22): the instruction is the only text of these prompts that nobody here wrote, so it is filled
+as a JSON string literal (:func:`~modeling_miescore.utils.text_hygiene.quoted`: in quotes, its quotes and line
+breaks escaped): ``Editing instruction: "make the sky blue"``. The published wording around it is unchanged; an
+instruction can no longer end the prompt early or pose as an answer object. ``PipelineConfig(quote_user_text=
+False)`` fills it raw, as the paper prints the templates.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Sequence
 
+from ...utils.text_hygiene import quoted
+
 __all__ = ["ALIGNMENT_PROMPT", "GROUNDING_PROMPT", "PQ_PROMPT", "PROMPT_NAMES", "SC_GENERAL_PROMPT",
-           "SC_HUMAN_PROMPT", "alignment_inputs_text", "fill"]
+           "SC_HUMAN_PROMPT", "alignment_inputs_text", "fill", "user_text"]
 
 # D.2.1 Grounding Prompt (Stage 1)
 GROUNDING_PROMPT = (
@@ -223,13 +231,20 @@ def fill(template: str, **values: Any) -> str:
     return template
 
 
-def alignment_inputs_text(instruction: str, regions: Sequence[Dict[str, Any]], reasoning: str) -> str:
+def user_text(instruction: str, quote: bool = True) -> str:
+    """What an instruction placeholder is filled with: the JSON string literal (default), or the raw text."""
+    return quoted(instruction) if quote else str(instruction)
+
+
+def alignment_inputs_text(instruction: str, regions: Sequence[Dict[str, Any]], reasoning: str,
+                          quote: bool = True) -> str:
     """The D.2.3 inputs after the prompt, in the prompt's own input order and example layout (ours: the paper
-    gives the prompt without placeholders)."""
+    gives the prompt without placeholders). The reasoning is always a JSON string literal, as in the prompt's
+    example; the instruction is one too unless ``quote`` is False."""
     listed: List[Dict[str, Any]] = [{"id": r["id"], "label": r.get("label", ""), "bbox_2d": list(r["bbox_2d"])}
                                     for r in regions]
     return ("\n\n## Now Check\n**Input:**\n"
-            f"- Editing Instruction: {instruction}\n"
+            f"- Editing Instruction: {user_text(instruction, quote)}\n"
             f"- edit_region: {json.dumps(listed, ensure_ascii=False)}\n"
             f"- Original Reasoning: {json.dumps(reasoning, ensure_ascii=False)}\n\n"
             "**Output:**\n")

@@ -35,15 +35,20 @@ Everything is deterministic from ``seed`` (numpy ``PCG64`` + Pillow operations +
 
 Modules: :mod:`.photos` (the photo pool and image operations), :mod:`.mie_bench`, :mod:`.mer_bench`; the
 external benchmarks' releases (converter fixtures, each in its release's exact layout): :mod:`.external_hub`
-(Parquet / Arrow Hub releases), :mod:`.external_files` (JSON / CSV releases with image folders) and
-:mod:`.external_images` (their photos and graded edits).
+(Parquet / Arrow Hub releases), :mod:`.external_files` (JSON / CSV releases with image folders),
+:mod:`.external_images` (their photos and graded edits) and :mod:`.editor_benchmarks` (GEdit-Bench and ImgEdit-Bench
+releases and stand-ins for their judge-prompt files).
 """
 
+from .editor_benchmarks import (make_raw_gedit_bench, make_raw_imgedit_bench, write_imgedit_prompts_json,
+                                write_vie_prompts_module)
 from .external_files import make_raw_aurora_bench, make_raw_ebench, make_raw_ieqa, make_raw_mmrb2
 from .external_hub import make_raw_editreward_bench, make_raw_editscore_bench, make_raw_genai_bench, make_raw_imagenhub
 from .mer_bench import MER_SUBTASKS, MER_SYSTEMS, make_raw_mer_bench
 from .mie_bench import MIE_EDITING_MODELS, MIE_FAULTS, make_raw_mie_bench
 
 __all__ = ["MER_SUBTASKS", "MER_SYSTEMS", "MIE_EDITING_MODELS", "MIE_FAULTS", "make_raw_aurora_bench",
-           "make_raw_ebench", "make_raw_editreward_bench", "make_raw_editscore_bench", "make_raw_genai_bench",
-           "make_raw_ieqa", "make_raw_imagenhub", "make_raw_mer_bench", "make_raw_mie_bench", "make_raw_mmrb2"]
+           "make_raw_ebench", "make_raw_editreward_bench", "make_raw_editscore_bench", "make_raw_gedit_bench",
+           "make_raw_genai_bench", "make_raw_ieqa", "make_raw_imagenhub", "make_raw_imgedit_bench",
+           "make_raw_mer_bench", "make_raw_mie_bench", "make_raw_mmrb2", "write_imgedit_prompts_json",
+           "write_vie_prompts_module"]

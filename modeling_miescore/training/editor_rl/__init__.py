@@ -4,8 +4,10 @@ The SpatialReward paper's sec. 5.3 / appendix B.2 / Table 3 setting. One module 
 ``trainers/flow_grpo_editor.py``.
 
 - The reward contract: :mod:`.reward_types` (a reward scores whole groups — G edits of one sources + instruction —
-  and flags failed samples instead of scoring them), :mod:`.reward_specs` (``--reward`` kinds),
-  :mod:`.reward_worker` (rewards in the background).
+  and flags failed samples instead of scoring them). The rewards (``--reward``): :mod:`.reward_specs` (the registry
+  of kinds and weighted sums), :mod:`.miescore_reward`, :mod:`.spatialreward_reward` (in process or an
+  OpenAI-compatible endpoint), :mod:`.served_reward` (``miescore serve`` replicas), :mod:`.weighted_reward`;
+  :mod:`.reward_worker` scores a batch in the background while the next one samples.
 - Sampling: :mod:`.sde_step` (the Flow-GRPO SDE / CPS step and its log-prob), :mod:`.step_plan` (which steps are
   SDE, trained, guided), :mod:`.rollout_recording` (the scheduler subclass and the transformer-input recorder),
   :mod:`.rollout` (one group by the stock pipeline), :mod:`.step_recompute` (a recorded step re-run at train time).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Dict, Iterable, Sequence
+from typing import Dict, Sequence
 
 import torch
 
@@ -129,7 +129,3 @@ def lora_metadata(model: torch.nn.Module) -> dict:
     data["target_modules"] = sorted(data.get("target_modules") or [])
     return {k: v for k, v in data.items() if isinstance(v, (int, float, str, bool, list, type(None)))}
 
-
-def parameter_names(model: torch.nn.Module, params: Iterable[torch.Tensor]) -> list:
-    ids = {id(p) for p in params}
-    return [n for n, p in model.named_parameters() if id(p) in ids]

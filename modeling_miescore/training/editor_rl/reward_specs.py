@@ -1,21 +1,44 @@
 """``--reward`` specs -> :class:`~.reward_types.EditorReward` objects, one registry of reward kinds.
 
-A spec is ``KIND:ARGUMENT`` (``module:function`` with no known kind prefix is a Python callable). Kinds are
-declared once in :data:`REWARD_KINDS`, each with the builder that turns the argument into a reward.
+A spec is ``KIND:ARGUMENT``; kinds are declared once in :data:`REWARD_KINDS`, each with its builder, the options
+it takes and its syntax:
 
+- ``miescore:CKPT``: MIEScore in this process, ``overall / 100`` (or ``weights`` over VQ / IF / AP), each group
+  scored with its shared prefix run once (:mod:`.miescore_reward`).
+- ``spatialreward:CKPT``: SpatialReward in this process; ``spatialreward-api:MODEL@URL``: SpatialReward behind an
+  OpenAI-compatible endpoint (``vllm serve``); ``aggregation="min"`` for the B.2.2 ablation
+  (:mod:`.spatialreward_reward`).
+- ``serve:URL[,URL...]``: ``miescore serve`` replicas over HTTP, each group whole to one replica
+  (:mod:`.served_reward`).
 - ``module:function`` (or ``callable:module:function``): ``fn(images, instructions, sources) -> list[float]``,
   one float per edited image; non-finite values and non-numbers are failed samples, a wrong length an error.
+
+A **weighted sum** is ``W*SPEC + W*SPEC ...`` (``"0.7*miescore:ckpt + 0.3*my_pkg.rewards:redness"``; a term
+starts at a ``+`` followed by ``NUMBER*``), or a list of terms (a Python list from a YAML config, a JSON/YAML list
+string, or a ``.json`` / ``.yaml`` file holding one): each term ``{"reward": SPEC, "weight": W, ...options}``
+(weight 1 when omitted; extra keys are that term's options) or a ``"W*SPEC"`` string (:mod:`.weighted_reward`).
+
+Options (``build_reward(spec, **options)``): ``device`` and ``dtype`` go to every kind that loads a model; every
+other option must be one that some kind of the spec takes (:data:`REWARD_KINDS` ``[kind].options``) and goes to
+the kinds that take it, so ``aggregation="min"`` in ``0.5*miescore:A + 0.5*spatialreward:B`` reaches SpatialReward
+only. An option no kind takes is an error.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
+import os
+import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence, Tuple
 
-from .reward_types import EditGroup, GroupScores, checked_rewards
+from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup
 
-__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "import_callable"]
+__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "import_callable", "parse_reward_terms",
+           "CONTEXT_OPTIONS"]
+
+CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
 
 
 def import_callable(spec: str) -> Callable:
@@ -42,18 +65,11 @@ class CallableReward:
         self.name = name or getattr(fn, "__name__", "callable")
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
-        images, instructions, sources = [], [], []
-        for group in groups:
-            images += list(group.edits)
-            instructions += [group.instruction] * len(group.edits)
-            sources += [list(group.sources)] * len(group.edits)
-        flat = checked_rewards(self.fn(images, instructions, sources), len(images), f"reward {self.name!r}")
-        out, start = [], 0
-        for group in groups:
-            stop = start + len(group.edits)
-            out.append(GroupScores(flat.rewards[start:stop], flat.failures[start:stop]))
-            start = stop
-        return out
+        samples, _ = flat_samples(groups)
+        images = [s["edited"] for s in samples]
+        flat = checked_rewards(self.fn(images, [s["instruction"] for s in samples], [s["sources"] for s in samples]),
+                               len(images), f"reward {self.name!r}")
+        return regroup(groups, flat.rewards, flat.failures)
 
     def close(self) -> None:
         close = getattr(self.fn, "close", None)
@@ -61,26 +77,154 @@ class CallableReward:
             close()
 
 
+def _build_callable(argument: str, device=None, dtype=None) -> CallableReward:
+    return CallableReward(import_callable(argument), name=argument)
+
+
+def _lazy(target: str) -> Callable:
+    """A builder imported on first use (``".module:function"`` in this package), so building a callable reward
+    does not import the model code."""
+
+    def build(argument: str, **options):
+        module_name, attribute = target.split(":")
+        return getattr(importlib.import_module(module_name, __package__), attribute)(argument, **options)
+
+    build.__qualname__ = build.__name__ = f"build[{target}]"
+    return build
+
+
 @dataclass(frozen=True)
 class RewardKind:
-    """One kind of reward: ``build(argument, **options)`` makes it; ``help`` is what ``--reward`` docs say."""
+    """One kind of reward: ``build(argument, **options)`` makes it; ``help`` is what ``--reward`` docs say;
+    ``options``: the option names it takes besides :data:`CONTEXT_OPTIONS`; ``syntax``: how a spec writes it."""
 
     build: Callable
     help: str
+    options: Tuple[str, ...] = ()
+    syntax: str = ""
 
 
+_CLIENT = ("api_key_env", "timeout", "max_retries")
 REWARD_KINDS: Dict[str, RewardKind] = {
-    "callable": RewardKind(lambda argument, **_: CallableReward(import_callable(argument), name=argument),
-                           "module:function -> fn(images, instructions, sources) -> list[float]"),
+    "miescore": RewardKind(
+        _lazy(".miescore_reward:build_miescore_reward"),
+        "MIEScore in this process: overall / 100, or weights over VQ/IF/AP; each group's prefix runs once",
+        ("weights", "scale", "batch_size", "reuse_prefix"), "miescore:CKPT"),
+    "spatialreward": RewardKind(
+        _lazy(".spatialreward_reward:build_spatialreward_reward"),
+        "SpatialReward in this process (paper's weighted reward, or aggregation=min: the B.2.2 ablation)",
+        ("aggregation", "batch_size"), "spatialreward:CKPT"),
+    "spatialreward-api": RewardKind(
+        _lazy(".spatialreward_reward:build_spatialreward_api_reward"),
+        "SpatialReward behind an OpenAI-compatible endpoint (vllm serve)",
+        ("aggregation", "batch_size", "max_concurrency", *_CLIENT), "spatialreward-api:MODEL@URL"),
+    "serve": RewardKind(
+        _lazy(".served_reward:build_served_reward"),
+        "miescore serve replicas over HTTP (MIEScore or SpatialReward), each group whole to one replica",
+        ("weights", "scale", "aggregation", "max_samples_per_request", "replica_cooldown_s", "balance_slack",
+         *_CLIENT), "serve:URL[,URL...]"),
+    "callable": RewardKind(_build_callable, "module:function -> fn(images, instructions, sources) -> list[float]",
+                           (), "package.module:function"),
 }
 
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_TERM_START = re.compile(rf"\s*\+\s*(?={_NUMBER}\s*\*)")
+_TERM = re.compile(rf"^\s*({_NUMBER})\s*\*\s*(\S.*?)\s*$")
 
-def build_reward(spec: str, **options):
-    """The reward a ``--reward`` spec names (see the module docstring)."""
-    kind, sep, argument = spec.partition(":")
+
+def _kind_of(spec: str) -> Tuple[str, str]:
+    """``(kind, argument)`` of a single spec (``module:function`` without a known kind is a callable)."""
+    kind, sep, argument = spec.strip().partition(":")
     if sep and kind in REWARD_KINDS:
-        return REWARD_KINDS[kind].build(argument, **options)
-    if sep and argument:
-        return REWARD_KINDS["callable"].build(spec, **options)
-    raise ValueError(f"unknown reward {spec!r}; use one of {', '.join(k + ':...' for k in REWARD_KINDS)} "
-                     "or package.module:function")
+        if not argument.strip():
+            raise ValueError(f"reward {spec!r} names no {kind} argument; write {REWARD_KINDS[kind].syntax}")
+        return kind, argument.strip()
+    if spec.strip().startswith(("http://", "https://")):
+        raise ValueError(f"reward {spec!r} is a URL; write serve:{spec.strip()} for `miescore serve` or "
+                         "spatialreward-api:MODEL@URL for an OpenAI-compatible endpoint")
+    if sep and argument and kind:
+        return "callable", spec.strip()
+    raise ValueError(f"unknown reward {spec!r}; use one of "
+                     f"{', '.join(k.syntax for k in REWARD_KINDS.values())}, or a weighted sum W*SPEC + W*SPEC")
+
+
+def parse_reward_terms(spec) -> List[Tuple[float, str, dict]]:
+    """A spec -> its ``(weight, single spec, term options)`` terms; one term of weight 1 for a plain spec (see
+    the module docstring for the forms)."""
+    if isinstance(spec, (list, tuple)):
+        return [_list_term(item, i) for i, item in enumerate(spec)]
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a reward spec must be a non-empty string or a list of terms, got {spec!r}")
+    text = spec.strip()
+    if text.startswith("[") or (text.endswith((".json", ".yaml", ".yml")) and os.path.isfile(text)):
+        import yaml
+
+        where = text if not text.startswith("[") else "the --reward list"
+        try:
+            loaded = yaml.safe_load(open(text, encoding="utf-8").read() if not text.startswith("[") else text)
+        except yaml.YAMLError as error:
+            raise ValueError(f"cannot read the reward terms in {where}: {error}") from None
+        if not isinstance(loaded, list) or not loaded:
+            raise ValueError(f"{where} must hold a non-empty list of reward terms")
+        return parse_reward_terms(loaded)
+    if _TERM.match(text):
+        return [_weighted_term(part) for part in _TERM_START.split(text)]
+    return [(1.0, text, {})]
+
+
+def _weighted_term(text: str) -> Tuple[float, str, dict]:
+    match = _TERM.match(text)
+    if match is None:
+        raise ValueError(f"reward term {text!r} must look like WEIGHT*SPEC, e.g. 0.5*miescore:path/to/ckpt")
+    return float(match.group(1)), match.group(2), {}
+
+
+def _list_term(item, index: int) -> Tuple[float, str, dict]:
+    if isinstance(item, str):
+        return _weighted_term(item) if _TERM.match(item) else (1.0, item.strip(), {})
+    if not isinstance(item, dict) or not isinstance(item.get("reward"), str):
+        raise ValueError(f"reward term {index} must be 'W*SPEC' or a mapping with a 'reward' spec, got {item!r}")
+    options = {k: v for k, v in item.items() if k not in ("reward", "weight")}
+    try:
+        weight = float(item.get("weight", 1.0))
+    except (TypeError, ValueError):
+        raise ValueError(f"reward term {index}: weight {item.get('weight')!r} is not a number") from None
+    return weight, item["reward"].strip(), options
+
+
+def _options_for(kind: str, options: dict) -> dict:
+    accepted = set(REWARD_KINDS[kind].options) | set(CONTEXT_OPTIONS)
+    return {k: v for k, v in options.items() if k in accepted}
+
+
+def build_reward(spec, **options):
+    """The reward a ``--reward`` spec names (see the module docstring): one reward, or a
+    :class:`~.weighted_reward.WeightedSumReward` when the spec has weights or several terms."""
+    terms = parse_reward_terms(spec)
+    kinds = [_kind_of(single) for _, single, _ in terms]
+    for (kind, _), (_, single, own) in zip(kinds, terms):
+        unknown = sorted(set(own) - set(REWARD_KINDS[kind].options) - set(CONTEXT_OPTIONS))
+        if unknown:
+            raise ValueError(f"reward {single!r} ({kind}) takes no option {', '.join(unknown)}; it takes "
+                             f"{', '.join(REWARD_KINDS[kind].options + CONTEXT_OPTIONS)}")
+    used = set(CONTEXT_OPTIONS).union(*(REWARD_KINDS[kind].options for kind, _ in kinds))
+    unknown = sorted(set(options) - used)
+    if unknown:
+        raise ValueError(f"reward option {', '.join(unknown)} is taken by no reward of {spec!r}; "
+                         + "; ".join(f"{k} takes {', '.join(REWARD_KINDS[k].options) or 'none'}"
+                                     for k in dict.fromkeys(kind for kind, _ in kinds)))
+    from .weighted_reward import WeightedSumReward
+
+    rewards = []
+    try:
+        for (kind, argument), (weight, single, own) in zip(kinds, terms):
+            if not math.isfinite(weight):
+                raise ValueError(f"reward weight {weight} of {single!r} is not finite")
+            rewards.append((weight, REWARD_KINDS[kind].build(argument, **_options_for(kind, {**options, **own}))))
+        if len(rewards) == 1 and terms[0][0] == 1.0:
+            return rewards[0][1]
+        return WeightedSumReward(rewards)
+    except BaseException:
+        for _, reward in rewards:  # nothing half-built stays open
+            reward.close()
+        raise

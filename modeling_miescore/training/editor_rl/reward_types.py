@@ -4,7 +4,13 @@ A GRPO *group* is G edited images of one (sources, instruction). Rewards are ask
 can run the group's shared prompt prefix once (MIEScore ``score_batch(reuse_prefix=True)``, the server's
 ``/v1/score_groups``) and a router can send a whole group to one replica. A sample whose reward failed
 (unreadable output, unparsable judge answer, HTTP error after retries, NaN) is ``None`` with a reason: the
-trainer excludes it from its group's statistics and counts it; it is never replaced by a number.
+trainer excludes it from its group's statistics and counts it; it is never replaced by a number. A reward
+that cannot score at all after its retries (every replica down, an endpoint that does not answer in time)
+raises :class:`RewardUnavailableError`, which the trainer catches to stop cleanly.
+
+The helpers at the end are for reward implementations: :func:`flat_samples` (the groups' edits as scoring
+samples, in order), :func:`regroup` (per-edit outcomes back into one :class:`GroupScores` per group) and
+:func:`score_isolating` (a scorer's batch call, retried edit by edit when an input is unusable).
 """
 
 from __future__ import annotations
@@ -12,9 +18,20 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
-__all__ = ["EditGroup", "GroupScores", "EditorReward", "group_key", "checked_rewards"]
+__all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError", "group_key", "checked_rewards",
+           "flat_samples", "regroup", "score_isolating", "finite_or_none"]
+
+
+class RewardUnavailableError(RuntimeError):
+    """A reward cannot score at all after its retries: every ``miescore serve`` replica down or too slow, an
+    OpenAI-compatible endpoint that does not answer, a wrong API key. ``reward`` names the reward; the message
+    says what failed and how to fix it. The trainer stops on it instead of training on missing rewards."""
+
+    def __init__(self, reward: str, message: str):
+        super().__init__(f"reward {reward!r} is unavailable: {message}")
+        self.reward = reward
 
 
 def group_key(source_ids: Sequence[str], instruction: str) -> str:
@@ -108,3 +125,65 @@ def checked_rewards(values, n: int, where: str) -> GroupScores:
             rewards.append(None)
             failures.append("nan")
     return GroupScores(rewards, failures)
+
+
+# ------------------------------------------------------------------------------------ for reward implementations
+
+
+def flat_samples(groups: Sequence[EditGroup]) -> Tuple[List[dict], List[str]]:
+    """The groups' edits as ``{"sources", "edited", "instruction"}`` samples, group after group, and each
+    sample's group key (what ``score_batch(groups=...)`` takes to run a group's shared prefix once)."""
+    samples, keys = [], []
+    for group in groups:
+        for edit in group.edits:
+            samples.append({"sources": list(group.sources), "edited": edit, "instruction": group.instruction})
+            keys.append(group.key)
+    return samples, keys
+
+
+def finite_or_none(value) -> Optional[float]:
+    """``float(value)`` when it is a finite number, else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def regroup(groups: Sequence[EditGroup], rewards: Sequence[Optional[float]], failures: Sequence[Optional[str]],
+            components: Optional[Dict[str, Sequence[Optional[float]]]] = None) -> List[GroupScores]:
+    """Per-edit outcomes of all groups (in :func:`flat_samples` order) -> one :class:`GroupScores` per group."""
+    components = components or {}
+    out, start = [], 0
+    for group in groups:
+        stop = start + len(group.edits)
+        out.append(GroupScores(list(rewards[start:stop]), list(failures[start:stop]),
+                               {name: list(values[start:stop]) for name, values in components.items()}))
+        start = stop
+    if start != len(rewards):
+        raise ValueError(f"regroup: {len(rewards)} outcomes for {start} edits")
+    return out
+
+
+def score_isolating(score: Callable[[List[Any], List[Any]], List[Any]], samples: List[Any],
+                    keys: List[Any]) -> List[Tuple[Any, Optional[str]]]:
+    """``score(samples, keys)`` -> ``[(result, None)]``; when it raises ``MIEScoreInputError`` (an image that
+    cannot be read, an empty instruction), each sample is scored alone and the unusable ones come back as
+    ``(None, "unreadable_image" | "invalid_input")``."""
+    from ...image_io import ImageLoadError, MIEScoreInputError
+
+    def reason(error: Exception) -> str:
+        return "unreadable_image" if isinstance(error, ImageLoadError) else "invalid_input"
+
+    try:
+        return [(result, None) for result in score(samples, keys)]
+    except MIEScoreInputError as error:
+        if len(samples) == 1:
+            return [(None, reason(error))]
+    outcomes: List[Tuple[Any, Optional[str]]] = []
+    for sample, key in zip(samples, keys):
+        try:
+            outcomes.append((score([sample], [key])[0], None))
+        except MIEScoreInputError as error:
+            outcomes.append((None, reason(error)))
+    return outcomes

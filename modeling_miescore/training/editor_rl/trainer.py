@@ -33,9 +33,9 @@ from .checkpoints import check_run_folder, load_checkpoint, save_checkpoint, tru
 from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .group_schedule import GroupSchedule, derived_seed
-from .policy_lora import add_lora, lora_metadata, lora_state_dict, trainable_parameters
+from .policy_lora import add_lora, lora_metadata, lora_state_dict
 from .policy_update import make_units, pad_units, run_updates
-from .reward_types import EditGroup, EditorReward, GroupScores, group_key
+from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
 from .run_outputs import MetricsLog, save_sample_grid, write_adapter_card
@@ -50,29 +50,6 @@ def _has_accelerator() -> bool:
     mps = getattr(torch.backends, "mps", None)
     xpu = getattr(torch, "xpu", None)
     return torch.cuda.is_available() or bool(mps and mps.is_available()) or bool(xpu and xpu.is_available())
-
-
-class RewardUnavailableError(RuntimeError):
-    """The reward raised, timed out or failed on too many samples: the run stopped before updating."""
-
-
-class _TimedReward:
-    """Adds the seconds the reward spent scoring to ``seconds`` (it runs on the worker thread)."""
-
-    def __init__(self, reward: EditorReward):
-        self.reward, self.name, self.seconds = reward, getattr(reward, "name", "reward"), 0.0
-
-    def score_groups(self, groups):
-        start = time.perf_counter()
-        try:
-            return self.reward.score_groups(groups)
-        finally:
-            self.seconds += time.perf_counter() - start
-
-    def close(self):
-        close = getattr(self.reward, "close", None)
-        if callable(close):
-            close()
 
 
 class FlowGRPOEditorTrainer:
@@ -118,7 +95,13 @@ class FlowGRPOEditorTrainer:
             self.editor.cfg_scale = float(cfg.cfg_scale)
         for row in self.rows:
             self.editor.check_sources(row.sources, f"request {row.id!r}")
-        self.reward = _TimedReward(self._reward or build_reward(cfg.reward, **cfg.reward_options))
+        if self._reward is None:
+            try:
+                self._reward = build_reward(cfg.reward, **{"device": str(acc.device), **cfg.reward_options})
+            except ValueError as error:
+                raise MIEScoreInputError(f"--reward {cfg.reward!r}: {error}") from None
+        self.reward = self._reward
+        self.reward_name = getattr(self.reward, "name", type(self.reward).__name__)
         self._setup_policy()
         self.schedule = GroupSchedule(len(self.rows), cfg.groups_per_process, acc.num_processes, cfg.seed)
         self.metrics = MetricsLog(self.out / "metrics.jsonl", acc if acc.is_main_process else None)
@@ -198,29 +181,23 @@ class FlowGRPOEditorTrainer:
                             source_ids=row.source_ids, instruction=row.instruction, num_images=cfg.num_generations,
                             plan=plan, seed=derived_seed(cfg.seed, "noise", index) % (2 ** 62))
 
-    def _collect_scores(self, futures, rollouts, step: int) -> List[GroupScores]:
+    def _collect_scores(self, futures, step: int):
+        """The groups' scores in order, and the seconds the reward ran; stops the run when the reward raised
+        (down after its retries, a wrong number of rewards) or did not answer within ``reward_timeout``."""
         scores: List[GroupScores] = []
         deadline = time.monotonic() + self.config.reward_timeout
-        for future, batch in futures:
+        for future in futures:
             try:
-                result = future.result(timeout=max(0.0, deadline - time.monotonic()))
+                scores.extend(future.result(timeout=max(0.0, deadline - time.monotonic())))
             except concurrent.futures.TimeoutError:
-                raise RewardUnavailableError(
-                    f"reward {self.reward.name!r} gave no scores within reward_timeout={self.config.reward_timeout:g}s "
-                    f"at step {step}; the run stopped before updating (rerun with --resume once it answers)") from None
+                raise RewardUnavailableError(self.reward_name, (
+                    f"gave no scores within reward_timeout={self.config.reward_timeout:g}s at step {step}; the run "
+                    "stopped before updating (rerun with --resume once it answers)")) from None
             except Exception as error:  # noqa: BLE001 - any fault of the reward stops the run, clearly
-                raise RewardUnavailableError(
-                    f"reward {self.reward.name!r} failed at step {step}: {type(error).__name__}: {error}; the run "
-                    "stopped before updating (fix the reward, then rerun with --resume)") from error
-            if len(result) != len(batch):
-                raise RewardUnavailableError(f"reward {self.reward.name!r} returned {len(result)} group scores for "
-                                             f"{len(batch)} groups")
-            for group_scores, rollout in zip(result, batch):
-                if len(group_scores.rewards) != rollout.size:
-                    raise RewardUnavailableError(f"reward {self.reward.name!r} returned {len(group_scores.rewards)} "
-                                                 f"rewards for a group of {rollout.size} edits")
-            scores.extend(result)
-        return scores
+                raise RewardUnavailableError(self.reward_name, (
+                    f"failed at step {step}: {type(error).__name__}: {error}; the run stopped before updating "
+                    "(fix the reward, then rerun with --resume)")) from error
+        return scores, sum(f.reward_seconds or 0.0 for f in futures)
 
     def _sample_and_score(self, step: int, worker: RewardWorker):
         cfg = self.config
@@ -233,11 +210,12 @@ class FlowGRPOEditorTrainer:
             batch = [self._rollout_group(step, start + j, row) for j, row in enumerate(rows[start:start + per_batch])]
             rollout_seconds += time.perf_counter() - began
             rollouts.extend(batch)
-            groups = [EditGroup(r.key, r.sources, r.instruction, tuple(r.images), r.source_ids) for r in batch]
-            futures.append((worker.submit(groups), batch))
+            futures.append(worker.submit([EditGroup(r.key, r.sources, r.instruction, tuple(r.images), r.source_ids)
+                                          for r in batch]))
         began = time.perf_counter()
-        scores = self._collect_scores(futures, rollouts, step)
-        return rollouts, scores, rollout_seconds, time.perf_counter() - began
+        scores, reward_seconds = self._collect_scores(futures, step)
+        return rollouts, scores, {"rollout": rollout_seconds, "reward": reward_seconds,
+                                  "reward_wait": time.perf_counter() - began}
 
     def _advantages(self, rollouts, scores, step: int):
         from accelerate.utils import gather_object
@@ -251,10 +229,10 @@ class FlowGRPOEditorTrainer:
         total = sum(len(rewards) for _, rewards in flat)
         if total and result.failures / total > cfg.max_reward_failure_rate:
             reasons = sorted({f for s in scores for f in s.failures if f})
-            raise RewardUnavailableError(
+            raise RewardUnavailableError(self.reward_name, (
                 f"{result.failures} of {total} rewards failed at step {step} ({result.failures / total:.0%} > "
                 f"max_reward_failure_rate {cfg.max_reward_failure_rate:.0%}; reasons on this process: "
-                f"{', '.join(reasons) or 'see the other processes'}); the run stopped before updating")
+                f"{', '.join(reasons) or 'see the other processes'}); the run stopped before updating"))
         offset = sum(len(part) for part in every[:acc.process_index])
         return result, result.advantages[offset:offset + len(rollouts)]
 
@@ -365,13 +343,12 @@ class FlowGRPOEditorTrainer:
             self.save_grid(0)
         with RewardWorker(self.reward) as worker:
             for step in range(start + 1, cfg.max_steps + 1):
-                began, reward_before = time.perf_counter(), self.reward.seconds
-                rollouts, scores, rollout_seconds, wait_seconds = self._sample_and_score(step, worker)
+                began = time.perf_counter()
+                rollouts, scores, seconds = self._sample_and_score(step, worker)
                 result, advantages = self._advantages(rollouts, scores, step)
                 update_began = time.perf_counter()
                 stats = self._update(rollouts, advantages, step)
-                seconds = {"rollout": rollout_seconds, "reward": self.reward.seconds - reward_before,
-                           "reward_wait": wait_seconds, "update": time.perf_counter() - update_began}
+                seconds["update"] = time.perf_counter() - update_began
                 if cfg.sample_grid_steps and step % cfg.sample_grid_steps == 0:
                     self.save_grid(step)
                 seconds["step"] = time.perf_counter() - began

@@ -1,6 +1,6 @@
 """Reading the models' answers: the evaluator's three scores (eq. 5, :func:`parse_evaluator_output`) and the
 optimiser's candidate edits (eq. 7, :func:`parse_optimizer_output`). Both are strict: JSON only (found with
-:func:`~modeling_miescore.judges.json_extract.extract_first_json`), never clamped, guessed or taken from prose;
+:func:`~modeling_miescore.judges.json_extract.extract_json`, the final score object), never clamped, guessed or taken from prose;
 every rejection carries an error code."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ...judges.json_extract import extract_first_json, is_unclosed, strip_reasoning_and_fences
+from ...judges.json_extract import extract_first_json, extract_json, is_unclosed, strip_reasoning_and_fences
 from .edits import Edit, EditBounds, SkillEditError, apply_edits
 
 __all__ = ["Candidate", "EvaluatorParse", "parse_edits", "parse_evaluator_output", "parse_optimizer_output"]
@@ -54,8 +54,9 @@ def _score_dict(value: Any) -> Optional[Dict[str, Any]]:
 def parse_evaluator_output(text: str, score_max: float = 5.0) -> EvaluatorParse:
     """Parse ``{"visual_quality": x, "instruction_following": y, "attribute_preservation": z}`` from an answer.
 
-    The first balanced JSON object that has at least one score key (also under a ``"scores"`` member; keys
-    case-insensitive, short aliases ``vq``/``if``/``ap`` accepted) is the answer; ``<think>`` blocks and code
+    The final balanced JSON object that has at least one score key (also under a ``"scores"`` member; keys
+    case-insensitive, short aliases ``vq``/``if``/``ap`` accepted) is the answer (several that disagree, or a
+    key written twice with different values, are ``ambiguous_json``); ``<think>`` blocks and code
     fences are ignored. All three scores must be finite numbers (numeric strings accepted) within
     ``[0, score_max]`` (5 for the default skill's 0-5 rubric; 100 for a 0-100 prompt); otherwise the answer
     is a failure with an ``error`` code: values are never clamped, guessed or taken from prose.
@@ -64,9 +65,13 @@ def parse_evaluator_output(text: str, score_max: float = 5.0) -> EvaluatorParse:
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     if not text.strip():
         return EvaluatorParse(None, "empty_output", "the answer is empty")
-    obj = extract_first_json(text, lambda v: _score_dict(v) is not None)
-    if obj is None:
+    found = extract_json(text, lambda v: _score_dict(v) is not None)
+    if found.final is None:
         return EvaluatorParse(None, "no_json_object", "no JSON object with a score key")
+    if any(_score_dict(v) != _score_dict(found.final) for v in found.values) or found.duplicates[-1]:
+        # several score objects that disagree (one may be quoted from the instruction), or a key written twice
+        return EvaluatorParse(None, "ambiguous_json", "the answer holds conflicting score objects or keys")
+    obj = found.final
     scores_obj = _score_dict(obj)
     out: Dict[str, float] = {}
     for dim, aliases in _SCORE_ALIASES.items():

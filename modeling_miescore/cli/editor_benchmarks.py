@@ -1,0 +1,163 @@
+"""``miescore benchmark gedit`` / ``imgedit`` / ``editors``: an image editor on the editor benchmarks, and editors
+compared in the SpatialReward paper's Table 3 layout.
+
+::
+
+    miescore convert-benchmark gedit-bench --raw GEdit-Bench/ --out data/gedit
+    miescore benchmark gedit --dataset data/gedit --edits outputs/ --out report-base/ --language en \
+        --backend openai --base-url https://api.openai.com/v1 --model gpt-4.1 --prompts viescore/vie_prompts.py
+    miescore benchmark imgedit --dataset data/imgedit --edits edits.jsonl --out report-img/ \
+        --backend transformers --model /ckpt/Qwen2.5-VL-7B-Instruct --judge miescore:/ckpt/miescore
+    miescore benchmark editors --runs base=report-base,report-img tuned=report-tuned,report-img-tuned --out cmp/
+
+``--edits``: a folder of ``<key>.png``, GEdit's ``fullset/<task>/<lang>/<key>.png``, or a JSONL (``{"id",
+"edited"}``, as ``miescore edit`` writes). The MLLM judge (``--backend``) uses the benchmark's own prompts only when
+``--prompts`` names the user's copy of them; otherwise our wording, and the report says the numbers are not
+comparable with published ones. ``--judge KIND:CKPT`` adds MIEScore or SpatialReward as judges of the same edits.
+Everything resumes: rerun the same command after a kill or a failed request. Bad input: one line, exit status 2;
+edits left unjudged (a request that failed for good): exit status 1, the report covers the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from ..image_io import MIEScoreInputError
+from .main import finish_run, number_arg
+from .model_calls import ModelCallRun, add_call_args, judge_spec
+
+__all__ = ["PARENT_COMMAND", "register"]
+
+PARENT_COMMAND = "benchmark"  # these are subcommands of `miescore benchmark` (see cli.main.COMMAND_MODULES)
+
+
+def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
+    parser.add_argument("--dataset", required=True, metavar="DIR_OR_REPO",
+                        help=f"the converted benchmark (miescore convert-benchmark {benchmark.dataset})")
+    parser.add_argument("--edits", required=True, metavar="DIR_OR_JSONL",
+                        help="the editor's outputs: a folder of <key>.png, GEdit's fullset/<task>/<lang>/<key>.png, "
+                             'or a JSONL of {"id": "<key>", "edited": "path"} lines (miescore edit\'s edits.jsonl)')
+    parser.add_argument("--out", required=True, metavar="DIR", help="report folder (resumable)")
+    parser.add_argument("--language", action="append", metavar="LANG", help="only rows of this instruction "
+                        "language (repeatable; GEdit: en, cn)")
+    parser.add_argument("--category", action="append", metavar="NAME", help="only rows of this task / edit type "
+                        "(repeatable)")
+    judge = parser.add_argument_group("the MLLM judge")
+    judge.add_argument("--backend", choices=["openai", "transformers"],
+                       help="openai: any OpenAI-compatible endpoint; transformers: a local VLM checkpoint")
+    judge.add_argument("--model", help=f"model name at the endpoint (published numbers: {benchmark.published_judge}) "
+                                       "or local checkpoint path")
+    judge.add_argument("--base-url", help="endpoint root with the API prefix, e.g. http://127.0.0.1:8000/v1")
+    judge.add_argument("--prompts", metavar="PATH", help=f"the user's copy of {benchmark.prompts_expected}; "
+                                                         "without it our own wording is used (not comparable)")
+    judge.add_argument("--judge-name", help="the judge's name in the records (default: the model name)")
+    judge.add_argument("--max-tokens", type=int, default=512, help="answer budget in tokens (default 512)")
+    judge.add_argument("--temperature", type=number_arg(float, minimum=0.0), default=0.0,
+                       help="sampling temperature (default 0: greedy, so the answer cache is exact)")
+    parser.add_argument("--judge", action="append", default=[], metavar="KIND:CKPT",
+                        help="also score the edits with a reward model: miescore:CKPT or spatialreward:CKPT "
+                             "(repeatable)")
+    parser.add_argument("--best-of-n", action="store_true",
+                        help="several samples per key: keep the one with the highest overall (default: the mean)")
+    if benchmark.round_to is not None:
+        parser.add_argument("--no-rounding", action="store_true",
+                            help=f"do not round per-image and per-type means to {benchmark.round_to} places as the "
+                                 "released scripts do")
+    _report_arguments(parser)
+    add_call_args(parser)
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", type=number_arg(int, minimum=0), default=1000, metavar="N",
+                        help="bootstrap resamples of keys for the CIs; 0 = none (default: %(default)s)")
+    parser.add_argument("--level", type=number_arg(float, minimum=0.0, maximum=1.0, exclusive=True), default=0.95,
+                        help="confidence level (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    parser.add_argument("--no-plots", action="store_true", help="no plots")
+
+
+def register(kinds) -> None:
+    """Add ``gedit``, ``imgedit`` and ``editors`` to ``miescore benchmark`` (``kinds``: its subparsers)."""
+    from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS
+
+    for benchmark in EDITOR_BENCHMARKS.values():
+        parser = kinds.add_parser(benchmark.name, help=f"an image editor on {benchmark.title} (judge protocol)",
+                                  description=f"Judge an editor's outputs on {benchmark.title} with the benchmark's "
+                                              "protocol and write report.md / report.json / report.html / plots/.")
+        _judge_arguments(parser, benchmark)
+        parser.set_defaults(func=cmd_editor_benchmark)
+    editors = kinds.add_parser("editors", help="compare editors (SpatialReward paper, Table 3 layout)",
+                               description="GEdit-EN SC/PQ/Overall and ImgEdit Overall per run with Δ against the "
+                                           "baseline, CIs and paired tests, per-category tables and the largest gains "
+                                           "and losses as pictures.")
+    editors.add_argument("--runs", nargs="+", required=True, metavar="NAME=DIR[,DIR]",
+                         help="report folders of 'benchmark gedit' / 'imgedit' per run; the first is the baseline")
+    editors.add_argument("--baseline", help="the run every Δ is against (default: the first)")
+    editors.add_argument("--out", required=True, metavar="DIR", help="output folder for the comparison report")
+    editors.add_argument("--grid-size", type=number_arg(int, minimum=0), default=4,
+                         help="pictures of the largest gains and of the largest losses per run (default 4)")
+    _report_arguments(editors)
+    editors.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    editors.set_defaults(func=cmd_editors)
+
+
+def _bootstrap(args):
+    from ..evaluation.instance_bootstrap import BootstrapSettings
+
+    return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
+
+
+def cmd_editor_benchmark(args) -> int:
+    from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
+    from ..evaluation.editor_benchmarks.protocols import editor_benchmark
+
+    benchmark = editor_benchmark(args.kind)
+    if getattr(args, "no_rounding", False):
+        benchmark = dataclasses.replace(benchmark, round_to=None)
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
+    spec = calls = None
+    if args.backend:
+        if not args.model:
+            raise MIEScoreInputError(f"--backend {args.backend} needs --model (e.g. {benchmark.published_judge})")
+        spec = judge_spec(args)
+        calls = ModelCallRun(args, f"benchmark {benchmark.name}", out / "judgements.jsonl.cache.sqlite",
+                             out / "judgements.jsonl.usage.jsonl", {"dataset": args.dataset, "spec": str(spec)})
+    elif args.model or args.base_url or args.prompts:
+        raise MIEScoreInputError("--model, --base-url and --prompts configure the MLLM judge: add --backend")
+    options = EditorRunOptions(calls=calls, spec=spec, prompts_path=args.prompts, judge_name=args.judge_name,
+                               max_tokens=args.max_tokens, temperature=args.temperature, reward_judges=args.judge,
+                               best_of_n=args.best_of_n, device=args.device, dtype=args.dtype,
+                               batch_size=args.batch_size, bootstrap=_bootstrap(args), plots=not args.no_plots,
+                               progress=not args.no_progress)
+    report, unfinished = evaluate_editor(benchmark, args.dataset, args.edits, out, languages=args.language,
+                                         categories=args.category, options=options)
+    counts = report["counts"]
+    headline = []
+    for language, subsets in report["results"].items():
+        value = subsets["full"][benchmark.overall]["value"]
+        headline.append(f"{benchmark.labels[benchmark.overall]} ({language}) = "
+                        f"{'n/a' if value is None else f'{value:.3f}'}")
+    return finish_run(
+        f"{benchmark.title}: {counts['rows_evaluated']} keys evaluated ({counts['missing_edits']} without an edit, "
+        f"{counts['flagged']} flagged judgements){'; ' + ', '.join(headline) if headline else ''}; report: "
+        f"'{Path(out) / 'report.md'}'",
+        "; ".join(unfinished) + "; rerun the same command to retry them" if unfinished else None)
+
+
+def cmd_editors(args) -> int:
+    from ..evaluation.editor_benchmarks.editor_comparison import comparison_plots, compare_editors, parse_runs
+    from ..evaluation.report import write_report
+
+    runs = parse_runs(args.runs)
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
+    report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size)
+    report["plots"] = {} if args.no_plots else comparison_plots(report, out)
+    write_report(out, report)
+    return finish_run(f"compared {len(report['runs'])} runs against {report['baseline']}; report: "
+                      f"'{out / 'report.md'}'")

@@ -1,0 +1,105 @@
+"""GEdit-Bench (Liu et al. 2025, Step1X-Edit) -> ``editing`` rows: one editing input per instruction, for an editor
+to answer and ``miescore benchmark gedit`` to judge.
+
+Release format (read from the Hub dataset https://huggingface.co/datasets/stepfun-ai/GEdit-Bench , split ``train``,
+and the authors' example https://github.com/stepfun-ai/Step1X-Edit/blob/main/GEdit-Bench/generate_image_example.py ,
+whose comment lists the columns): ``task_type`` (string, one of the 11 task types), ``key`` (string), ``instruction``,
+``instruction_language`` (``en`` / ``cn``: the value itself names the folders ``fullset/<task>/<lang>/`` of the
+example), ``input_image`` (Image), ``input_image_raw`` (Image), ``Intersection_exist`` (bool). 606 items per language
+and these task types (counts per language from the evalscope GEdit-Bench page,
+https://evalscope.readthedocs.io/en/v1.6.0/benchmarks/gedit.html): background_change 40, color_alter 40,
+material_alter 40, motion_change 40, ps_human 70, style_change 60, subject-add 60, subject-remove 57,
+subject-replace 60, text_change 99, tone_transfer 40.
+
+Files read: Parquet shards ``data/train-*.parquet`` (the Hub's datasets layout), or, when there are none, the
+``datasets`` ``save_to_disk`` Arrow files (``train/state.json`` + ``data-*.arrow``, or ``state.json`` at the top;
+the Hub page lists the release's format as Arrow). A column outside the seven above, or one of them missing, is
+a problem naming the file and the column.
+
+Rows: ``id`` = ``key``, ``source_images`` = ``[input_image]`` (the image the example saves as ``<key>_SRCIMG.png``
+and GEdit's scorer judges against; ``input_image_raw`` is the unresized original, not kept), ``instruction``,
+``category`` = ``task_type``, ``language`` = ``instruction_language``, ``intersection_exist`` =
+``Intersection_exist``. If the release uses one key in both languages, every ``id`` becomes ``<key>_<language>``
+(``key`` keeps the benchmark key, and GEdit's folder layout still finds each edit); a key repeated within one
+language is a problem.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..builders.raw_files import ImageChecker, ProblemCollector
+from .base import BenchmarkConverter
+from .benchmark_specs import SPECS
+from .release_files import embedded_image, read_parquet_rows, read_saved_dataset
+from .schema import EditingItem
+
+__all__ = ["COLUMNS", "GEDIT_LANGUAGES", "GEDIT_TASK_TYPES", "GEditBenchConverter", "SPEC"]
+
+SPEC = SPECS["gedit-bench"]
+
+COLUMNS = ("task_type", "key", "instruction", "instruction_language", "input_image", "input_image_raw",
+           "Intersection_exist")
+GEDIT_TASK_TYPES = ("background_change", "color_alter", "material_alter", "motion_change", "ps_human",
+                    "style_change", "subject-add", "subject-remove", "subject-replace", "text_change", "tone_transfer")
+GEDIT_LANGUAGES = ("en", "cn")
+PARQUET = "data/train-*.parquet"
+
+
+class GEditBenchConverter(BenchmarkConverter):
+    """GEdit-Bench's train split (Parquet shards or save_to_disk Arrow) -> editing rows (module docstring)."""
+
+    spec = SPEC
+    raw_help = "the downloaded stepfun-ai/GEdit-Bench folder (data/train-*.parquet, or train/ saved as Arrow)"
+    main_file = "data"
+
+    def _rows(self, problems: ProblemCollector) -> list[tuple[str, int, dict]]:
+        files = sorted(p for p in self.raw.glob(PARQUET) if p.is_file())
+        if files:
+            rows = read_parquet_rows(self.raw, files, problems, required=COLUMNS)
+        else:
+            folder = next((f for f in (self.raw / "train", self.raw) if (f / "state.json").is_file()), None)
+            if folder is None:
+                problems.add(PARQUET, None, f"no file matches {PARQUET!r} and no train/state.json (save_to_disk "
+                                            f"Arrow) in the raw folder; {self.raw_help}")
+                return []
+            rows = [((folder / file).relative_to(self.raw).as_posix(), row, record)
+                    for file, row, record in read_saved_dataset(folder, problems, required=COLUMNS)]
+        unknown: dict[str, set[str]] = {}
+        for file, _, record in rows:
+            unknown.setdefault(file, set()).update(set(record) - set(COLUMNS))
+        for file, names in unknown.items():
+            if names:
+                problems.add(file, None, f"unknown column(s) {', '.join(map(repr, sorted(names)))}; GEdit-Bench's "
+                                         f"release has exactly {', '.join(COLUMNS)}")
+        return [] if any(unknown.values()) else rows
+
+    def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
+        rows = self._rows(problems)
+        items: list[tuple[tuple[str, int], EditingItem]] = []
+        for file, row, record in self.progress_bar(rows, desc="checking rows"):
+            where = (file, row)
+            key = self.record_text(record["key"], "key", where, problems)
+            instruction = self.record_text(record["instruction"], "instruction", where, problems)
+            task = self.record_choice({t: t for t in GEDIT_TASK_TYPES}, record["task_type"], "task_type", where,
+                                      problems)
+            language = self.record_choice({x: x for x in GEDIT_LANGUAGES}, record["instruction_language"],
+                                          "instruction_language", where, problems)
+            flag = record["Intersection_exist"]
+            if not isinstance(flag, bool):
+                problems.add(file, row, f"Intersection_exist must be true or false, got {flag!r}")
+            source = embedded_image(record["input_image"], f"{key}-source", where, "input_image", problems,
+                                    self.max_image_pixels)
+            if None in (key, instruction, task, language, source) or not isinstance(flag, bool):
+                continue
+            items.append((where, EditingItem(id=key, key=key, sources=[source], instruction=instruction,
+                                             category=task, language=language,
+                                             flags={"intersection_exist": flag})))
+        per_key = Counter(item.key for _, item in items)
+        shared = any(n > 1 for n in per_key.values())
+        if shared:
+            self.warnings.append("the release uses one key in several languages: ids are <key>_<language>")
+        for where, item in items:
+            if shared:
+                item.id = f"{item.key}_{item.language}"
+            self.add_editing(item, where, problems)

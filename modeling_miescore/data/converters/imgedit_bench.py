@@ -1,0 +1,79 @@
+"""ImgEdit-Bench, Basic suite (Ye et al. 2025) -> ``editing`` rows: one editing input per key, for an editor to
+answer and ``miescore benchmark imgedit`` to judge.
+
+Release format (read from https://github.com/PKU-YuanGroup/ImgEdit , ``Benchmark/Basic/basic_edit.json`` @c14480a
+and ``Benchmark/Basic/basic_bench_readme.md``): one JSON object ``{key: {"id": "<folder>/<file>.jpg", "prompt":
+"<instruction>", "edit_type": "<type>"}}``; the source image of a key is ``<origin_img_root>/<id>`` (``basic_bench.py``:
+``os.path.join(origin_img_root, item['id'])``), the images coming from ``Benchmark.tar`` of the Hub dataset
+``sysuyy/ImgEdit``. Folder names may hold spaces (``daily object/...``) and nest (``compose/human/14.jpg``).
+737 keys of 9 types; the released file spells them ``add``, ``remove``, ``replace``, ``alter``, ``background``,
+``style``, ``extract``, ``action``, ``compose`` (its README's example says ``adjust`` where the file says
+``alter``). The editor's output for a key is ``<key>.png`` (``basic_bench.py``).
+
+``--raw`` is the folder holding ``basic_edit.json``; ``--images`` the folder of the extracted source images,
+relative to ``--raw`` (default: ``--raw`` itself). Bad records (not an object, missing fields, an unknown type, a
+repeated key, a missing or unreadable image) are listed with their line.
+
+Rows: ``id`` = ``key`` = the JSON key, ``source_images`` = ``[the source image]``, ``instruction`` = ``prompt``,
+``category`` = ``edit_type``, ``language`` = ``en``; no subset flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from .base import BenchmarkConverter
+from .benchmark_specs import SPECS
+from .release_files import read_json_keyed_records
+from .schema import EditingItem
+
+__all__ = ["IMGEDIT_TYPES", "ImgEditBenchConverter", "SPEC"]
+
+SPEC = SPECS["imgedit-bench"]
+FILE = "basic_edit.json"
+IMGEDIT_TYPES = ("add", "remove", "replace", "alter", "background", "style", "extract", "action", "compose")
+
+
+class ImgEditBenchConverter(BenchmarkConverter):
+    """ImgEdit-Bench Basic basic_edit.json + source images -> editing rows (module docstring)."""
+
+    spec = SPEC
+    raw_help = "the folder holding ImgEdit's Benchmark/Basic/basic_edit.json (and the extracted source images)"
+    main_file = FILE
+
+    def __init__(self, *args, images: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.images_dir = (images or "").strip().strip("/")
+
+    @classmethod
+    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--images", default=None, metavar="SUBDIR",
+                            help="folder of the extracted source images (Benchmark.tar), relative to --raw "
+                                 "(default: --raw itself); each key's image is <SUBDIR>/<id>")
+
+    @classmethod
+    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
+        return {"images": args.images}
+
+    def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
+        records = read_json_keyed_records(self.raw / FILE, problems, required=("id", "prompt", "edit_type"))
+        for line, key, record in self.progress_bar(records, desc="checking keys"):
+            check = RecordCheck(problems, FILE, line, images)
+            instruction = check.text(record["prompt"], f"{key!r}: prompt must be a non-empty string")
+            edit_type = record["edit_type"]
+            if edit_type not in IMGEDIT_TYPES:
+                check.fail(f"{key!r}: edit_type {edit_type!r} is not one of {', '.join(IMGEDIT_TYPES)}")
+            rel = record["id"]
+            if not isinstance(rel, str) or not rel.strip():
+                check.fail(f"{key!r}: id must be the source image's path (<folder>/<file>.jpg), got {rel!r}")
+                continue
+            if not key.strip():
+                check.fail("a key must be a non-empty string")
+            source = self.file_image(check, f"{self.images_dir}/{rel}" if self.images_dir else rel,
+                                     f"{key!r}: source image")
+            if not check.ok:
+                continue
+            self.add_editing(EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
+                                         category=edit_type, language="en"), (FILE, line), problems)

@@ -1,0 +1,42 @@
+"""Editor benchmarks: an image editor judged on GEdit-Bench and ImgEdit-Bench Basic with the benchmarks' judge
+protocols, by an MLLM judge (an OpenAI-compatible endpoint or a local transformers VLM) and/or by our reward models,
+and editors compared in the SpatialReward paper's Table 3 layout.
+
+Modules: :mod:`.protocols` (each benchmark's protocol, declared once), :mod:`.editing_rows` (the converted
+dataset's rows, selection, sources), :mod:`.edit_files` (an editor's outputs matched to rows), :mod:`.editor_judge`
+(what the MLLM judges share), :mod:`.gedit_judge` (VIEScore ``tie``), :mod:`.imgedit_judge` (the per-type rubric),
+:mod:`.judge_run` (resumable judging), :mod:`.reward_judges` (MIEScore / SpatialReward as judges),
+:mod:`.scores` (aggregation), :mod:`.editor_report` (one editor's report), :mod:`.editor_run` (the whole run,
+what ``miescore benchmark gedit`` / ``imgedit`` call), :mod:`.editor_comparison` and :mod:`.comparison_grid`
+(``miescore benchmark editors``).
+"""
+
+from __future__ import annotations
+
+from .protocols import EDITOR_BENCHMARKS, EditorBenchmark, editor_benchmark
+
+__all__ = ["EDITOR_BENCHMARKS", "EditorBenchmark", "compare_editors", "editor_benchmark",
+           "editor_benchmark_markdown", "evaluate_editor", "EditorRunOptions"]
+
+
+def editor_benchmark_markdown(report: dict) -> str:
+    """``report.md`` of a ``gedit`` / ``imgedit`` run or of an ``editors`` comparison."""
+    if report["benchmark"] == "editors":
+        from .editor_comparison import comparison_markdown
+
+        return comparison_markdown(report)
+    from .editor_report import editor_markdown
+
+    return editor_markdown(report)
+
+
+def __getattr__(name):
+    if name in ("evaluate_editor", "EditorRunOptions"):
+        from . import editor_run
+
+        return getattr(editor_run, name)
+    if name == "compare_editors":
+        from .editor_comparison import compare_editors
+
+        return compare_editors
+    raise AttributeError(name)

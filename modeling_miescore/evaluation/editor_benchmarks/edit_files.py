@@ -1,0 +1,186 @@
+"""An editor's outputs (``--edits``) matched to a benchmark's rows.
+
+Accepted forms:
+
+* a folder of ``<key>.png`` (or ``.jpg`` / ``.jpeg`` / ``.webp``; ImgEdit's ``basic_bench.py`` reads
+  ``<result_img_folder>/<key>.png``);
+* GEdit's own layout, ``fullset/<task_type>/<language>/<key>.png`` (Step1X-Edit ``GEdit-Bench/
+  generate_image_example.py``), under ``DIR`` or ``DIR`` itself named ``fullset``; the ``<key>_SRCIMG.png`` files
+  beside the edits are the saved sources and are skipped;
+* in both folder forms, ``<key>_sample<k>.png`` is sample ``k`` of a key (EditScore's best-of-N layout,
+  ``examples/OmniGen2-RL/evaluation/GEdit-Bench``: sample 0 is ``<key>.png``);
+* a JSONL of ``{"id": "<key>", "edited": "path"}`` lines (paths relative to the JSONL's folder), which includes
+  what ``miescore edit`` writes (``{"id", "sources", "edited", "instruction"}``; with several samples per key the ids
+  are ``<key>#<k>`` with fields ``"key"`` and ``"sample"``).
+
+A name matches a row by its ``id``, else by its benchmark ``key`` (with the folder's language in GEdit's layout).
+Edits named by keys the benchmark lacks are an error that lists them (exit status 2), and so are two files for
+one (row, sample) and, when the selection holds one key in two languages, a bare ``<key>.png``. Edits of rows
+outside the ``--language`` / ``--category`` selection are counted and left out; selected rows without any edit
+are listed as missing (the report names them; they are left out of every mean).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import EXAMPLES, BenchmarkInputError
+
+__all__ = ["EditRef", "ResolvedEdits", "resolve_edits"]
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+_SAMPLE_NAME = re.compile(r"^(?P<name>.+)_sample(?P<k>\d+)$")
+
+
+@dataclass(frozen=True)
+class EditRef:
+    """One edited image: ``sample`` ``k`` of row ``row`` at ``path``; ``input_id`` = ``"<row>#<k>"``."""
+
+    row: str
+    sample: int
+    path: Path
+
+    @property
+    def input_id(self) -> str:
+        return f"{self.row}#{self.sample}"
+
+
+@dataclass
+class ResolvedEdits:
+    """The edits of the selected rows (row order, then sample), the selected rows without one (``missing``), and
+    how many edits belong to rows outside the selection (``outside_selection``)."""
+
+    edits: list[EditRef]
+    missing: list[str]
+    outside_selection: int = 0
+    form: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+class _Rows:
+    """Name -> row id lookups over every row of the dataset (``all_rows``), preferring the ``selected`` ones."""
+
+    def __init__(self, all_rows, selected):
+        self.language = dict(zip(all_rows["id"], all_rows["language"]))
+        self.category = dict(zip(all_rows["id"], all_rows["category"]))
+        self.selected = set(selected["id"])
+        self.by_key: dict[str, list[str]] = {}
+        for row_id, key in zip(all_rows["id"], all_rows["key"]):
+            self.by_key.setdefault(key, []).append(row_id)
+
+    def match(self, name: str, language: str | None = None) -> str:
+        """The row id ``name`` names; ``BenchmarkInputError`` with the reason when none or several do."""
+        if name in self.language and language in (None, self.language[name]):
+            return name
+        candidates = [r for r in self.by_key.get(name, []) if language in (None, self.language[r])]
+        if not candidates:
+            raise LookupError("unknown")
+        chosen = [r for r in candidates if r in self.selected] or candidates
+        if len(chosen) > 1:
+            raise LookupError(f"ambiguous: key {name!r} is in languages {', '.join(self.language[r] for r in chosen)}"
+                              "; use GEdit's layout fullset/<task>/<language>/<key>.png or the row ids")
+        return chosen[0]
+
+
+def _split_sample(stem: str) -> tuple[str, int]:
+    match = _SAMPLE_NAME.match(stem)
+    return (match["name"], int(match["k"])) if match else (stem, 0)
+
+
+def _folder_entries(root: Path) -> tuple[str, list[tuple[str, str, int, str | None, str | None]]]:
+    """``(form, [(where, name, sample, language, task)])`` of the image files of an edits folder."""
+    layout = root if root.name == "fullset" else root / "fullset"
+    entries = []
+    if layout.is_dir():
+        for path in sorted(layout.glob("*/*/*")):
+            if path.suffix.lower() in IMAGE_SUFFIXES and not path.stem.endswith("_SRCIMG") and path.is_file():
+                name, k = _split_sample(path.stem)
+                entries.append((str(path), name, k, path.parent.name, path.parent.parent.name))
+        return "GEdit layout fullset/<task>/<language>/<key>.png", entries
+    for path in sorted(root.iterdir()):
+        if path.suffix.lower() in IMAGE_SUFFIXES and not path.stem.endswith("_SRCIMG") and path.is_file():
+            name, k = _split_sample(path.stem)
+            entries.append((str(path), name, k, None, None))
+    return "folder of <key>.png", entries
+
+
+def _jsonl_entries(path: Path) -> list[tuple[str, str, int, str | None, None]]:
+    entries = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise BenchmarkInputError(f"{where}: not a JSON line ({err}); expected "
+                                      '{"id": "<key>", "edited": "path"}') from None
+        if not isinstance(record, dict) or not isinstance(record.get("edited"), str) or not (
+                isinstance(record.get("id"), (str, int)) or isinstance(record.get("key"), (str, int))):
+            raise BenchmarkInputError(f'{where}: expected {{"id": "<key>", "edited": "path"}} (optional "key", '
+                                      f'"sample"), got {raw[:120].decode("utf-8", "replace")}')
+        name, k = str(record.get("key", record.get("id"))), 0
+        if "key" not in record and "#" in name and name.rsplit("#", 1)[1].isdigit():
+            name, k = name.rsplit("#", 1)[0], int(name.rsplit("#", 1)[1])
+        sample = record.get("sample", k)
+        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+            raise BenchmarkInputError(f"{where}: sample must be an integer >= 0, got {sample!r}")
+        edited = Path(record["edited"]).expanduser()
+        edited = edited if edited.is_absolute() else path.parent / edited
+        if not edited.is_file():
+            raise BenchmarkInputError(f"{where}: edited image '{edited}' is not a file")
+        entries.append((str(edited), name, sample, None, None))
+    return entries
+
+
+def _raise_listed(what: str, items: list[str], hint: str) -> None:
+    shown = ", ".join(items[:EXAMPLES]) + (f" and {len(items) - EXAMPLES} more" if len(items) > EXAMPLES else "")
+    raise BenchmarkInputError(f"{len(items)} {what}: {shown}; {hint}")
+
+
+def resolve_edits(edits: str, all_rows, selected) -> ResolvedEdits:
+    """Match ``--edits`` (module docstring) to the rows: ``all_rows`` is every row of the dataset, ``selected`` the
+    rows being evaluated (frames with ``id``, ``key``, ``language``, ``category``)."""
+    path = Path(edits).expanduser()
+    if path.is_dir():
+        form, entries = _folder_entries(path)
+    elif path.is_file():
+        form, entries = "JSONL", _jsonl_entries(path)
+    else:
+        raise BenchmarkInputError(f"--edits '{edits}' is neither a folder nor a JSONL file")
+    if not entries:
+        raise BenchmarkInputError(f"--edits '{edits}' holds no edited image (expected <key>.png files, GEdit's "
+                                  "fullset/<task>/<language>/<key>.png, or JSONL lines {\"id\", \"edited\"})")
+    rows = _Rows(all_rows, selected)
+    found: dict[tuple[str, int], str] = {}
+    unknown, ambiguous, duplicates, misfiled = [], [], [], []
+    for where, name, sample, language, task in entries:
+        try:
+            row = rows.match(name, language)
+        except LookupError as err:
+            if str(err) == "unknown":
+                unknown.append(where)
+            else:
+                ambiguous.append(f"{Path(where).name} ({err})")
+            continue
+        if task is not None and task != rows.category[row]:
+            misfiled.append(f"{where} (the benchmark files key {name!r} under {rows.category[row]!r})")
+        elif (row, sample) in found:
+            duplicates.append(f"{where} and {found[(row, sample)]}")
+        else:
+            found[(row, sample)] = where
+    if unknown:
+        _raise_listed("edits name keys the benchmark lacks", unknown,
+                      f"the dataset's keys look like {next(iter(rows.by_key))!r}; check --edits and --dataset")
+    for what, items in (("edits are ambiguous", ambiguous), ("edits are filed under the wrong task type", misfiled),
+                        ("pairs of files are edits of the same row and sample", duplicates)):
+        if items:
+            _raise_listed(what, items, "rename or remove them")
+    order = {row_id: i for i, row_id in enumerate(selected["id"])}
+    chosen = sorted((k for k in found if k[0] in order), key=lambda k: (order[k[0]], k[1]))
+    refs = [EditRef(row, sample, Path(found[(row, sample)]).resolve()) for row, sample in chosen]
+    have = {r.row for r in refs}
+    return ResolvedEdits(refs, [r for r in selected["id"] if r not in have], len(found) - len(refs), form)

@@ -1,0 +1,302 @@
+"""Several editors compared on GEdit-Bench and ImgEdit-Bench in the SpatialReward paper's Table 3 layout
+(``miescore benchmark editors --runs base=DIR tuned=DIR ...``).
+
+Each run is one or two report folders of ``miescore benchmark gedit`` / ``imgedit`` (``NAME=DIR[,DIR]``); the first
+run (or ``baseline``) is the base of every Δ. For each run: GEdit-EN SC, PQ and Overall (full set, language ``en``)
+and ImgEdit Overall, recomputed from the per-key values the run's ``report.json`` keeps, each with a
+percentile-bootstrap CI over keys; each Δ = Overall(run) − Overall(baseline), as the paper's Δ column, with a
+bootstrap CI and a two-sided paired sign-flip permutation test over the keys both runs judged (per key the two
+runs' values are swapped at random; the statistic is the difference of the unweighted means over categories;
+``p = (1 + #{|Δ*| >= |Δ|}) / (1 + permutations)``). Per-category tables follow, then the keys with the largest
+gains and losses as source | baseline | run pictures (:mod:`.comparison_grid`; the paper's Fig. 7 / C.2 view). The
+paper's own rows (:data:`~modeling_miescore.evaluation.published_results.SPATIALREWARD_TABLE3`) stand above ours.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..errors import BenchmarkInputError
+from ..instance_bootstrap import BootstrapSettings, with_ci
+from ..metrics.bootstrap import bootstrap_ci
+from ..published_results import SPATIALREWARD_TABLE3
+from .comparison_grid import draw_case, gain_loss_cases
+from .editor_report import NOT_COMPARABLE
+from .protocols import EDITOR_BENCHMARKS
+from .scores import summarize
+
+__all__ = ["compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "sign_flip_p_value"]
+
+TABLE3_LANGUAGE = {"gedit": "en", "imgedit": "en"}  # GEdit-EN; ImgEdit's instructions are English
+
+
+def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
+    """``["base=DIR", "tuned=DIR1,DIR2"]`` -> ``{name: [report folders]}`` (names unique, in order)."""
+    runs: Dict[str, List[Path]] = {}
+    for item in items:
+        name, sep, folders = item.partition("=")
+        if not sep or not name or not folders:
+            raise BenchmarkInputError(f"--runs '{item}' is not NAME=DIR[,DIR] (a report folder of 'miescore benchmark "
+                                      "gedit' and/or 'imgedit')")
+        if name in runs:
+            raise BenchmarkInputError(f"--runs names {name!r} twice; give each run once (NAME=GEDIT_DIR,IMGEDIT_DIR)")
+        runs[name] = [Path(f).expanduser() for f in folders.split(",") if f]
+    if len(runs) < 2:
+        raise BenchmarkInputError("--runs needs at least two runs (a baseline and one to compare)")
+    return runs
+
+
+def _load(runs: Dict[str, List[Path]]) -> Dict[str, Dict[str, tuple]]:
+    """``{name: {benchmark: (report, folder)}}`` read from each folder's ``report.json``."""
+    loaded: Dict[str, Dict[str, tuple]] = {}
+    for name, folders in runs.items():
+        loaded[name] = {}
+        for folder in folders:
+            try:
+                report = json.loads((folder / "report.json").read_text())
+            except (OSError, json.JSONDecodeError) as err:
+                raise BenchmarkInputError(f"--runs {name}: '{folder}' has no readable report.json ({err}); pass the "
+                                          "--out folder of 'miescore benchmark gedit' or 'imgedit'") from None
+            kind = report.get("benchmark")
+            if kind not in EDITOR_BENCHMARKS or "per_row" not in report:
+                raise BenchmarkInputError(f"--runs {name}: '{folder}' is a {kind!r} report, not one of 'miescore "
+                                          "benchmark gedit' or 'imgedit'")
+            if kind in loaded[name]:
+                raise BenchmarkInputError(f"--runs {name}: two {kind} reports ({loaded[name][kind][1]}, {folder})")
+            loaded[name][kind] = (report, folder)
+    return loaded
+
+
+def _rows(report: dict, folder: Path, kind: str):
+    import pandas as pd
+
+    frame = pd.DataFrame(report["per_row"])
+    if frame.empty:
+        return frame
+    frame = frame[frame["language"] == TABLE3_LANGUAGE[kind]].copy()
+    frame["run_dir"] = str(folder)
+    return frame
+
+
+def _macro_diff(codes: np.ndarray, n_codes: int, diffs: np.ndarray) -> np.ndarray:
+    """Unweighted mean over categories of the per-category mean of ``diffs`` (rows: resamples / permutations)."""
+    indicator = np.zeros((len(codes), n_codes))
+    indicator[np.arange(len(codes)), codes] = 1.0
+    counts = indicator.sum(axis=0)
+    present = counts > 0
+    per_category = (np.atleast_2d(diffs) @ indicator)[:, present] / counts[present]
+    return per_category.mean(axis=1)
+
+
+def sign_flip_p_value(codes: np.ndarray, diffs: np.ndarray, permutations: int = 9999, seed: int = 0) -> float:
+    """Two-sided paired permutation test of the category-macro mean of per-key differences ``diffs`` (module
+    docstring); ``codes``: each key's category index."""
+    if len(diffs) == 0:
+        return float("nan")
+    n_codes = int(codes.max()) + 1
+    observed = abs(_macro_diff(codes, n_codes, diffs)[0])
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((-1.0, 1.0), size=(permutations, len(diffs)))
+    null = np.abs(_macro_diff(codes, n_codes, signs * diffs))
+    return float((1 + np.sum(null >= observed - 1e-12)) / (1 + permutations))
+
+
+def _delta(base, run, benchmark, bootstrap: BootstrapSettings) -> dict:
+    """Δ of the overall between two per-key frames: the printed difference, and over the keys both judged a
+    bootstrap CI and the sign-flip p-value."""
+    key = benchmark.overall
+    both = base[["row", "category", key]].merge(run[["row", key]], on="row", suffixes=("_base", "_run"))
+    order = sorted(set(both["category"]))
+    codes = np.array([order.index(c) for c in both["category"]], dtype=int)
+    diffs = (both[f"{key}_run"] - both[f"{key}_base"]).to_numpy(float)
+    out = {"n_paired": int(len(both))}
+    if len(both) == 0:
+        return {**out, "delta": {"value": None, "ci": [None, None]}, "p_value": None}
+
+    def paired(idx):
+        return float(_macro_diff(codes[idx], len(order), diffs[idx])[0])
+
+    idx = np.arange(len(both))
+    cell = bootstrap_ci(paired, idx, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level) if bootstrap.n else None
+    out["delta_paired"] = with_ci(cell if cell is not None else paired(idx))
+    out["p_value"] = sign_flip_p_value(codes, diffs, seed=bootstrap.seed)
+    return out
+
+
+def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[str] = None,
+                    bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4) -> dict:
+    """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``."""
+    from ...scoring.jsonl_scoring import make_output_folder
+
+    bootstrap = bootstrap or BootstrapSettings(n=0)
+    loaded = _load(runs)
+    baseline = baseline or next(iter(loaded))
+    if baseline not in loaded:
+        raise BenchmarkInputError(f"--baseline {baseline!r} is not one of the runs ({', '.join(loaded)})")
+    make_output_folder(out_dir, "out_dir: ")  # once the runs are known to be usable
+    rows = {name: {kind: _rows(report, folder, kind) for kind, (report, folder) in kinds.items()}
+            for name, kinds in loaded.items()}
+    table: Dict[str, dict] = {}
+    per_category: Dict[str, dict] = {}
+    cases: Dict[str, dict] = {}
+    for name, kinds in rows.items():
+        table[name] = {}
+        for kind, frame in kinds.items():
+            benchmark = EDITOR_BENCHMARKS[kind]
+            order = loaded[name][kind][0].get("categories")
+            summary = summarize(frame, benchmark, bootstrap, order) if not frame.empty else None
+            cell = {"summary": summary, "comparable": loaded[name][kind][0].get("comparable"),
+                    "folder": str(loaded[name][kind][1])}
+            base_frame = rows[baseline].get(kind)
+            if name != baseline and base_frame is not None and summary is not None and not base_frame.empty:
+                base_summary = table[baseline][kind]["summary"] if baseline in table else \
+                    summarize(base_frame, benchmark, BootstrapSettings(n=0), order)
+                printed = summary[benchmark.overall]["value"] - base_summary[benchmark.overall]["value"]
+                cell["delta"] = {"value": printed, **_delta(base_frame, frame, benchmark, bootstrap)}
+                picks = gain_loss_cases(base_frame, frame, benchmark.overall, grid_size)
+                label = benchmark.labels[benchmark.overall]
+                for case in picks:
+                    rank = sum(c["kind"] == case["kind"] for c in picks[:picks.index(case) + 1])
+                    case["picture"] = draw_case(case, (baseline, name), label, out_dir,
+                                                f"{kind}-{_safe(name)}-{case['kind']}-{rank:02d}")
+                cases.setdefault(kind, {})[name] = picks
+            table[name][kind] = cell
+            if summary is not None:
+                per_category.setdefault(kind, {})[name] = {c: v[benchmark.overall]["value"]
+                                                           for c, v in summary["by_category"].items()}
+    return {"benchmark": "editors", "baseline": baseline, "runs": list(loaded), "table3": table,
+            "per_category": per_category, "cases": cases, "published": SPATIALREWARD_TABLE3,
+            "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
+            "meta": {"bootstrap": bootstrap.describe("keys")}}
+
+
+def _safe(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60]
+
+
+# ------------------------------------------------------------------------------------------------ Markdown
+
+
+def _signed(metric: Optional[dict], digits: int = 2) -> str:
+    if not metric or metric.get("value") is None:
+        return "—"
+    text = f"{metric['value']:+.{digits}f}"
+    lo, hi = (metric.get("ci") or [None, None])[:2]
+    return text + (f" [{lo:+.{digits}f}, {hi:+.{digits}f}]" if lo is not None and hi is not None else "")
+
+
+def _delta_cell(cell: dict) -> str:
+    delta = cell.get("delta")
+    if not delta:
+        return "—"
+    paired = delta.get("delta_paired") or {}
+    text = _signed({"value": delta["value"], "ci": paired.get("ci")})
+    if delta.get("p_value") is not None:
+        text += f", p = {delta['p_value']:.3f} (n = {delta['n_paired']})"
+    return text
+
+
+def _table3_rows(report: dict) -> List[List[str]]:
+    from ..report import fmt_ci
+
+    def value(x):
+        return "—" if x is None else f"{x:.2f}"
+
+    rows = []
+    for group, entries in report["published"].items():
+        rows.append([f"*{group}*", "", "", "", "", "", ""])
+        for name, r in entries.items():
+            rows.append([name, value(r["gedit_sc"]), value(r["gedit_pq"]), value(r["gedit_ovrl"]),
+                         "-" if r["gedit_delta"] is None else f"+{r['gedit_delta']:.2f}", value(r["imgedit_ovrl"]),
+                         "-" if r["imgedit_delta"] is None else f"+{r['imgedit_delta']:.2f}"])
+    rows.append(["*This comparison*", "", "", "", "", "", ""])
+    for name in report["runs"]:
+        cells = report["table3"][name]
+        gedit, imgedit = cells.get("gedit", {}), cells.get("imgedit", {})
+        gs, is_ = gedit.get("summary"), imgedit.get("summary")
+        own = any(c.get("comparable") is False for c in cells.values())
+        label = f"{name}{' (baseline)' if name == report['baseline'] else ''}{' †' if own else ''}"
+        rows.append([label, *(fmt_ci(gs[k], 2) if gs else "—" for k in ("sc", "pq", "o")), _delta_cell(gedit),
+                     fmt_ci(is_["mean"], 2) if is_ else "—", _delta_cell(imgedit)])
+    return rows
+
+
+def comparison_markdown(report: dict) -> str:
+    """``report.md`` of ``miescore benchmark editors`` (module docstring)."""
+    from ..report import _notes, _table, title_case
+
+    own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
+    out = ["# Editor comparison (SpatialReward paper, Table 3 layout)", ""]
+    if own:
+        out += [f"> **† {NOT_COMPARABLE.capitalize()}:** {', '.join(own)} were judged with our own prompts.", ""]
+    out += [f"{len(report['runs'])} runs; Δ against **{report['baseline']}**.", "", "## Table 3 layout", "",
+            _table(["Configuration", "GEdit-EN SC", "GEdit-EN PQ", "GEdit-EN Ovrl.", "Δ", "ImgEdit Ovrl.", "Δ"],
+                   _table3_rows(report)), "",
+            "The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). Brackets: bootstrap CIs over "
+            "keys; p: paired sign-flip permutation test over the keys both runs judged (n).", ""]
+    for kind, by_run in report["per_category"].items():
+        benchmark = EDITOR_BENCHMARKS[kind]
+        names = list(by_run)
+        cats = sorted({c for values in by_run.values() for c in values})
+        base = by_run.get(report["baseline"], {})
+        header = [benchmark.category_label, *names, *[f"Δ {n}" for n in names if n != report["baseline"]]]
+        rows = [[title_case(c), *[_num(by_run[n].get(c)) for n in names],
+                 *[_diff(by_run[n].get(c), base.get(c)) for n in names if n != report["baseline"]]] for c in cats]
+        out += [f"## {benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}",
+                "", _table(header, rows), ""]
+        plot = report.get("plots", {}).get(f"per_category_{kind}")
+        out += [f"![{benchmark.title} per {benchmark.category_label.lower()}]({plot})", ""] if plot else []
+    for kind, by_run in report["cases"].items():
+        benchmark = EDITOR_BENCHMARKS[kind]
+        for name, picks in by_run.items():
+            out += [f"## {benchmark.title}: largest gains and losses of {name} over {report['baseline']}", "",
+                    "Source | baseline | compared run (the paper's Fig. 7 / appendix C.2 view).", ""]
+            for case in picks:
+                out += [f"**{case['kind'].title()}** `{case['row']}` ({title_case(case['category'])}, "
+                        f"{case['delta']:+.2f}): {case['instruction']}", "",
+                        f"![{case['kind']} {case['row']}]({case['picture']})", ""]
+            if not picks:
+                out += ["No key changed.", ""]
+    return "\n".join(out + _notes(report, ["Δ = Overall(run) − Overall(baseline), as the paper's Δ column."]))
+
+
+def _num(x) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def _diff(x, y) -> str:
+    return "—" if x is None or y is None else f"{x - y:+.2f}"
+
+
+def comparison_plots(report: dict, out_dir) -> Dict[str, str]:
+    """Per benchmark, the overall per category, one bar per run (``plots/per_category_<benchmark>.png``)."""
+    from ..plots import _figure, _legend_below, _save
+    from ..report import title_case
+
+    paths = {}
+    for kind, by_run in report["per_category"].items():
+        benchmark = EDITOR_BENCHMARKS[kind]
+        cats = sorted({c for values in by_run.values() for c in values})
+        fig = _figure(max(6.0, 0.6 * len(cats) + 2.5), 3.6)
+        ax = fig.add_subplot()
+        x = np.arange(len(cats))
+        width = 0.8 / max(1, len(by_run))
+        for k, (name, values) in enumerate(by_run.items()):
+            ax.bar(x - 0.4 + width * (k + 0.5), [values.get(c, np.nan) for c in cats], width, label=name)
+        ax.set_xticks(x)
+        ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
+        ax.set_ylim(*benchmark.scale)
+        ax.set_ylabel(benchmark.labels[benchmark.overall])
+        ax.grid(axis="y", alpha=0.3)
+        _legend_below(fig, ncol=max(1, len(by_run)))
+        fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per "
+                     f"{benchmark.category_label.lower()} and run", fontsize=9)
+        paths[f"per_category_{kind}"] = _save(fig, Path(out_dir), f"per_category_{kind}")
+    return paths

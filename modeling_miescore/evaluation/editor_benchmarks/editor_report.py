@@ -1,0 +1,226 @@
+"""The report of one editor on GEdit-Bench or ImgEdit-Bench: the report dict (``report.json``), its Markdown
+(``report.md`` / ``report.html``, through :func:`modeling_miescore.evaluation.report.write_report`) and its plot.
+
+Sections: the run (dataset, edits, judge, prompts, counts); the headline table (GEdit: SC, PQ, O per language for
+the full set and the ``Intersection_exist`` subset; ImgEdit: the overall), as in the SpatialReward paper's Table 3;
+the per-category table; the reward models' view of the same edits (per category, and their Spearman correlation
+with the judge's overall); the missing edits, flagged judgements and edits not judged, each listed. A report made
+with our own prompts says so at the top: "own prompts — not comparable with published numbers".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ..instance_bootstrap import BootstrapSettings, with_ci
+from ..metrics.bootstrap import bootstrap_ci
+from ..report import _table, fmt_ci, title_case
+from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
+from .reward_judges import REWARD_JUDGES, reward_view
+from .scores import benchmark_results
+
+__all__ = ["NOT_COMPARABLE", "build_editor_report", "editor_markdown", "editor_plots", "reward_judge_summary"]
+
+NOT_COMPARABLE = "own prompts — not comparable with published numbers"
+_SUBSET_NAMES = {"full": "Full set", "intersection": "Intersection"}
+_LISTED = 50  # entries of a list shown in a report (all of them stay in report.json)
+
+
+def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings) -> dict:
+    from ..metrics.correlation import srcc
+
+    if len(x) < 3:
+        return {"value": None, "ci": [None, None], "n": int(len(x))}
+
+    def fn(idx):
+        return srcc(x[idx], y[idx])
+
+    idx = np.arange(len(x))
+    cell = bootstrap_ci(fn, idx, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level) if bootstrap.n else fn(idx)
+    return {**with_ci(cell), "n": int(len(x))}
+
+
+def reward_judge_summary(kind, reward_rows, judge_rows, benchmark: EditorBenchmark,
+                         bootstrap: BootstrapSettings, order: list) -> dict:
+    """The reward model's per-category means (a :func:`~.scores.benchmark_results` with its scores) and, where the
+    MLLM judge ran too, the Spearman correlation of its overall with the judge's overall over the rows both
+    judged, overall and per category."""
+    view = reward_view(benchmark, kind)
+    out: Dict[str, Any] = {"kind": kind.name, "scores": list(kind.scores), "labels": kind.labels,
+                           "scale": kind.scale, "results": benchmark_results(reward_rows, view, bootstrap, order)}
+    if judge_rows is None or judge_rows.empty or reward_rows.empty:
+        return out
+    both = reward_rows.merge(judge_rows[["row", benchmark.overall]], on="row", suffixes=("", "_judge"))
+    judge_col = f"{benchmark.overall}_judge" if benchmark.overall in kind.scores else benchmark.overall
+    srcc: Dict[str, Any] = {}
+    for language, part in both.groupby("language"):
+        srcc[language] = {"overall": _srcc_ci(part[kind.overall].to_numpy(float), part[judge_col].to_numpy(float),
+                                              bootstrap),
+                          "by_category": {c: _srcc_ci(g[kind.overall].to_numpy(float), g[judge_col].to_numpy(float),
+                                                      BootstrapSettings(n=0))
+                                          for c, g in part.groupby("category")}}
+    out["srcc_with_judge"] = srcc
+    return out
+
+
+def build_editor_report(benchmark: EditorBenchmark, *, run: dict, samples, rows, missing: List[str],
+                        outside_selection: int, prompts, bootstrap: BootstrapSettings, reward: Optional[dict] = None,
+                        judge_ran: bool = True, order: Optional[list] = None, sources: Optional[dict] = None) -> dict:
+    """The report dict: ``samples`` / ``rows`` from :mod:`.scores` (``rows``: one value per key), ``missing`` the
+    selected rows without edits, ``reward``: ``{judge name: reward_judge_summary(...)}``."""
+    flagged = samples[samples["judged"] & samples["failed"]]
+    not_judged = samples[~samples["judged"]]
+    order = order or sorted(set(samples["category"]) | set(rows["category"]) if len(samples) else [])
+    per_row = []
+    for record in rows.to_dict("records"):
+        per_row.append({**{k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()},
+                        "sources": (sources or {}).get(record["row"], [])})
+    return {
+        "benchmark": benchmark.name, "title": benchmark.title, "run": run,
+        "comparable": bool(prompts.comparable) if judge_ran else None,
+        "counts": {"rows_selected": int(len(set(samples["row"])) + len(missing)), "edits": int(len(samples)),
+                   "missing_edits": len(missing), "outside_selection": int(outside_selection),
+                   "judged": int((samples["judged"] & ~samples["failed"]).sum()) if judge_ran else 0,
+                   "flagged": int(len(flagged)) if judge_ran else 0,
+                   "not_judged": int(len(not_judged)) if judge_ran else 0, "rows_evaluated": int(len(rows))},
+        "missing_edits": list(missing),
+        "flagged": [{"id": i, "issues": list(x)} for i, x in zip(flagged["input_id"], flagged["issues"])],
+        "not_judged": list(not_judged["input_id"]) if judge_ran else [],
+        "results": benchmark_results(rows, benchmark, bootstrap, order) if judge_ran else {},
+        "categories": order, "reward_judges": reward or {}, "per_row": per_row,
+        "meta": {"bootstrap": bootstrap.describe("rows (keys)")},
+    }
+
+
+# ------------------------------------------------------------------------------------------------ Markdown
+
+
+def _listing(title: str, items: List[str], empty: str) -> List[str]:
+    if not items:
+        return [f"**{title}:** {empty}", ""]
+    shown = ", ".join(f"`{x}`" for x in items[:_LISTED])
+    more = f" … and {len(items) - _LISTED} more (all in report.json)" if len(items) > _LISTED else ""
+    return [f"<details><summary>{title}: {len(items)}</summary>", "", shown + more, "", "</details>", ""]
+
+
+def _headline(report: dict, benchmark: EditorBenchmark) -> List[str]:
+    labels = [benchmark.labels[k] for k in benchmark.scores]
+    rows = []
+    for language, subsets in report["results"].items():
+        for subset, summary in subsets.items():
+            rows.append([language.upper(), _SUBSET_NAMES.get(subset, subset), summary["n"],
+                         *[fmt_ci(summary[k], 2) for k in benchmark.scores]])
+    return [f"## {benchmark.title} results (SpatialReward paper, Table 3 layout)", "",
+            _table(["Language", "Subset", "Keys", *labels], rows), "", benchmark.overall_note, ""]
+
+
+def _per_category(report: dict, benchmark: EditorBenchmark) -> List[str]:
+    out = []
+    for language, subsets in report["results"].items():
+        cats = subsets["full"]["by_category"]
+        rows = [[title_case(c), cats[c]["n"], *[fmt_ci(cats[c][k], 2) for k in benchmark.scores]]
+                for c in report["categories"] if c in cats]
+        out += [f"## Per {benchmark.category_label.lower()} ({language.upper()}, full set)", "",
+                _table([benchmark.category_label, "Keys", *[benchmark.labels[k] for k in benchmark.scores]], rows), ""]
+    plot = report.get("plots", {}).get("per_category")
+    return out + ([f"![{benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}]({plot})", ""]
+                  if plot else [])
+
+
+def _reward_section(report: dict, benchmark: EditorBenchmark) -> List[str]:
+    if not report["reward_judges"]:
+        return []
+    out = ["## Reward models as judges of the same edits", ""]
+    for name, view in report["reward_judges"].items():
+        labels = [view["labels"][k] for k in view["scores"]]
+        counts = view.get("counts", {})
+        out += [f"**{name}** ({view['scale']}): {counts.get('scored', 0)} edits scored, {counts.get('flagged', 0)} "
+                f"flagged (a judgement that could not be parsed; left out), {counts.get('not_scored', 0)} not scored.",
+                ""]
+        for language, subsets in view["results"].items():
+            cats = subsets["full"]["by_category"]
+            srcc = view.get("srcc_with_judge", {}).get(language)
+            header = [benchmark.category_label, "Keys", *labels] + (["SRCC with judge"] if srcc else [])
+            rows = [[title_case(c), cats[c]["n"], *[fmt_ci(cats[c][k], 2, ci=False) for k in view["scores"]]]
+                    + ([fmt_ci(srcc["by_category"].get(c), 3, ci=False)] if srcc else [])
+                    for c in report["categories"] if c in cats]
+            total = subsets["full"]
+            rows.append(["**All (mean over categories)**", total["n"], *[fmt_ci(total[k], 2) for k in view["scores"]]]
+                        + ([fmt_ci(srcc["overall"], 3)] if srcc else []))
+            out += [f"{language.upper()}:", "", _table(header, rows), ""]
+        out += [f"SRCC: Spearman correlation, over the keys both judged, between {name}'s "
+                f"{view['labels'][REWARD_JUDGES[view['kind']].overall]} and the judge's "
+                f"{benchmark.labels[benchmark.overall]}.", ""]
+    return out
+
+
+def editor_markdown(report: dict) -> str:
+    """``report.md`` of an editor benchmark run (module docstring)."""
+    from ..report import _notes, _run_lines
+
+    benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
+    counts = report["counts"]
+    out = [f"# {benchmark.title} editor evaluation report", ""]
+    if report.get("comparable") is False:
+        out += [f"> **{NOT_COMPARABLE.capitalize()}.** The judge used our own wording of the protocol; pass the "
+                f"benchmark's own prompt file with --prompts ({benchmark.prompts_expected}) for numbers comparable "
+                "with published ones.", ""]
+    out += [f"{counts['rows_evaluated']} keys evaluated of {counts['rows_selected']} selected "
+            f"({counts['edits']} edited images; {counts['missing_edits']} keys without an edit; "
+            f"{counts['flagged']} flagged judgements; {counts['not_judged']} edits not judged).", "", "## Run", ""]
+    out += _run_lines(report)
+    run = report["run"]
+    for key, label in (("edits", "Edits"), ("judge", "Judge"), ("prompts", "Prompts"), ("samples", "Samples per key"),
+                       ("selection", "Selection")):
+        if run.get(key):
+            out.append(f"- **{label}:** {run[key]}")
+    out.append("")
+    if report["results"]:
+        out += _headline(report, benchmark) + _per_category(report, benchmark)
+    out += _reward_section(report, benchmark)
+    out += ["## Missing and failed", ""]
+    out += _listing("Keys without an edit (left out of every mean)", report["missing_edits"], "none")
+    out += _listing("Flagged judgements (an answer without every score; left out)",
+                    [f"{f['id']} ({', '.join(f['issues'])})" for f in report["flagged"]], "none")
+    out += _listing("Edits not judged (the request failed; rerun to retry)", report["not_judged"], "none")
+    notes = [f"Judge protocol: {benchmark.title}, {'as released' if report.get('comparable') else NOT_COMPARABLE}; "
+             f"published numbers use {benchmark.published_judge}.", benchmark.overall_note]
+    if counts["outside_selection"]:
+        notes.append(f"{counts['outside_selection']} edits belong to rows outside the selection and were left out.")
+    return "\n".join(out + _notes(report, notes))
+
+
+# ------------------------------------------------------------------------------------------------ plots
+
+
+def editor_plots(report: dict, out_dir) -> Dict[str, str]:
+    """The per-category overall, one bar per category and language, with CIs (``plots/per_category.png``)."""
+    from ..plots import _ci_note, _err, _figure, _legend_below, _save, _val
+
+    benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
+    if not report["results"]:
+        return {}
+    cats = report["categories"]
+    languages = list(report["results"])
+    fig = _figure(max(6.0, 0.55 * len(cats) + 2.5), 3.6)
+    ax = fig.add_subplot()
+    x = np.arange(len(cats))
+    width = 0.8 / len(languages)
+    for k, language in enumerate(languages):
+        by_cat = report["results"][language]["full"]["by_category"]
+        ms = [by_cat.get(c, {}).get(benchmark.overall) for c in cats]
+        ms = [m if m is not None else {"value": None, "ci": [None, None]} for m in ms]
+        ax.bar(x - 0.4 + width * (k + 0.5), [_val(m) for m in ms], width, yerr=_err(ms), capsize=2,
+               label=language.upper())
+    ax.set_xticks(x)
+    ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
+    ax.set_ylim(benchmark.scale[0], benchmark.scale[1])
+    ax.set_ylabel(f"{benchmark.labels[benchmark.overall]} ({benchmark.scale[0]:g}–{benchmark.scale[1]:g})")
+    ax.grid(axis="y", alpha=0.3)
+    _legend_below(fig, ncol=max(1, len(languages)))
+    fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()} "
+                 f"({_ci_note(report)})", fontsize=9)
+    return {"per_category": _save(fig, Path(out_dir), "per_category")}

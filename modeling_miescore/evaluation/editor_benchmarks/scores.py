@@ -1,0 +1,142 @@
+"""From judgements to benchmark numbers: per-sample table, per-row values (one key), category means, the unweighted
+mean over categories, subsets and languages, with percentile-bootstrap CIs over rows.
+
+* :func:`sample_frame`: one row per edit (``<row>#<sample>``): the row's metadata, the judge's scores, and whether
+  it was judged (``judged``) and flagged (``failed``).
+* :func:`row_frame`: one value per key from its judged, unflagged samples: the mean over samples (``mode="mean"``:
+  the expected score of one draw) or the sample with the highest overall (``mode="best"``: best-of-N, as EditScore's
+  GEdit statistics script keeps ``max(samples, key=overall)``; the first sample wins a tie). ImgEdit's per-image
+  mean is rounded to 2 places first (``step1_get_avgscore.py``).
+* :func:`summarize`: per category the mean of each score (ImgEdit: rounded to 2 places, ``step2_typescore.py``),
+  then the unweighted mean over the categories present; CIs resample rows with replacement (per category: that
+  category's rows only); ``n`` resamples, ``seed`` and ``level`` from :class:`~..instance_bootstrap.BootstrapSettings`.
+* :func:`benchmark_results`: :func:`summarize` per language and subset (GEdit: full set and ``intersection``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ..instance_bootstrap import BootstrapSettings, with_ci
+from ..metrics.bootstrap import bootstrap_ci
+from .protocols import EditorBenchmark
+
+__all__ = ["benchmark_results", "category_means", "row_frame", "sample_frame", "summarize"]
+
+
+def sample_frame(rows, edits, judgements: dict, benchmark: EditorBenchmark, flags: Iterable[str] = ()):
+    """One row per edit of ``edits`` (:class:`~.edit_files.ResolvedEdits`), with ``rows``' metadata and the
+    ``judgements`` (input id -> record) scores; ``judged`` False where no record exists (a failed request)."""
+    import pandas as pd
+
+    out = []
+    for ref in edits.edits:
+        meta = rows.loc[ref.row]
+        record = judgements.get(ref.input_id)
+        entry = {"input_id": ref.input_id, "row": ref.row, "sample": ref.sample, "key": meta["key"],
+                 "category": meta["category"], "language": meta["language"], "instruction": meta["instruction"],
+                 "edited": str(ref.path),
+                 **{f: bool(meta[f]) for f in flags}, "judged": record is not None,
+                 "failed": bool(record and record.get("failed")),
+                 "issues": list(record.get("issues", [])) if record else []}
+        for key in benchmark.scores:
+            value = record.get(key) if record and not record.get("failed") else None
+            if value is not None and benchmark.round_to is not None:
+                value = round(float(value), benchmark.round_to)
+            entry[key] = np.nan if value is None else float(value)
+        out.append(entry)
+    columns = ["input_id", "row", "sample", "key", "category", "language", "instruction", "edited", *flags, "judged",
+               "failed", "issues", *benchmark.scores]
+    return pd.DataFrame(out, columns=columns)
+
+
+def row_frame(samples, benchmark: EditorBenchmark, mode: str = "mean"):
+    """One line per row (key) that has a usable judgement (module docstring); ``n_samples``: how many of its samples
+    count; ``best_sample`` / ``edited``: the chosen sample (best-of-N) or the first one."""
+    import pandas as pd
+
+    if mode not in ("mean", "best"):
+        raise ValueError(f"mode must be 'mean' or 'best', got {mode!r}")
+    usable = samples[samples["judged"] & ~samples["failed"]]
+    meta_columns = [c for c in samples.columns if c not in ("input_id", "sample", "edited", "judged", "failed",
+                                                            "issues", *benchmark.scores)]
+    out = []
+    for row, group in usable.groupby("row", sort=False):
+        group = group.sort_values("sample")
+        chosen = group.loc[group[benchmark.overall].idxmax()] if mode == "best" else group.iloc[0]
+        values = chosen[list(benchmark.scores)] if mode == "best" else group[list(benchmark.scores)].mean()
+        out.append({**{c: group.iloc[0][c] for c in meta_columns}, **{k: float(values[k]) for k in benchmark.scores},
+                    "n_samples": len(group), "best_sample": int(chosen["sample"]), "edited": chosen["edited"]})
+    return pd.DataFrame(out, columns=[*meta_columns, *benchmark.scores, "n_samples", "best_sample", "edited"])
+
+
+def _round(value: float, digits: int | None) -> float:
+    return round(value, digits) if digits is not None and np.isfinite(value) else value
+
+
+def category_means(categories: np.ndarray, values: np.ndarray, order: list, digits: int | None) -> dict:
+    """``{category: mean}`` of ``values`` (rounded to ``digits`` when given) for the categories of ``order`` present."""
+    out = {}
+    for code, name in enumerate(order):
+        mask = categories == code
+        if mask.any():
+            out[name] = _round(float(values[mask].mean()), digits)
+    return out
+
+
+def _macro(categories, table: np.ndarray, order, benchmark: EditorBenchmark) -> dict:
+    result = {}
+    for j, key in enumerate(benchmark.scores):
+        per = category_means(categories, table[:, j], order, benchmark.round_to)
+        result[key] = float(np.mean(list(per.values()))) if per else float("nan")
+    return result
+
+
+def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | None = None,
+              categories_order: list | None = None) -> dict:
+    """``{"n", <score>: {"value", "ci"}, "by_category": {category: {"n", <score>: {"value", "ci"}}}}`` of a
+    :func:`row_frame` (module docstring)."""
+    bootstrap = bootstrap or BootstrapSettings(n=0)
+    order = categories_order or sorted(set(frame["category"]))
+    codes = np.array([order.index(c) for c in frame["category"]], dtype=int)
+    table = frame[list(benchmark.scores)].to_numpy(dtype=float)
+    out: dict = {"n": int(len(frame))}
+    if len(frame) == 0:
+        return {**out, **{k: {"value": None, "ci": [None, None]} for k in benchmark.scores}, "by_category": {}}
+
+    def macro(idx):
+        return _macro(codes[idx], table[idx], order, benchmark)
+
+    positions = np.arange(len(frame))
+    if bootstrap.n > 0:
+        out.update(with_ci(bootstrap_ci(macro, positions, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)))
+    else:
+        out.update(with_ci(macro(positions)))
+    by_category = {}
+    for code, name in enumerate(order):
+        rows = positions[codes == code]
+        if len(rows) == 0:
+            continue
+
+        def means(idx):
+            return {k: _round(float(table[idx, j].mean()), benchmark.round_to) for j, k in enumerate(benchmark.scores)}
+
+        cell = (bootstrap_ci(means, rows, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
+                if bootstrap.n > 0 and len(rows) > 1 else means(rows))
+        by_category[name] = {"n": int(len(rows)), **with_ci(cell)}
+    out["by_category"] = by_category
+    return out
+
+
+def benchmark_results(rows, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | None = None,
+                      categories_order: list | None = None) -> dict:
+    """``{language: {"full": summary, <subset>: summary}}`` over a :func:`row_frame` (subsets: the benchmark's)."""
+    out = {}
+    for language in sorted(set(rows["language"])):
+        part = rows[rows["language"] == language]
+        out[language] = {"full": summarize(part, benchmark, bootstrap, categories_order)}
+        for subset, flag in (benchmark.subsets or {}).items():
+            out[language][subset] = summarize(part[part[flag].astype(bool)], benchmark, bootstrap, categories_order)
+    return out

@@ -1,0 +1,66 @@
+"""Credentials that must never be printed: API keys and passwords in URLs.
+
+* :func:`checked_api_key`: an API key read from the environment must be visible ASCII without spaces (what an
+  ``Authorization: Bearer`` header can carry). A key with a trailing newline (``KEY=$(cat file)`` keeps none,
+  but ``read`` into a file does), a space or a non-ASCII character is one clear error naming the variable and
+  the position, before any request (otherwise httpx refuses the header on every attempt, which looked like a
+  retried connection error, with the key in the message).
+* :func:`redacted_url`: ``http://user:secret@host/v1`` -> ``http://user:***@host/v1``, for every URL the package
+  shows (error messages, logs, reprs, usage logs); the real URL is still what requests go to.
+* :func:`redact`: any text with every given secret and every URL password replaced by ``***``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["checked_api_key", "redact", "redacted_url"]
+
+_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/@\s]+)@")
+_MASK = "***"
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with the password of its user info replaced by ``***`` (a user name alone is kept: tokens are
+    often passed as the user name, so it is masked too when there is no password)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    return urlunsplit(parts._replace(netloc=f"{_masked_userinfo(userinfo)}@{host}"))
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with each of ``secrets`` (empty ones ignored) and the credentials of every URL in it masked."""
+    text = str(text)
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, _MASK)
+        if secret.strip() and secret.strip() != secret:
+            text = text.replace(secret.strip(), _MASK)
+    return _USERINFO_RE.sub(lambda m: m.group("scheme") + _masked_userinfo(m.group("userinfo")) + "@", text)
+
+
+def _masked_userinfo(userinfo: str) -> str:
+    user, has_password, _ = userinfo.partition(":")
+    return f"{user}:{_MASK}" if has_password else _MASK
+
+
+def _describe(char: str) -> str:
+    names = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
+    return names.get(char, f"the character U+{ord(char):04X}")
+
+
+def checked_api_key(key: str, env: str) -> str:
+    """``key`` when it can be sent as a bearer token; ``ValueError`` naming ``env`` and the first bad character
+    (never the key) otherwise."""
+    for position, char in enumerate(key):
+        if not 0x21 <= ord(char) <= 0x7E:
+            raise ValueError(f"the API key in ${env} contains {_describe(char)} at position {position + 1} of "
+                             f"{len(key)}; an API key is printable ASCII without spaces: fix the variable "
+                             f"(e.g. export {env}=\"$(tr -d '[:space:]' < keyfile)\")")
+    return key

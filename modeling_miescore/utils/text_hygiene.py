@@ -1,0 +1,95 @@
+"""Text from endpoints, checked before it is stored or trained on.
+
+* **Lone surrogates** (``"\\ud800"`` written as a JSON escape) are not text: UTF-8 cannot encode them, so SQLite,
+  JSON Lines written with ``ensure_ascii=False`` and tokenizers fail on them. The rule, everywhere an endpoint's
+  text enters the package (the chat client's answer, and strings decoded from JSON inside an answer by
+  :mod:`modeling_miescore.judges.json_extract`): each lone surrogate is **repaired**, replaced with U+FFFD (what a
+  UTF-8 decoder with ``errors="replace"`` does); the answer is kept and the repair counted
+  (``repaired_text`` in the usage log). :func:`valid_text`, :func:`valid_strings`.
+* **Chat-control tokens** (:data:`QWEN_CONTROL_TOKENS`: every special and added token of the Qwen vocabulary
+  except SpatialReward's grounding tokens, and any ``<|name|>`` token of other vocabularies) and C0 control
+  characters (NUL and the like; tab, newline and carriage return are text) must never reach training data: a
+  tokenizer turns ``<|im_end|>`` inside a label into the real end-of-turn token. Training text that holds one is
+  **refused** (:func:`training_text_problem`), never silently stripped: the SFT rows of the SpatialReward data
+  pipeline (``training.spatialreward_data.check_row``: reason ``control_token``) and the MER-Bench instructions
+  (reason ``control_token``), counted in their stage reports.
+* **User text in prompts** (:func:`quoted`): every prompt the package fills with text it did not write (an
+  instruction, a policy's reasoning) writes it as a JSON string literal, so that it cannot pose as the end of
+  the prompt or as an answer object (issue 22).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, List, Optional
+
+from ..spatialreward_tokens import GROUNDING_TOKEN_RE
+
+__all__ = ["QWEN_CONTROL_TOKENS", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
+           "valid_text"]
+
+# Qwen/Qwen3-VL-8B-Instruct tokenizer_config.json, added_tokens_decoder (ids 151643-151668): the 14 special
+# tokens, then the 12 added ones (tool calls, fill-in-the-middle, thinking).
+QWEN_CONTROL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
+    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+    "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_PIPE_TOKEN_RE = re.compile(r"<\|[^<>|\n]{1,64}\|>")  # <|im_end|>, <|eot_id|>, <|begin_of_text|>, ...
+_TAG_TOKEN_RE = re.compile("|".join(re.escape(t) for t in QWEN_CONTROL_TOKENS if not t.startswith("<|")))
+_C0_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (the same object when there is none)."""
+    return _SURROGATE_RE.sub("\ufffd", text) if _SURROGATE_RE.search(text) else text
+
+
+def valid_strings(value: Any) -> Any:
+    """A decoded JSON value with :func:`valid_text` applied to every string in it, keys included (iterative:
+    a value as deep as the JSON decoder allowed never hits the recursion limit)."""
+    if isinstance(value, str):
+        return valid_text(value)
+    root = [value]
+    stack: List[tuple] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = valid_text(item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            fixed = {(valid_text(k) if isinstance(k, str) else k): v for k, v in item.items()}
+            container[key] = fixed
+            stack.extend((fixed, k) for k in fixed)
+    return root[0]
+
+
+def control_tokens_in(text: str) -> List[str]:
+    """The chat-control tokens and control characters in ``text`` (as found, in order; grounding tokens such
+    as ``<|bbox_0|>`` and ``<|global|>`` are not control tokens)."""
+    found = [m.group() for m in _PIPE_TOKEN_RE.finditer(text) if not GROUNDING_TOKEN_RE.fullmatch(m.group())]
+    found += [m.group() for m in _TAG_TOKEN_RE.finditer(text)]
+    found += [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
+    return found
+
+
+def training_text_problem(text: Any) -> Optional[str]:
+    """None when ``text`` may go into training data; else one line naming the first control token found."""
+    if not isinstance(text, str):
+        return None
+    found = control_tokens_in(text)
+    if not found:
+        return None
+    return f"holds the chat-control token {found[0]!r}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+
+
+def quoted(text: str) -> str:
+    """User text as a JSON string literal: in double quotes, with quotes, backslashes and line breaks escaped
+    (other characters as they are)."""
+    return json.dumps(str(text), ensure_ascii=False)

@@ -1,0 +1,106 @@
+"""Shared pieces of the editor-benchmark tests: converted fixture datasets, edited images whose colour names the
+answer a scripted judge gives, and that judge's answer functions (for :class:`local_http.RoutedChatServer`).
+
+An edit of code ``c`` is a solid image whose red channel is ``10 * c`` (the other channels say nothing): the scripted
+judge reads the code back from the last image of a request (the edited one; resizing a solid image keeps its
+colour) and answers from a table, so concurrent requests get deterministic answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from local_http import chat_completion, request_images
+
+from modeling_miescore.data.converters import get_converter
+from modeling_miescore.testing import raw_benchmarks as rb
+
+
+def converted(name: str, folder: Path, **options) -> tuple[Path, list[dict]]:
+    """A converted fixture (``gedit-bench`` or ``imgedit-bench``): ``(dataset folder, planted rows)``."""
+    raw = folder / f"raw-{name}"
+    if name == "gedit-bench":
+        truth = rb.make_raw_gedit_bench(raw, **options)
+        get_converter(name)(raw, folder / name, progress=False).build()
+    else:
+        truth = rb.make_raw_imgedit_bench(raw, images="Benchmark", **options)
+        get_converter(name)(raw, folder / name, progress=False, images="Benchmark").build()
+    return folder / name, truth
+
+
+def edit_image(path: Path, code: int, size=(64, 56)) -> Path:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, (10 * code, 90, 160)).save(path)
+    return path
+
+
+def code_of(body) -> int:
+    """The code of the edited image of a request (its last image)."""
+    return request_images(body)[-1].getpixel((0, 0))[0] // 10
+
+
+def is_sc(body) -> bool:
+    """GEdit: the SC request shows two images (source, edited), the PQ request one."""
+    return len(request_images(body)) == 2
+
+
+def gedit_answer(sc: list, pq: list, tokens=(500, 20)) -> tuple:
+    """``(sc answer, pq answer)`` bodies in VIEScore's JSON format."""
+    return (chat_completion(json.dumps({"score": sc, "reasoning": "sc"}), *tokens),
+            chat_completion(json.dumps({"score": pq, "reasoning": "pq"}), *tokens))
+
+
+def gedit_server_answer(table: dict):
+    """An answer function: ``table[code] = (sc scores, pq scores)``."""
+    def answer(body, repeat):
+        sc, pq = gedit_answer(*table[code_of(body)])
+        return 200, sc if is_sc(body) else pq, None, 0
+
+    return answer
+
+
+def imgedit_answer(scores, names=("Instruction Adherence", "Editing Quality", "Detail Preservation")) -> dict:
+    lines = ["Brief reasoning: scripted."] + [f"{n}: {s}" for n, s in zip(names, scores)]
+    return chat_completion("\n".join(lines), 700, 30)
+
+
+# Two editors ("base", "tuned") on small selections of both benchmarks, for the comparison tests. GEdit EN rows:
+# background_change 0, 1; subject-add 0, 1, (SC, PQ) per code; ImgEdit rows add 0, 1; remove 0, 1, three criteria
+# per code. The base run's edits have codes 0-3, the tuned run's 4-7.
+GEDIT_RUNS = {0: ([6, 6], [6, 6]), 1: ([4, 4], [9, 9]), 2: ([8, 8], [2, 2]), 3: ([5, 5], [5, 5]),
+              4: ([8, 8], [8, 8]), 5: ([4, 4], [4, 4]), 6: ([8, 8], [8, 8]), 7: ([6, 6], [6, 6])}
+IMGEDIT_RUNS = {0: (3, 3, 3), 1: (2, 2, 2), 2: (4, 4, 4), 3: (1, 1, 1), 4: (4, 4, 4), 5: (1, 1, 1), 6: (5, 5, 5),
+                7: (3, 3, 3)}
+
+
+def make_editor_runs(folder: Path) -> tuple[dict, Path]:
+    """The four report folders ``{(benchmark, run): folder}`` of ``miescore benchmark gedit`` / ``imgedit`` for the
+    two editors, judged by a scripted judge."""
+    from local_http import RoutedChatServer
+
+    from modeling_miescore.cli.main import main
+
+    gedit, gedit_truth = converted("gedit-bench", folder, tasks={"background_change": 2, "subject-add": 2},
+                                   languages=("en",))
+    imgedit, imgedit_truth = converted("imgedit-bench", folder, types=("add", "remove"), per_type=2)
+    out = {}
+
+    def answer(body, repeat):
+        parts = body["messages"][0]["content"]
+        if len(parts) == 3 and parts[0]["type"] == "text":  # ImgEdit: text, source, edited
+            return 200, imgedit_answer(IMGEDIT_RUNS[code_of(body)]), None, 0
+        return gedit_server_answer(GEDIT_RUNS)(body, repeat)
+
+    with RoutedChatServer(answer) as server:
+        for name, offset in (("base", 0), ("tuned", 4)):
+            for kind, dataset, truth in (("gedit", gedit, gedit_truth), ("imgedit", imgedit, imgedit_truth)):
+                edits = folder / f"{kind}-{name}"
+                for code, t in enumerate(truth):
+                    edit_image(edits / f"{t['key']}.png", code + offset)
+                out[(kind, name)] = folder / f"report-{kind}-{name}"
+                assert main(["benchmark", kind, "--dataset", str(dataset), "--edits", str(edits), "--out",
+                             str(out[(kind, name)]), "--backend", "openai", "--base-url", server.url, "--model", "m",
+                             "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
+    return out, folder

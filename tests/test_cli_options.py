@@ -1,0 +1,81 @@
+"""How ``miescore`` commands are declared: every command module is listed in ``COMMAND_MODULES`` (subcommands of
+another command through ``PARENT_COMMAND``), command modules share only public helpers, and per-option checks live
+in the options' argparse types."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from modeling_miescore.cli.main import build_parser, main
+
+cli_main = importlib.import_module("modeling_miescore.cli.main")  # the package exports main() under that name
+
+CLI_DIR = Path(cli_main.__file__).parent
+
+
+@pytest.mark.parametrize("kind", ["mie-bench", "editing-models", "zero-shot", "reward"])
+def test_batch_size_is_checked_by_its_argument_type(kind, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        main(["benchmark", kind, "--dataset", str(tmp_path), "--model", "m", "--out", str(tmp_path / "out"),
+              "--batch-size", "0"])
+    assert exit_.value.code == 2
+    assert f"miescore benchmark {kind}: error: argument --batch-size: must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_subcommand_modules_register_under_their_parent_command(monkeypatch):
+    assert "external_benchmarks" in cli_main.COMMAND_MODULES
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("benchmark", "external_benchmarks"))
+    args = build_parser().parse_args(["benchmark", "zero-shot", "--dataset", "d", "--predictions", "p", "--out", "o"])
+    from modeling_miescore.cli.external_benchmarks import cmd_zero_shot
+
+    assert args.func is cmd_zero_shot and args.batch_size == 8
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("external_benchmarks", "benchmark"))
+    with pytest.raises(RuntimeError, match="adds subcommands to 'benchmark', which is not listed before it"):
+        build_parser()
+
+
+def test_command_modules_import_no_private_names_from_each_other():
+    private = []
+    for path in sorted(CLI_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:  # from .main import ...
+                private += [f"{path.name}: from .{node.module} import {alias.name}" for alias in node.names
+                            if alias.name.startswith("_")]
+    assert private == []
+    listed = set(cli_main.COMMAND_MODULES)
+    helpers = {"__init__", "__main__", "main", "model_calls"}  # the parser and the shared options, no command
+    assert {p.stem for p in CLI_DIR.glob("*.py")} - helpers == listed
+
+
+def test_the_server_options_are_built_only_when_serve_is_parsed(monkeypatch, capsys):
+    from modeling_miescore.cli import serve
+
+    built = []
+    monkeypatch.setattr(serve, "_add_settings_options", lambda parser: built.append(parser.prog))
+    parser = build_parser()
+    parser.parse_args(["benchmark", "zero-shot", "--dataset", "d", "--predictions", "p", "--out", "o"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    assert built == []
+    parser.parse_args(["serve", "--model", "m"])
+    parser.parse_args(["serve", "--model", "m"])
+    assert built == ["miescore serve"]
+
+
+@pytest.mark.slow  # a fresh interpreter: 2-5 s on a loaded 2-core machine
+def test_only_serve_imports_its_settings_declaration():
+    """The server's options are built from a pydantic model when ``serve`` is parsed; the other commands and
+    ``miescore --help`` do not pay for importing pydantic (about 0.4 s)."""
+    code = ("import sys; from modeling_miescore.cli.main import build_parser; parser = build_parser(); "
+            "parser.parse_args(['benchmark', 'zero-shot', '--dataset', 'd', '--predictions', 'p', '--out', 'o']); "
+            "print('pydantic' in sys.modules); parser.parse_args(['serve', '--model', 'm', '--max-batch', '3']); "
+            "print('pydantic' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stderr

@@ -17,7 +17,7 @@ import json
 import sys
 
 from ..image_io import MIEScoreInputError
-from .main import _quiet_transformers, add_device_args, finish_run, number_arg
+from .main import add_device_args, finish_run, number_arg, quiet_transformers
 
 __all__ = ["cmd_edit", "register"]
 
@@ -70,7 +70,7 @@ def cmd_edit(args) -> int:
     from ..training.editor_rl.edit_generation import generate_edits
     from ..training.editor_rl.editors import load_editor
 
-    _quiet_transformers()
+    quiet_transformers()
     if args.lora and not (Path(args.lora) / "pytorch_lora_weights.safetensors").is_file():
         raise MIEScoreInputError(f"--lora '{args.lora}' has no pytorch_lora_weights.safetensors; pass the folder a "
                                  "training run wrote its adapter to")

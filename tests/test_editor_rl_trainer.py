@@ -145,3 +145,26 @@ def test_full_fine_tuning_with_a_frozen_reference(toy, editing_requests, tmp_pat
     weights = load_file(str(out / "transformer.safetensors"))
     original = load_file(str(toy / "transformer.safetensors"))
     assert weights.keys() == original.keys() and not torch.equal(weights["to_out.weight"], original["to_out.weight"])
+
+
+def test_the_paper_config_reaches_576_images_per_step_on_8_processes():
+    import sys
+    from pathlib import Path
+
+    from trl import TrlParser
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "trainers"))
+    import flow_grpo_editor
+
+    parser = TrlParser((flow_grpo_editor.ScriptArguments, flow_grpo_editor.FlowGRPOConfig))
+    _, config = parser.parse_args_and_config(["--config", str(root / "trainers/configs/flow_grpo_editor_paper.yaml"),
+                                              "--dataset", "rows.jsonl", "--reward", "pkg.mod:fn",
+                                              "--output_dir", "out"])
+    config.validate(num_processes=8)
+    assert (config.num_generations, config.num_inference_steps, config.lora_rank, config.lora_alpha,
+            config.learning_rate, config.beta, config.advantage_clip) == (12, 20, 32, 64, 4e-4, 0.04, 5.0)
+    assert config.groups_per_process * 8 * config.num_generations == config.global_batch_size == 576
+    assert config.editor_options["vae_image_size"] == 512 * 512
+    with pytest.raises(MIEScoreInputError, match="global_batch_size 576 != .* x processes 4 .* = 288"):
+        config.validate(num_processes=4)

@@ -156,6 +156,8 @@ class FlowGRPOEditorTrainer:
 
     def _resume(self) -> int:
         if self.resume_from is None:
+            if self.config.resume and self.accelerator.is_main_process:
+                truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
             return 0
         state = load_checkpoint(self.resume_from, optimizer=self.optimizer, lr_scheduler=self.lr_scheduler,
                                 rank=self.accelerator.process_index)

@@ -69,6 +69,17 @@ def test_on_policy_ratio_is_one_and_the_reference_is_the_policy_at_step_0(name, 
         assert float((half.log_prob.detach() - step.sampled.log_prob[1:]).abs()) < 1e-5  # micro-batches: same up to fp noise
 
 
+def test_cps_rollouts_are_on_policy_too(tiny_editor_path, toy_editor_path):
+    editor = _editor("toy", tiny_editor_path, toy_editor_path)
+    add_lora(editor.transformer, rank=4, alpha=8, targets=editor.lora_targets)
+    plan = make_step_plan(4, random.Random(1), noise_level=0.8, train_fraction=0.75, sde_type="cps")
+    rollout = sample_group(editor, key="k", sources=[_source()], source_ids=["a"], instruction="red",
+                           num_images=3, plan=plan, seed=2)
+    for step in rollout.steps:
+        policy = recompute_step(editor.transformer, editor, step, plan)
+        assert torch.equal(policy.log_prob, step.sampled.log_prob)
+
+
 def test_the_policy_moves_away_from_the_reference_after_an_update(tiny_editor_path, toy_editor_path):
     editor = _editor("toy", tiny_editor_path, toy_editor_path)
     add_lora(editor.transformer, rank=4, alpha=8, targets=editor.lora_targets)

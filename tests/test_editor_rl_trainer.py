@@ -168,3 +168,20 @@ def test_the_paper_config_reaches_576_images_per_step_on_8_processes():
     assert config.editor_options["vae_image_size"] == 512 * 512
     with pytest.raises(MIEScoreInputError, match="global_batch_size 576 != .* x processes 4 .* = 288"):
         config.validate(num_processes=4)
+
+
+def test_ema_tempflow_and_tensorboard(toy, editing_requests, tmp_path):
+    """EMA weights are what the adapter holds (and checkpoints keep them); TempFlow weighting and CPS steps run;
+    the TensorBoard tracker gets the metrics."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "ema"
+    _train(toy_config(toy, editing_requests, out, max_steps=2, save_steps=2, ema_decay=0.9, ema_update_interval=1,
+                      step_weighting="tempflow", sde_type="cps", noise_level=0.8, report_to="tensorboard"))
+    adapter = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    raw = load_file(str(out / "checkpoint-2" / "trainable.safetensors"))
+    ema = load_file(str(out / "checkpoint-2" / "ema.safetensors"))
+    name = next(k for k in raw if "lora_B" in k)
+    saved = adapter["transformer." + name.replace(".default", "")]
+    assert torch.equal(saved, ema[name]) and not torch.equal(saved, raw[name])
+    assert list(out.glob("flow_grpo_editor/events.out.tfevents.*"))

@@ -39,8 +39,9 @@ class FlowGRPOConfig:
     dataset_split: Optional[str] = None
     max_train_rows: Optional[int] = None
     reward: str = field(default="", metadata={"help": "--reward spec (modeling_miescore.training.editor_rl."
-                        "reward_specs); package.module:function for a callable."})
-    reward_options: Optional[dict | str] = field(default=None, metadata={"help": "Options of the reward (JSON)."})
+                        "reward_specs; a YAML list of terms in a config); package.module:function for a callable."})
+    reward_options: Optional[dict | str] = field(default=None, metadata={"help": "Options of the reward (JSON on "
+                                                 "the command line), e.g. api_key_env; device: this process's."})
     reward_timeout: float = field(default=1800.0, metadata={"help": "Seconds to wait for one batch's rewards."})
     max_reward_failure_rate: float = field(default=0.25, metadata={"help": "Stop when more of a step's samples "
                                            "than this fail to get a reward."})

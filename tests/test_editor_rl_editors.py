@@ -94,7 +94,7 @@ def test_the_policy_moves_away_from_the_reference_after_an_update(tiny_editor_pa
     policy = recompute_step(editor.transformer, editor, step, plan)
     with torch.no_grad(), reference_policy(editor.transformer):
         reference = recompute_step(editor.transformer, editor, step, plan)
-    assert float(gaussian_kl_on_means(policy.mean, reference.mean, policy.sigma_t, policy.std).min()) > 0
+    assert float(gaussian_kl_on_means(policy.mean, reference.mean, policy.sigma_t, policy.std).min().detach()) > 0
     assert not torch.equal(policy.log_prob, step.sampled.log_prob)
 
 

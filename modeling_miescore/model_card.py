@@ -238,7 +238,7 @@ def _adapter_usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
             "# the run's config overrides of the base (image budget, rubric, ...) are saved beside the adapter",
             f"overrides = json.loads(Path(cached_file(ADAPTER, {_py(BASE_CONFIG_OVERRIDES)})).read_text())",
             f"{name} = get_class_from_dynamic_module({_py(module + '.' + name)}, ADAPTER)",
-            "processor = AutoProcessor.from_pretrained(ADAPTER)"]
+            "processor = AutoProcessor.from_pretrained(ADAPTER, trust_remote_code=False)  # stock, runs nothing"]
     build = "from_backbone" if kind == "miescore" and info.base_is_backbone else "from_pretrained"
     body = [f"base = {name}.{build}(BASE, **overrides)"]
     if info.resized_vocabulary:

@@ -289,7 +289,15 @@ def test_list_names_every_table_3_row(capsys):
     for baseline in BASELINES.values():
         row = next(line for line in stdout.splitlines() if line.startswith(baseline.name + " "))
         assert baseline.status in row and baseline.paper_row in row
-    assert {b.status for b in BASELINES.values()} == {"runnable here", "runnable with weights", "out of scope"}
+    assert {b.status for b in BASELINES.values()} == {"runnable here", "runnable with weights", "out of scope",
+                                                      "runs via another command"}
+    how = stdout.split("How each row runs here:")[1].splitlines()
+    assert len([line for line in how if line.strip()]) == len(BASELINES) == 28  # every Table 3 row but MIEScore's
+    cnniqa = next(line for line in how if line.startswith("  cnniqa:"))
+    assert "miescore baselines --metrics cnniqa" in cnniqa and "released weights zero-shot" in cnniqa
+    editscore = next(line for line in how if line.startswith("  editscore:"))
+    assert "--evaluator modeling_miescore.baselines.editscore_adapter:editscore" in editscore
+    assert "runs via miescore judge" in next(line for line in how if line.startswith("  chatgpt_5:"))
 
 
 # ---------------------------------------------------------------------------------------------------------

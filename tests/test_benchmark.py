@@ -485,15 +485,41 @@ def test_mer_bench_grid_re_aggregates_sub_scores_without_the_model(mer_dir, tmp_
     assert report["accuracy"]["overall"]["value"] == pytest.approx(by[(0.8, 0.4)])  # the scores used sec. 3.1
     grid = report["aggregation_grid"]
     assert grid["paper_readings"]["b_1_3"]["accuracy"] > grid["paper_readings"]["sec_3_1"]["accuracy"]
-    best = max(by.values())
-    assert grid["best"] == [c for c in cells if c["accuracy"] == best]
-    assert f"best accuracy {best:.3f}" in stdout
+    # searched on the reported groups: no best cell is picked (B.1.3 searches on a disjoint validation set)
+    assert grid["best"] == [] and not grid["held_out"] and "in-sample" in grid["best_refused"]
+    assert "no best cell picked" in stdout
     md = (out / "report.md").read_text()
     assert "## Aggregation weights: grid search (SpatialReward paper, B.1.3 / figure 10)" in md
+    assert "No best cell is picked:" in md and "**Best**" not in md
     assert "![Accuracy over the aggregation-weight grid](grid.png)" in md
     with Image.open(out / "grid.png") as im:
         assert im.format == "PNG"
     assert_html_report(out)
+    # held out: search on 2pair, report 3pair + 4pair; the best cell is picked on 2pair and shown on both
+    held = tmp_path / "held"
+    code, stdout, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                                "--split", "3pair,4pair", "--out", str(held), "--grid", "--grid-split", "2pair",
+                                "--grid-alpha", "0.5,0.8,1", "--grid-w-con", "0,0.4,0.6,1", "--bootstrap", "0",
+                                "--no-progress", "--no-plots"], capsys)
+    assert code == 0, stderr
+    grid = json.loads((held / "report.json").read_text())["aggregation_grid"]
+    assert grid["held_out"] and grid["searched_on"] == ["2pair"] and grid["reported_on"] == ["3pair", "4pair"]
+    two_pair = {r["pair_id"] for r in mer_rows(mer_dir, ("2pair",))}
+    search = [p for p in preds if p["pair_id"] in two_pair]
+    reported = [p for p in preds if p["pair_id"] not in two_pair]
+    accuracy = {(a, w): np.mean([np.all(np.diff(_grid_reward(p["sub_scores"], a, w)) < 0) for p in search])
+                for a in (0.5, 0.8, 1.0) for w in (0, 0.4, 0.6, 1)}
+    top = max(accuracy.values())
+    assert [(c["alpha"], c["w_con"]) for c in grid["best"]] == [k for k, v in accuracy.items() if v == top]
+    for c in grid["best"]:
+        assert c["reported_accuracy"] == pytest.approx(
+            np.mean([np.all(np.diff(_grid_reward(p["sub_scores"], c["alpha"], c["w_con"])) < 0) for p in reported]))
+    assert "on the reported 3pair,4pair:" in stdout
+    assert "Accuracy (search) | Accuracy (reported)" in (held / "report.md").read_text()
+    code, _, stderr = run(["benchmark", "mer-bench", "--dataset", str(mer_dir), "--predictions", str(path),
+                           "--out", str(tmp_path / "overlap"), "--grid", "--grid-split", "2pair", "--no-progress"],
+                          capsys)
+    assert code == 2 and "--grid-split 2pair is also reported" in stderr
 
 
 @pytest.mark.slow

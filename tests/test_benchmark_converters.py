@@ -5,7 +5,6 @@ every problem with file:line (CLI exit status 2) while writing nothing."""
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -65,7 +64,9 @@ def test_registry_names_every_converter_and_the_card_records_its_spec(tmp_path):
     rb.make_raw_ieqa(raw.mkdir() or raw)
     block = read_benchmark_metadata(str(convert("ieqa", raw, tmp_path / "ieqa")))
     assert block["name"] == "ieqa" and block["dimensions"]["editing_alignment"] == "instruction_following"
-    assert "FROM THE PAPER'S DESCRIPTION" in (tmp_path / "ieqa" / "README.md").read_text()
+    assert block["release_part"] == "file *.jsonl"
+    card = (tmp_path / "ieqa" / "README.md").read_text()
+    assert "EditHF's inference.py" in card and "Part of the release converted: file *.jsonl" in card
 
 
 def test_genai_bench_votes_become_labels(tmp_path):
@@ -75,16 +76,16 @@ def test_genai_bench_votes_become_labels(tmp_path):
     assert len(ds) == 8 and ds["id"] == truth["ids"]
     assert labels(ds) == [{"leftvote": "a", "rightvote": "b", "tievote": "tie", "bothbad_vote": "both_bad"}[v]
                           for v in truth["votes"]]
-    assert ds[0]["edited_a_id"] == "test-00001-left" and ds[0]["model_b"] == "InstructPix2Pix"
+    assert ds[0]["edited_a_id"] == "test_v1-00001-left" and ds[0]["model_b"] == "InstructPix2Pix"
     assert len(ds[0]["source_images"]) == 1 and ds[0]["edited_a"].size == (48, 48)
 
 
 def test_genai_bench_bad_vote_is_reported_with_file_and_row(tmp_path):
     raw = tmp_path / "raw"
     rb.make_raw_genai_bench(raw, n_votes=4)
-    set_parquet_cell(raw / "image_edition" / "test-00000-of-00001.parquet", "vote_type", 2, "maybe")
+    set_parquet_cell(raw / "image_edition" / "test_v1-00000-of-00001.parquet", "vote_type", 2, "maybe")
     problems = problems_of("genai-bench", raw, tmp_path)
-    assert problems == ["image_edition/test-00000-of-00001.parquet:3: vote_type 'maybe' is not one of leftvote, "
+    assert problems == ["image_edition/test_v1-00000-of-00001.parquet:3: vote_type 'maybe' is not one of leftvote, "
                         "rightvote, tievote, bothbad_vote"]
 
 
@@ -138,7 +139,8 @@ def test_editreward_bench_conflicting_candidate_scores_are_reported(tmp_path):
     # row 2 is AvsC: candidate A had 8.0 in row 1 (AvsB)
     set_parquet_cell(raw / "3pair" / "train-00000-of-00001.parquet", "score_1", 1, 1.5)
     problems = problems_of("editreward-bench", raw, tmp_path)
-    assert problems == ["3pair/train-00000-of-00001.parquet:2: candidate 3pair-g004_A has score 1.5 here but 8.0 at "
+    assert problems == ["3pair/train-00000-of-00001.parquet:2: candidate 3pair-erb0000004_A has score 1.5 here but "
+                        "8.0 at "
                         "3pair/train-00000-of-00001.parquet:1"]
 
 
@@ -151,7 +153,7 @@ def test_imagenhub_ratings_are_averaged_over_raters(tmp_path):
         sc, pq = truth["scores"][row["id"]]
         assert row["human_instruction_following"] == pytest.approx(sc)
         assert row["human_visual_quality"] == pytest.approx(pq)
-        assert row["human_overall"] == pytest.approx(math.sqrt(sc * pq))
+        assert row["human_overall"] == pytest.approx(truth["overall"][row["id"]])
         assert row["instruction"].startswith("make photo")
     rater = raw / "eval" / "human_ratings" / "Text-Guided_IE" / "Text-Guided_IE_rater2.tsv"
     lines = rater.read_text().splitlines()
@@ -164,7 +166,7 @@ def test_imagenhub_ratings_are_averaged_over_raters(tmp_path):
 
 def test_ebench_joins_the_three_files_and_strips_the_authors_prefix(tmp_path):
     raw = tmp_path / "raw"
-    truth = rb.make_raw_ebench(raw, n_edits=6)
+    truth = rb.make_raw_ebench(raw, n_sources=3, n_models=2)
     ds = load(convert("ebench-18k", raw, tmp_path / "out"), "pointwise")
     assert sorted(ds["id"]) == sorted(truth["scores"])
     for row in ds:
@@ -183,15 +185,20 @@ def test_ebench_joins_the_three_files_and_strips_the_authors_prefix(tmp_path):
     assert problems[1].endswith("has no score in test_e.json")
 
 
-def test_ieqa_from_the_papers_description(tmp_path):
+def test_ieqa_json_lines_join_the_three_dimensions(tmp_path):
     raw = tmp_path / "raw"
     truth = rb.make_raw_ieqa(raw, n_edits=5)
     ds = load(convert("ieqa", raw, tmp_path / "out"), "pointwise")
     assert ds["id"] == [r["id"] for r in truth["rows"]]
     assert ds["human_instruction_following"] == [r["editing_alignment"] for r in truth["rows"]]
-    text = (raw / "ieqa.csv").read_text().replace(",20.0,", ",high,", 1)
-    (raw / "ieqa.csv").write_text(text)
-    assert problems_of("ieqa", raw, tmp_path) == ["ieqa.csv:2: visual_quality must be a finite number, got 'high'"]
+    assert ds["human_visual_quality"] == [r["visual_quality"] for r in truth["rows"]]
+    assert ds["editing_model"] == [r["editing_model"] for r in truth["rows"]]
+    lines = (raw / "ieqa.jsonl").read_text().splitlines()
+    lines[1] = lines[1].replace("The quality score is 30.00", "The quality score is high")
+    (raw / "ieqa.jsonl").write_text("\n".join(lines) + "\n")
+    assert problems_of("ieqa", raw, tmp_path) == [
+        "ieqa.jsonl:2: response 'The quality score is high' has no 'score is <number>'",
+        "ieqa.jsonl:7: edit 'edited/editor-1/ieqa-1.jpg' has no score in a usable line asking for 'visual quality'"]
 
 
 def test_mmrb2_single_and_multi_image_pairs(tmp_path):
@@ -199,7 +206,12 @@ def test_mmrb2_single_and_multi_image_pairs(tmp_path):
     truth = rb.make_raw_mmrb2(raw, n_pairs=6)
     ds = load(convert("mmrb2", raw, tmp_path / "out"), "pairwise")
     assert list(zip(ds["id"], labels(ds), ds["subset"])) == truth["pairs"]
-    assert [len(s) for s in ds["source_images"]] == [1 if sub == "single" else 2 for *_, sub in truth["pairs"]]
+    assert [len(s) for s in ds["source_images"]] == [len(truth["sources"][i]) for i in ds["id"]]
+    # a group is one prompt (its own sources + instruction), not the prompt's origin: pairs 0/4 and 1/3 share
+    # theirs, pairs 2 and 5 only share the origin "new_synthetic_edit"
+    groups = ds["group_id"]
+    assert groups[0] == groups[4] and groups[1] == groups[3] and len(set(groups)) == 4
+    assert groups[2] != groups[5] and groups[2].startswith("new_synthetic_edit/")
     data = json.loads((raw / "edit.json").read_text())
     data["pairs"][3]["chosen"] = "tie"
     (raw / "edit.json").write_text(json.dumps(data, indent=2))
@@ -218,8 +230,9 @@ def test_cli_converts_and_exits_2_on_bad_raw_data(tmp_path, capsys):
     assert main(["convert-benchmark", "ieqa", "--raw", str(raw), "--out", str(tmp_path / "ok"),
                  "--no-progress"]) == 0
     assert "IEQA (EditHF-1M subset): 4 pointwise rows" in capsys.readouterr().out
-    (raw / "edited" / "2.jpg").write_bytes(b"not a jpeg")
+    (raw / "edited" / "editor-0" / "ieqa-2.jpg").write_bytes(b"not a jpeg")
     assert main(["convert-benchmark", "ieqa", "--raw", str(raw), "--out", str(tmp_path / "bad"),
                  "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "ieqa.csv:4: edited_image: unreadable image 'edited/2.jpg'" in err and not (tmp_path / "bad").exists()
+    assert "ieqa.jsonl:3: target image: unreadable image 'edited/editor-0/ieqa-2.jpg'" in err
+    assert not (tmp_path / "bad").exists()

@@ -81,9 +81,15 @@ def test_grid_accuracy_equals_the_reward_formula_cell_by_cell():
     for cell in cells:
         assert cell["w_if"] == pytest.approx(1 - cell["w_con"])
         assert cell["accuracy"] == pytest.approx(_accuracy(groups[2:], cell["alpha"], cell["w_con"]) * 58 / 60)
-    summary = grid_summary(cells, len(groups))
+    assert grid_summary(cells, len(groups))["best"] == []  # searched on the reported groups: no best cell picked
+    held_out = aggregation_grid(_groups(seed=1))  # the same grid on other groups, reported
+    summary = grid_summary(cells, len(groups), searched_on=["validation"], reported_cells=held_out,
+                           reported_on=["test"])
     best = max(c["accuracy"] for c in cells)
-    assert summary["best"] == [c for c in cells if c["accuracy"] == best]
+    assert [{k: c[k] for k in ("alpha", "w_if", "w_con", "accuracy")} for c in summary["best"]] == \
+        [c for c in cells if c["accuracy"] == best]
+    by_cell = {(c["alpha"], c["w_con"]): c["accuracy"] for c in held_out}
+    assert all(c["reported_accuracy"] == by_cell[(c["alpha"], c["w_con"])] for c in summary["best"])
     readings = summary["paper_readings"]
     assert (readings["sec_3_1"]["w_if"], readings["sec_3_1"]["w_con"], readings["b_1_3"]["w_con"]) == (0.6, 0.4, 0.6)
     # the data were made so that source consistency is the reliable sub-score

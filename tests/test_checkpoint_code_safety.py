@@ -11,6 +11,7 @@ bad-input corpus; here: SpatialReward, the Space, the training loaders, saving, 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -207,3 +208,39 @@ def test_a_processor_class_outside_transformers_is_refused(tiny_checkpoints, tmp
     with pytest.raises(ValueError, match="'EvilProcessor', which is not a processor class of transformers"):
         load_stock_processor(tampered.path)
     assert tampered.code_ran() == []
+
+
+_AUTO_CALL = re.compile(r"\b(Auto[A-Za-z]*)\.from_pretrained\(")
+
+
+def _calls_without_trust_argument(text: str) -> list[str]:
+    """``Auto*.from_pretrained(...)`` calls in ``text`` (balanced parentheses) that do not pass trust_remote_code."""
+    found = []
+    for match in _AUTO_CALL.finditer(text):
+        depth, end = 0, match.end() - 1
+        for end in range(match.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        call = text[match.start():end + 1]
+        if "trust_remote_code" not in call:
+            found.append(call)
+    return found
+
+
+def test_every_documented_snippet_says_what_it_trusts():
+    """Issue 25 item 18: without a trust_remote_code argument transformers prompts (and waits) for our
+    checkpoints, so every documented Auto* call passes one, or the docs use load_stock_processor."""
+    from pathlib import Path
+
+    from modeling_miescore.model_card import ModelCardInfo, render_model_card
+
+    root = Path(__file__).resolve().parents[1]
+    docs = {str(p.relative_to(root)): p.read_text() for p in [root / "README.md", *(root / "docs").glob("*.md"),
+                                                               *(root / "spaces").glob("*/README.md")]}
+    for kind in ("miescore", "spatialreward"):
+        for adapter in (False, True):
+            docs[f"{kind} card (adapter={adapter})"] = render_model_card(kind, ModelCardInfo(), adapter=adapter)
+    offending = {name: calls for name, text in docs.items() if (calls := _calls_without_trust_argument(text))}
+    assert not offending, offending
+    assert "load_stock_processor(" in docs["README.md"] and "cannot avoid transformers'" in docs["README.md"]

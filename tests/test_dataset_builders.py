@@ -182,5 +182,7 @@ def test_builders_parse_their_own_options():
     args = parser.parse_args(["--raw", "r", "--out", "o", "--seed", "4", "--annotators", "7", "--min-agreement", "4",
                               "--max-shard-bytes", "1.5MiB"])
     assert get_builder("mer-bench").builder_options(args) == {"seed": 4, "groups_per_type": 200, "n_annotators": 7,
-                                                              "min_agreement": 4}
+                                                              "min_agreement": 4, "stratify_categories": True}
+    plain = parser.parse_args(["--raw", "r", "--out", "o", "--no-stratify-categories"])
+    assert get_builder("mer-bench").builder_options(plain)["stratify_categories"] is False
     assert args.max_shard_bytes == int(1.5 * 1024**2) and args.license == "unknown"

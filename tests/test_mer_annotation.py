@@ -86,6 +86,15 @@ def test_annotate_export_build_load(folder, tmp_path):
     samples = {json.loads(line)["sample_id"]: json.loads(line) for line in (raw / "samples.jsonl").open()}
     assert {s["category"] for s in samples.values()} == {"general", "human_basic", "human_fine"}
     assert ds["2pair"][0]["instruction"] == samples[ds["2pair"][0]["sample_id"]]["instruction"]
+    # the operations synthesis asked for go through the export and the build to the pipeline's grounding request
+    assert all(2 <= s["num_edits"] <= 5 for s in samples.values())
+    assert all(row["num_edits"] == samples[row["sample_id"]]["num_edits"] for row in ds["3pair"])
+    from modeling_miescore.data.spatialreward_pipeline import read_edit_records
+
+    records, problems = read_edit_records(str(tmp_path / "built"), None, tmp_path / "work", progress=False)
+    by_sample = {cid: row["sample_id"] for split in ds for row in ds[split] for cid in row["candidate_ids"]}
+    assert not problems and records
+    assert all(r.num_regions == samples[by_sample[r.id]]["num_edits"] for r in records)
 
 
 def test_export_errors_exit_2_and_write_nothing(folder, tmp_path, capsys):

@@ -226,3 +226,25 @@ def test_full_size_200_groups_per_type(tmp_path):
     s = build_mer_bench(tmp_path / "raw", tmp_path / "out", progress=False)  # paper: 200 groups per type
     assert {k: v["num_examples"] for k, v in s.splits.items()} == {"2pair": 200, "3pair": 200, "4pair": 200}
     assert not s.shortfall and s.needs_review
+
+
+def test_groups_are_stratified_2_1_1_by_category(tmp_path):
+    """SpatialReward sec. 4.2: general : human-basic : human-fine = 2:1:1; Table 2's Overall is the 2:1:1-weighted
+    category mean in 7 of 8 rows, i.e. 2:1:1 groups. The fixture's samples alone would not give 2:1:1 groups."""
+    import datasets
+
+    raw = tmp_path / "raw"
+    make_raw_mer_bench(raw, n_samples=48, seed=0, image_size=32)
+    shares = {}
+    for stratify in (True, False):
+        out = tmp_path / f"out-{stratify}"
+        summary = build_mer_bench(raw, out, groups_per_type=12, progress=False, stratify_categories=stratify)
+        assert not any("2:1:1" in w for w in summary.warnings)
+        shares[stratify] = {split: Counter(datasets.load_dataset(str(out), split=split)["category"])
+                            for split in ("2pair", "3pair", "4pair")}
+        assert ("stratified by category" in (out / "README.md").read_text()) is stratify
+    assert all(c == {"general": 6, "human_basic": 3, "human_fine": 3} for c in shares[True].values())
+    assert any(c != {"general": 6, "human_basic": 3, "human_fine": 3} for c in shares[False].values())
+    # too few human-fine samples for their quota: the others fill the rest, and the build says so
+    summary = build_mer_bench(raw, tmp_path / "short", groups_per_type=40, progress=False)
+    assert any("groups are not 2:1:1 over the categories" in w for w in summary.warnings)

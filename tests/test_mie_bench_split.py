@@ -55,15 +55,10 @@ def test_default_split_is_3_1_1_within_every_task(tmp_path):
         got, shares = counts[task], [Fraction(n * w, 5) for w in (3, 1, 1)]
         assert sum(got) == n
         assert all(math.floor(q) <= c <= math.ceil(q) for c, q in zip(got, shares)), (task, got)
-        # largest remainders: a split that got a leftover instance had no smaller fractional part than one that did not
-        fraction = [q - math.floor(q) for q in shares]
-        rounded_up = [s for s in range(3) if got[s] > math.floor(shares[s])]
-        assert all(fraction[u] >= fraction[d] for u in rounded_up for d in set(range(3)) - set(rounded_up)), (task, got)
         if n % 5 == 0:
             assert got == [3 * n // 5, n // 5, n // 5]
     totals = [sum(c[s] for c in counts.values()) for s in range(3)]
-    n_all = sum(SIZES.values())
-    assert all(abs(t - n_all * w / 5) <= 1 for t, w in zip(totals, (3, 1, 1))), totals  # ties balance the whole
+    assert sum(SIZES.values()) == 143 and totals == [86, 29, 28]  # 85.8 / 28.6 / 28.6: the largest remainders
     rows = {k: v["num_examples"] for k, v in summary.splits.items()}
     assert rows == {s: 2 * t for s, t in zip(MIE_SPLITS, totals)}  # both edits of an instance in its split
     card = (tmp_path / "out" / "README.md").read_text()
@@ -162,3 +157,36 @@ def test_split_file_problems_have_file_and_line(tmp_path, capsys):
     assert cli("--split-file", str(bad_csv), "--split-method", "hash") == 2
     assert capsys.readouterr().err.strip() == ("error: --split-file assigns the splits itself; give --split-file or "
                                                "--split-method, not both")
+
+
+@pytest.mark.parametrize("sizes, totals", [
+    ([1] * 8, [5, 2, 1]),  # 8 tasks of one instance: 4.8 / 1.6 / 1.6, not everything in train
+    ([1] * 16, [10, 3, 3]),
+    ([2] * 8, [10, 3, 3]),
+    ([1, 2, 3, 4], [6, 2, 2]),
+    ([187, 188, 187, 188] * 4, [1800, 600, 600]),  # the paper's 3,000 in 16 tasks
+])
+def test_stratified_counts_balance_the_leftovers_across_tasks(sizes, totals):
+    from modeling_miescore.data.builders.mie_bench_split import stratified_counts
+
+    counts = stratified_counts(sizes)
+    assert [sum(c[s] for c in counts) for s in range(3)] == totals
+    for n, got in zip(sizes, counts):  # every task within one instance of each of its shares
+        assert sum(got) == n and all(n * w // 5 <= c <= -(-n * w // 5) for c, w in zip(got, (3, 1, 1)))
+
+
+def test_a_small_build_fills_every_split_and_warns_about_small_ones(tmp_path, capsys):
+    raw = tiny_mie_raw(tmp_path / "raw", dict.fromkeys(TASKS[:8], 1))
+    assert miescore(["build-dataset", "mie-bench", "--raw", str(raw), "--out", str(tmp_path / "out"),
+                     "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "(train 5 instances / 10 rows, validation 2 instances / 4 rows, test 1 instances / 2 rows)" in out
+    assert "warning: the test split has only 1 instance(s): correlations on it are noisy" in out
+    assert Counter(split_map(tmp_path / "out").values()) == {"train": 5, "validation": 2, "test": 1}
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "the validation split has only 2 instance(s)" in card
+    assert "not a column of its own" in card  # the image path is a field of the Image storage, not a column
+    tiny = tiny_mie_raw(tmp_path / "tiny", {TASKS[0]: 1, TASKS[1]: 1})
+    assert miescore(["build-dataset", "mie-bench", "--raw", str(tiny), "--out", str(tmp_path / "tiny-out"),
+                     "--no-progress"]) == 0
+    assert "warning: no test instances (2 instance(s) in all" in capsys.readouterr().out

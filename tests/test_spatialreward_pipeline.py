@@ -54,13 +54,89 @@ def _record(instruction, **kw):
     return EditRecord("r", ["s.png"], "e.png", instruction, **kw)
 
 
+# Routing cases: a person (or a feature only people have) makes an edit human-centric; body parts that animals and
+# things have too do not.
+HUMAN_EDITS = ("Make the man smile", "Give him a beard", "Change her hairstyle to a bob", "Make her eyes blue",
+               "Turn the woman's head to the left", "Add sunglasses to the person", "Make the boy wave his hand",
+               "Add red lipstick", "Brighten the skin in the portrait", "Put a crown on the bride")
+GENERAL_EDITS = ("Change the cat's eyes to blue", "Remove the table leg", "Replace the clock face",
+                 "Make the dog's ears floppy", "Paint the chair arms red", "Move the clock hands to noon",
+                 "Give the fish a bigger mouth", "Add shell to the beach", "Open the bottle's mouth",
+                 "Replace the car's headlights")
+
+
+@pytest.mark.parametrize("instruction", HUMAN_EDITS)
+def test_routing_sends_person_edits_to_the_face_judge(instruction):
+    assert route(_record(instruction), []) == "human"
+
+
+@pytest.mark.parametrize("instruction", GENERAL_EDITS)
+def test_routing_keeps_body_parts_of_animals_and_things_general(instruction):
+    assert route(_record(instruction), []) == "general"
+
+
 def test_routing_rule():
-    assert route(_record("Make the man smile"), []) == "human"
     assert route(_record("Replace the car with a bus"), [{"label": "woman's hat"}]) == "human"  # a region label
     assert route(_record("Replace the car with a bus"), [{"label": "bus"}]) == "general"
     assert route(_record("Make the man smile", domain="general"), []) == "general"  # the record decides first
     assert route(_record("Recolour the sky", category="human_fine"), []) == "human"
-    assert route(_record("Add shell to the beach"), []) == "general"  # "he" only as a whole word
+    assert route(_record("Change the cat's eyes to blue"), [], human_words=("eyes",)) == "human"  # own word list
+
+
+def _two_source_sample():
+    from modeling_miescore.processing_miescore import EditSample
+
+    sources = [Image.new("RGB", (80, 60), (200, 200, 200)), Image.new("RGB", (50, 70), (180, 180, 220))]
+    return EditSample(sources=sources, edited=Image.new("RGB", (80, 60), (90, 90, 90)),
+                      instruction="Place the vase from image 2 on the table").load()
+
+
+def _images(request):
+    return [part for part in request.parts if isinstance(part, Image.Image)]
+
+
+def test_sc_requests_annotate_the_sources_as_the_prompts_describe():
+    """D.2.2 general: "Both images contain visual annotations"; human: a (Before Edit, After Edit) pair per region;
+    with several sources the boxes go on each source and each gives a "before" crop."""
+    from modeling_miescore.data.spatialreward_pipeline.annotation import sc_request
+
+    sample = _two_source_sample()
+    regions = [{"id": 0, "label": "vase", "bbox_2d": [100, 100, 600, 700]},
+               {"id": 1, "label": "table", "bbox_2d": [0, 500, 1000, 1000]}]
+    general = _images(sc_request(sample, regions, "general"))
+    assert len(general) == 3
+    plain = [*sample.sources, sample.edited]
+    assert all(drawn.tobytes() != raw.tobytes() for drawn, raw in zip(general, plain))  # every image has the boxes
+    human = sc_request(sample, regions, "human")
+    texts = [p for p in human.parts if isinstance(p, str)]
+    assert len(_images(human)) == 3 + 2 * 3  # full images, then per region: before (each source), after
+    assert "Edit region 0 (vase), before edit (original image 1 of 2):" in texts
+    assert "before edit (original image 2 of 2):" in texts and texts.count("after edit:") == 2
+    crops = _images(human)[3:6]
+    assert [c.size for c in crops] == [(64, 60), (50, 64), (64, 60)]  # each image cut on its own size (64 px min)
+    only_edited = sc_request(sample, regions, "general", annotate_sources=False)
+    assert [im.tobytes() for im in _images(only_edited)[:2]] == [im.tobytes() for im in sample.sources]
+    assert len(_images(sc_request(sample, regions, "human", annotate_sources=False))) == 3 + 2
+
+
+def test_grounding_asks_for_one_region_per_edit():
+    from modeling_miescore.data.spatialreward_pipeline.grounding import GROUNDER_DECIDES, grounding_request
+
+    sample = _two_source_sample()
+    record = EditRecord("r", ["a.png", "b.png"], "e.png", sample.instruction, num_regions=3)  # a 3-edit row
+    assert "annotate exactly 3 region(s)" in grounding_request(record, sample).parts[-1]
+    plain = EditRecord("r", ["a.png", "b.png"], "e.png", sample.instruction)
+    assert "annotate exactly 2 region(s)" in grounding_request(plain, sample).parts[-1]  # one per source
+    text = grounding_request(record, sample, box_num_mode="grounder").parts[-1]
+    assert f"**Number of Edit Regions**: {GROUNDER_DECIDES}" in text and "exactly 3" not in text
+
+
+def test_our_answer_filters_can_be_turned_off():
+    scores, _, outcome = parse_annotation('{"reasoning": "Good edit.", "score": [31, 18]}', "sc", 1,
+                                          reject_unclean=False)
+    assert outcome.status == "ok" and scores is not None
+    drifted = "check_result: true\nSomething else entirely was described here instead."
+    assert parse_alignment(drifted, "The hat is red. The rest is kept.", min_similarity=0)[1].status == "ok"
 
 
 def test_crop_region_pads_keeps_a_minimum_size_and_stays_inside():
@@ -229,7 +305,7 @@ def test_pipeline_end_to_end_report_rows_and_resume(tmp_path, capsys):
     assert len(request_images(face[0])) == 4  # original, edited, before/after crops of the one region
     assert all("Both images contain visual annotations" in request_text(b) for b in obj)
     multi = next(b for b in obj if "dog from image 2" in request_text(b))
-    assert len(request_images(multi)) == 3  # two sources, the edited image with the boxes drawn
+    assert len(request_images(multi)) == 3  # two sources and the edited image, each with the boxes drawn
     assert all(request_text(b).startswith("Image 1 (original image") for b in _requests_of(server, JUDGES["grounder"]))
 
     rows = [json.loads(line) for line in (out / "sft_rows.jsonl").read_text().splitlines()]

@@ -305,6 +305,22 @@ def test_resume_matches_an_uninterrupted_run_including_queues(tiny_miescore_path
     assert log_c[-2] != pytest.approx(log_a[-2], rel=1e-6)
 
 
+def test_a_missing_split_is_named_with_the_options(tmp_path, capsys):
+    """A small build can leave validation empty (empty splits are not written): the trainer says so in one line,
+    before loading the model, instead of a KeyError traceback."""
+    from modeling_miescore.data.builders.mie_bench import build_mie_bench
+    from modeling_miescore.data.schema import TASKS
+    from tiny_mie_raw import tiny_mie_raw
+
+    build_mie_bench(tiny_mie_raw(tmp_path / "raw", {TASKS[0]: 1}), tmp_path / "ds", progress=False)
+    with pytest.raises(SystemExit) as info:
+        train_miescore.main(*parse(tiny_run_args(tmp_path / "ds", "no-model-is-loaded", tmp_path / "out",
+                                                 eval_split="validation")))
+    assert str(info.value) == (f"error: the dataset {tmp_path / 'ds'} has no split 'validation' (--eval_split; its "
+                               "splits: train); pass --eval_split with one of them, or --eval_split '' to train "
+                               "without evaluation")
+
+
 def test_resume_without_checkpoint_is_a_clear_error(tiny_miescore_path, small_dataset, tmp_path):
     from modeling_miescore.image_io import MIEScoreInputError
 

@@ -55,8 +55,8 @@ def predictions(benchmarks, tmp_path_factory):
     left_right = [(60, 40), (70, 30), (50, 50.5), (20, 20), (55, 45), (40, 60), (30, 70), (51, 50)]
     genai = {}
     for i, (left, right) in enumerate(left_right, start=1):
-        genai[f"test-{i:05d}-left"] = {"overall": left}
-        genai[f"test-{i:05d}-right"] = {"overall": right}
+        genai[f"test_v1-{i:05d}-left"] = {"overall": left}
+        genai[f"test_v1-{i:05d}-right"] = {"overall": right}
     # EditScore's bench, 9 pairs: dimension i % 3 (PF, Cons., Ovrl.), task i % 2 (color_alter, subject-add).
     # PF: pairs 0 (color, right), 3 (subject, right), 6 (color, wrong) -> color 0.5, subject 1 -> macro 0.75.
     # Cons.: pairs 1, 4, 7 all right -> 1. Ovrl.: pair 2 (color) a tie (wrong), 5 and 8 right -> 0.75.
@@ -66,14 +66,16 @@ def predictions(benchmarks, tmp_path_factory):
         first = 40.0 if i in wrong else 50.0 if i in tie else 70.0
         editscore[f"k{i:03d}a"], editscore[f"k{i:03d}b"] = same(first), same(50.0)
     # IEQA: VQ follows the MOS, IF is reversed, AP has the same tie pattern as the MOS -> SRCC 1, -1, 1.
-    ieqa = {f"ieqa-{i}": {"visual_quality": float(i), "instruction_following": float(i),
-                          "attribute_preservation": float(i % 2)} for i in range(5)}
+    ieqa = {f"edited/editor-{i % 2}/ieqa-{i}.jpg": {"visual_quality": float(i), "instruction_following": float(i),
+                                                     "attribute_preservation": float(i % 2)} for i in range(5)}
     # MMRB2, labels a b a b a b, subsets single single multi single single multi: pair 1 is a predicted tie
     # (wrong), pair 4 wrong -> single 2/4, multi 2/2, overall 4/6.
     ab = [(0.9, 0.1), (0.5, 0.5), (0.8, 0.2), (0.3, 0.7), (0.2, 0.6), (0.1, 0.9)]
     mmrb2 = {}
-    for i, (a, b) in enumerate(ab):
-        pair_id = f"emu-edit_{i}_gemini-2.5-flash_{i}_gpt-image-1_{i}"
+    import datasets
+
+    mmrb2_ids = datasets.load_dataset(str(benchmarks["mmrb2"]), "pairwise", split="test")["id"]
+    for pair_id, (a, b) in zip(mmrb2_ids, ab):
         mmrb2[f"{pair_id}_A"], mmrb2[f"{pair_id}_B"] = {"overall": a}, {"overall": b}
     return {name: write_predictions(base / f"{name}.jsonl", scores)
             for name, scores in (("genai-bench", genai), ("editscore-bench", editscore), ("ieqa", ieqa),
@@ -116,6 +118,7 @@ def test_zero_shot_report_from_predictions_files(benchmarks, predictions, tmp_pa
     assert "| MIEScore (paper) | 76.22 | 70.28 | 76.15 | 0.5508 | 0.5024 | 0.4153 | 0.5047 |" in markdown
     assert "| **hand-made (this run)** | **75.00** | — | **83.33** | — | — | — | **0.3333** |" in markdown
     assert "GenAI-Bench" in capsys.readouterr().out
+    assert "(pairwise config, 8 rows evaluated; release split test_v1)" in markdown  # which split was converted
 
 
 def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, tmp_path):
@@ -128,7 +131,7 @@ def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, t
     for split, k in (("2pair", 2), ("3pair", 3), ("4pair", 4)):
         ids = load_split(str(tmp_path / "mer"), split)["pair_id"]
         sizes[k] = len(ids)
-        order = np.arange(k, 0, -1.0) if k < 4 else np.arange(1, k + 1.0)  # 4-pair groups exactly reversed
+        order = np.arange(k, 0, -1.0) if k < 4 else np.ones(k)  # 4-pair groups: every candidate tied
         lines += [json.dumps({"pair_id": p, "scores": order.tolist()}) for p in ids]
     (tmp_path / "mer.jsonl").write_text("\n".join(lines) + "\n")
     args = ["--dataset", str(benchmarks["editscore-bench"]), "--predictions", str(predictions["editscore-bench"]),
@@ -142,8 +145,14 @@ def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, t
     assert values["mmrb2_ovrl"] == pytest.approx(4 / 6)
     assert (values["mer_2p"], values["mer_3p"], values["mer_4p"]) == (1.0, 1.0, 0.0)
     assert values["mer_ovrl"] == pytest.approx((sizes[2] + sizes[3]) / sum(sizes.values()))
-    assert values["mer_tau"] == pytest.approx((sizes[2] + sizes[3] - sizes[4]) / sum(sizes.values()))
+    # τ: the Table 1 column under the authors' rule (a predicted tie +1: the tied 4-pair groups count 1), the ties-0
+    # value beside it (they count 0)
+    assert values["mer_tau"] == pytest.approx(1.0)
+    assert values["mer_tau_ties0"] == pytest.approx((sizes[2] + sizes[3]) / sum(sizes.values()))
     markdown = (tmp_path / "r" / "report.md").read_text()
+    assert "| MER-Bench Ovrl. | MER-Bench τ (tie +1, as released) | τ (tie 0) |" in markdown
+    assert "| 0.780 | 0.495 | 0.215 | 0.483 | 0.549 | — |" in markdown  # published rows: no tie-0 value
+    assert f"| **1.000** | **{values['mer_tau_ties0']:.3f}** |" in markdown
     assert "| SpatialReward (paper) | Gen. | 0.683 | 0.672 | 0.803 | 0.671 | 0.608 | 0.661 |" in markdown
     assert "not: SpatialReward (paper) (printed 0.483, plain mean 0.497)" in markdown
 
@@ -200,7 +209,7 @@ def test_zero_shot_with_the_tiny_miescore_checkpoint(benchmarks, tiny_miescore_p
     assert main(["benchmark", "zero-shot", "--dataset", str(benchmarks["ieqa"]), "--model", str(tiny_miescore_path),
                  "--out", str(out), "--device", "cpu", "--dtype", "float32", "--no-progress"]) == 0
     lines = [json.loads(line) for line in (out / "ieqa" / "predictions.jsonl").read_text().splitlines()]
-    assert [line["id"] for line in lines] == [f"ieqa-{i}" for i in range(5)]
+    assert [line["id"] for line in lines] == [f"edited/editor-{i % 2}/ieqa-{i}.jpg" for i in range(5)]
     ds = load_split(str(benchmarks["ieqa"]), "test", "pointwise")
     samples = [{"sources": row["source_images"], "edited": row["edited_image"], "instruction": row["instruction"]}
                for row in ds]

@@ -126,6 +126,19 @@ def build_model(model_args, tune: bool = True):
     return set_backbone_tuning(model, model_args.backbone_tuning, lora), processor, config, overrides
 
 
+def check_splits(script_args, data) -> None:
+    """The train and eval splits exist in ``data`` (a DatasetDict); otherwise one line naming the missing split,
+    the splits there are and the options (a small build can leave a split empty, and empty splits are not
+    written)."""
+    for option, split in (("--train_split", script_args.train_split), ("--eval_split", script_args.eval_split)):
+        if split and split not in data:
+            there = ", ".join(data) or "none"
+            hint = ("pass --eval_split with one of them, or --eval_split '' to train without evaluation"
+                    if option == "--eval_split" else "pass --train_split with one of them")
+            raise SystemExit(f"error: the dataset {script_args.dataset} has no split '{split}' ({option}; its "
+                             f"splits: {there}); {hint}")
+
+
 def main(script_args, model_args, loss_config: LossConfig, training_args) -> dict:
     if not script_args.dataset or not model_args.model_name_or_path:
         raise SystemExit("error: --dataset and --model_name_or_path are required (in the YAML or on the command line)")
@@ -133,9 +146,10 @@ def main(script_args, model_args, loss_config: LossConfig, training_args) -> dic
     training_args.label_names = ["labels"]
     push, training_args.push_to_hub = training_args.push_to_hub, False  # push the merged export, not checkpoints
     resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    data = load_dataset(script_args.dataset, script_args.dataset_config)
+    check_splits(script_args, data)
     model, processor, config, overrides = build_model(model_args, tune=script_args.sft)
 
-    data = load_dataset(script_args.dataset, script_args.dataset_config)
     with training_args.main_process_first(desc="measuring sequence lengths"):
         train, report = prepare_dataset(_head(data[script_args.train_split], script_args.max_train_samples), processor,
                                         config, model_args.max_length, model_args.long_sequence_policy)

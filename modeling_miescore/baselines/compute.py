@@ -3,7 +3,8 @@
 Every line is ``{"id", "metric", "visual_quality", "instruction_following", "attribute_preservation",
 "overall"}`` with the metric's value in all four score keys (the paper correlates one metric value with each
 dimension), so the file is read as it is by ``miescore benchmark mie-bench --predictions``. A value that is not
-finite is written as ``null`` (read back as a missing prediction).
+finite is written as ``null`` (read back as a missing prediction). A single-source evaluator
+(:mod:`.single_source`, ``evaluator=``) writes the score keys it gives, each averaged over the edit's sources.
 
 Resuming works like ``score-batch``: each line is written whole and flushed, a crash can leave at most one
 incomplete last line (cut off on the next run), ids already in a file are skipped, and an exclusive lock stops
@@ -35,6 +36,7 @@ from ..scoring.jsonl_scoring import check_output_file, read_predictions
 from ..utils.output_lock import exclusive_output
 from .registry import Baseline, parse_baseline_names
 from .scorers import load_scorer, resolve_device
+from .single_source import SingleSourceEvaluator, per_source_scorer
 from .weights import check_weights
 
 __all__ = ["BaselinesReport", "EditError", "compute_baselines", "compute_mie_bench_baselines", "load_mie_bench_split",
@@ -114,10 +116,10 @@ class _MetricOutput:
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
-    def write(self, sample_id: str, value: float) -> None:
-        score = value if math.isfinite(value) else None
-        self._handle.write(json.dumps({"id": sample_id, "metric": self.name, **{k: score for k in SCORE_KEYS}})
-                           + "\n")
+    def write(self, sample_id: str, value: float | dict) -> None:
+        scores = value if isinstance(value, dict) else {k: value for k in SCORE_KEYS}
+        scores = {k: (v if math.isfinite(v) else None) for k, v in scores.items()}
+        self._handle.write(json.dumps({"id": sample_id, "metric": self.name, **scores}) + "\n")
         self._handle.flush()
         self.done.add(sample_id)
         self._unsynced += 1
@@ -197,7 +199,8 @@ class _Run:
             except Exception as err:  # noqa: BLE001 - attributed to this edit and metric
                 self.fail(sample_id, [name], err)
                 continue
-            if not math.isfinite(value):
+            values = value.values() if isinstance(value, dict) else [value]
+            if not all(math.isfinite(v) for v in values):
                 self.log(f"note: edit '{sample_id}', {name}: the value is {value}; written as null")
             self.outputs[name].write(sample_id, value)
             self.report.written[name] += 1
@@ -211,10 +214,25 @@ class _Plan:
     paths: dict[str, Path]
     weights: dict[str, list]
     device: object
+    evaluator: SingleSourceEvaluator | None = None
+
+    def scorers(self) -> dict[str, Callable]:
+        """Each output's scorer of loaded edits (the metrics load their weights here)."""
+        if self.evaluator is not None:
+            return {self.evaluator.name: per_source_scorer(self.evaluator)}
+        return {b.name: load_scorer(b, self.device, self.weights[b.name]) for b in self.baselines}
 
 
-def _plan(metrics, out, device: str) -> _Plan:
-    """Every check that needs no edit: names, output paths, weights files, device (nothing is written yet)."""
+def _plan(metrics, out, device: str, evaluator: SingleSourceEvaluator | None = None) -> _Plan:
+    """Every check that needs no edit: names, output paths, weights files, device (nothing is written yet).
+    With ``evaluator`` (a single-source evaluator, already loaded) ``metrics`` must be empty."""
+    if evaluator is not None:
+        if metrics:
+            raise MIEScoreInputError("give either metrics (--metrics) or a single-source evaluator (--evaluator)")
+        paths = output_paths(out, [evaluator.name])
+        for path in paths.values():
+            check_output_file(path)
+        return _Plan([], paths, {}, None, evaluator)
     baselines = parse_baseline_names(metrics if isinstance(metrics, str) else ",".join(metrics))
     paths = output_paths(out, [b.name for b in baselines])
     weights = check_weights(baselines)
@@ -235,8 +253,7 @@ def _run(plan: _Plan, select: Callable[[dict[str, _MetricOutput]], tuple[Iterabl
         edits, total, left_out = select(outputs)
         for name in report.skipped_existing:
             report.skipped_existing[name] += left_out
-        scorers = {b.name: load_scorer(b, plan.device, plan.weights[b.name]) for b in plan.baselines}
-        run = _Run(scorers, outputs, report, log)
+        run = _Run(plan.scorers(), outputs, report, log)
         with tqdm(total=total, desc="baselines", unit="edit", file=sys.stderr, disable=not progress) as bar:
             for position, sample in enumerate(edits):
                 run.edit(position, sample)
@@ -245,7 +262,8 @@ def _run(plan: _Plan, select: Callable[[dict[str, _MetricOutput]], tuple[Iterabl
 
 
 def compute_baselines(edits: Iterable, metrics, out, *, device: str = "auto", progress: bool = True,
-                      log: Callable[[str], None] = _stderr) -> BaselinesReport:
+                      log: Callable[[str], None] = _stderr,
+                      evaluator: SingleSourceEvaluator | None = None) -> BaselinesReport:
     """Compute ``metrics`` for every edit and append one line per edit to each metric's predictions file.
 
     Args:
@@ -257,9 +275,10 @@ def compute_baselines(edits: Iterable, metrics, out, *, device: str = "auto", pr
         device: ``"auto"`` (cuda when available), ``"cpu"``, ``"cuda:1"``, ...
 
     Ids already in a file are skipped (resume). Weights are checked before anything runs
-    (:class:`~modeling_miescore.baselines.weights.WeightsMissingError` names each missing file).
+    (:class:`~modeling_miescore.baselines.weights.WeightsMissingError` names each missing file). ``evaluator``
+    (with ``metrics`` empty): a single-source evaluator (:mod:`.single_source`) instead of the Table 3 metrics.
     """
-    plan = _plan(metrics, out, device)
+    plan = _plan(metrics, out, device, evaluator)
 
     def select(outputs):
         return edits, (len(edits) if hasattr(edits, "__len__") else None), 0
@@ -313,10 +332,11 @@ def _mie_bench_rows(ds, indices: list[int]) -> Iterator[dict]:
 
 
 def compute_mie_bench_baselines(dataset, split: str, metrics, out, *, device: str = "auto", progress: bool = True,
-                                log: Callable[[str], None] = _stderr) -> BaselinesReport:
+                                log: Callable[[str], None] = _stderr,
+                                evaluator: SingleSourceEvaluator | None = None) -> BaselinesReport:
     """:func:`compute_baselines` over a MIE-Bench split (a folder from ``miescore build-dataset`` or a Hub repo
     id); only the edits still missing from some output are decoded."""
-    plan = _plan(metrics, out, device)
+    plan = _plan(metrics, out, device, evaluator)
     ds = load_mie_bench_split(dataset, split)
 
     def select(outputs):

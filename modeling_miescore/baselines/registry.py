@@ -4,7 +4,10 @@ Each entry says which library computes the metric (and under which id), what it 
 alone, the edited image with each source, or the instruction with the edited image), whether lower values mean
 better quality, which weights files it needs and where the library reads them, and which Table 3 row it stands
 for. Rows that no maintained library implements, or whose package cannot be installed beside this project's
-dependencies, are listed with the reason and cannot be run.
+dependencies, are listed with the reason and cannot be run. Rows that are not per-edit metrics say which command
+runs them (``runs_via``): the general-purpose MLLMs (♣) through ``miescore judge``, their fine-tuned versions (✻)
+through ``trainers/train_miescore.py``, the single-source IEQA models (✩) through ``miescore baselines
+--evaluator`` (:mod:`.single_source`; EditScore with its package, :mod:`.editscore_adapter`).
 
 Weights are never fetched by this package: every file lives in the cache folder its own library reads
 (:mod:`modeling_miescore.baselines.weights` finds it there or names it in a one-line error).
@@ -16,13 +19,16 @@ from dataclasses import dataclass, field
 
 from ..image_io import MIEScoreInputError
 
-__all__ = ["BASELINES", "Baseline", "HubSnapshot", "PyiqaWeights", "TorchHubCheckpoint", "UnknownBaselineError",
-           "get_baseline", "parse_baseline_names"]
+__all__ = ["BASELINES", "Baseline", "HubSnapshot", "KINDS", "PyiqaWeights", "TorchHubCheckpoint",
+           "UnknownBaselineError", "get_baseline", "parse_baseline_names"]
 
 NO_REFERENCE = "no-reference"  # the edited image alone
 FULL_REFERENCE = "full-reference"  # the edited image against each source image
 TEXT_IMAGE = "text-image"  # the instruction against the edited image
-KINDS = (NO_REFERENCE, FULL_REFERENCE, TEXT_IMAGE)
+SINGLE_SOURCE = "single-source evaluator"  # a learned evaluator of (one source, edited, instruction), per source
+MLLM_JUDGE = "MLLM judge"  # a general-purpose MLLM asked for the three scores (miescore judge)
+FINE_TUNED_MLLM = "fine-tuned MLLM"  # an MLLM trained on MIE-Bench's train split (trainers/train_miescore.py)
+KINDS = (NO_REFERENCE, FULL_REFERENCE, TEXT_IMAGE, SINGLE_SOURCE, MLLM_JUDGE, FINE_TUNED_MLLM)
 
 
 class UnknownBaselineError(MIEScoreInputError):
@@ -67,6 +73,7 @@ class Baseline:
     min_side: int = 0  # the shortest image side the metric accepts (0: no limit of its own)
     note: str = ""  # how this entry differs from the paper's row
     unavailable: str = ""  # why it cannot run here (empty: it can)
+    runs_via: str = ""  # the command that runs a row which is not a --metrics metric
 
     @property
     def needs_weights(self) -> bool:
@@ -76,7 +83,19 @@ class Baseline:
     def status(self) -> str:
         if self.unavailable:
             return "out of scope"
+        if self.runs_via:
+            return "runs via another command"
         return "runnable with weights" if self.needs_weights else "runnable here"
+
+    @property
+    def how(self) -> str:
+        """How this Table 3 row runs here (or why it does not), in one sentence."""
+        if self.unavailable:
+            return f"does not run: {self.unavailable}"
+        if self.runs_via:
+            return f"runs via {self.runs_via}" + (f" ({self.note})" if self.note else "")
+        command = f"miescore baselines --metrics {self.name}"
+        return command + (f"; {self.note}" if self.note else "")
 
 
 # pyiqa (IQA-PyTorch) hosts its own checkpoints; the torchvision and timm backbones come from their usual places.
@@ -85,6 +104,9 @@ _RESNET50_TIMM = HubSnapshot("timm/resnet50.a1_in1k", "model.safetensors")
 
 _FINE_TUNED = ("the paper's row is this model fine-tuned on the MIE-Bench training split (marked with an "
                "asterisk); this entry runs the library's released weights zero-shot")
+_JUDGE = ("miescore judge (--backend openai for any OpenAI-compatible server serving it, --backend transformers for "
+          "a transformers-native checkpoint), then miescore benchmark mie-bench --predictions")
+_PER_SOURCE = "one source at a time, averaged over the sources, as the paper does for single-source methods"
 
 BASELINES: dict[str, Baseline] = {b.name: b for b in (
     # ---------------------------------------------------------------- no-reference IQA (Table 3, heart rows)
@@ -138,6 +160,35 @@ BASELINES: dict[str, Baseline] = {b.name: b for b in (
     Baseline("vqascore", "VQAScore (Li et al. 2024a)", TEXT_IMAGE,
              unavailable="its package (t2v-metrics 3.0) pins torch==2.5.1, transformers==4.49.0 and numpy==1.26.4 "
                          "and builds DeepSpeed from source"),
+    # ---------------------------------------------------------------- general-purpose MLLMs (club rows)
+    *(Baseline(name, row, MLLM_JUDGE, runs_via=_JUDGE) for name, row in (
+        ("mplug_owl3", "mPLUG-Owl3 (7B) (Ye et al. 2024)"), ("minicpm_v2_6", "MiniCPM-V2.6 (8B) (Yao et al. 2024)"),
+        ("ovis2_5", "Ovis2.5 (8B) (Lu et al. 2025)"), ("qwen3_vl", "Qwen3-VL (7B) (Yang et al. 2025a)"),
+        ("internvl3_5", "InternVL3.5 (8B) (Wang et al. 2025b)"),
+        ("deepseek_vl2", "DeepSeekVL2 (small) (Liu et al. 2024)"),
+        ("gemini_3_1_pro", "Gemini-3.1-Pro (Google DeepMind 2026)"), ("chatgpt_5", "ChatGPT-5 (OpenAI 2025)"))),
+    Baseline("deepseek_vl2_ft", "DeepSeekVL2 (small), fine-tuned (Liu et al. 2024)", FINE_TUNED_MLLM,
+             unavailable="DeepSeek-VL2 is not a transformers model (docs/backbones.md, Table 5 row 7), so "
+                         "train_miescore.py cannot fine-tune it"),
+    Baseline("internvl3_5_ft", "InternVL3.5 (8B), fine-tuned (Chen et al. 2025b)", FINE_TUNED_MLLM,
+             runs_via="python trainers/train_miescore.py --config trainers/configs/miescore_qwen3vl_8b.yaml "
+                      "--model_name_or_path OpenGVLab/InternVL3_5-8B-HF (docs/backbones.md), then miescore benchmark "
+                      "mie-bench --model", note="the MIEScore recipe on that backbone; the paper does not say how its "
+                                               "fine-tuned comparison rows were trained"),
+    # ---------------------------------------------------------------- IEQA-specialized MLLMs (star rows)
+    Baseline("editscore", "EditScore (Qwen3) (Luo et al. 2025)", SINGLE_SOURCE,
+             runs_via="--evaluator modeling_miescore.baselines.editscore_adapter:editscore --evaluator-option "
+                      "model_name_or_path=Qwen/Qwen3-VL-8B-Instruct --evaluator-option "
+                      "lora_path=EditScore/EditScore-Qwen3-VL-8B-Instruct (pip install editscore)",
+             note=_PER_SOURCE),
+    *(Baseline(name, row, SINGLE_SOURCE, runs_via=f"--evaluator your.module:function ({why})", note=_PER_SOURCE)
+      for name, row, why in (
+          ("lmm4edit", "LMM4Edit (Xu et al. 2025)", "no installable package: LMM4Edit releases a training repository; "
+                                                    "wrap its model as evaluate(source, edited, instruction)"),
+          ("editreward", "EditReward (MiMo) (Wu et al. 2025c)", "no installable package: EditReward's "
+                                                              "EditRewardInferencer is imported from its repository"),
+          ("edithf", "EditHF (Xu et al. 2026)", "no installable package: EditHF ships inference.py; wrap its "
+                                               "infer_single as evaluate(source, edited, instruction)"))),
 )}
 
 
@@ -145,11 +196,13 @@ def get_baseline(name: str, *, runnable: bool = True) -> Baseline:
     """The entry called ``name``; :class:`UnknownBaselineError` naming the choices, or why it cannot run."""
     key = name.strip().lower()
     if key not in BASELINES:
-        choices = ", ".join(b.name for b in BASELINES.values() if not b.unavailable)
+        choices = ", ".join(b.name for b in BASELINES.values() if not (b.unavailable or b.runs_via))
         raise UnknownBaselineError(f"unknown metric '{name}'; choose from {choices} (see 'miescore baselines --list')")
     baseline = BASELINES[key]
     if runnable and baseline.unavailable:
         raise UnknownBaselineError(f"metric '{key}' ({baseline.paper_row}) cannot run here: {baseline.unavailable}")
+    if runnable and baseline.runs_via:
+        raise UnknownBaselineError(f"'{key}' ({baseline.paper_row}) is not a --metrics metric: it {baseline.how}")
     return baseline
 
 

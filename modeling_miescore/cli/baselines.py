@@ -4,7 +4,9 @@
 
     miescore baselines --dataset DIR_OR_REPO --split test --metrics ssim,ms_ssim --out 'preds-{metric}.jsonl'
     miescore benchmark mie-bench --dataset DIR_OR_REPO --split test --predictions preds-ssim.jsonl --out report-ssim
-    miescore baselines --list
+    miescore baselines --dataset DIR --split test --evaluator pkg.module:function [--evaluator-option K=V ...] \
+        --out preds-evaluator.jsonl       # a single-source evaluator (Table 3's star rows), averaged over sources
+    miescore baselines --list             # every Table 3 row: whether it runs here, and how
 
 Resumable (rerun the same command), one file per metric; see :mod:`modeling_miescore.baselines`.
 """
@@ -30,6 +32,17 @@ def register(sub) -> None:
                         help="MIE-Bench folder (from 'miescore build-dataset mie-bench') or Hub repo id")
     parser.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
     parser.add_argument("--metrics", metavar="NAMES", help="comma-separated metric names, e.g. ssim,ms_ssim (--list)")
+    parser.add_argument("--evaluator", metavar="MODULE:FUNCTION",
+                        help="instead of --metrics: a single-source evaluator, evaluate(source, edited, instruction) "
+                             "-> a number or {score key: number}, run on each source and averaged (the paper's "
+                             "protocol for single-source methods); e.g. "
+                             "modeling_miescore.baselines.editscore_adapter:editscore")
+    parser.add_argument("--evaluator-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --evaluator: call MODULE:FUNCTION with these keyword options first (a factory that "
+                             "returns the evaluator, e.g. model_name_or_path=...); repeatable; values read as JSON "
+                             "when they parse")
+    parser.add_argument("--evaluator-name", metavar="NAME",
+                        help="with --evaluator: the predictions' metric name (default: the function's name)")
     parser.add_argument("--out", metavar="JSONL",
                         help="predictions file; with several metrics a path containing {metric}, e.g. "
                              "'preds-{metric}.jsonl'; appended to, ids already there are skipped")
@@ -40,32 +53,53 @@ def register(sub) -> None:
 
 
 def baselines_table() -> str:
-    """One line per Table 3 row: name, status, kind, library metric, direction, paper row (and why not, if not)."""
+    """One line per Table 3 row (name, status, kind, library metric, direction, paper row), then how each row runs
+    here, or why it does not."""
     from ..baselines.registry import BASELINES
 
     rows = [("name", "status", "kind", "library:metric", "better", "Table 3 row")]
     for b in BASELINES.values():
-        rows.append((b.name, b.status, b.kind, f"{b.library}:{b.metric_id}" if b.library else "-",
-                     "-" if b.unavailable else ("lower" if b.lower_better else "higher"), b.paper_row))
+        direction = "-" if (b.unavailable or b.runs_via) else ("lower" if b.lower_better else "higher")
+        rows.append((b.name, b.status, b.kind, f"{b.library}:{b.metric_id}" if b.library else "-", direction,
+                     b.paper_row))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
-    notes = [f"  {b.name}: {b.unavailable}" for b in BASELINES.values() if b.unavailable]
-    return "\n".join(lines + ["", "Out of scope here:"] + notes)
+    how = [f"  {b.name}: {b.how}" for b in BASELINES.values()]
+    return "\n".join(lines + ["", "How each row runs here:"] + how)
+
+
+def _evaluator(args):
+    """The single-source evaluator of ``--evaluator`` (its factory called with the options), after the output path
+    is checked (a model is not loaded for a run that cannot write)."""
+    from ..baselines.compute import output_paths
+    from ..baselines.single_source import load_evaluator, parse_evaluator_options
+    from ..scoring.jsonl_scoring import check_output_file
+
+    name = args.evaluator_name or args.evaluator.rpartition(":")[2]
+    for path in output_paths(args.out, [name]).values():
+        check_output_file(path)
+    return load_evaluator(args.evaluator, parse_evaluator_options(args.evaluator_option), name)
 
 
 def cmd_baselines(args) -> int:
     if args.list:
         print(baselines_table())
         return 0
-    missing = [flag for flag, value in (("--dataset", args.dataset), ("--metrics", args.metrics), ("--out", args.out))
-               if not value]
+    if args.evaluator and args.metrics:
+        raise MIEScoreInputError("give --metrics or --evaluator, not both")
+    if (args.evaluator_option or args.evaluator_name) and not args.evaluator:
+        raise MIEScoreInputError("--evaluator-option and --evaluator-name need --evaluator")
+    missing = [flag for flag, value in (("--dataset", args.dataset), ("--metrics or --evaluator",
+                                                                      args.metrics or args.evaluator),
+                                        ("--out", args.out)) if not value]
     if missing:
         raise MIEScoreInputError(f"missing {', '.join(missing)}; e.g. --dataset DIR --metrics ssim,ms_ssim "
                                  "--out 'preds-{metric}.jsonl' (or --list)")
     from ..baselines.compute import compute_mie_bench_baselines
 
+    evaluator = _evaluator(args) if args.evaluator else None
     report = compute_mie_bench_baselines(args.dataset, args.split, args.metrics, args.out, device=args.device,
-                                         progress=not args.no_progress)
+                                         progress=not args.no_progress, evaluator=evaluator)
     for name, path in report.outputs.items():
         print(f"{name}: wrote {report.written[name]} edits, skipped {report.skipped_existing[name]} already in "
               f"'{path}'", file=sys.stderr)

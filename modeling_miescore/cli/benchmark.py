@@ -3,7 +3,8 @@
 ::
 
     miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR [--grid]
+    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR \
+        [--grid [--grid-split S]]
     miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
     miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`, registered under
                                               this command: ``PARENT_COMMAND`` in :mod:`.main`)
@@ -14,7 +15,9 @@ Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the sam
 ``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
 rerunning the same command resumes from that file. The images exported for a MIEScore run are a cache under
 ``$HF_HOME/miescore`` (or ``--cache-dir``), not in ``DIR``. ``mer-bench --grid`` re-aggregates the sub-scores
-of SpatialReward predictions over a grid of aggregation weights (``DIR/grid.json``, ``DIR/grid.png``).
+of SpatialReward predictions over a grid of aggregation weights (``DIR/grid.json``, ``DIR/grid.png``); the best
+cell is picked only on held-out splits (``--grid-split``, disjoint from ``--split``), as the paper searches on a
+disjoint validation set (B.1.3).
 Prediction file formats are documented in :mod:`modeling_miescore.evaluation.prediction_files`. Bad input: one
 line on stderr, exit status 2.
 """
@@ -116,6 +119,10 @@ def _grid_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grid-w-con", default=None, metavar="LIST",
                         help="with --grid: comma-separated source-consistency weights in [0, 1], w_if = 1 - w_con "
                              "(default: 0, 0.1, ..., 1)")
+    parser.add_argument("--grid-split", default=None, metavar="SPLITS",
+                        help="with --grid: search the grid on these splits of --dataset, held out of --split (the "
+                             "paper searches on a disjoint validation set), and report the best cell there and on "
+                             "--split; without it the grid runs on the reported groups and no best cell is picked")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -310,10 +317,26 @@ def _mer_split_names(args) -> list[str]:
     return names
 
 
-def _mer_grid(args, out: Path, frame, preds_path: Path):
+def _grid_split_names(args, reported: list[str]) -> list[str]:
+    """``--grid-split`` as a list of splits held out of the reported ones (a split in both is refused)."""
+    if not args.grid_split:
+        return []
+    if not args.grid:
+        raise MIEScoreInputError("--grid-split needs --grid")
+    names = [s.strip() for s in args.grid_split.split(",") if s.strip()]
+    both = sorted(set(names) & set(reported))
+    if both:
+        raise MIEScoreInputError(
+            f"--grid-split {','.join(both)} is also reported (--split {','.join(reported)}): the best cell must not be "
+            "picked on the groups the report evaluates; give --split and --grid-split disjoint splits")
+    return names
+
+
+def _mer_grid(args, out: Path, frame, preds_path: Path, grid_frame=None):
     """``--grid``: accuracy over the aggregation-weight grid from the predictions' sub-scores; writes grid.json.
 
-    Returns ``(cells, summary)``; prints the best cell and the paper's two readings.
+    ``grid_frame``: the held-out groups (``--grid-split``) to search on; None searches the reported ``frame`` and
+    picks no best cell. Returns ``(cells, summary)``; prints the best cell and the paper's two readings.
     """
     from ..evaluation.aggregation_grid import (
         DEFAULT_GRID,
@@ -326,16 +349,28 @@ def _mer_grid(args, out: Path, frame, preds_path: Path):
 
     alphas = parse_grid_values(args.grid_alpha, "--grid-alpha") if args.grid_alpha else DEFAULT_GRID
     w_cons = parse_grid_values(args.grid_w_con, "--grid-w-con") if args.grid_w_con else DEFAULT_GRID
-    subs = read_group_sub_scores(preds_path, frame)
-    cells = aggregation_grid([subs[p] for p in frame["pair_id"]], alphas, w_cons)
-    summary = grid_summary(cells, len(frame))
+    search = frame if grid_frame is None else grid_frame
+    subs = read_group_sub_scores(preds_path, search)
+    cells = aggregation_grid([subs[p] for p in search["pair_id"]], alphas, w_cons)
+    reported_cells = None
+    if grid_frame is not None:
+        reported = read_group_sub_scores(preds_path, frame)
+        reported_cells = aggregation_grid([reported[p] for p in frame["pair_id"]], alphas, w_cons)
+    summary = grid_summary(cells, len(search), searched_on=sorted(set(search["split"])),
+                           reported_cells=reported_cells, reported_on=sorted(set(frame["split"])))
     write_json(out / summary["file"], cells)
-    best = summary["best"][0]
-    print(f"Aggregation grid ({len(cells)} cells): best accuracy {best['accuracy']:.3f} at alpha={best['alpha']:g}, "
-          f"w_if={best['w_if']:g}, w_con={best['w_con']:g}"
-          + (f" ({len(summary['best'])} cells tie)" if len(summary["best"]) > 1 else ""))
+    if summary["best"]:
+        best = summary["best"][0]
+        print(f"Aggregation grid ({len(cells)} cells, searched on {','.join(summary['searched_on'])}): best accuracy "
+              f"{best['accuracy']:.3f} at alpha={best['alpha']:g}, w_if={best['w_if']:g}, w_con={best['w_con']:g}"
+              + (f" ({len(summary['best'])} cells tie)" if len(summary["best"]) > 1 else "")
+              + f"; on the reported {','.join(summary['reported_on'])}: {best['reported_accuracy']:.3f}")
+    else:
+        print(f"Aggregation grid ({len(cells)} cells) on the reported groups: no best cell picked "
+              "(in-sample; pass --grid-split with held-out splits)")
     for reading in summary["paper_readings"].values():
-        print(f"  {reading['label']}: {reading['accuracy']:.3f}")
+        print(f"  {reading['label']}: {reading['accuracy']:.3f}"
+              + (f" (reported: {reading['reported_accuracy']:.3f})" if "reported_accuracy" in reading else ""))
     return cells, summary
 
 
@@ -366,10 +401,18 @@ def cmd_mer_bench(args) -> int:
     from ..scoring.jsonl_scoring import make_output_folder
 
     out = make_output_folder(args.out, "--out: ")
-    splits = {name: load_split(args.dataset, name) for name in _mer_split_names(args)}
+    names = _mer_split_names(args)
+    grid_names = _grid_split_names(args, names)
+    splits = {name: load_split(args.dataset, name) for name in names}
+    grid_splits = {name: load_split(args.dataset, name) for name in grid_names}
     frame = mer_bench_frame(splits)
-    preds_path = _score_mer_with_model(splits, args, out) if args.model else Path(args.predictions)
+    preds_path = (_score_mer_with_model({**splits, **grid_splits}, args, out) if args.model
+                  else Path(args.predictions))
+    grid_frame = mer_bench_frame(grid_splits) if grid_splits else None
     scores = read_group_predictions(preds_path, frame)
+    if grid_frame is not None:  # the held-out groups' lines are the grid's, not extra predictions
+        held_out = set(grid_frame["pair_id"])
+        scores = {p: v for p, v in scores.items() if p not in held_out}
     alignment = align_predictions(frame["pair_id"].tolist(), scores, allow_missing=args.allow_missing,
                                   source=str(preds_path), what="pair id")
     if not alignment.ok:
@@ -378,7 +421,7 @@ def cmd_mer_bench(args) -> int:
     frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
     report = mer_bench_report(frame, scores, bootstrap=_bootstrap_settings(args))
     _print_mer_summary(args, report)
-    grid = _mer_grid(args, out, frame, preds_path) if args.grid else None
+    grid = _mer_grid(args, out, frame, preds_path, grid_frame) if args.grid else None
     if grid:
         report["aggregation_grid"] = grid[1]
 

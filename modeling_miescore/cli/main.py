@@ -47,6 +47,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "spatialreward_data",
     "doctor",
     "mer_construction",
+    "edit",
 )
 
 

@@ -46,8 +46,17 @@ def register(sub) -> None:
     parser.add_argument("--max-tokens", type=number_arg(int, minimum=1), default=1024,
                         help="answer budget of every request (default 1024)")
     parser.add_argument("--min-similarity", type=number_arg(float, minimum=0, maximum=1), default=0.6,
-                        help="stage III: the refined reasoning must keep this share of the original wording "
-                             "(difflib ratio over words, tokens removed; default 0.6)")
+                        help="stage III (ours, not the paper's): the refined reasoning must keep this share of the "
+                             "original wording (difflib ratio over words, tokens removed; default 0.6; 0 = off)")
+    parser.add_argument("--keep-unclean-scores", action="store_true",
+                        help="stage II: keep scores the parser had to repair (clamped, rescaled, read from broken "
+                             "JSON); by default such answers are rejected (ours, not the paper's)")
+    parser.add_argument("--box-num", choices=("edits", "grounder"), default="edits",
+                        help="stage I regions asked for: one per edit of the row (num_edits / num_regions; else one "
+                             "per source, the default) or as many as the grounder finds")
+    parser.add_argument("--edited-only-annotations", action="store_true",
+                        help="stage II: draw boxes on / crop patches from the edited image only, instead of the "
+                             "source images too as the D.2.2 prompts describe")
     parser.add_argument("--crop-padding", type=number_arg(float, minimum=0), default=0.15,
                         help="human-centric crops: margin around a box, as a share of its size (default 0.15)")
     parser.add_argument("--chunk-size", type=number_arg(int, minimum=1), default=64,
@@ -92,7 +101,9 @@ def cmd_spatialreward_data(args) -> int:
         raise MIEScoreInputError(f"'{args.input}' holds no usable edit ({len(problems)} unusable lines)")
     out.mkdir(parents=True, exist_ok=True)
     config = PipelineConfig(max_tokens=args.max_tokens, min_similarity=args.min_similarity,
-                            crop_padding=args.crop_padding, chunk_size=args.chunk_size)
+                            crop_padding=args.crop_padding, chunk_size=args.chunk_size, box_num_mode=args.box_num,
+                            annotate_sources=not args.edited_only_annotations,
+                            reject_unclean_scores=not args.keep_unclean_scores)
     with calls:
         run = run_pipeline(records, out, _judges(specs, calls), config, progress=not args.no_progress,
                            input_problems=problems)

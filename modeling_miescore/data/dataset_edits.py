@@ -7,7 +7,8 @@ and ``miescore spatialreward-data`` read when given a dataset instead of a JSONL
   edits ``edited_a_id`` / ``edited_b_id`` (an image in several pairs once).
 * MER-Bench (splits ``2pair`` / ``3pair`` / ``4pair``, those it has; a missing one is named): each candidate of a group is one single-source edit (id
   ``candidate_ids[k]``; a candidate in several groups once), its ``category`` kept (``general``, ``human_basic``,
-  ``human_fine``).
+  ``human_fine``) and its instruction's ``num_edits`` when the dataset has them (the pipeline then asks the
+  grounder for one region per edit).
 
 The images are written once, as their original bytes, by
 :func:`modeling_miescore.evaluation.input_export.export_mie_inputs`; rows are flattened with ``datasets.map`` so a
@@ -25,7 +26,8 @@ from .schema import MER_SPLITS
 
 __all__ = ["export_dataset_edits"]
 
-_COLUMNS = ("id", "instance_id", "instruction", "source_images", "edited_image", "category")
+_COLUMNS = ("id", "instance_id", "instruction", "source_images", "edited_image", "category", "num_edits")
+_HINTS = ("category", "num_edits")  # written into the score-batch lines when a row has them
 
 
 def _features():
@@ -33,7 +35,7 @@ def _features():
 
     return Features({"id": Value("string"), "instance_id": Value("string"), "instruction": Value("string"),
                      "source_images": List(Image(decode=False)), "edited_image": Image(decode=False),
-                     "category": Value("string")})
+                     "category": Value("string"), "num_edits": Value("int32")})
 
 
 def _flat_pairs(batch) -> dict:
@@ -46,6 +48,7 @@ def _flat_pairs(batch) -> dict:
             out["source_images"].append(batch["source_images"][i])
             out["edited_image"].append(batch[f"edited_{side}"][i])
             out["category"].append("")
+            out["num_edits"].append(None)
     return out
 
 
@@ -55,6 +58,7 @@ def _flat_groups(batch) -> dict:
     candidate_ids = batch["candidate_ids"] if "candidate_ids" in batch else [None] * n
     samples = batch["sample_id"] if "sample_id" in batch else batch["pair_id"]
     categories = batch["category"] if "category" in batch else [""] * n
+    num_edits = batch["num_edits"] if "num_edits" in batch else [None] * n
     for i in range(n):
         edited = batch["edited_images"][i]
         ids = candidate_ids[i] or [f"{batch['pair_id'][i]}-{k}" for k in range(len(edited))]
@@ -65,6 +69,7 @@ def _flat_groups(batch) -> dict:
             out["source_images"].append([batch["original_image"][i]])
             out["edited_image"].append(image)
             out["category"].append(str(categories[i] or ""))
+            out["num_edits"].append(num_edits[i])
     return out
 
 
@@ -84,7 +89,8 @@ def _flat(ds, kind: str):
         if "instance_id" not in ds.column_names:
             ds = ds.rename_column("group_id", "instance_id") if "group_id" in ds.column_names \
                 else ds.add_column("instance_id", [str(i) for i in ds["id"]])
-        ds = ds.select_columns(list(_COLUMNS[:-1])).add_column("category", [""] * len(ds)).cast(_features())
+        ds = (ds.select_columns(list(_COLUMNS[:5])).add_column("category", [""] * len(ds))
+              .add_column("num_edits", [None] * len(ds)).cast(_features()))
     seen: set = set()
 
     def first(edit_id) -> bool:
@@ -144,4 +150,4 @@ def export_dataset_edits(dataset: str, work_dir, *, split: Optional[str] = None,
         raise MIEScoreInputError(f"dataset '{dataset}' has no edits to export")
     flat = _flat(concatenate_datasets(parts), "flat") if len(parts) > 1 else parts[0]
     categories = {i: c for i, c in zip(flat["id"], flat["category"]) if c}
-    return export_mie_inputs(flat, Path(work_dir), progress=progress), categories
+    return export_mie_inputs(flat, Path(work_dir), progress=progress, hint_columns=_HINTS), categories

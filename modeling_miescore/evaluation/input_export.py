@@ -76,12 +76,13 @@ def input_cache_dir(ds, cache_dir: str | os.PathLike | None = None) -> Path:
     return root / "mie-bench-inputs" / _safe_name(str(fingerprint))
 
 
-def export_mie_inputs(ds, cache_dir, *, progress: bool = True) -> Path:
+def export_mie_inputs(ds, cache_dir, *, progress: bool = True, hint_columns: tuple = ()) -> Path:
     """Write a MIE-Bench split's images (exact bytes, no re-encoding) and a ``score-batch`` input JSONL.
 
     Layout: ``cache_dir/images/<instance>_s<k>.<ext>`` (sources, once per instance), ``<id>_edited.<ext>`` and
-    ``cache_dir/inputs.jsonl`` (``{"id", "sources", "edited", "instruction"}``, paths relative to it). Images
-    already written are kept, so a rerun only writes what is missing. Returns the JSONL path.
+    ``cache_dir/inputs.jsonl`` (``{"id", "sources", "edited", "instruction"}``, paths relative to it, plus each
+    of ``hint_columns`` the row has a value for, e.g. ``category`` or ``num_edits``). Images already written are
+    kept, so a rerun only writes what is missing. Returns the JSONL path.
     """
     from datasets import Image, List
 
@@ -90,20 +91,29 @@ def export_mie_inputs(ds, cache_dir, *, progress: bool = True) -> Path:
     images.mkdir(parents=True, exist_ok=True)
     cols = ["id", "instance_id", "instruction", "source_images", "edited_image"]
     missing = [c for c in cols if c not in ds.column_names]
+    cols += [c for c in hint_columns if c in ds.column_names]
     if missing:
         raise BenchmarkInputError(f"dataset split lacks column(s) {', '.join(missing)} needed to score it")
     raw = (ds.select_columns(cols)
              .cast_column("edited_image", Image(decode=False))
              .cast_column("source_images", List(Image(decode=False))))
     lines = []
-    written_sources: dict[str, list[str]] = {}
+    # (instance, the sources' names and sizes) -> their files: rows of one instance share them, and a row whose
+    # sources differ from its instance's (a converter that grouped too coarsely) still gets its own
+    written_sources: dict[tuple, list[str]] = {}
+    variants: dict[str, int] = {}
     for row in tqdm(raw, total=len(raw), desc="export images", unit="edit", file=sys.stderr, leave=False,
                     disable=not progress):
         iid = str(row["instance_id"])
-        if iid not in written_sources:
-            written_sources[iid] = [_store_image(e, images, f"{_safe_name(iid)}_s{k + 1}")
+        key = (iid, tuple((e.get("path"), len(e.get("bytes") or b"")) for e in row["source_images"]))
+        if key not in written_sources:
+            variant = variants.get(iid, 0)
+            variants[iid] = variant + 1
+            stem = _safe_name(iid) + (f"_v{variant + 1}" if variant else "")
+            written_sources[key] = [_store_image(e, images, f"{stem}_s{k + 1}")
                                     for k, e in enumerate(row["source_images"])]
         edited = _store_image(row["edited_image"], images, f"{_safe_name(str(row['id']))}_edited")
-        lines.append(json.dumps({"id": str(row["id"]), "sources": written_sources[iid], "edited": edited,
-                                 "instruction": row["instruction"]}))
+        hints = {c: row[c] for c in hint_columns if row.get(c) not in (None, "")}
+        lines.append(json.dumps({"id": str(row["id"]), "sources": written_sources[key], "edited": edited,
+                                 "instruction": row["instruction"], **hints}))
     return write_text_atomic(cache / "inputs.jsonl", "\n".join(lines) + "\n")

@@ -345,7 +345,13 @@ def aggregation_grid_plot(cells: list[dict], summary: dict, out_dir) -> str:
                   fontsize=8)
     ax.set_ylabel("α: SC exponent", fontsize=8)
     fig.colorbar(im, ax=ax, label="group accuracy")
-    ax.set_title(f"MER-Bench accuracy of the re-aggregated reward ({summary['n_groups']} groups); red box: best, "
+    if summary.get("held_out"):
+        where = (f"searched on held-out {', '.join(summary['searched_on'])} ({summary['n_groups']} groups;\n"
+                 f"reported: {', '.join(summary['reported_on'])}); red box: best on the held-out groups")
+    else:
+        where = (f"on the {summary['n_groups']} reported groups (in-sample):\nno best cell picked; --grid-split "
+                 "searches on held-out splits")
+    ax.set_title(f"MER-Bench accuracy of the re-aggregated reward, {where}\n"
                  "▼: the paper's two readings at α = 0.8", fontsize=8)
     return _save(fig, Path(out_dir), "grid", folder="")
 

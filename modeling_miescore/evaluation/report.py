@@ -298,20 +298,28 @@ def _mer_grid_lines(report: dict) -> list[str]:
     if not grid:
         return []
     fmt = "{:g}".format
+    held_out = grid.get("held_out", False)
+    where = (f"searched on the held-out split(s) {', '.join(grid['searched_on'])} ({grid['n_groups']} groups), "
+             f"reported on {', '.join(grid['reported_on'])}" if held_out
+             else f"computed on the {grid['n_groups']} reported groups")
     out = ["## Aggregation weights: grid search (SpatialReward paper, B.1.3 / figure 10)", "",
            "The reward re-aggregated from the predictions' sub-scores, without running the model: "
            "R = (SC/25)^α · (PQ/25)^(1−α), SC = w_if·s_if + w_con·s_con, "
-           f"PQ = {fmt(grid['pq_weights'][0])}·naturalness + {fmt(grid['pq_weights'][1])}·artifacts; accuracy over "
-           f"all {grid['n_groups']} groups (exact order, ties and missing sub-scores wrong). {grid['n_cells']} cells: "
+           f"PQ = {fmt(grid['pq_weights'][0])}·naturalness + {fmt(grid['pq_weights'][1])}·artifacts; accuracy "
+           f"(exact order, ties and missing sub-scores wrong) {where}. {grid['n_cells']} cells: "
            f"α ∈ {{{', '.join(map(fmt, grid['alphas']))}}}, w_con ∈ {{{', '.join(map(fmt, grid['w_cons']))}}}, "
-           f"w_if = 1 − w_con; every cell is in `{grid['file']}`. The best cell is chosen on these same groups "
-           "(an in-sample optimum, optimistic); to pick weights, search on a split you do not report.", ""]
+           f"w_if = 1 − w_con; every cell is in `{grid['file']}`.", ""]
+    if not held_out:
+        out += [f"No best cell is picked: {grid.get('best_refused', '')}.", ""]
     best = grid["best"]
+    reported = (lambda c: f"{c['reported_accuracy']:.3f}") if held_out else None
     rows = [["**Best**" + (f" ({len(best)} cells tie)" if len(best) > 1 else ""), fmt(c["alpha"]), fmt(c["w_if"]),
-             fmt(c["w_con"]), f"{c['accuracy']:.3f}"] for c in best[:5]]
-    rows += [[r["label"], fmt(r["alpha"]), fmt(r["w_if"]), fmt(r["w_con"]), f"{r['accuracy']:.3f}"]
-             for r in grid["paper_readings"].values()]
-    out += [_table(["Cell", "α", "w_if", "w_con", "Accuracy"], rows), ""]
+             fmt(c["w_con"]), f"{c['accuracy']:.3f}", *([reported(c)] if reported else [])] for c in best[:5]]
+    rows += [[r["label"], fmt(r["alpha"]), fmt(r["w_if"]), fmt(r["w_con"]), f"{r['accuracy']:.3f}",
+              *([reported(r)] if reported else [])] for r in grid["paper_readings"].values()]
+    header = ["Cell", "α", "w_if", "w_con", "Accuracy (search)" if held_out else "Accuracy",
+              *(["Accuracy (reported)"] if held_out else [])]
+    out += [_table(header, rows), ""]
     if len(best) > 5:
         out += [f"{len(best) - 5} more cells reach the best accuracy (see `{grid['file']}`).", ""]
     return out + _plot(report, "aggregation_grid", "Accuracy over the aggregation-weight grid")

@@ -8,7 +8,10 @@
 * MER-Bench: :func:`~.mer_bench_report.mer_bench_report` (exact-order group accuracy per group size, over all
   groups, and the mean per-group Kendall τ). Ovrl. is the mean over all groups, which with 200 / 200 / 200 groups
   is the plain mean of 2-P / 3-P / 4-P; of the published rows, 7 of 8 follow that, SpatialReward's 0.483 does not
-  (:func:`~.published_results.mer_overall_averaging`).
+  (:func:`~.published_results.mer_overall_averaging`). τ is shown twice: the Table 1 column ``mer_tau`` holds the
+  value under the authors' rule (a predicted tie +1, their released script), so this run's row compares with the
+  published ones, and ``mer_tau_ties0`` beside it the same with a predicted tie scored 0 (a constant evaluator gets
+  0, not 1), the value the MER-Bench report leads with.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .report import write_benchmarks_report
 __all__ = ["REWARD_BENCHMARKS", "evaluate_reward", "reward_markdown", "write_reward_report"]
 
 REWARD_BENCHMARKS = ("editscore-bench", "mmrb2", "mer-bench")
+_TAU_TIES0 = "mer_tau_ties0"  # our extra Table 1 column (published rows: none)
 _EDITSCORE_COLUMNS = {"prompt_following": "editreward_pf", "consistency": "editreward_cons",
                       "overall": "editreward_ovrl"}
 
@@ -62,8 +66,9 @@ def _mer(data, predictions_path: Path, allow_missing: bool, bootstrap) -> dict:
     acc, tau = report["accuracy"], report["tau"]
     values = {"mer_2p": acc["by_size"].get("2", {}).get("value"), "mer_3p": acc["by_size"].get("3", {}).get("value"),
               "mer_4p": acc["by_size"].get("4", {}).get("value"), "mer_ovrl": acc["overall"]["value"],
-              "mer_tau": tau["overall"]["value"]}
-    return {"values": values, "details": {"accuracy": acc, "tau": tau, "meta": report["meta"]},
+              "mer_tau": report["tau_as_released"]["overall"]["value"], "mer_tau_ties0": tau["overall"]["value"]}
+    return {"values": values, "details": {"accuracy": acc, "tau": tau, "tau_as_released": report["tau_as_released"],
+                                          "meta": report["meta"]},
             "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
 
 
@@ -88,10 +93,12 @@ def _fmt(value) -> str:
 def reward_markdown(report: dict) -> str:
     """Table 1 with the published rows and ours, then notes per benchmark."""
     values = {k: v for result in report["results"].values() for k, v in result["values"].items()}
-    header = ["Model", "Type", *TABLE1_COLUMNS.values()]
-    rows = [[name, row["type"], *(_fmt(row[key]) for key in TABLE1_COLUMNS)] for name, row in TABLE1.items()]
+    columns = {**TABLE1_COLUMNS, "mer_tau": f"{TABLE1_COLUMNS['mer_tau']} (tie +1, as released)",
+               _TAU_TIES0: "τ (tie 0)"}
+    header = ["Model", "Type", *columns.values()]
+    rows = [[name, row["type"], *(_fmt(row.get(key)) for key in columns)] for name, row in TABLE1.items()]
     rows.append([f"**{report['row_name']} (this run)**", "",
-                 *(f"**{_fmt(values[key])}**" if key in values else "—" for key in TABLE1_COLUMNS)])
+                 *(f"**{_fmt(values[key])}**" if key in values else "—" for key in columns)])
     out = ["# Reward benchmarks (SpatialReward paper, Table 1)", "",
            "Published rows are the paper's Table 1 (EditReward-Bench there is EditScore's benchmark, Luo et al. "
            "2025; \"-\" shown as —); the last row is this run.", "", md_table(header, rows), "", "## Notes", ""]
@@ -101,6 +108,11 @@ def reward_markdown(report: dict) -> str:
                    f"`{result['predictions']}` ({al['n_matched']} of {al['n_dataset']} ids matched). "
                    + (result["tie_rule"] or "MER-Bench: a group is correct only if its predicted scores strictly "
                       "decrease in the human order; ties and missing scores are wrong."))
+    if _TAU_TIES0 in values:
+        out.append("- MER-Bench τ: the Table 1 column is computed as the authors' released script does (a predicted "
+                   "tie counts +1, so a constant evaluator gets τ = 1), the rule the published rows follow; \"τ (tie "
+                   "0)\" beside it scores a predicted tie 0 (not published for other rows). They differ only when "
+                   "predictions tie.")
     averaging = mer_overall_averaging()
     odd = [name for name, row in averaging.items() if row["averaging"] != "plain mean"]
     out.append(f"- MER-Bench Ovrl.: ours is the mean over all groups (= the plain mean of 2-P / 3-P / 4-P for "

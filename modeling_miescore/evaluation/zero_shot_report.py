@@ -50,6 +50,7 @@ def evaluate_zero_shot(data, preds, *, allow_missing: bool = False, source: str 
             "metric": metric, "value": value, "config": config, "n_rows": int(len(frame)), "details": details,
             "dimensions": dimensions, "tie_rule": data.metadata.get("tie_rule", ""),
             "format_source": data.metadata.get("format_source", ""), "dataset": data.dataset,
+            "release_part": data.metadata.get("release_part", ""),
             "alignment": alignment.to_dict()}
 
 
@@ -62,7 +63,8 @@ def _fmt(value, metric: str) -> str:
 def _detail_lines(result: dict) -> list[str]:
     details, metric = result["details"], result["metric"]
     lines = [f"### {result['column']} ({result['title']})", "",
-             f"- Dataset: `{result['dataset']}` ({result['config']} config, {result['n_rows']} rows evaluated)",
+             f"- Dataset: `{result['dataset']}` ({result['config']} config, {result['n_rows']} rows evaluated"
+             + (f"; release {result['release_part']}" if result.get("release_part") else "") + ")",
              f"- Value: **{_fmt(result['value'], metric)}** ({metric})"]
     if "by_dimension" in details:
         what = "SRCC" if metric == "SRCC" else "accuracy (macro over task types)"

@@ -3,7 +3,8 @@
 Raw layout (paths relative to the raw folder; extra keys/columns/files are ignored)::
 
     samples.jsonl     {"sample_id": str, "instruction": str, "original_image": relative image path,
-                       "category": "general" | "human_basic" | "human_fine", "subtask": str}
+                       "category": "general" | "human_basic" | "human_fine", "subtask": str,
+                       "num_edits": int (optional: the instruction's operations, 2-5 in the paper)}
     candidates.jsonl  {"candidate_id": str, "sample_id": str, "editing_model": str,
                        "image": relative image path}
     annotations.csv   annotator_id,candidate_id,overall,sc,pq
@@ -26,10 +27,16 @@ Construction (SpatialReward paper, section 4.3 and appendix A.1):
   - ``4pair``: a 3-pair base plus a fourth candidate with the *same overall tier* as one base member
     but a different (SC, PQ), so its place is decided only by the fine-grained sub-dimensions.
 
+  Each size is stratified by category (``stratify_categories``, default on): its groups are split 2:1:1 over
+  general / human-basic / human-fine, the ratio of the instructions (sec. 4.2). The paper does not say how the
+  groups were drawn, but in 7 of its 8 Table 2 rows the Overall equals the 2:1:1-weighted mean of the category
+  columns, which is what 2:1:1 groups give; a category short of samples is topped up from the others (reported).
+  ``stratify_categories=False`` (``--no-stratify-categories``) samples every size from all samples at once.
+
 Output (compatible with the authors' ``SpatialReward/MER-Bench`` release): splits ``2pair``,
 ``3pair``, ``4pair``; columns ``pair_id, instruction, original_image, edited_images`` (best first),
-``label, sample_id`` plus ``category, subtask, editing_models, candidate_ids, overall_tiers,
-sc_tiers, pq_tiers``. ``label`` holds the editing category (``general`` / ``human_basic`` /
+``label, sample_id`` plus ``category, subtask, num_edits`` (null when the raw release has none),
+``editing_models, candidate_ids, overall_tiers, sc_tiers, pq_tiers``. ``label`` holds the editing category (``general`` / ``human_basic`` /
 ``human_fine``): the authors' evaluation script (``eval/MERBench/calculate_accuracy.py``) reports
 accuracy per ``label`` as its category breakdown (paper Table 2).
 """
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +53,7 @@ from typing import Any
 from ..schema import GROUP_SIZES, MER_SPLITS, MER_TIER_DIMENSIONS
 from . import mer_bench_card
 from .base import BuildSummary, BuildUsageError, DatasetBuilder
-from .mer_bench_groups import majority_tier, sample_groups, vote
+from .mer_bench_groups import category_quotas, majority_tier, sample_groups, vote
 from .mer_bench_raw import CANDIDATES, read_annotations, read_candidates, read_samples
 from .parquet_writing import file_size, format_bytes, image_struct
 from .raw_files import ImageChecker, ProblemCollector
@@ -78,6 +86,7 @@ def mer_bench_features():
             "sample_id": Value("string"),
             "category": Value("string"),
             "subtask": Value("string"),
+            "num_edits": Value("int32"),
             **{name: List(Value("string"))
                for name in ("editing_models", "candidate_ids", *(f"{d}_tiers" for d in MER_TIER_DIMENSIONS))},
         }
@@ -135,6 +144,8 @@ class MERBenchBuilder(DatasetBuilder):
     * ``n_annotators``: annotations required per candidate (paper: 5); ``None`` accepts any number
       >= ``min_agreement``.
     * ``min_agreement``: votes needed for a majority (paper: 3 of 5).
+    * ``stratify_categories``: groups of each size split 2:1:1 over the categories (default; see the module
+      docstring).
     """
 
     title = "MER-Bench"
@@ -146,8 +157,9 @@ class MERBenchBuilder(DatasetBuilder):
     card = mer_bench_card.CARD
 
     def __init__(self, raw_dir, out_dir, *, seed: int = 0, groups_per_type: int | dict = DEFAULT_GROUPS_PER_TYPE,
-                 n_annotators: int | None = 5, min_agreement: int = 3, **common):
+                 n_annotators: int | None = 5, min_agreement: int = 3, stratify_categories: bool = True, **common):
         super().__init__(raw_dir, out_dir, **common)
+        self.stratify_categories = stratify_categories
         self.targets = _group_targets(groups_per_type)
         if n_annotators is not None and not 1 <= min_agreement <= n_annotators:
             raise BuildUsageError(f"min_agreement must be in 1..n_annotators, got {min_agreement}")
@@ -187,7 +199,11 @@ class MERBenchBuilder(DatasetBuilder):
     def split(self) -> dict[str, list]:
         """``(pair_id, group)`` rows per split (``<K>pair``), in sample-file order, then group number."""
         sample_order = [s.sample_id for s in self.samples.values()]
-        self.groups = sample_groups(self.valid, sample_order, self.targets, self.seed)
+        categories = ({s.sample_id: s.category for s in self.samples.values()} if self.stratify_categories
+                      else None)
+        self.groups = sample_groups(self.valid, sample_order, self.targets, self.seed, categories)
+        if categories is not None:
+            self._check_category_quotas()
         self.shortfall = {f"{k}pair": n - len(self.groups[k]) for k, n in self.targets.items()
                           if len(self.groups[k]) < n}
         if self.shortfall:
@@ -198,6 +214,17 @@ class MERBenchBuilder(DatasetBuilder):
         for items in self.groups.values():
             items.sort(key=lambda item: (self.samples[item[1][0].sample_id].order, item[0]))
         return {f"{k}pair": items for k, items in self.groups.items()}
+
+    def _check_category_quotas(self) -> None:
+        """A warning per size whose groups are not 2:1:1 over the categories (too few samples of one)."""
+        for k, items in self.groups.items():
+            got = Counter(self.samples[group[0].sample_id].category for _, group in items)
+            want = category_quotas(len(items))
+            if any(got.get(c, 0) != n for c, n in want.items()):
+                self.warnings.append(
+                    f"{k}pair groups are not 2:1:1 over the categories: " + ", ".join(
+                        f"{c} {got.get(c, 0)} (2:1:1: {n})" for c, n in want.items())
+                    + " (too few samples with groups of one category; the others filled the rest)")
 
     def empty_dataset_problem(self) -> tuple[str, str]:
         return "annotations.csv", ("no valid group can be formed (need candidates of different majority tiers "
@@ -220,6 +247,7 @@ class MERBenchBuilder(DatasetBuilder):
             "sample_id": s.sample_id,
             "category": s.category,
             "subtask": s.subtask,
+            "num_edits": s.num_edits,
             "editing_models": [c.editing_model for c in group],
             "candidate_ids": [c.candidate_id for c in group],
             **{f"{d}_tiers": [c.tiers[d] for c in group] for d in MER_TIER_DIMENSIONS},
@@ -234,7 +262,7 @@ class MERBenchBuilder(DatasetBuilder):
         return mer_bench_card.card_context(
             split_info=split_info, groups=self.groups, samples=self.samples, candidates=self.candidates,
             valid=self.valid, needs_review=self.needs_review, targets=self.targets, seed=self.seed,
-            min_agreement=self.min_agreement, n_annotators=self.n_annotators,
+            min_agreement=self.min_agreement, n_annotators=self.n_annotators, stratified=self.stratify_categories,
         )
 
     def write_extra_files(self, folder: Path) -> None:
@@ -263,11 +291,14 @@ class MERBenchBuilder(DatasetBuilder):
         parser.add_argument("--annotators", dest="n_annotators", type=int, default=5,
                             help="annotations per candidate (default: %(default)s)")
         parser.add_argument("--min-agreement", type=int, default=3, help="votes for a majority (default: %(default)s)")
+        parser.add_argument("--no-stratify-categories", dest="stratify_categories", action="store_false",
+                            help="sample the groups of each size from all samples at once instead of 2:1:1 over "
+                                 "general / human-basic / human-fine (the default)")
 
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
         return {"seed": args.seed, "groups_per_type": args.groups_per_type, "n_annotators": args.n_annotators,
-                "min_agreement": args.min_agreement}
+                "min_agreement": args.min_agreement, "stratify_categories": args.stratify_categories}
 
 
 def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MERBenchSummary:
@@ -277,7 +308,7 @@ def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **op
         raw_dir: folder with ``samples.jsonl``, ``candidates.jsonl``, ``annotations.csv`` and images.
         out_dir: output folder, written atomically.
         **options: see :class:`MERBenchBuilder` (``seed``, ``groups_per_type``, ``n_annotators``,
-            ``min_agreement``) and the common options of
+            ``min_agreement``, ``stratify_categories``) and the common options of
             :class:`~modeling_miescore.data.builders.base.DatasetBuilder`.
 
     Raises:

@@ -23,6 +23,7 @@ COLUMNS = {
     "sample_id": "sample (original image + instruction) the group comes from",
     "category": "same as `label`",
     "subtask": "fine-grained subtask",
+    "num_edits": "operations in the instruction (2-5 in the paper; null when the raw release has none)",
     "editing_models": "model of each edited image (same order)",
     "candidate_ids": "raw candidate id of each edited image (same order)",
     "overall_tiers": "majority overall tier of each edited image",
@@ -78,7 +79,11 @@ with identical tiers never share a group.
 one good, one medium, one poor; 4-pair = a 3-pair plus a fourth candidate with the same overall tier as one of the \
 three but different SC/PQ, so only the sub-dimensions separate them. Sizes are filled most constrained first (4, \
 3, then 2 from the leftovers); for each, samples are visited in a random order (seed {{ seed }}), round after \
-round, each visit forming at most one group.
+round, each visit forming at most one group.{% if stratified %} Each size is **stratified by category**: its \
+groups are split 2:1:1 over general / human-basic / human-fine (the instructions' ratio, section 4.2; the paper's \
+Table 2 Overall is the 2:1:1-weighted category mean in 7 of 8 rows), each category's samples filling its share \
+first (`--no-stratify-categories` turns this off).{% else %} Groups are drawn from all samples at once \
+(`--no-stratify-categories`), not 2:1:1 by category.{% endif %}
 {%- for warning in warnings %}
 
 > {{ warning }}
@@ -161,7 +166,7 @@ def _group_tables(groups: dict[int, list], samples: dict, splits: list[str]) -> 
 
 def card_context(*, split_info: dict, groups: dict[int, list], samples: dict, candidates: dict, valid: dict,
                  needs_review: list, targets: dict[int, int], seed: int, min_agreement: int,
-                 n_annotators: int | None) -> dict[str, Any]:
+                 n_annotators: int | None, stratified: bool = True) -> dict[str, Any]:
     """The variables of :data:`MER_BENCH_CARD_TEMPLATE` for one build."""
     shown = needs_review[:_REVIEWS_SHOWN]
     return {
@@ -187,6 +192,7 @@ def card_context(*, split_info: dict, groups: dict[int, list], samples: dict, ca
         "seed": seed,
         "min_agreement": min_agreement,
         "n_annotators": n_annotators,
+        "stratified": stratified,
     }
 
 

@@ -11,10 +11,12 @@ import random
 from collections import Counter, defaultdict
 from itertools import combinations
 
-from ..schema import MER_TIER_DIMENSIONS
+from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS
 from .mer_bench_raw import Candidate
 
-__all__ = ["groups_for", "majority_tier", "sample_groups", "vote"]
+__all__ = ["CATEGORY_RATIO", "category_quotas", "groups_for", "majority_tier", "sample_groups", "vote"]
+
+CATEGORY_RATIO = (2, 1, 1)  # sec. 4.2: general : human-basic : human-fine
 
 
 def majority_tier(votes, min_agreement: int = 3) -> str | None:
@@ -77,14 +79,26 @@ def groups_for(cands: list[Candidate], k: int) -> list[tuple]:
     return [tuple(sorted(g, key=lambda c: c.key, reverse=True)) for g in out]
 
 
-def sample_groups(by_sample: dict[str, list[Candidate]], sample_order: list[str], targets: dict[int, int], seed: int):
+def category_quotas(target: int) -> dict[str, int]:
+    """``target`` groups split 2:1:1 over general / human-basic / human-fine (paper sec. 4.2, the ratio of the
+    instructions; Table 2's Overall is the 2:1:1-weighted category mean in 7 of 8 rows), largest remainders."""
+    from .mie_bench_split import stratified_counts
+
+    return dict(zip(MER_CATEGORIES, stratified_counts([target], CATEGORY_RATIO)[0]))
+
+
+def sample_groups(by_sample: dict[str, list[Candidate]], sample_order: list[str], targets: dict[int, int], seed: int,
+                  categories: dict[str, str] | None = None):
     """Sample up to ``targets[k]`` groups of each size; each candidate is used at most once.
 
     Sizes are filled one after the other, most constrained first (4, then 3, then 2): a sample can give
     one 4-pair but two 3-pairs, and 2-pairs fit in the leftovers, so this order reaches the targets
     with the fewest samples. For each size, samples are visited in a seeded random order, round after
     round, each visit forming at most one group chosen uniformly among the sample's valid groups of
-    unused candidates. Deterministic for a given seed and input. Returns ``{k: [(pair_id, group), ...]}``.
+    unused candidates. With ``categories`` (``{sample_id: category}``) each size is stratified: the samples of
+    each category fill its 2:1:1 quota (:func:`category_quotas`) first, then, when a category cannot, the other
+    categories' samples fill what is left. Deterministic for a given seed and input. Returns
+    ``{k: [(pair_id, group), ...]}``.
     """
     rng = random.Random(seed)
     order = list(sample_order)
@@ -92,12 +106,13 @@ def sample_groups(by_sample: dict[str, list[Candidate]], sample_order: list[str]
     used: set[str] = set()
     groups: dict[int, list[tuple[str, tuple]]] = {k: [] for k in targets}
     counters: dict[tuple[str, int], int] = Counter()
-    for k in sorted(targets, reverse=True):
+
+    def fill(k: int, samples: list[str], limit: int) -> None:
         formed = True
-        while formed and len(groups[k]) < targets[k]:
+        while formed and len(groups[k]) < limit:
             formed = False
-            for sid in order:
-                if len(groups[k]) >= targets[k]:
+            for sid in samples:
+                if len(groups[k]) >= limit:
                     break
                 options = groups_for([c for c in by_sample.get(sid, []) if c.candidate_id not in used], k)
                 if not options:
@@ -107,4 +122,10 @@ def sample_groups(by_sample: dict[str, list[Candidate]], sample_order: list[str]
                 groups[k].append((f"{sid}-{k}p{counters[(sid, k)]}", group))
                 counters[(sid, k)] += 1
                 formed = True
+
+    for k in sorted(targets, reverse=True):
+        if categories is not None:
+            for category, quota in category_quotas(targets[k]).items():
+                fill(k, [sid for sid in order if categories.get(sid) == category], len(groups[k]) + quota)
+        fill(k, order, targets[k])
     return groups

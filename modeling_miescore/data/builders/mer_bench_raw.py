@@ -38,6 +38,7 @@ class Sample:
     subtask: str
     line: int
     order: int
+    num_edits: int | None = None  # operations of the instruction (sec. 4.2: 2-5), when the release gives them
 
 
 @dataclass
@@ -75,10 +76,14 @@ def read_samples(raw: Path, problems: ProblemCollector, images: ImageChecker, ba
             check.fail(f"sample {sid!r}: unknown category {obj['category']!r}; expected one of: "
                        f"{', '.join(MER_CATEGORIES)}")
         subtask = check.text(obj["subtask"], f"sample {sid!r}: subtask must be a non-empty string")
+        num_edits = obj.get("num_edits")
+        if num_edits is not None and (isinstance(num_edits, bool) or not isinstance(num_edits, int)
+                                      or not 1 <= num_edits <= 16):
+            check.fail(f"sample {sid!r}: num_edits must be an integer from 1 to 16 (or absent), got {num_edits!r}")
         path = check.image(obj["original_image"], f"sample {sid!r}, original_image")
         if check.ok:
             out[sid] = Sample(sid, obj["instruction"], (obj["original_image"], path), category, subtask.strip(), line,
-                              len(out))
+                              len(out), num_edits)
     return out, declared
 
 

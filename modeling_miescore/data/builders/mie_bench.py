@@ -21,7 +21,7 @@ Paper references (MIEScore paper): 16 tasks in 3 categories ("Editing Tasks Defi
 12 editing models (Table 2), three 0-5 rating dimensions and 15 raters per image ("Subjective
 Experiment Setup"), BT.500 screening + z-score MOS (eq. 1, "Subjective Data Processing"), overall =
 VQ^0.3 IF^0.4 AP^0.3 (eq. 2), and the 3:1:1 train/validation/test split ("Implementation Details"; made
-exactly 3:1:1 within each task by default, see :mod:`~modeling_miescore.data.builders.mie_bench_split`).
+3:1:1 within each task and as a whole by default, see :mod:`~modeling_miescore.data.builders.mie_bench_split`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from . import mie_bench_card
 from .base import BuildSummary, BuildUsageError, DatasetBuilder
 from .mie_bench_raw import (INSTANCES, MOS_SOURCES, Edit, Instance, read_edits, read_instances, read_mos_csv,
                             read_ratings)
-from .mie_bench_split import DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file, split_of, stratified_splits
+from .mie_bench_split import (DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file, small_split_warnings, split_of,
+                               stratified_splits)
 from .parquet_writing import file_size, format_bytes, image_struct
 from ...utils.numbers import finite_float
 from .raw_files import ImageChecker, ProblemCollector
@@ -92,7 +93,8 @@ class MIEBenchSummary(BuildSummary):
     screening: dict | None = None
 
     def headline(self) -> str:
-        parts = ", ".join(f"{k} {v['num_examples']}" for k, v in self.splits.items())
+        parts = ", ".join(f"{k} {v['num_instances']} instances / {v['num_examples']} rows"
+                          for k, v in self.splits.items())
         return (f"MIE-Bench written to {self.out_dir}: {self.num_rows} rows from {self.num_instances} instances "
                 f"({parts}); {format_bytes(self.total_bytes)} in {self.elapsed_s:.1f} s")
 
@@ -267,11 +269,7 @@ class MIEBenchBuilder(DatasetBuilder):
         if no_edits:
             shown = ", ".join(no_edits[:10]) + (f", ... ({len(no_edits)} in all)" if len(no_edits) > 10 else "")
             self.warnings.append(f"{len(no_edits)} instance(s) have no edits and give no rows: {shown}")
-        empty = [s for s in MIE_SPLITS if not self.rows_by_split[s]]
-        if empty and self.split_method == "stratified":
-            self.warnings.append(f"no {' or '.join(empty)} instances: 3:1:1 within each task needs at least 4 "
-                                 "instances in a task to fill every split (the hash split method splits the "
-                                 "whole release instead)")
+        self.warnings += small_split_warnings(self.split_instances, len(with_edits))
         return self.rows_by_split
 
     def empty_dataset_problem(self) -> tuple[str, str]:

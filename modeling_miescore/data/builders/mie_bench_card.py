@@ -79,11 +79,12 @@ task, but a rebuild gives the same splits and adding instances never moves exist
 {%- else -%}
 Train/validation/test = 3:1:1 **by instance within each task** (paper, implementation details; \
 `--split-method stratified`, the default): all edits of an instance are in one split. A task with n instances \
-gets the largest-remainder rounding of n × (3/5, 1/5, 1/5) (equal remainders go to the split furthest below its \
-share of the tasks counted so far, in task-list order); within a task, instances are ordered by \
-`sha256("{{ salt }}:" + instance_id)` and assigned in that order to train, then validation, then test. \
-Deterministic and independent of the order of the raw files; adding instances to a task can move existing ones \
-(`--split-method hash` never moves them).
+gets the whole parts of n × (3/5, 1/5, 1/5) and each split at most one of its leftover instances, so every split \
+of a task is within one instance of its share; the leftovers are placed so that the whole dataset gets the \
+largest-remainder rounding of N × (3/5, 1/5, 1/5) (largest fractional parts first, tasks in task-list order). \
+Within a task, instances are ordered by `sha256("{{ salt }}:" + instance_id)` and assigned in that order to \
+train, then validation, then test. Deterministic and independent of the order of the raw files; adding instances \
+to a task can move existing ones (`--split-method hash` never moves them).
 {%- endif %}
 
 {{ split_table }}
@@ -92,7 +93,10 @@ Deterministic and independent of the order of the raw files; adding instances to
 
 {{ column_table }}
 
-Images are stored as the original files' bytes (no re-encoding); `path` holds the path in the raw release.
+Images are stored as the original files' bytes (no re-encoding); each image value also keeps the file's path \
+in the raw release (the `path` field of the `Image` storage, e.g. \
+`ds["{{ example_split }}"].cast_column("edited_image", Image(decode=False))[0]["edited_image"]["path"]` with \
+`from datasets import Image`), not a column of its own.
 
 ## Counts per task
 

@@ -3,14 +3,18 @@
 The MIEScore paper ("Implementation Details") splits MIE-Bench 3:1:1 into train, validation and test. All edits of
 an instance are always in one split. Three ways to assign instances:
 
-* ``"stratified"`` (the default): exactly 3:1:1 within each task. A task with ``n`` instances gets the
-  largest-remainder rounding of ``n * (3/5, 1/5, 1/5)``: each split first gets the whole part of its share, and
-  the instances left over go to the splits with the largest fractional parts; when fractional parts are equal,
-  to the split furthest below its 3:1:1 share of the instances allocated so far (tasks taken in the order of
-  :data:`~modeling_miescore.data.schema.TASKS`), then in the order train, validation, test. Within a task the
-  instances are ordered by ``sha256(salt + ":" + instance_id)`` and taken in that order: train, then
-  validation, then test. Deterministic, and independent of the order of the raw files; adding instances to a
-  task may move existing ones (their task's counts change).
+* ``"stratified"`` (the default): 3:1:1 within each task, and the whole build as close to 3:1:1 as integers
+  allow. A task with ``n`` instances gets the whole part of each share ``n * (3/5, 1/5, 1/5)``; its instances left
+  over (at most two) each go to a split whose share has a fractional part, so every split of every task is within
+  one instance of its share (a task whose ``n`` is a multiple of 5 is exact). Which split gets them is decided
+  across tasks: the splits of the whole build get the largest-remainder rounding of ``N * (3/5, 1/5, 1/5)``
+  (equal remainders in the order train, validation, test), and the leftovers fill those totals, first where a
+  task's fractional part is largest (tasks in the order of :data:`~modeling_miescore.data.schema.TASKS`). So 8
+  tasks of one instance give 5 / 2 / 1, not 8 / 0 / 0; with the paper's 3,000 instances every task is split by
+  its own largest remainders wherever that adds up. Within a task the instances are ordered by
+  ``sha256(salt + ":" + instance_id)`` and taken in that order: train, then validation, then test.
+  Deterministic, and independent of the order of the raw files; adding instances to a task may move existing
+  ones (the counts change).
 * ``"hash"``: each instance by a hash bucket of its id alone (:func:`split_of`): 3:1:1 only on average and not
   per task, but adding instances never moves existing ones.
 * a split file (``split_file``), e.g. an official split of a release: CSV with the columns
@@ -34,8 +38,10 @@ from .raw_files import ProblemCollector, read_csv
 __all__ = [
     "DEFAULT_SPLIT_SALT",
     "SPLIT_METHODS",
+    "SMALL_SPLIT_INSTANCES",
     "SPLIT_RATIO",
     "hash_bucket",
+    "small_split_warnings",
     "read_split_file",
     "split_of",
     "stratified_counts",
@@ -43,6 +49,9 @@ __all__ = [
 ]
 
 SPLIT_RATIO = (3, 1, 1)  # paper, "Implementation Details": train / validation / test = 3:1:1
+# Below this many instances an evaluation split gets a warning: with 12 edits per instance, correlations over
+# fewer than 10 instances (120 edits) and bootstrap CIs over them (a handful of distinct resamples) mislead.
+SMALL_SPLIT_INSTANCES = 10
 SPLIT_METHODS = ("stratified", "hash")
 DEFAULT_SPLIT_SALT = "mie-bench-v1"
 
@@ -69,26 +78,77 @@ def split_of(instance_id: str, salt: str = DEFAULT_SPLIT_SALT) -> str:
     return "test"
 
 
-def stratified_counts(sizes: Sequence[int], ratio: Sequence[int] = SPLIT_RATIO) -> list[tuple[int, ...]]:
-    """Instances per split for groups (tasks) of ``sizes``: the largest-remainder rounding of each group's share
-    ``n * ratio / sum(ratio)``; equal remainders go to the split furthest below its share of all groups so far.
+def _largest_remainder(n: int, ratio: Sequence[int]) -> list[int]:
+    """``n`` split by ``ratio``: whole parts, then one more for the largest fractional parts (ties: first)."""
+    total = sum(ratio)
+    counts = [n * w // total for w in ratio]
+    for s in sorted(range(len(ratio)), key=lambda s: (-(n * ratio[s] % total), s))[: n - sum(counts)]:
+        counts[s] += 1
+    return counts
 
-    Integer arithmetic throughout (shares are kept as multiples of ``1 / sum(ratio)``), so no rounding error
-    decides a tie.
+
+def stratified_counts(sizes: Sequence[int], ratio: Sequence[int] = SPLIT_RATIO) -> list[tuple[int, ...]]:
+    """Instances per split for groups (tasks) of ``sizes`` (see the module docstring): each group within one of
+    its shares ``n * ratio / sum(ratio)``, the totals the largest-remainder rounding of the whole.
+
+    Integer arithmetic throughout (shares kept as multiples of ``1 / sum(ratio)``). The leftovers are placed as
+    a transport problem: group ``g`` has ``n_g - sum(floors)`` instances to place, split ``s`` needs
+    ``total_s - sum(floors)``, a (group, split) cell may take one if its share has a fractional part. Cells are
+    filled by decreasing fractional part, then augmenting paths move earlier choices until every leftover is
+    placed (a rounding with these margins always exists: controlled rounding of a two-way table).
     """
     total_weight = sum(ratio)
-    done = [0] * len(ratio)
-    seen = 0
+    splits = range(len(ratio))
+    counts = [[n * w // total_weight for w in ratio] for n in sizes]
+    fraction = [[n * w % total_weight for w in ratio] for n in sizes]
+    supply = [n - sum(c) for n, c in zip(sizes, counts)]
+    demand = [t - sum(c[s] for c in counts) for s, t in zip(splits, _largest_remainder(sum(sizes), ratio))]
+    taken = [[False] * len(ratio) for _ in sizes]
+    cells = sorted(((g, s) for g in range(len(sizes)) for s in splits if fraction[g][s]),
+                   key=lambda cell: (-fraction[cell[0]][cell[1]], cell[1], cell[0]))
+    for g, s in cells:
+        if supply[g] and demand[s]:
+            taken[g][s], supply[g], demand[s] = True, supply[g] - 1, demand[s] - 1
+
+    def augment(g: int, seen: set) -> bool:
+        """Place one leftover of group ``g``, moving other groups' leftovers along a path if need be."""
+        for s in splits:
+            if not fraction[g][s] or taken[g][s] or s in seen:
+                continue
+            seen.add(s)
+            if demand[s]:
+                taken[g][s], demand[s] = True, demand[s] - 1
+                return True
+            for other in range(len(sizes)):  # free a place in s: move another group's leftover elsewhere
+                if taken[other][s] and augment(other, seen):
+                    taken[other][s] = False
+                    taken[g][s] = True
+                    return True
+        return False
+
+    for g in range(len(sizes)):
+        while supply[g] and augment(g, set()):
+            supply[g] -= 1
+        for s in sorted(splits, key=lambda s: -fraction[g][s]):  # never needed (see above); keeps sum == n
+            if supply[g] and fraction[g][s] and not taken[g][s]:
+                taken[g][s], supply[g] = True, supply[g] - 1
+    return [tuple(c + t for c, t in zip(row, flags)) for row, flags in zip(counts, taken)]
+
+
+def small_split_warnings(instances_per_split: Mapping[str, int], total: int) -> list[str]:
+    """The build's warnings about its splits: one naming every empty split, one per validation / test split with
+    fewer than :data:`SMALL_SPLIT_INSTANCES` instances (the numbers computed on it will be noisy)."""
     out = []
-    for n in sizes:
-        seen += n
-        counts = [n * w // total_weight for w in ratio]
-        remainders = [n * w % total_weight for w in ratio]
-        deficits = [seen * w - total_weight * (done[s] + counts[s]) for s, w in enumerate(ratio)]
-        for s in sorted(range(len(ratio)), key=lambda s: (-remainders[s], -deficits[s], s))[: n - sum(counts)]:
-            counts[s] += 1
-        done = [d + c for d, c in zip(done, counts)]
-        out.append(tuple(counts))
+    empty = [s for s in MIE_SPLITS if not instances_per_split.get(s)]
+    if empty:
+        out.append(f"no {' or '.join(empty)} instances ({total} instance(s) in all; 3:1:1 needs at least 5 to fill "
+                   "every split): a trainer or benchmark that reads that split will find none; train with "
+                   "--eval_split '' or add instances")
+    for split in ("validation", "test"):
+        n = instances_per_split.get(split, 0)
+        if 0 < n < SMALL_SPLIT_INSTANCES:
+            out.append(f"the {split} split has only {n} instance(s): correlations on it are noisy and bootstrap "
+                       f"CIs over {n} instance(s) are not meaningful (fewer than {SMALL_SPLIT_INSTANCES})")
     return out
 
 

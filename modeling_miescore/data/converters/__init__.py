@@ -11,14 +11,14 @@ table :data:`.benchmark_specs.SPECS` holds each benchmark's format source URL, k
 name                 kinds                 paper column           release read
 ===================  ====================  =====================  ============================================
 ``genai-bench``      pairwise              MIEScore Table 6       Hub Parquet (TIGER-Lab/GenAI-Bench)
-``aurora-bench``     pairwise              MIEScore Table 6       EditReward's pairwise JSON (original ratings
-                                                                  release not found)
+``aurora-bench``     pairwise              MIEScore Table 6       EditReward's pairwise JSON (the authors'
+                                                                  ratings file's fields are not published)
 ``editscore-bench``  pairwise              MIEScore Table 6,      Hub save_to_disk (EditScore/EditReward-Bench)
                                            SpatialReward Table 1
 ``imagenhub``        pointwise             MIEScore Table 6       GitHub TSVs + Hub Parquet + output images
 ``ebench-18k``       pointwise             MIEScore Table 6       GitHub JSON Lines (LMM4Edit) + images
 ``editreward-bench`` pointwise, pairwise   MIEScore Table 6       Hub Parquet (TIGER-Lab/EditReward-Bench)
-``ieqa``             pointwise             MIEScore Table 6       FROM THE PAPER'S DESCRIPTION (not found)
+``ieqa``             pointwise             MIEScore Table 6       JSON Lines as EditHF's inference.py reads
 ``mmrb2``            pairwise              SpatialReward Table 1  GitHub edit.json + images (MMRB2)
 ``gedit-bench``      editing               SpatialReward Table 3  Hub Parquet / Arrow (stepfun-ai/GEdit-Bench)
 ``imgedit-bench``    editing               SpatialReward Table 3  GitHub basic_edit.json + Benchmark.tar images

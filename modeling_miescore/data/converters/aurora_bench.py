@@ -1,18 +1,23 @@
 """AURORA-Bench human ratings (Krojer et al. 2024) -> pairwise single-source edits.
 
-Release format. The AURORA repository (https://github.com/McGill-NLP/AURORA) releases the benchmark itself as
-``test.json`` (``input``, ``output``, ``prompt``, ``task``) but its README lists "Human ratings" as a to-do, and no
-public release of the human ratings was found (searched: the repository, its README versions, the Hub). The only
-public description of the ratings' format is the pairwise JSON that EditReward's evaluation script reads
+Release format. The AURORA repository (https://github.com/McGill-NLP/AURORA) releases the benchmark as ``test.json``
+(``input``, ``output``, ``prompt``, ``task``), and its current README (section "Human Ratings"; earlier versions
+listed them as a to-do) releases the human ratings of the models' outputs on AURORA-Bench: "The output images and
+associated human ratings (``task_scores_finegrained.json``) can be downloaded from Google Drive". The fields of
+that file are not described in the README, the datasheet or any script of the repository, and the file itself (a
+Google Drive download) could not be read here, so it is **not** an input format of this converter yet. The converter reads the
+pairwise JSON that EditReward's evaluation script builds from those ratings
 (https://github.com/TIGER-AI-Lab/EditReward/blob/main/EditReward/evaluate/eval_bench.py, benchmark
 ``aurora_bench_pairwise``): a JSON array of ``{"prompt", "path_src", "path1", "path2", "model1_dim1_score",
-"model2_dim1_score"}`` (optional ``model1`` / ``model2`` names). The converter reads that file
-(``--file``, default ``valid_aurora_human_ratings_pairwise.json``, the name eval_bench.py uses) with the images it
-names; absolute image paths of the authors' machines can be made relative with ``--strip-prefix``.
+"model2_dim1_score"}`` (optional ``model1`` / ``model2`` names), ``--file`` (default
+``valid_aurora_human_ratings_pairwise.json``, the name eval_bench.py uses) with the images it names; absolute image
+paths of the authors' machines can be made relative with ``--strip-prefix``.
 
 Rows: one pairwise row per record; the human label follows eval_bench.py: ``model1_dim1_score`` >
-``model2_dim1_score`` -> ``a``, < -> ``b``, equal -> ``tie``. Pair ids are ``aurora-<line>``; an edited image's id is its path (so an image in several pairs is
-scored once).
+``model2_dim1_score`` -> ``a``, < -> ``b``, equal -> ``tie``. A pair's id is the record's own identity,
+``aurora-<key of (prompt, path_src, path1, path2)>``, so it does not depend on how the file is laid out (one line or
+indented); a record repeated with the same scores is kept once (counted in the warnings), repeated with other scores
+is a problem. An edited image's id is its path (an image in several pairs is scored once).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from .base import (
     BenchmarkConverter,
     ReleaseChoiceOption,
     StripPrefixOption,
+    content_key,
 )
 from .benchmark_specs import SPECS
 from .release_files import read_json_records
@@ -47,21 +53,37 @@ class AuroraBenchConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConv
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         records = read_json_records(self.raw / self.choice, problems, required=KEYS)
+        seen: dict[str, tuple[int, list]] = {}
+        repeated = 0
         for line, record in self.progress_bar(records, desc="checking ratings"):
             check = RecordCheck(problems, self.choice, line, images)
             instruction = check.text(record["prompt"], "prompt must be a non-empty string")
             scores = [finite_float(record[k]) for k in ("model1_dim1_score", "model2_dim1_score")]
             if None in scores:
                 check.fail("model1_dim1_score and model2_dim1_score must be finite numbers")
-            source = self.file_image(check, self.release_path(record["path_src"]), "path_src")
-            first = self.file_image(check, self.release_path(record["path1"]), "path1")
-            second = self.file_image(check, self.release_path(record["path2"]), "path2")
+            paths = [self.release_path(record[k]) for k in ("path_src", "path1", "path2")]
+            if not check.ok:
+                continue
+            item_id = f"aurora-{content_key(instruction.strip(), *map(str, paths))}"
+            if item_id in seen:
+                first_line, first_scores = seen[item_id]
+                if first_scores == scores:
+                    repeated += 1
+                else:
+                    check.fail(f"the same pair (prompt and images) as line {first_line} with other scores "
+                               f"{scores} (there {first_scores})")
+                continue
+            seen[item_id] = (line, scores)
+            source, first, second = (self.file_image(check, path, key)
+                                     for path, key in zip(paths, ("path_src", "path1", "path2")))
             if not check.ok:
                 continue
             label = "a" if scores[0] > scores[1] else "b" if scores[0] < scores[1] else "tie"
-            item_id = f"aurora-{line}"
             self.add_pair(PairItem(
                 id=item_id, sources=[source], instruction=instruction.strip(), edited_a=first, edited_b=second,
                 edited_a_id=first.rel, edited_b_id=second.rel, label=label,
                 model_a=str(record.get("model1") or ""), model_b=str(record.get("model2") or "")),
                 (self.choice, line), problems)
+        if repeated:
+            self.warnings.append(f"{repeated} record(s) repeat an earlier one exactly (same prompt, images and "
+                                 "scores) and were kept once")

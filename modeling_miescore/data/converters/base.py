@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,7 +37,14 @@ from .schema import (
     pointwise_features,
 )
 
-__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption"]
+__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption", "content_key"]
+
+
+def content_key(*parts: Any) -> str:
+    """A short stable key (12 hex digits of a SHA-1) of JSON-serialisable ``parts``: what a record's identity or a
+    group's sources + instruction are, independent of where the record sits in its file."""
+    text = json.dumps(parts, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -200,12 +209,18 @@ class BenchmarkConverter(DatasetBuilder):
     def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
         features = {config: self.config_features(config) for config in split_info}
         card_data = converted_card_data(self.spec, features, split_info, self.license)
+        card_data.miescore_benchmark.update(self.release_metadata())
         write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
                            warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
                            **self.card_context(split_info))
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
-        return card_context(self.spec, split_info)
+        return {**card_context(self.spec, split_info), **self.release_metadata()}
+
+    def release_metadata(self) -> dict[str, Any]:
+        """What the card's ``miescore_benchmark`` block and the reports say about which part of the release was
+        converted (``{"release_part": "split test_v1"}``); nothing for a converter that reads all of it."""
+        return {}
 
     def summary(self, split_info: dict[str, dict]) -> ConversionSummary:
         return ConversionSummary(out_dir=str(self.out), splits=split_info, benchmark=self.spec.name,
@@ -264,3 +279,6 @@ class ReleaseChoiceOption:
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
         return {**super().builder_options(args), cls.choice_option: getattr(args, cls.choice_option)}
+
+    def release_metadata(self) -> dict[str, Any]:
+        return {**super().release_metadata(), "release_part": f"{self.choice_option} {self.choice}"}

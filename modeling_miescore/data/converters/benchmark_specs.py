@@ -41,10 +41,11 @@ AURORA_BENCH = BenchmarkSpec(
     title="AURORA-Bench (human ratings)",
     kinds=("pairwise",),
     format_source="https://github.com/TIGER-AI-Lab/EditReward/blob/main/EditReward/evaluate/eval_bench.py "
-                  "(aurora_bench_pairwise); https://github.com/McGill-NLP/AURORA (benchmark, human ratings "
-                  "listed as to-do)",
-    format_note=("The original human-ratings release was not found; the input is the pairwise JSON format that "
-                 "EditReward's eval_bench.py reads (a derived format, not the AURORA authors' own file)."),
+                  "(aurora_bench_pairwise); https://github.com/McGill-NLP/AURORA (README, section Human Ratings: "
+                  "task_scores_finegrained.json on Google Drive)",
+    format_note=("The AURORA authors release their human ratings as task_scores_finegrained.json (README, Google "
+                 "Drive); that file's fields are not published in a readable form, so the input is the pairwise "
+                 "JSON that EditReward's eval_bench.py builds from those ratings (a derived format)."),
     dimensions={"dim1 score (human rating of each output)": "overall"},
     tie_rule=("Human: equal model1_dim1_score and model2_dim1_score is a tie (eval_bench.py). Prediction: "
               "tie-calibrated (epsilon chosen to maximise accuracy, Deutsch et al. 2023, arXiv 2305.14324), the "
@@ -152,10 +153,11 @@ IEQA = BenchmarkSpec(
     name="ieqa",
     title="IEQA (EditHF-1M subset)",
     kinds=("pointwise",),
-    format_source="https://github.com/IntMeGroup/EditHF (README: dataset at huggingface.co/datasets/sparkling621/IEQA; "
-                  "the file format itself was not found)",
-    format_note=("FORMAT FROM THE PAPER'S DESCRIPTION, not from the release: one CSV with source/edited image paths, "
-                 "instruction and the three MOS columns (see the converter's docstring)."),
+    format_source="https://github.com/IntMeGroup/EditHF (inference.py: the JSON Lines reader and the queries; "
+                  "README: dataset at huggingface.co/datasets/sparkling621/IEQA)",
+    format_note=("JSON Lines as EditHF's inference.py reads them ({images: [source, edited], query, response: 'The "
+                 "quality score is XX.XX'}), the dimension named in the query; the Hub dataset's file names were not "
+                 "read, so --file (a glob, default *.jsonl) picks the files."),
     dimensions={"visual_quality": "visual_quality", "editing_alignment": "instruction_following",
                 "attribute_preservation": "attribute_preservation"},
     tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "

@@ -43,7 +43,8 @@ from datasets import load_dataset
 
 - Release format read from: {{ format_source }}
 - {{ format_note }}
-
+{% if release_part %}- Part of the release converted: {{ release_part }}
+{% endif %}
 {% if "editing" in configs %}## Judge protocol
 
 An editor benchmark: an editor answers each row with an edited image, which a judge scores \

@@ -10,8 +10,9 @@ per pairwise comparison with ``id``, ``instruction``, ``source_image``, ``candid
 ``ranking`` (2-pair: ``A>B`` / ``B>A`` / ``A=B``; ``eval_bench.py`` also knows ``A=B=Good`` / ``A=B=Bad``; 3- and
 4-pair: ``X>Y`` over the group's letters), ``comparison_type`` (``XvsY``: which letters ``candidate_1`` /
 ``candidate_2`` are), ``score_1``, ``score_2`` (the human score of each candidate), ``model_1``, ``model_2`` and
-``dataset`` (``2pair`` / ``3pair`` / ``4pair``). Rows of one group share the id prefix before ``_`` (the authors
-group by ``id.split('_')[0]``).
+``dataset`` (``2pair`` / ``3pair`` / ``4pair``). Rows of one group share an id prefix: the authors' loaders
+(``inference_3pair_hf.py``, ``inference_4pair_hf.py``) group by ``id.split('_')[0]`` when the id has a ``_`` and by
+``id[:10]`` otherwise, and so does :func:`group_of`.
 
 Rows: the **pairwise** config has one row per comparison (``edited_a`` = ``candidate_1``); the **pointwise** config
 has one row per distinct candidate (group + letter) with its human score. The released columns carry one human
@@ -30,7 +31,7 @@ from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows
 from .schema import EditItem, PairItem
 
-__all__ = ["EditRewardBenchConverter", "SPEC"]
+__all__ = ["EditRewardBenchConverter", "SPEC", "group_of"]
 
 COLUMNS = ("id", "instruction", "source_image", "candidate_1", "candidate_2", "ranking", "score_1", "score_2",
            "dataset")
@@ -38,6 +39,12 @@ _TIES = {"A=B", "A=B=Good", "A=B=Bad"}
 _PAIR = re.compile(r"^\s*([A-Z])\s*([<>])\s*([A-Z])\s*$")
 
 SPEC = SPECS["editreward-bench"]
+
+
+def group_of(row_id: str) -> str:
+    """The group of a comparison id, by the authors' rule: the part before the first ``_``, else the first 10
+    characters."""
+    return row_id.split("_")[0] if "_" in row_id else row_id[:10]
 
 
 def _letters(comparison_type, subset: str) -> tuple[str, str] | None:
@@ -89,7 +96,7 @@ class EditRewardBenchConverter(BenchmarkConverter):
         if not isinstance(instruction, str) or not instruction.strip() or None in scores:
             problems.add(file, row, "instruction must be a non-empty string and score_1 / score_2 finite numbers")
             return
-        group = f"{subset}-{row_id.split('_')[0]}"
+        group = f"{subset}-{group_of(row_id)}"
         source = embedded_image(record["source_image"], f"{group}-source", where, "source_image", problems,
                                 self.max_image_pixels)
         edited = [embedded_image(record[f"candidate_{k}"], f"{group}-{letters[k - 1]}", where, f"candidate_{k}",

@@ -2,8 +2,8 @@
 
 Release format (read from the Hub dataset card https://huggingface.co/datasets/TIGER-Lab/GenAI-Bench , config
 ``image_edition``, and the authors' evaluation script https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/inference.py):
-Parquet shards ``image_edition/<split>-XXXXX-of-XXXXX.parquet`` (the repository currently holds the splits ``test``
-and ``test_v1``; ``--split`` picks one, default ``test``) with the columns ``source_prompt, target_prompt,
+Parquet shards ``image_edition/<split>-XXXXX-of-XXXXX.parquet`` (the repository currently holds the splits ``test``,
+983 votes, and ``test_v1``, 919 votes; ``--split`` picks one) with the columns ``source_prompt, target_prompt,
 instruct_prompt, source_image, left_model, left_output_image, right_model, right_output_image, vote_type``.
 ``vote_type`` is one of ``leftvote``, ``rightvote``, ``tievote``, ``bothbad_vote``.
 
@@ -11,6 +11,10 @@ Rows: one pairwise row per vote (``edited_a`` = left output, ``edited_b`` = righ
 ``instruct_prompt``); labels ``leftvote`` -> ``a``, ``rightvote`` -> ``b``, ``tievote`` -> ``tie``,
 ``bothbad_vote`` -> ``both_bad``. Ids are ``<split>-<row>`` (row in file order, 1-based); the edited images get
 ``<id>-left`` / ``<id>-right``.
+
+Default split: ``test_v1``, the 919 image-editing votes that GenAI-Bench's README reports ("919 votes for image
+editing", https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/README.md) and its leaderboard is computed on; the
+card's ``miescore_benchmark`` block and the zero-shot report name the split that was converted.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
     spec = SPEC
     raw_help = "folder holding image_edition/<split>-*.parquet (TIGER-Lab/GenAI-Bench as downloaded)"
     main_file = "image_edition"
-    choice_option, default_choice = "split", "test"
+    choice_option, default_choice = "split", "test_v1"
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         files = self.release_files(f"image_edition/{self.choice}-*.parquet", problems)

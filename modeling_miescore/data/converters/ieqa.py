@@ -1,66 +1,64 @@
 """IEQA (Liu et al. 2026; the EditHF-1M subset of the NTIRE 2026 X-AIGC Quality Assessment challenge, track 2)
 -> pointwise single-source edits with three MOS dimensions.
 
-Release format: **not found**. The EditHF repository (https://github.com/IntMeGroup/EditHF) points to the Hub
-dataset ``sparkling621/IEQA`` but neither its file list nor its columns could be found with the search tools
-(searched: the repository, the Hub dataset pages, the challenge pages). This converter therefore implements the
-format **from the papers' description** (EditHF README and the MIEScore paper: MOS for visual quality, editing
-alignment and attribute preservation per edited image, with its source image and instruction), as one CSV file
-(``--file``, default ``ieqa.csv``) with the header::
+Release format. The EditHF repository (https://github.com/IntMeGroup/EditHF) points to the Hub dataset
+``sparkling621/IEQA`` for the data; its file list could not be read here. The one published description of the
+group's format is EditHF's own evaluation reader (``inference.py``, ``ImageQualityDataset``: JSON Lines
+``{"images": [source, edited], "query": ..., "response": "The quality score is XX.XX"}``), the same ms-swift format
+as LMM4Edit's EBench-18K files (:mod:`.mos_sentence_lines`); its ``build_query`` names the dimension of a line in the
+query: "Please rate the target image from <visual quality | editing instruction alignment | attribute preservation>
+aspect on a scale of 0-100". The converter reads every JSON Lines file matching ``--file`` (a glob inside ``--raw``,
+default ``*.jsonl``; the Hub's file names are not known here) with the images they name (relative to ``--raw``, or
+made relative with ``--strip-prefix``). An earlier CSV layout of this converter had no published source and was
+dropped.
 
-    id,source_image,edited_image,instruction,visual_quality,editing_alignment,attribute_preservation
-
-(``id`` and an optional ``editing_model`` column; image paths relative to ``--raw``). When the real release is
-available, its columns must be mapped onto these (or this module adapted), and this docstring corrected.
+Rows: one pointwise row per edited image (joined across lines by its path): id = that path, the three MOS (each on
+0-100; outside is a problem), ``editing_model`` = the edited image's folder, ``group_id`` = the source's file name +
+the instruction.
 """
 
 from __future__ import annotations
 
-from ...utils.numbers import finite_float
-from ..builders.raw_files import (
-    ImageChecker,
-    ProblemCollector,
-    RecordCheck,
-    read_csv,
-    unique_records,
-)
-from .base import BenchmarkConverter, ReleaseChoiceOption
+import re
+
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_jsonl
+from .base import BenchmarkConverter, ReleaseChoiceOption, StripPrefixOption
 from .benchmark_specs import SPECS
-from .schema import EditItem
+from .mos_sentence_lines import REQUIRED_KEYS, MOSLines
 
-__all__ = ["COLUMNS", "IEQAConverter", "SPEC"]
+__all__ = ["DIMENSIONS", "IEQAConverter", "SPEC"]
 
-DEFAULT_FILE = "ieqa.csv"
+DEFAULT_FILE = "*.jsonl"
 
 SPEC = SPECS["ieqa"]
-COLUMNS = dict(SPEC.dimensions)  # the CSV's MOS column -> MIEScore score key
+# EditHF inference.py build_query: the words of a query's "from <...> aspect" -> the MIEScore score key
+DIMENSIONS = {"visual quality": "visual_quality", "editing instruction alignment": "instruction_following",
+              "attribute preservation": "attribute_preservation"}
+_ASPECT = re.compile(r"from (.+?) aspect")
 
 
-class IEQAConverter(ReleaseChoiceOption, BenchmarkConverter):
-    """IEQA CSV (format from the papers' description) -> pointwise rows (see the module docstring)."""
+def dimension_of(query) -> str | None:
+    """The score key of the dimension a query asks about, or None."""
+    match = _ASPECT.search(str(query))
+    return DIMENSIONS.get(match.group(1).strip().lower()) if match else None
+
+
+class IEQAConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConverter):
+    """IEQA JSON Lines (EditHF's format) -> pointwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = f"folder holding {DEFAULT_FILE} (or --file) and the images it names"
+    raw_help = f"folder holding the IEQA JSON Lines files ({DEFAULT_FILE}, or --file) and the images they name"
     main_file = DEFAULT_FILE
     choice_option, default_choice = "file", DEFAULT_FILE
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
-        rows = read_csv(self.raw / self.choice, problems,
-                        required=("id", "source_image", "edited_image", "instruction", *COLUMNS)) or []
-        declared: set[str] = set()
-        for line, row, edit_id in unique_records(self.progress_bar(rows, desc="checking edits"), problems, self.choice,
-                                                 "id", declared):
-            check = RecordCheck(problems, self.choice, line, images)
-            instruction = check.text(row["instruction"], "instruction must be non-empty")
-            human = {}
-            for column, key in COLUMNS.items():
-                value = finite_float(row[column])
-                if value is None:
-                    check.fail(f"{column} must be a finite number, got {row[column]!r}")
-                human[key] = value
-            source = self.file_image(check, row["source_image"], "source_image")
-            edited = self.file_image(check, row["edited_image"], "edited_image")
-            if check.ok:
-                self.add_edit(EditItem(id=edit_id, sources=[source], edited=edited, instruction=instruction.strip(),
-                                       human=human, editing_model=row.get("editing_model", "")),
-                              (self.choice, line), problems)
+        lines = MOSLines(self.file_image, self.release_path, tuple(DIMENSIONS.values()))
+        for path in self.release_files(self.choice, problems):
+            name = path.relative_to(self.raw).as_posix()
+            for line, record in self.progress_bar(read_jsonl(path, problems, required=REQUIRED_KEYS),
+                                                  desc=f"checking {name}"):
+                lines.add(RecordCheck(problems, name, line, images), record, dimension_of(record["query"]))
+        by_key = {key: words for words, key in DIMENSIONS.items()}
+        for item, where in lines.edits(problems, lambda missing: "a usable line asking for " + ", ".join(
+                repr(by_key[d]) for d in missing)):
+            self.add_edit(item, where, problems)

@@ -14,14 +14,23 @@ Release format (read from https://github.com/facebookresearch/MMRB2 : ``benchmar
 
 Rows: one pairwise row per pair; sources = every prompt image in order (one for *single*-image edits, several for
 *multi*-image ones; ``subset`` = ``single`` / ``multi``, the split of the SpatialReward paper's Table 1),
-instruction = the prompt's text parts joined by newlines, ``edited_a`` / ``edited_b`` = the first image of each
+instruction = the prompt's text parts joined by newlines, ``edited_a`` / ``edited_b`` = the image of each
 response, label ``a`` / ``b`` from ``chosen``.
+
+``group_id`` (the instance that ``miescore judge --dataset`` and ``spatialreward-data`` export the sources of) is
+``<prompt_source>/<key of the pair's own source paths and instruction>``: pairs share a group only when they share
+their prompt. ``prompt_source`` alone names the *origin* of a prompt (``dreambench``, ``emu-edit``,
+``new_synthetic_edit``, ...: six values for 684 different source sets in the release) and is not an instance.
+
+A pair whose response holds several images is refused and counted in the conversion's warnings (card and console):
+a pointwise scorer rates one edited image, and keeping only the first one would score a different output than the
+annotators saw.
 """
 
 from __future__ import annotations
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
-from .base import BenchmarkConverter
+from .base import BenchmarkConverter, content_key
 from .benchmark_specs import SPECS
 from .release_files import read_json_records
 from .schema import PairItem
@@ -48,6 +57,7 @@ class MMRB2Converter(BenchmarkConverter):
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         records = read_json_records(self.raw / FILE, problems, key="pairs")
+        several: list[str] = []
         for line, record in self.progress_bar(records, desc="checking pairs"):
             check = RecordCheck(problems, FILE, line, images)
             pair_id = record.get("id", record.get("pair_id"))
@@ -67,13 +77,22 @@ class MMRB2Converter(BenchmarkConverter):
                 check.fail("response_a and response_b must each hold an image")
             if not check.ok:
                 continue
+            if any(len(out) > 1 for out in outputs):
+                several.append(pair_id)
+                continue
             sources = [self.file_image(check, path, f"prompt image {k + 1}") for k, path in enumerate(source_paths)]
             edited = [self.file_image(check, out[0], f"response_{side} image") for side, out in zip("ab", outputs)]
             if not check.ok:
                 continue
+            instruction = "\n".join(t.strip() for t in texts)
             models = [str(r.get("model_name", r.get("model")) or "") for r in responses]
+            origin = str(record.get("prompt_source") or "mmrb2")
             self.add_pair(PairItem(
-                id=pair_id, sources=sources, instruction="\n".join(t.strip() for t in texts), edited_a=edited[0],
+                id=pair_id, sources=sources, instruction=instruction, edited_a=edited[0],
                 edited_b=edited[1], edited_a_id=f"{pair_id}_A", edited_b_id=f"{pair_id}_B", label=chosen.lower(),
                 model_a=models[0], model_b=models[1], subset="single" if len(sources) == 1 else "multi",
-                group_id=str(record.get("prompt_source") or "")), (FILE, line), problems)
+                group_id=f"{origin}/{content_key([s.rel for s in sources], instruction)}"), (FILE, line), problems)
+        if several:
+            shown = ", ".join(several[:5]) + (", ..." if len(several) > 5 else "")
+            self.warnings.append(f"{len(several)} pair(s) refused: a response holds several images, and a pointwise "
+                                 f"scorer rates one ({shown})")

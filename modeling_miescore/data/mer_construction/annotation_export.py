@@ -3,7 +3,7 @@
 
 Written (one folder, made beside the target and renamed into place: never half-written)::
 
-    samples.jsonl     {"sample_id", "instruction", "original_image", "category", "subtask"}
+    samples.jsonl     {"sample_id", "instruction", "original_image", "category", "subtask", "num_edits"}
     candidates.jsonl  {"candidate_id", "sample_id", "editing_model", "image"}
     annotations.csv   annotator_id,candidate_id,overall,sc,pq   (one row per annotator and candidate)
     originals/        candidates/      the images (copied)
@@ -56,7 +56,8 @@ def _write_release(tmp: Path, samples: list, submissions: dict) -> None:
             shutil.copyfile(sample.image, tmp / original)
             s_out.write(json.dumps({"sample_id": sample.sample_id, "instruction": sample.instruction,
                                     "original_image": original, "category": sample.category,
-                                    "subtask": sample.subtask}, ensure_ascii=False) + "\n")
+                                    "subtask": sample.subtask, "num_edits": sample.num_edits},
+                                   ensure_ascii=False) + "\n")
             for candidate in sample.candidates:
                 rel = f"candidates/{Path(candidate['image']).name}"
                 shutil.copyfile(candidate["image"], tmp / rel)

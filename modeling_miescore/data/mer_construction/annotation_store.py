@@ -45,6 +45,7 @@ class AnnotationSample:
     category: str
     subtask: str
     candidates: List[Dict[str, str]]  # {"candidate_id", "image" (absolute), "editing_model"}, in id order
+    num_edits: Optional[int] = None  # the operations synthesis asked for (sec. 4.2: 2-5)
 
 
 def _load_samples(folder: Path) -> List[AnnotationSample]:
@@ -59,7 +60,7 @@ def _load_samples(folder: Path) -> List[AnnotationSample]:
         candidates = sorted(by_sample.get(r["id"], []), key=lambda c: c["candidate_id"])
         if len(candidates) >= 2:
             samples.append(AnnotationSample(r["id"], r["instruction"], r["image"], r["category"], r["subtask"],
-                                            candidates))
+                                            candidates, r.get("num_edits")))
     return samples
 
 

@@ -15,9 +15,10 @@ Checks on the answer (reason codes):
   holds a chat-control token or a control character (``<|im_end|>``, NUL, ...:
   :func:`modeling_miescore.utils.text_hygiene.training_text_problem`);
   ``alignment_empty``: ``true`` with no text after it, or the prompt's ``[Refined Reasoning Text Here]``;
-* ``rewrite_drift``: D.2.3's first priority is to keep the original text; with the tokens taken out, the
-  refined text must match the stage-II reasoning word for word to at least ``min_similarity`` (difflib ratio
-  over words; the aligner may add one short sentence per uncovered region);
+* ``rewrite_drift`` (ours: the paper states the priority, not a check; on by default, ``min_similarity=0`` /
+  ``--min-similarity 0`` turns it off): D.2.3's first priority is to keep the original text; with the tokens
+  taken out, the refined text must match the stage-II reasoning word for word to at least ``min_similarity``
+  (default 0.6, difflib ratio over words; the aligner may add one short sentence per uncovered region);
 * verification: the SFT row is checked with :func:`modeling_miescore.training.spatialreward_data.check_row`
   (exactly one ``<|global|>`` for one source, one ``<|bbox_i|>`` per region, no token without a region, ids
   <= 15, scores round-trip, no chat-control token in the reasoning, instruction or region labels) and, as D.2.3
@@ -87,7 +88,7 @@ def parse_alignment(text: str, original: str, min_similarity: float = 0.6) -> Tu
         refined = refined[1:-1].strip()
     if not refined or refined == _PLACEHOLDER:
         return None, Outcome.rejected(STAGE, "alignment_empty", text[:200])
-    similarity = text_similarity(refined, original)
+    similarity = text_similarity(refined, original) if min_similarity else 1.0
     if similarity < min_similarity:
         return None, Outcome.rejected(STAGE, "rewrite_drift", f"similarity {similarity:.2f} < {min_similarity}")
     return refined, Outcome("ok", STAGE)

@@ -2,9 +2,13 @@
 
 The grounder sees the source image(s) and the edited image, labelled as the prompt names them ("Image 1
 (original image)", "Image 2 (edited image)"; with several sources, "Image 1 (original image k of N)"), then the
-D.2.1 text with ``{instruction}`` and ``{box_num}`` filled. ``{box_num}`` is the record's ``num_regions`` when
-the data carries it; otherwise our default: one region per source image (one for a single-source edit, one
-integrated element per source for a fusion, as D.1.2 counts regions).
+D.2.1 text with ``{instruction}`` and ``{box_num}`` filled. ``{box_num}`` (``box_num_mode="edits"``, the
+default) is the record's ``num_regions`` or ``num_edits`` when the data carries it (MER-Bench rows have 2-5
+operations, sec. 4.2, and keep their ``num_edits`` from synthesis through the export and the build), so a
+multi-edit row is asked for one region per edit; otherwise our default: one region per source image (one for a
+single-source edit, one integrated element per source for a fusion, as D.1.2 counts regions).
+``box_num_mode="grounder"`` (``--box-num grounder``) lets the grounder decide: ``{box_num}`` is filled with
+:data:`GROUNDER_DECIDES` instead of a number.
 
 Its answer ``{"edit_region": [{"id", "label", "bbox_2d"}]}`` is read with the SpatialReward parser
 (:func:`modeling_miescore.parsing.parse_sc_output`: strict JSON first, relaxed repairs, boxes clamped to
@@ -27,7 +31,7 @@ from ...utils.text_hygiene import valid_text
 from .prompts import GROUNDING_PROMPT, fill, user_text
 from .report import Outcome
 
-__all__ = ["box_num", "grounding_request", "parse_grounding"]
+__all__ = ["BOX_NUM_MODES", "GROUNDER_DECIDES", "box_num", "grounding_request", "parse_grounding"]
 
 STAGE = "grounding"
 # parser issues meaning that no JSON object with an edit_region list was read (parsing.ISSUE_CODES)
@@ -35,8 +39,16 @@ _NO_REGION_LIST = frozenset({"empty_output", "no_json_object", "invalid_json", "
                              "missing_regions", "regions_not_list"})
 
 
-def box_num(record, num_sources: int) -> int:
+BOX_NUM_MODES = ("edits", "grounder")
+GROUNDER_DECIDES = "as many as there are edited instances"  # the {box_num} text of box_num_mode "grounder"
+
+
+def box_num(record, num_sources: int, mode: str = "edits"):
     """The ``{box_num}`` of a record (module docstring)."""
+    if mode == "grounder":
+        return GROUNDER_DECIDES
+    if mode != "edits":
+        raise ValueError(f"box_num mode must be one of {BOX_NUM_MODES}, got {mode!r}")
     return int(record.num_regions) if record.num_regions is not None else max(1, int(num_sources))
 
 
@@ -50,9 +62,9 @@ def labelled_images(sample) -> List[Any]:
 
 
 def grounding_request(record, sample, max_tokens: int = 1024, temperature: float = 0.0,
-                      quote_user_text: bool = True) -> ChatRequest:
+                      quote_user_text: bool = True, box_num_mode: str = "edits") -> ChatRequest:
     # box_num first: a "{box_num}" inside the user's instruction must stay text
-    text = fill(fill(GROUNDING_PROMPT, box_num=box_num(record, len(sample.sources))),
+    text = fill(fill(GROUNDING_PROMPT, box_num=box_num(record, len(sample.sources), box_num_mode)),
                 instruction=user_text(sample.instruction, quote_user_text))
     return ChatRequest([*labelled_images(sample), text], max_tokens=max_tokens, temperature=temperature,
                        stage="grounding")

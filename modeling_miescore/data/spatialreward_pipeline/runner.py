@@ -62,9 +62,15 @@ class PipelineJudges:
 
 @dataclass
 class PipelineConfig:
-    """Generation budget, crops, the rewrite check, the routing vocabulary (see the stage modules) and
-    ``quote_user_text`` (instructions in the prompts as JSON string literals; False: raw, as printed; see
-    :mod:`.prompts`)."""
+    """Generation budget, region count, crops and overlays, our two answer filters, the routing vocabulary (see the
+    stage modules) and ``quote_user_text`` (instructions in the prompts as JSON string literals; False: raw, as
+    printed; see :mod:`.prompts`).
+
+    ``box_num_mode``: ``"edits"`` (one region per edit of the record, else per source) or ``"grounder"``
+    (:mod:`.grounding`); ``annotate_sources``: boxes drawn on / "before" crops cut from the source images as the
+    D.2.2 prompts describe, or the edited image only (:mod:`.annotation`); ``reject_unclean_scores`` and
+    ``min_similarity`` (0 = off): our filters of repaired scores and rewritten reasoning, not the paper's.
+    """
 
     max_tokens: int = 1024
     temperature: float = 0.0
@@ -74,6 +80,9 @@ class PipelineConfig:
     human_words: Sequence[str] = HUMAN_WORDS
     chunk_size: int = 64
     quote_user_text: bool = True
+    box_num_mode: str = "edits"
+    annotate_sources: bool = True
+    reject_unclean_scores: bool = True
 
 
 @dataclass
@@ -111,8 +120,8 @@ def _failed_request(result, stage: str) -> Optional[Outcome]:
 
 def _stage_grounding(states: List[_State], judges: PipelineJudges, config: PipelineConfig) -> None:
     live = [s for s in states if s.sc is None]
-    requests = [grounding_request(s.record, s.sample, config.max_tokens, config.temperature, config.quote_user_text)
-                for s in live]
+    requests = [grounding_request(s.record, s.sample, config.max_tokens, config.temperature, config.quote_user_text,
+                                  box_num_mode=config.box_num_mode) for s in live]
     for state, result in zip(live, judges.grounder.run(requests)):
         state.sc = _failed_request(result, "grounding")
         if state.sc is None:
@@ -126,20 +135,23 @@ def _stage_annotation(states: List[_State], judges: PipelineJudges, config: Pipe
     by_route = {name: [s for s in states if s.sc is None and s.route == name] for name in ("human", "general")}
     pq_states = [s for s in states if s.pq is None]
     sc_jobs = [[sc_request(s.sample, s.regions, name, config.max_tokens, config.temperature, config.crop_padding,
-                           config.min_crop_side, config.quote_user_text) for s in by_route[name]]
+                           config.min_crop_side, config.quote_user_text, annotate_sources=config.annotate_sources)
+                for s in by_route[name]]
                for name in ("human", "general")]
     pq_jobs = [pq_request(s.sample, config.max_tokens, config.temperature) for s in pq_states]
     human, general, pq = run_together([(judges.face, sc_jobs[0]), (judges.object, sc_jobs[1]), (judges.pq, pq_jobs)])
     for state, result in [*zip(by_route["human"], human), *zip(by_route["general"], general)]:
         state.sc = _failed_request(result, "annotation")
         if state.sc is None:
-            scores, reasoning, outcome = parse_annotation(result.text, "sc", len(state.sample.sources))
+            scores, reasoning, outcome = parse_annotation(result.text, "sc", len(state.sample.sources),
+                                                          config.reject_unclean_scores)
             state.sc = None if outcome.status == "ok" else outcome
             state.sc_answer = (scores, reasoning) if scores is not None else None
     for state, result in zip(pq_states, pq):
         state.pq = _failed_request(result, "annotation")
         if state.pq is None:
-            scores, reasoning, outcome = parse_annotation(result.text, "pq")
+            scores, reasoning, outcome = parse_annotation(result.text, "pq",
+                                                          reject_unclean=config.reject_unclean_scores)
             if outcome.status != "ok":
                 state.pq = outcome
                 continue

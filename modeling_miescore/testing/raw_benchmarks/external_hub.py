@@ -30,8 +30,20 @@ def _write_parquet(path: Path, rows: list[dict], features) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=features.arrow_schema), path)
 
 
-def make_raw_genai_bench(dir: str | os.PathLike, n_votes: int = 8, split: str = "test") -> dict:
-    """``image_edition/<split>-00000-of-00001.parquet`` of TIGER-Lab/GenAI-Bench; votes cycle through all four types."""
+def make_raw_genai_bench(dir: str | os.PathLike, n_votes: int = 8, split: str = "test_v1",
+                         other_splits: dict[str, int] | None = None) -> dict:
+    """``image_edition/<split>-00000-of-00001.parquet`` of TIGER-Lab/GenAI-Bench; votes cycle through all four types.
+
+    ``other_splits`` (default ``{"test": n_votes + 2}``; the Hub repository holds ``test`` with 983 votes beside
+    ``test_v1`` with 919) are written beside it with votes of their own; the truth describes ``split``.
+    """
+    for other, count in ({"test": n_votes + 2} if other_splits is None else other_splits).items():
+        if other != split:
+            _genai_split(Path(dir), other, count, offset=50)
+    return _genai_split(Path(dir), split, n_votes)
+
+
+def _genai_split(root: Path, split: str, n_votes: int, offset: int = 0) -> dict:
     from datasets import Features, Image, Value
 
     features = Features({"source_prompt": Value("string"), "target_prompt": Value("string"),
@@ -40,9 +52,9 @@ def make_raw_genai_bench(dir: str | os.PathLike, n_votes: int = 8, split: str = 
                          "right_output_image": Image(), "vote_type": Value("string")})
     rows, votes = [], []
     for i in range(n_votes):
-        source = source_photo(i)
+        source = source_photo(i + offset)
         vote = VOTES[i % len(VOTES)]
-        good, bad = edited_version(source, 0.9, 10 * i), edited_version(source, 0.2, 10 * i + 1)
+        good, bad = edited_version(source, 0.9, 10 * (i + offset)), edited_version(source, 0.2, 10 * (i + offset) + 1)
         left, right = (good, bad) if vote == "leftvote" else (bad, good)
         rows.append({"source_prompt": "a photo", "target_prompt": "a tinted photo",
                      "instruct_prompt": f"give photo {i} a warm tint", "source_image": _image(jpeg_bytes(source), None),
@@ -50,7 +62,7 @@ def make_raw_genai_bench(dir: str | os.PathLike, n_votes: int = 8, split: str = 
                      "right_model": "InstructPix2Pix", "right_output_image": _image(jpeg_bytes(right), None),
                      "vote_type": vote})
         votes.append(vote)
-    _write_parquet(Path(dir) / "image_edition" / f"{split}-00000-of-00001.parquet", rows, features)
+    _write_parquet(root / "image_edition" / f"{split}-00000-of-00001.parquet", rows, features)
     return {"votes": votes, "ids": [f"{split}-{i + 1:05d}" for i in range(n_votes)]}
 
 
@@ -59,7 +71,7 @@ def _editreward_row(group: str, letters, subset: str, source: bytes, images: dic
     better = a if scores[a] > scores[b] else b
     worse = b if better == a else a
     ranking = "A=B" if scores[a] == scores[b] else f"{better}>{worse}"
-    return {"id": f"{group}_{a}vs{b}", "instruction": f"edit group {group}",
+    return {"id": f"{group}{a}vs{b}", "instruction": f"edit group {group}",
                    "source_image": _image(source, f"{group}_source.jpg"),
                    "candidate_1": _image(images[a], f"{group}_{a}.jpg"),
                    "candidate_2": _image(images[b], f"{group}_{b}.jpg"), "ranking": ranking,
@@ -71,6 +83,8 @@ def make_raw_editreward_bench(dir: str | os.PathLike) -> dict:
     """``2pair/``, ``3pair/``, ``4pair/`` Parquet shards of TIGER-Lab/EditReward-Bench: one row per comparison.
 
     2pair: three groups (A better, B better, a tie); 3pair: one group A > B > C; 4pair: one group D > A > B > C.
+    Comparison ids are ``<10-character group><X>vs<Y>`` without ``_``, which the authors' loaders group by their
+    first 10 characters.
     """
     from datasets import Features, Image, Value
 
@@ -87,7 +101,7 @@ def make_raw_editreward_bench(dir: str | os.PathLike) -> dict:
         rows = []
         for scores in groups:
             index += 1
-            group = f"g{index:03d}"
+            group = f"erb{index:07d}"
             source = source_photo(index)
             images = {k: jpeg_bytes(edited_version(source, s / 10, 100 * index + n))
                       for n, (k, s) in enumerate(sorted(scores.items()))}
@@ -129,13 +143,22 @@ def make_raw_editscore_bench(dir: str | os.PathLike, n_pairs: int = 6) -> dict:
     return {"keys": rows["key"], "dimensions": rows["dimension"], "tasks": rows["task_type"]}
 
 
+# Rater cells [SC, PQ] as they occur in ImagenHub's Text-Guided_IE_rater*.tsv (values in {0, 0.5, 1}, spacing as
+# typed by the raters); a row's raters disagree, so sqrt(mean SC * mean PQ) differs from the mean of sqrt(SC * PQ).
+_IMAGENHUB_CELLS = ("[0, 1]", "[0.5, 0.5]", "[1,1]", "[0, 0.5]", "[1, 0.5]", "[0.5,1]", "[0, 0]", "[1 , 0]")
+
+
 def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("MagicBrush", "SDEdit"),
                        n_raters: int = 3) -> dict:
     """ImagenHub text-guided editing: ``data/filtered-*.parquet`` inputs, rater TSVs, ``<model>/sample_*.jpg`` outputs.
 
-    Rater k gives model m on sample s the cell ``[SC, PQ]`` from a fixed plan (the last rater one level harsher);
-    the truth holds the means.
+    Rater k gives model m on sample s the cell ``_IMAGENHUB_CELLS[(3s + 5m + 2k) % 8]``; the truth holds, per row,
+    the raters' mean SC and PQ and the authors' overall, the mean over raters of each cell's sqrt(SC * PQ)
+    (``AnalyzeHumanEval.ipynb``).
     """
+    import json
+    import math
+
     from datasets import Features, Image, Value
 
     root = Path(dir)
@@ -155,22 +178,17 @@ def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("Magi
                          "instruction": Value("string"), "source_global_caption": Value("string"),
                          "target_global_caption": Value("string")})
     _write_parquet(root / "data" / "filtered-00000-of-00001.parquet", inputs, features)
-    levels = (0.0, 0.5, 1.0)
-    means: dict[str, list] = {}
+    votes: dict[str, list] = {}
     ratings = root / "eval" / "human_ratings" / "Text-Guided_IE"
     ratings.mkdir(parents=True, exist_ok=True)
     for k in range(n_raters):
         lines = ["\t".join(["uid", *models])]
         for s, uid in enumerate(uids):
-            cells = []
-            for m, model in enumerate(models):
-                # the last rater is one level harsher than the others, so that the means are not all equal
-                harsh = 1 if k == n_raters - 1 else 0
-                sc = levels[max(0, (s + 2 * m) % 3 - harsh)]
-                pq = levels[max(0, (2 * s + m + 1) % 3 - harsh)]
-                means.setdefault(f"{model}/{uid}", []).append((sc, pq))
-                cells.append(f"[{sc:g}, {pq:g}]")
+            cells = [_IMAGENHUB_CELLS[(3 * s + 5 * m + 2 * k) % len(_IMAGENHUB_CELLS)] for m in range(len(models))]
+            for model, cell in zip(models, cells):
+                votes.setdefault(f"{model}/{uid}", []).append(json.loads(cell))
             lines.append("\t".join([uid, *cells]))
         (ratings / f"Text-Guided_IE_rater{k + 1}.tsv").write_text("\n".join(lines) + "\n")
-    return {"scores": {key: (sum(v[0] for v in votes) / len(votes), sum(v[1] for v in votes) / len(votes))
-                       for key, votes in means.items()}}
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    return {"scores": {key: (mean([v[0] for v in cells]), mean([v[1] for v in cells])) for key, cells in votes.items()},
+            "overall": {key: mean([math.sqrt(v[0] * v[1]) for v in cells]) for key, cells in votes.items()}}

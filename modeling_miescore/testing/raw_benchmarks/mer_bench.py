@@ -124,7 +124,7 @@ def _make_sample(i: int, rng: np.random.Generator, pool: dict, image_size: int, 
     orel = f"originals/{sid}.jpg"
     save_jpeg(original, root / orel, quality=92)
     record = {"sample_id": sid, "instruction": instruction, "original_image": orel, "category": category,
-              "subtask": subtask}
+              "subtask": subtask, "num_edits": n_ops}
     return record, original, [_REGION_BOXES[r] for r in regions], [COLOURS[c] for c in colour_names]
 
 

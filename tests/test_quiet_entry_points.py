@@ -101,7 +101,7 @@ def test_a_fresh_process_importing_the_training_entry_points_prints_no_third_par
 
     bare = run("import peft\n")  # the same import outside our entry points: the real message
     assert bare.returncode == 0 and BNB_MESSAGE in bare.stderr and "pip install kernels" in bare.stderr
-    ours = run("import train_miescore, sft_spatialreward, grpo_spatialreward, optimize_skill\n"
+    ours = run("import train_miescore, sft_spatialreward, grpo_spatialreward, optimize_skill, flow_grpo_editor\n"
                "import peft\n"
                "from transformers import Trainer\n"
                "from modeling_miescore.training.miescore_model import apply_lora, load_base_model, make_lora_config\n"

@@ -14,9 +14,16 @@ One function per section, registered in ``SECTIONS`` (``--sections a,b``; defaul
   own rollouts are not used here), so the ideal ratio is ``S(s + r) / (S max(s, r) + min(s, r))``. Both paths
   score on the worker's thread, so they differ only in the overlap; "hidden" is the share of the reward time
   the caller did not wait for (``RewardWorker.timing``).
+* ``phases``: the trainer (``FlowGRPOEditorTrainer``, the code path of ``trainers/flow_grpo_editor.py``) on tiny
+  random diffusers editors (built offline) with the tiny redness reward, ``--phase-steps`` steps; the seconds of
+  each phase per step as the trainer logs them in ``metrics.jsonl``: rollout (the stock pipeline's sampling with
+  recording), reward (the reward's own compute, on the worker thread), reward wait (what the loop waited for it),
+  update (recomputing the trained steps, clipped ratio + KL, backward, optimizer). Step 1 is a warm-up and left
+  out; the table gives the mean of the others and each phase's share of the step.
 
     python benchmarks/bench_editor_rl.py                                    # both sections, tiny and 8B width
     python benchmarks/bench_editor_rl.py --sections reward_prefix_reuse --widths tiny
+    python benchmarks/bench_editor_rl.py --sections phases --editors flux2-klein --phase-steps 6 --threads 1
     python benchmarks/bench_editor_rl.py --quick                            # seconds: checks the script
 
 The 8B-wide checkpoint (3.6 GB, minutes to build) is kept in ``--checkpoint-dir`` when one is given.
@@ -34,7 +41,7 @@ from bench_common import (group_of_edits, interleaved_best, markdown_table, real
 from realistic_costs import token_counts
 
 OPTIONS = [
-    ("--sections", str, "reward_prefix_reuse,reward_overlap", "sections to run, comma-separated"),
+    ("--sections", str, "reward_prefix_reuse,reward_overlap,phases", "sections to run, comma-separated"),
     ("--widths", str, "tiny,8b", "backbone widths for reward_prefix_reuse (tiny, 8b, 2b)"),
     ("--group-size", int, 12, "edits per group (G; the paper's 12, appendix B.2.1)"),
     ("--groups", int, 2, "groups per reward call at the tiny width"),
@@ -44,9 +51,16 @@ OPTIONS = [
     ("--wide-repeats", int, 1, "timed repeats at 8B / 2B width"),
     ("--steps", int, 4, "RL steps in reward_overlap"),
     ("--checkpoint-dir", str, None, "keep the 8B/2B-wide checkpoints here between runs"),
+    ("--editors", str, "flux2-klein,qwen-image-edit-plus", "tiny editors for the phases section"),
+    ("--phase-steps", int, 6, "training steps per editor in phases (the first is a warm-up)"),
+    ("--phase-group-size", int, 4, "G in phases"),
+    ("--phase-groups", int, 2, "groups per step in phases"),
+    ("--denoising-steps", int, 4, "T, denoising steps per rollout in phases"),
+    ("--beta", float, 0.04, "KL weight in phases (0 skips the reference forward)"),
     ("--quick", bool, None, "tiny sizes: checks the script in seconds"),
 ]
-QUICK = dict(widths="tiny", group_size=3, groups=2, image=128, steps=2, repeats=1)
+QUICK = dict(widths="tiny", group_size=3, groups=2, image=128, steps=2, repeats=1, editors="flux2-klein",
+             phase_steps=2, phase_group_size=2, phase_groups=1, denoising_steps=3)
 
 
 def rl_groups(count: int, group_size: int, size: int, num_sources: int = 2) -> list:
@@ -166,14 +180,56 @@ def section_reward_overlap(args, folder: Path) -> str:
                                   "reward time hidden (overlapped)"], [row])
 
 
+def _phase_row(editor: str, args, folder: Path) -> list:
+    import json
+
+    from modeling_miescore.testing.editing_requests import write_editing_requests
+    from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS, build_tiny_editor
+    from modeling_miescore.training.editor_rl.config import FlowGRPOConfig
+    from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
+
+    model = build_tiny_editor(editor, folder / editor)
+    requests = write_editing_requests(folder / "requests" / "rows.jsonl")
+    run = folder / f"run-{editor}"
+    config = FlowGRPOConfig(
+        editor=editor, model_name_or_path=str(model), editor_options=TINY_EDITOR_OPTIONS[editor], dtype="float32",
+        dataset=str(requests), reward="modeling_miescore.testing.editor_rewards:mean_redness",
+        num_generations=args.phase_group_size, num_inference_steps=args.denoising_steps,
+        per_device_batch_size=args.phase_group_size * args.phase_groups, updates_per_step=1, beta=args.beta,
+        cfg_scale=1.0, lora_rank=4, lora_alpha=8, learning_rate=1e-2, max_steps=args.phase_steps,
+        save_steps=args.phase_steps, sample_grid_steps=0, output_dir=str(run), overwrite_output_dir=True,
+        progress=False)
+    FlowGRPOEditorTrainer(config).train()
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    timed = lines[1:] or lines
+    mean = {k: sum(m[f"seconds_{k}"] for m in timed) / len(timed)
+            for k in ("rollout", "reward", "reward_wait", "update", "step")}
+    share = {k: 100 * mean[k] / mean["step"] for k in ("rollout", "reward_wait", "update")}
+    return [editor, f"{args.phase_groups} × {args.phase_group_size}", args.denoising_steps, len(timed),
+            f"{mean['rollout']:.2f} ({share['rollout']:.0f} %)", f"{mean['reward']:.4f}",
+            f"{mean['reward_wait']:.4f} ({share['reward_wait']:.0f} %)",
+            f"{mean['update']:.2f} ({share['update']:.0f} %)", f"{mean['step']:.2f}"]
+
+
+def section_phases(args, folder: Path) -> str:
+    rows = []
+    for editor in args.editors.split(","):
+        rows.append(_phase_row(editor, args, folder))
+        print(rows[-1], flush=True)
+    title = (f"Seconds per phase of one Flow-GRPO step (tiny random editors, redness reward, beta {args.beta}, "
+             f"CPU {args.threads} threads; mean over steps 2..{args.phase_steps})")
+    return markdown_table(title, ["editor", "groups × G", "T", "steps timed", "rollout s (share)", "reward s",
+                                  "reward wait s (share)", "update s (share)", "step s"], rows)
+
+
 def _timed(fn) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
 
 
-# the trainer's sections (rollout / reward / update phases) register here the same way
-SECTIONS = {"reward_prefix_reuse": section_reward_prefix_reuse, "reward_overlap": section_reward_overlap}
+SECTIONS = {"reward_prefix_reuse": section_reward_prefix_reuse, "reward_overlap": section_reward_overlap,
+           "phases": section_phases}
 
 
 def main(argv=None):

@@ -64,3 +64,38 @@ def tiny_checkpoints(tmp_path_factory):
         return built[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def tiny_editor_path(tmp_path_factory):
+    """Tiny random diffusers editing pipelines, built once per session on first use: ``tiny_editor_path(name)``
+    for a name of ``modeling_miescore.testing.tiny_editors.TINY_EDITOR_BUILDERS``."""
+    from modeling_miescore.testing.tiny_editors import build_tiny_editor
+
+    built = {}
+
+    def get(name: str):
+        if name not in built:
+            built[name] = build_tiny_editor(name, tmp_path_factory.mktemp("editor") / name)
+        return built[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def editing_requests(tmp_path_factory):
+    """Four tiny editing requests (JSONL + 64 px PNG sources from scikit-image photos)."""
+    from modeling_miescore.testing.editing_requests import write_editing_requests
+
+    return write_editing_requests(tmp_path_factory.mktemp("requests") / "rows.jsonl")
+
+
+@pytest.fixture
+def single_thread():
+    """One torch thread for the test (tiny models: a second thread only adds contention on a busy machine)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

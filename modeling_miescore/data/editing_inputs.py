@@ -1,0 +1,217 @@
+"""Editing requests ``{"sources": [...], "instruction": "..."}``: what an editor is asked to do, read from a JSONL
+file or a dataset folder. The one reader for the editor-RL trainer and ``miescore edit``.
+
+- **JSONL**: one object per line, ``{"id"?: str|int, "sources": [image paths relative to the file],
+  "instruction": str}`` (``id`` defaults to the line number; extra keys are ignored).
+- **A dataset** (folder or Hub id), recognised from its card / splits:
+
+  * a converted editing benchmark (``miescore convert-benchmark``; card block ``miescore_benchmark`` with
+    ``kinds: ["editing"]``, e.g. GEdit-Bench, ImgEdit-Bench): config ``editing``, split ``test``, columns ``id``,
+    ``source_images`` (list of images), ``instruction`` (extra columns such as ``category`` are kept in ``extra``);
+  * MER-Bench (splits ``2pair`` / ``3pair`` / ``4pair``; it has no train split): every sample once
+    (``sample_id``, ``original_image``, ``instruction``), across the splits or the one given;
+  * MIE-Bench (default split ``train``): every instance once (``instance_id``, ``source_images``, ``instruction``).
+
+Every request is checked before anything runs: sources present and readable as images (headers), instruction a
+non-empty string of at most ``MAX_INSTRUCTION_CHARS``, ids unique. Problems are reported together, each with its
+line or row, as one :class:`~modeling_miescore.image_io.MIEScoreInputError`.
+
+``source_ids`` name the sources for grouping: a content hash of each file (JSONL) or ``<row id>:<k>`` (datasets).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from ..image_io import MIEScoreInputError, decode_image, load_image, open_image, open_image_bytes
+from ..processing_miescore import check_instruction
+
+__all__ = ["EditingInput", "read_editing_inputs"]
+
+_MAX_LISTED = 10
+
+
+@dataclass(frozen=True)
+class EditingInput:
+    """One editing request. ``sources`` holds file paths or encoded image bytes (decoded by
+    :meth:`load_sources`); ``extra`` keeps a dataset row's other scalar columns (``category``, ``language``...)."""
+
+    id: str
+    instruction: str
+    sources: Tuple
+    source_ids: Tuple[str, ...]
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def load_sources(self) -> list:
+        """The sources as upright RGB ``PIL.Image`` objects, in order."""
+        out = []
+        for k, source in enumerate(self.sources):
+            if isinstance(source, (bytes, bytearray)):
+                out.append(decode_image(open_image_bytes(bytes(source), f"source {k + 1} of {self.id!r}"),
+                                        f"source {k + 1} of {self.id!r}"))
+            else:
+                out.append(load_image(source))
+        return out
+
+
+def _check_source(source, what: str) -> None:
+    if isinstance(source, (bytes, bytearray)):
+        open_image_bytes(bytes(source), what)
+    else:
+        open_image(source)
+
+
+def _validated(entries: Sequence[Tuple[str, Callable[[], EditingInput]]], origin: str) -> List[EditingInput]:
+    """Build every entry (``where``, builder); all problems listed together in one error."""
+    problems, out, seen = [], [], {}
+    for where, build in entries:
+        try:
+            item = build()
+            for k, source in enumerate(item.sources):
+                _check_source(source, f"source {k + 1}")
+            if item.id in seen:
+                raise MIEScoreInputError(f"duplicate id {item.id!r} (first at {seen[item.id]})")
+            seen[item.id] = where
+            out.append(item)
+        except MIEScoreInputError as err:
+            problems.append(f"{where}: {err}")
+    if problems:
+        listed = "; ".join(problems[:_MAX_LISTED])
+        more = f" (and {len(problems) - _MAX_LISTED} more)" if len(problems) > _MAX_LISTED else ""
+        raise MIEScoreInputError(f"{len(problems)} bad editing request(s) in {origin}: {listed}{more}")
+    if not out:
+        raise MIEScoreInputError(f"{origin} has no editing requests")
+    return out
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError as err:
+        raise MIEScoreInputError(f"cannot read source image '{path}': {err.strerror}") from None
+
+
+def _jsonl_entry(number: int, record: dict, base: Path) -> EditingInput:
+    sources = record.get("sources")
+    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s for s in sources):
+        raise MIEScoreInputError("'sources' must be a non-empty list of image paths")
+    paths = []
+    for k, source in enumerate(sources):
+        path = Path(source).expanduser()
+        path = path if path.is_absolute() else base / path
+        if not path.exists():
+            raise MIEScoreInputError(f"source {k + 1} '{source}' does not exist (paths are relative to the JSONL "
+                                     "file's folder)")
+        paths.append(path)
+    instruction = check_instruction(record.get("instruction"), "the request")
+    raw_id = record.get("id", number)
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+        raise MIEScoreInputError("'id' must be a non-empty string or an integer")
+    for k, path in enumerate(paths):
+        open_image(path)
+    return EditingInput(str(raw_id), instruction, tuple(paths), tuple(_file_hash(p) for p in paths))
+
+
+def _read_jsonl(path: Path) -> List[EditingInput]:
+    from ..scoring.jsonl_scoring import iter_input
+
+    entries = []
+    for number, record, error in iter_input(path):
+        def build(number=number, record=record, error=error):
+            if error is not None:
+                raise MIEScoreInputError(error)
+            return _jsonl_entry(number, record, path.parent)
+        entries.append((f"{path}:{number}", build))
+    return _validated(entries, str(path))
+
+
+def _image_bytes(entry, where: str) -> bytes:
+    if isinstance(entry, dict):
+        if entry.get("bytes"):
+            return entry["bytes"]
+        if entry.get("path") and Path(entry["path"]).is_file():
+            return Path(entry["path"]).read_bytes()
+    raise MIEScoreInputError(f"{where} has no image bytes")
+
+
+def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool, dedupe: bool, origin: str):
+    """``(where, builder)`` per row (per distinct ``id_column`` value when ``dedupe``)."""
+    from datasets import Image, List as ListFeature
+
+    ds = ds.cast_column(sources_column, Image(decode=False) if single_source else ListFeature(Image(decode=False)))
+    scalar = [c for c in ds.column_names if c not in (id_column, sources_column, "instruction")
+              and ds.features[c].__class__.__name__ == "Value"]
+    entries, taken = [], set()
+    for index, row in enumerate(ds):
+        row_id = str(row[id_column])
+        if dedupe and row_id in taken:
+            continue
+        taken.add(row_id)
+
+        def build(row=row, row_id=row_id, where=f"{origin} row {index}"):
+            images = [row[sources_column]] if single_source else list(row[sources_column] or [])
+            if not images:
+                raise MIEScoreInputError(f"no source images in '{sources_column}'")
+            data = tuple(_image_bytes(e, f"source {k + 1}") for k, e in enumerate(images))
+            return EditingInput(row_id, check_instruction(row.get("instruction"), "the request"), data,
+                                tuple(f"{row_id}:{k}" for k in range(len(data))),
+                                {c: row[c] for c in scalar if row[c] is not None})
+        entries.append((f"{origin} row {index} (id {row_id})", build))
+    return entries
+
+
+def _read_dataset(dataset: str, split: Optional[str]) -> List[EditingInput]:
+    import datasets
+
+    from ..evaluation.dataset_splits import load_split
+    from .converters.converted_card import read_benchmark_metadata
+    from .schema import MER_SPLITS
+
+    metadata = read_benchmark_metadata(dataset)
+    if metadata is not None:
+        if "editing" not in metadata.get("kinds", []):
+            raise MIEScoreInputError(f"dataset '{dataset}' is a converted benchmark without an 'editing' config "
+                                     f"(its kinds: {', '.join(metadata.get('kinds', []))}); it holds ratings of "
+                                     "edits, not editing requests")
+        ds = load_split(dataset, split or "test", "editing")
+        return _validated(_row_entries(ds, id_column="id", sources_column="source_images", single_source=False,
+                                       dedupe=False, origin=f"{dataset} [editing]"), dataset)
+    try:
+        names = set(datasets.get_dataset_split_names(str(Path(dataset).expanduser())
+                                                     if Path(dataset).expanduser().exists() else dataset))
+    except Exception:  # noqa: BLE001 - reported by load_split below with a one-line error
+        names = set()
+    if set(MER_SPLITS) & names and "train" not in names:
+        entries, seen = [], set()
+        for name in [split] if split else [s for s in MER_SPLITS if s in names]:
+            for where, build in _row_entries(load_split(dataset, name), id_column="sample_id",
+                                             sources_column="original_image", single_source=True, dedupe=True,
+                                             origin=f"{dataset} [{name}]"):
+                sample = where.rsplit("(id ", 1)[-1].rstrip(")")
+                if sample not in seen:
+                    seen.add(sample)
+                    entries.append((where, build))
+        return _validated(entries, dataset)
+    ds = load_split(dataset, split or "train")
+    missing = {"instance_id", "source_images", "instruction"} - set(ds.column_names)
+    if missing:
+        raise MIEScoreInputError(f"dataset '{dataset}' has no {', '.join(sorted(missing))} column(s): not a "
+                                 "MIE-Bench, MER-Bench or converted editing dataset")
+    return _validated(_row_entries(ds, id_column="instance_id", sources_column="source_images", single_source=False,
+                                   dedupe=True, origin=f"{dataset} [{split or 'train'}]"), dataset)
+
+
+def read_editing_inputs(source: str, split: Optional[str] = None, limit: Optional[int] = None) -> List[EditingInput]:
+    """Every editing request in ``source`` (a ``.jsonl`` file or a dataset; module docstring), checked.
+    ``limit``: keep the first N."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        if split:
+            raise MIEScoreInputError(f"'{source}' is a JSONL file; a split applies to datasets only")
+        items = _read_jsonl(path)
+    else:
+        items = _read_dataset(source, split)
+    return items[:limit] if limit else items

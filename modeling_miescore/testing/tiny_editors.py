@@ -1,0 +1,230 @@
+"""Tiny random-weight diffusers editing pipelines built offline, for the editor-RL tests and the CPU recipe.
+
+Each builder writes a folder that the stock pipeline class loads with ``from_pretrained`` (the code path a user
+with real weights runs; only the sizes are small and the weights random). Tokenizers are trained here (byte-level
+BPE for Qwen, a BPE CLIP tokenizer and a unigram T5 tokenizer for FLUX.1 Kontext) so nothing is downloaded.
+Model shapes follow the diffusers test suites' dummy components (``tests/pipelines/qwenimage/
+test_qwenimage_edit_plus.py``, ``tests/pipelines/flux2/test_pipeline_flux2_klein.py``,
+``tests/pipelines/flux/test_pipeline_flux_kontext.py``).
+
+``colour_decoder=True`` (Flux2-Klein and Kontext) zeroes the residual branches of the VAE decoder, so the decoder
+is conv_in -> upsampling -> GroupNorm(1 group) -> SiLU -> conv_out: a latent's channel means reach the output's
+colour (a random decoder's normalisations erase most of them), which gives a colour reward a strong signal.
+
+:data:`TINY_EDITOR_OPTIONS` are the options a tiny pipeline needs at call time (small text-encoder layers, small
+image sizes); the recipe and ``miescore edit`` take them explicitly (``editor_options``), nothing is patched
+globally.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["TINY_EDITOR_BUILDERS", "TINY_EDITOR_OPTIONS", "build_tiny_editor", "build_tiny_flux2_klein",
+           "build_tiny_flux_kontext", "build_tiny_qwen_image_edit_plus"]
+
+_CORPUS = """Make the sky red. Put the cat from image 2 on the table of image 1. Replace the cup with a rocket.
+Turn the wall blue and keep the person. Apply the style of the second image. Add a hat to the dog.
+Remove the car. Change the season to winter. Describe the key features of the input image (color, shape, size,
+texture, objects, background), then explain how the user's text instruction should alter or modify the image.
+Generate a new image that meets the user's requirements while maintaining consistency with the original input.
+Picture 1: Picture 2: Picture 3: system user assistant"""
+
+# Options the tiny pipelines need when called (see the module docstring); keys are `EDITORS` names.
+TINY_EDITOR_OPTIONS = {
+    "qwen-image-edit-plus": {"vae_image_size": 32 * 32, "condition_image_size": 28 * 28, "height": 32, "width": 32,
+                             "call_kwargs": {"max_sequence_length": 64}},
+    "flux2-klein": {"height": 32, "width": 32,
+                    "call_kwargs": {"max_sequence_length": 32, "text_encoder_out_layers": [1]}},
+    "flux-kontext": {"height": 32, "width": 32,
+                     "call_kwargs": {"max_sequence_length": 32, "max_area": 32 * 32, "_auto_resize": False}},
+}
+
+
+def _qwen_tokenizer(vocab_size: int = 400):
+    from .tiny_models import train_tiny_tokenizer
+
+    return train_tiny_tokenizer(vocab_size)
+
+
+def _seed(seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+
+
+def build_tiny_qwen_image_edit_plus(path, seed: int = 0) -> Path:
+    """A tiny ``QwenImageEditPlusPipeline`` (Qwen2.5-VL text encoder that sees the sources, QwenImage transformer
+    with 2 layers, a 4-channel QwenImage VAE) saved under ``path``."""
+    from diffusers import (AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageEditPlusPipeline,
+                           QwenImageTransformer2DModel)
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLProcessor
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+
+    tokenizer = _qwen_tokenizer()
+    geometry = dict(patch_size=14, temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(**geometry), tokenizer=tokenizer,
+                                 video_processor=Qwen2VLVideoProcessor(**geometry))
+    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
+    config = Qwen2_5_VLConfig(
+        text_config=dict(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=16, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [1, 1, 2]},
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None),
+        vision_config=dict(depth=2, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=16,
+                           patch_size=14, spatial_merge_size=2, temporal_patch_size=2),
+        **ids)
+    _seed(seed)
+    text_encoder = Qwen2_5_VLForConditionalGeneration(config)
+    _seed(seed)
+    transformer = QwenImageTransformer2DModel(patch_size=2, in_channels=16, out_channels=4, num_layers=2,
+                                              attention_head_dim=16, num_attention_heads=3, joint_attention_dim=16,
+                                              guidance_embeds=False, axes_dims_rope=(8, 4, 4))
+    _seed(seed)
+    vae = AutoencoderKLQwenImage(base_dim=24, z_dim=4, dim_mult=[1, 2, 4], num_res_blocks=1,
+                                 temperal_downsample=[False, True], latents_mean=[0.0] * 4, latents_std=[1.0] * 4)
+    pipe = QwenImageEditPlusPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder,
+                                     tokenizer=tokenizer, processor=processor, transformer=transformer)
+    pipe.save_pretrained(path)
+    return Path(path)
+
+
+def _klein_chat_template() -> str:
+    # Qwen3-style ChatML that accepts `enable_thinking` (Flux2KleinPipeline passes enable_thinking=False).
+    return ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and not "
+            "enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+
+
+def _pass_colour_through(decoder) -> None:
+    """Zero every residual branch of a diffusers VAE ``Decoder`` (resnet ``conv2``, attention ``to_out``): each
+    block becomes the identity, so the latent reaches ``conv_out`` through upsampling and one GroupNorm."""
+    import torch
+    from diffusers.models.attention_processor import Attention
+    from diffusers.models.resnet import ResnetBlock2D
+
+    with torch.no_grad():
+        for module in decoder.modules():
+            if isinstance(module, ResnetBlock2D):
+                module.conv2.weight.zero_()
+                module.conv2.bias.zero_()
+            elif isinstance(module, Attention):
+                module.to_out[0].weight.zero_()
+                module.to_out[0].bias.zero_()
+
+
+def build_tiny_flux2_klein(path, seed: int = 0, latent_channels: int = 4, colour_decoder: bool = True) -> Path:
+    """A tiny ``Flux2KleinPipeline`` (Qwen3 text encoder, Flux2 transformer with 1 + 1 blocks, a 1-level Flux2
+    VAE with ``latent_channels`` channels) saved under ``path``; see the module docstring for ``colour_decoder``."""
+    from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline, Flux2Transformer2DModel
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = _qwen_tokenizer()
+    tokenizer.chat_template = _klein_chat_template()
+    _seed(seed)
+    text_encoder = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=None))
+    _seed(seed)
+    # patchified latents: in_channels = 4 x VAE latent channels; joint dim = 1 stacked layer x hidden 16
+    transformer = Flux2Transformer2DModel(patch_size=1, in_channels=4 * latent_channels, num_layers=1,
+                                          num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
+                                          joint_attention_dim=16, timestep_guidance_channels=256,
+                                          axes_dims_rope=(4, 4, 4, 4), guidance_embeds=False)
+    _seed(seed)
+    vae = AutoencoderKLFlux2(sample_size=32, in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+                             up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8),
+                             layers_per_block=1, latent_channels=latent_channels, norm_num_groups=1, use_quant_conv=False,
+                             use_post_quant_conv=False)
+    if colour_decoder:
+        _pass_colour_through(vae.decoder)
+    pipe = Flux2KleinPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder,
+                              tokenizer=tokenizer, transformer=transformer)
+    pipe.save_pretrained(path)
+    return Path(path)
+
+
+def _clip_tokenizer():
+    """A byte-level BPE ``CLIPTokenizer`` trained on the corpus (CLIP's ``</w>`` word ends, lower case)."""
+    import json
+
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import CLIPTokenizer
+
+    specials = ["<|startoftext|>", "<|endoftext|>"]
+    bpe = Tokenizer(models.BPE(unk_token=None, end_of_word_suffix="</w>"))
+    bpe.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.train_from_iterator(_CORPUS.splitlines(), trainers.BpeTrainer(
+        vocab_size=300, special_tokens=specials, end_of_word_suffix="</w>", show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    model = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    return CLIPTokenizer(vocab=model["vocab"], merges=merges, model_max_length=77)
+
+
+def _t5_tokenizer():
+    """A unigram ``T5Tokenizer`` trained on the corpus (pad 0, eos 1, unk 2, as T5)."""
+    import json
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import T5Tokenizer
+
+    unigram = Tokenizer(models.Unigram())
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    unigram.train_from_iterator(_CORPUS.splitlines(), trainers.UnigramTrainer(
+        vocab_size=200, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>", show_progress=False))
+    vocab = [tuple(piece) for piece in json.loads(unigram.to_str())["model"]["vocab"]]
+    return T5Tokenizer(vocab=vocab, extra_ids=0)
+
+
+def build_tiny_flux_kontext(path, seed: int = 0, colour_decoder: bool = True) -> Path:
+    """A tiny ``FluxKontextPipeline`` (CLIP + T5 text encoders with offline-trained tokenizers, a FLUX transformer
+    with 1 + 1 blocks and guidance embedding, a 1-level VAE with 4 latent channels) saved under ``path``."""
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxKontextPipeline, FluxTransformer2DModel
+    from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
+
+    clip_tokenizer, t5_tokenizer = _clip_tokenizer(), _t5_tokenizer()
+    _seed(seed)
+    transformer = FluxTransformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
+                                         attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
+                                         pooled_projection_dim=32, axes_dims_rope=(4, 4, 8), guidance_embeds=True)
+    _seed(seed)
+    clip = CLIPTextModel(CLIPTextConfig(
+        vocab_size=len(clip_tokenizer), hidden_size=32, intermediate_size=37, num_attention_heads=4,
+        num_hidden_layers=2, projection_dim=32, max_position_embeddings=77,
+        bos_token_id=clip_tokenizer.bos_token_id, eos_token_id=clip_tokenizer.eos_token_id,
+        pad_token_id=clip_tokenizer.pad_token_id))
+    _seed(seed)
+    t5 = T5EncoderModel(T5Config(vocab_size=len(t5_tokenizer), d_model=32, d_kv=8, d_ff=37, num_layers=2,
+                                 num_heads=4, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0))
+    _seed(seed)
+    vae = AutoencoderKL(sample_size=32, in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+                        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), layers_per_block=1,
+                        latent_channels=4, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
+                        shift_factor=0.0609, scaling_factor=1.5035)
+    if colour_decoder:
+        _pass_colour_through(vae.decoder)
+    pipe = FluxKontextPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=clip,
+                               text_encoder_2=t5, tokenizer=clip_tokenizer, tokenizer_2=t5_tokenizer,
+                               transformer=transformer, image_encoder=None, feature_extractor=None)
+    pipe.save_pretrained(path)
+    return Path(path)
+
+
+TINY_EDITOR_BUILDERS = {
+    "qwen-image-edit-plus": build_tiny_qwen_image_edit_plus,
+    "flux2-klein": build_tiny_flux2_klein,
+    "flux-kontext": build_tiny_flux_kontext,
+}
+
+
+def build_tiny_editor(name: str, path, seed: int = 0, **kwargs) -> Path:
+    """The tiny pipeline of editor ``name`` (a key of :data:`TINY_EDITOR_BUILDERS`) written to ``path``."""
+    if name not in TINY_EDITOR_BUILDERS:
+        raise ValueError(f"no tiny builder for editor {name!r}; known: {', '.join(TINY_EDITOR_BUILDERS)}")
+    return TINY_EDITOR_BUILDERS[name](path, seed=seed, **kwargs)

@@ -1,0 +1,177 @@
+"""Checkpoints of an editor-RL run: complete or absent, safetensors + JSON only (nothing is unpickled on resume).
+
+``output_dir/checkpoint-<step>/`` holds ``trainable.safetensors`` (the trained parameters by name),
+``optimizer.safetensors`` + ``optimizer.json`` (the optimizer's tensors and its param groups / scalars),
+``trainer_state.json`` (step, LR-scheduler state, Python/NumPy RNG states, EMA step) and, per process,
+``rng-<rank>.safetensors`` (torch CPU / CUDA RNG). It is written into a temporary folder that is renamed into
+place only when every file is there, so a kill leaves the previous checkpoint as the last complete one.
+
+``output_dir/run.json`` names the run (:data:`~.config.RUN_IDENTITY_FIELDS`); resuming a folder of another run is
+refused, and so is starting a new run over an existing one without ``overwrite_output_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Dict, Optional
+
+import numpy as np
+import torch
+
+from ...image_io import MIEScoreInputError
+from ...utils.atomic_files import write_text_atomic
+
+__all__ = ["CHECKPOINT_PATTERN", "check_run_folder", "latest_checkpoint", "load_checkpoint", "save_checkpoint",
+           "truncate_metrics"]
+
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+RUN_FILE = "run.json"
+
+
+def latest_checkpoint(output_dir) -> Optional[Path]:
+    """The complete checkpoint with the highest step, or None."""
+    best = None
+    for child in Path(output_dir).glob("checkpoint-*"):
+        match = CHECKPOINT_PATTERN.match(child.name)
+        if match and child.is_dir() and (child / "trainer_state.json").is_file():
+            if best is None or int(match.group(1)) > int(CHECKPOINT_PATTERN.match(best.name).group(1)):
+                best = child
+    return best
+
+
+def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: bool, is_main: bool) -> Optional[Path]:
+    """Check ``output_dir`` against the run (module docstring); the checkpoint to resume from (None: a fresh run).
+    The main process writes ``run.json`` for a fresh run."""
+    out = Path(output_dir)
+    run_file = out / RUN_FILE
+    if resume:
+        if not run_file.is_file():
+            raise MIEScoreInputError(f"--resume: '{out}' holds no run ({RUN_FILE} missing); start the run without "
+                                     "--resume")
+        stored = json.loads(run_file.read_text())
+        differs = sorted(k for k in identity if stored.get(k) != identity[k])
+        if differs:
+            shown = ", ".join(f"{k}: {stored.get(k)!r} there, {identity[k]!r} now" for k in differs[:4])
+            raise MIEScoreInputError(f"--resume: '{out}' belongs to another run ({shown}); resume with that run's "
+                                     "settings or pick a new output_dir")
+        return latest_checkpoint(out)
+    if run_file.exists() and not overwrite:
+        raise MIEScoreInputError(f"'{out}' already holds a run; pass --resume to continue it or "
+                                 "--overwrite_output_dir to start over")
+    if is_main:
+        if run_file.exists():
+            for child in out.iterdir():
+                if CHECKPOINT_PATTERN.match(child.name) or child.name in ("metrics.jsonl", "samples", "adapter"):
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+        write_text_atomic(run_file, json.dumps(identity, indent=2, default=str) + "\n")
+    return None
+
+
+def _optimizer_files(optimizer: torch.optim.Optimizer):
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for index, entries in state["state"].items():
+        for name, value in entries.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{index}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars[f"{index}.{name}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def _load_optimizer(optimizer: torch.optim.Optimizer, tensors: Dict[str, torch.Tensor], meta: dict) -> None:
+    state: Dict[int, dict] = {}
+    for key, value in list(tensors.items()) + list(meta["scalars"].items()):
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else g for g in meta["param_groups"]]
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
+
+
+def _rng_tensors() -> Dict[str, torch.Tensor]:
+    out = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state()
+    return out
+
+
+def save_checkpoint(output_dir, step: int, *, trainable: Dict[str, torch.Tensor], optimizer, lr_scheduler,
+                    ema_state: Optional[dict] = None, rank: int = 0, is_main: bool = True, barrier=lambda: None) -> Path:
+    """Write ``checkpoint-<step>`` atomically (module docstring); every process calls it (``barrier`` syncs them)."""
+    from safetensors.torch import save_file
+
+    out = Path(output_dir)
+    final = out / f"checkpoint-{step}"
+    staging = out / f".checkpoint-{step}.partial"
+    if is_main:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    barrier()
+    save_file(_rng_tensors(), str(staging / f"rng-{rank}.safetensors"))
+    if is_main:
+        save_file({k: v.detach().cpu().contiguous() for k, v in trainable.items()},
+                  str(staging / "trainable.safetensors"))
+        tensors, meta = _optimizer_files(optimizer)
+        save_file(tensors, str(staging / "optimizer.safetensors"))
+        (staging / "optimizer.json").write_text(json.dumps(meta))
+        if ema_state is not None:
+            save_file(ema_state["shadow"], str(staging / "ema.safetensors"))
+        py_state = random.getstate()
+        state = {"step": step, "lr_scheduler": lr_scheduler.state_dict(),
+                 "python_rng": [py_state[0], list(py_state[1]), py_state[2]],
+                 "numpy_rng": [v.tolist() if isinstance(v, np.ndarray) else v for v in np.random.get_state()],
+                 "ema_step": None if ema_state is None else ema_state["step"]}
+    barrier()
+    if is_main:
+        (staging / "trainer_state.json").write_text(json.dumps(state, default=float))
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+    barrier()
+    return final
+
+
+def load_checkpoint(checkpoint, *, optimizer, lr_scheduler, rank: int = 0) -> dict:
+    """Restore the optimizer, scheduler and RNG states from ``checkpoint``; returns ``{"step", "trainable",
+    "ema"}`` (the caller loads the trained parameters and the EMA)."""
+    from safetensors.torch import load_file
+
+    path = Path(checkpoint)
+    state = json.loads((path / "trainer_state.json").read_text())
+    _load_optimizer(optimizer, load_file(str(path / "optimizer.safetensors")),
+                    json.loads((path / "optimizer.json").read_text()))
+    lr_scheduler.load_state_dict(state["lr_scheduler"])
+    version, internal, gauss = state["python_rng"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy_rng"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    rng_file = path / f"rng-{rank}.safetensors"
+    if rng_file.is_file():
+        rng = load_file(str(rng_file))
+        torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state(rng["cuda"])
+    ema = None
+    if state.get("ema_step") is not None:
+        ema = {"shadow": load_file(str(path / "ema.safetensors")), "step": state["ema_step"]}
+    return {"step": int(state["step"]), "trainable": load_file(str(path / "trainable.safetensors")), "ema": ema}
+
+
+def truncate_metrics(metrics_file, last_step: int) -> None:
+    """Drop the lines of ``metrics_file`` for steps after ``last_step`` (and a torn last line): after a resume
+    from ``checkpoint-<last_step>`` those steps run again, so none is logged twice."""
+    path = Path(metrics_file)
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if int(record.get("step", 0)) <= last_step:
+            kept.append(line)
+    write_text_atomic(path, "".join(k + "\n" for k in kept))

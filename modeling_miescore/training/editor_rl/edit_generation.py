@@ -1,0 +1,110 @@
+"""Generating edits with an editor (e.g. after RL): the engine of ``miescore edit``.
+
+For each request (:mod:`modeling_miescore.data.editing_inputs`) it makes ``num_images`` edits with one pipeline
+call seeded from ``(seed, request id)`` (so a resumed or reordered run makes the same images), writes them to
+``OUT/images/`` and appends one line per edit to ``OUT/edits.jsonl`` in the ``score-batch`` input format:
+``{"id", "sources", "edited", "instruction"}`` with paths relative to the JSONL file; with ``num_images > 1`` the
+ids are ``<request id>#<k>`` and the lines also carry ``"key"`` (the request id) and ``"sample"`` (k). Dataset
+sources are written to ``OUT/sources/`` once; JSONL sources are referenced where they are.
+
+Resuming: edits already in ``edits.jsonl`` are skipped (a torn last line is cut off first); an image is written
+atomically before its line, so the file never names a missing image. One run at a time per ``OUT`` (a lock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+import torch
+
+from ...utils.atomic_files import atomic_write
+from .group_schedule import derived_seed
+
+__all__ = ["EditRun", "generate_edits"]
+
+
+@dataclass
+class EditRun:
+    """What :func:`generate_edits` did: ``written`` edits, ``skipped`` (already there), ``failed`` requests
+    (``(id, message)``)."""
+
+    written: int = 0
+    skipped: int = 0
+    failed: List[tuple] = field(default_factory=list)
+
+
+def _safe(text: str) -> str:
+    """A file name for an id; ids that needed changing get a hash suffix so two ids never share a file."""
+    name = re.sub(r"[^A-Za-z0-9._#-]+", "_", text)[:100].lstrip(".") or "edit"
+    if name != text:
+        name += "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return name
+
+
+def _source_paths(request, out: Path) -> List[str]:
+    if all(isinstance(s, (str, os.PathLike)) for s in request.sources):
+        return [os.path.relpath(Path(s).resolve(), out) for s in request.sources]
+    names = []
+    for k, image in enumerate(request.load_sources()):
+        name = f"sources/{_safe(request.id)}-{k}.png"
+        if not (out / name).exists():
+            with atomic_write(out / name, "wb") as handle:
+                image.save(handle, format="PNG")
+        names.append(name)
+    return names
+
+
+def edit_ids(request_id: str, num_images: int) -> List[str]:
+    return [request_id] if num_images == 1 else [f"{request_id}#{k}" for k in range(num_images)]
+
+
+def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images: int = 1, num_steps: int = 28,
+                   progress: Optional[Callable] = None) -> EditRun:
+    """Run ``editor`` (an :class:`~.editors.EditorAdapter`) over ``requests`` into ``out`` (module docstring).
+    A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
+    from ...scoring.jsonl_scoring import read_done_ids
+    from ...utils.output_lock import exclusive_output
+
+    out = Path(out)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    jsonl = out / "edits.jsonl"
+    run = EditRun()
+    with exclusive_output(jsonl, "output folder"):
+        done, _ = read_done_ids(jsonl)
+        with open(jsonl, "a", encoding="utf-8") as handle:
+            for request in requests:
+                ids = edit_ids(request.id, num_images)
+                todo = [k for k, i in enumerate(ids) if i not in done]
+                run.skipped += len(ids) - len(todo)
+                if todo:
+                    try:
+                        sources = request.load_sources()
+                        editor.check_sources(sources, f"request {request.id!r}")
+                        generator = torch.Generator("cpu").manual_seed(derived_seed(seed, request.id) % (2 ** 62))
+                        with torch.no_grad():
+                            images = editor(sources, request.instruction, num_images=num_images, num_steps=num_steps,
+                                            generator=generator)
+                        source_paths = _source_paths(request, out)
+                    except Exception as error:  # noqa: BLE001 - one request failing does not stop the others
+                        run.failed.append((request.id, f"{type(error).__name__}: {error}"))
+                        continue
+                    for k in todo:
+                        name = f"images/{_safe(ids[k])}.png"
+                        with atomic_write(out / name, "wb") as image_file:
+                            images[k].save(image_file, format="PNG")
+                        line = {"id": ids[k], "sources": source_paths, "edited": name,
+                                "instruction": request.instruction}
+                        if num_images > 1:
+                            line.update(key=request.id, sample=k)
+                        handle.write(json.dumps(line) + "\n")
+                        handle.flush()
+                        run.written += 1
+                if progress is not None:
+                    progress(1)
+    return run

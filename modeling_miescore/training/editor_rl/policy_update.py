@@ -1,0 +1,131 @@
+"""The update phase of one RL step: the step's samples become training units (a micro-batch of one group's
+samples), shuffled and split into ``updates_per_step`` chunks; each chunk is one optimizer update whose gradient
+is accumulated over its units and every trained step of each (Flow-GRPO: accumulation x trained timesteps).
+
+Every process runs the same number of forward/backward passes (DDP syncs the last backward of a chunk): units
+without any advantage (failed samples, skipped or dropped groups) are removed, and a process with fewer units than
+the others pads with a zero-weight copy of one of its units.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from .editors import EditorAdapter
+from .objective import step_loss, tempflow_weights
+from .policy_lora import reference_policy
+from .rollout import GroupRollout
+from .step_recompute import recompute_step
+
+__all__ = ["TrainingUnit", "make_units", "run_updates"]
+
+_STAT_KEYS = ("count", "ratio_sum", "clipped", "approx_kl_sum", "kl_sum", "policy_loss_sum")
+
+
+class TrainingDivergedError(RuntimeError):
+    """A non-finite loss or gradient: the run stops before the optimizer applies it."""
+
+
+@dataclass
+class TrainingUnit:
+    """``rows`` of ``rollout``'s samples with their ``advantages`` and ``mask`` (B,), ``weight`` 0 for padding."""
+
+    rollout: GroupRollout
+    rows: slice
+    advantages: torch.Tensor
+    mask: torch.Tensor
+    weight: float = 1.0
+
+
+def make_units(rollouts: Sequence[GroupRollout], advantages: Sequence[Sequence[Optional[float]]],
+               micro_batch: int, device) -> List[TrainingUnit]:
+    """Units of ``micro_batch`` samples per group, those with at least one advantage."""
+    units = []
+    for rollout, values in zip(rollouts, advantages):
+        for start in range(0, rollout.size, micro_batch):
+            part = values[start:start + micro_batch]
+            mask = torch.tensor([a is not None for a in part], dtype=torch.float32, device=device)
+            if mask.sum() == 0:
+                continue
+            adv = torch.tensor([0.0 if a is None else a for a in part], dtype=torch.float32, device=device)
+            units.append(TrainingUnit(rollout, slice(start, start + len(part)), adv, mask))
+    return units
+
+
+def pad_units(units: List[TrainingUnit], target: int, fallback: Optional[TrainingUnit]) -> List[TrainingUnit]:
+    """``units`` padded to ``target`` with zero-weight copies (of ``fallback`` when ``units`` is empty)."""
+    source = units[0] if units else fallback
+    return units + [TrainingUnit(source.rollout, source.rows, source.advantages, source.mask, 0.0)
+                    for _ in range(target - len(units))]
+
+
+def _unit_loss(unit: TrainingUnit, index: int, model, raw_model, editor: EditorAdapter, settings, weight: float,
+               reference_model=None):
+    step = unit.rollout.steps[index]
+    plan = unit.rollout.plan
+    policy = recompute_step(model, editor, step, plan, unit.rows)
+    reference = None
+    if settings.beta > 0:
+        with torch.no_grad():
+            if reference_model is not None:
+                reference = recompute_step(reference_model, editor, step, plan, unit.rows)
+            else:
+                with reference_policy(raw_model):
+                    reference = recompute_step(raw_model, editor, step, plan, unit.rows)
+    old = step.sampled.log_prob[unit.rows]
+    return step_loss(policy, old, unit.advantages, unit.mask, clip_range=(settings.clip_range_low,
+                     settings.clip_range_high), beta=settings.beta, reference=reference,
+                     kl_keep_dt=settings.kl_keep_dt, weight=weight)
+
+
+def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAdapter, optimizer, lr_scheduler,
+                accelerator, settings, rng: random.Random, params: Sequence[torch.Tensor],
+                reference_model=None) -> Dict[str, float]:
+    """Shuffle ``units`` with ``rng``, split them into ``settings.updates_per_step`` chunks and run one optimizer
+    update per chunk; returns summed statistics plus ``loss`` and ``grad_norm`` (means over the updates)."""
+    order = list(units)
+    rng.shuffle(order)
+    chunks = [c for c in (order[i::settings.updates_per_step] for i in range(settings.updates_per_step)) if c]
+    totals = dict.fromkeys(_STAT_KEYS, 0.0)
+    losses, norms = [], []
+    for chunk in chunks:
+        passes = sum(len(u.rollout.steps) for u in chunk)
+        done, chunk_loss = 0, 0.0
+        for unit in chunk:
+            weights = (tempflow_weights([s.sampled for s in unit.rollout.steps], unit.rollout.plan.noise_levels)
+                       if settings.step_weighting == "tempflow" else [1.0] * len(unit.rollout.steps))
+            for index, weight in enumerate(weights):
+                done += 1
+                sync = done == passes
+                context = contextlib.nullcontext() if sync else accelerator.no_sync(model)
+                with context:
+                    result = _unit_loss(unit, index, model, raw_model, editor, settings, weight, reference_model)
+                    loss = result.loss * (unit.weight / passes)
+                    if not torch.isfinite(loss):
+                        raise TrainingDivergedError(f"non-finite loss ({float(loss)}) at trained step "
+                                                    f"{unit.rollout.steps[index].sampled.index} of group "
+                                                    f"{unit.rollout.key}; lower learning_rate or use float32")
+                    accelerator.backward(loss)
+                chunk_loss += float(loss.detach())
+                if unit.weight:
+                    for key in _STAT_KEYS:
+                        totals[key] += result.stats.get(key, 0.0)
+        norm = accelerator.clip_grad_norm_(params, settings.max_grad_norm)
+        norm = float(norm) if norm is not None else float("nan")
+        if not math.isfinite(norm):
+            raise TrainingDivergedError(f"non-finite gradient norm ({norm}); the update was not applied")
+        optimizer.step()
+        lr_scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(chunk_loss)
+        norms.append(norm)
+    totals["loss"] = sum(losses) / len(losses) if losses else float("nan")
+    totals["grad_norm"] = sum(norms) / len(norms) if norms else float("nan")
+    totals["updates"] = float(len(chunks))
+    return totals

@@ -1,0 +1,370 @@
+"""The Flow-GRPO loop for image editors (SpatialReward paper sec. 5.3 / B.2; Flow-GRPO arXiv 2505.05470).
+
+One step, on every process (``accelerate launch`` for several):
+
+1. **rollout**: the process's groups (:mod:`.group_schedule`), G edits each, by the stock pipeline
+   (:func:`~.rollout.sample_group`); each rollout batch's groups go to the reward worker as soon as they are made,
+   so rewards of batch ``b`` are computed while batch ``b + 1`` samples (:class:`~.reward_worker.RewardWorker`);
+2. **reward**: wait for the scores (``reward_timeout``); a reward that raises (down after its retries) or times
+   out stops the run with a clear error before anything is updated;
+3. **advantages**: every process's rewards are gathered, then normalised per group key (:mod:`.advantages`);
+   failed samples are counted and excluded, and a step whose failure rate exceeds ``max_reward_failure_rate``
+   stops the run;
+4. **update**: :func:`~.policy_update.run_updates` (clipped ratio + beta KL to the LoRA-disabled reference);
+5. log (``metrics.jsonl``, trackers, progress bar), EMA, sample grid, checkpoint (:mod:`.checkpoints`).
+
+After the last step the adapter (``pytorch_lora_weights.safetensors``, EMA weights when ``ema_decay > 0``) and its
+card are written to ``output_dir``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import random
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+
+from ...image_io import MIEScoreInputError
+from .advantages import group_advantages
+from .checkpoints import check_run_folder, load_checkpoint, save_checkpoint, truncate_metrics
+from .config import FlowGRPOConfig
+from .editors import EditorAdapter, load_editor
+from .group_schedule import GroupSchedule, derived_seed
+from .policy_lora import add_lora, lora_metadata, lora_state_dict
+from .policy_update import make_units, pad_units, run_updates
+from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
+from .reward_worker import RewardWorker
+from .rollout import GroupRollout, sample_group
+from .run_outputs import MetricsLog, save_sample_grid, write_adapter_card
+from .step_plan import make_step_plan
+
+__all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _has_accelerator() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    xpu = getattr(torch, "xpu", None)
+    return torch.cuda.is_available() or bool(mps and mps.is_available()) or bool(xpu and xpu.is_available())
+
+
+class FlowGRPOEditorTrainer:
+    """Train ``config.editor`` with ``config.reward`` (module docstring). ``reward`` / ``editor``: prebuilt
+    objects instead of the config's specs (tests, Python use)."""
+
+    def __init__(self, config: FlowGRPOConfig, *, reward: Optional[EditorReward] = None,
+                 editor: Optional[EditorAdapter] = None, accelerator=None):
+        from accelerate import Accelerator
+
+        self.config = config
+        trackers = {"none": None, "all": "all"}.get(config.report_to, config.report_to)
+        # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
+        self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,
+                                                      cpu=not _has_accelerator())
+        config.validate(self.accelerator.num_processes)
+        self._reward, self._editor = reward, editor
+
+    # ---------------------------------------------------------------------------------------------- setup
+    def _setup(self):
+        from ...data.editing_inputs import read_editing_inputs
+        from .reward_specs import build_reward
+
+        cfg, acc = self.config, self.accelerator
+        if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
+            raise MIEScoreInputError(
+                f"{acc.distributed_type.name} sharding is not supported by this trainer yet (its rollouts, sample "
+                "grids and checkpoints assume every process holds the whole transformer): train a LoRA with DDP "
+                "(the paper's setting, trainers/configs/accelerate_ddp.yaml) or fully fine-tune with DDP")
+        self.out = Path(cfg.output_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.resume_from = check_run_folder(self.out, cfg.identity(), resume=cfg.resume,
+                                            overwrite=cfg.overwrite_output_dir, is_main=False)
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            check_run_folder(self.out, cfg.identity(), resume=cfg.resume, overwrite=cfg.overwrite_output_dir,
+                             is_main=True)
+        acc.wait_for_everyone()
+        self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
+        self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, dtype=_DTYPES[cfg.dtype],
+                                                  device=acc.device, options=cfg.editor_options)
+        if cfg.cfg_scale is not None:
+            self.editor.cfg_scale = float(cfg.cfg_scale)
+        for row in self.rows:
+            self.editor.check_sources(row.sources, f"request {row.id!r}")
+        if self._reward is None:
+            try:
+                self._reward = build_reward(cfg.reward, **{"device": str(acc.device), **cfg.reward_options})
+            except ValueError as error:
+                raise MIEScoreInputError(f"--reward {cfg.reward!r}: {error}") from None
+        self.reward = self._reward
+        self.reward_name = getattr(self.reward, "name", type(self.reward).__name__)
+        self._setup_policy()
+        self.schedule = GroupSchedule(len(self.rows), cfg.groups_per_process, acc.num_processes, cfg.seed)
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", acc if acc.is_main_process else None)
+        self.grid_rows = self.rows[:cfg.sample_grid_groups]
+        if acc.is_main_process and cfg.report_to != "none":
+            acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.to_dict().items()
+                                                           if isinstance(v, (int, float, str, bool))})
+
+    def _setup_policy(self):
+        from transformers import get_constant_schedule_with_warmup
+
+        cfg, acc = self.config, self.accelerator
+        transformer = self.editor.transformer
+        self.reference_model = None
+        if cfg.finetuning == "lora":
+            with torch.random.fork_rng(devices=[]):  # the LoRA's Gaussian init depends on the seed only
+                torch.manual_seed(derived_seed(cfg.seed, "lora") % (2 ** 62))
+                add_lora(transformer, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+                         targets=cfg.lora_targets or self.editor.lora_targets, editor=self.editor.name)
+        else:
+            if cfg.beta > 0:
+                import copy
+
+                self.reference_model = copy.deepcopy(transformer).requires_grad_(False).eval()
+            transformer.requires_grad_(True)
+        if cfg.gradient_checkpointing and hasattr(transformer, "enable_gradient_checkpointing"):
+            transformer.enable_gradient_checkpointing()
+        self.params = [p for p in transformer.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                                           weight_decay=cfg.weight_decay, eps=cfg.adam_epsilon)
+        self.lr_scheduler = get_constant_schedule_with_warmup(self.optimizer, cfg.warmup_steps * cfg.updates_per_step)
+        self.model = acc.prepare_model(transformer) if acc.num_processes > 1 else transformer
+        self.raw_model = transformer
+        self.ema = None
+        if cfg.ema_decay > 0:
+            from diffusers.training_utils import EMAModel
+
+            self.ema = EMAModel(self.params, decay=cfg.ema_decay)  # decay min((1+n)/(10+n), d), as flow_grpo
+
+    def _trainable_state(self) -> dict:
+        names = {id(p): n for n, p in self.raw_model.named_parameters()}
+        return {names[id(p)]: p.detach() for p in self.params}
+
+    def _load_trainable(self, state: dict) -> None:
+        named = dict(self.raw_model.named_parameters())
+        missing = [n for n in (named_key for named_key in state) if n not in named]
+        if missing:
+            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
+        with torch.no_grad():
+            for name, value in state.items():
+                named[name].copy_(value.to(named[name].device, named[name].dtype))
+
+    def _resume(self) -> int:
+        if self.resume_from is None:
+            if self.config.resume and self.accelerator.is_main_process:
+                truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
+            return 0
+        state = load_checkpoint(self.resume_from, optimizer=self.optimizer, lr_scheduler=self.lr_scheduler,
+                                rank=self.accelerator.process_index)
+        self._load_trainable(state["trainable"])
+        if self.ema is not None and state["ema"] is not None:
+            names = list(self._trainable_state())
+            self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device) for n, p in zip(names, self.params)]
+            self.ema.optimization_step = state["ema"]["step"]
+        if self.accelerator.is_main_process:
+            truncate_metrics(self.out / "metrics.jsonl", state["step"])
+        return state["step"]
+
+    # ---------------------------------------------------------------------------------------------- one step
+    def _rollout_group(self, step: int, local: int, row) -> GroupRollout:
+        cfg, rank = self.config, self.accelerator.process_index
+        index = self.schedule.global_index(step, rank, local)
+        plan = make_step_plan(cfg.num_inference_steps, random.Random(derived_seed(cfg.seed, "plan", index)),
+                              noise_level=cfg.noise_level, train_steps=cfg.train_steps,
+                              train_fraction=cfg.train_fraction, window_size=cfg.window_size,
+                              window_range=(cfg.window_start, cfg.window_end), cfg_fraction=cfg.cfg_fraction,
+                              sde_type=cfg.sde_type)
+        return sample_group(self.editor, key=group_key(row.source_ids, row.instruction), sources=row.load_sources(),
+                            source_ids=row.source_ids, instruction=row.instruction, num_images=cfg.num_generations,
+                            plan=plan, seed=derived_seed(cfg.seed, "noise", index) % (2 ** 62))
+
+    def _collect_scores(self, futures, step: int):
+        """The groups' scores in order, and the seconds the reward ran; stops the run when the reward raised
+        (down after its retries, a wrong number of rewards) or did not answer within ``reward_timeout``."""
+        scores: List[GroupScores] = []
+        deadline = time.monotonic() + self.config.reward_timeout
+        for future in futures:
+            try:
+                scores.extend(future.result(timeout=max(0.0, deadline - time.monotonic())))
+            except concurrent.futures.TimeoutError:
+                raise RewardUnavailableError(self.reward_name, (
+                    f"gave no scores within reward_timeout={self.config.reward_timeout:g}s at step {step}; the run "
+                    "stopped before updating (rerun with --resume once it answers)")) from None
+            except Exception as error:  # noqa: BLE001 - any fault of the reward stops the run, clearly
+                raise RewardUnavailableError(self.reward_name, (
+                    f"failed at step {step}: {type(error).__name__}: {error}; the run stopped before updating "
+                    "(fix the reward, then rerun with --resume)")) from error
+        return scores, sum(f.reward_seconds or 0.0 for f in futures)
+
+    def _sample_and_score(self, step: int, worker: RewardWorker):
+        cfg = self.config
+        rows = [self.rows[i] for i in self.schedule.rows_for(step, self.accelerator.process_index)]
+        per_batch = cfg.per_device_batch_size // cfg.num_generations
+        rollouts, futures, rollout_seconds = [], [], 0.0
+        self.raw_model.eval()
+        for start in range(0, len(rows), per_batch):
+            began = time.perf_counter()
+            batch = [self._rollout_group(step, start + j, row) for j, row in enumerate(rows[start:start + per_batch])]
+            rollout_seconds += time.perf_counter() - began
+            rollouts.extend(batch)
+            futures.append(worker.submit([EditGroup(r.key, r.sources, r.instruction, tuple(r.images), r.source_ids)
+                                          for r in batch]))
+        began = time.perf_counter()
+        scores, reward_seconds = self._collect_scores(futures, step)
+        return rollouts, scores, {"rollout": rollout_seconds, "reward": reward_seconds,
+                                  "reward_wait": time.perf_counter() - began}
+
+    def _advantages(self, rollouts, scores, step: int):
+        from accelerate.utils import gather_object
+
+        acc, cfg = self.accelerator, self.config
+        local = [(r.key, list(s.rewards)) for r, s in zip(rollouts, scores)]
+        every = gather_object([local]) if acc.num_processes > 1 else [local]
+        flat = [group for part in every for group in part]
+        result = group_advantages(flat, std_level=cfg.std_level, clip=cfg.advantage_clip,
+                                  drop_zero_std=cfg.drop_zero_std_groups)
+        total = sum(len(rewards) for _, rewards in flat)
+        if total and result.failures / total > cfg.max_reward_failure_rate:
+            reasons = sorted({f for s in scores for f in s.failures if f})
+            raise RewardUnavailableError(self.reward_name, (
+                f"{result.failures} of {total} rewards failed at step {step} ({result.failures / total:.0%} > "
+                f"max_reward_failure_rate {cfg.max_reward_failure_rate:.0%}; reasons on this process: "
+                f"{', '.join(reasons) or 'see the other processes'}); the run stopped before updating"))
+        offset = sum(len(part) for part in every[:acc.process_index])
+        return result, result.advantages[offset:offset + len(rollouts)]
+
+    def _update(self, rollouts, advantages, step: int) -> dict:
+        from accelerate.utils import gather_object
+
+        cfg, acc = self.config, self.accelerator
+        micro = cfg.train_batch_size or cfg.num_generations
+        units = make_units(rollouts, advantages, micro, acc.device)
+        counts = gather_object([len(units)]) if acc.num_processes > 1 else [len(units)]
+        if max(counts) == 0:
+            return {"updates": 0.0}
+        fallback = make_units(rollouts[:1], [[0.0] * rollouts[0].size], micro, acc.device)[0]
+        units = pad_units(units, max(counts), fallback)
+        self.raw_model.train()
+        stats = run_updates(units, model=self.model, raw_model=self.raw_model, editor=self.editor,
+                            optimizer=self.optimizer, lr_scheduler=self.lr_scheduler, accelerator=acc, settings=cfg,
+                            rng=random.Random(derived_seed(cfg.seed, "shuffle", step, acc.process_index)),
+                            params=self.params, reference_model=self.reference_model)
+        self.raw_model.eval()
+        if self.ema is not None and step % cfg.ema_update_interval == 0:
+            self.ema.step(self.params)
+        return stats
+
+    def _step_record(self, step, result, stats, seconds) -> dict:
+        from accelerate.utils import gather_object
+
+        acc = self.accelerator
+        every = gather_object([stats]) if acc.num_processes > 1 else [stats]
+        total = {k: sum(s.get(k, 0.0) for s in every) for k in ("count", "ratio_sum", "clipped", "approx_kl_sum",
+                                                                  "kl_sum", "policy_loss_sum")}
+        n = total["count"] or float("nan")
+        mean_over = [s for s in every if s.get("updates")]
+        record = {"step": step, "reward_mean": result.reward_mean, "reward_std": result.reward_std,
+                  "kl": total["kl_sum"] / n if self.config.beta > 0 else None, "ratio_mean": total["ratio_sum"] / n, "clipfrac": total["clipped"] / n,
+                  "approx_kl": total["approx_kl_sum"] / n, "policy_loss": total["policy_loss_sum"] / n,
+                  "loss": sum(s["loss"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),
+                  "grad_norm": sum(s["grad_norm"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),
+                  "lr": self.lr_scheduler.get_last_lr()[0], "zero_std_groups": result.zero_std_groups,
+                  "skipped_groups": result.skipped_groups, "reward_failures": result.failures}
+        record.update({f"seconds_{k}": round(v, 4) for k, v in seconds.items()})
+        return record
+
+    # ---------------------------------------------------------------------------------------------- outputs
+    def save_grid(self, step: int) -> Optional[Path]:
+        """The sample grid of ``step`` (main process; ODE sampling with a fixed seed)."""
+        cfg = self.config
+        if not self.grid_rows or not self.accelerator.is_main_process:
+            return None
+        rows = []
+        with torch.no_grad():
+            for k, row in enumerate(self.grid_rows):
+                sources = row.load_sources()
+                edits = self.editor(sources, row.instruction, num_images=cfg.sample_grid_images,
+                                    num_steps=cfg.num_inference_steps,
+                                    generator=torch.Generator("cpu").manual_seed(derived_seed(cfg.seed, "grid", k)))
+                rows.append((sources, edits))
+        return save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows)
+
+    def _checkpoint(self, step: int) -> None:
+        acc = self.accelerator
+        ema_state = None
+        if self.ema is not None:
+            names = list(self._trainable_state())
+            ema_state = {"shadow": {n: p.detach().cpu() for n, p in zip(names, self.ema.shadow_params)},
+                         "step": self.ema.optimization_step}
+        save_checkpoint(self.out, step, trainable=self._trainable_state(), optimizer=self.optimizer,
+                        lr_scheduler=self.lr_scheduler, ema_state=ema_state, rank=acc.process_index,
+                        is_main=acc.is_main_process, barrier=acc.wait_for_everyone)
+
+    def save_adapter(self) -> Path:
+        """The trained LoRA (EMA weights when enabled) and its card in ``output_dir``."""
+        if self.ema is not None:
+            self.ema.store(self.params)
+            self.ema.copy_to(self.params)
+        try:
+            if self.accelerator.is_main_process:
+                if self.config.finetuning == "lora":
+                    self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
+                elif hasattr(self.raw_model, "save_pretrained"):
+                    self.raw_model.save_pretrained(self.out / "transformer")
+                else:
+                    from safetensors.torch import save_file
+
+                    save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
+                              str(self.out / "transformer.safetensors"))
+                write_adapter_card(self.out, config=self.config, metrics=self.metrics.read(),
+                                   pipeline_class=getattr(self.editor, "pipeline_class", ""),
+                                   lora=lora_metadata(self.raw_model))
+        finally:
+            if self.ema is not None:
+                self.ema.restore(self.params)
+        self.accelerator.wait_for_everyone()
+        return self.out
+
+    # ---------------------------------------------------------------------------------------------- loop
+    def train(self) -> dict:
+        """Run (or resume) the training; returns ``{"step", "metrics"}``."""
+        cfg, acc = self.config, self.accelerator
+        self._setup()
+        start = self._resume()
+        progress = None
+        if cfg.progress and acc.is_main_process:
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=cfg.max_steps, initial=start, desc="flow-grpo", unit="step")
+        if start == 0 and cfg.sample_grid_steps:
+            self.save_grid(0)
+        with RewardWorker(self.reward) as worker:
+            for step in range(start + 1, cfg.max_steps + 1):
+                began = time.perf_counter()
+                rollouts, scores, seconds = self._sample_and_score(step, worker)
+                result, advantages = self._advantages(rollouts, scores, step)
+                update_began = time.perf_counter()
+                stats = self._update(rollouts, advantages, step)
+                seconds["update"] = time.perf_counter() - update_began
+                if cfg.sample_grid_steps and step % cfg.sample_grid_steps == 0:
+                    self.save_grid(step)
+                seconds["step"] = time.perf_counter() - began
+                record = self._step_record(step, result, stats, seconds)
+                if acc.is_main_process:
+                    self.metrics.write(record)
+                if progress is not None:
+                    progress.update(1)
+                    progress.set_postfix(reward=f"{record['reward_mean']:.4f}", kl=f"{record['kl']:.2e}")
+                if step % cfg.save_steps == 0 or step == cfg.max_steps:
+                    self._checkpoint(step)
+        if progress is not None:
+            progress.close()
+        self.save_adapter()
+        if cfg.report_to != "none":
+            acc.end_training()
+        return {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}

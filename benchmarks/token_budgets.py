@@ -9,7 +9,8 @@ only on the vocabulary and the patch geometry) and prints, as Markdown:
    with the prefix-reuse split P / S and its token ceiling for G = 12;
 2. the paper settings: MIEScore at max_length 4096 (and 8192) with 1 MP per image, what the trainer's "shrink"
    policy does; SpatialReward SFT at 8192 tokens (prompt + answer) at 1 MP and at the released 262,144 pixels,
-   with ``training.spatialreward_data.estimate_num_tokens`` (which decides the SFT drops) beside the exact count.
+   with ``training.spatialreward_chat_examples.estimate_num_tokens`` (which decides the SFT drops) beside the
+   exact count.
 
     python benchmarks/token_budgets.py [--instruction TEXT]
 
@@ -80,7 +81,7 @@ def miescore_limits(path: Path, instruction: str) -> str:
 
 def spatialreward_sft_limits(path: Path, instruction: str) -> str:
     from modeling_miescore.modeling_spatialreward import sc_messages
-    from modeling_miescore.training.spatialreward_data import estimate_num_tokens
+    from modeling_miescore.training.spatialreward_chat_examples import estimate_num_tokens
 
     _, config, processor = load_config_and_processor(str(path))
     answer = len(processor.tokenizer(SFT_ANSWER, add_special_tokens=False)["input_ids"]) + 2  # + <|im_end|>\n

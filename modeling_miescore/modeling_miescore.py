@@ -29,7 +29,7 @@ from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, scor
 from .configuration_miescore import SCORE_NAMES, MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .lm_digit_scores import DigitScoreReader, greedy_digit_logits, teacher_forced_digit_logits, tokenize_answer
-from .overall import overall_score
+from .miescore_overall import overall_score
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
                                   load_stock_processor, prepare_inputs)

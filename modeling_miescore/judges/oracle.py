@@ -53,7 +53,7 @@ from ..utils.credentials import redacted_url
 from ..utils.text_hygiene import quoted
 from .chat_client import DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatError, user_message
 from .json_extract import extract_json, strip_reasoning_and_fences
-from ..parsing import parse_pq_output, parse_sc_output
+from ..spatialreward_parsing import parse_pq_output, parse_sc_output
 
 logger = logging.getLogger(__name__)
 

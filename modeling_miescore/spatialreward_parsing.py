@@ -1,9 +1,9 @@
 """Robust parsing of SpatialReward-style generations (SC and PQ passes).
 
 Hub file: copied flat into model checkpoints for ``trust_remote_code``. It imports only the
-standard library and its flat siblings ``relaxed_json`` (finding the JSON object) and
+standard library and its flat siblings ``spatialreward_relaxed_json`` (finding the JSON object) and
 ``spatialreward_tokens`` (the grounding-token pattern). It keeps its own relaxed think/fence/JSON
-scanner (``relaxed_json``) because a checkpoint cannot import the non-Hub ``judges`` package.
+scanner (``spatialreward_relaxed_json``) because a checkpoint cannot import the non-Hub ``judges`` package.
 
 Output contract (SpatialReward paper, arXiv 2602.07458, appendix D.1):
 
@@ -59,7 +59,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from .relaxed_json import find_output_object, get_key, strip_thinking_and_fences
+from .spatialreward_relaxed_json import find_output_object, get_key, strip_thinking_and_fences
 from .spatialreward_tokens import BBOX_SCALE, GROUNDING_TOKEN_RE, MAX_BBOX_ID, canonical_token
 
 __all__ = [

@@ -100,8 +100,8 @@ def write_report(out_dir, report: dict) -> tuple[Path, Path]:
 
 
 def render_markdown(report: dict) -> str:
-    """The Markdown of a report dict, by its ``benchmark`` kind (mie-bench, mer-bench, editing-models; gedit,
-    imgedit, editors: :mod:`.editor_benchmarks`)."""
+    """The Markdown of a report dict, by its ``benchmark`` kind (mie-bench, mer-bench, editing-models; an editor
+    benchmark's protocol name (gedit, imgedit) or editors: :mod:`.editor_benchmarks`)."""
     kind = report.get("benchmark")
     if kind == "mie-bench":
         from .mie_bench_markdown import mie_bench_markdown
@@ -111,9 +111,9 @@ def render_markdown(report: dict) -> str:
         return mer_bench_markdown(report)
     if kind == "editing-models":
         return editing_models_markdown(report)
-    if kind in ("gedit", "imgedit", "editors"):  # the editor benchmarks (SpatialReward paper, Table 3)
-        from .editor_benchmarks import editor_benchmark_markdown
+    from .editor_benchmarks import EDITOR_BENCHMARKS, editor_benchmark_markdown
 
+    if kind in EDITOR_BENCHMARKS or kind == "editors":  # the editor benchmarks (SpatialReward paper, Table 3)
         return editor_benchmark_markdown(report)
     raise ValueError(f"unknown report kind {kind!r}")
 

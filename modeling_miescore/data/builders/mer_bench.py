@@ -155,6 +155,13 @@ class MERBenchBuilder(DatasetBuilder):
                     "the terms of your raw release before publishing)")
     split_names = MER_SPLITS
     card = mer_bench_card.CARD
+    # How `miescore benchmark reward` scores a build (as a converter's spec declares it, ``BenchmarkSpec``): the
+    # K-pair protocol (:mod:`modeling_miescore.evaluation.mer_bench_report`) and the SpatialReward paper's Table 1
+    # columns it fills with that protocol's values; mer_tau_ties0 (predicted ties count 0) is our extra column.
+    protocol = "mer"
+    columns = {"reward": {"mer_2p": "2", "mer_3p": "3", "mer_4p": "4", "mer_ovrl": "overall",
+                          "mer_tau": "tau_as_released", "mer_tau_ties0": "tau_ties0"}}
+    column_headers = {"mer_tau": "MER-Bench τ (tie +1, as released)", "mer_tau_ties0": "τ (tie 0)"}
 
     def __init__(self, raw_dir, out_dir, *, seed: int = 0, groups_per_type: int | dict = DEFAULT_GROUPS_PER_TYPE,
                  n_annotators: int | None = 5, min_agreement: int = 3, stratify_categories: bool = True, **common):

@@ -39,9 +39,8 @@ __all__ = ["AuroraBenchConverter", "SPEC"]
 DEFAULT_FILE = "valid_aurora_human_ratings_pairwise.json"
 
 SPEC = BenchmarkSpec(
-    name="aurora-bench",
-    title="AURORA-Bench (human ratings)",
-    kinds=("pairwise",),
+    name="aurora-bench", title="AURORA-Bench (human ratings)", kinds=("pairwise",),
+    protocol="calibrated", columns={"zero-shot": {"aurora-bench": "accuracy"}},
     format_source="https://github.com/TIGER-AI-Lab/EditReward/blob/main/EditReward/evaluate/eval_bench.py "
                   "(aurora_bench_pairwise); https://github.com/McGill-NLP/AURORA (README, section Human Ratings: "
                   "task_scores_finegrained.json on Google Drive)",
@@ -60,8 +59,6 @@ SPEC = BenchmarkSpec(
   year      = {2024}
 }""",
     paper_reference="MIEScore paper, Table 6 (AROURA-Bench, Acc. %)",
-    protocol="calibrated",
-    columns={"zero-shot": {"aurora-bench": "accuracy"}},
 )
 
 KEYS = ("prompt", "path_src", "path1", "path2", "model1_dim1_score", "model2_dim1_score")

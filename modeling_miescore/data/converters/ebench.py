@@ -36,9 +36,8 @@ __all__ = ["EBenchConverter", "FILES", "SPEC"]
 FILES = {"test_v.json": "visual_quality", "test_e.json": "instruction_following", "test_c.json": "attribute_preservation"}
 
 SPEC = BenchmarkSpec(
-    name="ebench-18k",
-    title="EBench-18K",
-    kinds=("pointwise",),
+    name="ebench-18k", title="EBench-18K", kinds=("pointwise",),
+    protocol="srcc", columns={"zero-shot": {"ebench-18k": "mean"}},
     format_source="https://github.com/IntMeGroup/LMM4Edit (data/test_v.json, test_e.json, test_c.json)",
     format_note=("The three JSON Lines files are read as released; image paths are made relative with "
                  "--strip-prefix (default /mnt/data/xzt/MM/editing_all/)."),
@@ -53,8 +52,6 @@ SPEC = BenchmarkSpec(
   year      = {2025}
 }""",
     paper_reference="MIEScore paper, Table 6 (EBench-18K, SRCC)",
-    protocol="srcc",
-    columns={"zero-shot": {"ebench-18k": "mean"}},
 )
 
 

@@ -39,9 +39,8 @@ _TIES = {"A=B", "A=B=Good", "A=B=Bad"}
 _PAIR = re.compile(r"^\s*([A-Z])\s*([<>])\s*([A-Z])\s*$")
 
 SPEC = BenchmarkSpec(
-    name="editreward-bench",
-    title="TIGER-Lab EditReward-Bench",
-    kinds=("pointwise", "pairwise"),
+    name="editreward-bench", title="TIGER-Lab EditReward-Bench", kinds=("pointwise", "pairwise"), license="apache-2.0",
+    protocol="srcc", columns={"zero-shot": {"editreward-bench": "mean"}},
     format_source="https://huggingface.co/datasets/TIGER-Lab/EditReward-Bench ; "
                   "https://github.com/TIGER-AI-Lab/EditReward/tree/main/EditReward/evaluate",
     format_note="The converter reads the Hub's Parquet shards 2pair/, 3pair/, 4pair/ as downloaded.",
@@ -58,9 +57,6 @@ SPEC = BenchmarkSpec(
   year    = {2025}
 }""",
     paper_reference="MIEScore paper, Table 6 (EditReward-Bench, SRCC)",
-    license="apache-2.0",
-    protocol="srcc",
-    columns={"zero-shot": {"editreward-bench": "mean"}},
 )
 
 

@@ -29,9 +29,11 @@ from .schema import BenchmarkSpec, PairItem
 __all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC", "TASK_GROUPS"]
 
 SPEC = BenchmarkSpec(
-    name="editscore-bench",
-    title="EditScore's EditReward-Bench",
-    kinds=("pairwise",),
+    name="editscore-bench", title="EditScore's EditReward-Bench", kinds=("pairwise",), license="apache-2.0",
+    protocol="editscore",
+    columns={"zero-shot": {"editscore-bench": "mean"},
+             "reward": {"editreward_pf": "prompt_following", "editreward_cons": "consistency",
+                        "editreward_ovrl": "overall"}},
     format_source="https://huggingface.co/datasets/EditScore/EditReward-Bench ; "
                   "https://github.com/VectorSpaceLab/EditScore/blob/main/evaluation.py",
     format_note="The converter reads the save_to_disk folder (state.json + data-*.arrow) as downloaded from the Hub.",
@@ -50,11 +52,6 @@ SPEC = BenchmarkSpec(
 }""",
     paper_reference="MIEScore paper, Table 6 (EditScore-Bench, Acc. %); SpatialReward paper, Table 1 "
                     "(EditReward-Bench PF / Cons. / Ovrl.)",
-    license="apache-2.0",
-    protocol="editscore",
-    columns={"zero-shot": {"editscore-bench": "mean"},
-             "reward": {"editreward_pf": "prompt_following", "editreward_cons": "consistency",
-                        "editreward_ovrl": "overall"}},
 )
 DIMENSIONS = dict(SPEC.dimensions)  # the release's dimension -> MIEScore score key
 # SpatialReward's calculate_accuracy.py groups the 13 task types into four families for its grouped table.

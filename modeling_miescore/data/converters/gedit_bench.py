@@ -37,9 +37,9 @@ from .schema import BenchmarkSpec, EditingItem, EditorBenchmark
 __all__ = ["COLUMNS", "GEDIT_LANGUAGES", "GEDIT_TASK_TYPES", "GEditBenchConverter", "SPEC"]
 
 SPEC = BenchmarkSpec(
-    name="gedit-bench",
-    title="GEdit-Bench",
-    kinds=("editing",),
+    name="gedit-bench", title="GEdit-Bench", kinds=("editing",), license="mit", subset_flags=("intersection_exist",),
+    protocol="gedit",
+    columns={"editors": {"gedit_sc": "sc", "gedit_pq": "pq", "gedit_ovrl": "o", "gedit_delta": "delta"}},
     format_source="https://huggingface.co/datasets/stepfun-ai/GEdit-Bench (split train); "
                   "https://github.com/stepfun-ai/Step1X-Edit/blob/main/GEdit-Bench/generate_image_example.py",
     format_note=("The converter reads the release as downloaded: Parquet shards data/train-*.parquet, or the "
@@ -60,10 +60,6 @@ SPEC = BenchmarkSpec(
   year    = {2025}
 }""",
     paper_reference="SpatialReward paper, Table 3 (GEdit-EN SC / PQ / Ovrl.)",
-    license="mit",
-    subset_flags=("intersection_exist",),
-    protocol="gedit",
-    columns={"editors": {"gedit_sc": "sc", "gedit_pq": "pq", "gedit_ovrl": "o", "gedit_delta": "delta"}},
     editor=EditorBenchmark(
         name="gedit", scores=("sc", "pq", "o"), overall="o", labels={"sc": "SC", "pq": "PQ", "o": "O"},
         scale=(0.0, 10.0), judge=".gedit_judge:GEditJudge", category_label="Task type", published_judge="gpt-4.1",

@@ -32,9 +32,8 @@ COLUMNS = ("instruct_prompt", "source_image", "left_model", "left_output_image",
            "right_output_image", "vote_type")
 
 SPEC = BenchmarkSpec(
-    name="genai-bench",
-    title="GenAI-Bench (image editing)",
-    kinds=("pairwise",),
+    name="genai-bench", title="GenAI-Bench (image editing)", kinds=("pairwise",), license="cc-by-4.0",
+    protocol="calibrated", columns={"zero-shot": {"genai-bench": "accuracy"}},
     format_source="https://huggingface.co/datasets/TIGER-Lab/GenAI-Bench (config image_edition); "
                   "https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/inference.py",
     format_note="The converter reads the Hub's Parquet shards image_edition/<split>-*.parquet as downloaded.",
@@ -51,9 +50,6 @@ SPEC = BenchmarkSpec(
   year    = {2024}
 }""",
     paper_reference="MIEScore paper, Table 6 (GenAI-Bench, Acc. %)",
-    license="cc-by-4.0",
-    protocol="calibrated",
-    columns={"zero-shot": {"genai-bench": "accuracy"}},
 )
 
 

@@ -32,9 +32,8 @@ __all__ = ["DIMENSIONS", "IEQAConverter", "SPEC"]
 DEFAULT_FILE = "*.jsonl"
 
 SPEC = BenchmarkSpec(
-    name="ieqa",
-    title="IEQA (EditHF-1M subset)",
-    kinds=("pointwise",),
+    name="ieqa", title="IEQA (EditHF-1M subset)", kinds=("pointwise",),
+    protocol="srcc", columns={"zero-shot": {"ieqa": "mean"}},
     format_source="https://github.com/IntMeGroup/EditHF (inference.py: the JSON Lines reader and the queries; "
                   "README: dataset at huggingface.co/datasets/sparkling621/IEQA)",
     format_note=("JSON Lines as EditHF's inference.py reads them ({images: [source, edited], query, response: 'The "
@@ -51,8 +50,6 @@ SPEC = BenchmarkSpec(
   year    = {2026}
 }""",
     paper_reference="MIEScore paper, Table 6 (IEQA, SRCC)",
-    protocol="srcc",
-    columns={"zero-shot": {"ieqa": "mean"}},
 )
 # EditHF inference.py build_query: the words of a query's "from <...> aspect" -> the MIEScore score key
 DIMENSIONS = {"visual quality": "visual_quality", "editing instruction alignment": "instruction_following",

@@ -41,9 +41,8 @@ OUTPUTS = "ImagenHub_Text-Guided_IE"
 _UID = re.compile(r"^sample_(.+)_(\d+)\.[A-Za-z]+$")
 
 SPEC = BenchmarkSpec(
-    name="imagenhub",
-    title="ImagenHub text-guided image editing",
-    kinds=("pointwise",),
+    name="imagenhub", title="ImagenHub text-guided image editing", kinds=("pointwise",), license="cc-by-4.0",
+    protocol="srcc", columns={"zero-shot": {"imagenhub": "mean"}},
     format_source="https://github.com/TIGER-AI-Lab/ImagenHub/tree/main/eval/human_ratings/Text-Guided_IE ; "
                   "https://huggingface.co/datasets/ImagenHub/Text_Guided_Image_Editing",
     format_note=("The ratings TSVs and the inputs' Parquet shards are read as released; the edited images are read "
@@ -58,9 +57,6 @@ SPEC = BenchmarkSpec(
   year      = {2024}
 }""",
     paper_reference="MIEScore paper, Table 6 (ImagenHub, SRCC)",
-    license="cc-by-4.0",
-    protocol="srcc",
-    columns={"zero-shot": {"imagenhub": "mean"}},
 )
 
 

@@ -32,9 +32,8 @@ from .schema import BenchmarkSpec, EditingItem, EditorBenchmark
 __all__ = ["IMGEDIT_TYPES", "ImgEditBenchConverter", "SPEC"]
 
 SPEC = BenchmarkSpec(
-    name="imgedit-bench",
-    title="ImgEdit-Bench (Basic)",
-    kinds=("editing",),
+    name="imgedit-bench", title="ImgEdit-Bench (Basic)", kinds=("editing",),
+    protocol="imgedit", columns={"editors": {"imgedit_ovrl": "mean", "imgedit_delta": "delta"}},
     format_source="https://github.com/PKU-YuanGroup/ImgEdit/tree/main/Benchmark/Basic (basic_edit.json, "
                   "basic_bench.py, basic_bench_readme.md); source images: Benchmark.tar of "
                   "https://huggingface.co/datasets/sysuyy/ImgEdit",
@@ -52,8 +51,6 @@ SPEC = BenchmarkSpec(
   year    = {2025}
 }""",
     paper_reference="SpatialReward paper, Table 3 (ImgEdit Ovrl.)",
-    protocol="imgedit",
-    columns={"editors": {"imgedit_ovrl": "mean", "imgedit_delta": "delta"}},
     editor=EditorBenchmark(
         name="imgedit", scores=("mean",), overall="mean", labels={"mean": "Score"}, scale=(1.0, 5.0),
         judge=".imgedit_judge:ImgEditJudge", category_label="Edit type", published_judge="gpt-4o",

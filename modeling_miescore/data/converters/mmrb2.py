@@ -40,9 +40,8 @@ __all__ = ["MMRB2Converter", "SPEC"]
 FILE = "edit.json"
 
 SPEC = BenchmarkSpec(
-    name="mmrb2",
-    title="MMRB2 (image editing)",
-    kinds=("pairwise",),
+    name="mmrb2", title="MMRB2 (image editing)", kinds=("pairwise",),
+    protocol="mmrb2", columns={"reward": {"mmrb2_single": "single", "mmrb2_multi": "multi", "mmrb2_ovrl": "overall"}},
     format_source="https://github.com/facebookresearch/MMRB2/tree/main/benchmark (edit.json, README.md)",
     format_note="The converter reads the built release folder (edit.json, images/, input_images/) as is.",
     dimensions={"chosen (overall preference)": "overall"},
@@ -59,8 +58,6 @@ SPEC = BenchmarkSpec(
   year    = {2025}
 }""",
     paper_reference="SpatialReward paper, Table 1 (MMRB2 (ImgEdit) Single / Multi / Ovrl.)",
-    protocol="mmrb2",
-    columns={"reward": {"mmrb2_single": "single", "mmrb2_multi": "multi", "mmrb2_ovrl": "overall"}},
 )
 
 

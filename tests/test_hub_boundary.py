@@ -40,9 +40,9 @@ ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm", "huggingfac
 # The files save_pretrained copies into each kind of checkpoint (config + model file and all they import).
 CHECKPOINT_FILES = {
     "MIEScore": {
-        "configuration_miescore.py", "modeling_miescore.py", "miescore_overall.py", "skill_miescore.py",
-        "lm_digit_scores.py", "backbone_families.py", "batched_scoring.py", "image_io.py", "prefix_reuse.py",
-        "processing_miescore.py", "pipeline_miescore.py", "model_card.py",
+        "configuration_miescore.py", "modeling_miescore.py", "miescore_overall.py", "miescore_score_heads.py",
+        "skill_miescore.py", "lm_digit_scores.py", "backbone_families.py", "batched_scoring.py", "image_io.py",
+        "prefix_reuse.py", "processing_miescore.py", "pipeline_miescore.py", "model_card.py",
     },
     "SpatialReward": {
         "configuration_spatialreward.py", "modeling_spatialreward.py", "spatialreward_aggregation.py",

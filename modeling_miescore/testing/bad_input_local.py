@@ -100,7 +100,7 @@ def nan_weights(corpus):
     from ..scoring import loading
 
     model = corpus.model
-    weight = model.head.out_proj.weight
+    weight = model.head.output_layer.weight
     saved = weight.detach().clone()
     with torch.no_grad():
         weight.fill_(float("nan"))

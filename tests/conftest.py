@@ -83,6 +83,15 @@ def tiny_editor_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def toy_editor_path(tmp_path_factory):
+    """The toy editor of ``modeling_miescore.testing.toy_editor`` (not a diffusers pipeline; a 16 px "latent"),
+    built once per session: ``--pipeline modeling_miescore.testing.toy_editor:load_toy_editor --model PATH``."""
+    from modeling_miescore.testing.toy_editor import build_toy_editor
+
+    return build_toy_editor(tmp_path_factory.mktemp("toy") / "toy")
+
+
+@pytest.fixture(scope="session")
 def editing_requests(tmp_path_factory):
     """Four tiny editing requests (JSONL + 64 px PNG sources from scikit-image photos)."""
     from modeling_miescore.testing.editing_requests import write_editing_requests

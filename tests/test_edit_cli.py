@@ -16,13 +16,6 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    from modeling_miescore.testing.toy_editor import build_toy_editor
-
-    return build_toy_editor(tmp_path_factory.mktemp("toy") / "toy")
-
-
 def _klein_lora(tiny_editor_path, folder):
     """A LoRA for the tiny Flux2-Klein with non-zero weights, saved the way the trainer saves it."""
     import torch
@@ -71,10 +64,10 @@ def test_edits_with_a_lora_are_scored_by_score_batch(tiny_editor_path, editing_r
     assert all(0 <= x["overall"] <= 100 for x in scored)
 
 
-def test_a_torn_last_line_is_cut_and_redone(toy, editing_requests, tmp_path):
+def test_a_torn_last_line_is_cut_and_redone(toy_editor_path, editing_requests, tmp_path):
     out = tmp_path / "out"
-    args = ["edit", "--pipeline", TOY, "--model", str(toy), "--input", str(editing_requests), "--out", str(out),
-            "--steps", "2", "--no-progress"]
+    args = ["edit", "--pipeline", TOY, "--model", str(toy_editor_path), "--input", str(editing_requests), "--out",
+            str(out), "--steps", "2", "--no-progress"]
     assert main(args) == 0
     jsonl = out / "edits.jsonl"
     full = jsonl.read_text()
@@ -88,17 +81,17 @@ def test_a_torn_last_line_is_cut_and_redone(toy, editing_requests, tmp_path):
     (["--lora", "/nonexistent"], "has no pytorch_lora_weights.safetensors"),
     (["--editor-options", "{bad"], "--editor-options is not JSON"),
 ])
-def test_bad_edit_arguments_exit_2(toy, editing_requests, tmp_path, capsys, extra, message):
-    args = ["edit", "--pipeline", TOY, "--model", str(toy), "--input", str(editing_requests), "--out",
+def test_bad_edit_arguments_exit_2(toy_editor_path, editing_requests, tmp_path, capsys, extra, message):
+    args = ["edit", "--pipeline", TOY, "--model", str(toy_editor_path), "--input", str(editing_requests), "--out",
             str(tmp_path / "out"), "--no-progress", *extra]
     assert main(args) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out" / "edits.jsonl").exists()
 
 
-def test_missing_source_exits_2(toy, tmp_path, capsys):
+def test_missing_source_exits_2(toy_editor_path, tmp_path, capsys):
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"sources": ["gone.png"], "instruction": "x"}) + "\n")
-    assert main(["edit", "--pipeline", TOY, "--model", str(toy), "--input", str(rows), "--out",
+    assert main(["edit", "--pipeline", TOY, "--model", str(toy_editor_path), "--input", str(rows), "--out",
                  str(tmp_path / "out")]) == 2
     assert "rows.jsonl:1: source 1 'gone.png' does not exist" in capsys.readouterr().err

@@ -12,11 +12,12 @@ import pytest
 from PIL import Image
 
 from edit_groups import rl_groups
+from editor_rl_runs import RecordingBackend
 from local_http import RoutedChatServer, score_groups_answer
 
 from modeling_miescore.overall import overall_score
 from modeling_miescore.scoring.loading import load_scorer
-from modeling_miescore.serving.backends import CallableBackend, MIEScoreBackend
+from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.background_server import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward, parse_score_weights
@@ -86,18 +87,6 @@ def test_unreadable_edit_is_a_failed_sample_and_the_others_are_scored(tiny_miesc
     assert scores.rewards[1] is None and scores.failures == [None, "unreadable_image"]
     assert scores.rewards[0] == pytest.approx(reference[0]["overall"] / 100, abs=1e-5)
     assert scores.components["visual_quality"][1] is None
-
-
-class RecordingBackend(MIEScoreBackend):
-    """MIEScore backend that remembers each sample it prepared: (instruction, group id given by the server)."""
-
-    def __init__(self, model):
-        super().__init__(model)
-        self.seen = []
-
-    def prepare(self, samples, group_ids=None):
-        self.seen += [(s.instruction, gid) for s, gid in zip(samples, group_ids or [None] * len(samples))]
-        return super().prepare(samples, group_ids)
 
 
 @pytest.fixture(scope="module")

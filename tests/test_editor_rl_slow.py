@@ -61,22 +61,16 @@ def _run_toy_recipe(config_path, env, timeout=600):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.fixture
-def toy(tmp_path):
-    from modeling_miescore.testing.toy_editor import build_toy_editor
-
-    return build_toy_editor(tmp_path / "toy")
-
-
-def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy, editing_requests):
+def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy_editor_path, editing_requests):
     from safetensors.torch import load_file
 
     common = dict(max_steps=6, save_steps=2)
-    full = write_run_yaml(tmp_path / "full.yaml", toy_config(toy, editing_requests, tmp_path / "full", **common))
+    full = write_run_yaml(tmp_path / "full.yaml",
+                          toy_config(toy_editor_path, editing_requests, tmp_path / "full", **common))
     assert subprocess.run([sys.executable, str(RECIPE), "--config", full], env=_recipe_env(), cwd=ROOT,
                           capture_output=True, text=True, timeout=600).returncode == 0
     killed = tmp_path / "killed"
-    config = write_run_yaml(tmp_path / "killed.yaml", toy_config(toy, editing_requests, killed, **common))
+    config = write_run_yaml(tmp_path / "killed.yaml", toy_config(toy_editor_path, editing_requests, killed, **common))
     process = _run_toy_recipe(config, _recipe_env(MIESCORE_TEST_REWARD_DELAY="0.5"))
     deadline = time.monotonic() + 600
     while not (killed / "checkpoint-2").is_dir() and process.poll() is None and time.monotonic() < deadline:
@@ -96,16 +90,16 @@ def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy, editi
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
-def test_two_accelerate_processes_train_like_one(tmp_path, toy, editing_requests):
+def test_two_accelerate_processes_train_like_one(tmp_path, toy_editor_path, editing_requests):
     """2 processes x 1 group = 1 process x 2 groups: the same groups, seeds and gathered advantages, DDP-averaged
     gradients equal to the one-process mean, so the adapters agree to float rounding."""
     from safetensors.torch import load_file
 
-    one = write_run_yaml(tmp_path / "one.yaml", toy_config(toy, editing_requests, tmp_path / "one", max_steps=3,
-                                                             save_steps=3, updates_per_step=1))
-    two = write_run_yaml(tmp_path / "two.yaml", toy_config(toy, editing_requests, tmp_path / "two", max_steps=3,
-                                                             save_steps=3, updates_per_step=1,
-                                                             per_device_batch_size=4))
+    one = write_run_yaml(tmp_path / "one.yaml", toy_config(toy_editor_path, editing_requests, tmp_path / "one",
+                                                           max_steps=3, save_steps=3, updates_per_step=1))
+    two = write_run_yaml(tmp_path / "two.yaml", toy_config(toy_editor_path, editing_requests, tmp_path / "two",
+                                                           max_steps=3, save_steps=3, updates_per_step=1,
+                                                           per_device_batch_size=4))
     single = subprocess.run([sys.executable, str(RECIPE), "--config", one], env=_recipe_env(), cwd=ROOT,
                             capture_output=True, text=True, timeout=600)
     assert single.returncode == 0, single.stderr[-3000:]

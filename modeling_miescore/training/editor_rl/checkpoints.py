@@ -65,7 +65,7 @@ def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: boo
     if is_main:
         if run_file.exists():
             for child in out.iterdir():
-                if CHECKPOINT_PATTERN.match(child.name) or child.name in ("metrics.jsonl", "samples", "adapter"):
+                if CHECKPOINT_PATTERN.match(child.name) or child.name in ("metrics.jsonl", "samples", "rollouts", "adapter"):
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
         write_text_atomic(run_file, json.dumps(identity, indent=2, default=str) + "\n")
     return None

@@ -104,6 +104,8 @@ class FlowGRPOConfig:
     sample_grid_steps: int = field(default=5, metadata={"help": "A PNG grid every N steps (OmniGen2-RL 5); 0 off."})
     sample_grid_groups: int = field(default=3, metadata={"help": "Fixed groups in the grid (OmniGen2-RL 3)."})
     sample_grid_images: int = 4
+    save_rollouts_steps: int = field(default=0, metadata={"help": "Every N steps, write the step's edits (PNG) "
+                                     "with their rewards and advantages to rollouts/ (score-batch JSONL); 0 off."})
     report_to: str = field(default="none", metadata={"help": "none | tensorboard | wandb | all."})
     progress: bool = True
 

@@ -27,11 +27,13 @@ __all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError",
 class RewardUnavailableError(RuntimeError):
     """A reward cannot score at all after its retries: every ``miescore serve`` replica down or too slow, an
     OpenAI-compatible endpoint that does not answer, a wrong API key. ``reward`` names the reward; the message
-    says what failed and how to fix it. The trainer stops on it instead of training on missing rewards."""
+    says what failed and how to fix it (``detail``: the message without the reward's name). The trainer stops on it
+    instead of training on missing rewards."""
 
     def __init__(self, reward: str, message: str):
         super().__init__(f"reward {reward!r} is unavailable: {message}")
         self.reward = reward
+        self.detail = message
 
 
 def group_key(source_ids: Sequence[str], instruction: str) -> str:

@@ -37,16 +37,21 @@ def write_run_yaml(path, config: FlowGRPOConfig) -> str:
     return str(path)
 
 
-def run_recipe(config: FlowGRPOConfig, *args: str) -> int:
-    """``trainers/flow_grpo_editor.py --config <config as YAML> ARGS`` in this process, through the recipe's own
-    ``cli`` (TrlParser, the exit statuses): the YAML is written beside ``config.output_dir``."""
+def recipe_cli(*args: str) -> int:
+    """``trainers/flow_grpo_editor.py ARGS`` in this process, through the recipe's own ``cli`` (TrlParser, the
+    exit statuses)."""
     if str(RECIPE.parent) not in sys.path:
         sys.path.insert(0, str(RECIPE.parent))
     import flow_grpo_editor
 
+    return flow_grpo_editor.cli(list(args))
+
+
+def run_recipe(config: FlowGRPOConfig, *args: str) -> int:
+    """:func:`recipe_cli` on ``--config <config as YAML, beside config.output_dir> ARGS``."""
     out = Path(config.output_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    return flow_grpo_editor.cli(["--config", write_run_yaml(out.parent / f"{out.name}.yaml", config), *args])
+    return recipe_cli("--config", write_run_yaml(out.parent / f"{out.name}.yaml", config), *args)
 
 
 class RecordingBackend(MIEScoreBackend):

@@ -14,13 +14,12 @@ import threading
 
 import pytest
 from edit_groups import spatialreward_judge, spatialreward_sub_scores
-from editor_rl_runs import RecordingBackend, run_recipe, toy_config
+from editor_rl_runs import run_recipe, toy_config
 from local_http import RoutedChatServer
 from PIL import Image
 
 from modeling_miescore.aggregation import spatial_reward
 from modeling_miescore.cli.main import main as miescore
-from modeling_miescore.scoring.loading import load_scorer
 from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.background_server import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
@@ -61,20 +60,12 @@ def _check_logged_rewards(out, records, steps, group_size=4):
         assert math.isfinite(m["loss"]) and m["reward_failures"] == 0
 
 
-@pytest.fixture(scope="module")
-def replicas(tiny_miescore_path):
-    backends = [RecordingBackend(load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32"))
-                for _ in range(2)]
-    servers = [serve_in_background(b, ServerSettings(max_wait_ms=20)).start() for b in backends]
-    yield list(zip(servers, backends))
-    for server in servers:
-        server.stop()
-
-
 def test_served_miescore_replicas_keep_groups_whole_and_log_what_score_batch_returns(
-        replicas, toy_editor_path, editing_requests, tiny_miescore_path, tmp_path):
+        miescore_replicas, toy_editor_path, editing_requests, tiny_miescore_path, tmp_path):
     out = tmp_path / "run"
-    urls = ",".join(server.url for server, _ in replicas)
+    for _, backend in miescore_replicas:
+        backend.seen.clear()
+    urls = ",".join(server.url for server, _ in miescore_replicas)
     status, records = _run(toy_editor_path, editing_requests, out, reward=f"serve:{urls}")
     assert status == 0 and len(records) == 2 * 2 * 4  # 2 steps x 2 groups x G = 4
     _check_logged_rewards(out, records, [1, 2])
@@ -84,11 +75,11 @@ def test_served_miescore_replicas_keep_groups_whole_and_log_what_score_batch_ret
     # each group went whole to one replica, as one shared-prefix group; the replicas shared the work
     for step in (1, 2):
         for group in {r["group"]: r for r in records if r["step"] == step}.values():
-            holders = [b for _, b in replicas if any(i == group["instruction"] for i, _ in b.seen)]
+            holders = [b for _, b in miescore_replicas if any(i == group["instruction"] for i, _ in b.seen)]
             assert len(holders) == 1, group["instruction"]
             ids = [gid for i, gid in holders[0].seen if i == group["instruction"]]
             assert len(ids) == 4 and len(set(ids)) == 1
-    assert all(b.seen for _, b in replicas)
+    assert all(b.seen for _, b in miescore_replicas)
     # the logged rewards are overall / 100 of `miescore score-batch` on the saved edits (no prefix reuse there)
     preds = tmp_path / "preds.jsonl"
     assert miescore(["score-batch", "--model", str(tiny_miescore_path), "--input",

@@ -49,12 +49,12 @@ def test_it_learns_a_reachable_reward_and_writes_its_outputs(toy_editor_path, ed
 
 
 def test_a_crashed_run_resumes_exactly(toy_editor_path, editing_requests, tmp_path, monkeypatch):
-    """A run that stops at step 5 (reward down) and resumes from checkpoint-3 ends with the adapter and the
-    metrics of an uninterrupted run (steps 4-5 are redone, none is logged twice)."""
+    """A run that stops at step 5 (reward down) and resumes from checkpoint-3 ends with the adapter, the metrics
+    and the rollout records of an uninterrupted run (steps 4-5 are redone, none is logged twice)."""
     from safetensors.torch import load_file
 
     full = tmp_path / "full"
-    _train(toy_config(toy_editor_path, editing_requests, full))
+    _train(toy_config(toy_editor_path, editing_requests, full, save_rollouts_steps=2))
     broken = tmp_path / "broken"
     calls = {"n": 0}
     from modeling_miescore.testing import editor_rewards
@@ -67,16 +67,20 @@ def test_a_crashed_run_resumes_exactly(toy_editor_path, editing_requests, tmp_pa
 
     monkeypatch.setattr(editor_rewards, "flaky", flaky, raising=False)
     with pytest.raises(RewardUnavailableError, match="failed at step 5.*ConnectionError.*--resume"):
-        _train(toy_config(toy_editor_path, editing_requests, broken, reward=f"{REWARDS}:flaky"))
+        _train(toy_config(toy_editor_path, editing_requests, broken, reward=f"{REWARDS}:flaky", save_rollouts_steps=2))
     assert sorted(p.name for p in broken.glob("checkpoint-*")) == ["checkpoint-3"]
     assert not (broken / "pytorch_lora_weights.safetensors").exists()
-    _train(toy_config(toy_editor_path, editing_requests, broken, reward=f"{REWARDS}:flaky", resume=True))
+    rollouts = (broken / "rollouts" / "rollouts.jsonl").read_text().splitlines()
+    assert sorted({json.loads(line)["step"] for line in rollouts}) == [2, 4]  # step 4 is redone after the resume
+    _train(toy_config(toy_editor_path, editing_requests, broken, reward=f"{REWARDS}:flaky", resume=True,
+                      save_rollouts_steps=2))
     a = load_file(str(full / "pytorch_lora_weights.safetensors"))
     b = load_file(str(broken / "pytorch_lora_weights.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     strip = lambda lines: [{k: v for k, v in json.loads(line).items() if not k.startswith("seconds")}  # noqa: E731
                            for line in lines.read_text().splitlines()]
     assert strip(full / "metrics.jsonl") == strip(broken / "metrics.jsonl")
+    assert (full / "rollouts" / "rollouts.jsonl").read_text() == (broken / "rollouts" / "rollouts.jsonl").read_text()
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -194,6 +194,26 @@ class Flux2KleinEditor(DiffusersEditor):
                     "to_qkv_mlp_proj")
     default_cfg_scale = 4.0  # the pipeline's default guidance_scale
 
+    def check_sources(self, sources, where):
+        """Also the pipeline's own rule for its references (``Flux2ImageProcessor.check_image_input``: each side
+        at least 64 px, aspect ratio at most 8), from the headers, so a run refuses a request up front instead
+        of failing inside a rollout."""
+        super().check_sources(sources, where)
+        check = getattr(getattr(self.pipeline, "image_processor", None), "check_image_input", None)
+        if check is None:
+            return
+        from ...image_io import open_image, open_image_bytes
+
+        for k, source in enumerate(sources):
+            what = f"{where}: source {k + 1}"
+            binary = isinstance(source, (bytes, bytearray))
+            image = open_image_bytes(bytes(source), what) if binary else open_image(source)
+            try:
+                check(image)
+            except ValueError as error:
+                raise EditorSpecError(f"{what}: {error} ({self.pipeline_class}'s rule for its reference images); "
+                                      "use larger sources or another editor") from None
+
     def pipeline_kwargs(self, sources, instruction, *, num_images, num_steps, generator, guided=True):
         return dict(image=list(sources), prompt=instruction, guidance_scale=self.cfg_scale if guided else 1.0,
                     num_images_per_prompt=num_images, num_inference_steps=num_steps, generator=generator,

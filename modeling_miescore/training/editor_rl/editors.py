@@ -37,11 +37,12 @@ with its adapter and builder.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, ClassVar, Dict, Optional, Sequence, Tuple, Type
+from typing import ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
 
 from ...image_io import MIEScoreInputError
+from ...utils.import_spec import import_callable
 
 __all__ = ["EDITORS", "EditorAdapter", "EditorSpecError", "DiffusersEditor", "load_editor", "register_editor"]
 
@@ -238,15 +239,6 @@ class FluxKontextEditor(DiffusersEditor):
                     generator=generator, **self._size_kwargs(), **call)
 
 
-def _import_factory(spec: str) -> Callable:
-    from .reward_specs import import_callable
-
-    try:
-        return import_callable(spec)
-    except ValueError as error:
-        raise EditorSpecError(str(error).replace("reward callable", "editor factory")) from None
-
-
 def _check_options(cls, options: dict) -> None:
     unknown = sorted(set(options) - set(cls.options))
     if unknown:
@@ -273,7 +265,8 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
         pipe.set_progress_bar_config(disable=True)
         return cls(pipe, model_id=str(model), **options)
     if ":" in pipeline:
-        adapter = _import_factory(pipeline)(model, dtype=dtype, device=device, **options)
+        factory = import_callable(pipeline, "editor factory", error=EditorSpecError)
+        adapter = factory(model, dtype=dtype, device=device, **options)
         if not isinstance(adapter, EditorAdapter):
             raise EditorSpecError(f"editor factory {pipeline!r} returned {type(adapter).__name__}, not an "
                                   "EditorAdapter (see modeling_miescore.training.editor_rl.editors)")

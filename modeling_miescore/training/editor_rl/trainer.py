@@ -45,9 +45,6 @@ from .step_plan import make_step_plan
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
 def _has_accelerator() -> bool:
     mps = getattr(torch.backends, "mps", None)
     xpu = getattr(torch, "xpu", None)
@@ -73,6 +70,7 @@ class FlowGRPOEditorTrainer:
     # ---------------------------------------------------------------------------------------------- setup
     def _setup(self):
         from ...data.editing_inputs import read_editing_inputs
+        from ...scoring.loading import resolve_dtype
         from .reward_specs import build_reward
 
         cfg, acc = self.config, self.accelerator
@@ -91,8 +89,9 @@ class FlowGRPOEditorTrainer:
                              is_main=True)
         acc.wait_for_everyone()
         self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
-        self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, dtype=_DTYPES[cfg.dtype],
-                                                  device=acc.device, options=cfg.editor_options)
+        self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
+                                                  dtype=resolve_dtype(cfg.dtype, str(acc.device)),
+                                                  options=cfg.editor_options)
         if cfg.cfg_scale is not None:
             self.editor.cfg_scale = float(cfg.cfg_scale)
         for row in self.rows:

@@ -94,9 +94,12 @@ class ModelCardInfo:
 
     ``base_model`` and ``datasets`` must be Hub repo ids (use :func:`hub_repo_id` on a name that may be a local
     path); ``metrics`` holds eval metrics as the trainer logs them (``eval_srcc_vq``, ...). For adapters,
-    ``adapter_base`` is what the usage code loads as the base (a repo id; :data:`BASE_PLACEHOLDER` when unknown),
-    ``base_is_backbone`` says it is a plain Qwen3-VL (MIEScore: the scorer is built on it) and
-    ``resized_vocabulary`` is the trained embedding size when the run grew it (SpatialReward's grounding tokens).
+    ``adapter_base`` is what the usage code loads as the base (a repo id), ``base_is_backbone`` says it is a plain
+    Qwen3-VL (MIEScore: the scorer is built on it) and ``resized_vocabulary`` is the trained embedding size when
+    the run grew it (SpatialReward's grounding tokens). ``base_path`` and ``adapter_folder`` are the local folders
+    a run read its base from and wrote the adapter to (never in the metadata): a card that is not pushed
+    (``repo_id`` None) loads them when there is no Hub id, so its code runs as written on the machine that trained
+    it, and says to replace them before pushing; otherwise the placeholders stand in.
     """
 
     model_name: str | None = None
@@ -115,6 +118,8 @@ class ModelCardInfo:
     adapter_base: str | None = None
     base_is_backbone: bool = False
     resized_vocabulary: int | None = None
+    base_path: str | None = None
+    adapter_folder: str | None = None
 
 
 def hub_repo_id(name: str | os.PathLike | None) -> str | None:
@@ -209,15 +214,27 @@ def _usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
             "Images may be paths, PIL images or numpy arrays; one source image may be given bare."]
 
 
+def _adapter_names(kind: str, info: ModelCardInfo) -> tuple[str, str, list[str]]:
+    """``(ADAPTER, BASE, [the names that are local folders])`` of an adapter card's code (see ModelCardInfo)."""
+    unpushed = info.repo_id is None
+    repo = info.repo_id or (unpushed and info.adapter_folder) or REPO_PLACEHOLDER[kind] + ADAPTER_SUFFIX
+    base = (info.adapter_base or hub_repo_id(info.base_model) or (unpushed and info.base_path)
+            or BASE_PLACEHOLDER)
+    local = [n for n, v in (("ADAPTER", repo), ("BASE", base)) if v in (info.adapter_folder, info.base_path)]
+    return repo, base, local
+
+
 def _adapter_usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
-    repo = info.repo_id or REPO_PLACEHOLDER[kind] + ADAPTER_SUFFIX
-    base = info.adapter_base or hub_repo_id(info.base_model) or BASE_PLACEHOLDER
+    repo, base, local = _adapter_names(kind, info)
     module, name = {"miescore": ("modeling_miescore", "MIEScoreModel"),
                     "spatialreward": ("modeling_spatialreward", "SpatialRewardModel")}[kind]
+    mark = "  # a folder on the machine that trained: replace it by the Hub repo id before pushing"
     head = ["import json", "from pathlib import Path", "", "from peft import PeftModel",
             "from transformers import AutoProcessor",
             "from transformers.dynamic_module_utils import get_class_from_dynamic_module",
-            "from transformers.utils import cached_file", "", f"ADAPTER = {_py(repo)}", f"BASE = {_py(base)}",
+            "from transformers.utils import cached_file", "",
+            f"ADAPTER = {_py(repo)}" + (mark if "ADAPTER" in local else ""),
+            f"BASE = {_py(base)}" + (mark if "BASE" in local else ""),
             "# the run's config overrides of the base (image budget, rubric, ...) are saved beside the adapter",
             f"overrides = json.loads(Path(cached_file(ADAPTER, {_py(BASE_CONFIG_OVERRIDES)})).read_text())",
             f"{name} = get_class_from_dynamic_module({_py(module + '.' + name)}, ADAPTER)",
@@ -238,7 +255,18 @@ def _adapter_usage_lines(kind: str, info: ModelCardInfo) -> list[str]:
             f"(`{BASE_CONFIG_OVERRIDES}`) and the model code. Load the base with the class shipped here, apply "
             "the overrides, then the adapter (`AutoPeftModel` cannot import the remote class):", "",
             *_code(*head, *body, *call), "",
+            *_local_folders_note(local),
             "The merged checkpoint of the same run gives the same results without PEFT."]
+
+
+def _local_folders_note(local: list[str]) -> list[str]:
+    """The sentence under an adapter card's code when it names local folders (``["ADAPTER", "BASE"]`` or one)."""
+    if not local:
+        return []
+    names = " and ".join(f"`{n}`" for n in local)
+    return [f"{names} point at the folders of the run that wrote this card, so the code runs as written on the "
+            "machine that trained it. Before pushing the adapter to the Hub, replace them with Hub repo ids (for "
+            "the base, `--base_model_id` at training time writes it here).", ""]
 
 
 def _table(rows: dict[str, Any]) -> list[str]:

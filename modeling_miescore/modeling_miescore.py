@@ -119,6 +119,13 @@ class MIEScoreModel(PreTrainedModel):
         self.processor = None  # the backbone's processor; loaded from the checkpoint folder on first use
         self.post_init()
 
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        """Whether activation checkpointing is on. transformers 5 deprecates this name with a FutureWarning, but
+        peft (``get_peft_model``, ``PeftModel.from_pretrained``) and TRL still read it on every LoRA run: answered
+        here without the warning (``is_activation_checkpointing`` is the current name)."""
+        return self.is_activation_checkpointing
+
     def _init_weights(self, module):
         if isinstance(module, nn.Linear) and any(module is m for m in self.head.modules()):
             std = getattr(self.config.backbone_config.get_text_config(), "initializer_range", 0.02)

@@ -163,6 +163,13 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         super().__init__(config)
         self.processor = None  # a Qwen3VLProcessor; loaded from the checkpoint folder on first use
 
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        """Whether activation checkpointing is on. transformers 5 deprecates this name with a FutureWarning, but
+        peft (``get_peft_model``, ``PeftModel.from_pretrained``) and TRL still read it on every LoRA run: answered
+        here without the warning (``is_activation_checkpointing`` is the current name)."""
+        return self.is_activation_checkpointing
+
     # -- processor ----------------------------------------------------------------------------------------------
     def get_processor(self):
         """The processor used by :meth:`evaluate_edits`; loaded from the checkpoint folder the first time."""

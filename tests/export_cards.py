@@ -17,17 +17,23 @@ __all__ = ["check_export_cards"]
 
 def check_export_cards(merged: Path, adapter: Path, base: Path, records: list, expected: list, work: Path,
                         base_is_scorer: bool = True):
-    """Every python block of both exported cards runs as written (placeholders -> these folders); the adapter
-    card's recipe (base + the run's overrides + PeftModel) scores like the merged checkpoint (to 1e-4)."""
+    """Every python block of both exported cards runs (the merged card's placeholder -> its folder; the adapter
+    card as written: it names this run's adapter folder and local base); the adapter card's recipe (base + the
+    run's overrides + PeftModel) scores like the merged checkpoint (to 1e-4)."""
     work.mkdir()
     first = records[0]
     for name, src in zip(("source_1.png", "source_2.png", "edited.png"), [*first["sources"][:2], first["edited"]]):
         shutil.copy(src, work / name)  # the example inputs the cards' code names
     probe = ("\n```python\nimport json\nprint('PROBE', json.dumps([model.score(**r) for r in json.loads("
              f"{json.dumps(records)!r})]))\n```\n")
+    adapter_card = (adapter / "README.md").read_text()
+    replace = "  # a folder on the machine that trained: replace it by the Hub repo id before pushing"
+    assert f"ADAPTER = {json.dumps(str(adapter.resolve()))}{replace}\n" in adapter_card
+    assert f"BASE = {json.dumps(str(base.resolve()))}{replace}\n" in adapter_card
+    assert "`ADAPTER` and `BASE` point at the folders of the run that wrote this card" in adapter_card
+    assert REPO_PLACEHOLDER["miescore"] + ADAPTER_SUFFIX not in adapter_card and BASE_PLACEHOLDER not in adapter_card
     cards = {"merged": ((merged / "README.md").read_text() + probe, {REPO_PLACEHOLDER["miescore"]: str(merged)}),
-             "adapter": ((adapter / "README.md").read_text() + probe,
-                         {REPO_PLACEHOLDER["miescore"] + ADAPTER_SUFFIX: str(adapter), BASE_PLACEHOLDER: str(base)})}
+             "adapter": (adapter_card + probe, {})}  # as written
     assert "image-edit-scoring" in cards["merged"][0] and "PeftModel" in cards["adapter"][0]
     proc = run_python_blocks(cards, work)
     assert proc.returncode == 0, proc.stderr[-3000:]

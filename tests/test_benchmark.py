@@ -81,8 +81,9 @@ def mer_rows(ds_dir: Path, splits=("2pair", "3pair", "4pair")):
     rows = []
     for split in splits:
         ds = datasets.load_dataset(str(ds_dir), split=split)
-        for r in ds.select_columns(["pair_id", "category", "editing_models"]):
-            rows.append({"pair_id": r["pair_id"], "category": r["category"], "k": len(r["editing_models"])})
+        for r in ds.select_columns(["pair_id", "sample_id", "category", "editing_models"]):
+            rows.append({"pair_id": r["pair_id"], "sample_id": r["sample_id"], "category": r["category"],
+                         "k": len(r["editing_models"])})
     return rows
 
 
@@ -144,16 +145,26 @@ def test_mie_bench_end_to_end_with_tiny_model_and_resume(mie_dir, tiny_miescore_
     for section in ("meta", "correlations", "per_task", "model_ranking", "mos_distribution", "alignment", "plots"):
         assert section in report
     assert report["meta"]["n_items"] == len(df) and report["alignment"]["n_missing"] == 0
+    # a 20-instance build leaves a handful of validation instances: too few to resample, so no intervals, and
+    # the console says so (a tiny random-weight model's fits may also be degenerate: then raw PLCC only)
+    n_instances = report["meta"]["n_instances"]
+    assert n_instances < 10 and report["meta"]["bootstrap"]["omitted"].startswith(f"only {n_instances} instances")
+    assert f"warning: no confidence intervals: only {n_instances} instances to resample" in stderr
     by_id = {p["id"]: p for p in preds}
     for d in DIMS:
         c = report["correlations"][d]
-        for key in ("srcc", "krcc", "plcc", "plcc_logistic"):
-            assert_metric(c[key])
+        for key in ("srcc", "krcc", "plcc"):
+            assert_metric(c[key], with_ci=False)
+            assert c[key]["ci"] == [None, None]
+        if c["logistic"]["success"]:
+            assert_metric(c["plcc_logistic"], with_ci=False)
+        else:
+            assert c["plcc_logistic"]["value"] is None and "the report gives raw PLCC only" in stderr
         # the report correlates the right prediction with the right MOS
         pred = [by_id[i][d] for i in df["id"]]
         assert c["srcc"]["value"] == pytest.approx(stats.spearmanr(pred, df[MOS[d]]).statistic, abs=1e-9)
         assert set(report["per_task"]["srcc"][d]["tasks"]) == set(df["task"])
-        assert_metric(report["model_ranking"][d]["srcc"])
+        assert_metric(report["model_ranking"][d]["srcc"], with_ci=False)
         assert len(report["model_ranking"][d]["table"]) == 4
         assert set(report["mos_distribution"][d]) == {"all", "2_sources", "3plus_sources"}
     assert sorted(report["plots"]) == sorted(MIE_PLOTS)
@@ -249,6 +260,30 @@ def test_mie_bench_predictions_with_known_srcc(mie_dir, tmp_path, capsys):
         assert row["rank_pred"] == row["rank_human"]
         assert row["human"]["value"] == pytest.approx(human_means[row["model"]])
     assert [r["rank_human"] for r in ranking["table"]] == [1, 2, 3, 4]
+
+
+def test_mie_bench_console_says_when_intervals_and_logistic_fits_are_missing(mie_dir, tmp_path, capsys):
+    """The small test split of a 20-instance build, scored like a random-weight model does (every score within
+    0.1 of 50, one edit at 60): the console says the CIs are omitted and which fits are degenerate."""
+    df = mie_rows(mie_dir, "test")
+    rng = np.random.default_rng(0)
+    top = df[MOS["instruction_following"]].idxmax()
+    preds = [{"id": r.id, **{d: 60.0 if i == top else float(50 + rng.normal(0, 0.05)) for d in DIMS}}
+             for i, r in zip(df.index, df.itertuples())]
+    out = tmp_path / "out"
+    code, stdout, stderr = run(["benchmark", "mie-bench", "--dataset", str(mie_dir), "--split", "test",
+                                "--predictions", str(write_jsonl(tmp_path / "p.jsonl", preds)), "--out", str(out),
+                                "--no-progress", "--no-plots"], capsys)
+    assert code == 0, stderr
+    n_instances = df["instance_id"].nunique()
+    assert n_instances < 10
+    assert f"MIE-Bench test: {len(df)} edits, {n_instances} instances, SRCC with human MOS:" in stdout
+    assert f"warning: no confidence intervals: only {n_instances} instances to resample" in stderr
+    assert "warning: IF: the 4-parameter logistic fit is degenerate (the fitted curve is a step" in stderr
+    assert "the report gives raw PLCC only" in stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["correlations"]["instruction_following"]["plcc_logistic"]["value"] is None
+    assert "— (degenerate fit: see raw PLCC)" in (out / "report.md").read_text()
 
 
 def test_mie_bench_mismatched_ids_stop_unless_allowed(mie_dir, tmp_path, capsys):
@@ -353,7 +388,10 @@ def test_mer_bench_hand_made_predictions(mer_dir, tmp_path, capsys, tiny_miescor
     for cat in {r["category"] for r in rows}:
         ids = [r["pair_id"] for r in rows if r["category"] == cat]
         assert acc["by_category"][cat]["value"] == pytest.approx(np.mean([correct[i] for i in ids]))
-        assert_metric(acc["by_category"][cat])
+        # a category whose groups come from fewer than 10 samples has no interval (too few to resample)
+        samples = {r["sample_id"] for r in rows if r["category"] == cat}
+        assert_metric(acc["by_category"][cat], with_ci=len(samples) >= 10)
+        assert (acc["by_category"][cat]["ci"][0] is None) == (len(samples) < 10)
     assert_metric(acc["overall"])
     assert report["meta"]["groups_with_tied_scores"] == sum(r["k"] == 4 for r in rows)
     assert report["tau_as_released"]["overall"]["value"] == pytest.approx(np.mean(list(released.values())))

@@ -25,14 +25,15 @@ from modeling_miescore.evaluation.report import (
     write_report,
 )
 from modeling_miescore.evaluation.report_html import render_html
-from report_checks import assert_html_report, mer_report, mie_frame
+from report_checks import assert_html_report, mer_report, mie_frame, two_instance_split
 
 
 def test_no_bootstrap_gives_points_without_intervals():
     report = mie_bench_report(mie_frame(3), bootstrap=BootstrapSettings(n=0, progress=False))
     assert report["meta"]["dimensions"] == ["visual_quality", "overall"]  # the dimensions with predictions
     assert report["meta"]["bootstrap"] == {"n": 0, "seed": 0, "level": 0.95,
-                                           "resampling": "instances, all edits of a drawn instance_id together"}
+                                           "resampling": "instances, all edits of a drawn instance_id together",
+                                           "units": 8, "unit": "instances", "min_units": 10, "omitted": None}
     srcc = report["correlations"]["overall"]["srcc"]
     assert srcc == {"value": pytest.approx(1.0), "ci": [None, None]}
     assert report["model_ranking"]["available"]
@@ -40,7 +41,7 @@ def test_no_bootstrap_gives_points_without_intervals():
 
 
 def test_mie_report_without_three_models_says_why_ranking_is_missing():
-    report = mie_bench_report(mie_frame(2), bootstrap=BootstrapSettings(n=5, progress=False))
+    report = mie_bench_report(mie_frame(2, n_instances=12), bootstrap=BootstrapSettings(n=5, progress=False))
     ranking = report["model_ranking"]
     assert ranking == {"available": False, "models": ["model0", "model1"],
                        "reason": "model-ranking SRCC needs at least 3 editing models, the split has 2"}
@@ -69,8 +70,10 @@ def test_instance_bootstrap_resamples_whole_instances_and_collects_notes(capsys)
     boot(fn, "quiet", record_notes=False)
     assert len(boot.notes) == 1
     one = boot(fn, "one instance", rows=np.arange(3))
-    assert one["mean"] == {"value": 0.0, "ci": [None, None]}  # fewer than 2 instances: no interval
-    assert boot.notes[-1] == "one instance: a single instance"  # warnings of the point estimate are kept too
+    assert one["mean"] == {"value": 0.0, "ci": [None, None]}  # too few instances: no interval
+    assert boot.notes[-2:] == ["one instance: a single instance",  # warnings of the point estimate are kept too
+                               "one instance: no confidence intervals, only 1 instance to resample (1 distinct "
+                               "resample); a confidence interval needs at least 10"]
     assert capsys.readouterr().err == ""
     InstanceBootstrap(groups, BootstrapSettings(n=20, progress=True))(fn, "shown")
     assert "bootstrap shown" in capsys.readouterr().err
@@ -130,7 +133,7 @@ def test_report_html_embeds_every_plot_and_table(tmp_path):
     assert len(page.images) == 5  # 2 scatters, SRCC per task, leaderboard, MOS distributions
     html = (tmp_path / "report.html").read_text()
     assert "<title>MIE-Bench evaluation report</title>" in html
-    assert "<details><summary>Per-model means with confidence intervals</summary>" in html  # the fold is kept
+    assert "<details><summary>Per-model means</summary>" in html  # the fold is kept (8 instances: no intervals)
     assert "plots/" not in html.split("</style>")[1]  # no link to a file beside the page
 
 
@@ -195,14 +198,14 @@ def _legends_outside_the_axes(fig):
 def test_srcc_per_task_shows_no_interval_it_does_not_have(tmp_path, drawn):
     from matplotlib.container import BarContainer
 
-    frame = mie_frame(4)
+    frame = mie_frame(4, n_instances=22)
     frame.loc[frame["instance_id"] == "0", "task"] = "text_style"  # a task with one instance: no CI
     report = mie_bench_report(frame, bootstrap=BootstrapSettings(n=30, progress=False))
     mie_bench_plots(frame, report, tmp_path)
     fig = drawn["srcc_per_task"]
     _legends_outside_the_axes(fig)
     assert "95% bootstrap CI" in fig.get_suptitle()
-    assert "one instance: no CI" in [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "fewer than 10 instances: no CI" in [t.get_text() for t in fig.legends[0].get_texts()]
     tasks = [t["task"] for t in report["per_task"]["tasks"]]
     single = tasks.index("text_style")
     for ax, d in zip(fig.axes, report["meta"]["dimensions"]):
@@ -233,3 +236,84 @@ def test_mer_and_editing_model_plots_say_what_they_show(tmp_path, drawn):
     _legends_outside_the_axes(drawn["editing_models"])
     for d in report["meta"]["dimensions"]:  # one 0-100 colour scale: colours compare across heat maps
         assert drawn[f"heatmap_{d}"].axes[0].images[0].get_clim() == (0, 100)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a two-instance split scored by a random-weight evaluator: no intervals, n in every heading, raw PLCC only
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _intervals(tree):
+    """Every ``ci`` of a report section."""
+    if isinstance(tree, dict):
+        return ([tree["ci"]] if "ci" in tree else []) + [c for v in tree.values() for c in _intervals(v)]
+    return [c for v in tree for c in _intervals(v)] if isinstance(tree, list) else []
+
+
+def test_a_two_instance_split_has_no_intervals_and_says_why(tmp_path, drawn):
+    frame = two_instance_split()
+    report = mie_bench_report(frame, bootstrap=BootstrapSettings(n=1000, progress=False))
+    few = "only 2 instances to resample (3 distinct resamples); a confidence interval needs at least 10"
+    assert report["meta"]["bootstrap"]["omitted"] == few and report["meta"]["bootstrap"]["units"] == 2
+    cis = _intervals([report["correlations"], report["per_task"], report["model_ranking"]])
+    assert len(cis) > 50 and all(ci == [None, None] for ci in cis)  # not "0.2246 [0.2246, 0.3636]"
+    md = render_markdown(report)
+    assert f"**No confidence intervals: {few}.** The numbers are point estimates only." in md
+    for heading in ("## Correlation with human MOS (paper table 3): 24 edits, 2 instances",
+                    "## SRCC per task (paper tables 12–15): 2 tasks, 24 edits, 2 instances",
+                    "## Editing-model leaderboard: human vs predicted (paper table 4): 12 editing models, 24 edits, "
+                    "2 instances", "## MOS distributions (paper figure 2): 24 edits",
+                    "| Task | Category | Edits | Instances |", "| Pose Change | regional | 12 | 1 |"):
+        assert heading in md
+    assert "[" not in md.split("## Correlation")[1].split("## Notes")[0].replace("[Per-model", "")
+    plots._srcc_per_task_plot(report, ["overall"], tmp_path)  # (one panel: the whole page takes seconds)
+    assert f"no error bars: {few}" in drawn["srcc_per_task"].get_suptitle()
+
+    ranked = editing_models_report(frame, bootstrap=BootstrapSettings(n=1000, progress=False))
+    assert ranked["meta"]["bootstrap"]["omitted"] == few
+    assert all(ci == [None, None] for ci in _intervals(ranked["leaderboard"]))
+    md = render_markdown(ranked)
+    assert "## Leaderboard: 12 editing models, 24 edits, 2 instances, 2 tasks" in md
+    assert "## Overall Score per task (paper tables 8–11 layout): 12 editing models, 24 edits" in md
+
+
+def test_a_degenerate_logistic_fit_is_reported_as_raw_plcc_with_its_reason(tmp_path, drawn):
+    frame = two_instance_split()
+    dims = ["visual_quality", "instruction_following"]
+    report = mie_bench_report(frame, dims, bootstrap=BootstrapSettings(n=0, progress=False))
+    c = report["correlations"]["instruction_following"]
+    assert c["logistic"]["status"] == "degenerate" and c["plcc_logistic"] == {"value": None, "ci": [None, None]}
+    assert c["plcc"]["value"] == pytest.approx(0.157, abs=1e-3)  # what is reported instead of a step's 0.55
+    assert report["correlations"]["visual_quality"]["logistic"]["status"] == "fitted"
+    md = render_markdown(report)
+    assert "| Instruction Following | 24 | 0.0870 | 0.0435 | 0.1570 | — (degenerate fit: see raw PLCC) |" in md
+    notes = {line.split(":")[0]: line for line in md.split("## Notes")[1].splitlines() if "Logistic fit" in line}
+    assert notes["- Logistic fit, IF"].startswith("- Logistic fit, IF: degenerate (the fitted curve is a step: 2 of "
+                                                  "24 predictions lie on its rise")
+    assert "β" not in notes["- Logistic fit, IF"] and "PLCC (logistic) is not reported" in notes["- Logistic fit, IF"]
+    assert "β = (7336, -1923" in notes["- Logistic fit, VQ"] and "lies far outside the MOS range" in \
+        notes["- Logistic fit, VQ"]  # an extreme β is printed with a word
+
+    plots._scatter_plots(frame, report, dims, tmp_path)
+    degenerate, fitted = drawn["scatter_instruction_following"].axes[0], drawn["scatter_visual_quality"].axes[0]
+    assert "PLCC (raw; logistic fit degenerate) 0.157" in degenerate.get_title()
+    assert not degenerate.lines and "no logistic curve: the fit is degenerate" in degenerate.texts[0].get_text()
+    assert "PLCC (logistic) 0.995" in fitted.get_title()
+    legend = [t.get_text() for t in drawn["scatter_visual_quality"].legends[0].get_texts()]
+    assert len(fitted.lines) == 1 and "4-parameter logistic fit" in legend
+
+
+def test_mer_report_of_two_samples_has_no_intervals():
+    import pandas as pd
+
+    from modeling_miescore.evaluation.mer_bench_report import mer_bench_report
+
+    frame = pd.DataFrame({"pair_id": [f"p{i}" for i in range(6)], "sample_id": ["s0"] * 3 + ["s1"] * 3,
+                          "k": [2] * 6, "category": ["general"] * 6, "split": ["2pair"] * 6})
+    scores = {f"p{i}": np.array([2.0, 1.0]) if i % 2 else np.array([1.0, 2.0]) for i in range(6)}
+    report = mer_bench_report(frame, scores, bootstrap=BootstrapSettings(n=500, progress=False))
+    assert report["meta"]["bootstrap"]["omitted"].startswith("only 2 samples to resample (3 distinct resamples)")
+    assert report["accuracy"]["overall"] == {"value": 0.5, "ci": [None, None]}
+    md = render_markdown(report)
+    assert "## Accuracy by group size (paper table 1, MER-Bench columns): 6 groups, 2 samples" in md
+    assert "**No confidence intervals: only 2 samples to resample" in md

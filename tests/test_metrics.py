@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from modeling_miescore.evaluation.metrics.bootstrap import CI, bootstrap_ci
+from modeling_miescore.evaluation.metrics.bootstrap import CI, bootstrap_ci, distinct_resamples
 from modeling_miescore.evaluation.metrics.coefficients import rankdata
 from modeling_miescore.evaluation.metrics.correlation import (
     LogisticFitWarning, correlations, fit_logistic, krcc, plcc, srcc,
@@ -16,7 +16,8 @@ from modeling_miescore.evaluation.metrics.correlation import (
 from modeling_miescore.evaluation.metrics.group_ranking import (
     group_accuracy, group_correct, group_kendall_tau, kendall_tau_groups,
 )
-from modeling_miescore.evaluation.metrics.inputs import ConstantInputWarning
+from modeling_miescore.evaluation.metrics.inputs import ConstantInputWarning, MetricWarning
+from modeling_miescore.evaluation.metrics.logistic_fit import degeneracy, logistic4
 from modeling_miescore.evaluation.metrics.model_ranking import model_ranking_srcc, per_model_means
 from modeling_miescore.evaluation.metrics.pairwise import pairwise_accuracy
 
@@ -54,6 +55,7 @@ def test_plcc_logistic_beats_raw_plcc_on_monotone_nonlinear_predictions():
     assert out["plcc_logistic"] > 0.95
     fit = fit_logistic(pred, mos)
     assert fit.success and len(fit.params) == 4
+    assert fit.status == "fitted" and fit.message == ""  # a convex relation is not a degenerate fit
     curve = fit(np.linspace(pred.min(), pred.max(), 50))
     assert np.all(np.diff(curve) >= 0)  # monotonic increasing
     assert correlations(pred, mos, logistic=False).keys() == {"srcc", "krcc", "plcc"}
@@ -90,6 +92,61 @@ def test_fit_failure_falls_back_to_raw_plcc():
     with pytest.warns(LogisticFitWarning):  # 4 items: too few for 4 parameters
         out = correlations([1, 2, 3, 5], [1, 3, 2, 4])
     assert out["plcc_logistic"] == out["plcc"]
+
+
+def _flat_split():
+    """IF predictions and MOS of the two-instance split a random-weight evaluator scores (report_checks)."""
+    from report_checks import two_instance_split
+
+    frame = two_instance_split()
+    return frame["pred_instruction_following"].to_numpy(), frame["mos_if"].to_numpy()
+
+
+def test_a_step_through_two_points_is_degenerate_and_plcc_logistic_falls_back():
+    pred, mos = _flat_split()
+    plain = fit_logistic(pred, mos, constrain=False)
+    # what the plain least squares gives (and was reported before): a step that reads PLCC 0.55 beside SRCC 0.09
+    assert abs(plcc(logistic4(pred, *plain.params), mos)) > 0.5 and srcc(pred, mos) < 0.1
+    assert plain.status == "degenerate" and not plain.success
+    assert plain.message.startswith("the fitted curve is a step: 2 of 24 predictions lie on its rise")
+    fit = fit_logistic(pred, mos)  # the bounded refit needs the step too: still degenerate
+    assert fit.status == "degenerate" and "bounded refit: the transition width rests on its lower bound" in fit.message
+    assert np.isnan(fit(pred)).all()
+    with pytest.warns(LogisticFitWarning, match=r"fit is degenerate \(the fitted curve is a step.*falls back to raw"):
+        out = correlations(pred, mos)
+    assert out["plcc_logistic"] == out["plcc"] == pytest.approx(0.157, abs=1e-3)
+
+
+def test_a_degenerate_plain_fit_is_replaced_by_its_bounded_refit():
+    rng = np.random.default_rng(10)  # 24 weakly related items: the plain fit is a step, a bounded one is not
+    mos = np.round(rng.uniform(10, 90, 24), 1)
+    pred = np.round(mos + rng.normal(0, 40, 24), 1)
+    assert fit_logistic(pred, mos, constrain=False).status == "degenerate"
+    fit = fit_logistic(pred, mos)
+    assert fit.status == "constrained" and fit.success
+    assert fit.message.startswith("the least-squares fit was degenerate (the fitted curve is a step")
+    b1, b2, b3, b4 = fit.params
+    r, width = mos.max() - mos.min(), pred.max() - pred.min()
+    assert all(mos.min() - r <= b <= mos.max() + r for b in (b1, b2))
+    assert pred.min() <= b3 <= pred.max() and b4 >= width / 16
+    assert degeneracy(pred, mos, fit.params) is None
+    out = correlations(pred, mos)
+    assert out["plcc_logistic"] == pytest.approx(plcc(fit(pred), mos))
+    assert abs(out["plcc_logistic"]) - abs(out["srcc"]) < 0.3
+
+
+def test_too_few_distinct_predictions_and_far_asymptotes_are_named():
+    rng = np.random.default_rng(0)
+    mos = rng.uniform(10, 90, 24)
+    fit = fit_logistic(np.repeat([40.0, 50.0, 60.0, 70.0], 6), mos)  # 24 items, 4 distinct scores
+    assert fit.status == "degenerate" and fit.message.startswith("only 4 distinct predictions")
+    # a straight relation: the fit uses the middle of a wide curve, a usable fit whose β alone mean little
+    from report_checks import two_instance_split
+
+    frame = two_instance_split()
+    fit = fit_logistic(frame["pred_visual_quality"], frame["mos_vq"])
+    assert fit.status == "fitted" and fit.params[0] > 1000
+    assert fit.caveat.startswith("the upper asymptote (7336) lies far outside the MOS range (15 to 85)")
 
 
 def test_nan_raise_and_omit():
@@ -327,6 +384,18 @@ def test_bootstrap_ci_contains_point_and_is_reproducible():
     nested = bootstrap_ci(group_accuracy, groups, n=100)
     assert nested["overall"].low <= nested["overall"].point <= nested["overall"].high
     assert set(nested["by_size"]) == {2, 3, 4}
+
+
+def test_a_bootstrap_over_too_few_units_gives_no_interval():
+    value = np.array([1.0, 2.0, 3.0, 4.0])
+    inst = np.array([0, 0, 1, 1])  # two instances: 3 distinct resamples
+    with pytest.warns(MetricWarning, match=r"only 2 groups to resample \(3 distinct resamples\); a confidence "
+                                           r"interval needs at least 10: the interval is omitted"):
+        ci = bootstrap_ci(np.mean, value, groups=inst, n=200)
+    assert ci.point == 2.5 and np.isnan(ci.low) and np.isnan(ci.high)
+    forced = bootstrap_ci(np.mean, value, groups=inst, n=200, min_units=1)
+    assert forced.low == 1.5 and forced.high == 3.5  # the lumps a percentile interval of 2 units is made of
+    assert [distinct_resamples(k) for k in (1, 2, 5, 10)] == [1, 3, 126, 92378]
 
 
 def test_grouped_bootstrap_keeps_groups_together_and_widens_ci():

@@ -164,3 +164,34 @@ def test_adapter_on_a_plain_qwen3vl_base_card_scores_like_the_merged_export(tiny
     expected = [local.eval().score(**r) for r in records]
     check_export_cards(merged, adapter, tiny_qwen3vl_path, records, expected, tmp_path / "cards",
                         base_is_scorer=False)
+
+
+def test_a_spatialreward_adapter_card_without_a_hub_base_names_the_folders_of_its_run(tmp_path):
+    """SFT/GRPO recipe cards: without --base_model_id the adapter card's code loads the run's own folders (and says
+    to replace them before pushing); a pushed card names Hub ids or placeholders, never a local path."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from modeling_miescore.model_card import BASE_PLACEHOLDER
+    from modeling_miescore.training.card_inputs import ModelCardArguments
+    from modeling_miescore.training.spatialreward_recipe import run_card, write_run_cards
+
+    base, out = tmp_path / "base", tmp_path / "run"
+    base.mkdir(), out.mkdir()
+    (out / "adapter_config.json").write_text("{}")
+    args = SimpleNamespace(world_size=1, **dict.fromkeys(
+        ("num_train_epochs", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
+         "per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "seed"), 1))
+    trainer = SimpleNamespace(args=args, state=SimpleNamespace(global_step=2))
+    card = run_card("sft", trainer, ModelCardArguments(), SimpleNamespace(model_name_or_path=str(base)), "rows",
+                    SimpleNamespace(reasons={}, kept=3, total=3), {})
+    write_run_cards(out, card, {}, copy_code=False)
+    code = "\n".join(python_blocks((out / "README.md").read_text()))
+    replace = "  # a folder on the machine that trained: replace it by the Hub repo id before pushing"
+    assert f"ADAPTER = {json.dumps(str(out.resolve()))}{replace}\n" in code
+    assert f"BASE = {json.dumps(str(base.resolve()))}{replace}\n" in code
+    assert "base_model" not in card_meta(out)  # the metadata never holds a local path
+    write_run_cards(out, dataclasses.replace(card, repo_id="someone/sr-lora"), {}, copy_code=False)  # pushed
+    text = (out / "README.md").read_text()
+    assert 'ADAPTER = "someone/sr-lora"\n' in text and f'BASE = "{BASE_PLACEHOLDER}"\n' in text
+    assert str(tmp_path) not in text

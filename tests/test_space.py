@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 gradio_client = pytest.importorskip("gradio_client")
-pytest.importorskip("gradio")
+gr = pytest.importorskip("gradio")
 
 from browser.space_harness import (  # noqa: E402  (tests/ is on sys.path)
     APP_PATH,
@@ -259,6 +259,37 @@ def test_models_not_configured(tmp_path, files):
             call(client, "/spatial_reward", files["sources"], files["edited"], "x")
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def choice_examples(tmp_path_factory):
+    return tmp_path_factory.mktemp("choice-examples")
+
+
+def _component(demo, elem_id):
+    return next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
+
+
+@pytest.mark.parametrize("models, offered", [
+    (("org/miescore", "org/spatialreward"), ["MIEScore", "SpatialReward"]),
+    (("org/miescore", None), ["MIEScore"]),
+    ((None, "org/spatialreward"), ["SpatialReward"]),
+])
+def test_the_model_choice_offers_only_the_configured_models(choice_examples, models, offered):
+    app = load_app_module()
+    demo = app.build_demo(*models, examples_dir=str(choice_examples), example_side=160)  # nothing is loaded
+    choice = _component(demo, "model-choice")
+    assert [value for _, value in choice.choices] == offered and choice.value == offered[0]
+    assert choice.visible is (len(offered) > 1)  # one model: no choice to make
+    mie_panel, sr_panel = (next(b for b in demo.blocks.values() if isinstance(b, gr.Group) and child in b.children)
+                           for child in (_component(demo, "miescore-result"), _component(demo, "spatialreward-result")))
+    assert (mie_panel.visible, sr_panel.visible) == (offered[0] == "MIEScore", offered[0] == "SpatialReward")
+    status = _component(demo, "model-status").value
+    assert ("SpatialReward model: **not configured**, so it is not offered (start the Space with "
+            "`--spatialreward-model PATH_OR_REPO`" in status) is ("SpatialReward" not in offered)
+    from modeling_miescore.space.space_models import model_choices
+
+    assert model_choices(None, None) == (["MIEScore"], "MIEScore")  # its panel says how to configure one
 
 
 def test_wrong_checkpoint_kind_is_explained(tmp_path, tiny_miescore_path, files):

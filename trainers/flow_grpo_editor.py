@@ -27,10 +27,13 @@ import logging
 import sys
 from dataclasses import dataclass, field
 
+# modeling_miescore.training first: importing it hides bitsandbytes' known import-time message
+# (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
+from modeling_miescore.training.editor_rl.config import FlowGRPOConfig  # isort: skip
+
 from trl import TrlParser
 
 from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.training.editor_rl.config import FlowGRPOConfig
 from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer, RewardUnavailableError
 

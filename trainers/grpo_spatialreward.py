@@ -26,10 +26,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+# modeling_miescore.training first: importing it hides bitsandbytes' known import-time message
+# (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
+from modeling_miescore.training.card_inputs import ModelCardArguments  # isort: skip
+
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 from modeling_miescore.judges.oracle import OracleConfig
-from modeling_miescore.training.card_inputs import ModelCardArguments
 from modeling_miescore.training.spatialreward_data import prepare_grpo_dataset
 from modeling_miescore.training.spatialreward_grpo_rewards import OracleConsistencyReward, build_reward_functions
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,

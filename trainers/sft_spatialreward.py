@@ -27,9 +27,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+# modeling_miescore.training first: importing it hides bitsandbytes' known import-time message
+# (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
+from modeling_miescore.training.card_inputs import ModelCardArguments  # isort: skip
+
 from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser
 
-from modeling_miescore.training.card_inputs import ModelCardArguments
 from modeling_miescore.training.spatialreward_data import prepare_sft_dataset
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
                                                               make_lora_config, resized_vocabulary, run_card,

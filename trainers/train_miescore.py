@@ -29,15 +29,19 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+# modeling_miescore.training first: importing it hides bitsandbytes' known import-time message
+# (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
+from modeling_miescore.training.losses import LossConfig  # isort: skip
+
 from datasets import load_dataset
 from transformers import IntervalStrategy, TrainingArguments
 from trl import TrlParser
 
-from modeling_miescore.training.losses import LossConfig
 from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
 from modeling_miescore.cli.skill import read_skill_file
 from modeling_miescore.model_card import ModelCardInfo, hub_repo_id
-from modeling_miescore.training.card_inputs import ModelCardArguments, card_repo_ids, training_settings
+from modeling_miescore.training.card_inputs import (ModelCardArguments, card_repo_ids, local_folder,
+                                                    training_settings)
 from modeling_miescore.training.miescore_export import export_model
 from modeling_miescore.training.miescore_model import (load_base_model, make_lora_config,
                                                        set_backbone_tuning)
@@ -193,9 +197,12 @@ def _model_card(script_args, model_args, trainer, data, metrics: dict, hyperpara
     """What the exported cards say: Hub ids of the base and the data, the data, the recipe and the metrics."""
     base_model, datasets = card_repo_ids(script_args, model_args.model_name_or_path, script_args.dataset)
     where = f"`{datasets[0]}`" if datasets else "a local MIE-Bench-format folder"
+    if push and not base_model:  # a pushed card names no local path
+        hyperparameters = {**hyperparameters, "base_checkpoint": "a local folder (--base_model_id names its repo)"}
     return ModelCardInfo(
         model_name=script_args.model_card_name, repo_id=trainer.args.hub_model_id if push else None,
-        base_model=base_model, datasets=datasets, eval_split=script_args.eval_split or "-", metrics=metrics,
+        base_model=base_model, base_path=local_folder(model_args.model_name_or_path), datasets=datasets,
+        eval_split=script_args.eval_split or "-", metrics=metrics,
         dataset_split_sizes={split: len(rows) for split, rows in data.items()},
         training_data=(f"Fine-tuned on {where} (MIE-Bench format: one MOS per dimension from 15 raters, "
                        "BT.500-screened, on 0-100; the labels are MOS / 100)."),
@@ -221,7 +228,8 @@ def _card_hyperparameters(trainer, script_args, model_args, loss_config: LossCon
                     target_modules=peft_config.target_modules, modules_to_save=list(peft_config.modules_to_save or []))
     hyper.update(world_size=training_args.world_size, global_steps=trainer.state.global_step,
                  best_checkpoint=os.path.basename(trainer.state.best_model_checkpoint or "") or None,
-                 base_checkpoint=hub_repo_id(model_args.model_name_or_path) or "a local folder",
+                 base_checkpoint=(hub_repo_id(model_args.model_name_or_path)
+                                  or local_folder(model_args.model_name_or_path)),
                  backbone=config.backbone_config.model_type, score_head=config.score_head, sft=script_args.sft,
                  skill_file=model_args.skill_file, max_length=model_args.max_length, max_pixels=config.max_pixels,
                  min_pixels=config.min_pixels, long_rows_shrunk=report["shrunk"], long_rows_dropped=report["dropped"],

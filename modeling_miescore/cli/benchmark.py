@@ -226,6 +226,30 @@ def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots
     return 0
 
 
+def _warn_without_cis(report: dict) -> None:
+    """Say on stderr when the report has no intervals because the split has too few instances (samples)."""
+    from ..evaluation.report import ci_omitted
+
+    if ci_omitted(report):
+        print(f"warning: no confidence intervals: {ci_omitted(report)}; the report gives point estimates only",
+              file=sys.stderr)
+
+
+def _warn_unusable_fits(report: dict) -> None:
+    """Say on stderr which dimensions' logistic fit was degenerate (or failed, or needed the bounded refit)."""
+    from ..data.schema import SHORT_NAMES
+    from ..evaluation.mie_bench_markdown import logistic_status
+
+    for d in report["meta"]["dimensions"]:
+        c = report["correlations"][d]
+        status, message = logistic_status(c), c.get("logistic", {}).get("message")
+        if status in ("degenerate", "failed"):
+            print(f"warning: {SHORT_NAMES[d]}: the 4-parameter logistic fit is {status} ({message}); the report gives "
+                  "raw PLCC only", file=sys.stderr)
+        elif status == "constrained":
+            print(f"note: {SHORT_NAMES[d]}: {message}", file=sys.stderr)
+
+
 def _headline(name: str, metric: dict, digits: int = 4) -> str:
     from ..evaluation.report import fmt_ci
 
@@ -247,7 +271,10 @@ def cmd_mie_bench(args) -> int:
     joined, preds, preds_path, alignment = _mie_predictions(args, out, require_mos=True, verb="evaluating")
     report = mie_bench_report(joined, bootstrap=_bootstrap_settings(args))
     report["overall_computed"] = bool(preds.attrs.get("overall_computed"))
-    print(f"MIE-Bench {args.split}: {report['meta']['n_items']} edits, SRCC with human MOS:")
+    _warn_without_cis(report)
+    _warn_unusable_fits(report)
+    meta = report["meta"]
+    print(f"MIE-Bench {args.split}: {meta['n_items']} edits, {meta['n_instances']} instances, SRCC with human MOS:")
     for d in report["meta"]["dimensions"]:
         print(_headline(SHORT_NAMES[d], report["correlations"][d]["srcc"]))
     return _finish(args, out, report, preds_path=preds_path, alignment=alignment,
@@ -353,7 +380,8 @@ def _print_mer_summary(args, report: dict) -> None:
     n_missing, n = meta["groups_with_missing_scores"], meta["n_groups"]
     if 0 < n_missing < n:
         print(f"warning: {n_missing} of {n} groups have a missing (null) score; they count as wrong", file=sys.stderr)
-    print(f"MER-Bench ({args.split}): {n} groups")
+    _warn_without_cis(report)
+    print(f"MER-Bench ({args.split}): {n} groups from {meta['n_samples']} samples")
     if n_missing == n:
         print(f"  NO PREDICTIONS: every one of the {n} groups has a missing (null) score (a failed model run?), so "
               "every number below is 0 by construction")
@@ -428,7 +456,10 @@ def cmd_editing_models(args) -> int:
     report = editing_models_report(frame, bootstrap=_bootstrap_settings(args))
     dims = report["meta"]["dimensions"]
     order = "overall" if "overall" in dims else dims[-1]
-    print(f"Editing models ranked by predicted {SHORT_NAMES[order]}:")
+    _warn_without_cis(report)
+    meta = report["meta"]
+    print(f"Editing models ranked by predicted {SHORT_NAMES[order]} ({meta['n_items']} edits, "
+          f"{meta['n_instances']} instances, {meta['n_tasks']} tasks):")
     for row in report["leaderboard"][order]:
         print(_headline(f"{row['rank']:>2}. {row['model']}", row["all"], 2))
     return _finish(args, out, report, preds_path=preds_path, alignment=alignment,

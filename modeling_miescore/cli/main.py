@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..utils.third_party_logs import quiet_third_party_logs
+
+    quiet_third_party_logs()  # before any command imports transformers or peft (see that module)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

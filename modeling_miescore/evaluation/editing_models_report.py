@@ -15,7 +15,7 @@ import numpy as np
 from ..data.schema import MIE_CATEGORIES, SCORE_KEYS, TASK_CATEGORY, TASKS
 from .dataset_splits import ordered_labels
 from .errors import BenchmarkInputError
-from .instance_bootstrap import NO_VALUE, BootstrapSettings, InstanceBootstrap
+from .instance_bootstrap import NO_VALUE, BootstrapSettings, InstanceBootstrap, without_ci
 from .metrics.model_ranking import per_model_means
 
 __all__ = ["editing_models_report", "frame_from_predictions"]
@@ -38,6 +38,7 @@ def editing_models_report(frame, dims: Sequence[str] | None = None, *,
     cat_names = ordered_labels(frame["category"], MIE_CATEGORIES)
     boot = InstanceBootstrap(frame["instance_id"].to_numpy(), bootstrap)
     res = boot(_model_means_fn(frame, dims, model_names, task_names, cat_names), "editing-model means")
+    _drop_thin_cis(res, boot, frame, models)
     leaderboard = {d: _ranked_rows(res[d], models, model_names, task_names, cat_names) for d in dims}
     tasks = frame["task"].to_numpy()
     cats = frame["category"].to_numpy()
@@ -47,11 +48,12 @@ def editing_models_report(frame, dims: Sequence[str] | None = None, *,
             "n_items": len(frame),
             "n_instances": int(frame["instance_id"].nunique()),
             "n_editing_models": len(model_names),
+            "n_tasks": len(task_names),
             "dimensions": list(dims),
             "tasks": task_names,
             "task_category": {t: TASK_CATEGORY.get(t, str(cats[tasks == t][0])) for t in task_names},
             "categories": cat_names,
-            "bootstrap": boot.settings.describe("instances, all edits of a drawn instance_id together"),
+            "bootstrap": boot.describe("instances, all edits of a drawn instance_id together"),
         },
         "leaderboard": leaderboard,
         "notes": boot.notes,
@@ -84,6 +86,21 @@ def _model_means_fn(frame, dims: list[str], model_names: list[str], task_names: 
         return out
 
     return fn
+
+
+def _drop_thin_cis(res: dict, boot: InstanceBootstrap, frame, models: np.ndarray) -> None:
+    """Remove the intervals of the model, model x task and model x category means over too few instances."""
+    for dim_res in res.values():
+        for model in dim_res["all"]:
+            if boot.too_few(np.flatnonzero(models == model)):
+                dim_res["all"][model] = without_ci(dim_res["all"][model])
+    for key, column in (("tasks", "task"), ("categories", "category")):
+        labels = frame[column].astype(str).to_numpy()
+        for dim_res in res.values():
+            for model, cells in dim_res[key].items():
+                for label in cells:
+                    if boot.too_few(np.flatnonzero((models == model) & (labels == label))):
+                        cells[label] = without_ci(cells[label])
 
 
 def _ranked_rows(res: dict, models: np.ndarray, model_names: list[str], task_names: list[str],

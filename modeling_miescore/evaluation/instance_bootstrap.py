@@ -4,7 +4,9 @@ resampling whole instances, with a progress bar and the metric warnings collecte
 Edits of one MIE-Bench instance share sources and instruction (and the groups of one MER-Bench sample share
 the original image), so they are not independent: the reports resample instances, never single rows. Every
 section uses the same seed, so all sections see the same resamples. Report metrics come out as
-``{"value": x, "ci": [low, high]}`` with NaN written as ``None``.
+``{"value": x, "ci": [low, high]}`` with NaN written as ``None``. A metric over fewer than
+:data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances gets no interval (``ci`` ``[None, None]``), and the
+report's ``meta["bootstrap"]`` says so (``omitted``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..utils.numbers import finite_float
-from .metrics.bootstrap import CI, bootstrap_ci
+from .metrics.bootstrap import CI, MIN_RESAMPLING_UNITS, bootstrap_ci, too_few_units
 from .metrics.inputs import MetricWarning
 
-__all__ = ["NO_VALUE", "BootstrapSettings", "InstanceBootstrap"]
+__all__ = ["NO_VALUE", "BootstrapSettings", "InstanceBootstrap", "without_ci"]
 
 NO_VALUE = {"value": None, "ci": [None, None]}
 
@@ -39,8 +41,10 @@ class BootstrapSettings:
     progress: bool = True
 
     def describe(self, resampling: str) -> dict:
-        """The ``meta["bootstrap"]`` entry of a report; ``resampling`` says what one draw takes."""
-        return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling}
+        """The ``meta["bootstrap"]`` entry of a report; ``resampling`` says what one draw takes. ``min_units``:
+        below this many resampling units a metric gets no interval (:func:`~.metrics.bootstrap.bootstrap_ci`)."""
+        return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling,
+                "min_units": MIN_RESAMPLING_UNITS}
 
 
 def with_ci(tree: Any) -> Any:
@@ -50,6 +54,15 @@ def with_ci(tree: Any) -> Any:
     if isinstance(tree, dict):
         return {k: with_ci(v) for k, v in tree.items()}
     return {"value": finite_float(tree), "ci": [None, None]}
+
+
+def without_ci(tree: Any) -> Any:
+    """A tree of ``{"value", "ci"}`` metrics with every interval removed (``[None, None]``)."""
+    if isinstance(tree, dict) and "value" in tree and "ci" in tree:
+        return {**tree, "ci": [None, None]}
+    if isinstance(tree, dict):
+        return {k: without_ci(v) for k, v in tree.items()}
+    return tree
 
 
 def _point_only(tree: Any) -> Any:
@@ -63,23 +76,43 @@ def _point_only(tree: Any) -> Any:
 class InstanceBootstrap:
     """Runs :func:`bootstrap_ci` over row indices resampled by instance, with a progress bar and collected notes.
 
-    ``groups``: the instance id of every row; ``settings`` default to :class:`BootstrapSettings` ``()``.
-    ``settings.n == 0`` computes point estimates only (CIs ``None``).
+    ``groups``: the instance id of every row; ``settings`` default to :class:`BootstrapSettings` ``()``;
+    ``unit``: what one group is, for the messages ("instances", "samples").
+    ``settings.n == 0`` computes point estimates only (CIs ``None``); so does a call over fewer than
+    :data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances (with a note saying why).
     ``notes`` collects the metric warnings (e.g. resamples that gave NaN) as report lines.
     """
 
-    def __init__(self, groups: np.ndarray, settings: BootstrapSettings | None = None):
+    def __init__(self, groups: np.ndarray, settings: BootstrapSettings | None = None, unit: str = "instances"):
         self.groups = np.asarray(groups)
         self.settings = settings if settings is not None else BootstrapSettings()
+        self.unit = unit
         self.notes: list[str] = []
+
+    def units(self, rows: np.ndarray | None = None) -> int:
+        """How many distinct instances ``rows`` (default: all rows) cover."""
+        groups = self.groups if rows is None else self.groups[np.asarray(rows)]
+        return int(np.unique(groups).shape[0])
+
+    def too_few(self, rows: np.ndarray | None = None) -> str | None:
+        """Why ``rows`` get no interval (too few instances), or None; also None without a bootstrap (n = 0)."""
+        return too_few_units(self.units(rows), self.unit) if self.settings.n else None
+
+    def describe(self, resampling: str) -> dict:
+        """``meta["bootstrap"]``: the settings, the number of instances, the minimum for an interval, and why the
+        report has no intervals when it has too few (``omitted``, else None)."""
+        return {**self.settings.describe(resampling), "units": self.units(), "unit": self.unit,
+                "omitted": self.too_few()}
 
     def __call__(self, fn: Callable[[np.ndarray], Any], desc: str, rows: np.ndarray | None = None,
                  record_notes: bool = True) -> Any:
         """Bootstrap ``fn(row_indices)``; ``rows`` restricts resampling to a subset (stratified CIs, e.g. one
-        task's instances). CIs are left out (None) when fewer than 2 instances can be drawn."""
+        task's instances). CIs are left out (None) when fewer than ``MIN_RESAMPLING_UNITS`` instances can be
+        drawn; with ``record_notes`` and ``rows`` a note says so (for all rows, :meth:`describe` does)."""
         idx = np.arange(self.groups.shape[0]) if rows is None else np.asarray(rows)
         groups = self.groups[idx]
-        n = self.settings.n if np.unique(groups).shape[0] >= 2 else 0
+        few = self.too_few(idx)
+        n = 0 if few else self.settings.n
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", MetricWarning)
             if n == 0:
@@ -87,10 +120,10 @@ class InstanceBootstrap:
             else:
                 result = self._resampled(fn, desc, idx, groups, n)
         if record_notes:
-            for w in caught:
-                note = f"{desc}: {w.message}"
-                if issubclass(w.category, MetricWarning) and note not in self.notes:
-                    self.notes.append(note)
+            notes = [f"{desc}: {w.message}" for w in caught if issubclass(w.category, MetricWarning)]
+            # a subset's missing intervals (the whole report's are in meta["bootstrap"]["omitted"])
+            notes += [f"{desc}: no confidence intervals, {few}"] if few and rows is not None else []
+            self.notes += [note for note in dict.fromkeys(notes) if note not in self.notes]
         return result
 
     def _resampled(self, fn: Callable[[np.ndarray], Any], desc: str, idx: np.ndarray, groups: np.ndarray,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .instance_bootstrap import BootstrapSettings, InstanceBootstrap
+from .instance_bootstrap import BootstrapSettings, InstanceBootstrap, without_ci
 from .metrics.group_ranking import (
     TIE_SCORE_AS_RELEASED,
     group_accuracy,
@@ -34,8 +34,9 @@ def mer_bench_report(frame, scores: dict[str, np.ndarray], *,
     sizes = frame["k"].to_numpy(dtype=np.int64)
     # fixed-width unicode, not object dtype: metrics' per-category summary calls .item() on the labels
     cats = np.asarray(frame["category"].astype(str).tolist(), dtype=str)
-    boot = InstanceBootstrap(frame["sample_id"].to_numpy(), bootstrap)
+    boot = InstanceBootstrap(frame["sample_id"].to_numpy(), bootstrap, unit="samples")
     res = boot(lambda idx: _accuracy_and_tau([groups[i] for i in idx], cats[idx]), "MER-Bench")
+    _drop_thin_cis(res, boot, sizes, cats)
     full_acc = group_accuracy(groups, categories=cats)
     # size x category accuracy (no CI: cells hold few groups)
     matrix = {}
@@ -57,7 +58,7 @@ def mer_bench_report(frame, scores: dict[str, np.ndarray], *,
             "n_scores": int(flat.size),
             "groups_with_tied_scores": n_ties,
             "groups_with_missing_scores": n_nan,
-            "bootstrap": boot.settings.describe("samples, all groups of a drawn sample_id together"),
+            "bootstrap": boot.describe("samples, all groups of a drawn sample_id together"),
             "definitions": dict(_DEFINITIONS),
         },
         "accuracy": res["accuracy"],
@@ -77,6 +78,15 @@ _DEFINITIONS = {
                        "script does (its stable sort keeps tied candidates in human order); compare this one with "
                        "the paper's table 1",
 }
+
+
+def _drop_thin_cis(res: dict, boot: InstanceBootstrap, sizes: np.ndarray, cats: np.ndarray) -> None:
+    """Remove the intervals of the sizes and categories whose groups come from too few samples to resample."""
+    for name in res:
+        for key, labels in (("by_size", sizes.astype(str)), ("by_category", cats)):
+            for label, metric in res[name][key].items():
+                if boot.too_few(np.flatnonzero(labels == str(label))):
+                    res[name][key][label] = without_ci(metric)
 
 
 def _accuracy_and_tau(groups: list[np.ndarray], cats: np.ndarray) -> dict:

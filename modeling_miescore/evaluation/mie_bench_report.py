@@ -9,6 +9,7 @@ distributions (figure 2). Every metric comes from :mod:`.metrics`; CIs resample 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from .dataset_splits import ordered_labels
 from .errors import BenchmarkInputError
 from ..utils.numbers import finite_float
 from .instance_bootstrap import BootstrapSettings, InstanceBootstrap
-from .metrics.correlation import correlations, fit_logistic, srcc
+from .metrics.correlation import LogisticFitWarning, correlations, fit_logistic, srcc
 from .metrics.model_ranking import model_ranking_srcc
 
 __all__ = ["HIST_EDGES", "mie_bench_report", "mos_distribution"]
@@ -62,7 +63,7 @@ def mie_bench_report(frame, dims: Sequence[str] | None = None, *,
             "n_editing_models": len(ranking["models"]),
             "n_tasks": len(per_task["tasks"]),
             "dimensions": list(dims),
-            "bootstrap": boot.settings.describe("instances, all edits of a drawn instance_id together"),
+            "bootstrap": boot.describe("instances, all edits of a drawn instance_id together"),
         },
         "correlations": corr,
         "per_task": per_task,
@@ -73,10 +74,16 @@ def mie_bench_report(frame, dims: Sequence[str] | None = None, *,
 
 
 def _correlation_section(pred: dict, mos: dict, boot: InstanceBootstrap) -> dict:
-    """Table 3: SRCC / KRCC / PLCC (raw and after the 4-parameter logistic) per dimension, with the fit."""
+    """Table 3: SRCC / KRCC / PLCC (raw and after the 4-parameter logistic) per dimension, with the fit.
+
+    When the fit of all items is unusable (failed, or degenerate even bounded: :mod:`.metrics.logistic_fit`),
+    ``plcc_logistic`` has no value and ``logistic`` says why: the report gives raw PLCC only.
+    """
 
     def corr_fn(idx):
-        return {d: correlations(pred[d][idx], mos[d][idx], nan_policy="omit") for d in pred}
+        with warnings.catch_warnings():  # the fit of all items is reported per dimension below, with its reason
+            warnings.simplefilter("ignore", LogisticFitWarning)
+            return {d: correlations(pred[d][idx], mos[d][idx], nan_policy="omit") for d in pred}
 
     corr = boot(corr_fn, "correlations")
     for d in pred:
@@ -84,7 +91,9 @@ def _correlation_section(pred: dict, mos: dict, boot: InstanceBootstrap) -> dict
         fit = fit_logistic(pred[d][ok], mos[d][ok])
         corr[d]["n"] = int(ok.sum())
         corr[d]["logistic"] = {"params": [finite_float(p) for p in fit.params], "success": fit.success,
-                               "message": fit.message}
+                               "status": fit.status, "message": fit.message, "caveat": fit.caveat}
+        if not fit.success:  # the resampled values fell back to raw PLCC: no logistic number to report
+            corr[d]["plcc_logistic"] = {"value": None, "ci": [None, None]}
     return corr
 
 

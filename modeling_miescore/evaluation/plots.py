@@ -19,6 +19,7 @@ import numpy as np
 
 from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
 from ..utils.atomic_files import atomic_write
+from .mie_bench_markdown import logistic_status
 from .report import fmt_ci, mer_categories_in_order, title_case
 
 __all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots"]
@@ -75,6 +76,8 @@ def _ci_note(report: dict) -> str:
     b = report.get("meta", {}).get("bootstrap", {})
     if not b.get("n"):
         return "no error bars (--bootstrap 0)"
+    if b.get("omitted"):
+        return f"no error bars: {b['omitted']}"
     return f"error bars: {100 * b.get('level', 0.95):.0f}% bootstrap CI"
 
 
@@ -105,8 +108,12 @@ def mie_bench_plots(frame, report: dict, out_dir) -> dict[str, str]:
 
 
 def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str, str]:
-    """Predicted vs MOS per dimension, coloured by category, with the 4-parameter logistic fit."""
-    from .metrics.correlation import fit_logistic
+    """Predicted vs MOS per dimension, coloured by category, with the report's 4-parameter logistic fit.
+
+    The title and the legend say which PLCC the plot shows: after the fit, after the bounded refit, or raw PLCC
+    when the fit is degenerate or failed (then no curve is drawn, and the axes say why).
+    """
+    from .metrics.logistic_fit import logistic4
 
     paths: dict[str, str] = {}
     cats = frame["category"].astype(str).to_numpy()
@@ -121,13 +128,21 @@ def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str,
             sel = ok & (cats == c)
             ax.scatter(pred[sel], mos[sel], s=12 if small else 4, alpha=0.7 if small else 0.35,
                        color=_CAT_COLOURS.get(c), label=title_case(c), rasterized=True, linewidths=0)
-        fit = fit_logistic(pred[ok], mos[ok])
-        if fit.success:
-            xs = np.linspace(pred[ok].min(), pred[ok].max(), 200)
-            ax.plot(xs, fit(xs), color="black", lw=1.6, label="4-parameter logistic fit")
         c = report["correlations"][d]
-        ax.set_title(f"{LONG_NAMES[d]}: SRCC {fmt_ci(c['srcc'], 3)}\nPLCC (logistic) {fmt_ci(c.get('plcc_logistic'), 3)}",
-                     fontsize=9)
+        status = logistic_status(c)
+        params = (c.get("logistic") or {}).get("params") or [None]
+        if status in ("fitted", "constrained") and ok.any() and None not in params:
+            xs = np.linspace(pred[ok].min(), pred[ok].max(), 200)
+            label = "4-parameter logistic fit" if status == "fitted" else \
+                "bounded 4-parameter logistic fit (the least-squares fit was degenerate)"
+            ax.plot(xs, logistic4(xs, *params), color="black", lw=1.6, label=label)
+            second = f"PLCC (logistic{', bounded fit' if status == 'constrained' else ''}) " \
+                     f"{fmt_ci(c.get('plcc_logistic'), 3)}"
+        else:
+            ax.text(0.02, 0.98, f"no logistic curve: the fit is {status}\n(raw PLCC shown)", transform=ax.transAxes,
+                    ha="left", va="top", fontsize=7, color="dimgray")
+            second = f"PLCC (raw; logistic fit {status}) {fmt_ci(c['plcc'], 3)}"
+        ax.set_title(f"{LONG_NAMES[d]}: SRCC {fmt_ci(c['srcc'], 3)}\n{second}", fontsize=9)
         ax.set_xlabel(f"predicted {SHORT_NAMES[d]}")
         ax.set_ylabel(f"MOS {SHORT_NAMES[d]}")
         ax.grid(alpha=0.3)
@@ -139,7 +154,8 @@ def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str,
 def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
     """SRCC with MOS per task (bars coloured by category, CIs as error bars), one panel per dimension.
 
-    A task with one instance has no CI: its bar is hatched (no error bar); an undefined SRCC is marked "n/a".
+    A task with too few instances to resample has no CI: its bar is hatched (no error bar); an undefined SRCC is
+    marked "n/a".
     """
     from matplotlib.patches import Patch
 
@@ -150,7 +166,8 @@ def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
     fig = _figure(max(7.0, 0.55 * len(tasks) + 2), 2.6 * len(dims) + 1.0)
     axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
     x = np.arange(len(tasks))
-    bootstrapped = bool(report["meta"]["bootstrap"].get("n"))
+    boot = report["meta"]["bootstrap"]
+    bootstrapped = bool(boot.get("n")) and not boot.get("omitted")
     any_without_ci = False
     for ax, d in zip(axes, dims):
         ms = [pt["srcc"][d]["tasks"].get(t) for t in tasks]
@@ -173,7 +190,8 @@ def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
                            fontsize=7)
     handles = [Patch(color=_CAT_COLOURS.get(c, "grey"), label=title_case(c)) for c in dict.fromkeys(tcats)]
     if any_without_ci:
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="one instance: no CI"))
+        few = f"fewer than {boot['min_units']} instances" if boot.get("min_units") else "one instance"
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label=f"{few}: no CI"))
     _legend_below(fig, handles, ncol=len(handles))
     fig.suptitle(f"SRCC with human MOS per task ({_ci_note(report)} over the task's instances)", fontsize=9)
     return _save(fig, out, "srcc_per_task")

@@ -4,7 +4,8 @@ the papers' tables, ready to paste) and ``report.html`` (the same page with its 
 Input: the dicts of :mod:`.mie_bench_report`, :mod:`.mer_bench_report` and :mod:`.editing_models_report`,
 optionally with ``report["plots"] = {name: relative PNG path}`` and ``report["run"]`` (dataset, split,
 predictions / model). Metrics are ``{"value", "ci": [low, high]}``. Files are written atomically
-(:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report.
+(:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report. The MIE-Bench Markdown is in
+:mod:`.mie_bench_markdown`; the MER-Bench and editing-model Markdown and the shared formatting are here.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import LONG_NAMES, MER_CATEGORIES, MER_CATEGORY_LABELS, SHORT_NAMES
-from ..overall import OVERALL_WEIGHTS
 from ..utils.atomic_files import write_text_atomic
 from ..utils.numbers import finite_float
 
 __all__ = [
     "editing_models_markdown",
+    "ci_omitted",
     "fmt_ci",
     "mer_bench_markdown",
     "mer_categories_in_order",
-    "mie_bench_markdown",
     "render_markdown",
     "title_case",
     "write_benchmarks_report",
@@ -101,6 +101,8 @@ def render_markdown(report: dict) -> str:
     imgedit, editors: :mod:`.editor_benchmarks`)."""
     kind = report.get("benchmark")
     if kind == "mie-bench":
+        from .mie_bench_markdown import mie_bench_markdown
+
         return mie_bench_markdown(report)
     if kind == "mer-bench":
         return mer_bench_markdown(report)
@@ -157,14 +159,32 @@ def _level(report: dict) -> str:
     b = report.get("meta", {}).get("bootstrap", {})
     if not b.get("n"):
         return "no bootstrap (point estimates only)"
+    if b.get("omitted"):
+        return f"none: {b['omitted']} (point estimates only)"
+    minimum = (f"; a metric over fewer than {b['min_units']} {b.get('unit', 'resampling units')} has none"
+               if b.get("min_units") else "")
     return (f"{100 * b.get('level', 0.95):.0f}% percentile-bootstrap confidence intervals "
-            f"({b['n']} resamples of {b.get('resampling', 'rows')}; seed {b.get('seed', 0)})")
+            f"({b['n']} resamples of {b.get('resampling', 'rows')}; seed {b.get('seed', 0)}{minimum})")
+
+
+def ci_omitted(report: dict) -> str | None:
+    """Why a report has no confidence intervals although a bootstrap was asked for (too few instances)."""
+    return report.get("meta", {}).get("bootstrap", {}).get("omitted")
 
 
 def _ci_sentence(report: dict) -> str:
     if not report.get("meta", {}).get("bootstrap", {}).get("n"):
         return "No confidence intervals (--bootstrap 0): point estimates only."
+    if ci_omitted(report):
+        return f"**No confidence intervals: {ci_omitted(report)}.** The numbers are point estimates only."
     return f"Numbers in brackets are {_level(report)}."
+
+
+def _counts(meta: dict, *parts: str) -> str:
+    """``"24 edits, 2 instances, 12 editing models"`` from a report's meta, for a table's heading."""
+    names = {"items": "edits", "instances": "instances", "editing_models": "editing models", "tasks": "tasks",
+             "groups": "groups", "samples": "samples"}
+    return ", ".join(f"{meta[f'n_{p}']:,} {names[p]}" for p in parts if meta.get(f"n_{p}") is not None)
 
 
 def _run_lines(report: dict) -> list[str]:
@@ -217,142 +237,6 @@ def _notes(report: dict, extra: Sequence[str] = ()) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# MIE-Bench evaluator report
-# ---------------------------------------------------------------------------------------------------------
-
-
-def mie_bench_markdown(report: dict) -> str:
-    meta = report["meta"]
-    dims = meta["dimensions"]
-    out = _header(report, "MIE-Bench evaluation report",
-                  f"How well the evaluator's predicted scores agree with human MOS on {meta['n_items']} edited images "
-                  f"({meta['n_instances']} instances, {meta['n_editing_models']} editing models, "
-                  f"{meta['n_tasks']} tasks). ")
-    out += _mie_correlation_lines(report, dims)
-    out += _mie_per_task_lines(report, dims)
-    out += _mie_ranking_lines(report, dims)
-    out += _mie_distribution_lines(report, dims)
-    return "\n".join(out + _notes(report, _mie_notes(report, dims)))
-
-
-def _mie_correlation_lines(report: dict, dims: Sequence[str]) -> list[str]:
-    """Paper table 3: SRCC / KRCC / PLCC per dimension, and the one-row paper layout."""
-    out = ["## Correlation with human MOS (paper table 3)", ""]
-    rows = []
-    for d in dims:
-        c = report["correlations"][d]
-        rows.append([LONG_NAMES[d], c.get("n", ""), fmt_ci(c["srcc"]), fmt_ci(c["krcc"]), fmt_ci(c["plcc"]),
-                     fmt_ci(c.get("plcc_logistic"))])
-    out += [_table(["Dimension", "n", "SRCC", "KRCC", "PLCC", "PLCC (logistic)"], rows), ""]
-    header = ["Method"] + [f"{SHORT_NAMES[d]} {s}" for d in dims for s in ("ρs", "ρk", "ρp")]
-    row = ["This evaluator"] + [fmt_ci(report["correlations"][d][m], ci=False)
-                                for d in dims for m in ("srcc", "krcc", "plcc")]
-    out += ["Paper layout (one row, paste under the paper's table 3; ρp = PLCC on raw predictions):", "",
-            _table(header, [row]), ""]
-    for d in dims:
-        out += _plot(report, f"scatter_{d}", f"Predicted vs MOS, {LONG_NAMES[d]}")
-    return out
-
-
-def _mie_per_task_lines(report: dict, dims: Sequence[str]) -> list[str]:
-    """Paper tables 12-15: SRCC per task and per category."""
-    pt = report["per_task"]
-    out = ["## SRCC per task (paper tables 12–15)", ""]
-    rows = []
-    for t in pt["tasks"]:
-        rows.append([title_case(t["task"]), t["category"], t["n_items"]]
-                    + [fmt_ci(pt["srcc"][d]["tasks"].get(t["task"]), digits=3) for d in dims])
-    for c in pt["categories"]:
-        rows.append([f"**{title_case(c)} (all tasks)**", c, ""]
-                    + [fmt_ci(pt["srcc"][d]["categories"].get(c), digits=3) for d in dims])
-    out += [_table(["Task", "Category", "n", *[SHORT_NAMES[d] for d in dims]], rows), "",
-            "Per-task and per-category intervals resample the instances of that task (category) only; a task "
-            "with a single instance has no interval.", ""]
-    return out + _plot(report, "srcc_per_task", "SRCC per task")
-
-
-def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
-    """Paper table 4: the editing-model leaderboard, human vs predicted, with SRCC/KRCC to human."""
-    mr = report["model_ranking"]
-    out = ["## Editing-model leaderboard: human vs predicted (paper table 4)", ""]
-    if not mr.get("available"):
-        return out + [f"Not computed: {mr.get('reason', 'too few editing models')}.", ""]
-    order_dim = "overall" if "overall" in dims else dims[-1]
-    header = ["Model"]
-    for d in dims:
-        header += [f"{SHORT_NAMES[d]} Human", f"{SHORT_NAMES[d]} Pred"]
-    header += ["Rank Human", "Rank Pred"]
-    rows = []
-    per_dim = {d: {r["model"]: r for r in mr[d]["table"]} for d in dims}
-    for r in mr[order_dim]["table"]:
-        m = r["model"]
-        cells = [m]
-        for d in dims:
-            e = per_dim[d][m]
-            cells += [fmt_ci(e["human"], 2, ci=False), fmt_ci(e["pred"], 2, ci=False)]
-        cells += [r["rank_human"], r["rank_pred"]]
-        rows.append(cells)
-    srow, krow = ["**SRCC to human ↑**"], ["KRCC to human"]
-    for d in dims:
-        srow += ["", fmt_ci(mr[d]["srcc"], 3)]
-        krow += ["", fmt_ci(mr[d]["krcc"], 3)]
-    rows += [srow + ["", ""], krow + ["", ""]]
-    short = SHORT_NAMES[order_dim]
-    out += [_table(header, rows), "",
-            f"Models are sorted by human {short} MOS; ranks are by {short} (1 = best). "
-            "SRCC to human = Spearman correlation between the per-model mean prediction and the per-model "
-            "mean MOS.",
-            ""]
-    out += _plot(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
-    out += ["<details><summary>Per-model means with confidence intervals</summary>", ""]
-    rows = []
-    for r in mr[order_dim]["table"]:
-        m = r["model"]
-        rows.append([m] + [f"{fmt_ci(per_dim[d][m]['human'], 2)} / {fmt_ci(per_dim[d][m]['pred'], 2)}"
-                           for d in dims])
-    return out + [_table(["Model", *[f"{SHORT_NAMES[d]} human / pred" for d in dims]], rows), "", "</details>", ""]
-
-
-def _mie_distribution_lines(report: dict, dims: Sequence[str]) -> list[str]:
-    """Paper figure 2 as a table: MOS summary per dimension for all edits, 2 sources, 3 or more sources."""
-    dist = report["mos_distribution"]
-    out = ["## MOS distributions (paper figure 2)", ""]
-    rows = []
-    for d in dims:
-        if d not in dist:
-            continue
-        for key, label in _SUBSETS.items():
-            s = dist[d].get(key, {})
-            if not s.get("n"):
-                rows.append([LONG_NAMES[d], label, 0, "—", "—", "—", "—"])
-                continue
-            rows.append([LONG_NAMES[d], label, s["n"], f"{s['mean']:.2f}", f"{s['std']:.2f}", f"{s['median']:.2f}",
-                         f"{s['min']:.1f}–{s['max']:.1f}"])
-    out += [_table(["Dimension", "Subset", "n", "Mean", "Std", "Median", "Range"], rows), ""]
-    return out + _plot(report, "mos_distribution", "MOS distributions")
-
-
-def _mie_notes(report: dict, dims: Sequence[str]) -> list[str]:
-    w_vq, w_if, w_ap = OVERALL_WEIGHTS
-    extra = [
-        "SRCC = Spearman (average ranks for ties), KRCC = Kendall tau-b, PLCC = Pearson on raw predictions; "
-        "PLCC (logistic) = Pearson after the monotonic 4-parameter logistic fit (VQEG / pyiqa convention).",
-        f"Overall MOS = VQ^{w_vq:g} · IF^{w_if:g} · AP^{w_ap:g} (MIEScore paper, eq. 2).",
-    ]
-    if report.get("overall_computed"):
-        extra.append("The predictions had no `overall`; it was computed from the predicted VQ/IF/AP with eq. 2.")
-    for d in dims:
-        lg = report["correlations"][d].get("logistic", {})
-        if lg.get("success"):
-            p = ", ".join(f"{x:.4g}" for x in lg["params"])
-            extra.append(f"Logistic fit, {SHORT_NAMES[d]}: β = ({p}).")
-        elif lg:
-            extra.append(f"Logistic fit, {SHORT_NAMES[d]}: failed ({lg.get('message')}); "
-                         "PLCC (logistic) is the raw PLCC.")
-    return extra
-
-
-# ---------------------------------------------------------------------------------------------------------
 # MER-Bench report
 # ---------------------------------------------------------------------------------------------------------
 
@@ -370,7 +254,8 @@ def mer_bench_markdown(report: dict) -> str:
                   "accuracy below is 0 by construction.** ")
     out = _header(report, "MER-Bench evaluation report", intro, what="pair ids")
 
-    out += ["## Accuracy by group size (paper table 1, MER-Bench columns)", ""]
+    counts = _counts(meta, "groups", "samples")
+    out += [f"## Accuracy by group size (paper table 1, MER-Bench columns): {counts}", ""]
     header = [f"{k}-P" for k in sizes] + ["Overall", "τ", "τ (as released)"]
     row = [fmt_ci(acc["by_size"][k], 3) for k in sizes] + [fmt_ci(acc["overall"], 3), fmt_ci(tau["overall"], 3),
                                                             fmt_ci(tau_rel["overall"], 3)]
@@ -380,19 +265,19 @@ def mer_bench_markdown(report: dict) -> str:
             "one to compare with the paper's table 1.", ""]
     out += _plot(report, "accuracy_by_size", "Accuracy by group size")
 
-    out += ["## Accuracy by editing category (paper table 2)", ""]
+    out += [f"## Accuracy by editing category (paper table 2): {counts}", ""]
     header = labels + ["Overall"]
     row = [fmt_ci(acc["by_category"][c], 3) for c in cats] + [fmt_ci(acc["overall"], 3)]
     nrow = [meta["n_by_category"].get(c, "") for c in cats] + [meta["n_groups"]]
     out += [_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), ""]
     out += _plot(report, "accuracy_by_category", "Accuracy by category")
 
-    out += ["## Kendall τ by group size and category", ""]
+    out += [f"## Kendall τ by group size and category: {counts}", ""]
     rows = [[name] + [fmt_ci(t["by_size"][k], 3) for k in sizes] + [fmt_ci(t["by_category"].get(c), 3) for c in cats]
             for name, t in (("τ", tau), ("τ (as released)", tau_rel))]
     out += [_table(["", *[f"{k}-P" for k in sizes], *labels], rows), ""]
 
-    out += ["## Accuracy by group size and category", ""]
+    out += [f"## Accuracy by group size and category: {counts}", ""]
     rows = []
     for k in sizes:
         cells = report["accuracy_by_size_and_category"].get(k, {})
@@ -454,19 +339,21 @@ def editing_models_markdown(report: dict) -> str:
                   f"{meta['n_editing_models']} editing models ranked by the evaluator's mean predicted score over "
                   f"{meta['n_items']} edits ({meta['n_instances']} instances, {len(meta['tasks'])} tasks). ")
 
-    out += ["## Leaderboard", ""]
+    counts = _counts(meta, "editing_models", "items", "instances", "tasks")
+    out += [f"## Leaderboard: {counts}", ""]
     by_dim = {d: {r["model"]: r for r in lb[d]} for d in dims}
     rows = []
     for r in lb[order_dim]:
         rows.append([r["rank"], r["model"], r["n_items"]] + [fmt_ci(by_dim[d][r["model"]]["all"], 2) for d in dims])
-    out += [_table(["Rank", "Model", "n", *[SHORT_NAMES[d] for d in dims]], rows, "rl" + "r" * (len(dims) + 1)), ""]
+    out += [_table(["Rank", "Model", "n (edits)", *[SHORT_NAMES[d] for d in dims]], rows,
+                   "rl" + "r" * (len(dims) + 1)), ""]
     out += [f"Ranked by mean predicted {SHORT_NAMES[order_dim]}.", ""]
     out += _plot(report, "editing_models", "Mean predicted score per editing model")
 
     cats = meta["categories"]
     tcat = meta["task_category"]
     for d in dims:
-        out += [f"## {LONG_NAMES[d]} per task (paper tables 8–11 layout)", ""]
+        out += [f"## {LONG_NAMES[d]} per task (paper tables 8–11 layout): {counts}", ""]
         for cgroup in ([c for c in cats if c == "regional"], [c for c in cats if c != "regional"]):
             tasks = [t for t in meta["tasks"] if tcat.get(t) in cgroup]
             if not tasks:

@@ -3,7 +3,7 @@
 The file sits beside the Space's ``app.py``: ``{"model": "org/miescore-8b" | null, "spatialreward_model": ... }``.
 The app uses it as the default for ``--model`` / ``--spatialreward-model`` when the environment
 (``MIESCORE_MODEL``, ``SPATIALREWARD_MODEL``) names none, so a pushed Space serves the models its README lists
-without further settings.
+without further settings. :func:`model_choices` is the Space's model choice: only the configured models.
 """
 
 from __future__ import annotations
@@ -41,4 +41,17 @@ def read_space_models(folder: str | os.PathLike) -> dict:
     return {key: data.get(key) or None for key in _KEYS}
 
 
-__all__ = ["SPACE_MODELS_FILE", "read_space_models", "space_models_text"]
+MIESCORE_CHOICE, SPATIALREWARD_CHOICE = "MIEScore", "SpatialReward"
+
+
+def model_choices(model: str | None, spatialreward_model: str | None) -> tuple[list[str], str]:
+    """``(choices, default)`` of the Space's model choice: the configured models only, so nobody picks a model that
+    is not there and learns it from an error. With one choice (or none configured: then MIEScore, whose panel says
+    how to configure one) the app hides the choice; the status line names the model that is missing."""
+    choices = [name for name, ref in ((MIESCORE_CHOICE, model), (SPATIALREWARD_CHOICE, spatialreward_model)) if ref]
+    choices = choices or [MIESCORE_CHOICE]
+    return choices, choices[0]
+
+
+__all__ = ["MIESCORE_CHOICE", "SPACE_MODELS_FILE", "SPATIALREWARD_CHOICE", "model_choices", "read_space_models",
+           "space_models_text"]

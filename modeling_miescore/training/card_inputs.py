@@ -3,7 +3,8 @@
 * :class:`ModelCardArguments`: ``--base_model_id`` / ``--dataset_id``, the Hub repo ids a card names when the run
   read its model or data from local folders (a card's metadata never holds a local path).
 * :func:`card_repo_ids`: the base model and dataset ids of a run (the explicit ids, else the names given when
-  they are Hub repo ids, else none).
+  they are Hub repo ids, else none); :func:`local_folder`: the base's local folder, which an adapter card's code
+  loads when there is no Hub id (with a note to replace it before pushing).
 * :func:`save_adapter_extras`: what an adapter folder needs so that the card's recipe (base + ``PeftModel``)
   reproduces the merged checkpoint: the run's config overrides of the base (``base_config_overrides.json``:
   rubric, image budget, ...) and the model code (the class the recipe loads the base with).
@@ -20,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from ..model_card import BASE_CONFIG_OVERRIDES, hub_repo_id
 from ..utils.atomic_files import write_text_atomic
 
-__all__ = ["ModelCardArguments", "card_repo_ids", "save_adapter_extras", "training_settings"]
+__all__ = ["ModelCardArguments", "card_repo_ids", "local_folder", "save_adapter_extras", "training_settings"]
 
 
 @dataclass
@@ -42,6 +43,11 @@ def card_repo_ids(args: ModelCardArguments, model_name_or_path: str | None,
     base = args.base_model_id or hub_repo_id(model_name_or_path)
     data = args.dataset_id or hub_repo_id(dataset)
     return base, [data] if data else []
+
+
+def local_folder(name: str | os.PathLike | None) -> str | None:
+    """The absolute path of ``name`` when it is a local folder (a run's base read from disk), else None."""
+    return os.path.abspath(name) if name and os.path.isdir(name) else None
 
 
 def training_settings(training_args, names: Sequence[str]) -> dict[str, Any]:

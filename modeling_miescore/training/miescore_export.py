@@ -13,9 +13,9 @@ from typing import Any, Mapping
 
 import torch
 
-from ..model_card import BASE_PLACEHOLDER, ModelCardInfo, hub_repo_id, render_model_card
+from ..model_card import ModelCardInfo, hub_repo_id, render_model_card
 from ..utils.atomic_files import write_text_atomic
-from .card_inputs import save_adapter_extras
+from .card_inputs import local_folder, save_adapter_extras
 from .miescore_model import load_base_model
 
 __all__ = ["export_model"]
@@ -28,7 +28,8 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
     """Write ``output_dir/merged`` (a Hub-native MIEScore checkpoint: weights, config with ``auto_map``, code,
     processor, README.md) and, for LoRA runs, ``output_dir/adapter`` (the PEFT adapter, its processor, the run's
     ``base_config_overrides`` as ``base_config_overrides.json``, the model code and README.md: the card's recipe
-    loads the base with these overrides, so base + adapter scores as ``merged`` does).
+    loads the base with these overrides, so base + adapter scores as ``merged`` does; without a Hub id for the
+    base, the recipe names this adapter folder and the local base, so it runs as written on this machine).
 
     ``adapter_dir`` is a folder written by ``PeftModel.save_pretrained`` / ``trainer.save_model`` (LoRA run) or
     a full MIEScore checkpoint (full fine-tuning; then no adapter folder is written). The base is re-loaded on
@@ -57,8 +58,11 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
             "optimizer.pt", "scheduler.pt", "rng_state*", "trainer_state.json", "training_args.bin", "loss_state*"))
         save_adapter_extras(adapter_out, MIEScoreModel, overrides)
         plain_base = read_checkpoint_config(os.fspath(base_model)).get("model_type") != "miescore"
+        # no Hub id for the base: the card's code loads the folders of this run (and says to replace them)
         adapter_card = dataclasses.replace(card, repo_id=None, base_is_backbone=plain_base,
-                                           adapter_base=card.base_model or BASE_PLACEHOLDER)
+                                           adapter_base=card.base_model,
+                                           base_path=card.base_path or local_folder(os.fspath(base_model)),
+                                           adapter_folder=os.path.abspath(adapter_out))
         write_text_atomic(adapter_out / "README.md", render_model_card("miescore", adapter_card, adapter=True))
     else:
         source = adapter_dir if adapter_dir is not None else base_model

@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from ..model_card import BASE_PLACEHOLDER, ModelCardInfo, render_model_card
+from ..model_card import ModelCardInfo, render_model_card
 from ..utils.atomic_files import write_text_atomic
-from .card_inputs import card_repo_ids, save_adapter_extras, training_settings
+from .card_inputs import card_repo_ids, local_folder, save_adapter_extras, training_settings
 from .spatialreward_data import processor_pixel_range, set_pixel_range
 
 logger = logging.getLogger(__name__)
@@ -190,7 +190,8 @@ def write_run_cards(output_dir, card: ModelCardInfo, base_config_overrides: Mapp
     adapter = (output_dir / "adapter_config.json").is_file()
     if adapter and copy_code:
         save_adapter_extras(output_dir, SpatialRewardModel, base_config_overrides)
-    own = dataclasses.replace(card, adapter_base=card.base_model or BASE_PLACEHOLDER) if adapter else card
+    own = (dataclasses.replace(card, adapter_base=card.base_model, adapter_folder=str(output_dir.resolve()))
+           if adapter else card)  # no Hub id for the base: the card's code loads this run's folders
     write_text_atomic(output_dir / "README.md", render_model_card("spatialreward", own, adapter=adapter))
     if merged_dir:
         merged = dataclasses.replace(card, repo_id=None, resized_vocabulary=None)
@@ -213,7 +214,8 @@ def run_card(stage: str, trainer, card_args, model_args, dataset_name: str, repo
     hyperparameters = training_settings(trainer.args, argument_names)
     hyperparameters.update(world_size=trainer.args.world_size, global_steps=trainer.state.global_step, **settings)
     return ModelCardInfo(model_name=name, base_model=base_model, datasets=datasets, training_data=data,
-                         training_procedure=procedure, hyperparameters=hyperparameters)
+                         training_procedure=procedure, hyperparameters=hyperparameters,
+                         base_path=local_folder(model_args.model_name_or_path))
 
 
 def lora_settings(peft_config) -> Any:

@@ -34,12 +34,16 @@ from modeling_miescore.space.score_rendering import (
     spatialreward_json,
 )
 from modeling_miescore.space.sources_gallery import sources_gallery
-from modeling_miescore.space.space_models import read_space_models
+from modeling_miescore.space.space_models import (
+    MIESCORE_CHOICE as MIESCORE,
+    SPATIALREWARD_CHOICE as SPATIALREWARD,
+    model_choices,
+    read_space_models,
+)
 from modeling_miescore.space.zero_gpu import MIESCORE_GPU_SECONDS, SPATIALREWARD_GPU_SECONDS, gpu_function, on_zero_gpu
 
 logger = logging.getLogger("miescore.space")
 
-MIESCORE, SPATIALREWARD = "MIEScore", "SpatialReward"
 NO_MIESCORE = ("No MIEScore model configured: start the Space with --model PATH_OR_REPO or set the "
                "MIESCORE_MODEL environment variable (a MIEScore checkpoint folder or Hub repo id).")
 NO_SPATIALREWARD = ("No SpatialReward model configured: start the Space with --spatialreward-model PATH_OR_REPO "
@@ -165,13 +169,16 @@ def _header(model, spatialreward_model, random_weights) -> None:
     )
     status = [f"MIEScore model: `{model}`" if model else "MIEScore model: **not configured**",
               f"SpatialReward model: `{spatialreward_model}`" if spatialreward_model
-              else "SpatialReward model: **not configured**"]
+              else "SpatialReward model: **not configured**, so it is not offered (start the Space with "
+                   "`--spatialreward-model PATH_OR_REPO` or set `SPATIALREWARD_MODEL`)"]
     if random_weights:
         status.append("**Random-weight demo checkpoints: the scores are meaningless.**")
     gr.Markdown(" · ".join(status), elem_id="model-status")
 
 
 def _layout(model, spatialreward_model) -> tuple[_Inputs, _Panels]:
+    # only the configured models are offered; with one, the choice is hidden (the status line names the other)
+    choices, default = model_choices(model, spatialreward_model)
     with gr.Row():
         with gr.Column(scale=5):
             inputs = _Inputs(
@@ -182,17 +189,15 @@ def _layout(model, spatialreward_model) -> tuple[_Inputs, _Panels]:
                          sources=["upload", "clipboard"], elem_id="edited"),
                 gr.Textbox(label="Instruction", lines=2, elem_id="instruction", max_length=MAX_INSTRUCTION_CHARS,
                            placeholder="e.g. Place the cat from image 2 on the table in image 1."),
-                gr.Radio([MIESCORE, SPATIALREWARD], value=MIESCORE, label="Model", elem_id="model-choice"),
+                gr.Radio(choices, value=default, label="Model", elem_id="model-choice", visible=len(choices) > 1),
                 gr.Button("Score", variant="primary", elem_id="score-button"),
             )
         with gr.Column(scale=5):
-            with gr.Group(visible=True) as mie_panel:
+            with gr.Group(visible=default == MIESCORE) as mie_panel:
                 mie_bars = gr.HTML(placeholder_html("Scores appear here." if model else NO_MIESCORE),
                                    elem_id="miescore-result")
                 mie_raw = gr.JSON(label="Raw result (JSON)", elem_id="miescore-json")
-            with gr.Group(visible=False) as sr_panel:
-                if not spatialreward_model:
-                    gr.Markdown(NO_SPATIALREWARD, elem_id="spatialreward-missing")
+            with gr.Group(visible=default == SPATIALREWARD) as sr_panel:
                 sr_image = gr.AnnotatedImage(label="Edited image with the regions SpatialReward judged",
                                              elem_id="spatialreward-regions")
                 sr_reasoning = gr.HighlightedText(label="Reasoning (each region in its box's colour)",

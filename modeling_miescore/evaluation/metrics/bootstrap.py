@@ -6,6 +6,7 @@ candidates of one MER-Bench group) and returns a :class:`CI` per numeric result.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -14,7 +15,25 @@ import numpy as np
 
 from .inputs import MetricWarning
 
-__all__ = ["CI", "bootstrap_ci"]
+__all__ = ["CI", "MIN_RESAMPLING_UNITS", "bootstrap_ci", "distinct_resamples", "too_few_units"]
+
+MIN_RESAMPLING_UNITS = 10
+
+
+def distinct_resamples(k: int) -> int:
+    """How many different resamples (multisets of size ``k``) ``k`` resampling units allow: C(2k - 1, k)."""
+    return math.comb(2 * k - 1, k) if k > 0 else 0
+
+
+def too_few_units(k: int, what: str = "resampling units", minimum: int = MIN_RESAMPLING_UNITS) -> str | None:
+    """Why ``k`` units are too few for a bootstrap interval (None when they are enough)."""
+    if k >= minimum:
+        return None
+    what = what[:-1] if k == 1 and what.endswith("s") else what
+    count = distinct_resamples(k)
+    plural = "" if count == 1 else "s"
+    return (f"only {k} {what} to resample ({count:,} distinct resample{plural}); a confidence interval needs at "
+            f"least {minimum}")
 
 
 class CI(NamedTuple):
@@ -65,6 +84,7 @@ def bootstrap_ci(
     seed: int = 0,
     groups: Any = None,
     level: float = 0.95,
+    min_units: int = MIN_RESAMPLING_UNITS,
 ) -> CI | dict[Any, Any]:
     """Percentile bootstrap CI of ``fn(*arrays)``.
 
@@ -78,6 +98,9 @@ def bootstrap_ci(
     ``low``/``high`` are the ``(1 - level)/2`` and ``(1 + level)/2`` percentiles of the resampled values
     (resamples where ``fn`` gives NaN or fails with ``ValueError`` are left out; a :class:`MetricWarning`
     reports how many). Arrays may be numpy arrays, pandas objects or lists (lists of ragged groups too).
+
+    With fewer than ``min_units`` distinct resampling units (rows, or group ids) no resampling happens: the bounds
+    are NaN and a :class:`MetricWarning` says why (module docstring; ``min_units=1`` resamples anyway).
     """
     arrays, size = _checked_arrays(arrays, n, level)
     point_raw = fn(*arrays)
@@ -85,8 +108,14 @@ def bootstrap_ci(
     if not point:
         raise ValueError("fn must return a number or a dict of numbers")
     keys = list(point)
+    draw = _index_sampler(np.random.default_rng(seed), size, groups)  # checks ``groups`` first
+    units = size if groups is None else int(np.unique(np.asarray(groups)).shape[0])
+    reason = too_few_units(units, "rows" if groups is None else "groups", min_units)
+    if reason is not None:
+        warnings.warn(f"{reason}: the interval is omitted (NaN)", MetricWarning, stacklevel=2)
+        cis = {k: CI(point[k], math.nan, math.nan) for k in keys}
+        return cis[()] if keys == [()] else _rebuild(point_raw, cis)
 
-    draw = _index_sampler(np.random.default_rng(seed), size, groups)
     samples, failed = _resample(fn, arrays, draw, int(n), keys)
     n_nan = int(np.isnan(samples).any(axis=1).sum())
     if n_nan:

@@ -1,0 +1,44 @@
+"""Known, harmless log messages of third-party libraries, hidden at our entry points (each one named, with why).
+
+* bitsandbytes logs "Failed to load CPU gemm_4bit_forward from kernels-community: ... Please make sure you already
+  `pip install kernels`" while it is imported, on CPUs with AVX512-BF16 (``bitsandbytes/backends/cpu/ops.py``,
+  bitsandbytes 0.50). It arrives with pyiqa (the ``baselines`` extra, also in ``dev``: pyiqa declares it as a
+  requirement), and peft and transformers' ``Trainer`` import it whenever it is installed, so every training run
+  printed it. Nothing in this package uses bitsandbytes (no 4-bit or 8-bit layers, no bitsandbytes optimiser), and
+  the message is about an optional CPU kernel for 4-bit layers; it cannot be kept out of the install while pyiqa
+  requires it.
+
+:func:`quiet_third_party_logs` drops exactly these messages (a ``logging.Filter`` on the logger that emits each,
+matching the message's start): everything else those libraries log still shows. The ``miescore`` command, the
+training package and the training scripts call it before they import transformers or peft.
+"""
+
+from __future__ import annotations
+
+import logging
+
+__all__ = ["KNOWN_MESSAGES", "quiet_third_party_logs"]
+
+# logger name -> starts of the messages dropped from it
+KNOWN_MESSAGES: dict[str, tuple[str, ...]] = {
+    "bitsandbytes.backends.cpu.ops": ("Failed to load CPU gemm_4bit_forward from kernels-community",),
+}
+
+
+class _DropKnown(logging.Filter):
+    """Drops a record whose message starts with one of ``starts``."""
+
+    def __init__(self, starts: tuple[str, ...]):
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.starts)
+
+
+def quiet_third_party_logs() -> None:
+    """Install the filters for :data:`KNOWN_MESSAGES` (idempotent; cheap: imports nothing)."""
+    for name, starts in KNOWN_MESSAGES.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropKnown) for f in logger.filters):
+            logger.addFilter(_DropKnown(starts))

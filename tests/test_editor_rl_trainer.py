@@ -130,6 +130,11 @@ def test_output_folder_of_another_run(toy_editor_path, editing_requests, tmp_pat
         _train(toy_config(toy_editor_path, editing_requests, out, max_steps=2, seed=7, resume=True))
     with pytest.raises(MIEScoreInputError, match="holds no run"):
         _train(toy_config(toy_editor_path, editing_requests, tmp_path / "empty", resume=True))
+    # an overwrite starts over: the old run's adapter, card and logs go with its checkpoints
+    with pytest.raises(RewardUnavailableError):
+        _train(toy_config(toy_editor_path, editing_requests, out, overwrite_output_dir=True,
+                          reward=f"{REWARDS}:failing_reward"))
+    assert sorted(p.name for p in out.iterdir()) == ["run.json"]
 
 
 def test_full_fine_tuning_with_a_frozen_reference(toy_editor_path, editing_requests, tmp_path):

@@ -9,9 +9,9 @@ that cannot score at all after its retries (every replica down, an endpoint that
 raises :class:`RewardUnavailableError`, which the trainer catches to stop cleanly.
 
 The helpers at the end are for reward implementations: :func:`flat_samples` (the groups' edits as scoring
-samples, in order), :func:`regroup` (per-edit outcomes back into one :class:`GroupScores` per group), :func:`result_components`
-(the named parts of each result, for logging) and
-:func:`score_isolating` (a scorer's batch call, retried edit by edit when an input is unusable).
+samples, in order), :func:`regroup` (per-edit outcomes back into one :class:`GroupScores` per group),
+:func:`result_components` (the named parts of each result, for logging) and :func:`score_isolating` (a scorer's
+batch call, retried edit by edit when an input is unusable).
 """
 
 from __future__ import annotations

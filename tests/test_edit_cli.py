@@ -34,7 +34,7 @@ def _klein_lora(tiny_editor_path, folder):
 
 
 def test_edits_with_a_lora_are_scored_by_score_batch(tiny_editor_path, editing_requests, tiny_miescore_path,
-                                                     tmp_path, capsys):
+                                                     tiny_miescore, tmp_path, capsys):
     lora = _klein_lora(tiny_editor_path, tmp_path / "lora")
     options = json.dumps(TINY_EDITOR_OPTIONS["flux2-klein"])
     base = ["edit", "--pipeline", "flux2-klein", "--model", str(tiny_editor_path("flux2-klein")), "--input",
@@ -59,9 +59,14 @@ def test_edits_with_a_lora_are_scored_by_score_batch(tiny_editor_path, editing_r
     preds = tmp_path / "preds.jsonl"
     assert main(["score-batch", "--model", str(tiny_miescore_path), "--input", str(tmp_path / "with" / "edits.jsonl"),
                  "--output", str(preds), "--device", "cpu", "--no-progress"]) == 0
-    scored = [json.loads(x) for x in preds.read_text().splitlines()]
-    assert sorted(x["id"] for x in scored) == sorted(x["id"] for x in lines)
-    assert all(0 <= x["overall"] <= 100 for x in scored)
+    scored = {x["id"]: x for x in map(json.loads, preds.read_text().splitlines())}
+    assert sorted(scored) == sorted(x["id"] for x in lines)
+    # the scores are those of the edit's own files (paths relative to edits.jsonl: the sources, then the edit)
+    folder = tmp_path / "with"
+    samples = [{"sources": [str(folder / p) for p in x["sources"]], "edited": str(folder / x["edited"]),
+                "instruction": x["instruction"]} for x in lines]
+    reference = tiny_miescore.score_batch(samples, batch_size=2, reuse_prefix=False)
+    assert [scored[x["id"]]["overall"] for x in lines] == pytest.approx([r["overall"] for r in reference], abs=1e-3)
 
 
 def test_a_torn_last_line_is_cut_and_redone(toy_editor_path, editing_requests, tmp_path):

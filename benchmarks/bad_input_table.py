@@ -19,6 +19,18 @@ that code already had, so they are copied into a checkout of it::
 
 (``--timeout 20``: a case still running after 20 s counts as a hang; the old code blocks forever on a FIFO.)
 
+Issue 22's local cases (``testing.bad_input_local``: the ``checkpoint``, ``paths`` and ``data`` rows, and the
+chat-control-token and surrogate instructions in the first four) are part of this corpus. Their "before" is commit
+c6d6d54 (main before issue 22), measured the same way, with the new corpus modules copied along::
+
+    git worktree add --detach ../before-22 c6d6d54
+    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint,bad_input_local,bad_checkpoints}.py \
+       ../before-22/modeling_miescore/testing/
+    (cd ../before-22 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --timeout 60 --details)
+
+(the two ``doctor`` cases start a fresh interpreter and may take minutes on a loaded machine; they have their own
+600 s bound.)
+
 ``--endpoints`` also runs the bad-endpoint corpus of issue 22 (``testing.bad_endpoint_corpus``: ``judge``,
 ``spatialreward-data`` and ``mer-bench synthesize`` against the bad server of ``tests/local_http.py``) and prints
 its own table; ``--only-endpoints`` runs that corpus alone. Its "before" is commit c6d6d54 (main before issue

@@ -19,12 +19,13 @@ transformers) and its flat siblings.
 from __future__ import annotations
 
 import contextlib
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from .image_io import DEFAULT_MAX_IMAGE_PIXELS
+from .image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError
 from .prefix_reuse import find_groups
 from .processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, as_edit_sample, load_samples
 
@@ -53,8 +54,10 @@ class PrefixGrouping:
 
 
 def checked_batch_size(batch_size) -> int:
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    """``batch_size`` as an int >= 1; anything else (1.5, "8", True, 0) is a ``MIEScoreInputError`` (a
+    ``ValueError``), never silently rounded."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or int(batch_size) < 1:
+        raise MIEScoreInputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     return int(batch_size)
 
 

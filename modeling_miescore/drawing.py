@@ -25,6 +25,9 @@ PALETTE: Tuple[Tuple[int, int, int], ...] = (
     (170, 110, 40), (128, 0, 0), (0, 0, 128), (128, 128, 0),
 )
 
+# The longest label drawn (longer ones are cut, with an ellipsis): a tag above a box, not a paragraph.
+MAX_DRAWN_LABEL = 80
+
 
 def region_color(region_id: int) -> Tuple[int, int, int]:
     """The colour of a region id (ids above 15 wrap around)."""
@@ -115,6 +118,8 @@ def draw_regions(
         if show_ids:
             parts.append(str(rid))
         label = str(region.get("label") or "")
+        if len(label) > MAX_DRAWN_LABEL:  # a model's runaway label: drawing 200K characters takes tens of seconds
+            label = label[:MAX_DRAWN_LABEL - 1] + "\u2026"
         if show_labels and label:
             parts.append(label)
         text = ": ".join(parts)
@@ -131,4 +136,4 @@ def draw_regions(
     return canvas
 
 
-__all__ = ["PALETTE", "bbox_to_pixels", "clamp_pixel_box", "draw_regions", "region_color"]
+__all__ = ["MAX_DRAWN_LABEL", "PALETTE", "bbox_to_pixels", "clamp_pixel_box", "draw_regions", "region_color"]

@@ -41,6 +41,30 @@ DEFAULT_MAX_SAMPLE_PIXELS = 256_000_000
 # that is 4096 characters. The reward server enforces the same number.
 MAX_INSTRUCTION_CHARS = 4096
 
+# Chat-control tokens a user's text must not contain: the tokenizer parses them as their special tokens, so an
+# instruction holding "<|im_end|><|im_start|>assistant" would forge a chat turn and one holding "<|image_pad|>"
+# an image placeholder without an image. Every "<|name|>" (all of Qwen-VL's special tokens, and SpatialReward's
+# grounding tokens) and the image/video placeholders of the other backbone families (InternVL "<img>",
+# "</img>", "<IMG_CONTEXT>", "<video>"; LLaVA "<image>"). Such an instruction is refused, naming the token
+# (API, CLI, score-batch, server and Space alike), rather than silently rewritten.
+CONTROL_TOKEN = re.compile(r"<\|[^<>|\s]{1,64}\|>|</?(?:image|img|video|IMG_CONTEXT)>")
+
+
+def control_token_problem(text: str, where: str = "sample", special_tokens=()) -> str | None:
+    """Why ``text`` cannot go into a prompt as the user's words, or None: a lone surrogate (not encodable text)
+    or a chat-control token (:data:`CONTROL_TOKEN`, or one of ``special_tokens``, a tokenizer's own)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"{where} has an instruction that is not valid Unicode text (a lone surrogate "
+                f"{text[err.start]!r} at character {err.start + 1}); send UTF-8 text")
+    match = CONTROL_TOKEN.search(text)
+    token = match.group(0) if match else next((t for t in special_tokens if t and t in text), None)
+    if token is not None:
+        return (f"{where} has an instruction containing the chat-control token {token!r}, which the model would "
+                "read as a control token, not as text; remove it from the instruction")
+    return None
+
 
 def _image_key(image):
     return os.fspath(image) if isinstance(image, (str, os.PathLike)) else id(image)
@@ -288,7 +312,8 @@ def load_checkpoint_processor(source: str):
 
 
 def check_instruction(instruction, where: str = "sample") -> str:
-    """The instruction stripped; :class:`MIEScoreInputError` for a non-string, an empty or an overlong one."""
+    """The instruction stripped; :class:`MIEScoreInputError` for a non-string, an empty or an overlong one, and
+    for one that is not valid Unicode or holds a chat-control token (:func:`control_token_problem`)."""
     if not isinstance(instruction, str):
         raise MIEScoreInputError(f"{where} has an instruction of type {type(instruction).__name__}; "
                                  "pass the editing instruction as a string")
@@ -298,6 +323,9 @@ def check_instruction(instruction, where: str = "sample") -> str:
     if len(text) > MAX_INSTRUCTION_CHARS:
         raise MIEScoreInputError(f"{where} has an instruction of {len(text):,} characters, above the limit "
                                  f"of {MAX_INSTRUCTION_CHARS:,} (the model's token budget); shorten it")
+    problem = control_token_problem(text, where)
+    if problem:
+        raise MIEScoreInputError(problem)
     return text
 
 
@@ -401,7 +429,11 @@ def prepare_inputs(processor, samples: Sequence[EditSample], config, padding_sid
     Each image is resized to fit ``config.min_pixels``..``config.max_pixels``.
     """
     texts, images = [], []
+    specials = [t for t in getattr(processor.tokenizer, "all_special_tokens", ()) if len(t) > 1]
     for sample in samples:
+        problem = control_token_problem(sample.instruction, "sample", specials)
+        if problem:  # as_edit_sample refused the common ones; this is the tokenizer's own list
+            raise MIEScoreInputError(problem)
         messages, roles = build_messages(len(sample.sources), sample.instruction, config)
         texts.append(processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
         images.extend(ordered_images(sample, roles))

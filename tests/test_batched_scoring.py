@@ -91,8 +91,9 @@ def test_whole_groups_in_input_order_and_groups_that_are_only_checked():
 
 def test_bad_arguments_are_clear_errors():
     samples = [edit("a", [image(8)], 10), {"sources": [], "edited": image(8), "instruction": "x"}]
-    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
-        score_in_batches(samples[:1], Recorder(), batch_size=0)
+    for bad in (0, 1.5, "8", True):  # issue 22 item 22: 1.5 was rounded down to 1
+        with pytest.raises(MIEScoreInputError, match=f"batch_size must be an integer >= 1, got {bad!r}"):
+            score_in_batches(samples[:1], Recorder(), batch_size=bad)
     with pytest.raises(ValueError, match="got 3 group ids for 1 samples"):
         score_in_batches(samples[:1], Recorder(), batch_size=1, group_ids=[1, 2, 3])
     with pytest.raises(MIEScoreInputError, match="sample 1 has zero source images"):

@@ -100,7 +100,8 @@ def test_bad_systems_exit_2(tmp_path, capsys):
 
 
 def test_diffusers_is_imported_only_when_a_pipeline_is_used(tmp_path, monkeypatch):
-    monkeypatch.delitem(sys.modules, "diffusers", raising=False)  # earlier tests of the session may have imported it
+    for name in [m for m in sys.modules if m == "diffusers" or m.startswith("diffusers.")]:
+        monkeypatch.delitem(sys.modules, name)  # other tests of the session may have imported it; restored after
     system = parse_system_spec("FLUX-Dev=diffusers:black-forest-labs/FLUX.1-Kontext-dev")
     assert system.spec == "diffusers:black-forest-labs/FLUX.1-Kontext-dev" and "diffusers" not in sys.modules
     monkeypatch.setitem(sys.modules, "diffusers", None)  # as if it were not installed

@@ -3,6 +3,7 @@ add up to the ``input_ids`` the models run, the prefix split is the one prefix r
 result is the one the MIEScore trainer picks."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -212,3 +213,31 @@ def test_cli_rejects_what_is_not_a_checkpoint(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["tokens", "--model", str(tmp_path), "--sources", "0"])
     assert exit_info.value.code == 2
+
+
+def test_cli_table_explains_itself_and_flags_totals_over_the_training_length(checkpoints, processor,
+                                                                           tiny_miescore_path, tmp_path, capsys):
+    """Issue 27 item 4: column names and a legend say what P, S and the ceiling are; totals over the training
+    length are flagged; the header says which instruction was counted and marks a non-Qwen vocabulary."""
+    assert main(["tokens", "--model", str(checkpoints["miescore"]), "--size", "1024x1024"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| prompt"))
+    for column in ("sources", "shared prefix P", "per-edit suffix S", "reuse ceiling G=12", "vs training 4,096"):
+        assert f" {column} |" in header, column
+    assert "instruction, built-in default (pass --instruction to count yours)" in out
+    assert "vocabulary:" not in out  # the real Qwen vocabulary
+    assert "G*total / (P + G*S)" in out and "4,096 tokens (the paper's; the checkpoint records none)" in out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| MIEScore")]
+    totals = [miescore_budget(processor, MIEScoreConfig(), n, (1024, 1024)).total for n in (1, 2, 3, 4)]
+    assert [r[11] for r in rows] == ["fits" if t <= 4096 else f"OVER by {t - 4096:,}" for t in totals]
+    assert "OVER by" in out and f"{sum(t > 4096 for t in totals)} of 4 rows are over it" in out
+
+    folder = tmp_path / "recorded"  # a checkpoint with its own training length in its model card
+    shutil.copytree(tiny_miescore_path, folder)
+    (folder / "README.md").write_text("## Training procedure\n\n| parameter | value |\n|---|---|\n| max_length | 2048 |\n")
+    assert main(["tokens", "--model", str(folder), "--sources", "1", "--size", "64x64", "--instruction",
+                 INSTRUCTION]) == 0
+    out = capsys.readouterr().out
+    assert "vs training 2,048" in out and "2,048 tokens (from the model card)" in out
+    assert "instruction, given (--instruction)" in out
+    assert "vocabulary: not the Qwen vocabulary (1,000 tokens" in out

@@ -29,6 +29,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..image_io import MIEScoreInputError
+from ..utils.output_paths import ensure_folder
 from .main import EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
 
 __all__ = ["cmd_analyze_attention", "register"]
@@ -74,10 +75,9 @@ def _output_folder(out, overlays: bool) -> Path:
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder for the report")
-    try:
-        (path / "overlays" if overlays else path).mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise MIEScoreInputError(f"cannot create the report folder '{out}': {err.strerror}") from None
+    ensure_folder(path, "--out", named=True)
+    if overlays:
+        ensure_folder(path / "overlays", "--out", note=lambda _: None)  # part of the report, not worth a note
     return path
 
 

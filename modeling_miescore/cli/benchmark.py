@@ -131,9 +131,11 @@ def _grid_args(parser: argparse.ArgumentParser) -> None:
 
 
 def model_reference(model: str) -> str:
-    """A --model / --dataset argument as a run's identity records it: a local path resolved, a repo id as is."""
-    p = Path(model).expanduser()
-    return str(p.resolve()) if p.exists() else model
+    """A --model / --dataset argument as a run's identity records it: a local path resolved, a repo id as is
+    (``scoring.loading.model_reference``, which score-batch's producer record uses too)."""
+    from ..scoring.loading import model_reference as reference
+
+    return reference(model)
 
 
 def _version() -> str:
@@ -265,9 +267,10 @@ def cmd_mie_bench(args) -> int:
     from ..data.schema import SHORT_NAMES
     from ..evaluation.mie_bench_report import mie_bench_report
     from ..evaluation.plots import mie_bench_plots
+    from ..evaluation.report import REPORT_FILES
     from ..scoring.jsonl_scoring import make_output_folder
 
-    out = make_output_folder(args.out, "--out: ")
+    out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     joined, preds, preds_path, alignment = _mie_predictions(args, out, require_mos=True, verb="evaluating")
     report = mie_bench_report(joined, bootstrap=_bootstrap_settings(args))
     report["overall_computed"] = bool(preds.attrs.get("overall_computed"))
@@ -398,9 +401,10 @@ def cmd_mer_bench(args) -> int:
     from ..evaluation.mer_bench_report import mer_bench_report
     from ..evaluation.plots import aggregation_grid_plot, mer_bench_plots
     from ..evaluation.prediction_files import read_group_predictions
+    from ..evaluation.report import REPORT_FILES
     from ..scoring.jsonl_scoring import make_output_folder
 
-    out = make_output_folder(args.out, "--out: ")
+    out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     names = _mer_split_names(args)
     grid_names = _grid_split_names(args, names)
     splits = {name: load_split(args.dataset, name) for name in names}
@@ -442,9 +446,10 @@ def cmd_editing_models(args) -> int:
     )
     from ..evaluation.plots import editing_models_plots
     from ..evaluation.prediction_files import read_score_predictions
+    from ..evaluation.report import REPORT_FILES
     from ..scoring.jsonl_scoring import make_output_folder
 
-    out = make_output_folder(args.out, "--out: ")
+    out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     alignment = None
     if args.dataset is None:
         if args.model:

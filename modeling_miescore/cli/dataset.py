@@ -51,13 +51,14 @@ def flag_wording(message: str, flags: Mapping[str, tuple[str, bool]]) -> str:
 def _exit_status(err: BaseException) -> int | None:
     """The exit status for an exception of a build, ``None`` for an unexpected one (a bug: let it raise)."""
     from ..data.builders.base import BuildUsageError
+    from ..image_io import MIEScoreInputError
     from ..data.builders.hub_push import HubPushError, HubPushUnavailableError
     from ..data.builders.output_folder import OutputExistsError
     from ..data.builders.raw_files import DatasetValidationError
     from ..utils.output_lock import OutputBusyError
 
     cannot_run = (DatasetValidationError, BuildUsageError, OutputExistsError, OutputBusyError,
-                  HubPushUnavailableError, ImportError)
+                  HubPushUnavailableError, ImportError, MIEScoreInputError)
     if isinstance(err, cannot_run):
         return EXIT_CANNOT_RUN
     if isinstance(err, (HubPushError, OSError)):

@@ -3,10 +3,15 @@
 ::
 
     miescore doctor CKPT [--device auto] [--dtype auto] [--json] [--skip-fresh-process] [--quick]
+                         [--trust-remote-code]
 
 Runs the checks one by one (progress on stderr), then prints a table of them, or with ``--json`` the list of
 records and a summary. Exit status: 0 healthy, 1 warnings, 2 broken. User errors (a missing folder, a folder
 that is not a MIEScore or SpatialReward checkpoint, a bad --device) print one line and exit 2.
+
+Nothing from the checkpoint folder runs unless ``--trust-remote-code`` is given: the fresh-process check then
+loads it with ``AutoModel.from_pretrained(CKPT, trust_remote_code=True)`` as a stranger would, running the code
+files that the report names with their sha256 (run it only on a checkpoint whose code you trust).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ def cmd_doctor(args) -> int:
 
     report = diagnose_checkpoint(args.checkpoint, device=args.device, dtype=args.dtype,
                                  fresh_process=not args.skip_fresh_process, quick=args.quick,
-                                 on_result=None if args.json else progress)
+                                 on_result=None if args.json else progress, trust_remote_code=args.trust_remote_code)
     print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
     return report.exit_code
 
@@ -38,10 +43,15 @@ def cmd_doctor(args) -> int:
 def register(sub) -> None:
     parser = sub.add_parser("doctor", help="is this checkpoint sane? loading, processor consistency, token budget, "
                                            "score spread and directions, parsing, throughput")
-    parser.add_argument("checkpoint", help="MIEScore or SpatialReward checkpoint folder")
+    parser.add_argument("checkpoint", help="MIEScore or SpatialReward checkpoint folder (a local path)")
     add_device_args(parser)
     parser.add_argument("--json", action="store_true", help="print the check records and a summary as JSON")
     parser.add_argument("--skip-fresh-process", action="store_true",
-                        help="do not load the checkpoint in a second interpreter without this package")
+                        help="do not load the checkpoint again in a second, fresh interpreter")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="RUNS THE CHECKPOINT'S CODE: the fresh interpreter loads it with AutoModel("
+                             "trust_remote_code=True) and without this package, as a stranger would; the report names "
+                             "the code files it ran and their sha256 (default: through the installed package, "
+                             "nothing from the folder runs)")
     parser.add_argument("--quick", action="store_true", help="three small examples and one throughput pass")
     parser.set_defaults(func=cmd_doctor)

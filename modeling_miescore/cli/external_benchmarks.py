@@ -107,9 +107,11 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
 
 def _prepare(args):
     from ..evaluation.converted_benchmarks import load_benchmark
+    from ..evaluation.report import REPORT_FILES
     from ..scoring.jsonl_scoring import make_output_folder
 
-    out = make_output_folder(args.out, "--out: ")
+    given = {f"--predictions {k + 1}": p for k, p in enumerate(args.predictions or [])}
+    out = make_output_folder(args.out, "--out: ", given, REPORT_FILES)
     benchmarks = [load_benchmark(d) for d in args.dataset]
     names = [b.name for b in benchmarks]
     if len(set(names)) != len(names):

@@ -86,7 +86,8 @@ def cmd_judge(args) -> int:
     _check_same_judge(output, name)
     calls = ModelCallRun(args, "judge", output.with_name(output.name + ".cache.sqlite"),  # checks --price
                          output.with_name(output.name + ".usage.jsonl"),
-                         {"judge": name, "spec": str(spec), "output": str(output)})
+                         {"judge": name, "spec": str(spec), "output": str(output)},
+                         files={"--input": args.input, "--output": output})
     inputs = _inputs(args, output)
     with calls:
         engine = calls.engine(spec)
@@ -94,7 +95,8 @@ def cmd_judge(args) -> int:
         batch_size = engine.backend.batch_size
         report = score_jsonl(judge.score_batch, inputs, output, batch_size=batch_size, on_error=args.on_error,
                              progress=not args.no_progress,
-                             chunk_size=4 * max(batch_size, engine.backend.max_concurrency))
+                             chunk_size=4 * max(batch_size, engine.backend.max_concurrency),
+                             producer={"command": "judge", "model": name})
     flagged = judge.counts["flagged"]
     return finish_run(
         f"judged {report.scored} edits ({flagged} answers without all three scores, flagged), "

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
+from ..utils.output_paths import ensure_folder
 from .main import EXIT_PARTIAL, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
 
@@ -107,9 +108,9 @@ def cmd_synthesize(args) -> int:
         raise MIEScoreInputError(f"--folder '{folder}' is a file; pass a folder")
     spec = parse_judge_spec(args.model, "--model")
     calls = ModelCallRun(args, "mer-bench synthesize", folder / "calls.sqlite", folder / "usage.jsonl",
-                         {"model": str(spec)})  # checks --price before any work
+                         {"model": str(spec)}, files={"--sources": args.sources})  # checks --price before any work
     jobs = plan_jobs(read_sources(args.sources), args.total, args.seed)
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_folder(folder, "--folder", named=True)
     with calls:
         run = synthesize_instructions(jobs, folder, calls.engine(spec), max_tokens=args.max_tokens,
                                       hint=not args.no_subtask_hint, chunk_size=args.chunk_size,

@@ -76,10 +76,13 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
 def open_cache(args, default: Path):
     """The :class:`~modeling_miescore.judges.call_cache.CallCache` the options name (None with --no-cache)."""
     from ..judges.call_cache import CallCache
+    from ..utils.output_paths import ensure_folder
 
     if args.no_cache:
         return None
-    return CallCache(Path(args.cache) if args.cache else default)
+    path = Path(args.cache).expanduser() if args.cache else default
+    ensure_folder(path.parent, "--cache")  # a missing folder is made and named, as for every output
+    return CallCache(path)
 
 
 def judge_spec(args):
@@ -120,11 +123,17 @@ class ModelCallRun:
     fails before building one (a bad price, model path or endpoint) writes neither file.
 
     ``cache_default``: the cache file used when ``--cache`` is not given (none with ``--no-cache``).
+    ``files``: the command's other files (``{"--input": path, "--output": path}``): the cache and the usage log
+    must be none of them (``--cache X --output X`` would corrupt both).
     """
 
-    def __init__(self, args, command: str, cache_default: Path, log: Path, extra: Optional[dict] = None):
+    def __init__(self, args, command: str, cache_default: Path, log: Path, extra: Optional[dict] = None,
+                 files: Optional[dict] = None):
         from ..judges.call_engine import UsageLog
+        from ..utils.output_paths import check_distinct_files
 
+        cache = None if args.no_cache else (args.cache or cache_default)
+        check_distinct_files({"--cache": cache, "the usage log": log, **(files or {})})
         self.args, self.command, self.log, self.cache_default = args, command, Path(log), Path(cache_default)
         self.usage = UsageLog(parse_prices(args.price))
         self.extra = dict(extra or {})

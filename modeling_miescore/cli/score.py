@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import add_model_args, add_pixel_budget_arg, finish_run, number_arg, quiet_transformers
+from ..utils.numbers import model_fault
+from .main import EXIT_PARTIAL, add_model_args, add_pixel_budget_arg, finish_run, number_arg, quiet_transformers
 
 
 def register(sub) -> None:
@@ -66,6 +67,10 @@ def cmd_score(args) -> int:
     quiet_transformers()
     model = load_scorer(args.model, device=args.device, dtype=args.dtype)
     scores = model.score(sample.sources, sample.edited, sample.instruction, max_sample_pixels=args.max_sample_pixels)
+    fault = model_fault(scores)
+    if fault:  # not a number to print: the model is broken (exit 1, as a failed edit in score-batch)
+        print(f"miescore score: error: {fault}", file=sys.stderr)
+        return EXIT_PARTIAL
     print(json.dumps(scores) if args.json else _format_scores(scores))
     return 0
 
@@ -73,10 +78,13 @@ def cmd_score(args) -> int:
 def cmd_score_batch(args) -> int:
     import os
 
-    from ..scoring.jsonl_scoring import check_input_file, check_output_file, merge_shards, score_jsonl
-    from ..scoring.loading import load_scorer
+    from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
+                                         read_predictions, score_jsonl)
+    from ..scoring.loading import load_scorer, model_reference
 
-    check_output_file(args.output, check_input_file(args.input))  # before the model loads: fail fast
+    output = check_output_file(args.output, check_input_file(args.input))  # before the model loads: fail fast
+    producer = {"command": "score-batch", "model": model_reference(args.model)}
+    check_producer(output, read_predictions(output, repair=False)[0], producer, record=False)
     quiet_transformers()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, device = 0, args.device
@@ -95,7 +103,8 @@ def cmd_score_batch(args) -> int:
                          args.input, args.output,
                          batch_size=args.batch_size, on_error=args.on_error,
                          progress=not args.no_progress and rank == 0, rank=rank, world_size=world_size,
-                         target_pixels=int(model.config.max_pixels), max_sample_pixels=budget)
+                         target_pixels=int(model.config.max_pixels), max_sample_pixels=budget,
+                         producer=producer)
     if world_size > 1:
         dist.barrier()
         if rank == 0:

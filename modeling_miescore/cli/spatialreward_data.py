@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
+from ..utils.output_paths import ensure_folder
 from .main import finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
 
@@ -91,7 +92,8 @@ def cmd_spatialreward_data(args) -> int:
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder")
     specs = _specs(args)
     calls = ModelCallRun(args, "spatialreward-data", out / "calls.sqlite", out / "usage.jsonl",  # checks --price
-                         {"judges": {name: str(spec) for name, spec in specs.items()}})
+                         {"judges": {name: str(spec) for name, spec in specs.items()}},
+                         files={"--input": args.input, "the SFT rows": out / "sft_rows.jsonl"})
     records, problems = read_edit_records(args.input, args.split, out / "inputs", progress=not args.no_progress)
     for where, message in problems[:20]:
         print(f"skipped {where}: {message}", file=sys.stderr)
@@ -99,7 +101,7 @@ def cmd_spatialreward_data(args) -> int:
         records = records[:args.limit]
     if not records:
         raise MIEScoreInputError(f"'{args.input}' holds no usable edit ({len(problems)} unusable lines)")
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_folder(out, "--out", named=True)
     config = PipelineConfig(max_tokens=args.max_tokens, min_similarity=args.min_similarity,
                             crop_padding=args.crop_padding, chunk_size=args.chunk_size, box_num_mode=args.box_num,
                             annotate_sources=not args.edited_only_annotations,

@@ -7,9 +7,12 @@
 
 For a MIEScore checkpoint one row per (image size, number of sources); for a SpatialReward checkpoint the SC
 rows, then one PQ row per size. Columns: the rubric / D.1 prompt, the instruction, the labels, the chat markup,
-one image (markers included), the total, the shared prefix P and per-edit suffix S of prefix reuse, and its
-token ceiling for G = 12 edits. ``--max-length`` adds what training's "shrink" policy does to each row.
-Only the config and the processor are read, never the weights
+one image (markers included), the total, the total against the training length (the checkpoint's own, from its
+config or model card, else the paper's 4,096 / 8,192), the shared prefix P and per-edit suffix S of prefix reuse,
+and its token ceiling for G = 12 edits; a legend under the table says what each means. The header says whether
+the instruction counted is the built-in default or ``--instruction``'s, and marks a tokenizer that is not the Qwen
+vocabulary (a test checkpoint's: its text counts are not a released model's). ``--max-length`` adds what
+training's "shrink" policy does to each row. Only the config and the processor are read, never the weights
 (:mod:`modeling_miescore.diagnostics.token_budget`).
 
 User errors (bad --size, not a checkpoint, unreadable processor) print one line and exit 2.
@@ -38,25 +41,43 @@ def cmd_tokens(args) -> int:
 
     sizes = [parse_size(args.size)] if args.size is not None else list(token_budget.DEFAULT_SIZES)
     sources = [args.sources] if args.sources is not None else list(token_budget.DEFAULT_SOURCES)
-    instruction = token_budget.DEFAULT_INSTRUCTION if args.instruction is None else args.instruction
+    given = args.instruction is not None
+    instruction = args.instruction if given else token_budget.DEFAULT_INSTRUCTION
     if not instruction.strip():
         raise MIEScoreInputError("--instruction is empty; pass the editing instruction to count")
 
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
-    budgets = token_budget.checkpoint_budgets(args.model, sources, sizes, args.max_pixels, instruction)
-    if args.json:
+    kind, config, processor = token_budget.load_config_and_processor(args.model)
+    budgets = token_budget.checkpoint_budgets(args.model, sources, sizes, args.max_pixels, instruction,
+                                              loaded=(kind, config, processor))
+    training = token_budget.training_length(args.model, kind)
+    answer = int(config.max_new_tokens) if kind == "spatialreward" else 0
+    vocabulary = token_budget.vocabulary_note(processor.tokenizer)
+    counted = "given (--instruction)" if given else "built-in default (pass --instruction to count yours)"
+    if args.json:  # one object per row; what the text header says is repeated in each
+        context = {"instruction_source": "given" if given else "default",
+                   "training_length": {"tokens": training.tokens, "source": training.source},
+                   "answer_tokens": answer, "vocabulary": vocabulary or "qwen"}
         rows = []
         for budget in budgets:
-            row = budget.to_dict(args.group_size)
+            row = {**budget.to_dict(args.group_size), **context,
+                   "over_training_length": budget.total + answer > training.tokens}
             if args.max_length is not None:
                 row["shrink"] = token_budget.shrink_to_fit(budget, args.max_length).to_dict()
             rows.append(row)
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"token budget of {args.model}; instruction: {instruction.strip()!r}")
-    print(token_budget.format_budget_table(budgets, args.group_size, args.max_length))
+    print(f"token budget of {args.model} ({'MIEScore' if kind == 'miescore' else 'SpatialReward'})")
+    print(f"instruction, {counted}: {instruction.strip()!r}")
+    if vocabulary:
+        print(f"vocabulary: {vocabulary}")
+    print()
+    print(token_budget.format_budget_table(budgets, args.group_size, args.max_length, training, answer))
+    print()
+    for line in token_budget.budget_legend(kind, args.group_size, training, budgets, answer):
+        print(f"  {line}")
     return 0
 
 

@@ -9,24 +9,29 @@ tokenizer, token budget, score spread and directions on perturbed examples, Spat
 the checks live in ``doctor_config_checks``, ``doctor_model_checks`` and ``doctor_score_checks``, their shared
 state in ``doctor_context``, the perturbed edits in ``edit_perturbations``.
 
-``isolated_load``: a fresh interpreter without this package and its non-Hub dependencies, in which a checkpoint
-loads with ``trust_remote_code`` (the Hub-boundary test and the doctor's ``fresh_process`` check).
+``isolated_load``: a fresh interpreter in which a checkpoint loads either through the installed package (nothing
+from the folder runs: the doctor's default ``fresh_process`` check) or, without this package and its non-Hub
+dependencies, with ``trust_remote_code`` (the Hub-boundary test and ``doctor --trust-remote-code``).
 """
 
 from .checkpoint_doctor import CheckResult, DoctorReport, diagnose_checkpoint, format_report
-from .isolated_load import IsolatedLoadJob, load_and_score_without_package, run_without_package
+from .isolated_load import (IsolatedLoadJob, load_and_score_with_package, load_and_score_without_package,
+                            run_without_package)
 from .token_budget import (
     DEFAULT_INSTRUCTION,
     PromptBudget,
     ShrinkResult,
+    TrainingLength,
+    budget_legend,
     checkpoint_budgets,
     format_budget_table,
     miescore_budget,
     shrink_to_fit,
     spatialreward_budgets,
+    training_length,
 )
 
 __all__ = ["CheckResult", "DEFAULT_INSTRUCTION", "DoctorReport", "IsolatedLoadJob", "PromptBudget", "ShrinkResult",
-           "checkpoint_budgets", "diagnose_checkpoint", "format_budget_table", "format_report",
-           "load_and_score_without_package", "miescore_budget", "run_without_package", "shrink_to_fit",
-           "spatialreward_budgets"]
+           "TrainingLength", "budget_legend", "checkpoint_budgets", "diagnose_checkpoint", "format_budget_table",
+           "format_report", "load_and_score_with_package", "load_and_score_without_package", "miescore_budget",
+           "run_without_package", "shrink_to_fit", "spatialreward_budgets", "training_length"]

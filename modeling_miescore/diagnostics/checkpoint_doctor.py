@@ -8,9 +8,13 @@ check, never a crash. Exit status: 0 healthy, 1 warnings, 2 broken (any error).
 
 Files and configuration (no weights loaded; ``doctor_config_checks``):
 
-* ``files``: weights in safetensors (none -> error; pickle files beside them -> warning); for a checkpoint with
-  code, ``auto_map`` present (MIEScore without it -> error) and every code file it reaches present (-> error);
-  code files that differ from the installed package's (saved by another version) -> warning.
+* ``files``: the checkpoint validation layer (``scoring.checkpoint_files``: config values, every safetensors
+  header, tokenizer.json and chat template present; a fault -> error naming the file, and the checks that would
+  only repeat it skip); pickle files beside the weights -> warning; for a checkpoint with code, ``auto_map``
+  present (MIEScore without it -> error) and every code file it reaches present (-> error); code files that
+  differ from the installed package's (saved by another version, or changed) -> warning; processor files whose
+  ``auto_map`` names code (never run here) -> warning. ``details["remote_code"]``: every file that
+  ``trust_remote_code`` would run, with its sha256.
 * ``config_processor``: the config and the processor saved beside the weights load.
 * ``token_ids``: ``image_token_id``, ``video_token_id``, ``vision_start_token_id``, ``vision_end_token_id`` equal
   the tokenizer's single-token ids of ``<|image_pad|>`` ... and the processor's ``image_token_id``; the tokenizer
@@ -23,18 +27,26 @@ Files and configuration (no weights loaded; ``doctor_config_checks``):
   ``min_pixels`` / ``max_pixels`` imply (1000x700, 64x48 and 2048x2048 images; -> error).
 * ``grounding_tokens`` (SpatialReward): ``<|bbox_0..15|>`` and ``<|global|>`` are plain text or all single ids
   (partly -> warning), inside the embedding (-> error).
-* ``token_budget``: typical inputs (1-4 sources at 512 and 1024 px) against the training length: MIEScore 4096
-  tokens (its supplement, "Supervised Fine-Tuning"), SpatialReward 8192 for prompt + ``max_new_tokens`` (SFT,
-  Table 6). Longer -> warning, naming the ``max_pixels`` at which MIEScore's trainer would have fit them.
+* ``token_budget``: typical inputs (1-4 sources at 512 and 1024 px) against the training length (the
+  checkpoint's own, from its config.json or model card, else the paper's: MIEScore 4096 tokens, supplement
+  "Supervised Fine-Tuning"; SpatialReward 8192 for prompt + ``max_new_tokens``, SFT, Table 6) and the model's
+  position limit. Longer than the training length is information (ok), with what it means: MIEScore's trainer
+  shrank such images to fit (and at which ``max_pixels``), scoring does not; SpatialReward SFT dropped such rows.
+  Warnings only for defects: an input beyond the position limit, or a recorded training length that contradicts
+  the pixel budget (a typical input that cannot fit even at one token per image, or a length beyond the position
+  limit).
 
 Loading and running (``doctor_model_checks``):
 
-* ``fresh_process``: ``AutoModel.from_pretrained(CKPT, trust_remote_code=True)`` in a fresh interpreter without
-  this package and its non-Hub dependencies (``isolated_load``) loads the checkpoint's own code and scores 2
-  example edits (fails -> error). Skipped with ``--skip-fresh-process`` and for plain Qwen3-VL checkpoints.
+* ``fresh_process``: a fresh interpreter loads the checkpoint and scores 2 example edits (fails -> error). By
+  default through the installed package (``load_scorer`` / ``load_spatialreward``): **nothing from the folder
+  runs** (an imported ``transformers_modules`` module -> error). With ``trust_remote_code=True``
+  (``--trust-remote-code``) as a stranger would: ``AutoModel.from_pretrained(CKPT, trust_remote_code=True)``
+  without this package and its non-Hub dependencies (``isolated_load``), running the checkpoint's code files,
+  which the message names with their sha256. Skipped with ``--skip-fresh-process``.
 * ``load``: the installed package loads it on the device and dtype asked for (fails -> error); the same 2 edits
   score as in the fresh process (to 1e-3 points / 1e-4 reward in float32, 0.5 / 0.02 in half precision, same
-  texts; else -> warning); float16 on CPU -> warning.
+  texts; else -> warning); float16 on CPU -> warning. Skipped when ``files`` or ``config_processor`` failed.
 * ``weights``: all finite; MIEScore's ``head.out_proj`` / SpatialReward's LM head not all zeros (-> error).
 
 Scores of the bundled example edits and perturbations of them (``edit_perturbations``; ``doctor_score_checks``):
@@ -51,11 +63,15 @@ Scores of the bundled example edits and perturbations of them (``edit_perturbati
   instruction following (``s_if``) lower when the edited image is replaced by a source; visual quality (PQ) lower
   under heavy noise and blur; attribute preservation (``s_con``) moves by at least 0.5% of the scale when the
   sources are swapped. "Lower" must hold for most examples and on average. Not observed -> warning (never an
-  error: a model may disagree on an example, and a random one is expected to).
+  error: a model may disagree on an example, and a random one is expected to). Skipped after an error of
+  ``weights``, ``score_spread``, ``parse_rate`` or ``reward_spread`` (constant or NaN scores have no direction:
+  the fault is reported once).
 * ``throughput``: edits per second on this machine (the examples scored again, warm), device named.
 
-A tiny random checkpoint (``testing.build_tiny_miescore``) has no error but misses some directions and exceeds
-the training length at 4 sources of 1024 px, so it comes out as "warnings" (exit 1): the honest answer.
+A tiny random checkpoint (``testing.build_tiny_miescore``, the paper's pixel budget) has no error; its random head
+misses some directions, so it comes out as "warnings" (exit 1): the honest answer. Its token budget (3-4 sources
+at 1024 px over the 4,096 training tokens) is information, so a checkpoint whose scores react as expected ends
+"healthy" (exit 0).
 """
 
 from __future__ import annotations
@@ -156,6 +172,8 @@ def run_check(name: str, check: Callable, ctx: DoctorContext) -> CheckResult:
         result = CheckResult(name, "error", f"{type(err).__name__}: {err}".splitlines()[0][:500],
                              {"exception": type(err).__name__, "text": str(err)[-3000:]})
     result.seconds = time.perf_counter() - start
+    if result.status == "error":
+        ctx.faults[name] = result.message
     return result
 
 
@@ -164,6 +182,9 @@ def checkpoint_kind(path) -> str:
     from ..scoring.loading import SPATIALREWARD_MODEL_TYPES, read_checkpoint_config
 
     folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise MIEScoreInputError(f"'{path}' is a file, not a checkpoint folder; pass the folder that holds "
+                                 "config.json and the weights")
     if not folder.is_dir():
         raise MIEScoreInputError(f"checkpoint folder '{path}' does not exist; the doctor checks a local folder "
                                  "(download a Hub checkpoint first: hf download REPO --local-dir DIR)")
@@ -177,12 +198,16 @@ def checkpoint_kind(path) -> str:
 
 
 def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_process: bool = True,
-                        quick: bool = False, model=None, on_result: Callable | None = None) -> DoctorReport:
+                        quick: bool = False, model=None, on_result: Callable | None = None,
+                        trust_remote_code: bool = False) -> DoctorReport:
     """Run every check on the checkpoint folder ``path`` (see the module docstring).
 
     Args:
         device / dtype: as ``load_scorer`` takes them (``"auto"``: CUDA if available; bfloat16 there, else float32).
         fresh_process: run the ``fresh_process`` check (a second interpreter loads the checkpoint: slow).
+        trust_remote_code: that interpreter loads the checkpoint as a stranger would, with
+            ``AutoModel.from_pretrained(path, trust_remote_code=True)``: **the checkpoint's code runs** (the report
+            names each file with its sha256). Default: through the installed package, nothing from the folder runs.
         quick: three examples at 128 px instead of five at 256 px; one throughput pass.
         model: an already loaded model of this checkpoint (skips loading it again).
         on_result: called with each :class:`CheckResult` as soon as it is done (progress).
@@ -195,8 +220,10 @@ def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_p
     kind = checkpoint_kind(path)
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    ctx = DoctorContext(Path(path).expanduser(), kind, device, torch_dtype, quick=quick, fresh_process=fresh_process,
-                        model=model)
+    # an absolute path: the fresh process runs in another folder, where a relative one would read as a Hub id
+    ctx = DoctorContext(Path(path).expanduser().resolve(), kind, device, torch_dtype, quick=quick,
+                        fresh_process=fresh_process,
+                        model=model, trust_remote_code=trust_remote_code)
     results = []
     try:
         ctx.prepare()

@@ -6,51 +6,93 @@ module docstring for the list and thresholds).
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 from PIL import Image
 
+from ..scoring.checkpoint_files import PICKLE_SUFFIXES
 from .doctor_context import DoctorContext, error, ok, warn
 
 # The vision markers every image becomes in a Qwen-VL prompt, and the config fields holding their ids.
 VISION_TOKENS = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
                  "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"}
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
-# MIEScore supplement, "Supervised Fine-Tuning": "The maximum input sequence length is set to 4096 tokens".
-MIESCORE_TRAIN_MAX_LENGTH = 4096
-# SpatialReward, appendix B.1.1 / Table 6: SFT "Max Length 8192" (prompt and answer).
-SPATIALREWARD_SFT_MAX_LENGTH = 8192
+from .token_budget import MIESCORE_TRAIN_MAX_LENGTH, SPATIALREWARD_SFT_MAX_LENGTH  # noqa: F401 (re-exported)
 _SAMPLE_INSTRUCTION = "Put the cat from image 2 on the table of image 1."
 
 
 def _package_root():
-    from pathlib import Path
-
     return Path(__file__).resolve().parents[1]
+
+
+def remote_code_closure(folder, auto_map: dict) -> tuple:
+    """``(needed, missing)``: the code files ``trust_remote_code`` would import for ``auto_map`` (its modules and
+    their relative imports, in the order found) and those of them the folder lacks."""
+    from transformers.dynamic_module_utils import get_relative_imports
+
+    folder = Path(folder)
+    # "module.Class"; "org/repo--module.Class" names code in another repository, which is not checked here
+    todo = [value.split(".")[0] + ".py" for value in auto_map.values() if isinstance(value, str) and "--" not in value]
+    needed, missing = [], []
+    while todo:
+        name = todo.pop(0)
+        if name in needed:
+            continue
+        needed.append(name)
+        if not (folder / name).is_file():
+            missing.append(name)
+            continue
+        todo += [f"{module}.py" for module in get_relative_imports(folder / name)]
+    return needed, sorted(missing)
+
+
+def remote_code_files(folder) -> list:
+    """``[{"file", "sha256"}]`` of the code files that ``AutoModel.from_pretrained(folder, trust_remote_code=True)``
+    would run (config.json's ``auto_map`` and their relative imports), sorted by name: what a user trusts."""
+    folder = Path(folder)
+    auto_map = read_config_json(folder).get("auto_map") or {}
+    needed, missing = remote_code_closure(folder, auto_map)
+    return [{"file": name, "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest()}
+            for name in sorted(set(needed) - set(missing))]
+
+
+def read_config_json(folder) -> dict:
+    """``config.json`` of a checkpoint folder as a dict (the loading checks have validated it)."""
+    from ..scoring.loading import read_checkpoint_config
+
+    return read_checkpoint_config(str(folder))
 
 
 def _code_files(ctx: DoctorContext, auto_map: dict) -> tuple:
     """``(missing, differing)``: code files that ``auto_map`` needs but the folder lacks, and code files that
     differ from the installed package's copy."""
-    from transformers.dynamic_module_utils import get_relative_imports
-
-    # "module.Class"; "org/repo--module.Class" names code in another repository, which is not checked here
-    todo = [value.split(".")[0] + ".py" for value in auto_map.values() if isinstance(value, str) and "--" not in value]
-    needed = set()
-    missing = []
-    while todo:
-        name = todo.pop()
-        if name in needed:
-            continue
-        needed.add(name)
-        if not (ctx.path / name).is_file():
-            missing.append(name)
-            continue
-        todo += [f"{module}.py" for module in get_relative_imports(ctx.path / name)]
+    _, missing = remote_code_closure(ctx.path, auto_map)
     root = _package_root()
     differing = sorted(p.name for p in ctx.path.glob("*.py")
                        if (root / p.name).is_file() and (root / p.name).read_bytes() != p.read_bytes())
-    return sorted(missing), differing
+    return missing, differing
+
+
+# Processor files whose auto_map would make AutoProcessor / AutoTokenizer(trust_remote_code=True) run code.
+_PROCESSOR_JSON = ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json",
+                   "video_preprocessor_config.json")
+
+
+def _processor_code(folder: Path) -> list:
+    """``"file: module.Class"`` for every auto_map entry of the processor files (never run by this package)."""
+    found = []
+    for name in _PROCESSOR_JSON:
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        maps = [data.get("auto_map")] + [v.get("auto_map") for v in data.values() if isinstance(v, dict)]
+        for auto_map in filter(None, maps):
+            values = auto_map.values() if isinstance(auto_map, dict) else []
+            for value in values:
+                found += [f"{name}: {v}" for v in (value if isinstance(value, list) else [value]) if v]
+    return found
 
 
 def check_files(ctx: DoctorContext):
@@ -58,12 +100,19 @@ def check_files(ctx: DoctorContext):
     names = sorted(p.name for p in ctx.path.iterdir())
     weights = [n for n in names if n.endswith(".safetensors")]
     pickles = [n for n in names if n.endswith(PICKLE_SUFFIXES)]
-    config = json.loads((ctx.path / "config.json").read_text())
+    config = read_config_json(ctx.path)
     auto_map = config.get("auto_map") or {}
-    details = {"weights": weights, "pickle_files": pickles, "auto_map": auto_map}
-    if not weights:
-        return error("no *.safetensors weights in the folder (this package loads safetensors only; convert the "
-                     "weights with save_pretrained)", **details)
+    details = {"weights": weights, "pickle_files": pickles, "auto_map": auto_map,
+               "remote_code": remote_code_files(ctx.path), "processor_code": _processor_code(ctx.path)}
+    from ..scoring.checkpoint_files import ModelLoadError, check_config_values, check_tokenizer_files, \
+        check_weight_files
+
+    try:
+        check_config_values(config, str(ctx.path))
+        check_weight_files(ctx.path)
+        check_tokenizer_files(ctx.path)
+    except ModelLoadError as err:
+        return error(str(err), **details)
     missing, differing = _code_files(ctx, auto_map)
     details.update(missing_code=missing, code_differs_from_installed_package=differing)
     if ctx.kind == "miescore" and "AutoModel" not in auto_map:
@@ -78,7 +127,11 @@ def check_files(ctx: DoctorContext):
         problems.append(f"pickle files {', '.join(pickles)} lie beside the weights (never loaded here; remove them)")
     if differing:
         problems.append(f"its code differs from the installed package in {', '.join(differing)} (saved by another "
-                        "version: trust_remote_code runs the checkpoint's copy, `miescore` the installed one)")
+                        "version, or changed: trust_remote_code runs the checkpoint's copy, `miescore` the installed "
+                        "one)")
+    if details["processor_code"]:
+        problems.append(f"its processor files name code to run ({'; '.join(details['processor_code'][:3])}): this "
+                        "package never runs it, AutoProcessor/AutoTokenizer(trust_remote_code=True) would")
     if problems:
         return warn("; ".join(problems), **details)
     plain = "" if auto_map else " (a plain Qwen3-VL checkpoint: it loads through the installed package)"
@@ -88,6 +141,7 @@ def check_files(ctx: DoctorContext):
 
 def check_config_processor(ctx: DoctorContext):
     """The config (the package's config class) and the processor saved beside the weights both load."""
+    ctx.need_sound("files")
     from .token_budget import load_config_and_processor
 
     _, ctx.config, ctx.processor = load_config_and_processor(str(ctx.path))
@@ -241,36 +295,70 @@ def check_grounding_tokens(ctx: DoctorContext):
     return ok(f"all {len(registered)} grounding tokens are single ids inside the {rows} embedding rows", **details)
 
 
-def check_token_budget(ctx: DoctorContext):
-    """Prompt lengths of typical inputs (1-4 sources, 512 and 1024 px) against the training length limit."""
-    ctx.need("config", "processor")
+def _typical_rows(ctx: DoctorContext, limit: int) -> list:
+    """Prompt lengths of the typical inputs (1-4 sources at 512 and 1024 px): MIEScore's prompt, SpatialReward's
+    SC prompt plus ``max_new_tokens``; MIEScore rows say at which ``max_pixels`` the trainer fit them in ``limit``."""
     from . import token_budget
 
-    rows, over = [], []
+    rows = []
     for size in token_budget.DEFAULT_SIZES:
         for sources in token_budget.DEFAULT_SOURCES:
             if ctx.kind == "miescore":
                 budget = token_budget.miescore_budget(ctx.processor, ctx.config, sources, size)
-                limit, total = MIESCORE_TRAIN_MAX_LENGTH, budget.total
+                total, shrink = budget.total, token_budget.shrink_to_fit(budget, limit)
             else:
                 budget = token_budget.spatialreward_budgets(ctx.processor, ctx.config, sources, size)[0]
-                limit, total = SPATIALREWARD_SFT_MAX_LENGTH, budget.total + int(ctx.config.max_new_tokens)
-            shrink = token_budget.shrink_to_fit(budget, limit) if ctx.kind == "miescore" else None
-            row = {"sources": sources, "size": "{}x{}".format(*size), "tokens": total, "limit": limit,
-                   "shrink_max_pixels": shrink.max_pixels if shrink is not None else None}
-            rows.append(row)
-            if total > limit:
-                over.append(row)
+                total, shrink = budget.total + int(ctx.config.max_new_tokens), None
+            rows.append({"sources": sources, "size": "{}x{}".format(*size), "tokens": total, "limit": limit,
+                         "shrink": shrink.action if shrink else None,
+                         "shrink_max_pixels": shrink.max_pixels if shrink else None})
+    return rows
+
+
+def check_token_budget(ctx: DoctorContext):
+    """Prompt lengths of typical inputs against the training length (information: what training did with longer
+    ones) and the model's position limit. Warnings only for defects: an input beyond the position limit, or a
+    recorded training length that contradicts the pixel budget (a typical input that cannot fit it at any
+    image size, or a length beyond the position limit)."""
+    ctx.need("config", "processor")
+    from . import token_budget
+
+    training = token_budget.training_length(str(ctx.path), ctx.kind)
+    positions = token_budget.position_limit(ctx.config, ctx.kind)
+    rows = _typical_rows(ctx, training.tokens)
+    longest = max(rows, key=lambda r: r["tokens"])
+    over = [r for r in rows if r["tokens"] > training.tokens]
+    details = {"rows": rows, "training_length": training.tokens, "training_length_source": training.source,
+               "position_limit": positions}
+    defects = []
+    beyond = [r for r in rows if positions is not None and r["tokens"] > positions]
+    if beyond:
+        worst = max(beyond, key=lambda r: r["tokens"])
+        defects.append(f"{len(beyond)} typical input(s) exceed the model's position limit of {positions:,} tokens "
+                       f"({worst['sources']} sources at {worst['size']}: {worst['tokens']:,}); lower max_pixels")
+    if training.recorded and positions is not None and training.tokens > positions:
+        defects.append(f"its training length {training.tokens:,} ({training.source}) is beyond the position limit "
+                       f"{positions:,}")
+    dropped = [r for r in rows if r["shrink"] == "dropped"]
+    if training.recorded and dropped:
+        defects.append(f"its training length {training.tokens:,} ({training.source}) cannot hold "
+                       f"{len(dropped)} typical input(s) even at one token per image: its max_pixels / max_length "
+                       "contradict each other (training dropped such inputs)")
+    if defects:
+        return warn("; ".join(defects), **details)
+    span = f"typical inputs take {min(r['tokens'] for r in rows):,}-{longest['tokens']:,} tokens"
     if not over:
-        return ok(f"every typical input fits the training length ({rows[0]['limit']} tokens; longest "
-                  f"{max(r['tokens'] for r in rows)})", rows=rows)
-    longest = max(over, key=lambda r: r["tokens"])
-    what = ("the trainer shrank such images to fit (policy 'shrink'); scoring uses the full budget, so pass a "
-            f"smaller max_pixels (e.g. {longest['shrink_max_pixels']:,}) to score them as trained"
-            if ctx.kind == "miescore" else "with max_new_tokens they are longer than any SFT sequence")
-    return warn(f"{len(over)} of {len(rows)} typical inputs exceed the training length {longest['limit']} "
-                f"(longest: {longest['sources']} sources at {longest['size']}, {longest['tokens']} tokens); {what}",
-                rows=rows)
+        return ok(f"{span}, all within the training length {training.describe()}", **details)
+    if ctx.kind == "miescore":
+        fitted = min(r["shrink_max_pixels"] for r in over)
+        what = (f"training shrinks their images to fit (down to max_pixels {fitted:,}); scoring does not, so they "
+                f"are scored at the full budget, longer than any training sequence (pass max_pixels={fitted:,} to "
+                "score them as trained)")
+    else:
+        what = "SpatialReward SFT drops such rows; scoring takes them whole"
+    within = f"; all within the position limit {positions:,}" if positions else ""
+    return ok(f"{span}; {len(over)} of {len(rows)} exceed the training length {training.describe()}: {what}"
+              f"{within}", **details)
 
 
 __all__ = ["MIESCORE_TRAIN_MAX_LENGTH", "SPATIALREWARD_SFT_MAX_LENGTH", "check_chat_template",

@@ -56,16 +56,20 @@ class DoctorContext:
     Attributes:
         path / kind: the checkpoint folder and ``"miescore"`` or ``"spatialreward"``.
         device / dtype: where and in which torch dtype the model runs (``dtype_name``: e.g. ``"float32"``).
-        quick / fresh_process: the run's options. workdir: a temporary folder for image files.
+        quick / fresh_process / trust_remote_code: the run's options (``trust_remote_code``: the fresh process
+            loads with the checkpoint's own code, as a stranger would). workdir: a temporary folder for images.
+        faults: ``{check name: message}`` of the checks that gave an error so far (later checks that would only
+            repeat one, such as the perturbation directions of constant scores, skip).
         config / processor / model: set by the checks that load them (None until then, or when they failed).
         fresh: what the fresh-process load scored (``{"records", "result", "batch_size"}``), when it ran.
     """
 
     def __init__(self, path, kind: str, device: str, dtype, quick: bool = False, fresh_process: bool = True,
-                 model=None):
+                 model=None, trust_remote_code: bool = False):
         self.path, self.kind, self.device, self.dtype = Path(path), kind, device, dtype
         self.dtype_name = str(dtype).removeprefix("torch.")
-        self.quick, self.fresh_process = quick, fresh_process
+        self.quick, self.fresh_process, self.trust_remote_code = quick, fresh_process, trust_remote_code
+        self.faults: dict = {}
         self.config = self.processor = None
         self.model, self.given_model = model, model is not None
         self.fresh: dict | None = None
@@ -86,6 +90,13 @@ class DoctorContext:
 
     def close(self) -> None:
         self._workdir.cleanup()
+
+    def need_sound(self, *checks: str) -> None:
+        """Raise :class:`CheckSkipped` when one of ``checks`` gave an error (its result already says what is
+        wrong, and what follows from it would only repeat it)."""
+        for name in checks:
+            if name in self.faults:
+                raise CheckSkipped(f"not meaningful after the error of '{name}' ({self.faults[name][:120]})")
 
     def need(self, *names: str) -> None:
         """Raise :class:`CheckSkipped` when one of ``names`` (``config``, ``processor``, ``model``) is missing."""

@@ -27,35 +27,67 @@ def _fresh_records(ctx: DoctorContext) -> list:
     return save_example_files(examples, ctx.workdir)
 
 
+def _code_list(files: list) -> str:
+    return ", ".join(f"{f['file']} (sha256 {f['sha256'][:12]}...)" for f in files) or "none"
+
+
 def check_fresh_process(ctx: DoctorContext):
-    """``AutoModel.from_pretrained(CKPT, trust_remote_code=True)`` loads and scores in a fresh interpreter in which
-    this package and its non-Hub dependencies are missing (``isolated_load``)."""
+    """A second, fresh interpreter loads the checkpoint and scores 2 edits.
+
+    By default through the installed package (``load_scorer`` / ``load_spatialreward``): nothing from the folder
+    runs, and the answer must show no ``transformers_modules`` import. With ``trust_remote_code`` as a stranger
+    would: ``AutoModel.from_pretrained(CKPT, trust_remote_code=True)`` without this package and its non-Hub
+    dependencies (``isolated_load``), running the checkpoint's code files, which the message names with their
+    sha256."""
     if not ctx.fresh_process:
         return skip("skipped (--skip-fresh-process)")
-    from ..scoring.loading import read_checkpoint_config
-    from .isolated_load import IsolatedLoadJob, IsolatedRunError, load_and_score_without_package
+    ctx.need_sound("files", "config_processor")
+    from .doctor_config_checks import read_config_json, remote_code_files
+    from .isolated_load import (IsolatedLoadJob, IsolatedRunError, load_and_score_with_package,
+                                load_and_score_without_package)
 
-    if not (read_checkpoint_config(str(ctx.path)).get("auto_map") or {}).get("AutoModel"):
-        return skip("no auto_map: a plain checkpoint that only the installed package loads")
+    code = remote_code_files(ctx.path)
+    has_auto_model = bool((read_config_json(ctx.path).get("auto_map") or {}).get("AutoModel"))
+    if ctx.trust_remote_code and not has_auto_model:
+        return skip("no auto_map: a plain checkpoint that only the installed package loads (no code to trust)")
     records = _fresh_records(ctx)
-    job = IsolatedLoadJob(str(ctx.path), records, batch_size=FRESH_EDITS, device=ctx.device, dtype=ctx.dtype_name)
+    job = IsolatedLoadJob(str(ctx.path), records, batch_size=FRESH_EDITS, device=ctx.device, dtype=ctx.dtype_name,
+                          kind=ctx.kind)
     start = time.perf_counter()
     try:
-        out = load_and_score_without_package([job])
+        out = (load_and_score_without_package if ctx.trust_remote_code else load_and_score_with_package)([job])
     except IsolatedRunError as err:
         last = [line for line in str(err).splitlines() if line.strip()][-1]
-        return error(f"trust_remote_code load fails without the package: {last}", output=str(err)[-3000:])
+        how = "trust_remote_code load without the package" if ctx.trust_remote_code else "load in a fresh process"
+        return error(f"{how} fails: {last}", output=str(err)[-3000:], remote_code=code)
     result, seconds = out["results"][0], time.perf_counter() - start
+    if ctx.trust_remote_code:
+        return _stranger_finding(ctx, out, result, records, seconds, code)
+    details = {"class": result["classes"]["installed"], "checkpoint_modules": out["checkpoint_modules"],
+               "remote_code": code, "trust_remote_code": False, "seconds": round(seconds, 2)}
+    if out["checkpoint_modules"]:
+        return error(f"checkpoint code was imported: {', '.join(out['checkpoint_modules'])}", **details)
+    ctx.fresh = {"records": records, "result": result, "batch_size": FRESH_EDITS}
+    not_run = (f"; its {len(code)} code file(s) were not run (--trust-remote-code runs them as "
+               "AutoModel(trust_remote_code=True) would)" if code else "")
+    return ok(f"a fresh interpreter loads it through the installed package and scores {len(records)} edits "
+              f"({seconds:.1f} s){not_run}", **details)
+
+
+def _stranger_finding(ctx: DoctorContext, out: dict, result: dict, records: list, seconds: float, code: list):
+    """The finding of the ``trust_remote_code`` load (the checkpoint's own code ran)."""
     loaded_class = result["classes"]["AutoModel"]
-    details = {"class": loaded_class, "blocked_imports": out["loaded"], "seconds": round(seconds, 2)}
+    details = {"class": loaded_class, "blocked_imports": out["loaded"], "remote_code": code,
+               "trust_remote_code": True, "seconds": round(seconds, 2)}
+    ran = f"ran the checkpoint's code: {_code_list(code)}"
     if out["loaded"]:
         return error(f"the checkpoint's code imports {', '.join(out['loaded'])}, which a plain transformers "
-                     "install lacks", **details)
+                     f"install lacks; {ran}", **details)
     if not loaded_class.startswith("transformers_modules."):
         return error(f"AutoModel gave {loaded_class}, not the checkpoint's own code", **details)
     ctx.fresh = {"records": records, "result": result, "batch_size": FRESH_EDITS}
-    return ok(f"AutoModel(trust_remote_code=True) loads {loaded_class.rsplit('.', 1)[-1]} from the checkpoint's "
-              f"code without modeling_miescore and scores {len(records)} edits ({seconds:.1f} s)", **details)
+    return ok(f"AutoModel(trust_remote_code=True) loads {loaded_class.rsplit('.', 1)[-1]} without modeling_miescore "
+              f"and scores {len(records)} edits ({seconds:.1f} s); {ran}", **details)
 
 
 def _compare_with_fresh(ctx: DoctorContext) -> tuple:
@@ -75,6 +107,7 @@ def check_load(ctx: DoctorContext):
     """Loads with the installed package on the chosen device and dtype; agrees with the fresh-process load."""
     start = time.perf_counter()
     if ctx.model is None:
+        ctx.need_sound("files", "config_processor")
         from ..scoring.loading import load_scorer, load_spatialreward
 
         load = load_scorer if ctx.kind == "miescore" else load_spatialreward
@@ -91,13 +124,16 @@ def check_load(ctx: DoctorContext):
         diff, tolerance, same_texts = _compare_with_fresh(ctx)
         details.update(fresh_process_difference=diff, tolerance=tolerance, same_texts=same_texts)
         if diff > tolerance or not same_texts:
-            problems.append(f"the checkpoint's own code and the installed package disagree (largest difference "
-                            f"{diff:.4g}{'' if same_texts else ', different generated texts'}): it was saved "
-                            "by another version of the code")
+            found = f"largest difference {diff:.4g}{'' if same_texts else ', different generated texts'}"
+            problems.append(f"the checkpoint's own code and the installed package disagree ({found}): it was saved "
+                            "by another version of the code" if ctx.trust_remote_code else
+                            f"a fresh process scores differently from this one ({found}): the scores are not "
+                            "reproducible")
     where = f"{details['class']} on {details['device']} in {details['dtype'].removeprefix('torch.')}"
     if problems:
         return warn(f"{where}: " + "; ".join(problems), **details)
-    agree = " = the fresh-process scores" if ctx.fresh is not None else ""
+    agree = (f"; its scores equal the fresh process's (largest difference {details['fresh_process_difference']:.2g})"
+             if ctx.fresh is not None else "")
     return ok(f"{where}, {details['parameters']:,} parameters{agree}", **details)
 
 

@@ -21,6 +21,8 @@ MOVED = 5e-3  # a mean change at least this large counts as "moved"
 # SpatialReward generations that fail to parse: above this share -> warning (all of them -> error).
 PARSE_FAILURE_WARN = 0.2
 BOX_ISSUES = ("bbox_clamped", "bbox_reordered", "bbox_degenerate", "region_invalid")
+# An error of one of these makes the perturbation directions meaningless (they would repeat it four times).
+BROKEN_SCORE_CHECKS = ("weights", "score_spread", "parse_rate", "reward_spread")
 
 
 def _spread_problem(name: str, values: list, top: float) -> tuple:
@@ -149,8 +151,10 @@ def _pairs(ctx: DoctorContext, direction: Direction) -> tuple:
 
 
 def check_direction(ctx: DoctorContext, direction: Direction):
-    """A perturbation changes its score as expected for most examples (warning otherwise)."""
+    """A perturbation changes its score as expected for most examples (warning otherwise); skipped after an error
+    of the weights or of the scores themselves (constant, NaN, never parsed), which it would only repeat."""
     ctx.need("model")
+    ctx.need_sound(*BROKEN_SCORE_CHECKS)
     name, scale, pairs = _pairs(ctx, direction)
     if not pairs:
         return skip(f"no example has {name} both as made and with {direction.why}")

@@ -1,4 +1,5 @@
-"""Load a checkpoint the way a stranger does: in a fresh Python with this package and its extras missing.
+"""Load a checkpoint in a fresh Python: the way a stranger does (this package and its extras missing, the
+checkpoint's own code run), or through the installed package with nothing from the folder run.
 
 A checkpoint must work with ``AutoModel.from_pretrained(path, trust_remote_code=True)`` alone: transformers runs
 the code files saved beside the weights (the Hub files), which may import only each other, torch, transformers,
@@ -21,9 +22,14 @@ The child is offline (``HF_HUB_OFFLINE=1``) and copies the checkpoint's code int
 (``values``) and its answer is the JSON object that the script's ``report(result)`` prints as the last line;
 ``result["loaded"]`` lists the blocked packages that got imported anyway (it must be empty).
 
-:func:`load_and_score_without_package` is the script that the Hub-boundary test and ``miescore doctor`` run: load
-each checkpoint with the named auto classes, then score the given edits (MIEScore ``score_batch``; SpatialReward
-``evaluate_edits``).
+:func:`load_and_score_without_package` is the script that the Hub-boundary test and ``miescore doctor
+--trust-remote-code`` run: load each checkpoint with the named auto classes (``trust_remote_code=True``: the
+checkpoint's code runs), then score the given edits (MIEScore ``score_batch``; SpatialReward ``evaluate_edits``).
+
+:func:`load_and_score_with_package` is what ``miescore doctor`` runs by default: a fresh, offline interpreter
+that imports this package (the copy this process runs: its root goes first on ``PYTHONPATH``) and loads each
+checkpoint with ``load_scorer`` / ``load_spatialreward``, which never run code from the folder. Its answer lists
+the ``transformers_modules.*`` modules it imported (checkpoint code; it must be empty).
 """
 
 from __future__ import annotations
@@ -73,7 +79,17 @@ def report(result):
     print(json.dumps(result))
 """
 
-_LOAD_AND_SCORE = """
+# Scores ``job["records"]`` with ``model`` into ``out`` (shared by both load scripts).
+_SCORE_JOB = """
+def score_job(model, job, out):
+    if hasattr(model, "score_batch"):
+        out["scores"] = model.score_batch(job["records"], batch_size=job["batch_size"])
+    else:
+        out["judgements"] = [{"reward": r.reward, "failed": r.failed, "raw_sc": r.raw_sc, "raw_pq": r.raw_pq}
+                             for r in model.evaluate_edits(job["records"], batch_size=job["batch_size"])]
+"""
+
+_LOAD_AND_SCORE = _SCORE_JOB + """
 import torch
 import transformers
 
@@ -90,15 +106,30 @@ for job in values["jobs"]:
             model = loaded  # the first class scores; the others are only loaded
         else:
             del loaded
-    model = model.to(job["device"]).eval()
-    if hasattr(model, "score_batch"):
-        out["scores"] = model.score_batch(job["records"], batch_size=job["batch_size"])
-    else:
-        out["judgements"] = [{"reward": r.reward, "failed": r.failed, "raw_sc": r.raw_sc, "raw_pq": r.raw_pq}
-                             for r in model.evaluate_edits(job["records"], batch_size=job["batch_size"])]
+    score_job(model.to(job["device"]).eval(), job, out)
     del model
     results.append(out)
 report({"results": results})
+"""
+
+# The default doctor load: the installed package's loaders (never trust_remote_code); no blocking preamble.
+_LOAD_WITH_PACKAGE = """
+import json, sys
+
+values = json.loads(sys.argv[1])
+""" + _SCORE_JOB + """
+from modeling_miescore.scoring.loading import load_scorer, load_spatialreward
+
+results = []
+for job in values["jobs"]:
+    load = load_scorer if job["kind"] == "miescore" else load_spatialreward
+    model = load(job["path"], device=job["device"], dtype=job["dtype"])
+    out = {"classes": {"installed": type(model).__module__ + "." + type(model).__name__}}
+    score_job(model, job, out)
+    del model
+    results.append(out)
+checkpoint_code = sorted(m for m in sys.modules if m.split(".")[0] == "transformers_modules")
+print(json.dumps({"results": results, "checkpoint_modules": checkpoint_code}))
 """
 
 
@@ -115,6 +146,8 @@ class IsolatedLoadJob:
         records: edits to score, ``{"sources": [paths], "edited": path, "instruction": text}``.
         auto_classes: transformers auto classes to load it with, in order; the first one scores.
         batch_size / device / dtype: how it scores (dtype a torch dtype name such as ``"float32"``).
+        kind: ``"miescore"`` or ``"spatialreward"``: which installed loader :func:`load_and_score_with_package`
+            uses (the auto classes are for :func:`load_and_score_without_package`).
     """
 
     path: str
@@ -123,6 +156,7 @@ class IsolatedLoadJob:
     batch_size: int = 8
     device: str = "cpu"
     dtype: str = "float32"
+    kind: str = "miescore"
 
 
 def run_without_package(body: str, values: dict, timeout: float = 600,
@@ -132,12 +166,17 @@ def run_without_package(body: str, values: dict, timeout: float = 600,
     ``body`` sees ``values`` (this dict, JSON round-tripped, plus ``"blocked"``) and must end with
     ``report(result)``. Raises :class:`IsolatedRunError` when the child fails or runs past ``timeout`` seconds.
     """
+    return _run_child(_WITHOUT_PACKAGE + body, {**values, "blocked": list(blocked)}, "", timeout)
+
+
+def _run_child(script: str, values: dict, python_path: str, timeout: float) -> dict:
+    """Run ``script`` with ``values`` as its JSON argument in a fresh, offline interpreter (a temporary working
+    folder and modules cache; ``PYTHONPATH`` set to ``python_path``); the JSON object its last line prints."""
     with tempfile.TemporaryDirectory(prefix="miescore-isolated-") as workdir:
-        env = {**os.environ, "PYTHONPATH": "", "HF_HUB_OFFLINE": "1",
+        env = {**os.environ, "PYTHONPATH": python_path, "HF_HUB_OFFLINE": "1",
                "HF_MODULES_CACHE": str(Path(workdir) / "modules")}
-        argument = json.dumps({**values, "blocked": list(blocked)})
         try:
-            done = subprocess.run([sys.executable, "-c", _WITHOUT_PACKAGE + body, argument], cwd=workdir, env=env,
+            done = subprocess.run([sys.executable, "-c", script, json.dumps(values)], cwd=workdir, env=env,
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise IsolatedRunError(f"the fresh interpreter ran past {timeout:g} s") from None
@@ -156,9 +195,25 @@ def load_and_score_without_package(jobs: Sequence[IsolatedLoadJob], timeout: flo
     MIEScore checkpoint (``score_batch``'s dicts) or ``"judgements": [{"reward", "failed", "raw_sc", "raw_pq"}]``
     for a SpatialReward one.
     """
-    payload = [asdict(job) | {"auto_classes": list(job.auto_classes)} for job in jobs]
-    return run_without_package(_LOAD_AND_SCORE, {"jobs": payload}, timeout=timeout)
+    return run_without_package(_LOAD_AND_SCORE, {"jobs": _payload(jobs)}, timeout=timeout)
 
 
-__all__ = ["BLOCKED_PACKAGES", "IsolatedLoadJob", "IsolatedRunError", "load_and_score_without_package",
-           "run_without_package"]
+def _payload(jobs: Sequence[IsolatedLoadJob]) -> list:
+    return [asdict(job) | {"auto_classes": list(job.auto_classes)} for job in jobs]
+
+
+def load_and_score_with_package(jobs: Sequence[IsolatedLoadJob], timeout: float = 600) -> dict:
+    """Load and score each job's checkpoint through the installed package in one fresh interpreter.
+
+    Nothing from the checkpoint folder is imported (``load_scorer`` / ``load_spatialreward`` use the package's
+    classes and the stock processor). Returns ``{"results": [...], "checkpoint_modules": [...]}``: per job
+    ``{"classes": {"installed": "module.Class"}, "scores" | "judgements": ...}`` as
+    :func:`load_and_score_without_package` gives them, and the ``transformers_modules.*`` modules that were
+    imported anyway (checkpoint code; must be empty).
+    """
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder holding modeling_miescore/
+    return _run_child(_LOAD_WITH_PACKAGE, {"jobs": _payload(jobs)}, package_root, timeout)
+
+
+__all__ = ["BLOCKED_PACKAGES", "IsolatedLoadJob", "IsolatedRunError", "load_and_score_with_package",
+           "load_and_score_without_package", "run_without_package"]

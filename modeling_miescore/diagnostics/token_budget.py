@@ -33,7 +33,9 @@ patch x merge pixels, as the trainer searches); it is dropped when it cannot fit
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from ..image_io import MIEScoreInputError
@@ -45,6 +47,17 @@ DEFAULT_SOURCES = (1, 2, 3, 4)
 DEFAULT_SIZES = ((512, 512), (1024, 1024))
 TEXT_PARTS = ("prompt", "instruction", "labels", "chat")
 _MARKER = "\ue000{}\ue001"  # private-use characters: stands in for a field while locating it in the rendered text
+# MIEScore supplement, "Supervised Fine-Tuning": "The maximum input sequence length is set to 4096 tokens".
+MIESCORE_TRAIN_MAX_LENGTH = 4096
+# SpatialReward, appendix B.1.1 / Table 6: SFT "Max Length 8192" (prompt and answer).
+SPATIALREWARD_SFT_MAX_LENGTH = 8192
+PAPER_TRAINING_LENGTH = {"miescore": MIESCORE_TRAIN_MAX_LENGTH, "spatialreward": SPATIALREWARD_SFT_MAX_LENGTH}
+# What training does with a longer row (MIEScore: training.miescore_data "shrink"; SpatialReward SFT drops it).
+OVER_LENGTH_POLICY = {"miescore": "MIEScore's trainer shrinks their images to fit",
+                      "spatialreward": "SpatialReward SFT drops such rows"}
+# The Qwen2 / Qwen2.5 / Qwen3(-VL) byte-level vocabulary: 151,643 ranks, then <|endoftext|> (testing.qwen_vocab).
+QWEN_FIRST_ADDED_ID = 151643
+_CARD_MAX_LENGTH = re.compile(r"^\|\s*max_length\s*\|\s*`?(\d+)`?\s*\|", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -336,6 +349,59 @@ def shrink_to_fit(budget: PromptBudget, max_length: int) -> ShrinkResult:
 # ------------------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TrainingLength:
+    """The sequence length a checkpoint was trained at: ``tokens``, and ``source``: where it was read
+    (``"config.json"``, ``"the model card"``) or ``"the paper"`` when the checkpoint records none."""
+
+    tokens: int
+    source: str
+
+    @property
+    def recorded(self) -> bool:
+        return self.source != "the paper"
+
+    def describe(self) -> str:
+        where = f"from {self.source}" if self.recorded else "the paper's; the checkpoint records none"
+        return f"{self.tokens:,} tokens ({where})"
+
+
+def training_length(model: str, kind: str, config: dict | None = None) -> TrainingLength:
+    """The checkpoint's own training length: an integer ``max_length`` in its config.json, or the
+    ``max_length`` row of its model card's training table (``trainers/train_miescore.py`` writes it); else the
+    paper's (:data:`PAPER_TRAINING_LENGTH`). ``config``: config.json as a dict, when already read."""
+    from ..scoring.loading import read_checkpoint_config
+
+    config = read_checkpoint_config(model) if config is None else config
+    value = config.get("max_length")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return TrainingLength(value, "config.json")
+    card = Path(model).expanduser() / "README.md"
+    try:
+        match = _CARD_MAX_LENGTH.search(card.read_text(encoding="utf-8")) if card.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        match = None
+    if match and int(match.group(1)) > 0:
+        return TrainingLength(int(match.group(1)), "the model card")
+    return TrainingLength(PAPER_TRAINING_LENGTH[kind], "the paper")
+
+
+def position_limit(config, kind: str) -> int | None:
+    """The language model's position limit (``max_position_embeddings`` of its text config), or None."""
+    backbone = config.backbone_config if kind == "miescore" else config
+    value = getattr(backbone.get_text_config(), "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def vocabulary_note(tokenizer) -> str | None:
+    """None for the Qwen vocabulary the released models use; else a note that text counts are not theirs."""
+    size = len(tokenizer)
+    if size > QWEN_FIRST_ADDED_ID and tokenizer.convert_tokens_to_ids("<|endoftext|>") == QWEN_FIRST_ADDED_ID:
+        return None
+    return (f"not the Qwen vocabulary ({size:,} tokens; the released Qwen-VL models have {QWEN_FIRST_ADDED_ID:,} "
+            "+ added tokens): text counts differ from a released model's, image counts do not")
+
+
 def load_config_and_processor(model: str) -> tuple:
     """``(kind, config, processor)`` of a MIEScore or SpatialReward checkpoint (no weights are loaded).
 
@@ -343,9 +409,11 @@ def load_config_and_processor(model: str) -> tuple:
     Raises ``MIEScoreInputError`` naming the problem for anything else.
     """
     from ..processing_miescore import load_checkpoint_processor
+    from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
     from ..scoring.loading import read_checkpoint_config
 
-    model_type = read_checkpoint_config(model).get("model_type")
+    config_dict = read_checkpoint_config(model)
+    model_type = config_dict.get("model_type")
     if model_type == "miescore":
         from ..configuration_miescore import MIEScoreConfig as config_class
     elif model_type in ("spatialreward", "qwen3_vl"):
@@ -353,23 +421,26 @@ def load_config_and_processor(model: str) -> tuple:
     else:
         raise MIEScoreInputError(f"'{model}' is neither a MIEScore nor a SpatialReward checkpoint "
                                  f"(model_type={model_type!r}); pass a checkpoint folder of one of them")
+    if Path(model).expanduser().is_dir():
+        validate_checkpoint_folder(Path(model).expanduser(), config_dict, weights=False)
     try:
         config = config_class.from_pretrained(model)
         processor = load_checkpoint_processor(model)
     except (OSError, ValueError) as err:
         raise MIEScoreInputError(f"cannot read '{model}': {err}") from None
+    check_processor(processor, model)
     return ("miescore" if model_type == "miescore" else "spatialreward"), config, processor
 
 
 def checkpoint_budgets(model: str, sources: Sequence[int] = DEFAULT_SOURCES,
                        sizes: Sequence[Sequence[int]] = DEFAULT_SIZES, max_pixels: int | None = None,
-                       instruction: str = DEFAULT_INSTRUCTION) -> list:
+                       instruction: str = DEFAULT_INSTRUCTION, loaded: tuple | None = None) -> list:
     """The budgets of a checkpoint's prompts for every number of sources and image size.
 
     MIEScore: one prompt per (size, sources). SpatialReward: the SC prompts, then one PQ prompt per size (PQ
-    does not depend on the sources).
+    does not depend on the sources). ``loaded``: :func:`load_config_and_processor`'s answer, when already read.
     """
-    kind, config, processor = load_config_and_processor(model)
+    kind, config, processor = loaded or load_config_and_processor(model)
     budgets, pq_budgets = [], []
     for size in sizes:
         for num_sources in sources:
@@ -383,23 +454,54 @@ def checkpoint_budgets(model: str, sources: Sequence[int] = DEFAULT_SOURCES,
     return budgets + pq_budgets
 
 
-def format_budget_table(budgets: Sequence[PromptBudget], group_size: int = 12, max_length: int | None = None) -> str:
-    """A Markdown table of budgets (one row each); with ``max_length``, what the shrink policy does per row."""
-    header = ["prompt", "N", "image", "resized", "max_pixels", "rubric / D.1 text", "instruction", "labels", "chat",
-              "per image", "total", "P", "S", f"ceiling G={group_size}"]
+def format_budget_table(budgets: Sequence[PromptBudget], group_size: int = 12, max_length: int | None = None,
+                        training: TrainingLength | None = None, answer_tokens: int = 0) -> str:
+    """A Markdown table of budgets (one row each), columns named for what they count (:func:`budget_legend`
+    explains them); with ``training``, each total plus ``answer_tokens`` (SpatialReward's ``max_new_tokens``:
+    SFT sequences hold the answer too) against that length; with ``max_length``, what the shrink policy does
+    per row."""
+    header = ["prompt", "sources", "image", "resized to", "max_pixels", "rubric / D.1 text", "instruction",
+              "labels", "chat markup", "per image", "total"]
+    if training is not None:
+        header.append(f"vs training {training.tokens:,}")
+    header += ["shared prefix P", "per-edit suffix S", f"reuse ceiling G={group_size}"]
     if max_length is not None:
         header.append(f"shrink at {max_length}")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for b in budgets:
         ceiling = b.reuse_ceiling(group_size)
         row = [b.prompt, str(b.num_sources), "{}x{}".format(*b.image_size), "{}x{}".format(*b.resized_size),
-               f"{b.max_pixels:,}", *(str(b.components[p]) for p in TEXT_PARTS), str(b.image_tokens), str(b.total),
-               "-" if b.prefix is None else str(b.prefix), "-" if b.suffix is None else str(b.suffix),
-               "-" if ceiling is None else f"{ceiling:.2f}x"]
+               f"{b.max_pixels:,}", *(str(b.components[p]) for p in TEXT_PARTS), str(b.image_tokens), str(b.total)]
+        if training is not None:
+            excess = b.total + answer_tokens - training.tokens
+            row.append("fits" if excess <= 0 else f"OVER by {excess:,}")
+        row += ["-" if b.prefix is None else str(b.prefix), "-" if b.suffix is None else str(b.suffix),
+                "-" if ceiling is None else f"{ceiling:.2f}x"]
         if max_length is not None:
             row.append(_describe(shrink_to_fit(b, max_length)))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def budget_legend(kind: str, group_size: int = 12, training: TrainingLength | None = None,
+                  budgets: Sequence[PromptBudget] = (), answer_tokens: int = 0) -> list:
+    """What the columns of :func:`format_budget_table` mean, one line each (and how many rows are over)."""
+    lines = [
+        "sources: source images in the prompt (0: the PQ prompt sees the edited image only); image / resized to: "
+        "every image's size before and after the processor's resize within [min_pixels, max_pixels]",
+        "rubric ... chat markup: the text parts' tokens; per image: one image's tokens with its "
+        "<|vision_start|>/<|vision_end|> markers; total: the prompt's input_ids (text + every image)",
+        f"shared prefix P / per-edit suffix S: prefix reuse runs the tokens before the edited image once for a group "
+        f"of edits with the same sources and instruction, and S per edit; reuse ceiling G={group_size}: "
+        f"G*total / (P + G*S), the most it can save for {group_size} edits of one group (a MIE-Bench instance)",
+    ]
+    if training is not None:
+        over = sum(b.total + answer_tokens > training.tokens for b in budgets)
+        what = f"total + {answer_tokens} answer tokens (max_new_tokens)" if answer_tokens else "total"
+        lines.append(f"vs training: {what} against the training length, {training.describe()}; {over} of "
+                     f"{len(budgets)} rows are over it: {OVER_LENGTH_POLICY[kind]}, scoring takes them whole"
+                     + (f" (--max-length {training.tokens} shows the shrink)" if kind == "miescore" else ""))
+    return lines
 
 
 def _describe(result: ShrinkResult) -> str:
@@ -408,6 +510,7 @@ def _describe(result: ShrinkResult) -> str:
     return result.action
 
 
-__all__ = ["DEFAULT_INSTRUCTION", "PromptBudget", "ShrinkResult", "checkpoint_budgets", "format_budget_table",
-           "load_config_and_processor", "miescore_budget", "patch_factor", "resized_size", "shrink_to_fit",
-           "spatialreward_budgets"]
+__all__ = ["DEFAULT_INSTRUCTION", "MIESCORE_TRAIN_MAX_LENGTH", "PAPER_TRAINING_LENGTH", "PromptBudget",
+           "SPATIALREWARD_SFT_MAX_LENGTH", "ShrinkResult", "TrainingLength", "budget_legend", "checkpoint_budgets",
+           "format_budget_table", "load_config_and_processor", "miescore_budget", "patch_factor", "position_limit",
+           "resized_size", "shrink_to_fit", "spatialreward_budgets", "training_length", "vocabulary_note"]

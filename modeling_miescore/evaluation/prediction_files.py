@@ -153,12 +153,24 @@ def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
     return out
 
 
-def read_group_sub_scores(path, frame) -> dict[str, np.ndarray]:
+def _as_sub_score(value: Any, where: str, score_range: float) -> float:
+    """A sub-score on SpatialReward's 0..``score_range`` scale (D.1: 0-25), ``null`` -> NaN; NaN written as a
+    number or a value off the scale is refused (it would bend every cell of the grid)."""
+    number = _as_score(value, where)
+    if value is not None and math.isnan(number):
+        raise BenchmarkInputError(f"{where} is NaN; write null for a failed sub-score")
+    if value is not None and not 0 <= number <= score_range:
+        raise BenchmarkInputError(f"{where} is {number:g}, outside the sub-score scale 0..{score_range:g}")
+    return number
+
+
+def read_group_sub_scores(path, frame, score_range: float = 25) -> dict[str, np.ndarray]:
     """Read the ``sub_scores`` of MER-Bench predictions; returns ``{pair_id: (K, 4) array}`` for the groups of
     ``frame``, columns in :data:`SUB_SCORE_KEYS` order (``null`` -> NaN, which makes the group wrong).
 
     Every line of a group in ``frame`` needs a ``sub_scores`` list with the group's K entries, each an object with
-    the four keys; otherwise :class:`BenchmarkInputError` names the line.
+    the four keys, each a number on 0..``score_range`` (SpatialReward's D.1 scale, 0-25) or null; otherwise
+    :class:`BenchmarkInputError` names the line.
     """
     path = Path(path)
     sizes = dict(zip(frame["pair_id"], frame["k"]))
@@ -178,7 +190,8 @@ def read_group_sub_scores(path, frame) -> dict[str, np.ndarray]:
             if not isinstance(entry, dict) or any(k not in entry for k in SUB_SCORE_KEYS):
                 raise BenchmarkInputError(
                     f"{path}:{number}: sub_scores[{i}] must be an object with keys {', '.join(SUB_SCORE_KEYS)}")
-            rows.append([_as_score(entry[k], f"{path}:{number}: sub_scores[{i}].{k}") for k in SUB_SCORE_KEYS])
+            rows.append([_as_sub_score(entry[k], f"{path}:{number}: sub_scores[{i}].{k}", score_range)
+                         for k in SUB_SCORE_KEYS])
         out[pid] = np.asarray(rows, dtype=np.float64)
     missing = [p for p in frame["pair_id"] if p not in out]
     if missing:

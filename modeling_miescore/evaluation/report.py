@@ -41,6 +41,9 @@ _SUBSETS = {"all": "All", "2_sources": "2 sources", "3plus_sources": "≥3 sourc
 # ---------------------------------------------------------------------------------------------------------
 
 
+# The files a report writes into its folder (an input file must be none of them: it would be overwritten).
+REPORT_FILES = ("report.json", "report.md", "report.html")
+
 def _clean(obj: Any) -> Any:
     """NaN/inf -> None and numpy scalars -> Python, so the JSON is strict (no NaN tokens)."""
     if isinstance(obj, dict):

@@ -27,11 +27,14 @@ from tqdm.auto import tqdm
 
 from ..image_io import MIEScoreInputError, regular_file_problem
 from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, as_edit_sample
-from ..utils.atomic_files import atomic_write
+from ..utils.atomic_files import atomic_write, write_text_atomic
+from ..utils.numbers import model_fault
 from ..utils.output_lock import exclusive_output, lock_path_for
+from ..utils.output_paths import check_distinct_files, ensure_folder
 
 __all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "line_entries",
-           "make_output_folder", "merge_shards", "read_done_ids", "read_predictions", "record_to_sample",
+           "check_producer", "complete_lines", "make_output_folder", "merge_shards", "producer_file", "read_done_ids", "read_predictions",
+           "record_to_sample",
            "score_jsonl", "shard_path"]
 
 
@@ -65,30 +68,32 @@ def check_input_file(path) -> Path:
     return path
 
 
-def check_output_file(path, input_path: Path | None = None) -> Path:
-    """``path`` as a writable output file location (its folder is created); one-line errors otherwise."""
-    path = Path(path)
+def check_output_file(path, input_path: Path | None = None, label: str = "--output") -> Path:
+    """``path`` as a writable output file location; one-line errors otherwise. It must not be the input file
+    (also through a link); missing folders above it are created and named in a note
+    (:func:`modeling_miescore.utils.output_paths.ensure_folder`)."""
+    path = Path(path).expanduser()
     if path.is_dir():
         raise MIEScoreInputError(f"output '{path}' is a directory; pass a file path such as '{path / 'preds.jsonl'}'")
     if path.exists() and not path.is_file():
         raise MIEScoreInputError(f"output '{path}' is not a regular file; pass a file path")
-    if input_path is not None and path.exists() and path.resolve() == input_path.resolve():
-        raise MIEScoreInputError("output file must differ from the input file")
-    make_output_folder(path.parent, f"cannot write '{path}': ")
+    if input_path is not None:
+        check_distinct_files({"--input": input_path, label: path})
+    ensure_folder(path.parent, f"{label} '{path}'")
     return path
 
 
-def make_output_folder(folder, context: str = "") -> Path:
-    """``folder`` (user-expanded), created with its parents when missing; a file in its place or a folder that
-    cannot be made raises :class:`MIEScoreInputError` (``context`` opens the message, e.g. the file to write)."""
+def make_output_folder(folder, context: str = "", inputs: dict | None = None, writes=()) -> Path:
+    """``folder`` (user-expanded), created with its parents when missing (named in a note); a file in its place or
+    a folder that cannot be made raises :class:`MIEScoreInputError` (``context`` opens the message, e.g.
+    ``"--out: "``). ``inputs`` (``{label: file}``) must be none of the files ``writes`` names inside it."""
     folder = Path(folder).expanduser()
     if folder.exists() and not folder.is_dir():
         raise MIEScoreInputError(f"{context}'{folder}' is a file, not a folder; pass a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise MIEScoreInputError(f"{context}cannot create the output folder '{folder}': {err.strerror}") from None
-    return folder
+    label = context.rstrip(": ") or "the output folder"
+    for name in writes:
+        check_distinct_files({**(inputs or {}), f"{label}'s {name}": folder / name})
+    return ensure_folder(folder, label, named=True)
 
 
 def read_done_ids(output: Path, repair: bool = True) -> tuple[set[str], bool]:
@@ -100,21 +105,26 @@ def read_done_ids(output: Path, repair: bool = True) -> tuple[set[str], bool]:
     return set(records), repaired
 
 
+def complete_lines(path: Path, repair: bool = True) -> tuple[bytes, bool]:
+    """``(bytes, repaired)``: a JSONL file's complete lines (b"" when it does not exist). An incomplete last line
+    left by a crash is cut off the file (``repair``) or only left out."""
+    path = Path(path)
+    if not path.exists():
+        return b"", False
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return data, False
+    cut = data.rfind(b"\n") + 1
+    if repair:
+        with open(path, "r+b") as handle:
+            handle.truncate(cut)
+    return data[:cut], repair
+
+
 def read_predictions(output: Path, repair: bool = True) -> tuple[dict[str, bytes], bool]:
     """``{id: raw line}`` of a predictions file, in file order; see :func:`read_done_ids`."""
     output = Path(output)
-    if not output.exists():
-        return {}, False
-    data = output.read_bytes()
-    repaired = False
-    if data and not data.endswith(b"\n") and not repair:
-        data = data[: data.rfind(b"\n") + 1]
-    elif data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(output, "r+b") as handle:
-            handle.truncate(cut)
-        data = data[:cut]
-        repaired = True
+    data, repaired = complete_lines(output, repair)
     records = {}
     for number, raw in enumerate(data.splitlines(), start=1):
         if not raw.strip():
@@ -261,6 +271,10 @@ class _JsonlRun:
             if isinstance(scores, Exception):  # the scorer could not score this sample: reported, not written
                 self.fail(number, f"could not be scored ({scores})")
                 continue
+            fault = model_fault(scores)
+            if fault:  # NaN / Inf: never written (a rerun would take it as done), counted like a bad line
+                self.fail(number, fault)
+                continue
             out.write(json.dumps({"id": sample.id, **scores}) + "\n")
             self.report.scored += 1
         out.flush()
@@ -302,6 +316,7 @@ def score_jsonl(
     world_size: int = 1,
     target_pixels: int | None = None,
     max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS,
+    producer: dict | None = None,
 ) -> BatchReport:
     """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
 
@@ -320,6 +335,9 @@ def score_jsonl(
     aspect ratio, the per-sample pixel budget) and decoded before scoring; ``target_pixels`` (the model's
     ``max_pixels``) lets a much larger image be reduced while decoding; ``max_sample_pixels`` is the per-sample
     budget (give the scorer the same value).
+
+    ``producer`` (e.g. ``{"command": "score-batch", "model": ...}``) names who writes the file: recorded beside it
+    (:func:`check_producer`), and a file that another command or model wrote is refused instead of extended.
     """
     if on_error not in ("skip", "stop"):
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")
@@ -332,7 +350,11 @@ def score_jsonl(
         done, _ = read_done_ids(output_path, repair=False)  # rank 0 owns the merged file; only read it here
         entries = entries[rank * len(entries) // world_size : (rank + 1) * len(entries) // world_size]
     with exclusive_output(write_path, "--output"):
-        shard_done, repaired = read_done_ids(write_path)
+        shard_records, repaired = read_predictions(write_path)
+        shard_done = set(shard_records)
+        if producer is not None:
+            check_producer(output_path, shard_records if world_size == 1 else
+                           read_predictions(output_path, repair=False)[0], producer, record=rank == 0)
         report = BatchReport(repaired_tail=repaired)
         if repaired:
             log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
@@ -343,6 +365,48 @@ def score_jsonl(
                   disable=not progress) as bar:
             run.run(entries, done | shard_done, bar)
     return report
+
+
+def producer_file(output) -> Path:
+    """Where :func:`check_producer` records who writes ``output`` (a hidden file beside it, like its lock)."""
+    output = Path(output)
+    return output.with_name(f".{output.name}.producer.json")
+
+
+def _inferred_producer(records: dict) -> dict | None:
+    """Who wrote a predictions file that has no producer record: the judge's lines name the judge, the baselines'
+    the metric; score-batch lines name nobody (None)."""
+    for raw in records.values():
+        line = json.loads(raw)
+        if isinstance(line, dict) and isinstance(line.get("judge"), str):
+            return {"command": "judge", "model": line["judge"]}
+        if isinstance(line, dict) and isinstance(line.get("metric"), str):
+            return {"command": "baselines", "model": line["metric"]}
+        return None
+    return None
+
+
+def _who(producer: dict) -> str:
+    return f"`miescore {producer.get('command')}` with model {producer.get('model')!r}"
+
+
+def check_producer(output, records: dict, producer: dict, record: bool = True) -> None:
+    """Refuse to extend ``output`` (whose predictions are ``records``) when another command or model wrote it;
+    otherwise record ``producer`` beside it (unless ``record`` is false: a check before the run). The record is :func:`producer_file`; a file without
+    one is judged by its lines (:func:`_inferred_producer`)."""
+    output, sidecar = Path(output), producer_file(output)
+    recorded = None
+    if records:
+        try:
+            recorded = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() else \
+                _inferred_producer(records)
+        except (OSError, ValueError):
+            recorded = None
+    if recorded is not None and recorded != producer:
+        raise MIEScoreInputError(f"'{output}' holds predictions of {_who(recorded)}, not of {_who(producer)}; pass "
+                                 "another --output (one predictions file holds one model's scores)")
+    if record and recorded != producer:
+        write_text_atomic(sidecar, json.dumps(producer) + "\n")
 
 
 def merge_shards(input_path, output_path, world_size: int) -> int:

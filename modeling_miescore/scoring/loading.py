@@ -1,19 +1,19 @@
-"""Load a scorer checkpoint (local folder or Hub repo id) with clear errors for the usual mistakes."""
+"""Load a scorer checkpoint (local folder or Hub repo id) with clear errors for the usual mistakes.
+
+A local folder is validated first (:mod:`.checkpoint_files`: config values, safetensors headers, tokenizer and
+chat template), so a damaged one is one :class:`ModelLoadError` naming the file, never a traceback.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from ..backbone_families import is_vlm_model_type
-from ..image_io import MIEScoreInputError
+from .checkpoint_files import ModelLoadError, check_config_values, check_processor, explain_load_failure, \
+    read_config_file, validate_checkpoint_folder
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-class ModelLoadError(MIEScoreInputError):
-    """The model reference cannot be used as a MIEScore checkpoint; the message says why and what to do."""
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -41,6 +41,12 @@ def resolve_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
+def model_reference(model: str) -> str:
+    """How a run records which model it used: a local folder as its real path, a Hub repo id as given."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
 def read_checkpoint_config(model: str, token: str | None = None) -> dict:
     """The ``config.json`` of a local checkpoint folder or a Hub repo, as a dict (``token`` reads private repos)."""
     path = Path(model).expanduser()
@@ -63,24 +69,48 @@ def read_checkpoint_config(model: str, token: str | None = None) -> dict:
                 f"model '{model}' is not a local folder and could not be fetched from the Hugging Face Hub "
                 f"({type(err).__name__}); check the repo id, your network, or pass a local checkpoint folder"
             ) from None
-    try:
-        return json.loads(config_file.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ModelLoadError(f"config.json of model '{model}' is unreadable ({err})") from None
+    config = read_config_file(config_file, model)
+    check_config_values(config, model)
+    return config
 
 
 def _load_checked(model_class, kind: str, model: str, device: str, dtype: str, token: str | None):
     """``model_class.from_pretrained`` on the resolved device/dtype, in eval mode; load errors -> ModelLoadError."""
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
+    model = os.fspath(model)
+    if Path(model).expanduser().is_dir():
+        validate_checkpoint_folder(Path(model).expanduser(), read_checkpoint_config(model))
     try:
-        scorer = model_class.from_pretrained(os.fspath(model), dtype=torch_dtype, token=token)
+        # safetensors only: a pickle file is never opened (torch.load), whatever else the folder holds
+        scorer = model_class.from_pretrained(model, dtype=torch_dtype, token=token, use_safetensors=True)
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as err:
+        raise ModelLoadError(f"could not load {kind} checkpoint '{model}': "
+                             f"{explain_load_failure(model_class, model, err)}") from None
+    try:
         # Load the processor now: fail early (not inside an RL loop or on the first request), and keep working
         # if the folder goes away.
-        scorer.get_processor()
+        check_processor(scorer.get_processor(), model)
     except (OSError, ValueError) as err:
-        raise ModelLoadError(f"could not load {kind} checkpoint '{model}': {err}") from None
-    return scorer.to(device).eval()
+        raise ModelLoadError(f"could not load the processor of {kind} checkpoint '{model}': {err}") from None
+    scorer = scorer.to(device).eval()
+    warn_non_finite_weights(scorer, model)  # on the device: a fast check even for billions of weights
+    return scorer
+
+
+def warn_non_finite_weights(model, name: str) -> list:
+    """Warn (stderr, once per load) naming the weight tensors that hold NaN or Inf; returns their names. Such a
+    model scores NaN: every command then reports each edit as a model fault instead of writing a score."""
+    import sys
+
+    import torch
+
+    broken = [key for key, p in model.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
+    if broken:
+        print(f"warning: {len(broken)} weight tensor(s) of '{name}' hold NaN or Inf ({', '.join(broken[:3])}"
+              f"{', ...' if len(broken) > 3 else ''}): its scores will not be finite; run miescore doctor on it",
+              file=sys.stderr)
+    return broken
 
 
 def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: str | None = None):

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 from ..image_io import MIEScoreInputError
 from ..processing_miescore import EditSample
+from ..utils.numbers import model_fault
 from .backends import ScorerBackend, json_safe
 from .errors import RequestError
 from .prometheus_metrics import ServerMetrics
@@ -47,9 +48,21 @@ class JobFailed(Exception):
         self.error = error
 
 
+class ModelFault(RuntimeError):
+    """The model scored a sample with non-finite numbers (``utils.numbers.model_fault`` says which)."""
+
+
+def _checked_result(result):
+    """A backend's result as JSON, or :class:`ModelFault` when it holds NaN / Inf (never sent as nulls)."""
+    fault = model_fault(result)
+    return ModelFault(fault) if fault else json_safe(result)
+
+
 def _sample_error(error: BaseException, field: str | None) -> RequestError:
     """The answer for a sample the model failed on alone (its batch mates were scored without it)."""
     where = f"the sample {field}" if field else "this sample"
+    if isinstance(error, ModelFault):  # the model's fault, not the client's: 500 naming it
+        return RequestError(500, "model_fault", f"{where}: {error}"[:500], field)
     if isinstance(error, MIEScoreInputError):
         return RequestError(422, "invalid_request", f"the model refused {where}: {error}"[:500], field)
     return RequestError(500, "model_error", f"the model failed on {where} ({type(error).__name__}: {error})"[:500],
@@ -319,7 +332,7 @@ class BatchScheduler:
             results = call()
             if len(results) != len(samples):
                 raise RuntimeError(f"backend returned {len(results)} results for {len(samples)} samples")
-            return [json_safe(r) for r in results]
+            return [_checked_result(r) for r in results]
         except Exception as err:
             if len(samples) == 1:
                 return [err]
@@ -328,7 +341,7 @@ class BatchScheduler:
         outcomes = []
         for sample, key in zip(samples, keys):
             try:
-                outcomes.append(json_safe(self._call_backend([sample], [key])[0]))
+                outcomes.append(_checked_result(self._call_backend([sample], [key])[0]))
             except Exception as err:
                 outcomes.append(err)
         return outcomes

@@ -20,7 +20,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Pl
                       ValidationInfo)
 from pydantic_core import PydanticCustomError
 
-from ..processing_miescore import EditSample
+from ..processing_miescore import EditSample, control_token_problem
 from .errors import RequestError
 from .image_decoding import UploadedImage, check_pixel_budgets
 from .settings import ServerSettings
@@ -79,6 +79,9 @@ def _instruction(value: str, info: ValidationInfo) -> str:
                                   {"n": len(value), "limit": limit})
     if not value.strip():
         raise PydanticCustomError("invalid_request", "instruction is empty; send the editing instruction text")
+    problem = control_token_problem(value, "the request")
+    if problem:  # refused here, before the batch: the same rule as every other entry point
+        raise PydanticCustomError("invalid_request", "{problem}", {"problem": problem})
     return value.strip()
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..image_io import MIEScoreInputError
+from ..utils.output_paths import OutputPathError, check_folder_apart, ensure_folder, real_path
 from .space_models import SPACE_MODELS_FILE, space_models_text
 
 KINDS = {"scorer": "miescore", "metric": "miescore_metric"}  # kind -> folder under spaces/
@@ -234,7 +235,12 @@ def build_space_folder(out: str | os.PathLike, kind: str = "scorer", *, model: s
     """
     if kind not in KINDS:
         raise MIEScoreInputError(f"unknown Space kind '{kind}'; choose one of {sorted(KINDS)}")
-    out = Path(out).expanduser().absolute()
+    given, out = out, real_path(out, "--out")
+    # the Space's files come from spaces/<kind> of the checkout: --out (which an --overwrite replaces) stays apart
+    # from that folder, and never holds the checkout itself (a folder inside the checkout is fine)
+    root = checkout_root()
+    check_folder_apart(out, {f"the Space's source folder spaces/{KINDS[kind]}": root / "spaces" / KINDS[kind]})
+    check_folder_apart(out, {"the package checkout": root}, allow_inside=True)
     if out.exists() and not overwrite:
         raise MIEScoreInputError(f"'{out}' already exists; choose a new folder or pass --overwrite to replace it")
     if out.exists() and not out.is_dir():
@@ -247,8 +253,12 @@ def build_space_folder(out: str | os.PathLike, kind: str = "scorer", *, model: s
     if hardware not in space_hardware_flavours():
         raise MIEScoreInputError(f"unknown hardware flavour '{hardware}'; choose one of "
                                  f"{', '.join(space_hardware_flavours())}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    ensure_folder(out.parent, "--out")
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as err:
+        raise OutputPathError(f"--out '{given}': cannot write in '{out.parent}' ({err.strerror}); pass a folder you "
+                              "can write to") from None
     umask = os.umask(0)
     os.umask(umask)
     staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the Space folder gets the usual permissions

@@ -73,6 +73,7 @@ class Case:
     name: str
     item: str
     run: Callable[["Corpus", Outcome], None]
+    timeout: float | None = None  # seconds before it counts as a hang (None: the corpus's)
 
 
 def check_message(outcome: Outcome, text: str, needle: str | None = None, avoid: str | None = None) -> None:
@@ -208,7 +209,8 @@ class Corpus:
             self.ghostscript_marker.unlink()
         self.tampered.reset()
         try:
-            outcome.flag("hang", run_bounded(lambda: case.run(self, outcome), self.timeout, self.fifos))
+            outcome.flag("hang", run_bounded(lambda: case.run(self, outcome), case.timeout or self.timeout,
+                                             self.fifos))
         except Exception as err:  # noqa: BLE001 - escaped the case's own handling: reported, the run goes on
             outcome.flag("traceback")
             outcome.message = f"the case raised {type(err).__name__}: {err}"
@@ -228,6 +230,7 @@ def summary_table(outcomes: list[Outcome], entries=ENTRIES, columns=COLUMNS) -> 
     """The before/after table: one row per entry point plus a total; columns are counts of cases."""
     header = ["entry point", "cases tried", "clean", *(c.replace("_", " ") for c in columns)]
     rows = []
+    entries = dict.fromkeys([*entries, *(o.entry for o in outcomes)])  # the corpus modules' own entries too
     for entry in (*entries, "total"):
         chosen = [o for o in outcomes if entry in (o.entry, "total")]
         rows.append([entry, str(len(chosen)), str(sum(o.clean for o in chosen)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["finite_float"]
+__all__ = ["finite_float", "model_fault", "non_finite_fields"]
 
 
 def finite_float(value: Any) -> float | None:
@@ -18,3 +18,26 @@ def finite_float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def non_finite_fields(result: Any) -> list[str]:
+    """The names of a score record's numbers that are NaN or infinite. ``result``: a dict or an object with
+    ``to_dict()`` (SpatialReward's results); nested values are not looked into, ``None`` (a flagged answer) is
+    not a number."""
+    values = result.to_dict() if hasattr(result, "to_dict") and not isinstance(result, dict) else result
+    if not isinstance(values, dict):
+        return []
+    return [str(key) for key, value in values.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value)]
+
+
+def model_fault(result: Any) -> str | None:
+    """A one-line description when ``result`` holds non-finite scores (a fault of the model, typically NaN
+    weights: ``miescore doctor`` names them), else None. Such a score is never written or returned as a number."""
+    bad = non_finite_fields(result)
+    if not bad:
+        return None
+    values = result.to_dict() if hasattr(result, "to_dict") and not isinstance(result, dict) else result
+    shown = ", ".join(f"{key}={values[key]}" for key in bad[:4])
+    return (f"the model gave non-finite scores ({shown}): a fault of the model (NaN or Inf weights?), not of "
+            "the input; check it with miescore doctor")

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Sequence
 from tqdm.auto import tqdm
 
 from ...utils.output_lock import exclusive_output
+from ...utils.output_paths import OutputPathError, check_folder_apart, ensure_folder
 from .dataset_card import CardSpec, dataset_card_data, write_dataset_card
 from .hub_push import check_hub_push, push_folder_to_hub
 from .output_folder import AtomicOutputDir
@@ -121,6 +122,7 @@ class DatasetBuilder(ABC):
         """Run every stage; return the summary. Nothing is written unless every stage before the write succeeds."""
         started = time.perf_counter()
         output = self.check_before_build()
+        ensure_folder(self.out.parent, "out_dir")  # before the lock file is made beside the output
         with contextlib.ExitStack() as lock:
             try:
                 lock.enter_context(exclusive_output(self.out, "output folder"))
@@ -160,13 +162,19 @@ class DatasetBuilder(ABC):
         """The checks made before reading anything; returns the (checked) output folder."""
         if not self.raw.is_dir():
             raise DatasetValidationError([Problem(self.raw.as_posix(), None, "raw folder not found")], source=self.raw)
-        if self.out == self.raw or self.raw.is_relative_to(self.out):
-            raise BuildUsageError(f"out_dir {self.out} must not be the raw folder or contain it")
+        try:  # real paths: d/raw/../raw is the raw folder, a link to it too
+            check_folder_apart(self.out, self.input_paths(), "out_dir")
+        except OutputPathError as err:
+            raise BuildUsageError(str(err)) from None
         output = AtomicOutputDir(self.out, overwrite=self.overwrite)
         output.check()
         if self.push_to_hub:
             check_hub_push(self.push_to_hub, self.token)
         return output
+
+    def input_paths(self) -> dict:
+        """``{API parameter: path}`` of everything the build reads; the output must lie apart from each."""
+        return {"raw_dir": self.raw}
 
     def note(self, message: str) -> None:
         """A line on stderr about the build itself (not about the data)."""

@@ -70,7 +70,7 @@ def read_samples(raw: Path, problems: ProblemCollector, images: ImageChecker, ba
     for line, obj, sid in unique_records(bar(entries, desc="checking samples"), problems, SAMPLES, "sample_id",
                                          declared):
         check = RecordCheck(problems, SAMPLES, line, images)
-        check.text(obj["instruction"], f"sample {sid!r}: instruction must be a non-empty string")
+        check.instruction(obj["instruction"], f"sample {sid!r}")
         category = _CATEGORY_ALIASES.get(_norm(obj["category"])) if isinstance(obj["category"], str) else None
         if category is None:
             check.fail(f"sample {sid!r}: unknown category {obj['category']!r}; expected one of: "

@@ -185,6 +185,9 @@ class MIEBenchBuilder(DatasetBuilder):
             return self.mos_source
         return "mos" if (self.raw / "mos.csv").is_file() and not (self.raw / "ratings.csv").is_file() else "ratings"
 
+    def input_paths(self) -> dict:
+        return {**super().input_paths(), "split_file": self.split_file}
+
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         bar = self.progress_bar
         self.instances, self.declared_instances = read_instances(self.raw, problems, images, bar)

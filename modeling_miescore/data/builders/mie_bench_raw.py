@@ -83,7 +83,7 @@ def read_instances(raw: Path, problems: ProblemCollector, images: ImageChecker, 
         task = normalise_task(obj["task"])
         if task is None:
             check.fail(f"unknown task {obj['task']!r} for instance {iid!r}; expected one of: {', '.join(TASKS)}")
-        instruction = check.text(obj["instruction"], f"instance {iid!r}: instruction must be a non-empty string")
+        instruction = check.instruction(obj["instruction"], f"instance {iid!r}")
         sources = _check_sources(check, iid, obj["sources"])
         if check.ok:
             out[iid] = Instance(iid, task, instruction, sources, line)

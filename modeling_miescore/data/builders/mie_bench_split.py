@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..schema import MIE_SPLITS, TASKS
-from .raw_files import ProblemCollector, read_csv
+from .raw_files import TOO_DEEP, ProblemCollector, read_csv
 
 __all__ = [
     "DEFAULT_SPLIT_SALT",
@@ -196,6 +196,8 @@ def _json_object_entries(text: str) -> list[tuple[int, object, object]]:
             return decoder.raw_decode(text, pos)
         except json.JSONDecodeError as err:
             fail(err.pos, f"malformed JSON: {err.msg}")
+        except RecursionError:
+            fail(pos, TOO_DEEP)
 
     pos = skip(0)
     if not text.startswith("{", pos):

@@ -17,6 +17,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+from ...utils.output_paths import OutputPathError, ensure_folder
+
 __all__ = ["AtomicOutputDir", "OutputExistsError"]
 
 
@@ -83,9 +85,13 @@ class AtomicOutputDir:
 
     def __enter__(self) -> Path:
         self.check()
-        self.target.parent.mkdir(parents=True, exist_ok=True)
+        ensure_folder(self.target.parent, "out_dir")
         self.tmp = self.target.parent / f".{self.target.name}.tmp-{uuid.uuid4().hex[:12]}"
-        self.tmp.mkdir()
+        try:
+            self.tmp.mkdir()
+        except OSError as err:
+            raise OutputPathError(f"out_dir: cannot write in '{self.target.parent}' ({err.strerror}); pass a folder "
+                                  "you can write to") from None
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -18,6 +18,7 @@ Nothing here unpickles anything: inputs are JSON Lines, CSV and image files.
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import re
@@ -33,6 +34,7 @@ __all__ = [
     "RecordCheck",
     "check_image",
     "link_leaving",
+    "link_problem",
     "read_edited_images",
     "read_csv",
     "read_jsonl",
@@ -43,6 +45,9 @@ __all__ = [
 
 # How many problems the exception message lists (all of them stay in `.problems`).
 _MAX_PROBLEMS_SHOWN = 200
+# The problem of a JSON value nested deeper than the parser's recursion limit (no release record is).
+TOO_DEEP = "JSON nested too deeply to be a record (arrays or objects thousands of levels deep)"
+_LINK_LOOP = "is a symbolic link loop (or a chain of links too long to follow); point it at a real file"
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,10 +128,10 @@ class ProblemCollector:
         leave are not followed."""
         if self.follow_symlinks or self.root is None:
             return False
-        target = link_leaving(self.root, path)
-        if target is None:
+        problem = link_problem(self.root, path)
+        if problem is None:
             return False
-        self.add(path, None, _outside_link(target))
+        self.add(path, None, problem)
         return True
 
 
@@ -168,6 +173,9 @@ def read_jsonl(
             obj = json.loads(text)
         except json.JSONDecodeError as err:
             problems.add(name, lineno, f"malformed JSON: {err.msg} (column {err.colno})")
+            continue
+        except RecursionError:
+            problems.add(name, lineno, TOO_DEEP)
             continue
         problem = record_problem(obj, required, "line")
         if problem:
@@ -256,6 +264,9 @@ def unique_records(entries: Iterable[tuple[int, dict]], problems: ProblemCollect
         if not _nonempty_str(record_id):
             problems.add(file, line, f"{id_key} must be a non-empty string, got {record_id!r}")
             continue
+        if "\x00" in record_id:  # a NUL byte cannot be in a file name, and ends C strings early
+            problems.add(file, line, f"{id_key} {record_id!r} contains a NUL byte")
+            continue
         declared.add(record_id)
         if record_id in first_line:
             problems.add(file, line, f"duplicate {id_key} {record_id!r} (first on line {first_line[record_id]})")
@@ -281,6 +292,23 @@ class RecordCheck:
             return value
         self.fail(message)
         return None
+
+    def instruction(self, value: Any, what: str) -> str | None:
+        """``value`` when it is an instruction every scorer takes (a non-empty string of at most
+        ``MAX_INSTRUCTION_CHARS``, no chat-control token: ``processing_miescore.check_instruction``), else
+        ``None`` and a problem naming ``what`` (e.g. ``"instance 'x'"``)."""
+        from ...image_io import MIEScoreInputError
+        from ...processing_miescore import check_instruction
+
+        text = self.text(value, f"{what}: instruction must be a non-empty string")
+        if text is None:
+            return None
+        try:
+            check_instruction(text, where=what)
+        except MIEScoreInputError as err:
+            self.fail(str(err))
+            return None
+        return text
 
     def known(self, value: Any, declared: set[str], message: str) -> None:
         """``value`` must be one of the ``declared`` ids (of another raw file)."""
@@ -330,6 +358,8 @@ def resolve_member(root: Path, rel: Any) -> tuple[Path | None, str | None]:
     """Resolve a relative path given in a raw file; refuse absolute paths and escapes from ``root``."""
     if not isinstance(rel, str) or not rel.strip():
         return None, f"image path must be a non-empty string, got {rel!r}"
+    if "\x00" in rel:
+        return None, f"image path {rel!r} contains a NUL byte; no file has such a name"
     if os.path.isabs(rel) or re.match(r"^[A-Za-z]:[\\/]", rel):
         return None, f"image path {rel!r} is absolute; give it relative to the raw folder"
     norm = os.path.normpath(rel.replace("\\", "/"))
@@ -350,6 +380,16 @@ def link_leaving(root: Path, path: Path) -> Path | None:
     return None if target.is_relative_to(root_abs.resolve()) else target
 
 
+def link_problem(root: Path, path: Path) -> str | None:
+    """Why ``path`` (inside ``root`` by name) must not be read through its links: a link leaving ``root``, or a
+    link loop; None when it is fine."""
+    try:
+        target = link_leaving(root, path)
+    except (OSError, RuntimeError):  # RuntimeError: Path.resolve's "Symlink loop" before Python 3.13
+        return _LINK_LOOP
+    return None if target is None else _outside_link(target)
+
+
 def _outside_link(target: Path) -> str:
     return (f"leads through a symbolic link to {target}, outside the raw folder; copy the file into the raw folder, "
             "or pass follow_symlinks=True to read files that links lead to")
@@ -360,6 +400,8 @@ def check_image(path: Path, rel: str, max_image_pixels: int | None = None) -> st
     from ...image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
 
     if not path.exists():
+        if path.is_symlink():
+            return f"image path {rel!r} {_LINK_LOOP if _is_loop(path) else 'is a broken symbolic link'}"
         return f"image file not found: {rel!r}"
     if not path.is_file():
         return f"image path {rel!r} is not a file"
@@ -370,6 +412,14 @@ def check_image(path: Path, rel: str, max_image_pixels: int | None = None) -> st
     except Exception as err:  # noqa: BLE001 - any decoder failure is a data problem
         return f"unreadable image {rel!r}: {type(err).__name__}: {err}"
     return None
+
+
+def _is_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
 
 
 class ImageChecker:
@@ -389,8 +439,8 @@ class ImageChecker:
         key = rel if isinstance(rel, str) else repr(rel)
         if key not in self._cache:
             path, err = resolve_member(self.root, rel)
-            if err is None and not self.follow_symlinks and (target := link_leaving(self.root, path)) is not None:
-                err = f"image path {rel!r} {_outside_link(target)}"
+            if err is None and not self.follow_symlinks and (problem := link_problem(self.root, path)) is not None:
+                err = f"image path {rel!r} {problem}"
             if err is None:
                 err = check_image(path, rel, self.max_image_pixels)
             self._cache[key] = (path, err)

@@ -46,7 +46,7 @@ SPEC = SPECS["imagenhub"]
 def _cell(text: str) -> tuple[float, float] | None:
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(value, list) or len(value) != 2:
         return None

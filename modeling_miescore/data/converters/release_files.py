@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..builders.raw_files import ProblemCollector, record_problem
+from ..builders.raw_files import TOO_DEEP, ProblemCollector, record_problem
 from .schema import ImageRef
 
 __all__ = ["check_image_bytes", "embedded_image", "read_json_keyed_records", "read_json_records", "read_parquet_rows",
@@ -122,6 +122,8 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
             out.append((line, record))
     except json.JSONDecodeError as err:
         problems.add(name, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})")
+    except RecursionError:
+        problems.add(name, None, TOO_DEEP)
     return out
 
 
@@ -172,6 +174,8 @@ def read_json_keyed_records(path: Path, problems: ProblemCollector, *,
             out.append((line, key, record))
     except json.JSONDecodeError as err:
         problems.add(name, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})")
+    except RecursionError:
+        problems.add(name, None, TOO_DEEP)
     return out
 
 
@@ -246,7 +250,7 @@ def read_saved_dataset(folder: Path, problems: ProblemCollector, *,
         problems.add("state.json", None, "file not found: expected a datasets save_to_disk folder "
                                          "(state.json, dataset_info.json, data-*.arrow)")
         return []
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
         problems.add("state.json", None, f"cannot read the list of Arrow files ({type(err).__name__}: {err})")
         return []
     out = []

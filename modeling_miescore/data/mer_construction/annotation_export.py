@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ...image_io import MIEScoreInputError
+from ...utils.output_paths import OutputPathError, check_folder_apart, ensure_folder
 from ..builders.mer_bench import DEFAULT_GROUPS_PER_TYPE
 from ..builders.mer_bench_groups import sample_groups, vote
 from ..builders.mer_bench_raw import Candidate
@@ -90,7 +91,7 @@ def export_raw_release(folder, raw_dir, *, annotators_per_sample: int = 5, overw
                        min_agreement: int = 3) -> Dict[str, Any]:
     """Write the raw release of ``folder``'s complete samples to ``raw_dir``; returns the export report."""
     store = AnnotationStore(folder, annotators_per_sample)
-    raw_dir = Path(raw_dir)
+    raw_dir = check_folder_apart(raw_dir, {"the construction --folder": folder})  # real path, apart from the work
     if raw_dir.exists() and not overwrite:
         raise MIEScoreInputError(f"'{raw_dir}' already exists; pass another folder or --overwrite")
     samples, submissions = _complete(store)
@@ -100,8 +101,11 @@ def export_raw_release(folder, raw_dir, *, annotators_per_sample: int = 5, overw
     report: Dict[str, Any] = {"exported_samples": len(samples), "incomplete_samples": len(store.samples) - len(samples),
                               "annotators": sorted({r["annotator_id"] for rs in submissions.values() for r in rs}),
                               **preview_groups(samples, submissions, groups_per_type, seed, min_agreement)}
-    raw_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{raw_dir.name}.", dir=raw_dir.parent))
+    ensure_folder(raw_dir.parent, "--out")
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{raw_dir.name}.", dir=raw_dir.parent))
+    except OSError as err:
+        raise OutputPathError(f"--out: cannot write in '{raw_dir.parent}' ({err.strerror})") from None
     try:
         _write_release(tmp, samples, submissions)
         (tmp / "export_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -35,6 +35,10 @@ __all__ = ["ANNOTATIONS", "ANNOTATORS_PER_SAMPLE", "AnnotationSample", "Annotati
 
 ANNOTATIONS = "annotations.jsonl"
 ANNOTATORS_PER_SAMPLE = 5  # sec. 4.3 / A.1: five annotators per sample
+MAX_ANNOTATOR_ID_CHARS = 64
+# The keys a ledger line must have to be used (a damaged line is reported once and skipped: ledger.read_ledger).
+_SUBMISSION_KEYS = ("annotator_id", "sample_id", "ratings")
+_CANDIDATE_KEYS = ("sample_id", "candidate_id", "image", "editing_model")
 
 
 @dataclass
@@ -49,9 +53,10 @@ class AnnotationSample:
 
 
 def _load_samples(folder: Path) -> List[AnnotationSample]:
-    instructions = [r for r in read_ledger(folder / INSTRUCTIONS).values() if r["status"] == "ok"]
+    instructions = [r for r in read_ledger(folder / INSTRUCTIONS, required=("status",)).values()
+                    if r["status"] == "ok" and all(k in r for k in ("instruction", "image", "category", "subtask"))]
     by_sample: Dict[str, List[Dict[str, str]]] = {}
-    for record in read_ledger(folder / CANDIDATES).values():
+    for record in read_ledger(folder / CANDIDATES, required=_CANDIDATE_KEYS).values():
         by_sample.setdefault(record["sample_id"], []).append(
             {"candidate_id": record["candidate_id"], "image": str(folder / record["image"]),
              "editing_model": record["editing_model"]})
@@ -83,7 +88,7 @@ class AnnotationStore:
 
     def submissions(self) -> Dict[str, Dict[str, Any]]:
         """``{"annotator|sample": submission}``, in file order (a torn last line is ignored)."""
-        return read_ledger(self.path)
+        return read_ledger(self.path, required=_SUBMISSION_KEYS)
 
     def annotators_of(self, submissions: Optional[Dict] = None) -> Dict[str, List[str]]:
         """``{sample_id: [annotator ids]}``."""
@@ -122,7 +127,8 @@ class AnnotationStore:
         record = {"id": f"{annotator}|{sample_id}", "annotator_id": annotator, "sample_id": sample_id,
                   "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ratings": clean}
         with self._lock:
-            submissions = read_ledger(self.path, repair=True)  # cuts a torn last line left by a crash
+            # cuts a torn last line left by a crash; a damaged line is reported once and skipped
+            submissions = read_ledger(self.path, repair=True, required=_SUBMISSION_KEYS)
             if record["id"] in submissions:
                 raise MIEScoreInputError(f"{annotator} already annotated {sample_id}")
             if len(self.annotators_of(submissions).get(sample_id, [])) >= self.annotators_per_sample:
@@ -135,6 +141,9 @@ def _check_annotator(annotator: str) -> str:
     annotator = (annotator or "").strip()
     if not annotator or "|" in annotator or "," in annotator:
         raise MIEScoreInputError("enter an annotator id (no '|' or ',')")
+    if len(annotator) > MAX_ANNOTATOR_ID_CHARS:  # stored in every submission, re-read on every click
+        raise MIEScoreInputError(f"the annotator id has {len(annotator):,} characters; use at most "
+                                 f"{MAX_ANNOTATOR_ID_CHARS} (a name or an initials code)")
     return annotator
 
 

@@ -15,7 +15,8 @@ Its answer ``{"edit_region": [{"id", "label", "bbox_2d"}]}`` is read with the Sp
 [0, 1000] and ordered). Rejected: an empty answer or no complete JSON object with an ``edit_region`` list
 (``grounding_unparsable``), a region
 without a valid 4-number box or with a repeated id (``grounding_invalid_region``), a box of zero width or height
-(``grounding_degenerate_box``), more than 16 regions (``too_many_regions``: the model has 16 box tokens). The
+(``grounding_degenerate_box``), more than 16 regions (``too_many_regions``: the model has 16 box tokens), a label longer than
+:data:`MAX_LABEL_CHARS` (``label_too_long``). The
 regions are renumbered 0..n-1 in the grounder's order (it writes ids as ``"0~n"`` strings, sometimes from 1), so
 region ``k`` is ``<|bbox_k|>``. An empty list is kept: a failed edit has no edited region (D.1.1).
 """
@@ -34,6 +35,9 @@ from .report import Outcome
 __all__ = ["BOX_NUM_MODES", "GROUNDER_DECIDES", "box_num", "grounding_request", "parse_grounding"]
 
 STAGE = "grounding"
+# The longest region label kept: D.2.1 asks for an "instance name" (a few words); a label of thousands of
+# characters is a broken answer (and would take seconds to draw).
+MAX_LABEL_CHARS = 200
 # parser issues meaning that no JSON object with an edit_region list was read (parsing.ISSUE_CODES)
 _NO_REGION_LIST = frozenset({"empty_output", "no_json_object", "invalid_json", "truncated_json", "internal_error",
                              "missing_regions", "regions_not_list"})
@@ -82,6 +86,10 @@ def parse_grounding(text: str) -> Tuple[List[Dict[str, Any]], Outcome]:
         return [], Outcome.rejected(STAGE, "grounding_degenerate_box", f"regions {parsed.regions}")
     if len(parsed.regions) > MAX_BBOX_ID + 1:
         return [], Outcome.rejected(STAGE, "too_many_regions", f"{len(parsed.regions)} regions")
+    longest = max((len(region["label"]) for region in parsed.regions), default=0)
+    if longest > MAX_LABEL_CHARS:  # D.2.1 asks for an "instance name"; a longer one is not a label
+        return [], Outcome.rejected(STAGE, "label_too_long", f"a region label of {longest:,} characters "
+                                                             f"(at most {MAX_LABEL_CHARS})")
     regions = [{"id": k, "label": valid_text(str(region["label"])), "bbox_2d": list(region["bbox_2d"])}
                for k, region in enumerate(parsed.regions)]
     return regions, Outcome("ok", STAGE)

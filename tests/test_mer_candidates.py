@@ -89,7 +89,7 @@ def test_bad_systems_exit_2(tmp_path, capsys):
     assert main([*base, "--system", "no-equals-sign"]) == 2
     assert "is not NAME=module:function" in capsys.readouterr().err
     assert main([*base, "--system", "x=no_such_module_here:edit"]) == 2
-    assert "cannot import 'no_such_module_here:edit'" in capsys.readouterr().err
+    assert "'no_such_module_here:edit': cannot import module 'no_such_module_here'" in capsys.readouterr().err
     assert main([*base, "--system", "a=mer_construction_helpers:flaky_editor", "--system",
                  "a=mer_construction_helpers:flaky_editor"]) == 2
     assert "must be unique" in capsys.readouterr().err

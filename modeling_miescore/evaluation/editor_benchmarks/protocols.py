@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...image_io import MIEScoreInputError
-from ...utils.lazy_registry import load_registered
+from ...utils.lazy_registry import import_attribute
 
 __all__ = ["EDITOR_BENCHMARKS", "EditorBenchmark", "editor_benchmark", "editor_benchmark_of_dataset"]
 
@@ -57,7 +57,7 @@ class EditorBenchmark:
     overall_note: str = ""
 
     def judge_class(self):
-        return load_registered({self.name: self.judge}, self.name, __package__, "editor benchmark judge")
+        return import_attribute(self.judge, __package__)
 
 
 GEDIT = EditorBenchmark(

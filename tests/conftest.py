@@ -82,6 +82,33 @@ def tiny_editor_path(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="module")
+def miescore_replicas(tiny_miescore_path):
+    """Two `miescore serve` replicas of the tiny MIEScore on background threads, ``[(server, backend)]``; each
+    backend is an ``editor_rl_runs.RecordingBackend`` (``backend.seen``: (instruction, group id) per sample)."""
+    from editor_rl_runs import RecordingBackend
+
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.serving.background_server import serve_in_background
+    from modeling_miescore.serving.settings import ServerSettings
+
+    backends = [RecordingBackend(load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32"))
+                for _ in range(2)]
+    servers = [serve_in_background(b, ServerSettings(max_wait_ms=20)).start() for b in backends]
+    yield list(zip(servers, backends))
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def toy_editor_path(tmp_path_factory):
+    """The toy editor of ``modeling_miescore.testing.toy_editor`` (not a diffusers pipeline; a 16 px "latent"),
+    built once per session: ``--pipeline modeling_miescore.testing.toy_editor:load_toy_editor --model PATH``."""
+    from modeling_miescore.testing.toy_editor import build_toy_editor
+
+    return build_toy_editor(tmp_path_factory.mktemp("toy") / "toy")
+
+
 @pytest.fixture(scope="session")
 def editing_requests(tmp_path_factory):
     """Four tiny editing requests (JSONL + 64 px PNG sources from scikit-image photos)."""

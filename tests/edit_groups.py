@@ -1,6 +1,6 @@
 """Shared by the prefix-reuse and editor-RL reward tests: edits of one instance (same sources and instruction,
-edited images of different sizes), the largest score difference between two result lists, and editor-RL groups
-built from the example edits."""
+edited images of different sizes), the largest score difference between two result lists, editor-RL groups
+built from the example edits, and a scripted SpatialReward judge (for :class:`local_http.RoutedChatServer`)."""
 
 from __future__ import annotations
 
@@ -36,3 +36,34 @@ def rl_groups(examples, sizes=(3, 3)) -> list:
         groups.append(EditGroup(group_key(ids, instruction), tuple(base["sources"]), instruction, edits, ids))
     return groups
 
+
+
+def spatialreward_sub_scores(value: int, instruction: str):
+    """What :func:`spatialreward_judge` answers for an edit whose top-left red value is ``value``:
+    ``(s_if, s_con, s_nat, s_art)`` on SpatialReward's 0-25 scale."""
+    return (10 + len(instruction) % 7, round(value / 255 * 25), value // 20, 25 - value // 20)
+
+
+def spatialreward_judge(body, repeat):
+    """A SpatialReward endpoint's answers (SC and PQ requests, appendix D.1 formats) from
+    :func:`spatialreward_sub_scores` of the request's last image. Instructions holding ``FLAKY`` get a 500 the
+    first time, ``BROKEN`` always; ``GARBAGE`` gets an answer that does not parse."""
+    import json
+
+    from local_http import chat_completion, request_images, request_text
+
+    text = request_text(body)
+    value = int(np.asarray(request_images(body)[-1].convert("RGB"))[0, 0, 0])
+    if "Editing instruction:" in text:
+        instruction = text.split("Editing instruction:")[-1].strip()
+        if ("FLAKY" in instruction and repeat == 0) or "BROKEN" in instruction:
+            return 500, {"error": {"message": "engine restarting"}}, None, 0
+        if "GARBAGE" in instruction:
+            return 200, chat_completion("I cannot judge this."), None, 0
+        s_if, s_con, _, _ = spatialreward_sub_scores(value, instruction)
+        answer = {"edit_region": [{"id": 0, "label": "edit", "bbox_2d": [0, 0, 500, 500]}],
+                  "reasoning": "<|bbox_0|> changed. <|global|> fine.", "score": [s_if, s_con]}
+    else:
+        _, _, nat, art = spatialreward_sub_scores(value, "")
+        answer = {"reasoning": "looks natural", "score": [nat, art]}
+    return 200, chat_completion(json.dumps(answer)), None, 0

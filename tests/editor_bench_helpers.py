@@ -104,3 +104,42 @@ def make_editor_runs(folder: Path) -> tuple[dict, Path]:
                              str(out[(kind, name)]), "--backend", "openai", "--base-url", server.url, "--model", "m",
                              "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
     return out, folder
+
+
+
+def _clamp(value: float, low: int, high: int) -> int:
+    return max(low, min(high, round(value)))
+
+
+
+def looking_scores(kind: str, edit, source=None) -> list:
+    """What a judge that looks at the images answers: ``kind`` ``"sc"`` (GEdit's SC request: source, edit;
+    ``[editing success, over-editing]``) or ``"pq"`` (the edit alone; ``[naturalness, artifacts]``), both 0-10,
+    or ``"imgedit"`` (ImgEdit's three criteria, 1-5). A redder edit (``testing.editor_rewards.redness``, what the
+    tiny CPU recipe trains for) succeeds better; an edit whose brightness moved from the source's is over-edited;
+    mid-grey looks natural. For edits made by a real (tiny) editor, whose colours nobody planted."""
+    import numpy as np
+
+    from modeling_miescore.testing.editor_rewards import redness
+
+    def brightness(image) -> float:
+        return float(np.asarray(image.convert("L"), dtype=np.float64).mean()) / 255
+
+    red, bright = redness(edit), brightness(edit)
+    if kind == "imgedit":
+        return [_clamp(3 + 10 * red, 1, 5), _clamp(1 + 4 * bright, 1, 5), 4]
+    if kind == "sc":
+        return [_clamp(5 + 25 * red, 0, 10), _clamp(10 - 20 * abs(bright - brightness(source)), 0, 10)]
+    return [_clamp(10 - 20 * abs(bright - 0.5), 0, 10), 8]
+
+
+def looking_judge(body, repeat):
+    """:func:`looking_scores` of a request's images (the edit is the last) as a
+    :class:`local_http.RoutedChatServer` answer function."""
+    images = request_images(body)
+    parts = body["messages"][0]["content"]
+    if len(parts) == 3 and parts[0]["type"] == "text":  # ImgEdit: text, source, edited
+        return 200, imgedit_answer(looking_scores("imgedit", images[-1])), None, 0
+    kind = "sc" if is_sc(body) else "pq"
+    answer = json.dumps({"score": looking_scores(kind, images[-1], images[0]), "reasoning": kind})
+    return 200, chat_completion(answer, 500, 20), None, 0

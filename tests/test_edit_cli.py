@@ -16,13 +16,6 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    from modeling_miescore.testing.toy_editor import build_toy_editor
-
-    return build_toy_editor(tmp_path_factory.mktemp("toy") / "toy")
-
-
 def _klein_lora(tiny_editor_path, folder):
     """A LoRA for the tiny Flux2-Klein with non-zero weights, saved the way the trainer saves it."""
     import torch
@@ -41,7 +34,7 @@ def _klein_lora(tiny_editor_path, folder):
 
 
 def test_edits_with_a_lora_are_scored_by_score_batch(tiny_editor_path, editing_requests, tiny_miescore_path,
-                                                     tmp_path, capsys):
+                                                     tiny_miescore, tmp_path, capsys):
     lora = _klein_lora(tiny_editor_path, tmp_path / "lora")
     options = json.dumps(TINY_EDITOR_OPTIONS["flux2-klein"])
     base = ["edit", "--pipeline", "flux2-klein", "--model", str(tiny_editor_path("flux2-klein")), "--input",
@@ -66,15 +59,20 @@ def test_edits_with_a_lora_are_scored_by_score_batch(tiny_editor_path, editing_r
     preds = tmp_path / "preds.jsonl"
     assert main(["score-batch", "--model", str(tiny_miescore_path), "--input", str(tmp_path / "with" / "edits.jsonl"),
                  "--output", str(preds), "--device", "cpu", "--no-progress"]) == 0
-    scored = [json.loads(x) for x in preds.read_text().splitlines()]
-    assert sorted(x["id"] for x in scored) == sorted(x["id"] for x in lines)
-    assert all(0 <= x["overall"] <= 100 for x in scored)
+    scored = {x["id"]: x for x in map(json.loads, preds.read_text().splitlines())}
+    assert sorted(scored) == sorted(x["id"] for x in lines)
+    # the scores are those of the edit's own files (paths relative to edits.jsonl: the sources, then the edit)
+    folder = tmp_path / "with"
+    samples = [{"sources": [str(folder / p) for p in x["sources"]], "edited": str(folder / x["edited"]),
+                "instruction": x["instruction"]} for x in lines]
+    reference = tiny_miescore.score_batch(samples, batch_size=2, reuse_prefix=False)
+    assert [scored[x["id"]]["overall"] for x in lines] == pytest.approx([r["overall"] for r in reference], abs=1e-3)
 
 
-def test_a_torn_last_line_is_cut_and_redone(toy, editing_requests, tmp_path):
+def test_a_torn_last_line_is_cut_and_redone(toy_editor_path, editing_requests, tmp_path):
     out = tmp_path / "out"
-    args = ["edit", "--pipeline", TOY, "--model", str(toy), "--input", str(editing_requests), "--out", str(out),
-            "--steps", "2", "--no-progress"]
+    args = ["edit", "--pipeline", TOY, "--model", str(toy_editor_path), "--input", str(editing_requests), "--out",
+            str(out), "--steps", "2", "--no-progress"]
     assert main(args) == 0
     jsonl = out / "edits.jsonl"
     full = jsonl.read_text()
@@ -88,17 +86,17 @@ def test_a_torn_last_line_is_cut_and_redone(toy, editing_requests, tmp_path):
     (["--lora", "/nonexistent"], "has no pytorch_lora_weights.safetensors"),
     (["--editor-options", "{bad"], "--editor-options is not JSON"),
 ])
-def test_bad_edit_arguments_exit_2(toy, editing_requests, tmp_path, capsys, extra, message):
-    args = ["edit", "--pipeline", TOY, "--model", str(toy), "--input", str(editing_requests), "--out",
+def test_bad_edit_arguments_exit_2(toy_editor_path, editing_requests, tmp_path, capsys, extra, message):
+    args = ["edit", "--pipeline", TOY, "--model", str(toy_editor_path), "--input", str(editing_requests), "--out",
             str(tmp_path / "out"), "--no-progress", *extra]
     assert main(args) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out" / "edits.jsonl").exists()
 
 
-def test_missing_source_exits_2(toy, tmp_path, capsys):
+def test_missing_source_exits_2(toy_editor_path, tmp_path, capsys):
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"sources": ["gone.png"], "instruction": "x"}) + "\n")
-    assert main(["edit", "--pipeline", TOY, "--model", str(toy), "--input", str(rows), "--out",
+    assert main(["edit", "--pipeline", TOY, "--model", str(toy_editor_path), "--input", str(rows), "--out",
                  str(tmp_path / "out")]) == 2
     assert "rows.jsonl:1: source 1 'gone.png' does not exist" in capsys.readouterr().err

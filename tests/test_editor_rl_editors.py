@@ -29,13 +29,6 @@ def _source(seed: int = 0) -> Image.Image:
     return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (64, 64, 3), dtype=np.uint8))
 
 
-@pytest.fixture(scope="module")
-def toy_editor_path(tmp_path_factory):
-    from modeling_miescore.testing.toy_editor import build_toy_editor
-
-    return build_toy_editor(tmp_path_factory.mktemp("toy") / "toy")
-
-
 def _editor(name, tiny_editor_path, toy_editor_path):
     if name == "toy":
         return load_editor(TOY, str(toy_editor_path))
@@ -130,3 +123,9 @@ def test_bad_editor_inputs(tiny_editor_path, toy_editor_path):
     kontext = EDITORS["flux-kontext"](pipeline=None)
     with pytest.raises(EditorSpecError, match="2 source images.*at most 1"):
         kontext.check_sources([_source(), _source()], "request 'r1'")
+    # Flux2-Klein's own rule for its references, checked from the headers before any rollout
+    small = Image.new("RGB", (40, 80))
+    editor.check_sources([_source(), _source()], "request 'r2'")
+    with pytest.raises(EditorSpecError, match=r"request 'r3': source 2: Image too small: 40.80.*at least 64px.*"
+                                              "Flux2KleinPipeline's rule"):
+        editor.check_sources([_source(), small], "request 'r3'")

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from edit_groups import rl_groups
-from local_http import RoutedChatServer, chat_completion, request_images, request_text
+from edit_groups import rl_groups, spatialreward_judge, spatialreward_sub_scores
+from local_http import RoutedChatServer
 
 from modeling_miescore.spatialreward_aggregation import spatial_reward
 from modeling_miescore.training.editor_rl.reward_specs import REWARD_KINDS, build_reward, parse_reward_terms
@@ -131,29 +131,6 @@ def _solid(value: int) -> Image.Image:
     return Image.new("RGB", (64, 48), (value, value, value))
 
 
-def _sub_scores(value: int, instruction: str):
-    """What the scripted judge answers for a solid edit of grey level ``value``: (s_if, s_con, nat, art)."""
-    return (10 + len(instruction) % 7, round(value / 255 * 25), value // 20, 25 - value // 20)
-
-
-def _judge(body, repeat):
-    text = request_text(body)
-    value = int(np.asarray(request_images(body)[-1].convert("RGB"))[0, 0, 0])
-    if "Editing instruction:" in text:
-        instruction = text.split("Editing instruction:")[-1].strip()
-        if ("FLAKY" in instruction and repeat == 0) or "BROKEN" in instruction:
-            return 500, {"error": {"message": "engine restarting"}}, None, 0
-        if "GARBAGE" in instruction:
-            return 200, chat_completion("I cannot judge this."), None, 0
-        s_if, s_con, _, _ = _sub_scores(value, instruction)
-        answer = {"edit_region": [{"id": 0, "label": "edit", "bbox_2d": [0, 0, 500, 500]}],
-                  "reasoning": "<|bbox_0|> changed. <|global|> fine.", "score": [s_if, s_con]}
-    else:
-        _, _, nat, art = _sub_scores(value, "")
-        answer = {"reasoning": "looks natural", "score": [nat, art]}
-    return 200, chat_completion(json.dumps(answer)), None, 0
-
-
 def _grey_groups(examples, instructions, values):
     from modeling_miescore.training.editor_rl.reward_types import EditGroup, group_key
 
@@ -165,7 +142,7 @@ def test_spatialreward_api_reward_paper_aggregation_min_ablation_and_failures(ex
     values = (40, 128, 230)
     groups = _grey_groups(examples, ["Make the sky grey", "FLAKY: add a grey hat", "GARBAGE: remove it",
                                      "BROKEN: recolour it"], values)
-    with RoutedChatServer(_judge) as server:
+    with RoutedChatServer(spatialreward_judge) as server:
         spec = f"spatialreward-api:SpatialReward/SpatialReward-8B@{server.url}"
         paper = build_reward(spec, api_key_env="NO_KEY_FOR_TESTS", max_retries=1)
         minimum = build_reward(spec, aggregation="min", api_key_env="NO_KEY_FOR_TESTS", max_retries=1)
@@ -175,7 +152,7 @@ def test_spatialreward_api_reward_paper_aggregation_min_ablation_and_failures(ex
             paper.close()
             minimum.close()
     for g, group in enumerate(groups[:2]):
-        parts = [_sub_scores(v, group.instruction) for v in values]
+        parts = [spatialreward_sub_scores(v, group.instruction) for v in values]
         assert weighted[g].rewards == pytest.approx([spatial_reward(*p) for p in parts], abs=1e-9)
         assert min_scores[g].rewards == pytest.approx([spatial_reward(*p, mode="min_bucket") for p in parts], abs=1e-9)
         assert weighted[g].components["s_con"] == [p[1] for p in parts]

@@ -15,8 +15,7 @@ from edit_groups import rl_groups
 from local_http import RoutedChatServer, score_groups_answer
 
 from modeling_miescore.miescore_overall import overall_score
-from modeling_miescore.scoring.loading import load_scorer
-from modeling_miescore.serving.backends import CallableBackend, MIEScoreBackend
+from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.background_server import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward, parse_score_weights
@@ -88,38 +87,16 @@ def test_unreadable_edit_is_a_failed_sample_and_the_others_are_scored(tiny_miesc
     assert scores.components["visual_quality"][1] is None
 
 
-class RecordingBackend(MIEScoreBackend):
-    """MIEScore backend that remembers each sample it prepared: (instruction, group id given by the server)."""
-
-    def __init__(self, model):
-        super().__init__(model)
-        self.seen = []
-
-    def prepare(self, samples, group_ids=None):
-        self.seen += [(s.instruction, gid) for s, gid in zip(samples, group_ids or [None] * len(samples))]
-        return super().prepare(samples, group_ids)
-
-
-@pytest.fixture(scope="module")
-def replicas(tiny_miescore_path):
-    backends = [RecordingBackend(load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32"))
-                for _ in range(2)]
-    servers = [serve_in_background(b, ServerSettings(max_wait_ms=20)).start() for b in backends]
-    yield list(zip(servers, backends))
-    for server in servers:
-        server.stop()
-
-
 def _dead_url() -> str:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
-def test_two_replicas_keep_each_group_whole_and_reward_what_the_scorer_returns(replicas, groups, reference):
-    for _, backend in replicas:
+def test_two_replicas_keep_each_group_whole_and_reward_what_the_scorer_returns(miescore_replicas, groups, reference):
+    for _, backend in miescore_replicas:
         backend.seen.clear()
-    urls = ",".join(server.url for server, _ in replicas)
+    urls = ",".join(server.url for server, _ in miescore_replicas)
     reward = build_reward(f"serve:{urls}", weights="vq=1,if=2,ap=1")
     try:
         scores = reward.score_groups(groups)
@@ -131,15 +108,15 @@ def test_two_replicas_keep_each_group_whole_and_reward_what_the_scorer_returns(r
     assert scores[0].components["attribute_preservation"] == pytest.approx(
         [r["attribute_preservation"] for r in reference[:2]], abs=1e-3)
     for group in groups:
-        holders = [b for _, b in replicas if any(i == group.instruction for i, _ in b.seen)]
+        holders = [b for _, b in miescore_replicas if any(i == group.instruction for i, _ in b.seen)]
         assert len(holders) == 1  # the whole group on one replica ...
         ids = [gid for i, gid in holders[0].seen if i == group.instruction]
         assert len(ids) == len(group.edits) and len(set(ids)) == 1  # ... as one shared-prefix group
-    assert all(b.seen for _, b in replicas)  # and the two groups went to different replicas
+    assert all(b.seen for _, b in miescore_replicas)  # and the two groups went to different replicas
 
 
-def test_a_replica_down_moves_its_groups_and_all_down_stops_clearly(replicas, groups, reference):
-    server = replicas[0][0]
+def test_a_replica_down_moves_its_groups_and_all_down_stops_clearly(miescore_replicas, groups, reference):
+    server = miescore_replicas[0][0]
     reward = ServedReward([_dead_url(), server.url], max_retries=1, backoff=0.01)
     try:
         assert _flat(reward.score_groups(groups)) == pytest.approx([r["overall"] / 100 for r in reference], abs=1e-5)

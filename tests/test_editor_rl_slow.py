@@ -61,22 +61,16 @@ def _run_toy_recipe(config_path, env, timeout=600):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.fixture
-def toy(tmp_path):
-    from modeling_miescore.testing.toy_editor import build_toy_editor
-
-    return build_toy_editor(tmp_path / "toy")
-
-
-def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy, editing_requests):
+def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy_editor_path, editing_requests):
     from safetensors.torch import load_file
 
     common = dict(max_steps=6, save_steps=2)
-    full = write_run_yaml(tmp_path / "full.yaml", toy_config(toy, editing_requests, tmp_path / "full", **common))
+    full = write_run_yaml(tmp_path / "full.yaml",
+                          toy_config(toy_editor_path, editing_requests, tmp_path / "full", **common))
     assert subprocess.run([sys.executable, str(RECIPE), "--config", full], env=_recipe_env(), cwd=ROOT,
                           capture_output=True, text=True, timeout=600).returncode == 0
     killed = tmp_path / "killed"
-    config = write_run_yaml(tmp_path / "killed.yaml", toy_config(toy, editing_requests, killed, **common))
+    config = write_run_yaml(tmp_path / "killed.yaml", toy_config(toy_editor_path, editing_requests, killed, **common))
     process = _run_toy_recipe(config, _recipe_env(MIESCORE_TEST_REWARD_DELAY="0.5"))
     deadline = time.monotonic() + 600
     while not (killed / "checkpoint-2").is_dir() and process.poll() is None and time.monotonic() < deadline:
@@ -96,16 +90,16 @@ def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy, editi
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
-def test_two_accelerate_processes_train_like_one(tmp_path, toy, editing_requests):
+def test_two_accelerate_processes_train_like_one(tmp_path, toy_editor_path, editing_requests):
     """2 processes x 1 group = 1 process x 2 groups: the same groups, seeds and gathered advantages, DDP-averaged
     gradients equal to the one-process mean, so the adapters agree to float rounding."""
     from safetensors.torch import load_file
 
-    one = write_run_yaml(tmp_path / "one.yaml", toy_config(toy, editing_requests, tmp_path / "one", max_steps=3,
-                                                             save_steps=3, updates_per_step=1))
-    two = write_run_yaml(tmp_path / "two.yaml", toy_config(toy, editing_requests, tmp_path / "two", max_steps=3,
-                                                             save_steps=3, updates_per_step=1,
-                                                             per_device_batch_size=4))
+    one = write_run_yaml(tmp_path / "one.yaml", toy_config(toy_editor_path, editing_requests, tmp_path / "one",
+                                                           max_steps=3, save_steps=3, updates_per_step=1))
+    two = write_run_yaml(tmp_path / "two.yaml", toy_config(toy_editor_path, editing_requests, tmp_path / "two",
+                                                           max_steps=3, save_steps=3, updates_per_step=1,
+                                                           per_device_batch_size=4))
     single = subprocess.run([sys.executable, str(RECIPE), "--config", one], env=_recipe_env(), cwd=ROOT,
                             capture_output=True, text=True, timeout=600)
     assert single.returncode == 0, single.stderr[-3000:]
@@ -121,3 +115,55 @@ def test_two_accelerate_processes_train_like_one(tmp_path, toy, editing_requests
     assert [m["step"] for m in lines] == [1, 2, 3]  # one line per step, from the main process
     assert [m["reward_mean"] for m in lines] == pytest.approx([m["reward_mean"] for m in ref], rel=1e-4)
     assert (tmp_path / "two" / "checkpoint-3" / "rng-1.safetensors").is_file()  # really two processes
+
+
+def test_two_accelerate_processes_with_served_rewards_keep_groups_whole_and_normalise_after_gathering(
+        tmp_path, toy_editor_path, editing_requests, miescore_replicas, tiny_miescore):
+    """`accelerate launch --num_processes 2` with `serve:URL,URL`: every group is sampled on one process and
+    scored whole on one replica; with batch-level std, every process's advantages use the std of both
+    processes' rewards (gathered before normalising), which differs from each process's own."""
+    from modeling_miescore.training.editor_rl.advantages import group_advantages
+
+    for _, backend in miescore_replicas:
+        backend.seen.clear()
+    out = tmp_path / "two"
+    urls = ",".join(server.url for server, _ in miescore_replicas)
+    config = write_run_yaml(tmp_path / "two.yaml", toy_config(
+        toy_editor_path, editing_requests, out, reward=f"serve:{urls}", max_steps=2, save_steps=2,
+        updates_per_step=1, std_level="batch", save_rollouts_steps=1))
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--mixed_precision", "no", "--main_process_port", "29563", str(RECIPE), "--config", config]
+    done = subprocess.run(launch, env=_recipe_env(), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    records = [json.loads(x) for x in (out / "rollouts" / "rollouts.jsonl").read_text().splitlines()]
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 2 * 4 * 4 and [m["step"] for m in metrics] == [1, 2]  # 2 steps x 4 groups x G = 4
+    for step, m in zip((1, 2), metrics):
+        mine = [r for r in records if r["step"] == step]
+        groups = {}
+        for r in mine:
+            groups.setdefault(r["group"], []).append(r)
+        assert all(len(g) == 4 and len({r["rank"] for r in g}) == 1 for g in groups.values())  # never split
+        assert sorted(g[0]["rank"] for g in groups.values()) == [0, 0, 1, 1]
+        assert m["reward_mean"] == pytest.approx(sum(r["reward"] for r in mine) / len(mine), abs=1e-12)
+
+        def advantages(subset):
+            pairs = [(g[0]["key"], [r["reward"] for r in g]) for g in subset]
+            return [a for row in group_advantages(pairs, std_level="batch").advantages for a in row]
+
+        ordered = [groups[k] for k in sorted(groups)]
+        assert [r["advantage"] for g in ordered for r in g] == pytest.approx(advantages(ordered), abs=1e-9)
+        alone = [a for rank in (0, 1) for a in advantages([g for g in ordered if g[0]["rank"] == rank])]
+        assert max(abs(a - b) for a, b in zip(alone, advantages(ordered))) > 1e-3  # gathering changed them
+    # each group scored whole on one replica (per instruction, a replica saw a multiple of G edits), both used
+    for _, backend in miescore_replicas:
+        counts = {}
+        for instruction, _ in backend.seen:
+            counts[instruction] = counts.get(instruction, 0) + 1
+        assert counts and all(c % 4 == 0 for c in counts.values()), counts
+    # and the rewards are what the scorer returns for the saved edits
+    folder = out / "rollouts"
+    samples = [{"sources": [str(folder / s) for s in r["sources"]], "edited": str(folder / r["edited"]),
+                "instruction": r["instruction"]} for r in records]
+    reference = tiny_miescore.score_batch(samples, batch_size=4, reuse_prefix=False)
+    assert [r["reward"] for r in records] == pytest.approx([x["overall"] / 100 for x in reference], abs=1e-5)

@@ -20,22 +20,15 @@ METRIC_KEYS = {"step", "reward_mean", "reward_std", "kl", "ratio_mean", "clipfra
                "seconds_step"}
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    from modeling_miescore.testing.toy_editor import build_toy_editor
-
-    return build_toy_editor(tmp_path_factory.mktemp("toy") / "toy")
-
-
 def _train(config):
     return FlowGRPOEditorTrainer(config).train()
 
 
-def test_it_learns_a_reachable_reward_and_writes_its_outputs(toy, editing_requests, tmp_path):
+def test_it_learns_a_reachable_reward_and_writes_its_outputs(toy_editor_path, editing_requests, tmp_path):
     from modeling_miescore.training.editor_rl.editors import load_editor
 
     out = tmp_path / "run"
-    result = _train(toy_config(toy, editing_requests, out, max_steps=8, beta=0.01, sample_grid_steps=4,
+    result = _train(toy_config(toy_editor_path, editing_requests, out, max_steps=8, beta=0.01, sample_grid_steps=4,
                                sample_grid_groups=2))
     rewards = [m["reward_mean"] for m in result["metrics"]]
     assert [m["step"] for m in result["metrics"]] == list(range(1, 9))
@@ -49,19 +42,19 @@ def test_it_learns_a_reachable_reward_and_writes_its_outputs(toy, editing_reques
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-6", "checkpoint-8"]
     card = (out / "README.md").read_text()
     assert "library_name: diffusers" in card and "mean_redness" in card and "| `beta` | `0.01` |" in card
-    editor = load_editor(toy_config(toy, editing_requests, out).editor, str(toy))
+    editor = load_editor(toy_config(toy_editor_path, editing_requests, out).editor, str(toy_editor_path))
     editor.load_lora(out)
     trained = {n: p for n, p in editor.transformer.named_parameters() if "lora_B" in n}
     assert trained and any(p.abs().sum() > 0 for p in trained.values())  # the saved adapter is the trained one
 
 
-def test_a_crashed_run_resumes_exactly(toy, editing_requests, tmp_path, monkeypatch):
-    """A run that stops at step 5 (reward down) and resumes from checkpoint-3 ends with the adapter and the
-    metrics of an uninterrupted run (steps 4-5 are redone, none is logged twice)."""
+def test_a_crashed_run_resumes_exactly(toy_editor_path, editing_requests, tmp_path, monkeypatch):
+    """A run that stops at step 5 (reward down) and resumes from checkpoint-3 ends with the adapter, the metrics
+    and the rollout records of an uninterrupted run (steps 4-5 are redone, none is logged twice)."""
     from safetensors.torch import load_file
 
     full = tmp_path / "full"
-    _train(toy_config(toy, editing_requests, full))
+    _train(toy_config(toy_editor_path, editing_requests, full, save_rollouts_steps=2))
     broken = tmp_path / "broken"
     calls = {"n": 0}
     from modeling_miescore.testing import editor_rewards
@@ -74,16 +67,20 @@ def test_a_crashed_run_resumes_exactly(toy, editing_requests, tmp_path, monkeypa
 
     monkeypatch.setattr(editor_rewards, "flaky", flaky, raising=False)
     with pytest.raises(RewardUnavailableError, match="failed at step 5.*ConnectionError.*--resume"):
-        _train(toy_config(toy, editing_requests, broken, reward=f"{REWARDS}:flaky"))
+        _train(toy_config(toy_editor_path, editing_requests, broken, reward=f"{REWARDS}:flaky", save_rollouts_steps=2))
     assert sorted(p.name for p in broken.glob("checkpoint-*")) == ["checkpoint-3"]
     assert not (broken / "pytorch_lora_weights.safetensors").exists()
-    _train(toy_config(toy, editing_requests, broken, reward=f"{REWARDS}:flaky", resume=True))
+    rollouts = (broken / "rollouts" / "rollouts.jsonl").read_text().splitlines()
+    assert sorted({json.loads(line)["step"] for line in rollouts}) == [2, 4]  # step 4 is redone after the resume
+    _train(toy_config(toy_editor_path, editing_requests, broken, reward=f"{REWARDS}:flaky", resume=True,
+                      save_rollouts_steps=2))
     a = load_file(str(full / "pytorch_lora_weights.safetensors"))
     b = load_file(str(broken / "pytorch_lora_weights.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     strip = lambda lines: [{k: v for k, v in json.loads(line).items() if not k.startswith("seconds")}  # noqa: E731
                            for line in lines.read_text().splitlines()]
     assert strip(full / "metrics.jsonl") == strip(broken / "metrics.jsonl")
+    assert (full / "rollouts" / "rollouts.jsonl").read_text() == (broken / "rollouts" / "rollouts.jsonl").read_text()
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -93,9 +90,9 @@ def test_a_crashed_run_resumes_exactly(toy, editing_requests, tmp_path, monkeypa
     (dict(train_batch_size=3), "train_batch_size 3 must divide num_generations 4"),
     (dict(updates_per_step=3), "updates_per_step 3 must divide the 2 training micro-batches"),
 ])
-def test_bad_settings_stop_before_anything_is_loaded(toy, editing_requests, tmp_path, overrides, message):
+def test_bad_settings_stop_before_anything_is_loaded(toy_editor_path, editing_requests, tmp_path, overrides, message):
     with pytest.raises(MIEScoreInputError, match=message):
-        FlowGRPOEditorTrainer(toy_config(toy, editing_requests, tmp_path / "run", **overrides))
+        FlowGRPOEditorTrainer(toy_config(toy_editor_path, editing_requests, tmp_path / "run", **overrides))
     assert not (tmp_path / "run").exists()
 
 
@@ -106,44 +103,49 @@ def test_bad_settings_stop_before_anything_is_loaded(toy, editing_requests, tmp_
     ("failing_reward", {}, "failed at step 1: ConnectionError: reward server at http://127.0.0.1:9 refused"),
     ("mean_redness", {"reward_timeout": 0.3}, r"gave no scores within reward_timeout=0.3s at step 1"),
 ])
-def test_a_bad_or_down_reward_stops_the_run_before_any_update(toy, editing_requests, tmp_path, monkeypatch,
+def test_a_bad_or_down_reward_stops_the_run_before_any_update(toy_editor_path, editing_requests, tmp_path, monkeypatch,
                                                               reward, extra, message):
     if "reward_timeout" in extra:
         monkeypatch.setenv("MIESCORE_TEST_REWARD_DELAY", "1.2")
     out = tmp_path / "run"
     with pytest.raises(RewardUnavailableError, match=message):
-        _train(toy_config(toy, editing_requests, out, reward=f"{REWARDS}:{reward}", **extra))
+        _train(toy_config(toy_editor_path, editing_requests, out, reward=f"{REWARDS}:{reward}", **extra))
     assert not list(out.glob("checkpoint-*")) and not (out / "pytorch_lora_weights.safetensors").exists()
     assert not (out / "metrics.jsonl").exists()
 
 
-def test_failed_samples_are_counted_and_excluded(toy, editing_requests, tmp_path):
-    result = _train(toy_config(toy, editing_requests, tmp_path / "run", reward=f"{REWARDS}:half_nan_reward",
+def test_failed_samples_are_counted_and_excluded(toy_editor_path, editing_requests, tmp_path):
+    result = _train(toy_config(toy_editor_path, editing_requests, tmp_path / "run", reward=f"{REWARDS}:half_nan_reward",
                                max_reward_failure_rate=0.6, max_steps=2))
     assert [m["reward_failures"] for m in result["metrics"]] == [4, 4]
     assert all(m["reward_mean"] == m["reward_mean"] for m in result["metrics"])  # never NaN
 
 
-def test_output_folder_of_another_run(toy, editing_requests, tmp_path):
+def test_output_folder_of_another_run(toy_editor_path, editing_requests, tmp_path):
     out = tmp_path / "run"
-    _train(toy_config(toy, editing_requests, out, max_steps=1))
+    _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
     with pytest.raises(MIEScoreInputError, match="already holds a run; pass --resume"):
-        _train(toy_config(toy, editing_requests, out, max_steps=1))
+        _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
     with pytest.raises(MIEScoreInputError, match=r"belongs to another run \(seed: 0 there, 7 now\)"):
-        _train(toy_config(toy, editing_requests, out, max_steps=2, seed=7, resume=True))
+        _train(toy_config(toy_editor_path, editing_requests, out, max_steps=2, seed=7, resume=True))
     with pytest.raises(MIEScoreInputError, match="holds no run"):
-        _train(toy_config(toy, editing_requests, tmp_path / "empty", resume=True))
+        _train(toy_config(toy_editor_path, editing_requests, tmp_path / "empty", resume=True))
+    # an overwrite starts over: the old run's adapter, card and logs go with its checkpoints
+    with pytest.raises(RewardUnavailableError):
+        _train(toy_config(toy_editor_path, editing_requests, out, overwrite_output_dir=True,
+                          reward=f"{REWARDS}:failing_reward"))
+    assert sorted(p.name for p in out.iterdir()) == ["run.json"]
 
 
-def test_full_fine_tuning_with_a_frozen_reference(toy, editing_requests, tmp_path):
+def test_full_fine_tuning_with_a_frozen_reference(toy_editor_path, editing_requests, tmp_path):
     from safetensors.torch import load_file
 
     out = tmp_path / "full"
-    result = _train(toy_config(toy, editing_requests, out, finetuning="full", beta=0.5, max_steps=2,
+    result = _train(toy_config(toy_editor_path, editing_requests, out, finetuning="full", beta=0.5, max_steps=2,
                                updates_per_step=1, learning_rate=1e-3))
     assert result["metrics"][0]["kl"] == 0.0 and result["metrics"][1]["kl"] > 0  # the copy stays where it was
     weights = load_file(str(out / "transformer.safetensors"))
-    original = load_file(str(toy / "transformer.safetensors"))
+    original = load_file(str(toy_editor_path / "transformer.safetensors"))
     assert weights.keys() == original.keys() and not torch.equal(weights["to_out.weight"], original["to_out.weight"])
 
 
@@ -170,13 +172,14 @@ def test_the_paper_config_reaches_576_images_per_step_on_8_processes():
         config.validate(num_processes=4)
 
 
-def test_ema_tempflow_and_tensorboard(toy, editing_requests, tmp_path):
+def test_ema_tempflow_and_tensorboard(toy_editor_path, editing_requests, tmp_path):
     """EMA weights are what the adapter holds (and checkpoints keep them); TempFlow weighting and CPS steps run;
     the TensorBoard tracker gets the metrics."""
     from safetensors.torch import load_file
 
     out = tmp_path / "ema"
-    _train(toy_config(toy, editing_requests, out, max_steps=2, save_steps=2, ema_decay=0.9, ema_update_interval=1,
+    _train(toy_config(toy_editor_path, editing_requests, out, max_steps=2, save_steps=2, ema_decay=0.9,
+                      ema_update_interval=1,
                       step_weighting="tempflow", sde_type="cps", noise_level=0.8, report_to="tensorboard"))
     adapter = load_file(str(out / "pytorch_lora_weights.safetensors"))
     raw = load_file(str(out / "checkpoint-2" / "trainable.safetensors"))

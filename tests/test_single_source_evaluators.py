@@ -90,7 +90,7 @@ def test_evaluator_factory_options_and_failed_edits(mie_dir, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--metrics", "editscore"], "is not a --metrics metric: it runs via --evaluator"),
-    (["--evaluator", "no.such.module:f"], "cannot import 'no.such.module'"),
+    (["--evaluator", "no.such.module:f"], "cannot import module 'no.such.module'"),
     (["--evaluator", "modeling_miescore.testing.toy_evaluators:nope"], "has no callable 'nope'"),
     (["--evaluator", "modeling_miescore.testing.toy_evaluators:closeness", "--evaluator-option", "x"],
      "is not KEY=VALUE"),

@@ -18,7 +18,6 @@ then reported with its id and left out of the file (a rerun tries it again), nev
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from ..data.schema import SCORE_KEYS
 from ..image_io import MIEScoreInputError
 from ..processing_miescore import EditSample
+from ..utils.import_spec import import_callable
 
 __all__ = ["SingleSourceEvaluator", "load_evaluator", "parse_evaluator_options", "per_source_scorer"]
 
@@ -53,23 +53,9 @@ def parse_evaluator_options(items: Sequence[str]) -> dict:
     return options
 
 
-def _import(spec: str):
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise MIEScoreInputError(f"--evaluator {spec!r} must look like 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise MIEScoreInputError(f"--evaluator {spec!r}: cannot import {module_name!r} ({err})") from None
-    target = getattr(module, attr, None)
-    if not callable(target):
-        raise MIEScoreInputError(f"--evaluator {spec!r}: {module_name} has no callable {attr!r}")
-    return target
-
-
 def load_evaluator(spec: str, options: Mapping | None = None, name: str | None = None) -> SingleSourceEvaluator:
     """Import ``spec`` (``package.module:function``); with ``options`` call it as a factory first."""
-    target = _import(spec)
+    target = import_callable(spec, "--evaluator")
     if options:
         target = target(**options)
         if not callable(target):

@@ -42,7 +42,7 @@ def register(subparsers) -> None:
                         help='adapter options, e.g. \'{"height": 512, "width": 512}\'')
     parser.add_argument("--limit", type=number_arg(int, minimum=1), default=None, help="first N requests only")
     add_device_args(parser)
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     parser.set_defaults(func=cmd_edit)
 
 
@@ -71,6 +71,12 @@ def cmd_edit(args) -> int:
     from ..training.editor_rl.editors import load_editor
 
     quiet_transformers()
+    if args.no_progress:  # also the loading bars of the pipeline (diffusers) and of a dataset's split (datasets)
+        import datasets
+        from diffusers.utils import logging as diffusers_logging
+
+        diffusers_logging.disable_progress_bar()
+        datasets.disable_progress_bars()
     if args.lora and not (Path(args.lora) / "pytorch_lora_weights.safetensors").is_file():
         raise MIEScoreInputError(f"--lora '{args.lora}' has no pytorch_lora_weights.safetensors; pass the folder a "
                                  "training run wrote its adapter to")

@@ -170,7 +170,9 @@ def _logistic_note(short: str, c: dict) -> list[str]:
     if not lg:
         return []
     status = logistic_status(c)
-    beta = "β = (" + ", ".join(f"{x:.4g}" for x in lg["params"]) + ")" if lg.get("params") else ""
+    params = lg.get("params") or []
+    # an unusable fit carries NaN parameters (null in report.json): no β is printed for it
+    beta = "β = (" + ", ".join(f"{x:.4g}" for x in params) + ")" if params and None not in params else ""
     if status == "fitted":
         caveat = f" Note: {lg['caveat']}." if lg.get("caveat") else ""
         return [f"Logistic fit, {short}: {beta}.{caveat}"]

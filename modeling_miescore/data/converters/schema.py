@@ -170,9 +170,9 @@ class EditorBenchmark:
 
     def judge_class(self):
         """The MLLM judge class this protocol runs (imported on first use)."""
-        from ...utils.lazy_registry import load_registered
+        from ...utils.lazy_registry import import_attribute
 
-        return load_registered({self.name: self.judge}, self.name, EDITOR_JUDGES_PACKAGE, "editor benchmark judge")
+        return import_attribute(self.judge, EDITOR_JUDGES_PACKAGE)
 
 
 @dataclass(frozen=True)

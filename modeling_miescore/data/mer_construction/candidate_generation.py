@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import importlib
 import io
 import random
 import sys
@@ -32,6 +31,7 @@ from tqdm.auto import tqdm
 
 from ...image_io import MIEScoreInputError, load_image
 from ...utils.atomic_files import write_bytes_atomic
+from ...utils.import_spec import import_callable
 from ...utils.output_lock import exclusive_output
 from .instruction_synthesis import INSTRUCTIONS
 from .ledger import append_records, read_ledger
@@ -51,15 +51,7 @@ class EditingSystem:
         """The editor callable ``(image, instruction, *, seed) -> PIL.Image``."""
         if self.spec.startswith("diffusers:"):
             return _diffusers_editor(self.spec[len("diffusers:"):], device)
-        module_name, _, attr = self.spec.partition(":")
-        try:
-            editor = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as err:
-            raise MIEScoreInputError(f"editing system {self.name!r}: cannot import '{self.spec}' ({err}); name "
-                                     "an importable module:function") from None
-        if not callable(editor):
-            raise MIEScoreInputError(f"editing system {self.name!r}: '{self.spec}' is not callable")
-        return editor
+        return import_callable(self.spec, f"editing system {self.name!r}")
 
 
 def parse_system_spec(text: str) -> EditingSystem:

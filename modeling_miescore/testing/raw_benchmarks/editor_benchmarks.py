@@ -43,12 +43,14 @@ def _gedit_features():
 
 
 def make_raw_gedit_bench(dir: str | os.PathLike, tasks: dict[str, int] | None = None, languages=("en", "cn"),
-                         layout: str = "parquet", shared_keys: bool = False) -> list[dict]:
+                         layout: str = "parquet", shared_keys: bool = False, source_side: int = 40) -> list[dict]:
     """GEdit-Bench's train split: ``tasks`` (task type -> items per language), each item in every language.
 
     Keys are 32-hex-digit strings like the release's, distinct per language unless ``shared_keys`` (the same key in
     both languages). ``Intersection_exist`` is true for every item whose index within its task is even. ``layout``:
     ``"parquet"`` (``data/train-00000-of-00001.parquet``) or ``"arrow"`` (``train/`` written by ``save_to_disk``).
+    Sources are squares of ``source_side`` px (+8 for every other photo); editors with a minimum
+    reference size (Flux2-Klein: 64 px) need ``source_side >= 64``.
     Returns one dict per row: ``key``, ``task_type``, ``language``, ``instruction``, ``intersection_exist``,
     ``source_size``.
     """
@@ -58,7 +60,7 @@ def make_raw_gedit_bench(dir: str | os.PathLike, tasks: dict[str, int] | None = 
     photo = 0
     for task, count in (tasks or GEDIT_FIXTURE_TASKS).items():
         for i in range(count):
-            source = source_photo(photo, size=40 + 8 * (photo % 2))
+            source = source_photo(photo, size=source_side + 8 * (photo % 2))
             raw = source.resize((source.width * 2, source.height * 2))
             photo += 1
             for language in languages:
@@ -90,10 +92,10 @@ def make_raw_gedit_bench(dir: str | os.PathLike, tasks: dict[str, int] | None = 
 
 
 def make_raw_imgedit_bench(dir: str | os.PathLike, types=("add", "remove", "compose"), per_type: int = 2,
-                           images: str = "") -> list[dict]:
+                           images: str = "", source_side: int = 48) -> list[dict]:
     """``basic_edit.json`` with ``per_type`` keys of each edit type (numeric string keys, not in order, as released)
-    and the source JPEGs under ``<dir>/<images>/<id>``. Returns one dict per key: ``key``, ``id``, ``prompt``,
-    ``edit_type``, ``source_size``."""
+    and the source JPEGs (squares of ``source_side`` px) under ``<dir>/<images>/<id>``. Returns one dict
+    per key: ``key``, ``id``, ``prompt``, ``edit_type``, ``source_size``."""
     root = Path(dir)
     entries, truth = {}, []
     for t, edit_type in enumerate(types):
@@ -101,7 +103,7 @@ def make_raw_imgedit_bench(dir: str | os.PathLike, types=("add", "remove", "comp
         for i in range(per_type):
             key = str(1000 - 37 * (t * per_type + i))
             rel = f"{folder}/{t * per_type + i:09d}.jpg"
-            source = source_photo(t * per_type + i, size=48)
+            source = source_photo(t * per_type + i, size=source_side)
             path = root / images / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(jpeg_bytes(source))

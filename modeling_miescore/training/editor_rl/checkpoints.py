@@ -30,6 +30,10 @@ __all__ = ["CHECKPOINT_PATTERN", "check_run_folder", "latest_checkpoint", "load_
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 RUN_FILE = "run.json"
+# what a run writes besides its checkpoints, removed with them on an overwrite (so a new run that stops early never
+# leaves the old run's adapter beside its own checkpoints)
+RUN_OUTPUTS = ("metrics.jsonl", "samples", "rollouts", "pytorch_lora_weights.safetensors", "README.md", "transformer",
+               "transformer.safetensors")
 
 
 def latest_checkpoint(output_dir) -> Optional[Path]:
@@ -65,7 +69,7 @@ def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: boo
     if is_main:
         if run_file.exists():
             for child in out.iterdir():
-                if CHECKPOINT_PATTERN.match(child.name) or child.name in ("metrics.jsonl", "samples", "adapter"):
+                if CHECKPOINT_PATTERN.match(child.name) or child.name in RUN_OUTPUTS:
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
         write_text_atomic(run_file, json.dumps(identity, indent=2, default=str) + "\n")
     return None

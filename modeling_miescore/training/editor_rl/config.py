@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from ...image_io import MIEScoreInputError
+from ...scoring.loading import DTYPES
 
 __all__ = ["FlowGRPOConfig", "RUN_IDENTITY_FIELDS"]
 
@@ -32,8 +33,8 @@ class FlowGRPOConfig:
                                          "a local folder."})
     editor_options: Optional[dict | str] = field(default=None, metadata={"help": "Adapter options (JSON on the "
                                                  "command line): height, width, cfg_scale, call_kwargs, ..."})
-    dtype: str = field(default="bfloat16", metadata={"help": "Editor weights dtype (OmniGen2-RL: bf16); the SDE "
-                       "math and LoRA weights are always fp32."})
+    dtype: str = field(default="bfloat16", metadata={"help": "Editor weights dtype: float32 | bfloat16 | float16 | "
+                       "auto (OmniGen2-RL: bf16); the SDE math and LoRA weights are always fp32."})
     # --- data and reward ----------------------------------------------------------------------------------------
     dataset: str = field(default="", metadata={"help": "Editing requests: a JSONL file or a dataset folder."})
     dataset_split: Optional[str] = None
@@ -104,6 +105,8 @@ class FlowGRPOConfig:
     sample_grid_steps: int = field(default=5, metadata={"help": "A PNG grid every N steps (OmniGen2-RL 5); 0 off."})
     sample_grid_groups: int = field(default=3, metadata={"help": "Fixed groups in the grid (OmniGen2-RL 3)."})
     sample_grid_images: int = 4
+    save_rollouts_steps: int = field(default=0, metadata={"help": "Every N steps, write the step's edits (PNG) "
+                                     "with their rewards and advantages to rollouts/ (score-batch JSONL); 0 off."})
     report_to: str = field(default="none", metadata={"help": "none | tensorboard | wandb | all."})
     progress: bool = True
 
@@ -147,6 +150,10 @@ class FlowGRPOConfig:
             raise MIEScoreInputError(f"step_weighting must be none or tempflow, got {self.step_weighting!r}")
         if not 0 <= self.max_reward_failure_rate <= 1:
             raise MIEScoreInputError("max_reward_failure_rate must be in [0, 1]")
+        if self.dtype not in DTYPES:
+            raise MIEScoreInputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.save_rollouts_steps < 0:
+            raise MIEScoreInputError(f"save_rollouts_steps must be >= 0 (0: off), got {self.save_rollouts_steps}")
 
     @property
     def groups_per_process(self) -> int:

@@ -37,11 +37,12 @@ with its adapter and builder.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, ClassVar, Dict, Optional, Sequence, Tuple, Type
+from typing import ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
 
 from ...image_io import MIEScoreInputError
+from ...utils.import_spec import import_callable
 
 __all__ = ["EDITORS", "EditorAdapter", "EditorSpecError", "DiffusersEditor", "load_editor", "register_editor"]
 
@@ -194,6 +195,26 @@ class Flux2KleinEditor(DiffusersEditor):
                     "to_qkv_mlp_proj")
     default_cfg_scale = 4.0  # the pipeline's default guidance_scale
 
+    def check_sources(self, sources, where):
+        """Also the pipeline's own rule for its references (``Flux2ImageProcessor.check_image_input``: each side
+        at least 64 px, aspect ratio at most 8), from the headers, so a run refuses a request up front instead
+        of failing inside a rollout."""
+        super().check_sources(sources, where)
+        check = getattr(getattr(self.pipeline, "image_processor", None), "check_image_input", None)
+        if check is None:
+            return
+        from ...image_io import open_image, open_image_bytes
+
+        for k, source in enumerate(sources):
+            what = f"{where}: source {k + 1}"
+            binary = isinstance(source, (bytes, bytearray))
+            image = open_image_bytes(bytes(source), what) if binary else open_image(source)
+            try:
+                check(image)
+            except ValueError as error:
+                raise EditorSpecError(f"{what}: {error} ({self.pipeline_class}'s rule for its reference images); "
+                                      "use larger sources or another editor") from None
+
     def pipeline_kwargs(self, sources, instruction, *, num_images, num_steps, generator, guided=True):
         return dict(image=list(sources), prompt=instruction, guidance_scale=self.cfg_scale if guided else 1.0,
                     num_images_per_prompt=num_images, num_inference_steps=num_steps, generator=generator,
@@ -216,15 +237,6 @@ class FluxKontextEditor(DiffusersEditor):
         return dict(image=sources[0], prompt=instruction, negative_prompt=self.negative_prompt,
                     true_cfg_scale=true_cfg, num_images_per_prompt=num_images, num_inference_steps=num_steps,
                     generator=generator, **self._size_kwargs(), **call)
-
-
-def _import_factory(spec: str) -> Callable:
-    from .reward_specs import import_callable
-
-    try:
-        return import_callable(spec)
-    except ValueError as error:
-        raise EditorSpecError(str(error).replace("reward callable", "editor factory")) from None
 
 
 def _check_options(cls, options: dict) -> None:
@@ -253,7 +265,8 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
         pipe.set_progress_bar_config(disable=True)
         return cls(pipe, model_id=str(model), **options)
     if ":" in pipeline:
-        adapter = _import_factory(pipeline)(model, dtype=dtype, device=device, **options)
+        factory = import_callable(pipeline, "editor factory", error=EditorSpecError)
+        adapter = factory(model, dtype=dtype, device=device, **options)
         if not isinstance(adapter, EditorAdapter):
             raise EditorSpecError(f"editor factory {pipeline!r} returned {type(adapter).__name__}, not an "
                                   "EditorAdapter (see modeling_miescore.training.editor_rl.editors)")

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ...configuration_miescore import SCORE_NAMES
 from ...miescore_overall import overall_score
-from .reward_types import EditGroup, GroupScores, finite_or_none, flat_samples, regroup, score_isolating
+from .reward_types import (EditGroup, GroupScores, finite_or_none, flat_samples, regroup, result_components,
+                           score_isolating)
 
-__all__ = ["MIEScoreReward", "parse_score_weights", "miescore_value", "miescore_components"]
+__all__ = ["MIEScoreReward", "parse_score_weights", "miescore_value"]
 
 # short names accepted in weights, in the order of SCORE_NAMES (visual quality, instruction following, attribute
 # preservation)
@@ -75,12 +76,6 @@ def _scaled(value: Optional[float], scale: float) -> Optional[float]:
     return None if value is None else value * float(scale)
 
 
-def miescore_components(results: Sequence[Optional[dict]], score_names: Sequence[str] = SCORE_NAMES
-                        ) -> Dict[str, List[Optional[float]]]:
-    """The dimension scores (0-100) of each result, None where the sample failed."""
-    return {name: [finite_or_none(r.get(name)) if r is not None else None for r in results] for name in score_names}
-
-
 class MIEScoreReward:
     """A loaded :class:`~modeling_miescore.modeling_miescore.MIEScoreModel` as an
     :class:`~.reward_types.EditorReward`.
@@ -119,8 +114,8 @@ class MIEScoreReward:
             value = None if result is None else miescore_value(result, self.weights, self.scale, self.score_names)
             rewards.append(value)
             failures.append(reason if result is None else (None if value is not None else "nan"))
-        components = miescore_components([r if f is None else None for (r, _), f in zip(outcomes, failures)],
-                                         self.score_names)
+        components = result_components([r if f is None else None for (r, _), f in zip(outcomes, failures)],
+                                       self.score_names)
         return regroup(groups, rewards, failures, components)
 
     def close(self) -> None:

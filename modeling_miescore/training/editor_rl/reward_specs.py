@@ -26,34 +26,19 @@ only. An option no kind takes is an error.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
+from ...utils.import_spec import import_callable
+from ...utils.lazy_registry import import_attribute
 from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup
 
-__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "import_callable", "parse_reward_terms",
-           "CONTEXT_OPTIONS"]
+__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
-
-
-def import_callable(spec: str) -> Callable:
-    """``"package.module:function"`` -> the function (a clear ``ValueError`` when it is not importable)."""
-    module_name, _, attribute = spec.rpartition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"reward callable {spec!r} must look like 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"reward callable {spec!r}: cannot import module {module_name!r} ({error})") from None
-    fn = getattr(module, attribute, None)
-    if not callable(fn):
-        raise ValueError(f"reward callable {spec!r}: module {module_name!r} has no callable {attribute!r}")
-    return fn
 
 
 class CallableReward:
@@ -78,7 +63,7 @@ class CallableReward:
 
 
 def _build_callable(argument: str, device=None, dtype=None) -> CallableReward:
-    return CallableReward(import_callable(argument), name=argument)
+    return CallableReward(import_callable(argument, "reward callable"), name=argument)
 
 
 def _lazy(target: str) -> Callable:
@@ -86,8 +71,7 @@ def _lazy(target: str) -> Callable:
     does not import the model code."""
 
     def build(argument: str, **options):
-        module_name, attribute = target.split(":")
-        return getattr(importlib.import_module(module_name, __package__), attribute)(argument, **options)
+        return import_attribute(target, __package__)(argument, **options)
 
     build.__qualname__ = build.__name__ = f"build[{target}]"
     return build

@@ -9,8 +9,9 @@ that cannot score at all after its retries (every replica down, an endpoint that
 raises :class:`RewardUnavailableError`, which the trainer catches to stop cleanly.
 
 The helpers at the end are for reward implementations: :func:`flat_samples` (the groups' edits as scoring
-samples, in order), :func:`regroup` (per-edit outcomes back into one :class:`GroupScores` per group) and
-:func:`score_isolating` (a scorer's batch call, retried edit by edit when an input is unusable).
+samples, in order), :func:`regroup` (per-edit outcomes back into one :class:`GroupScores` per group),
+:func:`result_components` (the named parts of each result, for logging) and :func:`score_isolating` (a scorer's
+batch call, retried edit by edit when an input is unusable).
 """
 
 from __future__ import annotations
@@ -21,17 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 __all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError", "group_key", "checked_rewards",
-           "flat_samples", "regroup", "score_isolating", "finite_or_none"]
+           "flat_samples", "regroup", "score_isolating", "finite_or_none", "result_components"]
 
 
 class RewardUnavailableError(RuntimeError):
     """A reward cannot score at all after its retries: every ``miescore serve`` replica down or too slow, an
     OpenAI-compatible endpoint that does not answer, a wrong API key. ``reward`` names the reward; the message
-    says what failed and how to fix it. The trainer stops on it instead of training on missing rewards."""
+    says what failed and how to fix it (``detail``: the message without the reward's name). The trainer stops on it
+    instead of training on missing rewards."""
 
     def __init__(self, reward: str, message: str):
         super().__init__(f"reward {reward!r} is unavailable: {message}")
         self.reward = reward
+        self.detail = message
 
 
 def group_key(source_ids: Sequence[str], instruction: str) -> str:
@@ -148,6 +151,12 @@ def finite_or_none(value) -> Optional[float]:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
+
+
+def result_components(results: Sequence[Optional[dict]], names: Sequence[str]) -> Dict[str, List[Optional[float]]]:
+    """``{name: [each result's finite value of name, or None]}`` (None too where a result is None: a failed sample),
+    the components a reward logs from its scorer's result dicts."""
+    return {name: [None if r is None else finite_or_none(r.get(name)) for r in results] for name in names}
 
 
 def regroup(groups: Sequence[EditGroup], rewards: Sequence[Optional[float]], failures: Sequence[Optional[str]],

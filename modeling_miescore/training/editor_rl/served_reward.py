@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+from ...configuration_miescore import SCORE_NAMES
 from ...serving.reward_client import RewardClient, RewardServerError, ScoringFailure
-from .miescore_reward import miescore_components, miescore_value, parse_score_weights
-from .reward_types import EditGroup, GroupScores, RewardUnavailableError, finite_or_none, regroup
+from .miescore_reward import miescore_value, parse_score_weights
+from .reward_types import EditGroup, GroupScores, RewardUnavailableError, regroup, result_components
 from .spatialreward_reward import SPATIALREWARD_COMPONENTS, parse_aggregation, spatialreward_value
 
 __all__ = ["ServedReward", "SERVED_RETRY_STATUSES"]
@@ -120,12 +121,9 @@ class ServedReward:
     @staticmethod
     def _components(kept: List[Optional[dict]]) -> dict:
         present = [r for r in kept if r is not None]
-        if present and "overall" in present[0]:
-            return miescore_components(kept)
-        if present:
-            return {name: [finite_or_none(r.get(name)) if r is not None else None for r in kept]
-                    for name in SPATIALREWARD_COMPONENTS}
-        return {}
+        if not present:
+            return {}
+        return result_components(kept, SCORE_NAMES if "overall" in present[0] else SPATIALREWARD_COMPONENTS)
 
     def close(self) -> None:
         self.client.close()

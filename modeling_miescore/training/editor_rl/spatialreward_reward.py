@@ -26,7 +26,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ...spatialreward_aggregation import spatial_reward
 from .reward_types import (EditGroup, GroupScores, RewardUnavailableError, finite_or_none, flat_samples, regroup,
-                           score_isolating)
+                           result_components, score_isolating)
 
 __all__ = ["SpatialRewardReward", "parse_aggregation", "spatialreward_value", "SPATIALREWARD_COMPONENTS"]
 
@@ -111,9 +111,7 @@ class SpatialRewardReward:
             failures.append(why)
             kept.append(result if why is None else None)
         self._check_reachable(failures)
-        components = {name: [finite_or_none(r.get(name)) if r is not None else None for r in kept]
-                      for name in SPATIALREWARD_COMPONENTS}
-        return regroup(groups, rewards, failures, components)
+        return regroup(groups, rewards, failures, result_components(kept, SPATIALREWARD_COMPONENTS))
 
     def _check_reachable(self, failures: List[Optional[str]]) -> None:
         if failures and all(f is not None and any(u in f for u in _UNREACHABLE) for f in failures):

@@ -11,7 +11,8 @@ One step, on every process (``accelerate launch`` for several):
    failed samples are counted and excluded, and a step whose failure rate exceeds ``max_reward_failure_rate``
    stops the run;
 4. **update**: :func:`~.policy_update.run_updates` (clipped ratio + beta KL to the LoRA-disabled reference);
-5. log (``metrics.jsonl``, trackers, progress bar), EMA, sample grid, checkpoint (:mod:`.checkpoints`).
+5. log (``metrics.jsonl``, trackers, progress bar; every ``save_rollouts_steps`` the step's edits with their
+   rewards and advantages, :mod:`.rollout_log`), EMA, sample grid, checkpoint (:mod:`.checkpoints`).
 
 After the last step the adapter (``pytorch_lora_weights.safetensors``, EMA weights when ``ema_decay > 0``) and its
 card are written to ``output_dir``.
@@ -38,13 +39,11 @@ from .policy_update import make_units, pad_units, run_updates
 from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
+from .rollout_log import RolloutLog
 from .run_outputs import MetricsLog, save_sample_grid, write_adapter_card
 from .step_plan import make_step_plan
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
 
 def _has_accelerator() -> bool:
     mps = getattr(torch.backends, "mps", None)
@@ -71,6 +70,7 @@ class FlowGRPOEditorTrainer:
     # ---------------------------------------------------------------------------------------------- setup
     def _setup(self):
         from ...data.editing_inputs import read_editing_inputs
+        from ...scoring.loading import resolve_dtype
         from .reward_specs import build_reward
 
         cfg, acc = self.config, self.accelerator
@@ -89,8 +89,9 @@ class FlowGRPOEditorTrainer:
                              is_main=True)
         acc.wait_for_everyone()
         self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
-        self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, dtype=_DTYPES[cfg.dtype],
-                                                  device=acc.device, options=cfg.editor_options)
+        self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
+                                                  dtype=resolve_dtype(cfg.dtype, str(acc.device)),
+                                                  options=cfg.editor_options)
         if cfg.cfg_scale is not None:
             self.editor.cfg_scale = float(cfg.cfg_scale)
         for row in self.rows:
@@ -105,6 +106,7 @@ class FlowGRPOEditorTrainer:
         self._setup_policy()
         self.schedule = GroupSchedule(len(self.rows), cfg.groups_per_process, acc.num_processes, cfg.seed)
         self.metrics = MetricsLog(self.out / "metrics.jsonl", acc if acc.is_main_process else None)
+        self.rollout_log = RolloutLog(self.out, cfg.save_rollouts_steps)
         self.grid_rows = self.rows[:cfg.sample_grid_groups]
         if acc.is_main_process and cfg.report_to != "none":
             acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.to_dict().items()
@@ -158,6 +160,7 @@ class FlowGRPOEditorTrainer:
         if self.resume_from is None:
             if self.config.resume and self.accelerator.is_main_process:
                 truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
+                self.rollout_log.truncate(0)
             return 0
         state = load_checkpoint(self.resume_from, optimizer=self.optimizer, lr_scheduler=self.lr_scheduler,
                                 rank=self.accelerator.process_index)
@@ -168,6 +171,7 @@ class FlowGRPOEditorTrainer:
             self.ema.optimization_step = state["ema"]["step"]
         if self.accelerator.is_main_process:
             truncate_metrics(self.out / "metrics.jsonl", state["step"])
+            self.rollout_log.truncate(state["step"])
         return state["step"]
 
     # ---------------------------------------------------------------------------------------------- one step
@@ -195,6 +199,10 @@ class FlowGRPOEditorTrainer:
                 raise RewardUnavailableError(self.reward_name, (
                     f"gave no scores within reward_timeout={self.config.reward_timeout:g}s at step {step}; the run "
                     "stopped before updating (rerun with --resume once it answers)")) from None
+            except RewardUnavailableError as error:  # the reward's own message, with the step: said once
+                raise RewardUnavailableError(error.reward, (
+                    f"{error.detail} (at step {step}; the run stopped before updating: rerun with --resume once "
+                    "it answers)")) from error
             except Exception as error:  # noqa: BLE001 - any fault of the reward stops the run, clearly
                 raise RewardUnavailableError(self.reward_name, (
                     f"failed at step {step}: {type(error).__name__}: {error}; the run stopped before updating "
@@ -216,8 +224,8 @@ class FlowGRPOEditorTrainer:
                                           for r in batch]))
         began = time.perf_counter()
         scores, reward_seconds = self._collect_scores(futures, step)
-        return rollouts, scores, {"rollout": rollout_seconds, "reward": reward_seconds,
-                                  "reward_wait": time.perf_counter() - began}
+        return rows, rollouts, scores, {"rollout": rollout_seconds, "reward": reward_seconds,
+                                        "reward_wait": time.perf_counter() - began}
 
     def _advantages(self, rollouts, scores, step: int):
         from accelerate.utils import gather_object
@@ -237,6 +245,17 @@ class FlowGRPOEditorTrainer:
                 f"{', '.join(reasons) or 'see the other processes'}); the run stopped before updating"))
         offset = sum(len(part) for part in every[:acc.process_index])
         return result, result.advantages[offset:offset + len(rollouts)]
+
+    def _log_rollouts(self, step: int, rows, rollouts, scores, advantages) -> None:
+        from accelerate.utils import gather_object
+
+        acc = self.accelerator
+        groups = [self.schedule.global_index(step, acc.process_index, j) for j in range(len(rollouts))]
+        records = self.rollout_log.records(step, acc.process_index, rollouts, scores, advantages, groups,
+                                           [row.id for row in rows])
+        every = gather_object([records]) if acc.num_processes > 1 else [records]
+        if acc.is_main_process:
+            self.rollout_log.append([record for part in every for record in part])
 
     def _update(self, rollouts, advantages, step: int) -> dict:
         from accelerate.utils import gather_object
@@ -346,8 +365,10 @@ class FlowGRPOEditorTrainer:
         with RewardWorker(self.reward) as worker:
             for step in range(start + 1, cfg.max_steps + 1):
                 began = time.perf_counter()
-                rollouts, scores, seconds = self._sample_and_score(step, worker)
+                rows, rollouts, scores, seconds = self._sample_and_score(step, worker)
                 result, advantages = self._advantages(rollouts, scores, step)
+                if self.rollout_log.due(step):
+                    self._log_rollouts(step, rows, rollouts, scores, advantages)
                 update_began = time.perf_counter()
                 stats = self._update(rollouts, advantages, step)
                 seconds["update"] = time.perf_counter() - update_began

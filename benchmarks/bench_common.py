@@ -117,11 +117,11 @@ def tiny_scorer(**config_kwargs):
                            dtype="float32")
 
 
-def markdown_table(title: str, header: list[str], rows: list[list]) -> str:
+def titled_table(title: str, header: list[str], rows: list[list]) -> str:
     """A ``### title`` and a markdown table of ``rows`` under ``header``."""
-    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+    from modeling_miescore.utils.markdown_table import markdown_table
+
+    return f"### {title}\n\n{markdown_table(header, rows)}\n"
 
 
 def shaped_checkpoint(shape: str, folder: Path) -> Path:

@@ -36,8 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import (group_of_edits, interleaved_best, markdown_table, real_photos, sectioned_args,
-                          shaped_checkpoint, tiny_scorer)
+from bench_common import (group_of_edits, interleaved_best, real_photos, sectioned_args, shaped_checkpoint,
+                          tiny_scorer, titled_table)
 from realistic_costs import token_counts
 
 OPTIONS = [
@@ -121,7 +121,7 @@ def section_reward_prefix_reuse(args, folder: Path) -> str:
         print(rows[-1], flush=True)
     title = (f"Reward phase, MIEScore prefix reuse vs none (groups of G = {args.group_size}, 2 sources, CPU "
              f"{args.threads} threads, best of {args.repeats} at tiny / {args.wide_repeats} at 8B width)")
-    return markdown_table(title, ["width", "image", "groups × G", "L / P / S tokens", "token ceiling", "none s",
+    return titled_table(title, ["width", "image", "groups × G", "L / P / S tokens", "token ceiling", "none s",
                                   "reuse s", "speed-up (wall)",
                                   "speed-up (CPU)", "edits/s with reuse", "largest reward difference"], rows)
 
@@ -175,7 +175,7 @@ def section_reward_overlap(args, folder: Path) -> str:
     print(row, flush=True)
     title = (f"Reward overlapped with sampling vs sequential (tiny MIEScore reward, {args.image}² images, simulated "
              f"sampler, CPU {args.threads} threads)")
-    return markdown_table(title, ["steps", "groups × G", "sample s", "reward s", "sequential s", "overlapped s",
+    return titled_table(title, ["steps", "groups × G", "sample s", "reward s", "sequential s", "overlapped s",
                                   "speed-up", "ideal", "reward time hidden (sequential)",
                                   "reward time hidden (overlapped)"], [row])
 
@@ -218,7 +218,7 @@ def section_phases(args, folder: Path) -> str:
         print(rows[-1], flush=True)
     title = (f"Seconds per phase of one Flow-GRPO step (tiny random editors, redness reward, beta {args.beta}, "
              f"CPU {args.threads} threads; mean over steps 2..{args.phase_steps})")
-    return markdown_table(title, ["editor", "groups × G", "T", "steps timed", "rollout s (share)", "reward s",
+    return titled_table(title, ["editor", "groups × G", "T", "steps timed", "rollout s (share)", "reward s",
                                   "reward wait s (share)", "update s (share)", "step s"], rows)
 
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 
-from bench_common import (group_of_edits, interleaved_best, markdown_table as table, photo_samples,
+from bench_common import (group_of_edits, interleaved_best, titled_table as table, photo_samples,
                           real_photos, sectioned_args, shaped_checkpoint as checkpoint)
 from bench_server import batch_stats, from_b64, hammer, process_cpu_seconds, start_server, to_b64
 from realistic_costs import cost_ceiling, token_counts

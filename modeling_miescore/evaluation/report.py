@@ -18,6 +18,7 @@ from typing import Any
 
 from ..data.schema import LONG_NAMES, MER_CATEGORIES, MER_CATEGORY_LABELS, SHORT_NAMES
 from ..utils.atomic_files import write_text_atomic
+from ..utils.markdown_table import markdown_table
 from ..utils.numbers import finite_float
 
 __all__ = [
@@ -142,15 +143,8 @@ def fmt_ci(metric: Any, digits: int = 4, ci: bool = True) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:
-    def cell(x):
-        return str(x).replace("|", "\\|").replace("\n", " ")
-
-    align = align or ("l" + "r" * (len(header) - 1))
-    marks = {"l": ":---", "r": "---:", "c": ":---:"}
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |",
-             "| " + " | ".join(marks[a] for a in align) + " |"]
-    lines += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
-    return "\n".join(lines)
+    """A report table: by default the first column (labels) left-aligned, the others (numbers) right-aligned."""
+    return markdown_table(header, rows, align or ("l" + "r" * (len(header) - 1)))
 
 
 def title_case(name: str) -> str:

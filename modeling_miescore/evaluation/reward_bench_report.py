@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..data.builders.dataset_card import md_table
+from ..utils.markdown_table import markdown_table
 from .benchmark_protocols import scoring_protocol
 from .converted_benchmarks import attach_scores, benchmarks_in, report_columns
 from .errors import BenchmarkInputError
@@ -112,7 +112,7 @@ def reward_markdown(report: dict) -> str:
                  *(f"**{_fmt(values[key])}**" if key in values else "—" for key in columns)])
     out = ["# Reward benchmarks (SpatialReward paper, Table 1)", "",
            "Published rows are the paper's Table 1 (EditReward-Bench there is EditScore's benchmark, Luo et al. "
-           "2025; \"-\" shown as —); the last row is this run.", "", md_table(header, rows), "", "## Notes", ""]
+           "2025; \"-\" shown as —); the last row is this run.", "", markdown_table(header, rows), "", "## Notes", ""]
     for name, result in report["results"].items():
         al = result["alignment"]
         out.append(f"- **{name}**: {result['n_rows']} rows evaluated from `{result['dataset']}` with "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ..data.builders.dataset_card import md_table
+from ..utils.markdown_table import markdown_table
 from .benchmark_protocols import scoring_protocol
 from .converted_benchmarks import attach_scores, benchmarks_in, report_columns
 from .errors import BenchmarkInputError
@@ -84,7 +84,7 @@ def _detail_lines(result: dict) -> list[str]:
         what = "SRCC" if metric == "SRCC" else "accuracy (macro over task types)"
         rows = [[native, d["key"], d["n"], f"{d.get('srcc', d.get('accuracy')):.4f}"]
                 for native, d in details["by_dimension"].items()]
-        lines += ["", md_table(["Benchmark dimension", "Score key", "n", what], rows), ""]
+        lines += ["", markdown_table(["Benchmark dimension", "Score key", "n", what], rows), ""]
     else:
         eps = details.get("epsilon")
         lines.append(f"- Pairs: {details['n']}, human ties {details['n_human_ties']}, predicted ties "
@@ -110,7 +110,7 @@ def zero_shot_markdown(report: dict) -> str:
     out = ["# Zero-shot results on other image editing benchmarks (MIEScore paper, Table 6)", "",
            "Published rows are the paper's Table 6 (\"-\" there: the model was trained on that benchmark, shown as "
            "—); the last row is this run. Accuracy in %, SRCC as a fraction; multi-dimensional benchmarks report "
-           "the mean over their dimensions.", "", md_table(header, rows + [ours]), "", "## Per benchmark", ""]
+           "the mean over their dimensions.", "", markdown_table(header, rows + [ours]), "", "## Per benchmark", ""]
     for key in columns:
         out += [line for result in results.values() if key in result["values"] for line in _detail_lines(result)]
     run = report.get("run", {})

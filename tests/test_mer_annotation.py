@@ -111,3 +111,19 @@ def test_export_errors_exit_2_and_write_nothing(folder, tmp_path, capsys):
     assert main(["mer-bench", "export", "--folder", str(tmp_path / "nope"), "--out", str(tmp_path / "x")]) == 2
     assert main(["mer-bench", "annotate", "--folder", str(out)]) == 2  # not a construction folder: no app starts
     assert "is not a MER-Bench construction folder" in capsys.readouterr().err
+
+
+def test_export_out_that_aliases_the_construction_folder_is_refused_and_nothing_moves(folder, tmp_path, capsys):
+    """Issue 22.4 for `mer-bench export --overwrite`: an --out that resolves to the construction folder (spelt
+    `folder/../folder`, or through a symlink) or contains it is refused with exit 2; the folder keeps every file and
+    no temporary folder is left beside it."""
+    _annotate_all(folder, ("A1", "A2", "A3", "A4", "A5"))
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    link = tmp_path / "link"
+    link.symlink_to(folder, target_is_directory=True)
+    for out in (folder.parent / ".." / folder.parent.name / folder.name, link, folder.parent):
+        code = main(["mer-bench", "export", "--folder", str(folder), "--out", str(out), "--overwrite"])
+        err = capsys.readouterr().err
+        assert code == 2 and "the construction --folder" in err, err
+        assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    assert [p.name for p in folder.parent.iterdir() if p.name.startswith(".")] == []

@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the sh
 from bench_common import real_photos  # noqa: E402
 from local_http import RoutedChatServer, chat_completion, request_text  # noqa: E402
 
+from modeling_miescore.utils.markdown_table import markdown_table  # noqa: E402
+
 STAGE_OF = {"grounding": "grounding", "annotation-human": "annotation", "annotation-general": "annotation",
             "annotation-pq": "annotation", "alignment": "alignment", "mllm-judge": "judge"}
 INSTRUCTIONS = ("Add a red hat to the man", "Replace the cup with a small plant", "Make the woman smile",
@@ -111,7 +113,7 @@ def main():
         edits = write_edits(tmp, args.samples, args.size)
         print(f"{args.samples} edits (half 1, half 2 sources), {args.size}x{args.size} photos, PNG requests, "
               f"concurrency {args.concurrency}")
-        print("| latency | run | stage | requests | seconds | requests/s | samples/s |\n|---|---|---|---|---|---|---|")
+        table = []
         for latency in args.latency:
             with RoutedChatServer(answer_with(latency)) as server:
                 out = tmp / f"out-{latency}"
@@ -119,8 +121,9 @@ def main():
                     shutil.rmtree(out / "pipeline", ignore_errors=True)
                     stages, rows = run_once(edits, out, server.url, args.concurrency)
                     for stage, (requests, seconds) in stages.items():
-                        print(f"| {latency * 1000:.0f} ms | {label} | {stage} | {requests} | {seconds:.2f} | "
-                              f"{requests / seconds:.1f} | {args.samples / seconds:.1f} |")
+                        table.append([f"{latency * 1000:.0f} ms", label, stage, requests, f"{seconds:.2f}",
+                                      f"{requests / seconds:.1f}", f"{args.samples / seconds:.1f}"])
+        print(markdown_table(["latency", "run", "stage", "requests", "seconds", "requests/s", "samples/s"], table))
         print(f"({rows} SFT rows per pipeline run)")
 
 

@@ -122,10 +122,10 @@ def main(argv=None) -> int:
         else:
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    from modeling_miescore.utils.markdown_table import markdown_table
+
     keys = ["scenario", "compressed_bytes", "seconds", "peak_extra_mib", "cache_row_bytes", "outcome"]
-    print("| " + " | ".join(keys) + " |\n|" + "|".join("---" for _ in keys) + "|")
-    for row in rows:
-        print("| " + " | ".join(str(row.get(k, "")) for k in keys) + " |")
+    print(markdown_table(keys, [[row.get(k, "") for k in keys] for row in rows]))
     print(f"\nanswers of {args.inflated_mib} MiB; timeout {args.timeout:g} s; retries off except trickle-retried; "
           f"trickles stop after {args.cap:g} s")
     return 0

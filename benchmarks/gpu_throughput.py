@@ -241,6 +241,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = True
 
     from modeling_miescore.testing.tiny_models import build_tiny_processor
+    from modeling_miescore.utils.markdown_table import markdown_table
 
     processor = build_tiny_processor()
     rows: list[tuple] = []
@@ -253,9 +254,9 @@ def main():
     bench_spatialreward_generation(args, device, dtype, processor, rows, deadline)
 
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU (smoke test, tiny shapes)"
-    header = ("| workload | path | batch | samples/s | LM tokens/s (processed) | prompt tokens/s (effective) "
-              "| MFU | peak GiB |\n|---|---|---|---|---|---|---|---|\n")
-    table = header + "".join("| " + " | ".join(str(c) for c in row) + " |\n" for row in rows)
+    header = ["workload", "path", "batch", "samples/s", "LM tokens/s (processed)", "prompt tokens/s (effective)",
+              "MFU", "peak GiB"]
+    table = markdown_table(header, rows) + "\n"
     text = (f"# GPU throughput ({name}, {dtype}, random weights at Qwen3-VL-8B size)\n\n"
             f"Command: `python benchmarks/gpu_throughput.py`; total {time.time() - start:.0f} s. MFU counts "
             f"2 x params x tokens for the LM and the vision tower against {H200_BF16_DENSE_FLOPS / 1e12:.0f} "

@@ -9,7 +9,8 @@ only on the vocabulary and the patch geometry) and prints, as Markdown:
    with the prefix-reuse split P / S and its token ceiling for G = 12;
 2. the paper settings: MIEScore at max_length 4096 (and 8192) with 1 MP per image, what the trainer's "shrink"
    policy does; SpatialReward SFT at 8192 tokens (prompt + answer) at 1 MP and at the released 262,144 pixels,
-   with ``training.spatialreward_data.estimate_num_tokens`` (which decides the SFT drops) beside the exact count.
+   with ``training.spatialreward_chat_examples.estimate_num_tokens`` (which decides the SFT drops) beside the
+   exact count.
 
     python benchmarks/token_budgets.py [--instruction TEXT]
 
@@ -37,6 +38,7 @@ from modeling_miescore.diagnostics.token_budget import (
 )
 from modeling_miescore.testing import build_tiny_miescore, build_tiny_spatialreward
 from modeling_miescore.testing.qwen_vocab import default_cache_dir
+from modeling_miescore.utils.markdown_table import markdown_table
 
 ONE_MP = 1_048_576  # MIEScore paper, supplement "Supervised Fine-Tuning": 1,048,576 pixels per image
 SFT_PIXELS = 262_144  # SpatialReward B.1.1 (released LLaMA-Factory recipe): image_max_pixels 262,144
@@ -63,32 +65,28 @@ def max_sources_within(budget_of, limit: int, most: int = 16) -> int:
 
 def miescore_limits(path: Path, instruction: str) -> str:
     _, config, processor = load_config_and_processor(str(path))
-    lines = ["| max_length | N | tokens at 1 MP | shrink policy | pixels per image after | tokens after |",
-             "|---|---|---|---|---|---|"]
+    rows = []
     for limit in (4096, 8192):
         for n in (1, 2, 3, 4, 6, 8):
             budget = miescore_budget(processor, config, n, (1024, 1024), instruction, ONE_MP)
             result = shrink_to_fit(budget, limit)
             after = "-" if result.resized_size is None else "{:,} ({}x{})".format(
                 result.resized_size[0] * result.resized_size[1], *result.resized_size)
-            lines.append(f"| {limit} | {n} | {budget.total} | {result.action} | {after} | {result.total or '-'} |")
+            rows.append([limit, n, budget.total, result.action, after, result.total or "-"])
         fits = max_sources_within(lambda k: miescore_budget(processor, config, k, (1024, 1024), instruction, ONE_MP),
                                   limit)
-        lines.append(f"| {limit} | max N at 1 MP without shrinking: **{fits}** | | | | |")
-    return "\n".join(lines)
+        rows.append([limit, f"max N at 1 MP without shrinking: **{fits}**", "", "", "", ""])
+    return markdown_table(["max_length", "N", "tokens at 1 MP", "shrink policy", "pixels per image after",
+                           "tokens after"], rows)
 
 
 def spatialreward_sft_limits(path: Path, instruction: str) -> str:
     from modeling_miescore.modeling_spatialreward import sc_messages
-    from modeling_miescore.training.spatialreward_data import estimate_num_tokens
+    from modeling_miescore.training.spatialreward_chat_examples import estimate_num_tokens
 
     _, config, processor = load_config_and_processor(str(path))
     answer = len(processor.tokenizer(SFT_ANSWER, add_special_tokens=False)["input_ids"]) + 2  # + <|im_end|>\n
-    lines = [f"SFT answer used below: {answer} tokens (three regions, concise reasoning, `<|im_end|>` and newline).",
-             "",
-             "| max_pixels | N | SC prompt | prompt + answer | estimate_num_tokens | at 8192 (SFT drops) "
-             "| shrink would give |",
-             "|---|---|---|---|---|---|---|"]
+    rows = []
     for pixels in (ONE_MP, SFT_PIXELS):
         for n in (1, 2, 3, 4, 6, 8):
             sc, _ = spatialreward_budgets(processor, config, n, (1024, 1024), instruction, pixels)
@@ -101,11 +99,14 @@ def spatialreward_sft_limits(path: Path, instruction: str) -> str:
             shrunk = "-" if result.action != "shrunk" else "{:,} px per image ({}x{})".format(
                 result.resized_size[0] * result.resized_size[1], *result.resized_size)
             kept = "kept" if estimate <= 8192 else "dropped"
-            lines.append(f"| {pixels:,} | {n} | {sc.total} | {total} | {estimate} | {kept} | {shrunk} |")
+            rows.append([f"{pixels:,}", n, sc.total, total, estimate, kept, shrunk])
         fits = max_sources_within(
             lambda k: spatialreward_budgets(processor, config, k, (1024, 1024), instruction, pixels)[0], 8192 - answer)
-        lines.append(f"| {pixels:,} | max N within 8192 with the answer: **{fits}** | | | | | |")
-    return "\n".join(lines)
+        rows.append([f"{pixels:,}", f"max N within 8192 with the answer: **{fits}**", "", "", "", "", ""])
+    header = ["max_pixels", "N", "SC prompt", "prompt + answer", "estimate_num_tokens", "at 8192 (SFT drops)",
+              "shrink would give"]
+    return (f"SFT answer used below: {answer} tokens (three regions, concise reasoning, `<|im_end|>` and newline)."
+            f"\n\n{markdown_table(header, rows)}")
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "MIEScoreConfig": ".configuration_miescore",
     "MIEScoreModel": ".modeling_miescore",
-    "overall_score": ".overall",
-    "OVERALL_WEIGHTS": ".overall",
+    "overall_score": ".miescore_overall",
+    "OVERALL_WEIGHTS": ".miescore_overall",
     "SpatialRewardConfig": ".configuration_spatialreward",
     "SpatialRewardModel": ".modeling_spatialreward",
     "SpatialRewardResult": ".spatialreward_judgement",

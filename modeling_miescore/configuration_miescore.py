@@ -5,7 +5,7 @@ from __future__ import annotations
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
-from .lm_digit_scores import answer_format
+from .miescore_score_heads import SCORE_HEADS, score_head_class
 from .skill_miescore import DEFAULT_SKILL
 
 SCORE_NAMES = ("visual_quality", "instruction_following", "attribute_preservation")
@@ -31,7 +31,6 @@ DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE = (
     "{edited}\n"
     "Rate the edited image for visual quality, instruction following and attribute preservation."
 )
-SCORE_HEADS = ("regression", "lm_digits")
 
 
 class MIEScoreConfig(PreTrainedConfig):
@@ -62,8 +61,9 @@ class MIEScoreConfig(PreTrainedConfig):
         min_pixels (`int`): images smaller than this are upscaled (Qwen3-VL's default); InternVL: the least
             number of tiles is min_pixels // tile².
         padding_side (`str`): tokenizer padding side used for batches (`"left"` or `"right"`).
-        score_head (`str`): `"regression"` (the paper's MLP head) or `"lm_digits"` (no head: each score is the
-            expected digit the language model writes in a JSON answer, `lm_digit_scores`; Table 5 rows 1 and 4).
+        score_head (`str`): a key of `miescore_score_heads.SCORE_HEADS`: `"regression"` (the paper's MLP head) or
+            `"lm_digits"` (no head: each score is the expected digit the language model writes in a JSON answer,
+            `lm_digit_scores`; Table 5 rows 1 and 4).
         lm_score_max (`int`): `lm_digits` only: the answer's scale is 0..lm_score_max (the default skill's 0-5).
         lm_answer_token_ids (`list[list[int]]`) / lm_digit_token_ids (`list[int]`): `lm_digits` only: the answer
             text before each score and the digit tokens, tokenised (set by `MIEScoreModel.from_backbone`).
@@ -101,12 +101,12 @@ class MIEScoreConfig(PreTrainedConfig):
         for name, default in defaults:  # fresh lists per config: defaults are built on each call
             if getattr(self, name) is None:
                 setattr(self, name, default)
-        if self.score_head == "lm_digits":  # a model without head must be told the answer format
-            answer = "\n" + answer_format(self.score_names, self.lm_score_max)
+        suffix = score_head_class(self.score_head).prompt_suffix(self) if self.score_head in SCORE_HEADS else ""
+        if suffix:  # e.g. a model without head must be told the answer format
             for name, default in (("prompt_template", DEFAULT_PROMPT_TEMPLATE),
                                   ("single_source_prompt_template", DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE)):
                 if getattr(self, name) == default:
-                    setattr(self, name, default + answer)
+                    setattr(self, name, default + suffix)
         super().__post_init__(**kwargs)
         self.validate_scoring_fields()
 
@@ -131,26 +131,7 @@ class MIEScoreConfig(PreTrainedConfig):
         self.validate_score_head()
 
     def validate_score_head(self):
-        if self.score_head not in SCORE_HEADS:
-            raise ValueError(f"score_head must be one of {SCORE_HEADS}, got {self.score_head!r}")
-        if self.score_head != "lm_digits":
-            return
-        if not 1 <= int(self.lm_score_max) <= 9:
-            raise ValueError(f"lm_score_max must be 1..9 (one digit token per score), got {self.lm_score_max}")
-        if self.padding_side != "left":
-            raise ValueError("score_head='lm_digits' appends the answer to every row: padding_side must be 'left'")
-        if not self.lm_answer_token_ids or not self.lm_digit_token_ids:
-            raise ValueError("score_head='lm_digits' needs lm_answer_token_ids and lm_digit_token_ids; start the "
-                             "scorer with MIEScoreModel.from_backbone(..., score_head='lm_digits'), which reads them "
-                             "from the tokenizer")
-        if len(self.lm_answer_token_ids) != len(self.score_names) or \
-                len(self.lm_digit_token_ids) != int(self.lm_score_max) + 1:
-            raise ValueError("lm_answer_token_ids needs one entry per score name and lm_digit_token_ids one per "
-                             "digit 0..lm_score_max")
-
-    @property
-    def num_scores(self) -> int:
-        return len(self.score_names)
+        score_head_class(self.score_head).check_config(self)
 
 
 __all__ = ["MIEScoreConfig", "SCORE_HEADS", "SCORE_NAMES", "DEFAULT_PROMPT_TEMPLATE", "DEFAULT_SINGLE_SOURCE_PROMPT_TEMPLATE"]

@@ -128,7 +128,7 @@ PROMPT_NAMES = {
     "sc_prompt_multi": "D.1.2 Multi-Image Instruction Following (SC) Scoring Prompt",
     "pq_prompt": "D.1.3 Perceptual Quality (PQ) Scoring Prompt",
 }
-AGGREGATION_MODES = ("weighted_geometric", "min_bucket", "arithmetic")  # see aggregation.py
+AGGREGATION_MODES = ("weighted_geometric", "min_bucket", "arithmetic")  # see spatialreward_aggregation.py
 # model_type values of checkpoints that SpatialRewardConfig adopts (the authors release plain Qwen3-VL weights).
 PLAIN_MODEL_TYPES = ("qwen3_vl",)
 

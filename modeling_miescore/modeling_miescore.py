@@ -2,8 +2,9 @@
 
 The paper's backbone is Qwen3-VL; any transformers-native image-text-to-text model whose base model returns
 ``last_hidden_state`` can be one (Table 5 compares Qwen2.5-VL and InternVL3.5): ``backbone_families`` says what
-differs between families. Without a head (``config.score_head == "lm_digits"``, Table 5 rows 1 and 4) the scores
-are read from the language model's digit probabilities (``lm_digit_scores``).
+differs between families. The score head is ``config.score_head``, one of ``miescore_score_heads.SCORE_HEADS``: the
+paper's regression MLP, or none (``lm_digits``, Table 5 rows 1 and 4: the language model's digit probabilities,
+``lm_digit_scores``); the model asks its head, never the head's name.
 
 Hub file: copied into every saved checkpoint and loaded with ``trust_remote_code=True``. It imports only
 torch, transformers and the flat sibling files below (through them numpy, Pillow, and tqdm and huggingface_hub,
@@ -13,7 +14,6 @@ the ``image-edit-scoring`` pipeline: ``pipeline_miescore``; the model card: ``mo
 
 from __future__ import annotations
 
-import copy
 import os
 import warnings
 from dataclasses import dataclass
@@ -28,8 +28,8 @@ from .backbone_families import family_of
 from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, score_in_batches
 from .configuration_miescore import SCORE_NAMES, MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
-from .lm_digit_scores import DigitScoreReader, greedy_digit_logits, teacher_forced_digit_logits, tokenize_answer
-from .overall import overall_score
+from .miescore_overall import overall_score
+from .miescore_score_heads import RegressionScoreHead, last_token_indices, score_head_class
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
                                   load_stock_processor, prepare_inputs)
@@ -54,18 +54,7 @@ class MIEScoreOutput(ModelOutput):
     pooled_hidden_state: torch.FloatTensor | None = None
 
 
-class MIEScoreRegressionHead(nn.Module):
-    """Lightweight MLP ``hidden -> head_hidden_size -> num_scores`` (the paper's score head S_omega, eq. 4)."""
-
-    def __init__(self, hidden_size: int, head_hidden_size: int, num_scores: int, dropout: float = 0.0):
-        super().__init__()
-        self.dense = nn.Linear(hidden_size, head_hidden_size)
-        self.act = nn.GELU()
-        self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(head_hidden_size, num_scores)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.out_proj(self.dropout(self.act(self.dense(hidden))))
+MIEScoreRegressionHead = RegressionScoreHead  # the paper's score head S_omega (eq. 4), under its former name
 
 
 @dataclass
@@ -82,18 +71,12 @@ class PreparedScoring:
         return len(self.slots)
 
 
-def last_token_indices(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Index of the last non-pad token of each row of a (B, L) mask, for left or right padding."""
-    length = attention_mask.shape[1]
-    return length - 1 - attention_mask.flip(1).long().argmax(dim=1)
-
-
 class MIEScoreModel(PreTrainedModel):
     """Scores a multi-source edit on visual quality, instruction following and attribute preservation.
 
     The backbone (``AutoModel.from_config(config.backbone_config)``: a ``Qwen3VLModel`` in the paper, or another
-    VLM's base model) reads the labelled source images, the instruction and the edited image; the regression head
-    maps the hidden state of the last non-pad token to ``config.num_scores`` sigmoid outputs.
+    VLM's base model) reads the labelled source images, the instruction and the edited image; the score head
+    (``self.head``, declared in ``miescore_score_heads``) turns it into ``len(config.score_names)`` scores in [0, 1].
     """
 
     config_class = MIEScoreConfig
@@ -110,12 +93,7 @@ class MIEScoreModel(PreTrainedModel):
         super().__init__(config)
         self.backbone = AutoModel.from_config(config.backbone_config)
         hidden_size = config.backbone_config.get_text_config().hidden_size
-        if config.score_head == "lm_digits":
-            self.head = DigitScoreReader(hidden_size, int(config.lm_score_max) + 1)
-        else:
-            self.head = MIEScoreRegressionHead(
-                hidden_size, config.head_hidden_size, len(config.score_names), config.head_dropout
-            )
+        self.head = score_head_class(config.score_head).from_config(config, hidden_size)
         self.processor = None  # the backbone's processor; loaded from the checkpoint folder on first use
         self.post_init()
 
@@ -177,29 +155,9 @@ class MIEScoreModel(PreTrainedModel):
                      image_grid_thw=image_grid_thw, mm_token_type_ids=mm_token_type_ids, position_ids=position_ids,
                      inputs_embeds=inputs_embeds, **kwargs)
         inputs = {key: value for key, value in given.items() if value is not None}
-        if self.config.score_head == "lm_digits":
-            return self._forward_lm_digits(inputs, answer_digits)
-        hidden = self.backbone(**inputs).last_hidden_state
-        rows = torch.arange(hidden.shape[0], device=hidden.device)
-        pooled = hidden[rows, last_token_indices(attention_mask).to(hidden.device)]
-        logits = self.head(pooled.to(self.head.dense.weight.dtype))
-        return MIEScoreOutput(scores=torch.sigmoid(logits), logits=logits, pooled_hidden_state=pooled)
-
-    def _forward_lm_digits(self, inputs: dict, answer_digits: torch.Tensor | None) -> MIEScoreOutput:
-        """No head: read each score from the language model's digit probabilities (``lm_digit_scores``)."""
-        if "input_ids" not in inputs or "position_ids" in inputs:
-            raise ValueError("score_head='lm_digits' appends the answer to input_ids: pass input_ids and let the "
-                             "backbone compute positions")
-
-        def run(batch: dict) -> torch.Tensor:
-            return self.backbone(**batch).last_hidden_state
-
-        prefixes, digits = self.config.lm_answer_token_ids, self.config.lm_digit_token_ids
-        if self.training and answer_digits is not None:
-            logits, read = teacher_forced_digit_logits(run, inputs, prefixes, digits, answer_digits, self.head)
-        else:
-            logits, read = greedy_digit_logits(run, inputs, prefixes, digits, self.head)
-        return MIEScoreOutput(scores=DigitScoreReader.expected_scores(logits), logits=logits, pooled_hidden_state=read)
+        scores, logits, pooled = self.head.score(self.backbone, inputs, attention_mask, self.config, self.training,
+                                                 answer_digits)
+        return MIEScoreOutput(scores=scores, logits=logits, pooled_hidden_state=pooled)
 
     # ------------------------------------------------------------------ scoring API
 
@@ -325,8 +283,8 @@ class MIEScoreModel(PreTrainedModel):
         if not family.prefix_reuse:
             return (f"prefix reuse is implemented (and tested exact) for Qwen-VL and InternVL backbones, not for "
                     f"model_type {self.config.backbone_config.model_type!r}")
-        if self.config.score_head != "regression":
-            return f"the score head {self.config.score_head!r} reads an answer after the whole prompt"
+        if self.head.prefix_reuse_unavailable:
+            return self.head.prefix_reuse_unavailable
         if self.config.image_order != "sources_first":
             return "the edited image is not last in the prompt (image_order='edited_first')"
         return None
@@ -340,7 +298,7 @@ class MIEScoreModel(PreTrainedModel):
     def _run_call(self, inputs, batch_size: int) -> list[dict[str, float]]:
         if isinstance(inputs, SharedPrefixInputs):
             hidden = shared_prefix_hidden_states(self.backbone, inputs, batch_size)
-            return self.scores_to_dicts(torch.sigmoid(self.head(hidden.to(self.head.dense.weight.dtype))))
+            return self.scores_to_dicts(self.head.scores_from_hidden(hidden))
         batch = inputs.to(self.device)
         if batch.get("pixel_values") is not None:
             batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
@@ -358,22 +316,23 @@ class MIEScoreModel(PreTrainedModel):
                 (``OpenGVLab/InternVL3_5-8B-HF``) or any other whose base model returns ``last_hidden_state``;
                 or an already loaded model (the ``*ForConditionalGeneration`` or its base model).
             processor: its processor; loaded from the same path when not given.
-            config_kwargs: any :class:`MIEScoreConfig` field (skill, max_pixels, score_head, ...). With
+            config_kwargs: any :class:`MIEScoreConfig` field (skill, max_pixels, score_head, ...). The head
+                initialises itself (``ScoreHead.init_from_backbone``): the regression head at random; with
                 ``score_head="lm_digits"`` there is no new head: the language model's output rows of the digit
                 tokens are kept (the model must then be the ``*ForConditionalGeneration`` and come with its
                 processor, whose tokenizer gives the answer tokens).
         """
-        lm_digits = config_kwargs.get("score_head") == "lm_digits"
+        head = score_head_class(config_kwargs.get("score_head", cls.config_class.score_head))
         if isinstance(backbone, (str, os.PathLike)):
             path = os.fspath(backbone)
-            auto = AutoModelForImageTextToText if lm_digits else AutoModel
+            auto = AutoModelForImageTextToText if head.needs_lm_output_layer else AutoModel
             backbone = auto.from_pretrained(path, dtype=dtype) if dtype else auto.from_pretrained(path)
             if processor is None:
                 processor = load_stock_processor(path)
         output_layer = backbone.get_output_embeddings()
         base = backbone.base_model if output_layer is not None else backbone  # keep the *Model of a *ForCG
-        if lm_digits:
-            config_kwargs.update(_lm_digit_token_ids(processor, output_layer, config_kwargs))
+        defaults = {"score_names": list(SCORE_NAMES), "lm_score_max": cls.config_class.lm_score_max}
+        config_kwargs.update(head.config_fields(processor, output_layer, {**defaults, **config_kwargs}))
         config = cls.config_class(backbone_config=base.config.to_dict(), **config_kwargs)
         with torch.device("meta"):
             model = cls(config)
@@ -381,39 +340,17 @@ class MIEScoreModel(PreTrainedModel):
         model.head.to_empty(device=base.device)
         model.head.to(base.dtype)
         with torch.no_grad():
-            if lm_digits:  # the language model's own output rows of the digit tokens
-                model.head.digit_logits.weight.copy_(output_layer.weight[config.lm_digit_token_ids])
-            else:
-                for module in model.head.modules():
-                    if isinstance(module, nn.Linear):
-                        model._init_weights(module)
+            model.head.init_from_backbone(output_layer, config, model._init_weights)
         model.processor = processor
         return model
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
         ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
-        (README.md, unless the folder has one: ``model_card.save_processor_and_card``)."""
-        from .model_card import save_processor_and_card
-        from .pipeline_miescore import CUSTOM_PIPELINES
+        (README.md, unless the folder has one): ``model_card.save_checkpoint_folder``."""
+        from .model_card import save_checkpoint_folder
 
-        self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True):
-            save_processor_and_card(self, save_directory)
-
-
-def _lm_digit_token_ids(processor, output_layer, config_kwargs: dict) -> dict:
-    """The ``lm_answer_token_ids`` / ``lm_digit_token_ids`` config fields of a scorer without head."""
-    if output_layer is None or getattr(output_layer, "bias", None) is not None:
-        raise ValueError("score_head='lm_digits' reads the language model's output layer (lm_head, without bias): "
-                         "pass the *ForConditionalGeneration model or a checkpoint path, not its base model")
-    if processor is None:
-        raise ValueError("score_head='lm_digits' needs the backbone's processor (its tokenizer gives the answer "
-                         "tokens); pass processor=load_stock_processor(<checkpoint>)")
-    prefixes, digits = tokenize_answer(processor.tokenizer, config_kwargs.get("score_names") or SCORE_NAMES,
-                                       int(config_kwargs.get("lm_score_max", MIEScoreConfig.lm_score_max)))
-    return {"lm_answer_token_ids": prefixes, "lm_digit_token_ids": digits}
+        save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, **kwargs)
 
 
 MIEScoreConfig.register_for_auto_class()

@@ -1,8 +1,8 @@
 """What SpatialReward returns for one edit, and how the generated texts become it, for every backend.
 
 :class:`SpatialRewardResult` is the judgement of one edit; :func:`assemble_result` turns the SC and PQ texts of
-one edit (one per pass) into it: parse each text (``parsing``), average the passes that parsed (self-ensemble),
-aggregate the four sub-scores into the reward (``aggregation``, sec. 3.1 / 5.4), flag failures with
+one edit (one per pass) into it: parse each text (``spatialreward_parsing``), average the passes that parsed
+(self-ensemble), aggregate the four sub-scores into the reward (``spatialreward_aggregation``, sec. 3.1 / 5.4), flag failures with
 ``config.failure_reward`` and convert the region boxes to pixels (``drawing.bbox_to_pixels``).
 :class:`SpatialRewardScoringMixin` adds the conveniences built on ``evaluate_edits``. The transformers model
 (``modeling_spatialreward``) and the OpenAI-compatible backend (``judges.spatialreward_api``) share all of it;
@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .aggregation import sc_pq, spatial_reward
-from .drawing import bbox_to_pixels
-from .parsing import ParsedOutput, parse_pq_output, parse_sc_output
+from .spatialreward_aggregation import sc_pq, spatial_reward
+from .spatialreward_drawing import bbox_to_pixels
+from .spatialreward_parsing import ParsedOutput, parse_pq_output, parse_sc_output
 
 
 @dataclass

@@ -18,7 +18,7 @@ from editor_rl_runs import run_recipe, toy_config
 from local_http import RoutedChatServer
 from PIL import Image
 
-from modeling_miescore.aggregation import spatial_reward
+from modeling_miescore.spatialreward_aggregation import spatial_reward
 from modeling_miescore.cli.main import main as miescore
 from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.background_server import serve_in_background

@@ -161,7 +161,7 @@ def test_control_tokens_and_contradictions_never_reach_training_rows():
     from modeling_miescore.data.spatialreward_pipeline.alignment import make_pq_row, parse_alignment
     from modeling_miescore.data.spatialreward_pipeline.annotation import parse_annotation
     from modeling_miescore.data.spatialreward_pipeline.samples import EditRecord
-    from modeling_miescore.training.spatialreward_data import check_row
+    from modeling_miescore.training.spatialreward_chat_examples import check_row
 
     original = "The hat is red. The rest is kept."
     _, contradictory = parse_alignment("check_result: true\nThe <|bbox_0|>hat is red. <|global|> The rest is "

@@ -40,14 +40,15 @@ ALLOWED_PACKAGES = {"torch", "transformers", "numpy", "PIL", "tqdm", "huggingfac
 # The files save_pretrained copies into each kind of checkpoint (config + model file and all they import).
 CHECKPOINT_FILES = {
     "MIEScore": {
-        "configuration_miescore.py", "modeling_miescore.py", "backbone_families.py", "batched_scoring.py",
-        "image_io.py", "lm_digit_scores.py", "overall.py", "prefix_reuse.py", "processing_miescore.py",
-        "skill_miescore.py", "pipeline_miescore.py", "model_card.py",
+        "configuration_miescore.py", "modeling_miescore.py", "miescore_overall.py", "miescore_score_heads.py",
+        "skill_miescore.py", "lm_digit_scores.py", "backbone_families.py", "batched_scoring.py", "image_io.py",
+        "prefix_reuse.py", "processing_miescore.py", "pipeline_miescore.py", "model_card.py",
     },
     "SpatialReward": {
-        "configuration_spatialreward.py", "modeling_spatialreward.py", "aggregation.py", "backbone_families.py",
-        "batched_scoring.py", "drawing.py", "image_io.py", "parsing.py", "prefix_reuse.py", "processing_miescore.py", "relaxed_json.py",
-        "spatialreward_judgement.py", "spatialreward_tokens.py", "pipeline_miescore.py", "model_card.py",
+        "configuration_spatialreward.py", "modeling_spatialreward.py", "spatialreward_aggregation.py",
+        "spatialreward_drawing.py", "spatialreward_judgement.py", "spatialreward_parsing.py",
+        "spatialreward_relaxed_json.py", "spatialreward_tokens.py", "backbone_families.py", "batched_scoring.py",
+        "image_io.py", "prefix_reuse.py", "processing_miescore.py", "pipeline_miescore.py", "model_card.py",
     },
 }
 ENTRY_FILES = {

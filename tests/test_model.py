@@ -29,7 +29,7 @@ def test_score_returns_the_four_keys_on_the_mos_scale(tiny_miescore, examples):
 def test_checkpoint_contains_code_config_and_processor(tiny_miescore_path):
     files = set(os.listdir(tiny_miescore_path))
     assert {"config.json", "model.safetensors", "configuration_miescore.py", "modeling_miescore.py",
-            "processing_miescore.py", "image_io.py", "overall.py", "skill_miescore.py",
+            "processing_miescore.py", "image_io.py", "miescore_overall.py", "skill_miescore.py",
             "processor_config.json", "tokenizer.json", "chat_template.jinja"} <= files
     assert not any(f.endswith((".bin", ".pt", ".pth")) for f in files)
     config = json.loads((tiny_miescore_path / "config.json").read_text())

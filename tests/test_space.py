@@ -458,7 +458,7 @@ def test_miescore_html_bars_and_meanings():
 
 
 def test_region_colours_match_drawing_and_highlights():
-    from modeling_miescore.drawing import region_color as drawing_color
+    from modeling_miescore.spatialreward_drawing import region_color as drawing_color
 
     regions = [{"id": 3, "label": "cat", "bbox_2d": [0, 0, 500, 500]},
                {"id": 0, "label": "cup", "bbox_2d": [500, 500, 1000, 1000]}]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from modeling_miescore.aggregation import spatial_reward
+from modeling_miescore.spatialreward_aggregation import spatial_reward
 from modeling_miescore.cli.main import main
 from modeling_miescore.configuration_spatialreward import (
     PQ_PROMPT,
@@ -16,7 +16,7 @@ from modeling_miescore.configuration_spatialreward import (
     SpatialRewardConfig,
 )
 from modeling_miescore.modeling_spatialreward import SpatialRewardModel
-from modeling_miescore.parsing import parse_sc_output
+from modeling_miescore.spatialreward_parsing import parse_sc_output
 from modeling_miescore.testing import save_example_files
 from modeling_miescore.spatialreward_tokens import (
     GROUNDING_TOKENS,

@@ -33,7 +33,7 @@ from modeling_miescore.training.card_inputs import ModelCardArguments  # isort: 
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 from modeling_miescore.judges.oracle import OracleConfig
-from modeling_miescore.training.spatialreward_data import prepare_grpo_dataset
+from modeling_miescore.training.spatialreward_chat_examples import prepare_grpo_dataset
 from modeling_miescore.training.spatialreward_grpo_rewards import OracleConsistencyReward, build_reward_functions
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
                                                               make_lora_config, run_card, save_run)

@@ -11,10 +11,11 @@
 
 Every field of the dataclasses below, of TRL's `SFTConfig` and of `ModelConfig` can be set in the YAML and
 overridden on the command line. The data schema (SC rows: sources + edited + instruction + regions + reasoning +
-scores; PQ rows: edited + reasoning + scores) is documented in `modeling_miescore/training/spatialreward_data.py`; rows
-whose grounding tokens are inconsistent with their regions are dropped and counted (logged, and written to
-`output_dir/data_report.json`). Output: the trained model (or LoRA adapter) and processor in `output_dir`;
-with LoRA and `merge_lora`, a merged SpatialReward checkpoint in `output_dir/merged`. Each gets a model card
+scores; PQ rows: edited + reasoning + scores) is documented in
+`modeling_miescore/training/spatialreward_chat_examples.py`; rows whose grounding tokens are inconsistent with
+their regions are dropped and counted (logged, and written to `output_dir/data_report.json`). Output: the trained
+model (or LoRA adapter) and processor in `output_dir`; with LoRA and `merge_lora`, a merged SpatialReward
+checkpoint in `output_dir/merged`. Each gets a model card
 (README.md; `--base_model_id` / `--dataset_id` name the Hub repos when the model or data are local folders). A
 LoRA adapter also gets `base_config_overrides.json` (the run's image budget) and the model code, and carries the
 grown embeddings in full when grounding tokens were added, so the card's recipe (base + `PeftModel`) generates
@@ -33,7 +34,7 @@ from modeling_miescore.training.card_inputs import ModelCardArguments  # isort: 
 
 from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser
 
-from modeling_miescore.training.spatialreward_data import prepare_sft_dataset
+from modeling_miescore.training.spatialreward_chat_examples import prepare_sft_dataset
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
                                                               make_lora_config, resized_vocabulary, run_card,
                                                               save_run)

@@ -40,6 +40,7 @@ from trl import TrlParser
 from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
 from modeling_miescore.cli.skill import read_skill_file
 from modeling_miescore.model_card import ModelCardInfo, hub_repo_id
+from modeling_miescore.miescore_score_heads import SCORE_HEADS
 from modeling_miescore.training.card_inputs import (ModelCardArguments, card_repo_ids, local_folder,
                                                     training_settings)
 from modeling_miescore.training.miescore_export import export_model
@@ -82,8 +83,8 @@ class ModelArguments:
                 "without it (and without skill) the default skill, i.e. no skill optimisation (rows 1-3). Takes "
                 "precedence over skill."})
     score_head: str | None = field(default=None, metadata={
-        "help": "regression (the paper's MLP head; the default for a new scorer) | lm_digits (no head: the LM's "
-                "digit probabilities of a JSON answer; Table 5 rows 1 and 4). A MIEScore checkpoint keeps its own."})
+        "help": " | ".join(f"{head.name} ({head.description})" for head in SCORE_HEADS.values())
+                + ". A MIEScore checkpoint keeps its own."})
     max_length: int | None = field(default=4096, metadata={"help": "Longest sequence in tokens (paper: 4096)."})
     long_sequence_policy: str = field(default="shrink", metadata={"help": "Over-long rows: shrink | drop | error."})
     backbone_tuning: str = field(default="lora", metadata={
@@ -120,7 +121,7 @@ def build_model(model_args, tune: bool = True):
         return model, processor, config, overrides
     lora = None
     if model_args.backbone_tuning == "lora":
-        modules_to_save = [m for m in model_args.modules_to_save if config.score_head == "regression" or m != "head"]
+        modules_to_save = [m for m in model_args.modules_to_save if m != "head" or model.head.new_weights]
         lora = make_lora_config(model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout,
                                 model_args.lora_target_modules, modules_to_save)
     return set_backbone_tuning(model, model_args.backbone_tuning, lora), processor, config, overrides

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
+from ..utils.markdown_table import markdown_table
 from .attention_maps import SampleAttention
 from .attention_metrics import (
     source_map,
@@ -90,13 +91,10 @@ def _cell(summary: dict, digits: int = 2) -> str:
 
 def attention_table(rows: Sequence[tuple[str, dict]]) -> str:
     """A markdown table like the paper's Table 5: one ``(method name, metrics.json dict)`` per row."""
-    header = ("| Method | N | Balance: Gap \\|ΔH\\| | Source awareness: Entropy H_src | Source awareness: Conc. "
-              "| Stability: Corr. |")
-    lines = [header, "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for name, metrics in rows:
-        cells = " | ".join(_cell(metrics[m]) for m in METRIC_NAMES)
-        lines.append(f"| {name} | {metrics['n']} | {cells} |")
-    return "\n".join(lines) + "\n"
+    header = ["Method", "N", "Balance: Gap |ΔH|", "Source awareness: Entropy H_src", "Source awareness: Conc.",
+              "Stability: Corr."]
+    body = [[name, metrics["n"], *(_cell(metrics[m]) for m in METRIC_NAMES)] for name, metrics in rows]
+    return markdown_table(header, body, align="-rrrrr") + "\n"
 
 
 def save_attention_maps(path, results: Sequence[SampleAttention]) -> Path:

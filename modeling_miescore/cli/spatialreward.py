@@ -89,7 +89,7 @@ def cmd_spatialreward(args) -> int:
     result = scorer.evaluate_edit(sources, edited, sample.instruction, **budget)
 
     if args.draw:
-        from ..drawing import draw_regions
+        from ..spatialreward_drawing import draw_regions
 
         try:
             draw_regions(edited, result.regions).save(args.draw)

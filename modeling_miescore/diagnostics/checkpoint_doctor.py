@@ -47,7 +47,7 @@ Loading and running (``doctor_model_checks``):
 * ``load``: the installed package loads it on the device and dtype asked for (fails -> error); the same 2 edits
   score as in the fresh process (to 1e-3 points / 1e-4 reward in float32, 0.5 / 0.02 in half precision, same
   texts; else -> warning); float16 on CPU -> warning. Skipped when ``files`` or ``config_processor`` failed.
-* ``weights``: all finite; MIEScore's ``head.out_proj`` / SpatialReward's LM head not all zeros (-> error).
+* ``weights``: all finite; the output layer of MIEScore's score head (``ScoreHead.output_layer``) / SpatialReward's LM head not all zeros (-> error).
 
 Scores of the bundled example edits and perturbations of them (``edit_perturbations``; ``doctor_score_checks``):
 

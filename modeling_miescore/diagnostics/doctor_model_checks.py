@@ -152,10 +152,13 @@ def check_weights(ctx: DoctorContext):
     if broken:
         return error(f"{len(broken)} weight tensor(s) hold NaN or Inf: {', '.join(broken[:5])}", non_finite=broken)
     if ctx.kind == "miescore":
-        layer, name = model.head.out_proj, "the regression head's output layer (head.out_proj)"
+        layer = model.head.output_layer
+        where = next(n for n, m in model.named_modules() if m is layer)
+        name = f"the {model.config.score_head} head's output layer ({where})"
         if _all_zero(layer.weight):
             return error(f"{name} has all-zero weights: every input gets the same scores (an untrained or "
-                         "wrongly exported head)", bias=layer.bias.detach().float().tolist())
+                         "wrongly exported head)",
+                         bias=None if layer.bias is None else layer.bias.detach().float().tolist())
     elif _all_zero(model.get_output_embeddings().weight):
         return error("the LM head is all zeros: every generation is the same")
     return ok("all weights finite; the output layer is not degenerate")

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..image_io import MIEScoreInputError
+from ..utils.markdown_table import markdown_table
 
 # A typical MIE-Bench-length instruction (the counts for another one: --instruction / instruction=...).
 DEFAULT_INSTRUCTION = ("Put the cat from the second image on the wooden table of the first image, keeping the warm "
@@ -467,7 +468,7 @@ def format_budget_table(budgets: Sequence[PromptBudget], group_size: int = 12, m
     header += ["shared prefix P", "per-edit suffix S", f"reuse ceiling G={group_size}"]
     if max_length is not None:
         header.append(f"shrink at {max_length}")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for b in budgets:
         ceiling = b.reuse_ceiling(group_size)
         row = [b.prompt, str(b.num_sources), "{}x{}".format(*b.image_size), "{}x{}".format(*b.resized_size),
@@ -479,8 +480,8 @@ def format_budget_table(budgets: Sequence[PromptBudget], group_size: int = 12, m
                 "-" if ceiling is None else f"{ceiling:.2f}x"]
         if max_length is not None:
             row.append(_describe(shrink_to_fit(b, max_length)))
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        rows.append(row)
+    return markdown_table(header, rows)
 
 
 def budget_legend(kind: str, group_size: int = 12, training: TrainingLength | None = None,

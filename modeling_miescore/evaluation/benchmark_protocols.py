@@ -1,21 +1,26 @@
-"""Each external benchmark's own scoring protocol, applied to rows with predictions attached
-(:func:`~.converted_benchmarks.attach_scores`): pairwise accuracy with that benchmark's tie rule, per-dimension
-SRCC, and the aggregate its paper reports.
+"""The scoring protocols of the converted benchmarks, applied to rows with predictions attached
+(:func:`~.converted_benchmarks.attach_scores`): :data:`PROTOCOLS`, ``name -> ScoringProtocol``. A benchmark names
+its protocol in its declaration (``BenchmarkSpec.protocol``, in its converter module) and the reports dispatch on
+that name; the converters' ``SPEC.tie_rule`` cites the source of each rule.
 
-Tie rules (the converters' ``SPEC.tie_rule`` cites the source of each):
-
-* ``genai-bench``, ``aurora-bench``: human ties (and GenAI-Bench's both-bad votes) are ties; a prediction is a tie
-  when ``|score_a - score_b| <= epsilon`` with epsilon tie-calibrated on the data (Deutsch et al. 2023), the
-  "accuracy with ties" of EditReward's ``eval_bench.py``.
-* ``editscore-bench``: no human ties; correct iff the preferred edit scores strictly higher on the judged dimension
-  (a predicted tie is wrong); accuracy per task type, averaged over task types, per dimension.
-* ``mmrb2``: no human ties; strictly higher is correct, a tie is wrong; Single / Multi / Ovrl. (micro).
-* pointwise benchmarks: SRCC per dimension (average ranks for ties), the mean over the benchmark's dimensions.
+* ``calibrated`` (GenAI-Bench, AURORA-Bench): human ties (and GenAI-Bench's both-bad votes) are ties; a prediction
+  is a tie when ``|score_a - score_b| <= epsilon`` with epsilon tie-calibrated on the data (Deutsch et al. 2023),
+  the "accuracy with ties" of EditReward's ``eval_bench.py``. Value ``accuracy``.
+* ``strict``: no human ties; correct iff the preferred edit scores strictly higher (a predicted tie is wrong).
+  Value ``accuracy``.
+* ``editscore`` (EditScore's EditReward-Bench): strict, per task type, averaged over task types, per dimension.
+  Values: each benchmark dimension's accuracy, and ``mean`` over the dimensions.
+* ``mmrb2``: strict; ``single`` / ``multi`` (pairs with one / several input images) / ``overall`` (micro).
+* ``srcc`` (pointwise benchmarks): SRCC per dimension (average ranks for ties); values: each dimension's SRCC and
+  ``mean`` over the benchmark's dimensions.
 
 A missing score (NaN) is always wrong / left out of the correlation (it only happens with ``--allow-missing``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -24,9 +29,9 @@ from .errors import BenchmarkInputError
 from .metrics.correlation import srcc
 from .metrics.pairwise import pairwise_accuracy
 
-__all__ = ["CALIBRATED", "editscore_accuracy", "human_signs", "mmrb2_accuracy", "pairwise_result", "pointwise_srcc"]
+__all__ = ["PROTOCOLS", "ScoringProtocol", "editscore_accuracy", "human_signs", "mmrb2_accuracy", "pairwise_result",
+           "pointwise_srcc", "scoring_protocol"]
 
-CALIBRATED = ("genai-bench", "aurora-bench")
 _SIGNS = {"a": 1, "b": -1, "tie": 0, "both_bad": 0}
 
 
@@ -91,3 +96,42 @@ def pointwise_srcc(frame, dimensions: dict[str, str]) -> dict:
                                       "human score; SRCC is undefined")
         out[native] = {"key": key, "srcc": srcc(pred[keep], human[keep]), "n": int(keep.sum())}
     return {"by_dimension": out, "mean": float(np.mean([v["srcc"] for v in out.values()]))}
+
+
+@dataclass(frozen=True)
+class ScoringProtocol:
+    """How one kind of benchmark is scored: the config it reads, what it measures (``accuracy``: a share of pairs,
+    Table 6 prints it in %; ``srcc``), ``run(frame, dimensions) -> details`` and ``values(details) -> {name:
+    number or None}``, the named numbers a benchmark's report columns take (``BenchmarkSpec.columns``)."""
+
+    name: str
+    config: str
+    measure: str
+    run: Callable[..., dict]
+    values: Callable[[dict], dict]
+
+
+def _by_dimension(metric: str) -> Callable[[dict], dict]:
+    return lambda details: {"mean": details["mean"],
+                            **{native: d[metric] for native, d in details["by_dimension"].items()}}
+
+
+PROTOCOLS: dict[str, ScoringProtocol] = {p.name: p for p in (
+    ScoringProtocol("calibrated", "pairwise", "accuracy", lambda frame, _: pairwise_result(frame, calibrated=True),
+                    lambda details: {"accuracy": details["accuracy"]}),
+    ScoringProtocol("strict", "pairwise", "accuracy", lambda frame, _: pairwise_result(frame, calibrated=False),
+                    lambda details: {"accuracy": details["accuracy"]}),
+    ScoringProtocol("editscore", "pairwise", "accuracy", editscore_accuracy, _by_dimension("accuracy")),
+    ScoringProtocol("mmrb2", "pairwise", "accuracy", lambda frame, _: mmrb2_accuracy(frame),
+                    lambda details: {key: details[key] for key in ("single", "multi", "overall")}),
+    ScoringProtocol("srcc", "pointwise", "srcc", pointwise_srcc, _by_dimension("srcc")),
+)}
+
+
+def scoring_protocol(name: str) -> ScoringProtocol:
+    """The protocol a benchmark declares (``BenchmarkSpec.protocol``); a clear error for an unknown name."""
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise BenchmarkInputError(f"benchmark protocol {name!r} is not a scoring protocol "
+                                  f"({', '.join(PROTOCOLS)})") from None

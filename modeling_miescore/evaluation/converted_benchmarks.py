@@ -6,6 +6,9 @@ Prediction files for converted benchmarks are score files keyed by **edited-imag
 pairwise row's ``edited_a_id`` / ``edited_b_id``): ``{"id": ..., "visual_quality": x, "instruction_following": x,
 "attribute_preservation": x, "overall": x}`` per line, the format of ``miescore score-batch`` (any subset of the
 keys; a benchmark dimension needs its key). MER-Bench takes its own group predictions (``{"pair_id", "scores"}``).
+
+How a benchmark is scored and which report columns it fills come from its declaration (:func:`declared_benchmarks`:
+the converters' specs, and MER-Bench's builder), never from its name.
 """
 
 from __future__ import annotations
@@ -20,17 +23,49 @@ from .alignment import Alignment, align_predictions
 from .dataset_splits import load_split
 from .errors import BenchmarkInputError
 
-__all__ = ["BenchmarkData", "attach_scores", "edit_ids", "load_benchmark", "pairwise_frame", "pointwise_frame"]
+__all__ = ["BenchmarkData", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
+           "pairwise_frame", "pointwise_frame", "report_columns"]
 
 
 @dataclass
 class BenchmarkData:
-    """A benchmark dataset opened for evaluation: its name, card metadata and the rows of each config."""
+    """A benchmark dataset opened for evaluation: its name, card metadata, the rows of each config and its
+    declaration (``protocol``, ``columns``, ``column_headers``, ``title``: a converter's spec or MER-Bench's
+    builder)."""
 
     dataset: str
     name: str
     metadata: dict
     frames: dict = field(default_factory=dict)  # config -> DataFrame (converted) or split -> Dataset (mer-bench)
+    declaration: object = None
+
+    @property
+    def protocol(self) -> str:
+        return self.declaration.protocol
+
+
+def declared_benchmarks() -> dict[str, object]:
+    """Every benchmark the reports know, by name: the registered converters' specs, then MER-Bench's builder (each
+    with ``title``, ``protocol``, ``columns`` and ``column_headers``)."""
+    from ..data.builders.mer_bench import MERBenchBuilder
+    from ..data.converters import CONVERTERS
+
+    return {**{name: cls.spec for name, cls in CONVERTERS.items()}, "mer-bench": MERBenchBuilder}
+
+
+def benchmarks_in(report: str) -> list[str]:
+    """Names of the declared benchmarks that fill columns of ``report`` (``zero-shot``, ``reward``, ``editors``)."""
+    return [name for name, declared in declared_benchmarks().items() if report in declared.columns]
+
+
+def report_columns(report: str) -> dict[str, dict]:
+    """``column key -> {"benchmark", "value", "header"}`` over every benchmark filling ``report``, in registry order
+    (``header``: the declaration's own header for the column, or None)."""
+    out = {}
+    for name, declared in declared_benchmarks().items():
+        for column, value in declared.columns.get(report, {}).items():
+            out[column] = {"benchmark": name, "value": value, "header": declared.column_headers.get(column)}
+    return out
 
 
 def _frame(ds, columns):
@@ -70,22 +105,28 @@ def load_benchmark(dataset: str) -> BenchmarkData:
     from ..data.converters.converted_card import read_benchmark_metadata
 
     metadata = read_benchmark_metadata(dataset)
+    declared = declared_benchmarks()
     if metadata is None:
         if _is_mer_bench(dataset):
             return BenchmarkData(dataset, "mer-bench", {"name": "mer-bench", "kinds": list(MER_SPLITS)},
-                                 {s: load_split(dataset, s) for s in MER_SPLITS})
+                                 {s: load_split(dataset, s) for s in MER_SPLITS}, declared["mer-bench"])
         raise BenchmarkInputError(
             f"dataset '{dataset}' is neither a converted benchmark (its README.md has no miescore_benchmark block; "
             "make it with 'miescore convert-benchmark') nor a MER-Bench build (splits 2pair/3pair/4pair)")
-    if "editing" in metadata.get("kinds", []):
-        raise BenchmarkInputError(f"dataset '{dataset}' is an editor benchmark ({metadata.get('name')}: editing inputs, "
-                                  "no edited images or human labels); evaluate an editor on it with 'miescore benchmark "
-                                  f"{str(metadata.get('name')).split('-')[0]}'")
+    name = str(metadata.get("name"))
+    spec = declared.get(name)
+    if spec is None:
+        raise BenchmarkInputError(f"dataset '{dataset}' is the benchmark {name!r}, which this version does not know "
+                                  f"({', '.join(declared)})")
+    if getattr(spec, "editor", None) is not None:
+        raise BenchmarkInputError(f"dataset '{dataset}' is an editor benchmark ({name}: editing inputs, no edited "
+                                  "images or human labels); evaluate an editor on it with 'miescore benchmark "
+                                  f"{spec.editor.name}'")
     frames = {}
     for config in metadata.get("kinds", []):
         ds = load_split(dataset, SPLIT, config)
         frames[config] = pointwise_frame(ds) if config == "pointwise" else pairwise_frame(ds)
-    return BenchmarkData(dataset, str(metadata.get("name")), metadata, frames)
+    return BenchmarkData(dataset, name, metadata, frames, spec)
 
 
 def edit_ids(frame, config: str) -> list[str]:

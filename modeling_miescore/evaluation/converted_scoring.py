@@ -91,7 +91,7 @@ def needs_scoring(data, out_dir) -> bool:
     preds = Path(out_dir) / "predictions.jsonl"
     if not preds.exists():
         return True
-    if data.name == "mer-bench":
+    if data.protocol == "mer":  # MER-Bench: one line per group
         from .model_runs import (
             _read_done_pairs,  # the MER scorer's own resume reader (repairs a torn last line)
         )
@@ -112,7 +112,7 @@ def score_converted(data, scorer, out_dir, *, batch_size: int = 8, progress: boo
     identity = identity or {"dataset": data.dataset}
     check_prediction_cache(out, identity)
     preds = out / "predictions.jsonl"
-    if data.name == "mer-bench":
+    if data.protocol == "mer":  # MER-Bench: one line per group
         adapter = scorer if hasattr(scorer, "evaluate_edits") else MIEScoreRewardAdapter(scorer)
         return score_mer_with_spatialreward(data.frames, "", out, batch_size=batch_size, progress=progress,
                                             identity=identity, scorer=adapter)

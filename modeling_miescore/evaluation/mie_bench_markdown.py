@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..data.schema import LONG_NAMES, SHORT_NAMES
-from ..overall import OVERALL_WEIGHTS
+from ..miescore_overall import OVERALL_WEIGHTS
 from .report import _SUBSETS, _counts, _header, _notes, _plot, _table, ci_omitted, fmt_ci, title_case
 
 __all__ = ["logistic_status", "mie_bench_markdown"]

@@ -18,11 +18,13 @@ from typing import Any
 
 from ..data.schema import LONG_NAMES, MER_CATEGORIES, MER_CATEGORY_LABELS, SHORT_NAMES
 from ..utils.atomic_files import write_text_atomic
+from ..utils.markdown_table import markdown_table
 from ..utils.numbers import finite_float
 
 __all__ = [
     "editing_models_markdown",
     "ci_omitted",
+    "ci_state",
     "fmt_ci",
     "mer_bench_markdown",
     "mer_categories_in_order",
@@ -100,8 +102,8 @@ def write_report(out_dir, report: dict) -> tuple[Path, Path]:
 
 
 def render_markdown(report: dict) -> str:
-    """The Markdown of a report dict, by its ``benchmark`` kind (mie-bench, mer-bench, editing-models; gedit,
-    imgedit, editors: :mod:`.editor_benchmarks`)."""
+    """The Markdown of a report dict, by its ``benchmark`` kind (mie-bench, mer-bench, editing-models; an editor
+    benchmark's protocol name (gedit, imgedit) or editors: :mod:`.editor_benchmarks`)."""
     kind = report.get("benchmark")
     if kind == "mie-bench":
         from .mie_bench_markdown import mie_bench_markdown
@@ -111,9 +113,9 @@ def render_markdown(report: dict) -> str:
         return mer_bench_markdown(report)
     if kind == "editing-models":
         return editing_models_markdown(report)
-    if kind in ("gedit", "imgedit", "editors"):  # the editor benchmarks (SpatialReward paper, Table 3)
-        from .editor_benchmarks import editor_benchmark_markdown
+    from .editor_benchmarks import EDITOR_BENCHMARKS, editor_benchmark_markdown
 
+    if kind in EDITOR_BENCHMARKS or kind == "editors":  # the editor benchmarks (SpatialReward paper, Table 3)
         return editor_benchmark_markdown(report)
     raise ValueError(f"unknown report kind {kind!r}")
 
@@ -142,15 +144,8 @@ def fmt_ci(metric: Any, digits: int = 4, ci: bool = True) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:
-    def cell(x):
-        return str(x).replace("|", "\\|").replace("\n", " ")
-
-    align = align or ("l" + "r" * (len(header) - 1))
-    marks = {"l": ":---", "r": "---:", "c": ":---:"}
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |",
-             "| " + " | ".join(marks[a] for a in align) + " |"]
-    lines += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
-    return "\n".join(lines)
+    """A report table: by default the first column (labels) left-aligned, the others (numbers) right-aligned."""
+    return markdown_table(header, rows, align or ("l" + "r" * (len(header) - 1)))
 
 
 def title_case(name: str) -> str:
@@ -158,12 +153,18 @@ def title_case(name: str) -> str:
     return name.replace("_", " ").title()
 
 
+def ci_state(report: dict) -> tuple[str, dict]:
+    """What a report's bootstrap gave, and its settings (``meta.bootstrap``): ``"off"`` (``--bootstrap 0``),
+    ``"omitted"`` (asked for but left out, e.g. too few instances: ``settings["omitted"]`` says why) or ``"on"``."""
+    settings = report.get("meta", {}).get("bootstrap", {})
+    return ("off" if not settings.get("n") else "omitted" if settings.get("omitted") else "on"), settings
+
+
 def _level(report: dict) -> str:
-    b = report.get("meta", {}).get("bootstrap", {})
-    if not b.get("n"):
-        return "no bootstrap (point estimates only)"
-    if b.get("omitted"):
-        return f"none: {b['omitted']} (point estimates only)"
+    state, b = ci_state(report)
+    if state != "on":
+        return ("no bootstrap (point estimates only)" if state == "off"
+                else f"none: {b['omitted']} (point estimates only)")
     minimum = (f"; a metric over fewer than {b['min_units']} {b.get('unit', 'resampling units')} has none"
                if b.get("min_units") else "")
     return (f"{100 * b.get('level', 0.95):.0f}% percentile-bootstrap confidence intervals "
@@ -176,10 +177,11 @@ def ci_omitted(report: dict) -> str | None:
 
 
 def _ci_sentence(report: dict) -> str:
-    if not report.get("meta", {}).get("bootstrap", {}).get("n"):
+    state, b = ci_state(report)
+    if state == "off":
         return "No confidence intervals (--bootstrap 0): point estimates only."
-    if ci_omitted(report):
-        return f"**No confidence intervals: {ci_omitted(report)}.** The numbers are point estimates only."
+    if state == "omitted":
+        return f"**No confidence intervals: {b['omitted']}.** The numbers are point estimates only."
     return f"Numbers in brackets are {_level(report)}."
 
 

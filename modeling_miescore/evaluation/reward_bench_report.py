@@ -2,10 +2,13 @@
 ``editscore-bench``) PF / Cons. / Ovrl., MMRB2 (image editing) Single / Multi / Ovrl., and MER-Bench 2-P / 3-P /
 4-P / Ovrl. / τ, in the paper's layout with the published rows beside ours.
 
-* EditReward-Bench: strict pairwise accuracy per task type, averaged over task types, for each judged dimension
-  (prompt following -> PF, consistency -> Cons., overall -> Ovrl.), as its ``calculate_accuracy.py``.
-* MMRB2: strict pairwise accuracy on single-image, multi-image and all pairs (micro).
-* MER-Bench: :func:`~.mer_bench_report.mer_bench_report` (exact-order group accuracy per group size, over all
+Each benchmark's declaration (``BenchmarkSpec.protocol`` / ``columns["reward"]`` in its converter module;
+MER-Bench's on its builder) names the protocol that scores it and which of its values fill which Table 1 column:
+
+* EditReward-Bench (``editscore``): strict pairwise accuracy per task type, averaged over task types, for each judged
+  dimension (prompt following -> PF, consistency -> Cons., overall -> Ovrl.), as its ``calculate_accuracy.py``.
+* MMRB2 (``mmrb2``): strict pairwise accuracy on single-image, multi-image and all pairs (micro).
+* MER-Bench (``mer``): :func:`~.mer_bench_report.mer_bench_report` (exact-order group accuracy per group size, over all
   groups, and the mean per-group Kendall τ). Ovrl. is the mean over all groups, which with 200 / 200 / 200 groups
   is the plain mean of 2-P / 3-P / 4-P; of the published rows, 7 of 8 follow that, SpatialReward's 0.483 does not
   (:func:`~.published_results.mer_overall_averaging`). τ is shown twice: the Table 1 column ``mer_tau`` holds the
@@ -19,35 +22,42 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..data.builders.dataset_card import md_table
-from .benchmark_protocols import editscore_accuracy, mmrb2_accuracy
-from .converted_benchmarks import attach_scores
+from ..utils.markdown_table import markdown_table
+from .benchmark_protocols import scoring_protocol
+from .converted_benchmarks import attach_scores, benchmarks_in, report_columns
 from .errors import BenchmarkInputError
 from .published_results import TABLE1, TABLE1_COLUMNS, mer_overall_averaging
 from .report import write_benchmarks_report
 
-__all__ = ["REWARD_BENCHMARKS", "evaluate_reward", "reward_markdown", "write_reward_report"]
+__all__ = ["evaluate_reward", "reward_benchmarks", "reward_markdown", "table1_columns", "write_reward_report"]
 
-REWARD_BENCHMARKS = ("editscore-bench", "mmrb2", "mer-bench")
-_TAU_TIES0 = "mer_tau_ties0"  # our extra Table 1 column (published rows: none)
-_EDITSCORE_COLUMNS = {"prompt_following": "editreward_pf", "consistency": "editreward_cons",
-                      "overall": "editreward_ovrl"}
+_TAU_TIES0 = "mer_tau_ties0"  # MER-Bench's extra Table 1 column (published rows: none)
+
+
+def reward_benchmarks() -> list[str]:
+    """The benchmarks ``benchmark reward`` evaluates: those declaring Table 1 columns."""
+    return benchmarks_in("reward")
+
+
+def table1_columns() -> dict[str, str]:
+    """``column key -> header``: the paper's Table 1 columns, then the extra columns the declarations add; a
+    declaration's own header wins (MER-Bench's τ says which tie rule it follows)."""
+    columns = dict(TABLE1_COLUMNS)
+    for key, column in report_columns("reward").items():
+        columns[key] = column["header"] or columns.get(key) or key
+    return columns
 
 
 def _converted(data, predictions_path: Path, allow_missing: bool) -> dict:
     from .prediction_files import read_score_predictions
 
+    protocol = scoring_protocol(data.protocol)
     preds = read_score_predictions(predictions_path)
-    frame, alignment = attach_scores(data.frames["pairwise"], "pairwise", data.metadata, preds,
+    frame, alignment = attach_scores(data.frames[protocol.config], protocol.config, data.metadata, preds,
                                      allow_missing=allow_missing, source=str(predictions_path))
-    if data.name == "editscore-bench":
-        details = editscore_accuracy(frame, data.metadata.get("dimensions", {}))
-        values = {column: details["by_dimension"].get(native, {}).get("accuracy")
-                  for native, column in _EDITSCORE_COLUMNS.items()}
-    else:
-        details = mmrb2_accuracy(frame)
-        values = {"mmrb2_single": details["single"], "mmrb2_multi": details["multi"],
-                  "mmrb2_ovrl": details["overall"]}
+    details = protocol.run(frame, data.metadata.get("dimensions", {}))
+    named = protocol.values(details)
+    values = {column: named.get(value) for column, value in data.declaration.columns["reward"].items()}
     return {"values": values, "details": details, "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
 
 
@@ -64,9 +74,10 @@ def _mer(data, predictions_path: Path, allow_missing: bool, bootstrap) -> dict:
     frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
     report = mer_bench_report(frame, scores, bootstrap=bootstrap)
     acc, tau = report["accuracy"], report["tau"]
-    values = {"mer_2p": acc["by_size"].get("2", {}).get("value"), "mer_3p": acc["by_size"].get("3", {}).get("value"),
-              "mer_4p": acc["by_size"].get("4", {}).get("value"), "mer_ovrl": acc["overall"]["value"],
-              "mer_tau": report["tau_as_released"]["overall"]["value"], "mer_tau_ties0": tau["overall"]["value"]}
+    named = {**{size: acc["by_size"].get(size, {}).get("value") for size in ("2", "3", "4")},
+             "overall": acc["overall"]["value"], "tau_as_released": report["tau_as_released"]["overall"]["value"],
+             "tau_ties0": tau["overall"]["value"]}
+    values = {column: named[value] for column, value in data.declaration.columns["reward"].items()}
     return {"values": values, "details": {"accuracy": acc, "tau": tau, "tau_as_released": report["tau_as_released"],
                                           "meta": report["meta"]},
             "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
@@ -74,11 +85,12 @@ def _mer(data, predictions_path: Path, allow_missing: bool, bootstrap) -> dict:
 
 def evaluate_reward(data, predictions_path, *, allow_missing: bool = False, bootstrap=None) -> dict:
     """One benchmark's Table 1 columns from a predictions file (score file; MER-Bench: group file)."""
-    if data.name not in REWARD_BENCHMARKS:
+    if "reward" not in data.declaration.columns:
+        hint = "; use 'miescore benchmark zero-shot' for it" if "zero-shot" in data.declaration.columns else ""
         raise BenchmarkInputError(f"'{data.dataset}' is {data.name}, not a Table 1 benchmark "
-                                  f"({', '.join(REWARD_BENCHMARKS)}); use 'miescore benchmark zero-shot' for it")
+                                  f"({', '.join(reward_benchmarks())}){hint}")
     path = Path(predictions_path)
-    result = (_mer(data, path, allow_missing, bootstrap) if data.name == "mer-bench"
+    result = (_mer(data, path, allow_missing, bootstrap) if data.protocol == "mer"
               else _converted(data, path, allow_missing))
     return {"benchmark": data.name, "dataset": data.dataset, "predictions": str(path),
             "tie_rule": data.metadata.get("tie_rule", ""), **result}
@@ -93,15 +105,14 @@ def _fmt(value) -> str:
 def reward_markdown(report: dict) -> str:
     """Table 1 with the published rows and ours, then notes per benchmark."""
     values = {k: v for result in report["results"].values() for k, v in result["values"].items()}
-    columns = {**TABLE1_COLUMNS, "mer_tau": f"{TABLE1_COLUMNS['mer_tau']} (tie +1, as released)",
-               _TAU_TIES0: "τ (tie 0)"}
+    columns = table1_columns()
     header = ["Model", "Type", *columns.values()]
     rows = [[name, row["type"], *(_fmt(row.get(key)) for key in columns)] for name, row in TABLE1.items()]
     rows.append([f"**{report['row_name']} (this run)**", "",
                  *(f"**{_fmt(values[key])}**" if key in values else "—" for key in columns)])
     out = ["# Reward benchmarks (SpatialReward paper, Table 1)", "",
            "Published rows are the paper's Table 1 (EditReward-Bench there is EditScore's benchmark, Luo et al. "
-           "2025; \"-\" shown as —); the last row is this run.", "", md_table(header, rows), "", "## Notes", ""]
+           "2025; \"-\" shown as —); the last row is this run.", "", markdown_table(header, rows), "", "## Notes", ""]
     for name, result in report["results"].items():
         al = result["alignment"]
         out.append(f"- **{name}**: {result['n_rows']} rows evaluated from `{result['dataset']}` with "

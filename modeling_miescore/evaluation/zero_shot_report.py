@@ -1,53 +1,67 @@
 """The zero-shot report (MIEScore paper, Table 6): an evaluator on the single-source benchmarks, in the paper's
 layout with the published rows beside ours.
 
-Per benchmark (a dataset written by ``miescore convert-benchmark``): pairwise accuracy (%) for GenAI-Bench,
-AURORA-Bench and EditScore-Bench, SRCC for ImagenHub, EBench-18K, EditReward-Bench and IEQA, each with the
-benchmark's own protocol (:mod:`.benchmark_protocols`); for benchmarks with several dimensions the Table 6 value is
-the mean over the dimensions (paper: "we report the average result across different dimensions").
+Per benchmark (a dataset written by ``miescore convert-benchmark``): the protocol its declaration names
+(``BenchmarkSpec.protocol``, :mod:`.benchmark_protocols`) computes the value of its Table 6 column
+(``BenchmarkSpec.columns["zero-shot"]``): pairwise accuracy (%) for GenAI-Bench, AURORA-Bench and EditScore-Bench,
+SRCC for ImagenHub, EBench-18K, EditReward-Bench and IEQA; for benchmarks with several dimensions the Table 6 value
+is the mean over the dimensions (paper: "we report the average result across different dimensions"). A registered
+benchmark the paper does not report gets a column after the paper's (published rows: —).
 """
 
 from __future__ import annotations
 
 import math
 
-from ..data.builders.dataset_card import md_table
-from .benchmark_protocols import (
-    CALIBRATED,
-    editscore_accuracy,
-    pairwise_result,
-    pointwise_srcc,
-)
-from .converted_benchmarks import attach_scores
+from ..utils.markdown_table import markdown_table
+from .benchmark_protocols import scoring_protocol
+from .converted_benchmarks import attach_scores, benchmarks_in, report_columns
 from .errors import BenchmarkInputError
 from .published_results import TABLE6, TABLE6_COLUMNS
 from .report import write_benchmarks_report
 
-__all__ = ["evaluate_zero_shot", "write_zero_shot_report", "zero_shot_markdown"]
+__all__ = ["evaluate_zero_shot", "table6_columns", "write_zero_shot_report", "zero_shot_markdown"]
+
+
+def _metric(measure: str) -> str:
+    return "Acc., %" if measure == "accuracy" else "SRCC"
+
+
+def table6_columns() -> dict[str, tuple[str, str]]:
+    """``column key -> (header, metric)``: the paper's Table 6 columns, then those of registered benchmarks the
+    paper does not report (headed by their declaration, or their title)."""
+    from .converted_benchmarks import declared_benchmarks
+
+    columns = dict(TABLE6_COLUMNS)
+    declared = declared_benchmarks()
+    for key, column in report_columns("zero-shot").items():
+        if key not in columns:
+            spec = declared[column["benchmark"]]
+            columns[key] = (column["header"] or spec.title, _metric(scoring_protocol(spec.protocol).measure))
+    return columns
 
 
 def evaluate_zero_shot(data, preds, *, allow_missing: bool = False, source: str = "predictions") -> dict:
     """One Table 6 column: ``data`` a :class:`~.converted_benchmarks.BenchmarkData`, ``preds`` a score-predictions
     frame indexed by edited-image id (:func:`~.prediction_files.read_score_predictions`)."""
-    if data.name not in TABLE6_COLUMNS:
+    if "zero-shot" not in data.declaration.columns:
+        hint = "; use 'miescore benchmark reward' for it" if "reward" in data.declaration.columns else ""
         raise BenchmarkInputError(f"'{data.dataset}' is {data.name}, not a Table 6 benchmark "
-                                  f"({', '.join(TABLE6_COLUMNS)}); use 'miescore benchmark reward' for it")
-    header, metric = TABLE6_COLUMNS[data.name]
+                                  f"({', '.join(benchmarks_in('zero-shot'))}){hint}")
+    protocol = scoring_protocol(data.protocol)
+    (column, value_name), = data.declaration.columns["zero-shot"].items()
+    header, metric = table6_columns()[column]
     dimensions = data.metadata.get("dimensions", {})
-    config = "pointwise" if metric == "SRCC" else "pairwise"
+    config = protocol.config
     frame, alignment = attach_scores(data.frames[config], config, data.metadata, preds, allow_missing=allow_missing,
                                      source=source)
-    if metric == "SRCC":
-        details = pointwise_srcc(frame, dimensions)
-        value = details["mean"]
-    elif data.name == "editscore-bench":
-        details = editscore_accuracy(frame, dimensions)
-        value = 100 * details["mean"]
-    else:
-        details = pairwise_result(frame, calibrated=data.name in CALIBRATED)
-        value = 100 * details["accuracy"]
+    details = protocol.run(frame, dimensions)
+    value = protocol.values(details)[value_name]
+    if value is not None and protocol.measure == "accuracy":
+        value = 100 * value
     return {"benchmark": data.name, "title": data.metadata.get("title", data.name), "column": header,
-            "metric": metric, "value": value, "config": config, "n_rows": int(len(frame)), "details": details,
+            "metric": metric, "value": value, "values": {column: value}, "config": config,
+            "n_rows": int(len(frame)), "details": details,
             "dimensions": dimensions, "tie_rule": data.metadata.get("tie_rule", ""),
             "format_source": data.metadata.get("format_source", ""), "dataset": data.dataset,
             "release_part": data.metadata.get("release_part", ""),
@@ -70,7 +84,7 @@ def _detail_lines(result: dict) -> list[str]:
         what = "SRCC" if metric == "SRCC" else "accuracy (macro over task types)"
         rows = [[native, d["key"], d["n"], f"{d.get('srcc', d.get('accuracy')):.4f}"]
                 for native, d in details["by_dimension"].items()]
-        lines += ["", md_table(["Benchmark dimension", "Score key", "n", what], rows), ""]
+        lines += ["", markdown_table(["Benchmark dimension", "Score key", "n", what], rows), ""]
     else:
         eps = details.get("epsilon")
         lines.append(f"- Pairs: {details['n']}, human ties {details['n_human_ties']}, predicted ties "
@@ -86,19 +100,19 @@ def _detail_lines(result: dict) -> list[str]:
 def zero_shot_markdown(report: dict) -> str:
     """Table 6 with the published rows and ours, then the details of each benchmark."""
     results = report["results"]
-    header = ["Methods/Benchmarks", *(f"{h} ({m})" for h, m in TABLE6_COLUMNS.values())]
-    rows = [[name, *(_fmt(values[key], m) for key, (_, m) in TABLE6_COLUMNS.items())]
-            for name, values in TABLE6.items()]
+    columns = table6_columns()
+    values = {key: value for result in results.values() for key, value in result["values"].items()}
+    header = ["Methods/Benchmarks", *(f"{h} ({m})" for h, m in columns.values())]
+    rows = [[name, *(_fmt(published.get(key), m) for key, (_, m) in columns.items())]
+            for name, published in TABLE6.items()]
     ours = [f"**{report['row_name']} (this run)**",
-            *(f"**{_fmt(results[key]['value'], m)}**" if key in results else "—"
-              for key, (_, m) in TABLE6_COLUMNS.items())]
+            *(f"**{_fmt(values[key], m)}**" if key in values else "—" for key, (_, m) in columns.items())]
     out = ["# Zero-shot results on other image editing benchmarks (MIEScore paper, Table 6)", "",
            "Published rows are the paper's Table 6 (\"-\" there: the model was trained on that benchmark, shown as "
            "—); the last row is this run. Accuracy in %, SRCC as a fraction; multi-dimensional benchmarks report "
-           "the mean over their dimensions.", "", md_table(header, rows + [ours]), "", "## Per benchmark", ""]
-    for key in TABLE6_COLUMNS:
-        if key in results:
-            out += _detail_lines(results[key])
+           "the mean over their dimensions.", "", markdown_table(header, rows + [ours]), "", "## Per benchmark", ""]
+    for key in columns:
+        out += [line for result in results.values() if key in result["values"] for line in _detail_lines(result)]
     run = report.get("run", {})
     out += ["## Run", ""] + [f"- **{k}:** `{v}`" for k, v in run.items() if v] + [""]
     return "\n".join(out)

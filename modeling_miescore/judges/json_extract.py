@@ -26,8 +26,8 @@ Every reader survives hostile answers: a value nested beyond the decoder's recur
 ``RecursionError``; strings with lone surrogates (``"\\ud800"`` escapes) are repaired to U+FFFD
 (:func:`modeling_miescore.utils.text_hygiene.valid_strings`), so what they return can be stored and written.
 
-The Hub parser (:mod:`modeling_miescore.parsing`) keeps its own relaxed scanner: it ships inside checkpoints,
-which may import only Hub siblings, and it repairs broken JSON, which this strict reader must never do.
+The Hub parser (:mod:`modeling_miescore.spatialreward_parsing`) keeps its own relaxed scanner: it ships inside
+checkpoints, which may import only Hub siblings, and it repairs broken JSON, which this strict reader must never do.
 """
 
 from __future__ import annotations

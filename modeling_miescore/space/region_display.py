@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..drawing import PALETTE, bbox_to_pixels, clamp_pixel_box
+from ..spatialreward_drawing import PALETTE, bbox_to_pixels, clamp_pixel_box
 from ..spatialreward_tokens import GROUNDING_TOKEN_RE
 
 # Region colours are drawing.PALETTE's (one per region id), so boxes drawn by ``draw_regions`` elsewhere

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..utils.markdown_table import markdown_table
 from .bad_inputs import BadInput, image_bytes, install_fake_ghostscript, release_fifo, write_good_images
 from .tampered_checkpoint import tamper_checkpoint
 
@@ -235,11 +236,7 @@ def summary_table(outcomes: list[Outcome], entries=ENTRIES, columns=COLUMNS) -> 
         chosen = [o for o in outcomes if entry in (o.entry, "total")]
         rows.append([entry, str(len(chosen)), str(sum(o.clean for o in chosen)),
                      *(str(sum(bool(o.flags.get(c)) for o in chosen)) for c in columns)])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    lines += ["| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(header, rows, pad=True)
 
 
 __all__ = ["COLUMNS", "CORPUS_CHECKPOINT", "Case", "Corpus", "build_corpus_checkpoint", "ENTRIES", "Outcome", "summary_table"]

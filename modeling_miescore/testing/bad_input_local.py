@@ -100,7 +100,7 @@ def nan_weights(corpus):
     from ..scoring import loading
 
     model = corpus.model
-    weight = model.head.out_proj.weight
+    weight = model.head.output_layer.weight
     saved = weight.detach().clone()
     with torch.no_grad():
         weight.fill_(float("nan"))
@@ -395,7 +395,7 @@ def _long_label(corpus, outcome: Outcome) -> None:
     from PIL import Image
 
     from ..data.spatialreward_pipeline.grounding import parse_grounding
-    from ..drawing import draw_regions
+    from ..spatialreward_drawing import draw_regions
 
     label = "cat " * 50_000
     answer = json.dumps({"edit_region": [{"id": 0, "label": label, "bbox_2d": [10, 10, 500, 500]}]})

@@ -89,7 +89,7 @@ def build_shaped_miescore(path, shape: str, text_layers: int = 1, vision_layers:
 
     from ..modeling_miescore import MIEScoreModel
     from .qwen_vocab import QWEN3_VL_VOCAB_SIZE, build_processor
-    from .tiny_models import tiny_qwen3vl_config
+    from .tiny_models import tiny_qwen3vl_config, widen_random_head
 
     processor = processor if processor is not None else build_processor(vocab, cache_dir)
     vocab_size = QWEN3_VL_VOCAB_SIZE if vocab == "qwen" else None
@@ -101,10 +101,7 @@ def build_shaped_miescore(path, shape: str, text_layers: int = 1, vision_layers:
     backbone = Qwen3VLModel(config).eval()
     torch.manual_seed(seed + 1)
     model = MIEScoreModel.from_backbone(backbone, processor=processor)
-    with torch.no_grad():
-        for module in model.head.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
+    widen_random_head(model)
     model.save_pretrained(path)
     return Path(path)
 

@@ -1,6 +1,6 @@
 """A synthetic, offline SpatialReward training fixture (test data, not a training set): raw rows in the schema of
-:mod:`modeling_miescore.training.spatialreward_data`, made from the scikit-image photos of :func:`example_edits`,
-with a few deliberately broken interleavings (:data:`BAD_KINDS`).
+:mod:`modeling_miescore.training.spatialreward_chat_examples`, made from the scikit-image photos of
+:func:`example_edits`, with a few deliberately broken interleavings (:data:`BAD_KINDS`).
 
 The boxes, reasonings and scores are synthetic (they describe the composed edits only roughly); they exist to
 exercise data preparation, the interleaving check and the training recipes, not to teach a model anything.

@@ -191,15 +191,24 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: 
         torch.manual_seed(seed + 1)
         model = MIEScoreModel.from_backbone(backbone_path, processor=processor, head_hidden_size=head_hidden_size,
                                             **config_kwargs)
-        if model.config.score_head == "regression":
-            # Random heads initialised with std 0.02 put every score at ~50; a wider head makes scores depend on
-            # the input, so that tests comparing paths (batched vs single, reloaded vs original) can fail.
-            with torch.no_grad():
-                for module in model.head.modules():
-                    if isinstance(module, torch.nn.Linear):
-                        module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
+        widen_random_head(model)
         model.save_pretrained(path)
     return path
+
+
+def widen_random_head(model) -> None:
+    """Redraw a new scorer's random head weights with std 1/sqrt(fan-in), in place (a head read from the backbone,
+    ``new_weights`` False, is left alone). Random heads initialised with std 0.02 put every score at ~50; a wider
+    head makes scores depend on the input, so that tests comparing paths (batched vs single, reloaded vs original)
+    can fail."""
+    import torch
+
+    if not model.head.new_weights:
+        return
+    with torch.no_grad():
+        for module in model.head.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(0.0, 1.0 / module.in_features**0.5)
 
 
 def sharpen_language_model(model, seed: int = 0, std: float = 0.1):

@@ -5,7 +5,7 @@ MIEScore regression fine-tuning (``trainers/train_miescore.py``): :mod:`.losses`
 LoRA), :mod:`.miescore_trainer` (the ``Trainer``, loss state, metrics), :mod:`.miescore_export` (merged /
 adapter export, model card). Skill optimisation (``trainers/optimize_skill.py``): :mod:`.skill`.
 SpatialReward SFT / GRPO (``trainers/sft_spatialreward.py``, ``trainers/grpo_spatialreward.py``):
-:mod:`.spatialreward_data` (rows -> chat examples), :mod:`.spatialreward_recipe` (what both recipes share),
+:mod:`.spatialreward_chat_examples` (rows -> chat examples), :mod:`.spatialreward_recipe` (what both recipes share),
 :mod:`.spatialreward_grpo_rewards` (the GRPO reward functions), :mod:`.card_inputs` (what the recipes hand to the
 model cards). Online RL of image editors with these rewards
 (``trainers/flow_grpo_editor.py``): :mod:`.editor_rl`.

@@ -17,7 +17,7 @@ import torch
 from ..backbone_families import GENERIC, QWEN_VL, family_of, min_image_budget, qwen_patch_factor
 from ..data.schema import MOS_COLUMNS, MOS_SCALE
 from ..image_io import MIEScoreInputError
-from ..lm_digit_scores import answer_digits_of
+from ..miescore_score_heads import score_head_class
 from ..processing_miescore import (EditSample, as_edit_sample, build_messages, image_prompt_tokens, prepare_inputs,
                                    resized_image_size)
 
@@ -278,6 +278,5 @@ class MIEScoreCollator:
         else:
             batch = _prepare_rows_apart(self.processor, samples, budgets, config)
         batch["labels"] = torch.tensor(labels, dtype=torch.float32)
-        if config.score_head == "lm_digits":
-            batch["answer_digits"] = answer_digits_of(batch["labels"], config.lm_score_max)
+        batch.update(score_head_class(config.score_head).training_inputs(batch["labels"], config))
         return batch

@@ -11,7 +11,7 @@
   characters (NUL and the like; tab, newline and carriage return are text) must never reach training data: a
   tokenizer turns ``<|im_end|>`` inside a label into the real end-of-turn token. Training text that holds one is
   **refused** (:func:`training_text_problem`), never silently stripped: the SFT rows of the SpatialReward data
-  pipeline (``training.spatialreward_data.check_row``: reason ``control_token``) and the MER-Bench instructions
+  pipeline (``training.spatialreward_chat_examples.check_row``: reason ``control_token``) and the MER-Bench instructions
   (reason ``control_token``), counted in their stage reports.
 * **User text in prompts** (:func:`quoted`): every prompt the package fills with text it did not write (an
   instruction, a policy's reasoning) writes it as a JSON string literal, so that it cannot pose as the end of

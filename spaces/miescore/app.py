@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from modeling_miescore.drawing import draw_regions
+from modeling_miescore.spatialreward_drawing import draw_regions
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
 from modeling_miescore.scoring import loading

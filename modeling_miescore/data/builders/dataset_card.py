@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
+
+from ...utils.markdown_table import markdown_table as md_table  # the cards' name for the one table builder
 
 __all__ = [
     "EDIT_RATING_TASK_CATEGORIES",
@@ -59,17 +61,6 @@ _CITATION_SECTION = """
 ```
 
 """
-
-
-def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A Markdown table (cells converted with ``str``; ``|`` escaped)."""
-
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def column_table(columns: Mapping[str, str]) -> str:

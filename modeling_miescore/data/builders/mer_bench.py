@@ -155,6 +155,13 @@ class MERBenchBuilder(DatasetBuilder):
                     "the terms of your raw release before publishing)")
     split_names = MER_SPLITS
     card = mer_bench_card.CARD
+    # How `miescore benchmark reward` scores a build (as a converter's spec declares it, ``BenchmarkSpec``): the
+    # K-pair protocol (:mod:`modeling_miescore.evaluation.mer_bench_report`) and the SpatialReward paper's Table 1
+    # columns it fills with that protocol's values; mer_tau_ties0 (predicted ties count 0) is our extra column.
+    protocol = "mer"
+    columns = {"reward": {"mer_2p": "2", "mer_3p": "3", "mer_4p": "4", "mer_ovrl": "overall",
+                          "mer_tau": "tau_as_released", "mer_tau_ties0": "tau_ties0"}}
+    column_headers = {"mer_tau": "MER-Bench τ (tie +1, as released)", "mer_tau_ties0": "τ (tie 0)"}
 
     def __init__(self, raw_dir, out_dir, *, seed: int = 0, groups_per_type: int | dict = DEFAULT_GROUPS_PER_TYPE,
                  n_annotators: int | None = 5, min_agreement: int = 3, stratify_categories: bool = True, **common):
@@ -294,11 +301,6 @@ class MERBenchBuilder(DatasetBuilder):
         parser.add_argument("--no-stratify-categories", dest="stratify_categories", action="store_false",
                             help="sample the groups of each size from all samples at once instead of 2:1:1 over "
                                  "general / human-basic / human-fine (the default)")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"seed": args.seed, "groups_per_type": args.groups_per_type, "n_annotators": args.n_annotators,
-                "min_agreement": args.min_agreement, "stratify_categories": args.stratify_categories}
 
 
 def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MERBenchSummary:

@@ -4,27 +4,16 @@ and the editor benchmarks' editing inputs that ``miescore benchmark gedit`` / ``
 
 ``miescore convert-benchmark NAME --raw DIR --out DIR`` (or ``get_converter(NAME)(raw, out).build()``) runs one.
 
-Registry (:data:`CONVERTERS`; each converter module's docstring cites where its release format was read, and the
-table :data:`.benchmark_specs.SPECS` holds each benchmark's format source URL, kinds, dimension mapping and tie rule):
+Registry (:data:`CONVERTERS`, ``name -> converter class``). Each converter module declares its benchmark once, next
+to the converter: the class carries its :class:`~.schema.BenchmarkSpec` (``spec``: title, kinds, the release format's
+source URL, dimension mapping, tie rule, the protocol that scores it, the report columns it fills, an editor
+benchmark's judge protocol) and registers with ``@register_converter``; the module's docstring cites how the release
+is laid out. The registry imports this package's modules by name on first use (as pyiqa's arch registry scans its
+folder), so there is no central list. Adding a benchmark: one converter module here and one fixture writing its
+release (``make_raw_<module>`` in ``modeling_miescore.testing.raw_benchmarks``); the tests iterate the registry.
 
-===================  ====================  =====================  ============================================
-name                 kinds                 paper column           release read
-===================  ====================  =====================  ============================================
-``genai-bench``      pairwise              MIEScore Table 6       Hub Parquet (TIGER-Lab/GenAI-Bench)
-``aurora-bench``     pairwise              MIEScore Table 6       EditReward's pairwise JSON (the authors'
-                                                                  ratings file's fields are not published)
-``editscore-bench``  pairwise              MIEScore Table 6,      Hub save_to_disk (EditScore/EditReward-Bench)
-                                           SpatialReward Table 1
-``imagenhub``        pointwise             MIEScore Table 6       GitHub TSVs + Hub Parquet + output images
-``ebench-18k``       pointwise             MIEScore Table 6       GitHub JSON Lines (LMM4Edit) + images
-``editreward-bench`` pointwise, pairwise   MIEScore Table 6       Hub Parquet (TIGER-Lab/EditReward-Bench)
-``ieqa``             pointwise             MIEScore Table 6       JSON Lines as EditHF's inference.py reads
-``mmrb2``            pairwise              SpatialReward Table 1  GitHub edit.json + images (MMRB2)
-``gedit-bench``      editing               SpatialReward Table 3  Hub Parquet / Arrow (stepfun-ai/GEdit-Bench)
-``imgedit-bench``    editing               SpatialReward Table 3  GitHub basic_edit.json + Benchmark.tar images
-===================  ====================  =====================  ============================================
-
-MER-Bench (SpatialReward Table 1) is built by ``miescore build-dataset mer-bench`` (its own K-pair schema).
+``miescore convert-benchmark --help`` lists the registered benchmarks (MIEScore Table 6, SpatialReward Tables 1
+and 3). MER-Bench (SpatialReward Table 1) is built by ``miescore build-dataset mer-bench`` (its own K-pair schema).
 
 Common output schema. Two configs, each one ``test`` split, written under ``data/<config>/``:
 
@@ -51,30 +40,20 @@ and nothing is written (CLI exit status 2).
 
 from __future__ import annotations
 
-from ...utils.lazy_registry import load_registered
+from .registry import ConverterRegistry
 
-__all__ = ["CONVERTERS", "converter_spec", "get_converter"]
+__all__ = ["CONVERTERS", "benchmark_spec", "get_converter", "register_converter"]
 
-# name -> "module:Class" (module relative to this package); imports are lazy
-CONVERTERS: dict[str, str] = {
-    "genai-bench": ".genai_bench:GenAIBenchConverter",
-    "aurora-bench": ".aurora_bench:AuroraBenchConverter",
-    "editscore-bench": ".editscore_bench:EditScoreBenchConverter",
-    "imagenhub": ".imagenhub:ImagenHubConverter",
-    "ebench-18k": ".ebench:EBenchConverter",
-    "editreward-bench": ".editreward_bench:EditRewardBenchConverter",
-    "ieqa": ".ieqa:IEQAConverter",
-    "mmrb2": ".mmrb2:MMRB2Converter",
-    "gedit-bench": ".gedit_bench:GEditBenchConverter",
-    "imgedit-bench": ".imgedit_bench:ImgEditBenchConverter",
-}
+CONVERTERS = ConverterRegistry(__name__, __path__)
+register_converter = CONVERTERS.register
 
 
 def get_converter(name: str):
     """The converter class (a :class:`~.base.BenchmarkConverter` subclass) registered as ``name``."""
-    return load_registered(CONVERTERS, name, __name__, "benchmark")
+    return CONVERTERS[name]
 
 
-def converter_spec(name: str):
-    """The :class:`~.schema.BenchmarkSpec` of the converter registered as ``name``."""
-    return get_converter(name).spec
+def benchmark_spec(name: str):
+    """The :class:`~.schema.BenchmarkSpec` of the benchmark registered as ``name``, or None for an unknown name."""
+    return CONVERTERS[name].spec if name in CONVERTERS else None
+

@@ -24,25 +24,47 @@ from __future__ import annotations
 
 from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from . import register_converter
 from .base import (
     BenchmarkConverter,
     ReleaseChoiceOption,
     StripPrefixOption,
     content_key,
 )
-from .benchmark_specs import SPECS
 from .release_files import read_json_records
-from .schema import PairItem
+from .schema import BenchmarkSpec, PairItem
 
 __all__ = ["AuroraBenchConverter", "SPEC"]
 
 DEFAULT_FILE = "valid_aurora_human_ratings_pairwise.json"
 
-SPEC = SPECS["aurora-bench"]
+SPEC = BenchmarkSpec(
+    name="aurora-bench", title="AURORA-Bench (human ratings)", kinds=("pairwise",),
+    protocol="calibrated", columns={"zero-shot": {"aurora-bench": "accuracy"}},
+    format_source="https://github.com/TIGER-AI-Lab/EditReward/blob/main/EditReward/evaluate/eval_bench.py "
+                  "(aurora_bench_pairwise); https://github.com/McGill-NLP/AURORA (README, section Human Ratings: "
+                  "task_scores_finegrained.json on Google Drive)",
+    format_note=("The AURORA authors release their human ratings as task_scores_finegrained.json (README, Google "
+                 "Drive); that file's fields are not published in a readable form, so the input is the pairwise "
+                 "JSON that EditReward's eval_bench.py builds from those ratings (a derived format)."),
+    dimensions={"dim1 score (human rating of each output)": "overall"},
+    tie_rule=("Human: equal model1_dim1_score and model2_dim1_score is a tie (eval_bench.py). Prediction: "
+              "tie-calibrated (epsilon chosen to maximise accuracy, Deutsch et al. 2023, arXiv 2305.14324), the "
+              "'accuracy with ties' that eval_bench.py reports for this file."),
+    citation="""@inproceedings{krojer2024aurora,
+  title     = {Learning Action and Reasoning-Centric Image Editing from Videos and Simulations},
+  author    = {Krojer, Benno and Vattikonda, Dheeraj and Lara, Luis and Jampani, Varun and Portelance, Eva and
+               Pal, Christopher and Reddy, Siva},
+  booktitle = {NeurIPS Datasets and Benchmarks},
+  year      = {2024}
+}""",
+    paper_reference="MIEScore paper, Table 6 (AROURA-Bench, Acc. %)",
+)
 
 KEYS = ("prompt", "path_src", "path1", "path2", "model1_dim1_score", "model2_dim1_score")
 
 
+@register_converter
 class AuroraBenchConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConverter):
     """AURORA-Bench pairwise human ratings (EditReward's JSON) -> pairwise rows (see the module docstring)."""
 

@@ -48,7 +48,7 @@ from datasets import load_dataset
 {% if "editing" in configs %}## Judge protocol
 
 An editor benchmark: an editor answers each row with an edited image, which a judge scores \
-(`miescore benchmark {{ name.split("-")[0] }}`). Score dimensions: {{ dimension_names }}.
+(`miescore benchmark {{ editor_command }}`). Score dimensions: {{ dimension_names }}.
 
 {{ tie_rule }}
 {% else %}## Dimensions
@@ -108,7 +108,7 @@ def card_context(spec: BenchmarkSpec, split_info: dict[str, dict]) -> dict[str, 
     return {"title": spec.title, "name": spec.name, "paper_reference": spec.paper_reference,
             "configs": list(split_info), "configs_table": configs_table, "format_source": spec.format_source,
             "format_note": spec.format_note, "dimensions_table": dimensions_table, "tie_rule": spec.tie_rule,
-            "dimension_names": ", ".join(spec.dimensions)}
+            "dimension_names": ", ".join(spec.dimensions), "editor_command": spec.editor.name if spec.editor else ""}
 
 
 def read_benchmark_metadata(dataset: str) -> dict | None:

@@ -26,17 +26,36 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_jsonl
+from . import register_converter
 from .base import BenchmarkConverter, StripPrefixOption
-from .benchmark_specs import SPECS
 from .mos_sentence_lines import REQUIRED_KEYS, MOSLines
+from .schema import BenchmarkSpec
 
 __all__ = ["EBenchConverter", "FILES", "SPEC"]
 
 FILES = {"test_v.json": "visual_quality", "test_e.json": "instruction_following", "test_c.json": "attribute_preservation"}
 
-SPEC = SPECS["ebench-18k"]
+SPEC = BenchmarkSpec(
+    name="ebench-18k", title="EBench-18K", kinds=("pointwise",),
+    protocol="srcc", columns={"zero-shot": {"ebench-18k": "mean"}},
+    format_source="https://github.com/IntMeGroup/LMM4Edit (data/test_v.json, test_e.json, test_c.json)",
+    format_note=("The three JSON Lines files are read as released; image paths are made relative with "
+                 "--strip-prefix (default /mnt/data/xzt/MM/editing_all/)."),
+    dimensions={"visual quality (test_v)": "visual_quality", "editing correspondence (test_e)":
+                "instruction_following", "attribute preservation (test_c)": "attribute_preservation"},
+    tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
+              "SRCC over the three dimensions."),
+    citation="""@inproceedings{xu2025lmm4edit,
+  title     = {LMM4Edit: Benchmarking and Evaluating Multimodal Image Editing with LMMs},
+  author    = {Xu, Zitong and Duan, Huiyu and others},
+  booktitle = {ACM Multimedia},
+  year      = {2025}
+}""",
+    paper_reference="MIEScore paper, Table 6 (EBench-18K, SRCC)",
+)
 
 
+@register_converter
 class EBenchConverter(StripPrefixOption, BenchmarkConverter):
     """EBench-18K test_{v,e,c}.json + images -> pointwise rows (see the module docstring)."""
 

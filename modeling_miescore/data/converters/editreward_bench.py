@@ -26,10 +26,10 @@ import re
 
 from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector
+from . import register_converter
 from .base import BenchmarkConverter
-from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows
-from .schema import EditItem, PairItem
+from .schema import BenchmarkSpec, EditItem, PairItem
 
 __all__ = ["EditRewardBenchConverter", "SPEC", "group_of"]
 
@@ -38,7 +38,26 @@ COLUMNS = ("id", "instruction", "source_image", "candidate_1", "candidate_2", "r
 _TIES = {"A=B", "A=B=Good", "A=B=Bad"}
 _PAIR = re.compile(r"^\s*([A-Z])\s*([<>])\s*([A-Z])\s*$")
 
-SPEC = SPECS["editreward-bench"]
+SPEC = BenchmarkSpec(
+    name="editreward-bench", title="TIGER-Lab EditReward-Bench", kinds=("pointwise", "pairwise"), license="apache-2.0",
+    protocol="srcc", columns={"zero-shot": {"editreward-bench": "mean"}},
+    format_source="https://huggingface.co/datasets/TIGER-Lab/EditReward-Bench ; "
+                  "https://github.com/TIGER-AI-Lab/EditReward/tree/main/EditReward/evaluate",
+    format_note="The converter reads the Hub's Parquet shards 2pair/, 3pair/, 4pair/ as downloaded.",
+    dimensions={"score (human score of each candidate)": "overall"},
+    tie_rule=("Pointwise (what MIEScore's Table 6 reports, and what 'benchmark zero-shot' computes): SRCC with the "
+              "human score; tied human scores get average ranks. The pairwise config keeps the comparisons with "
+              "their human ties (2-pair 'A=B' -> tie); the authors' own pairwise protocol (eval_bench.py) counts a "
+              "2-pair tie correct when |score_a - score_b| <= epsilon, epsilon tie-calibrated on the 2-pair data, "
+              "and a predicted tie wrong in 3-/4-pair data (calc_accuracy_without_ties)."),
+    citation="""@article{wu2025editreward,
+  title   = {EditReward: A Human-Aligned Reward Model for Instruction-Guided Image Editing},
+  author  = {Wu, Keming and Jiang, Sicong and Ku, Max and Nie, Ping and Liu, Minghao and Chen, Wenhu},
+  journal = {arXiv preprint arXiv:2509.26346},
+  year    = {2025}
+}""",
+    paper_reference="MIEScore paper, Table 6 (EditReward-Bench, SRCC)",
+)
 
 
 def group_of(row_id: str) -> str:
@@ -65,6 +84,7 @@ def _label(ranking, letters: tuple[str, str]) -> str | None:
     return "a" if better == letters[0] else "b"
 
 
+@register_converter
 class EditRewardBenchConverter(BenchmarkConverter):
     """TIGER-Lab/EditReward-Bench Parquet shards -> pointwise + pairwise rows (see the module docstring)."""
 

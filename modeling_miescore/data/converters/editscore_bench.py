@@ -21,14 +21,38 @@ Rows: one pairwise row per record, ``edited_a`` = ``output_images[0]`` (label ``
 from __future__ import annotations
 
 from ..builders.raw_files import ImageChecker, ProblemCollector
+from . import register_converter
 from .base import BenchmarkConverter
-from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_saved_dataset
-from .schema import PairItem
+from .schema import BenchmarkSpec, PairItem
 
 __all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC", "TASK_GROUPS"]
 
-SPEC = SPECS["editscore-bench"]
+SPEC = BenchmarkSpec(
+    name="editscore-bench", title="EditScore's EditReward-Bench", kinds=("pairwise",), license="apache-2.0",
+    protocol="editscore",
+    columns={"zero-shot": {"editscore-bench": "mean"},
+             "reward": {"editreward_pf": "prompt_following", "editreward_cons": "consistency",
+                        "editreward_ovrl": "overall"}},
+    format_source="https://huggingface.co/datasets/EditScore/EditReward-Bench ; "
+                  "https://github.com/VectorSpaceLab/EditScore/blob/main/evaluation.py",
+    format_note="The converter reads the save_to_disk folder (state.json + data-*.arrow) as downloaded from the Hub.",
+    dimensions={"prompt_following": "instruction_following", "consistency": "attribute_preservation",
+                "overall": "overall"},
+    tie_rule=("Human: no ties (every pair has a preferred output). Prediction: a pair is correct only when "
+              "score(preferred) > score(other) on the judged dimension, so a predicted tie is wrong "
+              "(EditScore's calculate_statistics.py and SpatialReward's calculate_accuracy.py). Accuracy is computed "
+              "per task_type and averaged over task types (macro), per dimension."),
+    citation="""@article{luo2025editscore,
+  title   = {EditScore: Unlocking Online RL for Image Editing via High-Fidelity Reward Modeling},
+  author  = {Luo, Xin and Wang, Jiahao and Wu, Chenyuan and Xiao, Shitao and Jiang, Xiyan and Lian, Defu and
+             Zhang, Jiajun and Liu, Dong and others},
+  journal = {arXiv preprint arXiv:2509.23909},
+  year    = {2025}
+}""",
+    paper_reference="MIEScore paper, Table 6 (EditScore-Bench, Acc. %); SpatialReward paper, Table 1 "
+                    "(EditReward-Bench PF / Cons. / Ovrl.)",
+)
 DIMENSIONS = dict(SPEC.dimensions)  # the release's dimension -> MIEScore score key
 # SpatialReward's calculate_accuracy.py groups the 13 task types into four families for its grouped table.
 TASK_GROUPS = {
@@ -40,6 +64,7 @@ TASK_GROUPS = {
 COLUMNS = ("key", "instruction", "input_image", "output_images", "task_type", "dimension")
 
 
+@register_converter
 class EditScoreBenchConverter(BenchmarkConverter):
     """EditScore/EditReward-Bench save_to_disk folder -> pairwise rows (see the module docstring)."""
 

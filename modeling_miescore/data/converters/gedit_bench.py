@@ -29,14 +29,47 @@ from __future__ import annotations
 from collections import Counter
 
 from ..builders.raw_files import ImageChecker, ProblemCollector
+from . import register_converter
 from .base import BenchmarkConverter
-from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows, read_saved_dataset
-from .schema import EditingItem
+from .schema import BenchmarkSpec, EditingItem, EditorBenchmark
 
 __all__ = ["COLUMNS", "GEDIT_LANGUAGES", "GEDIT_TASK_TYPES", "GEditBenchConverter", "SPEC"]
 
-SPEC = SPECS["gedit-bench"]
+SPEC = BenchmarkSpec(
+    name="gedit-bench", title="GEdit-Bench", kinds=("editing",), license="mit", subset_flags=("intersection_exist",),
+    protocol="gedit",
+    columns={"editors": {"gedit_sc": "sc", "gedit_pq": "pq", "gedit_ovrl": "o", "gedit_delta": "delta"}},
+    format_source="https://huggingface.co/datasets/stepfun-ai/GEdit-Bench (split train); "
+                  "https://github.com/stepfun-ai/Step1X-Edit/blob/main/GEdit-Bench/generate_image_example.py",
+    format_note=("The converter reads the release as downloaded: Parquet shards data/train-*.parquet, or the "
+                 "datasets save_to_disk Arrow files (train/state.json + data-*.arrow; the Hub page lists the format "
+                 "as Arrow). source_images holds input_image, the image GEdit's scripts save as <key>_SRCIMG.png "
+                 "and judge against; input_image_raw is not kept."),
+    dimensions={"SC (semantic consistency, 0-10)": "instruction_following",
+                "PQ (perceptual quality, 0-10)": "visual_quality", "O = sqrt(SC * PQ)": "overall"},
+    tie_rule=("VIEScore task 'tie' (TIGER-AI-Lab/VIEScore viescore/__init__.py): SC = min(editing success, "
+              "over-editing) from [source, edited] + instruction, PQ = min(naturalness, artifacts) from the edited "
+              "image alone, both 0-10, O = sqrt(SC * PQ) per sample; the edited image is resized to the source's "
+              "size first; SC, PQ and O are averaged per task type, then over the 11 task types (unweighted), for "
+              "the full set and the Intersection_exist subset, per instruction language."),
+    citation="""@article{liu2025step1xedit,
+  title   = {Step1X-Edit: A Practical Framework for General Image Editing},
+  author  = {Liu, Shiyu and others},
+  journal = {arXiv preprint arXiv:2504.17761},
+  year    = {2025}
+}""",
+    paper_reference="SpatialReward paper, Table 3 (GEdit-EN SC / PQ / Ovrl.)",
+    editor=EditorBenchmark(
+        name="gedit", scores=("sc", "pq", "o"), overall="o", labels={"sc": "SC", "pq": "PQ", "o": "O"},
+        scale=(0.0, 10.0), judge=".gedit_judge:GEditJudge", category_label="Task type", published_judge="gpt-4.1",
+        prompts_expected="VIEScore's prompt module viescore/vie_prompts.py (a Python file assigning the strings "
+                         "_context_no_delimit, _prompts_0shot_two_image_edit_rule, _prompts_0shot_tie_rule_SC and "
+                         "_prompts_0shot_rule_PQ)",
+        resize_to_source=True, subsets={"intersection": "intersection_exist"},
+        overall_note="O = sqrt(SC * PQ) per sample; each column is the unweighted mean over task types of the "
+                     "per-type means."),
+)
 
 COLUMNS = ("task_type", "key", "instruction", "instruction_language", "input_image", "input_image_raw",
            "Intersection_exist")
@@ -46,6 +79,7 @@ GEDIT_LANGUAGES = ("en", "cn")
 PARQUET = "data/train-*.parquet"
 
 
+@register_converter
 class GEditBenchConverter(BenchmarkConverter):
     """GEdit-Bench's train split (Parquet shards or save_to_disk Arrow) -> editing rows (module docstring)."""
 

@@ -20,10 +20,10 @@ card's ``miescore_benchmark`` block and the zero-shot report name the split that
 from __future__ import annotations
 
 from ..builders.raw_files import ImageChecker, ProblemCollector
+from . import register_converter
 from .base import BenchmarkConverter, ReleaseChoiceOption
-from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows
-from .schema import PairItem
+from .schema import BenchmarkSpec, PairItem
 
 __all__ = ["GenAIBenchConverter", "SPEC", "VOTE_LABELS"]
 
@@ -31,9 +31,29 @@ VOTE_LABELS = {"leftvote": "a", "rightvote": "b", "tievote": "tie", "bothbad_vot
 COLUMNS = ("instruct_prompt", "source_image", "left_model", "left_output_image", "right_model",
            "right_output_image", "vote_type")
 
-SPEC = SPECS["genai-bench"]
+SPEC = BenchmarkSpec(
+    name="genai-bench", title="GenAI-Bench (image editing)", kinds=("pairwise",), license="cc-by-4.0",
+    protocol="calibrated", columns={"zero-shot": {"genai-bench": "accuracy"}},
+    format_source="https://huggingface.co/datasets/TIGER-Lab/GenAI-Bench (config image_edition); "
+                  "https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/inference.py",
+    format_note="The converter reads the Hub's Parquet shards image_edition/<split>-*.parquet as downloaded.",
+    dimensions={"vote (overall preference)": "overall"},
+    tie_rule=("Human: tievote and bothbad_vote are both ties (the authors' parse_response accepts an 'A=B' verdict "
+              "for either). Prediction: a pointwise scorer's tie is |score_a - score_b| <= epsilon with epsilon "
+              "tie-calibrated (Deutsch et al. 2023, arXiv 2305.14324), as EditReward's eval_bench.py reports "
+              "GenAI-Bench ('Accuracy with ties (paper metric)'); accuracy = share of pairs whose predicted "
+              "A>B / B>A / tie equals the human one."),
+    citation="""@article{jiang2024genai,
+  title   = {GenAI Arena: An Open Evaluation Platform for Generative Models},
+  author  = {Jiang, Dongfu and Ku, Max and Li, Tianle and Ni, Yuansheng and Sun, Shizhuo and Fan, Rongqi and Chen, Wenhu},
+  journal = {arXiv preprint arXiv:2406.04485},
+  year    = {2024}
+}""",
+    paper_reference="MIEScore paper, Table 6 (GenAI-Bench, Acc. %)",
+)
 
 
+@register_converter
 class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
     """GenAI-Bench image_edition Parquet shards -> pairwise rows (see the module docstring)."""
 

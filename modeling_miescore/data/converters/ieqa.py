@@ -22,15 +22,35 @@ from __future__ import annotations
 import re
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_jsonl
+from . import register_converter
 from .base import BenchmarkConverter, ReleaseChoiceOption, StripPrefixOption
-from .benchmark_specs import SPECS
 from .mos_sentence_lines import REQUIRED_KEYS, MOSLines
+from .schema import BenchmarkSpec
 
 __all__ = ["DIMENSIONS", "IEQAConverter", "SPEC"]
 
 DEFAULT_FILE = "*.jsonl"
 
-SPEC = SPECS["ieqa"]
+SPEC = BenchmarkSpec(
+    name="ieqa", title="IEQA (EditHF-1M subset)", kinds=("pointwise",),
+    protocol="srcc", columns={"zero-shot": {"ieqa": "mean"}},
+    format_source="https://github.com/IntMeGroup/EditHF (inference.py: the JSON Lines reader and the queries; "
+                  "README: dataset at huggingface.co/datasets/sparkling621/IEQA)",
+    format_note=("JSON Lines as EditHF's inference.py reads them ({images: [source, edited], query, response: 'The "
+                 "quality score is XX.XX'}), the dimension named in the query; the Hub dataset's file names were not "
+                 "read, so --file (a glob, default *.jsonl) picks the files."),
+    dimensions={"visual_quality": "visual_quality", "editing_alignment": "instruction_following",
+                "attribute_preservation": "attribute_preservation"},
+    tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
+              "SRCC over the three dimensions."),
+    citation="""@article{xu2026edithf1m,
+  title   = {EditHF-1M: A Million-Scale Rich Human Preference Feedback for Image Editing},
+  author  = {Xu, Zitong and Duan, Huiyu and Ji, Zhongpeng and Zhang, Xinyun and Liu, Yutao and Min, Xiongkuo and others},
+  journal = {arXiv preprint arXiv:2603.14916},
+  year    = {2026}
+}""",
+    paper_reference="MIEScore paper, Table 6 (IEQA, SRCC)",
+)
 # EditHF inference.py build_query: the words of a query's "from <...> aspect" -> the MIEScore score key
 DIMENSIONS = {"visual quality": "visual_quality", "editing instruction alignment": "instruction_following",
               "attribute preservation": "attribute_preservation"}
@@ -43,6 +63,7 @@ def dimension_of(query) -> str | None:
     return DIMENSIONS.get(match.group(1).strip().lower()) if match else None
 
 
+@register_converter
 class IEQAConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConverter):
     """IEQA JSON Lines (EditHF's format) -> pointwise rows (see the module docstring)."""
 

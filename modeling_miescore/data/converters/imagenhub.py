@@ -29,10 +29,10 @@ import re
 
 from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from . import register_converter
 from .base import BenchmarkConverter, ReleaseChoiceOption
-from .benchmark_specs import SPECS
 from .release_files import embedded_image, read_parquet_rows, read_tsv
-from .schema import EditItem
+from .schema import BenchmarkSpec, EditItem
 
 __all__ = ["ImagenHubConverter", "SPEC"]
 
@@ -40,7 +40,24 @@ RATINGS = "eval/human_ratings/Text-Guided_IE"
 OUTPUTS = "ImagenHub_Text-Guided_IE"
 _UID = re.compile(r"^sample_(.+)_(\d+)\.[A-Za-z]+$")
 
-SPEC = SPECS["imagenhub"]
+SPEC = BenchmarkSpec(
+    name="imagenhub", title="ImagenHub text-guided image editing", kinds=("pointwise",), license="cc-by-4.0",
+    protocol="srcc", columns={"zero-shot": {"imagenhub": "mean"}},
+    format_source="https://github.com/TIGER-AI-Lab/ImagenHub/tree/main/eval/human_ratings/Text-Guided_IE ; "
+                  "https://huggingface.co/datasets/ImagenHub/Text_Guided_Image_Editing",
+    format_note=("The ratings TSVs and the inputs' Parquet shards are read as released; the edited images are read "
+                 "from <model>/sample_<img_id>_<turn>.jpg as ImagenHub names its outputs."),
+    dimensions={"SC (semantic consistency)": "instruction_following", "PQ (perceptual quality)": "visual_quality"},
+    tie_rule=("Pointwise: SRCC per dimension with the raters' mean SC / PQ (average ranks for ties, which are "
+              "frequent on the {0, 0.5, 1} scale); the Table 6 value is the mean SRCC over SC and PQ."),
+    citation="""@inproceedings{ku2024imagenhub,
+  title     = {ImagenHub: Standardizing the evaluation of conditional image generation models},
+  author    = {Ku, Max and Li, Tianle and Zhang, Kai and Lu, Yujie and Fu, Xingyu and Zhuang, Wenwen and Chen, Wenhu},
+  booktitle = {ICLR},
+  year      = {2024}
+}""",
+    paper_reference="MIEScore paper, Table 6 (ImagenHub, SRCC)",
+)
 
 
 def _cell(text: str) -> tuple[float, float] | None:
@@ -54,6 +71,7 @@ def _cell(text: str) -> tuple[float, float] | None:
     return (sc, pq) if sc is not None and pq is not None and 0 <= sc <= 1 and 0 <= pq <= 1 else None
 
 
+@register_converter
 class ImagenHubConverter(ReleaseChoiceOption, BenchmarkConverter):
     """ImagenHub text-guided editing ratings + inputs + outputs -> pointwise rows (see the module docstring)."""
 

@@ -21,21 +21,48 @@ Rows: ``id`` = ``key`` = the JSON key, ``source_images`` = ``[the source image]`
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from . import register_converter
 from .base import BenchmarkConverter
-from .benchmark_specs import SPECS
 from .release_files import read_json_keyed_records
-from .schema import EditingItem
+from .schema import BenchmarkSpec, EditingItem, EditorBenchmark
 
 __all__ = ["IMGEDIT_TYPES", "ImgEditBenchConverter", "SPEC"]
 
-SPEC = SPECS["imgedit-bench"]
+SPEC = BenchmarkSpec(
+    name="imgedit-bench", title="ImgEdit-Bench (Basic)", kinds=("editing",),
+    protocol="imgedit", columns={"editors": {"imgedit_ovrl": "mean", "imgedit_delta": "delta"}},
+    format_source="https://github.com/PKU-YuanGroup/ImgEdit/tree/main/Benchmark/Basic (basic_edit.json, "
+                  "basic_bench.py, basic_bench_readme.md); source images: Benchmark.tar of "
+                  "https://huggingface.co/datasets/sysuyy/ImgEdit",
+    format_note=("basic_edit.json ({key: {id, prompt, edit_type}}) is read as released, each source image from "
+                 "<images>/<id> (the extracted Benchmark.tar; --images, relative to --raw)."),
+    dimensions={"mean of the type's three 1-5 criteria": "overall"},
+    tie_rule=("basic_bench.py: the judge sees the type's rubric (prompts.json, <edit_prompt> replaced), the source "
+              "and the edited image, and answers three 'Name: <1-5>' lines; step1_get_avgscore.py takes the "
+              "per-image mean (rounded to 2 places), step2_typescore.py the per-type means (rounded to 2 places). "
+              "The scripts define no overall score; the mean over the types is our reading."),
+    citation="""@article{ye2025imgedit,
+  title   = {ImgEdit: A Unified Image Editing Dataset and Benchmark},
+  author  = {Ye, Yang and others},
+  journal = {arXiv preprint arXiv:2505.20275},
+  year    = {2025}
+}""",
+    paper_reference="SpatialReward paper, Table 3 (ImgEdit Ovrl.)",
+    editor=EditorBenchmark(
+        name="imgedit", scores=("mean",), overall="mean", labels={"mean": "Score"}, scale=(1.0, 5.0),
+        judge=".imgedit_judge:ImgEditJudge", category_label="Edit type", published_judge="gpt-4o",
+        prompts_expected="ImgEdit's prompts.json (a JSON object {edit_type: rubric text containing <edit_prompt>})",
+        round_to=2,
+        overall_note="Overall = the mean over edit types of the per-type means: our reading (the benchmark's "
+                     "scripts define no overall score)."),
+)
 FILE = "basic_edit.json"
 IMGEDIT_TYPES = ("add", "remove", "replace", "alter", "background", "style", "extract", "action", "compose")
 
 
+@register_converter
 class ImgEditBenchConverter(BenchmarkConverter):
     """ImgEdit-Bench Basic basic_edit.json + source images -> editing rows (module docstring)."""
 
@@ -52,10 +79,6 @@ class ImgEditBenchConverter(BenchmarkConverter):
         parser.add_argument("--images", default=None, metavar="SUBDIR",
                             help="folder of the extracted source images (Benchmark.tar), relative to --raw "
                                  "(default: --raw itself); each key's image is <SUBDIR>/<id>")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"images": args.images}
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         records = read_json_keyed_records(self.raw / FILE, problems, required=("id", "prompt", "edit_type"))

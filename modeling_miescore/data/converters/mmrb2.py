@@ -30,16 +30,35 @@ annotators saw.
 from __future__ import annotations
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from . import register_converter
 from .base import BenchmarkConverter, content_key
-from .benchmark_specs import SPECS
 from .release_files import read_json_records
-from .schema import PairItem
+from .schema import BenchmarkSpec, PairItem
 
 __all__ = ["MMRB2Converter", "SPEC"]
 
 FILE = "edit.json"
 
-SPEC = SPECS["mmrb2"]
+SPEC = BenchmarkSpec(
+    name="mmrb2", title="MMRB2 (image editing)", kinds=("pairwise",),
+    protocol="mmrb2", columns={"reward": {"mmrb2_single": "single", "mmrb2_multi": "multi", "mmrb2_ovrl": "overall"}},
+    format_source="https://github.com/facebookresearch/MMRB2/tree/main/benchmark (edit.json, README.md)",
+    format_note="The converter reads the built release folder (edit.json, images/, input_images/) as is.",
+    dimensions={"chosen (overall preference)": "overall"},
+    tie_rule=("Human: no ties (chosen is A or B). Prediction: correct only when the chosen response scores strictly "
+              "higher; a predicted tie is wrong (MMRB2's compute_accuracy.py counts any verdict other than A/B as "
+              "wrong; it judges each pair in both orders, which for a pointwise scorer gives the same verdict "
+              "twice, so the accuracy is unchanged). Single / Multi = pairs with one / several input images; "
+              "Ovrl. = all pairs (micro)."),
+    citation="""@article{hu2025mmrb2,
+  title   = {Multimodal RewardBench 2: Evaluating Omni Reward Models for Interleaved Text and Image},
+  author  = {Hu, Yushi and Askari-Hemmat, Reyhane and Hall, Melissa and Dinan, Emily and Zettlemoyer, Luke and
+             Ghazvininejad, Marjan},
+  journal = {arXiv preprint arXiv:2512.16899},
+  year    = {2025}
+}""",
+    paper_reference="SpatialReward paper, Table 1 (MMRB2 (ImgEdit) Single / Multi / Ovrl.)",
+)
 
 
 def _parts(content, kind: str) -> list:
@@ -48,6 +67,7 @@ def _parts(content, kind: str) -> list:
     return [part[1] for part in content if isinstance(part, list) and len(part) == 2 and part[0] == kind]
 
 
+@register_converter
 class MMRB2Converter(BenchmarkConverter):
     """MMRB2 edit.json + images -> pairwise rows (see the module docstring)."""
 

@@ -4,13 +4,15 @@ editing inputs (sources + instruction, no edited image) of the editor benchmarks
 Rows are built from :class:`EditItem` / :class:`PairItem` / :class:`EditingItem`; images are :class:`ImageRef` s (a file of the raw
 release, or bytes embedded in a Parquet/Arrow release) that are written as ``datasets.Image`` storage values
 (original bytes, never re-encoded). :class:`BenchmarkSpec` is what the registry knows about a benchmark
-(format source, kinds, dimension mapping, tie rule, paper column) and what the dataset card records.
+(format source, kinds, dimension mapping, tie rule, the protocol that scores it, the report columns it fills; an
+editor benchmark's judge protocol, :class:`EditorBenchmark`), declared in its converter module; the dataset card
+records part of it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..schema import SCORE_KEYS
@@ -18,14 +20,18 @@ from ..schema import SCORE_KEYS
 __all__ = [
     "CONFIGS",
     "EDITING_COLUMNS",
+    "EDITOR_JUDGES_PACKAGE",
     "HUMAN_COLUMNS",
     "LABELS",
     "BenchmarkSpec",
     "EditItem",
+    "EditorBenchmark",
+    "REPORTS",
     "EditingItem",
     "ImageRef",
     "PairItem",
     "SPLIT",
+    "check_declaration",
     "editing_features",
     "pairwise_features",
     "pointwise_features",
@@ -120,14 +126,70 @@ class EditingItem:
     flags: dict[str, bool] = field(default_factory=dict)
 
 
+# The reports a benchmark can fill, each in a paper's layout (``BenchmarkSpec.columns``): ``zero-shot`` (MIEScore
+# paper Table 6, ``miescore benchmark zero-shot``), ``reward`` (SpatialReward paper Table 1, ``benchmark reward``),
+# ``editors`` (SpatialReward paper Table 3, ``benchmark editors``). Their published rows and headers are
+# :mod:`modeling_miescore.evaluation.published_results`.
+REPORTS = ("zero-shot", "reward", "editors")
+# The package holding the editor judges that ``EditorBenchmark.judge`` names relative to it.
+EDITOR_JUDGES_PACKAGE = "modeling_miescore.evaluation.editor_benchmarks"
+
+
+@dataclass(frozen=True)
+class EditorBenchmark:
+    """An editor benchmark's judge protocol (``BenchmarkSpec.editor``; run by
+    :mod:`modeling_miescore.evaluation.editor_benchmarks`).
+
+    ``name``: the ``miescore benchmark`` subcommand (and the protocol's name); ``scores``: the per-sample score keys
+    a judgement holds (the overall one is ``overall``); ``labels``: their table headers; ``scale``: the judge's
+    answer scale (``min``, ``max``); ``judge``: the MLLM judge class (``module:Class``, relative to
+    :data:`EDITOR_JUDGES_PACKAGE`; it also reads the benchmark's prompt file, ``read_prompts``);
+    ``resize_to_source``: the edited image is resized to the first source's size before any judge sees it;
+    ``round_to``: decimals the released scripts round the per-image and per-category means to (None: no rounding);
+    ``subsets``: report subsets besides the full set (``name`` -> the subset flag column); ``comparison_language``:
+    the instruction language the editor comparison reads (Table 3: GEdit-EN). ``dataset`` and ``title`` are the
+    converted benchmark's (filled in from the :class:`BenchmarkSpec` that declares this protocol).
+    """
+
+    name: str
+    scores: tuple[str, ...]
+    overall: str
+    labels: dict
+    scale: tuple[float, float]
+    judge: str
+    category_label: str
+    published_judge: str
+    prompts_expected: str
+    resize_to_source: bool = False
+    round_to: int | None = None
+    subsets: dict | None = None
+    comparison_language: str = "en"
+    overall_note: str = ""
+    dataset: str = ""
+    title: str = ""
+
+    def judge_class(self):
+        """The MLLM judge class this protocol runs (imported on first use)."""
+        from ...utils.lazy_registry import import_attribute
+
+        return import_attribute(self.judge, EDITOR_JUDGES_PACKAGE)
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
-    """What the registry and the dataset card say about one benchmark.
+    """Everything about one benchmark, declared once in its converter module (``@register_converter``).
 
     ``dimensions`` maps the benchmark's own dimension names to MIEScore score keys (``visual_quality``,
     ``instruction_following``, ``attribute_preservation``, ``overall``); ``tie_rule`` says how human ties and
     predicted ties count, with its source; ``format_source`` is where the release format was read (URL), and
     ``format_note`` says how exactly the converter's input relates to it.
+
+    ``protocol`` is how predictions are scored: a scoring protocol of
+    :data:`modeling_miescore.evaluation.benchmark_protocols.PROTOCOLS` (``calibrated``, ``strict``, ``editscore``,
+    ``mmrb2``, ``srcc``; each names the config it reads), or, for an editor benchmark, its ``editor`` protocol's
+    name (``gedit``, ``imgedit``). ``columns`` says which report columns it fills: ``{report: {column key: value
+    name}}`` with a report of :data:`REPORTS`, a column key of that report's published table (or a new one, headed
+    by ``column_headers``) and a value the protocol computes (e.g. ``{"zero-shot": {"genai-bench": "accuracy"}}``).
     """
 
     name: str
@@ -141,6 +203,27 @@ class BenchmarkSpec:
     paper_reference: str  # which table/column of which paper reports this benchmark
     license: str = "unknown"
     subset_flags: tuple[str, ...] = ()  # editing rows: the benchmark's subset flags (bool columns)
+    protocol: str = ""
+    columns: dict[str, dict[str, str]] = field(default_factory=dict)
+    column_headers: dict[str, str] = field(default_factory=dict)  # our headers for columns the papers do not print
+    editor: EditorBenchmark | None = None
+
+    def __post_init__(self):
+        check_declaration(self.name, self.protocol, self.columns, self.column_headers)
+        bad = [k for k in self.kinds if k not in CONFIGS]
+        if bad or not self.kinds:
+            raise ValueError(f"benchmark {self.name!r}: kinds {list(self.kinds)} must be some of {CONFIGS}")
+        keys = set(self.dimensions.values()) - set(HUMAN_COLUMNS)
+        if keys:
+            raise ValueError(f"benchmark {self.name!r}: dimensions map to unknown score keys {sorted(keys)}")
+        if ("editing" in self.kinds) != (self.editor is not None):
+            raise ValueError(f"benchmark {self.name!r}: an editing benchmark (and only one) declares its editor "
+                             "protocol")
+        if self.editor is not None:
+            if self.protocol != self.editor.name:
+                raise ValueError(f"benchmark {self.name!r}: protocol {self.protocol!r} must be its editor "
+                                 f"protocol's name {self.editor.name!r}")
+            object.__setattr__(self, "editor", replace(self.editor, dataset=self.name, title=self.title))
 
     def to_metadata(self) -> dict:
         """The ``miescore_benchmark`` block of the dataset card (read back by the benchmark runner)."""
@@ -150,6 +233,19 @@ class BenchmarkSpec:
         if self.subset_flags:
             block["subset_flags"] = list(self.subset_flags)
         return block
+
+
+def check_declaration(name: str, protocol: str, columns: dict, column_headers: dict) -> None:
+    """A benchmark's ``protocol`` / ``columns`` / ``column_headers`` are well-formed (ValueError naming it)."""
+    if not protocol:
+        raise ValueError(f"benchmark {name!r} declares no protocol")
+    unknown = set(columns) - set(REPORTS)
+    if unknown:
+        raise ValueError(f"benchmark {name!r}: unknown report(s) {sorted(unknown)}; reports are {REPORTS}")
+    declared = {key for report in columns.values() for key in report}
+    if set(column_headers) - declared:
+        raise ValueError(f"benchmark {name!r}: headers for columns it does not fill: "
+                         f"{sorted(set(column_headers) - declared)}")
 
 
 def pointwise_features():

@@ -1,5 +1,5 @@
 """SpatialReward's spatial-prior-guided data pipeline (arXiv 2602.07458, sec. 3.3, Figure 3, prompts D.2):
-edits in, checked SFT rows out (the schema of ``training/spatialreward_data.py``, which
+edits in, checked SFT rows out (the schema of ``training/spatialreward_chat_examples.py``, which
 ``trainers/sft_spatialreward.py`` trains on), with a per-stage rejection report.
 
 Stages (one module each; every model call goes through the call engine,

@@ -19,7 +19,7 @@ Checks on the answer (reason codes):
   ``--min-similarity 0`` turns it off): D.2.3's first priority is to keep the original text; with the tokens
   taken out, the refined text must match the stage-II reasoning word for word to at least ``min_similarity``
   (default 0.6, difflib ratio over words; the aligner may add one short sentence per uncovered region);
-* verification: the SFT row is checked with :func:`modeling_miescore.training.spatialreward_data.check_row`
+* verification: the SFT row is checked with :func:`modeling_miescore.training.spatialreward_chat_examples.check_row`
   (exactly one ``<|global|>`` for one source, one ``<|bbox_i|>`` per region, no token without a region, ids
   <= 15, scores round-trip, no chat-control token in the reasoning, instruction or region labels) and, as D.2.3
   requires for every sample, exactly one ``<|global|>`` also with several sources; a failing row is rejected
@@ -39,9 +39,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ...judges.call_engine import ChatRequest
 from ...judges.json_extract import strip_reasoning_and_fences
-from ...parsing import parse_sc_output
+from ...spatialreward_parsing import parse_sc_output
 from ...spatialreward_tokens import GROUNDING_TOKEN_RE
-from ...training.spatialreward_data import check_row, control_token_problem
+from ...training.spatialreward_chat_examples import check_row, control_token_problem
 from ...utils.text_hygiene import training_text_problem
 from .grounding import labelled_images
 from .prompts import ALIGNMENT_PROMPT, alignment_inputs_text
@@ -114,7 +114,7 @@ def _verify(row: Dict[str, Any]) -> Outcome:
 
 def make_sc_row(record, regions: List[Dict[str, Any]], reasoning: str, scores, annotator: str, route: str
                 ) -> Tuple[Dict[str, Any], Outcome]:
-    """The SC training row (schema of ``training/spatialreward_data.py``) and its verification outcome."""
+    """The SC training row (schema of ``training/spatialreward_chat_examples.py``) and its verification outcome."""
     row = {"id": f"{record.id}:sc", "sample_id": record.id, "task": "sc", "sources": list(record.sources),
            "edited": record.edited, "instruction": record.instruction, "regions": regions,
            "reasoning": _canonical(reasoning, regions, scores, len(record.sources)),

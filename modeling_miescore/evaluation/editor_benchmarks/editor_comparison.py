@@ -24,15 +24,15 @@ import numpy as np
 from ..errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
-from ..published_results import SPATIALREWARD_TABLE3
+from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUMNS
 from .comparison_grid import draw_case, gain_loss_cases
 from .editor_report import NOT_COMPARABLE
 from .protocols import EDITOR_BENCHMARKS
 from .scores import summarize
 
-__all__ = ["compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "sign_flip_p_value"]
+__all__ = ["compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "sign_flip_p_value",
+           "table3_columns"]
 
-TABLE3_LANGUAGE = {"gedit": "en", "imgedit": "en"}  # GEdit-EN; ImgEdit's instructions are English
 
 
 def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
@@ -78,7 +78,7 @@ def _rows(report: dict, folder: Path, kind: str):
     frame = pd.DataFrame(report["per_row"])
     if frame.empty:
         return frame
-    frame = frame[frame["language"] == TABLE3_LANGUAGE[kind]].copy()
+    frame = frame[frame["language"] == EDITOR_BENCHMARKS[kind].comparison_language].copy()
     frame["run_dir"] = str(folder)
     return frame
 
@@ -203,28 +203,52 @@ def _delta_cell(cell: dict) -> str:
     return text
 
 
-def _table3_rows(report: dict) -> List[List[str]]:
+def table3_columns() -> Dict[str, dict]:
+    """``column key -> {"kind", "value", "header"}``: the paper's Table 3 columns, then those of registered editor
+    benchmarks the paper does not report, each filled by the editor benchmark (``kind``) that declares it
+    (``BenchmarkSpec.columns["editors"]``) with one of its scores or ``delta`` (Δ of its overall)."""
+    from ..converted_benchmarks import declared_benchmarks, report_columns
+
+    declared = declared_benchmarks()
+    columns = {}
+    for key, column in {**{k: None for k in SPATIALREWARD_TABLE3_COLUMNS}, **report_columns("editors")}.items():
+        if column is None:
+            raise BenchmarkInputError(f"no registered benchmark fills the published Table 3 column {key!r}")
+        header = column["header"] or SPATIALREWARD_TABLE3_COLUMNS.get(key) or key
+        columns[key] = {"kind": declared[column["benchmark"]].editor.name, "value": column["value"],
+                        "header": "Δ" if column["value"] == "delta" else header}
+    return columns
+
+
+def _published_cell(row: dict, key: str, value: str) -> str:
+    if key not in row:
+        return "—"  # a column the paper does not print
+    if value == "delta":
+        return "-" if row[key] is None else f"+{row[key]:.2f}"
+    return "—" if row[key] is None else f"{row[key]:.2f}"
+
+
+def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
     from ..report import fmt_ci
 
-    def value(x):
-        return "—" if x is None else f"{x:.2f}"
-
+    blank = [""] * len(columns)
     rows = []
     for group, entries in report["published"].items():
-        rows.append([f"*{group}*", "", "", "", "", "", ""])
+        rows.append([f"*{group}*", *blank])
         for name, r in entries.items():
-            rows.append([name, value(r["gedit_sc"]), value(r["gedit_pq"]), value(r["gedit_ovrl"]),
-                         "-" if r["gedit_delta"] is None else f"+{r['gedit_delta']:.2f}", value(r["imgedit_ovrl"]),
-                         "-" if r["imgedit_delta"] is None else f"+{r['imgedit_delta']:.2f}"])
-    rows.append(["*This comparison*", "", "", "", "", "", ""])
+            rows.append([name, *(_published_cell(r, key, c["value"]) for key, c in columns.items())])
+    rows.append(["*This comparison*", *blank])
     for name in report["runs"]:
         cells = report["table3"][name]
-        gedit, imgedit = cells.get("gedit", {}), cells.get("imgedit", {})
-        gs, is_ = gedit.get("summary"), imgedit.get("summary")
         own = any(c.get("comparable") is False for c in cells.values())
         label = f"{name}{' (baseline)' if name == report['baseline'] else ''}{' †' if own else ''}"
-        rows.append([label, *(fmt_ci(gs[k], 2) if gs else "—" for k in ("sc", "pq", "o")), _delta_cell(gedit),
-                     fmt_ci(is_["mean"], 2) if is_ else "—", _delta_cell(imgedit)])
+        row = [label]
+        for column in columns.values():
+            cell = cells.get(column["kind"], {})
+            summary = cell.get("summary")
+            row.append(_delta_cell(cell) if column["value"] == "delta"
+                       else fmt_ci(summary[column["value"]], 2) if summary else "—")
+        rows.append(row)
     return rows
 
 
@@ -233,12 +257,12 @@ def comparison_markdown(report: dict) -> str:
     from ..report import _notes, _table, title_case
 
     own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
+    columns = table3_columns()
     out = ["# Editor comparison (SpatialReward paper, Table 3 layout)", ""]
     if own:
         out += [f"> **† {NOT_COMPARABLE.capitalize()}:** {', '.join(own)} were judged with our own prompts.", ""]
     out += [f"{len(report['runs'])} runs; Δ against **{report['baseline']}**.", "", "## Table 3 layout", "",
-            _table(["Configuration", "GEdit-EN SC", "GEdit-EN PQ", "GEdit-EN Ovrl.", "Δ", "ImgEdit Ovrl.", "Δ"],
-                   _table3_rows(report)), "",
+            _table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)), "",
             "The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). Brackets: bootstrap CIs over "
             "keys; p: paired sign-flip permutation test over the keys both runs judged (n).", ""]
     for kind, by_run in report["per_category"].items():

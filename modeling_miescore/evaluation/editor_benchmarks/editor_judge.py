@@ -60,6 +60,12 @@ class EditorJudge:
 
     # ------------------------------------------------------------------------------ subclass hooks
 
+    @classmethod
+    def read_prompts(cls, path: Optional[str], categories: Sequence[str]) -> Any:  # pragma: no cover - abstract
+        """The prompt set: the user's copy of the benchmark's prompt file at ``path`` (for the rows'
+        ``categories``), or our own wording when ``path`` is None."""
+        raise NotImplementedError
+
     def requests(self, sample, edited, category: str) -> List[ChatRequest]:  # pragma: no cover - abstract
         raise NotImplementedError
 

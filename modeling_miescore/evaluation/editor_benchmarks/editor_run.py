@@ -53,13 +53,7 @@ class EditorRunOptions:
 
 def load_prompts(benchmark: EditorBenchmark, path: Optional[str], categories: Sequence[str]):
     """The judge's prompts: the user's copy of the benchmark's prompt file, or our own wording."""
-    if benchmark.name == "gedit":
-        from .gedit_judge import OWN_PROMPTS, read_vie_prompts
-
-        return read_vie_prompts(path) if path else OWN_PROMPTS
-    from .imgedit_judge import OWN_PROMPTS, read_imgedit_prompts
-
-    return read_imgedit_prompts(path, sorted(set(categories))) if path else OWN_PROMPTS
+    return benchmark.judge_class().read_prompts(path, categories)
 
 
 def _version() -> str:

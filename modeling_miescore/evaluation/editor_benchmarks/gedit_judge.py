@@ -149,6 +149,10 @@ class GEditJudge(EditorJudge):
 
     resize_to_source = EDITOR_BENCHMARKS["gedit"].resize_to_source
 
+    @classmethod
+    def read_prompts(cls, path, categories):
+        return read_vie_prompts(path) if path else OWN_PROMPTS
+
     def requests(self, sample, edited, category: str):
         sc_text = self.prompts.sc.replace("<instruction>", sample.instruction)
         return [self.request([sample.sources[0], edited, sc_text], "gedit-sc"),

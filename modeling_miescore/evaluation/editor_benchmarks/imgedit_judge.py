@@ -168,6 +168,10 @@ class ImgEditJudge(EditorJudge):
     "issues", "reasoning"}`` (``mean``: the exact mean of the three criteria; the report applies the released
     rounding)."""
 
+    @classmethod
+    def read_prompts(cls, path, categories):
+        return read_imgedit_prompts(path, sorted(set(categories))) if path else OWN_PROMPTS
+
     def requests(self, sample, edited, category: str):
         rubric = self.prompts.rubrics[category].replace("<edit_prompt>", sample.instruction)
         return [self.request([rubric, sample.sources[0], edited], "imgedit")]

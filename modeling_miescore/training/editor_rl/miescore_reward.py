@@ -17,7 +17,7 @@ import re
 from typing import List, Optional, Sequence
 
 from ...configuration_miescore import SCORE_NAMES
-from ...overall import overall_score
+from ...miescore_overall import overall_score
 from .reward_types import (EditGroup, GroupScores, finite_or_none, flat_samples, regroup, result_components,
                            score_isolating)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ...utils.atomic_files import atomic_write, write_text_atomic
+from ...utils.markdown_table import markdown_table
 
 __all__ = ["MetricsLog", "save_sample_grid", "write_adapter_card"]
 
@@ -96,8 +97,6 @@ or `miescore edit --pipeline {editor} --model {base} --lora path/to/this/folder 
 
 ## Training
 
-| setting | value |
-|---|---|
 {settings}
 
 ## Run
@@ -119,9 +118,9 @@ def write_adapter_card(directory, *, config, pipeline_class: str, metrics: Seque
             "train_fraction", "cfg_scale", "cfg_fraction", "clip_range_low", "clip_range_high", "advantage_clip",
             "std_level", "beta", "kl_keep_dt", "learning_rate", "lora_rank", "lora_alpha", "per_device_batch_size",
             "gradient_accumulation_steps", "updates_per_step", "max_steps", "ema_decay", "seed")
-    settings = "\n".join(f"| `{k}` | `{getattr(config, k)}` |" for k in keys)
+    settings = [[f"`{k}`", f"`{getattr(config, k)}`"] for k in keys]
     if lora:
-        settings += f"\n| LoRA targets | `{', '.join(lora.get('target_modules', []))}` |"
+        settings.append(["LoRA targets", f"`{', '.join(lora.get('target_modules', []))}`"])
     if metrics:
         first, last = metrics[0], metrics[-1]
         text = (f"{len(metrics)} steps logged (`metrics.jsonl`). Mean reward at step {first['step']}: "
@@ -135,5 +134,5 @@ def write_adapter_card(directory, *, config, pipeline_class: str, metrics: Seque
     front = {k: v for k, v in front.items() if v is not None}
     card = _CARD.format(front=yaml.safe_dump(front, sort_keys=False).strip(), title=f"Flow-GRPO LoRA for {base}",
                         base=base, pipeline=pipeline_class or config.editor, editor=config.editor,
-                        reward=config.reward, settings=settings, metrics=text)
+                        reward=config.reward, settings=markdown_table(["setting", "value"], settings), metrics=text)
     return write_text_atomic(Path(directory) / "README.md", card)

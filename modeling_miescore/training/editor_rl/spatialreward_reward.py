@@ -11,7 +11,7 @@ Aggregation (``aggregation``): ``None`` keeps the scorer's own reward, by defaul
 mean ``(SC/25)^0.8 (PQ/25)^0.2`` (sec. 3.1 / 5.4); ``"min"`` is the appendix B.2.2 ablation, the "Bucket
 Principle" ``sqrt(min(s_if, s_con) * min(s_nat, s_art)) / 25`` (VIEScore's), which B.2.2 reports rising fast and
 saturating early (VIEScore 7.12 against 7.32); ``"arithmetic"`` is sec. 5.4's third variant. Any of them is
-recomputed from the four sub-scores with :func:`~modeling_miescore.aggregation.spatial_reward`.
+recomputed from the four sub-scores with :func:`~modeling_miescore.spatialreward_aggregation.spatial_reward`.
 
 A sample whose SC or PQ answer cannot be parsed, or whose requests failed after the retries, is a failed sample
 (its ``failure_reasons``, e.g. ``"sc:parse_failed"``, ``"pq:api_error:http"``), never the scorer's
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ...aggregation import spatial_reward
+from ...spatialreward_aggregation import spatial_reward
 from .reward_types import (EditGroup, GroupScores, RewardUnavailableError, finite_or_none, flat_samples, regroup,
                            result_components, score_isolating)
 

@@ -1,6 +1,6 @@
 """Find and read the JSON object in a model generation, tolerating what language models get wrong.
 
-Used by ``parsing`` (SpatialReward's SC / PQ outputs). Steps:
+Used by ``spatialreward_parsing`` (SpatialReward's SC / PQ outputs). Steps:
 
 1. :func:`strip_thinking_and_fences` drops ``<think>...</think>`` blocks (or a thinking prefix whose opening
    tag was in the prompt, or an unclosed ``<think>`` and everything after it) and markdown code fences;

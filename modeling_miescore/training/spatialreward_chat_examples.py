@@ -46,7 +46,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
+from ..spatialreward_parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
 from ..processing_miescore import num_image_tokens
 
 logger = logging.getLogger(__name__)
@@ -435,7 +435,7 @@ def _prepare(data, kind: str, prompt_config, max_pixels, max_seq_tokens, process
     report.log(what)
     if report.kept == 0:
         raise ValueError(f"{what}: no usable rows out of {report.total} (drop reasons: {report.reasons}); check "
-                         "the data against the schema in modeling_miescore.training.spatialreward_data")
+                         "the data against the schema in modeling_miescore.training.spatialreward_chat_examples")
     kept = converted.filter(lambda reason: not reason, input_columns="_drop", num_proc=num_proc) \
         if report.dropped else converted
     return kept.remove_columns(["_drop", "_key"]), report

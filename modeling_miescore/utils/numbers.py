@@ -15,7 +15,7 @@ def finite_float(value: Any) -> float | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float (10**400)
         return None
     return number if math.isfinite(number) else None
 

@@ -61,6 +61,13 @@ def test_the_card_records_the_spec(tmp_path):
     assert block["release_part"] == "file *.jsonl"
     card = (tmp_path / "ieqa" / "README.md").read_text()
     assert "EditHF's inference.py" in card and "Part of the release converted: file *.jsonl" in card
+    assert card.rstrip().endswith("""@article{xu2026edithf1m,
+  title   = {EditHF-1M: A Million-Scale Rich Human Preference Feedback for Image Editing},
+  author  = {Xu, Zitong and Duan, Huiyu and Ji, Zhongpeng and Zhang, Xinyun and Liu, Yutao and Min, Xiongkuo and others},
+  journal = {arXiv preprint arXiv:2603.14916},
+  year    = {2026}
+}
+```""")  # the citation the spec declares (schema.bibtex), in BibTeX, ends the card
 
 
 def test_genai_bench_votes_become_labels(tmp_path):

@@ -87,9 +87,28 @@ def test_a_malformed_declaration_is_refused_when_it_is_made():
                             ({"columns": {"table6": {"ieqa": "mean"}}}, "unknown report"),
                             ({"column_headers": {"other": "x"}}, "headers for columns it does not fill"),
                             ({"kinds": ("editing",)}, "declares its editor protocol"),
-                            ({"dimensions": {"x": "beauty"}}, "unknown score keys")):
+                            ({"dimensions": {"x": "beauty"}}, "unknown score keys"),
+                            ({"default_split": "test"}, "a default file or a default split, not both"),
+                            ({"default_file": ""}, "declare the release's main_file")):
         with pytest.raises(ValueError, match=message):
             BenchmarkSpec(**{**fields, **change})
+
+
+@pytest.mark.parametrize("name", list(CONVERTERS))
+def test_the_release_layout_a_spec_declares_makes_the_command_line(name):
+    import argparse
+
+    converter = get_converter(name)
+    spec = converter.spec
+    parser = converter.add_cli_arguments(argparse.ArgumentParser())
+    options = {option: action for action in parser._actions for option in action.option_strings}
+    assert options["--raw"].help == spec.release_folder
+    assert ("--file" in options) == bool(spec.default_file) and ("--split" in options) == bool(spec.default_split)
+    choice = spec.release_choice
+    if choice is not None:  # the default is named in the help, and the constructor takes the option's dest
+        assert options[f"--{choice[0]}"].help.endswith(f"(default: {choice[1]})")
+        assert converter.builder_options(parser.parse_args(["--raw", "r", "--out", "o"]))[choice[0]] is None
+    assert converter.main_file == (spec.default_file or spec.main_file)
 
 
 def _perfect_predictions(data) -> dict[str, dict]:

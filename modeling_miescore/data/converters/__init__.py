@@ -6,10 +6,11 @@ and the editor benchmarks' editing inputs that ``miescore benchmark gedit`` / ``
 
 Registry (:data:`CONVERTERS`, ``name -> converter class``). Each converter module declares its benchmark once, next
 to the converter: the class carries its :class:`~.schema.BenchmarkSpec` (``spec``: title, kinds, the release format's
-source URL, dimension mapping, tie rule, the protocol that scores it, the report columns it fills, an editor
-benchmark's judge protocol) and registers with ``@register_converter``; the module's docstring cites how the release
-is laid out. The registry imports this package's modules by name on first use (as pyiqa's arch registry scans its
-folder), so there is no central list. Adding a benchmark: one converter module here and one fixture writing its
+source URL, what the release folder holds and the file or split converted by default, dimension mapping, tie rule,
+the protocol that scores it, the report columns it fills, an editor benchmark's judge protocol, the citation) and
+registers with ``@register_converter``; the module's docstring cites how the release is laid out. The registry
+imports this package's modules by name on first use (as pyiqa's arch registry scans its folder), so there is no
+central list. Adding a benchmark: one converter module here and one fixture writing its
 release (``make_raw_<module>`` in ``modeling_miescore.testing.raw_benchmarks``); the tests iterate the registry.
 
 ``miescore convert-benchmark --help`` lists the registered benchmarks (MIEScore Table 6, SpatialReward Tables 1

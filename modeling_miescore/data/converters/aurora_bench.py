@@ -25,14 +25,9 @@ from __future__ import annotations
 from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
-from .base import (
-    BenchmarkConverter,
-    ReleaseChoiceOption,
-    StripPrefixOption,
-    content_key,
-)
+from .base import BenchmarkConverter, StripPrefixOption, content_key
 from .release_files import read_json_records
-from .schema import BenchmarkSpec, PairItem
+from .schema import BenchmarkSpec, PairItem, bibtex
 
 __all__ = ["AuroraBenchConverter", "SPEC"]
 
@@ -47,17 +42,15 @@ SPEC = BenchmarkSpec(
     format_note=("The AURORA authors release their human ratings as task_scores_finegrained.json (README, Google "
                  "Drive); that file's fields are not published in a readable form, so the input is the pairwise "
                  "JSON that EditReward's eval_bench.py builds from those ratings (a derived format)."),
+    release_folder=f"folder holding {DEFAULT_FILE} (or --file) and the images it names", default_file=DEFAULT_FILE,
     dimensions={"dim1 score (human rating of each output)": "overall"},
     tie_rule=("Human: equal model1_dim1_score and model2_dim1_score is a tie (eval_bench.py). Prediction: "
               "tie-calibrated (epsilon chosen to maximise accuracy, Deutsch et al. 2023, arXiv 2305.14324), the "
               "'accuracy with ties' that eval_bench.py reports for this file."),
-    citation="""@inproceedings{krojer2024aurora,
-  title     = {Learning Action and Reasoning-Centric Image Editing from Videos and Simulations},
-  author    = {Krojer, Benno and Vattikonda, Dheeraj and Lara, Luis and Jampani, Varun and Portelance, Eva and
-               Pal, Christopher and Reddy, Siva},
-  booktitle = {NeurIPS Datasets and Benchmarks},
-  year      = {2024}
-}""",
+    citation=bibtex("inproceedings", "krojer2024aurora",
+                    title="Learning Action and Reasoning-Centric Image Editing from Videos and Simulations",
+                    author=("Krojer, Benno", "Vattikonda, Dheeraj", "Lara, Luis", "Jampani, Varun", "Portelance, Eva",
+                            "Pal, Christopher", "Reddy, Siva"), booktitle="NeurIPS Datasets and Benchmarks", year=2024),
     paper_reference="MIEScore paper, Table 6 (AROURA-Bench, Acc. %)",
 )
 
@@ -65,13 +58,10 @@ KEYS = ("prompt", "path_src", "path1", "path2", "model1_dim1_score", "model2_dim
 
 
 @register_converter
-class AuroraBenchConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConverter):
+class AuroraBenchConverter(StripPrefixOption, BenchmarkConverter):
     """AURORA-Bench pairwise human ratings (EditReward's JSON) -> pairwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = f"folder holding {DEFAULT_FILE} (or --file) and the images it names"
-    main_file = DEFAULT_FILE
-    choice_option, default_choice = "file", DEFAULT_FILE
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         records = read_json_records(self.raw / self.choice, problems, required=KEYS)

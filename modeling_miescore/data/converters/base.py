@@ -5,7 +5,8 @@ schema of :mod:`.schema` as configs (``pointwise``, ``pairwise``; an editor benc
 A converter declares its :class:`~.schema.BenchmarkSpec` and implements :meth:`read` (parse the release, report
 every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add_edit` /
 :meth:`add_pair` / :meth:`add_editing`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
-exit status 2 for bad raw data) is the builder machinery.
+exit status 2 for bad raw data) is the builder machinery; the spec's release folder layout gives the ``--raw`` help
+and, for a release of several files or splits, the ``--file`` / ``--split`` option (``self.choice``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from .schema import (
     pointwise_features,
 )
 
-__all__ = ["BenchmarkConverter", "ConversionSummary", "ReleaseChoiceOption", "StripPrefixOption", "content_key"]
+__all__ = ["BenchmarkConverter", "ConversionSummary", "StripPrefixOption", "content_key"]
 
 
 def content_key(*parts: Any) -> str:
@@ -60,7 +61,8 @@ class ConversionSummary(BuildSummary):
 
 
 class BenchmarkConverter(DatasetBuilder):
-    """Base of the benchmark converters (see the module docstring)."""
+    """Base of the benchmark converters (see the module docstring). ``choice`` is the release part chosen with the
+    option the spec declares (``--file`` / ``--split``: ``BenchmarkSpec.release_choice``), or None."""
 
     spec: ClassVar[BenchmarkSpec]
     main_file: ClassVar[str]  # the file named when the release yields no row at all
@@ -70,13 +72,20 @@ class BenchmarkConverter(DatasetBuilder):
         super().__init_subclass__(**kwargs)
         if "spec" in cls.__dict__:
             cls.title = cls.spec.title
+            cls.raw_help = cls.spec.release_folder
+            cls.main_file = cls.spec.main_file or cls.spec.default_file
             cls.default_license = cls.spec.license
             cls.license_help = (f"license id for the card (default: {cls.spec.license}, the original release's; "
                                 "its terms apply to the converted data)")
             cls.card = card_spec(cls.spec)
 
     def __init__(self, *args, **kwargs):
+        option, default = self.spec.release_choice or (None, None)
+        chosen = kwargs.pop(option, None) if option else None
         super().__init__(*args, **kwargs)
+        self.choice = chosen or default
+        if option == "file":
+            self.main_file = self.choice
         self.edits: list[EditItem] = []
         self.pairs: list[PairItem] = []
         self.editing: list[EditingItem] = []
@@ -220,11 +229,22 @@ class BenchmarkConverter(DatasetBuilder):
     def release_metadata(self) -> dict[str, Any]:
         """What the card's ``miescore_benchmark`` block and the reports say about which part of the release was
         converted (``{"release_part": "split test_v1"}``); nothing for a converter that reads all of it."""
-        return {}
+        choice = self.spec.release_choice
+        return {"release_part": f"{choice[0]} {self.choice}"} if choice else {}
 
     def summary(self, split_info: dict[str, dict]) -> ConversionSummary:
         return ConversionSummary(out_dir=str(self.out), splits=split_info, benchmark=self.spec.name,
                                  title=self.spec.title)
+
+    # ------------------------------------------------------------------------------ command line
+
+    @classmethod
+    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_builder_arguments(parser)
+        choice = cls.spec.release_choice
+        if choice is not None:
+            what = "split of the release to convert" if choice[0] == "split" else "release file inside --raw"
+            parser.add_argument(f"--{choice[0]}", default=None, help=f"the {what} (default: {choice[1]})")
 
 
 class StripPrefixOption:
@@ -249,28 +269,3 @@ class StripPrefixOption:
         if isinstance(value, str) and self.strip_prefix and value.startswith(self.strip_prefix):
             return value[len(self.strip_prefix):]
         return value
-
-
-class ReleaseChoiceOption:
-    """Mixin for a release option that picks one of its parts: ``--split`` (the split to convert) or ``--file`` (the
-    file inside ``--raw``). Subclasses set ``choice_option`` (``"split"`` or ``"file"``) and ``default_choice``;
-    the value is ``self.choice`` (and ``main_file`` follows a chosen file)."""
-
-    choice_option: ClassVar[str]
-    default_choice: ClassVar[str]
-
-    def __init__(self, *args, **kwargs):
-        chosen = kwargs.pop(self.choice_option, None)
-        super().__init__(*args, **kwargs)
-        self.choice = chosen or self.default_choice
-        if self.choice_option == "file":
-            self.main_file = self.choice
-
-    @classmethod
-    def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        super().add_builder_arguments(parser)
-        what = "split of the release to convert" if cls.choice_option == "split" else "release file inside --raw"
-        parser.add_argument(f"--{cls.choice_option}", default=None, help=f"the {what} (default: {cls.default_choice})")
-
-    def release_metadata(self) -> dict[str, Any]:
-        return {**super().release_metadata(), "release_part": f"{self.choice_option} {self.choice}"}

@@ -28,8 +28,8 @@ from pathlib import PurePosixPath
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_jsonl
 from . import register_converter
 from .base import BenchmarkConverter, StripPrefixOption
-from .mos_sentence_lines import REQUIRED_KEYS, MOSLines
-from .schema import BenchmarkSpec
+from .mos_sentence_lines import MOS_TIE_RULE, REQUIRED_KEYS, MOSLines
+from .schema import BenchmarkSpec, bibtex
 
 __all__ = ["EBenchConverter", "FILES", "SPEC"]
 
@@ -41,16 +41,14 @@ SPEC = BenchmarkSpec(
     format_source="https://github.com/IntMeGroup/LMM4Edit (data/test_v.json, test_e.json, test_c.json)",
     format_note=("The three JSON Lines files are read as released; image paths are made relative with "
                  "--strip-prefix (default /mnt/data/xzt/MM/editing_all/)."),
+    release_folder="folder holding test_v.json, test_e.json, test_c.json and the image folders they name",
+    main_file="test_v.json",
     dimensions={"visual quality (test_v)": "visual_quality", "editing correspondence (test_e)":
                 "instruction_following", "attribute preservation (test_c)": "attribute_preservation"},
-    tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
-              "SRCC over the three dimensions."),
-    citation="""@inproceedings{xu2025lmm4edit,
-  title     = {LMM4Edit: Benchmarking and Evaluating Multimodal Image Editing with LMMs},
-  author    = {Xu, Zitong and Duan, Huiyu and others},
-  booktitle = {ACM Multimedia},
-  year      = {2025}
-}""",
+    tie_rule=MOS_TIE_RULE,
+    citation=bibtex("inproceedings", "xu2025lmm4edit",
+                    title="LMM4Edit: Benchmarking and Evaluating Multimodal Image Editing with LMMs",
+                    author=("Xu, Zitong", "Duan, Huiyu", "others"), booktitle="ACM Multimedia", year=2025),
     paper_reference="MIEScore paper, Table 6 (EBench-18K, SRCC)",
 )
 
@@ -61,8 +59,6 @@ class EBenchConverter(StripPrefixOption, BenchmarkConverter):
 
     spec = SPEC
     default_strip_prefix = "/mnt/data/xzt/MM/editing_all/"
-    raw_help = "folder holding test_v.json, test_e.json, test_c.json and the image folders they name"
-    main_file = "test_v.json"
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         lines = MOSLines(self.file_image, self.release_path, tuple(FILES.values()),

@@ -29,7 +29,7 @@ from ..builders.raw_files import ImageChecker, ProblemCollector
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows
-from .schema import BenchmarkSpec, EditItem, PairItem
+from .schema import BenchmarkSpec, EditItem, PairItem, bibtex
 
 __all__ = ["EditRewardBenchConverter", "SPEC", "group_of"]
 
@@ -44,18 +44,18 @@ SPEC = BenchmarkSpec(
     format_source="https://huggingface.co/datasets/TIGER-Lab/EditReward-Bench ; "
                   "https://github.com/TIGER-AI-Lab/EditReward/tree/main/EditReward/evaluate",
     format_note="The converter reads the Hub's Parquet shards 2pair/, 3pair/, 4pair/ as downloaded.",
+    release_folder="the TIGER-Lab/EditReward-Bench folder as downloaded (2pair/, 3pair/, 4pair/ with train-*.parquet)",
+    main_file="2pair",
     dimensions={"score (human score of each candidate)": "overall"},
     tie_rule=("Pointwise (what MIEScore's Table 6 reports, and what 'benchmark zero-shot' computes): SRCC with the "
               "human score; tied human scores get average ranks. The pairwise config keeps the comparisons with "
               "their human ties (2-pair 'A=B' -> tie); the authors' own pairwise protocol (eval_bench.py) counts a "
               "2-pair tie correct when |score_a - score_b| <= epsilon, epsilon tie-calibrated on the 2-pair data, "
               "and a predicted tie wrong in 3-/4-pair data (calc_accuracy_without_ties)."),
-    citation="""@article{wu2025editreward,
-  title   = {EditReward: A Human-Aligned Reward Model for Instruction-Guided Image Editing},
-  author  = {Wu, Keming and Jiang, Sicong and Ku, Max and Nie, Ping and Liu, Minghao and Chen, Wenhu},
-  journal = {arXiv preprint arXiv:2509.26346},
-  year    = {2025}
-}""",
+    citation=bibtex("article", "wu2025editreward",
+                    title="EditReward: A Human-Aligned Reward Model for Instruction-Guided Image Editing",
+                    author=("Wu, Keming", "Jiang, Sicong", "Ku, Max", "Nie, Ping", "Liu, Minghao", "Chen, Wenhu"),
+                    journal="arXiv preprint arXiv:2509.26346", year=2025),
     paper_reference="MIEScore paper, Table 6 (EditReward-Bench, SRCC)",
 )
 
@@ -89,8 +89,6 @@ class EditRewardBenchConverter(BenchmarkConverter):
     """TIGER-Lab/EditReward-Bench Parquet shards -> pointwise + pairwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = "the TIGER-Lab/EditReward-Bench folder as downloaded (2pair/, 3pair/, 4pair/ with train-*.parquet)"
-    main_file = "2pair"
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         files = self.release_files("[234]pair/*.parquet", problems)

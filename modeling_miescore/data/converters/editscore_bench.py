@@ -24,7 +24,7 @@ from ..builders.raw_files import ImageChecker, ProblemCollector
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_saved_dataset
-from .schema import BenchmarkSpec, PairItem
+from .schema import BenchmarkSpec, PairItem, bibtex
 
 __all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC", "TASK_GROUPS"]
 
@@ -37,19 +37,19 @@ SPEC = BenchmarkSpec(
     format_source="https://huggingface.co/datasets/EditScore/EditReward-Bench ; "
                   "https://github.com/VectorSpaceLab/EditScore/blob/main/evaluation.py",
     format_note="The converter reads the save_to_disk folder (state.json + data-*.arrow) as downloaded from the Hub.",
+    release_folder="the EditScore/EditReward-Bench folder as downloaded (state.json, dataset_info.json, data-*.arrow)",
+    main_file="state.json",
     dimensions={"prompt_following": "instruction_following", "consistency": "attribute_preservation",
                 "overall": "overall"},
     tie_rule=("Human: no ties (every pair has a preferred output). Prediction: a pair is correct only when "
               "score(preferred) > score(other) on the judged dimension, so a predicted tie is wrong "
               "(EditScore's calculate_statistics.py and SpatialReward's calculate_accuracy.py). Accuracy is computed "
               "per task_type and averaged over task types (macro), per dimension."),
-    citation="""@article{luo2025editscore,
-  title   = {EditScore: Unlocking Online RL for Image Editing via High-Fidelity Reward Modeling},
-  author  = {Luo, Xin and Wang, Jiahao and Wu, Chenyuan and Xiao, Shitao and Jiang, Xiyan and Lian, Defu and
-             Zhang, Jiajun and Liu, Dong and others},
-  journal = {arXiv preprint arXiv:2509.23909},
-  year    = {2025}
-}""",
+    citation=bibtex("article", "luo2025editscore",
+                    title="EditScore: Unlocking Online RL for Image Editing via High-Fidelity Reward Modeling",
+                    author=("Luo, Xin", "Wang, Jiahao", "Wu, Chenyuan", "Xiao, Shitao", "Jiang, Xiyan", "Lian, Defu",
+                            "Zhang, Jiajun", "Liu, Dong", "others"), journal="arXiv preprint arXiv:2509.23909",
+                    year=2025),
     paper_reference="MIEScore paper, Table 6 (EditScore-Bench, Acc. %); SpatialReward paper, Table 1 "
                     "(EditReward-Bench PF / Cons. / Ovrl.)",
 )
@@ -69,8 +69,6 @@ class EditScoreBenchConverter(BenchmarkConverter):
     """EditScore/EditReward-Bench save_to_disk folder -> pairwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = "the EditScore/EditReward-Bench folder as downloaded (state.json, dataset_info.json, data-*.arrow)"
-    main_file = "state.json"
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         rows = read_saved_dataset(self.raw, problems, required=COLUMNS)

@@ -32,7 +32,7 @@ from ..builders.raw_files import ImageChecker, ProblemCollector
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows, read_saved_dataset
-from .schema import BenchmarkSpec, EditingItem, EditorBenchmark
+from .schema import BenchmarkSpec, EditingItem, EditorBenchmark, bibtex
 
 __all__ = ["COLUMNS", "GEDIT_LANGUAGES", "GEDIT_TASK_TYPES", "GEditBenchConverter", "SPEC"]
 
@@ -46,6 +46,8 @@ SPEC = BenchmarkSpec(
                  "datasets save_to_disk Arrow files (train/state.json + data-*.arrow; the Hub page lists the format "
                  "as Arrow). source_images holds input_image, the image GEdit's scripts save as <key>_SRCIMG.png "
                  "and judge against; input_image_raw is not kept."),
+    release_folder="the downloaded stepfun-ai/GEdit-Bench folder (data/train-*.parquet, or train/ saved as Arrow)",
+    main_file="data",
     dimensions={"SC (semantic consistency, 0-10)": "instruction_following",
                 "PQ (perceptual quality, 0-10)": "visual_quality", "O = sqrt(SC * PQ)": "overall"},
     tie_rule=("VIEScore task 'tie' (TIGER-AI-Lab/VIEScore viescore/__init__.py): SC = min(editing success, "
@@ -53,12 +55,9 @@ SPEC = BenchmarkSpec(
               "image alone, both 0-10, O = sqrt(SC * PQ) per sample; the edited image is resized to the source's "
               "size first; SC, PQ and O are averaged per task type, then over the 11 task types (unweighted), for "
               "the full set and the Intersection_exist subset, per instruction language."),
-    citation="""@article{liu2025step1xedit,
-  title   = {Step1X-Edit: A Practical Framework for General Image Editing},
-  author  = {Liu, Shiyu and others},
-  journal = {arXiv preprint arXiv:2504.17761},
-  year    = {2025}
-}""",
+    citation=bibtex("article", "liu2025step1xedit",
+                    title="Step1X-Edit: A Practical Framework for General Image Editing",
+                    author=("Liu, Shiyu", "others"), journal="arXiv preprint arXiv:2504.17761", year=2025),
     paper_reference="SpatialReward paper, Table 3 (GEdit-EN SC / PQ / Ovrl.)",
     editor=EditorBenchmark(
         name="gedit", scores=("sc", "pq", "o"), overall="o", labels={"sc": "SC", "pq": "PQ", "o": "O"},
@@ -84,8 +83,6 @@ class GEditBenchConverter(BenchmarkConverter):
     """GEdit-Bench's train split (Parquet shards or save_to_disk Arrow) -> editing rows (module docstring)."""
 
     spec = SPEC
-    raw_help = "the downloaded stepfun-ai/GEdit-Bench folder (data/train-*.parquet, or train/ saved as Arrow)"
-    main_file = "data"
 
     def _rows(self, problems: ProblemCollector) -> list[tuple[str, int, dict]]:
         files = sorted(p for p in self.raw.glob(PARQUET) if p.is_file())

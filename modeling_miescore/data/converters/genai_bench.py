@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from ..builders.raw_files import ImageChecker, ProblemCollector
 from . import register_converter
-from .base import BenchmarkConverter, ReleaseChoiceOption
+from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows
-from .schema import BenchmarkSpec, PairItem
+from .schema import BenchmarkSpec, PairItem, bibtex
 
 __all__ = ["GenAIBenchConverter", "SPEC", "VOTE_LABELS"]
 
@@ -37,30 +37,26 @@ SPEC = BenchmarkSpec(
     format_source="https://huggingface.co/datasets/TIGER-Lab/GenAI-Bench (config image_edition); "
                   "https://github.com/TIGER-AI-Lab/GenAI-Bench/blob/main/inference.py",
     format_note="The converter reads the Hub's Parquet shards image_edition/<split>-*.parquet as downloaded.",
+    release_folder="folder holding image_edition/<split>-*.parquet (TIGER-Lab/GenAI-Bench as downloaded)",
+    main_file="image_edition", default_split="test_v1",
     dimensions={"vote (overall preference)": "overall"},
     tie_rule=("Human: tievote and bothbad_vote are both ties (the authors' parse_response accepts an 'A=B' verdict "
               "for either). Prediction: a pointwise scorer's tie is |score_a - score_b| <= epsilon with epsilon "
               "tie-calibrated (Deutsch et al. 2023, arXiv 2305.14324), as EditReward's eval_bench.py reports "
               "GenAI-Bench ('Accuracy with ties (paper metric)'); accuracy = share of pairs whose predicted "
               "A>B / B>A / tie equals the human one."),
-    citation="""@article{jiang2024genai,
-  title   = {GenAI Arena: An Open Evaluation Platform for Generative Models},
-  author  = {Jiang, Dongfu and Ku, Max and Li, Tianle and Ni, Yuansheng and Sun, Shizhuo and Fan, Rongqi and Chen, Wenhu},
-  journal = {arXiv preprint arXiv:2406.04485},
-  year    = {2024}
-}""",
+    citation=bibtex("article", "jiang2024genai", title="GenAI Arena: An Open Evaluation Platform for Generative Models",
+                    author=("Jiang, Dongfu", "Ku, Max", "Li, Tianle", "Ni, Yuansheng", "Sun, Shizhuo", "Fan, Rongqi",
+                            "Chen, Wenhu"), journal="arXiv preprint arXiv:2406.04485", year=2024),
     paper_reference="MIEScore paper, Table 6 (GenAI-Bench, Acc. %)",
 )
 
 
 @register_converter
-class GenAIBenchConverter(ReleaseChoiceOption, BenchmarkConverter):
+class GenAIBenchConverter(BenchmarkConverter):
     """GenAI-Bench image_edition Parquet shards -> pairwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = "folder holding image_edition/<split>-*.parquet (TIGER-Lab/GenAI-Bench as downloaded)"
-    main_file = "image_edition"
-    choice_option, default_choice = "split", "test_v1"
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         files = self.release_files(f"image_edition/{self.choice}-*.parquet", problems)

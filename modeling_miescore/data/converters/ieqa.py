@@ -23,9 +23,9 @@ import re
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_jsonl
 from . import register_converter
-from .base import BenchmarkConverter, ReleaseChoiceOption, StripPrefixOption
-from .mos_sentence_lines import REQUIRED_KEYS, MOSLines
-from .schema import BenchmarkSpec
+from .base import BenchmarkConverter, StripPrefixOption
+from .mos_sentence_lines import MOS_TIE_RULE, REQUIRED_KEYS, MOSLines
+from .schema import BenchmarkSpec, bibtex
 
 __all__ = ["DIMENSIONS", "IEQAConverter", "SPEC"]
 
@@ -39,16 +39,15 @@ SPEC = BenchmarkSpec(
     format_note=("JSON Lines as EditHF's inference.py reads them ({images: [source, edited], query, response: 'The "
                  "quality score is XX.XX'}), the dimension named in the query; the Hub dataset's file names were not "
                  "read, so --file (a glob, default *.jsonl) picks the files."),
+    release_folder=f"folder holding the IEQA JSON Lines files ({DEFAULT_FILE}, or --file) and the images they name",
+    default_file=DEFAULT_FILE,
     dimensions={"visual_quality": "visual_quality", "editing_alignment": "instruction_following",
                 "attribute_preservation": "attribute_preservation"},
-    tie_rule=("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
-              "SRCC over the three dimensions."),
-    citation="""@article{xu2026edithf1m,
-  title   = {EditHF-1M: A Million-Scale Rich Human Preference Feedback for Image Editing},
-  author  = {Xu, Zitong and Duan, Huiyu and Ji, Zhongpeng and Zhang, Xinyun and Liu, Yutao and Min, Xiongkuo and others},
-  journal = {arXiv preprint arXiv:2603.14916},
-  year    = {2026}
-}""",
+    tie_rule=MOS_TIE_RULE,
+    citation=bibtex("article", "xu2026edithf1m",
+                    title="EditHF-1M: A Million-Scale Rich Human Preference Feedback for Image Editing",
+                    author=("Xu, Zitong", "Duan, Huiyu", "Ji, Zhongpeng", "Zhang, Xinyun", "Liu, Yutao",
+                            "Min, Xiongkuo", "others"), journal="arXiv preprint arXiv:2603.14916", year=2026),
     paper_reference="MIEScore paper, Table 6 (IEQA, SRCC)",
 )
 # EditHF inference.py build_query: the words of a query's "from <...> aspect" -> the MIEScore score key
@@ -64,13 +63,10 @@ def dimension_of(query) -> str | None:
 
 
 @register_converter
-class IEQAConverter(StripPrefixOption, ReleaseChoiceOption, BenchmarkConverter):
+class IEQAConverter(StripPrefixOption, BenchmarkConverter):
     """IEQA JSON Lines (EditHF's format) -> pointwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = f"folder holding the IEQA JSON Lines files ({DEFAULT_FILE}, or --file) and the images they name"
-    main_file = DEFAULT_FILE
-    choice_option, default_choice = "file", DEFAULT_FILE
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         lines = MOSLines(self.file_image, self.release_path, tuple(DIMENSIONS.values()))

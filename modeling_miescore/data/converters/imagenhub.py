@@ -30,9 +30,9 @@ import re
 from ...utils.numbers import finite_float
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
-from .base import BenchmarkConverter, ReleaseChoiceOption
+from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows, read_tsv
-from .schema import BenchmarkSpec, EditItem
+from .schema import BenchmarkSpec, EditItem, bibtex
 
 __all__ = ["ImagenHubConverter", "SPEC"]
 
@@ -47,15 +47,16 @@ SPEC = BenchmarkSpec(
                   "https://huggingface.co/datasets/ImagenHub/Text_Guided_Image_Editing",
     format_note=("The ratings TSVs and the inputs' Parquet shards are read as released; the edited images are read "
                  "from <model>/sample_<img_id>_<turn>.jpg as ImagenHub names its outputs."),
+    release_folder=(f"folder holding data/<split>-*.parquet, {RATINGS}/Text-Guided_IE_rater*.tsv and "
+                    f"{OUTPUTS}/<model>/sample_<img_id>_<turn>.jpg"),
+    main_file=RATINGS, default_split="filtered",
     dimensions={"SC (semantic consistency)": "instruction_following", "PQ (perceptual quality)": "visual_quality"},
     tie_rule=("Pointwise: SRCC per dimension with the raters' mean SC / PQ (average ranks for ties, which are "
               "frequent on the {0, 0.5, 1} scale); the Table 6 value is the mean SRCC over SC and PQ."),
-    citation="""@inproceedings{ku2024imagenhub,
-  title     = {ImagenHub: Standardizing the evaluation of conditional image generation models},
-  author    = {Ku, Max and Li, Tianle and Zhang, Kai and Lu, Yujie and Fu, Xingyu and Zhuang, Wenwen and Chen, Wenhu},
-  booktitle = {ICLR},
-  year      = {2024}
-}""",
+    citation=bibtex("inproceedings", "ku2024imagenhub",
+                    title="ImagenHub: Standardizing the evaluation of conditional image generation models",
+                    author=("Ku, Max", "Li, Tianle", "Zhang, Kai", "Lu, Yujie", "Fu, Xingyu", "Zhuang, Wenwen",
+                            "Chen, Wenhu"), booktitle="ICLR", year=2024),
     paper_reference="MIEScore paper, Table 6 (ImagenHub, SRCC)",
 )
 
@@ -72,14 +73,10 @@ def _cell(text: str) -> tuple[float, float] | None:
 
 
 @register_converter
-class ImagenHubConverter(ReleaseChoiceOption, BenchmarkConverter):
+class ImagenHubConverter(BenchmarkConverter):
     """ImagenHub text-guided editing ratings + inputs + outputs -> pointwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = (f"folder holding data/<split>-*.parquet, {RATINGS}/Text-Guided_IE_rater*.tsv and "
-                f"{OUTPUTS}/<model>/sample_<img_id>_<turn>.jpg")
-    main_file = RATINGS
-    choice_option, default_choice = "split", "filtered"
 
     def _inputs(self, problems: ProblemCollector) -> dict[tuple[str, int], tuple]:
         files = self.release_files(f"data/{self.choice}-*.parquet", problems)

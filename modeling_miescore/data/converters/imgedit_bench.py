@@ -26,9 +26,11 @@ from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import read_json_keyed_records
-from .schema import BenchmarkSpec, EditingItem, EditorBenchmark
+from .schema import BenchmarkSpec, EditingItem, EditorBenchmark, bibtex
 
 __all__ = ["IMGEDIT_TYPES", "ImgEditBenchConverter", "SPEC"]
+
+FILE = "basic_edit.json"
 
 SPEC = BenchmarkSpec(
     name="imgedit-bench", title="ImgEdit-Bench (Basic)", kinds=("editing",),
@@ -38,17 +40,15 @@ SPEC = BenchmarkSpec(
                   "https://huggingface.co/datasets/sysuyy/ImgEdit",
     format_note=("basic_edit.json ({key: {id, prompt, edit_type}}) is read as released, each source image from "
                  "<images>/<id> (the extracted Benchmark.tar; --images, relative to --raw)."),
+    release_folder="the folder holding ImgEdit's Benchmark/Basic/basic_edit.json (and the extracted source images)",
+    main_file=FILE,
     dimensions={"mean of the type's three 1-5 criteria": "overall"},
     tie_rule=("basic_bench.py: the judge sees the type's rubric (prompts.json, <edit_prompt> replaced), the source "
               "and the edited image, and answers three 'Name: <1-5>' lines; step1_get_avgscore.py takes the "
               "per-image mean (rounded to 2 places), step2_typescore.py the per-type means (rounded to 2 places). "
               "The scripts define no overall score; the mean over the types is our reading."),
-    citation="""@article{ye2025imgedit,
-  title   = {ImgEdit: A Unified Image Editing Dataset and Benchmark},
-  author  = {Ye, Yang and others},
-  journal = {arXiv preprint arXiv:2505.20275},
-  year    = {2025}
-}""",
+    citation=bibtex("article", "ye2025imgedit", title="ImgEdit: A Unified Image Editing Dataset and Benchmark",
+                    author=("Ye, Yang", "others"), journal="arXiv preprint arXiv:2505.20275", year=2025),
     paper_reference="SpatialReward paper, Table 3 (ImgEdit Ovrl.)",
     editor=EditorBenchmark(
         name="imgedit", scores=("mean",), overall="mean", labels={"mean": "Score"}, scale=(1.0, 5.0),
@@ -58,7 +58,6 @@ SPEC = BenchmarkSpec(
         overall_note="Overall = the mean over edit types of the per-type means: our reading (the benchmark's "
                      "scripts define no overall score)."),
 )
-FILE = "basic_edit.json"
 IMGEDIT_TYPES = ("add", "remove", "replace", "alter", "background", "style", "extract", "action", "compose")
 
 
@@ -67,8 +66,6 @@ class ImgEditBenchConverter(BenchmarkConverter):
     """ImgEdit-Bench Basic basic_edit.json + source images -> editing rows (module docstring)."""
 
     spec = SPEC
-    raw_help = "the folder holding ImgEdit's Benchmark/Basic/basic_edit.json (and the extracted source images)"
-    main_file = FILE
 
     def __init__(self, *args, images: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -76,6 +73,7 @@ class ImgEditBenchConverter(BenchmarkConverter):
 
     @classmethod
     def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_builder_arguments(parser)
         parser.add_argument("--images", default=None, metavar="SUBDIR",
                             help="folder of the extracted source images (Benchmark.tar), relative to --raw "
                                  "(default: --raw itself); each key's image is <SUBDIR>/<id>")

@@ -33,7 +33,7 @@ from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
 from .base import BenchmarkConverter, content_key
 from .release_files import read_json_records
-from .schema import BenchmarkSpec, PairItem
+from .schema import BenchmarkSpec, PairItem, bibtex
 
 __all__ = ["MMRB2Converter", "SPEC"]
 
@@ -44,19 +44,17 @@ SPEC = BenchmarkSpec(
     protocol="mmrb2", columns={"reward": {"mmrb2_single": "single", "mmrb2_multi": "multi", "mmrb2_ovrl": "overall"}},
     format_source="https://github.com/facebookresearch/MMRB2/tree/main/benchmark (edit.json, README.md)",
     format_note="The converter reads the built release folder (edit.json, images/, input_images/) as is.",
+    release_folder="the built MMRB2 benchmark folder (edit.json, images/, input_images/)", main_file=FILE,
     dimensions={"chosen (overall preference)": "overall"},
     tie_rule=("Human: no ties (chosen is A or B). Prediction: correct only when the chosen response scores strictly "
               "higher; a predicted tie is wrong (MMRB2's compute_accuracy.py counts any verdict other than A/B as "
               "wrong; it judges each pair in both orders, which for a pointwise scorer gives the same verdict "
               "twice, so the accuracy is unchanged). Single / Multi = pairs with one / several input images; "
               "Ovrl. = all pairs (micro)."),
-    citation="""@article{hu2025mmrb2,
-  title   = {Multimodal RewardBench 2: Evaluating Omni Reward Models for Interleaved Text and Image},
-  author  = {Hu, Yushi and Askari-Hemmat, Reyhane and Hall, Melissa and Dinan, Emily and Zettlemoyer, Luke and
-             Ghazvininejad, Marjan},
-  journal = {arXiv preprint arXiv:2512.16899},
-  year    = {2025}
-}""",
+    citation=bibtex("article", "hu2025mmrb2",
+                    title="Multimodal RewardBench 2: Evaluating Omni Reward Models for Interleaved Text and Image",
+                    author=("Hu, Yushi", "Askari-Hemmat, Reyhane", "Hall, Melissa", "Dinan, Emily", "Zettlemoyer, Luke",
+                            "Ghazvininejad, Marjan"), journal="arXiv preprint arXiv:2512.16899", year=2025),
     paper_reference="SpatialReward paper, Table 1 (MMRB2 (ImgEdit) Single / Multi / Ovrl.)",
 )
 
@@ -72,8 +70,6 @@ class MMRB2Converter(BenchmarkConverter):
     """MMRB2 edit.json + images -> pairwise rows (see the module docstring)."""
 
     spec = SPEC
-    raw_help = "the built MMRB2 benchmark folder (edit.json, images/, input_images/)"
-    main_file = FILE
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         records = read_json_records(self.raw / FILE, problems, key="pairs")

@@ -28,10 +28,13 @@ from ..builders.raw_files import ProblemCollector, RecordCheck
 from .base import content_key
 from .schema import EditItem, ImageRef
 
-__all__ = ["MOS_SCALE", "MOSLines", "REQUIRED_KEYS", "instruction_of", "score_of"]
+__all__ = ["MOS_SCALE", "MOSLines", "MOS_TIE_RULE", "REQUIRED_KEYS", "instruction_of", "score_of"]
 
 REQUIRED_KEYS = ("query", "response", "images")
 MOS_SCALE = (0.0, 100.0)  # "on a scale of 0-100" (both releases' queries)
+# How both benchmarks are scored (their ``BenchmarkSpec.tie_rule``; the ``srcc`` protocol over three MOS dimensions).
+MOS_TIE_RULE = ("Pointwise: SRCC per dimension with the MOS (average ranks for ties); the Table 6 value is the mean "
+                "SRCC over the three dimensions.")
 _INSTRUCTION = re.compile(r"editing prompt \[(.*?)\], the source image", re.DOTALL)
 _SCORE = re.compile(r"score is\s*(-?[0-9]+(?:\.[0-9]+)?)")
 

@@ -4,9 +4,9 @@ editing inputs (sources + instruction, no edited image) of the editor benchmarks
 Rows are built from :class:`EditItem` / :class:`PairItem` / :class:`EditingItem`; images are :class:`ImageRef` s (a file of the raw
 release, or bytes embedded in a Parquet/Arrow release) that are written as ``datasets.Image`` storage values
 (original bytes, never re-encoded). :class:`BenchmarkSpec` is what the registry knows about a benchmark
-(format source, kinds, dimension mapping, tie rule, the protocol that scores it, the report columns it fills; an
-editor benchmark's judge protocol, :class:`EditorBenchmark`), declared in its converter module; the dataset card
-records part of it.
+(format source, release folder, kinds, dimension mapping, tie rule, the protocol that scores it, the report columns
+it fills; an editor benchmark's judge protocol, :class:`EditorBenchmark`), declared in its converter module; the
+dataset card records part of it, ending with the citation that :func:`bibtex` writes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "ImageRef",
     "PairItem",
     "SPLIT",
+    "bibtex",
     "check_declaration",
     "editing_features",
     "pairwise_features",
@@ -184,6 +185,11 @@ class BenchmarkSpec:
     predicted ties count, with its source; ``format_source`` is where the release format was read (URL), and
     ``format_note`` says how exactly the converter's input relates to it.
 
+    The release folder (``--raw``): ``release_folder`` says what it holds (the ``--raw`` help); ``main_file`` is
+    the file named when the folder yields no row at all. A release of several files or splits declares the one
+    converted by default: ``default_file`` (``--file``, a file or glob inside ``--raw``; ``main_file`` follows the
+    chosen file) or ``default_split`` (``--split``); the converter then reads the choice as ``self.choice``.
+
     ``protocol`` is how predictions are scored: a scoring protocol of
     :data:`modeling_miescore.evaluation.benchmark_protocols.PROTOCOLS` (``calibrated``, ``strict``, ``editscore``,
     ``mmrb2``, ``srcc``; each names the config it reads), or, for an editor benchmark, its ``editor`` protocol's
@@ -199,8 +205,12 @@ class BenchmarkSpec:
     format_note: str
     dimensions: dict[str, str]
     tie_rule: str
-    citation: str
+    citation: str  # BibTeX (:func:`bibtex`), the card's last section
     paper_reference: str  # which table/column of which paper reports this benchmark
+    release_folder: str  # what the --raw folder holds (its --raw help)
+    main_file: str = ""  # the file named when the release yields no row (with a default_file: the chosen file)
+    default_file: str = ""  # --file: the release file (or glob) inside --raw converted by default
+    default_split: str = ""  # --split: the release split converted by default
     license: str = "unknown"
     subset_flags: tuple[str, ...] = ()  # editing rows: the benchmark's subset flags (bool columns)
     protocol: str = ""
@@ -216,6 +226,11 @@ class BenchmarkSpec:
         keys = set(self.dimensions.values()) - set(HUMAN_COLUMNS)
         if keys:
             raise ValueError(f"benchmark {self.name!r}: dimensions map to unknown score keys {sorted(keys)}")
+        if self.default_file and self.default_split:
+            raise ValueError(f"benchmark {self.name!r}: a release declares a default file or a default split, "
+                             "not both")
+        if not (self.main_file or self.default_file):
+            raise ValueError(f"benchmark {self.name!r}: declare the release's main_file (or its default_file)")
         if ("editing" in self.kinds) != (self.editor is not None):
             raise ValueError(f"benchmark {self.name!r}: an editing benchmark (and only one) declares its editor "
                              "protocol")
@@ -225,6 +240,13 @@ class BenchmarkSpec:
                                  f"protocol's name {self.editor.name!r}")
             object.__setattr__(self, "editor", replace(self.editor, dataset=self.name, title=self.title))
 
+    @property
+    def release_choice(self) -> tuple[str, str] | None:
+        """``(option, default)`` of the release part the converter picks (``("file", "*.jsonl")``), or None."""
+        if self.default_file:
+            return "file", self.default_file
+        return ("split", self.default_split) if self.default_split else None
+
     def to_metadata(self) -> dict:
         """The ``miescore_benchmark`` block of the dataset card (read back by the benchmark runner)."""
         block = {"name": self.name, "title": self.title, "kinds": list(self.kinds),
@@ -233,6 +255,16 @@ class BenchmarkSpec:
         if self.subset_flags:
             block["subset_flags"] = list(self.subset_flags)
         return block
+
+
+def bibtex(kind: str, key: str, **fields) -> str:
+    """A BibTeX entry ``@kind{key, ...}``: one ``name = {value}`` line per field, in the order given, the ``=``
+    aligned; a tuple value is a name list, joined with ``and`` (``bibtex("article", "ye2025imgedit", title="...",
+    author=("Ye, Yang", "others"), year=2025)``)."""
+    width = max(map(len, fields))
+    values = {name: " and ".join(value) if isinstance(value, tuple) else value for name, value in fields.items()}
+    lines = ",\n".join(f"  {name:<{width}} = {{{value}}}" for name, value in values.items())
+    return f"@{kind}{{{key},\n{lines}\n}}"
 
 
 def check_declaration(name: str, protocol: str, columns: dict, column_headers: dict) -> None:

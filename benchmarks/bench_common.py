@@ -71,21 +71,27 @@ def interleaved_best(fns, repeats: int):
     return best
 
 
-# One option of a benchmark's command line: (flag, type, default, help); type bool makes a switch.
+# One option of a benchmark's command line: (flag, type, default, help); type bool makes a switch. In an options
+# table a plain string instead starts a titled group of the options below it (one section of the benchmark).
 Option = tuple[str, type, object, str]
 
 
-def benchmark_args(doc: str, options: list[Option], threads: int = 2, repeats: int = 3, argv=None):
+def benchmark_args(doc: str, options: list[Option | str], threads: int = 2, repeats: int = 3, argv=None):
     """Parse a benchmark's command line: its ``options`` table plus ``--threads`` (torch's CPU threads, set
     here) and ``--repeats`` (best of this many timed runs per path)."""
     import torch
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    for flag, kind, default, help_text in options:
+    group = parser
+    for option in options:
+        if isinstance(option, str):
+            group = parser.add_argument_group(option)
+            continue
+        flag, kind, default, help_text = option
         if kind is bool:
-            parser.add_argument(flag, action="store_true", help=help_text)
+            group.add_argument(flag, action="store_true", help=help_text)
         else:
-            parser.add_argument(flag, type=kind, default=default, help=help_text)
+            group.add_argument(flag, type=kind, default=default, help=help_text)
     parser.add_argument("--threads", type=int, default=threads, help="torch CPU threads")
     parser.add_argument("--repeats", type=int, default=repeats, help="best of this many timed runs per path")
     args = parser.parse_args(argv)

@@ -40,24 +40,28 @@ from bench_common import (group_of_edits, interleaved_best, real_photos, section
                           tiny_scorer, titled_table)
 from realistic_costs import token_counts
 
-OPTIONS = [
+OPTIONS = [  # (flag, type, default, help); a string starts the options of a section
     ("--sections", str, "reward_prefix_reuse,reward_overlap,phases", "sections to run, comma-separated"),
-    ("--widths", str, "tiny,8b", "backbone widths for reward_prefix_reuse (tiny, 8b, 2b)"),
+    ("--quick", bool, None, "tiny sizes: checks the script in seconds"),
+    "reward_prefix_reuse",
+    ("--widths", str, "tiny,8b", "backbone widths (tiny, 8b, 2b)"),
     ("--group-size", int, 12, "edits per group (G; the paper's 12, appendix B.2.1)"),
     ("--groups", int, 2, "groups per reward call at the tiny width"),
     ("--image", int, 512, "image side at the tiny width"),
-    ("--wide-groups", int, 1, "groups per reward call at 8B / 2B width"),
-    ("--wide-image", int, 256, "image side at 8B / 2B width"),
-    ("--wide-repeats", int, 1, "timed repeats at 8B / 2B width"),
-    ("--steps", int, 4, "RL steps in reward_overlap"),
+    "reward_prefix_reuse at 8B / 2B width",
+    ("--wide-groups", int, 1, "groups per reward call"),
+    ("--wide-image", int, 256, "image side"),
+    ("--wide-repeats", int, 1, "timed repeats"),
     ("--checkpoint-dir", str, None, "keep the 8B/2B-wide checkpoints here between runs"),
-    ("--editors", str, "flux2-klein,qwen-image-edit-plus", "tiny editors for the phases section"),
-    ("--phase-steps", int, 6, "training steps per editor in phases (the first is a warm-up)"),
-    ("--phase-group-size", int, 4, "G in phases"),
-    ("--phase-groups", int, 2, "groups per step in phases"),
-    ("--denoising-steps", int, 4, "T, denoising steps per rollout in phases"),
-    ("--beta", float, 0.04, "KL weight in phases (0 skips the reference forward)"),
-    ("--quick", bool, None, "tiny sizes: checks the script in seconds"),
+    "reward_overlap",
+    ("--steps", int, 4, "RL steps"),
+    "phases",
+    ("--editors", str, "flux2-klein,qwen-image-edit-plus", "tiny editors"),
+    ("--phase-steps", int, 6, "training steps per editor (the first is a warm-up)"),
+    ("--phase-group-size", int, 4, "G, edits per group"),
+    ("--phase-groups", int, 2, "groups per step"),
+    ("--denoising-steps", int, 4, "T, denoising steps per rollout"),
+    ("--beta", float, 0.04, "KL weight (0 skips the reference forward)"),
 ]
 QUICK = dict(widths="tiny", group_size=3, groups=2, image=128, steps=2, repeats=1, editors="flux2-klein",
              phase_steps=2, phase_group_size=2, phase_groups=1, denoising_steps=3)

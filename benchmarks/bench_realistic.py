@@ -217,26 +217,30 @@ def memory_section(model_path: Path, shape: str, args) -> str:
 # ------------------------------------------------------------------------------------------ main
 
 
-# The command line, one row per option: (flag, type, default, help).
+# The command line, one row per option: (flag, type, default, help); a string starts the options of a section.
 OPTIONS = [
     ("--quick", bool, None, "tiny width and small workloads: checks the script"),
     ("--shapes", str, "8b,2b", "comma-separated: 8b, 2b, tiny"),
     ("--sections", str, ",".join(SECTIONS), "comma-separated: " + ", ".join(SECTIONS)),
     ("--checkpoint-dir", str, None, "keep the built checkpoints here (default: a temporary folder)"),
-    ("--sizes", str, "512", "prefix reuse: image sides, comma-separated"),
-    ("--group-size", int, 12, "prefix reuse: edits per group (G)"),
-    ("--prefix-sources", int, 3, "prefix reuse: sources per edit"),
-    ("--batch-samples", int, 8, "batching: edits scored"),
-    ("--batch-sizes", str, "2,4,8", "batching: batch sizes tried, comma-separated"),
-    ("--batch-image", int, 256, "batching: image side"),
-    ("--server-samples", int, 16, "server: edits sent"),
-    ("--server-image", int, 256, "server: image side"),
-    ("--clients", int, 16, "server: concurrent client threads"),
-    ("--max-batch", int, 8, "server: --max-batch"),
-    ("--max-wait-ms", float, 20.0, "server: --max-wait-ms"),
-    ("--memory-sources", str, "1,2,3,4", "memory: source counts, comma-separated"),
-    ("--memory-group", int, 4, "memory: edits per group"),
-    ("--memory-image", int, 512, "memory: image side"),
+    "prefix reuse",
+    ("--sizes", str, "512", "image sides, comma-separated"),
+    ("--group-size", int, 12, "edits per group (G)"),
+    ("--prefix-sources", int, 3, "sources per edit"),
+    "batching",
+    ("--batch-samples", int, 8, "edits scored"),
+    ("--batch-sizes", str, "2,4,8", "batch sizes tried, comma-separated"),
+    ("--batch-image", int, 256, "image side"),
+    "server",
+    ("--server-samples", int, 16, "edits sent"),
+    ("--server-image", int, 256, "image side"),
+    ("--clients", int, 16, "concurrent client threads"),
+    ("--max-batch", int, 8, "the server's --max-batch"),
+    ("--max-wait-ms", float, 20.0, "the server's --max-wait-ms"),
+    "memory",
+    ("--memory-sources", str, "1,2,3,4", "source counts, comma-separated"),
+    ("--memory-group", int, 4, "edits per group"),
+    ("--memory-image", int, 512, "image side"),
     ("--memory-jobs", int, 1, "memory probes running at once"),
 ]
 

@@ -15,6 +15,7 @@ of transformers).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -364,6 +365,23 @@ def save_processor_and_card(model, folder: str | os.PathLike) -> None:
     save_default_model_card(model, folder)
 
 
+def save_checkpoint_folder(model, save_weights, save_directory, *args, auto_map: dict | None = None,
+                           **kwargs) -> None:
+    """Both models' ``save_pretrained``: the config gains ``custom_pipelines`` (the ``image-edit-scoring``
+    pipeline) and the ``auto_map`` entries given (beside those ``register_for_auto_class`` adds), then
+    ``save_weights`` (the ``PreTrainedModel.save_pretrained`` the model inherits, called with ``save_directory,
+    *args, **kwargs``) writes weights, config and model code, and the main process adds the processor and the
+    default card (:func:`save_processor_and_card`)."""
+    from .pipeline_miescore import CUSTOM_PIPELINES
+
+    model.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
+    if auto_map:
+        model.config.auto_map = {**(getattr(model.config, "auto_map", None) or {}), **auto_map}
+    save_weights(save_directory, *args, **kwargs)
+    if kwargs.get("is_main_process", True):
+        save_processor_and_card(model, save_directory)
+
+
 __all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "MIESCORE_BIBTEX", "ModelCardInfo",
            "REPO_PLACEHOLDER", "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id", "render_model_card",
-           "save_default_model_card", "save_processor_and_card", "write_model_card"]
+           "save_checkpoint_folder", "save_default_model_card", "save_processor_and_card", "write_model_card"]

@@ -14,7 +14,6 @@ the ``image-edit-scoring`` pipeline: ``pipeline_miescore``; the model card: ``mo
 
 from __future__ import annotations
 
-import copy
 import os
 import warnings
 from dataclasses import dataclass
@@ -348,14 +347,10 @@ class MIEScoreModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
         ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
-        (README.md, unless the folder has one: ``model_card.save_processor_and_card``)."""
-        from .model_card import save_processor_and_card
-        from .pipeline_miescore import CUSTOM_PIPELINES
+        (README.md, unless the folder has one): ``model_card.save_checkpoint_folder``."""
+        from .model_card import save_checkpoint_folder
 
-        self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True):
-            save_processor_and_card(self, save_directory)
+        save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, **kwargs)
 
 
 MIEScoreConfig.register_for_auto_class()

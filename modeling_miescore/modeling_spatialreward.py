@@ -24,7 +24,6 @@ dependencies of transformers, and its flat siblings (``pipeline_miescore``: the 
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -340,21 +339,14 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save weights (safetensors), the config with ``auto_map`` and ``custom_pipelines`` (the
         ``image-edit-scoring`` pipeline), the model code, the processor beside and a model card (README.md,
-        unless the folder has one: ``model_card.save_processor_and_card``)."""
-        from .model_card import save_processor_and_card
-        from .pipeline_miescore import CUSTOM_PIPELINES
+        unless the folder has one): ``model_card.save_checkpoint_folder``."""
+        from .model_card import save_checkpoint_folder
 
-        self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
-        auto_map = dict(getattr(self.config, "auto_map", None) or {})
-        auto_map.update({
+        save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, auto_map={
             "AutoConfig": "configuration_spatialreward.SpatialRewardConfig",
             "AutoModel": "modeling_spatialreward.SpatialRewardModel",
             "AutoModelForImageTextToText": "modeling_spatialreward.SpatialRewardModel",
-        })
-        self.config.auto_map = auto_map
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True):
-            save_processor_and_card(self, save_directory)
+        }, **kwargs)
 
 
 SpatialRewardConfig.register_for_auto_class()

@@ -64,6 +64,7 @@ from .spatialreward_tokens import BBOX_SCALE, GROUNDING_TOKEN_RE, MAX_BBOX_ID, c
 
 __all__ = [
     "ParsedOutput",
+    "finite_number",
     "parse_sc_output",
     "parse_pq_output",
     "parse_output",
@@ -286,6 +287,15 @@ def _to_float(v: Any) -> Optional[float]:
         return None
 
 
+def finite_number(value: Any) -> Optional[float]:
+    """``value`` as a finite float when it is an int, a float or a string holding one (surrounding space allowed),
+    else None (bools, other types, text that is no number, NaN, infinities, integers too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    number = _to_float(value.strip() if isinstance(value, str) else value)
+    return number if number is not None and math.isfinite(number) else None
+
+
 def _score_value(v: Any, idx: int, res: ParsedOutput, score_max: float) -> Optional[float]:
     """Convert one score element; records issues; returns a clamped float or None."""
     if isinstance(v, bool) or v is None:
@@ -402,21 +412,9 @@ def _bbox(v: Any, idx: int, res: ParsedOutput) -> Optional[List[int]]:
         v = nums
     if not isinstance(v, (list, tuple)) or len(v) != 4:
         return None
-    coords = []
-    for x in v:
-        if isinstance(x, bool):
-            return None
-        if isinstance(x, str):
-            try:
-                x = float(x.strip())
-            except ValueError:
-                return None
-        if not isinstance(x, (int, float)):
-            return None
-        x = _to_float(x)
-        if x is None or not math.isfinite(x):
-            return None
-        coords.append(x)
+    coords = [finite_number(x) for x in v]
+    if None in coords:
+        return None
     out = []
     for x in coords:
         c = min(max(int(round(x)), 0), BBOX_SCALE)

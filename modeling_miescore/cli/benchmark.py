@@ -59,12 +59,18 @@ def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str,
                              "(default: %(default)s)")
     parser.add_argument("--level", type=_level, default=0.95, help="confidence level (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    parser.add_argument("--no-plots", action="store_true", help="write report.md/report.json only")
+    add_evaluation_run_args(parser)
+
+
+def add_evaluation_run_args(parser: argparse.ArgumentParser) -> None:
+    """The options every evaluator benchmark shares (here and in :mod:`.external_benchmarks`): ``--allow-missing``,
+    and with ``--model`` its ``--batch-size``, ``--device`` and ``--dtype``; ``--no-progress``."""
     parser.add_argument("--allow-missing", action="store_true",
                         help="evaluate the ids present in both dataset and predictions instead of stopping")
     parser.add_argument("--batch-size", type=number_arg(int, minimum=1), default=8,
                         help="scoring batch size with --model (default: %(default)s)")
     add_device_args(parser, when="with --model: ")
-    parser.add_argument("--no-plots", action="store_true", help="write report.md/report.json only")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import add_device_args, number_arg, quiet_transformers
+from .benchmark import add_evaluation_run_args
+from .main import number_arg, quiet_transformers
 
 __all__ = ["register"]
 
@@ -38,12 +39,7 @@ def _arguments(parser: argparse.ArgumentParser, *, bootstrap: bool) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder for report.md / report.json")
     parser.add_argument("--row-name", default=None, help="name of this run's row in the table "
                                                          "(default: the model folder's name, or 'predictions')")
-    parser.add_argument("--allow-missing", action="store_true",
-                        help="evaluate the ids present in both dataset and predictions instead of stopping")
-    parser.add_argument("--batch-size", type=number_arg(int, minimum=1), default=8,
-                        help="scoring batch size with --model (default: %(default)s)")
-    add_device_args(parser, when="with --model: ")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_evaluation_run_args(parser)
     if bootstrap:
         parser.add_argument("--bootstrap", type=number_arg(int, minimum=0), default=0, metavar="N",
                             help="MER-Bench: bootstrap resamples for CIs (default: 0, point estimates)")

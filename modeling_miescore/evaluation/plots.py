@@ -20,7 +20,7 @@ import numpy as np
 from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
 from ..utils.atomic_files import atomic_write
 from .mie_bench_markdown import logistic_status
-from .report import fmt_ci, mer_categories_in_order, title_case
+from .report import ci_state, fmt_ci, mer_categories_in_order, title_case
 
 __all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots"]
 
@@ -73,12 +73,9 @@ def _lowest(ms: list) -> float:
 
 def _ci_note(report: dict) -> str:
     """What the error bars are, from the report's bootstrap settings."""
-    b = report.get("meta", {}).get("bootstrap", {})
-    if not b.get("n"):
-        return "no error bars (--bootstrap 0)"
-    if b.get("omitted"):
-        return f"no error bars: {b['omitted']}"
-    return f"error bars: {100 * b.get('level', 0.95):.0f}% bootstrap CI"
+    state, b = ci_state(report)
+    return {"off": "no error bars (--bootstrap 0)", "omitted": f"no error bars: {b.get('omitted')}",
+            "on": f"error bars: {100 * b.get('level', 0.95):.0f}% bootstrap CI"}[state]
 
 
 def _legend_below(fig, handles=None, ncol: int = 4) -> None:

@@ -24,6 +24,7 @@ from ..utils.numbers import finite_float
 __all__ = [
     "editing_models_markdown",
     "ci_omitted",
+    "ci_state",
     "fmt_ci",
     "mer_bench_markdown",
     "mer_categories_in_order",
@@ -152,12 +153,18 @@ def title_case(name: str) -> str:
     return name.replace("_", " ").title()
 
 
+def ci_state(report: dict) -> tuple[str, dict]:
+    """What a report's bootstrap gave, and its settings (``meta.bootstrap``): ``"off"`` (``--bootstrap 0``),
+    ``"omitted"`` (asked for but left out, e.g. too few instances: ``settings["omitted"]`` says why) or ``"on"``."""
+    settings = report.get("meta", {}).get("bootstrap", {})
+    return ("off" if not settings.get("n") else "omitted" if settings.get("omitted") else "on"), settings
+
+
 def _level(report: dict) -> str:
-    b = report.get("meta", {}).get("bootstrap", {})
-    if not b.get("n"):
-        return "no bootstrap (point estimates only)"
-    if b.get("omitted"):
-        return f"none: {b['omitted']} (point estimates only)"
+    state, b = ci_state(report)
+    if state != "on":
+        return ("no bootstrap (point estimates only)" if state == "off"
+                else f"none: {b['omitted']} (point estimates only)")
     minimum = (f"; a metric over fewer than {b['min_units']} {b.get('unit', 'resampling units')} has none"
                if b.get("min_units") else "")
     return (f"{100 * b.get('level', 0.95):.0f}% percentile-bootstrap confidence intervals "
@@ -170,10 +177,11 @@ def ci_omitted(report: dict) -> str | None:
 
 
 def _ci_sentence(report: dict) -> str:
-    if not report.get("meta", {}).get("bootstrap", {}).get("n"):
+    state, b = ci_state(report)
+    if state == "off":
         return "No confidence intervals (--bootstrap 0): point estimates only."
-    if ci_omitted(report):
-        return f"**No confidence intervals: {ci_omitted(report)}.** The numbers are point estimates only."
+    if state == "omitted":
+        return f"**No confidence intervals: {b['omitted']}.** The numbers are point estimates only."
     return f"Numbers in brackets are {_level(report)}."
 
 

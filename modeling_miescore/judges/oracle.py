@@ -42,7 +42,6 @@ documents the values 1 / 0.5 / 0, so a judge that literally answers -0.5 means "
 from __future__ import annotations
 
 import logging
-import math
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +52,7 @@ from ..utils.credentials import redacted_url
 from ..utils.text_hygiene import quoted
 from .chat_client import DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatError, user_message
 from .json_extract import extract_json, strip_reasoning_and_fences
-from ..spatialreward_parsing import parse_pq_output, parse_sc_output
+from ..spatialreward_parsing import finite_number, parse_pq_output, parse_sc_output
 
 logger = logging.getLogger(__name__)
 
@@ -242,24 +241,6 @@ _SCORE_KEYS = ("consistency_score", "quality_score", "score")
 _SCORE_RE = re.compile(r"[\"']?(consistency_score|quality_score)[\"']?\s*[:=]\s*[\"']?\s*(-?\d+(?:\.\d+)?)")
 
 
-def _as_number(value: Any) -> Optional[float]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        try:
-            number = float(value)
-        except OverflowError:  # an integer too large for a float
-            return None
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            return None
-    else:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
     """Read the judge's JSON answer (D.4 format).
 
@@ -279,7 +260,7 @@ def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
     def score_of(obj: Any) -> Optional[float]:
         if not isinstance(obj, dict):
             return None
-        return next((score for score in (_as_number(obj[k]) for k in keys if k in obj) if score is not None), None)
+        return next((score for score in (finite_number(obj[k]) for k in keys if k in obj) if score is not None), None)
 
     found = extract_json(text, lambda value: score_of(value) is not None)
     if found.values:
@@ -289,7 +270,7 @@ def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
             return {"score": None, "reasoning": ""}  # conflicting or ambiguous: no verdict
         reasoning = obj.get("reasoning", "")
         return {"score": score_of(obj), "reasoning": reasoning if isinstance(reasoning, str) else str(reasoning)}
-    matches = {_as_number(m.group(2)) for m in _SCORE_RE.finditer(strip_reasoning_and_fences(text))}
+    matches = {finite_number(m.group(2)) for m in _SCORE_RE.finditer(strip_reasoning_and_fences(text))}
     if len(matches) == 1:
         return {"score": matches.pop(), "reasoning": ""}
     return {"score": None, "reasoning": ""}

@@ -288,8 +288,11 @@ class DatasetBuilder(ABC):
 
     @classmethod
     def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        """Constructor keywords from the options of :meth:`add_builder_arguments`."""
-        return {}
+        """Constructor keywords from the options of :meth:`add_builder_arguments`: each option's ``dest`` is the
+        constructor parameter it sets, so the options are declared once, there."""
+        declared = argparse.ArgumentParser(add_help=False)
+        cls.add_builder_arguments(declared)
+        return {action.dest: getattr(args, action.dest) for action in declared._actions}
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> "DatasetBuilder":

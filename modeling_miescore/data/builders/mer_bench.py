@@ -302,11 +302,6 @@ class MERBenchBuilder(DatasetBuilder):
                             help="sample the groups of each size from all samples at once instead of 2:1:1 over "
                                  "general / human-basic / human-fine (the default)")
 
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"seed": args.seed, "groups_per_type": args.groups_per_type, "n_annotators": args.n_annotators,
-                "min_agreement": args.min_agreement, "stratify_categories": args.stratify_categories}
-
 
 def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MERBenchSummary:
     """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset.

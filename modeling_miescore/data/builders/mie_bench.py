@@ -349,11 +349,6 @@ class MIEBenchBuilder(DatasetBuilder):
         parser.add_argument("--split-salt", default=DEFAULT_SPLIT_SALT,
                             help="salt of the instance-id hash behind both split methods (default: %(default)s)")
 
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"rule": args.rule, "mos_source": args.mos_source, "split_method": args.split_method,
-                "split_file": args.split_file, "split_salt": args.split_salt}
-
 
 def build_mie_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MIEBenchSummary:
     """Validate a raw MIE-Bench release and write it as a Hub-native Parquet dataset.

@@ -244,10 +244,6 @@ class StripPrefixOption:
                             help="cut this prefix from image paths in the release files, leaving paths relative "
                                  f"to --raw (default: {cls.default_strip_prefix!r})")
 
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {**super().builder_options(args), "strip_prefix": args.strip_prefix}
-
     def release_path(self, value: Any) -> Any:
         """``value`` without ``strip_prefix`` (other values unchanged; the image check reports what is wrong)."""
         if isinstance(value, str) and self.strip_prefix and value.startswith(self.strip_prefix):
@@ -275,10 +271,6 @@ class ReleaseChoiceOption:
         super().add_builder_arguments(parser)
         what = "split of the release to convert" if cls.choice_option == "split" else "release file inside --raw"
         parser.add_argument(f"--{cls.choice_option}", default=None, help=f"the {what} (default: {cls.default_choice})")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {**super().builder_options(args), cls.choice_option: getattr(args, cls.choice_option)}
 
     def release_metadata(self) -> dict[str, Any]:
         return {**super().release_metadata(), "release_part": f"{self.choice_option} {self.choice}"}

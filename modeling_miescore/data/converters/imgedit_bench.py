@@ -21,7 +21,6 @@ Rows: ``id`` = ``key`` = the JSON key, ``source_images`` = ``[the source image]`
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
@@ -80,10 +79,6 @@ class ImgEditBenchConverter(BenchmarkConverter):
         parser.add_argument("--images", default=None, metavar="SUBDIR",
                             help="folder of the extracted source images (Benchmark.tar), relative to --raw "
                                  "(default: --raw itself); each key's image is <SUBDIR>/<id>")
-
-    @classmethod
-    def builder_options(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"images": args.images}
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         records = read_json_keyed_records(self.raw / FILE, problems, required=("id", "prompt", "edit_type"))

@@ -58,25 +58,33 @@ def _array_records(text: str, start: int, decoder: json.JSONDecoder) -> Iterator
         raise json.JSONDecodeError("expected ',' or ']' after a record", text, position)
 
 
-def _find_key(text: str, key: str, decoder: json.JSONDecoder) -> int | None:
-    """Position of the value of top-level ``key`` in the JSON object ``text`` (None when absent)."""
+def _object_members(text: str, decoder: json.JSONDecoder, what: str) -> Iterator[tuple[int, Any, int]]:
+    """``(line, key, start)`` of each member of the top-level JSON object ``text`` (``what`` names the object in
+    the error when ``text`` is none): ``start`` is where the member's value begins; the value is skipped once the
+    consumer asks for the next member."""
     position = _skip_space(text, 0)
     if not text.startswith("{", position):
-        raise json.JSONDecodeError("expected a JSON object", text, position)
+        raise json.JSONDecodeError(f"expected {what}", text, position)
     position = _skip_space(text, position + 1)
     while not text.startswith("}", position):
-        name, position = decoder.raw_decode(text, position)
+        key, position = decoder.raw_decode(text, position)
+        line = _line_of(text, position)
         position = _skip_space(text, position)
         if not text.startswith(":", position):
             raise json.JSONDecodeError("expected ':' after a key", text, position)
         position = _skip_space(text, position + 1)
-        if name == key:
-            return position
+        yield line, key, position
         _, position = decoder.raw_decode(text, position)
         position = _skip_space(text, position)
         if text.startswith(",", position):
             position = _skip_space(text, position + 1)
-    return None
+        elif not text.startswith("}", position):
+            raise json.JSONDecodeError("expected ',' or '}' after a member", text, position)
+
+
+def _find_key(text: str, key: str, decoder: json.JSONDecoder) -> int | None:
+    """Position of the value of top-level ``key`` in the JSON object ``text`` (None when absent)."""
+    return next((start for _, name, start in _object_members(text, decoder, "a JSON object") if name == key), None)
 
 
 def _read_text(path: Path, problems: ProblemCollector) -> str | None:
@@ -129,24 +137,8 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
 
 def _keyed_records(text: str, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any, Any]]:
     """``(line, key, value)`` of each member of the top-level JSON object ``text``."""
-    position = _skip_space(text, 0)
-    if not text.startswith("{", position):
-        raise json.JSONDecodeError("expected a JSON object of records keyed by id", text, position)
-    position = _skip_space(text, position + 1)
-    while not text.startswith("}", position):
-        key, position = decoder.raw_decode(text, position)
-        line = _line_of(text, position)
-        position = _skip_space(text, position)
-        if not text.startswith(":", position):
-            raise json.JSONDecodeError("expected ':' after a key", text, position)
-        position = _skip_space(text, position + 1)
-        value, position = decoder.raw_decode(text, position)
-        yield line, key, value
-        position = _skip_space(text, position)
-        if text.startswith(",", position):
-            position = _skip_space(text, position + 1)
-        elif not text.startswith("}", position):
-            raise json.JSONDecodeError("expected ',' or '}' after a record", text, position)
+    for line, key, start in _object_members(text, decoder, "a JSON object of records keyed by id"):
+        yield line, key, decoder.raw_decode(text, start)[0]
 
 
 def read_json_keyed_records(path: Path, problems: ProblemCollector, *,

@@ -75,8 +75,9 @@ def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: boo
     return None
 
 
-def _optimizer_files(optimizer: torch.optim.Optimizer):
-    state = optimizer.state_dict()
+def _optimizer_files(state: dict):
+    """An optimizer state dict (parameters keyed by index, or by name for FSDP full state dicts) as tensors and
+    JSON: ``"<param>.<name>"`` keys."""
     tensors, scalars = {}, {}
     for index, entries in state["state"].items():
         for name, value in entries.items():
@@ -87,13 +88,13 @@ def _optimizer_files(optimizer: torch.optim.Optimizer):
     return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
 
 
-def _load_optimizer(optimizer: torch.optim.Optimizer, tensors: Dict[str, torch.Tensor], meta: dict) -> None:
-    state: Dict[int, dict] = {}
+def _optimizer_state(tensors: Dict[str, torch.Tensor], meta: dict) -> dict:
+    state: dict = {}
     for key, value in list(tensors.items()) + list(meta["scalars"].items()):
-        index, name = key.split(".", 1)
-        state.setdefault(int(index), {})[name] = value
+        param, name = key.rsplit(".", 1)
+        state.setdefault(int(param) if param.isdigit() else param, {})[name] = value
     groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else g for g in meta["param_groups"]]
-    optimizer.load_state_dict({"state": state, "param_groups": groups})
+    return {"state": state, "param_groups": groups}
 
 
 def _rng_tensors() -> Dict[str, torch.Tensor]:
@@ -105,7 +106,8 @@ def _rng_tensors() -> Dict[str, torch.Tensor]:
 
 def save_checkpoint(output_dir, step: int, *, trainable: Dict[str, torch.Tensor], optimizer, lr_scheduler,
                     ema_state: Optional[dict] = None, rank: int = 0, is_main: bool = True, barrier=lambda: None) -> Path:
-    """Write ``checkpoint-<step>`` atomically (module docstring); every process calls it (``barrier`` syncs them)."""
+    """Write ``checkpoint-<step>`` atomically (module docstring); every process calls it (``barrier`` syncs them).
+    ``optimizer``: the optimizer, or its (full) state dict on the main process."""
     from safetensors.torch import save_file
 
     out = Path(output_dir)
@@ -119,7 +121,7 @@ def save_checkpoint(output_dir, step: int, *, trainable: Dict[str, torch.Tensor]
     if is_main:
         save_file({k: v.detach().cpu().contiguous() for k, v in trainable.items()},
                   str(staging / "trainable.safetensors"))
-        tensors, meta = _optimizer_files(optimizer)
+        tensors, meta = _optimizer_files(optimizer if isinstance(optimizer, dict) else optimizer.state_dict())
         save_file(tensors, str(staging / "optimizer.safetensors"))
         (staging / "optimizer.json").write_text(json.dumps(meta))
         if ema_state is not None:
@@ -140,13 +142,15 @@ def save_checkpoint(output_dir, step: int, *, trainable: Dict[str, torch.Tensor]
 
 def load_checkpoint(checkpoint, *, optimizer, lr_scheduler, rank: int = 0) -> dict:
     """Restore the optimizer, scheduler and RNG states from ``checkpoint``; returns ``{"step", "trainable",
-    "ema"}`` (the caller loads the trained parameters and the EMA)."""
+    "ema"}`` (the caller loads the trained parameters and the EMA). ``optimizer``: the optimizer, or a function
+    that loads its state dict (FSDP)."""
     from safetensors.torch import load_file
 
     path = Path(checkpoint)
     state = json.loads((path / "trainer_state.json").read_text())
-    _load_optimizer(optimizer, load_file(str(path / "optimizer.safetensors")),
-                    json.loads((path / "optimizer.json").read_text()))
+    load_optimizer = optimizer.load_state_dict if isinstance(optimizer, torch.optim.Optimizer) else optimizer
+    load_optimizer(_optimizer_state(load_file(str(path / "optimizer.safetensors")),
+                                    json.loads((path / "optimizer.json").read_text())))
     lr_scheduler.load_state_dict(state["lr_scheduler"])
     version, internal, gauss = state["python_rng"]
     random.setstate((version, tuple(internal), gauss))

@@ -20,7 +20,7 @@ __all__ = ["FlowGRPOConfig", "RUN_IDENTITY_FIELDS"]
 # Fields that make two runs different runs (a --resume on a folder whose run.json differs here is refused).
 RUN_IDENTITY_FIELDS = ("editor", "model_name_or_path", "dataset", "dataset_split", "reward", "seed",
                        "num_generations", "num_inference_steps", "per_device_batch_size",
-                       "gradient_accumulation_steps", "finetuning", "lora_rank", "lora_alpha", "lora_targets")
+                       "gradient_accumulation_steps", "finetuning", "fsdp", "lora_rank", "lora_alpha", "lora_targets")
 
 
 @dataclass
@@ -71,7 +71,12 @@ class FlowGRPOConfig:
                              "anchors drop |dt|, which makes the same beta ~T times stronger."})
     step_weighting: str = field(default="none", metadata={"help": "none | tempflow (TempFlow-GRPO)."})
     # --- optimisation -------------------------------------------------------------------------------------------
-    finetuning: str = field(default="lora", metadata={"help": "lora | full (full: use FSDP, reference = a frozen copy)."})
+    finetuning: str = field(default="lora", metadata={"help": "lora | full (every transformer weight trained; the "
+                            "KL reference is a frozen copy; DDP or one process unless fsdp)."})
+    fsdp: bool = field(default=False, metadata={"help": "With finetuning full: shard the transformer (and its frozen "
+                       "reference) over the processes with torch FSDP2 fully_shard, for full fine-tuning of editors "
+                       "too large for one device (issue 23, part 5); every group of a step then shares one step "
+                       "plan. LoRA runs use DDP (the adapter is small)."})
     lora_rank: int = 32
     lora_alpha: float = 64.0
     lora_dropout: float = 0.0
@@ -146,6 +151,12 @@ class FlowGRPOConfig:
             raise MIEScoreInputError("cfg_fraction must be in [0, 1], noise_level and beta >= 0")
         if self.finetuning not in ("lora", "full"):
             raise MIEScoreInputError(f"finetuning must be lora or full, got {self.finetuning!r}")
+        if self.fsdp and self.finetuning != "full":
+            raise MIEScoreInputError(f"fsdp shards a full fine-tuning run; finetuning is {self.finetuning!r}: set "
+                                     "finetuning: full, or drop fsdp (a LoRA trains with DDP)")
+        if self.fsdp and self.ema_decay > 0:
+            raise MIEScoreInputError("ema_decay > 0 is not supported with fsdp (the EMA would hold sharded "
+                                     "copies); set ema_decay: 0")
         if self.step_weighting not in ("none", "tempflow"):
             raise MIEScoreInputError(f"step_weighting must be none or tempflow, got {self.step_weighting!r}")
         if not 0 <= self.max_reward_failure_rate <= 1:

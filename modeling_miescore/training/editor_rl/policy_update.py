@@ -2,7 +2,8 @@
 samples), shuffled and split into ``updates_per_step`` chunks; each chunk is one optimizer update whose gradient
 is accumulated over its units and every trained step of each (Flow-GRPO: accumulation x trained timesteps).
 
-Every process runs the same number of forward/backward passes (DDP syncs the last backward of a chunk): units
+Every process runs the same number of forward/backward passes (DDP, or FSDP2's reduce-scatter, syncs the last
+backward of a chunk only; FSDP2 keeps the earlier micro-steps' unsharded gradients locally until then): units
 without any advantage (failed samples, skipped or dropped groups) are removed, and a process with fewer units than
 the others pads with a zero-weight copy of one of its units.
 """
@@ -65,6 +66,15 @@ def pad_units(units: List[TrainingUnit], target: int, fallback: Optional[Trainin
                     for _ in range(target - len(units))]
 
 
+def _gradient_sync(model, accelerator, sync: bool):
+    """No gradient sync on a chunk's non-final backward: DDP's ``no_sync``, or FSDP2's
+    ``set_requires_gradient_sync(False)`` (set back before the final backward)."""
+    if hasattr(model, "set_requires_gradient_sync"):  # an FSDP2-sharded module
+        model.set_requires_gradient_sync(sync)
+        return contextlib.nullcontext()
+    return contextlib.nullcontext() if sync else accelerator.no_sync(model)
+
+
 def _unit_loss(unit: TrainingUnit, index: int, model, raw_model, editor: EditorAdapter, settings, weight: float,
                reference_model=None):
     step = unit.rollout.steps[index]
@@ -103,8 +113,7 @@ def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAd
             for index, weight in enumerate(weights):
                 done += 1
                 sync = done == passes
-                context = contextlib.nullcontext() if sync else accelerator.no_sync(model)
-                with context:
+                with _gradient_sync(model, accelerator, sync):
                     result = _unit_loss(unit, index, model, raw_model, editor, settings, weight, reference_model)
                     loss = result.loss * (unit.weight / passes)
                     if not torch.isfinite(loss):
@@ -117,6 +126,7 @@ def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAd
                     for key in _STAT_KEYS:
                         totals[key] += result.stats.get(key, 0.0)
         norm = accelerator.clip_grad_norm_(params, settings.max_grad_norm)
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor for sharded grads
         norm = float(norm) if norm is not None else float("nan")
         if not math.isfinite(norm):
             raise TrainingDivergedError(f"non-finite gradient norm ({norm}); the update was not applied")

@@ -10,17 +10,25 @@ One step, on every process (``accelerate launch`` for several):
 3. **advantages**: every process's rewards are gathered, then normalised per group key (:mod:`.advantages`);
    failed samples are counted and excluded, and a step whose failure rate exceeds ``max_reward_failure_rate``
    stops the run;
-4. **update**: :func:`~.policy_update.run_updates` (clipped ratio + beta KL to the LoRA-disabled reference);
+4. **update**: :func:`~.policy_update.run_updates` (clipped ratio + beta KL to the LoRA-disabled reference, or
+   to a frozen copy with ``finetuning: full``);
 5. log (``metrics.jsonl``, trackers, progress bar; every ``save_rollouts_steps`` the step's edits with their
    rewards and advantages, :mod:`.rollout_log`), EMA, sample grid, checkpoint (:mod:`.checkpoints`).
 
 After the last step the adapter (``pytorch_lora_weights.safetensors``, EMA weights when ``ema_decay > 0``) and its
-card are written to ``output_dir``.
+card are written to ``output_dir`` (with ``finetuning: full``, the transformer: ``output_dir/transformer/``).
+
+With ``fsdp: true`` (full fine-tuning only) the transformer and its frozen reference are sharded by torch's FSDP2
+(:mod:`.policy_fsdp`), whose forwards and backwards are collectives: every process samples the same number of
+groups, every group of a step shares one step plan (drawn from the step's seed, so the trained steps and the
+guided calls are the same everywhere), the update pads units to the same count, and the sample grid is computed
+by every process (the main one writes it).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import random
 import time
 from pathlib import Path
@@ -44,6 +52,8 @@ from .run_outputs import MetricsLog, save_sample_grid, write_adapter_card
 from .step_plan import make_step_plan
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
+
+logger = logging.getLogger(__name__)
 
 def _has_accelerator() -> bool:
     mps = getattr(torch.backends, "mps", None)
@@ -76,9 +86,10 @@ class FlowGRPOEditorTrainer:
         cfg, acc = self.config, self.accelerator
         if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
             raise MIEScoreInputError(
-                f"{acc.distributed_type.name} sharding is not supported by this trainer yet (its rollouts, sample "
-                "grids and checkpoints assume every process holds the whole transformer): train a LoRA with DDP "
-                "(the paper's setting, trainers/configs/accelerate_ddp.yaml) or fully fine-tune with DDP")
+                f"accelerate's {acc.distributed_type.name} plugin is not used by this trainer (it shards only what "
+                "accelerator.prepare wraps): launch with plain DDP (trainers/configs/accelerate_ddp.yaml) and set "
+                "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
+        self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
         self.out = Path(cfg.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.resume_from = check_run_folder(self.out, cfg.identity(), resume=cfg.resume,
@@ -129,13 +140,23 @@ class FlowGRPOEditorTrainer:
 
                 self.reference_model = copy.deepcopy(transformer).requires_grad_(False).eval()
             transformer.requires_grad_(True)
+            if self.sharded:
+                from .policy_fsdp import shard_transformer
+
+                for model in filter(None, (transformer, self.reference_model)):
+                    blocks = shard_transformer(model, acc.device.type)
+                if acc.is_main_process:
+                    logger.info("FSDP2: the transformer%s is sharded over %d processes (%d blocks, then the root)",
+                                " and its reference" if self.reference_model is not None else "",
+                                acc.num_processes, len(blocks))
         if cfg.gradient_checkpointing and hasattr(transformer, "enable_gradient_checkpointing"):
             transformer.enable_gradient_checkpointing()
         self.params = [p for p in transformer.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
                                            weight_decay=cfg.weight_decay, eps=cfg.adam_epsilon)
         self.lr_scheduler = get_constant_schedule_with_warmup(self.optimizer, cfg.warmup_steps * cfg.updates_per_step)
-        self.model = acc.prepare_model(transformer) if acc.num_processes > 1 else transformer
+        # FSDP2 syncs the sharded gradients itself: never wrapped in DDP
+        self.model = acc.prepare_model(transformer) if acc.num_processes > 1 and not self.sharded else transformer
         self.raw_model = transformer
         self.ema = None
         if cfg.ema_decay > 0:
@@ -144,11 +165,24 @@ class FlowGRPOEditorTrainer:
             self.ema = EMAModel(self.params, decay=cfg.ema_decay)  # decay min((1+n)/(10+n), d), as flow_grpo
 
     def _trainable_state(self) -> dict:
+        """The trained parameters by name (sharded: their full tensors on the main process; a collective)."""
         names = {id(p): n for n, p in self.raw_model.named_parameters()}
+        if self.sharded:
+            from .policy_fsdp import full_model_state
+
+            full = full_model_state(self.raw_model)
+            return {names[id(p)]: full[names[id(p)]] for p in self.params} if full else {}
         return {names[id(p)]: p.detach() for p in self.params}
 
     def _load_trainable(self, state: dict) -> None:
         named = dict(self.raw_model.named_parameters())
+        if self.sharded:
+            from .policy_fsdp import load_full_model_state
+
+            missing = [n for n in state if n not in named]
+            if missing:
+                raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
+            return load_full_model_state(self.raw_model, state)
         missing = [n for n in (named_key for named_key in state) if n not in named]
         if missing:
             raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
@@ -162,7 +196,13 @@ class FlowGRPOEditorTrainer:
                 truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
                 self.rollout_log.truncate(0)
             return 0
-        state = load_checkpoint(self.resume_from, optimizer=self.optimizer, lr_scheduler=self.lr_scheduler,
+        optimizer = self.optimizer
+        if self.sharded:
+            from .policy_fsdp import load_full_optimizer_state
+
+            def optimizer(state):
+                load_full_optimizer_state(self.raw_model, self.optimizer, state)
+        state = load_checkpoint(self.resume_from, optimizer=optimizer, lr_scheduler=self.lr_scheduler,
                                 rank=self.accelerator.process_index)
         self._load_trainable(state["trainable"])
         if self.ema is not None and state["ema"] is not None:
@@ -178,7 +218,9 @@ class FlowGRPOEditorTrainer:
     def _rollout_group(self, step: int, local: int, row) -> GroupRollout:
         cfg, rank = self.config, self.accelerator.process_index
         index = self.schedule.global_index(step, rank, local)
-        plan = make_step_plan(cfg.num_inference_steps, random.Random(derived_seed(cfg.seed, "plan", index)),
+        # fsdp: one plan per step for every group, so every process calls the sharded transformer as often
+        plan_seed = derived_seed(cfg.seed, "step-plan", step) if cfg.fsdp else derived_seed(cfg.seed, "plan", index)
+        plan = make_step_plan(cfg.num_inference_steps, random.Random(plan_seed),
                               noise_level=cfg.noise_level, train_steps=cfg.train_steps,
                               train_fraction=cfg.train_fraction, window_size=cfg.window_size,
                               window_range=(cfg.window_start, cfg.window_end), cfg_fraction=cfg.cfg_fraction,
@@ -299,9 +341,10 @@ class FlowGRPOEditorTrainer:
 
     # ---------------------------------------------------------------------------------------------- outputs
     def save_grid(self, step: int) -> Optional[Path]:
-        """The sample grid of ``step`` (main process; ODE sampling with a fixed seed)."""
-        cfg = self.config
-        if not self.grid_rows or not self.accelerator.is_main_process:
+        """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed). A sharded
+        transformer samples on every process (its forwards are collectives)."""
+        cfg, main = self.config, self.accelerator.is_main_process
+        if not self.grid_rows or not (main or self.sharded):
             return None
         rows = []
         with torch.no_grad():
@@ -311,6 +354,8 @@ class FlowGRPOEditorTrainer:
                                     num_steps=cfg.num_inference_steps,
                                     generator=torch.Generator("cpu").manual_seed(derived_seed(cfg.seed, "grid", k)))
                 rows.append((sources, edits))
+        if not main:
+            return None
         return save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows)
 
     def _checkpoint(self, step: int) -> None:
@@ -320,18 +365,31 @@ class FlowGRPOEditorTrainer:
             names = list(self._trainable_state())
             ema_state = {"shadow": {n: p.detach().cpu() for n, p in zip(names, self.ema.shadow_params)},
                          "step": self.ema.optimization_step}
-        save_checkpoint(self.out, step, trainable=self._trainable_state(), optimizer=self.optimizer,
+        optimizer = self.optimizer
+        if self.sharded:
+            from .policy_fsdp import full_optimizer_state
+
+            optimizer = full_optimizer_state(self.raw_model, self.optimizer)
+        save_checkpoint(self.out, step, trainable=self._trainable_state(), optimizer=optimizer,
                         lr_scheduler=self.lr_scheduler, ema_state=ema_state, rank=acc.process_index,
                         is_main=acc.is_main_process, barrier=acc.wait_for_everyone)
 
     def save_adapter(self) -> Path:
-        """The trained LoRA (EMA weights when enabled) and its card in ``output_dir``."""
+        """The trained LoRA (EMA weights when enabled) or, with ``finetuning: full``, the transformer (a diffusers
+        model folder ``transformer/``), and the card, in ``output_dir``."""
         if self.ema is not None:
             self.ema.store(self.params)
             self.ema.copy_to(self.params)
         try:
+            full = None
+            if self.sharded:
+                from .policy_fsdp import full_model_state, save_full_transformer
+
+                full = full_model_state(self.raw_model)  # every process gathers; the main one writes
             if self.accelerator.is_main_process:
-                if self.config.finetuning == "lora":
+                if full is not None:
+                    save_full_transformer(self.raw_model, full, self.out / "transformer")
+                elif self.config.finetuning == "lora":
                     self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
                 elif hasattr(self.raw_model, "save_pretrained"):
                     self.raw_model.save_pretrained(self.out / "transformer")

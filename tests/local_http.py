@@ -100,6 +100,18 @@ def score_groups_answer(body: dict, result_for) -> dict:
     return {"results": results}
 
 
+def read_json_body(handler) -> tuple[bytes, object]:
+    """The raw bytes of a POST body (Content-Length) and their JSON (None for an empty body)."""
+    raw = handler.rfile.read(int(handler.headers.get("Content-Length", 0)))
+    return raw, json.loads(raw or b"null")
+
+
+def record_request(requests: list, handler, body) -> int:
+    """Append one request's path, headers, JSON body and arrival time (monotonic) to ``requests``; its index."""
+    requests.append({"path": handler.path, "headers": dict(handler.headers), "body": body, "time": time.monotonic()})
+    return len(requests) - 1
+
+
 class RoutedChatServer(LocalHTTPServer):
     """Answers every POST with ``answer(body, repeat)`` -> ``(status, body, headers, delay_s)``, where ``body`` is
     the request's parsed JSON and ``repeat`` counts earlier requests with the same body (0 the first time: lets a
@@ -124,12 +136,9 @@ class RoutedChatServer(LocalHTTPServer):
                 pass
 
             def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                body = json.loads(raw or b"null")
+                raw, body = read_json_body(self)
                 with outer.lock:
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
-                                           "time": time.monotonic()})
-                    index = len(outer.requests) - 1
+                    index = record_request(outer.requests, self, body)
                     digest = hashlib.sha256(raw).hexdigest()
                     repeat = outer.seen.get(digest, 0)
                     outer.seen[digest] = repeat + 1
@@ -311,12 +320,9 @@ class BadChatServer(LocalHTTPServer):
                 pass
 
             def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                body = json.loads(raw or b"null")
+                _, body = read_json_body(self)
                 with outer.lock:
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
-                                           "time": time.monotonic()})
-                    index = len(outer.requests) - 1
+                    index = record_request(outer.requests, self, body)
                 try:
                     outer.answer(body, index)(self, outer.stop)
                     self.wfile.flush()

@@ -44,6 +44,7 @@ def test_save_pretrained_writes_a_card_with_hub_metadata(kind, tiny_miescore_pat
     assert REPO_PLACEHOLDER[kind] in blocks and 'pipeline("image-edit-scoring"' in blocks
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_the_code_of_both_save_pretrained_cards_runs_and_gives_the_models_results(
         tiny_miescore, tiny_miescore_path, tiny_spatialreward_path, examples, tmp_path):
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
@@ -135,6 +136,7 @@ def test_trainer_card_has_metadata_and_hyperparameters():
     assert "eprint        = {2602.07458}" in bibtex and "Long, Yancheng" in bibtex and "Yang, Shuo}" in bibtex
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_adapter_on_a_plain_qwen3vl_base_card_scores_like_the_merged_export(tiny_qwen3vl_path, examples,
                                                                              tmp_path):
     """The paper's case: the scorer is built on a plain Qwen3-VL (from_backbone); the adapter card's recipe builds

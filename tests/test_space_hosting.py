@@ -127,6 +127,7 @@ def test_existing_folder_needs_overwrite_and_is_replaced_whole(tmp_path, capsys)
     assert [p.name for p in tmp_path.iterdir()] == ["space"]  # no staging or moved-aside folders left
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_assembled_scorer_app_builds_its_blocks(tmp_path, capsys):
     """Run from the assembled folder (package importable): app.py imports, takes its models from
     space_models.json and builds the Blocks with the two named endpoints, without launching."""

@@ -273,6 +273,7 @@ def test_assistant_only_loss_supervises_only_the_answer(tiny_sr_path, rows, tmp_
 # Recipes (2 SFT steps, 1 GRPO step on CPU)
 # ------------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_sft_recipe_trains_saves_and_reloads(tiny_sr_path, fixture_dir, examples, tmp_path):
     import torch
 

@@ -182,6 +182,7 @@ def test_cli_json_matches_the_library_and_shows_the_shrink(checkpoints, processo
     assert row["shrink"] == shrink_to_fit(expected, 2000).to_dict() and row["shrink"]["action"] == "shrunk"
 
 
+@pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_cli_table_of_a_spatialreward_checkpoint(checkpoints, capsys):
     assert main(["tokens", "--model", str(checkpoints["spatialreward"]), "--size", "1024x1024"]) == 0
     out = capsys.readouterr().out

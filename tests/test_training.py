@@ -201,7 +201,11 @@ def test_two_step_run_exports_merged_and_adapter_that_reload_with_remote_code(
     meta = yaml.safe_load(card.split("---\n")[1])
     assert "base_model" not in meta and meta["datasets"] == ["someone/mie-bench-tiny"]  # never a local path
     assert {m["type"] for m in meta["model-index"][0]["results"][0]["metrics"]} == set(meta["metrics"])
-    assert str(tiny_miescore_path) not in card and str(small_dataset) not in card
+    # a local base is named only as the run's base_checkpoint setting (issue 27.6: the card's code runs on the
+    # machine that trained it), never in the metadata; the local data folder is not named at all
+    assert str(tiny_miescore_path) not in card.split("---\n")[1] and str(small_dataset) not in card
+    assert [line for line in card.splitlines() if str(tiny_miescore_path) in line] == [
+        f"| base_checkpoint | `{tiny_miescore_path}` |"]
     assert {"eval_srcc_vq", "eval_plcc_ap", "eval_mean_corr"} <= set(result["metrics"])
 
     # The trained weights differ from the starting checkpoint (the run did something) ...

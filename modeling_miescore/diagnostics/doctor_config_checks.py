@@ -104,13 +104,10 @@ def check_files(ctx: DoctorContext):
     auto_map = config.get("auto_map") or {}
     details = {"weights": weights, "pickle_files": pickles, "auto_map": auto_map,
                "remote_code": remote_code_files(ctx.path), "processor_code": _processor_code(ctx.path)}
-    from ..scoring.checkpoint_files import ModelLoadError, check_config_values, check_tokenizer_files, \
-        check_weight_files
+    from ..scoring.checkpoint_files import ModelLoadError, validate_checkpoint_folder
 
     try:
-        check_config_values(config, str(ctx.path))
-        check_weight_files(ctx.path)
-        check_tokenizer_files(ctx.path)
+        validate_checkpoint_folder(ctx.path, config)
     except ModelLoadError as err:
         return error(str(err), **details)
     missing, differing = _code_files(ctx, auto_map)

@@ -101,6 +101,7 @@ def test_imgedit_bench_rows_and_bad_records(tmp_path, capsys):
     keys = list(entries)
     (raw / "Benchmark/singleturn" / entries[keys[0]]["id"]).unlink()  # a missing source image
     entries[keys[1]]["edit_type"] = "adjust"  # the README's spelling, not the file's
+    del entries[keys[4]]["prompt"]  # a record without a field of the release
     text = json.dumps(entries, indent=4).replace(f'"{keys[3]}"', f'"{keys[2]}"', 1)  # a repeated key
     (raw / "basic_edit.json").write_text(text)
     assert main(["convert-benchmark", "imgedit-bench", "--raw", str(raw), "--out", str(tmp_path / "bad"),
@@ -109,4 +110,5 @@ def test_imgedit_bench_rows_and_bad_records(tmp_path, capsys):
     assert f"basic_edit.json:2: '{keys[0]}': source image: image file not found: " in err
     assert f"basic_edit.json:7: '{keys[1]}': edit_type 'adjust' is not one of add, remove, replace, alter" in err
     assert f"basic_edit.json:17: '{keys[2]}': duplicate key '{keys[2]}' (first on line 12)" in err
+    assert f"basic_edit.json:22: '{keys[4]}': missing key(s) 'prompt'" in err
     assert not (tmp_path / "bad").exists()

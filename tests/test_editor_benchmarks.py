@@ -280,6 +280,27 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(gedit, imgedit, tmp_
     assert "is not ImgEdit's prompts.json" in capsys.readouterr().err and _no_report(out)
 
 
+def test_a_key_without_an_edit_is_listed_counted_and_left_out_of_the_means(gedit, tmp_path):
+    en = gedit["en"]
+    edits = tmp_path / "flat"  # the flat <key>.png layout, the last EN key without an edit
+    for code, t in enumerate(en[:-1]):
+        edit_image(edits / f"{t['key']}.png", code)
+    out = tmp_path / "out"
+    with RoutedChatServer(gedit_server_answer(dict(enumerate(GEDIT_PLAN)))) as server:
+        args = _gedit_args(gedit, out, server.url, "--language", "en", "--no-plots")
+        args[args.index("--edits") + 1] = str(edits)
+        assert main(args) == 0  # a missing edit is reported, not a failed run
+        assert len(server.requests) == 2 * (len(en) - 1)  # nothing is asked for the key without an edit
+    report = _report(out)
+    assert report["missing_edits"] == [en[-1]["key"]] and report["counts"]["missing_edits"] == 1
+    o = [math.sqrt(min(sc) * min(pq)) for sc, pq in GEDIT_PLAN]
+    full = report["results"]["en"]["full"]  # text_change (the missing key's category) has no edit left
+    assert set(full["by_category"]) == {"background_change", "subject-add"}
+    assert full["o"]["value"] == pytest.approx(((o[0] + o[1]) / 2 + (o[2] + o[3]) / 2) / 2)
+    md = (out / "report.md").read_text()
+    assert "1 keys without an edit" in md and en[-1]["key"] in md.split("Keys without an edit")[1]
+
+
 @pytest.mark.parametrize("text, scores, issues", [
     ('{"score": [7, 3], "reasoning": "fine"}', [7.0, 3.0], []),
     ('<think>{"score": [1, 1]}</think>```json\n{"score": [8, 9.5], "reasoning": "r"}\n```', [8.0, 9.5], []),

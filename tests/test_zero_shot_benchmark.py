@@ -161,16 +161,21 @@ def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, t
     ("table1-in-zero-shot", "is mmrb2, not a Table 6 benchmark"),
     ("count-mismatch", "2 --dataset but 1 --predictions"),
     ("missing-key", "has no attribute_preservation, instruction_following scores"),
+    ("table6-in-reward", "is ieqa, not a Table 1 benchmark (editscore-bench, mmrb2, mer-bench); use 'miescore "
+                         "benchmark zero-shot' for it"),
 ])
 def test_user_errors_exit_2(benchmarks, predictions, tmp_path, capsys, case, message):
-    if case == "table1-in-zero-shot":
+    command = "reward" if case == "table6-in-reward" else "zero-shot"
+    if case == "table6-in-reward":
+        args = ["--dataset", str(benchmarks["ieqa"]), "--predictions", str(predictions["ieqa"])]
+    elif case == "table1-in-zero-shot":
         args = ["--dataset", str(benchmarks["mmrb2"]), "--predictions", str(predictions["mmrb2"])]
     elif case == "count-mismatch":
         args = ["--dataset", str(benchmarks["ieqa"]), "--dataset", str(benchmarks["genai-bench"]),
                 "--predictions", str(predictions["ieqa"])]
     else:
         args = ["--dataset", str(benchmarks["editscore-bench"]), "--predictions", str(predictions["genai-bench"])]
-    assert main(["benchmark", "zero-shot", *args, "--out", str(tmp_path / "r")]) == 2
+    assert main(["benchmark", command, *args, "--out", str(tmp_path / "r")]) == 2
     assert message in capsys.readouterr().err
 
 

@@ -136,14 +136,6 @@ def _grid_args(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def model_reference(model: str) -> str:
-    """A --model / --dataset argument as a run's identity records it: a local path resolved, a repo id as is
-    (``scoring.loading.model_reference``, which score-batch's producer record uses too)."""
-    from ..scoring.loading import model_reference as reference
-
-    return reference(model)
-
-
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -169,7 +161,7 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
     from ..evaluation.input_export import export_mie_inputs, input_cache_dir
     from ..evaluation.model_runs import check_prediction_cache
     from ..scoring.jsonl_scoring import read_done_ids, score_jsonl
-    from ..scoring.loading import load_scorer, read_checkpoint_config
+    from ..scoring.loading import load_scorer, model_reference, read_checkpoint_config
 
     config = read_checkpoint_config(args.model)
     if config.get("model_type") != "miescore":
@@ -293,7 +285,7 @@ def cmd_mie_bench(args) -> int:
 def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
     """Score MER-Bench groups with a SpatialReward checkpoint into ``out/predictions.jsonl`` (resumable)."""
     from ..evaluation.model_runs import score_mer_with_spatialreward
-    from ..scoring.loading import read_checkpoint_config
+    from ..scoring.loading import model_reference, read_checkpoint_config
 
     config = read_checkpoint_config(args.model)
     model_type = config.get("model_type")

@@ -84,7 +84,7 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
         return [Path(p) for p in args.predictions]
     from ..evaluation.converted_scoring import needs_scoring, score_converted
     from ..evaluation.model_runs import check_prediction_cache
-    from .benchmark import model_reference
+    from ..scoring.loading import model_reference
 
     scorer, paths = None, []
     for data in benchmarks:

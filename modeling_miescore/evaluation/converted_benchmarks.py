@@ -24,7 +24,7 @@ from .dataset_splits import load_split
 from .errors import BenchmarkInputError
 
 __all__ = ["BenchmarkData", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
-           "pairwise_frame", "pointwise_frame", "report_columns"]
+           "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
 
 
 @dataclass
@@ -66,6 +66,18 @@ def report_columns(report: str) -> dict[str, dict]:
         for column, value in declared.columns.get(report, {}).items():
             out[column] = {"benchmark": name, "value": value, "header": declared.column_headers.get(column)}
     return out
+
+
+def require_report(data: BenchmarkData, report: str, table: str) -> None:
+    """Refuse a benchmark whose declaration fills no column of ``report`` (``zero-shot``: Table 6, ``reward``:
+    Table 1), naming the benchmarks that do and the other report's command when the benchmark fills that one."""
+    columns = data.declaration.columns
+    if report in columns:
+        return
+    other = next((r for r in ("zero-shot", "reward") if r != report and r in columns), None)
+    hint = f"; use 'miescore benchmark {other}' for it" if other else ""
+    raise BenchmarkInputError(f"'{data.dataset}' is {data.name}, not a {table} benchmark "
+                              f"({', '.join(benchmarks_in(report))}){hint}")
 
 
 def _frame(ds, columns):

@@ -24,8 +24,7 @@ from pathlib import Path
 
 from ..utils.markdown_table import markdown_table
 from .benchmark_protocols import scoring_protocol
-from .converted_benchmarks import attach_scores, benchmarks_in, report_columns
-from .errors import BenchmarkInputError
+from .converted_benchmarks import attach_scores, benchmarks_in, report_columns, require_report
 from .published_results import TABLE1, TABLE1_COLUMNS, mer_overall_averaging
 from .report import write_benchmarks_report
 
@@ -85,10 +84,7 @@ def _mer(data, predictions_path: Path, allow_missing: bool, bootstrap) -> dict:
 
 def evaluate_reward(data, predictions_path, *, allow_missing: bool = False, bootstrap=None) -> dict:
     """One benchmark's Table 1 columns from a predictions file (score file; MER-Bench: group file)."""
-    if "reward" not in data.declaration.columns:
-        hint = "; use 'miescore benchmark zero-shot' for it" if "zero-shot" in data.declaration.columns else ""
-        raise BenchmarkInputError(f"'{data.dataset}' is {data.name}, not a Table 1 benchmark "
-                                  f"({', '.join(reward_benchmarks())}){hint}")
+    require_report(data, "reward", "Table 1")
     path = Path(predictions_path)
     result = (_mer(data, path, allow_missing, bootstrap) if data.protocol == "mer"
               else _converted(data, path, allow_missing))

@@ -15,8 +15,7 @@ import math
 
 from ..utils.markdown_table import markdown_table
 from .benchmark_protocols import scoring_protocol
-from .converted_benchmarks import attach_scores, benchmarks_in, report_columns
-from .errors import BenchmarkInputError
+from .converted_benchmarks import attach_scores, report_columns, require_report
 from .published_results import TABLE6, TABLE6_COLUMNS
 from .report import write_benchmarks_report
 
@@ -44,10 +43,7 @@ def table6_columns() -> dict[str, tuple[str, str]]:
 def evaluate_zero_shot(data, preds, *, allow_missing: bool = False, source: str = "predictions") -> dict:
     """One Table 6 column: ``data`` a :class:`~.converted_benchmarks.BenchmarkData`, ``preds`` a score-predictions
     frame indexed by edited-image id (:func:`~.prediction_files.read_score_predictions`)."""
-    if "zero-shot" not in data.declaration.columns:
-        hint = "; use 'miescore benchmark reward' for it" if "reward" in data.declaration.columns else ""
-        raise BenchmarkInputError(f"'{data.dataset}' is {data.name}, not a Table 6 benchmark "
-                                  f"({', '.join(benchmarks_in('zero-shot'))}){hint}")
+    require_report(data, "zero-shot", "Table 6")
     protocol = scoring_protocol(data.protocol)
     (column, value_name), = data.declaration.columns["zero-shot"].items()
     header, metric = table6_columns()[column]

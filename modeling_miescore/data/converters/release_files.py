@@ -12,7 +12,8 @@
 * :func:`embedded_image`: an image stored inside a Parquet/Arrow release -> :class:`~.schema.ImageRef`, checked.
 
 Files that leave the raw folder through a symbolic link are refused (reported) unless the build follows links
-(:meth:`~modeling_miescore.data.builders.raw_files.ProblemCollector.refuses_link`). JSON Lines and CSV readers are :func:`~modeling_miescore.data.builders.raw_files.read_jsonl` and
+(:meth:`~modeling_miescore.data.builders.raw_files.ProblemCollector.refuses_link`). JSON Lines and CSV readers
+are :func:`~modeling_miescore.data.builders.raw_files.read_jsonl` and
 :func:`~modeling_miescore.data.builders.raw_files.read_csv`. Row numbers are 1-based, like line numbers.
 """
 

@@ -18,9 +18,10 @@ the four module-level strings that the ``tie`` task joins are read: ``_context_n
 scales and JSON answer); such reports say "own prompts — not comparable with published numbers".
 
 Parsing: the final JSON object with a ``"score"`` key (:func:`~modeling_miescore.judges.json_extract.
-final_json_object`; several that disagree, or ``score`` written twice, are a flagged failure), whose ``score`` must be a list of exactly two finite numbers in [0, 10]. VIEScore's own
-parser also accepts a bare ``[a, b]`` list, repairs broken JSON and, on a second failure, *guesses a random score*;
-this judge does none of that: such an answer is a flagged failure.
+final_json_object`; several that disagree, or ``score`` written twice, are a flagged failure), whose ``score``
+must be a list of exactly two finite numbers in [0, 10]. VIEScore's own parser also accepts a bare ``[a, b]``
+list, repairs broken JSON and, on a second failure, *guesses a random score*; this judge does none of that: such an
+answer is a flagged failure.
 """
 
 from __future__ import annotations

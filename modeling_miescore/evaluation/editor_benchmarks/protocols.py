@@ -21,6 +21,7 @@ mean over types, is our reading (the scripts define none).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Iterator
 
@@ -31,21 +32,23 @@ __all__ = ["EDITOR_BENCHMARKS", "EditorBenchmark", "editor_benchmark"]
 
 
 class _EditorBenchmarks(Mapping):
-    """``name -> EditorBenchmark`` over the registered converters that declare an editor protocol."""
+    """``name -> EditorBenchmark`` over the registered converters that declare an editor protocol, collected from
+    the registry on first use (importing every converter module) and kept: the declarations are module-level."""
 
+    @functools.cached_property
     def _all(self) -> dict[str, EditorBenchmark]:
         from ...data.converters import CONVERTERS
 
         return {cls.spec.editor.name: cls.spec.editor for cls in CONVERTERS.values() if cls.spec.editor}
 
     def __getitem__(self, name: str) -> EditorBenchmark:
-        return self._all()[name]
+        return self._all[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
+        return iter(self._all)
 
     def __len__(self) -> int:
-        return len(self._all())
+        return len(self._all)
 
 
 EDITOR_BENCHMARKS: Mapping[str, EditorBenchmark] = _EditorBenchmarks()

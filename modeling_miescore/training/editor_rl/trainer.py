@@ -438,7 +438,10 @@ class FlowGRPOEditorTrainer:
                     self.metrics.write(record)
                 if progress is not None:
                     progress.update(1)
-                    progress.set_postfix(reward=f"{record['reward_mean']:.4f}", kl=f"{record['kl']:.2e}")
+                    shown = {"reward": f"{record['reward_mean']:.4f}"}
+                    if record["kl"] is not None:  # beta 0: no KL is computed
+                        shown["kl"] = f"{record['kl']:.2e}"
+                    progress.set_postfix(shown)
                 if step % cfg.save_steps == 0 or step == cfg.max_steps:
                     self._checkpoint(step)
         if progress is not None:

@@ -58,10 +58,10 @@ class EditingInput:
 
 
 def _check_source(source, what: str) -> None:
-    if isinstance(source, (bytes, bytearray)):
-        open_image_bytes(bytes(source), what)
-    else:
-        open_image(source)
+    """The source's header is a readable image (the file or the bytes are closed again)."""
+    image = open_image_bytes(bytes(source), what) if isinstance(source, (bytes, bytearray)) else open_image(source)
+    if image is not source:  # a file or bytes opened here (never a caller's own image)
+        image.close()
 
 
 def _validated(entries: Sequence[Tuple[str, Callable[[], EditingInput]]], origin: str) -> List[EditingInput]:
@@ -110,8 +110,6 @@ def _jsonl_entry(number: int, record: dict, base: Path) -> EditingInput:
     raw_id = record.get("id", number)
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
         raise MIEScoreInputError("'id' must be a non-empty string or an integer")
-    for k, path in enumerate(paths):
-        open_image(path)
     return EditingInput(str(raw_id), instruction, tuple(paths), tuple(_file_hash(p) for p in paths))
 
 

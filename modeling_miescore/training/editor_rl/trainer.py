@@ -164,28 +164,29 @@ class FlowGRPOEditorTrainer:
 
             self.ema = EMAModel(self.params, decay=cfg.ema_decay)  # decay min((1+n)/(10+n), d), as flow_grpo
 
+    def _trainable_names(self) -> List[str]:
+        """The names of ``self.params``, in order."""
+        names = {id(p): n for n, p in self.raw_model.named_parameters()}
+        return [names[id(p)] for p in self.params]
+
     def _trainable_state(self) -> dict:
         """The trained parameters by name (sharded: their full tensors on the main process; a collective)."""
-        names = {id(p): n for n, p in self.raw_model.named_parameters()}
         if self.sharded:
             from .policy_fsdp import full_model_state
 
             full = full_model_state(self.raw_model)
-            return {names[id(p)]: full[names[id(p)]] for p in self.params} if full else {}
-        return {names[id(p)]: p.detach() for p in self.params}
+            return {n: full[n] for n in self._trainable_names()} if full else {}
+        return {n: p.detach() for n, p in zip(self._trainable_names(), self.params)}
 
     def _load_trainable(self, state: dict) -> None:
         named = dict(self.raw_model.named_parameters())
+        missing = [n for n in state if n not in named]
+        if missing:
+            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
         if self.sharded:
             from .policy_fsdp import load_full_model_state
 
-            missing = [n for n in state if n not in named]
-            if missing:
-                raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
             return load_full_model_state(self.raw_model, state)
-        missing = [n for n in (named_key for named_key in state) if n not in named]
-        if missing:
-            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
         with torch.no_grad():
             for name, value in state.items():
                 named[name].copy_(value.to(named[name].device, named[name].dtype))
@@ -206,8 +207,8 @@ class FlowGRPOEditorTrainer:
                                 rank=self.accelerator.process_index)
         self._load_trainable(state["trainable"])
         if self.ema is not None and state["ema"] is not None:
-            names = list(self._trainable_state())
-            self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device) for n, p in zip(names, self.params)]
+            self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
+                                      for n, p in zip(self._trainable_names(), self.params)]
             self.ema.optimization_step = state["ema"]["step"]
         if self.accelerator.is_main_process:
             truncate_metrics(self.out / "metrics.jsonl", state["step"])
@@ -362,8 +363,8 @@ class FlowGRPOEditorTrainer:
         acc = self.accelerator
         ema_state = None
         if self.ema is not None:
-            names = list(self._trainable_state())
-            ema_state = {"shadow": {n: p.detach().cpu() for n, p in zip(names, self.ema.shadow_params)},
+            ema_state = {"shadow": {n: p.detach().cpu()
+                                    for n, p in zip(self._trainable_names(), self.ema.shadow_params)},
                          "step": self.ema.optimization_step}
         optimizer = self.optimizer
         if self.sharded:

@@ -329,14 +329,18 @@ class FlowGRPOEditorTrainer:
         total = {k: sum(s.get(k, 0.0) for s in every) for k in ("count", "ratio_sum", "clipped", "approx_kl_sum",
                                                                   "kl_sum", "policy_loss_sum")}
         n = total["count"] or float("nan")
-        mean_over = [s for s in every if s.get("updates")]
+        updated = [s for s in every if s.get("updates")]  # processes that ran an update: theirs are the means
+
+        def mean_over_updated(key: str) -> float:
+            return sum(s[key] for s in updated) / len(updated) if updated else float("nan")
+
         record = {"step": step, "reward_mean": result.reward_mean, "reward_std": result.reward_std,
-                  "kl": total["kl_sum"] / n if self.config.beta > 0 else None, "ratio_mean": total["ratio_sum"] / n, "clipfrac": total["clipped"] / n,
-                  "approx_kl": total["approx_kl_sum"] / n, "policy_loss": total["policy_loss_sum"] / n,
-                  "loss": sum(s["loss"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),
-                  "grad_norm": sum(s["grad_norm"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),
-                  "lr": self.lr_scheduler.get_last_lr()[0], "zero_std_groups": result.zero_std_groups,
-                  "skipped_groups": result.skipped_groups, "reward_failures": result.failures}
+                  "kl": total["kl_sum"] / n if self.config.beta > 0 else None, "ratio_mean": total["ratio_sum"] / n,
+                  "clipfrac": total["clipped"] / n, "approx_kl": total["approx_kl_sum"] / n,
+                  "policy_loss": total["policy_loss_sum"] / n, "loss": mean_over_updated("loss"),
+                  "grad_norm": mean_over_updated("grad_norm"), "lr": self.lr_scheduler.get_last_lr()[0],
+                  "zero_std_groups": result.zero_std_groups, "skipped_groups": result.skipped_groups,
+                  "reward_failures": result.failures}
         record.update({f"seconds_{k}": round(v, 4) for k, v in seconds.items()})
         return record
 

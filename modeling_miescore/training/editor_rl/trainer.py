@@ -43,7 +43,7 @@ from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .group_schedule import GroupSchedule, derived_seed
 from .policy_lora import add_lora, lora_metadata, lora_state_dict
-from .policy_update import make_units, pad_units, run_updates
+from .policy_update import UPDATE_STAT_KEYS, make_units, pad_units, run_updates
 from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
@@ -326,8 +326,7 @@ class FlowGRPOEditorTrainer:
 
         acc = self.accelerator
         every = gather_object([stats]) if acc.num_processes > 1 else [stats]
-        total = {k: sum(s.get(k, 0.0) for s in every) for k in ("count", "ratio_sum", "clipped", "approx_kl_sum",
-                                                                  "kl_sum", "policy_loss_sum")}
+        total = {k: sum(s.get(k, 0.0) for s in every) for k in UPDATE_STAT_KEYS}
         n = total["count"] or float("nan")
         updated = [s for s in every if s.get("updates")]  # processes that ran an update: theirs are the means
 

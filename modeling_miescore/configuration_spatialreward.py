@@ -234,12 +234,12 @@ class SpatialRewardConfig(Qwen3VLConfig):
 
     @property
     def w_sc(self) -> tuple[float, float]:
-        """SC weights as the (s_if, s_con) pair that :func:`aggregation.sc_pq` takes."""
+        """SC weights as the (s_if, s_con) pair that :func:`spatialreward_aggregation.sc_pq` takes."""
         return tuple(self.sc_weights[k] for k in SC_WEIGHT_KEYS)
 
     @property
     def w_pq(self) -> tuple[float, float]:
-        """PQ weights as the (naturalness, artifacts) pair that :func:`aggregation.sc_pq` takes."""
+        """PQ weights as the (naturalness, artifacts) pair that :func:`spatialreward_aggregation.sc_pq` takes."""
         return tuple(self.pq_weights[k] for k in PQ_WEIGHT_KEYS)
 
     def validate_reward_fields(self):

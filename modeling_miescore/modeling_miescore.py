@@ -29,7 +29,7 @@ from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, scor
 from .configuration_miescore import SCORE_NAMES, MIEScoreConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .miescore_overall import overall_score
-from .miescore_score_heads import RegressionScoreHead, last_token_indices, score_head_class
+from .miescore_score_heads import last_token_indices, score_head_class
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
                                   load_stock_processor, prepare_inputs)
@@ -52,9 +52,6 @@ class MIEScoreOutput(ModelOutput):
     scores: torch.FloatTensor | None = None
     logits: torch.FloatTensor | None = None
     pooled_hidden_state: torch.FloatTensor | None = None
-
-
-MIEScoreRegressionHead = RegressionScoreHead  # the paper's score head S_omega (eq. 4), under its former name
 
 
 @dataclass
@@ -356,4 +353,4 @@ class MIEScoreModel(PreTrainedModel):
 MIEScoreConfig.register_for_auto_class()
 MIEScoreModel.register_for_auto_class("AutoModel")
 
-__all__ = ["MIEScoreModel", "MIEScoreOutput", "MIEScoreRegressionHead", "PreparedScoring", "last_token_indices"]
+__all__ = ["MIEScoreModel", "MIEScoreOutput", "PreparedScoring", "last_token_indices"]

@@ -8,8 +8,8 @@ Paper: arXiv 2602.07458. Two streams per edit (sec. 3.2), run as one batch:
 * PQ (perceptual quality): the edited image only + the D.1.3 prompt -> ``{"reasoning", "score": [s_nat, s_art]}``.
 
 Sub-scores are on 0-25; the reward is ``(SC/25)^0.8 * (PQ/25)^0.2`` with ``SC = 0.6 s_if + 0.4 s_con`` and
-``PQ = 0.5 s_nat + 0.5 s_art`` (sec. 3.1 / 5.4; ``aggregation.spatial_reward``). A generation that cannot be
-parsed gives ``config.failure_reward`` and is flagged; it never raises and never becomes a random number.
+``PQ = 0.5 s_nat + 0.5 s_art`` (sec. 3.1 / 5.4; ``spatialreward_aggregation.spatial_reward``). A generation
+that cannot be parsed gives ``config.failure_reward`` and is flagged; it never raises and never becomes a random number.
 
 Edits of the same sources and instruction (an RL group of G candidates, a MIE-Bench instance) share the SC
 prompt up to the edited image; under greedy decoding that prefix runs once and every edit generates from a copy

@@ -3,7 +3,7 @@
 :class:`SpatialRewardResult` is the judgement of one edit; :func:`assemble_result` turns the SC and PQ texts of
 one edit (one per pass) into it: parse each text (``spatialreward_parsing``), average the passes that parsed
 (self-ensemble), aggregate the four sub-scores into the reward (``spatialreward_aggregation``, sec. 3.1 / 5.4), flag failures with
-``config.failure_reward`` and convert the region boxes to pixels (``drawing.bbox_to_pixels``).
+``config.failure_reward`` and convert the region boxes to pixels (``spatialreward_drawing.bbox_to_pixels``).
 :class:`SpatialRewardScoringMixin` adds the conveniences built on ``evaluate_edits``. The transformers model
 (``modeling_spatialreward``) and the OpenAI-compatible backend (``judges.spatialreward_api``) share all of it;
 only the generation step differs.
@@ -41,8 +41,8 @@ class SpatialRewardResult:
         global_reasoning: the segment after ``<|global|>`` (None when absent).
         pq_reasoning: the PQ reasoning.
         sc_parse_ok, pq_parse_ok: both scores of that stream were found (``parse_ok`` is both).
-        issues: ``{"sc": [...], "pq": [...]}`` parser issue codes (``parsing.ISSUE_CODES``) over all passes,
-            plus ``api_error:<kind>`` for failed requests.
+        issues: ``{"sc": [...], "pq": [...]}`` parser issue codes (``spatialreward_parsing.ISSUE_CODES``) over all
+            passes, plus ``api_error:<kind>`` for failed requests.
         raw_sc, raw_pq: the generated texts, one per pass (chat-control tokens stripped).
         num_sources: number of source images; image_size: ``(width, height)`` of the edited image.
         id: the sample's id when it had one; backend: ``"transformers"`` or ``"openai"``.

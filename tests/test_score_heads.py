@@ -30,9 +30,35 @@ def test_each_head_answers_what_the_package_asks(scorers, name):
     assert model.prefix_reuse_available == (head.prefix_reuse_unavailable is None)  # Qwen3-VL, sources first
     if head.prefix_reuse_unavailable:
         assert model.prefix_reuse_unavailable_reason() == head.prefix_reuse_unavailable
-    if not head.new_weights:  # read from the backbone: the rows of its output layer, bit for bit
-        # (lm_digits: the language model's rows of the digit tokens; tests/test_training_ablations.py checks export)
+    if not head.new_weights:  # read from the backbone: one row of its output layer per digit (the copy is checked
+        # below; lm_digits: the language model's rows of the digit tokens; tests/test_training_ablations.py: export)
         assert head.output_layer.weight.shape[0] == model.config.lm_score_max + 1
+
+
+@pytest.mark.parametrize("name", list(SCORE_HEADS))
+def test_each_head_initialises_from_the_backbone_as_declared(scorers, name):
+    """``new_weights``: every linear layer gets the model's random initialisation, nothing is copied; otherwise
+    the output layer is rows of the backbone's output layer, bit for bit, and nothing is initialised at random."""
+    config = scorers[name].config
+    text = config.backbone_config.get_text_config()
+    head = SCORE_HEADS[name].from_config(config, text.hidden_size)
+    lm_output = torch.nn.Linear(text.hidden_size, text.vocab_size, bias=False)
+    with torch.no_grad():  # row i holds i + 1 everywhere: a copied row says which one it is
+        lm_output.weight.copy_(torch.arange(1, text.vocab_size + 1, dtype=torch.float32)[:, None])
+        for p in head.parameters():
+            p.zero_()
+    initialised = []
+    head.init_from_backbone(lm_output, config, initialised.append)
+    linears = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
+    rows = head.output_layer.weight.detach()
+    if head.new_weights:
+        assert len(initialised) == len(linears) and all(any(m is i for i in initialised) for m in linears)
+        assert not bool(rows.any())  # nothing copied from the backbone (init_linear here records only)
+    else:
+        assert initialised == []
+        ids = rows[:, 0].long() - 1
+        assert bool((ids >= 0).all()) and len(set(ids.tolist())) == len(ids)
+        assert torch.equal(rows, lm_output.weight.detach()[ids])
 
 
 @pytest.mark.parametrize("name", list(SCORE_HEADS))

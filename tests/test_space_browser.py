@@ -169,7 +169,8 @@ def test_spatialreward_regions_and_reasoning_in_the_browser(space, browser, arti
     # Each region's box colour (AnnotatedImage legend) is the colour of its sentences in the reasoning.
     box_colors = {b.text.strip(): rgb(b.get_attribute("style"))
                   for b in browser.find_elements(By.CSS_SELECTOR, "#spatialreward-regions .legend-item")}
-    assert box_colors == {"[0] cat": (230, 25, 75), "[1] coffee cup": (60, 180, 75)}  # drawing.PALETTE[0], [1]
+    # spatialreward_drawing.PALETTE[0], [1]
+    assert box_colors == {"[0] cat": (230, 25, 75), "[1] coffee cup": (60, 180, 75)}
     tokens = browser.find_elements(By.CSS_SELECTOR, "#spatialreward-reasoning .token.highlighted")
     by_text = {t.text.strip(): rgb(t.get_attribute("style")) for t in tokens}
     assert by_text["The cat from image 2 now sits on the table, slightly cut off."] == box_colors["[0] cat"]

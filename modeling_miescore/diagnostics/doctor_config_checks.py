@@ -18,7 +18,6 @@ from .doctor_context import DoctorContext, error, ok, warn
 # The vision markers every image becomes in a Qwen-VL prompt, and the config fields holding their ids.
 VISION_TOKENS = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
                  "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"}
-from .token_budget import MIESCORE_TRAIN_MAX_LENGTH, SPATIALREWARD_SFT_MAX_LENGTH  # noqa: F401 (re-exported)
 _SAMPLE_INSTRUCTION = "Put the cat from image 2 on the table of image 1."
 
 
@@ -104,13 +103,10 @@ def check_files(ctx: DoctorContext):
     auto_map = config.get("auto_map") or {}
     details = {"weights": weights, "pickle_files": pickles, "auto_map": auto_map,
                "remote_code": remote_code_files(ctx.path), "processor_code": _processor_code(ctx.path)}
-    from ..scoring.checkpoint_files import ModelLoadError, check_config_values, check_tokenizer_files, \
-        check_weight_files
+    from ..scoring.checkpoint_files import ModelLoadError, validate_checkpoint_folder
 
     try:
-        check_config_values(config, str(ctx.path))
-        check_weight_files(ctx.path)
-        check_tokenizer_files(ctx.path)
+        validate_checkpoint_folder(ctx.path, config)
     except ModelLoadError as err:
         return error(str(err), **details)
     missing, differing = _code_files(ctx, auto_map)
@@ -361,6 +357,5 @@ def check_token_budget(ctx: DoctorContext):
               f"{within}", **details)
 
 
-__all__ = ["MIESCORE_TRAIN_MAX_LENGTH", "SPATIALREWARD_SFT_MAX_LENGTH", "check_chat_template",
-           "check_config_processor", "check_files", "check_grounding_tokens", "check_pixel_budget",
-           "check_token_budget", "check_token_ids", "check_vision_geometry", "model_configs"]
+__all__ = ["check_chat_template", "check_config_processor", "check_files", "check_grounding_tokens",
+           "check_pixel_budget", "check_token_budget", "check_token_ids", "check_vision_geometry", "model_configs"]

@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..utils.text_hygiene import valid_strings
 
-__all__ = ["JSONFind", "MAX_ANSWER_CHARS", "balanced_spans", "extract_first_json", "extract_json",
+__all__ = ["JSONFind", "MAX_ANSWER_CHARS", "balanced_spans", "disagree", "extract_first_json", "extract_json",
            "final_json_object", "is_unclosed", "strip_reasoning_and_fences"]
 
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
@@ -193,6 +193,19 @@ def extract_first_json(text: str, accept: Callable[[Any], bool], openers: str = 
     return found.values[0] if found.values else None
 
 
+def disagree(values: Sequence[Any], keys_of: Callable[[Any], Dict[str, Any]]) -> bool:
+    """True when two of ``values`` give one name different values; ``keys_of(value)`` maps each name the value
+    holds to its key in the value (``{name: name}`` for exact keys; a reader that tolerates spellings maps
+    ``"Visual Quality"`` to ``visual_quality``)."""
+    seen: Dict[str, Any] = {}
+    for value in values:
+        for name, key in keys_of(value).items():
+            if name in seen and seen[name] != value[key]:
+                return True
+            seen.setdefault(name, value[key])
+    return False
+
+
 def final_json_object(text: str, keys: Sequence[str], accept: Optional[Callable[[Any], bool]] = None,
                       max_tries: int = 64) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     """The model's answer object and the issue codes (module docstring): the final JSON object holding one of
@@ -207,13 +220,8 @@ def final_json_object(text: str, keys: Sequence[str], accept: Optional[Callable[
         return None, ["too_many_json_candidates"]
     if not found.values:
         return None, []
-    seen: Dict[str, Any] = {}
-    for value in found.values:
-        for key in keys:
-            if isinstance(value, dict) and key in value:
-                if key in seen and seen[key] != value[key]:
-                    return None, ["conflicting_json_objects"]
-                seen.setdefault(key, value[key])
+    if disagree(found.values, lambda value: {k: k for k in keys if isinstance(value, dict) and k in value}):
+        return None, ["conflicting_json_objects"]
     final = found.values[-1]
     if not isinstance(final, dict):
         return final, []

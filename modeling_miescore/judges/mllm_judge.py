@@ -50,7 +50,7 @@ from ..miescore_overall import overall_score
 from ..processing_miescore import EditSample, as_edit_sample
 from .call_engine import CallEngine, CallResult, ChatRequest
 from ..utils.text_hygiene import quoted
-from .json_extract import extract_json, strip_reasoning_and_fences
+from .json_extract import disagree, extract_json, strip_reasoning_and_fences
 
 __all__ = ["ANSWER_FORMAT", "JUDGE_RUBRIC", "JudgeRequestError", "MLLMJudge", "MOSAnswer", "judge_prompt_parts",
            "parse_mos_answer"]
@@ -96,7 +96,6 @@ def judge_prompt_parts(sources: Sequence[Any], edited: Any, instruction: str) ->
         parts += [f"Source image {k + 1}:", image, "\n"]
     parts += [f"Editing instruction: {quoted(instruction)}\n\nEdited image:", edited, "\n" + ANSWER_FORMAT]
     return parts
-
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -173,17 +172,6 @@ def _fallback(text: str, answer: MOSAnswer) -> None:
         answer.flag("score_from_fallback")
 
 
-def _conflicting(values: Sequence[Any]) -> bool:
-    """True when two of the answer's score objects give one dimension different values."""
-    seen: Dict[str, Any] = {}
-    for value in values:
-        for dim, key in _dimension_keys(value).items():
-            if dim in seen and seen[dim] != value[key]:
-                return True
-            seen.setdefault(dim, value[key])
-    return False
-
-
 def _read_object(obj: Dict[str, Any], duplicates: Dict[str, Any], answer: MOSAnswer) -> None:
     answer.score_source = "json"
     for dim, key in _dimension_keys(obj).items():
@@ -212,7 +200,7 @@ def parse_mos_answer(text: str) -> MOSAnswer:
         elif not found.values:
             answer.flag("no_json_object")
             _fallback(strip_reasoning_and_fences(text), answer)
-        elif _conflicting(found.values):
+        elif disagree(found.values, _dimension_keys):  # score objects that differ on a dimension
             answer.flag("conflicting_json_objects")
         else:
             _read_object(found.final, found.duplicates[-1], answer)

@@ -344,17 +344,16 @@ def score_jsonl(
     input_path = check_input_file(input_path)
     output_path = check_output_file(output_path, input_path)
     entries = line_entries(iter_input(input_path))
-    write_path, done = output_path, set()
+    write_path, merged = output_path, {}
     if world_size > 1:
         write_path = shard_path(output_path, rank, world_size)
-        done, _ = read_done_ids(output_path, repair=False)  # rank 0 owns the merged file; only read it here
+        merged, _ = read_predictions(output_path, repair=False)  # rank 0 owns the merged file; only read it here
         entries = entries[rank * len(entries) // world_size : (rank + 1) * len(entries) // world_size]
     with exclusive_output(write_path, "--output"):
         shard_records, repaired = read_predictions(write_path)
         shard_done = set(shard_records)
         if producer is not None:
-            check_producer(output_path, shard_records if world_size == 1 else
-                           read_predictions(output_path, repair=False)[0], producer, record=rank == 0)
+            check_producer(output_path, shard_records if world_size == 1 else merged, producer, record=rank == 0)
         report = BatchReport(repaired_tail=repaired)
         if repaired:
             log(f"note: removed an incomplete last line from '{write_path}' (left by an interrupted run)")
@@ -363,7 +362,7 @@ def score_jsonl(
                         {"target_pixels": target_pixels, "max_sample_pixels": max_sample_pixels})
         with tqdm(total=len(entries), desc="score-batch", unit="edit", file=sys.stderr,
                   disable=not progress) as bar:
-            run.run(entries, done | shard_done, bar)
+            run.run(entries, set(merged) | shard_done, bar)
     return report
 
 

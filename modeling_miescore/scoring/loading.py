@@ -74,13 +74,14 @@ def read_checkpoint_config(model: str, token: str | None = None) -> dict:
     return config
 
 
-def _load_checked(model_class, kind: str, model: str, device: str, dtype: str, token: str | None):
-    """``model_class.from_pretrained`` on the resolved device/dtype, in eval mode; load errors -> ModelLoadError."""
+def _load_checked(model_class, kind: str, model: str, device: str, dtype: str, token: str | None, config: dict):
+    """``model_class.from_pretrained`` on the resolved device/dtype, in eval mode; load errors -> ModelLoadError.
+    ``config``: the checkpoint's ``config.json``, already read (and its values checked) by the caller."""
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     model = os.fspath(model)
     if Path(model).expanduser().is_dir():
-        validate_checkpoint_folder(Path(model).expanduser(), read_checkpoint_config(model))
+        validate_checkpoint_folder(Path(model).expanduser(), config)
     try:
         # safetensors only: a pickle file is never opened (torch.load), whatever else the folder holds
         scorer = model_class.from_pretrained(model, dtype=torch_dtype, token=token, use_safetensors=True)
@@ -133,7 +134,7 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: st
         )
     from ..modeling_miescore import MIEScoreModel
 
-    return _load_checked(MIEScoreModel, "MIEScore", model, device, dtype, token)
+    return _load_checked(MIEScoreModel, "MIEScore", model, device, dtype, token, config)
 
 
 SPATIALREWARD_MODEL_TYPES = ("spatialreward", "qwen3_vl")
@@ -157,4 +158,4 @@ def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto", to
         )
     from ..modeling_spatialreward import SpatialRewardModel
 
-    return _load_checked(SpatialRewardModel, "SpatialReward", model, device, dtype, token)
+    return _load_checked(SpatialRewardModel, "SpatialReward", model, device, dtype, token, config)

@@ -94,10 +94,7 @@ class ScoringFailure:
 def _names_no_sample(response) -> bool:
     """False for an error answer whose ``field`` names one sample or group: the server already scored it alone
     and failed (sending it again fails again), so it is not retried."""
-    try:
-        field = response.json().get("error", {}).get("field")
-    except (ValueError, AttributeError):
-        return True
+    field = _server_error(response).field
     return not (isinstance(field, str) and _SAMPLE_FIELD.match(field))
 
 

@@ -1,9 +1,9 @@
 """SpatialReward's regions in the Space: colours, legend categories, pixel boxes and the reasoning split by region.
 
-A region's colour is its id's colour in ``drawing.PALETTE`` everywhere: the boxes drawn into the image
-(``drawing.draw_regions``), the ``gr.AnnotatedImage`` overlays and the ``gr.HighlightedText`` reasoning.
+A region's colour is its id's colour in ``spatialreward_drawing.PALETTE`` everywhere: the boxes drawn into the image
+(``spatialreward_drawing.draw_regions``), the ``gr.AnnotatedImage`` overlays and the ``gr.HighlightedText`` reasoning.
 Grounding tokens are found with ``spatialreward_tokens.GROUNDING_TOKEN_RE`` and boxes converted with
-``drawing.bbox_to_pixels``, the same pattern and conversion the model uses.
+``spatialreward_drawing.bbox_to_pixels``, the same pattern and conversion the model uses.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..spatialreward_drawing import PALETTE, bbox_to_pixels, clamp_pixel_box
 from ..spatialreward_tokens import GROUNDING_TOKEN_RE
 
-# Region colours are drawing.PALETTE's (one per region id), so boxes drawn by ``draw_regions`` elsewhere
+# Region colours are spatialreward_drawing.PALETTE's (one per region id), so boxes drawn by ``draw_regions`` elsewhere
 # (CLI, reports) and the Space's boxes and highlighted reasoning agree.
 REGION_PALETTE: tuple[str, ...] = tuple("#%02x%02x%02x" % rgb for rgb in PALETTE)
 GLOBAL_CATEGORY = "overall assessment"
@@ -56,7 +56,7 @@ def pixel_box(region: Mapping[str, Any], width: int, height: int) -> tuple[int, 
     """The region's box in pixels ``(x1, y1, x2, y2)``, clipped to the image; None when unusable or empty.
 
     Uses the pixel box the model already gave (``bbox_pixels``, as ``SpatialRewardResult`` has), else converts
-    ``bbox_2d`` (0-1000 normalised, SpatialReward paper appendix D.1) with ``drawing.bbox_to_pixels``, the
+    ``bbox_2d`` (0-1000 normalised, SpatialReward paper appendix D.1) with ``spatialreward_drawing.bbox_to_pixels``, the
     conversion the model uses, so the Space shows the model's own boxes.
     """
     for key in ("bbox_pixels", "bbox_px", "box_px", "pixel_box"):

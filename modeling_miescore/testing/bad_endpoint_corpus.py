@@ -178,15 +178,6 @@ class EndpointCorpus:
         return _Run(status, out, err, work, server)
 
 
-def _request_text(body) -> str:
-    texts = []
-    for message in (body or {}).get("messages", []):
-        content = message.get("content")
-        texts += [content] if isinstance(content, str) else [p.get("text", "") for p in content
-                                                             if p.get("type") == "text"]
-    return "\n".join(texts)
-
-
 def _all_text(work: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.suffix in
                    (".jsonl", ".json", ".txt"))
@@ -211,7 +202,7 @@ def _judge_argv(url: str, work: Path, folder: Path, *extra) -> list:
 def _good_or(http, bad_reply: Callable):
     good = http.text_reply(json.dumps({**VERDICT, "visual_quality": 60, "instruction_following": 50,
                                        "attribute_preservation": 40}))
-    return lambda body: bad_reply() if "case:bad" in _request_text(body) else good
+    return lambda body: bad_reply() if "case:bad" in http.request_text(body or {}) else good
 
 
 def _judge_case(name: str, item: str, make: Callable, expected: str, needle: Optional[str], corpus, outcome):
@@ -297,7 +288,7 @@ def _pipeline_answer(http, stage: str, make: Callable):
             "pq": http.text_reply(json.dumps(_PQ)), "alignment": http.text_reply(_ALIGNED)}
 
     def answer(body):
-        text = _request_text(body)
+        text = http.request_text(body or {})
         where = _stage(text)
         bad = "case:bad" in text or any(image.width == BAD_WIDTH for image in http.request_images(body))
         return make() if bad and where == stage else good[where]
@@ -415,7 +406,7 @@ def _mer_case(make: Callable, expected: str, corpus, outcome) -> None:
     make(2)  # a bomb is compressed once, before the run (not while the client waits)
 
     def reply(body):
-        n = int(re.search(r"(?:exactly|with) (\d) edits", _request_text(body)).group(1))
+        n = int(re.search(r"(?:exactly|with) (\d) edits", http.request_text(body or {})).group(1))
         width = http.request_images(body)[0].width
         return make(n) if width == BAD_WIDTH else http.text_reply(_mer_answer("Make the sky blue and the car red.", n))
 

@@ -164,8 +164,9 @@ def control_token_problem(row: Dict[str, Any]) -> Optional[str]:
 
 def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
     """Validate one training row. Returns ``(reason, issues)``: reason None when the row is usable, else the
-    first problem's code; ``issues`` lists every code found (parser issue codes, see ``parsing.ISSUE_CODES``,
-    plus ``bad_task``, ``missing_field:<name>``, ``no_sources``, ``no_edited_image``, ``bad_scores``,
+    first problem's code; ``issues`` lists every code found (parser issue codes, see
+    ``spatialreward_parsing.ISSUE_CODES``, plus ``bad_task``, ``missing_field:<name>``, ``no_sources``,
+    ``no_edited_image``, ``bad_scores``,
     ``scores_roundtrip`` and ``control_token``: a chat-control token such as ``<|im_end|>`` or a NUL in the
     reasoning, instruction or a region label, which the tokenizer would turn into the real control token)."""
     issues: List[str] = []

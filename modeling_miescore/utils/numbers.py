@@ -24,11 +24,16 @@ def non_finite_fields(result: Any) -> list[str]:
     """The names of a score record's numbers that are NaN or infinite. ``result``: a dict or an object with
     ``to_dict()`` (SpatialReward's results); nested values are not looked into, ``None`` (a flagged answer) is
     not a number."""
-    values = result.to_dict() if hasattr(result, "to_dict") and not isinstance(result, dict) else result
+    values = _record_values(result)
     if not isinstance(values, dict):
         return []
     return [str(key) for key, value in values.items()
             if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value)]
+
+
+def _record_values(result: Any) -> Any:
+    """A score record as its dict (``to_dict()`` for SpatialReward's results; a dict or anything else as given)."""
+    return result.to_dict() if hasattr(result, "to_dict") and not isinstance(result, dict) else result
 
 
 def model_fault(result: Any) -> str | None:
@@ -37,7 +42,7 @@ def model_fault(result: Any) -> str | None:
     bad = non_finite_fields(result)
     if not bad:
         return None
-    values = result.to_dict() if hasattr(result, "to_dict") and not isinstance(result, dict) else result
+    values = _record_values(result)
     shown = ", ".join(f"{key}={values[key]}" for key in bad[:4])
     return (f"the model gave non-finite scores ({shown}): a fault of the model (NaN or Inf weights?), not of "
             "the input; check it with miescore doctor")

@@ -66,7 +66,7 @@ PERSON_WORDS = (
 PERSON_ONLY_FEATURES = ("beard", "mustache", "moustache", "makeup", "lipstick", "eyeliner", "eyeshadow", "freckles",
                         "hairstyle", "haircut", "hairdo", "ponytail", "pigtails", "earrings", "tattoo")
 HUMAN_WORDS = PERSON_WORDS + PERSON_ONLY_FEATURES
-# Scores that needed repairs are not used as training targets (parsing.ISSUE_CODES describes each).
+# Scores that needed repairs are not used as training targets (spatialreward_parsing.ISSUE_CODES describes each).
 UNCLEAN_SCORE_ISSUES = frozenset({"score_clamped", "score_rescaled", "score_from_fallback", "fallback_ambiguous",
                                   "score_list_too_long", "score_not_pair", "duplicate_key", "multiple_json_objects"})
 

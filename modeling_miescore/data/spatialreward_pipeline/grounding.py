@@ -38,7 +38,7 @@ STAGE = "grounding"
 # The longest region label kept: D.2.1 asks for an "instance name" (a few words); a label of thousands of
 # characters is a broken answer (and would take seconds to draw).
 MAX_LABEL_CHARS = 200
-# parser issues meaning that no JSON object with an edit_region list was read (parsing.ISSUE_CODES)
+# parser issues meaning that no JSON object with an edit_region list was read (spatialreward_parsing.ISSUE_CODES)
 _NO_REGION_LIST = frozenset({"empty_output", "no_json_object", "invalid_json", "truncated_json", "internal_error",
                              "missing_regions", "regions_not_list"})
 

@@ -137,6 +137,14 @@ def test_output_folder_of_another_run(toy_editor_path, editing_requests, tmp_pat
     assert sorted(p.name for p in out.iterdir()) == ["run.json"]
 
 
+def test_the_progress_bar_of_a_run_without_kl(toy_editor_path, editing_requests, tmp_path, capsys):
+    result = _train(toy_config(toy_editor_path, editing_requests, tmp_path / "run", max_steps=1, save_steps=1,
+                               progress=True))  # beta 0: no KL to show
+    assert result["metrics"][0]["kl"] is None
+    shown = capsys.readouterr().err
+    assert "flow-grpo" in shown and "reward=" in shown and "kl=" not in shown
+
+
 def test_full_fine_tuning_with_a_frozen_reference(toy_editor_path, editing_requests, tmp_path):
     from safetensors.torch import load_file
 

@@ -58,10 +58,10 @@ class EditingInput:
 
 
 def _check_source(source, what: str) -> None:
-    if isinstance(source, (bytes, bytearray)):
-        open_image_bytes(bytes(source), what)
-    else:
-        open_image(source)
+    """The source's header is a readable image (the file or the bytes are closed again)."""
+    image = open_image_bytes(bytes(source), what) if isinstance(source, (bytes, bytearray)) else open_image(source)
+    if image is not source:  # a file or bytes opened here (never a caller's own image)
+        image.close()
 
 
 def _validated(entries: Sequence[Tuple[str, Callable[[], EditingInput]]], origin: str) -> List[EditingInput]:
@@ -110,8 +110,6 @@ def _jsonl_entry(number: int, record: dict, base: Path) -> EditingInput:
     raw_id = record.get("id", number)
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
         raise MIEScoreInputError("'id' must be a non-empty string or an integer")
-    for k, path in enumerate(paths):
-        open_image(path)
     return EditingInput(str(raw_id), instruction, tuple(paths), tuple(_file_hash(p) for p in paths))
 
 
@@ -137,21 +135,23 @@ def _image_bytes(entry, where: str) -> bytes:
     raise MIEScoreInputError(f"{where} has no image bytes")
 
 
-def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool, dedupe: bool, origin: str):
-    """``(where, builder)`` per row (per distinct ``id_column`` value when ``dedupe``)."""
+def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool, dedupe: bool, origin: str,
+                 taken: Optional[set] = None):
+    """``(where, builder)`` per row (per distinct ``id_column`` value when ``dedupe``; ``taken``: the ids seen
+    before, shared across splits, updated)."""
     from datasets import Image, List as ListFeature
 
     ds = ds.cast_column(sources_column, Image(decode=False) if single_source else ListFeature(Image(decode=False)))
     scalar = [c for c in ds.column_names if c not in (id_column, sources_column, "instruction")
               and ds.features[c].__class__.__name__ == "Value"]
-    entries, taken = [], set()
+    entries, taken = [], set() if taken is None else taken
     for index, row in enumerate(ds):
         row_id = str(row[id_column])
         if dedupe and row_id in taken:
             continue
         taken.add(row_id)
 
-        def build(row=row, row_id=row_id, where=f"{origin} row {index}"):
+        def build(row=row, row_id=row_id):
             images = [row[sources_column]] if single_source else list(row[sources_column] or [])
             if not images:
                 raise MIEScoreInputError(f"no source images in '{sources_column}'")
@@ -187,13 +187,8 @@ def _read_dataset(dataset: str, split: Optional[str]) -> List[EditingInput]:
     if set(MER_SPLITS) & names and "train" not in names:
         entries, seen = [], set()
         for name in [split] if split else [s for s in MER_SPLITS if s in names]:
-            for where, build in _row_entries(load_split(dataset, name), id_column="sample_id",
-                                             sources_column="original_image", single_source=True, dedupe=True,
-                                             origin=f"{dataset} [{name}]"):
-                sample = where.rsplit("(id ", 1)[-1].rstrip(")")
-                if sample not in seen:
-                    seen.add(sample)
-                    entries.append((where, build))
+            entries += _row_entries(load_split(dataset, name), id_column="sample_id", sources_column="original_image",
+                                    single_source=True, dedupe=True, origin=f"{dataset} [{name}]", taken=seen)
         return _validated(entries, dataset)
     ds = load_split(dataset, split or "train")
     missing = {"instance_id", "source_images", "instruction"} - set(ds.column_names)

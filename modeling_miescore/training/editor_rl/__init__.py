@@ -11,8 +11,10 @@ The SpatialReward paper's sec. 5.3 / appendix B.2 / Table 3 setting. One module 
 - Sampling: :mod:`.sde_step` (the Flow-GRPO SDE / CPS step and its log-prob), :mod:`.step_plan` (which steps are
   SDE, trained, guided), :mod:`.rollout_recording` (the scheduler subclass and the transformer-input recorder),
   :mod:`.rollout` (one group by the stock pipeline), :mod:`.step_recompute` (a recorded step re-run at train time).
-- Editors: :mod:`.editors` (the registry of diffusers editors and the protocol for others), :mod:`.policy_lora`.
+- Editors: :mod:`.editors` (the registry of diffusers editors and the protocol for others), :mod:`.policy_lora`,
+  :mod:`.policy_fsdp` (full fine-tuning sharded by FSDP2).
 - Objective and loop: :mod:`.advantages`, :mod:`.objective`, :mod:`.policy_update`, :mod:`.group_schedule`,
-  :mod:`.checkpoints`, :mod:`.run_outputs`, :mod:`.config`, :mod:`.trainer`.
+  :mod:`.checkpoints`, :mod:`.run_outputs`, :mod:`.rollout_log` (per-sample records, ``save_rollouts_steps``),
+  :mod:`.config`, :mod:`.trainer`.
 - Using a trained editor: :mod:`.edit_generation` (``miescore edit``).
 """

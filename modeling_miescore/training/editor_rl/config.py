@@ -131,15 +131,13 @@ class FlowGRPOConfig:
         if self.per_device_batch_size % g:
             raise MIEScoreInputError(f"per_device_batch_size {self.per_device_batch_size} is not a multiple of "
                                      f"num_generations {g}: groups are never split across processes")
+        # the global batch is then a whole number of groups: it must equal this multiple of per_device_batch_size
         total = self.per_device_batch_size * num_processes * self.gradient_accumulation_steps
         if self.global_batch_size is not None and total != self.global_batch_size:
             raise MIEScoreInputError(
                 f"global_batch_size {self.global_batch_size} != per_device_batch_size {self.per_device_batch_size} "
                 f"x processes {num_processes} x gradient_accumulation_steps {self.gradient_accumulation_steps} "
                 f"= {total}; change one of them")
-        if self.global_batch_size is not None and self.global_batch_size % g:
-            raise MIEScoreInputError(f"global_batch_size {self.global_batch_size} is not divisible into groups of "
-                                     f"{g}")
         micro = self.train_batch_size or g
         if g % micro:
             raise MIEScoreInputError(f"train_batch_size {micro} must divide num_generations {g}")

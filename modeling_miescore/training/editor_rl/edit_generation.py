@@ -47,11 +47,13 @@ def _safe(text: str) -> str:
     return name
 
 
-def _source_paths(request, out: Path) -> List[str]:
+def _source_paths(request, sources: Sequence, out: Path) -> List[str]:
+    """The request's sources as the JSONL names them: its files where they are, else ``sources`` (the decoded
+    images) written to ``out/sources/`` once."""
     if all(isinstance(s, (str, os.PathLike)) for s in request.sources):
         return [os.path.relpath(Path(s).resolve(), out) for s in request.sources]
     names = []
-    for k, image in enumerate(request.load_sources()):
+    for k, image in enumerate(sources):
         name = f"sources/{_safe(request.id)}-{k}.png"
         if not (out / name).exists():
             with atomic_write(out / name, "wb") as handle:
@@ -90,7 +92,7 @@ def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images
                         with torch.no_grad():
                             images = editor(sources, request.instruction, num_images=num_images, num_steps=num_steps,
                                             generator=generator)
-                        source_paths = _source_paths(request, out)
+                        source_paths = _source_paths(request, sources, out)
                     except Exception as error:  # noqa: BLE001 - one request failing does not stop the others
                         run.failed.append((request.id, f"{type(error).__name__}: {error}"))
                         continue

@@ -24,9 +24,10 @@ from .policy_lora import reference_policy
 from .rollout import GroupRollout
 from .step_recompute import recompute_step
 
-__all__ = ["TrainingUnit", "make_units", "run_updates"]
+__all__ = ["UPDATE_STAT_KEYS", "TrainingUnit", "make_units", "run_updates"]
 
-_STAT_KEYS = ("count", "ratio_sum", "clipped", "approx_kl_sum", "kl_sum", "policy_loss_sum")
+# the summed statistics run_updates returns (the trainer adds them up over processes)
+UPDATE_STAT_KEYS = ("count", "ratio_sum", "clipped", "approx_kl_sum", "kl_sum", "policy_loss_sum")
 
 
 class TrainingDivergedError(RuntimeError):
@@ -102,7 +103,7 @@ def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAd
     order = list(units)
     rng.shuffle(order)
     chunks = [c for c in (order[i::settings.updates_per_step] for i in range(settings.updates_per_step)) if c]
-    totals = dict.fromkeys(_STAT_KEYS, 0.0)
+    totals = dict.fromkeys(UPDATE_STAT_KEYS, 0.0)
     losses, norms = [], []
     for chunk in chunks:
         passes = sum(len(u.rollout.steps) for u in chunk)
@@ -123,7 +124,7 @@ def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAd
                     accelerator.backward(loss)
                 chunk_loss += float(loss.detach())
                 if unit.weight:
-                    for key in _STAT_KEYS:
+                    for key in UPDATE_STAT_KEYS:
                         totals[key] += result.stats.get(key, 0.0)
         norm = accelerator.clip_grad_norm_(params, settings.max_grad_norm)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor for sharded grads

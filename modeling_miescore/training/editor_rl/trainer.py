@@ -43,7 +43,7 @@ from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .group_schedule import GroupSchedule, derived_seed
 from .policy_lora import add_lora, lora_metadata, lora_state_dict
-from .policy_update import make_units, pad_units, run_updates
+from .policy_update import UPDATE_STAT_KEYS, make_units, pad_units, run_updates
 from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
@@ -164,28 +164,29 @@ class FlowGRPOEditorTrainer:
 
             self.ema = EMAModel(self.params, decay=cfg.ema_decay)  # decay min((1+n)/(10+n), d), as flow_grpo
 
+    def _trainable_names(self) -> List[str]:
+        """The names of ``self.params``, in order."""
+        names = {id(p): n for n, p in self.raw_model.named_parameters()}
+        return [names[id(p)] for p in self.params]
+
     def _trainable_state(self) -> dict:
         """The trained parameters by name (sharded: their full tensors on the main process; a collective)."""
-        names = {id(p): n for n, p in self.raw_model.named_parameters()}
         if self.sharded:
             from .policy_fsdp import full_model_state
 
             full = full_model_state(self.raw_model)
-            return {names[id(p)]: full[names[id(p)]] for p in self.params} if full else {}
-        return {names[id(p)]: p.detach() for p in self.params}
+            return {n: full[n] for n in self._trainable_names()} if full else {}
+        return {n: p.detach() for n, p in zip(self._trainable_names(), self.params)}
 
     def _load_trainable(self, state: dict) -> None:
         named = dict(self.raw_model.named_parameters())
+        missing = [n for n in state if n not in named]
+        if missing:
+            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
         if self.sharded:
             from .policy_fsdp import load_full_model_state
 
-            missing = [n for n in state if n not in named]
-            if missing:
-                raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
             return load_full_model_state(self.raw_model, state)
-        missing = [n for n in (named_key for named_key in state) if n not in named]
-        if missing:
-            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
         with torch.no_grad():
             for name, value in state.items():
                 named[name].copy_(value.to(named[name].device, named[name].dtype))
@@ -206,8 +207,8 @@ class FlowGRPOEditorTrainer:
                                 rank=self.accelerator.process_index)
         self._load_trainable(state["trainable"])
         if self.ema is not None and state["ema"] is not None:
-            names = list(self._trainable_state())
-            self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device) for n, p in zip(names, self.params)]
+            self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
+                                      for n, p in zip(self._trainable_names(), self.params)]
             self.ema.optimization_step = state["ema"]["step"]
         if self.accelerator.is_main_process:
             truncate_metrics(self.out / "metrics.jsonl", state["step"])
@@ -325,17 +326,20 @@ class FlowGRPOEditorTrainer:
 
         acc = self.accelerator
         every = gather_object([stats]) if acc.num_processes > 1 else [stats]
-        total = {k: sum(s.get(k, 0.0) for s in every) for k in ("count", "ratio_sum", "clipped", "approx_kl_sum",
-                                                                  "kl_sum", "policy_loss_sum")}
+        total = {k: sum(s.get(k, 0.0) for s in every) for k in UPDATE_STAT_KEYS}
         n = total["count"] or float("nan")
-        mean_over = [s for s in every if s.get("updates")]
+        updated = [s for s in every if s.get("updates")]  # processes that ran an update: theirs are the means
+
+        def mean_over_updated(key: str) -> float:
+            return sum(s[key] for s in updated) / len(updated) if updated else float("nan")
+
         record = {"step": step, "reward_mean": result.reward_mean, "reward_std": result.reward_std,
-                  "kl": total["kl_sum"] / n if self.config.beta > 0 else None, "ratio_mean": total["ratio_sum"] / n, "clipfrac": total["clipped"] / n,
-                  "approx_kl": total["approx_kl_sum"] / n, "policy_loss": total["policy_loss_sum"] / n,
-                  "loss": sum(s["loss"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),
-                  "grad_norm": sum(s["grad_norm"] for s in mean_over) / len(mean_over) if mean_over else float("nan"),
-                  "lr": self.lr_scheduler.get_last_lr()[0], "zero_std_groups": result.zero_std_groups,
-                  "skipped_groups": result.skipped_groups, "reward_failures": result.failures}
+                  "kl": total["kl_sum"] / n if self.config.beta > 0 else None, "ratio_mean": total["ratio_sum"] / n,
+                  "clipfrac": total["clipped"] / n, "approx_kl": total["approx_kl_sum"] / n,
+                  "policy_loss": total["policy_loss_sum"] / n, "loss": mean_over_updated("loss"),
+                  "grad_norm": mean_over_updated("grad_norm"), "lr": self.lr_scheduler.get_last_lr()[0],
+                  "zero_std_groups": result.zero_std_groups, "skipped_groups": result.skipped_groups,
+                  "reward_failures": result.failures}
         record.update({f"seconds_{k}": round(v, 4) for k, v in seconds.items()})
         return record
 
@@ -362,8 +366,8 @@ class FlowGRPOEditorTrainer:
         acc = self.accelerator
         ema_state = None
         if self.ema is not None:
-            names = list(self._trainable_state())
-            ema_state = {"shadow": {n: p.detach().cpu() for n, p in zip(names, self.ema.shadow_params)},
+            ema_state = {"shadow": {n: p.detach().cpu()
+                                    for n, p in zip(self._trainable_names(), self.ema.shadow_params)},
                          "step": self.ema.optimization_step}
         optimizer = self.optimizer
         if self.sharded:
@@ -438,7 +442,10 @@ class FlowGRPOEditorTrainer:
                     self.metrics.write(record)
                 if progress is not None:
                     progress.update(1)
-                    progress.set_postfix(reward=f"{record['reward_mean']:.4f}", kl=f"{record['kl']:.2e}")
+                    shown = {"reward": f"{record['reward_mean']:.4f}"}
+                    if record["kl"] is not None:  # beta 0: no KL is computed
+                        shown["kl"] = f"{record['kl']:.2e}"
+                    progress.set_postfix(shown)
                 if step % cfg.save_steps == 0 or step == cfg.max_steps:
                     self._checkpoint(step)
         if progress is not None:

@@ -29,6 +29,8 @@ from typing import Optional
 
 import torch
 
+from ...utils.random_draws import randn_tensor
+
 __all__ = ["SDE_TYPES", "StepStats", "noise_std", "sde_step", "gaussian_kl_on_means"]
 
 SDE_TYPES = ("sde", "cps")
@@ -85,7 +87,8 @@ def sde_step(velocity: torch.Tensor, sample: torch.Tensor, sigma, sigma_next, *,
         mean = (x - sigma * v) * (1 - sigma_next) + (x + v * (1 - sigma)) * torch.sqrt(sigma_next ** 2 - sigma_t ** 2)
         std = sigma_t
     if next_sample is None:
-        noise = torch.randn(x.shape, generator=generator, device=x.device, dtype=torch.float32)
+        # drawn on the generator's device, then moved (a CPU generator with CUDA latents: utils.random_draws)
+        noise = randn_tensor(x.shape, generator=generator, device=x.device, dtype=torch.float32)
         next_sample = mean + std * noise
     target = next_sample.detach().float()
     if sde_type == "sde":

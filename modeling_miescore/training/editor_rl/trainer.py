@@ -70,6 +70,7 @@ class FlowGRPOEditorTrainer:
         from accelerate import Accelerator
 
         self.config = config
+        config.validate()  # before the Accelerator: its trackers and project folder come from the config
         trackers = {"none": None, "all": "all"}.get(config.report_to, config.report_to)
         # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
         self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,

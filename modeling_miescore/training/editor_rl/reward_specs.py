@@ -46,7 +46,7 @@ RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "ma
                           "max_samples_per_request", "replica_cooldown_s", "balance_slack", "max_answer_bytes")
 # kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
 _SERVED_AT = {"serve": lambda argument: "(replicas)",
-              "spatialreward-api": lambda argument: argument.rpartition("@")[0] + "@(endpoint)"}
+              "spatialreward-api": lambda argument: re.sub(r"@https?://.*$", "@(endpoint)", argument)}
 
 
 class CallableReward:

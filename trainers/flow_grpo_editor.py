@@ -34,6 +34,7 @@ from modeling_miescore.training.editor_rl.config import FlowGRPOConfig  # isort:
 from trl import TrlParser
 
 from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
 from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer, RewardUnavailableError
 
@@ -83,7 +84,7 @@ def cli(argv=None) -> int:
     except MIEScoreInputError as err:
         print(f"flow_grpo_editor: error: {err}", file=sys.stderr)
         return 2
-    except (RewardUnavailableError, TrainingDivergedError) as err:
+    except (RewardUnavailableError, TrainingDivergedError, RunWriteError) as err:
         print(f"flow_grpo_editor: stopped: {err}", file=sys.stderr)
         return 1
     return 0

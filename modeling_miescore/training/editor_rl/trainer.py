@@ -38,8 +38,9 @@ import torch
 
 from ...image_io import MIEScoreInputError
 from .advantages import group_advantages
-from .checkpoints import check_run_folder, load_checkpoint, save_checkpoint, truncate_metrics
-from .config import FlowGRPOConfig
+from .checkpoints import (CheckpointDamage, check_run_folder, load_checkpoint, record_resume, run_writes,
+                          save_checkpoint, truncate_metrics)
+from .config import RESUMABLE_FIELDS, FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .group_schedule import GroupSchedule, derived_seed
 from .policy_lora import add_lora, lora_metadata, lora_state_dict
@@ -98,7 +99,7 @@ class FlowGRPOEditorTrainer:
         acc.wait_for_everyone()
         if acc.is_main_process:
             check_run_folder(self.out, cfg.identity(), resume=cfg.resume, overwrite=cfg.overwrite_output_dir,
-                             is_main=True)
+                             is_main=True, settings=cfg.public_dict())
         acc.wait_for_everyone()
         self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
                                                   dtype=resolve_dtype(cfg.dtype, str(acc.device)),
@@ -179,10 +180,18 @@ class FlowGRPOEditorTrainer:
         return {n: p.detach() for n, p in zip(self._trainable_names(), self.params)}
 
     def _load_trainable(self, state: dict) -> None:
+        """The checkpoint's trained parameters: exactly this run's, each of its shape (else the file is named)."""
         named = dict(self.raw_model.named_parameters())
-        missing = [n for n in state if n not in named]
-        if missing:
-            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
+        where = self.resume_from / "trainable.safetensors"
+        unknown = [n for n in state if n not in named]
+        missing = [n for n in self._trainable_names() if n not in state]
+        wrong = [f"{n} {tuple(state[n].shape)} (the model's: {tuple(named[n].shape)})" for n in state
+                 if n in named and tuple(state[n].shape) != tuple(named[n].shape)]
+        for problem, names in (("holds parameters this editor's transformer does not have", unknown),
+                               (f"lacks {len(missing)} of this run's {len(self.params)} trained parameters", missing),
+                               ("holds tensors of another shape", wrong)):
+            if names:
+                raise CheckpointDamage(where, f"{problem}: {', '.join(names[:3])}")
         if self.sharded:
             from .policy_fsdp import load_full_model_state
 
@@ -207,12 +216,16 @@ class FlowGRPOEditorTrainer:
                                 rank=self.accelerator.process_index)
         self._load_trainable(state["trainable"])
         if self.ema is not None and state["ema"] is not None:
+            missing = [n for n in self._trainable_names() if n not in state["ema"]["shadow"]]
+            if missing:
+                raise CheckpointDamage(self.resume_from / "ema.safetensors", f"lacks {', '.join(missing[:3])}")
             self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
                                       for n, p in zip(self._trainable_names(), self.params)]
             self.ema.optimization_step = state["ema"]["step"]
         if self.accelerator.is_main_process:
             truncate_metrics(self.out / "metrics.jsonl", state["step"])
             self.rollout_log.truncate(state["step"])
+            record_resume(self.out, self.config.public_dict(), RESUMABLE_FIELDS, state["step"])
         return state["step"]
 
     # ---------------------------------------------------------------------------------------------- one step
@@ -298,7 +311,8 @@ class FlowGRPOEditorTrainer:
                                            [row.id for row in rows])
         every = gather_object([records]) if acc.num_processes > 1 else [records]
         if acc.is_main_process:
-            self.rollout_log.append([record for part in every for record in part])
+            with run_writes(f"the rollouts of step {step}", self.out):
+                self.rollout_log.append([record for part in every for record in part])
 
     def _update(self, rollouts, advantages, step: int) -> dict:
         from accelerate.utils import gather_object
@@ -360,7 +374,8 @@ class FlowGRPOEditorTrainer:
                 rows.append((sources, edits))
         if not main:
             return None
-        return save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows)
+        with run_writes(f"the sample grid of step {step}", self.out):
+            return save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows)
 
     def _checkpoint(self, step: int) -> None:
         acc = self.accelerator
@@ -387,29 +402,36 @@ class FlowGRPOEditorTrainer:
         try:
             full = None
             if self.sharded:
-                from .policy_fsdp import full_model_state, save_full_transformer
+                from .policy_fsdp import full_model_state
 
                 full = full_model_state(self.raw_model)  # every process gathers; the main one writes
             if self.accelerator.is_main_process:
-                if full is not None:
-                    save_full_transformer(self.raw_model, full, self.out / "transformer")
-                elif self.config.finetuning == "lora":
-                    self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
-                elif hasattr(self.raw_model, "save_pretrained"):
-                    self.raw_model.save_pretrained(self.out / "transformer")
-                else:
-                    from safetensors.torch import save_file
-
-                    save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
-                              str(self.out / "transformer.safetensors"))
-                write_adapter_card(self.out, config=self.config, metrics=self.metrics.read(),
-                                   pipeline_class=getattr(self.editor, "pipeline_class", ""),
-                                   lora=lora_metadata(self.raw_model))
+                self._write_adapter(full)
         finally:
             if self.ema is not None:
                 self.ema.restore(self.params)
         self.accelerator.wait_for_everyone()
         return self.out
+
+    def _write_adapter(self, full) -> None:
+        """The main process writes the adapter (or the transformer) and the card."""
+        with run_writes("the trained adapter and its card", self.out):
+            if full is not None:
+                from .policy_fsdp import save_full_transformer
+
+                save_full_transformer(self.raw_model, full, self.out / "transformer")
+            elif self.config.finetuning == "lora":
+                self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
+            elif hasattr(self.raw_model, "save_pretrained"):
+                self.raw_model.save_pretrained(self.out / "transformer")
+            else:
+                from safetensors.torch import save_file
+
+                save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
+                          str(self.out / "transformer.safetensors"))
+            write_adapter_card(self.out, config=self.config, metrics=self.metrics.read(),
+                               pipeline_class=getattr(self.editor, "pipeline_class", ""),
+                               lora=lora_metadata(self.raw_model))
 
     # ---------------------------------------------------------------------------------------------- loop
     def train(self) -> dict:
@@ -439,7 +461,8 @@ class FlowGRPOEditorTrainer:
                 seconds["step"] = time.perf_counter() - began
                 record = self._step_record(step, result, stats, seconds)
                 if acc.is_main_process:
-                    self.metrics.write(record)
+                    with run_writes(f"metrics.jsonl (step {step})", self.out):
+                        self.metrics.write(record)
                 if progress is not None:
                     progress.update(1)
                     shown = {"reward": f"{record['reward_mean']:.4f}"}

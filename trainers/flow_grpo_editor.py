@@ -24,6 +24,7 @@ exactly). Exit status: 0 done, 1 stopped by the reward or a diverging loss (mess
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
 from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer, RewardUnavailableError
+from modeling_miescore.utils.credentials import redact
 
 logger = logging.getLogger("flow_grpo_editor")
 
@@ -82,13 +84,30 @@ def cli(argv=None) -> int:
         script, config = TrlParser((ScriptArguments, FlowGRPOConfig)).parse_args_and_config(argv)
         main(script, config)
     except MIEScoreInputError as err:
-        print(f"flow_grpo_editor: error: {err}", file=sys.stderr)
+        print(f"flow_grpo_editor: error: {redact(err)}", file=sys.stderr)
         return 2
     except (RewardUnavailableError, TrainingDivergedError, RunWriteError) as err:
-        print(f"flow_grpo_editor: stopped: {err}", file=sys.stderr)
+        print(f"flow_grpo_editor: stopped: {redact(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as err:  # a Ctrl-C: TrainingInterrupted says how to resume
+        print(f"flow_grpo_editor: {err or 'interrupted'}", file=sys.stderr)
+        return 130
     return 0
 
 
+def exit_with(status: int) -> None:
+    """Exit with ``status``; when a reward call that did not finish is still running on its thread (the worker
+    waited for it, then gave up), end the process without finalising the interpreter, which would abort inside
+    the reward's torch code (SIGABRT after the stop message; reward_worker's docstring)."""
+    from modeling_miescore.training.editor_rl.reward_worker import reward_calls_running
+
+    if reward_calls_running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(status)  # noqa: the documented way out past a running native call
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(cli())
+    exit_with(cli())

@@ -72,8 +72,6 @@ def _check_out_apart(args) -> None:
 
 
 def cmd_edit(args) -> int:
-    from pathlib import Path
-
     from tqdm.auto import tqdm
 
     from ..data.editing_inputs import read_editing_inputs
@@ -89,9 +87,10 @@ def cmd_edit(args) -> int:
 
         diffusers_logging.disable_progress_bar()
         datasets.disable_progress_bars()
-    if args.lora and not (Path(args.lora) / "pytorch_lora_weights.safetensors").is_file():
-        raise MIEScoreInputError(f"--lora '{args.lora}' has no pytorch_lora_weights.safetensors; pass the folder a "
-                                 "training run wrote its adapter to")
+    if args.lora:  # before the editor loads: a missing, damaged or NaN adapter is one line
+        from ..training.editor_rl.policy_lora import check_lora_file
+
+        check_lora_file(args.lora)
     requests = read_editing_inputs(args.input or args.dataset, args.split, args.limit)
     _check_out_apart(args)
     out = make_output_folder(args.out, "--out: ", inputs={"--input": args.input}, writes=("edits.jsonl",))

@@ -140,6 +140,10 @@ class DiffusersEditor(EditorAdapter):
                                               transformer_lora_adapter_metadata=metadata, safe_serialization=True)
 
     def load_lora(self, directory) -> None:
+        """diffusers' ``load_lora_weights`` on an adapter file checked first (``policy_lora.check_lora_file``)."""
+        from .policy_lora import check_lora_file
+
+        check_lora_file(directory)
         self.pipeline.load_lora_weights(str(directory))
 
     def _size_kwargs(self) -> dict:
@@ -290,12 +294,23 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
             raise EditorSpecError(f"editor {pipeline!r} needs diffusers' {cls.pipeline_class} (diffusers >= 0.42); "
                                   f"installed: {diffusers.__version__}")
         _check_model_index(model, cls.pipeline_class, pipeline)
-        pipe = pipeline_cls.from_pretrained(model, dtype=dtype).to(device)
+        try:
+            pipe = pipeline_cls.from_pretrained(model, dtype=dtype).to(device)
+        except (OSError, ValueError) as error:  # not on the Hub / not in the cache offline / not a pipeline
+            raise EditorSpecError(f"cannot load the {cls.pipeline_class} '{model}' for editor {pipeline!r} "
+                                  f"({' '.join(str(error).split())[:240]}); pass a local pipeline folder, or a Hub "
+                                  "id that is reachable (or cached, with HF_HUB_OFFLINE=1)") from None
         pipe.set_progress_bar_config(disable=True)
         return cls(pipe, model_id=str(model), **options)
     if ":" in pipeline:
         factory = import_callable(pipeline, "editor factory", error=EditorSpecError)
-        adapter = factory(model, dtype=dtype, device=device, **options)
+        try:
+            adapter = factory(model, dtype=dtype, device=device, **options)
+        except MIEScoreInputError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a user's factory: its failure is one line naming it
+            raise EditorSpecError(f"editor factory {pipeline!r} failed on model '{model}': {type(error).__name__}: "
+                                  f"{' '.join(str(error).split())[:240]}") from None
         if not isinstance(adapter, EditorAdapter):
             raise EditorSpecError(f"editor factory {pipeline!r} returned {type(adapter).__name__}, not an "
                                   "EditorAdapter (see modeling_miescore.training.editor_rl.editors)")

@@ -44,7 +44,7 @@ from .config import RESUMABLE_FIELDS, FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .group_schedule import GroupSchedule, derived_seed
 from .policy_lora import add_lora, lora_metadata, lora_state_dict
-from .policy_update import UPDATE_STAT_KEYS, make_units, pad_units, run_updates
+from .policy_update import UPDATE_STAT_KEYS, TrainingDivergedError, make_units, pad_units, run_updates
 from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
@@ -458,7 +458,12 @@ class FlowGRPOEditorTrainer:
 
                 save_full_transformer(self.raw_model, full, self.out / "transformer")
             elif self.config.finetuning == "lora":
-                self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
+                state = lora_state_dict(self.raw_model)
+                bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
+                if bad:  # never written: such an adapter edits black images without a word
+                    raise TrainingDivergedError(f"the trained LoRA holds non-finite values (in {len(bad)} tensor(s), "
+                                                f"e.g. {bad[0]}); lower learning_rate and resume from a checkpoint")
+                self.editor.save_lora(self.out, state, lora_metadata(self.raw_model))
             elif hasattr(self.raw_model, "save_pretrained"):
                 self.raw_model.save_pretrained(self.out / "transformer")
             else:

@@ -127,9 +127,29 @@ def _kind_of(spec: str) -> Tuple[str, str]:
         raise ValueError(f"reward {spec!r} is a URL; write serve:{spec.strip()} for `miescore serve` or "
                          "spatialreward-api:MODEL@URL for an OpenAI-compatible endpoint")
     if sep and argument and kind:
+        _check_not_a_mistyped_kind(spec.strip(), kind.strip())
         return "callable", spec.strip()
     raise ValueError(f"unknown reward {spec!r}; use one of "
                      f"{', '.join(k.syntax for k in REWARD_KINDS.values())}, or a weighted sum W*SPEC + W*SPEC")
+
+
+def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
+    """``spatialreword:CKPT`` is not read as ``module:function``: a prefix that is no importable module and is
+    close to a kind's name is reported with that kind."""
+    import importlib.util
+
+    from ...utils.suggestions import closest_name
+
+    if "." in kind or not kind.isidentifier() and "-" not in kind:
+        return  # a dotted module path: a callable (import_callable reports it if it is not there)
+    try:
+        importable = importlib.util.find_spec(kind) is not None
+    except (ImportError, ValueError):
+        importable = False
+    match = None if importable else closest_name(kind, REWARD_KINDS)
+    if match is not None:
+        raise ValueError(f"unknown reward kind {kind!r} in {spec!r}; did you mean {match}? "
+                         f"({REWARD_KINDS[match].syntax})")
 
 
 def parse_reward_terms(spec) -> List[Tuple[float, str, dict]]:

@@ -105,15 +105,28 @@ class FlowGRPOConfig:
     # --- outputs ------------------------------------------------------------------------------------------------
     output_dir: str = ""
     save_steps: int = field(default=50, metadata={"help": "Checkpoint every N steps (OmniGen2-RL 50)."})
-    resume: bool = field(default=False, metadata={"help": "Continue the run in output_dir from its last checkpoint."})
-    overwrite_output_dir: bool = False
+    resume: bool = field(default=False, metadata={"help": "Continue the run in output_dir from its last checkpoint "
+                         "(= --resume_from_checkpoint latest)."})
+    resume_from_checkpoint: Optional[str] = field(default=None, metadata={"help": "latest | PATH (diffusers' "
+                                                  "spelling): continue from output_dir's last checkpoint, or from "
+                                                  "the checkpoint-N folder of output_dir at PATH. latest on a "
+                                                  "folder without a run starts one (as diffusers)."})
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "Replace the run already in output_dir "
+                                       "(its checkpoints, adapter, metrics and samples)."})
+    push_to_hub: bool = field(default=False, metadata={"help": "Upload the adapter, its card, run.json, metrics and "
+                              "the last sample grid to the Hub in one commit after training (huggingface_hub "
+                              "upload_folder); the token and the network are checked before training starts."})
+    hub_model_id: Optional[str] = field(default=None, metadata={"help": "The Hub repository (default: output_dir's "
+                                        "folder name in your namespace, as diffusers' scripts)."})
+    hub_private_repo: Optional[bool] = field(default=None, metadata={"help": "Create the repository private."})
     sample_grid_steps: int = field(default=5, metadata={"help": "A PNG grid every N steps (OmniGen2-RL 5); 0 off."})
     sample_grid_groups: int = field(default=3, metadata={"help": "Fixed groups in the grid (OmniGen2-RL 3)."})
     sample_grid_images: int = 4
     save_rollouts_steps: int = field(default=0, metadata={"help": "Every N steps, write the step's edits (PNG) "
                                      "with their rewards and advantages to rollouts/ (score-batch JSONL); 0 off."})
-    report_to: str = field(default="none", metadata={"help": "none | tensorboard | wandb | all."})
-    progress: bool = True
+    report_to: str = field(default="none", metadata={"help": "none | tensorboard | wandb | all, or another "
+                           "accelerate tracker (comma-separated for several)."})
+    progress: bool = field(default=True, metadata={"help": "A progress bar; --no_progress: one log line per step."})
 
     def __post_init__(self):
         self.editor_options = _json_option(self.editor_options, "editor_options")
@@ -163,6 +176,34 @@ class FlowGRPOConfig:
             raise MIEScoreInputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.save_rollouts_steps < 0:
             raise MIEScoreInputError(f"save_rollouts_steps must be >= 0 (0: off), got {self.save_rollouts_steps}")
+        if self.resume_target and self.overwrite_output_dir:
+            raise MIEScoreInputError("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir "
+                                     "exclude each other; drop one")
+        self.trackers()
+
+    @property
+    def resume_target(self) -> Optional[str]:
+        """None (a fresh run), ``"latest"`` (``resume`` or ``resume_from_checkpoint: latest``) or a checkpoint
+        path."""
+        target = (self.resume_from_checkpoint or "").strip()
+        return target or ("latest" if self.resume else None)
+
+    def trackers(self) -> Optional[list]:
+        """``report_to`` as accelerate's ``log_with`` (None: no tracker); a tracker name accelerate does not
+        know is one :class:`MIEScoreInputError` with the closest name."""
+        from accelerate.utils import LoggerType
+
+        from ...utils.suggestions import closest_name
+
+        names = [n.strip() for n in str(self.report_to or "none").split(",") if n.strip()]
+        known = ["none", *LoggerType.list()]
+        for name in names:
+            if name not in known:
+                match = closest_name(name, known)
+                hint = f"did you mean {match}? Trackers: " if match else "use one of "
+                raise MIEScoreInputError(f"report_to {name!r} is not a tracker; {hint}{', '.join(known)}")
+        names = [n for n in names if n != "none"]
+        return names or None
 
     @property
     def groups_per_process(self) -> int:

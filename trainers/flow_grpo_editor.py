@@ -122,6 +122,7 @@ def _build(flag: str, kind, path) -> None:
 def main(script: ScriptArguments, config: FlowGRPOConfig, given=frozenset()) -> dict:
     from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
+    config.validate()  # every setting before anything is built or loaded
     prepare_tiny_inputs(script, config, given)
     trainer = FlowGRPOEditorTrainer(config)
     result = trainer.train()

@@ -72,7 +72,8 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
         from accelerate import Accelerator
 
         self.config = config
-        trackers = config.trackers()  # a mistyped tracker is one error, before accelerate raises its own
+        config.validate()  # before the Accelerator: its trackers and project folder come from the config
+        trackers = config.trackers()
         # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
         self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,
                                                       cpu=not _has_accelerator())

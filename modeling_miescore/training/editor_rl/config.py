@@ -155,8 +155,8 @@ class FlowGRPOConfig:
                          "(= --resume_from_checkpoint latest)."})
     resume_from_checkpoint: Optional[str] = field(default=None, metadata={
         "help": "latest | PATH (diffusers' spelling): continue from output_dir's last checkpoint, or from the "
-                "checkpoint-N folder of output_dir at PATH (later checkpoints are dropped). latest on a folder "
-                "without a run starts one, as diffusers' scripts do."})
+                "checkpoint-N folder of output_dir at PATH (later checkpoints are dropped). A folder without a run "
+                "is refused (diffusers' scripts would start a new one there)."})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Replace the run already in output_dir (its checkpoints, adapter, metrics and samples)."})
     push_to_hub: bool = field(default=False, metadata={
@@ -226,7 +226,7 @@ class FlowGRPOConfig:
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
-        return problems + self._tracker_problems() + self._editor_option_problems()
+        return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
 
     def _step_plan_problems(self) -> list:
         """What :func:`~.step_plan.make_step_plan` refuses for these settings (a window without room...)."""
@@ -252,6 +252,12 @@ class FlowGRPOConfig:
             return [f"report_to {self.report_to!r}: that tracker is not installed here (pip install "
                     f"{self.report_to.replace('_', '-')}), or set report_to: none"]
         return []
+
+    def _reward_problems(self) -> list:
+        from .reward_specs import reward_spec_problem
+
+        problem = reward_spec_problem(self.reward) if self.reward else None
+        return [f"--reward {self.reward!r}: {problem}"] if problem else []
 
     def _editor_option_problems(self) -> list:
         if not self.editor_options:

@@ -38,7 +38,7 @@ from ...utils.lazy_registry import import_attribute
 from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
-           "RUNTIME_REWARD_OPTIONS", "reward_identity"]
+           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_spec_problem"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
 # options that change where or how fast a reward is computed, not its values: not part of a run's identity
@@ -226,6 +226,17 @@ def reward_identity(spec):
 def _options_for(kind: str, options: dict) -> dict:
     accepted = set(REWARD_KINDS[kind].options) | set(CONTEXT_OPTIONS)
     return {k: v for k, v in options.items() if k in accepted}
+
+
+def reward_spec_problem(spec) -> str | None:
+    """What is wrong with a spec's syntax and kinds (a mistyped kind, a term without a weight...), found without
+    building anything (the config checks it before the recipe builds or loads anything), or None."""
+    try:
+        for _, single, _ in parse_reward_terms(spec):
+            _kind_of(single)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def build_reward(spec, **options):

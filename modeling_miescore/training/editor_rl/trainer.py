@@ -216,9 +216,8 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             if self.resuming and main:
                 truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
                 self.rollout_log.truncate(0)
-            if cfg.resume_target == "latest" and main:
-                logger.info("No checkpoint in %s: starting %s", self.out,
-                            "the run from step 0" if self.resuming else "a new run (nothing to resume there)")
+            if self.resuming and main:
+                logger.info("No checkpoint in %s yet: the run starts again from step 0", self.out)
             return 0
         optimizer = self.optimizer
         if self.sharded:

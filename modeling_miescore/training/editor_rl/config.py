@@ -287,7 +287,7 @@ class FlowGRPOConfig:
         (:func:`~.reward_specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
         from .reward_specs import RUNTIME_REWARD_OPTIONS, reward_identity
 
-        data = self.to_dict()
+        data = self.public_dict()
         identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}
         identity["reward"] = reward_identity(self.reward)
         identity["reward_options"] = {k: v for k, v in data["reward_options"].items()
@@ -296,6 +296,12 @@ class FlowGRPOConfig:
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self), default=str))
+
+    def public_dict(self) -> dict:
+        """:meth:`to_dict` with every credential masked (``user:pw@`` in URLs, ``?api_key=`` / ``key=`` /
+        ``token=`` query values; :func:`~modeling_miescore.utils.credentials.redact`): what run records, model
+        cards, trackers and logs show."""
+        return _redacted(self.to_dict())
 
 
 # Fields that may change between a run and its --resume: how long it runs, how it waits for and checks its reward,
@@ -307,6 +313,18 @@ RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate"
                     "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "save_rollouts_steps",
                     "report_to", "progress")
 RUN_IDENTITY_FIELDS = tuple(f.name for f in fields(FlowGRPOConfig) if f.name not in RESUMABLE_FIELDS)
+
+
+def _redacted(value):
+    from ...utils.credentials import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _json_option(value, name: str) -> dict:

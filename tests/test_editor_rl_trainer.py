@@ -126,7 +126,7 @@ def test_output_folder_of_another_run(toy_editor_path, editing_requests, tmp_pat
     _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
     with pytest.raises(MIEScoreInputError, match="already holds a run; pass --resume"):
         _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
-    with pytest.raises(MIEScoreInputError, match=r"belongs to another run \(seed: 0 there, 7 now\)"):
+    with pytest.raises(MIEScoreInputError, match=r"another run \(1 setting\(s\) differ: seed: 0 there, 7 now\)"):
         _train(toy_config(toy_editor_path, editing_requests, out, max_steps=2, seed=7, resume=True))
     with pytest.raises(MIEScoreInputError, match="holds no run"):
         _train(toy_config(toy_editor_path, editing_requests, tmp_path / "empty", resume=True))

@@ -146,10 +146,11 @@ def cli(argv=None) -> int:
             main(script, config, parser.given)
         except RuntimeError as err:  # imported only now: a bad argument is reported before torch loads
             from modeling_miescore.data.builders.hub_push import HubPushError
+            from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
             from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
             from modeling_miescore.training.editor_rl.reward_types import RewardUnavailableError
 
-            if not isinstance(err, (RewardUnavailableError, TrainingDivergedError, HubPushError)):
+            if not isinstance(err, (RewardUnavailableError, TrainingDivergedError, RunWriteError, HubPushError)):
                 raise
             print(f"{PROG}: stopped: {err}", file=sys.stderr)
             return 1

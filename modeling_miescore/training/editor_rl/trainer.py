@@ -38,8 +38,9 @@ import torch
 
 from ...image_io import MIEScoreInputError
 from .advantages import group_advantages
-from .checkpoints import check_run_folder, drop_checkpoints_after, load_checkpoint, truncate_metrics
-from .config import FlowGRPOConfig
+from .checkpoints import (CheckpointDamage, check_run_folder, drop_checkpoints_after, load_checkpoint, record_resume,
+                          run_writes, truncate_metrics)
+from .config import RESUMABLE_FIELDS, FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .group_schedule import GroupSchedule, derived_seed
 from .policy_lora import add_lora
@@ -140,7 +141,7 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
         if acc.is_main_process:
             prepare_output_dir(cfg, self.rows)  # created, writable
             check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target, overwrite=cfg.overwrite_output_dir,
-                             is_main=True, record=sampling_record(cfg, self.editor))
+                             is_main=True, settings=cfg.public_dict(), record=sampling_record(cfg, self.editor))
         acc.wait_for_everyone()
 
     def _setup_policy(self):
@@ -199,10 +200,18 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
         return {n: p.detach() for n, p in zip(self._trainable_names(), self.params)}
 
     def _load_trainable(self, state: dict) -> None:
+        """The checkpoint's trained parameters: exactly this run's, each of its shape (else the file is named)."""
         named = dict(self.raw_model.named_parameters())
-        missing = [n for n in state if n not in named]
-        if missing:
-            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
+        where = self.resume_from / "trainable.safetensors"
+        unknown = [n for n in state if n not in named]
+        missing = [n for n in self._trainable_names() if n not in state]
+        wrong = [f"{n} {tuple(state[n].shape)} (the model's: {tuple(named[n].shape)})" for n in state
+                 if n in named and tuple(state[n].shape) != tuple(named[n].shape)]
+        for problem, names in (("holds parameters this editor's transformer does not have", unknown),
+                               (f"lacks {len(missing)} of this run's {len(self.params)} trained parameters", missing),
+                               ("holds tensors of another shape", wrong)):
+            if names:
+                raise CheckpointDamage(where, f"{problem}: {', '.join(names[:3])}")
         if self.sharded:
             from .policy_fsdp import load_full_model_state
 
@@ -230,6 +239,9 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
                                 rank=self.accelerator.process_index)
         self._load_trainable(state["trainable"])
         if self.ema is not None and state["ema"] is not None:
+            missing = [n for n in self._trainable_names() if n not in state["ema"]["shadow"]]
+            if missing:
+                raise CheckpointDamage(self.resume_from / "ema.safetensors", f"lacks {', '.join(missing[:3])}")
             self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
                                       for n, p in zip(self._trainable_names(), self.params)]
             self.ema.optimization_step = state["ema"]["step"]
@@ -238,6 +250,7 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             truncate_metrics(self.out / "metrics.jsonl", state["step"])
             self.rollout_log.truncate(state["step"])
             dropped = drop_checkpoints_after(self.out, state["step"])
+            record_resume(self.out, self.config.public_dict(), RESUMABLE_FIELDS, state["step"])
             logger.info("Resuming from %s (step %d of %d)%s", self.resume_from.name, state["step"], cfg.max_steps,
                         f"; dropped the later {', '.join(dropped)}" if dropped else "")
         return state["step"]
@@ -325,7 +338,8 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
                                            [row.id for row in rows])
         every = gather_object([records]) if acc.num_processes > 1 else [records]
         if acc.is_main_process:
-            self.rollout_log.append([record for part in every for record in part])
+            with run_writes(f"the rollouts of step {step}", self.out):
+                self.rollout_log.append([record for part in every for record in part])
 
     def _update(self, rollouts, advantages, step: int) -> dict:
         from accelerate.utils import gather_object
@@ -427,5 +441,6 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
         seconds["step"] = time.perf_counter() - began
         record = self._step_record(step, result, stats, seconds, scores)
         if self.accelerator.is_main_process:
-            self.metrics.write(record)
+            with run_writes(f"metrics.jsonl (step {step})", self.out):
+                self.metrics.write(record)
         return record

@@ -10,7 +10,7 @@ from typing import Optional
 
 import torch
 
-from .checkpoints import save_checkpoint
+from .checkpoints import run_writes, save_checkpoint
 from .group_schedule import derived_seed
 from .policy_lora import lora_metadata, lora_state_dict
 from .reward_types import EditGroup, group_key
@@ -26,6 +26,7 @@ class TrainerOutputs:
     """Grids, checkpoints, adapter + card, Hub upload (module docstring)."""
 
     last_grid: Optional[Path] = None
+
     def save_grid(self, step: int) -> Optional[Path]:
         """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed), each edit
         with its reward, and logged to the trackers. A sharded transformer samples on every process (its
@@ -53,7 +54,8 @@ class TrainerOutputs:
         rows = [GridRow(f"{row.id}: {row.instruction}", sources, edits, score.rewards if score else (),
                         score.failures if score else ("reward unavailable",) * len(edits))
                 for (row, sources, edits), score in zip(made, scores)]
-        path = save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows, step=step)
+        with run_writes(f"the sample grid of step {step}", self.out):
+            path = save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows, step=step)
         self.last_grid = path
         if self.accelerator.trackers:
             log_grid_image(self.accelerator, path, step)
@@ -84,27 +86,34 @@ class TrainerOutputs:
         try:
             full = None
             if self.sharded:
-                from .policy_fsdp import full_model_state, save_full_transformer
+                from .policy_fsdp import full_model_state
 
                 full = full_model_state(self.raw_model)  # every process gathers; the main one writes
             if self.accelerator.is_main_process:
-                if full is not None:
-                    save_full_transformer(self.raw_model, full, self.out / "transformer")
-                elif self.config.finetuning == "lora":
-                    self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
-                elif hasattr(self.raw_model, "save_pretrained"):
-                    self.raw_model.save_pretrained(self.out / "transformer")
-                else:
-                    from safetensors.torch import save_file
-
-                    save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
-                              str(self.out / "transformer.safetensors"))
-                self._write_card(repo_id=None)
+                self._write_adapter(full)
         finally:
             if self.ema is not None:
                 self.ema.restore(self.params)
         self.accelerator.wait_for_everyone()
         return self.out
+
+    def _write_adapter(self, full) -> None:
+        """The main process writes the adapter (or the transformer) and the card."""
+        with run_writes("the trained adapter and its card", self.out):
+            if full is not None:
+                from .policy_fsdp import save_full_transformer
+
+                save_full_transformer(self.raw_model, full, self.out / "transformer")
+            elif self.config.finetuning == "lora":
+                self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
+            elif hasattr(self.raw_model, "save_pretrained"):
+                self.raw_model.save_pretrained(self.out / "transformer")
+            else:
+                from safetensors.torch import save_file
+
+                save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
+                          str(self.out / "transformer.safetensors"))
+            self._write_card(repo_id=None)
 
     def _write_card(self, repo_id: Optional[str]) -> Path:
         from .adapter_card import write_adapter_card
@@ -126,7 +135,8 @@ class TrainerOutputs:
 
         url = None
         if self.accelerator.is_main_process:
-            self._write_card(repo_id=self.hub_repo)
+            with run_writes("the card of the Hub repository", self.out):
+                self._write_card(repo_id=self.hub_repo)
             url = push_run(self.out, self.hub_repo, private=self.config.hub_private_repo)
             logger.info("pushed the adapter to %s", url)
         self.accelerator.wait_for_everyone()

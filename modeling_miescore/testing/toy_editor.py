@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..training.editor_rl.editors import EditorAdapter
+from ..utils.random_draws import randn_tensor
 
 __all__ = ["ToyEditor", "ToyEditorAdapter", "ToyEditTransformer", "build_toy_editor", "load_toy_editor"]
 
@@ -87,7 +88,8 @@ class ToyEditor:
         device = next(self.transformer.parameters()).device
         source = torch.cat([self._encode(s) for s in sources], dim=1).to(device).expand(num_images, -1, -1)
         n = self.latent_size ** 2
-        latents = torch.randn((num_images, n, 3), generator=generator).to(device)
+        # one generator, or one per image (diffusers' convention): drawn on the generator's device, then moved
+        latents = randn_tensor((num_images, n, 3), generator=generator, device=device)
         self.scheduler.set_timesteps(num_inference_steps, device=device)
         self.scheduler.set_begin_index(0)
         cond = _embed_text(prompt, num_images).to(device)

@@ -14,12 +14,12 @@ import contextlib
 import math
 import random
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
 from .editors import EditorAdapter
-from .objective import step_loss, tempflow_weights
+from .objective import step_loss, step_weights
 from .policy_lora import reference_policy
 from .rollout import GroupRollout
 from .step_recompute import recompute_step
@@ -67,6 +67,10 @@ def pad_units(units: List[TrainingUnit], target: int, fallback: Optional[Trainin
                     for _ in range(target - len(units))]
 
 
+def _rows(unit: TrainingUnit) -> int:
+    return unit.rows.stop - unit.rows.start
+
+
 def _gradient_sync(model, accelerator, sync: bool):
     """No gradient sync on a chunk's non-final backward: DDP's ``no_sync``, or FSDP2's
     ``set_requires_gradient_sync(False)`` (set back before the final backward)."""
@@ -80,7 +84,7 @@ def _unit_loss(unit: TrainingUnit, index: int, model, raw_model, editor: EditorA
                reference_model=None):
     step = unit.rollout.steps[index]
     plan = unit.rollout.plan
-    policy = recompute_step(model, editor, step, plan, unit.rows)
+    policy = recompute_step(model, editor, step, plan, unit.rows, detach_uncond=settings.detach_uncond)
     reference = None
     if settings.beta > 0:
         with torch.no_grad():
@@ -97,9 +101,10 @@ def _unit_loss(unit: TrainingUnit, index: int, model, raw_model, editor: EditorA
 
 def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAdapter, optimizer, lr_scheduler,
                 accelerator, settings, rng: random.Random, params: Sequence[torch.Tensor],
-                reference_model=None) -> Dict[str, float]:
+                reference_model=None, on_optimizer_step: Optional[Callable[[], None]] = None) -> Dict[str, float]:
     """Shuffle ``units`` with ``rng``, split them into ``settings.updates_per_step`` chunks and run one optimizer
-    update per chunk; returns summed statistics plus ``loss`` and ``grad_norm`` (means over the updates)."""
+    update per chunk (``on_optimizer_step`` after each, e.g. the EMA); returns summed statistics plus ``loss`` and
+    ``grad_norm`` (means over the updates)."""
     order = list(units)
     rng.shuffle(order)
     chunks = [c for c in (order[i::settings.updates_per_step] for i in range(settings.updates_per_step)) if c]
@@ -107,16 +112,19 @@ def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAd
     losses, norms = [], []
     for chunk in chunks:
         passes = sum(len(u.rollout.steps) for u in chunk)
+        # every (sample, trained step) of the chunk weighs the same: a unit's per-sample mean weighs by its rows
+        # (units are equal unless split groups give pieces of several sizes)
+        sample_steps = sum(len(u.rollout.steps) * _rows(u) for u in chunk)
         done, chunk_loss = 0, 0.0
         for unit in chunk:
-            weights = (tempflow_weights([s.sampled for s in unit.rollout.steps], unit.rollout.plan.noise_levels)
-                       if settings.step_weighting == "tempflow" else [1.0] * len(unit.rollout.steps))
+            weights = step_weights([s.sampled for s in unit.rollout.steps], unit.rollout.plan.noise_levels,
+                                   settings.step_weighting)
             for index, weight in enumerate(weights):
                 done += 1
                 sync = done == passes
                 with _gradient_sync(model, accelerator, sync):
                     result = _unit_loss(unit, index, model, raw_model, editor, settings, weight, reference_model)
-                    loss = result.loss * (unit.weight / passes)
+                    loss = result.loss * (unit.weight * _rows(unit) / sample_steps)
                     if not torch.isfinite(loss):
                         raise TrainingDivergedError(f"non-finite loss ({float(loss)}) at trained step "
                                                     f"{unit.rollout.steps[index].sampled.index} of group "
@@ -134,6 +142,8 @@ def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAd
         optimizer.step()
         lr_scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+        if on_optimizer_step is not None:
+            on_optimizer_step()
         losses.append(chunk_loss)
         norms.append(norm)
     totals["loss"] = sum(losses) / len(losses) if losses else float("nan")

@@ -45,6 +45,7 @@ class GroupRollout:
         steps: the trained steps, in order.
         transformer_counts: ``{"calls", "rows"}``, the transformer calls the rollout ran and the batch rows they
             processed (a shared prefix runs one row per call; an unguided step's second call runs nothing).
+        first_member: the group member the first image is (0 unless the group is split across processes).
     """
 
     key: str
@@ -55,6 +56,7 @@ class GroupRollout:
     plan: StepPlan
     steps: List[TrainedStep] = field(default_factory=list)
     transformer_counts: dict = field(default_factory=dict)
+    first_member: int = 0
 
     @property
     def size(self) -> int:

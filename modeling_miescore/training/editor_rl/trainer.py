@@ -65,7 +65,11 @@ def _has_accelerator() -> bool:
 
 class FlowGRPOEditorTrainer:
     """Train ``config.editor`` with ``config.reward`` (module docstring). ``reward`` / ``editor``: prebuilt
-    objects instead of the config's specs (tests, Python use)."""
+    objects instead of the config's specs (tests, Python use). ``reward_worker_class``: what runs the reward
+    (a subclass whose ``submit`` waits gives the sequential baseline ``benchmarks/bench_editor_rl.py`` measures
+    the overlap against)."""
+
+    reward_worker_class = RewardWorker
 
     def __init__(self, config: FlowGRPOConfig, *, reward: Optional[EditorReward] = None,
                  editor: Optional[EditorAdapter] = None, accelerator=None):
@@ -449,7 +453,7 @@ class FlowGRPOEditorTrainer:
             progress = tqdm(total=cfg.max_steps, initial=start, desc="flow-grpo", unit="step")
         if start == 0 and cfg.sample_grid_steps:
             self.save_grid(0)
-        with RewardWorker(self.reward) as worker:
+        with self.reward_worker_class(self.reward) as worker:
             for step in range(start + 1, cfg.max_steps + 1):
                 began = time.perf_counter()
                 rollouts, scores, seconds = self._sample_and_score(step, worker)

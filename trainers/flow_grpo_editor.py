@@ -64,6 +64,7 @@ def prepare_tiny_inputs(script: ScriptArguments, config: FlowGRPOConfig) -> None
 
 
 def main(script: ScriptArguments, config: FlowGRPOConfig) -> dict:
+    config.validate()  # every setting before anything is built or loaded
     prepare_tiny_inputs(script, config)
     trainer = FlowGRPOEditorTrainer(config)
     result = trainer.train()

@@ -85,6 +85,18 @@ def _options(text):
     return value
 
 
+def _check_out_apart(args) -> None:
+    """``--out`` is none of the inputs and holds none of them (it may lie inside one: nothing there is replaced);
+    ``--input`` is never the ``edits.jsonl`` this run appends to."""
+    from pathlib import Path
+
+    from ..utils.output_paths import check_folder_apart
+
+    local = lambda path: path if path and Path(path).expanduser().exists() else None  # noqa: E731 - Hub ids
+    check_folder_apart(args.out, {"--input": args.input, "--dataset": local(args.dataset), "--model": local(args.model),
+                                  "--lora": args.lora}, "--out", allow_inside=True)
+
+
 def cmd_edit(args) -> int:
     from pathlib import Path
 
@@ -107,7 +119,8 @@ def cmd_edit(args) -> int:
         raise MIEScoreInputError(f"--lora '{args.lora}' has no pytorch_lora_weights.safetensors; pass the folder a "
                                  "training run wrote its adapter to")
     requests = read_editing_inputs(args.input or args.dataset, args.split, args.limit)
-    out = make_output_folder(args.out)
+    _check_out_apart(args)
+    out = make_output_folder(args.out, "--out: ", inputs={"--input": args.input}, writes=("edits.jsonl",))
     schedule = sampling_schedule(args)
     record_sampling(out, schedule, args.steps)  # refuses a folder of another schedule before the editor loads
     device = resolve_device(args.device)

@@ -37,14 +37,17 @@ with its adapter and builder.
 from __future__ import annotations
 
 import contextlib
-from typing import ClassVar, Dict, Optional, Sequence, Tuple, Type
+from dataclasses import dataclass
+from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
 
 from ...image_io import MIEScoreInputError
+from ...utils.field_checks import Bounds, did_you_mean, field_problems
 from ...utils.import_spec import import_callable
 
-__all__ = ["EDITORS", "EditorAdapter", "EditorSpecError", "DiffusersEditor", "load_editor", "register_editor"]
+__all__ = ["EDITORS", "EditorAdapter", "EditorOptionValues", "EditorSpecError", "DiffusersEditor",
+           "editor_option_problems", "load_editor", "register_editor"]
 
 
 class EditorSpecError(MIEScoreInputError):
@@ -239,11 +242,37 @@ class FluxKontextEditor(DiffusersEditor):
                     generator=generator, **self._size_kwargs(), **call)
 
 
+@dataclass
+class EditorOptionValues:
+    """What the adapters' options accept (checked before any weights load, :func:`editor_option_problems`)."""
+
+    height: Annotated[Optional[int], Bounds(ge=1)] = None
+    width: Annotated[Optional[int], Bounds(ge=1)] = None
+    cfg_scale: Annotated[Optional[float], Bounds(gt=0)] = None
+    negative_prompt: Optional[str] = None
+    call_kwargs: Optional[dict] = None
+    vae_image_size: Annotated[Optional[int], Bounds(ge=1)] = None
+    condition_image_size: Annotated[Optional[int], Bounds(ge=1)] = None
+
+
+def editor_option_problems(pipeline: str, options: dict) -> list:
+    """One phrase per bad entry of ``options`` for the editor ``pipeline`` (a name in :data:`EDITORS`: also an
+    unknown option; a ``module:function`` editor: only the options the adapters share are checked)."""
+    problems = []
+    if pipeline in EDITORS:
+        cls = EDITORS[pipeline]
+        unknown = sorted(set(options) - set(cls.options))
+        if unknown:
+            problems.append(f"editor {cls.name!r} has no option(s) {', '.join(unknown)}; its options: "
+                            f"{', '.join(cls.options)}{did_you_mean(unknown[0], cls.options)}")
+    known = {k: v for k, v in options.items() if k in EditorOptionValues.__dataclass_fields__}
+    return problems + [f"editor_options.{p}" for p in field_problems(EditorOptionValues(**known))]
+
+
 def _check_options(cls, options: dict) -> None:
-    unknown = sorted(set(options) - set(cls.options))
-    if unknown:
-        raise EditorSpecError(f"editor {cls.name!r} has no option(s) {', '.join(unknown)}; its options: "
-                              f"{', '.join(cls.options)}")
+    problems = editor_option_problems(cls.name, options)
+    if problems:
+        raise EditorSpecError("; ".join(problems))
 
 
 def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32, device="cpu",

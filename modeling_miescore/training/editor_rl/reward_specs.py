@@ -26,6 +26,7 @@ only. An option no kind takes is an error.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -34,26 +35,36 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from ...utils.import_spec import import_callable
 from ...utils.lazy_registry import import_attribute
-from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup
+from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
 
-__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS"]
+__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
+           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
+# options that change where or how fast a reward is computed, not its values: not part of a run's identity
+RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "max_concurrency", "batch_size",
+                          "max_samples_per_request", "replica_cooldown_s", "balance_slack", "max_answer_bytes")
+# kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
+_SERVED_AT = {"serve": lambda argument: "(replicas)",
+              "spatialreward-api": lambda argument: argument.rpartition("@")[0] + "@(endpoint)"}
 
 
 class CallableReward:
     """A plain ``fn(images, instructions, sources) -> list[float]`` as an :class:`EditorReward` (one call per
-    batch of groups, the groups' edits flattened in order)."""
+    batch of groups, the groups' edits flattened in order). A value that is not a finite real number (a bool,
+    a string, NaN, 1e400) is a failed sample; so is one outside ``fn.reward_range = (low, high)`` when the
+    function declares it."""
 
     def __init__(self, fn: Callable, name: str | None = None):
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "callable")
+        self.reward_range = reward_range_of(fn)
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
         samples, _ = flat_samples(groups)
         images = [s["edited"] for s in samples]
         flat = checked_rewards(self.fn(images, [s["instruction"] for s in samples], [s["sources"] for s in samples]),
-                               len(images), f"reward {self.name!r}")
+                               len(images), f"reward {self.name!r}", self.reward_range)
         return regroup(groups, flat.rewards, flat.failures)
 
     def close(self) -> None:
@@ -106,7 +117,7 @@ REWARD_KINDS: Dict[str, RewardKind] = {
         _lazy(".served_reward:build_served_reward"),
         "miescore serve replicas over HTTP (MIEScore or SpatialReward), each group whole to one replica",
         ("weights", "scale", "aggregation", "max_samples_per_request", "replica_cooldown_s", "balance_slack",
-         *_CLIENT), "serve:URL[,URL...]"),
+         "max_answer_bytes", *_CLIENT), "serve:URL[,URL...]"),
     "callable": RewardKind(_build_callable, "module:function -> fn(images, instructions, sources) -> list[float]",
                            (), "package.module:function"),
 }
@@ -174,6 +185,37 @@ def _list_term(item, index: int) -> Tuple[float, str, dict]:
     except (TypeError, ValueError):
         raise ValueError(f"reward term {index}: weight {item.get('weight')!r} is not a number") from None
     return weight, item["reward"].strip(), options
+
+
+def reward_identity(spec):
+    """What a reward spec computes, without where it is served: ``serve:URL,URL`` -> ``serve:(replicas)``,
+    ``spatialreward-api:M@URL`` -> ``spatialreward-api:M@(endpoint)``, weights and the other kinds kept (a run
+    resumed with its replicas on other machines is the same run). A spec that cannot be parsed is returned as it is
+    (building the reward reports it)."""
+    try:
+        terms = parse_reward_terms(spec)
+        kinds = [_kind_of(single) for _, single, _ in terms]
+    except ValueError:
+        return spec
+    parts = []
+    for (weight, _, own), (kind, argument) in zip(terms, kinds):
+        shown = f"{kind}:{_SERVED_AT[kind](argument)}" if kind in _SERVED_AT else (
+            argument if kind == "callable" else f"{kind}:{argument}")
+        own = {k: v for k, v in sorted(own.items()) if k not in RUNTIME_REWARD_OPTIONS}
+        parts.append(f"{weight:g}*{shown}" + (f" {json.dumps(own, sort_keys=True, default=str)}" if own else ""))
+    return parts[0].removeprefix("1*") if len(parts) == 1 else " + ".join(parts)
+
+
+def reward_model_folders(spec) -> Dict[str, str]:
+    """``{label: folder}`` of the local checkpoints an in-process reward loads (``miescore:CKPT``,
+    ``spatialreward:CKPT``), for the output-folder checks; nothing for a spec that cannot be parsed."""
+    try:
+        terms = parse_reward_terms(spec)
+        kinds = [_kind_of(single) for _, single, _ in terms]
+    except ValueError:
+        return {}
+    return {f"the reward checkpoint ({kind}:{argument})": argument for kind, argument in kinds
+            if kind in ("miescore", "spatialreward") and os.path.exists(os.path.expanduser(argument))}
 
 
 def _options_for(kind: str, options: dict) -> dict:

@@ -13,13 +13,53 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ...utils.atomic_files import atomic_write, write_text_atomic
 from ...utils.markdown_table import markdown_table
 
-__all__ = ["MetricsLog", "save_sample_grid", "write_adapter_card"]
+__all__ = ["MetricsLog", "prepare_output_dir", "save_sample_grid", "write_adapter_card"]
+
+
+def run_inputs(config, rows) -> dict:
+    """``{label: path}`` of what a run reads from disk: the dataset, the editor's model folder, in-process reward
+    checkpoints and the requests' source image files."""
+    import os
+
+    from .reward_specs import reward_model_folders
+
+    inputs = {"dataset": config.dataset if os.path.exists(os.path.expanduser(config.dataset)) else None,
+              "model_name_or_path (the editor)": config.model_name_or_path
+              if os.path.exists(os.path.expanduser(config.model_name_or_path)) else None,
+              **reward_model_folders(config.reward)}
+    for row in rows:
+        for k, source in enumerate(row.sources):
+            if isinstance(source, (str, os.PathLike)):
+                inputs[f"source {k + 1} of request {row.id!r}"] = source
+    return inputs
+
+
+def prepare_output_dir(config, rows) -> Path:
+    """``config.output_dir`` as a folder this run may write into: never one of its inputs, inside one or holding
+    one (:mod:`~modeling_miescore.utils.output_paths`; a run replaces its ``README.md``, ``transformer/`` and
+    checkpoints, and ``--overwrite_output_dir`` removes them), created when missing, writable. Raises
+    :class:`~modeling_miescore.utils.output_paths.OutputPathError` (exit 2 from the recipe)."""
+    import os
+
+    from ...utils.output_paths import OutputPathError, check_folder_apart, ensure_folder
+
+    check_folder_apart(config.output_dir, run_inputs(config, rows), out_label="output_dir")
+    folder = ensure_folder(config.output_dir, "output_dir", named=True)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(f"output_dir '{config.output_dir}' is not writable; pass a folder you can write to")
+    return folder
+
+
+def finite_or_null(value):
+    """``value``, or None when it is a float that is NaN or infinite."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 class MetricsLog:
@@ -30,8 +70,11 @@ class MetricsLog:
         self.accelerator = accelerator
 
     def write(self, record: dict) -> None:
+        """Append ``record``; a value that is not a finite number (NaN: nothing to average) is written as
+        ``null`` and not sent to the trackers, so the file stays strict JSON."""
+        record = {k: finite_or_null(v) for k, v in record.items()}
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, allow_nan=True) + "\n")
+            handle.write(json.dumps(record, allow_nan=False) + "\n")
             handle.flush()
         if self.accelerator is not None and self.accelerator.trackers:
             self.accelerator.log({k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"},
@@ -107,9 +150,13 @@ or `miescore edit --pipeline {editor} --model {base} --lora path/to/this/folder 
 
 def write_adapter_card(directory, *, config, pipeline_class: str, metrics: Sequence[dict],
                        lora: Optional[dict] = None) -> Path:
-    """``directory/README.md`` for the adapter trained by ``config`` (a :class:`~.config.FlowGRPOConfig`)."""
+    """``directory/README.md`` for the adapter trained by ``config`` (a :class:`~.config.FlowGRPOConfig`); a card
+    is meant to be pushed to the Hub, so every value is shown without credentials (:meth:`~.config.FlowGRPOConfig.
+    public_dict`)."""
     import yaml
 
+    shown_config = config.public_dict()
+    reward = shown_config["reward"]
     base = config.base_model_id or config.model_name_or_path
     front = {"base_model": base if config.base_model_id else None, "library_name": "diffusers",
              "tags": ["lora", "image-editing", "flow-grpo", "reinforcement-learning", "miescore"],
@@ -118,21 +165,23 @@ def write_adapter_card(directory, *, config, pipeline_class: str, metrics: Seque
             "train_fraction", "cfg_scale", "cfg_fraction", "clip_range_low", "clip_range_high", "advantage_clip",
             "std_level", "beta", "kl_keep_dt", "learning_rate", "lora_rank", "lora_alpha", "per_device_batch_size",
             "gradient_accumulation_steps", "updates_per_step", "max_steps", "ema_decay", "seed")
-    settings = [[f"`{k}`", f"`{getattr(config, k)}`"] for k in keys]
+    settings = [[f"`{k}`", f"`{shown_config[k]}`"] for k in keys]
     if lora:
         settings.append(["LoRA targets", f"`{', '.join(lora.get('target_modules', []))}`"])
     if metrics:
         first, last = metrics[0], metrics[-1]
+        shown = lambda value: "none" if value is None else f"{value:.4f}"  # noqa: E731 - null: no valid reward
         text = (f"{len(metrics)} steps logged (`metrics.jsonl`). Mean reward at step {first['step']}: "
-                f"{first['reward_mean']:.4f}; at step {last['step']}: {last['reward_mean']:.4f}.")
-        front["model-index"] = [{"name": Path(directory).name or "adapter", "results": [{
-            "task": {"type": "image-to-image", "name": "image editing"},
-            "metrics": [{"type": "reward_mean", "name": f"mean reward ({config.reward})",
-                         "value": round(float(last["reward_mean"]), 6)}]}]}]
+                f"{shown(first['reward_mean'])}; at step {last['step']}: {shown(last['reward_mean'])}.")
+        if last["reward_mean"] is not None:
+            front["model-index"] = [{"name": Path(directory).name or "adapter", "results": [{
+                "task": {"type": "image-to-image", "name": "image editing"},
+                "metrics": [{"type": "reward_mean", "name": f"mean reward ({reward})",
+                             "value": round(float(last["reward_mean"]), 6)}]}]}]
     else:
         text = "No steps logged."
     front = {k: v for k, v in front.items() if v is not None}
     card = _CARD.format(front=yaml.safe_dump(front, sort_keys=False).strip(), title=f"Flow-GRPO LoRA for {base}",
                         base=base, pipeline=pipeline_class or config.editor, editor=config.editor,
-                        reward=config.reward, settings=markdown_table(["setting", "value"], settings), metrics=text)
+                        reward=reward, settings=markdown_table(["setting", "value"], settings), metrics=text)
     return write_text_atomic(Path(directory) / "README.md", card)

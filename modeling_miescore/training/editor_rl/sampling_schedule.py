@@ -27,8 +27,7 @@ from typing import Mapping
 
 import torch
 
-from .sde_step import SDE_TYPES
-from .step_plan import LAST_STEP_MODES, StepPlan, cfg_steps, last_step_levels
+from .step_plan import LAST_STEP_MODES, SDE_TYPES, StepPlan, cfg_steps, last_step_levels
 
 __all__ = ["PIPELINE_SCHEDULE", "SamplingSchedule", "sample_with_schedule"]
 

@@ -39,12 +39,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence, Tuple
 
-__all__ = ["LAST_STEP_MODES", "StepPlan", "TRAIN_STEP_MODES", "cfg_steps", "last_step_levels", "make_step_plan",
-           "mixgrpo_window", "resolve_train_steps"]
+__all__ = ["DEPRECATED_TRAIN_STEPS", "LAST_STEP_MODES", "SDE_TYPES", "StepPlan", "TRAIN_STEP_MODES", "cfg_steps",
+           "last_step_levels", "make_step_plan", "mixgrpo_window", "resolve_train_steps"]
 
 TRAIN_STEP_MODES = ("fraction", "sde_window", "fast", "mixgrpo")
 DEPRECATED_TRAIN_STEPS = {"window": "sde_window"}
 LAST_STEP_MODES = ("stochastic", "deterministic")
+SDE_TYPES = ("sde", "cps")  # the SDE of a stochastic step (modeling_miescore.training.editor_rl.sde_step)
 
 
 @dataclass(frozen=True)

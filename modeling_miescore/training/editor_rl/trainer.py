@@ -49,7 +49,7 @@ from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailabl
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
 from .rollout_log import RolloutLog
-from .run_outputs import MetricsLog, save_sample_grid, write_adapter_card
+from .run_outputs import MetricsLog, prepare_output_dir, save_sample_grid, write_adapter_card
 from .sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule, sample_with_schedule
 from .step_plan import make_step_plan
 
@@ -76,6 +76,7 @@ class FlowGRPOEditorTrainer:
         from accelerate import Accelerator
 
         self.config = config
+        config.validate()  # before the Accelerator: its trackers and project folder come from the config
         trackers = {"none": None, "all": "all"}.get(config.report_to, config.report_to)
         # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
         self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,
@@ -96,8 +97,8 @@ class FlowGRPOEditorTrainer:
                 "accelerator.prepare wraps): launch with plain DDP (trainers/configs/accelerate_ddp.yaml) and set "
                 "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
         self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
-        self.out = Path(cfg.output_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
+        self.out = prepare_output_dir(cfg, self.rows)  # apart from every input (issue 31.1), created, writable
         self.resume_from = check_run_folder(self.out, cfg.identity(), resume=cfg.resume,
                                             overwrite=cfg.overwrite_output_dir, is_main=False)
         acc.wait_for_everyone()
@@ -105,7 +106,6 @@ class FlowGRPOEditorTrainer:
             check_run_folder(self.out, cfg.identity(), resume=cfg.resume, overwrite=cfg.overwrite_output_dir,
                              is_main=True)
         acc.wait_for_everyone()
-        self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
         self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
                                                   dtype=resolve_dtype(cfg.dtype, str(acc.device)),
                                                   options=cfg.editor_options)
@@ -117,7 +117,7 @@ class FlowGRPOEditorTrainer:
             try:
                 self._reward = build_reward(cfg.reward, **{"device": str(acc.device), **cfg.reward_options})
             except ValueError as error:
-                raise MIEScoreInputError(f"--reward {cfg.reward!r}: {error}") from None
+                raise MIEScoreInputError(f"--reward {cfg.public_dict()['reward']!r}: {error}") from None
         self.reward = self._reward
         self.reward_name = getattr(self.reward, "name", type(self.reward).__name__)
         self._setup_policy()
@@ -134,7 +134,7 @@ class FlowGRPOEditorTrainer:
         self.rollout_log = RolloutLog(self.out, cfg.save_rollouts_steps)
         self.grid_rows = self.rows[:cfg.sample_grid_groups]
         if acc.is_main_process and cfg.report_to != "none":
-            acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.to_dict().items()
+            acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.public_dict().items()
                                                            if isinstance(v, (int, float, str, bool))})
 
     def _setup_policy(self):

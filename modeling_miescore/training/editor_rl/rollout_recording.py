@@ -53,14 +53,23 @@ class LogProbScheduler(FlowMatchEulerDiscreteScheduler):
 
     plan: Optional[StepPlan] = None
     generator: Optional[torch.Generator] = None
+    host_sigmas: Optional[tuple] = None  # (self.sigmas, their floats): see _sigma_values
     recorded: Dict[int, SampledStep]
 
     def begin_rollout(self, plan: StepPlan, generator: torch.Generator) -> None:
-        self.plan, self.generator, self.recorded = plan, generator, {}
+        self.plan, self.generator, self.recorded, self.host_sigmas = plan, generator, {}, None
 
     def end_rollout(self) -> Dict[int, SampledStep]:
         recorded, self.plan, self.generator, self.recorded = getattr(self, "recorded", {}), None, None, {}
+        self.host_sigmas = None
         return recorded
+
+    def _sigma_values(self) -> list:
+        """The schedule's sigmas as floats, read once per schedule: diffusers keeps ``self.sigmas`` on the model's
+        device, where a ``float()`` per step would be a host sync per step."""
+        if self.host_sigmas is None or self.host_sigmas[0] is not self.sigmas:
+            self.host_sigmas = (self.sigmas, self.sigmas.tolist())
+        return self.host_sigmas[1]
 
     def step(self, model_output, timestep, sample, *args, return_dict: bool = True, **kwargs):
         if self.plan is None:
@@ -71,13 +80,13 @@ class LogProbScheduler(FlowMatchEulerDiscreteScheduler):
         if len(self.plan.noise_levels) != len(self.sigmas) - 1:
             raise RuntimeError(f"the rollout plan has {self.plan.num_steps} steps but the pipeline set "
                                f"{len(self.sigmas) - 1}; pass num_inference_steps={self.plan.num_steps}")
-        sigma, sigma_next = self.sigmas[index], self.sigmas[index + 1]
-        sigma_max = float(self.sigmas[1])
+        sigmas = self._sigma_values()
+        sigma, sigma_next, sigma_max = sigmas[index], sigmas[index + 1], sigmas[1]
         stats = sde_step(model_output, sample, sigma, sigma_next, noise_level=self.plan.noise_levels[index],
                          sigma_max=sigma_max, sde_type=self.plan.sde_type, generator=self.generator)
         next_sample = stats.next_sample
         if index in self.plan.trained:
-            self.recorded[index] = SampledStep(index, float(sigma), float(sigma_next), sigma_max,
+            self.recorded[index] = SampledStep(index, sigma, sigma_next, sigma_max,
                                                sample.detach().float(), next_sample.detach(), stats.log_prob)
         self._step_index += 1
         prev_sample = next_sample.to(model_output.dtype)  # as the stock step: back to the model's dtype

@@ -20,7 +20,7 @@ from modeling_miescore.evaluation.published_results import (
     SPATIALREWARD_TABLE3_COLUMNS,
     TABLE1_COLUMNS,
     TABLE6_COLUMNS,
-    _keyed,
+    keyed_row,
 )
 from modeling_miescore.testing import raw_benchmarks as rb
 
@@ -78,7 +78,7 @@ def test_every_published_column_is_filled_by_one_declared_benchmark():
 
 def test_a_published_row_with_a_value_too_few_is_an_error():
     with pytest.raises(ValueError, match=r"Table 6, X: 2 values for the 3 columns a, b, c"):
-        _keyed(("a", "b", "c"), (1.0, 2.0), "Table 6, X")
+        keyed_row(("a", "b", "c"), (1.0, 2.0), "Table 6, X")
 
 
 def test_a_malformed_declaration_is_refused_when_it_is_made():

@@ -93,10 +93,10 @@ def needs_scoring(data, out_dir) -> bool:
         return True
     if data.protocol == "mer":  # MER-Bench: one line per group
         from .model_runs import (
-            _read_done_pairs,  # the MER scorer's own resume reader (repairs a torn last line)
+            read_done_pairs,  # the MER scorer's own resume reader (repairs a torn last line)
         )
 
-        return not {str(p) for ds in data.frames.values() for p in ds["pair_id"]} <= _read_done_pairs(preds)
+        return not {str(p) for ds in data.frames.values() for p in ds["pair_id"]} <= read_done_pairs(preds)
     records, _ = read_predictions(preds, repair=False)
     return not {i for config, frame in data.frames.items() for i in edit_ids(frame, config)} <= set(records)
 

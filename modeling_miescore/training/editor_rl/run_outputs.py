@@ -164,7 +164,7 @@ def write_adapter_card(directory, *, config, pipeline_class: str, metrics: Seque
     keys = ("editor", "reward", "num_generations", "num_inference_steps", "noise_level", "sde_type", "train_steps",
             "train_fraction", "cfg_scale", "cfg_fraction", "clip_range_low", "clip_range_high", "advantage_clip",
             "std_level", "beta", "kl_keep_dt", "learning_rate", "lora_rank", "lora_alpha", "per_device_batch_size",
-            "gradient_accumulation_steps", "updates_per_step", "max_steps", "ema_decay", "seed")
+            "rollout_batches_per_step", "updates_per_step", "step_weighting", "max_steps", "ema_decay", "seed")
     settings = [[f"`{k}`", f"`{shown_config[k]}`"] for k in keys]
     if lora:
         settings.append(["LoRA targets", f"`{', '.join(lora.get('target_modules', []))}`"])

@@ -80,8 +80,7 @@ BAD = [  # (override, what the one line must say)
     (dict(dtype="bf16"), "dtype must be one of auto, float32, bfloat16, float16, got 'bf16'"),
     (dict(max_reward_failure_rate=1.5), "max_reward_failure_rate must be a finite number in [0, 1], got 1.5"),
     (dict(reward_timeout=0.0), "reward_timeout must be a finite number > 0, got 0.0"),
-    (dict(per_device_batch_size=6), "6 images per step (per_device_batch_size 6 x processes 1 x "
-                                    "rollout_batches_per_step 1) are not whole groups of num_generations 4"),
+    (dict(per_device_batch_size=6, fsdp=True, finetuning="full"), "fsdp needs whole groups on each process"),
 ]
 
 

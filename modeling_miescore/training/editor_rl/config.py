@@ -248,26 +248,35 @@ class FlowGRPOConfig:
         return problems + self._tracker_problems() + self._editor_option_problems()
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
-        """Whole groups per step, the global batch, the micro-batches (:mod:`.group_schedule`'s layout)."""
+        """Whole groups per step, the global batch, the micro-batches (:mod:`.group_schedule`'s layout). With
+        ``num_processes`` unknown (None), what depends on it waits: a batch that splits groups may be whole
+        groups on several processes."""
         g, per_batch, batches = self.num_generations, self.per_device_batch_size, self.rollout_batches_per_step
-        processes = num_processes or 1
-        total = per_batch * processes * batches
-        if num_processes is not None and self.global_batch_size is not None and total != self.global_batch_size:
-            return [f"global_batch_size {self.global_batch_size} != per_device_batch_size {per_batch} x processes "
-                    f"{num_processes} x rollout_batches_per_step {batches} = {total}; change one of them"]
-        if total % g:
-            return [f"{total} images per step (per_device_batch_size {per_batch} x processes {processes} x "
-                    f"rollout_batches_per_step {batches}) are not whole groups of num_generations {g}; pick a "
-                    f"per_device_batch_size that makes them a multiple of {g}"]
+        micro = self.train_batch_size or g
+        if g % micro:
+            return [f"train_batch_size {micro} must divide num_generations {g}"]
         split = per_batch % g != 0
         if split and self.fsdp:
             return [f"fsdp needs whole groups on each process (every process calls the sharded transformer as "
                     f"often): make per_device_batch_size a multiple of {g}"]
-        micro = self.train_batch_size or g
-        if g % micro:
-            return [f"train_batch_size {micro} must divide num_generations {g}"]
-        layout = GroupSchedule(1, per_batch, batches, g, processes, 0)
-        for rank in range(processes):
+        if num_processes is None:
+            if split:
+                return []
+            num_processes, check_global = 1, False
+        else:
+            check_global = True
+        total = per_batch * num_processes * batches
+        if check_global and self.global_batch_size is not None and total != self.global_batch_size:
+            return [f"global_batch_size {self.global_batch_size} != per_device_batch_size {per_batch} x processes "
+                    f"{num_processes} x rollout_batches_per_step {batches} = {total}; change one of them"]
+        if total % g:
+            return [f"{total} images per step (per_device_batch_size {per_batch} x processes {num_processes} x "
+                    f"rollout_batches_per_step {batches}) are not whole groups of num_generations {g}; pick a "
+                    f"per_device_batch_size that makes them a multiple of {g}"]
+        return self._micro_batch_problems(GroupSchedule(1, per_batch, batches, g, num_processes, 0), micro, split)
+
+    def _micro_batch_problems(self, layout: GroupSchedule, micro: int, split: bool) -> list:
+        for rank in range(layout.processes):
             pieces = [p for batch in layout.batches(1, rank) for p in batch]
             if split and any(p.size % micro for p in pieces):
                 sizes = sorted({p.size for p in pieces})

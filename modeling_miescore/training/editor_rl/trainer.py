@@ -2,18 +2,22 @@
 
 One step, on every process (``accelerate launch`` for several):
 
-1. **rollout**: the process's groups (:mod:`.group_schedule`), G edits each, by the stock pipeline
-   (:func:`~.rollout.sample_group`); each rollout batch's groups go to the reward worker as soon as they are made,
-   so rewards of batch ``b`` are computed while batch ``b + 1`` samples (:class:`~.reward_worker.RewardWorker`);
+1. **rollout**: the process's ``rollout_batches_per_step`` batches of groups (:mod:`.group_schedule`; pieces of
+   groups when a batch is not whole groups), G edits each, by the stock pipeline under the group's step plan
+   (:func:`~.rollout.sample_group`, :mod:`.step_plan`); each rollout batch goes to the reward worker as soon as it
+   is made, so rewards of batch ``b`` are computed while batch ``b + 1`` samples
+   (:class:`~.reward_worker.RewardWorker`): the overlap exists only across the batches of one step;
 2. **reward**: wait for the scores (``reward_timeout``); a reward that raises (down after its retries) or times
    out stops the run with a clear error before anything is updated;
 3. **advantages**: every process's rewards are gathered, then normalised per group key (:mod:`.advantages`);
    failed samples are counted and excluded, and a step whose failure rate exceeds ``max_reward_failure_rate``
    stops the run;
-4. **update**: :func:`~.policy_update.run_updates` (clipped ratio + beta KL to the LoRA-disabled reference, or
-   to a frozen copy with ``finetuning: full``);
+4. **update**: :func:`~.policy_update.run_updates` (clipped ratio, TempFlow-weighted per step, + beta KL to the
+   LoRA-disabled reference, or to a frozen copy with ``finetuning: full``), the EMA after each optimizer step
+   (:mod:`.ema`);
 5. log (``metrics.jsonl``, trackers, progress bar; every ``save_rollouts_steps`` the step's edits with their
-   rewards and advantages, :mod:`.rollout_log`), EMA, sample grid, checkpoint (:mod:`.checkpoints`).
+   rewards and advantages, :mod:`.rollout_log`), sample grid (guided as ``sample_grid_schedule`` says,
+   :mod:`.sampling_schedule`), checkpoint (:mod:`.checkpoints`).
 
 After the last step the adapter (``pytorch_lora_weights.safetensors``, EMA weights when ``ema_decay > 0``) and its
 card are written to ``output_dir`` (with ``finetuning: full``, the transformer: ``output_dir/transformer/``).

@@ -49,19 +49,24 @@ def test_train_then_edit_with_the_run_then_score_batch(tiny_run, tiny_editor_pat
     sampling = json.loads((tiny_run / "run.json").read_text())["sampling"]
     assert sampling["editor"] == "flux2-klein" and sampling["num_inference_steps"] == 4
     assert sampling["cfg_scale"] == 1.0 and sampling["dtype"] == "float32" and sampling["height"] == 32
+    assert sampling["cfg_fraction"] == 0.6 and sampling["last_step"] == "stochastic"
     assert sampling["editor_options"]["call_kwargs"] == {"max_sequence_length": 32, "text_encoder_out_layers": [1]}
     capsys.readouterr()
     # no option but the run: its editor, base, options, T, CFG and dtype come from run.json
     assert miescore(["edit", "--lora", str(tiny_run), "--input", str(editing_requests), "--out",
                      str(tmp_path / "edits"), "--num-images", "2", "--no-progress"]) == 0
-    assert "steps 4; cfg-scale 1.0; dtype float32" in capsys.readouterr().err
+    taken = capsys.readouterr().err
+    for setting in ("pipeline flux2-klein", "steps 4", "cfg-scale 1.0", "cfg-fraction 0.6", "last-step stochastic",
+                    "dtype float32"):
+        assert setting in taken, taken
     lines = _lines(tmp_path / "edits" / "edits.jsonl")
     assert len(lines) == 8 and lines[1]["id"] == "cat-red#1" and lines[1]["edited"] == "images/cat-red-1.png"
     assert not [p for p in (tmp_path / "edits").rglob("*") if "#" in p.name]  # no '#' in a file name
     # the same images as with every setting given by hand
     explicit = ["edit", "--pipeline", "flux2-klein", "--model", str(tiny_editor_path("flux2-klein")), "--lora",
                 str(tiny_run), "--input", str(editing_requests), "--out", str(tmp_path / "by-hand"),
-                "--num-images", "2", "--steps", "4", "--cfg-scale", "1", "--dtype", "float32", "--no-progress",
+                "--num-images", "2", "--steps", "4", "--cfg-scale", "1", "--cfg-fraction", "0.6", "--dtype", "float32",
+                "--no-progress",
                 "--editor-options", json.dumps(sampling["editor_options"])]
     assert miescore(explicit) == 0
     for line in lines:

@@ -115,8 +115,9 @@ def _build(flag: str, kind, path) -> None:
     from modeling_miescore.utils.suggestions import did_you_mean
 
     if kind not in TINY_EDITOR_BUILDERS:
+        known = ", ".join(TINY_EDITOR_BUILDERS)
         raise MIEScoreInputError(f"--build_tiny_editor {kind!r}: no tiny builder of that kind"
-                                 f"{did_you_mean(kind, TINY_EDITOR_BUILDERS)}; known: {', '.join(TINY_EDITOR_BUILDERS)}")
+                                 f"{did_you_mean(kind, TINY_EDITOR_BUILDERS)}; known: {known}")
     staging = path.with_name(f".{path.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     build_tiny_editor(kind, staging)

@@ -28,19 +28,23 @@ class TrainerOutputs:
     last_grid: Optional[Path] = None
 
     def save_grid(self, step: int) -> Optional[Path]:
-        """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed), each edit
-        with its reward, and logged to the trackers. A sharded transformer samples on every process (its
-        forwards are collectives)."""
+        """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed, guided as
+        ``sample_grid_schedule`` says: by default on the steps the rollouts guide), each edit with its reward, and
+        logged to the trackers. A sharded transformer samples on every process (its forwards are collectives)."""
+        from .sampling_schedule import sample_with_schedule
+
         cfg, main = self.config, self.accelerator.is_main_process
         if not self.grid_rows or not (main or self.sharded):
             return None
+        if step == 0 and main:
+            logger.info("sample grids (samples/step-N.png): %s", self.grid_schedule.describe(cfg.num_inference_steps))
         made = []
         with torch.no_grad():
             for k, row in enumerate(self.grid_rows):
                 sources = row.load_sources()
-                edits = self.editor(sources, row.instruction, num_images=cfg.sample_grid_images,
-                                    num_steps=cfg.num_inference_steps,
-                                    generator=torch.Generator("cpu").manual_seed(derived_seed(cfg.seed, "grid", k)))
+                edits = sample_with_schedule(self.editor, sources, row.instruction, num_images=cfg.sample_grid_images,
+                                             num_steps=cfg.num_inference_steps, schedule=self.grid_schedule,
+                                             seed=derived_seed(cfg.seed, "grid", k))
                 made.append((row, sources, edits))
         if not main:
             return None

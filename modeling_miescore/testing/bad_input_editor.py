@@ -223,12 +223,23 @@ def _run_recipe(corpus, outcome: Outcome, expect: int, needle, *, name: str = "r
         with _environment(env):
             status, err, escaped = _in_process(lambda: _recipe_cli(argv))
     _judge(outcome, status, err, escaped, expect, needle)
-    outcome.flag("data_lost", _hashes(toy.model, toy.rows.parent) != before)
+    _restored_if_changed(corpus, outcome, before)
     if Path(out).is_dir():
         outcome.flag("data_lost", any(Path(out).glob(".checkpoint-*")) or _written_secret(Path(out))
                      or not _strict_metrics(Path(out) / "metrics.jsonl"))
     if check is not None:
         check(outcome, Path(out))
+
+
+def _restored_if_changed(corpus, outcome: Outcome, before: dict) -> None:
+    """Flag ``data_lost`` when the toy editor or the requests changed, and build them afresh for the next case (on
+    code without the fixes a run deleted the model's weights; the cases after it must not fail for that)."""
+    toy = inputs(corpus)
+    if _hashes(toy.model, toy.rows.parent) != before:
+        outcome.flag("data_lost")
+        for name in ("models", "data", "finished-run"):
+            shutil.rmtree(toy.folder / name, ignore_errors=True)
+        corpus.editor_inputs = None
 
 
 @contextlib.contextmanager
@@ -656,10 +667,12 @@ def _edit_argv(corpus, rows, out, *extra) -> list:
 def _edit_run(corpus, outcome: Outcome, argv: list, needle: str, watch: tuple = ()) -> None:
     toy = inputs(corpus)
     before = _hashes(toy.model, toy.rows.parent, toy.run, *watch)
+    before_inputs = _hashes(toy.model, toy.rows.parent)
     status, out, err = run_cli(argv, outcome)
     _judge(outcome, status, err, None, 2, needle)
     outcome.flag("wrong_status", bool(out.strip()))
     outcome.flag("data_lost", _hashes(toy.model, toy.rows.parent, toy.run, *watch) != before)
+    _restored_if_changed(corpus, outcome, before_inputs)
 
 
 def _edit_own_jsonl(corpus, outcome: Outcome) -> None:

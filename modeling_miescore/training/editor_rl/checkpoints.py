@@ -9,7 +9,10 @@ place only when every file is there, so a kill leaves the previous checkpoint as
 ``output_dir/run.json`` names the run (:data:`~.config.RUN_IDENTITY_FIELDS`, at its top level) and records its
 settings (``settings``, credentials masked) and the settings changed on each resume (``resumes``: the
 :data:`~.config.RESUMABLE_FIELDS` only). Resuming a folder of another run is refused with every difference listed,
-and so is starting a new run over an existing one without ``overwrite_output_dir``.
+and so is starting a new run over an existing one without ``overwrite_output_dir``. ``run.json`` also records how
+the run samples (``"sampling"``: what ``miescore edit --lora RUN`` reuses, :mod:`.run_record`).
+``--resume_from_checkpoint PATH`` resumes from an earlier checkpoint of the run (:func:`resolve_checkpoint`; the
+later ones are dropped, :func:`drop_checkpoints_after`).
 
 **Damage.** Before a resume loads anything, ``run.json``, ``metrics.jsonl`` and every file of the checkpoint it
 resumes from are checked (:func:`check_checkpoint_files`): readable JSON of the right shape, safetensors files
@@ -32,7 +35,7 @@ import random
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -40,8 +43,9 @@ import torch
 from ...image_io import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
 
-__all__ = ["CHECKPOINT_PATTERN", "CheckpointDamage", "RunWriteError", "check_checkpoint_files", "check_run_folder",
-           "latest_checkpoint", "load_checkpoint", "record_resume", "run_writes", "save_checkpoint",
+__all__ = ["CHECKPOINT_PATTERN", "RUN_FILE", "CheckpointDamage", "RunWriteError", "check_checkpoint_files",
+           "check_run_folder", "checkpoint_step", "drop_checkpoints_after", "latest_checkpoint", "load_checkpoint",
+           "read_run_file", "record_resume", "resolve_checkpoint", "run_writes", "save_checkpoint",
            "truncate_metrics"]
 
 
@@ -94,6 +98,31 @@ def latest_checkpoint(output_dir) -> Optional[Path]:
     return best
 
 
+def checkpoint_step(path) -> int:
+    """The step of a ``checkpoint-<step>`` folder."""
+    return int(CHECKPOINT_PATTERN.match(Path(path).name).group(1))
+
+
+def resolve_checkpoint(output_dir, target: str) -> Path:
+    """The complete checkpoint of ``output_dir`` that ``--resume_from_checkpoint target`` names (a path, or a bare
+    ``checkpoint-N``); one :class:`MIEScoreInputError` when it is incomplete, missing or another folder's."""
+    out = Path(output_dir)
+    path = Path(target).expanduser()
+    if len(path.parts) == 1 and not path.exists():
+        path = out / path  # diffusers' scripts take the name inside output_dir
+    there = sorted((c.name for c in out.glob("checkpoint-*") if CHECKPOINT_PATTERN.match(c.name)),
+                   key=checkpoint_step)
+    if not (CHECKPOINT_PATTERN.match(path.name) and (path / "trainer_state.json").is_file()):
+        raise MIEScoreInputError(f"--resume_from_checkpoint {target}: not a complete checkpoint folder "
+                                 f"(checkpoint-N with trainer_state.json); the checkpoints of '{out}': "
+                                 f"{', '.join(there) or 'none'} (or pass latest)")
+    if path.resolve().parent != out.resolve():
+        raise MIEScoreInputError(f"--resume_from_checkpoint {target} is a checkpoint of '{path.parent}', not of "
+                                 f"output_dir '{out}'; pass --output_dir {path.parent} to continue that run")
+    check_checkpoint_files(path, out)
+    return path
+
+
 def _read_json(path: Path, kind: type, what: str) -> Any:
     """``path``'s JSON, which must be a ``kind`` (dict or list); else :class:`CheckpointDamage`."""
     if not path.is_file():
@@ -107,16 +136,20 @@ def _read_json(path: Path, kind: type, what: str) -> Any:
     return value
 
 
-def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: bool, is_main: bool,
-                     settings: Optional[dict] = None) -> Optional[Path]:
-    """Check ``output_dir`` against the run (module docstring); the checkpoint to resume from (None: a fresh run).
-    The main process writes ``run.json`` for a fresh run (``settings``: the run's settings to record)."""
+def check_run_folder(output_dir, identity: dict, *, resume: Optional[str], overwrite: bool, is_main: bool,
+                     settings: Optional[dict] = None, record: Optional[dict] = None) -> Tuple[Optional[Path], bool]:
+    """Check ``output_dir`` against the run (module docstring); returns ``(checkpoint to resume from or None,
+    whether an existing run continues)``. ``resume``: None (a fresh run), ``"latest"`` or a checkpoint path; a
+    folder without a run is refused either way (diffusers' scripts start a new run there, so a mistyped
+    ``output_dir`` would silently train from scratch). The main process writes ``run.json`` for a fresh run:
+    ``identity``, ``settings`` (the run's settings to record) and ``record`` (what else the run keeps there,
+    e.g. how it samples)."""
     out = Path(output_dir)
     run_file = out / RUN_FILE
     if resume:
         if not run_file.exists():
-            raise MIEScoreInputError(f"--resume: '{out}' holds no run ({RUN_FILE} missing); start the run without "
-                                     "--resume")
+            raise MIEScoreInputError(f"--resume: '{out}' holds no run ({RUN_FILE} missing); check --output_dir, or "
+                                     "start the run without --resume / --resume_from_checkpoint")
         stored = _read_json(run_file, dict, "run's identity (an object)")
         differs = sorted(k for k in identity if stored.get(k) != identity[k])
         if differs:
@@ -126,22 +159,46 @@ def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: boo
         metrics = out / "metrics.jsonl"
         if metrics.exists() and not metrics.is_file():
             raise CheckpointDamage(metrics, "is not a file")
+        if resume != "latest":
+            return resolve_checkpoint(out, resume), True
         checkpoint = latest_checkpoint(out)
         if checkpoint is not None:
             check_checkpoint_files(checkpoint, out)
-        return checkpoint
+        return checkpoint, True
     if run_file.exists() and not overwrite:
-        raise MIEScoreInputError(f"'{out}' already holds a run; pass --resume to continue it or "
-                                 "--overwrite_output_dir to start over")
+        raise MIEScoreInputError(f"'{out}' already holds a run; pass --resume_from_checkpoint latest (or --resume) "
+                                 "to continue it, --overwrite_output_dir to start over, or another --output_dir")
     if is_main:
         if run_file.exists():
             for child in out.iterdir():
                 if CHECKPOINT_PATTERN.match(child.name) or child.name in RUN_OUTPUTS:
                     shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        record = {**identity, "settings": settings or {}, "resumes": []}
+        record = {**identity, "settings": settings or {}, "resumes": [], **(record or {})}
         with run_writes(RUN_FILE, out):
             write_text_atomic(run_file, json.dumps(record, indent=2, default=str) + "\n")
-    return None
+    return None, False
+
+
+def drop_checkpoints_after(output_dir, step: int) -> List[str]:
+    """Remove the checkpoints of ``output_dir`` after ``step`` (a resume from an earlier checkpoint abandons
+    them, as it drops their metrics); returns their names."""
+    dropped = []
+    for child in Path(output_dir).glob("checkpoint-*"):
+        if CHECKPOINT_PATTERN.match(child.name) and checkpoint_step(child) > step:
+            shutil.rmtree(child)
+            dropped.append(child.name)
+    return sorted(dropped, key=checkpoint_step)
+
+
+def read_run_file(output_dir) -> Optional[dict]:
+    """``output_dir/run.json`` as a dict, or None when there is none."""
+    path = Path(output_dir) / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise MIEScoreInputError(f"'{path}' is not readable JSON ({err}); it is written by the trainer") from None
 
 
 def record_resume(output_dir, settings: dict, resumable: tuple, step: int) -> None:

@@ -18,7 +18,6 @@ from safetensors.torch import load_file, save_file
 
 from editor_rl_runs import run_recipe, toy_config
 from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -173,6 +172,8 @@ def test_a_full_disk_during_a_checkpoint_stops_cleanly_and_resume_finishes_the_r
                                                                                      editing_requests, tmp_path,
                                                                                      monkeypatch):
     import safetensors.torch
+
+    from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
 
     full = tmp_path / "full"
     FlowGRPOEditorTrainer(toy_config(toy_editor_path, editing_requests, full, max_steps=4, save_steps=2)).train()

@@ -27,6 +27,9 @@ def _env(**extra) -> dict:
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **extra}
 
 
+PROCESS_EXIT = os._exit  # the real one, before any RewardWorker replaced it
+
+
 @pytest.mark.parametrize("reward,message", [
     ("exiting_reward", r"failed at step 1: raised SystemExit\(SystemExit\(0\)\) inside the reward"),
     ("interrupting_reward", r"failed at step 1: raised KeyboardInterrupt\(KeyboardInterrupt\(\)\) inside the reward"),
@@ -34,9 +37,19 @@ def _env(**extra) -> dict:
 ])
 def test_a_reward_that_exits_or_interrupts_is_a_reward_failure(toy_editor_path, editing_requests, tmp_path,
                                                                reward, message):
+    if reward == "os_exit_reward":  # without the guard this would end the test session silently: check it first
+        from modeling_miescore.training.editor_rl.reward_worker import RewardWorker
+        from modeling_miescore.training.editor_rl.reward_specs import build_reward
+
+        RewardWorker(build_reward(f"{REWARDS}:mean_redness")).close()
+        assert os._exit is not PROCESS_EXIT, "os._exit is not guarded while rewards run"
     out = tmp_path / "run"
-    with pytest.raises(RewardUnavailableError, match=message):
-        FlowGRPOEditorTrainer(toy_config(toy_editor_path, editing_requests, out, reward=f"{REWARDS}:{reward}")).train()
+    try:
+        with pytest.raises(RewardUnavailableError, match=message):
+            FlowGRPOEditorTrainer(toy_config(toy_editor_path, editing_requests, out,
+                                             reward=f"{REWARDS}:{reward}")).train()
+    except (SystemExit, KeyboardInterrupt) as error:  # escaped the trainer: it would end the session
+        pytest.fail(f"the reward's {type(error).__name__} escaped the trainer")
     assert not list(out.glob("checkpoint-*")) and not (out / "metrics.jsonl").exists()
 
 

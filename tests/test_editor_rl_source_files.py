@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from editor_rl_runs import toy_config
-from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError, read_image_file
+from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError
 from modeling_miescore.testing.bad_input_corpus import run_bounded
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
@@ -49,9 +49,9 @@ def _rows_with(folder: Path, editing_requests: Path, name: str, make) -> Path:
     return data / "rows.jsonl"
 
 
-SOURCES = {
+SOURCES = {  # run in this process (a reader that blocks on a FIFO is released by run_bounded); /dev/zero, which
+    # the old reader filled memory from, is tried in a child process with bounded memory below
     "fifo": lambda path: os.mkfifo(path),
-    "dev-zero": lambda path: os.symlink("/dev/zero", path),
 }
 
 
@@ -85,15 +85,18 @@ def test_edit_refuses_a_source_that_is_not_a_file_at_once(toy_editor_path, editi
     assert status == [2] and "is not a regular file" in err and "\n" not in err, err
 
 
-def test_dev_zero_is_never_read(tmp_path):
-    """In a child with 2 GB of address space: the old reader (``read_bytes``) filled it in seconds."""
-    link = tmp_path / "zero.png"
-    os.symlink("/dev/zero", link)
-    code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
-            "from modeling_miescore.image_io import read_image_file, ImageLoadError\n"
-            f"try:\n    read_image_file({str(link)!r})\nexcept ImageLoadError as e:\n    print(e)\n")
+def test_dev_zero_is_never_read(editing_requests, tmp_path):
+    """The requests reader of the trainer and ``miescore edit``, and ``read_image_file``, on a link to /dev/zero, in a
+    child with 6 GB of address space: the old reader (``read_bytes``) filled it in seconds."""
+    rows = _rows_with(tmp_path / "data", editing_requests, "zero.png", lambda path: os.symlink("/dev/zero", path))
+    code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))\n"
+            "from modeling_miescore.data.editing_inputs import read_editing_inputs\n"
+            "from modeling_miescore.image_io import read_image_file\n"
+            f"zero = {str(rows.parent / 'zero.png')!r}\n"
+            f"for call in (lambda: read_editing_inputs({str(rows)!r}), lambda: read_image_file(zero)):\n"
+            "    try:\n        call()\n    except ValueError as e:\n        print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "is not a regular file" in done.stdout, done.stderr[-2000:]
+    assert done.stdout.count("zero.png' is not a regular file") == 2, done.stdout + done.stderr[-2000:]
 
 
 def test_a_truncated_source_is_reported_before_it_is_decoded(editing_requests, tmp_path):
@@ -112,6 +115,8 @@ def test_a_truncated_source_is_reported_before_it_is_decoded(editing_requests, t
 
 
 def test_read_image_file_checks_the_opened_file(tmp_path):
+    from modeling_miescore.image_io import read_image_file
+
     good = tmp_path / "a.png"
     good.write_bytes(b"\x89PNG" + b"\0" * 100)
     assert read_image_file(good) == good.read_bytes()

@@ -104,10 +104,11 @@ _calls = {"failing_then_busy": 0}
 
 
 def failing_then_busy_reward(images, instructions, sources) -> list:
-    """The first call raises (a reward model's fault); later calls keep torch busy for
+    """The first call raises after a second (a reward model's fault); later calls keep torch busy for
     ``MIESCORE_TEST_BUSY_SECONDS`` (default 3) first: the next batch is still being scored when the run stops."""
     _calls["failing_then_busy"] += 1
-    if _calls["failing_then_busy"] == 1:
+    if _calls["failing_then_busy"] == 1:  # fails once the next batch is queued: the worker starts it at once
+        time.sleep(1.0)
         raise RuntimeError("the reward model gave non-finite scores (a NaN head)")
     import torch
 

@@ -37,8 +37,8 @@ def test_it_learns_a_reachable_reward_and_writes_its_outputs(toy_editor_path, ed
     assert len(lines) == 8 and METRIC_KEYS <= set(lines[0])
     assert lines[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-3) and lines[0]["kl"] >= 0
     assert lines[-1]["kl"] > 0 and lines[0]["seconds_rollout"] > 0 and lines[0]["reward_failures"] == 0
-    assert sorted(p.name for p in (out / "samples").iterdir()) == ["step-000000.png", "step-000004.png",
-                                                                  "step-000008.png"]
+    assert sorted(p.name for p in (out / "samples").iterdir()) == ["example-source-0.png", "step-000000.png",
+                                                                  "step-000004.png", "step-000008.png"]
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-6", "checkpoint-8"]
     card = (out / "README.md").read_text()
     assert "library_name: diffusers" in card and "mean_redness" in card and "| `beta` | `0.01` |" in card
@@ -127,7 +127,7 @@ def test_output_folder_of_another_run(toy_editor_path, editing_requests, tmp_pat
     _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
     with pytest.raises(MIEScoreInputError, match="already holds a run; pass --resume"):
         _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
-    with pytest.raises(MIEScoreInputError, match=r"belongs to another run \(seed: 0 there, 7 now\)"):
+    with pytest.raises(MIEScoreInputError, match=r"another run \(1 setting\(s\) differ: seed: 0 there, 7 now\)"):
         _train(toy_config(toy_editor_path, editing_requests, out, max_steps=2, seed=7, resume=True))
     with pytest.raises(MIEScoreInputError, match="holds no run"):
         _train(toy_config(toy_editor_path, editing_requests, tmp_path / "empty", resume=True))

@@ -31,7 +31,7 @@ _LARGE = 1e150  # above this magnitude sums and squares can overflow: the statis
 def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
     """Population mean and std, without overflow for finite values of any size (up to ~1.8e308)."""
     scale = max(map(abs, values))
-    if scale <= _LARGE:
+    if scale <= _LARGE or not math.isfinite(scale):
         mean = sum(values) / len(values)
         return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     mean, std = _mean_std([v / scale for v in values])

@@ -186,8 +186,23 @@ class FlowGRPOConfig:
     output_dir: Annotated[str, Required()] = ""
     save_steps: Annotated[int, AT_LEAST_1] = field(default=50, metadata={
         "help": "Checkpoint every N steps (OmniGen2-RL 50)."})
-    resume: bool = field(default=False, metadata={"help": "Continue the run in output_dir from its last checkpoint."})
-    overwrite_output_dir: bool = False
+    resume: bool = field(default=False, metadata={"help": "Continue the run in output_dir from its last checkpoint "
+                         "(= --resume_from_checkpoint latest)."})
+    resume_from_checkpoint: Optional[str] = field(default=None, metadata={
+        "help": "latest | PATH (diffusers' spelling): continue from output_dir's last checkpoint, or from the "
+                "checkpoint-N folder of output_dir at PATH (later checkpoints are dropped). A folder without a run "
+                "is refused (diffusers' scripts would start a new one there)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace the run already in output_dir (its checkpoints, adapter, metrics and samples)."})
+    push_to_hub: bool = field(default=False, metadata={
+        "help": "Upload the adapter, its card, run.json, metrics.jsonl and the sample grids to the Hub in one commit "
+                "after training (huggingface_hub upload_folder); the token and the network are checked before "
+                "training starts."})
+    hub_model_id: Optional[str] = field(default=None, metadata={
+        "help": "The Hub repository of --push_to_hub (default: output_dir's folder name in your namespace, as "
+                "diffusers' scripts)."})
+    hub_private_repo: Optional[bool] = field(default=None, metadata={
+        "help": "Create the --push_to_hub repository private."})
     sample_grid_steps: Annotated[int, NON_NEGATIVE] = field(default=5, metadata={
         "help": "A PNG grid every N steps (OmniGen2-RL 5); 0 off."})
     sample_grid_groups: Annotated[int, NON_NEGATIVE] = field(default=3, metadata={
@@ -201,7 +216,7 @@ class FlowGRPOConfig:
                 "(score-batch JSONL); 0 off."})
     report_to: Annotated[str, OneOf(REPORT_TO)] = field(default="none", metadata={
         "help": "none | tensorboard | wandb | all (or another accelerate tracker)."})
-    progress: bool = True
+    progress: bool = field(default=True, metadata={"help": "A progress bar; --no_progress: one log line per step."})
 
     def __post_init__(self):
         self.editor_options = _json_option(self.editor_options, "editor_options")
@@ -245,7 +260,10 @@ class FlowGRPOConfig:
             problems.append(f"window_start {self.window_start:g} must be below window_end {self.window_end:g}")
         elif not problems:
             problems += self._step_plan_problems()
-        return problems + self._tracker_problems() + self._editor_option_problems()
+        if self.resume_target and self.overwrite_output_dir:
+            problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
+                            "other; drop one")
+        return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
         """Whole groups per step, the global batch, the micro-batches (:mod:`.group_schedule`'s layout). With
@@ -315,12 +333,29 @@ class FlowGRPOConfig:
                     f"{self.report_to.replace('_', '-')}), or set report_to: none"]
         return []
 
+    def _reward_problems(self) -> list:
+        from .reward_specs import reward_spec_problem
+
+        problem = reward_spec_problem(self.reward) if self.reward else None
+        return [f"--reward {self.reward!r}: {problem}"] if problem else []
+
     def _editor_option_problems(self) -> list:
         if not self.editor_options:
             return []
         from .editors import editor_option_problems
 
         return editor_option_problems(self.editor, self.editor_options)
+
+    @property
+    def resume_target(self) -> Optional[str]:
+        """None (a fresh run), ``"latest"`` (``resume`` or ``resume_from_checkpoint: latest``) or a checkpoint
+        path."""
+        target = (self.resume_from_checkpoint or "").strip()
+        return target or ("latest" if self.resume else None)
+
+    def trackers(self):
+        """``report_to`` as accelerate's ``log_with``: None (no tracker), ``"all"`` or a tracker's name."""
+        return None if self.report_to == "none" else self.report_to
 
     def identity(self) -> dict:
         """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
@@ -348,7 +383,8 @@ class FlowGRPOConfig:
 # what it writes and shows, where it runs. Every other field defines the run (RUN_IDENTITY_FIELDS): a --resume with
 # another value is refused with the list of differences.
 RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate", "gradient_checkpointing",
-                    "global_batch_size", "max_steps", "output_dir", "save_steps", "resume", "overwrite_output_dir",
+                    "global_batch_size", "max_steps", "output_dir", "save_steps", "resume", "resume_from_checkpoint",
+                    "overwrite_output_dir", "push_to_hub", "hub_model_id", "hub_private_repo",
                     "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "sample_grid_schedule",
                     "save_rollouts_steps", "report_to", "progress",
                     "gradient_accumulation_steps")  # a deprecated alias, moved into rollout_batches_per_step

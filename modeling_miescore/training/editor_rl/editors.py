@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
@@ -109,6 +110,11 @@ class EditorAdapter:
         """A context manager wrapped around every pipeline call (nothing by default)."""
         return contextlib.nullcontext()
 
+    def card_setup_lines(self) -> list:
+        """Python lines a plain diffusers script runs before calling the pipeline as this adapter does (what
+        :meth:`call_context` sets, for the adapter's model card); none by default."""
+        return []
+
     def __call__(self, sources, instruction, *, num_images, num_steps, generator, guided=True, output_type="pil"):
         """Run the pipeline: ``num_images`` edits (PIL images unless ``output_type`` says otherwise)."""
         kwargs = self.pipeline_kwargs(sources, instruction, num_images=num_images, num_steps=num_steps,
@@ -173,6 +179,13 @@ class QwenImageEditPlusEditor(DiffusersEditor):
     def combine(self, cond, uncond):
         combined = uncond + self.cfg_scale * (cond - uncond)
         return combined * (torch.norm(cond, dim=-1, keepdim=True) / torch.norm(combined, dim=-1, keepdim=True))
+
+    def card_setup_lines(self):
+        if not self.constants:
+            return []
+        return ["import diffusers.pipelines.qwenimage.pipeline_qwenimage_edit_plus as qwen_edit_plus", "",
+                *(f"qwen_edit_plus.{name} = {value!r}  # the run's source sizes (editor_options)"
+                  for name, value in self.constants.items())]
 
     @contextlib.contextmanager
     def call_context(self):
@@ -290,7 +303,14 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
             raise EditorSpecError(f"editor {pipeline!r} needs diffusers' {cls.pipeline_class} (diffusers >= 0.42); "
                                   f"installed: {diffusers.__version__}")
         _check_model_index(model, cls.pipeline_class, pipeline)
-        pipe = pipeline_cls.from_pretrained(model, dtype=dtype).to(device)
+        try:
+            pipe = pipeline_cls.from_pretrained(model, dtype=dtype).to(device)
+        except OSError as error:
+            if Path(model).expanduser().exists():
+                raise
+            first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+            raise EditorSpecError(f"model {model!r} is not a folder here and could not be loaded from the Hub "
+                                  f"({first}); check the path or the repo id") from None
         pipe.set_progress_bar_config(disable=True)
         return cls(pipe, model_id=str(model), **options)
     if ":" in pipeline:
@@ -305,7 +325,6 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
 
 def _check_model_index(model: str, expected: str, name: str) -> None:
     import json
-    from pathlib import Path
 
     index = Path(model).expanduser() / "model_index.json"
     if not Path(model).expanduser().exists():

@@ -38,7 +38,7 @@ from ...utils.lazy_registry import import_attribute
 from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
-           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders"]
+           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders", "reward_spec_problem"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
 # options that change where or how fast a reward is computed, not its values: not part of a run's identity
@@ -46,7 +46,7 @@ RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "ma
                           "max_samples_per_request", "replica_cooldown_s", "balance_slack", "max_answer_bytes")
 # kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
 _SERVED_AT = {"serve": lambda argument: "(replicas)",
-              "spatialreward-api": lambda argument: argument.rpartition("@")[0] + "@(endpoint)"}
+              "spatialreward-api": lambda argument: re.sub(r"@https?://.*$", "@(endpoint)", argument)}
 
 
 class CallableReward:
@@ -138,9 +138,29 @@ def _kind_of(spec: str) -> Tuple[str, str]:
         raise ValueError(f"reward {spec!r} is a URL; write serve:{spec.strip()} for `miescore serve` or "
                          "spatialreward-api:MODEL@URL for an OpenAI-compatible endpoint")
     if sep and argument and kind:
+        _check_not_a_mistyped_kind(spec.strip(), kind.strip())
         return "callable", spec.strip()
     raise ValueError(f"unknown reward {spec!r}; use one of "
                      f"{', '.join(k.syntax for k in REWARD_KINDS.values())}, or a weighted sum W*SPEC + W*SPEC")
+
+
+def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
+    """``spatialreword:CKPT`` is not read as ``module:function``: a prefix that is no importable module and is
+    close to a kind's name is reported with that kind."""
+    import importlib.util
+
+    from ...utils.suggestions import closest_name
+
+    if "." in kind or not kind.isidentifier() and "-" not in kind:
+        return  # a dotted module path: a callable (import_callable reports it if it is not there)
+    try:
+        importable = importlib.util.find_spec(kind) is not None
+    except (ImportError, ValueError):
+        importable = False
+    match = None if importable else closest_name(kind, REWARD_KINDS)
+    if match is not None:
+        raise ValueError(f"unknown reward kind {kind!r} in {spec!r}; did you mean {match}? "
+                         f"({REWARD_KINDS[match].syntax})")
 
 
 def parse_reward_terms(spec) -> List[Tuple[float, str, dict]]:
@@ -221,6 +241,17 @@ def reward_model_folders(spec) -> Dict[str, str]:
 def _options_for(kind: str, options: dict) -> dict:
     accepted = set(REWARD_KINDS[kind].options) | set(CONTEXT_OPTIONS)
     return {k: v for k, v in options.items() if k in accepted}
+
+
+def reward_spec_problem(spec) -> str | None:
+    """What is wrong with a spec's syntax and kinds (a mistyped kind, a term without a weight...), found without
+    building anything (the config checks it before the recipe builds or loads anything), or None."""
+    try:
+        for _, single, _ in parse_reward_terms(spec):
+            _kind_of(single)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def build_reward(spec, **options):

@@ -154,8 +154,9 @@ def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggre
                          "spatialreward-api:SpatialReward/SpatialReward-8B@http://127.0.0.1:8000/v1")
     model, url = match.groups()
     from ...judges.spatialreward_api import SpatialRewardAPI
+    from ...utils.credentials import redact
 
     scorer = SpatialRewardAPI(url, model=model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
                               max_concurrency=max_concurrency)
     return SpatialRewardReward(scorer, aggregation=aggregation, batch_size=batch_size,
-                               name=f"spatialreward-api:{argument}")
+                               name=redact(f"spatialreward-api:{argument}"))  # the name is shown: no password

@@ -1,7 +1,9 @@
 """``miescore benchmark gedit`` / ``imgedit`` against a scripted OpenAI-compatible judge on loopback: the numbers
 are the hand-computed ones (O per sample, task-type macro means, the intersection subset, ImgEdit type means with
-the released rounding and the mean over types), the judge sees what the protocol shows (sources first, the edit
-resized to the source's size, the user's prompts read without running them), every failure kind of the scripted
+the released rounding and the mean over types), the judge sees what the protocol shows (the text part, then the
+source and the edit, the edit resized to the source's size, the user's prompts read without running them) and is
+asked as the released scripts ask (GEdit: max_tokens 1400, no temperature, JPEG at full size; ImgEdit: no
+max_tokens or temperature, PNG at full size), every failure kind of the scripted
 server is flagged or retried, a rerun resumes, and bad input exits 2 without writing a report."""
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 
 import pytest
 from editor_bench_helpers import (code_of, converted, edit_image, gedit_answer, gedit_server_answer, imgedit_answer,
-                                  is_sc)
+                                  is_imgedit, is_sc)
 from local_http import RoutedChatServer, chat_completion, request_images, request_text
 
 from modeling_miescore.cli.main import main
@@ -145,12 +147,19 @@ def test_gedit_every_judge_failure_kind_is_flagged_or_retried_and_a_rerun_resume
     records = {json.loads(line)["id"]: json.loads(line) for line in (out / "judgements.jsonl").read_text().splitlines()}
     assert records[f"{en[2]['key']}#0"]["o"] == pytest.approx(math.sqrt(8 * 6))  # answered after the 429
     assert records[f"{en[0]['key']}#0"]["o"] is None and "oops" in records[f"{en[0]['key']}#0"]["raw"]["gedit-sc"]
-    assert report["results"]["en"]["full"]["n"] == 1  # only the 429 edit counts; flagged ones are left out
-    assert report["results"]["cn"]["full"]["n"] == 3 and report["results"]["cn"]["full"]["o"]["value"] == \
+    en_full, cn_full = report["results"]["en"]["full"], report["results"]["cn"]["full"]
+    assert en_full["n"] == 1  # only the 429 edit counts; flagged ones are left out
+    assert cn_full["n"] == 3 and cn_full["by_category"]["subject-add"]["o"]["value"] == \
         pytest.approx(math.sqrt(8 * 6))  # the languages are reported apart
+    # a task type without a usable key: the released mean over task types is NaN, so no number, and the report
+    # names the empty task types rather than averaging the others
+    assert en_full["o"]["value"] is None and cn_full["o"]["value"] is None
+    assert en_full["not_computable"].startswith("no usable key of task type background_change, text_change")
+    assert cn_full["not_computable"].startswith("no usable key of task type background_change:")
     assert report["comparable"] is False  # our own prompts (no --prompts): every report says so
     md = (out / "report.md").read_text()
-    assert md.count("not comparable with published numbers") >= 2 and "| CN | Full set | 3 | 8.00 |" in md
+    assert md.count("not comparable with published numbers") >= 2 and "| CN | Full set | 3 | n/c | n/c | n/c |" in md
+    assert "EN, full set: not computable: no usable key of task type background_change, text_change" in md
     assert all("Reply with one JSON object only" in request_text(r["body"]) for r in server.requests)
     usage = json.loads((out / "judgements.jsonl.usage.jsonl").read_text().splitlines()[-1])["usage"]["totals"]
     assert usage["failed_by_kind"] == {"refusal": 1, "timeout": 1} and usage["retries"] >= 2
@@ -176,7 +185,7 @@ def test_imgedit_user_prompts_released_rounding_type_means_and_strict_parsing(im
     out = tmp_path / "out"
     with RoutedChatServer(answer) as server:
         assert main(["benchmark", "imgedit", "--dataset", str(imgedit["dataset"]), "--edits", str(imgedit["edits"]),
-                     "--out", str(out), "--backend", "openai", "--base-url", server.url, "--model", "gpt-4o",
+                     "--out", str(out), "--backend", "openai", "--base-url", server.url, "--model", "gpt-4.1",
                      "--prompts", str(prompts), "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
     instructions = {t["prompt"] for t in imgedit["truth"]}
     for text in texts:  # the type's rubric with <edit_prompt> replaced, as basic_bench.py sends it
@@ -193,8 +202,10 @@ def test_imgedit_user_prompts_released_rounding_type_means_and_strict_parsing(im
     full = report["results"]["en"]["full"]
     assert {c: v["mean"]["value"] for c, v in full["by_category"].items()} == pytest.approx(types)
     assert types["remove"] == 2.83  # (4 + 1.67) / 2 = 2.835 rounds down in binary floating point, as released
-    assert full["mean"]["value"] == pytest.approx(sum(types.values()) / 3)  # our reading: the mean over types
-    assert "our reading" in (out / "report.md").read_text()
+    assert full["mean"]["value"] == pytest.approx(sum(types.values()) / 3)  # the leaderboard's: mean over types
+    md = (out / "report.md").read_text()
+    assert "as ImgEdit's leaderboard defines it" in md and "our reading" not in md
+    assert "published numbers use gpt-4.1" in md and "gpt-4o" not in md
     # --no-rounding: the exact means (the same judgements aggregated again; the records keep the exact mean)
     import pandas as pd
 
@@ -207,6 +218,102 @@ def test_imgedit_user_prompts_released_rounding_type_means_and_strict_parsing(im
     exact = summarize(rows, dataclasses.replace(editor_benchmark("imgedit"), round_to=None))
     assert exact["by_category"]["remove"]["mean"]["value"] == pytest.approx((4 + 5 / 3) / 2)
     assert exact["mean"]["value"] == pytest.approx(((13 / 3 + 8 / 3) / 2 + (4 + 5 / 3) / 2 + (14 / 3 + 8 / 3) / 2) / 3)
+
+
+def _data_url_parts(body) -> list:
+    """``[("text", text) | (mime type, image bytes)]`` of a request's content, in order."""
+    import base64
+
+    out = []
+    for part in body["messages"][0]["content"]:
+        if part["type"] == "text":
+            out.append(("text", part["text"]))
+        else:
+            head, data = part["image_url"]["url"].split(",", 1)
+            out.append((head.split(";")[0].removeprefix("data:"), base64.b64decode(data)))
+    return out
+
+
+def test_gedit_requests_are_sent_as_the_released_gpt41_script_sends_them(gedit, tmp_path):
+    """Step1X-Edit GEdit-Bench/viescore/mllm_tools/openai.py @570eba6: the text part first, then the images;
+    max_tokens 1400, no temperature; each image JPEG with Pillow's default quality at full size. Each is an
+    option (images first as the Qwen2.5-VL path, a temperature, PNG), and the report names the differences."""
+    import io
+
+    from PIL import Image
+
+    bodies = []
+
+    def answer(body, repeat):
+        bodies.append(body)
+        return gedit_server_answer(dict(enumerate(GEDIT_PLAN)))(body, repeat)
+
+    out = tmp_path / "released"
+    with RoutedChatServer(answer) as server:
+        assert main(_gedit_args(gedit, out, server.url, "--language", "en", "--no-plots")) == 0
+    sizes = {t["key"]: t["source_size"] for t in gedit["en"]}
+    sent = set()
+    for body in bodies:
+        assert body["max_tokens"] == 1400 and "temperature" not in body
+        parts = _data_url_parts(body)
+        assert parts[0][0] == "text" and [kind for kind, _ in parts[1:]] == ["image/jpeg"] * (len(parts) - 1)
+        for _, data in parts[1:]:
+            assert Image.open(io.BytesIO(data)).size in sizes.values()  # full size: the source's
+            sent.add(data)
+    # the bytes are Pillow's default JPEG encoding (quality 75) of the edit resized to its source
+    for row in _report(out)["per_row"]:
+        expected = io.BytesIO()
+        Image.open(row["edited"]).convert("RGB").resize(sizes[row["key"]]).save(expected, format="JPEG")
+        assert expected.getvalue() in sent
+    report = _report(out)
+    assert report["run"]["request_differences"] == [] and report["run"]["judge_endpoint"] == server.url
+    assert "max_tokens 1400; temperature not sent; images JPEG quality 75, full size" in report["run"]["request"]
+    # every setting is an option; the report lists what differs from the released script
+    bodies.clear()
+    out = tmp_path / "changed"
+    with RoutedChatServer(answer) as server:
+        assert main(_gedit_args(gedit, out, server.url, "--language", "en", "--no-plots", "--parts-order",
+                                "images-first", "--max-tokens", "512", "--temperature", "0", "--image-format",
+                                "PNG", "--max-pixels", "600")) == 0
+    for body in bodies:
+        parts = _data_url_parts(body)
+        assert body["max_tokens"] == 512 and body["temperature"] == 0 and parts[-1][0] == "text"
+        assert {kind for kind, _ in parts[:-1]} == {"image/png"}
+        assert all(math.prod(Image.open(io.BytesIO(data)).size) <= 600 for _, data in parts[:-1])
+    differences = _report(out)["run"]["request_differences"]
+    assert differences == ["parts: images-first (released: text-first)", "max_tokens: 512 (released: 1400)",
+                           "temperature: 0 (released: not sent)",
+                           "images: PNG, at most 600 pixels (released: JPEG quality 75, full size)"]
+    assert "images-first (released: text-first)" in (out / "report.md").read_text()
+
+
+def test_imgedit_requests_send_no_budget_or_temperature_and_full_size_images(imgedit, tmp_path):
+    """ImgEdit Benchmark/Basic/basic_bench.py @547185d: [rubric, source, edited], no max_tokens, no temperature,
+    the images at full size (a 1.2-Mpx edit is not downscaled)."""
+    import io
+
+    from PIL import Image
+
+    edits = tmp_path / "edits"
+    for code, t in enumerate(imgedit["truth"]):
+        edit_image(edits / f"{t['key']}.png", code, size=(1200, 1000))
+    bodies = []
+
+    def answer(body, repeat):
+        bodies.append(body)
+        assert is_imgedit(body)
+        return 200, imgedit_answer((4, 4, 4)), None, 0
+
+    with RoutedChatServer(answer) as server:
+        assert main(["benchmark", "imgedit", "--dataset", str(imgedit["dataset"]), "--edits", str(edits), "--out",
+                     str(tmp_path / "out"), "--backend", "openai", "--base-url", server.url, "--model", "gpt-4.1",
+                     "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
+    assert len(bodies) == len(imgedit["truth"])
+    for body in bodies:
+        parts = _data_url_parts(body)
+        assert "max_tokens" not in body and "temperature" not in body
+        assert [kind for kind, _ in parts] == ["text", "image/png", "image/png"]
+        assert Image.open(io.BytesIO(parts[2][1])).size == (1200, 1000)
 
 
 def test_best_of_n_keeps_the_sample_with_the_highest_overall(gedit, tmp_path):
@@ -296,14 +403,19 @@ def test_a_key_without_an_edit_is_listed_counted_and_left_out_of_the_means(gedit
     o = [math.sqrt(min(sc) * min(pq)) for sc, pq in GEDIT_PLAN]
     full = report["results"]["en"]["full"]  # text_change (the missing key's category) has no edit left
     assert set(full["by_category"]) == {"background_change", "subject-add"}
-    assert full["o"]["value"] == pytest.approx(((o[0] + o[1]) / 2 + (o[2] + o[3]) / 2) / 2)
+    assert full["by_category"]["subject-add"]["o"]["value"] == pytest.approx((o[2] + o[3]) / 2)
+    # the released mean over task types is NaN without a text_change key: not computable, naming it, not the
+    # mean of the other two
+    assert full["o"]["value"] is None and "task type text_change" in full["not_computable"]
     md = (out / "report.md").read_text()
     assert "1 keys without an edit" in md and en[-1]["key"] in md.split("Keys without an edit")[1]
 
 
 @pytest.mark.parametrize("text, scores, issues", [
     ('{"score": [7, 3], "reasoning": "fine"}', [7.0, 3.0], []),
-    ('<think>{"score": [1, 1]}</think>```json\n{"score": [8, 9.5], "reasoning": "r"}\n```', [8.0, 9.5], []),
+    ('<think>{"score": [1, 1]}</think>```json\n{"score": [8, 9.0], "reasoning": "r"}\n```', [8.0, 9.0], []),
+    ('{"score": [8, 7.5], "reasoning": "r"}', None, ["score_not_integer"]),  # the prompts ask for integers
+    ('{"result": {"score": [8, 7], "reasoning": "r"}}', None, ["nested_answer"]),  # not the answer object
     ("[6, 7]", None, ["no_json_object"]),  # VIEScore's parser takes a bare list; we do not
     ('{"score": 7}', None, ["score_not_a_list"]),
     ('{"score": [5, "7"]}', None, ["score_invalid"]),
@@ -336,8 +448,7 @@ def test_imgedit_answers_give_three_criteria_or_a_named_failure(text, criteria, 
 def test_own_imgedit_rubric_asks_for_its_three_criteria_by_name():
     from modeling_miescore.evaluation.editor_benchmarks.imgedit_judge import OWN_CRITERIA, OWN_RUBRICS, parse_criteria
 
-    assert set(OWN_RUBRICS) == {"add", "remove", "replace", "alter", "background", "style", "extract", "action",
-                                "compose"} and all("<edit_prompt>" in r for r in OWN_RUBRICS.values())
+    assert set(OWN_RUBRICS) == set(rb.IMGEDIT_PROMPTS_KEYS) and all("<edit_prompt>" in r for r in OWN_RUBRICS.values())
     assert parse_criteria("Prompt Compliance: 4\nEditing Quality: 4\nDetail Preservation: 3", OWN_CRITERIA)[1] == \
         ["missing_score:Instruction Adherence"]
 
@@ -392,3 +503,35 @@ def test_a_killed_run_resumes_without_asking_again(gedit, tmp_path):
     assert sorted(ids) == sorted(f"{t['key']}#0" for t in gedit["en"] + gedit["cn"])  # every edit judged once
     assert 1 <= cached < 20 and resent == 20 - cached  # answers in the cache were not asked for again
     assert _report(out)["counts"]["rows_evaluated"] == 10
+
+
+@pytest.mark.parametrize("release", ["current", "c14480a"])
+def test_imgedit_judge_accepts_the_released_prompts_json_keys_for_both_versions(tmp_path, release):
+    """ImgEdit's prompts.json has the keys replace, add, adjust, remove, style, action, extract, background,
+    compose (c14480a and later); a dataset converted from either version of basic_edit.json (c14480a's 'alter'
+    included) is judged with them, each edit with its own type's rubric."""
+    from modeling_miescore.data.converters import get_converter
+    from modeling_miescore.evaluation.editor_benchmarks.imgedit_judge import rubric_type
+
+    raw = tmp_path / "raw"
+    truth = rb.make_raw_imgedit_bench(raw, types=rb.IMGEDIT_PROMPTS_KEYS, per_type=1, release=release)
+    get_converter("imgedit-bench")(raw, tmp_path / "data", progress=False, release=release).build()
+    for code, t in enumerate(truth):
+        edit_image(tmp_path / "edits" / f"{t['key']}.png", code)
+    prompts = rb.write_imgedit_prompts_json(tmp_path / "prompts.json")  # the released file's nine keys
+    rubrics = []
+
+    def answer(body, repeat):
+        rubrics.append(request_text(body).split(" RUBRIC")[0].removeprefix("PLACEHOLDER "))
+        return 200, imgedit_answer((4, 3, 3), names=("Criterion A", "Criterion B", "Criterion C")), None, 0
+
+    with RoutedChatServer(answer) as server:
+        assert main(["benchmark", "imgedit", "--dataset", str(tmp_path / "data"), "--edits", str(tmp_path / "edits"),
+                     "--out", str(tmp_path / "out"), "--backend", "openai", "--base-url", server.url, "--model",
+                     "gpt-4.1", "--prompts", str(prompts), "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
+    assert sorted(rubrics) == sorted(rb.IMGEDIT_PROMPTS_KEYS)  # each type asked with its own rubric
+    report = _report(tmp_path / "out")
+    assert set(report["results"]["en"]["full"]["by_category"]) == set(rb.IMGEDIT_PROMPTS_KEYS)
+    assert report["run"]["release"].startswith("basic_edit.json of ImgEdit " + {"current": "b3eb8e7",
+                                                                               "c14480a": "c14480a"}[release])
+    assert rubric_type("alter") == "adjust" and rubric_type("add") == "add"  # a dataset converted before the mapping

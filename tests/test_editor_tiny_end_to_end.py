@@ -85,7 +85,7 @@ def test_convert_train_edit_benchmark_and_compare_two_editors(tmp_path, tiny_edi
     reports = {}
     with RoutedChatServer(looking_judge) as server:
         for name in ("base", "tuned"):
-            for benchmark, model_name in zip(BENCHMARKS, ("gpt-4.1", "gpt-4o")):
+            for benchmark, model_name in zip(BENCHMARKS, ("gpt-4.1", "gpt-4.1")):
                 reports[benchmark, name] = tmp_path / "rep" / f"{benchmark}-{name}"
                 assert miescore(["benchmark", benchmark, "--dataset", str(data[benchmark]), "--edits",
                                  str(edits[benchmark, name] / "edits.jsonl"), "--out", str(reports[benchmark, name]),

@@ -53,9 +53,18 @@ def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
     judge.add_argument("--prompts", metavar="PATH", help=f"the user's copy of {benchmark.prompts_expected}; "
                                                          "without it our own wording is used (not comparable)")
     judge.add_argument("--judge-name", help="the judge's name in the records (default: the model name)")
-    judge.add_argument("--max-tokens", type=int, default=512, help="answer budget in tokens (default 512)")
-    judge.add_argument("--temperature", type=number_arg(float, minimum=0.0), default=0.0,
-                       help="sampling temperature (default 0: greedy, so the answer cache is exact)")
+    released = benchmark.request
+    judge.add_argument("--max-tokens", type=number_arg(int, minimum=1), default=None,
+                       help="answer budget in tokens (default: "
+                            f"{released.max_tokens or 'none sent'}, as the released script)")
+    judge.add_argument("--temperature", type=number_arg(float, minimum=0.0), default=None,
+                       help="sampling temperature (default: none sent, as the released script: the endpoint's "
+                            "default; 0 decodes greedily, so that the answer cache is exact)")
+    judge.add_argument("--parts-order", choices=["text-first", "images-first"], default=released.parts_order,
+                       help=f"the prompt text before or after the images (default {released.parts_order}, as the "
+                            "released script for the published judge" + (
+                                "; images-first: GEdit's Qwen2.5-VL path" if benchmark.name == "gedit" else "")
+                            + ")")
     parser.add_argument("--judge", action="append", default=[], metavar="KIND:CKPT",
                         help="also score the edits with a reward model: miescore:CKPT or spatialreward:CKPT "
                              "(repeatable)")
@@ -66,7 +75,9 @@ def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
                             help=f"do not round per-image and per-type means to {benchmark.round_to} places as the "
                                  "released scripts do")
     _report_arguments(parser)
-    add_call_args(parser)
+    add_call_args(parser, image_defaults={"image_format": released.image_format,
+                                          "image_quality": released.image_quality or 90,
+                                          "max_pixels": released.max_pixels, "source": "as the released script"})
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +120,18 @@ def _bootstrap(args):
     return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
 
 
+def request_settings(args, benchmark):
+    """The run's :class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`: the benchmark's released
+    ones with the options given."""
+    released = benchmark.request
+    return dataclasses.replace(
+        released, parts_order=args.parts_order,
+        max_tokens=released.max_tokens if args.max_tokens is None else args.max_tokens,
+        temperature=args.temperature, image_format=args.image_format.upper(),
+        image_quality=args.image_quality if args.image_format.upper() in ("JPEG", "WEBP") else None,
+        max_pixels=args.max_pixels)
+
+
 def cmd_editor_benchmark(args) -> int:
     from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
     from ..evaluation.editor_benchmarks.protocols import editor_benchmark
@@ -129,7 +152,7 @@ def cmd_editor_benchmark(args) -> int:
     elif args.model or args.base_url or args.prompts:
         raise MIEScoreInputError("--model, --base-url and --prompts configure the MLLM judge: add --backend")
     options = EditorRunOptions(calls=calls, spec=spec, prompts_path=args.prompts, judge_name=args.judge_name,
-                               max_tokens=args.max_tokens, temperature=args.temperature, reward_judges=args.judge,
+                               request=request_settings(args, benchmark), reward_judges=args.judge,
                                best_of_n=args.best_of_n, device=args.device, dtype=args.dtype,
                                batch_size=args.batch_size, bootstrap=_bootstrap(args), plots=not args.no_plots,
                                progress=not args.no_progress)
@@ -138,9 +161,11 @@ def cmd_editor_benchmark(args) -> int:
     counts = report["counts"]
     headline = []
     for language, subsets in report["results"].items():
-        value = subsets["full"][benchmark.overall]["value"]
-        headline.append(f"{benchmark.labels[benchmark.overall]} ({language}) = "
-                        f"{'n/a' if value is None else f'{value:.3f}'}")
+        full = subsets["full"]
+        value = full[benchmark.overall]["value"]
+        shown = (f"not computable ({full['not_computable']})" if full.get("not_computable") else
+                 "n/a" if value is None else f"{value:.3f}")
+        headline.append(f"{benchmark.labels[benchmark.overall]} ({language}) = {shown}")
     return finish_run(
         f"{benchmark.title}: {counts['rows_evaluated']} keys evaluated ({counts['missing_edits']} without an edit, "
         f"{counts['flagged']} flagged judgements){'; ' + ', '.join(headline) if headline else ''}; report: "

@@ -5,8 +5,10 @@
   but ``read`` into a file does), a space or a non-ASCII character is one clear error naming the variable and
   the position, before any request (otherwise httpx refuses the header on every attempt, which looked like a
   retried connection error, with the key in the message).
-* :func:`redacted_url`: ``http://user:secret@host/v1`` -> ``http://user:***@host/v1``, for every URL the package
-  shows (error messages, logs, reprs, usage logs); the real URL is still what requests go to.
+* :func:`redacted_url`: ``http://user:secret@host/v1`` -> ``http://user:***@host/v1``, and a credential in the
+  query (``?key=...``, ``api_key``, ``access_token``, ``sig``...: a parameter whose name holds ``key``, ``token``,
+  ``secret``, ``pass``, ``auth``, ``sig`` or ``credential``) -> ``?key=***``, for every URL the package shows
+  (error messages, logs, reprs, usage logs, reports); the real URL is still what requests go to.
 * :func:`redact`: any text with every given secret and every URL password replaced by ``***``.
 """
 
@@ -16,9 +18,12 @@ import re
 from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["checked_api_key", "redact", "redacted_url"]
+__all__ = ["checked_api_key", "redact", "redacted_url", "url_secrets"]
 
 _USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/@\s]+)@")
+# a query parameter that carries a credential (Google's ?key=, Azure's sig=, ?api_key=, ?access_token=, ...)
+_QUERY_SECRET_RE = re.compile(r"(?P<name>[?&;][^=&#\s?]*(?:key|token|secret|pass|auth|sig|credential)[^=&#\s?]*=)"
+                              r"(?P<value>[^&#\s'\"<>]+)", re.I)
 _MASK = "***"
 
 
@@ -29,10 +34,32 @@ def redacted_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return redact(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    return urlunsplit(parts._replace(netloc=f"{_masked_userinfo(userinfo)}@{host}"))
+    if "@" in parts.netloc:
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        url = urlunsplit(parts._replace(netloc=f"{_masked_userinfo(userinfo)}@{host}"))
+    return _masked_query(url)
+
+
+def url_secrets(url: str) -> list:
+    """The secrets :func:`redacted_url` masks in ``url``: its password (or a user name given alone) and the values
+    of its credential query parameters (to mask them too where a server echoes them in an error)."""
+    from urllib.parse import unquote
+
+    secrets = []
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        netloc = ""
+    if "@" in netloc:
+        user, has_password, password = netloc.rsplit("@", 1)[0].partition(":")
+        secrets.append(unquote(password) if has_password else unquote(user))
+    for match in _QUERY_SECRET_RE.finditer(url):
+        secrets += [match.group("value"), unquote(match.group("value"))]
+    return [s for s in dict.fromkeys(secrets) if s]
+
+
+def _masked_query(text: str) -> str:
+    return _QUERY_SECRET_RE.sub(lambda m: m.group("name") + _MASK, text)
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
@@ -42,7 +69,8 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         text = text.replace(secret, _MASK)
         if secret.strip() and secret.strip() != secret:
             text = text.replace(secret.strip(), _MASK)
-    return _USERINFO_RE.sub(lambda m: m.group("scheme") + _masked_userinfo(m.group("userinfo")) + "@", text)
+    text = _USERINFO_RE.sub(lambda m: m.group("scheme") + _masked_userinfo(m.group("userinfo")) + "@", text)
+    return _masked_query(text)
 
 
 def _masked_userinfo(userinfo: str) -> str:

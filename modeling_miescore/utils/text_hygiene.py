@@ -26,8 +26,8 @@ from typing import Any, List, Optional
 
 from ..spatialreward_tokens import GROUNDING_TOKEN_RE
 
-__all__ = ["QWEN_CONTROL_TOKENS", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
-           "valid_text"]
+__all__ = ["QWEN_CONTROL_TOKENS", "control_characters_problem", "control_tokens_in", "quoted",
+           "training_text_problem", "valid_strings", "valid_text"]
 
 # Qwen/Qwen3-VL-8B-Instruct tokenizer_config.json, added_tokens_decoder (ids 151643-151668): the 14 special
 # tokens, then the 12 added ones (tool calls, fill-in-the-middle, thinking).
@@ -77,6 +77,19 @@ def control_tokens_in(text: str) -> List[str]:
     found += [m.group() for m in _TAG_TOKEN_RE.finditer(text)]
     found += [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
     return found
+
+
+def control_characters_problem(text: Any, what: str) -> Optional[str]:
+    """None when ``text`` holds no C0 control character (NUL and the like; tab, newline and carriage return are
+    text); else one line naming ``what`` and the first one found. Dataset builders and benchmark converters refuse
+    such instructions: a NUL ends C strings early and cannot be written to most files or shown."""
+    if not isinstance(text, str):
+        return None
+    found = [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"{what} holds the control character {found[0]}{more}; remove it"
 
 
 def training_text_problem(text: Any) -> Optional[str]:

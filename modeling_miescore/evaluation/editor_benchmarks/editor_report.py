@@ -22,7 +22,8 @@ from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
 from .reward_judges import REWARD_JUDGES, reward_view
 from .scores import benchmark_results, row_records
 
-__all__ = ["NOT_COMPARABLE", "build_editor_report", "editor_markdown", "editor_plots", "reward_judge_summary"]
+__all__ = ["NOT_COMPARABLE", "build_editor_report", "editor_markdown", "editor_plots", "error_bar_note",
+           "reward_judge_summary"]
 
 NOT_COMPARABLE = "own prompts — not comparable with published numbers"
 _SUBSET_NAMES = {"full": "Full set", "intersection": "Intersection"}
@@ -217,8 +218,9 @@ def editor_markdown(report: dict) -> str:
 
 
 def editor_plots(report: dict, out_dir) -> Dict[str, str]:
-    """The per-category overall, one bar per category and language, with CIs (``plots/per_category.png``)."""
-    from ..plots import _ci_note, _err, _figure, _legend_below, _save, _val
+    """The per-category overall, one bar per category and language, with its CI where there is one
+    (``plots/per_category.png``); the title says which bars have one (a category of fewer than 10 keys has none)."""
+    from ..plots import _err, _figure, _legend_below, _save, _val
 
     benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
     if not report["results"]:
@@ -229,11 +231,16 @@ def editor_plots(report: dict, out_dir) -> Dict[str, str]:
     ax = fig.add_subplot()
     x = np.arange(len(cats))
     width = 0.8 / len(languages)
+    drawn = missing = 0
     for k, language in enumerate(languages):
         by_cat = report["results"][language]["full"]["by_category"]
         ms = [by_cat.get(c, {}).get(benchmark.overall) for c in cats]
         ms = [m if m is not None else {"value": None, "ci": [None, None]} for m in ms]
-        ax.bar(x - 0.4 + width * (k + 0.5), [_val(m) for m in ms], width, yerr=_err(ms), capsize=2,
+        err = _err(ms)
+        with_bar = 0 if err is None else int((~np.isnan(err[0])).sum())
+        drawn += with_bar
+        missing += sum(m["value"] is not None for m in ms) - with_bar
+        ax.bar(x - 0.4 + width * (k + 0.5), [_val(m) for m in ms], width, yerr=err, capsize=2,
                label=language.upper())
     ax.set_xticks(x)
     ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
@@ -242,5 +249,19 @@ def editor_plots(report: dict, out_dir) -> Dict[str, str]:
     ax.grid(axis="y", alpha=0.3)
     _legend_below(fig, ncol=max(1, len(languages)))
     fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()} "
-                 f"({_ci_note(report)})", fontsize=9)
+                 f"({error_bar_note(report, drawn, missing)})", fontsize=9)
     return {"per_category": _save(fig, Path(out_dir), "per_category")}
+
+
+def error_bar_note(report: dict, drawn: int, missing: int) -> str:
+    """What a chart's error bars are, from the bars actually drawn: none when the run had no bootstrap or no bar
+    has a CI (too few keys per category), else the level, and which bars lack one."""
+    from ..metrics.bootstrap import MIN_RESAMPLING_UNITS
+
+    level = report.get("meta", {}).get("bootstrap", {}).get("level", 0.95)
+    if not report.get("meta", {}).get("bootstrap", {}).get("n"):
+        return "no error bars: --bootstrap 0"
+    if not drawn:
+        return f"no error bars: every category has fewer than {MIN_RESAMPLING_UNITS} keys"
+    note = f"error bars: {100 * level:.0f}% bootstrap CI"
+    return note + (f"; none on {missing} bar(s) of fewer than {MIN_RESAMPLING_UNITS} keys" if missing else "")

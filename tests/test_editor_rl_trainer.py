@@ -84,7 +84,7 @@ def test_a_crashed_run_resumes_exactly(toy_editor_path, editing_requests, tmp_pa
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (dict(num_generations=1, per_device_batch_size=1), "num_generations must be at least 2"),
+    (dict(num_generations=1, per_device_batch_size=1), "num_generations must be an integer >= 2, got 1"),
     (dict(per_device_batch_size=6), "not a multiple of num_generations 4"),
     (dict(global_batch_size=576), "global_batch_size 576 != per_device_batch_size 8 x processes 1"),
     (dict(train_batch_size=3), "train_batch_size 3 must divide num_generations 4"),

@@ -3,6 +3,12 @@ one trained by ``trainers/flow_grpo_editor.py``::
 
     miescore edit --pipeline qwen-image-edit-plus --model Qwen/Qwen-Image-Edit-2509 [--lora RUN_DIR] \
         (--input rows.jsonl | --dataset DIR [--split S]) --out DIR [--seed 0] [--num-images 1] [--steps 28]
+    # an adapter trained by trainers/flow_grpo_editor.py: its run.json says how it samples
+    miescore edit --lora runs/flow-grpo-tiny --input rows.jsonl --out DIR
+
+With ``--lora RUN`` of a training run, the run's ``run.json`` supplies the editor, the base model, the editor
+options, T, the CFG scale and the dtype (:mod:`modeling_miescore.training.editor_rl.run_record`); an option given
+here overrides its value (``--editor-options`` keys replace the run's one by one).
 
 Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
 MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
@@ -24,10 +30,12 @@ __all__ = ["cmd_edit", "register"]
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("edit", help="make edits with an image editor (optionally with a trained LoRA)")
-    parser.add_argument("--pipeline", required=True, help="qwen-image-edit-plus | flux2-klein | flux-kontext, or "
-                        "package.module:function returning an EditorAdapter")
-    parser.add_argument("--model", required=True, help="the editor's pipeline folder or Hub id")
-    parser.add_argument("--lora", default=None, metavar="DIR", help="a LoRA folder (pytorch_lora_weights.safetensors)")
+    parser.add_argument("--pipeline", default=None, help="qwen-image-edit-plus | flux2-klein | flux-kontext, or "
+                        "package.module:function returning an EditorAdapter (default: the --lora run's)")
+    parser.add_argument("--model", default=None, help="the editor's pipeline folder or Hub id (default: the --lora "
+                        "run's base model)")
+    parser.add_argument("--lora", default=None, metavar="DIR", help="a LoRA folder (pytorch_lora_weights.safetensors); "
+                        "a training run's folder also gives its sampling settings (run.json)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help='JSONL lines {"id"?, "sources": [...], "instruction": "..."}')
     source.add_argument("--dataset", help="MIE-Bench / MER-Bench / converted editing dataset (folder or Hub id)")
@@ -36,14 +44,16 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (images/, edits.jsonl)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every edit (with the request id)")
     parser.add_argument("--num-images", type=number_arg(int, minimum=1), default=1, help="edits per request")
-    parser.add_argument("--steps", type=number_arg(int, minimum=1), default=28, help="denoising steps (default 28)")
-    parser.add_argument("--cfg-scale", type=float, default=None, help="guidance scale (default: the editor's)")
+    parser.add_argument("--steps", type=number_arg(int, minimum=1), default=None,
+                        help="denoising steps (default: the --lora run's T, else 28)")
+    parser.add_argument("--cfg-scale", type=float, default=None,
+                        help="guidance scale (default: the --lora run's, else the editor's)")
     parser.add_argument("--editor-options", default=None, metavar="JSON",
-                        help='adapter options, e.g. \'{"height": 512, "width": 512}\'')
+                        help='adapter options, e.g. \'{"height": 512, "width": 512}\' (default: the --lora run\'s)')
     parser.add_argument("--limit", type=number_arg(int, minimum=1), default=None, help="first N requests only")
     add_device_args(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    parser.set_defaults(func=cmd_edit)
+    parser.set_defaults(func=cmd_edit, extra="rl")  # a missing diffusers names the rl extra
 
 
 def _options(text):
@@ -57,6 +67,48 @@ def _options(text):
     if not isinstance(value, dict):
         raise MIEScoreInputError("--editor-options must be a JSON object")
     return value
+
+
+def resolve_run_settings(args) -> list:
+    """Fill ``args`` from the ``--lora`` run's sampling record where an option was not given (module docstring);
+    the settings taken from the run, as ``name value`` strings (empty without a record)."""
+    from pathlib import Path
+
+    from ..training.editor_rl.run_record import read_sampling
+
+    sampling = read_sampling(args.lora) if args.lora else None
+    options = _options(args.editor_options)
+    if sampling is None:
+        missing = [name for name in ("--pipeline", "--model") if getattr(args, name[2:]) is None]
+        if missing:
+            where = (f"the --lora folder '{args.lora}' has no run.json from a training run" if args.lora
+                     else "no --lora run gives them")
+            raise MIEScoreInputError(f"{' and '.join(missing)} needed: {where}")
+        args.editor_options, args.steps = options, args.steps or 28
+        return []
+    taken = []
+    if args.pipeline is None:
+        args.pipeline = sampling["editor"]
+        taken.append(f"pipeline {args.pipeline}")
+    if args.model is None:
+        model = sampling["model_name_or_path"]
+        if not Path(model).expanduser().exists() and sampling.get("base_model_id"):
+            model = sampling["base_model_id"]  # the run's machine had it locally: its Hub id here
+        args.model = model
+        taken.append(f"model {model}")
+    recorded = dict(sampling.get("editor_options") or {})
+    if recorded:
+        taken.append(f"editor options {json.dumps(recorded)}")
+    args.editor_options = {**recorded, **options}
+    for name, key in (("steps", "num_inference_steps"), ("cfg_scale", "cfg_scale")):
+        if getattr(args, name) is None and sampling.get(key) is not None:
+            setattr(args, name, sampling[key])
+            taken.append(f"{name.replace('_', '-')} {sampling[key]}")
+    if args.dtype == "auto" and sampling.get("dtype") not in (None, "auto"):
+        args.dtype = sampling["dtype"]
+        taken.append(f"dtype {args.dtype}")
+    args.steps = args.steps or 28
+    return taken
 
 
 def cmd_edit(args) -> int:
@@ -80,11 +132,14 @@ def cmd_edit(args) -> int:
     if args.lora and not (Path(args.lora) / "pytorch_lora_weights.safetensors").is_file():
         raise MIEScoreInputError(f"--lora '{args.lora}' has no pytorch_lora_weights.safetensors; pass the folder a "
                                  "training run wrote its adapter to")
+    taken = resolve_run_settings(args)
+    if taken:
+        print(f"miescore edit: from {Path(args.lora) / 'run.json'}: {'; '.join(taken)}", file=sys.stderr)
     requests = read_editing_inputs(args.input or args.dataset, args.split, args.limit)
     out = make_output_folder(args.out)
     device = resolve_device(args.device)
     editor = load_editor(args.pipeline, args.model, dtype=resolve_dtype(args.dtype, device), device=device,
-                         options=_options(args.editor_options))
+                         options=args.editor_options)
     if args.cfg_scale is not None:
         editor.cfg_scale = args.cfg_scale
     if args.lora:

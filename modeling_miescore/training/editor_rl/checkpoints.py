@@ -6,8 +6,9 @@
 ``rng-<rank>.safetensors`` (torch CPU / CUDA RNG). It is written into a temporary folder that is renamed into
 place only when every file is there, so a kill leaves the previous checkpoint as the last complete one.
 
-``output_dir/run.json`` names the run (:data:`~.config.RUN_IDENTITY_FIELDS`); resuming a folder of another run is
-refused, and so is starting a new run over an existing one without ``overwrite_output_dir``.
+``output_dir/run.json`` names the run (:data:`~.config.RUN_IDENTITY_FIELDS`) and records how it samples
+(``"sampling"``: what ``miescore edit --lora RUN`` reuses, :mod:`.run_record`); resuming a folder of another run
+is refused, and so is starting a new run over an existing one without ``overwrite_output_dir``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import random
 import re
 import shutil
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -25,7 +26,8 @@ import torch
 from ...image_io import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
 
-__all__ = ["CHECKPOINT_PATTERN", "check_run_folder", "latest_checkpoint", "load_checkpoint", "save_checkpoint",
+__all__ = ["CHECKPOINT_PATTERN", "RUN_FILE", "check_run_folder", "checkpoint_step", "drop_checkpoints_after",
+           "latest_checkpoint", "load_checkpoint", "read_run_file", "resolve_checkpoint", "save_checkpoint",
            "truncate_metrics"]
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
@@ -47,12 +49,40 @@ def latest_checkpoint(output_dir) -> Optional[Path]:
     return best
 
 
-def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: bool, is_main: bool) -> Optional[Path]:
-    """Check ``output_dir`` against the run (module docstring); the checkpoint to resume from (None: a fresh run).
-    The main process writes ``run.json`` for a fresh run."""
+def checkpoint_step(path) -> int:
+    """The step of a ``checkpoint-<step>`` folder."""
+    return int(CHECKPOINT_PATTERN.match(Path(path).name).group(1))
+
+
+def resolve_checkpoint(output_dir, target: str) -> Path:
+    """The complete checkpoint of ``output_dir`` that ``--resume_from_checkpoint target`` names (a path, or a bare
+    ``checkpoint-N``); one :class:`MIEScoreInputError` when it is incomplete, missing or another folder's."""
+    out = Path(output_dir)
+    path = Path(target).expanduser()
+    if len(path.parts) == 1 and not path.exists():
+        path = out / path  # diffusers' scripts take the name inside output_dir
+    there = sorted((c.name for c in out.glob("checkpoint-*") if CHECKPOINT_PATTERN.match(c.name)),
+                   key=checkpoint_step)
+    if not (CHECKPOINT_PATTERN.match(path.name) and (path / "trainer_state.json").is_file()):
+        raise MIEScoreInputError(f"--resume_from_checkpoint {target}: not a complete checkpoint folder "
+                                 f"(checkpoint-N with trainer_state.json); the checkpoints of '{out}': "
+                                 f"{', '.join(there) or 'none'} (or pass latest)")
+    if path.resolve().parent != out.resolve():
+        raise MIEScoreInputError(f"--resume_from_checkpoint {target} is a checkpoint of '{path.parent}', not of "
+                                 f"output_dir '{out}'; pass --output_dir {path.parent} to continue that run")
+    return path
+
+
+def check_run_folder(output_dir, identity: dict, *, resume: Optional[str], overwrite: bool, is_main: bool,
+                     record: Optional[dict] = None) -> Tuple[Optional[Path], bool]:
+    """Check ``output_dir`` against the run (module docstring); returns ``(checkpoint to resume from or None,
+    whether an existing run continues)``. ``resume``: None (a fresh run), ``"latest"`` or a checkpoint path;
+    ``latest`` on a folder without a run starts one (diffusers' behaviour). The main process writes
+    ``run.json`` for a fresh run: ``identity`` plus ``record`` (what else the run wants kept, e.g. how it
+    samples)."""
     out = Path(output_dir)
     run_file = out / RUN_FILE
-    if resume:
+    if resume and not (resume == "latest" and not run_file.exists()):
         if not run_file.is_file():
             raise MIEScoreInputError(f"--resume: '{out}' holds no run ({RUN_FILE} missing); start the run without "
                                      "--resume")
@@ -62,17 +92,39 @@ def check_run_folder(output_dir, identity: dict, *, resume: bool, overwrite: boo
             shown = ", ".join(f"{k}: {stored.get(k)!r} there, {identity[k]!r} now" for k in differs[:4])
             raise MIEScoreInputError(f"--resume: '{out}' belongs to another run ({shown}); resume with that run's "
                                      "settings or pick a new output_dir")
-        return latest_checkpoint(out)
+        return (latest_checkpoint(out) if resume == "latest" else resolve_checkpoint(out, resume)), True
     if run_file.exists() and not overwrite:
-        raise MIEScoreInputError(f"'{out}' already holds a run; pass --resume to continue it or "
-                                 "--overwrite_output_dir to start over")
+        raise MIEScoreInputError(f"'{out}' already holds a run; pass --resume_from_checkpoint latest (or --resume) "
+                                 "to continue it, --overwrite_output_dir to start over, or another --output_dir")
     if is_main:
         if run_file.exists():
             for child in out.iterdir():
                 if CHECKPOINT_PATTERN.match(child.name) or child.name in RUN_OUTPUTS:
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
-        write_text_atomic(run_file, json.dumps(identity, indent=2, default=str) + "\n")
-    return None
+        write_text_atomic(run_file, json.dumps({**identity, **(record or {})}, indent=2, default=str) + "\n")
+    return None, False
+
+
+def drop_checkpoints_after(output_dir, step: int) -> List[str]:
+    """Remove the checkpoints of ``output_dir`` after ``step`` (a resume from an earlier checkpoint abandons
+    them, as it drops their metrics); returns their names."""
+    dropped = []
+    for child in Path(output_dir).glob("checkpoint-*"):
+        if CHECKPOINT_PATTERN.match(child.name) and checkpoint_step(child) > step:
+            shutil.rmtree(child)
+            dropped.append(child.name)
+    return sorted(dropped, key=checkpoint_step)
+
+
+def read_run_file(output_dir) -> Optional[dict]:
+    """``output_dir/run.json`` as a dict, or None when there is none."""
+    path = Path(output_dir) / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise MIEScoreInputError(f"'{path}' is not readable JSON ({err}); it is written by the trainer") from None
 
 
 def _optimizer_files(state: dict):

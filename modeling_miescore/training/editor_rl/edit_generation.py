@@ -4,8 +4,10 @@ For each request (:mod:`modeling_miescore.data.editing_inputs`) it makes ``num_i
 call seeded from ``(seed, request id)`` (so a resumed or reordered run makes the same images), writes them to
 ``OUT/images/`` and appends one line per edit to ``OUT/edits.jsonl`` in the ``score-batch`` input format:
 ``{"id", "sources", "edited", "instruction"}`` with paths relative to the JSONL file; with ``num_images > 1`` the
-ids are ``<request id>#<k>`` and the lines also carry ``"key"`` (the request id) and ``"sample"`` (k). Dataset
-sources are written to ``OUT/sources/`` once; JSONL sources are referenced where they are.
+ids are ``<request id>#<k>`` and the lines also carry ``"key"`` (the request id) and ``"sample"`` (k). Image files
+are named from the request id (``images/<id>.png``, ``images/<id>-<k>.png`` for several edits): never with a
+``#``, which a URL, a Markdown link or the Hub's file viewer reads as a fragment. Dataset sources are written to
+``OUT/sources/`` once; JSONL sources are referenced where they are.
 
 Resuming: edits already in ``edits.jsonl`` are skipped (a torn last line is cut off first); an image is written
 atomically before its line, so the file never names a missing image. One run at a time per ``OUT`` (a lock).
@@ -41,7 +43,7 @@ class EditRun:
 
 def _safe(text: str) -> str:
     """A file name for an id; ids that needed changing get a hash suffix so two ids never share a file."""
-    name = re.sub(r"[^A-Za-z0-9._#-]+", "_", text)[:100].lstrip(".") or "edit"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:100].lstrip(".") or "edit"
     if name != text:
         name += "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
     return name
@@ -64,6 +66,11 @@ def _source_paths(request, sources: Sequence, out: Path) -> List[str]:
 
 def edit_ids(request_id: str, num_images: int) -> List[str]:
     return [request_id] if num_images == 1 else [f"{request_id}#{k}" for k in range(num_images)]
+
+
+def edit_file_name(request_id: str, k: int, num_images: int) -> str:
+    """The image file of edit ``k`` of a request (module docstring: no ``#``)."""
+    return f"images/{_safe(request_id)}.png" if num_images == 1 else f"images/{_safe(request_id)}-{k}.png"
 
 
 def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images: int = 1, num_steps: int = 28,
@@ -97,7 +104,7 @@ def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images
                         run.failed.append((request.id, f"{type(error).__name__}: {error}"))
                         continue
                     for k in todo:
-                        name = f"images/{_safe(ids[k])}.png"
+                        name = edit_file_name(request.id, k, num_images)
                         with atomic_write(out / name, "wb") as image_file:
                             images[k].save(image_file, format="PNG")
                         line = {"id": ids[k], "sources": source_paths, "edited": name,

@@ -26,6 +26,7 @@ only. An option no kind takes is an error.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -36,9 +37,16 @@ from ...utils.import_spec import import_callable
 from ...utils.lazy_registry import import_attribute
 from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup
 
-__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS"]
+__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
+           "RUNTIME_REWARD_OPTIONS", "reward_identity"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
+# options that change where or how fast a reward is computed, not its values: not part of a run's identity
+RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "max_concurrency", "batch_size",
+                          "max_samples_per_request", "replica_cooldown_s", "balance_slack")
+# kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
+_SERVED_AT = {"serve": lambda argument: "(replicas)",
+              "spatialreward-api": lambda argument: argument.rpartition("@")[0] + "@(endpoint)"}
 
 
 class CallableReward:
@@ -127,9 +135,29 @@ def _kind_of(spec: str) -> Tuple[str, str]:
         raise ValueError(f"reward {spec!r} is a URL; write serve:{spec.strip()} for `miescore serve` or "
                          "spatialreward-api:MODEL@URL for an OpenAI-compatible endpoint")
     if sep and argument and kind:
+        _check_not_a_mistyped_kind(spec.strip(), kind.strip())
         return "callable", spec.strip()
     raise ValueError(f"unknown reward {spec!r}; use one of "
                      f"{', '.join(k.syntax for k in REWARD_KINDS.values())}, or a weighted sum W*SPEC + W*SPEC")
+
+
+def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
+    """``spatialreword:CKPT`` is not read as ``module:function``: a prefix that is no importable module and is
+    close to a kind's name is reported with that kind."""
+    import importlib.util
+
+    from ...utils.suggestions import closest_name
+
+    if "." in kind or not kind.isidentifier() and "-" not in kind:
+        return  # a dotted module path: a callable (import_callable reports it if it is not there)
+    try:
+        importable = importlib.util.find_spec(kind) is not None
+    except (ImportError, ValueError):
+        importable = False
+    match = None if importable else closest_name(kind, REWARD_KINDS)
+    if match is not None:
+        raise ValueError(f"unknown reward kind {kind!r} in {spec!r}; did you mean {match}? "
+                         f"({REWARD_KINDS[match].syntax})")
 
 
 def parse_reward_terms(spec) -> List[Tuple[float, str, dict]]:
@@ -174,6 +202,25 @@ def _list_term(item, index: int) -> Tuple[float, str, dict]:
     except (TypeError, ValueError):
         raise ValueError(f"reward term {index}: weight {item.get('weight')!r} is not a number") from None
     return weight, item["reward"].strip(), options
+
+
+def reward_identity(spec):
+    """What a reward spec computes, without where it is served: ``serve:URL,URL`` -> ``serve:(replicas)``,
+    ``spatialreward-api:M@URL`` -> ``spatialreward-api:M@(endpoint)``, weights and the other kinds kept (a run
+    resumed with its replicas on other machines is the same run). A spec that cannot be parsed is returned as it is
+    (building the reward reports it)."""
+    try:
+        terms = parse_reward_terms(spec)
+        kinds = [_kind_of(single) for _, single, _ in terms]
+    except ValueError:
+        return spec
+    parts = []
+    for (weight, _, own), (kind, argument) in zip(terms, kinds):
+        shown = f"{kind}:{_SERVED_AT[kind](argument)}" if kind in _SERVED_AT else (
+            argument if kind == "callable" else f"{kind}:{argument}")
+        own = {k: v for k, v in sorted(own.items()) if k not in RUNTIME_REWARD_OPTIONS}
+        parts.append(f"{weight:g}*{shown}" + (f" {json.dumps(own, sort_keys=True, default=str)}" if own else ""))
+    return parts[0].removeprefix("1*") if len(parts) == 1 else " + ".join(parts)
 
 
 def _options_for(kind: str, options: dict) -> dict:

@@ -30,10 +30,9 @@ from typing import Optional
 import torch
 
 from ...utils.random_draws import randn_tensor
+from .step_plan import SDE_TYPES
 
 __all__ = ["SDE_TYPES", "StepStats", "noise_std", "sde_step", "gaussian_kl_on_means"]
-
-SDE_TYPES = ("sde", "cps")
 
 
 @dataclass

@@ -22,9 +22,10 @@ import random
 from dataclasses import dataclass
 from typing import Tuple
 
-__all__ = ["StepPlan", "TRAIN_STEP_MODES", "make_step_plan"]
+__all__ = ["SDE_TYPES", "StepPlan", "TRAIN_STEP_MODES", "make_step_plan"]
 
 TRAIN_STEP_MODES = ("fraction", "window")
+SDE_TYPES = ("sde", "cps")  # the SDE of a stochastic step (modeling_miescore.training.editor_rl.sde_step)
 
 
 @dataclass(frozen=True)

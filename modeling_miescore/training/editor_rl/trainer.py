@@ -38,18 +38,20 @@ import torch
 
 from ...image_io import MIEScoreInputError
 from .advantages import group_advantages
-from .checkpoints import check_run_folder, load_checkpoint, save_checkpoint, truncate_metrics
+from .checkpoints import check_run_folder, drop_checkpoints_after, load_checkpoint, truncate_metrics
 from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .group_schedule import GroupSchedule, derived_seed
-from .policy_lora import add_lora, lora_metadata, lora_state_dict
+from .policy_lora import add_lora
 from .policy_update import UPDATE_STAT_KEYS, make_units, pad_units, run_updates
 from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
 from .rollout_log import RolloutLog
-from .run_outputs import MetricsLog, save_sample_grid, write_adapter_card
+from .run_outputs import MetricsLog
+from .run_reporting import component_means, component_totals, step_line, training_summary
 from .step_plan import make_step_plan
+from .trainer_outputs import TrainerOutputs
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
 
@@ -61,7 +63,7 @@ def _has_accelerator() -> bool:
     return torch.cuda.is_available() or bool(mps and mps.is_available()) or bool(xpu and xpu.is_available())
 
 
-class FlowGRPOEditorTrainer:
+class FlowGRPOEditorTrainer(TrainerOutputs):
     """Train ``config.editor`` with ``config.reward`` (module docstring). ``reward`` / ``editor``: prebuilt
     objects instead of the config's specs (tests, Python use)."""
 
@@ -70,7 +72,8 @@ class FlowGRPOEditorTrainer:
         from accelerate import Accelerator
 
         self.config = config
-        trackers = {"none": None, "all": "all"}.get(config.report_to, config.report_to)
+        config.validate()  # before the Accelerator: its trackers and project folder come from the config
+        trackers = config.trackers()
         # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
         self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,
                                                       cpu=not _has_accelerator())
@@ -79,6 +82,8 @@ class FlowGRPOEditorTrainer:
 
     # ---------------------------------------------------------------------------------------------- setup
     def _setup(self):
+        """Check and load everything the run needs, then claim ``output_dir``: nothing is written there (and no
+        tracker started) before the inputs, the editor, the reward and a ``--push_to_hub`` have been checked."""
         from ...data.editing_inputs import read_editing_inputs
         from ...scoring.loading import resolve_dtype
         from .reward_specs import build_reward
@@ -91,14 +96,14 @@ class FlowGRPOEditorTrainer:
                 "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
         self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
         self.out = Path(cfg.output_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.resume_from = check_run_folder(self.out, cfg.identity(), resume=cfg.resume,
-                                            overwrite=cfg.overwrite_output_dir, is_main=False)
-        acc.wait_for_everyone()
-        if acc.is_main_process:
-            check_run_folder(self.out, cfg.identity(), resume=cfg.resume, overwrite=cfg.overwrite_output_dir,
-                             is_main=True)
-        acc.wait_for_everyone()
+        # read-only: refuse another run's folder (or an existing run without --resume / --overwrite) up front
+        self.resume_from, self.resuming = check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target,
+                                                           overwrite=cfg.overwrite_output_dir, is_main=False)
+        self.hub_repo = None
+        if cfg.push_to_hub:
+            from .hub_upload import check_run_push
+
+            self.hub_repo = check_run_push(cfg)
         self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
         self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
                                                   dtype=resolve_dtype(cfg.dtype, str(acc.device)),
@@ -114,14 +119,28 @@ class FlowGRPOEditorTrainer:
                 raise MIEScoreInputError(f"--reward {cfg.reward!r}: {error}") from None
         self.reward = self._reward
         self.reward_name = getattr(self.reward, "name", type(self.reward).__name__)
+        self._claim_output_dir()
         self._setup_policy()
         self.schedule = GroupSchedule(len(self.rows), cfg.groups_per_process, acc.num_processes, cfg.seed)
         self.metrics = MetricsLog(self.out / "metrics.jsonl", acc if acc.is_main_process else None)
         self.rollout_log = RolloutLog(self.out, cfg.save_rollouts_steps)
         self.grid_rows = self.rows[:cfg.sample_grid_groups]
-        if acc.is_main_process and cfg.report_to != "none":
+        if acc.is_main_process and cfg.trackers():
             acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.to_dict().items()
                                                            if isinstance(v, (int, float, str, bool))})
+
+    def _claim_output_dir(self) -> None:
+        """Create ``output_dir``; the main process writes ``run.json`` (the run's identity and how it samples) for
+        a fresh run, replacing an old run's outputs only with ``overwrite_output_dir``."""
+        from .run_record import sampling_record
+
+        cfg, acc = self.config, self.accelerator
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            self.out.mkdir(parents=True, exist_ok=True)
+            check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target, overwrite=cfg.overwrite_output_dir,
+                             is_main=True, record=sampling_record(cfg, self.editor))
+        acc.wait_for_everyone()
 
     def _setup_policy(self):
         from transformers import get_constant_schedule_with_warmup
@@ -192,10 +211,14 @@ class FlowGRPOEditorTrainer:
                 named[name].copy_(value.to(named[name].device, named[name].dtype))
 
     def _resume(self) -> int:
+        cfg, main = self.config, self.accelerator.is_main_process
         if self.resume_from is None:
-            if self.config.resume and self.accelerator.is_main_process:
+            if self.resuming and main:
                 truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
                 self.rollout_log.truncate(0)
+            if cfg.resume_target == "latest" and main:
+                logger.info("No checkpoint in %s: starting %s", self.out,
+                            "the run from step 0" if self.resuming else "a new run (nothing to resume there)")
             return 0
         optimizer = self.optimizer
         if self.sharded:
@@ -210,9 +233,13 @@ class FlowGRPOEditorTrainer:
             self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
                                       for n, p in zip(self._trainable_names(), self.params)]
             self.ema.optimization_step = state["ema"]["step"]
-        if self.accelerator.is_main_process:
+        self.accelerator.wait_for_everyone()  # every process has read the checkpoint before later ones go
+        if main:
             truncate_metrics(self.out / "metrics.jsonl", state["step"])
             self.rollout_log.truncate(state["step"])
+            dropped = drop_checkpoints_after(self.out, state["step"])
+            logger.info("Resuming from %s (step %d of %d)%s", self.resume_from.name, state["step"], cfg.max_steps,
+                        f"; dropped the later {', '.join(dropped)}" if dropped else "")
         return state["step"]
 
     # ---------------------------------------------------------------------------------------------- one step
@@ -321,11 +348,13 @@ class FlowGRPOEditorTrainer:
             self.ema.step(self.params)
         return stats
 
-    def _step_record(self, step, result, stats, seconds) -> dict:
+    def _step_record(self, step, result, stats, seconds, scores) -> dict:
         from accelerate.utils import gather_object
 
         acc = self.accelerator
         every = gather_object([stats]) if acc.num_processes > 1 else [stats]
+        totals = component_totals(scores)
+        components = component_means(gather_object([totals]) if acc.num_processes > 1 else [totals])
         total = {k: sum(s.get(k, 0.0) for s in every) for k in UPDATE_STAT_KEYS}
         n = total["count"] or float("nan")
         updated = [s for s in every if s.get("updates")]  # processes that ran an update: theirs are the means
@@ -339,84 +368,19 @@ class FlowGRPOEditorTrainer:
                   "policy_loss": total["policy_loss_sum"] / n, "loss": mean_over_updated("loss"),
                   "grad_norm": mean_over_updated("grad_norm"), "lr": self.lr_scheduler.get_last_lr()[0],
                   "zero_std_groups": result.zero_std_groups, "skipped_groups": result.skipped_groups,
-                  "reward_failures": result.failures}
+                  "reward_failures": result.failures, "reward_components": components}
         record.update({f"seconds_{k}": round(v, 4) for k, v in seconds.items()})
         return record
 
-    # ---------------------------------------------------------------------------------------------- outputs
-    def save_grid(self, step: int) -> Optional[Path]:
-        """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed). A sharded
-        transformer samples on every process (its forwards are collectives)."""
-        cfg, main = self.config, self.accelerator.is_main_process
-        if not self.grid_rows or not (main or self.sharded):
-            return None
-        rows = []
-        with torch.no_grad():
-            for k, row in enumerate(self.grid_rows):
-                sources = row.load_sources()
-                edits = self.editor(sources, row.instruction, num_images=cfg.sample_grid_images,
-                                    num_steps=cfg.num_inference_steps,
-                                    generator=torch.Generator("cpu").manual_seed(derived_seed(cfg.seed, "grid", k)))
-                rows.append((sources, edits))
-        if not main:
-            return None
-        return save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows)
-
-    def _checkpoint(self, step: int) -> None:
-        acc = self.accelerator
-        ema_state = None
-        if self.ema is not None:
-            ema_state = {"shadow": {n: p.detach().cpu()
-                                    for n, p in zip(self._trainable_names(), self.ema.shadow_params)},
-                         "step": self.ema.optimization_step}
-        optimizer = self.optimizer
-        if self.sharded:
-            from .policy_fsdp import full_optimizer_state
-
-            optimizer = full_optimizer_state(self.raw_model, self.optimizer)
-        save_checkpoint(self.out, step, trainable=self._trainable_state(), optimizer=optimizer,
-                        lr_scheduler=self.lr_scheduler, ema_state=ema_state, rank=acc.process_index,
-                        is_main=acc.is_main_process, barrier=acc.wait_for_everyone)
-
-    def save_adapter(self) -> Path:
-        """The trained LoRA (EMA weights when enabled) or, with ``finetuning: full``, the transformer (a diffusers
-        model folder ``transformer/``), and the card, in ``output_dir``."""
-        if self.ema is not None:
-            self.ema.store(self.params)
-            self.ema.copy_to(self.params)
-        try:
-            full = None
-            if self.sharded:
-                from .policy_fsdp import full_model_state, save_full_transformer
-
-                full = full_model_state(self.raw_model)  # every process gathers; the main one writes
-            if self.accelerator.is_main_process:
-                if full is not None:
-                    save_full_transformer(self.raw_model, full, self.out / "transformer")
-                elif self.config.finetuning == "lora":
-                    self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
-                elif hasattr(self.raw_model, "save_pretrained"):
-                    self.raw_model.save_pretrained(self.out / "transformer")
-                else:
-                    from safetensors.torch import save_file
-
-                    save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
-                              str(self.out / "transformer.safetensors"))
-                write_adapter_card(self.out, config=self.config, metrics=self.metrics.read(),
-                                   pipeline_class=getattr(self.editor, "pipeline_class", ""),
-                                   lora=lora_metadata(self.raw_model))
-        finally:
-            if self.ema is not None:
-                self.ema.restore(self.params)
-        self.accelerator.wait_for_everyone()
-        return self.out
-
     # ---------------------------------------------------------------------------------------------- loop
     def train(self) -> dict:
-        """Run (or resume) the training; returns ``{"step", "metrics"}``."""
+        """Run (or resume) the training; returns ``{"step", "metrics"}`` (and ``"hub_url"`` after a push)."""
         cfg, acc = self.config, self.accelerator
         self._setup()
         start = self._resume()
+        if acc.is_main_process:
+            logger.info("%s", training_summary(cfg, num_processes=acc.num_processes, num_requests=len(self.rows),
+                                               start_step=start))
         progress = None
         if cfg.progress and acc.is_main_process:
             from tqdm.auto import tqdm
@@ -426,31 +390,42 @@ class FlowGRPOEditorTrainer:
             self.save_grid(0)
         with RewardWorker(self.reward) as worker:
             for step in range(start + 1, cfg.max_steps + 1):
-                began = time.perf_counter()
-                rows, rollouts, scores, seconds = self._sample_and_score(step, worker)
-                result, advantages = self._advantages(rollouts, scores, step)
-                if self.rollout_log.due(step):
-                    self._log_rollouts(step, rows, rollouts, scores, advantages)
-                update_began = time.perf_counter()
-                stats = self._update(rollouts, advantages, step)
-                seconds["update"] = time.perf_counter() - update_began
-                if cfg.sample_grid_steps and step % cfg.sample_grid_steps == 0:
-                    self.save_grid(step)
-                seconds["step"] = time.perf_counter() - began
-                record = self._step_record(step, result, stats, seconds)
-                if acc.is_main_process:
-                    self.metrics.write(record)
+                record = self._train_step(step, worker)
                 if progress is not None:
                     progress.update(1)
                     shown = {"reward": f"{record['reward_mean']:.4f}"}
                     if record["kl"] is not None:  # beta 0: no KL is computed
                         shown["kl"] = f"{record['kl']:.2e}"
                     progress.set_postfix(shown)
+                elif acc.is_main_process:
+                    logger.info("%s", step_line(record, cfg.max_steps))
                 if step % cfg.save_steps == 0 or step == cfg.max_steps:
                     self._checkpoint(step)
         if progress is not None:
             progress.close()
         self.save_adapter()
-        if cfg.report_to != "none":
+        result = {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}
+        if self.hub_repo:
+            result["hub_url"] = self.push_to_hub()
+        if cfg.trackers():
             acc.end_training()
-        return {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}
+        return result
+
+    def _train_step(self, step: int, worker: RewardWorker) -> dict:
+        """One step (module docstring): rollouts, rewards, advantages, update, grid; its ``metrics.jsonl`` record."""
+        cfg = self.config
+        began = time.perf_counter()
+        rows, rollouts, scores, seconds = self._sample_and_score(step, worker)
+        result, advantages = self._advantages(rollouts, scores, step)
+        if self.rollout_log.due(step):
+            self._log_rollouts(step, rows, rollouts, scores, advantages)
+        update_began = time.perf_counter()
+        stats = self._update(rollouts, advantages, step)
+        seconds["update"] = time.perf_counter() - update_began
+        if cfg.sample_grid_steps and step % cfg.sample_grid_steps == 0:
+            self.save_grid(step)
+        seconds["step"] = time.perf_counter() - began
+        record = self._step_record(step, result, stats, seconds, scores)
+        if self.accelerator.is_main_process:
+            self.metrics.write(record)
+        return record

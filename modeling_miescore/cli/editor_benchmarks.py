@@ -104,8 +104,14 @@ def register(kinds) -> None:
                                            "baseline, CIs and paired tests, per-category tables and the largest gains "
                                            "and losses as pictures.")
     editors.add_argument("--runs", nargs="+", required=True, metavar="NAME=DIR[,DIR]",
-                         help="report folders of 'benchmark gedit' / 'imgedit' per run; the first is the baseline")
-    editors.add_argument("--baseline", help="the run every Δ is against (default: the first)")
+                         help="report folders of 'benchmark gedit' / 'imgedit' per run; the first is the baseline. A "
+                              "run of 'miescore edit --select' edits compares its first sample, the selected one "
+                              "and the judge's own best of N")
+    editors.add_argument("--baseline", help="the run every Δ is against (default: the first; a run of "
+                                            "'miescore edit --select' edits: its first sample)")
+    editors.add_argument("--by", choices=["miescore", "spatialreward"], default=None,
+                         help="compare the scores of this reward model (the runs' --judge KIND:CKPT) instead of the "
+                              "MLLM judge's (e.g. runs judged offline by reward models only)")
     editors.add_argument("--out", required=True, metavar="DIR", help="output folder for the comparison report")
     editors.add_argument("--grid-size", type=number_arg(int, minimum=0), default=4,
                          help="pictures of the largest gains and of the largest losses per run (default 4)")
@@ -181,7 +187,8 @@ def cmd_editors(args) -> int:
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
-    report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size)
+    report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size,
+                             by=args.by)
     report["plots"] = {} if args.no_plots else comparison_plots(report, out)
     write_report(out, report)
     return finish_run(f"compared {len(report['runs'])} runs against {report['baseline']}; report: "

@@ -52,7 +52,8 @@ def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings, names: 
 
 
 def reward_judge_summary(kind, reward_rows, judge_rows, benchmark: EditorBenchmark,
-                         bootstrap: BootstrapSettings, order: list, expected: Optional[dict] = None) -> dict:
+                         bootstrap: BootstrapSettings, order: list, expected: Optional[dict] = None,
+                         sources: Optional[dict] = None) -> dict:
     """The reward model's per-category means (a :func:`~.scores.benchmark_results` with its scores), its per-key
     values (``per_row``, what ``miescore benchmark editors --by KIND`` compares) and, where the MLLM judge ran too,
     the Spearman correlation of its overall with the judge's overall over the rows both judged, overall and per
@@ -61,7 +62,7 @@ def reward_judge_summary(kind, reward_rows, judge_rows, benchmark: EditorBenchma
     out: Dict[str, Any] = {"kind": kind.name, "scores": list(kind.scores), "labels": kind.labels,
                            "scale": kind.scale,
                            "results": benchmark_results(reward_rows, view, bootstrap, order, expected),
-                           "per_row": row_records(reward_rows)}
+                           "per_row": row_records(reward_rows, sources)}
     if judge_rows is None or judge_rows.empty or reward_rows.empty:
         return out
     both = reward_rows.merge(judge_rows[["row", benchmark.overall]], on="row", suffixes=("", "_judge"))

@@ -110,7 +110,9 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
     shape = _RunShape(mode="best" if options.best_of_n else "selected" if resolved.selector else "mean",
                       order=sorted(set(rows.frame["category"])), selector=resolved.selector,
                       expected={language: sorted(set(part["category"]))
-                                for language, part in selected.groupby("language")})
+                                for language, part in selected.groupby("language")},
+                      sources={row: [p if Path(p).is_absolute() else f"inputs/{p}" for p in paths]
+                               for row, paths in sources.items()})
     with MetricNotes() as notes:
         samples = sample_frame(selected, resolved, read_records(out / "judgements.jsonl") if judge_name else {},
                                benchmark, rows.flags)
@@ -125,12 +127,10 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
             samples=samples, rows=judge_rows if judge_rows is not None else samples.iloc[0:0],
             missing=resolved.missing, outside_selection=resolved.outside_selection, prompts=prompts,
             bootstrap=options.bootstrap, reward=reward, judge_ran=judge_name is not None, order=shape.order,
-            expected=shape.expected,
-            sources={row: [p if Path(p).is_absolute() else f"inputs/{p}" for p in paths]
-                     for row, paths in sources.items()})
+            expected=shape.expected, sources=shape.sources)
         if resolved.selector and judge_name:
             report["selection"] = {"selector": resolved.selector, "views": selection_views(
-                samples, benchmark, options.bootstrap, shape.order, shape.expected)}
+                samples, benchmark, options.bootstrap, shape.order, shape.expected, shape.sources)}
     report["notes"] = notes.lines
     report["plots"] = editor_plots(report, out) if options.plots else {}
     write_report(out, report)
@@ -146,6 +146,7 @@ class _RunShape:
     order: list
     expected: dict
     selector: Optional[str] = None
+    sources: dict = field(default_factory=dict)
 
 
 def _mllm_judge(benchmark, options: EditorRunOptions, settings, inputs: Path, out: Path, info: dict, prompts,
@@ -175,13 +176,13 @@ def _reward_judge(benchmark, kind, ckpt: str, options: EditorRunOptions, shape: 
     view = reward_view(benchmark, kind)
     reward_samples = sample_frame(selected, resolved, read_records(output), view, rows.flags)
     summary = reward_judge_summary(kind, row_frame(reward_samples, view, shape.mode), judge_rows, benchmark,
-                                   options.bootstrap, shape.order, shape.expected)
+                                   options.bootstrap, shape.order, shape.expected, shape.sources)
     summary["counts"] = {"scored": int((reward_samples["judged"] & ~reward_samples["failed"]).sum()),
                          "flagged": int((reward_samples["judged"] & reward_samples["failed"]).sum()),
                          "not_scored": int((~reward_samples["judged"]).sum())}
     if shape.selector:
         summary["selection"] = {"selector": shape.selector, "views": selection_views(
-            reward_samples, view, options.bootstrap, shape.order, shape.expected)}
+            reward_samples, view, options.bootstrap, shape.order, shape.expected, shape.sources)}
     return name, summary
 
 

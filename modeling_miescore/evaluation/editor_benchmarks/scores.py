@@ -216,12 +216,13 @@ def row_records(frame, sources: dict | None = None) -> list[dict]:
 
 
 def selection_views(samples, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | None = None,
-                    categories_order: list | None = None, expected: dict | None = None) -> dict:
+                    categories_order: list | None = None, expected: dict | None = None,
+                    sources: dict | None = None) -> dict:
     """``{view: {"what", "results", "per_row"}}`` for :data:`SELECTION_VIEWS` of a :func:`sample_frame` whose
     edits carry a reward's selection (``miescore edit --select``)."""
     out = {}
     for view, (mode, what) in SELECTION_VIEWS.items():
         rows = row_frame(samples, benchmark, mode)
         out[view] = {"what": what, "results": benchmark_results(rows, benchmark, bootstrap, categories_order, expected),
-                     "per_row": row_records(rows)}
+                     "per_row": row_records(rows, sources)}
     return out

@@ -25,7 +25,7 @@ import dataclasses
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import finish_run, number_arg
+from .main import finish_run, number_arg, quiet_transformers
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 
 __all__ = ["PARENT_COMMAND", "register"]
@@ -81,6 +81,9 @@ def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--label", default=None, metavar="TEXT",
+                        help="a line shown at the top of the report and of the closing summary (e.g. 'random "
+                             "weights')")
     parser.add_argument("--bootstrap", type=number_arg(int, minimum=0), default=1000, metavar="N",
                         help="bootstrap resamples of keys for the CIs; 0 = none (default: %(default)s)")
     parser.add_argument("--level", type=number_arg(float, minimum=0.0, maximum=1.0, exclusive=True), default=0.95,
@@ -118,6 +121,16 @@ def register(kinds) -> None:
     _report_arguments(editors)
     editors.add_argument("--no-progress", action="store_true", help="hide progress bars")
     editors.set_defaults(func=cmd_editors)
+    demo = kinds.add_parser("editors-demo", help="the editor benchmarks end to end offline, on random weights",
+                            description="Tiny GEdit-Bench and ImgEdit-Bench fixtures, edited by a tiny editor (or a "
+                                        "trained run against its base editor), judged by a tiny random MIEScore, "
+                                        "compared: the whole path with nothing downloaded. The numbers mean nothing.")
+    demo.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for everything it makes")
+    demo.add_argument("--lora", default=None, metavar="RUN", help="a training run (trainers/flow_grpo_editor.py): "
+                      "compare its adapter with its base editor (default: a tiny Flux2-Klein's first sample, the "
+                      "one a reward selected of two, and the judge's best of two)")
+    demo.add_argument("--device", default="cpu", help="where the tiny models run (default: cpu)")
+    demo.set_defaults(func=cmd_editors_demo, extra="rl")
 
 
 def _bootstrap(args):
@@ -141,6 +154,7 @@ def request_settings(args, benchmark):
 def cmd_editor_benchmark(args) -> int:
     from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
     from ..evaluation.editor_benchmarks.protocols import editor_benchmark
+    from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
 
     benchmark = editor_benchmark(args.kind)
     if getattr(args, "no_rounding", False):
@@ -161,22 +175,32 @@ def cmd_editor_benchmark(args) -> int:
                                request=request_settings(args, benchmark), reward_judges=args.judge,
                                best_of_n=args.best_of_n, device=args.device, dtype=args.dtype,
                                batch_size=args.batch_size, bootstrap=_bootstrap(args), plots=not args.no_plots,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, label=args.label)
     report, unfinished = evaluate_editor(benchmark, args.dataset, args.edits, out, languages=args.language,
                                          categories=args.category, options=options)
     counts = report["counts"]
-    headline = []
-    for language, subsets in report["results"].items():
+    headline = _headline(report["results"], benchmark.labels, benchmark.overall)
+    for name, view in report["reward_judges"].items():  # the reward models' overall too (the only one offline)
+        headline += _headline(view["results"], view["labels"], REWARD_JUDGES[view["kind"]].overall, f"{name} ")
+    judged = (f"{counts['rows_evaluated']} keys evaluated ({counts['missing_edits']} without an edit, "
+              f"{counts['flagged']} flagged judgements)" if report["results"] else
+              f"{counts['edits']} edits scored by reward models ({counts['missing_edits']} keys without an edit)")
+    return finish_run(
+        f"{args.label + ': ' if args.label else ''}{benchmark.title}: {judged}"
+        f"{'; ' + ', '.join(headline) if headline else ''}; report: '{Path(out) / 'report.md'}'",
+        "; ".join(unfinished) + "; rerun the same command to retry them" if unfinished else None)
+
+
+def _headline(results: dict, labels: dict, overall: str, prefix: str = "") -> list:
+    """``"O (en) = 5.477"`` per language of a report's results (not computable: says why)."""
+    out = []
+    for language, subsets in results.items():
         full = subsets["full"]
-        value = full[benchmark.overall]["value"]
+        value = full[overall]["value"]
         shown = (f"not computable ({full['not_computable']})" if full.get("not_computable") else
                  "n/a" if value is None else f"{value:.3f}")
-        headline.append(f"{benchmark.labels[benchmark.overall]} ({language}) = {shown}")
-    return finish_run(
-        f"{benchmark.title}: {counts['rows_evaluated']} keys evaluated ({counts['missing_edits']} without an edit, "
-        f"{counts['flagged']} flagged judgements){'; ' + ', '.join(headline) if headline else ''}; report: "
-        f"'{Path(out) / 'report.md'}'",
-        "; ".join(unfinished) + "; rerun the same command to retry them" if unfinished else None)
+        out.append(f"{prefix}{labels[overall]} ({language}) = {shown}")
+    return out
 
 
 def cmd_editors(args) -> int:
@@ -189,7 +213,20 @@ def cmd_editors(args) -> int:
         raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
     report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size,
                              by=args.by)
+    report["label"] = args.label
     report["plots"] = {} if args.no_plots else comparison_plots(report, out)
     write_report(out, report)
-    return finish_run(f"compared {len(report['runs'])} runs against {report['baseline']}; report: "
+    return finish_run(f"{args.label + ': ' if args.label else ''}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")
+
+
+def cmd_editors_demo(args) -> int:
+    from ..evaluation.editor_benchmarks.offline_demo import DEMO_LABEL, run_offline_demo
+    from diffusers.utils import logging as diffusers_logging
+
+    quiet_transformers()  # the tiny checkpoints' save and load bars
+    diffusers_logging.disable_progress_bar()
+
+    result = run_offline_demo(args.out, lora=args.lora, device=args.device)
+    return finish_run(f"\n{DEMO_LABEL}.\n{len(result['commands'])} commands ran (printed above); the comparison: "
+                      f"'{result['comparison'] / 'report.md'}'")

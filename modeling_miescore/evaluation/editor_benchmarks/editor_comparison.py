@@ -29,7 +29,7 @@ from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUM
 from .comparison_grid import draw_case, gain_loss_cases
 from .editor_report import NOT_COMPARABLE
 from .protocols import EDITOR_BENCHMARKS
-from .scores import summarize
+from .scores import MetricNotes, summarize
 
 __all__ = ["VIEW_NAMES", "compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "report_columns",
            "sign_flip_p_value", "table3_columns"]
@@ -208,6 +208,17 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
     if baseline not in entries:
         raise BenchmarkInputError(f"--baseline {baseline!r} is not one of the runs ({', '.join(entries)})")
     make_output_folder(out_dir, "out_dir: ")  # once the runs are known to be usable
+    with MetricNotes() as notes:
+        report = _compare(entries, baseline, bootstrap, grid_size, out_dir)
+    return {**report, "by": by, "selectors": _selectors(loaded, by),
+            "published": SPATIALREWARD_TABLE3 if by is None else {}, "notes": notes.lines,
+            "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
+            "meta": {"bootstrap": bootstrap.describe("keys")}}
+
+
+def _compare(entries: Dict[str, Dict[str, _Entry]], baseline: str, bootstrap: BootstrapSettings, grid_size: int,
+             out_dir) -> dict:
+    """Every cell of the comparison: summaries, Δ with paired CIs and p-values, per-category values, pictures."""
     table: Dict[str, dict] = {}
     per_category: Dict[str, dict] = {}
     cases: Dict[str, dict] = {}
@@ -231,13 +242,10 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
                 per_category.setdefault(kind, {})[name] = {c: v[entry.benchmark.overall]["value"]
                                                            for c, v in summary["by_category"].items()}
     return {"benchmark": "editors", "baseline": baseline, "runs": list(entries), "table3": table,
-            "per_category": per_category, "cases": cases, "by": by, "selectors": _selectors(loaded, by),
+            "per_category": per_category, "cases": cases,
             "scores": {kind: {"scores": list(e.benchmark.scores), "labels": e.benchmark.labels,
                               "overall": e.benchmark.overall}
-                       for kinds in entries.values() for kind, e in kinds.items()},
-            "published": SPATIALREWARD_TABLE3 if by is None else {},
-            "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
-            "meta": {"bootstrap": bootstrap.describe("keys")}}
+                       for kinds in entries.values() for kind, e in kinds.items()}}
 
 
 def _printed_delta(summary: dict, base_summary: dict, overall: str) -> dict:
@@ -359,6 +367,8 @@ def comparison_markdown(report: dict) -> str:
     own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
     columns = report_columns(report)
     out = ["# Editor comparison (SpatialReward paper, Table 3 layout)", ""]
+    if report.get("label"):
+        out += [f"> **{report['label']}**", ""]
     if own and not report.get("by"):
         out += [f"> **† {NOT_COMPARABLE.capitalize()}:** {', '.join(own)} were judged with our own prompts.", ""]
     if report.get("by"):

@@ -181,6 +181,8 @@ def editor_markdown(report: dict) -> str:
     benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
     counts = report["counts"]
     out = [f"# {benchmark.title} editor evaluation report", ""]
+    if report.get("label"):
+        out += [f"> **{report['label']}**", ""]
     if report.get("comparable") is False:
         out += [f"> **{NOT_COMPARABLE.capitalize()}.** The judge used our own wording of the protocol; pass the "
                 f"benchmark's own prompt file with --prompts ({benchmark.prompts_expected}) for numbers comparable "

@@ -35,7 +35,7 @@ class EditorRunOptions:
     prompts), name and ``request`` settings (a :class:`~modeling_miescore.data.converters.schema.
     JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
     ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
-    bootstrap; plots."""
+    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights")."""
 
     calls: object = None
     spec: object = None
@@ -50,6 +50,7 @@ class EditorRunOptions:
     bootstrap: BootstrapSettings = field(default_factory=BootstrapSettings)
     plots: bool = True
     progress: bool = True
+    label: Optional[str] = None
 
 
 def load_prompts(benchmark: EditorBenchmark, path: Optional[str], categories: Sequence[str]):
@@ -132,6 +133,7 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
             report["selection"] = {"selector": resolved.selector, "views": selection_views(
                 samples, benchmark, options.bootstrap, shape.order, shape.expected, shape.sources)}
     report["notes"] = notes.lines
+    report["label"] = options.label
     report["plots"] = editor_plots(report, out) if options.plots else {}
     write_report(out, report)
     return report, unfinished

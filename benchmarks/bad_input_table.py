@@ -40,6 +40,20 @@ its own table; ``--only-endpoints`` runs that corpus alone. Its "before" is comm
     cp modeling_miescore/testing/{bad_input_corpus,bad_endpoint_corpus}.py ../before-22/modeling_miescore/testing/
     (cd ../before-22 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --only-endpoints \
         --timeout 30 --details)
+
+The ``editor-benchmarks`` group (issues 31 and 33; ``testing.bad_input_editor_benchmarks``) is in both corpora:
+``convert-benchmark gedit-bench`` / ``imgedit-bench`` with NUL bytes, chat-control tokens and 10,000-character
+instructions and ImgEdit's current release (the bad-input table), and ``benchmark gedit`` / ``imgedit`` against the
+bad server with nested answers, non-integer scores, ``?key=`` in the judge URL and ImgEdit's released
+``prompts.json`` keys (the ``--endpoints`` table). Its "before" is commit 45cc0d1 (main before issue 33's editor
+benchmark work), with the group's module copied along::
+
+    mkdir ../before-33 && git archive 45cc0d1 | tar -x -C ../before-33
+    cp modeling_miescore/testing/bad_input_editor_benchmarks.py ../before-33/modeling_miescore/testing/
+    (cd ../before-33 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --endpoints --details)
+
+(the "before" checkout's corpus lists do not include the group: run its cases through
+``editor_benchmark_cases()`` / ``editor_benchmark_endpoint_cases(local_http)`` as this checkout's lists do.)
 """
 
 from __future__ import annotations

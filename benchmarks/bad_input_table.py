@@ -50,10 +50,10 @@ benchmark work), with the group's module copied along::
 
     mkdir ../before-33 && git archive 45cc0d1 | tar -x -C ../before-33
     cp modeling_miescore/testing/bad_input_editor_benchmarks.py ../before-33/modeling_miescore/testing/
-    (cd ../before-33 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --endpoints --details)
+    (cd ../before-33 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --editor-benchmarks --details)
 
-(the "before" checkout's corpus lists do not include the group: run its cases through
-``editor_benchmark_cases()`` / ``editor_benchmark_endpoint_cases(local_http)`` as this checkout's lists do.)
+(``--editor-benchmarks`` runs that group alone, in both corpora, from its own module, so it needs nothing else of
+this checkout; about a minute.)
 """
 
 from __future__ import annotations
@@ -89,6 +89,34 @@ def run_corpus(workdir: Path, timeout: float) -> list:
     return outcomes
 
 
+def run_editor_benchmark_group(workdir: Path, timeout: float) -> tuple[list, list]:
+    """The ``editor-benchmarks`` cases of both corpora: ``(bad-input outcomes, bad-endpoint outcomes)``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import local_http
+
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing.bad_endpoint_corpus import EndpointCorpus
+    from modeling_miescore.testing.bad_input_corpus import Corpus, build_corpus_checkpoint
+    from modeling_miescore.testing.bad_input_editor_benchmarks import (editor_benchmark_cases,
+                                                                        editor_benchmark_endpoint_cases)
+
+    checkpoint = build_corpus_checkpoint(workdir / "tiny-miescore")
+    corpus = Corpus(workdir / "corpus", load_scorer(str(checkpoint), device="cpu", dtype="float32"), checkpoint,
+                    timeout=timeout)
+    endpoints = EndpointCorpus(workdir / "endpoint-corpus", local_http, timeout=timeout)
+    results: tuple[list, list] = ([], [])
+    try:
+        for outcomes, runner, cases in ((results[0], corpus, editor_benchmark_cases()),
+                                        (results[1], endpoints, editor_benchmark_endpoint_cases(local_http))):
+            for case in cases:
+                outcome = runner.run(case)
+                outcomes.append(outcome)
+                print(outcome.describe(), file=sys.stderr, flush=True)
+    finally:
+        corpus.close()
+    return results
+
+
 def run_endpoint_corpus(workdir: Path, timeout: float) -> list:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     import local_http
@@ -121,12 +149,21 @@ def main(argv=None) -> int:
     parser.add_argument("--details", action="store_true", help="list every case that is not clean")
     parser.add_argument("--endpoints", action="store_true", help="also run the bad-endpoint corpus (issue 22)")
     parser.add_argument("--only-endpoints", action="store_true", help="run the bad-endpoint corpus alone")
+    parser.add_argument("--editor-benchmarks", action="store_true",
+                        help="run the editor-benchmarks group of both corpora alone (issues 31 and 33)")
     args = parser.parse_args(argv)
 
     from modeling_miescore.testing.bad_input_corpus import summary_table
 
     with tempfile.TemporaryDirectory(prefix="bad-inputs-") as tmp:
         workdir = Path(args.workdir or tmp)
+        if args.editor_benchmarks:
+            from modeling_miescore.testing.bad_endpoint_corpus import endpoint_table
+
+            local, remote = run_editor_benchmark_group(workdir, args.timeout)
+            _print(summary_table(local, entries=()), local, args.details)
+            _print(endpoint_table(remote), remote, args.details)
+            return 0
         if not args.only_endpoints:
             outcomes = run_corpus(workdir, args.timeout)
             _print(summary_table(outcomes), outcomes, args.details)

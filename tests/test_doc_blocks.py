@@ -145,12 +145,19 @@ def run_block(block: DocBlock, work: Path, request, capsys, statuses=(0,)) -> li
 
 
 def run_in_bash(block: DocBlock, work: Path, request, timeout: float = 1200) -> subprocess.CompletedProcess:
-    """Run ``block`` (placeholders replaced) as written through ``bash -e`` in ``work``; it must exit 0."""
+    """Run ``block`` (placeholders replaced) as written through ``bash -e`` in ``work``; it must exit 0.
+
+    The docs' commands run from the repository root (``python trainers/...``): ``work`` gets links to the
+    checkout's ``trainers/`` and ``dataset_scripts/``, so what a block writes (``runs/``) stays in ``work``."""
+    for folder in ("trainers", "dataset_scripts"):
+        if not (work / folder).exists():
+            (work / folder).symlink_to(ROOT / folder, target_is_directory=True)
     text = substitute(block.text, placeholders(request))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=work, env=env, capture_output=True,
                           text=True, timeout=timeout)
-    assert done.returncode == 0, f"{block.where} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (f"{block.where} exited {done.returncode}:\n{done.stdout[-2000:]}\n"
+                                  f"{done.stderr[-4000:]}")
     return done
 
 
@@ -436,6 +443,19 @@ def run_cli_synopsis(block, work, request, capsys):
     leaves = {path for path in parsers if path and not any(p[:-1] == path for p in parsers)}
     missing = sorted(" ".join(p) for p in leaves - named)
     assert not problems and not missing, (problems, f"commands the reference does not name: {missing}")
+
+
+def test_the_synopsis_check_finds_a_missing_command_and_a_wrong_option(request, capsys):
+    (block,) = [b for b in all_blocks() if b.marker == ("doc-test", "cli-synopsis")]
+    without_doctor = DocBlock(block.page, block.line, block.info,
+                              "".join(line + "\n" for line in block.text.splitlines() if "miescore doctor" not in line),
+                              block.marker)
+    with pytest.raises(AssertionError, match="does not name: \\['doctor'\\]"):
+        run_cli_synopsis(without_doctor, None, request, capsys)
+    wrong = DocBlock(block.page, block.line, block.info, block.text.replace("--max-batch", "--max-batches"),
+                     block.marker)
+    with pytest.raises(AssertionError, match="miescore serve has no option --max-batches"):
+        run_cli_synopsis(wrong, None, request, capsys)
 
 
 @runs("python-api")

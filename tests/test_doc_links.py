@@ -31,8 +31,8 @@ def test_every_link_of_the_readme_and_docs_resolves():
 def test_a_broken_file_link_and_a_broken_anchor_are_reported(tmp_path):
     page = tmp_path / "page.md"
     (tmp_path / "other.md").write_text("# Other page\n\n## A `code` heading: with punctuation\n\ntext\n")
-    page.write_text("# Page\n\n[ok](other.md#a-code-heading-with-punctuation) [self](#page) [web](https://example.org/x)"
-                    " [gone](missing.md) [bad anchor](other.md#nope)\n")
+    page.write_text("# Page\n\n[ok](other.md#a-code-heading-with-punctuation) [self](#page) "
+                    "[web](https://example.org/x) [gone](missing.md) [bad anchor](other.md#nope)\n")
     found = broken_links(page)
     assert len(found) == 2 and found[0].startswith("missing.md") and found[1].startswith("other.md#nope"), found
 

@@ -62,8 +62,7 @@ def test_a_constant_side_of_a_correlation_is_named_without_mos(gedit, tmp_path, 
 
 
 def test_a_chart_title_promises_error_bars_only_where_it_draws_them(gedit, tmp_path, monkeypatch):
-    from modeling_miescore.evaluation import plots
-    from modeling_miescore.evaluation.editor_benchmarks.editor_report import editor_plots
+    from modeling_miescore.evaluation.editor_benchmarks import editor_report
 
     dataset, edits, truth = gedit
     out = tmp_path / "out"
@@ -73,11 +72,11 @@ def test_a_chart_title_promises_error_bars_only_where_it_draws_them(gedit, tmp_p
                      "--bootstrap", "50", "--no-plots"]) == 0
     report = json.loads((out / "report.json").read_text())
     figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, folder, name: figures.append(fig) or f"plots/{name}.png")
+    monkeypatch.setattr(editor_report, "save_figure", lambda fig, folder, name: figures.append(fig) or f"plots/{name}.png")
 
     def title_and_bars(rep):
         figures.clear()
-        editor_plots(rep, tmp_path)
+        editor_report.editor_plots(rep, tmp_path)
         import numpy as np
         from matplotlib.container import ErrorbarContainer
 
@@ -87,11 +86,11 @@ def test_a_chart_title_promises_error_bars_only_where_it_draws_them(gedit, tmp_p
         return fig._suptitle.get_text(), sum(bool(len(segment)) and bool(np.isfinite(segment).all()) for segment in segments)
 
     title, bars = title_and_bars(report)  # 2, 2 and 1 keys per task type: none can have a CI
-    assert bars == 0 and "no error bars: every category has fewer than 10 keys" in title
+    assert bars == 0 and "no error bars: every bar has fewer than 10 resampling units" in title
     cell = report["results"]["en"]["full"]["by_category"]["subject-add"]["o"]
     cell["ci"] = [cell["value"] - 0.5, cell["value"] + 0.5]  # one category with an interval
     title, bars = title_and_bars(report)
-    assert bars == 1 and "error bars: 95% bootstrap CI; none on 2 bar(s) of fewer than 10 keys" in title
+    assert bars == 1 and "error bars: 95% bootstrap CI; none on 2 bar(s) of fewer than 10 units" in title
 
 
 def test_editors_demo_refuses_a_used_folder_and_a_folder_that_is_no_run(tmp_path, capsys):

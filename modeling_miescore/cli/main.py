@@ -30,7 +30,9 @@ EXIT_PARTIAL = 1
 # Subcommands that live in their own modules: each module defines `register(subparsers)`, which adds its
 # parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise MIEScoreInputError for user errors.
 # A command with subcommands of its own returns their `add_subparsers()` action from `register`; a module
-# adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it.
+# adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it: its `register` runs
+# when that command is first parsed (or its help shown), so `miescore --help` imports no registry (the
+# converters behind `benchmark gedit` / `imgedit` and `convert-benchmark NAME`, the dataset builders).
 COMMAND_MODULES: tuple[str, ...] = (
     "score",
     "serve",
@@ -120,14 +122,20 @@ def add_model_args(parser: argparse.ArgumentParser, required: bool = True) -> No
 
 
 class CommandParser(argparse.ArgumentParser):
-    """The parser of ``miescore`` and of each of its commands: options can be added when it first parses or shows
-    its help (:func:`defer_options`), so that a command whose options need a slow import (``serve``: pydantic,
-    about 0.4 s) costs the other commands nothing."""
+    """The parser of ``miescore`` and of each of its commands: options and subcommands can be added when it first
+    parses or shows its help (:func:`defer_options`), so that a command whose options need a slow import
+    (``serve``: pydantic, about 0.4 s) or a registry (``convert-benchmark``: every converter module) costs the other
+    commands nothing. Its subparsers action knows its parser (``owner``), for subcommands added under it later."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)  # every command's parser too (add_parser builds this class)
         super().__init__(*args, **kwargs)
         self.deferred_options = []
+
+    def add_subparsers(self, **kwargs):
+        action = super().add_subparsers(**kwargs)
+        action.owner = self
+        return action
 
     def _add_deferred_options(self) -> None:
         while self.deferred_options:
@@ -179,7 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
         if parent is not None and parent not in opened:
             raise RuntimeError(f"cli.{module_name} adds subcommands to '{parent}', which is not listed before it in "
                                "COMMAND_MODULES or returns no subparsers from register()")
-        action = module.register(opened[parent] if parent is not None else sub)
+        if parent is not None:  # subcommands of a command: added when that command is parsed
+            defer_options(opened[parent].owner, lambda _, register=module.register, kinds=opened[parent]:
+                          register(kinds))
+            continue
+        action = module.register(sub)
         if action is not None:
             opened[module_name] = action
     return parser

@@ -192,8 +192,10 @@ class EditorBenchmark:
     ``round_to``: decimals the released scripts round the per-image and per-category means to (None: no rounding);
     ``subsets``: report subsets besides the full set (``name`` -> the subset flag column); ``comparison_language``:
     the instruction language the editor comparison reads (Table 3: GEdit-EN); ``request``: how the released judge
-    script sends its requests (:class:`JudgeRequestSettings`, the defaults of the run). ``dataset`` and ``title`` are the
-    converted benchmark's (filled in from the :class:`BenchmarkSpec` that declares this protocol).
+    script sends its requests (:class:`JudgeRequestSettings`, the defaults of the run); ``report``: the Markdown
+    renderer of one editor's run (``module:function``, relative to :data:`EDITOR_JUDGES_PACKAGE`), what
+    ``report.md`` of a ``miescore benchmark <name>`` run is rendered by. ``dataset`` and ``title`` are the converted
+    benchmark's (filled in from the :class:`BenchmarkSpec` that declares this protocol).
     """
 
     name: str
@@ -211,6 +213,7 @@ class EditorBenchmark:
     comparison_language: str = "en"
     overall_note: str = ""
     request: JudgeRequestSettings | None = None
+    report: str = ".editor_report:editor_markdown"
     dataset: str = ""
     title: str = ""
 
@@ -219,6 +222,12 @@ class EditorBenchmark:
         from ...utils.lazy_registry import import_attribute
 
         return import_attribute(self.judge, EDITOR_JUDGES_PACKAGE)
+
+    def report_renderer(self):
+        """The function rendering ``report.md`` of one editor's run on this benchmark (imported on first use)."""
+        from ...utils.lazy_registry import import_attribute
+
+        return import_attribute(self.report, EDITOR_JUDGES_PACKAGE)
 
 
 @dataclass(frozen=True)

@@ -537,8 +537,15 @@ def run_serve(block, work, request, capsys):
 @runs("editor-rl-tiny", slow=True)
 def run_editor_rl_tiny(block, work, request, capsys):
     run_in_bash(block, work, request)
-    metrics = Path("/tmp/miescore-flow-grpo-tiny/metrics.jsonl").read_text().splitlines()
+    metrics = (work / "runs/flow-grpo-tiny/metrics.jsonl").read_text().splitlines()  # under the working folder
     assert len(metrics) == 30, len(metrics)
+
+
+@runs("editor-rl-tiny-edit", slow=True)
+def run_editor_rl_tiny_edit(block, work, request, capsys):
+    run_in_bash(block, work, request)  # train, then edit with the run and score the edits: no option copied
+    assert len((work / "runs/flow-grpo-tiny/metrics.jsonl").read_text().splitlines()) == 30
+    assert len((work / "preds.jsonl").read_text().splitlines()) == 4
 
 
 @runs("train-miescore-tiny", slow=True)

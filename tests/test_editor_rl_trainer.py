@@ -37,8 +37,8 @@ def test_it_learns_a_reachable_reward_and_writes_its_outputs(toy_editor_path, ed
     assert len(lines) == 8 and METRIC_KEYS <= set(lines[0])
     assert lines[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-3) and lines[0]["kl"] >= 0
     assert lines[-1]["kl"] > 0 and lines[0]["seconds_rollout"] > 0 and lines[0]["reward_failures"] == 0
-    assert sorted(p.name for p in (out / "samples").iterdir()) == ["step-000000.png", "step-000004.png",
-                                                                  "step-000008.png"]
+    assert sorted(p.name for p in (out / "samples").iterdir()) == ["example-source-0.png", "step-000000.png",
+                                                                  "step-000004.png", "step-000008.png"]
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-6", "checkpoint-8"]
     card = (out / "README.md").read_text()
     assert "library_name: diffusers" in card and "mean_redness" in card and "| `beta` | `0.01` |" in card

@@ -69,29 +69,33 @@ TINY_INPUTS = (("build_tiny_editor", "model_name_or_path", "a tiny random editor
 def prepare_tiny_inputs(script: ScriptArguments, config: FlowGRPOConfig, given=frozenset()) -> None:
     """The offline inputs of the tiny CPU config (nothing is downloaded). A build flag builds its path when that
     path does not exist, unless the path was typed on the command line (``given``) and the flag was not: a
-    mistyped ``--dataset`` / ``--model_name_or_path`` is one error naming it, and nothing is written there."""
+    mistyped ``--dataset`` / ``--model_name_or_path`` is one error naming it, and nothing is written anywhere
+    (every path is checked before anything is built)."""
     from pathlib import Path
 
+    builds = []
     for flag, name, what in TINY_INPUTS:
         path = getattr(config, name)
         if not path or Path(path).expanduser().exists():
             continue
-        if not getattr(script, flag):
-            if name in given and not _could_be_hub_id(path, name):
+        value = getattr(script, flag)
+        shown = value if flag == "build_tiny_editor" and value else "KIND" if flag == "build_tiny_editor" else "true"
+        if not value:
+            if name in given and not _could_be_hub_id(path):
                 raise MIEScoreInputError(f"--{name} '{path}' does not exist; check the path (or pass --{flag} "
-                                         f"{'KIND' if flag == 'build_tiny_editor' else 'true'} to write "
-                                         f"{what} there)")
-            continue
-        if name in given and flag not in given:
+                                         f"{shown} to write {what} there)")
+        elif name in given and flag not in given:
             raise MIEScoreInputError(
                 f"--{name} '{path}' does not exist, and the config's {flag} builds only its own {name}; check "
-                f"the path, or pass --{flag} {getattr(script, flag) if flag == 'build_tiny_editor' else 'true'} "
-                f"on the command line to write {what} there")
+                f"the path, or pass --{flag} {shown} on the command line to write {what} there")
+        else:
+            builds.append((flag, value, Path(path).expanduser(), what))
+    for flag, value, path, what in builds:
         logger.info("writing %s to %s (%s)", what, path, flag)
-        _build(flag, getattr(script, flag), Path(path).expanduser())
+        _build(flag, value, path)
 
 
-def _could_be_hub_id(path: str, name: str) -> bool:
+def _could_be_hub_id(path: str) -> bool:
     """A Hub repo id (``org/name``) is loaded by the editor / dataset reader, which reports it if it cannot."""
     from modeling_miescore.model_card import hub_repo_id
 
@@ -120,10 +124,10 @@ def _build(flag: str, kind, path) -> None:
 
 
 def main(script: ScriptArguments, config: FlowGRPOConfig, given=frozenset()) -> dict:
+    config.validate()  # every setting before anything is built, loaded or imported (torch's stack: seconds)
+    prepare_tiny_inputs(script, config, given)
     from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
-    config.validate()  # every setting before anything is built or loaded
-    prepare_tiny_inputs(script, config, given)
     trainer = FlowGRPOEditorTrainer(config)
     result = trainer.train()
     if result["metrics"]:
@@ -138,14 +142,15 @@ def cli(argv=None) -> int:
     try:
         parser = make_parser()
         script, config = parser.parse_args_and_config(argv)
-        from modeling_miescore.data.builders.hub_push import HubPushError
-        from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
-        from modeling_miescore.training.editor_rl.reward_types import RewardUnavailableError
-
-        stops = (RewardUnavailableError, TrainingDivergedError, HubPushError)
         try:
             main(script, config, parser.given)
-        except stops as err:
+        except RuntimeError as err:  # imported only now: a bad argument is reported before torch loads
+            from modeling_miescore.data.builders.hub_push import HubPushError
+            from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
+            from modeling_miescore.training.editor_rl.reward_types import RewardUnavailableError
+
+            if not isinstance(err, (RewardUnavailableError, TrainingDivergedError, HubPushError)):
+                raise
             print(f"{PROG}: stopped: {err}", file=sys.stderr)
             return 1
     except SystemExit as exit_:  # the parser's one-line errors (status 2) and --help (0)

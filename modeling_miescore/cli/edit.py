@@ -121,6 +121,18 @@ def resolve_run_settings(args) -> list:
     return taken
 
 
+def _check_out_apart(args) -> None:
+    """``--out`` is none of the inputs and holds none of them (it may lie inside one: nothing there is replaced);
+    ``--input`` is never the ``edits.jsonl`` this run appends to."""
+    from pathlib import Path
+
+    from ..utils.output_paths import check_folder_apart
+
+    local = lambda path: path if path and Path(path).expanduser().exists() else None  # noqa: E731 - Hub ids
+    check_folder_apart(args.out, {"--input": args.input, "--dataset": local(args.dataset), "--model": local(args.model),
+                                  "--lora": args.lora}, "--out", allow_inside=True)
+
+
 def cmd_edit(args) -> int:
     from pathlib import Path
 
@@ -148,7 +160,9 @@ def cmd_edit(args) -> int:
         print(f"miescore edit: from {Path(args.lora) / 'run.json'}: {'; '.join(taken)}", file=sys.stderr)
     selection = _selection(args)
     requests = read_editing_inputs(args.input or args.dataset, args.split, args.limit)
-    out = make_output_folder(args.out)
+    _check_out_apart(args)
+    out = make_output_folder(args.out, "--out: ", inputs={"--input": args.input},
+                             writes=("edits.jsonl", CANDIDATES_FILE))
     if selection:
         prepare_selection(out, selection[1], args.num_images)
     device = resolve_device(args.device)

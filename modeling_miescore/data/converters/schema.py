@@ -61,8 +61,11 @@ class ImageRef:
     data: bytes | None = None
 
     def struct(self) -> dict:
-        """The ``datasets.Image`` storage value: the original bytes and the name."""
-        return {"bytes": self.data if self.data is not None else self.path.read_bytes(), "path": self.rel}
+        """The ``datasets.Image`` storage value: the original bytes (a regular file of a bounded size,
+        :func:`~modeling_miescore.image_io.read_image_file`) and the name."""
+        from ...image_io import read_image_file
+
+        return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
 
     def size(self) -> int:
         """Bytes (for shard-size estimates; 0 when the file cannot be read)."""

@@ -81,7 +81,7 @@ def _usage(config, editor, *, adapter: str, base: str, local: Sequence[str], ins
                 "pipe.load_lora_weights(ADAPTER)  # pytorch_lora_weights.safetensors",
                 *_call_lines(editor, instruction, config.num_inference_steps, count)]
     else:  # an editor outside diffusers: the adapter the run trained with
-        options = json.dumps(config.editor_options or {})
+        options = json.dumps(config.public_dict()["editor_options"] or {})
         load = ["from modeling_miescore.training.editor_rl.editors import load_editor", *head, *names, "",
                 f"editor = load_editor({json.dumps(config.editor)}, BASE, dtype=torch.{dtype}, device=device,",
                 f"                     options={options})",
@@ -107,7 +107,8 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
     """``directory/README.md`` for the adapter trained by ``config`` (a :class:`~.config.FlowGRPOConfig`) with
     ``editor`` (its :class:`~.editors.EditorAdapter`). ``example``: ``(sources, instruction)`` the usage block
     edits (the sources are saved beside the card); ``grid``: the sample grid's path relative to ``directory``;
-    ``repo_id``: the Hub repository the card is pushed to (None: the card names the run folder)."""
+    ``repo_id``: the Hub repository the card is pushed to (None: the card names the run folder). A card is meant
+    to be pushed, so every setting is shown without credentials (:meth:`~.config.FlowGRPOConfig.public_dict`)."""
     from ...model_card import BASE_PLACEHOLDER, hub_repo_id
     from ...scoring.loading import model_reference
     from ...utils.atomic_files import atomic_write
@@ -122,13 +123,15 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
         with atomic_write(out / EXAMPLE_SOURCE.format(k=k), "wb") as handle:
             image.convert("RGB").save(handle, format="PNG")
     dtype = "bfloat16" if config.dtype == "auto" else config.dtype
-    settings = [[f"`{k}`", f"`{getattr(config, k)}`"] for k in CARD_SETTINGS]
+    shown_config = config.public_dict()
+    settings = [[f"`{k}`", f"`{shown_config[k]}`"] for k in CARD_SETTINGS]
     if lora:
         settings.append(["LoRA targets", f"`{', '.join(lora.get('target_modules', []))}`"])
     if metrics:
         first, last = metrics[0], metrics[-1]
+        shown = lambda value: "none" if value is None else f"{value:.4f}"  # noqa: E731 - null: no valid reward
         run = (f"{len(metrics)} steps logged (`metrics.jsonl`). Mean reward at step {first['step']}: "
-               f"{first['reward_mean']:.4f}; at step {last['step']}: {last['reward_mean']:.4f}.")
+               f"{shown(first['reward_mean'])}; at step {last['step']}: {shown(last['reward_mean'])}.")
     else:
         run = "No steps logged."
     name = base_id or Path(config.model_name_or_path).name
@@ -138,7 +141,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
         lines += [f"![Sample grid: each row a request's sources, then its edits and their rewards]({grid})", ""]
     lines += [f"A LoRA adapter for `{base}` ({pipeline}) trained with online RL (Flow-GRPO; Liu et al. 2025, arXiv "
               f"2505.05470) by `trainers/flow_grpo_editor.py` of the `miescore` package, rewarded by "
-              f"`{config.reward}`, following the SpatialReward paper's setting (arXiv 2602.07458, sec. 5.3, appendix "
+              f"`{shown_config['reward']}`, following the SpatialReward paper's setting (arXiv 2602.07458, sec. 5.3, appendix "
               "B.2).", "", "## Use it", "",
               *_usage(config, editor, adapter=adapter, base=base, local=local, instruction=instruction,
                       count=len(sources), dtype=dtype), ""]

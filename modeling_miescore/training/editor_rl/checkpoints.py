@@ -76,16 +76,17 @@ def resolve_checkpoint(output_dir, target: str) -> Path:
 def check_run_folder(output_dir, identity: dict, *, resume: Optional[str], overwrite: bool, is_main: bool,
                      record: Optional[dict] = None) -> Tuple[Optional[Path], bool]:
     """Check ``output_dir`` against the run (module docstring); returns ``(checkpoint to resume from or None,
-    whether an existing run continues)``. ``resume``: None (a fresh run), ``"latest"`` or a checkpoint path;
-    ``latest`` on a folder without a run starts one (diffusers' behaviour). The main process writes
+    whether an existing run continues)``. ``resume``: None (a fresh run), ``"latest"`` or a checkpoint path; a
+    folder without a run is refused either way (diffusers' scripts start a new run there, so a mistyped
+    ``output_dir`` would silently train from scratch). The main process writes
     ``run.json`` for a fresh run: ``identity`` plus ``record`` (what else the run wants kept, e.g. how it
     samples)."""
     out = Path(output_dir)
     run_file = out / RUN_FILE
-    if resume and not (resume == "latest" and not run_file.exists()):
+    if resume:
         if not run_file.is_file():
-            raise MIEScoreInputError(f"--resume: '{out}' holds no run ({RUN_FILE} missing); start the run without "
-                                     "--resume")
+            raise MIEScoreInputError(f"--resume: '{out}' holds no run ({RUN_FILE} missing); check --output_dir, or "
+                                     "start the run without --resume / --resume_from_checkpoint")
         stored = json.loads(run_file.read_text())
         differs = sorted(k for k in identity if stored.get(k) != identity[k])
         if differs:

@@ -155,8 +155,8 @@ class FlowGRPOConfig:
                          "(= --resume_from_checkpoint latest)."})
     resume_from_checkpoint: Optional[str] = field(default=None, metadata={
         "help": "latest | PATH (diffusers' spelling): continue from output_dir's last checkpoint, or from the "
-                "checkpoint-N folder of output_dir at PATH (later checkpoints are dropped). latest on a folder "
-                "without a run starts one, as diffusers' scripts do."})
+                "checkpoint-N folder of output_dir at PATH (later checkpoints are dropped). A folder without a run "
+                "is refused (diffusers' scripts would start a new one there)."})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Replace the run already in output_dir (its checkpoints, adapter, metrics and samples)."})
     push_to_hub: bool = field(default=False, metadata={
@@ -226,7 +226,7 @@ class FlowGRPOConfig:
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
-        return problems + self._tracker_problems() + self._editor_option_problems()
+        return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
 
     def _step_plan_problems(self) -> list:
         """What :func:`~.step_plan.make_step_plan` refuses for these settings (a window without room...)."""
@@ -252,6 +252,12 @@ class FlowGRPOConfig:
             return [f"report_to {self.report_to!r}: that tracker is not installed here (pip install "
                     f"{self.report_to.replace('_', '-')}), or set report_to: none"]
         return []
+
+    def _reward_problems(self) -> list:
+        from .reward_specs import reward_spec_problem
+
+        problem = reward_spec_problem(self.reward) if self.reward else None
+        return [f"--reward {self.reward!r}: {problem}"] if problem else []
 
     def _editor_option_problems(self) -> list:
         if not self.editor_options:
@@ -281,7 +287,7 @@ class FlowGRPOConfig:
         (:func:`~.reward_specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
         from .reward_specs import RUNTIME_REWARD_OPTIONS, reward_identity
 
-        data = self.to_dict()
+        data = self.public_dict()
         identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}
         identity["reward"] = reward_identity(self.reward)
         identity["reward_options"] = {k: v for k, v in data["reward_options"].items()
@@ -290,6 +296,12 @@ class FlowGRPOConfig:
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self), default=str))
+
+    def public_dict(self) -> dict:
+        """:meth:`to_dict` with every credential masked (``user:pw@`` in URLs, ``?api_key=`` / ``key=`` /
+        ``token=`` query values; :func:`~modeling_miescore.utils.credentials.redact`): what run records, model
+        cards, trackers and logs show."""
+        return _redacted(self.to_dict())
 
 
 # Fields that may change between a run and its --resume: how long it runs, how it waits for and checks its reward,
@@ -301,6 +313,18 @@ RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate"
                     "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "save_rollouts_steps",
                     "report_to", "progress")
 RUN_IDENTITY_FIELDS = tuple(f.name for f in fields(FlowGRPOConfig) if f.name not in RESUMABLE_FIELDS)
+
+
+def _redacted(value):
+    from ...utils.credentials import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _json_option(value, name: str) -> dict:

@@ -35,33 +35,36 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from ...utils.import_spec import import_callable
 from ...utils.lazy_registry import import_attribute
-from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup
+from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
-           "RUNTIME_REWARD_OPTIONS", "reward_identity"]
+           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders", "reward_spec_problem"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
 # options that change where or how fast a reward is computed, not its values: not part of a run's identity
 RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "max_concurrency", "batch_size",
-                          "max_samples_per_request", "replica_cooldown_s", "balance_slack")
+                          "max_samples_per_request", "replica_cooldown_s", "balance_slack", "max_answer_bytes")
 # kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
 _SERVED_AT = {"serve": lambda argument: "(replicas)",
-              "spatialreward-api": lambda argument: argument.rpartition("@")[0] + "@(endpoint)"}
+              "spatialreward-api": lambda argument: re.sub(r"@https?://.*$", "@(endpoint)", argument)}
 
 
 class CallableReward:
     """A plain ``fn(images, instructions, sources) -> list[float]`` as an :class:`EditorReward` (one call per
-    batch of groups, the groups' edits flattened in order)."""
+    batch of groups, the groups' edits flattened in order). A value that is not a finite real number (a bool,
+    a string, NaN, 1e400) is a failed sample; so is one outside ``fn.reward_range = (low, high)`` when the
+    function declares it."""
 
     def __init__(self, fn: Callable, name: str | None = None):
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "callable")
+        self.reward_range = reward_range_of(fn)
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
         samples, _ = flat_samples(groups)
         images = [s["edited"] for s in samples]
         flat = checked_rewards(self.fn(images, [s["instruction"] for s in samples], [s["sources"] for s in samples]),
-                               len(images), f"reward {self.name!r}")
+                               len(images), f"reward {self.name!r}", self.reward_range)
         return regroup(groups, flat.rewards, flat.failures)
 
     def close(self) -> None:
@@ -114,7 +117,7 @@ REWARD_KINDS: Dict[str, RewardKind] = {
         _lazy(".served_reward:build_served_reward"),
         "miescore serve replicas over HTTP (MIEScore or SpatialReward), each group whole to one replica",
         ("weights", "scale", "aggregation", "max_samples_per_request", "replica_cooldown_s", "balance_slack",
-         *_CLIENT), "serve:URL[,URL...]"),
+         "max_answer_bytes", *_CLIENT), "serve:URL[,URL...]"),
     "callable": RewardKind(_build_callable, "module:function -> fn(images, instructions, sources) -> list[float]",
                            (), "package.module:function"),
 }
@@ -223,9 +226,32 @@ def reward_identity(spec):
     return parts[0].removeprefix("1*") if len(parts) == 1 else " + ".join(parts)
 
 
+def reward_model_folders(spec) -> Dict[str, str]:
+    """``{label: folder}`` of the local checkpoints an in-process reward loads (``miescore:CKPT``,
+    ``spatialreward:CKPT``), for the output-folder checks; nothing for a spec that cannot be parsed."""
+    try:
+        terms = parse_reward_terms(spec)
+        kinds = [_kind_of(single) for _, single, _ in terms]
+    except ValueError:
+        return {}
+    return {f"the reward checkpoint ({kind}:{argument})": argument for kind, argument in kinds
+            if kind in ("miescore", "spatialreward") and os.path.exists(os.path.expanduser(argument))}
+
+
 def _options_for(kind: str, options: dict) -> dict:
     accepted = set(REWARD_KINDS[kind].options) | set(CONTEXT_OPTIONS)
     return {k: v for k, v in options.items() if k in accepted}
+
+
+def reward_spec_problem(spec) -> str | None:
+    """What is wrong with a spec's syntax and kinds (a mistyped kind, a term without a weight...), found without
+    building anything (the config checks it before the recipe builds or loads anything), or None."""
+    try:
+        for _, single, _ in parse_reward_terms(spec):
+            _kind_of(single)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def build_reward(spec, **options):

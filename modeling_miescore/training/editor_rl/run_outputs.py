@@ -25,7 +25,55 @@ from typing import Optional, Sequence
 
 from ...utils.atomic_files import atomic_write
 
-__all__ = ["GridRow", "MetricsLog", "save_sample_grid"]
+__all__ = ["GridRow", "MetricsLog", "check_output_dir", "finite_or_null", "prepare_output_dir", "run_inputs",
+           "save_sample_grid"]
+
+
+def run_inputs(config, rows) -> dict:
+    """``{label: path}`` of what a run reads from disk: the dataset, the editor's model folder, in-process reward
+    checkpoints and the requests' source image files."""
+    import os
+
+    from .reward_specs import reward_model_folders
+
+    inputs = {"dataset": config.dataset if os.path.exists(os.path.expanduser(config.dataset)) else None,
+              "model_name_or_path (the editor)": config.model_name_or_path
+              if os.path.exists(os.path.expanduser(config.model_name_or_path)) else None,
+              **reward_model_folders(config.reward)}
+    for row in rows:
+        for k, source in enumerate(row.sources):
+            if isinstance(source, (str, os.PathLike)):
+                inputs[f"source {k + 1} of request {row.id!r}"] = source
+    return inputs
+
+
+def check_output_dir(config, rows) -> None:
+    """``config.output_dir`` is never one of the run's inputs, inside one or holding one
+    (:mod:`~modeling_miescore.utils.output_paths`; a run replaces its ``README.md``, ``transformer/`` and
+    checkpoints, and ``--overwrite_output_dir`` removes them); nothing is created (the trainer checks this before
+    it loads anything). Raises :class:`~modeling_miescore.utils.output_paths.OutputPathError`."""
+    from ...utils.output_paths import check_folder_apart
+
+    check_folder_apart(config.output_dir, run_inputs(config, rows), out_label="output_dir")
+
+
+def prepare_output_dir(config, rows) -> Path:
+    """``config.output_dir`` as a folder this run may write into: :func:`check_output_dir`, created when missing,
+    writable. Raises :class:`~modeling_miescore.utils.output_paths.OutputPathError` (exit 2 from the recipe)."""
+    import os
+
+    from ...utils.output_paths import OutputPathError, ensure_folder
+
+    check_output_dir(config, rows)
+    folder = ensure_folder(config.output_dir, "output_dir", named=True)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(f"output_dir '{config.output_dir}' is not writable; pass a folder you can write to")
+    return folder
+
+
+def finite_or_null(value):
+    """``value``, or None when it is a float that is NaN or infinite."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 class MetricsLog:
@@ -36,8 +84,11 @@ class MetricsLog:
         self.accelerator = accelerator
 
     def write(self, record: dict) -> None:
+        """Append ``record``; a value that is not a finite number (NaN: nothing to average) is written as
+        ``null`` and not sent to the trackers, so the file stays strict JSON."""
+        record = {k: finite_or_null(v) for k, v in record.items()}
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, allow_nan=True) + "\n")
+            handle.write(json.dumps(record, allow_nan=False) + "\n")
             handle.flush()
         if self.accelerator is not None and self.accelerator.trackers:
             from .run_reporting import tracker_values

@@ -38,8 +38,11 @@ def sampling_record(config, editor) -> dict:
     :class:`~.config.FlowGRPOConfig`) and ``editor`` (the loaded :class:`~.editors.EditorAdapter`)."""
     from ...scoring.loading import model_reference
 
-    record = {"editor": config.editor, "model_name_or_path": model_reference(config.model_name_or_path),
-              "base_model_id": config.base_model_id, "editor_options": dict(config.editor_options or {}),
+    from ...utils.credentials import redact
+
+    shown = config.public_dict()  # run.json is shown and pushed: no credential in it
+    record = {"editor": shown["editor"], "model_name_or_path": redact(model_reference(config.model_name_or_path)),
+              "base_model_id": shown["base_model_id"], "editor_options": dict(shown["editor_options"] or {}),
               "height": getattr(editor, "height", None), "width": getattr(editor, "width", None),
               "num_inference_steps": config.num_inference_steps, "cfg_scale": float(editor.cfg_scale),
               "cfg_fraction": config.cfg_fraction, "dtype": config.dtype, "finetuning": config.finetuning}

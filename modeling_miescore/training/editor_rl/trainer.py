@@ -48,7 +48,7 @@ from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailabl
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
 from .rollout_log import RolloutLog
-from .run_outputs import MetricsLog
+from .run_outputs import MetricsLog, check_output_dir, prepare_output_dir
 from .run_reporting import component_means, component_totals, step_line, training_summary
 from .step_plan import make_step_plan
 from .trainer_outputs import TrainerOutputs
@@ -95,6 +95,8 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
                 "accelerator.prepare wraps): launch with plain DDP (trainers/configs/accelerate_ddp.yaml) and set "
                 "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
         self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
+        self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
+        check_output_dir(cfg, self.rows)  # apart from every input (issue 31.1); created only once all is loaded
         self.out = Path(cfg.output_dir)
         # read-only: refuse another run's folder (or an existing run without --resume / --overwrite) up front
         self.resume_from, self.resuming = check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target,
@@ -104,7 +106,6 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             from .hub_upload import check_run_push
 
             self.hub_repo = check_run_push(cfg)
-        self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
         self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
                                                   dtype=resolve_dtype(cfg.dtype, str(acc.device)),
                                                   options=cfg.editor_options)
@@ -116,7 +117,7 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             try:
                 self._reward = build_reward(cfg.reward, **{"device": str(acc.device), **cfg.reward_options})
             except ValueError as error:
-                raise MIEScoreInputError(f"--reward {cfg.reward!r}: {error}") from None
+                raise MIEScoreInputError(f"--reward {cfg.public_dict()['reward']!r}: {error}") from None
         self.reward = self._reward
         self.reward_name = getattr(self.reward, "name", type(self.reward).__name__)
         self._claim_output_dir()
@@ -126,7 +127,7 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
         self.rollout_log = RolloutLog(self.out, cfg.save_rollouts_steps)
         self.grid_rows = self.rows[:cfg.sample_grid_groups]
         if acc.is_main_process and cfg.trackers():
-            acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.to_dict().items()
+            acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.public_dict().items()
                                                            if isinstance(v, (int, float, str, bool))})
 
     def _claim_output_dir(self) -> None:
@@ -137,7 +138,7 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
         cfg, acc = self.config, self.accelerator
         acc.wait_for_everyone()
         if acc.is_main_process:
-            self.out.mkdir(parents=True, exist_ok=True)
+            prepare_output_dir(cfg, self.rows)  # created, writable
             check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target, overwrite=cfg.overwrite_output_dir,
                              is_main=True, record=sampling_record(cfg, self.editor))
         acc.wait_for_everyone()
@@ -216,9 +217,8 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             if self.resuming and main:
                 truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
                 self.rollout_log.truncate(0)
-            if cfg.resume_target == "latest" and main:
-                logger.info("No checkpoint in %s: starting %s", self.out,
-                            "the run from step 0" if self.resuming else "a new run (nothing to resume there)")
+            if self.resuming and main:
+                logger.info("No checkpoint in %s yet: the run starts again from step 0", self.out)
             return 0
         optimizer = self.optimizer
         if self.sharded:

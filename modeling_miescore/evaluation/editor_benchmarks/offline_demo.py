@@ -28,7 +28,7 @@ from typing import List, Optional
 
 from ...image_io import MIEScoreInputError
 
-__all__ = ["DEMO_LABEL", "run_offline_demo"]
+__all__ = ["DEMO_LABEL", "demo_editor_args", "run_offline_demo"]
 
 DEMO_LABEL = "RANDOM WEIGHTS: a demo of the editor-benchmark path; these numbers mean nothing"
 SELECTOR = "modeling_miescore.testing.editor_rewards:mean_redness"
@@ -62,7 +62,7 @@ def _fixtures(out: Path, log: List[str]) -> dict:
     return data
 
 
-def _editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[list]]:
+def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[list]]:
     """``(base editor arguments, tuned editor arguments or None)`` of ``miescore edit``."""
     if lora is None:
         from ...testing.tiny_editors import TINY_EDITOR_OPTIONS, build_tiny_editor
@@ -93,7 +93,7 @@ def run_offline_demo(out, lora: Optional[str] = None, device: str = "cpu") -> di
     log: List[str] = []
     data = _fixtures(out, log)
     judge = build_tiny_miescore(out / "models" / "tiny-miescore")
-    base, tuned = _editor_args(lora, out)
+    base, tuned = demo_editor_args(lora, out)
     runs = {"base": base} if tuned is None else {"base": base, "tuned": tuned}
     reports = {}
     for name, editor in runs.items():

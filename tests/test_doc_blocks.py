@@ -334,7 +334,7 @@ def write_cat_edit(work: Path) -> None:
 def write_raw_mie_bench(folder: Path) -> Path:
     from modeling_miescore.testing import make_raw_mie_bench
 
-    make_raw_mie_bench(folder, n_instances=10, n_models=3, seed=0, image_size=32, n_subjects=6,
+    make_raw_mie_bench(folder, n_instances=5, n_models=3, seed=0, image_size=32, n_subjects=6,
                        raters_per_edit=6, n_unreliable=0)
     return folder
 

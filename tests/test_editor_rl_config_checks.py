@@ -33,7 +33,8 @@ BAD = [  # (override, what the one line must say)
     (dict(num_inference_steps=1), "num_inference_steps must be an integer >= 2, got 1"),
     (dict(train_fraction=0.0), "train_fraction must be a finite number in (0, 1], got 0.0"),
     (dict(train_fraction=1.5), "train_fraction must be a finite number in (0, 1], got 1.5"),
-    (dict(train_steps="windw"), "train_steps must be one of fraction, window, got 'windw' (did you mean 'window'?)"),
+    (dict(train_steps="windw"), "train_steps must be one of fraction, sde_window, fast, mixgrpo, got 'windw' (did you "
+                                "mean 'sde_window'?)"),
     (dict(sde_type="SDE2"), "sde_type must be one of sde, cps, got 'SDE2' (did you mean 'sde'?)"),
     (dict(std_level="grup"), "std_level must be one of group, batch, got 'grup' (did you mean 'group'?)"),
     (dict(report_to="tensorbord"), "report_to must be one of none, all, tensorboard, wandb"),
@@ -42,8 +43,12 @@ BAD = [  # (override, what the one line must say)
     (dict(train_steps="window", window_size=40), "window_size must be in [1, 19] for 20 steps, got 40"),
     (dict(train_steps="window", window_start=0.6), "window_start 0.6 must be below window_end 0.5"),
     (dict(train_steps="window", window_end=1.5), "window_end must be a finite number in [0, 1], got 1.5"),
-    (dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be an integer >= 1, got 0"),
-    (dict(gradient_accumulation_steps=-1), "gradient_accumulation_steps must be an integer >= 1, got -1"),
+    (dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be an integer >= 1 or None, got 0"),
+    (dict(gradient_accumulation_steps=-1), "gradient_accumulation_steps must be an integer >= 1 or None, got -1"),
+    (dict(rollout_batches_per_step=0), "rollout_batches_per_step must be an integer >= 1, got 0"),
+    (dict(train_steps="fast", same_latent=False), "train_steps fast branches one shared trajectory per group"),
+    (dict(last_step="determinstic"), "last_step must be one of stochastic, deterministic, got 'determinstic' (did you mean"),
+    (dict(step_weighting="tempflo"), "step_weighting must be one of none, tempflow, tempflow_mean_one"),
     (dict(max_steps=0), "max_steps must be an integer >= 1, got 0"),
     (dict(max_steps=-3), "max_steps must be an integer >= 1, got -3"),
     (dict(clip_range_low=-0.1), "clip_range_low must be a finite number in [0, 1), got -0.1"),
@@ -75,7 +80,7 @@ BAD = [  # (override, what the one line must say)
     (dict(dtype="bf16"), "dtype must be one of auto, float32, bfloat16, float16, got 'bf16'"),
     (dict(max_reward_failure_rate=1.5), "max_reward_failure_rate must be a finite number in [0, 1], got 1.5"),
     (dict(reward_timeout=0.0), "reward_timeout must be a finite number > 0, got 0.0"),
-    (dict(per_device_batch_size=6), "per_device_batch_size 6 is not a multiple of num_generations 4"),
+    (dict(per_device_batch_size=6, fsdp=True, finetuning="full"), "fsdp needs whole groups on each process"),
 ]
 
 

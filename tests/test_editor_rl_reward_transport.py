@@ -14,7 +14,6 @@ from local_http import BadChatServer, RoutedChatServer, bomb_reply, chunked_repl
     trickle_reply
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.serving.reward_client import RewardClient, RewardServerError
-from modeling_miescore.training.editor_rl.reward_types import EditGroup
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")

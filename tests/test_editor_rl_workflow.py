@@ -49,19 +49,24 @@ def test_train_then_edit_with_the_run_then_score_batch(tiny_run, tiny_editor_pat
     sampling = json.loads((tiny_run / "run.json").read_text())["sampling"]
     assert sampling["editor"] == "flux2-klein" and sampling["num_inference_steps"] == 4
     assert sampling["cfg_scale"] == 1.0 and sampling["dtype"] == "float32" and sampling["height"] == 32
+    assert sampling["cfg_fraction"] == 0.6 and sampling["last_step"] == "stochastic"
     assert sampling["editor_options"]["call_kwargs"] == {"max_sequence_length": 32, "text_encoder_out_layers": [1]}
     capsys.readouterr()
     # no option but the run: its editor, base, options, T, CFG and dtype come from run.json
     assert miescore(["edit", "--lora", str(tiny_run), "--input", str(editing_requests), "--out",
                      str(tmp_path / "edits"), "--num-images", "2", "--no-progress"]) == 0
-    assert "steps 4; cfg-scale 1.0; dtype float32" in capsys.readouterr().err
+    taken = capsys.readouterr().err
+    for setting in ("pipeline flux2-klein", "steps 4", "cfg-scale 1.0", "cfg-fraction 0.6", "last-step stochastic",
+                    "dtype float32"):
+        assert setting in taken, taken
     lines = _lines(tmp_path / "edits" / "edits.jsonl")
     assert len(lines) == 8 and lines[1]["id"] == "cat-red#1" and lines[1]["edited"] == "images/cat-red-1.png"
     assert not [p for p in (tmp_path / "edits").rglob("*") if "#" in p.name]  # no '#' in a file name
     # the same images as with every setting given by hand
     explicit = ["edit", "--pipeline", "flux2-klein", "--model", str(tiny_editor_path("flux2-klein")), "--lora",
                 str(tiny_run), "--input", str(editing_requests), "--out", str(tmp_path / "by-hand"),
-                "--num-images", "2", "--steps", "4", "--cfg-scale", "1", "--dtype", "float32", "--no-progress",
+                "--num-images", "2", "--steps", "4", "--cfg-scale", "1", "--cfg-fraction", "0.6", "--dtype", "float32",
+                "--no-progress",
                 "--editor-options", json.dumps(sampling["editor_options"])]
     assert miescore(explicit) == 0
     for line in lines:
@@ -353,3 +358,24 @@ def test_a_grid_a_person_can_read(tmp_path):
         between = grid[top + text_h:top + text_h + 64, first_edit + 64:first_edit + 64 + gap]
         assert (between == 255).all()  # a white gap between two edits
     assert tuple(grid[pad + text_h + 32, pad + 32]) == (0, 0, 255)  # the one source fills its cell
+
+
+def test_component_means_over_processes_skip_failed_samples():
+    """SpatialReward's SC / PQ per step: the mean over every process's valid samples (a failed sample's None is
+    left out, never counted as a number)."""
+    from modeling_miescore.training.editor_rl.reward_types import GroupScores
+    from modeling_miescore.training.editor_rl.run_reporting import (component_means, component_totals, step_line,
+                                                                     tracker_values)
+
+    rank0 = [GroupScores([0.5, None], [None, "sc:parse_failed"], {"sc": [20.0, None], "pq": [10.0, None]})]
+    rank1 = [GroupScores([0.7, 0.9], [None, None], {"sc": [22.0, 24.0], "pq": [12.0, 14.0]})]
+    means = component_means([component_totals(rank0), component_totals(rank1)])
+    assert means == {"pq": pytest.approx(12.0), "sc": pytest.approx(22.0)}
+    record = {"step": 3, "reward_mean": 0.7, "reward_std": 0.16, "kl": None, "loss": 0.1, "seconds_step": 1.5,
+              "reward_components": {**means, "miescore:/ckpt/visual_quality": 71.0}}
+    tags = tracker_values(record)
+    assert tags == {"reward/mean": 0.7, "reward/std": 0.16, "train/loss": 0.1, "time/step": 1.5,
+                    "reward/sc": pytest.approx(22.0), "reward/pq": pytest.approx(12.0),
+                    "reward/miescore_ckpt_visual_quality": 71.0}
+    line = step_line(record, 10)
+    assert line.startswith("step 3/10 reward 0.7000 (std 0.1600) loss 0.1") and "sc 22" in line and "kl" not in line

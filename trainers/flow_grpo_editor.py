@@ -115,8 +115,9 @@ def _build(flag: str, kind, path) -> None:
     from modeling_miescore.utils.suggestions import did_you_mean
 
     if kind not in TINY_EDITOR_BUILDERS:
+        known = ", ".join(TINY_EDITOR_BUILDERS)
         raise MIEScoreInputError(f"--build_tiny_editor {kind!r}: no tiny builder of that kind"
-                                 f"{did_you_mean(kind, TINY_EDITOR_BUILDERS)}; known: {', '.join(TINY_EDITOR_BUILDERS)}")
+                                 f"{did_you_mean(kind, TINY_EDITOR_BUILDERS)}; known: {known}")
     staging = path.with_name(f".{path.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     build_tiny_editor(kind, staging)
@@ -146,10 +147,11 @@ def cli(argv=None) -> int:
             main(script, config, parser.given)
         except RuntimeError as err:  # imported only now: a bad argument is reported before torch loads
             from modeling_miescore.data.builders.hub_push import HubPushError
+            from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
             from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
             from modeling_miescore.training.editor_rl.reward_types import RewardUnavailableError
 
-            if not isinstance(err, (RewardUnavailableError, TrainingDivergedError, HubPushError)):
+            if not isinstance(err, (RewardUnavailableError, TrainingDivergedError, RunWriteError, HubPushError)):
                 raise
             print(f"{PROG}: stopped: {err}", file=sys.stderr)
             return 1

@@ -2,13 +2,15 @@
 one trained by ``trainers/flow_grpo_editor.py``::
 
     miescore edit --pipeline qwen-image-edit-plus --model Qwen/Qwen-Image-Edit-2509 [--lora RUN_DIR] \
-        (--input rows.jsonl | --dataset DIR [--split S]) --out DIR [--seed 0] [--num-images 1] [--steps 28]
+        (--input rows.jsonl | --dataset DIR [--split S]) --out DIR [--seed 0] [--num-images 1] [--steps 28] \
+        [--cfg-fraction 0.6] [--noise-level 0.7 --last-step deterministic]
     # an adapter trained by trainers/flow_grpo_editor.py: its run.json says how it samples
     miescore edit --lora runs/flow-grpo-tiny --input rows.jsonl --out DIR
 
 With ``--lora RUN`` of a training run, the run's ``run.json`` supplies the editor, the base model, the editor
-options, T, the CFG scale and the dtype (:mod:`modeling_miescore.training.editor_rl.run_record`); an option given
-here overrides its value (``--editor-options`` keys replace the run's one by one).
+options, T, the CFG scale and schedule (``--cfg-fraction``), the SDE and last-step mode used with
+``--noise-level``, and the dtype (:mod:`modeling_miescore.training.editor_rl.run_record`); an option given here
+overrides its value (``--editor-options`` keys replace the run's one by one).
 
 Reward-guided best-of-N: ``--num-images N --select SPEC`` (a ``--reward`` spec of the trainer:
 ``miescore:CKPT``, ``spatialreward:CKPT``, ``module:function``, ...) makes N candidates per request
@@ -19,7 +21,10 @@ the best to ``DIR/edits.jsonl`` with every candidate and its reward
 Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
 MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
 ``score-batch`` input format (``miescore score-batch --input DIR/edits.jsonl`` scores them, and the editor
-benchmarks read ``{"id", "edited"}``); rerunning resumes. Exit status: 0 done, 1 some requests failed (listed),
+benchmarks read ``{"id", "edited"}``); rerunning resumes. The sampling schedule (``--cfg-fraction``: guide only
+steps i/T <= F, as a Flow-GRPO run guided its rollouts; ``--noise-level`` > 0: the training SDE instead of Euler
+ODE steps, ``--last-step`` its final step) is printed and written to ``DIR/sampling.json``
+(:mod:`modeling_miescore.training.editor_rl.sampling_schedule`). Exit status: 0 done, 1 some requests failed (listed),
 2 bad input.
 """
 
@@ -31,7 +36,7 @@ import sys
 from ..image_io import MIEScoreInputError
 from .main import add_device_args, finish_run, number_arg, quiet_transformers
 
-__all__ = ["cmd_edit", "register"]
+__all__ = ["add_sampling_args", "cmd_edit", "register", "sampling_schedule"]
 
 
 def register(subparsers) -> None:
@@ -58,12 +63,36 @@ def register(subparsers) -> None:
                         help="denoising steps (default: the --lora run's T, else 28)")
     parser.add_argument("--cfg-scale", type=float, default=None,
                         help="guidance scale (default: the --lora run's, else the editor's)")
+    add_sampling_args(parser)
     parser.add_argument("--editor-options", default=None, metavar="JSON",
                         help='adapter options, e.g. \'{"height": 512, "width": 512}\' (default: the --lora run\'s)')
     parser.add_argument("--limit", type=number_arg(int, minimum=1), default=None, help="first N requests only")
     add_device_args(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     parser.set_defaults(func=cmd_edit, extra="rl")  # a missing diffusers names the rl extra
+
+
+def add_sampling_args(parser) -> None:
+    """The sampling-schedule flags (:class:`~modeling_miescore.training.editor_rl.sampling_schedule.SamplingSchedule`;
+    the defaults are the stock pipeline's: CFG on every step, Euler ODE steps)."""
+    parser.add_argument("--cfg-fraction", type=number_arg(float, minimum=0, maximum=1), default=None, metavar="F",
+                        help="guide only steps i/T <= F, as a Flow-GRPO run guides its rollouts (its cfg_fraction, "
+                        "e.g. 0.6); default: the --lora run's, else 1 (every step, the pipeline's own); 0: none")
+    parser.add_argument("--noise-level", type=number_arg(float, minimum=0), default=0.0, metavar="A",
+                        help="0 (default): Euler ODE steps; > 0: the training SDE at noise level A on every step")
+    parser.add_argument("--sde-type", choices=("sde", "cps"), default=None,
+                        help="the SDE of --noise-level > 0 (default: the --lora run's, else sde)")
+    parser.add_argument("--last-step", choices=("stochastic", "deterministic"), default=None,
+                        help="with --noise-level > 0: whether the final step adds noise (default: the --lora run's "
+                        "last_step, else stochastic)")
+
+
+def sampling_schedule(args):
+    """The :class:`SamplingSchedule` of the parsed flags."""
+    from ..training.editor_rl.sampling_schedule import SamplingSchedule
+
+    return SamplingSchedule(cfg_fraction=args.cfg_fraction, noise_level=args.noise_level, sde_type=args.sde_type,
+                            last_step=args.last_step)
 
 
 def _options(text):
@@ -95,6 +124,7 @@ def resolve_run_settings(args) -> list:
                      else "no --lora run gives them")
             raise MIEScoreInputError(f"{' and '.join(missing)} needed: {where}")
         args.editor_options, args.steps = options, args.steps or 28
+        _schedule_defaults(args)
         return []
     taken = []
     if args.pipeline is None:
@@ -110,7 +140,8 @@ def resolve_run_settings(args) -> list:
     if recorded:
         taken.append(f"editor options {json.dumps(recorded)}")
     args.editor_options = {**recorded, **options}
-    for name, key in (("steps", "num_inference_steps"), ("cfg_scale", "cfg_scale")):
+    for name, key in (("steps", "num_inference_steps"), ("cfg_scale", "cfg_scale"), ("cfg_fraction", "cfg_fraction"),
+                      ("sde_type", "sde_type"), ("last_step", "last_step")):
         if getattr(args, name) is None and sampling.get(key) is not None:
             setattr(args, name, sampling[key])
             taken.append(f"{name.replace('_', '-')} {sampling[key]}")
@@ -118,7 +149,15 @@ def resolve_run_settings(args) -> list:
         args.dtype = sampling["dtype"]
         taken.append(f"dtype {args.dtype}")
     args.steps = args.steps or 28
+    _schedule_defaults(args)
     return taken
+
+
+def _schedule_defaults(args) -> None:
+    """The sampling-schedule flags not given and not in a run: the stock pipeline's schedule."""
+    for name, default in (("cfg_fraction", 1.0), ("sde_type", "sde"), ("last_step", "stochastic")):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
 
 def _check_out_apart(args) -> None:
@@ -141,7 +180,7 @@ def cmd_edit(args) -> int:
     from ..data.editing_inputs import read_editing_inputs
     from ..scoring.jsonl_scoring import make_output_folder
     from ..scoring.loading import resolve_device, resolve_dtype
-    from ..training.editor_rl.edit_generation import generate_edits
+    from ..training.editor_rl.edit_generation import generate_edits, record_sampling
     from ..training.editor_rl.edit_selection import CANDIDATES_FILE, prepare_selection
     from ..training.editor_rl.editors import load_editor
 
@@ -165,6 +204,8 @@ def cmd_edit(args) -> int:
                              writes=("edits.jsonl", CANDIDATES_FILE))
     if selection:
         prepare_selection(out, selection[1], args.num_images)
+    schedule = sampling_schedule(args)
+    record_sampling(out, schedule, args.steps)  # refuses a folder of another schedule before the editor loads
     device = resolve_device(args.device)
     editor = load_editor(args.pipeline, args.model, dtype=resolve_dtype(args.dtype, device), device=device,
                          options=args.editor_options)
@@ -172,9 +213,11 @@ def cmd_edit(args) -> int:
         editor.cfg_scale = args.cfg_scale
     if args.lora:
         editor.load_lora(args.lora)
+    print(f"miescore edit: sampling: {schedule.describe(args.steps)}", file=sys.stderr)
     bar = tqdm(total=len(requests), desc="edit", unit="request", disable=args.no_progress)
     run = generate_edits(editor, requests, out, seed=args.seed, num_images=args.num_images, num_steps=args.steps,
-                         progress=bar.update, jsonl_name=CANDIDATES_FILE if selection else "edits.jsonl")
+                         progress=bar.update, schedule=schedule,
+                         jsonl_name=CANDIDATES_FILE if selection else "edits.jsonl")
     bar.close()
     for request_id, message in run.failed:
         print(f"miescore edit: request {request_id!r} failed: {message}", file=sys.stderr)

@@ -33,8 +33,8 @@ EXAMPLE_SOURCE = "samples/example-source-{k}.png"
 CARD_SETTINGS = ("editor", "reward", "num_generations", "num_inference_steps", "noise_level", "sde_type",
                  "train_steps", "train_fraction", "cfg_scale", "cfg_fraction", "clip_range_low", "clip_range_high",
                  "advantage_clip", "std_level", "beta", "kl_keep_dt", "learning_rate", "lora_rank", "lora_alpha",
-                 "per_device_batch_size", "gradient_accumulation_steps", "updates_per_step", "max_steps",
-                 "ema_decay", "seed")
+                 "per_device_batch_size", "rollout_batches_per_step", "updates_per_step", "step_weighting",
+                 "max_steps", "ema_decay", "seed")
 _LOCAL = "  # a folder on the machine that trained: replace it by the Hub repo id before pushing"
 
 
@@ -141,8 +141,8 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
         lines += [f"![Sample grid: each row a request's sources, then its edits and their rewards]({grid})", ""]
     lines += [f"A LoRA adapter for `{base}` ({pipeline}) trained with online RL (Flow-GRPO; Liu et al. 2025, arXiv "
               f"2505.05470) by `trainers/flow_grpo_editor.py` of the `miescore` package, rewarded by "
-              f"`{shown_config['reward']}`, following the SpatialReward paper's setting (arXiv 2602.07458, sec. 5.3, appendix "
-              "B.2).", "", "## Use it", "",
+              f"`{shown_config['reward']}`, following the SpatialReward paper's setting (arXiv 2602.07458, sec. "
+              "5.3, appendix B.2).", "", "## Use it", "",
               *_usage(config, editor, adapter=adapter, base=base, local=local, instruction=instruction,
                       count=len(sources), dtype=dtype), ""]
     if local:

@@ -3,7 +3,12 @@ field on the command line through TRL's ``TrlParser``).
 
 Defaults are the SpatialReward paper's (sec. 5.3, appendix B.2.1: LoRA r32/a64, lr 4e-4, global batch 576, G 12,
 T 20, beta 0.04, advantage clip 5) and, where the paper is silent, EditScore's OmniGen2-RL config it reproduces
-(``examples/OmniGen2-RL/options/omnigen2_edit_rl_4machine_editscore7b_avg4.yml`` @5562c05, "OmniGen2-RL" below).
+(``examples/OmniGen2-RL/options/omnigen2_edit_rl_4machine_editscore7b_avg4.yml`` and ``train.py`` @6e0f1b9, the
+v0.2 release; the pinned 5562c05 differs only in ``policy_loss_reweighting``: "OmniGen2-RL" below).
+
+Deprecated spellings still read, with a ``FutureWarning``: ``gradient_accumulation_steps`` (now
+``rollout_batches_per_step``: it never was an optimizer knob here) and ``train_steps: window`` (now
+``sde_window``).
 
 **Declaring a new field.** What a field accepts is written in its type (:mod:`modeling_miescore.utils.field_checks`;
 the parser reads the type without it), and :meth:`FlowGRPOConfig.validate` checks every field before anything is
@@ -25,6 +30,7 @@ logged) into :data:`RESUMABLE_FIELDS`.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Optional
 
@@ -32,9 +38,13 @@ from ...image_io import MIEScoreInputError
 from ...scoring.loading import DTYPES
 from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_problems
 from .advantages import STD_LEVELS
-from .step_plan import SDE_TYPES, TRAIN_STEP_MODES
+from .group_schedule import GroupSchedule
+from .objective import STEP_WEIGHTINGS
+from .step_plan import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, resolve_train_steps
 
-__all__ = ["FlowGRPOConfig", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO"]
+__all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO"]
+
+GRID_SCHEDULES = ("trained", "pipeline")
 
 # accelerate's trackers (accelerate.utils.LoggerType) and "none"
 REPORT_TO = ("none", "all", "tensorboard", "wandb", "trackio", "aim", "comet_ml", "mlflow", "clearml", "dvclive",
@@ -82,17 +92,37 @@ class FlowGRPOConfig:
         "help": "SDE noise level a (OmniGen2-RL sigma_coef 0.7)."})
     sde_type: Annotated[str, OneOf(SDE_TYPES)] = field(default="sde", metadata={
         "help": "sde (Flow-GRPO) | cps (arXiv 2509.05952)."})
-    train_steps: Annotated[str, OneOf(TRAIN_STEP_MODES)] = field(default="fraction", metadata={
-        "help": "fraction (OmniGen2-RL) | window (Flow-GRPO-Fast)."})
+    train_steps: Annotated[str, OneOf(TRAIN_STEP_MODES)] = field(
+        default="fraction", metadata={
+            "help": "fraction (OmniGen2-RL: SDE everywhere, a random share trained) | sde_window (flow_grpo Qwen: a "
+                    "random SDE window, each member its own ODE prefix; 'window' is its deprecated spelling) | fast "
+                    "(Flow-GRPO-Fast: one shared ODE prefix per group, branching into G in the window) | mixgrpo "
+                    "(MixGRPO's sliding window, moving with the iteration)."})
     train_fraction: Annotated[float, Bounds(gt=0, le=1)] = field(default=0.6, metadata={
         "help": "Trained share of the steps (OmniGen2-RL 0.6)."})
-    window_size: Annotated[int, AT_LEAST_1] = 2
-    window_start: Annotated[float, UNIT] = 0.0
+    window_size: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
+        "help": "SDE + trained steps of a window (flow_grpo Qwen-Image 2; MixGRPO 4)."})
+    window_start: Annotated[float, UNIT] = field(default=0.0, metadata={
+        "help": "sde_window / fast: the window starts at a random step in [window_start, window_end) x T (flow_grpo "
+                "sde_window_range)."})
     window_end: Annotated[float, UNIT] = 0.5
+    mixgrpo_shift_interval: Annotated[int, AT_LEAST_1] = field(default=25, metadata={
+        "help": "mixgrpo: the window moves every N steps (MixGRPO iters_per_group 25)."})
+    mixgrpo_stride: Annotated[int, AT_LEAST_1] = field(default=1, metadata={
+        "help": "mixgrpo: by this many denoising steps (MixGRPO prog_overlap_step 1), rolling back to 0 past T - 2."})
+    same_latent: Optional[bool] = field(default=None, metadata={
+        "help": "A group shares one initial noise (flow_grpo same_latent, DanceGRPO / MixGRPO init_same_noise). "
+                "None: true for fast (required) and mixgrpo (MixGRPO's script), false otherwise (OmniGen2-RL)."})
+    last_step: Annotated[str, OneOf(LAST_STEP_MODES)] = field(default="stochastic", metadata={
+        "help": "The final (never trained) step: stochastic (OmniGen2-RL: the SDE on every step) | deterministic "
+                "(flow_grpo Qwen-Image-Edit: an ODE last step, so rewarded images carry no final-step noise)."})
     cfg_scale: Annotated[Optional[float], POSITIVE] = field(default=None, metadata={
         "help": "True-CFG scale (None: the editor's default, QwenImageEditPlus 4); 1 turns CFG off."})
     cfg_fraction: Annotated[float, UNIT] = field(default=0.6, metadata={
         "help": "CFG on steps i/T <= this (OmniGen2-RL 0.6)."})
+    detach_uncond: bool = field(default=False, metadata={
+        "help": "Training recomputes the unconditional CFG branch without gradients (flow_grpo SD3 train_sd3.py); "
+                "false: gradients through both (OmniGen2-RL, flow_grpo Qwen-Image-Edit)."})
     # --- objective ----------------------------------------------------------------------------------------------
     clip_range_low: Annotated[float, Bounds(ge=0, lt=1)] = field(default=1e-4, metadata={
         "help": "Ratio clip below 1 (OmniGen2-RL 1e-4)."})
@@ -106,8 +136,10 @@ class FlowGRPOConfig:
     beta: Annotated[float, NON_NEGATIVE] = field(default=0.04, metadata={"help": "KL weight (paper B.2.1: 0.04)."})
     kl_keep_dt: bool = field(default=False, metadata={"help": "Exact Gaussian KL (divide by sigma_t^2 |dt|); the "
                              "anchors drop |dt|, which makes the same beta ~T times stronger."})
-    step_weighting: Annotated[str, OneOf("none", "tempflow")] = field(default="none", metadata={
-        "help": "none | tempflow (TempFlow-GRPO)."})
+    step_weighting: Annotated[str, OneOf(STEP_WEIGHTINGS)] = field(default="tempflow", metadata={
+        "help": "none | tempflow (OmniGen2-RL policy_loss_reweighting @6e0f1b9: step k's policy loss x K s_k / "
+                "mean s, the weights average K, the trained steps) | tempflow_mean_one (the same shape, averaging 1: "
+                "beta K times stronger relative to the policy term)."})
     # --- optimisation -------------------------------------------------------------------------------------------
     finetuning: Annotated[str, OneOf("lora", "full")] = field(default="lora", metadata={
         "help": "lora | full (every transformer weight trained; the KL reference is a frozen copy; DDP or one "
@@ -129,15 +161,18 @@ class FlowGRPOConfig:
     warmup_steps: Annotated[int, NON_NEGATIVE] = 0
     gradient_checkpointing: bool = False
     per_device_batch_size: Annotated[int, AT_LEAST_1] = field(default=12, metadata={
-        "help": "Images per rollout batch on one process; a multiple of num_generations (groups never split "
-                "across processes)."})
-    gradient_accumulation_steps: Annotated[int, AT_LEAST_1] = field(default=1, metadata={
-        "help": "Rollout batches per step and process."})
+        "help": "Images per rollout batch on one process. A multiple of num_generations keeps every group on one "
+                "process; otherwise groups are split (OmniGen2-RL: 18 per GPU) and the images per step must still "
+                "be whole groups."})
+    rollout_batches_per_step: Annotated[int, AT_LEAST_1] = field(default=1, metadata={
+        "help": "Rollout batches each process samples per step (their rewards overlap the next batch's sampling)."})
+    gradient_accumulation_steps: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
+        "help": "Deprecated spelling of rollout_batches_per_step."})
     global_batch_size: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
         "help": "Check: images per step over all processes (paper: 576 = 48 groups x 12)."})
     train_batch_size: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
         "help": "Images per training forward; divides G (None: G, the rollout's own batch, so the on-policy ratio "
-                "is exactly 1)."})
+                "is exactly 1 even in bf16; OmniGen2-RL samples and trains at the same 9)."})
     updates_per_step: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
         "help": "Optimizer updates per rollout (OmniGen2-RL num_update_steps_per_sampling 2)."})
     max_steps: Annotated[int, AT_LEAST_1] = field(default=1000, metadata={
@@ -145,7 +180,7 @@ class FlowGRPOConfig:
     ema_decay: Annotated[float, Bounds(ge=0, lt=1)] = field(default=0.0, metadata={
         "help": "0 = off (OmniGen2-RL); flow_grpo 0.9."})
     ema_update_interval: Annotated[int, AT_LEAST_1] = field(default=8, metadata={
-        "help": "flow_grpo: an EMA update every 8 steps."})
+        "help": "An EMA update every N optimizer steps (flow_grpo ema.py: 8, counted in optimizer steps)."})
     seed: Annotated[int, Bounds(ge=0, lt=2 ** 63)] = 0
     # --- outputs ------------------------------------------------------------------------------------------------
     output_dir: Annotated[str, Required()] = ""
@@ -173,6 +208,9 @@ class FlowGRPOConfig:
     sample_grid_groups: Annotated[int, NON_NEGATIVE] = field(default=3, metadata={
         "help": "Fixed groups in the grid (OmniGen2-RL 3)."})
     sample_grid_images: Annotated[int, AT_LEAST_1] = 4
+    sample_grid_schedule: Annotated[str, OneOf(GRID_SCHEDULES)] = field(default="trained", metadata={
+        "help": "trained: CFG on the steps the rollouts guide (cfg_fraction), ODE | pipeline: CFG on every step, "
+                "ODE."})
     save_rollouts_steps: Annotated[int, NON_NEGATIVE] = field(default=0, metadata={
         "help": "Every N steps, write the step's edits (PNG) with their rewards and advantages to rollouts/ "
                 "(score-batch JSONL); 0 off."})
@@ -183,6 +221,19 @@ class FlowGRPOConfig:
     def __post_init__(self):
         self.editor_options = _json_option(self.editor_options, "editor_options")
         self.reward_options = _json_option(self.reward_options, "reward_options")
+        old = self.gradient_accumulation_steps
+        if isinstance(old, int) and not isinstance(old, bool) and old >= 1:  # else validate() names the bad value
+            if self.rollout_batches_per_step not in (1, old):
+                raise MIEScoreInputError(f"gradient_accumulation_steps {old} (deprecated) and rollout_batches_per_step "
+                                         f"{self.rollout_batches_per_step} disagree; give rollout_batches_per_step")
+            warnings.warn("gradient_accumulation_steps is deprecated here (it is the number of rollout batches per "
+                          "step and process, not an optimizer setting): write rollout_batches_per_step",
+                          FutureWarning, stacklevel=3)
+            self.rollout_batches_per_step, self.gradient_accumulation_steps = old, None
+        if isinstance(self.train_steps, str):
+            self.train_steps = resolve_train_steps(self.train_steps)
+        if self.same_latent is None:
+            self.same_latent = self.train_steps in ("fast", "mixgrpo")
 
     def validate(self, num_processes: Optional[int] = None) -> None:
         """Every bad setting in one :class:`MIEScoreInputError` line, before anything is loaded: first each field
@@ -193,40 +244,67 @@ class FlowGRPOConfig:
 
     def cross_field_problems(self, num_processes: Optional[int] = None) -> list:
         """The rules that tie fields together (every field already holds a value it accepts); ``num_processes``
-        (None: not known yet) checks ``global_batch_size``."""
-        g, problems = self.num_generations, []
-        if self.per_device_batch_size % g:
-            problems.append(f"per_device_batch_size {self.per_device_batch_size} is not a multiple of "
-                            f"num_generations {g}: groups are never split across processes")
-            return problems
-        # the global batch is then a whole number of groups: it must equal this multiple of per_device_batch_size
-        total = self.per_device_batch_size * (num_processes or 1) * self.gradient_accumulation_steps
-        if num_processes is not None and self.global_batch_size is not None and total != self.global_batch_size:
-            problems.append(
-                f"global_batch_size {self.global_batch_size} != per_device_batch_size {self.per_device_batch_size} "
-                f"x processes {num_processes} x gradient_accumulation_steps {self.gradient_accumulation_steps} "
-                f"= {total}; change one of them")
-        micro = self.train_batch_size or g
-        if g % micro:
-            problems.append(f"train_batch_size {micro} must divide num_generations {g}")
-        elif (self.groups_per_process * (g // micro)) % self.updates_per_step:
-            problems.append(f"updates_per_step {self.updates_per_step} must divide the "
-                            f"{self.groups_per_process * (g // micro)} training micro-batches of a step on each "
-                            "process")
+        (None: not known yet, checked as 1 except for ``global_batch_size``)."""
+        problems = self._batch_problems(num_processes)
         if self.fsdp and self.finetuning != "full":
             problems.append(f"fsdp shards a full fine-tuning run; finetuning is {self.finetuning!r}: set "
                             "finetuning: full, or drop fsdp (a LoRA trains with DDP)")
         if self.fsdp and self.ema_decay > 0:
             problems.append("ema_decay > 0 is not supported with fsdp (the EMA would hold sharded copies); set "
                             "ema_decay: 0")
-        if self.train_steps == "window" and self.window_start >= self.window_end:
+        if self.train_steps == "fast" and not self.same_latent:
+            problems.append("train_steps fast branches one shared trajectory per group, so the group shares its "
+                            "initial noise: drop same_latent: false, or use train_steps sde_window (each member "
+                            "its own prefix)")
+        if self.train_steps in ("sde_window", "fast") and self.window_start >= self.window_end:
             problems.append(f"window_start {self.window_start:g} must be below window_end {self.window_end:g}")
-        else:
+        elif not problems:
             problems += self._step_plan_problems()
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
         return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+
+    def _batch_problems(self, num_processes: Optional[int]) -> list:
+        """Whole groups per step, the global batch, the micro-batches (:mod:`.group_schedule`'s layout). With
+        ``num_processes`` unknown (None), what depends on it waits: a batch that splits groups may be whole
+        groups on several processes."""
+        g, per_batch, batches = self.num_generations, self.per_device_batch_size, self.rollout_batches_per_step
+        micro = self.train_batch_size or g
+        if g % micro:
+            return [f"train_batch_size {micro} must divide num_generations {g}"]
+        split = per_batch % g != 0
+        if split and self.fsdp:
+            return [f"fsdp needs whole groups on each process (every process calls the sharded transformer as "
+                    f"often): make per_device_batch_size a multiple of {g}"]
+        if num_processes is None:
+            if split:
+                return []
+            num_processes, check_global = 1, False
+        else:
+            check_global = True
+        total = per_batch * num_processes * batches
+        if check_global and self.global_batch_size is not None and total != self.global_batch_size:
+            return [f"global_batch_size {self.global_batch_size} != per_device_batch_size {per_batch} x processes "
+                    f"{num_processes} x rollout_batches_per_step {batches} = {total}; change one of them"]
+        if total % g:
+            return [f"{total} images per step (per_device_batch_size {per_batch} x processes {num_processes} x "
+                    f"rollout_batches_per_step {batches}) are not whole groups of num_generations {g}; pick a "
+                    f"per_device_batch_size that makes them a multiple of {g}"]
+        return self._micro_batch_problems(GroupSchedule(1, per_batch, batches, g, num_processes, 0), micro, split)
+
+    def _micro_batch_problems(self, layout: GroupSchedule, micro: int, split: bool) -> list:
+        for rank in range(layout.processes):
+            pieces = [p for batch in layout.batches(1, rank) for p in batch]
+            if split and any(p.size % micro for p in pieces):
+                sizes = sorted({p.size for p in pieces})
+                return [f"split groups give pieces of {sizes} images on process {rank}: train_batch_size {micro} "
+                        f"must divide each (e.g. {min(sizes)})"]
+            units = sum(-(-p.size // micro) for p in pieces)
+            if units % self.updates_per_step:
+                return [f"updates_per_step {self.updates_per_step} must divide the {units} training micro-batches "
+                        f"of a step on process {rank}"]
+        return []
 
     def _step_plan_problems(self) -> list:
         """What :func:`~.step_plan.make_step_plan` refuses for these settings (a window without room...)."""
@@ -238,7 +316,9 @@ class FlowGRPOConfig:
             make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,
                            train_steps=self.train_steps, train_fraction=self.train_fraction,
                            window_size=self.window_size, window_range=(self.window_start, self.window_end),
-                           cfg_fraction=self.cfg_fraction, sde_type=self.sde_type)
+                           cfg_fraction=self.cfg_fraction, sde_type=self.sde_type, last_step=self.last_step,
+                           shared_noise=bool(self.same_latent), mixgrpo_shift_interval=self.mixgrpo_shift_interval,
+                           mixgrpo_stride=self.mixgrpo_stride)
         except ValueError as error:
             return [f"{error} (train_steps: {self.train_steps}, num_inference_steps: {self.num_inference_steps})"]
         return []
@@ -277,11 +357,6 @@ class FlowGRPOConfig:
         """``report_to`` as accelerate's ``log_with``: None (no tracker), ``"all"`` or a tracker's name."""
         return None if self.report_to == "none" else self.report_to
 
-    @property
-    def groups_per_process(self) -> int:
-        """Groups one process samples per step."""
-        return self.per_device_batch_size // self.num_generations * self.gradient_accumulation_steps
-
     def identity(self) -> dict:
         """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
         (:func:`~.reward_specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
@@ -310,8 +385,9 @@ class FlowGRPOConfig:
 RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate", "gradient_checkpointing",
                     "global_batch_size", "max_steps", "output_dir", "save_steps", "resume", "resume_from_checkpoint",
                     "overwrite_output_dir", "push_to_hub", "hub_model_id", "hub_private_repo",
-                    "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "save_rollouts_steps",
-                    "report_to", "progress")
+                    "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "sample_grid_schedule",
+                    "save_rollouts_steps", "report_to", "progress",
+                    "gradient_accumulation_steps")  # a deprecated alias, moved into rollout_batches_per_step
 RUN_IDENTITY_FIELDS = tuple(f.name for f in fields(FlowGRPOConfig) if f.name not in RESUMABLE_FIELDS)
 
 

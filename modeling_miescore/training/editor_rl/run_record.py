@@ -5,7 +5,9 @@ pipelines cannot run without theirs), the resolution, T, the CFG scale and sched
 :data:`SAMPLING_FIELDS` is the record's one declaration: each field with the ``miescore edit`` option that
 overrides it (None: not an option of ``edit``). :func:`sampling_record` makes the record from a run's config and
 its loaded editor (the resolved CFG scale and size, so a change of a pipeline's default never changes what the
-adapter is sampled with); :func:`read_sampling` reads it back from a run folder.
+adapter is sampled with); :func:`read_sampling` reads it back from a run folder. The CFG schedule
+(``cfg_fraction``: guidance on steps i/T <= it, as the rollouts) and, for SDE sampling, ``sde_type`` and the
+last-step mode are what :class:`~.sampling_schedule.SamplingSchedule` takes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ SAMPLING_FIELDS = {
     "width": "--editor-options",
     "num_inference_steps": "--steps",
     "cfg_scale": "--cfg-scale",
-    "cfg_fraction": None,
+    "cfg_fraction": "--cfg-fraction",
+    "noise_level": None,  # the rollouts' SDE; `edit` samples ODE unless --noise-level is given
+    "sde_type": "--sde-type",
+    "last_step": "--last-step",
     "dtype": "--dtype",
     "finetuning": None,
 }
@@ -45,7 +50,8 @@ def sampling_record(config, editor) -> dict:
               "base_model_id": shown["base_model_id"], "editor_options": dict(shown["editor_options"] or {}),
               "height": getattr(editor, "height", None), "width": getattr(editor, "width", None),
               "num_inference_steps": config.num_inference_steps, "cfg_scale": float(editor.cfg_scale),
-              "cfg_fraction": config.cfg_fraction, "dtype": config.dtype, "finetuning": config.finetuning}
+              "cfg_fraction": config.cfg_fraction, "noise_level": config.noise_level, "sde_type": config.sde_type,
+              "last_step": config.last_step, "dtype": config.dtype, "finetuning": config.finetuning}
     return {"sampling": record}
 
 

@@ -19,12 +19,11 @@ components per step, and the tags its trackers (TensorBoard, W&B) show.
 from __future__ import annotations
 
 import math
-import random
 import re
 from typing import Dict, List, Optional, Sequence
 
 __all__ = ["TRACKER_TAGS", "component_means", "component_totals", "log_grid_image", "step_line", "tracker_values",
-           "training_summary", "trained_steps_per_rollout"]
+           "training_summary"]
 
 # metrics.jsonl key -> tracker tag (the seconds_* keys become time/*, the reward's components reward/<name>)
 TRACKER_TAGS = {
@@ -36,36 +35,23 @@ TRACKER_TAGS = {
 }
 
 
-def trained_steps_per_rollout(config) -> int:
-    """How many of a rollout's T denoising steps are trained (the same for every plan of ``config``)."""
-    from .step_plan import make_step_plan
-
-    plan = make_step_plan(config.num_inference_steps, random.Random(0), noise_level=config.noise_level,
-                          train_steps=config.train_steps, train_fraction=config.train_fraction,
-                          window_size=config.window_size, window_range=(config.window_start, config.window_end),
-                          cfg_fraction=config.cfg_fraction, sde_type=config.sde_type)
-    return len(plan.trained)
-
-
-def training_summary(config, *, num_processes: int, num_requests: int, start_step: int = 0) -> str:
-    """The start summary (module docstring); ``start_step``: the step a resumed run continues after."""
-    g = config.num_generations
-    groups = config.groups_per_process * num_processes
-    per_batch = config.per_device_batch_size // g
+def training_summary(config, *, num_processes: int, num_requests: int, trained_steps: int, start_step: int = 0) -> str:
+    """The start summary (module docstring); ``trained_steps``: a rollout's trained denoising steps (its step
+    plan's); ``start_step``: the step a resumed run continues after."""
+    g, per_batch, batches = config.num_generations, config.per_device_batch_size, config.rollout_batches_per_step
+    images = per_batch * batches * num_processes  # whole groups (the config checks it)
     steps = config.max_steps - start_step
     lines = [
         "***** Running training *****",
         f"  Num processes = {num_processes}",
         f"  Num requests = {num_requests}",
-        f"  Groups per step = {groups} x G {g} = {groups * g} images ({num_processes} process(es) x "
-        f"{config.groups_per_process} group(s))",
-        f"  Rollout batches per step and process = {config.gradient_accumulation_steps} (of {per_batch} group(s), "
-        f"per_device_batch_size {config.per_device_batch_size})",
+        f"  Groups per step = {images // g} x G {g} = {images} images",
+        f"  Rollout batches per step and process = {batches} (of {per_batch} images, per_device_batch_size)",
         f"  Optimizer updates per step = {config.updates_per_step}",
-        f"  Trained denoising steps per rollout = {trained_steps_per_rollout(config)} of "
+        f"  Trained denoising steps per rollout = {trained_steps} of "
         f"{config.num_inference_steps} ({config.train_steps})",
         f"  Total steps = {config.max_steps}" + (f" ({steps} to run after step {start_step})" if start_step else ""),
-        f"  Total images = {steps * groups * g}" + (" still to sample" if start_step else ""),
+        f"  Total images = {steps * images}" + (" still to sample" if start_step else ""),
     ]
     return "\n".join(lines)
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import torch
 
-from .checkpoints import save_checkpoint
+from .checkpoints import run_writes, save_checkpoint
 from .group_schedule import derived_seed
 from .policy_lora import lora_metadata, lora_state_dict
 from .reward_types import EditGroup, group_key
@@ -26,20 +26,25 @@ class TrainerOutputs:
     """Grids, checkpoints, adapter + card, Hub upload (module docstring)."""
 
     last_grid: Optional[Path] = None
+
     def save_grid(self, step: int) -> Optional[Path]:
-        """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed), each edit
-        with its reward, and logged to the trackers. A sharded transformer samples on every process (its
-        forwards are collectives)."""
+        """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed, guided as
+        ``sample_grid_schedule`` says: by default on the steps the rollouts guide), each edit with its reward, and
+        logged to the trackers. A sharded transformer samples on every process (its forwards are collectives)."""
+        from .sampling_schedule import sample_with_schedule
+
         cfg, main = self.config, self.accelerator.is_main_process
         if not self.grid_rows or not (main or self.sharded):
             return None
+        if step == 0 and main:
+            logger.info("sample grids (samples/step-N.png): %s", self.grid_schedule.describe(cfg.num_inference_steps))
         made = []
         with torch.no_grad():
             for k, row in enumerate(self.grid_rows):
                 sources = row.load_sources()
-                edits = self.editor(sources, row.instruction, num_images=cfg.sample_grid_images,
-                                    num_steps=cfg.num_inference_steps,
-                                    generator=torch.Generator("cpu").manual_seed(derived_seed(cfg.seed, "grid", k)))
+                edits = sample_with_schedule(self.editor, sources, row.instruction, num_images=cfg.sample_grid_images,
+                                             num_steps=cfg.num_inference_steps, schedule=self.grid_schedule,
+                                             seed=derived_seed(cfg.seed, "grid", k))
                 made.append((row, sources, edits))
         if not main:
             return None
@@ -53,7 +58,8 @@ class TrainerOutputs:
         rows = [GridRow(f"{row.id}: {row.instruction}", sources, edits, score.rewards if score else (),
                         score.failures if score else ("reward unavailable",) * len(edits))
                 for (row, sources, edits), score in zip(made, scores)]
-        path = save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows, step=step)
+        with run_writes(f"the sample grid of step {step}", self.out):
+            path = save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows, step=step)
         self.last_grid = path
         if self.accelerator.trackers:
             log_grid_image(self.accelerator, path, step)
@@ -84,27 +90,34 @@ class TrainerOutputs:
         try:
             full = None
             if self.sharded:
-                from .policy_fsdp import full_model_state, save_full_transformer
+                from .policy_fsdp import full_model_state
 
                 full = full_model_state(self.raw_model)  # every process gathers; the main one writes
             if self.accelerator.is_main_process:
-                if full is not None:
-                    save_full_transformer(self.raw_model, full, self.out / "transformer")
-                elif self.config.finetuning == "lora":
-                    self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
-                elif hasattr(self.raw_model, "save_pretrained"):
-                    self.raw_model.save_pretrained(self.out / "transformer")
-                else:
-                    from safetensors.torch import save_file
-
-                    save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
-                              str(self.out / "transformer.safetensors"))
-                self._write_card(repo_id=None)
+                self._write_adapter(full)
         finally:
             if self.ema is not None:
                 self.ema.restore(self.params)
         self.accelerator.wait_for_everyone()
         return self.out
+
+    def _write_adapter(self, full) -> None:
+        """The main process writes the adapter (or the transformer) and the card."""
+        with run_writes("the trained adapter and its card", self.out):
+            if full is not None:
+                from .policy_fsdp import save_full_transformer
+
+                save_full_transformer(self.raw_model, full, self.out / "transformer")
+            elif self.config.finetuning == "lora":
+                self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
+            elif hasattr(self.raw_model, "save_pretrained"):
+                self.raw_model.save_pretrained(self.out / "transformer")
+            else:
+                from safetensors.torch import save_file
+
+                save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
+                          str(self.out / "transformer.safetensors"))
+            self._write_card(repo_id=None)
 
     def _write_card(self, repo_id: Optional[str]) -> Path:
         from .adapter_card import write_adapter_card
@@ -126,7 +139,8 @@ class TrainerOutputs:
 
         url = None
         if self.accelerator.is_main_process:
-            self._write_card(repo_id=self.hub_repo)
+            with run_writes("the card of the Hub repository", self.out):
+                self._write_card(repo_id=self.hub_repo)
             url = push_run(self.out, self.hub_repo, private=self.config.hub_private_repo)
             logger.info("pushed the adapter to %s", url)
         self.accelerator.wait_for_everyone()

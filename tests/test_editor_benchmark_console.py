@@ -106,32 +106,32 @@ def test_editors_demo_refuses_a_used_folder_and_a_folder_that_is_no_run(tmp_path
 
 
 def test_the_walks_seam_a_runs_sampling_record_gives_the_demos_edit_commands(tmp_path):
-    """The editor-RL walk hands ``benchmark editors-demo --lora RUN`` a training run: the base editor is the run's
-    (its editor, base model, editor options, T, CFG scale from run.json's sampling record) and the tuned one is
-    ``edit --lora RUN``; both command lines parse as ``miescore edit`` options."""
+    """The editor-RL walk hands ``benchmark editors-demo --lora RUN`` a training run: the base editor samples as
+    ``edit --lora RUN`` does (every field of run.json's sampling record that is an ``edit`` option), without the
+    adapter; both command lines parse as ``miescore edit`` options and agree on every setting."""
     from types import SimpleNamespace
 
     from modeling_miescore.cli.edit import resolve_run_settings
     from modeling_miescore.cli.main import build_parser
     from modeling_miescore.evaluation.editor_benchmarks.offline_demo import demo_editor_args
+    from modeling_miescore.training.editor_rl.config import FlowGRPOConfig
     from modeling_miescore.training.editor_rl.run_record import sampling_record
 
-    fields = dict(editor="flux2-klein", model_name_or_path=str(tmp_path / "klein"), base_model_id=None,
-                  editor_options={"height": 32, "width": 32}, num_inference_steps=4, cfg_fraction=None,
-                  dtype="float32", finetuning="lora")
-    config = SimpleNamespace(**fields, public_dict=lambda: dict(fields))  # what the trainer's config gives
     (tmp_path / "klein").mkdir()
+    config = FlowGRPOConfig(editor="flux2-klein", model_name_or_path=str(tmp_path / "klein"), dataset="rows.jsonl",
+                            reward="pkg.mod:fn", editor_options={"height": 32, "width": 32}, num_inference_steps=4,
+                            dtype="float32", cfg_fraction=0.5, last_step="deterministic")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "run.json").write_text(json.dumps(sampling_record(config, SimpleNamespace(cfg_scale=1.0, height=32,
-                                                                                     width=32))))
+    editor = SimpleNamespace(cfg_scale=1.0, height=32, width=32)
+    (run / "run.json").write_text(json.dumps(sampling_record(config, editor)))
     base, tuned = demo_editor_args(str(run), tmp_path)
     assert tuned == ["--lora", str(run)]
     common = ["--dataset", str(tmp_path / "data"), "--out", str(tmp_path / "edits")]
-    args = build_parser().parse_args(["edit", *map(str, base), *common])
-    assert (args.pipeline, args.model, json.loads(args.editor_options), args.steps, args.cfg_scale) == (
-        "flux2-klein", str(tmp_path / "klein"), {"height": 32, "width": 32}, 4, 1.0)
-    lora = build_parser().parse_args(["edit", *tuned, *common])
-    resolve_run_settings(lora)  # what edit --lora RUN takes from the same record: the same editor and sampling
-    assert (lora.pipeline, lora.model, lora.editor_options, lora.steps, lora.cfg_scale) == (
-        "flux2-klein", str(tmp_path / "klein"), {"height": 32, "width": 32}, 4, 1.0)
+    plain, with_run = (build_parser().parse_args(["edit", *map(str, argv), *common]) for argv in (base, tuned))
+    for args in (plain, with_run):
+        resolve_run_settings(args)
+    fields = ("pipeline", "model", "editor_options", "steps", "cfg_scale", "cfg_fraction", "sde_type", "last_step",
+              "dtype", "noise_level")
+    assert [getattr(plain, f) for f in fields] == [getattr(with_run, f) for f in fields]
+    assert (plain.steps, plain.cfg_fraction, plain.last_step, plain.lora) == (4, 0.5, "deterministic", None)

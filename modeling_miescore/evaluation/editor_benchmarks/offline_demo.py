@@ -70,16 +70,20 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
         model = build_tiny_editor("flux2-klein", out / "models" / "flux2-klein")
         return ["--pipeline", "flux2-klein", "--model", model, "--editor-options",
                 json.dumps(TINY_EDITOR_OPTIONS["flux2-klein"]), "--steps", "4", "--cfg-scale", "1"], None
-    from ...training.editor_rl.run_record import read_sampling
+    from ...training.editor_rl.run_record import SAMPLING_FIELDS, read_sampling
 
     sampling = read_sampling(lora)
     if sampling is None:
         raise MIEScoreInputError(f"--lora '{lora}' has no run.json from a training run (trainers/flow_grpo_editor.py)"
                                  "; the demo compares a run with its base editor")
-    base = ["--pipeline", sampling["editor"], "--model", sampling["model_name_or_path"], "--editor-options",
-            json.dumps(sampling.get("editor_options") or {}), "--steps", sampling["num_inference_steps"]]
-    if sampling.get("cfg_scale") is not None:
-        base += ["--cfg-scale", sampling["cfg_scale"]]
+    # the base editor samples as `edit --lora RUN` does, without the adapter: every recorded field that is an
+    # option of `miescore edit` (run_record.SAMPLING_FIELDS; height and width are inside the editor options)
+    base = []
+    for field, option in SAMPLING_FIELDS.items():
+        value = sampling.get(field)
+        if option is None or value is None or (option == "--editor-options" and field != "editor_options"):
+            continue
+        base += [option, json.dumps(value) if field == "editor_options" else value]
     return base, ["--lora", lora]
 
 

@@ -9,7 +9,7 @@ import json
 import math
 
 import pytest
-from editor_bench_helpers import converted, gedit_server_answer
+from editor_bench_helpers import converted
 from local_http import RoutedChatServer, chat_completion, request_images
 from PIL import Image
 

@@ -213,10 +213,10 @@ def cmd_editors(args) -> int:
         raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
     report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size,
                              by=args.by)
-    report["label"] = args.label
+    report["label"] = args.label or report.get("label")  # the runs' labels carry over (random weights)
     report["plots"] = {} if args.no_plots else comparison_plots(report, out)
     write_report(out, report)
-    return finish_run(f"{args.label + ': ' if args.label else ''}compared {len(report['runs'])} runs against {report['baseline']}; report: "
+    return finish_run(f"{report['label'] + ': ' if report['label'] else ''}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")
 
 

@@ -196,7 +196,7 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
                     bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4, by: Optional[str] = None) -> dict:
     """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``.
     ``by``: compare the reward model of that kind's scores (``miescore``, ``spatialreward``) instead of the MLLM
-    judge's."""
+    judge's. The runs' reports' labels (``--label``, e.g. random weights) carry over to the comparison."""
     from ...scoring.jsonl_scoring import make_output_folder
 
     bootstrap = bootstrap or BootstrapSettings(n=0)
@@ -211,7 +211,8 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
     make_output_folder(out_dir, "out_dir: ")  # once the runs are known to be usable
     with MetricNotes() as notes:
         report = _compare(entries, baseline, bootstrap, grid_size, out_dir)
-    return {**report, "by": by, "selectors": _selectors(loaded, by),
+    labels = sorted({report.get("label") for kinds in loaded.values() for report, _ in kinds.values()} - {None})
+    return {**report, "by": by, "selectors": _selectors(loaded, by), "label": "; ".join(labels) or None,
             "published": SPATIALREWARD_TABLE3 if by is None else {}, "notes": notes.lines,
             "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
             "meta": {"bootstrap": bootstrap.describe("keys")}}

@@ -116,7 +116,8 @@ def test_benchmark_reports_first_selected_and_oracle_and_editors_compares_them(t
     with RoutedChatServer(answer) as server:
         assert main(["benchmark", "gedit", "--dataset", str(dataset), "--edits", str(out / "edits.jsonl"), "--out",
                      str(report_dir), "--backend", "openai", "--base-url", server.url, "--model", "gpt-4.1",
-                     "--image-format", "PNG", "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
+                     "--image-format", "PNG", "--no-progress", "--bootstrap", "0", "--no-plots", "--label",
+                     "RANDOM WEIGHTS (a test)"]) == 0
         assert len(server.requests) == 2 * 3 * len(truth)  # every candidate judged (SC and PQ)
     report = json.loads((report_dir / "report.json").read_text())
     views = report["selection"]["views"]
@@ -151,5 +152,6 @@ def test_benchmark_reports_first_selected_and_oracle_and_editors_compares_them(t
         assert 0 < delta["p_value"] <= 1
     assert overall(2) >= overall(1) and overall(2) >= overall(0)  # nothing beats the judge's own choice
     assert len({round(overall(i), 6) for i in range(3)}) == 3  # the three views differ on this fixture
-    assert "candidate modeling_miescore.testing.editor_rewards:mean_redness scored highest" in \
-        (cmp / "report.md").read_text()
+    page = (cmp / "report.md").read_text()
+    assert "candidate modeling_miescore.testing.editor_rewards:mean_redness scored highest" in page
+    assert "> **RANDOM WEIGHTS (a test)**" in page  # the run's label carries over to the comparison

@@ -217,9 +217,11 @@ def sharpen_language_model(model, seed: int = 0, std: float = 0.1):
     """
     import torch
 
+    from ..utils.random_draws import randn_tensor
+
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.backbone.get_decoder().named_parameters():
             if param.ndim == 2 and "embed" not in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * std)
+                param.copy_(randn_tensor(param.shape, generator=generator, device=param.device) * std)
     return model

@@ -31,6 +31,18 @@ c6d6d54 (main before issue 22), measured the same way, with the new corpus modul
 (the two ``doctor`` cases start a fresh interpreter and may take minutes on a loaded machine; they have their own
 600 s bound.)
 
+Issue 31's editor cases (``testing.bad_input_editor``: the ``trainer`` and ``edit`` rows; ``editor-benchmarks``
+is the editor benchmarks' own row) are part of this corpus too. Their "before" is commit 45cc0d1 (main before
+issue 31), measured the same way with the corpus modules copied along (``--entries trainer,edit`` runs them
+alone; the cases that could exhaust the machine's memory on the old code run in a child process with 6 GB of
+address space)::
+
+    git worktree add --detach ../before-31 45cc0d1
+    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint,bad_input_local,bad_checkpoints,bad_input_editor}.py \
+       ../before-31/modeling_miescore/testing/
+    (cd ../before-31 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --entries trainer,edit \
+        --timeout 60 --details)
+
 ``--endpoints`` also runs the bad-endpoint corpus of issue 22 (``testing.bad_endpoint_corpus``: ``judge``,
 ``spatialreward-data`` and ``mer-bench synthesize`` against the bad server of ``tests/local_http.py``) and prints
 its own table; ``--only-endpoints`` runs that corpus alone. Its "before" is commit c6d6d54 (main before issue
@@ -69,7 +81,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
-def run_corpus(workdir: Path, timeout: float) -> list:
+def run_corpus(workdir: Path, timeout: float, entries=None) -> list:
     from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.testing.bad_input_corpus import Corpus, build_corpus_checkpoint
     from modeling_miescore.testing.bad_input_runners import all_cases
@@ -80,6 +92,8 @@ def run_corpus(workdir: Path, timeout: float) -> list:
     outcomes = []
     try:
         for case in all_cases():
+            if entries and case.entry not in entries:
+                continue
             started = time.monotonic()
             outcome = corpus.run(case)
             outcomes.append(outcome)
@@ -151,6 +165,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only-endpoints", action="store_true", help="run the bad-endpoint corpus alone")
     parser.add_argument("--editor-benchmarks", action="store_true",
                         help="run the editor-benchmarks group of both corpora alone (issues 31 and 33)")
+    parser.add_argument("--entries", default=None, help="comma-separated entry points to run (e.g. trainer,edit)")
     args = parser.parse_args(argv)
 
     from modeling_miescore.testing.bad_input_corpus import summary_table
@@ -165,7 +180,7 @@ def main(argv=None) -> int:
             _print(endpoint_table(remote), remote, args.details)
             return 0
         if not args.only_endpoints:
-            outcomes = run_corpus(workdir, args.timeout)
+            outcomes = run_corpus(workdir, args.timeout, set(args.entries.split(",")) if args.entries else None)
             _print(summary_table(outcomes), outcomes, args.details)
         if args.endpoints or args.only_endpoints:
             from modeling_miescore.testing.bad_endpoint_corpus import endpoint_table

@@ -107,7 +107,7 @@ def test_a_lora_rank_above_every_layer_is_refused(toy_editor_path, editing_reque
 
 
 @pytest.mark.parametrize("editor,model,needle", [
-    ("flux2-klein", "nobody/not-cached-editor", "cannot load the Flux2KleinPipeline 'nobody/not-cached-editor'"),
+    ("flux2-klein", "nobody/not-cached-editor", "model 'nobody/not-cached-editor' is not a folder here and could not be loaded from the Hub"),
     ("json:dumps", "x", "editor factory 'json:dumps' failed on model 'x': TypeError"),
     ("json:loads", "x", "editor factory 'json:loads' failed on model 'x'"),
 ])

@@ -191,11 +191,11 @@ def cmd_edit(args) -> int:
 
         diffusers_logging.disable_progress_bar()
         datasets.disable_progress_bars()
+    taken = resolve_run_settings(args)
     if args.lora:  # before the editor loads: a missing, damaged or NaN adapter is one line
         from ..training.editor_rl.policy_lora import check_lora_file
 
         check_lora_file(args.lora)
-    taken = resolve_run_settings(args)
     if taken:
         print(f"miescore edit: from {Path(args.lora) / 'run.json'}: {'; '.join(taken)}", file=sys.stderr)
     selection = _selection(args)

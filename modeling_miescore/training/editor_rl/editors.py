@@ -44,7 +44,7 @@ from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 import torch
 
 from ...image_io import MIEScoreInputError
-from ...utils.field_checks import Bounds, did_you_mean, field_problems
+from ...utils.field_checks import Bounds, field_problems, suggestion
 from ...utils.import_spec import import_callable
 
 __all__ = ["EDITORS", "EditorAdapter", "EditorOptionValues", "EditorSpecError", "DiffusersEditor",
@@ -281,7 +281,7 @@ def editor_option_problems(pipeline: str, options: dict) -> list:
         unknown = sorted(set(options) - set(cls.options))
         if unknown:
             problems.append(f"editor {cls.name!r} has no option(s) {', '.join(unknown)}; its options: "
-                            f"{', '.join(cls.options)}{did_you_mean(unknown[0], cls.options)}")
+                            f"{', '.join(cls.options)}{suggestion(unknown[0], cls.options)}")
     known = {k: v for k, v in options.items() if k in EditorOptionValues.__dataclass_fields__}
     return problems + [f"editor_options.{p}" for p in field_problems(EditorOptionValues(**known))]
 

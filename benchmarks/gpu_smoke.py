@@ -302,7 +302,7 @@ class Smoke:
         if self.args.quick:  # the same comparison (half a group vs the group) at CPU-test size
             settings.update(num_generations=4, num_inference_steps=3)
         group = settings["num_generations"]
-        settings.update(per_device_batch_size=group, gradient_accumulation_steps=1, updates_per_step=1, max_steps=1,
+        settings.update(per_device_batch_size=group, rollout_batches_per_step=1, updates_per_step=1, max_steps=1,
                         save_steps=1, sample_grid_steps=0, max_train_rows=1)
         figures = {}
         for micro in (group // 2, group):

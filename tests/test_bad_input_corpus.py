@@ -47,6 +47,8 @@ DEFAULT_ISSUE_31 = {
 
 
 def _marks(case) -> tuple:
+    if case.entry == "editor-benchmarks":  # issues 31 / 33: eight small conversions, about 2 s in all
+        return ()
     issue = case.item.split(".")[0]
     default = {"22": DEFAULT_ISSUE_22, "31": DEFAULT_ISSUE_31}.get(issue)
     return (pytest.mark.slow,) if default is not None and (case.entry, case.name) not in default else ()

@@ -168,3 +168,27 @@ def test_the_last_step_mode_and_the_deprecated_window_spelling():
     with pytest.warns(FutureWarning, match="sde_window"):
         old = make_step_plan(10, random.Random(2), noise_level=1.0, train_steps="window", window_size=3)
     assert old == make_step_plan(10, random.Random(2), noise_level=1.0, train_steps="sde_window", window_size=3)
+
+
+def test_fast_branching_on_the_stock_qwen_image_edit_plus_pipeline(tiny_editor_path):
+    """The shared prefix inside a real diffusers pipeline (true CFG, per-prompt img_shapes, generator lists):
+    3 guided prefix steps at one row per branch call, then the window and the rest at G rows."""
+    from PIL import Image
+
+    from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
+    from modeling_miescore.training.editor_rl.editors import load_editor
+    from modeling_miescore.training.editor_rl.rollout import sample_group
+
+    editor = load_editor("qwen-image-edit-plus", str(tiny_editor_path("qwen-image-edit-plus")),
+                         options=TINY_EDITOR_OPTIONS["qwen-image-edit-plus"])
+    source = Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    plan = make_step_plan(6, random.Random(3), noise_level=1.0, train_steps="fast", window_size=2,
+                          window_range=(0.5, 1.0), shared_noise=True, cfg_fraction=0.6)
+    rollout = sample_group(editor, key="k", sources=[source], source_ids=["s"], instruction="make it red",
+                           num_images=3, plan=plan, seed=1, shared_noise=True)
+    assert plan.trained == (3, 4) and plan.shared_prefix == 3
+    # steps 0-3 guided (2 calls), 4-5 not; rows: 3 prefix steps x 2 calls x 1, step 3 x 2 x 3, steps 4-5 x 1 x 3
+    assert rollout.transformer_counts == {"calls": 10, "rows": 6 + 6 + 6}
+    x = rollout.steps[0].sampled.sample
+    assert torch.equal(x[0], x[1]) and torch.equal(x[0], x[2])
+    assert not torch.equal(rollout.steps[-1].sampled.next_sample[0], rollout.steps[-1].sampled.next_sample[1])

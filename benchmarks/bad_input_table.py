@@ -38,7 +38,7 @@ alone; the cases that could exhaust the machine's memory on the old code run in 
 address space)::
 
     git worktree add --detach ../before-31 45cc0d1
-    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint,bad_input_local,bad_checkpoints,bad_input_editor}.py \
+    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint,bad_input_local,bad_checkpoints,bad_input_editor,bad_input_editor_benchmarks}.py \
        ../before-31/modeling_miescore/testing/
     (cd ../before-31 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --entries trainer,edit \
         --timeout 60 --details)

@@ -14,8 +14,7 @@ Entries:
 * ``edit``: ``--input`` being the ``--out`` folder's own ``edits.jsonl``, ``--out`` the model folder, control
   characters in an instruction or an id, a garbage or NaN LoRA, a FIFO, ``/dev/zero`` or truncated source, an
   editor that cannot load offline;
-* ``editor-benchmarks`` (the editor benchmarks' converters and judges): kept for their own cases
-  (:func:`editor_benchmark_cases`, empty here).
+* (the ``editor-benchmarks`` entry, the benchmarks' converters and judges, is :mod:`.bad_input_editor_benchmarks`).
 
 *Clean* follows ``bad_input_corpus``: the documented exit status (2 bad input, 1 a stop by the reward or the
 disk, 0 where a hostile but valid input must simply work), the recipe's one ``error:`` / ``stopped:`` line naming
@@ -45,7 +44,7 @@ from pathlib import Path
 
 from .bad_input_corpus import Case, Outcome, captured_output, check_message, run_cli
 
-ENTRIES = ("trainer", "edit", "editor-benchmarks")
+ENTRIES = ("trainer", "edit")
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
 HERE = "modeling_miescore.testing.bad_input_editor"
 SECRET = "hunter2-corpus"
@@ -754,15 +753,9 @@ def edit_cases() -> list:
             Case("edit", "an editor on the Hub, offline", "31.M", _edit_offline_editor)]
 
 
-def editor_benchmark_cases() -> list:
-    """The editor benchmarks' cases (converters, judges): the ``editor-benchmarks`` entry, kept for them."""
-    return []
-
-
 def editor_cases() -> list:
     """Every case of this module, in a fixed order."""
-    return [*trainer_cases(), *edit_cases(), *editor_benchmark_cases()]
+    return [*trainer_cases(), *edit_cases()]
 
 
-__all__ = ["ENTRIES", "EditorInputs", "edit_cases", "editor_benchmark_cases", "editor_cases", "inputs",
-           "trainer_cases", "truncated_png"]
+__all__ = ["ENTRIES", "EditorInputs", "edit_cases", "editor_cases", "inputs", "trainer_cases", "truncated_png"]

@@ -11,7 +11,8 @@ import pytest
 
 from editor_rl_runs import recipe_cli, toy_config, write_run_yaml
 from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.training.editor_rl.config import RUN_IDENTITY_FIELDS, FlowGRPOConfig
+from modeling_miescore.training.editor_rl.config import RESUMABLE_FIELDS, RUN_IDENTITY_FIELDS, FlowGRPOConfig
+from modeling_miescore.utils.field_checks import Bounds, OneOf, field_problems, suggestion
 
 GOOD = dict(editor="pkg.editor:make", model_name_or_path="model", dataset="rows.jsonl", reward="pkg.rewards:fn",
             output_dir="out", num_generations=4, per_device_batch_size=8)
@@ -110,9 +111,6 @@ def test_the_defaults_and_the_shipped_configs_pass():
 
 def test_every_number_field_declares_its_range_and_every_field_its_resume_role():
     """A field added later without a declared range (or not sorted into the run's identity) fails here."""
-    from modeling_miescore.training.editor_rl.config import RESUMABLE_FIELDS
-    from modeling_miescore.utils.field_checks import Bounds
-
     hints = typing.get_type_hints(FlowGRPOConfig, include_extras=True)
     for field in dataclasses.fields(FlowGRPOConfig):
         declared = hints[field.name]
@@ -139,8 +137,6 @@ def test_the_recipe_refuses_before_it_builds_or_writes_anything(toy_editor_path,
 
 
 def test_field_checks_read_the_declared_types():
-    from modeling_miescore.utils.field_checks import Bounds, OneOf, field_problems, suggestion
-
     @dataclasses.dataclass
     class Settings:
         size: typing.Annotated[typing.Optional[int], Bounds(ge=1)] = None

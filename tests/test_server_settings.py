@@ -116,10 +116,18 @@ def test_every_numeric_setting_is_bounded_and_the_bound_is_enforced_everywhere(s
         ServerSettings(max_bacth=3)
 
 
-def test_the_api_key_never_comes_from_the_command_line_and_is_never_shown(serve_args):
-    # "--api-key KEY" abbreviates --api-key-env: KEY is taken as a variable's name, never as the key
+def test_the_api_key_never_comes_from_the_command_line_and_is_never_shown(serve_args, capsys):
+    # "--api-key KEY" is no option (options are matched exactly, never by prefix), and the refusal does not echo KEY
+    with pytest.raises(SystemExit) as stopped:
+        serve_args("--api-key", "s3cret")
+    assert stopped.value.code == 2
+    refusal = capsys.readouterr().err
+    assert "--api-key" in refusal and "did you mean --api-key-env" in refusal and "s3cret" not in refusal
+    with pytest.raises(SystemExit):
+        serve_args("--api-key=s3cret")
+    assert "s3cret" not in capsys.readouterr().err
     with pytest.raises(SettingsError, match="--api-key-env s3cret: that environment variable is unset"):
-        settings_from_options(ServerSettings, serve_args("--api-key", "s3cret"), environ={})
+        settings_from_options(ServerSettings, serve_args("--api-key-env", "s3cret"), environ={})
     settings = settings_from_options(ServerSettings, serve_args("--api-key-env", "K"), environ={"K": "s3cret"})
     assert settings.api_key == "s3cret" and "s3cret" not in repr(settings)
     # an empty variable counts as unset: no key

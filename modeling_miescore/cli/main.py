@@ -154,7 +154,13 @@ class CommandParser(argparse.ArgumentParser):
         option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
         options = [s for action in self._actions for s in action.option_strings]
         hint = did_you_mean(option, options) if option else ""
-        return f"unrecognized arguments: {' '.join(extras)}{hint}"
+        shown = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
+        if not shown:
+            return f"unrecognized arguments: {' '.join(extras)}{hint}"
+        # the values after an unknown option are not echoed: `--api-key KEY` must not print the key
+        hidden = len(extras) - len(shown)
+        values = f" ({hidden} value(s) not shown)" if hidden or any("=" in e for e in extras) else ""
+        return f"unrecognized arguments: {' '.join(shown)}{values}{hint}"
 
     def format_usage(self) -> str:
         self._add_deferred_options()

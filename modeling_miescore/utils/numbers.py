@@ -28,13 +28,9 @@ def real_finite(value: Any) -> float | None:
 
     if getattr(value, "shape", None) == () and hasattr(value, "item"):  # a 0-d NumPy array or torch tensor
         value = value.item()
-    if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
+    if type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float (10**400)
-        return None
-    return number if math.isfinite(number) else None
+    return finite_float(value)  # refuses bools, NaN / inf and ints too large for a float
 
 
 def non_finite_fields(result: Any) -> list[str]:

@@ -2,7 +2,8 @@
 
 Each builder writes a folder that the stock pipeline class loads with ``from_pretrained`` (the code path a user
 with real weights runs; only the sizes are small and the weights random). Tokenizers are trained here (byte-level
-BPE for Qwen, a BPE CLIP tokenizer and a unigram T5 tokenizer for FLUX.1 Kontext) so nothing is downloaded.
+BPE for Qwen, a BPE CLIP tokenizer and a unigram T5 tokenizer for FLUX.1 Kontext) so nothing is downloaded; each
+build writes the same tokenizer files in every process (:func:`tiny_clip_tokenizer`, :func:`tiny_t5_tokenizer`).
 Model shapes follow the diffusers test suites' dummy components (``tests/pipelines/qwenimage/
 test_qwenimage_edit_plus.py``, ``tests/pipelines/flux2/test_pipeline_flux2_klein.py``,
 ``tests/pipelines/flux/test_pipeline_flux_kontext.py``).
@@ -21,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["TINY_EDITOR_BUILDERS", "TINY_EDITOR_OPTIONS", "build_tiny_editor", "build_tiny_flux2_klein",
-           "build_tiny_flux_kontext", "build_tiny_qwen_image_edit_plus"]
+           "build_tiny_flux_kontext", "build_tiny_qwen_image_edit_plus", "tiny_clip_tokenizer", "tiny_t5_tokenizer"]
 
 _CORPUS = """Make the sky red. Put the cat from image 2 on the table of image 1. Replace the cup with a rocket.
 Turn the wall blue and keep the person. Apply the style of the second image. Add a hat to the dog.
@@ -148,38 +149,69 @@ def build_tiny_flux2_klein(path, seed: int = 0, latent_channels: int = 4, colour
     return Path(path)
 
 
-def _clip_tokenizer():
-    """A byte-level BPE ``CLIPTokenizer`` trained on the corpus (CLIP's ``</w>`` word ends, lower case)."""
+def tiny_clip_tokenizer():
+    """A byte-level BPE ``CLIPTokenizer`` trained on the corpus (CLIP's ``</w>`` word ends, lower case), the same
+    in every process.
+
+    ``tokenizers``' BPE trainer gives a word-final ``c</w>`` its id when it first meets it while iterating its word
+    counts, an ``AHashMap`` seeded per process (``tokenizers/src/models/bpe/trainer.rs``, ``tokenize_words``, at
+    huggingface/tokenizers@3ba8ad0; not ``PYTHONHASHSEED``), and merges of equal count are ordered by those ids. So
+    every byte's ``</w>`` form is declared before training, in byte order (as CLIP's own vocabulary holds all 256):
+    ids and merges no longer depend on the iteration order."""
     import json
 
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
     from transformers import CLIPTokenizer
 
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     specials = ["<|startoftext|>", "<|endoftext|>"]
     bpe = Tokenizer(models.BPE(unk_token=None, end_of_word_suffix="</w>"))
     bpe.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.train_from_iterator(_CORPUS.splitlines(), trainers.BpeTrainer(
-        vocab_size=300, special_tokens=specials, end_of_word_suffix="</w>", show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        vocab_size=len(specials) + 2 * len(alphabet) + 40, special_tokens=specials + [c + "</w>" for c in alphabet],
+        end_of_word_suffix="</w>", show_progress=False, initial_alphabet=alphabet))
     model = json.loads(bpe.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     return CLIPTokenizer(vocab=model["vocab"], merges=merges, model_max_length=77)
 
 
-def _t5_tokenizer():
-    """A unigram ``T5Tokenizer`` trained on the corpus (pad 0, eos 1, unk 2, as T5)."""
+# UnigramTrainer.finalize scores each required character the trained model lost as its lowest score + k x this
+# (tokenizers/src/models/unigram/trainer.rs, `min_score_penalty_delta`, huggingface/tokenizers@3ba8ad0)
+_UNIGRAM_FALLBACK_STEP = 1e-4
+
+
+def tiny_t5_tokenizer():
+    """A unigram ``T5Tokenizer`` trained on the corpus (pad 0, eos 1, unk 2, as T5), the same in every process.
+
+    ``tokenizers``' Unigram trainer takes its sentences from an ``AHashMap`` seeded per process, not by
+    ``PYTHONHASHSEED`` (``tokenizers/src/models/unigram/trainer.rs``, ``train`` and ``finalize``, at
+    huggingface/tokenizers@3ba8ad0): its EM sums run in another order, so the scores differ in their last bits, and
+    the characters it lost are scored ``lowest + k x 1e-4`` in the order of an ``AHashSet``. So the scores are
+    rounded to 1e-9, those characters take the same scores in character order, and the pieces are ordered by
+    (score, piece) after the three specials."""
     import json
 
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import T5Tokenizer
 
+    specials = ["<pad>", "</s>", "<unk>"]
     unigram = Tokenizer(models.Unigram())
     unigram.pre_tokenizer = pre_tokenizers.Metaspace()
     unigram.train_from_iterator(_CORPUS.splitlines(), trainers.UnigramTrainer(
-        vocab_size=200, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>", show_progress=False))
-    vocab = [tuple(piece) for piece in json.loads(unigram.to_str())["model"]["vocab"]]
-    return T5Tokenizer(vocab=vocab, extra_ids=0)
+        vocab_size=200, special_tokens=specials, unk_token="<unk>", show_progress=False))
+    scores = {piece: round(score, 9) for piece, score in json.loads(unigram.to_str())["model"]["vocab"]
+              if piece not in specials}
+    lowest = min(scores.values())
+
+    def on_fallback_grid(piece: str) -> bool:
+        steps = (scores[piece] - lowest) / _UNIGRAM_FALLBACK_STEP
+        return len(piece) == 1 and abs(steps - round(steps)) < 1e-3
+
+    fallback = sorted(filter(on_fallback_grid, scores))
+    scores.update(zip(fallback, sorted((scores[c] for c in fallback), reverse=True)))
+    pieces = sorted(scores, key=lambda p: (-scores[p], p))
+    return T5Tokenizer(vocab=[(p, 0.0) for p in specials] + [(p, scores[p]) for p in pieces], extra_ids=0)
 
 
 def build_tiny_flux_kontext(path, seed: int = 0, colour_decoder: bool = True) -> Path:
@@ -188,7 +220,7 @@ def build_tiny_flux_kontext(path, seed: int = 0, colour_decoder: bool = True) ->
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxKontextPipeline, FluxTransformer2DModel
     from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
-    clip_tokenizer, t5_tokenizer = _clip_tokenizer(), _t5_tokenizer()
+    clip_tokenizer, t5_tokenizer = tiny_clip_tokenizer(), tiny_t5_tokenizer()
     _seed(seed)
     transformer = FluxTransformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
                                          attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,

@@ -14,9 +14,12 @@ The SpatialReward paper's sec. 5.3 / appendix B.2 / Table 3 setting. One module 
 - Editors: :mod:`.editors` (the registry of diffusers editors and the protocol for others), :mod:`.policy_lora`,
   :mod:`.policy_fsdp` (full fine-tuning sharded by FSDP2).
 - Objective and loop: :mod:`.advantages`, :mod:`.objective`, :mod:`.policy_update`, :mod:`.ema` (flow_grpo's EMA,
-  in optimizer steps), :mod:`.group_schedule`,
-  :mod:`.checkpoints`, :mod:`.run_outputs`, :mod:`.rollout_log` (per-sample records, ``save_rollouts_steps``),
-  :mod:`.config`, :mod:`.trainer`.
-- Using a trained editor: :mod:`.edit_generation` (``miescore edit``), :mod:`.sampling_schedule` (sampling as the
-  policy was trained: CFG on the first ``cfg_fraction`` of steps, ODE or SDE).
+  in optimizer steps), :mod:`.group_schedule`, :mod:`.checkpoints`, :mod:`.run_outputs`, :mod:`.rollout_log`
+  (per-sample records, ``save_rollouts_steps``), :mod:`.run_reporting` (the start summary, per-step line, reward
+  components, tracker tags), :mod:`.run_record` (how a run samples, in ``run.json``), :mod:`.adapter_card`,
+  :mod:`.hub_upload` (``--push_to_hub``), :mod:`.config`, :mod:`.trainer` (the loop), :mod:`.trainer_outputs` (its
+  grids, checkpoints, adapter and push), :mod:`.trainer_resume` (its trained parameters by name and ``--resume``).
+- Using a trained editor: :mod:`.edit_generation` (``miescore edit``), :mod:`.edit_selection` (``edit --select``:
+  reward-guided best-of-N), :mod:`.sampling_schedule` (sampling as the policy was trained: CFG on the first
+  ``cfg_fraction`` of steps, ODE or SDE).
 """

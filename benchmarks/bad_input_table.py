@@ -31,14 +31,14 @@ c6d6d54 (main before issue 22), measured the same way, with the new corpus modul
 (the two ``doctor`` cases start a fresh interpreter and may take minutes on a loaded machine; they have their own
 600 s bound.)
 
-Issue 31's editor cases (``testing.bad_input_editor``: the ``trainer`` and ``edit`` rows; ``editor-benchmarks``
-is the editor benchmarks' own row) are part of this corpus too. Their "before" is commit 45cc0d1 (main before
+Issue 31's editor cases (``testing.bad_input_editor`` and ``testing.bad_input_edit``: the ``trainer`` and ``edit``
+rows; ``editor-benchmarks`` is the editor benchmarks' own row) are part of this corpus too. Their "before" is commit 45cc0d1 (main before
 issue 31), measured the same way with the corpus modules copied along (``--entries trainer,edit`` runs them
 alone; the cases that could exhaust the machine's memory on the old code run in a child process with 6 GB of
 address space)::
 
     git worktree add --detach ../before-31 45cc0d1
-    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint,bad_input_local,bad_checkpoints,bad_input_editor,bad_input_editor_benchmarks}.py \
+    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint,bad_input_local,bad_checkpoints,bad_input_editor,bad_input_edit,bad_input_editor_runs,bad_input_editor_benchmarks}.py \
        ../before-31/modeling_miescore/testing/
     (cd ../before-31 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --entries trainer,edit \
         --timeout 60 --details)

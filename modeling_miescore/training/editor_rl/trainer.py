@@ -389,7 +389,27 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         """Run (or resume) the training; returns ``{"step", "metrics"}`` (and ``"hub_url"`` after a push)."""
         cfg, acc = self.config, self.accelerator
         self._setup()
-        start = self._resume()
+        try:
+            result = self._train_from(self._resume())
+        except BaseException:  # stopped (the reward, the disk, a Ctrl-C): its trackers are closed, not left open
+            self._finish_trackers()
+            raise
+        if cfg.trackers():
+            acc.end_training()
+        return result
+
+    def _finish_trackers(self) -> None:
+        """Finish the trackers of a run that stopped (a W&B or MLflow run is closed, not left running; TensorBoard
+        also flushes at each log) without hiding why it stopped; the process group is left to the caller."""
+        for tracker in self.accelerator.trackers:
+            try:
+                tracker.finish()
+            except Exception as error:  # noqa: BLE001 - the run's own error is the one to report
+                logger.warning("the %s tracker did not close: %s", getattr(tracker, "name", "?"), error)
+
+    def _train_from(self, start: int) -> dict:
+        """The steps after ``start``, then the adapter (and the push); ``train``'s result."""
+        cfg, acc = self.config, self.accelerator
         if acc.is_main_process:
             logger.info("%s", training_summary(cfg, num_processes=acc.num_processes, num_requests=len(self.rows),
                                                trained_steps=len(self._plan(start + 1, 0).trained), start_step=start))
@@ -414,8 +434,6 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         result = {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}
         if self.hub_repo:
             result["hub_url"] = self.push_to_hub()
-        if cfg.trackers():
-            acc.end_training()
         return result
 
     def _step_and_report(self, step: int, worker: RewardWorker, progress) -> None:

@@ -152,15 +152,17 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
 
     def _claim_output_dir(self) -> None:
         """Create ``output_dir``; the main process writes ``run.json`` (the run's identity and how it samples) for
-        a fresh run, replacing an old run's outputs only with ``overwrite_output_dir``."""
+        a fresh run, replacing an old run's outputs only with ``overwrite_output_dir`` (a resumed run's folder and
+        checkpoint were checked in :meth:`_setup`: nothing is written for it here, nothing read again)."""
         from .run_record import sampling_record
 
         cfg, acc = self.config, self.accelerator
         acc.wait_for_everyone()
         if acc.is_main_process:
             prepare_output_dir(cfg, self.rows)  # created, writable
-            check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target, overwrite=cfg.overwrite_output_dir,
-                             is_main=True, settings=cfg.public_dict(), record=sampling_record(cfg, self.editor))
+            if not self.resuming:
+                check_run_folder(self.out, cfg.identity(), resume=None, overwrite=cfg.overwrite_output_dir,
+                                 is_main=True, settings=cfg.public_dict(), record=sampling_record(cfg, self.editor))
         acc.wait_for_everyone()
 
     def _setup_policy(self):

@@ -38,7 +38,7 @@ from pathlib import Path
 from .bad_input_corpus import Case, Outcome
 from .bad_input_edit import edit_cases
 from .bad_input_editor_runs import (HERE, SECRET, StandInReplica, bad_source_rows, file_hashes, fresh_folder,
-                                    gzip_bomb, inputs, redness, replica_results, run_recipe, trickle)
+                                    gzip_bomb, inputs, replica_results, replica_score, run_recipe, trickle)
 
 ENTRIES = ("trainer", "edit")
 
@@ -143,7 +143,7 @@ def _logged_rewards_are_the_edits_own(outcome: Outcome, out: Path) -> None:
         if (out / "rollouts" / "rollouts.jsonl").is_file() else []
     for record in records:
         image = Image.open(out / "rollouts" / record["edited"])
-        expected = (50.0 + 40.0 * redness(image)) / 100
+        expected = replica_score(image) / 100  # miescore serve's 0-100 overall, as the reward's 0-1
         outcome.flag("data_lost", record["reward"] is None or abs(record["reward"] - expected) > 1e-6)
     outcome.flag("wrong_status", not records)
 

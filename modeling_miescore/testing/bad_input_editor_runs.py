@@ -300,18 +300,19 @@ class StandInReplica:
         self.httpd.server_close()
 
 
-def replica_score(blob: str) -> float:
+def replica_score(image) -> float:
     """The stand-in replica's score of an edit: 50 + 40 x its redness (so a result read for the wrong edit shows)."""
-    import base64
-
-    from PIL import Image
-
-    return 50.0 + 40.0 * redness(Image.open(io.BytesIO(base64.b64decode(blob))))
+    return 50.0 + 40.0 * redness(image)
 
 
 def replica_results(groups, value=None, order=lambda results: results) -> bytes:
     """``{"results": [...]}`` labelled like ``miescore serve``'s; ``value(edit index)`` or the image's score."""
-    results = [{"overall": replica_score(blob) if value is None else value(e), "group": g, "index": e}
+    import base64
+
+    from PIL import Image
+
+    results = [{"overall": replica_score(Image.open(io.BytesIO(base64.b64decode(blob)))) if value is None else value(e),
+                "group": g, "index": e}
                for g, group in enumerate(groups) for e, blob in enumerate(group.get("edited", []))]
     return json.dumps({"results": order(results)}).encode()
 
@@ -374,5 +375,5 @@ def bad_source_rows(corpus, kind: str) -> Path:
 
 __all__ = ["CHILD_ADDRESS_SPACE", "EditorInputs", "HERE", "ROOT", "SECRET", "StandInReplica", "TOY", "bad_source_rows",
            "base_settings", "file_hashes", "fresh_folder", "gzip_bomb", "in_child", "in_process", "inputs",
-           "judge_run", "patched_environment", "recipe_cli", "redness", "replica_results", "restored_if_changed",
-           "run_recipe", "trickle", "truncated_png", "write_config"]
+           "judge_run", "patched_environment", "recipe_cli", "redness", "replica_results", "replica_score",
+           "restored_if_changed", "run_recipe", "trickle", "truncated_png", "write_config"]

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
@@ -18,24 +16,11 @@ import pytest
 from editor_rl_runs import toy_config
 from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError
 from modeling_miescore.testing.bad_input_corpus import run_bounded
+from modeling_miescore.testing.bad_input_editor_runs import truncated_png
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
-
-
-def truncated_png(path: Path, side: int = 10_000) -> Path:
-    """A PNG whose header claims ``side`` x ``side`` RGBA pixels (400 MB decoded at 10,000) whose data stops half
-    way: decoding it allocates the whole image before it finds out."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    row = b"\x00" + b"\xc8\x0a\x0a\xff" * side
-    packer = zlib.compressobj(1)
-    body = b"".join(packer.compress(row) for _ in range(side // 2)) + packer.flush(zlib.Z_SYNC_FLUSH)
-    header = struct.pack(">IIBBBBB", side, side, 8, 6, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body))  # no IEND
-    return path
 
 
 def _rows_with(folder: Path, editing_requests: Path, name: str, make) -> Path:

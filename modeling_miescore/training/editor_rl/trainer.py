@@ -205,6 +205,14 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
             self.ema = OptimizerStepEMA(self.params, decay=cfg.ema_decay, update_interval=cfg.ema_update_interval)
 
     # ---------------------------------------------------------------------------------------------- one step
+    def _from_every_process(self, value) -> list:
+        """Every process's ``value``, in process order (``[value]`` on one process; a collective otherwise)."""
+        if self.accelerator.num_processes == 1:
+            return [value]
+        from accelerate.utils import gather_object
+
+        return gather_object([value])
+
     def _plan(self, step: int, index: int):
         cfg = self.config
         # fsdp: one plan per step for every group, so every process calls the sharded transformer as often
@@ -277,10 +285,8 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         backend's timeout). Raises the failure; a no-op on one process."""
         acc = self.accelerator
         if acc.num_processes > 1:
-            from accelerate.utils import gather_object
-
             told = failure and (failure.reward, failure.detail, acc.process_index)
-            every = [t for t in gather_object([told]) if t]
+            every = [t for t in self._from_every_process(told) if t]
             if every:
                 reward, detail, rank = every[0]
                 raise RewardUnavailableError(reward, f"{detail} [process {rank} of {acc.num_processes}]")
@@ -311,11 +317,9 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
                                   "reward_wait": time.perf_counter() - began}
 
     def _advantages(self, rollouts, scores, step: int):
-        from accelerate.utils import gather_object
-
         acc, cfg = self.accelerator, self.config
         local = [(r.key, list(s.rewards)) for r, s in zip(rollouts, scores)]
-        every = gather_object([local]) if acc.num_processes > 1 else [local]
+        every = self._from_every_process(local)
         flat = [group for part in every for group in part]
         result = group_advantages(flat, std_level=cfg.std_level, clip=cfg.advantage_clip,
                                   drop_zero_std=cfg.drop_zero_std_groups)
@@ -330,25 +334,21 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         return result, result.advantages[offset:offset + len(rollouts)]
 
     def _log_rollouts(self, step: int, rollouts, scores, advantages) -> None:
-        from accelerate.utils import gather_object
-
         acc = self.accelerator
         pieces = [p for batch in self.schedule.batches(step, acc.process_index) for p in batch]
         groups = [self.schedule.group_index(step, p.group) for p in pieces]
         requests = [self.rows[self.schedule.row_of(step, p.group)].id for p in pieces]
         records = self.rollout_log.records(step, acc.process_index, rollouts, scores, advantages, groups, requests)
-        every = gather_object([records]) if acc.num_processes > 1 else [records]
+        every = self._from_every_process(records)
         if acc.is_main_process:
             with run_writes(f"the rollouts of step {step}", self.out):
                 self.rollout_log.append([record for part in every for record in part])
 
     def _update(self, rollouts, advantages, step: int) -> dict:
-        from accelerate.utils import gather_object
-
         cfg, acc = self.config, self.accelerator
         micro = cfg.train_batch_size or cfg.num_generations
         units = make_units(rollouts, advantages, micro, acc.device)
-        counts = gather_object([len(units)]) if acc.num_processes > 1 else [len(units)]
+        counts = self._from_every_process(len(units))
         if max(counts) == 0:
             return {"updates": 0.0}
         fallback = make_units(rollouts[:1], [[0.0] * rollouts[0].size], micro, acc.device)[0]
@@ -363,12 +363,9 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         return stats
 
     def _step_record(self, step, result, stats, seconds, scores) -> dict:
-        from accelerate.utils import gather_object
-
-        acc = self.accelerator
-        every = gather_object([stats]) if acc.num_processes > 1 else [stats]
+        every = self._from_every_process(stats)
         totals = component_totals(scores)
-        components = component_means(gather_object([totals]) if acc.num_processes > 1 else [totals])
+        components = component_means(self._from_every_process(totals))
         total = {k: sum(s.get(k, 0.0) for s in every) for k in UPDATE_STAT_KEYS}
         n = total["count"] or float("nan")
         updated = [s for s in every if s.get("updates")]  # processes that ran an update: theirs are the means

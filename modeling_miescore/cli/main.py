@@ -48,6 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "doctor",
     "mer_construction",
     "edit",
+    "export_vllm",
 )
 
 

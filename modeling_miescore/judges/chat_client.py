@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -55,7 +56,7 @@ from ..utils.text_hygiene import valid_text
 logger = logging.getLogger(__name__)
 
 __all__ = ["ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "image_to_data_url",
-           "user_message", "RETRY_STATUSES"]
+           "refusal_hint", "server_error_text", "user_message", "RETRY_STATUSES"]
 
 # 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and every 5xx.
 RETRY_STATUSES = frozenset({408, 409, 429, *range(500, 600)})
@@ -268,8 +269,8 @@ class ChatClient(ClosesOnExit):
             raise self._transport_error(outcome.error, outcome.attempts)
         response, status = outcome.response, outcome.response.status_code
         if not 200 <= status < 300:
-            raise ChatError(f"{self.shown_url}: HTTP {status}: {self._shown(response.text)}", "http", status,
-                            attempts=outcome.attempts)
+            raise ChatError(f"{self.shown_url}: HTTP {status}: {self._shown(server_error_text(response.text))}"
+                            f"{refusal_hint(response.text, self.base_url)}", "http", status, attempts=outcome.attempts)
         try:
             return ChatCompletion.from_payload(json.loads(response.content), attempts=outcome.attempts)
         except _Refusal as err:
@@ -298,6 +299,45 @@ class ChatClient(ClosesOnExit):
             failure = f"HTTP {outcome.response.status_code}"
         logger.info("chat request failed (%s); retry %d/%d in %.2f s", failure, outcome.attempts,
                     self.retry_policy.max_retries, wait)
+
+
+def server_error_text(body: str) -> str:
+    """The message of an error body: ``error.message`` of an OpenAI-style JSON error (vLLM, SGLang, OpenAI), else
+    ``message`` / ``detail``, else the body itself."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    error = payload.get("error") if isinstance(payload, dict) else None
+    for holder, key in ((error, "message"), (payload, "message"), (payload, "detail")):
+        if isinstance(holder, dict) and isinstance(holder.get(key), str) and holder[key].strip():
+            return holder[key]
+    return body
+
+
+# What a server's refusal means for a request of ours and what to change (vLLM 0.32's messages; others match none).
+_REFUSAL_HINTS = (
+    (re.compile(r"At most \d+ image\(s\) may be provided", re.I),
+     "this request has more images than the server allows per prompt: restart it with a larger "
+     "--limit-mm-per-prompt '{{\"image\": N}}' (a SpatialReward prompt has the sources + the edited image)"),
+    (re.compile(r"maximum context length", re.I),
+     "the prompt is longer than the server's context: restart it with a larger --max-model-len, or lower the "
+     "image budget (max_pixels)"),
+    (re.compile(r"max_tokens=\d+ cannot be greater than max_model_len", re.I),
+     "the answer budget is larger than the server's context: lower max_tokens (SpatialReward: max_new_tokens), or "
+     "restart the server with a larger --max-model-len"),
+    (re.compile(r"model .{0,200} does not exist", re.I | re.S),
+     "the server does not serve this model name: GET {models} lists the names it serves"),
+)
+
+
+def refusal_hint(body: str, base_url: str) -> str:
+    """``"; <what to change>"`` for a server refusal we recognise (:data:`_REFUSAL_HINTS`), else ``""``."""
+    text = server_error_text(body)[:4096]
+    for pattern, hint in _REFUSAL_HINTS:
+        if pattern.search(text):
+            return "; " + hint.format(models=redacted_url(base_url.rstrip("/") + "/models"))
+    return ""
 
 
 def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] = None, quality: int = 90) -> str:

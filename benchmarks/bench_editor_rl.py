@@ -8,12 +8,21 @@ One function per section, registered in ``SECTIONS`` (``--sections a,b``; defaul
   ``testing.qwen3vl_shapes``). Both paths alternate every repeat; the CPU-time ratio is the steadier figure on
   a shared machine. Next to it the token ceiling G*L / (P + G*S) (L: a full prompt's tokens, P: the shared
   prefix, S: one edit's suffix) and the largest reward difference between the paths.
-* ``reward_overlap``: S RL steps, each sampling a batch of groups and rewarding it, run sequentially (sample,
-  then score) and overlapped through ``RewardWorker`` (score batch k while batch k+1 samples). The sampler is
-  simulated: it sleeps as long as one reward call took (a policy sampling on another device; the trainer's
-  own rollouts are not used here), so the ideal ratio is ``S(s + r) / (S max(s, r) + min(s, r))``. Both paths
-  score on the worker's thread, so they differ only in the overlap; "hidden" is the share of the reward time
-  the caller did not wait for (``RewardWorker.timing``).
+* ``reward_overlap``: the trainer itself (``FlowGRPOEditorTrainer`` on a tiny random diffusers editor) rewarded by
+  the tiny MIEScore (``MIEScoreReward``, the code path of ``--reward miescore:CKPT``, real CPU work), with
+  ``--overlap-batches`` rollout batches per step, run twice: sequential (a reward worker whose ``submit`` waits,
+  so batch k+1 samples only after batch k's rewards) and overlapped (the trainer's ``RewardWorker``: batch k is
+  scored while batch k+1 samples). Overlap exists only across the rollout batches of one step: the last batch's
+  reward and the update are never hidden (one batch per step overlaps nothing). From the sequential run's
+  measured phase seconds per batch (sampling s, reward r) and per step (update u) the ideal overlapped step is
+  ``s + (B - 1) max(s, r) + r + u`` against ``B (s + r) + u``; the table gives both step times (mean over steps
+  2.., step 1 warms up), their ratio, that ideal and the share of reward time the loop did not wait for.
+* ``variants``: the cost of the Flow-GRPO variants on the tiny recipe (``flow_grpo_editor_tiny_cpu.yaml``: tiny
+  Flux2-Klein, redness reward) at ``--variant-denoising-steps`` steps: ``fraction`` (full SDE, OmniGen2-RL),
+  ``sde_window`` (per-member ODE prefixes) and ``fast`` (Flow-GRPO-Fast: one shared prefix per group), the last
+  two with a window of 2 in ``[0, 0.75) x T``: seconds per step, transformer calls and rows per step (rollout and
+  training together, counted by a hook on the transformer), and the mean reward at steps 10 / 20 / 30 for each of
+  ``--variant-seeds``.
 * ``phases``: the trainer (``FlowGRPOEditorTrainer``, the code path of ``trainers/flow_grpo_editor.py``) on tiny
   random diffusers editors (built offline) with the tiny redness reward, ``--phase-steps`` steps; the seconds of
   each phase per step as the trainer logs them in ``metrics.jsonl``: rollout (the stock pipeline's sampling with
@@ -24,6 +33,8 @@ One function per section, registered in ``SECTIONS`` (``--sections a,b``; defaul
     python benchmarks/bench_editor_rl.py                                    # both sections, tiny and 8B width
     python benchmarks/bench_editor_rl.py --sections reward_prefix_reuse --widths tiny
     python benchmarks/bench_editor_rl.py --sections phases --editors flux2-klein --phase-steps 6 --threads 1
+    python benchmarks/bench_editor_rl.py --sections reward_overlap --threads 1
+    python benchmarks/bench_editor_rl.py --sections variants --threads 1
     python benchmarks/bench_editor_rl.py --quick                            # seconds: checks the script
 
 The 8B-wide checkpoint (3.6 GB, minutes to build) is kept in ``--checkpoint-dir`` when one is given.
@@ -31,7 +42,6 @@ The 8B-wide checkpoint (3.6 GB, minutes to build) is kept in ``--checkpoint-dir`
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -41,7 +51,7 @@ from bench_common import (group_of_edits, interleaved_best, real_photos, section
 from realistic_costs import token_counts
 
 OPTIONS = [  # (flag, type, default, help); a string starts the options of a section
-    ("--sections", str, "reward_prefix_reuse,reward_overlap,phases", "sections to run, comma-separated"),
+    ("--sections", str, "reward_prefix_reuse,reward_overlap,phases,variants", "sections to run, comma-separated"),
     ("--quick", bool, None, "tiny sizes: checks the script in seconds"),
     "reward_prefix_reuse",
     ("--widths", str, "tiny,8b", "backbone widths (tiny, 8b, 2b)"),
@@ -54,7 +64,9 @@ OPTIONS = [  # (flag, type, default, help); a string starts the options of a sec
     ("--wide-repeats", int, 1, "timed repeats"),
     ("--checkpoint-dir", str, None, "keep the 8B/2B-wide checkpoints here between runs"),
     "reward_overlap",
-    ("--steps", int, 4, "RL steps"),
+    ("--steps", int, 4, "RL steps per run (the first is a warm-up)"),
+    ("--overlap-batches", int, 3, "rollout batches per step (B)"),
+    ("--overlap-editor", str, "flux2-klein", "tiny editor"),
     "phases",
     ("--editors", str, "flux2-klein,qwen-image-edit-plus", "tiny editors"),
     ("--phase-steps", int, 6, "training steps per editor (the first is a warm-up)"),
@@ -62,9 +74,14 @@ OPTIONS = [  # (flag, type, default, help); a string starts the options of a sec
     ("--phase-groups", int, 2, "groups per step"),
     ("--denoising-steps", int, 4, "T, denoising steps per rollout"),
     ("--beta", float, 0.04, "KL weight (0 skips the reference forward)"),
+    "variants",
+    ("--variant-steps", int, 30, "training steps per run"),
+    ("--variant-seeds", str, "0,1,2", "seeds"),
+    ("--variant-denoising-steps", int, 8, "T"),
 ]
 QUICK = dict(widths="tiny", group_size=3, groups=2, image=128, steps=2, repeats=1, editors="flux2-klein",
-             phase_steps=2, phase_group_size=2, phase_groups=1, denoising_steps=3)
+             phase_steps=2, phase_group_size=2, phase_groups=1, denoising_steps=3, overlap_batches=2,
+             variant_steps=2, variant_seeds="0", variant_denoising_steps=4)
 
 
 def rl_groups(count: int, group_size: int, size: int, num_sources: int = 2) -> list:
@@ -130,81 +147,159 @@ def section_reward_prefix_reuse(args, folder: Path) -> str:
                                   "speed-up (CPU)", "edits/s with reuse", "largest reward difference"], rows)
 
 
-def section_reward_overlap(args, folder: Path) -> str:
-    from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward
-    from modeling_miescore.training.editor_rl.reward_worker import RewardWorker
-
-    reward = MIEScoreReward(scorer("tiny", folder))
-    batches = [rl_groups(args.groups, args.group_size, args.image) for _ in range(args.steps)]
-    worker = RewardWorker(reward)  # both paths score on the worker thread: they differ only in the overlap
-    worker.submit(batches[0][:1]).result()  # warm-up
-    reward_s = min(_timed(lambda: worker.submit(batches[0]).result()) for _ in range(max(1, args.repeats)))
-    sample_s = reward_s  # the simulated sampler takes as long as the reward: the most overlap can hide
-
-    def sample(k: int) -> list:
-        time.sleep(sample_s)
-        return batches[k]
-
-    def sequential():
-        for k in range(args.steps):
-            worker.submit(sample(k)).result()
-
-    def overlapped():
-        pending = None
-        for k in range(args.steps):
-            batch = sample(k)  # batch k+1 samples while the worker scores batch k
-            if pending is not None:
-                pending.result()
-            pending = worker.submit(batch)
-        pending.result()
-
-    hidden = {}
-
-    def measured(name, run):
-        def call():
-            start = dataclasses.replace(worker.timing)
-            run()
-            spent = worker.timing
-            hidden[name] = 1 - (spent.waited_s - start.waited_s) / (spent.reward_s - start.reward_s)
-        return call
-
-    (seq_t, _, _), (over_t, _, _) = interleaved_best(
-        [measured("sequential", sequential), measured("overlapped", overlapped)], args.repeats)
-    worker.close()
-    s, r, n = sample_s, reward_s, args.steps
-    ideal = n * (s + r) / (n * max(s, r) + min(s, r))
-    row = [n, f"{args.groups} × {args.group_size}", f"{s:.2f}", f"{r:.2f}", f"{seq_t:.2f}", f"{over_t:.2f}",
-           f"**{seq_t / over_t:.2f}×**", f"{ideal:.2f}×", f"{100 * max(0.0, hidden['sequential']):.0f} %",
-           f"{100 * hidden['overlapped']:.0f} %"]
-    print(row, flush=True)
-    title = (f"Reward overlapped with sampling vs sequential (tiny MIEScore reward, {args.image}² images, simulated "
-             f"sampler, CPU {args.threads} threads)")
-    return titled_table(title, ["steps", "groups × G", "sample s", "reward s", "sequential s", "overlapped s",
-                                  "speed-up", "ideal", "reward time hidden (sequential)",
-                                  "reward time hidden (overlapped)"], [row])
-
-
-def _phase_row(editor: str, args, folder: Path) -> list:
-    import json
-
+def _tiny_run_config(editor: str, folder: Path, name: str, **overrides):
+    """A trainer config on the tiny ``editor`` (built in ``folder``) with the tiny requests and the redness reward."""
     from modeling_miescore.testing.editing_requests import write_editing_requests
     from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS, build_tiny_editor
     from modeling_miescore.training.editor_rl.config import FlowGRPOConfig
+
+    model = folder / editor
+    if not (model / "model_index.json").is_file():
+        build_tiny_editor(editor, model)
+    requests = folder / "requests" / "rows.jsonl"
+    if not requests.is_file():
+        write_editing_requests(requests)
+    settings = dict(editor=editor, model_name_or_path=str(model), editor_options=TINY_EDITOR_OPTIONS[editor],
+                    dtype="float32", dataset=str(requests), reward="modeling_miescore.testing.editor_rewards:"
+                    "mean_redness", cfg_scale=1.0, lora_rank=4, lora_alpha=8, learning_rate=1e-2,
+                    sample_grid_steps=0, output_dir=str(folder / name), overwrite_output_dir=True, progress=False)
+    settings.update(overrides)
+    settings.setdefault("save_steps", settings.get("max_steps", 1))
+    return FlowGRPOConfig(**settings)
+
+
+def _metrics(folder: Path) -> list:
+    import json
+
+    return [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+class SequentialRewardWorker:
+    """The trainer's reward worker without the overlap: ``submit`` returns only once the batch is scored (on the
+    same worker thread as the overlapped run, so the two differ only in the overlap)."""
+
+    def __init__(self, reward):
+        from modeling_miescore.training.editor_rl.reward_worker import RewardWorker
+
+        self.worker = RewardWorker(reward)
+
+    def submit(self, groups):
+        future = self.worker.submit(groups)
+        future.exception()  # wait (the trainer's result() then raises what the reward raised)
+        return future
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.worker.__exit__(*exc)
+
+
+def section_reward_overlap(args, folder: Path) -> str:
+    from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward
     from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
-    model = build_tiny_editor(editor, folder / editor)
-    requests = write_editing_requests(folder / "requests" / "rows.jsonl")
-    run = folder / f"run-{editor}"
-    config = FlowGRPOConfig(
-        editor=editor, model_name_or_path=str(model), editor_options=TINY_EDITOR_OPTIONS[editor], dtype="float32",
-        dataset=str(requests), reward="modeling_miescore.testing.editor_rewards:mean_redness",
-        num_generations=args.phase_group_size, num_inference_steps=args.denoising_steps,
-        per_device_batch_size=args.phase_group_size * args.phase_groups, updates_per_step=1, beta=args.beta,
-        cfg_scale=1.0, lora_rank=4, lora_alpha=8, learning_rate=1e-2, max_steps=args.phase_steps,
-        save_steps=args.phase_steps, sample_grid_steps=0, output_dir=str(run), overwrite_output_dir=True,
-        progress=False)
+    scorer_model = scorer("tiny", folder)
+    batches, g = args.overlap_batches, args.phase_group_size
+    runs = {}
+    for name in ("sequential", "overlapped", "sequential", "overlapped")[:2 if args.repeats < 2 else 4]:
+        config = _tiny_run_config(args.overlap_editor, folder, f"overlap-{name}", num_generations=g,
+                                  num_inference_steps=args.denoising_steps, per_device_batch_size=g,
+                                  rollout_batches_per_step=batches, updates_per_step=1, beta=args.beta,
+                                  max_steps=args.steps, reward="miescore:tiny")
+        trainer = FlowGRPOEditorTrainer(config, reward=MIEScoreReward(scorer_model))
+        if name == "sequential":
+            trainer.reward_worker_class = SequentialRewardWorker
+        trainer.train()
+        timed = _metrics(Path(config.output_dir))[1:]
+        step = sum(m["seconds_step"] for m in timed) / len(timed)
+        if name not in runs or step < runs[name]["step"]:  # the better of the repeats
+            runs[name] = {"step": step, **{k: sum(m[f"seconds_{k}"] for m in timed) / len(timed)
+                                           for k in ("rollout", "reward", "reward_wait", "update")}}
+    seq, over = runs["sequential"], runs["overlapped"]
+    s, r = seq["rollout"] / batches, seq["reward"] / batches
+    # the sequential step is B (s + r) + the rest (update, advantages, logging), never overlapped
+    other = seq["step"] - seq["rollout"] - seq["reward"]
+    ideal_step = s + (batches - 1) * max(s, r) + r + other
+    hidden = 1 - over["reward_wait"] / over["reward"]
+    row = [args.overlap_editor, f"{batches} × (1 × {g})", args.steps - 1, f"{s:.3f}", f"{r:.3f}", f"{other:.3f}",
+           f"{seq['step']:.3f}", f"{over['step']:.3f}", f"{ideal_step:.3f}",
+           f"**{seq['step'] / over['step']:.2f}×**", f"{seq['step'] / ideal_step:.2f}×", f"{100 * hidden:.0f} %"]
+    print(row, flush=True)
+    title = (f"Reward overlapped with sampling inside FlowGRPOEditorTrainer (tiny MIEScore reward, T = "
+             f"{args.denoising_steps}, CPU {args.threads} threads; phase seconds from the sequential run)")
+    return titled_table(title, ["editor", "batches × groups × G", "steps timed", "sample s / batch",
+                                "reward s / batch", "update + other s", "sequential s / step",
+                                "overlapped s / step", "ideal overlapped s / step", "speed-up", "ideal speed-up",
+                                "reward time hidden (overlapped)"], [row])
+
+
+def _counting(transformer) -> dict:
+    """Calls and batch rows the transformer really computes (a hook on its first submodule that takes the
+    hidden states: a call the rollout answers without the network never reaches it)."""
+    import torch
+
+    counts = {"calls": 0, "rows": 0}
+    first = next(m for m in transformer.modules() if isinstance(m, torch.nn.Linear))
+
+    def hook(module, inputs):
+        counts["calls"] += 1
+        counts["rows"] += inputs[0].shape[0]
+
+    first.register_forward_pre_hook(hook)
+    return counts
+
+
+def section_variants(args, folder: Path) -> str:
+    """Module docstring: ``variants``."""
+    import yaml
+
+    from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
+    from modeling_miescore.training.editor_rl.editors import load_editor
+    from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
+
+    recipe = yaml.safe_load((Path(__file__).resolve().parents[1] / "trainers" / "configs" /
+                             "flow_grpo_editor_tiny_cpu.yaml").read_text())
+    editor_name = recipe["editor"]
+    recipe = {k: v for k, v in recipe.items() if not k.startswith("build_") and k not in (
+        "editor", "model_name_or_path", "dataset", "output_dir", "editor_options")}
+    window = dict(window_size=2, window_start=0.0, window_end=0.75)
+    variants = {"fraction (full SDE)": dict(train_steps="fraction"), "sde_window (per-member prefix)":
+                dict(train_steps="sde_window", **window), "fast (shared prefix)": dict(train_steps="fast", **window)}
+    rows, marks = [], [m for m in (10, 20, 30) if m <= args.variant_steps] or [args.variant_steps]
+    for label, overrides in variants.items():
+        seconds, calls, rewards = [], [], {}
+        for seed in map(int, args.variant_seeds.split(",")):
+            config = _tiny_run_config(editor_name, folder, f"variant-{overrides['train_steps']}-{seed}",
+                                      **{**recipe, **overrides, "seed": seed, "max_steps": args.variant_steps,
+                                         "num_inference_steps": args.variant_denoising_steps, "save_steps":
+                                         args.variant_steps, "sample_grid_steps": 0, "progress": False})
+            editor = load_editor(config.editor, config.model_name_or_path, options=TINY_EDITOR_OPTIONS[config.editor])
+            counts = _counting(editor.transformer)
+            FlowGRPOEditorTrainer(config, editor=editor).train()
+            metrics = _metrics(Path(config.output_dir))
+            seconds.append(sum(m["seconds_step"] for m in metrics[1:] or metrics) / len(metrics[1:] or metrics))
+            calls.append((counts["calls"] / len(metrics), counts["rows"] / len(metrics)))
+            rewards[seed] = [metrics[m - 1]["reward_mean"] for m in marks]
+            print(label, seed, f"{seconds[-1]:.2f} s/step", rewards[seed], flush=True)
+        rows.append([label, f"{sum(seconds) / len(seconds):.2f}", f"{sum(c for c, _ in calls) / len(calls):.0f}",
+                     f"{sum(r for _, r in calls) / len(calls):.0f}",
+                     *[" / ".join(f"{rewards[s][k]:.4f}" for s in rewards) for k in range(len(marks))]])
+    title = (f"Flow-GRPO variants on the tiny recipe (T = {args.variant_denoising_steps}, window 2 in [0, 0.75) × T, "
+             f"seeds {args.variant_seeds}; CPU {args.threads} threads; calls and rows: rollout + training per step)")
+    return titled_table(title, ["train_steps", "s / step", "transformer calls / step", "transformer rows / step",
+                                *[f"reward at step {m} (per seed)" for m in marks]], rows)
+
+
+def _phase_row(editor: str, args, folder: Path) -> list:
+    from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
+
+    config = _tiny_run_config(editor, folder, f"run-{editor}", num_generations=args.phase_group_size,
+                              num_inference_steps=args.denoising_steps, updates_per_step=1, beta=args.beta,
+                              per_device_batch_size=args.phase_group_size * args.phase_groups,
+                              max_steps=args.phase_steps)
     FlowGRPOEditorTrainer(config).train()
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    lines = _metrics(Path(config.output_dir))
     timed = lines[1:] or lines
     mean = {k: sum(m[f"seconds_{k}"] for m in timed) / len(timed)
             for k in ("rollout", "reward", "reward_wait", "update", "step")}
@@ -226,14 +321,8 @@ def section_phases(args, folder: Path) -> str:
                                   "reward wait s (share)", "update s (share)", "step s"], rows)
 
 
-def _timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
 SECTIONS = {"reward_prefix_reuse": section_reward_prefix_reuse, "reward_overlap": section_reward_overlap,
-           "phases": section_phases}
+            "phases": section_phases, "variants": section_variants}
 
 
 def main(argv=None):

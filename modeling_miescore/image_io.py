@@ -3,7 +3,9 @@
 Every entry point (the Python API, ``miescore score`` / ``score-batch``, the Space, the reward server) reads
 images through this module, so its guards hold everywhere:
 
-* only regular files are opened (a FIFO or a device would block or never end);
+* only regular files are opened, after resolving links (a FIFO or a device would block or never end), and no
+  image file above :data:`MAX_IMAGE_FILE_BYTES`; code that needs a file's bytes (hashing, uploading, copying into
+  a dataset) reads them with :func:`read_image_file`, which checks the opened file before reading it;
 * only the formats in :data:`ALLOWED_IMAGE_FORMATS` are identified (Pillow's own decoders; EPS/PS would run
   Ghostscript, and are never opened);
 * sizes are checked from the header before any pixel is decoded: a per-image limit
@@ -31,6 +33,10 @@ from PIL import Image, UnidentifiedImageError
 # Pillow itself refuses images above 2 x 89.5 Mpx; we refuse earlier with a message that says what to do.
 # 100 Mpx is ~100x the paper's 1,048,576-pixel budget per image, so no real photo is rejected.
 DEFAULT_MAX_IMAGE_PIXELS = 100_000_000
+
+# An image file larger than this is refused before it is read: 1 GiB holds an uncompressed 100 Mpx image with
+# 16-bit RGBA channels (800 MB); no compressed one comes near it.
+MAX_IMAGE_FILE_BYTES = 1 << 30
 
 # Formats decoded by Pillow's own code (plus libjpeg/libpng/libwebp/libtiff). Everything else is refused
 # unidentified: EPS/PS would be rendered by Ghostscript, an external interpreter of untrusted programs.
@@ -87,6 +93,62 @@ def regular_file_problem(path, what: str = "image") -> str | None:
     if not stat.S_ISREG(info.st_mode):
         return f"{what} '{os.fspath(path)}' is not a regular file (a pipe, socket or device); pass a file"
     return None
+
+
+def image_file_problem(path, what: str = "image", max_bytes: int = MAX_IMAGE_FILE_BYTES) -> str | None:
+    """:func:`regular_file_problem`, or why the file's size rules it out (empty, above ``max_bytes``), or None;
+    ``stat`` only."""
+    problem = regular_file_problem(path, what)
+    if problem is not None:
+        return problem
+    return _size_problem(os.path.getsize(path), path, what, max_bytes)
+
+
+def _size_problem(size: int, path, what: str, max_bytes: int) -> str | None:
+    if size == 0:
+        return f"{what} '{os.fspath(path)}' is empty (zero bytes); re-export it"
+    if size > max_bytes:
+        return (f"{what} '{os.fspath(path)}' is {size:,} bytes, above the {max_bytes:,}-byte limit for one image "
+                "file; downscale or recompress it")
+    return None
+
+
+def read_image_file(path, what: str = "image", max_bytes: int = MAX_IMAGE_FILE_BYTES) -> bytes:
+    """The bytes of the image file ``path``: a regular file (links resolved) of at most ``max_bytes``, checked on
+    the opened file itself (opened without blocking, so a FIFO swapped in after a ``stat`` cannot hang it), and
+    never more than ``max_bytes`` read (a file that grows meanwhile is refused). Raises :class:`ImageLoadError`."""
+    problem = regular_file_problem(path, what)
+    if problem is not None:
+        raise ImageLoadError(problem)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise ImageLoadError(f"cannot read {what} '{os.fspath(path)}': {err.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        problem = (f"{what} '{os.fspath(path)}' is not a regular file (a pipe, socket or device); pass a file"
+                   if not stat.S_ISREG(info.st_mode) else _size_problem(info.st_size, path, what, max_bytes))
+        if problem is not None:
+            raise ImageLoadError(problem)
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ImageLoadError(_size_problem(len(data), path, what, max_bytes))
+    return data
+
+
+def check_image_complete(source, what: str = "image") -> None:
+    """Refuse a truncated or damaged PNG (a path or file bytes) from its chunks and their checksums, without
+    decoding a pixel (Pillow's ``verify``: memory stays small whatever size the header claims); other formats
+    are left to decoding. Raises :class:`ImageLoadError`."""
+    data = io.BytesIO(bytes(source)) if isinstance(source, (bytes, bytearray)) else Path(source)
+    image = _open_checked(lambda: Image.open(data, formats=ALLOWED_IMAGE_FORMATS), what)
+    try:
+        if image.format == "PNG":
+            image.verify()
+    except (OSError, ValueError, SyntaxError, EOFError) as err:
+        raise ImageLoadError(f"{what} is truncated or corrupt ({err}); re-export or re-download it") from None
+    finally:
+        image.close()
 
 
 def _over_white(image: Image.Image) -> Image.Image:
@@ -243,11 +305,9 @@ def open_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
             raise ImageLoadError("PIL image is closed; pass an open image (not one used after .close() or after "
                                  "its `with Image.open(...)` block ended)")
     elif isinstance(source, (str, os.PathLike)):
-        problem = regular_file_problem(source)
+        problem = image_file_problem(source)
         if problem:
             raise ImageLoadError(problem)
-        if os.path.getsize(source) == 0:
-            raise ImageLoadError(f"{what} is empty (zero bytes); re-export it")
         image = _open_checked(lambda: Image.open(Path(source), formats=ALLOWED_IMAGE_FORMATS), what)
     else:
         raise ImageLoadError(

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from .backbone_families import INTERNVL, QWEN_VL, family_of, internvl_image_tokens, internvl_size_kwargs, \
     qwen_patch_factor
+from .control_tokens import control_tokens_in
 from .image_io import (DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError, decode_image, decoded_pixels, describe_image,
                        open_image)
 
@@ -41,25 +42,20 @@ DEFAULT_MAX_SAMPLE_PIXELS = 256_000_000
 # that is 4096 characters. The reward server enforces the same number.
 MAX_INSTRUCTION_CHARS = 4096
 
-# Chat-control tokens a user's text must not contain: the tokenizer parses them as their special tokens, so an
-# instruction holding "<|im_end|><|im_start|>assistant" would forge a chat turn and one holding "<|image_pad|>"
-# an image placeholder without an image. Every "<|name|>" (all of Qwen-VL's special tokens, and SpatialReward's
-# grounding tokens) and the image/video placeholders of the other backbone families (InternVL "<img>",
-# "</img>", "<IMG_CONTEXT>", "<video>"; LLaVA "<image>"). Such an instruction is refused, naming the token
-# (API, CLI, score-batch, server and Space alike), rather than silently rewritten.
-CONTROL_TOKEN = re.compile(r"<\|[^<>|\s]{1,64}\|>|</?(?:image|img|video|IMG_CONTEXT)>")
-
-
 def control_token_problem(text: str, where: str = "sample", special_tokens=()) -> str | None:
     """Why ``text`` cannot go into a prompt as the user's words, or None: a lone surrogate (not encodable text)
-    or a chat-control token (:data:`CONTROL_TOKEN`, or one of ``special_tokens``, a tokenizer's own)."""
+    or a chat-control token (the rule of :mod:`.control_tokens`, grounding tokens included, or one of
+    ``special_tokens``, a tokenizer's own). The tokenizer parses a control token as its special token, so an
+    instruction holding "<|im_end|><|im_start|>assistant" would forge a chat turn and one holding "<|image_pad|>"
+    an image placeholder without an image: such an instruction is refused, naming the token (API, CLI,
+    score-batch, server and Space alike), rather than silently rewritten."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
         return (f"{where} has an instruction that is not valid Unicode text (a lone surrogate "
                 f"{text[err.start]!r} at character {err.start + 1}); send UTF-8 text")
-    match = CONTROL_TOKEN.search(text)
-    token = match.group(0) if match else next((t for t in special_tokens if t and t in text), None)
+    found = control_tokens_in(text)
+    token = found[0] if found else next((t for t in special_tokens if t and t in text), None)
     if token is not None:
         return (f"{where} has an instruction containing the chat-control token {token!r}, which the model would "
                 "read as a control token, not as text; remove it from the instruction")

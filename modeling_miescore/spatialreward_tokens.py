@@ -2,14 +2,15 @@
 
 Hub file: copied flat into checkpoints; imports only the standard library (transformers only inside a function).
 
-:data:`GROUNDING_TOKEN_RE` is the one pattern for these tokens in the package (the parser, the Space); it also
-accepts the variants models and the paper write (see its comment), :func:`canonical_token` gives the canonical
-form of a match. Boxes are ``[x1, y1, x2, y2]`` on a 0..:data:`BBOX_SCALE` grid (appendix D.1.1).
+:data:`GROUNDING_TOKEN_RE` (declared with the chat-control tokens in :mod:`.control_tokens`, which tells the two
+apart) is the one pattern for these tokens in the package (the parser, the Space); it also accepts the variants
+models and the paper write (see its comment), :func:`canonical_token` gives the canonical form of a match. Boxes are ``[x1, y1, x2, y2]`` on a 0..:data:`BBOX_SCALE` grid (appendix D.1.1).
 
 The released model writes these tokens as plain text (they are prompt-level, appendix D.1), so inference must
 work either way: when a fine-tuned checkpoint registered them as (special) tokens, ``skip_special_tokens=True``
 would delete them from the decoded text, so generations are decoded with ``skip_special_tokens=False`` and
-only the chat-control tokens are stripped afterwards (:func:`strip_control_tokens`).
+only the chat-control tokens (the rule of :mod:`.control_tokens`) are stripped afterwards
+(:func:`strip_control_tokens`).
 """
 
 from __future__ import annotations
@@ -17,28 +18,19 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterable, Optional
 
+from .control_tokens import CONTROL_TOKEN_RE, GROUNDING_TOKEN_RE, is_grounding_token
+
 MAX_BBOX_ID = 15  # the grounding vocabulary of sec. 3.2: <|bbox_0|> ... <|bbox_15|>
 BBOX_TOKENS = tuple(f"<|bbox_{i}|>" for i in range(MAX_BBOX_ID + 1))
 GLOBAL_TOKEN = "<|global|>"
 GROUNDING_TOKENS = BBOX_TOKENS + (GLOBAL_TOKEN,)
 BBOX_SCALE = 1000  # appendix D.1.1: "coordinates normalized to [0, 1000] range"
 
-# A grounding token as generated: group 1 is a box id, group 2 is "global". Besides the canonical form it
-# accepts spaces inside the pipes (``<| bbox_0 |>``), a space or no underscore (``<|bbox 0|>``, ``<|bbox0|>``),
-# any letter case and HTML-escaped angle brackets (``&lt;|bbox_0|&gt;``, as printed in the paper). The pipes
-# are required. Ids above MAX_BBOX_ID match too, so that callers can report them.
-GROUNDING_TOKEN_RE = re.compile(r"(?:<|&lt;)\|\s*(?:bbox\s*_?\s*(\d+)|(global))\s*\|(?:>|&gt;)", re.IGNORECASE)
-
-# Qwen chat-control and vision-placeholder tokens: never part of a judgement's text.
-CONTROL_TOKENS = (
-    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-    "<|image_pad|>", "<|video_pad|>",
-)
-_CONTROL_RE = re.compile("|".join(re.escape(t) for t in CONTROL_TOKENS))
 
 
 def strip_control_tokens(text: str, extra: Iterable[str] = ()) -> str:
-    """Remove chat-control tokens (and any ``extra`` strings, e.g. a custom pad token); keep grounding tokens.
+    """Remove chat-control tokens (:mod:`.control_tokens`; and any ``extra`` strings, e.g. a custom pad token);
+    keep grounding tokens.
 
     Everything after the first ``<|im_end|>`` / ``<|endoftext|>`` is dropped too: it is padding or a runaway
     continuation past the end of the assistant turn.
@@ -50,7 +42,7 @@ def strip_control_tokens(text: str, extra: Iterable[str] = ()) -> str:
         position = text.find(stop)
         if position != -1:
             cut = min(cut, position)
-    text = _CONTROL_RE.sub("", text[:cut])
+    text = CONTROL_TOKEN_RE.sub(lambda m: m.group() if is_grounding_token(m.group()) else "", text[:cut])
     for token in extra:
         if token and token not in GROUNDING_TOKENS:
             text = text.replace(token, "")
@@ -111,7 +103,6 @@ __all__ = [
     "GLOBAL_TOKEN",
     "GROUNDING_TOKENS",
     "GROUNDING_TOKEN_RE",
-    "CONTROL_TOKENS",
     "MAX_BBOX_ID",
     "add_grounding_tokens",
     "canonical_token",

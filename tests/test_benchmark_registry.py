@@ -20,7 +20,7 @@ from modeling_miescore.evaluation.published_results import (
     SPATIALREWARD_TABLE3_COLUMNS,
     TABLE1_COLUMNS,
     TABLE6_COLUMNS,
-    _keyed,
+    keyed_row,
 )
 from modeling_miescore.testing import raw_benchmarks as rb
 
@@ -58,10 +58,13 @@ def test_every_declaration_names_a_protocol_that_runs_and_columns_it_can_fill(na
         # its judge implements the prompt hook (the base class's raises): without --prompts, our own wording
         assert editor.judge_class().read_prompts(None, []).label.startswith("own (sha256 ")
         assert set(declared.columns["editors"].values()) <= set(editor.scores) | {"delta"}
-    elif declared.protocol != "mer":  # MER-Bench's K-pair protocol: evaluation.mer_bench_report
+    else:  # every other benchmark's protocol is declared in PROTOCOLS, MER-Bench's K-pair one included
         protocol = PROTOCOLS[declared.protocol]
-        assert protocol.config in declared.kinds, (name, protocol.config)
-        assert declared.format_source.startswith("https://") and declared.tie_rule
+        if protocol.unit == "edit":  # a converted benchmark: the config its protocol reads, and where it comes from
+            assert protocol.config in declared.kinds, (name, protocol.config)
+            assert declared.format_source.startswith("https://") and declared.tie_rule
+        else:  # MER-Bench: groups, one predictions line per group
+            assert (name, protocol.config) == ("mer-bench", "groups")
     assert declared.columns and set(declared.columns) <= set(REPORTS)
 
 
@@ -78,7 +81,7 @@ def test_every_published_column_is_filled_by_one_declared_benchmark():
 
 def test_a_published_row_with_a_value_too_few_is_an_error():
     with pytest.raises(ValueError, match=r"Table 6, X: 2 values for the 3 columns a, b, c"):
-        _keyed(("a", "b", "c"), (1.0, 2.0), "Table 6, X")
+        keyed_row(("a", "b", "c"), (1.0, 2.0), "Table 6, X")
 
 
 def test_a_malformed_declaration_is_refused_when_it_is_made():
@@ -165,3 +168,21 @@ def test_every_benchmark_converts_from_its_fixture_and_scores_a_perfect_predicto
     assert set(values) == set(perfect)
     measured = {key: v for key, v in values.items() if v is not None}  # None: a subset the fixture has no rows of
     assert measured and measured == pytest.approx({key: perfect[key] for key in measured})
+
+
+def test_no_module_dispatches_on_a_protocol_name():
+    """Code asks the declared protocol (``PROTOCOLS[name]``: its config, unit, run) what to do, never compares a
+    benchmark's ``protocol`` with a name (MER-Bench's ``== "mer"`` branches, issue 35)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "modeling_miescore"
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(side, ast.Attribute) and side.attr == "protocol" for side in (node.left, *node.comparators)
+            ) and any(isinstance(side, ast.Constant) and isinstance(side.value, str)
+                      for side in (node.left, *node.comparators)):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert not found, found

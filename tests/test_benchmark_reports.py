@@ -19,11 +19,8 @@ from modeling_miescore.evaluation.mie_bench_report import mie_bench_report
 from modeling_miescore.evaluation import plots
 from modeling_miescore.evaluation.editing_models_report import editing_models_report
 from modeling_miescore.evaluation.plots import editing_models_plots, mer_bench_plots, mie_bench_plots
-from modeling_miescore.evaluation.report import (
-    mer_categories_in_order,
-    render_markdown,
-    write_report,
-)
+from modeling_miescore.evaluation.report import render_markdown, write_report
+from modeling_miescore.evaluation.report_parts import mer_categories_in_order
 from modeling_miescore.evaluation.report_html import render_html
 from report_checks import assert_html_report, mer_report, mie_frame, two_instance_split
 
@@ -176,14 +173,14 @@ def test_mer_markdown_has_both_taus_and_says_when_no_prediction_was_usable():
 def drawn(monkeypatch):
     """The figures the plot functions save, by name (drawn, so that legend and axes extents are known)."""
     figures = {}
-    save = plots._save
+    save = plots.save_figure
 
     def keep(fig, out_dir, name, folder="plots"):
         fig.canvas.draw()
         figures[name] = fig
         return save(fig, out_dir, name, folder)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     return figures
 
 
@@ -266,7 +263,7 @@ def test_a_two_instance_split_has_no_intervals_and_says_why(tmp_path, drawn):
                     "| Task | Category | Edits | Instances |", "| Pose Change | regional | 12 | 1 |"):
         assert heading in md
     assert "[" not in md.split("## Correlation")[1].split("## Notes")[0].replace("[Per-model", "")
-    plots._srcc_per_task_plot(report, ["overall"], tmp_path)  # (one panel: the whole page takes seconds)
+    plots.srcc_per_task_plot(report, ["overall"], tmp_path)  # (one panel: the whole page takes seconds)
     assert f"no error bars: {few}" in drawn["srcc_per_task"].get_suptitle()
 
     ranked = editing_models_report(frame, bootstrap=BootstrapSettings(n=1000, progress=False))
@@ -294,7 +291,7 @@ def test_a_degenerate_logistic_fit_is_reported_as_raw_plcc_with_its_reason(tmp_p
     assert "β = (7336, -1923" in notes["- Logistic fit, VQ"] and "lies far outside the MOS range" in \
         notes["- Logistic fit, VQ"]  # an extreme β is printed with a word
 
-    plots._scatter_plots(frame, report, dims, tmp_path)
+    plots.scatter_plots(frame, report, dims, tmp_path)
     degenerate, fitted = drawn["scatter_instruction_following"].axes[0], drawn["scatter_visual_quality"].axes[0]
     assert "PLCC (raw; logistic fit degenerate) 0.157" in degenerate.get_title()
     assert not degenerate.lines and "no logistic curve: the fit is degenerate" in degenerate.texts[0].get_text()

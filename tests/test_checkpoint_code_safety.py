@@ -243,4 +243,4 @@ def test_every_documented_snippet_says_what_it_trusts():
             docs[f"{kind} card (adapter={adapter})"] = render_model_card(kind, ModelCardInfo(), adapter=adapter)
     offending = {name: calls for name, text in docs.items() if (calls := _calls_without_trust_argument(text))}
     assert not offending, offending
-    assert "load_stock_processor(" in docs["README.md"] and "cannot avoid transformers'" in docs["README.md"]
+    assert "load_stock_processor(" in docs["docs/scoring.md"] and "cannot avoid transformers'" in docs["docs/scoring.md"]

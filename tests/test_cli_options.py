@@ -79,3 +79,26 @@ def test_only_serve_imports_its_settings_declaration():
             "print('pydantic' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["False", "True"], done.stderr
+
+
+def test_help_builds_the_command_table_without_importing_a_registry(capsys):
+    """``miescore --help`` imports no converter, dataset builder or editor-benchmark module (issue 35): the
+    subcommands that come from a registry are added when their command is parsed; there they all are."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "modeling_miescore.cli", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "convert-benchmark" in done.stdout and "build-dataset" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    registries = ("modeling_miescore.data.converters.", "modeling_miescore.data.builders.",
+                  "modeling_miescore.evaluation.editor_benchmarks")
+    assert "modeling_miescore.cli.main" in imported
+    assert not sorted(m for m in imported if m.startswith(registries))
+    from modeling_miescore.cli.main import build_parser
+    from modeling_miescore.data.converters import CONVERTERS
+
+    for argv, names in ((["convert-benchmark", "--help"], list(CONVERTERS)), (["build-dataset", "--help"],
+                                                                             ["mie-bench", "mer-bench"]),
+                        (["benchmark", "--help"], ["gedit", "imgedit", "editors", "zero-shot", "mie-bench"])):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        out = capsys.readouterr().out
+        assert all(name in out for name in names), (argv, out)

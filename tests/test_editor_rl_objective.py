@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from modeling_miescore.training.editor_rl.advantages import group_advantages
-from modeling_miescore.training.editor_rl.objective import step_loss, tempflow_weights
+from modeling_miescore.training.editor_rl.objective import step_loss, step_weights, tempflow_weights
 from modeling_miescore.training.editor_rl.rollout_recording import SampledStep
 from modeling_miescore.training.editor_rl.sde_step import StepStats
 
@@ -82,12 +82,28 @@ def test_kl_term_and_asymmetric_clip():
         step_loss(policy, old, torch.ones(2), torch.ones(2), clip_range=(1e-4, 1e-4), beta=0.1)
 
 
-def test_tempflow_weights_average_one_and_favour_noisy_steps():
-    steps = [SampledStep(i, s, n, 0.9, None, None, None) for i, (s, n) in enumerate([(1.0, 0.8), (0.5, 0.4),
-                                                                                     (0.2, 0.1)])]
-    weights = tempflow_weights(steps, [0.7, 0.7, 0.7])
-    assert sum(weights) / 3 == pytest.approx(1.0)
-    stds = [0.7 * math.sqrt(1 / 0.1) * math.sqrt(0.2), 0.7 * math.sqrt(0.5 / 0.5) * math.sqrt(0.1),
-            0.7 * math.sqrt(0.2 / 0.8) * math.sqrt(0.1)]
-    assert weights == pytest.approx([s / (sum(stds) / 3) for s in stds])
-    assert weights[0] > weights[1] > weights[2]
+def test_tempflow_weights_are_omnigen2_rl_policy_loss_reweighting():
+    """OmniGen2-RL train.py @6e0f1b9 l. 749-763, 900-901, in its own time convention (t = 1 - sigma, t 0 = noise):
+    get_sigma_t(t, t_next if i == 0 else None) = coef sqrt((1 - t) / t') with t' = t_next at step 0 (its
+    scheduler), std = sigma_t sqrt(dt), weight = sample_steps * std / mean(std); numpy, independent of the
+    package."""
+    import numpy as np
+
+    sigmas = [1.0, 0.8, 0.5, 0.4, 0.2, 0.1]  # a 5-step schedule; the package's second sigma is 0.8
+    trained = [0, 2, 4]
+    coef = 0.7
+    ts = 1 - np.array(sigmas)
+    std = []
+    for i in trained:
+        t, t_next = ts[i], ts[i + 1]
+        sigma_t = coef * np.sqrt((1 - t) / (t_next if i == 0 else t))
+        std.append(sigma_t * np.sqrt(t_next - t))
+    std = np.array(std)
+    reference = len(trained) * std / std.mean()
+    steps = [SampledStep(i, sigmas[i], sigmas[i + 1], sigmas[1], None, None, None) for i in trained]
+    weights = tempflow_weights(steps, [coef] * 5)
+    assert weights == pytest.approx(reference.tolist(), rel=1e-6)
+    assert sum(weights) / 3 == pytest.approx(3.0) and weights[0] > weights[1] > weights[2]
+    assert step_weights(steps, [coef] * 5, "tempflow") == weights
+    assert step_weights(steps, [coef] * 5, "tempflow_mean_one") == pytest.approx((reference / 3).tolist(), rel=1e-6)
+    assert step_weights(steps, [coef] * 5, "none") == [1.0, 1.0, 1.0]

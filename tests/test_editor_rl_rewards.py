@@ -192,7 +192,7 @@ def test_a_slow_server_stops_the_reward_clearly_and_missing_rewards_are_flagged(
     with RoutedChatServer(nan_and_short) as server:
         reward = ServedReward(server.origin)
         [scores] = reward.score_groups(groups[:1])
-        assert scores.rewards == [None] * 2 and scores.failures == ["nan"] * 2
+        assert scores.rewards == [None] * 2 and scores.failures == ["not_a_number"] * 2  # null
         with pytest.raises(RewardUnavailableError, match="answered 4 edits with 3 results"):
             reward.score_groups(groups)
         reward.close()

@@ -95,7 +95,7 @@ def test_step_plans_never_train_the_last_step():
         plan = make_step_plan(20, random.Random(seed), noise_level=0.7, train_fraction=0.6, cfg_fraction=0.6)
         assert len(plan.trained) == 12 and 19 not in plan.trained and list(plan.trained) == sorted(plan.trained)
         assert plan.noise_levels == (0.7,) * 20 and sum(plan.cfg) == 13  # i/T <= 0.6 (OmniGen2-RL, inclusive)
-        window = make_step_plan(10, random.Random(seed), noise_level=1.0, train_steps="window", window_size=3,
+        window = make_step_plan(10, random.Random(seed), noise_level=1.0, train_steps="sde_window", window_size=3,
                                 window_range=(0.0, 0.5))
         start = window.trained[0]
         assert window.trained == (start, start + 1, start + 2) and start + 3 <= 5
@@ -103,7 +103,7 @@ def test_step_plans_never_train_the_last_step():
     assert make_step_plan(4, random.Random(0), noise_level=1.0, train_fraction=1.0).trained == (0, 1, 2)
     assert not any(make_step_plan(4, random.Random(0), noise_level=1.0, cfg_fraction=0.0).cfg)
     with pytest.raises(ValueError, match="window_range"):
-        make_step_plan(10, random.Random(0), noise_level=1.0, train_steps="window", window_size=4,
+        make_step_plan(10, random.Random(0), noise_level=1.0, train_steps="sde_window", window_size=4,
                        window_range=(0.9, 1.0))
 
 

@@ -167,3 +167,30 @@ def test_two_accelerate_processes_with_served_rewards_keep_groups_whole_and_norm
                 "instruction": r["instruction"]} for r in records]
     reference = tiny_miescore.score_batch(samples, batch_size=4, reuse_prefix=False)
     assert [r["reward"] for r in records] == pytest.approx([x["overall"] / 100 for x in reference], abs=1e-5)
+
+
+def test_two_accelerate_processes_split_a_group_and_normalise_it_whole(tmp_path, toy_editor_path, editing_requests):
+    """6 images per process, G = 4, 2 processes: 3 groups per step, group 1 sampled half on each process (as
+    OmniGen2-RL spreads its groups over GPUs); after gathering its four rewards are one group's."""
+    from modeling_miescore.training.editor_rl.advantages import group_advantages
+
+    out = tmp_path / "split"
+    config = write_run_yaml(tmp_path / "split.yaml", toy_config(
+        toy_editor_path, editing_requests, out, per_device_batch_size=6, train_batch_size=2, updates_per_step=1,
+        max_steps=2, save_steps=2, save_rollouts_steps=1))
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--mixed_precision", "no", "--main_process_port", "29565", str(RECIPE), "--config", config]
+    done = subprocess.run(launch, env=_recipe_env(), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    records = [json.loads(x) for x in (out / "rollouts" / "rollouts.jsonl").read_text().splitlines()]
+    for step in (1, 2):
+        groups = {}
+        for r in (r for r in records if r["step"] == step):
+            groups.setdefault(r["group"], []).append(r)
+        assert len(groups) == 3 and all(sorted(r["sample"] for r in g) == [0, 1, 2, 3] for g in groups.values())
+        middle = groups[min(groups) + 1]
+        assert {r["rank"]: sorted(x["sample"] for x in middle if x["rank"] == r["rank"]) for r in middle} == \
+            {0: [0, 1], 1: [2, 3]}
+        ordered = [sorted(groups[k], key=lambda r: r["sample"]) for k in sorted(groups)]
+        expected = group_advantages([(g[0]["key"], [r["reward"] for r in g]) for g in ordered]).advantages
+        assert [r["advantage"] for g in ordered for r in g] == pytest.approx([a for row in expected for a in row])

@@ -37,8 +37,8 @@ def test_it_learns_a_reachable_reward_and_writes_its_outputs(toy_editor_path, ed
     assert len(lines) == 8 and METRIC_KEYS <= set(lines[0])
     assert lines[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-3) and lines[0]["kl"] >= 0
     assert lines[-1]["kl"] > 0 and lines[0]["seconds_rollout"] > 0 and lines[0]["reward_failures"] == 0
-    assert sorted(p.name for p in (out / "samples").iterdir()) == ["step-000000.png", "step-000004.png",
-                                                                  "step-000008.png"]
+    assert sorted(p.name for p in (out / "samples").iterdir()) == ["example-source-0.png", "step-000000.png",
+                                                                  "step-000004.png", "step-000008.png"]
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-6", "checkpoint-8"]
     card = (out / "README.md").read_text()
     assert "library_name: diffusers" in card and "mean_redness" in card and "| `beta` | `0.01` |" in card
@@ -84,8 +84,9 @@ def test_a_crashed_run_resumes_exactly(toy_editor_path, editing_requests, tmp_pa
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (dict(num_generations=1, per_device_batch_size=1), "num_generations must be at least 2"),
-    (dict(per_device_batch_size=6), "not a multiple of num_generations 4"),
+    (dict(num_generations=1, per_device_batch_size=1), "num_generations must be an integer >= 2, got 1"),
+    (dict(per_device_batch_size=6), r"6 images per step \(per_device_batch_size 6 x processes 1 x rollout_batches_"
+                                    r"per_step 1\) are not whole groups of num_generations 4"),
     (dict(global_batch_size=576), "global_batch_size 576 != per_device_batch_size 8 x processes 1"),
     (dict(train_batch_size=3), "train_batch_size 3 must divide num_generations 4"),
     (dict(updates_per_step=3), "updates_per_step 3 must divide the 2 training micro-batches"),
@@ -126,7 +127,7 @@ def test_output_folder_of_another_run(toy_editor_path, editing_requests, tmp_pat
     _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
     with pytest.raises(MIEScoreInputError, match="already holds a run; pass --resume"):
         _train(toy_config(toy_editor_path, editing_requests, out, max_steps=1))
-    with pytest.raises(MIEScoreInputError, match=r"belongs to another run \(seed: 0 there, 7 now\)"):
+    with pytest.raises(MIEScoreInputError, match=r"another run \(1 setting\(s\) differ: seed: 0 there, 7 now\)"):
         _train(toy_config(toy_editor_path, editing_requests, out, max_steps=2, seed=7, resume=True))
     with pytest.raises(MIEScoreInputError, match="holds no run"):
         _train(toy_config(toy_editor_path, editing_requests, tmp_path / "empty", resume=True))
@@ -174,7 +175,8 @@ def test_the_paper_config_reaches_576_images_per_step_on_8_processes():
     config.validate(num_processes=8)
     assert (config.num_generations, config.num_inference_steps, config.lora_rank, config.lora_alpha,
             config.learning_rate, config.beta, config.advantage_clip) == (12, 20, 32, 64, 4e-4, 0.04, 5.0)
-    assert config.groups_per_process * 8 * config.num_generations == config.global_batch_size == 576
+    assert config.per_device_batch_size * 8 * config.rollout_batches_per_step == config.global_batch_size == 576
+    assert config.train_batch_size is None and config.step_weighting == "tempflow"  # the rollout's batch; v0.2
     assert config.editor_options["vae_image_size"] == 512 * 512
     with pytest.raises(MIEScoreInputError, match="global_batch_size 576 != .* x processes 4 .* = 288"):
         config.validate(num_processes=4)

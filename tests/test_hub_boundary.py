@@ -42,13 +42,14 @@ CHECKPOINT_FILES = {
     "MIEScore": {
         "configuration_miescore.py", "modeling_miescore.py", "miescore_overall.py", "miescore_score_heads.py",
         "skill_miescore.py", "lm_digit_scores.py", "backbone_families.py", "batched_scoring.py", "image_io.py",
-        "prefix_reuse.py", "processing_miescore.py", "pipeline_miescore.py", "model_card.py",
+        "prefix_reuse.py", "processing_miescore.py", "control_tokens.py", "pipeline_miescore.py", "model_card.py",
     },
     "SpatialReward": {
         "configuration_spatialreward.py", "modeling_spatialreward.py", "spatialreward_aggregation.py",
         "spatialreward_drawing.py", "spatialreward_judgement.py", "spatialreward_parsing.py",
         "spatialreward_relaxed_json.py", "spatialreward_tokens.py", "backbone_families.py", "batched_scoring.py",
-        "image_io.py", "prefix_reuse.py", "processing_miescore.py", "pipeline_miescore.py", "model_card.py",
+        "image_io.py", "prefix_reuse.py", "processing_miescore.py", "control_tokens.py", "pipeline_miescore.py",
+        "model_card.py",
     },
 }
 ENTRY_FILES = {

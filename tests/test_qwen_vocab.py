@@ -29,10 +29,9 @@ from modeling_miescore.spatialreward_tokens import (  # noqa: E402
     grounding_token_ids,
 )
 from modeling_miescore.testing import build_qwen3vl, build_qwen_processor  # noqa: E402
+from modeling_miescore.control_tokens import QWEN_ADDED_TOKENS, QWEN_SPECIAL_TOKENS  # noqa: E402
 from modeling_miescore.testing.qwen_vocab import (  # noqa: E402
     QWEN3_VL_VOCAB_SIZE,
-    QWEN_ADDED_TOKENS,
-    QWEN_SPECIAL_TOKENS,
     default_cache_dir,
     released_token_ids,
 )

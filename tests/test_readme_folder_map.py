@@ -1,4 +1,5 @@
-"""The README's folder map ("How the folders fit together") names every module of the package: each
+"""The folder map (``docs/folder_map.md``, "How the folders fit together", linked from the README) names every
+module of the package: each
 ``modeling_miescore`` module (and sub-package) in the row of its nearest mapped folder, in backticks
 (``name``, ``name.py`` or ``subpackage/``), so that a reader finds where a file lives and what it is for."""
 
@@ -9,22 +10,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "modeling_miescore"
+FOLDER_MAP = ROOT / "docs" / "folder_map.md"
 
 
-def folder_map(readme: str) -> dict[str, str]:
-    """``{folder: row text}`` of the table under ``## How the folders fit together``."""
-    section = readme.split("## How the folders fit together", 1)[1].split("\n## ", 1)[0]
+def folder_map(page: str) -> dict[str, str]:
+    """``{folder: row text}`` of the folder map's table."""
     rows = {}
-    for line in section.splitlines():
+    for line in page.splitlines():
         match = re.match(r"\| `([^`]+/)` \| (.*) \|$", line)
         if match:
             rows[match.group(1)] = match.group(2)
     return rows
 
 
-def unmapped(readme: str) -> list[str]:
+def unmapped(page: str) -> list[str]:
     """Package modules and sub-packages whose name is not in their folder's row of the map."""
-    rows = folder_map(readme)
+    rows = folder_map(page)
     missing = []
     for path in sorted(PACKAGE.rglob("*")):
         if "__pycache__" in path.parts or path.name == "__init__.py":
@@ -46,12 +47,12 @@ def unmapped(readme: str) -> list[str]:
     return missing
 
 
-def test_every_module_is_named_in_the_readme_folder_map():
-    missing = unmapped((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert not missing, ("README.md's folder map ('How the folders fit together') does not name these modules "
+def test_every_module_is_named_in_the_folder_map():
+    missing = unmapped(FOLDER_MAP.read_text(encoding="utf-8"))
+    assert not missing, ("docs/folder_map.md ('How the folders fit together') does not name these modules "
                          "in their folder's row (add a short phrase each, the name in backticks): " + ", ".join(missing))
 
 
 def test_an_unnamed_module_is_reported():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "modeling_miescore/utils/atomic_files.py" in unmapped(readme.replace("`atomic_files`", "atomic files"))
+    page = FOLDER_MAP.read_text(encoding="utf-8")
+    assert "modeling_miescore/utils/atomic_files.py" in unmapped(page.replace("`atomic_files`", "atomic files"))

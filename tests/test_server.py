@@ -86,7 +86,7 @@ def one_payload(seed: int, instruction: str = "make it red", sources: int = 2) -
 # ---------------------------------------------------------------------------------------------- the model
 
 
-def _pil_to_b64(image) -> str:
+def pil_to_b64(image) -> str:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return b64(buffer.getvalue())
@@ -102,21 +102,21 @@ def test_server_results_equal_model_score(tiny_miescore, examples):
     with serve_in_background(backend, ServerSettings(max_wait_ms=50)) as server:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             for edit, want in zip(edits, expected):
-                got = client.post("/v1/score", json={"sources": [_pil_to_b64(s) for s in edit["sources"]],
-                                                     "edited": _pil_to_b64(edit["edited"]),
+                got = client.post("/v1/score", json={"sources": [pil_to_b64(s) for s in edit["sources"]],
+                                                     "edited": pil_to_b64(edit["edited"]),
                                                      "instruction": edit["instruction"]})
                 assert got.status_code == 200, got.text
                 assert got.json() == pytest.approx(want, abs=1e-4)
             edit = edits[0]
-            files = [("sources", (f"s{i}.png", base64.b64decode(_pil_to_b64(s)), "image/png"))
+            files = [("sources", (f"s{i}.png", base64.b64decode(pil_to_b64(s)), "image/png"))
                      for i, s in enumerate(edit["sources"])]
-            files.append(("edited", ("e.png", base64.b64decode(_pil_to_b64(edit["edited"])), "image/png")))
+            files.append(("edited", ("e.png", base64.b64decode(pil_to_b64(edit["edited"])), "image/png")))
             got = client.post("/v1/score", files=files, data={"instruction": edit["instruction"]})
             assert got.status_code == 200, got.text
             assert got.json() == pytest.approx(expected[0], abs=1e-4)
             # one group: the first edit's sources and instruction with all three edited images
-            group = {"sources": [_pil_to_b64(s) for s in edit["sources"]], "instruction": edit["instruction"],
-                     "edited": [_pil_to_b64(e["edited"]) for e in edits]}
+            group = {"sources": [pil_to_b64(s) for s in edit["sources"]], "instruction": edit["instruction"],
+                     "edited": [pil_to_b64(e["edited"]) for e in edits]}
             got = client.post("/v1/score_groups", json={"groups": [group]})
             assert got.status_code == 200, got.text
             results = got.json()["results"]
@@ -280,9 +280,9 @@ def test_an_aspect_ratio_the_model_cannot_take_gets_422_before_the_model(tiny_mi
     naming the image, and a request batched with it is scored."""
     edit = examples[0]
     strip = Image.new("RGB", (1, 10000), (90, 10, 10))
-    good = {"sources": [_pil_to_b64(s) for s in edit["sources"]], "edited": _pil_to_b64(edit["edited"]),
+    good = {"sources": [pil_to_b64(s) for s in edit["sources"]], "edited": pil_to_b64(edit["edited"]),
             "instruction": edit["instruction"]}
-    bad = {**good, "sources": [good["sources"][0], _pil_to_b64(strip)]}
+    bad = {**good, "sources": [good["sources"][0], pil_to_b64(strip)]}
     with serve_in_background(MIEScoreBackend(tiny_miescore), ServerSettings(max_wait_ms=200)) as server:
         with ThreadPoolExecutor(2) as pool:
             refused, scored = pool.map(lambda p: httpx.post(server.url + "/v1/score", json=p, timeout=120), [bad, good])
@@ -704,7 +704,7 @@ def test_sigterm_drains_a_real_uvicorn_process(tiny_miescore_path, examples):
                 pytest.fail(f"server exited early: {process.stderr.read()[-2000:]}")
         url = re.search(r"http://[\d.]+:\d+", line).group(0)
         edit = examples[0]
-        payload = {"sources": [_pil_to_b64(s) for s in edit["sources"]], "edited": _pil_to_b64(edit["edited"]),
+        payload = {"sources": [pil_to_b64(s) for s in edit["sources"]], "edited": pil_to_b64(edit["edited"]),
                    "instruction": edit["instruction"]}
         headers = {"Authorization": "Bearer k3y"}
         assert httpx.post(url + "/v1/score", json=payload, timeout=60).status_code == 401

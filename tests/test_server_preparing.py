@@ -16,7 +16,7 @@ import pytest
 from modeling_miescore.serving.backends import MIEScoreBackend, ScorerBackend
 from modeling_miescore.serving.background_server import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
-from test_server import _pil_to_b64, one_payload
+from test_server import pil_to_b64, one_payload
 
 
 class PreparingBackend(ScorerBackend):
@@ -120,7 +120,7 @@ def test_miescore_backend_prepares_off_the_model_thread(tiny_miescore, examples,
     assert backend.prepares
     with serve_in_background(backend, ServerSettings(max_wait_ms=20)) as server:
         got = httpx.post(server.url + "/v1/score", timeout=120, json={
-            "sources": [_pil_to_b64(s) for s in edit["sources"]], "edited": _pil_to_b64(edit["edited"]),
+            "sources": [pil_to_b64(s) for s in edit["sources"]], "edited": pil_to_b64(edit["edited"]),
             "instruction": edit["instruction"]})
     assert got.status_code == 200, got.text
     assert got.json() == pytest.approx(expected, abs=1e-4)

@@ -1,6 +1,6 @@
 """The ablation of the MIEScore paper's Table 5 with trainers/train_miescore.py: other backbones (LoRA on the
 language model of each family, exact lengths and over-long rows) and the training-strategy switches, each in a
-2-step run on the tiny CPU config (README, "Table 5 ablation", lists the row each reproduces)."""
+2-step run on the tiny CPU config (docs/backbones.md, "Table 5, row by row", lists the row each reproduces)."""
 
 from __future__ import annotations
 

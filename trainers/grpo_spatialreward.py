@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 # (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
 from modeling_miescore.training.card_inputs import ModelCardArguments  # isort: skip
 
-from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments
 
 from modeling_miescore.judges.oracle import OracleConfig
+from modeling_miescore.training.recipe_parser import RecipeParser
 from modeling_miescore.training.spatialreward_chat_examples import prepare_grpo_dataset
 from modeling_miescore.training.spatialreward_grpo_rewards import OracleConsistencyReward, build_reward_functions
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
@@ -70,8 +71,8 @@ class SpatialRewardGRPOArguments(ModelCardArguments):
                 "as prompt text or as the judge's answer (False: raw, as the paper prints the template)."})
 
 
-def make_parser() -> TrlParser:
-    return TrlParser((ScriptArguments, SpatialRewardGRPOArguments, GRPOConfig, ModelConfig))
+def make_parser() -> RecipeParser:
+    return RecipeParser((ScriptArguments, SpatialRewardGRPOArguments, GRPOConfig, ModelConfig))
 
 
 def oracle_config(args: SpatialRewardGRPOArguments) -> OracleConfig | None:

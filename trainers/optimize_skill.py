@@ -90,12 +90,12 @@ class OutputArguments:
 
 
 def make_parser():
-    """``TrlParser`` over the data, model, output and loop (``SkillOptConfig``) arguments."""
-    from trl import TrlParser
-
+    """The recipes' parser (``RecipeParser``: TRL's, with one-line argument errors) over the data, model, output
+    and loop (``SkillOptConfig``) arguments."""
+    from modeling_miescore.training.recipe_parser import RecipeParser
     from modeling_miescore.training.skill import SkillOptConfig
 
-    return TrlParser((DataArguments, ModelArguments, OutputArguments, SkillOptConfig))
+    return RecipeParser((DataArguments, ModelArguments, OutputArguments, SkillOptConfig))
 
 
 class UserError(Exception):

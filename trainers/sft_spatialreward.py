@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 # (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
 from modeling_miescore.training.card_inputs import ModelCardArguments  # isort: skip
 
-from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser
+from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer
 
+from modeling_miescore.training.recipe_parser import RecipeParser
 from modeling_miescore.training.spatialreward_chat_examples import prepare_sft_dataset
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
                                                               make_lora_config, resized_vocabulary, run_card,
@@ -57,8 +58,8 @@ class SpatialRewardDataArguments(ModelCardArguments):
     merge_lora: bool = field(default=True, metadata={"help": "Also save a merged checkpoint in output_dir/merged."})
 
 
-def make_parser() -> TrlParser:
-    return TrlParser((ScriptArguments, SpatialRewardDataArguments, SFTConfig, ModelConfig))
+def make_parser() -> RecipeParser:
+    return RecipeParser((ScriptArguments, SpatialRewardDataArguments, SFTConfig, ModelConfig))
 
 
 def main(script_args, data_args, training_args, model_args) -> dict:

@@ -35,7 +35,6 @@ from modeling_miescore.training.losses import LossConfig  # isort: skip
 
 from datasets import load_dataset
 from transformers import IntervalStrategy, TrainingArguments
-from trl import TrlParser
 
 from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
 from modeling_miescore.cli.skill import read_skill_file
@@ -47,6 +46,7 @@ from modeling_miescore.training.miescore_export import export_model
 from modeling_miescore.training.miescore_model import (load_base_model, make_lora_config,
                                                        set_backbone_tuning)
 from modeling_miescore.training.miescore_trainer import MIEScoreTrainer, compute_correlation_metrics, resolve_checkpoint
+from modeling_miescore.training.recipe_parser import RecipeParser
 
 logger = logging.getLogger("train_miescore")
 
@@ -100,10 +100,10 @@ class ModelArguments:
                 "out, the LM's digit rows stay as pretrained)."})
 
 
-def make_parser() -> TrlParser:
+def make_parser() -> RecipeParser:
     """The recipe's arguments: script, model, loss (``LossConfig`` itself: eq. 13's weights, queues and stage) and
     ``TrainingArguments``, read from ``--config x.yaml`` and the command line."""
-    return TrlParser((ScriptArguments, ModelArguments, LossConfig, TrainingArguments))
+    return RecipeParser((ScriptArguments, ModelArguments, LossConfig, TrainingArguments))
 
 
 def build_model(model_args, tune: bool = True):

@@ -228,7 +228,7 @@ def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots
 
 def _warn_without_cis(report: dict) -> None:
     """Say on stderr when the report has no intervals because the split has too few instances (samples)."""
-    from ..evaluation.report import ci_omitted
+    from ..evaluation.report_parts import ci_omitted
 
     if ci_omitted(report):
         print(f"warning: no confidence intervals: {ci_omitted(report)}; the report gives point estimates only",
@@ -251,7 +251,7 @@ def _warn_unusable_fits(report: dict) -> None:
 
 
 def _headline(name: str, metric: dict, digits: int = 4) -> str:
-    from ..evaluation.report import fmt_ci
+    from ..evaluation.report_parts import fmt_ci
 
     return f"  {name:<28}{fmt_ci(metric, digits)}"
 

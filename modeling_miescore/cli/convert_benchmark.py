@@ -9,8 +9,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    from ..data.converters import CONVERTERS, get_converter
-    from .dataset import add_builder_subcommands
+    from .main import defer_options
 
     parser = sub.add_parser("convert-benchmark",
                             help="convert an external editing benchmark's release into the common Parquet schema",
@@ -18,4 +17,11 @@ def register(sub) -> None:
                                         "Tables 1 and 3 of the SpatialReward paper) into pointwise / pairwise / "
                                         "editing Parquet configs with a card, for 'miescore benchmark zero-shot', "
                                         "'reward', 'gedit' and 'imgedit'.")
+    defer_options(parser, _add_converters)  # the registry imports every converter module: only when used
+
+
+def _add_converters(parser) -> None:
+    from ..data.converters import CONVERTERS, get_converter
+    from .dataset import add_builder_subcommands
+
     add_builder_subcommands(parser, CONVERTERS, get_converter, help_format="convert {title}")

@@ -105,5 +105,7 @@ def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, look
 
 
 def register(sub) -> None:
+    from .main import defer_options
+
     parser = sub.add_parser("build-dataset", help="build a Hub-native dataset (Parquet + card) from a raw release")
-    add_builder_subcommands(parser)
+    defer_options(parser, add_builder_subcommands)  # the builders' modules are imported only when it is used

@@ -2,12 +2,23 @@
 one trained by ``trainers/flow_grpo_editor.py``::
 
     miescore edit --pipeline qwen-image-edit-plus --model Qwen/Qwen-Image-Edit-2509 [--lora RUN_DIR] \
-        (--input rows.jsonl | --dataset DIR [--split S]) --out DIR [--seed 0] [--num-images 1] [--steps 28]
+        (--input rows.jsonl | --dataset DIR [--split S]) --out DIR [--seed 0] [--num-images 1] [--steps 28] \
+        [--cfg-fraction 0.6] [--noise-level 0.7 --last-step deterministic]
+    # an adapter trained by trainers/flow_grpo_editor.py: its run.json says how it samples
+    miescore edit --lora runs/flow-grpo-tiny --input rows.jsonl --out DIR
+
+With ``--lora RUN`` of a training run, the run's ``run.json`` supplies the editor, the base model, the editor
+options, T, the CFG scale and schedule (``--cfg-fraction``), the SDE and last-step mode used with
+``--noise-level``, and the dtype (:mod:`modeling_miescore.training.editor_rl.run_record`); an option given here
+overrides its value (``--editor-options`` keys replace the run's one by one).
 
 Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
 MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
 ``score-batch`` input format (``miescore score-batch --input DIR/edits.jsonl`` scores them, and the editor
-benchmarks read ``{"id", "edited"}``); rerunning resumes. Exit status: 0 done, 1 some requests failed (listed),
+benchmarks read ``{"id", "edited"}``); rerunning resumes. The sampling schedule (``--cfg-fraction``: guide only
+steps i/T <= F, as a Flow-GRPO run guided its rollouts; ``--noise-level`` > 0: the training SDE instead of Euler
+ODE steps, ``--last-step`` its final step) is printed and written to ``DIR/sampling.json``
+(:mod:`modeling_miescore.training.editor_rl.sampling_schedule`). Exit status: 0 done, 1 some requests failed (listed),
 2 bad input.
 """
 
@@ -19,15 +30,17 @@ import sys
 from ..image_io import MIEScoreInputError
 from .main import add_device_args, finish_run, number_arg, quiet_transformers
 
-__all__ = ["cmd_edit", "register"]
+__all__ = ["add_sampling_args", "cmd_edit", "register", "sampling_schedule"]
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("edit", help="make edits with an image editor (optionally with a trained LoRA)")
-    parser.add_argument("--pipeline", required=True, help="qwen-image-edit-plus | flux2-klein | flux-kontext, or "
-                        "package.module:function returning an EditorAdapter")
-    parser.add_argument("--model", required=True, help="the editor's pipeline folder or Hub id")
-    parser.add_argument("--lora", default=None, metavar="DIR", help="a LoRA folder (pytorch_lora_weights.safetensors)")
+    parser.add_argument("--pipeline", default=None, help="qwen-image-edit-plus | flux2-klein | flux-kontext, or "
+                        "package.module:function returning an EditorAdapter (default: the --lora run's)")
+    parser.add_argument("--model", default=None, help="the editor's pipeline folder or Hub id (default: the --lora "
+                        "run's base model)")
+    parser.add_argument("--lora", default=None, metavar="DIR", help="a LoRA folder (pytorch_lora_weights.safetensors); "
+                        "a training run's folder also gives its sampling settings (run.json)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help='JSONL lines {"id"?, "sources": [...], "instruction": "..."}')
     source.add_argument("--dataset", help="MIE-Bench / MER-Bench / converted editing dataset (folder or Hub id)")
@@ -36,14 +49,40 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (images/, edits.jsonl)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every edit (with the request id)")
     parser.add_argument("--num-images", type=number_arg(int, minimum=1), default=1, help="edits per request")
-    parser.add_argument("--steps", type=number_arg(int, minimum=1), default=28, help="denoising steps (default 28)")
-    parser.add_argument("--cfg-scale", type=float, default=None, help="guidance scale (default: the editor's)")
+    parser.add_argument("--steps", type=number_arg(int, minimum=1), default=None,
+                        help="denoising steps (default: the --lora run's T, else 28)")
+    parser.add_argument("--cfg-scale", type=float, default=None,
+                        help="guidance scale (default: the --lora run's, else the editor's)")
+    add_sampling_args(parser)
     parser.add_argument("--editor-options", default=None, metavar="JSON",
-                        help='adapter options, e.g. \'{"height": 512, "width": 512}\'')
+                        help='adapter options, e.g. \'{"height": 512, "width": 512}\' (default: the --lora run\'s)')
     parser.add_argument("--limit", type=number_arg(int, minimum=1), default=None, help="first N requests only")
     add_device_args(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    parser.set_defaults(func=cmd_edit)
+    parser.set_defaults(func=cmd_edit, extra="rl")  # a missing diffusers names the rl extra
+
+
+def add_sampling_args(parser) -> None:
+    """The sampling-schedule flags (:class:`~modeling_miescore.training.editor_rl.sampling_schedule.SamplingSchedule`;
+    the defaults are the stock pipeline's: CFG on every step, Euler ODE steps)."""
+    parser.add_argument("--cfg-fraction", type=number_arg(float, minimum=0, maximum=1), default=None, metavar="F",
+                        help="guide only steps i/T <= F, as a Flow-GRPO run guides its rollouts (its cfg_fraction, "
+                        "e.g. 0.6); default: the --lora run's, else 1 (every step, the pipeline's own); 0: none")
+    parser.add_argument("--noise-level", type=number_arg(float, minimum=0), default=0.0, metavar="A",
+                        help="0 (default): Euler ODE steps; > 0: the training SDE at noise level A on every step")
+    parser.add_argument("--sde-type", choices=("sde", "cps"), default=None,
+                        help="the SDE of --noise-level > 0 (default: the --lora run's, else sde)")
+    parser.add_argument("--last-step", choices=("stochastic", "deterministic"), default=None,
+                        help="with --noise-level > 0: whether the final step adds noise (default: the --lora run's "
+                        "last_step, else stochastic)")
+
+
+def sampling_schedule(args):
+    """The :class:`SamplingSchedule` of the parsed flags."""
+    from ..training.editor_rl.sampling_schedule import SamplingSchedule
+
+    return SamplingSchedule(cfg_fraction=args.cfg_fraction, noise_level=args.noise_level, sde_type=args.sde_type,
+                            last_step=args.last_step)
 
 
 def _options(text):
@@ -59,6 +98,70 @@ def _options(text):
     return value
 
 
+def resolve_run_settings(args) -> list:
+    """Fill ``args`` from the ``--lora`` run's sampling record where an option was not given (module docstring);
+    the settings taken from the run, as ``name value`` strings (empty without a record)."""
+    from pathlib import Path
+
+    from ..training.editor_rl.run_record import read_sampling
+
+    sampling = read_sampling(args.lora) if args.lora else None
+    options = _options(args.editor_options)
+    if sampling is None:
+        missing = [name for name in ("--pipeline", "--model") if getattr(args, name[2:]) is None]
+        if missing:
+            where = (f"the --lora folder '{args.lora}' has no run.json from a training run" if args.lora
+                     else "no --lora run gives them")
+            raise MIEScoreInputError(f"{' and '.join(missing)} needed: {where}")
+        args.editor_options, args.steps = options, args.steps or 28
+        _schedule_defaults(args)
+        return []
+    taken = []
+    if args.pipeline is None:
+        args.pipeline = sampling["editor"]
+        taken.append(f"pipeline {args.pipeline}")
+    if args.model is None:
+        model = sampling["model_name_or_path"]
+        if not Path(model).expanduser().exists() and sampling.get("base_model_id"):
+            model = sampling["base_model_id"]  # the run's machine had it locally: its Hub id here
+        args.model = model
+        taken.append(f"model {model}")
+    recorded = dict(sampling.get("editor_options") or {})
+    if recorded:
+        taken.append(f"editor options {json.dumps(recorded)}")
+    args.editor_options = {**recorded, **options}
+    for name, key in (("steps", "num_inference_steps"), ("cfg_scale", "cfg_scale"), ("cfg_fraction", "cfg_fraction"),
+                      ("sde_type", "sde_type"), ("last_step", "last_step")):
+        if getattr(args, name) is None and sampling.get(key) is not None:
+            setattr(args, name, sampling[key])
+            taken.append(f"{name.replace('_', '-')} {sampling[key]}")
+    if args.dtype == "auto" and sampling.get("dtype") not in (None, "auto"):
+        args.dtype = sampling["dtype"]
+        taken.append(f"dtype {args.dtype}")
+    args.steps = args.steps or 28
+    _schedule_defaults(args)
+    return taken
+
+
+def _schedule_defaults(args) -> None:
+    """The sampling-schedule flags not given and not in a run: the stock pipeline's schedule."""
+    for name, default in (("cfg_fraction", 1.0), ("sde_type", "sde"), ("last_step", "stochastic")):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+
+
+def _check_out_apart(args) -> None:
+    """``--out`` is none of the inputs and holds none of them (it may lie inside one: nothing there is replaced);
+    ``--input`` is never the ``edits.jsonl`` this run appends to."""
+    from pathlib import Path
+
+    from ..utils.output_paths import check_folder_apart
+
+    local = lambda path: path if path and Path(path).expanduser().exists() else None  # noqa: E731 - Hub ids
+    check_folder_apart(args.out, {"--input": args.input, "--dataset": local(args.dataset), "--model": local(args.model),
+                                  "--lora": args.lora}, "--out", allow_inside=True)
+
+
 def cmd_edit(args) -> int:
     from pathlib import Path
 
@@ -67,7 +170,7 @@ def cmd_edit(args) -> int:
     from ..data.editing_inputs import read_editing_inputs
     from ..scoring.jsonl_scoring import make_output_folder
     from ..scoring.loading import resolve_device, resolve_dtype
-    from ..training.editor_rl.edit_generation import generate_edits
+    from ..training.editor_rl.edit_generation import generate_edits, record_sampling
     from ..training.editor_rl.editors import load_editor
 
     quiet_transformers()
@@ -80,18 +183,25 @@ def cmd_edit(args) -> int:
     if args.lora and not (Path(args.lora) / "pytorch_lora_weights.safetensors").is_file():
         raise MIEScoreInputError(f"--lora '{args.lora}' has no pytorch_lora_weights.safetensors; pass the folder a "
                                  "training run wrote its adapter to")
+    taken = resolve_run_settings(args)
+    if taken:
+        print(f"miescore edit: from {Path(args.lora) / 'run.json'}: {'; '.join(taken)}", file=sys.stderr)
     requests = read_editing_inputs(args.input or args.dataset, args.split, args.limit)
-    out = make_output_folder(args.out)
+    _check_out_apart(args)
+    out = make_output_folder(args.out, "--out: ", inputs={"--input": args.input}, writes=("edits.jsonl",))
+    schedule = sampling_schedule(args)
+    record_sampling(out, schedule, args.steps)  # refuses a folder of another schedule before the editor loads
     device = resolve_device(args.device)
     editor = load_editor(args.pipeline, args.model, dtype=resolve_dtype(args.dtype, device), device=device,
-                         options=_options(args.editor_options))
+                         options=args.editor_options)
     if args.cfg_scale is not None:
         editor.cfg_scale = args.cfg_scale
     if args.lora:
         editor.load_lora(args.lora)
+    print(f"miescore edit: sampling: {schedule.describe(args.steps)}", file=sys.stderr)
     bar = tqdm(total=len(requests), desc="edit", unit="request", disable=args.no_progress)
     run = generate_edits(editor, requests, out, seed=args.seed, num_images=args.num_images, num_steps=args.steps,
-                         progress=bar.update)
+                         progress=bar.update, schedule=schedule)
     bar.close()
     for request_id, message in run.failed:
         print(f"miescore edit: request {request_id!r} failed: {message}", file=sys.stderr)

@@ -11,7 +11,9 @@ server's options are generated from its settings declaration (:mod:`modeling_mie
 ``serve`` is parsed (:func:`defer_options`).
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
-problem and the fix and exit with status 2; no traceback.
+problem and the fix and exit with status 2; no traceback. Options are matched exactly (``allow_abbrev=False`` on
+every parser: ``--num-image`` is not ``--num-images``); an unknown option prints the usage of the (sub)command it
+was given to and the closest real option; a missing extra (``diffusers`` for ``edit``) names the extra to install.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ EXIT_PARTIAL = 1
 # Subcommands that live in their own modules: each module defines `register(subparsers)`, which adds its
 # parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise MIEScoreInputError for user errors.
 # A command with subcommands of its own returns their `add_subparsers()` action from `register`; a module
-# adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it.
+# adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it: its `register` runs
+# when that command is first parsed (or its help shown), so `miescore --help` imports no registry (the
+# converters behind `benchmark gedit` / `imgedit` and `convert-benchmark NAME`, the dataset builders).
 COMMAND_MODULES: tuple[str, ...] = (
     "score",
     "serve",
@@ -119,13 +123,20 @@ def add_model_args(parser: argparse.ArgumentParser, required: bool = True) -> No
 
 
 class CommandParser(argparse.ArgumentParser):
-    """The parser of ``miescore`` and of each of its commands: options can be added when it first parses or shows
-    its help (:func:`defer_options`), so that a command whose options need a slow import (``serve``: pydantic,
-    about 0.4 s) costs the other commands nothing."""
+    """The parser of ``miescore`` and of each of its commands: options and subcommands can be added when it first
+    parses or shows its help (:func:`defer_options`), so that a command whose options need a slow import
+    (``serve``: pydantic, about 0.4 s) or a registry (``convert-benchmark``: every converter module) costs the other
+    commands nothing. Its subparsers action knows its parser (``owner``), for subcommands added under it later."""
 
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # every command's parser too (add_parser builds this class)
         super().__init__(*args, **kwargs)
         self.deferred_options = []
+
+    def add_subparsers(self, **kwargs):
+        action = super().add_subparsers(**kwargs)
+        action.owner = self
+        return action
 
     def _add_deferred_options(self) -> None:
         while self.deferred_options:
@@ -133,7 +144,18 @@ class CommandParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         self._add_deferred_options()  # a command's parser is called through this by its parent's subparsers
-        return super().parse_known_args(args, namespace)
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:  # said by the innermost (sub)command, with its usage, before its parent sees them
+            self.error(self.unknown_arguments_message(extras))
+        return namespace, extras
+
+    def unknown_arguments_message(self, extras: list) -> str:
+        from ..utils.suggestions import did_you_mean
+
+        option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+        options = [s for action in self._actions for s in action.option_strings]
+        hint = did_you_mean(option, options) if option else ""
+        return f"unrecognized arguments: {' '.join(extras)}{hint}"
 
     def format_usage(self) -> str:
         self._add_deferred_options()
@@ -154,7 +176,10 @@ def defer_options(parser: argparse.ArgumentParser, add) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = CommandParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     opened = {}  # module name -> the subcommands its register() opened
     for module_name in COMMAND_MODULES:
@@ -163,7 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
         if parent is not None and parent not in opened:
             raise RuntimeError(f"cli.{module_name} adds subcommands to '{parent}', which is not listed before it in "
                                "COMMAND_MODULES or returns no subparsers from register()")
-        action = module.register(opened[parent] if parent is not None else sub)
+        if parent is not None:  # subcommands of a command: added when that command is parsed
+            defer_options(opened[parent].owner, lambda _, register=module.register, kinds=opened[parent]:
+                          register(kinds))
+            continue
+        action = module.register(sub)
         if action is not None:
             opened[module_name] = action
     return parser
@@ -183,6 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"miescore {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as err:
+        from ..utils.extras import missing_extra_message
+
+        message = missing_extra_message(err, getattr(args, "extra", None))
+        if message is None:
+            raise
+        print(f"miescore {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ file or a dataset folder. The one reader for the editor-RL trainer and ``miescor
     (``sample_id``, ``original_image``, ``instruction``), across the splits or the one given;
   * MIE-Bench (default split ``train``): every instance once (``instance_id``, ``source_images``, ``instruction``).
 
-Every request is checked before anything runs: sources present and readable as images (headers), instruction a
-non-empty string of at most ``MAX_INSTRUCTION_CHARS``, ids unique. Problems are reported together, each with its
+Every request is checked before anything runs: sources present, regular files (a FIFO or ``/dev/zero`` is refused
+at once, never read) of at most ``image_io.MAX_IMAGE_FILE_BYTES``, readable as images (headers; a PNG's chunks are
+verified too, so a truncated one is reported without decoding it), instruction a non-empty string of at most
+``MAX_INSTRUCTION_CHARS``, ids unique. Problems are reported together, each with its
 line or row, as one :class:`~modeling_miescore.image_io.MIEScoreInputError`.
 
 ``source_ids`` name the sources for grouping: a content hash of each file (JSONL) or ``<row id>:<k>`` (datasets).
@@ -26,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from ..image_io import MIEScoreInputError, decode_image, load_image, open_image, open_image_bytes
+from ..image_io import (MIEScoreInputError, check_image_complete, decode_image, load_image, open_image,
+                        open_image_bytes, read_image_file)
 from ..processing_miescore import check_instruction
 
 __all__ = ["EditingInput", "read_editing_inputs"]
@@ -58,10 +61,12 @@ class EditingInput:
 
 
 def _check_source(source, what: str) -> None:
-    """The source's header is a readable image (the file or the bytes are closed again)."""
+    """The source's header is a readable image and a PNG's chunks are complete (the file or the bytes are closed
+    again)."""
     image = open_image_bytes(bytes(source), what) if isinstance(source, (bytes, bytearray)) else open_image(source)
     if image is not source:  # a file or bytes opened here (never a caller's own image)
         image.close()
+    check_image_complete(source, what if isinstance(source, (bytes, bytearray)) else f"{what} '{source}'")
 
 
 def _validated(entries: Sequence[Tuple[str, Callable[[], EditingInput]]], origin: str) -> List[EditingInput]:
@@ -88,10 +93,9 @@ def _validated(entries: Sequence[Tuple[str, Callable[[], EditingInput]]], origin
 
 
 def _file_hash(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError as err:
-        raise MIEScoreInputError(f"cannot read source image '{path}': {err.strerror}") from None
+    """A content hash of a source file (its id for grouping), read only after the file is known to be a regular
+    file of a bounded size."""
+    return hashlib.sha256(read_image_file(path, "source image")).hexdigest()[:16]
 
 
 def _jsonl_entry(number: int, record: dict, base: Path) -> EditingInput:
@@ -131,7 +135,7 @@ def _image_bytes(entry, where: str) -> bytes:
         if entry.get("bytes"):
             return entry["bytes"]
         if entry.get("path") and Path(entry["path"]).is_file():
-            return Path(entry["path"]).read_bytes()
+            return read_image_file(entry["path"], where)
     raise MIEScoreInputError(f"{where} has no image bytes")
 
 

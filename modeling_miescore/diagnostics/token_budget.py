@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
 from ..image_io import MIEScoreInputError
 from ..utils.markdown_table import markdown_table
 
@@ -56,8 +57,6 @@ PAPER_TRAINING_LENGTH = {"miescore": MIESCORE_TRAIN_MAX_LENGTH, "spatialreward":
 # What training does with a longer row (MIEScore: training.miescore_data "shrink"; SpatialReward SFT drops it).
 OVER_LENGTH_POLICY = {"miescore": "MIEScore's trainer shrinks their images to fit",
                       "spatialreward": "SpatialReward SFT drops such rows"}
-# The Qwen2 / Qwen2.5 / Qwen3(-VL) byte-level vocabulary: 151,643 ranks, then <|endoftext|> (testing.qwen_vocab).
-QWEN_FIRST_ADDED_ID = 151643
 _CARD_MAX_LENGTH = re.compile(r"^\|\s*max_length\s*\|\s*`?(\d+)`?\s*\|", re.MULTILINE)
 
 

@@ -13,6 +13,10 @@ that name; the converters' ``SPEC.tie_rule`` cites the source of each rule.
 * ``mmrb2``: strict; ``single`` / ``multi`` (pairs with one / several input images) / ``overall`` (micro).
 * ``srcc`` (pointwise benchmarks): SRCC per dimension (average ranks for ties); values: each dimension's SRCC and
   ``mean`` over the benchmark's dimensions.
+* ``mer`` (MER-Bench, declared by its builder): K-pair groups, one predictions line per group (``unit="group"``:
+  ``{"pair_id", "scores"}``, what the SpatialReward group scorer writes); exact-order group accuracy per group size
+  and overall and the mean per-group Kendall τ, both tie rules (:func:`~.mer_bench_report.mer_bench_report`, with
+  bootstrap CIs over samples). Values ``2`` / ``3`` / ``4`` / ``overall`` / ``tau_as_released`` / ``tau_ties0``.
 
 A missing score (NaN) is always wrong / left out of the correlation (it only happens with ``--allow-missing``).
 """
@@ -29,8 +33,8 @@ from .errors import BenchmarkInputError
 from .metrics.correlation import srcc
 from .metrics.pairwise import pairwise_accuracy
 
-__all__ = ["PROTOCOLS", "ScoringProtocol", "editscore_accuracy", "human_signs", "mmrb2_accuracy", "pairwise_result",
-           "pointwise_srcc", "scoring_protocol"]
+__all__ = ["PROTOCOLS", "ScoringProtocol", "editscore_accuracy", "human_signs", "mer_group_result", "mmrb2_accuracy",
+           "pairwise_result", "pointwise_srcc", "scoring_protocol"]
 
 _SIGNS = {"a": 1, "b": -1, "tie": 0, "both_bad": 0}
 
@@ -98,17 +102,37 @@ def pointwise_srcc(frame, dimensions: dict[str, str]) -> dict:
     return {"by_dimension": out, "mean": float(np.mean([v["srcc"] for v in out.values()]))}
 
 
+def mer_group_result(frame, dimensions=None, bootstrap=None) -> dict:
+    """MER-Bench's protocol on its groups with predictions attached (``scores``: each group's K predicted scores in
+    the dataset's order, :func:`~.converted_benchmarks.attach_predictions`)."""
+    from .mer_bench_report import mer_bench_report
+
+    report = mer_bench_report(frame, dict(zip(frame["pair_id"], frame["scores"])), bootstrap=bootstrap)
+    return {key: report[key] for key in ("accuracy", "tau", "tau_as_released", "meta")}
+
+
+def _mer_values(details: dict) -> dict:
+    acc = details["accuracy"]
+    return {**{size: acc["by_size"].get(size, {}).get("value") for size in ("2", "3", "4")},
+            "overall": acc["overall"]["value"], "tau_as_released": details["tau_as_released"]["overall"]["value"],
+            "tau_ties0": details["tau"]["overall"]["value"]}
+
+
 @dataclass(frozen=True)
 class ScoringProtocol:
-    """How one kind of benchmark is scored: the config it reads, what it measures (``accuracy``: a share of pairs,
-    Table 6 prints it in %; ``srcc``), ``run(frame, dimensions) -> details`` and ``values(details) -> {name:
-    number or None}``, the named numbers a benchmark's report columns take (``BenchmarkSpec.columns``)."""
+    """How one kind of benchmark is scored: the config it reads, what it measures (``accuracy``: a share of pairs
+    or groups, Table 6 prints it in %; ``srcc``), ``run(frame, dimensions, bootstrap=None) -> details`` (only the
+    protocols with intervals use ``bootstrap``) and ``values(details) -> {name: number or None}``, the named
+    numbers a benchmark's report columns take (``BenchmarkSpec.columns``). ``unit``: what one line of its
+    predictions scores, ``"edit"`` (an edited image: the ``score-batch`` format) or ``"group"`` (a K-pair group:
+    ``{"pair_id", "scores"}``); it decides how predictions are read and how a checkpoint scores the benchmark."""
 
     name: str
     config: str
     measure: str
     run: Callable[..., dict]
     values: Callable[[dict], dict]
+    unit: str = "edit"
 
 
 def _by_dimension(metric: str) -> Callable[[dict], dict]:
@@ -117,14 +141,20 @@ def _by_dimension(metric: str) -> Callable[[dict], dict]:
 
 
 PROTOCOLS: dict[str, ScoringProtocol] = {p.name: p for p in (
-    ScoringProtocol("calibrated", "pairwise", "accuracy", lambda frame, _: pairwise_result(frame, calibrated=True),
+    ScoringProtocol("calibrated", "pairwise", "accuracy",
+                    lambda frame, _, bootstrap=None: pairwise_result(frame, calibrated=True),
                     lambda details: {"accuracy": details["accuracy"]}),
-    ScoringProtocol("strict", "pairwise", "accuracy", lambda frame, _: pairwise_result(frame, calibrated=False),
+    ScoringProtocol("strict", "pairwise", "accuracy",
+                    lambda frame, _, bootstrap=None: pairwise_result(frame, calibrated=False),
                     lambda details: {"accuracy": details["accuracy"]}),
-    ScoringProtocol("editscore", "pairwise", "accuracy", editscore_accuracy, _by_dimension("accuracy")),
-    ScoringProtocol("mmrb2", "pairwise", "accuracy", lambda frame, _: mmrb2_accuracy(frame),
+    ScoringProtocol("editscore", "pairwise", "accuracy",
+                    lambda frame, dimensions, bootstrap=None: editscore_accuracy(frame, dimensions),
+                    _by_dimension("accuracy")),
+    ScoringProtocol("mmrb2", "pairwise", "accuracy", lambda frame, _, bootstrap=None: mmrb2_accuracy(frame),
                     lambda details: {key: details[key] for key in ("single", "multi", "overall")}),
-    ScoringProtocol("srcc", "pointwise", "srcc", pointwise_srcc, _by_dimension("srcc")),
+    ScoringProtocol("srcc", "pointwise", "srcc",
+                    lambda frame, dimensions, bootstrap=None: pointwise_srcc(frame, dimensions), _by_dimension("srcc")),
+    ScoringProtocol("mer", "groups", "accuracy", mer_group_result, _mer_values, unit="group"),
 )}
 
 

@@ -23,7 +23,7 @@ from .alignment import Alignment, align_predictions
 from .dataset_splits import load_split
 from .errors import BenchmarkInputError
 
-__all__ = ["BenchmarkData", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
+__all__ = ["BenchmarkData", "attach_predictions", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
            "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
 
 
@@ -147,6 +147,27 @@ def edit_ids(frame, config: str) -> list[str]:
         return frame["id"].tolist()
     ids = np.column_stack([frame["edited_a_id"].to_numpy(), frame["edited_b_id"].to_numpy()]).ravel()
     return list(dict.fromkeys(str(v) for v in ids))
+
+
+def attach_predictions(data: BenchmarkData, protocol, predictions_path, *,
+                       allow_missing: bool) -> tuple[object, Alignment]:
+    """The rows of ``data`` that ``protocol`` (its :class:`~.benchmark_protocols.ScoringProtocol`) scores, with
+    the predictions of ``predictions_path`` attached: an ``edit`` protocol's config rows (:func:`attach_scores`),
+    or, for a ``group`` protocol (MER-Bench), every K-pair group with a ``scores`` column."""
+    from .dataset_splits import mer_bench_frame
+    from .prediction_files import read_group_predictions, read_score_predictions
+
+    source = str(predictions_path)
+    if protocol.unit == "group":
+        frame = mer_bench_frame(data.frames)
+        scores = read_group_predictions(predictions_path, frame)
+        alignment = align_predictions(frame["pair_id"].tolist(), scores, allow_missing=allow_missing, source=source,
+                                      what="pair id")
+        frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
+        frame["scores"] = [scores[p] for p in frame["pair_id"]]
+        return frame, alignment
+    return attach_scores(data.frames[protocol.config], protocol.config, data.metadata,
+                         read_score_predictions(predictions_path), allow_missing=allow_missing, source=source)
 
 
 def _needed_keys(frame, config: str, metadata: dict) -> list[str]:

@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from tqdm.auto import tqdm
 
 from ..data.converters.schema import SPLIT
+from .benchmark_protocols import scoring_protocol
 from .dataset_splits import load_split
 from .model_runs import check_prediction_cache, score_mer_with_spatialreward
 
@@ -91,12 +92,10 @@ def needs_scoring(data, out_dir) -> bool:
     preds = Path(out_dir) / "predictions.jsonl"
     if not preds.exists():
         return True
-    if data.protocol == "mer":  # MER-Bench: one line per group
-        from .model_runs import (
-            _read_done_pairs,  # the MER scorer's own resume reader (repairs a torn last line)
-        )
+    if scoring_protocol(data.protocol).unit == "group":  # MER-Bench: one line per group
+        from .model_runs import read_done_pairs  # the group scorer's own resume reader (repairs a torn last line)
 
-        return not {str(p) for ds in data.frames.values() for p in ds["pair_id"]} <= _read_done_pairs(preds)
+        return not {str(p) for ds in data.frames.values() for p in ds["pair_id"]} <= read_done_pairs(preds)
     records, _ = read_predictions(preds, repair=False)
     return not {i for config, frame in data.frames.items() for i in edit_ids(frame, config)} <= set(records)
 
@@ -112,7 +111,7 @@ def score_converted(data, scorer, out_dir, *, batch_size: int = 8, progress: boo
     identity = identity or {"dataset": data.dataset}
     check_prediction_cache(out, identity)
     preds = out / "predictions.jsonl"
-    if data.protocol == "mer":  # MER-Bench: one line per group
+    if scoring_protocol(data.protocol).unit == "group":  # MER-Bench: one line per group
         adapter = scorer if hasattr(scorer, "evaluate_edits") else MIEScoreRewardAdapter(scorer)
         return score_mer_with_spatialreward(data.frames, "", out, batch_size=batch_size, progress=progress,
                                             identity=identity, scorer=adapter)

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ..utils.atomic_files import atomic_write, write_text_atomic
 from .errors import BenchmarkInputError
 
-__all__ = ["export_mie_inputs", "input_cache_dir"]
+__all__ = ["export_mie_inputs", "input_cache_dir", "safe_file_name", "store_image"]
 
 _SUFFIXES = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "bmp": ".bmp", "tiff": ".tif", "gif": ".gif"}
 
@@ -36,11 +36,11 @@ def _image_ext(data: bytes) -> str:
     return _SUFFIXES.get(fmt, ".img")
 
 
-def _safe_name(text: str) -> str:
+def safe_file_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:120]
 
 
-def _store_image(entry: dict, images: Path, stem: str) -> str:
+def store_image(entry: dict, images: Path, stem: str) -> str:
     """Write one dataset image (``{"bytes", "path"}``) unless an equal-sized file is there; its JSONL path."""
     data = entry.get("bytes")
     if data is None:  # an image stored as a path outside the Parquet file
@@ -73,7 +73,7 @@ def input_cache_dir(ds, cache_dir: str | os.PathLike | None = None) -> Path:
     if not fingerprint:
         raise BenchmarkInputError("the dataset split has no fingerprint to key its input cache; load it with "
                                   "datasets.load_dataset")
-    return root / "mie-bench-inputs" / _safe_name(str(fingerprint))
+    return root / "mie-bench-inputs" / safe_file_name(str(fingerprint))
 
 
 def export_mie_inputs(ds, cache_dir, *, progress: bool = True, hint_columns: tuple = ()) -> Path:
@@ -109,10 +109,10 @@ def export_mie_inputs(ds, cache_dir, *, progress: bool = True, hint_columns: tup
         if key not in written_sources:
             variant = variants.get(iid, 0)
             variants[iid] = variant + 1
-            stem = _safe_name(iid) + (f"_v{variant + 1}" if variant else "")
-            written_sources[key] = [_store_image(e, images, f"{stem}_s{k + 1}")
+            stem = safe_file_name(iid) + (f"_v{variant + 1}" if variant else "")
+            written_sources[key] = [store_image(e, images, f"{stem}_s{k + 1}")
                                     for k, e in enumerate(row["source_images"])]
-        edited = _store_image(row["edited_image"], images, f"{_safe_name(str(row['id']))}_edited")
+        edited = store_image(row["edited_image"], images, f"{safe_file_name(str(row['id']))}_edited")
         hints = {c: row[c] for c in hint_columns if row.get(c) not in (None, "")}
         lines.append(json.dumps({"id": str(row["id"]), "sources": written_sources[key], "edited": edited,
                                  "instruction": row["instruction"], **hints}))

@@ -1,6 +1,6 @@
 """The MIE-Bench evaluator report as Markdown (the layout of the MIEScore paper's tables 3, 4, 12-15 and figure 2),
-from the dict of :mod:`.mie_bench_report`; :mod:`.report` renders and writes it (``render_markdown``), with the
-formatting it shares with the other reports. Also how a dimension's logistic fit is reported
+from the dict of :mod:`.mie_bench_report`; :mod:`.report` writes it; the parts it shares with the other reports
+are in :mod:`.report_parts`. Also how a dimension's logistic fit is reported
 (:func:`logistic_status`: PLCC (logistic), the bounded refit's, or raw PLCC only with the reason).
 """
 
@@ -10,17 +10,16 @@ from collections.abc import Sequence
 
 from ..data.schema import LONG_NAMES, SHORT_NAMES
 from ..miescore_overall import OVERALL_WEIGHTS
-from .report import _SUBSETS, _counts, _header, _notes, _plot, _table, ci_omitted, fmt_ci, title_case
+from .report_parts import (SOURCE_SUBSETS, ci_omitted, counts_phrase, fmt_ci, notes_section, plot_lines,
+                           report_header, report_table, title_case)
 
 __all__ = ["logistic_status", "mie_bench_markdown"]
-
-
 
 
 def mie_bench_markdown(report: dict) -> str:
     meta = report["meta"]
     dims = meta["dimensions"]
-    out = _header(report, "MIE-Bench evaluation report",
+    out = report_header(report, "MIE-Bench evaluation report",
                   f"How well the evaluator's predicted scores agree with human MOS on {meta['n_items']} edited images "
                   f"({meta['n_instances']} instances, {meta['n_editing_models']} editing models, "
                   f"{meta['n_tasks']} tasks). ")
@@ -28,26 +27,26 @@ def mie_bench_markdown(report: dict) -> str:
     out += _mie_per_task_lines(report, dims)
     out += _mie_ranking_lines(report, dims)
     out += _mie_distribution_lines(report, dims)
-    return "\n".join(out + _notes(report, _mie_notes(report, dims)))
+    return "\n".join(out + notes_section(report, _mie_notes(report, dims)))
 
 
 def _mie_correlation_lines(report: dict, dims: Sequence[str]) -> list[str]:
     """Paper table 3: SRCC / KRCC / PLCC per dimension, and the one-row paper layout."""
-    out = [f"## Correlation with human MOS (paper table 3): {_counts(report['meta'], 'items', 'instances')}", ""]
+    out = [f"## Correlation with human MOS (paper table 3): {counts_phrase(report['meta'], 'items', 'instances')}", ""]
     rows = []
     for d in dims:
         c = report["correlations"][d]
         rows.append([LONG_NAMES[d], c.get("n", ""), fmt_ci(c["srcc"]), fmt_ci(c["krcc"]), fmt_ci(c["plcc"]),
                      _logistic_cell(c)])
-    out += [_table(["Dimension", "n (edits)", "SRCC", "KRCC", "PLCC", "PLCC (logistic)"], rows), ""]
-    header = [f"Method (n = {_counts(report['meta'], 'items')})"] + [f"{SHORT_NAMES[d]} {s}" for d in dims
+    out += [report_table(["Dimension", "n (edits)", "SRCC", "KRCC", "PLCC", "PLCC (logistic)"], rows), ""]
+    header = [f"Method (n = {counts_phrase(report['meta'], 'items')})"] + [f"{SHORT_NAMES[d]} {s}" for d in dims
                                                                     for s in ("ρs", "ρk", "ρp")]
     row = ["This evaluator"] + [fmt_ci(report["correlations"][d][m], ci=False)
                                 for d in dims for m in ("srcc", "krcc", "plcc")]
     out += ["Paper layout (one row, paste under the paper's table 3; ρp = PLCC on raw predictions):", "",
-            _table(header, [row]), ""]
+            report_table(header, [row]), ""]
     for d in dims:
-        out += _plot(report, f"scatter_{d}", f"Predicted vs MOS, {LONG_NAMES[d]}")
+        out += plot_lines(report, f"scatter_{d}", f"Predicted vs MOS, {LONG_NAMES[d]}")
     return out
 
 
@@ -69,7 +68,7 @@ def _mie_per_task_lines(report: dict, dims: Sequence[str]) -> list[str]:
     """Paper tables 12-15: SRCC per task and per category."""
     pt = report["per_task"]
     meta = report["meta"]
-    out = [f"## SRCC per task (paper tables 12–15): {_counts(meta, 'tasks', 'items', 'instances')}", ""]
+    out = [f"## SRCC per task (paper tables 12–15): {counts_phrase(meta, 'tasks', 'items', 'instances')}", ""]
     rows = []
     for t in pt["tasks"]:
         rows.append([title_case(t["task"]), t["category"], t["n_items"], t.get("n_instances", "")]
@@ -78,17 +77,17 @@ def _mie_per_task_lines(report: dict, dims: Sequence[str]) -> list[str]:
         rows.append([f"**{title_case(c)} (all tasks)**", c, "", ""]
                     + [fmt_ci(pt["srcc"][d]["categories"].get(c), digits=3) for d in dims])
     minimum = meta.get("bootstrap", {}).get("min_units", 2)
-    out += [_table(["Task", "Category", "Edits", "Instances", *[SHORT_NAMES[d] for d in dims]], rows), "",
+    out += [report_table(["Task", "Category", "Edits", "Instances", *[SHORT_NAMES[d] for d in dims]], rows), "",
             "Per-task and per-category intervals resample the instances of that task (category) only; a task "
             f"with fewer than {minimum} instances has no interval.", ""]
-    return out + _plot(report, "srcc_per_task", "SRCC per task")
+    return out + plot_lines(report, "srcc_per_task", "SRCC per task")
 
 
 def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
     """Paper table 4: the editing-model leaderboard, human vs predicted, with SRCC/KRCC to human."""
     mr = report["model_ranking"]
     out = ["## Editing-model leaderboard: human vs predicted (paper table 4): "
-           f"{_counts(report['meta'], 'editing_models', 'items', 'instances')}", ""]
+           f"{counts_phrase(report['meta'], 'editing_models', 'items', 'instances')}", ""]
     if not mr.get("available"):
         return out + [f"Not computed: {mr.get('reason', 'too few editing models')}.", ""]
     order_dim = "overall" if "overall" in dims else dims[-1]
@@ -112,12 +111,12 @@ def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
         krow += ["", fmt_ci(mr[d]["krcc"], 3)]
     rows += [srow + ["", ""], krow + ["", ""]]
     short = SHORT_NAMES[order_dim]
-    out += [_table(header, rows), "",
+    out += [report_table(header, rows), "",
             f"Models are sorted by human {short} MOS; ranks are by {short} (1 = best). "
             "SRCC to human = Spearman correlation between the per-model mean prediction and the per-model "
             "mean MOS.",
             ""]
-    out += _plot(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
+    out += plot_lines(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
     with_cis = bool(report["meta"].get("bootstrap", {}).get("n")) and not ci_omitted(report)
     out += [f"<details><summary>Per-model means{' with confidence intervals' if with_cis else ''}</summary>", ""]
     rows = []
@@ -125,26 +124,27 @@ def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
         m = r["model"]
         rows.append([m] + [f"{fmt_ci(per_dim[d][m]['human'], 2)} / {fmt_ci(per_dim[d][m]['pred'], 2)}"
                            for d in dims])
-    return out + [_table(["Model", *[f"{SHORT_NAMES[d]} human / pred" for d in dims]], rows), "", "</details>", ""]
+    header = ["Model", *[f"{SHORT_NAMES[d]} human / pred" for d in dims]]
+    return out + [report_table(header, rows), "", "</details>", ""]
 
 
 def _mie_distribution_lines(report: dict, dims: Sequence[str]) -> list[str]:
     """Paper figure 2 as a table: MOS summary per dimension for all edits, 2 sources, 3 or more sources."""
     dist = report["mos_distribution"]
-    out = [f"## MOS distributions (paper figure 2): {_counts(report['meta'], 'items')}", ""]
+    out = [f"## MOS distributions (paper figure 2): {counts_phrase(report['meta'], 'items')}", ""]
     rows = []
     for d in dims:
         if d not in dist:
             continue
-        for key, label in _SUBSETS.items():
+        for key, label in SOURCE_SUBSETS.items():
             s = dist[d].get(key, {})
             if not s.get("n"):
                 rows.append([LONG_NAMES[d], label, 0, "—", "—", "—", "—"])
                 continue
             rows.append([LONG_NAMES[d], label, s["n"], f"{s['mean']:.2f}", f"{s['std']:.2f}", f"{s['median']:.2f}",
                          f"{s['min']:.1f}–{s['max']:.1f}"])
-    out += [_table(["Dimension", "Subset", "n", "Mean", "Std", "Median", "Range"], rows), ""]
-    return out + _plot(report, "mos_distribution", "MOS distributions")
+    out += [report_table(["Dimension", "Subset", "n", "Mean", "Std", "Median", "Range"], rows), ""]
+    return out + plot_lines(report, "mos_distribution", "MOS distributions")
 
 
 def _mie_notes(report: dict, dims: Sequence[str]) -> list[str]:

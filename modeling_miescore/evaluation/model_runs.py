@@ -20,7 +20,7 @@ from ..utils.atomic_files import write_text_atomic
 from .errors import BenchmarkInputError
 from .prediction_files import SUB_SCORE_KEYS
 
-__all__ = ["check_prediction_cache", "score_mer_with_spatialreward"]
+__all__ = ["check_prediction_cache", "read_done_pairs", "score_mer_with_spatialreward"]
 
 
 def check_prediction_cache(out_dir, identity: dict) -> None:
@@ -42,7 +42,7 @@ def check_prediction_cache(out_dir, identity: dict) -> None:
     write_text_atomic(meta, json.dumps(identity, indent=2) + "\n")
 
 
-def _read_done_pairs(path: Path) -> set[str]:
+def read_done_pairs(path: Path) -> set[str]:
     """pair ids already in a MER predictions cache; cuts off an incomplete last line left by a crash."""
     if not path.exists():
         return set()
@@ -109,7 +109,7 @@ def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: s
     out = Path(out_dir)
     preds = out / "predictions.jsonl"
     check_prediction_cache(out, identity or {"model": model, "splits": sorted(splits)})
-    done = _read_done_pairs(preds)
+    done = read_done_pairs(preds)
     todo = {name: [i for i, p in enumerate(ds["pair_id"]) if str(p) not in done] for name, ds in splits.items()}
     total = sum(len(v) for v in todo.values())
     if total == 0:

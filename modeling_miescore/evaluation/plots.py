@@ -1,13 +1,7 @@
-"""PNG plots for the benchmark reports (matplotlib, Agg canvas).
-
-matplotlib is imported inside the functions, and only its object-oriented API is used (``Figure`` +
-``FigureCanvasAgg``, never ``pyplot``): importing this module is free, and plotting never switches the
-backend of a notebook or GUI session. Every function returns ``{plot name: path relative to out_dir}``; files
-go to ``out_dir/plots/`` (the aggregation grid: ``out_dir/grid.png``) and are written atomically.
-
-Reading rules kept by every plot: legends sit outside the axes; error bars are drawn only where a CI exists
-(never a zero-width bar that looks like certainty) and the title says what they are; an undefined value is
-marked "n/a", not drawn as 0; y-limits include the CI ends.
+"""PNG plots of the MIE-Bench, MER-Bench and editing-model reports, drawn with the figure parts of
+:mod:`.report_parts` (matplotlib's Agg canvas, never ``pyplot``; the reading rules every plot keeps are there).
+Every function returns ``{plot name: path relative to out_dir}``; files go to ``out_dir/plots/`` (the aggregation
+grid: ``out_dir/grid.png``) and are written atomically.
 """
 
 from __future__ import annotations
@@ -18,71 +12,12 @@ from typing import Any
 import numpy as np
 
 from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
-from ..utils.atomic_files import atomic_write
 from .mie_bench_markdown import logistic_status
-from .report import ci_state, fmt_ci, mer_categories_in_order, title_case
+from .report_parts import (CATEGORY_COLOURS, error_bar_note, error_bars, fmt_ci, has_ci, legend_below,
+                           lowest_bound, mer_categories_in_order, new_figure, plot_value, save_figure, title_case)
 
-__all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots"]
-
-_CAT_COLOURS = {"regional": "#4C72B0", "global": "#DD8452", "reasoning": "#55A868",
-                "general": "#4C72B0", "human_basic": "#DD8452", "human_fine": "#55A868"}
-_DPI = 130
-
-
-def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig, out_dir: Path, name: str, folder: str = "plots") -> str:
-    rel = f"{folder}/{name}.png" if folder else f"{name}.png"
-    with atomic_write(out_dir / rel, "wb") as handle:
-        fig.savefig(handle, format="png")
-    return rel
-
-
-def _val(m: Any) -> float:
-    v = m.get("value") if isinstance(m, dict) else m
-    return np.nan if v is None else float(v)
-
-
-def _has_ci(m: Any) -> bool:
-    return isinstance(m, dict) and None not in (m.get("ci") or [None, None])[:2]
-
-
-def _err(ms: list) -> np.ndarray | None:
-    """Asymmetric error-bar lengths ``(2, n)`` from ``{"value", "ci"}`` metrics; NaN (no bar drawn, not a
-    zero-width one that looks like certainty) where a metric has no CI; None when none has one."""
-    vals = np.array([_val(m) for m in ms])
-    cis = np.array([(m["ci"][:2] if _has_ci(m) else [np.nan, np.nan]) for m in ms], dtype=float).reshape(-1, 2)
-    if np.isnan(cis).all():
-        return None
-    return np.vstack([np.clip(vals - cis[:, 0], 0, None), np.clip(cis[:, 1] - vals, 0, None)])
-
-
-def _lowest(ms: list) -> float:
-    """The lowest value or CI bound of ``ms`` (NaN when none is finite), for the y-limits."""
-    lows = [_val(m) for m in ms] + [m["ci"][0] for m in ms if _has_ci(m)]
-    finite = [x for x in lows if np.isfinite(x)]
-    return min(finite) if finite else np.nan
-
-
-def _ci_note(report: dict) -> str:
-    """What the error bars are, from the report's bootstrap settings."""
-    state, b = ci_state(report)
-    return {"off": "no error bars (--bootstrap 0)", "omitted": f"no error bars: {b.get('omitted')}",
-            "on": f"error bars: {100 * b.get('level', 0.95):.0f}% bootstrap CI"}[state]
-
-
-def _legend_below(fig, handles=None, ncol: int = 4) -> None:
-    """One legend for the figure, below the axes (the title is above them): it never covers a bar or a point."""
-    kwargs = {"handles": handles} if handles is not None else {}
-    fig.legend(**kwargs, loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
-
+__all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots", "scatter_plots",
+           "srcc_per_task_plot"]
 
 # ---------------------------------------------------------------------------------------------------------
 # MIE-Bench
@@ -96,15 +31,15 @@ def mie_bench_plots(frame, report: dict, out_dir) -> dict[str, str]:
     """
     out = Path(out_dir)
     dims = report["meta"]["dimensions"]
-    paths = _scatter_plots(frame, report, dims, out)
-    paths["srcc_per_task"] = _srcc_per_task_plot(report, dims, out)
+    paths = scatter_plots(frame, report, dims, out)
+    paths["srcc_per_task"] = srcc_per_task_plot(report, dims, out)
     if report["model_ranking"].get("available"):
         paths["leaderboard"] = _leaderboard_plot(report, dims, out)
     paths["mos_distribution"] = _mos_distribution_plot(report, dims, out)
     return paths
 
 
-def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str, str]:
+def scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str, str]:
     """Predicted vs MOS per dimension, coloured by category, with the report's 4-parameter logistic fit.
 
     The title and the legend say which PLCC the plot shows: after the fit, after the bounded refit, or raw PLCC
@@ -118,13 +53,13 @@ def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str,
         pred = frame[f"pred_{d}"].to_numpy(dtype=float)
         mos = frame[MOS_COLUMN_OF[d]].to_numpy(dtype=float)
         ok = np.isfinite(pred) & np.isfinite(mos)
-        fig = _figure(5.2, 4.6)
+        fig = new_figure(5.2, 4.6)
         ax = fig.add_subplot()
         small = ok.sum() < 2000
         for c in dict.fromkeys(cats[ok]):
             sel = ok & (cats == c)
             ax.scatter(pred[sel], mos[sel], s=12 if small else 4, alpha=0.7 if small else 0.35,
-                       color=_CAT_COLOURS.get(c), label=title_case(c), rasterized=True, linewidths=0)
+                       color=CATEGORY_COLOURS.get(c), label=title_case(c), rasterized=True, linewidths=0)
         c = report["correlations"][d]
         status = logistic_status(c)
         params = (c.get("logistic") or {}).get("params") or [None]
@@ -143,12 +78,12 @@ def _scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str,
         ax.set_xlabel(f"predicted {SHORT_NAMES[d]}")
         ax.set_ylabel(f"MOS {SHORT_NAMES[d]}")
         ax.grid(alpha=0.3)
-        _legend_below(fig, ncol=2)  # inside the axes it would hide points
-        paths[f"scatter_{d}"] = _save(fig, out, f"scatter_{d}")
+        legend_below(fig, ncol=2)  # inside the axes it would hide points
+        paths[f"scatter_{d}"] = save_figure(fig, out, f"scatter_{d}")
     return paths
 
 
-def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
+def srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
     """SRCC with MOS per task (bars coloured by category, CIs as error bars), one panel per dimension.
 
     A task with too few instances to resample has no CI: its bar is hatched (no error bar); an undefined SRCC is
@@ -159,8 +94,8 @@ def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
     pt = report["per_task"]
     tasks = [t["task"] for t in pt["tasks"]]
     tcats = [t["category"] for t in pt["tasks"]]
-    colours = [_CAT_COLOURS.get(c, "grey") for c in tcats]
-    fig = _figure(max(7.0, 0.55 * len(tasks) + 2), 2.6 * len(dims) + 1.0)
+    colours = [CATEGORY_COLOURS.get(c, "grey") for c in tcats]
+    fig = new_figure(max(7.0, 0.55 * len(tasks) + 2), 2.6 * len(dims) + 1.0)
     axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
     x = np.arange(len(tasks))
     boot = report["meta"]["bootstrap"]
@@ -168,30 +103,30 @@ def _srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
     any_without_ci = False
     for ax, d in zip(axes, dims):
         ms = [pt["srcc"][d]["tasks"].get(t) for t in tasks]
-        vals = np.array([_val(m) for m in ms])
-        bars = ax.bar(x, np.nan_to_num(vals), color=colours, yerr=_err(ms), capsize=2, error_kw={"lw": 0.8})
+        vals = np.array([plot_value(m) for m in ms])
+        bars = ax.bar(x, np.nan_to_num(vals), color=colours, yerr=error_bars(ms), capsize=2, error_kw={"lw": 0.8})
         for bar, v, m in zip(bars, vals, ms):
-            if bootstrapped and np.isfinite(v) and not _has_ci(m):
+            if bootstrapped and np.isfinite(v) and not has_ci(m):
                 bar.set_hatch("///")
                 bar.set_alpha(0.6)
                 any_without_ci = True
         for i in np.flatnonzero(~np.isfinite(vals)):
             ax.text(i, 0.02, "n/a", ha="center", va="bottom", fontsize=7, color="dimgray")
         ax.set_ylabel(f"SRCC {SHORT_NAMES[d]}")
-        low = _lowest(ms)
+        low = lowest_bound(ms)
         ax.set_ylim(min(0.0, low - 0.05) if np.isfinite(low) else 0.0, 1.05)
         ax.axhline(0, color="black", lw=0.6)
         ax.grid(axis="y", alpha=0.3)
         ax.set_xticks(x)
         ax.set_xticklabels([title_case(t) for t in tasks] if ax is axes[-1] else [], rotation=45, ha="right",
                            fontsize=7)
-    handles = [Patch(color=_CAT_COLOURS.get(c, "grey"), label=title_case(c)) for c in dict.fromkeys(tcats)]
+    handles = [Patch(color=CATEGORY_COLOURS.get(c, "grey"), label=title_case(c)) for c in dict.fromkeys(tcats)]
     if any_without_ci:
         few = f"fewer than {boot['min_units']} instances" if boot.get("min_units") else "one instance"
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label=f"{few}: no CI"))
-    _legend_below(fig, handles, ncol=len(handles))
-    fig.suptitle(f"SRCC with human MOS per task ({_ci_note(report)} over the task's instances)", fontsize=9)
-    return _save(fig, out, "srcc_per_task")
+    legend_below(fig, handles, ncol=len(handles))
+    fig.suptitle(f"SRCC with human MOS per task ({error_bar_note(report)} over the task's instances)", fontsize=9)
+    return save_figure(fig, out, "srcc_per_task")
 
 
 def _leaderboard_plot(report: dict, dims: list[str], out: Path) -> str:
@@ -199,23 +134,25 @@ def _leaderboard_plot(report: dict, dims: list[str], out: Path) -> str:
     mr = report["model_ranking"]
     order_dim = "overall" if "overall" in dims else dims[-1]
     models = [r["model"] for r in mr[order_dim]["table"]]
-    fig = _figure(max(7.0, 0.6 * len(models) + 2), 2.6 * len(dims) + 1.0)
+    fig = new_figure(max(7.0, 0.6 * len(models) + 2), 2.6 * len(dims) + 1.0)
     axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
     x = np.arange(len(models))
     for ax, d in zip(axes, dims):
         rows = {r["model"]: r for r in mr[d]["table"]}
         hum = [rows[m]["human"] for m in models]
         prd = [rows[m]["pred"] for m in models]
-        ax.bar(x - 0.2, [_val(v) for v in hum], 0.4, yerr=_err(hum), capsize=2, label="Human MOS", color="#8C8C8C")
-        ax.bar(x + 0.2, [_val(v) for v in prd], 0.4, yerr=_err(prd), capsize=2, label="Predicted", color="#4C72B0")
+        ax.bar(x - 0.2, [plot_value(v) for v in hum], 0.4, yerr=error_bars(hum), capsize=2, label="Human MOS",
+               color="#8C8C8C")
+        ax.bar(x + 0.2, [plot_value(v) for v in prd], 0.4, yerr=error_bars(prd), capsize=2, label="Predicted",
+               color="#4C72B0")
         ax.set_ylabel(SHORT_NAMES[d])
         ax.set_title(f"{LONG_NAMES[d]}: SRCC to human {fmt_ci(mr[d]['srcc'], 3)}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         ax.set_xticks(x)
         ax.set_xticklabels(models if ax is axes[-1] else [], rotation=30, ha="right", fontsize=7)
-    _legend_below(fig, axes[0].get_legend_handles_labels()[0], ncol=2)  # one entry per series, not per panel
-    fig.suptitle(f"Editing models sorted by human {SHORT_NAMES[order_dim]} MOS ({_ci_note(report)})", fontsize=9)
-    return _save(fig, out, "leaderboard")
+    legend_below(fig, axes[0].get_legend_handles_labels()[0], ncol=2)  # one entry per series, not per panel
+    fig.suptitle(f"Editing models sorted by human {SHORT_NAMES[order_dim]} MOS ({error_bar_note(report)})", fontsize=9)
+    return save_figure(fig, out, "leaderboard")
 
 
 def _mos_distribution_plot(report: dict, dims: list[str], out: Path) -> str:
@@ -226,7 +163,7 @@ def _mos_distribution_plot(report: dict, dims: list[str], out: Path) -> str:
     edges = np.asarray(dist["bin_edges"])
     subsets = [("all", "(a) All"), ("2_sources", "(b) Two sources"), ("3plus_sources", "(c) Three or more sources")]
     ddims = [d for d in dims if d in dist]
-    fig = _figure(10.0, 2.0 * len(ddims) + 0.6)
+    fig = new_figure(10.0, 2.0 * len(ddims) + 0.6)
     axes = fig.subplots(len(ddims), 3, squeeze=False)
     for i, d in enumerate(ddims):
         for j, (key, label) in enumerate(subsets):
@@ -242,7 +179,7 @@ def _mos_distribution_plot(report: dict, dims: list[str], out: Path) -> str:
                 ax.set_xlabel("MOS")
             ax.set_xlim(0, 100)
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
-    return _save(fig, out, "mos_distribution")
+    return save_figure(fig, out, "mos_distribution")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -266,16 +203,17 @@ def _accuracy_by_size_plot(report: dict, out: Path) -> str:
     series = [("Accuracy", acc, "#4C72B0"), ("Kendall τ (tie = 0)", report["tau"], "#DD8452"),
               ("Kendall τ as released (tie = +1)", report.get("tau_as_released"), "#F2C49B")]
     series = [s for s in series if s[1] is not None]
-    fig = _figure(6.4, 4.0)
+    fig = new_figure(6.4, 4.0)
     ax = fig.add_subplot()
     x = np.arange(len(sizes) + 1)
     width = 0.8 / len(series)
     lows = []
     for j, (label, metric, colour) in enumerate(series):
         ms = [metric["by_size"][k] for k in sizes] + [metric["overall"]]
-        ax.bar(x - 0.4 + width * (j + 0.5), [_val(m) for m in ms], width, yerr=_err(ms), capsize=3, label=label,
+        ax.bar(x - 0.4 + width * (j + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=3,
+               label=label,
                color=colour)
-        lows.append(_lowest(ms))
+        lows.append(lowest_bound(ms))
     for i, size in enumerate(sizes):  # exact-order accuracy of a random ranking: 1 / K!
         ax.hlines(1.0 / factorial(int(size)), i - 0.4, i - 0.4 + width, colors="#C44E52", linestyles="--", lw=2,
                   label="chance accuracy 1/K!" if i == 0 else None)
@@ -286,28 +224,28 @@ def _accuracy_by_size_plot(report: dict, out: Path) -> str:
     ax.set_ylim(min(0.0, min(finite) - 0.05) if finite else 0.0, 1.05)
     ax.axhline(0, color="black", lw=0.6)
     ax.grid(axis="y", alpha=0.3)
-    _legend_below(fig, ncol=2)
-    fig.suptitle(f"MER-Bench accuracy and Kendall τ by group size ({_ci_note(report)})", fontsize=9)
-    return _save(fig, out, "accuracy_by_size")
+    legend_below(fig, ncol=2)
+    fig.suptitle(f"MER-Bench accuracy and Kendall τ by group size ({error_bar_note(report)})", fontsize=9)
+    return save_figure(fig, out, "accuracy_by_size")
 
 
 def _accuracy_by_category_plot(report: dict, out: Path) -> str:
     acc, meta = report["accuracy"], report["meta"]
     cats = mer_categories_in_order(acc["by_category"])
     ms = [acc["by_category"][c] for c in cats] + [acc["overall"]]
-    fig = _figure(5.5, 3.6)
+    fig = new_figure(5.5, 3.6)
     ax = fig.add_subplot()
     x = np.arange(len(ms))
-    ax.bar(x, [_val(m) for m in ms], yerr=_err(ms), capsize=3,
-           color=[_CAT_COLOURS.get(c, "grey") for c in cats] + ["#555555"])
+    ax.bar(x, [plot_value(m) for m in ms], yerr=error_bars(ms), capsize=3,
+           color=[CATEGORY_COLOURS.get(c, "grey") for c in cats] + ["#555555"])
     ax.set_xticks(x)
     ax.set_xticklabels([f"{MER_CATEGORY_LABELS.get(c, c)}\n(n={meta['n_by_category'].get(c, '?')})" for c in cats]
                        + [f"Overall\n(n={meta['n_groups']})"])
     ax.set_ylim(0, 1.05)
     ax.grid(axis="y", alpha=0.3)
     ax.set_ylabel("group accuracy")
-    ax.set_title(f"MER-Bench accuracy by editing category ({_ci_note(report)})", fontsize=9)
-    return _save(fig, out, "accuracy_by_category")
+    ax.set_title(f"MER-Bench accuracy by editing category ({error_bar_note(report)})", fontsize=9)
+    return save_figure(fig, out, "accuracy_by_category")
 
 
 def aggregation_grid_plot(cells: list[dict], summary: dict, out_dir) -> str:
@@ -319,7 +257,7 @@ def aggregation_grid_plot(cells: list[dict], summary: dict, out_dir) -> str:
     mat = np.full((len(alphas), len(w_cons)), np.nan)
     for c in cells:
         mat[alphas.index(c["alpha"]), w_cons.index(c["w_con"])] = c["accuracy"]
-    fig = _figure(max(5.5, 0.55 * len(w_cons) + 2.5), max(4.0, 0.4 * len(alphas) + 1.8))
+    fig = new_figure(max(5.5, 0.55 * len(w_cons) + 2.5), max(4.0, 0.4 * len(alphas) + 1.8))
     ax = fig.add_subplot()
     im = ax.imshow(mat, origin="lower", aspect="auto", cmap="viridis")
     lo, hi = im.get_clim()
@@ -350,7 +288,7 @@ def aggregation_grid_plot(cells: list[dict], summary: dict, out_dir) -> str:
                  "searches on held-out splits")
     ax.set_title(f"MER-Bench accuracy of the re-aggregated reward, {where}\n"
                  "▼: the paper's two readings at α = 0.8", fontsize=8)
-    return _save(fig, Path(out_dir), "grid", folder="")
+    return save_figure(fig, Path(out_dir), "grid", folder="")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -367,7 +305,7 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
     order_dim = "overall" if "overall" in dims else dims[-1]
     models = [r["model"] for r in lb[order_dim]]
     paths = {}
-    fig = _figure(max(6.5, 0.6 * len(models) + 2), 3.8)
+    fig = new_figure(max(6.5, 0.6 * len(models) + 2), 3.8)
     ax = fig.add_subplot()
     x = np.arange(len(models))
     width = 0.8 / len(dims)
@@ -375,21 +313,21 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
     for k, d in enumerate(dims):
         rows = {r["model"]: r for r in lb[d]}
         ms = [rows[m]["all"] for m in models]
-        ax.bar(x - 0.4 + width * (k + 0.5), [_val(m) for m in ms], width, yerr=_err(ms), capsize=2,
+        ax.bar(x - 0.4 + width * (k + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=2,
                label=SHORT_NAMES[d], color=colours[k % len(colours)])
     ax.set_xticks(x)
     ax.set_xticklabels(models, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("mean predicted score (0–100)")
     ax.grid(axis="y", alpha=0.3)
-    _legend_below(fig, ncol=len(dims))
-    fig.suptitle(f"Editing models ranked by predicted {SHORT_NAMES[order_dim]} ({_ci_note(report)})", fontsize=9)
-    paths["editing_models"] = _save(fig, out, "editing_models")
+    legend_below(fig, ncol=len(dims))
+    fig.suptitle(f"Editing models ranked by predicted {SHORT_NAMES[order_dim]} ({error_bar_note(report)})", fontsize=9)
+    paths["editing_models"] = save_figure(fig, out, "editing_models")
 
     tasks = meta["tasks"]
     for d in dims:
         rows = {r["model"]: r for r in lb[d]}
-        mat = np.array([[_val(rows[m]["tasks"][t]) for t in tasks] for m in models], dtype=float)
-        fig = _figure(max(6.5, 0.5 * len(tasks) + 3), 0.35 * len(models) + 2.2)
+        mat = np.array([[plot_value(rows[m]["tasks"][t]) for t in tasks] for m in models], dtype=float)
+        fig = new_figure(max(6.5, 0.5 * len(tasks) + 3), 0.35 * len(models) + 2.2)
         ax = fig.add_subplot()
         # one fixed 0-100 (MOS) colour scale for every dimension: colours compare across heat maps, and a
         # 5-point spread is not stretched over the whole colour map
@@ -411,5 +349,5 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
                      extend={(True, True): "both", (True, False): "min", (False, True): "max"}.get((below, above),
                                                                                                     "neither"))
         ax.set_title(f"{LONG_NAMES[d]}: mean predicted score per editing model and task", fontsize=9)
-        paths[f"heatmap_{d}"] = _save(fig, out, f"heatmap_{d}")
+        paths[f"heatmap_{d}"] = save_figure(fig, out, f"heatmap_{d}")
     return paths

@@ -5,7 +5,7 @@ the reports.
 
 Numbers are copied from the papers (``None`` where the paper prints "-": the model was trained on that benchmark,
 or, for EditReward's Cons., the benchmark cannot evaluate it). Each row is keyed by column name: the printed
-values are zipped with the table's column keys strictly (:func:`_keyed`), so a row with a value too few or too many
+values are zipped with the table's column keys strictly (:func:`keyed_row`), so a row with a value too few or too many
 fails at import. Which benchmark fills which column is its declaration (``BenchmarkSpec.columns``); a test checks
 that every published column has one. :func:`mer_overall_averaging` re-derives Table 1's
 MER-Bench "Ovrl." from its 2-P / 3-P / 4-P columns and says which rows follow the plain mean.
@@ -21,13 +21,14 @@ __all__ = [
     "TABLE2",
     "TABLE6",
     "TABLE6_COLUMNS",
+    "keyed_row",
     "mer_category_averaging",
     "mer_overall_averaging",
     "table3_delta_check",
 ]
 
 
-def _keyed(columns, values, what: str) -> dict:
+def keyed_row(columns, values, what: str) -> dict:
     """``{column: value}`` of one printed row; a row whose length is not the table's is an error (at import)."""
     try:
         return dict(zip(columns, values, strict=True))
@@ -47,7 +48,7 @@ TABLE6_COLUMNS = {
     "ieqa": ("IEQA", "SRCC"),
 }
 TABLE6 = {
-    name: _keyed(TABLE6_COLUMNS, values, f"Table 6, {name}") for name, values in (
+    name: keyed_row(TABLE6_COLUMNS, values, f"Table 6, {name}") for name, values in (
         ("ChatGPT-5", (59.61, 47.27, 75.24, 0.4085, 0.4260, 0.3781, 0.4175)),
         ("Gemini-2.5-Flash", (57.01, 47.63, 70.26, 0.4162, 0.4337, 0.3802, 0.4258)),
         ("Qwen3-VL (7B)", (44.58, 34.28, 42.51, 0.2426, 0.3726, 0.2731, 0.3860)),
@@ -69,7 +70,7 @@ TABLE1_COLUMNS = {
     "mer_ovrl": "MER-Bench Ovrl.", "mer_tau": "MER-Bench τ",
 }
 TABLE1 = {
-    name: {"type": kind, **_keyed(TABLE1_COLUMNS, values, f"Table 1, {name}")} for name, kind, values in (
+    name: {"type": kind, **keyed_row(TABLE1_COLUMNS, values, f"Table 1, {name}")} for name, kind, values in (
         ("GPT-4.1", "Closed", (0.673, 0.602, 0.705, 0.547, 0.478, 0.535, 0.660, 0.290, 0.125, 0.358, 0.395)),
         ("GPT-5", "Closed", (0.777, 0.669, 0.755, 0.627, 0.584, 0.619, 0.720, 0.390, 0.160, 0.423, 0.472)),
         ("Gemini-2.5-Pro", "Closed", (0.703, 0.560, 0.722, 0.545, 0.483, 0.534, 0.750, 0.465, 0.170, 0.462, 0.546)),
@@ -103,7 +104,7 @@ SPATIALREWARD_TABLE3_COLUMNS = {
     "imgedit_ovrl": "ImgEdit Ovrl.", "imgedit_delta": "ImgEdit Δ",
 }
 SPATIALREWARD_TABLE3 = {
-    group: {name: _keyed(SPATIALREWARD_TABLE3_COLUMNS, values, f"Table 3, {name}") for name, values in rows}
+    group: {name: keyed_row(SPATIALREWARD_TABLE3_COLUMNS, values, f"Table 3, {name}") for name, values in rows}
     for group, rows in (
         ("1. Reported Setting in EditScore (OmniGen2)", (
             ("Baseline", (6.72, 7.20, 6.28, None, 3.40, None)),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..utils.markdown_table import markdown_table
 from .benchmark_protocols import scoring_protocol
-from .converted_benchmarks import attach_scores, benchmarks_in, report_columns, require_report
+from .converted_benchmarks import attach_predictions, benchmarks_in, report_columns, require_report
 from .published_results import TABLE1, TABLE1_COLUMNS, mer_overall_averaging
 from .report import write_benchmarks_report
 
@@ -47,49 +47,19 @@ def table1_columns() -> dict[str, str]:
     return columns
 
 
-def _converted(data, predictions_path: Path, allow_missing: bool) -> dict:
-    from .prediction_files import read_score_predictions
-
-    protocol = scoring_protocol(data.protocol)
-    preds = read_score_predictions(predictions_path)
-    frame, alignment = attach_scores(data.frames[protocol.config], protocol.config, data.metadata, preds,
-                                     allow_missing=allow_missing, source=str(predictions_path))
-    details = protocol.run(frame, data.metadata.get("dimensions", {}))
-    named = protocol.values(details)
-    values = {column: named.get(value) for column, value in data.declaration.columns["reward"].items()}
-    return {"values": values, "details": details, "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
-
-
-def _mer(data, predictions_path: Path, allow_missing: bool, bootstrap) -> dict:
-    from .alignment import align_predictions
-    from .dataset_splits import mer_bench_frame
-    from .mer_bench_report import mer_bench_report
-    from .prediction_files import read_group_predictions
-
-    frame = mer_bench_frame(data.frames)
-    scores = read_group_predictions(predictions_path, frame)
-    alignment = align_predictions(frame["pair_id"].tolist(), scores, allow_missing=allow_missing,
-                                  source=str(predictions_path), what="pair id")
-    frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
-    report = mer_bench_report(frame, scores, bootstrap=bootstrap)
-    acc, tau = report["accuracy"], report["tau"]
-    named = {**{size: acc["by_size"].get(size, {}).get("value") for size in ("2", "3", "4")},
-             "overall": acc["overall"]["value"], "tau_as_released": report["tau_as_released"]["overall"]["value"],
-             "tau_ties0": tau["overall"]["value"]}
-    values = {column: named[value] for column, value in data.declaration.columns["reward"].items()}
-    return {"values": values, "details": {"accuracy": acc, "tau": tau, "tau_as_released": report["tau_as_released"],
-                                          "meta": report["meta"]},
-            "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
-
-
 def evaluate_reward(data, predictions_path, *, allow_missing: bool = False, bootstrap=None) -> dict:
-    """One benchmark's Table 1 columns from a predictions file (score file; MER-Bench: group file)."""
+    """One benchmark's Table 1 columns from a predictions file (score file; MER-Bench: group file), by the protocol
+    its declaration names (:data:`~.benchmark_protocols.PROTOCOLS`)."""
     require_report(data, "reward", "Table 1")
     path = Path(predictions_path)
-    result = (_mer(data, path, allow_missing, bootstrap) if data.protocol == "mer"
-              else _converted(data, path, allow_missing))
+    protocol = scoring_protocol(data.protocol)
+    frame, alignment = attach_predictions(data, protocol, path, allow_missing=allow_missing)
+    details = protocol.run(frame, data.metadata.get("dimensions", {}), bootstrap=bootstrap)
+    named = protocol.values(details)
+    values = {column: named.get(value) for column, value in data.declaration.columns["reward"].items()}
     return {"benchmark": data.name, "dataset": data.dataset, "predictions": str(path),
-            "tie_rule": data.metadata.get("tie_rule", ""), **result}
+            "tie_rule": data.metadata.get("tie_rule", ""), "values": values, "details": details,
+            "alignment": alignment.to_dict(), "n_rows": int(len(frame))}
 
 
 def _fmt(value) -> str:

@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..utils.text_hygiene import valid_strings
 
 __all__ = ["JSONFind", "MAX_ANSWER_CHARS", "balanced_spans", "disagree", "extract_first_json", "extract_json",
-           "final_json_object", "is_unclosed", "strip_reasoning_and_fences"]
+           "final_json_object", "is_unclosed", "loads_noting_duplicates", "strip_reasoning_and_fences"]
 
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*")
@@ -143,15 +143,23 @@ class _Duplicates:
         return obj
 
 
+def loads_noting_duplicates(text) -> Tuple[Any, Dict[int, Dict[str, List[Any]]]]:
+    """``json.loads(text)`` and, for every object in it that repeats a key with *different* values,
+    ``{id(object): {key: the values in order}}`` (the object keeps the last value, as ``json.loads`` does; the
+    caller decides what a repeated key means: for answers we read, it is ambiguous). Raises ``ValueError``
+    (``RecursionError`` included) when ``text`` is not strict JSON."""
+    tracker = _Duplicates()
+    try:
+        return json.loads(text, object_pairs_hook=tracker.hook), tracker.by_object
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _decode(span: str) -> Tuple[Any, Dict[str, List[Any]]]:
     """``(value, duplicated keys of the outer object)``; raises ValueError (RecursionError included) when the
     span is not strict JSON."""
-    tracker = _Duplicates()
-    try:
-        value = json.loads(span, object_pairs_hook=tracker.hook)
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    duplicates = tracker.by_object.get(id(value), {})
+    value, by_object = loads_noting_duplicates(span)
+    duplicates = by_object.get(id(value), {})
     if _SURROGATE_ESCAPE_RE.search(span):  # only an escape can make a lone surrogate (the text itself is valid)
         value = valid_strings(value)
         duplicates = valid_strings(duplicates)

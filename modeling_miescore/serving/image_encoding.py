@@ -48,8 +48,9 @@ def _encoded_with_pixels(image) -> tuple[str, int]:
         if isinstance(image, (bytes, bytearray)):
             data = bytes(image)
         else:
-            with open(image, "rb") as handle:
-                data = handle.read()
+            from ..image_io import read_image_file
+
+            data = read_image_file(image)  # a regular file of a bounded size (never a FIFO or a device)
         return base64.b64encode(data).decode("ascii"), _header_pixels(data)
     from ..image_io import load_image
 

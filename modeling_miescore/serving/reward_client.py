@@ -24,17 +24,29 @@ Images may be file paths, ``PIL.Image`` objects, numpy arrays (H, W[, C]) or tor
 One ``httpx.Client`` per replica is kept open, so connections are reused. 429 and 503 answers are retried after their
 ``Retry-After`` (delta-seconds or an HTTP date; bounded by ``max_retry_wait``), and so are connection
 failures (:mod:`modeling_miescore.utils.http_retry`).
+
+Answers are read within the bounds of :mod:`modeling_miescore.utils.http_bounds`, as the judges' are: ``timeout``
+is a total deadline per request attempt (connect, send, headers and body: a replica that trickles its answer a
+byte at a time is stopped there), and at most ``max_answer_bytes`` come off the wire and out of the decompressor
+(a gzip bomb is stopped, never inflated whole). Such a replica, one that answers a redirect (never followed) or
+something that is not JSON is reported as what it is. A result is matched to its edit by the ``group`` / ``index``
+the server labels it with, so a reordered answer is read right and one that does not cover the request is
+refused; a key written twice in an answer is ambiguous (with ``isolate_failures``, the edits it concerns fail).
+URLs are shown without their credentials (:mod:`modeling_miescore.utils.credentials`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..utils import http_bounds
+from ..utils.credentials import checked_api_key, redact, redacted_url
 from ..utils.http_retry import RetryPolicy, send_with_retries
 from .image_encoding import EncodeCache, as_image_list, encode_image, source_list
 from .replica_routing import ReplicaHealth, assign_groups, preference_order
@@ -54,6 +66,8 @@ DOWN_STATUSES = frozenset({429, 502, 503, 504})
 # The request is wrong for every replica (a wrong API key, a URL that is not a reward server): never isolated.
 SETUP_STATUSES = frozenset({401, 403, 404, 405})
 _SAMPLE_FIELD = re.compile(r"^(?:groups\[(\d+)\](?:\.edited\[(\d+)\])?|samples\[(\d+)\])")
+# an answer holds a few hundred bytes per edit; 32 MiB is ~100x what the largest request (64 edits) needs
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 
 
 class RewardServerError(RuntimeError):
@@ -150,7 +164,10 @@ class RewardClient:
                  max_retry_wait: float = 30.0, max_samples_per_request: int = 64, transport=None,
                  backoff: float = 0.1,
                  max_pixels_per_request: int = ServerSettings.model_fields["max_request_pixels"].default,
-                 retry_statuses=RETRY_STATUSES, replica_cooldown_s: float = 30.0, balance_slack: float = 0.1):
+                 retry_statuses=RETRY_STATUSES, replica_cooldown_s: float = 30.0, balance_slack: float = 0.1,
+                 max_answer_bytes: int = MAX_ANSWER_BYTES, api_key_env: str = "API key"):
+        import base64
+
         import httpx
 
         if max_retries < 0:
@@ -158,9 +175,20 @@ class RewardClient:
         if max_samples_per_request < 1 or max_pixels_per_request < 1:
             raise ValueError("max_samples_per_request and max_pixels_per_request must be >= 1, got "
                              f"{max_samples_per_request} and {max_pixels_per_request}")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        if not float(timeout) > 0 or int(max_answer_bytes) < 1:
+            raise ValueError(f"timeout and max_answer_bytes must be > 0, got {timeout} and {max_answer_bytes}")
+        headers = {"Accept-Encoding": http_bounds.accept_encoding()}
+        if api_key:
+            headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.base_urls = base_urls(base_url)
         self.base_url = self.base_urls[0]
+        self.shown_urls = [redacted_url(u) for u in self.base_urls]  # what messages and logs show
+        self.timeout = float(timeout)
+        self.max_answer_bytes = int(max_answer_bytes)
+        # httpx sends a URL's user:password as HTTP Basic auth, which a server may echo: masked in messages too
+        passwords = [httpx.URL(u).password for u in self.base_urls]
+        self._secrets = tuple(x for p in passwords if p for x in (p, base64.b64encode(p.encode()).decode()))
+        self._secrets += (api_key,) if api_key else ()
         # timeouts are not retried on the same replica: it may still be scoring, and a retry would double its load
         self.retry_policy = RetryPolicy(
             max_retries=max_retries, backoff=backoff, max_backoff=max_retry_wait, statuses=frozenset(retry_statuses),
@@ -171,8 +199,10 @@ class RewardClient:
         self.balance_slack = float(balance_slack)
         self.replicas = ReplicaHealth(self.base_urls, replica_cooldown_s)
         self._httpx = httpx
-        self._clients = [httpx.Client(base_url=url, headers=headers, timeout=timeout, transport=transport)
-                         for url in self.base_urls]
+        # a test's transport (httpx.MockTransport) has no connection pool to bound; real ones go through the deadline
+        make = (lambda **kw: httpx.Client(transport=transport, **kw)) if transport is not None else \
+            http_bounds.deadline_client
+        self._clients = [make(base_url=url, headers=headers, timeout=timeout) for url in self.base_urls]
 
     # -- plumbing
 
@@ -186,30 +216,63 @@ class RewardClient:
     def __exit__(self, *exc):
         self.close()
 
-    def _request(self, method: str, path: str, replica: int = 0, **kwargs):
+    def _shown(self, text) -> str:
+        return redact(str(text), self._secrets)[:500]
+
+    def _request(self, method: str, path: str, replica: int = 0, **kwargs) -> http_bounds.BoundedResponse:
+        """One request (retried as :attr:`retry_policy` says), each attempt within ``timeout`` in total and its
+        answer within ``max_answer_bytes``; a 3xx or 4xx/5xx answer raises :class:`RewardServerError`."""
         httpx = self._httpx
-        url = self.base_urls[replica]
+        url = self.shown_urls[replica]
 
         def on_retry(outcome, wait: float):
             what = outcome.error if outcome.error is not None else f"HTTP {outcome.response.status_code}"
-            logger.info("reward server %s%s: %s; retry %d/%d in %.2f s", url, path, what,
+            logger.info("reward server %s%s: %s; retry %d/%d in %.2f s", url, path, self._shown(what),
                         outcome.attempts, self.retry_policy.max_retries, wait)
 
         client = self._clients[replica]
+
+        def send():
+            with http_bounds.request_deadline(self.timeout), client.stream(method, path, **kwargs) as answer:
+                return http_bounds.read_bounded_body(answer, self.max_answer_bytes)
+
         try:
-            outcome = send_with_retries(lambda: client.request(method, path, **kwargs), self.retry_policy,
-                                        on_retry=on_retry)
+            outcome = send_with_retries(send, self.retry_policy, on_retry=on_retry)
         except httpx.TimeoutException:
-            raise RewardServerError(0, f"no answer from {url}{path} within the client timeout; raise timeout= or "
-                                       "lower the load", kind="timeout") from None
+            raise RewardServerError(0, f"no complete answer from {url}{path} within the client timeout "
+                                       f"({self.timeout:g} s for connecting, sending and reading the whole answer); "
+                                       "raise timeout= or lower the load", kind="timeout") from None
+        except http_bounds.AnswerTooLarge as err:
+            raise RewardServerError(0, f"{url}{path}: {err} (raise max_answer_bytes if such answers are expected)",
+                                    kind="too_large") from None
+        except http_bounds.BadBody as err:
+            raise RewardServerError(0, f"{url}{path}: the answer cannot be decoded ({self._shown(err)})",
+                                    kind="bad_response") from None
         if outcome.error is not None:
             err = outcome.error
-            raise RewardServerError(0, f"cannot reach {url} ({type(err).__name__}: {err}); is `miescore serve` "
-                                       "running?", kind="unreachable") from None
+            raise RewardServerError(0, f"cannot reach {url} ({type(err).__name__}: {self._shown(err)}); is "
+                                       "`miescore serve` running?", kind="unreachable") from None
         response = outcome.response
+        if 300 <= response.status_code < 400:
+            target = redacted_url(response.headers.get("location", "(no Location header)"))
+            raise RewardServerError(response.status_code, f"{url}{path} answered a redirect to {target} (HTTP "
+                                    f"{response.status_code}); redirects are not followed: give the reward the "
+                                    "final URL of the `miescore serve` replica", kind="redirect")
         if response.status_code >= 400:
-            raise _server_error(response)
+            raise _server_error(response, self._shown)
         return response
+
+    def _json(self, response, replica: int, path: str):
+        """The answer's JSON and the keys repeated in its objects (``{id(object): {key: values}}``)."""
+        from ..judges.json_extract import loads_noting_duplicates
+
+        try:
+            return loads_noting_duplicates(response.content)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise RewardServerError(response.status_code, f"{self.shown_urls[replica]}{path} answered HTTP "
+                                    f"{response.status_code} with a body that is not JSON ({self._shown(err)}); "
+                                    f"it starts {self._shown(response.text[:80])!r}: is it `miescore serve`?",
+                                    kind="bad_response") from None
 
     def _on_some_replica(self, key: str, call):
         """``call(replica)`` on the preferred replica for ``key``, failing over to the others."""
@@ -225,7 +288,7 @@ class RewardClient:
                 if not _is_down(err):
                     raise
                 self.replicas.mark_down(replica, err.message)
-                errors[self.base_urls[replica]] = err
+                errors[self.shown_urls[replica]] = err
                 continue
             self.replicas.mark_up(replica)
             return result
@@ -235,14 +298,14 @@ class RewardClient:
 
     def health(self, replica: int = 0) -> dict:
         """``GET /health`` of one replica (the first by default)."""
-        return self._request("GET", "/health", replica=replica).json()
+        return self._json(self._request("GET", "/health", replica=replica), replica, "/health")[0]
 
     def score(self, sources, edited, instruction: str) -> dict:
         """Score one edit -> the server's result dict (MIEScore: the four score keys on the 0-100 scale)."""
         payload = {"sources": [encode_image(s) for s in source_list(sources)], "edited": encode_image(edited),
                    "instruction": instruction}
-        return self._on_some_replica(_content_key(payload), lambda r: self._request(
-            "POST", "/v1/score", replica=r, json=payload).json())
+        return self._on_some_replica(_content_key(payload), lambda r: self._json(self._request(
+            "POST", "/v1/score", replica=r, json=payload), r, "/v1/score")[0])
 
     def score_batch(self, samples: Sequence) -> list[dict]:
         """Score many edits (dicts ``{"sources", "edited", "instruction"}`` or 3-tuples) -> results in order.
@@ -369,7 +432,7 @@ class RewardClient:
                     self.replicas.mark_up(replica)
                     continue
                 self.replicas.mark_down(replica, error.message)
-                errors[self.base_urls[replica]] = error
+                errors[self.shown_urls[replica]] = error
                 remaining += left
             remaining.sort()
         return out
@@ -392,28 +455,33 @@ class RewardClient:
         return [], None
 
     def _send(self, replica: int, batch: list[tuple], out: list[list], isolate: bool) -> None:
-        """One ``/v1/score_groups`` request; its results go into ``out``."""
+        """One ``/v1/score_groups`` request; its results go into ``out``, each by its ``group`` / ``index``."""
+        path = "/v1/score_groups"
         try:
-            response = self._request("POST", "/v1/score_groups", replica=replica,
-                                     json={"groups": [part for _, part, _ in batch]}).json()
+            response = self._request("POST", path, replica=replica, json={"groups": [part for _, part, _ in batch]})
         except RewardServerError as err:
-            if not isolate or _is_down(err) or err.status in SETUP_STATUSES:
+            if not isolate or _is_down(err) or err.status in SETUP_STATUSES or err.kind == "redirect":
                 raise
             self._isolate(replica, batch, err, out)
             return
-        results = response.get("results") if isinstance(response, dict) else None
-        expected = sum(len(positions) for _, _, positions in batch)
-        if not isinstance(results, list) or len(results) != expected:
-            raise RewardServerError(200, f"{self.base_urls[replica]} answered {expected} edits with "
-                                         f"{len(results) if isinstance(results, list) else 'no'} results; is it "
-                                         "`miescore serve`?", kind="bad_response")
-        results = iter(results)
-        for g, _, positions in batch:
-            for position in positions:
-                result = dict(next(results))
-                result.pop("group", None)
-                result.pop("index", None)
-                out[g][position] = result
+        answer, repeated = self._json(response, replica, path)
+        results = answer.get("results") if isinstance(answer, dict) else None
+        where = f"{self.shown_urls[replica]}{path}"
+        if isinstance(answer, dict) and "results" in repeated.get(id(answer), {}):
+            if not isolate:
+                raise RewardServerError(200, f"{where} answered with 'results' twice: ambiguous", kind="ambiguous")
+            for g, _, positions in batch:  # nothing says which list holds the scores: every edit fails
+                for position in positions:
+                    out[g][position] = ScoringFailure(200, "ambiguous", "duplicate_key:results")
+            return
+        for (g, _, positions), labelled in zip(batch, _by_label(results, batch, where)):
+            for position, result in zip(positions, labelled):
+                twice = sorted(repeated.get(id(result), {}))
+                if twice and not isolate:
+                    raise RewardServerError(200, f"{where}: a result repeats {', '.join(twice)}: ambiguous",
+                                            kind="ambiguous")
+                result = {k: v for k, v in result.items() if k not in ("group", "index")}
+                out[g][position] = ScoringFailure(200, "ambiguous", f"duplicate_key:{twice[0]}") if twice else result
 
     def _isolate(self, replica: int, batch: list[tuple], error: RewardServerError, out: list[list]) -> None:
         """After an error of a request: the edits it names fail, and the rest is sent again; an error naming
@@ -449,13 +517,39 @@ class RewardClient:
             self._send(replica, piece, out, True)
 
 
-def _server_error(response) -> RewardServerError:
-    """The server's JSON error (``{"error": {"field", "message", "kind"}}``) as an exception."""
+def _by_label(results, batch: list[tuple], where: str) -> list[list[dict]]:
+    """``results`` of a ``/v1/score_groups`` answer arranged per request group, in edit order, by their
+    ``group`` (the group's position in the request) and ``index`` labels; an answer that does not hold exactly
+    one result dict per edit of the request is refused (``bad_response``)."""
+    expected = sum(len(positions) for _, _, positions in batch)
+    problem = None
+    if not isinstance(results, list) or len(results) != expected:
+        problem = f"answered {expected} edits with {len(results) if isinstance(results, list) else 'no'} results"
+    table: dict = {}
+    for result in results if problem is None else ():
+        label = (result.get("group"), result.get("index")) if isinstance(result, dict) else None
+        if label is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in label):
+            problem = "answered a result without integer 'group' and 'index' labels"
+        elif label in table:
+            problem = f"answered group {label[0]} edit {label[1]} twice"
+        else:
+            table[label] = result
+    if problem is None:
+        try:
+            return [[table[(k, e)] for e in range(len(positions))] for k, (_, _, positions) in enumerate(batch)]
+        except KeyError as missing:
+            problem = f"answered no result for group {missing.args[0][0]} edit {missing.args[0][1]}"
+    raise RewardServerError(200, f"{where} {problem}; is it `miescore serve`?", kind="bad_response")
+
+
+def _server_error(response, shown=str) -> RewardServerError:
+    """The server's JSON error (``{"error": {"field", "message", "kind"}}``) as an exception; ``shown`` masks
+    what the message may echo (credentials)."""
     field = kind = None
     message = response.text[:500]
     try:
-        error = response.json().get("error", {})
+        error = json.loads(response.content).get("error", {})
         field, kind, message = error.get("field"), error.get("kind"), error.get("message", message)
     except (ValueError, AttributeError):
         pass
-    return RewardServerError(response.status_code, message, field, kind)
+    return RewardServerError(response.status_code, shown(message), field, kind)

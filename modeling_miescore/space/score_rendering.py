@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ..serving.backends import json_safe
 from .region_display import pixel_box, result_value
 
-# Meanings from README.md, "What the scores mean" (MIE-Bench dimensions, MIEScore paper sec. 3).
+# Meanings from docs/scoring.md, "What the scores mean" (MIE-Bench dimensions, MIEScore paper sec. 3).
 MIESCORE_DIMENSIONS: tuple[tuple[str, str, str], ...] = (
     ("visual_quality", "Visual quality (VQ)",
      "How the edited image looks on its own: realism, artifacts, colour, sharpness and detail."),

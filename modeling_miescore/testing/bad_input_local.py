@@ -33,7 +33,8 @@ from types import SimpleNamespace
 
 from .bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
 from .bad_input_corpus import GOOD_INSTRUCTION, Case, Outcome, check_message, run_cli
-from .bad_input_runners import _batch_argv, _expect_error, _expect_exit_2, _good, _line, _preloaded_scorer, _workdir
+from .bad_input_runners import (batch_argv, case_workdir, expect_exit_2, expect_input_error, good_files, jsonl_line,
+                                preloaded_scorer)
 
 SLOW = 600.0  # seconds a case that starts a fresh interpreter may take (a loaded machine: minutes)
 
@@ -49,7 +50,7 @@ def _fresh(corpus, name: str) -> Path:
 def _exit_2(corpus, outcome: Outcome, argv: list, needle: str, one_line: bool = True) -> None:
     status, out, err = run_cli(argv, outcome)
     if one_line:
-        _expect_exit_2(outcome, status, out, err, needle)
+        expect_exit_2(outcome, status, out, err, needle)
         return
     outcome.expected, outcome.got, outcome.message = "exit 2 naming the problem", f"exit {status}", err.strip()
     outcome.flag("wrong_status", status != 2)
@@ -60,7 +61,7 @@ def _exit_2(corpus, outcome: Outcome, argv: list, needle: str, one_line: bool = 
 
 
 def _score_argv(corpus, model) -> list:
-    sources, edited = _good(corpus)
+    sources, edited = good_files(corpus)
     return ["score", "--model", model, *[a for s in sources for a in ("--source", s)], "--edited", edited,
             "--instruction", GOOD_INSTRUCTION, "--device", "cpu"]
 
@@ -84,7 +85,7 @@ def _spatialreward_path(corpus) -> Path:
 
 def _bad_spatialreward(bad, corpus, outcome: Outcome) -> None:
     folder = make_bad_checkpoint(_spatialreward_path(corpus), _fresh(corpus, "sr") / "bad", bad)
-    sources, edited = _good(corpus)
+    sources, edited = good_files(corpus)
     _exit_2(corpus, outcome, ["spatialreward", "--model", folder, "--source", sources[0], "--edited", edited,
                               "--instruction", GOOD_INSTRUCTION, "--device", "cpu"], bad.needle)
 
@@ -203,7 +204,7 @@ def _aliased_out(how: str, corpus, outcome: Outcome) -> None:
         before = sorted(p.relative_to(work).as_posix() for p in work.rglob("*"))
     argv = ["build-dataset", "mer-bench", "--raw", raw, "--out", out, "--overwrite", "--no-progress"]
     status, stdout, err = run_cli(argv, outcome)
-    _expect_exit_2(outcome, status, stdout, err, "raw")
+    expect_exit_2(outcome, status, stdout, err, "raw")
     outcome.flag("data_lost", sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) != before)
 
 
@@ -213,7 +214,7 @@ def _convert_out_is_raw(corpus, outcome: Outcome) -> None:
     (raw / "keep.txt").write_text("release file")
     status, out, err = run_cli(["convert-benchmark", "genai-bench", "--raw", raw, "--out", raw / ".." / "raw",
                                 "--overwrite"], outcome)
-    _expect_exit_2(outcome, status, out, err, "raw")
+    expect_exit_2(outcome, status, out, err, "raw")
     outcome.flag("data_lost", sorted(p.name for p in raw.parent.iterdir()) != ["raw"]
                  or not (raw / "keep.txt").is_file())
 
@@ -227,15 +228,15 @@ def _space_out(where: str, corpus, outcome: Outcome) -> None:
 
 def _same_file_batch(corpus, outcome: Outcome) -> None:
     """``score-batch --output`` a hard link to ``--input``: refused, the input unchanged."""
-    work = _workdir(corpus, "hard-linked output")
-    sources, edited = _good(corpus)
+    work = case_workdir(corpus, "hard-linked output")
+    sources, edited = good_files(corpus)
     edits, preds = work / "edits.jsonl", work / "preds.jsonl"
-    edits.write_bytes(_line("x0", sources, edited, GOOD_INSTRUCTION))
+    edits.write_bytes(jsonl_line("x0", sources, edited, GOOD_INSTRUCTION))
     os.link(edits, preds)
     data = edits.read_bytes()
-    with _preloaded_scorer(corpus):
-        status, out, err = run_cli(_batch_argv(corpus.model_path, edits, preds), outcome)
-    _expect_exit_2(outcome, status, out, err, "same file")
+    with preloaded_scorer(corpus):
+        status, out, err = run_cli(batch_argv(corpus.model_path, edits, preds), outcome)
+    expect_exit_2(outcome, status, out, err, "same file")
     outcome.flag("data_lost", edits.read_bytes() != data)
 
 
@@ -266,11 +267,12 @@ def _judge_missing_folders(corpus, outcome: Outcome) -> None:
 
 def _foreign_predictions(owner: str, corpus, outcome: Outcome) -> None:
     """``score-batch`` resuming a predictions file that a judge (or another model) wrote: refused, unchanged."""
-    work = _workdir(corpus, f"foreign {owner}")
-    sources, edited = _good(corpus)
+    work = case_workdir(corpus, f"foreign {owner}")
+    sources, edited = good_files(corpus)
     edits, preds = work / "edits.jsonl", work / "preds.jsonl"
-    edits.write_bytes(_line("x0", sources, edited, GOOD_INSTRUCTION) + _line("x1", sources, edited, GOOD_INSTRUCTION))
-    with _preloaded_scorer(corpus):
+    edits.write_bytes(jsonl_line("x0", sources, edited, GOOD_INSTRUCTION)
+                      + jsonl_line("x1", sources, edited, GOOD_INSTRUCTION))
+    with preloaded_scorer(corpus):
         if owner == "judge":
             preds.write_text(json.dumps({"id": "x0", "visual_quality": 50.0, "instruction_following": 50.0,
                                          "attribute_preservation": 50.0, "overall": 50.0, "judge": "gpt-5",
@@ -278,11 +280,11 @@ def _foreign_predictions(owner: str, corpus, outcome: Outcome) -> None:
         else:  # the first run with another checkpoint path (the same loaded model: only the name differs)
             other = work / "other-checkpoint"
             other.mkdir(exist_ok=True)
-            (work / "first.jsonl").write_bytes(_line("x0", sources, edited, GOOD_INSTRUCTION))
-            run_cli(_batch_argv(other, work / "first.jsonl", preds), outcome)
+            (work / "first.jsonl").write_bytes(jsonl_line("x0", sources, edited, GOOD_INSTRUCTION))
+            run_cli(batch_argv(other, work / "first.jsonl", preds), outcome)
         data = preds.read_bytes()
-        status, out, err = run_cli(_batch_argv(corpus.model_path, edits, preds), outcome)
-    _expect_exit_2(outcome, status, out, err, "holds predictions of")
+        status, out, err = run_cli(batch_argv(corpus.model_path, edits, preds), outcome)
+    expect_exit_2(outcome, status, out, err, "holds predictions of")
     outcome.flag("data_lost", preds.read_bytes() != data)
 
 
@@ -385,7 +387,7 @@ def _long_annotator(corpus, outcome: Outcome) -> None:
     store = AnnotationStore(_construction_folder(_fresh(corpus, "annotator")), annotators_per_sample=2)
     ratings = {f"s0-c{k}": {"overall": "good", "sc": "good", "pq": "good"} for k in range(2)}
     bad = SimpleNamespace(needle="annotator id", avoid=None)
-    _expect_error(outcome, bad, lambda: store.submit("A" * 100_000, "s0", ratings))
+    expect_input_error(outcome, bad, lambda: store.submit("A" * 100_000, "s0", ratings))
 
 
 def _long_label(corpus, outcome: Outcome) -> None:
@@ -419,26 +421,26 @@ def _grid_sub_score(value, corpus, outcome: Outcome) -> None:
     path.write_text(json.dumps({"pair_id": "p0", "scores": [1.0, 2.0], "sub_scores": [entry, entry]}) + "\n")
     frame = pd.DataFrame({"pair_id": ["p0"], "k": [2]})
     needle = SimpleNamespace(needle="nan" if value != value else "outside", avoid=None)
-    _expect_error(outcome, needle, lambda: read_group_sub_scores(path, frame))
+    expect_input_error(outcome, needle, lambda: read_group_sub_scores(path, frame))
 
 
 def _fractional_batch(corpus, outcome: Outcome) -> None:
-    sources, edited = _good(corpus)
+    sources, edited = good_files(corpus)
     bad = SimpleNamespace(needle="batch_size", avoid=None)
-    _expect_error(outcome, bad, lambda: corpus.model.score_batch(
+    expect_input_error(outcome, bad, lambda: corpus.model.score_batch(
         [{"sources": sources, "edited": edited, "instruction": GOOD_INSTRUCTION}], batch_size=1.5))
 
 
 def _nan_batch(corpus, outcome: Outcome) -> None:
     """score-batch with a NaN-weight model: each edit a reported model fault (exit 1), nothing written, twice."""
-    work = _workdir(corpus, "nan weights")
-    sources, edited = _good(corpus)
+    work = case_workdir(corpus, "nan weights")
+    sources, edited = good_files(corpus)
     edits, preds = work / "edits.jsonl", work / "preds.jsonl"
-    edits.write_bytes(_line("x0", sources, edited, GOOD_INSTRUCTION))
+    edits.write_bytes(jsonl_line("x0", sources, edited, GOOD_INSTRUCTION))
     outcome.expected = "exit 1 twice, line 1 a model fault, nothing written"
     with nan_weights(corpus):
         for _ in range(2):
-            status, _, err = run_cli(_batch_argv(corpus.model_path, edits, preds), outcome)
+            status, _, err = run_cli(batch_argv(corpus.model_path, edits, preds), outcome)
             outcome.got, outcome.message = f"exit {status}", err.strip()
             outcome.flag("wrong_status", status != 1)
     check_message(outcome, err, "non-finite")
@@ -448,12 +450,12 @@ def _nan_batch(corpus, outcome: Outcome) -> None:
 def _nan_server(corpus, outcome: Outcome) -> None:
     from ..serving.backends import MIEScoreBackend
     from ..serving.background_server import serve_in_background
-    from .bad_input_runners import _good_body
+    from .bad_input_runners import good_body
     from .bad_input_corpus import post_json
 
     outcome.expected = "500 model_fault, not 200 with null scores"
     with nan_weights(corpus) as model, serve_in_background(MIEScoreBackend(model)) as server:
-        status, text = post_json(server.url, _good_body(corpus), corpus.timeout)
+        status, text = post_json(server.url, good_body(corpus), corpus.timeout)
     outcome.got, outcome.message = str(status), text[:300]
     outcome.flag("wrong_status", status != 500)
     check_message(outcome, text, "non-finite")

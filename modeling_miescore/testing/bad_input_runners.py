@@ -16,12 +16,12 @@ from .bad_inputs import ALL_CASES, BadInput, make_directory, make_fifo, make_sym
 _SERVER_413 = {"decompression bomb 11000x11000", "16 sources + edited of 4000x4000", "100 KB instruction"}
 
 
-def _good(corpus) -> tuple[list, Path]:
+def good_files(corpus) -> tuple[list, Path]:
     return [corpus.folder / "a.png", corpus.folder / "b.png"], corpus.folder / "e.png"
 
 
 @contextlib.contextmanager
-def _preloaded_scorer(corpus):
+def preloaded_scorer(corpus):
     """The CLI's ``load_scorer`` returns the corpus's loaded model (bad-input cases do not test loading)."""
     from unittest import mock
 
@@ -31,7 +31,7 @@ def _preloaded_scorer(corpus):
         yield
 
 
-def _expect_error(outcome: Outcome, bad: BadInput | None, call) -> None:
+def expect_input_error(outcome: Outcome, bad: BadInput | None, call) -> None:
     from ..image_io import MIEScoreInputError
 
     outcome.expected = "MIEScoreInputError"
@@ -53,7 +53,7 @@ def _expect_error(outcome: Outcome, bad: BadInput | None, call) -> None:
 def _api_bad(bad: BadInput, corpus, outcome: Outcome) -> None:
     sources, edited, instruction = edit_with(bad, corpus.folder)
     sample = {"sources": sources, "edited": edited, "instruction": instruction}
-    _expect_error(outcome, bad, lambda: corpus.model.score_batch([sample], batch_size=1))
+    expect_input_error(outcome, bad, lambda: corpus.model.score_batch([sample], batch_size=1))
 
 
 def _stock_and_safe(corpus, outcome: Outcome, processor, model_code_allowed: bool) -> None:
@@ -64,7 +64,7 @@ def _stock_and_safe(corpus, outcome: Outcome, processor, model_code_allowed: boo
 
 def _api_tampered(trusted: bool, corpus, outcome: Outcome) -> None:
     outcome.expected = "scored with the stock processor, no planted code run"
-    sources, edited = _good(corpus)
+    sources, edited = good_files(corpus)
     try:
         if trusted:  # the user trusts the model's code; the processor must still be the stock one
             from transformers import AutoModel
@@ -99,7 +99,7 @@ def _score_argv(model, sources, edited, instruction, *extra) -> list:
             "--instruction", instruction, *extra]
 
 
-def _expect_exit_2(outcome: Outcome, status, out: str, err: str, needle: str | None = None,
+def expect_exit_2(outcome: Outcome, status, out: str, err: str, needle: str | None = None,
                    avoid: str | None = None) -> None:
     outcome.expected, outcome.got, outcome.message = "exit 2, one line", f"exit {status}", err.strip()
     outcome.flag("wrong_status", status != 2 or bool(out.strip()))
@@ -109,19 +109,19 @@ def _expect_exit_2(outcome: Outcome, status, out: str, err: str, needle: str | N
 
 def _cli_bad(bad: BadInput, corpus, outcome: Outcome) -> None:
     sources, edited, instruction = edit_with(bad, corpus.folder)
-    with _preloaded_scorer(corpus):
+    with preloaded_scorer(corpus):
         status, out, err = run_cli(_score_argv(corpus.model_path, sources, edited, instruction), outcome)
-    _expect_exit_2(outcome, status, out, err, bad.needle, bad.avoid)
+    expect_exit_2(outcome, status, out, err, bad.needle, bad.avoid)
 
 
 def _cli_device(corpus, outcome: Outcome) -> None:
-    sources, edited = _good(corpus)
+    sources, edited = good_files(corpus)
     status, out, err = run_cli(_score_argv(corpus.model_path, sources, edited, "x", "--device", "banana"), outcome)
-    _expect_exit_2(outcome, status, out, err, "device 'banana'")
+    expect_exit_2(outcome, status, out, err, "device 'banana'")
 
 
 def _cli_tampered(corpus, outcome: Outcome) -> None:
-    sources, edited = _good(corpus)
+    sources, edited = good_files(corpus)
     status, out, err = run_cli(_score_argv(corpus.tampered.path, sources, edited, GOOD_INSTRUCTION, "--json",
                                            "--device", "cpu"), outcome)
     outcome.expected, outcome.got, outcome.message = "exit 0, no planted code run", f"exit {status}", err.strip()
@@ -139,7 +139,7 @@ def cli_cases() -> list[Case]:
 # ---------------------------------------------------------------------------------------------- score-batch
 
 
-def _line(sample_id, sources, edited, instruction) -> bytes:
+def jsonl_line(sample_id, sources, edited, instruction) -> bytes:
     def plain(value):
         return str(value) if isinstance(value, Path) else value
 
@@ -148,7 +148,7 @@ def _line(sample_id, sources, edited, instruction) -> bytes:
     return json.dumps(record).encode() + b"\n"
 
 
-def _workdir(corpus, name: str) -> Path:
+def case_workdir(corpus, name: str) -> Path:
     work = corpus.folder / "score-batch" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     work.mkdir(parents=True, exist_ok=True)
     for stale in work.glob("*preds*"):
@@ -156,7 +156,7 @@ def _workdir(corpus, name: str) -> Path:
     return work
 
 
-def _batch_argv(model, edits: Path, preds: Path, *extra) -> list:
+def batch_argv(model, edits: Path, preds: Path, *extra) -> list:
     return ["score-batch", "--model", model, "--input", edits, "--output", preds, "--no-progress", *extra]
 
 
@@ -171,17 +171,17 @@ def _ids(preds: Path) -> list | None:
 
 def _batch_bad_line(name: str, make_line, bad: BadInput | None, corpus, outcome: Outcome) -> None:
     """Lines: good x0, the bad line, good x2; run twice. The bad line is reported as line 2 both times."""
-    sources, edited = _good(corpus)
+    sources, edited = good_files(corpus)
     bad_line = make_line(corpus)
-    work = _workdir(corpus, name)
+    work = case_workdir(corpus, name)
     edits, preds = work / "edits.jsonl", work / "preds.jsonl"
-    edits.write_bytes(_line("x0", sources, edited, GOOD_INSTRUCTION) + bad_line
-                      + _line("x2", sources, edited, GOOD_INSTRUCTION))
+    edits.write_bytes(jsonl_line("x0", sources, edited, GOOD_INSTRUCTION) + bad_line
+                      + jsonl_line("x2", sources, edited, GOOD_INSTRUCTION))
     outcome.expected = "exit 1 twice, line 2 reported, x0 and x2 scored once"
     reports = []
-    with _preloaded_scorer(corpus):
+    with preloaded_scorer(corpus):
         for _ in range(2):
-            status, _out, err = run_cli(_batch_argv(corpus.model_path, edits, preds), outcome)
+            status, _out, err = run_cli(batch_argv(corpus.model_path, edits, preds), outcome)
             reports.append([line for line in err.splitlines() if "line 2" in line])
             outcome.got = f"exit {status}"
             outcome.message = err.strip()
@@ -196,18 +196,18 @@ def _batch_bad_line(name: str, make_line, bad: BadInput | None, corpus, outcome:
 def _batch_run_error(name: str, argv_for, needle: str, corpus, outcome: Outcome, prepare=None,
                      preloaded: bool = True) -> None:
     """A problem with the run itself: exit 2, one line naming it, nothing written."""
-    work = _workdir(corpus, name)
-    sources, edited = _good(corpus)
+    work = case_workdir(corpus, name)
+    sources, edited = good_files(corpus)
     edits, preds = work / "edits.jsonl", work / "preds.jsonl"
-    edits.write_bytes(_line("x0", sources, edited, GOOD_INSTRUCTION))
+    edits.write_bytes(jsonl_line("x0", sources, edited, GOOD_INSTRUCTION))
     cleanup = prepare(work, edits, preds) if prepare else None
     try:
-        with _preloaded_scorer(corpus) if preloaded else contextlib.nullcontext():
+        with preloaded_scorer(corpus) if preloaded else contextlib.nullcontext():
             status, out, err = run_cli(argv_for(corpus, work, edits, preds), outcome)
     finally:
         if cleanup:
             cleanup()
-    _expect_exit_2(outcome, status, out, err, needle)
+    expect_exit_2(outcome, status, out, err, needle)
     outcome.flag("data_lost", preds.exists() and preds.stat().st_size > 0)
 
 
@@ -220,11 +220,11 @@ _INPUT_PATHS = {  # name: (item, the --input path, needle)
 
 
 def _bad_lines(corpus) -> dict:
-    sources, edited = _good(corpus)
-    good = json.loads(_line("x1", sources, edited, GOOD_INSTRUCTION))
+    sources, edited = good_files(corpus)
+    good = json.loads(jsonl_line("x1", sources, edited, GOOD_INSTRUCTION))
     return {"line not UTF-8": b'{"id": "x1", "instruction": "caf\xe9"}\n', "line not JSON": b'{"id": "x1",\n',
             "line a JSON array": b'["x1"]\n', "boolean id": json.dumps({**good, "id": True}).encode() + b"\n",
-            "duplicate id": _line("x0", sources, edited, "another payload"),
+            "duplicate id": jsonl_line("x0", sources, edited, "another payload"),
             "missing 'edited'": json.dumps({k: v for k, v in good.items() if k != "edited"}).encode() + b"\n"}
 
 
@@ -242,20 +242,20 @@ def score_batch_cases() -> list[Case]:
     cases = []
     for bad in ALL_CASES:
         if bad.in_json:
-            make = partial(lambda bad_, corpus: _line("x1", *edit_with(bad_, corpus.folder)), bad)
+            make = partial(lambda bad_, corpus: jsonl_line("x1", *edit_with(bad_, corpus.folder)), bad)
             cases.append(Case("score-batch", bad.name, bad.item, partial(_batch_bad_line, bad.name, make, bad)))
     for name in ("line not UTF-8", "line not JSON", "line a JSON array", "boolean id", "duplicate id",
                  "missing 'edited'"):
         make = partial(lambda name_, corpus: _bad_lines(corpus)[name_], name)
         cases.append(Case("score-batch", name, "13.5/13.11", partial(_batch_bad_line, name, make, None)))
     for name, (item, make_path, needle) in _INPUT_PATHS.items():
-        argv = partial(lambda make_, c, w, e, p: _batch_argv(c.model_path, make_(c.folder), p), make_path)
+        argv = partial(lambda make_, c, w, e, p: batch_argv(c.model_path, make_(c.folder), p), make_path)
         cases.append(Case("score-batch", name, item, partial(_batch_run_error, name, argv, needle)))
     runs = {  # name: (item, argv, needle, keyword arguments)
-        "--output is a directory": ("13.x", lambda c, w, e, p: _batch_argv(c.model_path, e, w), "directory", {}),
-        "two runs on one output": ("13.6", lambda c, w, e, p: _batch_argv(c.model_path, e, p), "another run",
+        "--output is a directory": ("13.x", lambda c, w, e, p: batch_argv(c.model_path, e, w), "directory", {}),
+        "two runs on one output": ("13.6", lambda c, w, e, p: batch_argv(c.model_path, e, p), "another run",
                                    {"prepare": _locked}),
-        "--device banana": ("13.9", lambda c, w, e, p: _batch_argv(c.model_path, e, p, "--device", "banana"),
+        "--device banana": ("13.9", lambda c, w, e, p: batch_argv(c.model_path, e, p, "--device", "banana"),
                             "device 'banana'", {"preloaded": False}),
     }
     for name, (item, argv, needle, kwargs) in runs.items():
@@ -265,11 +265,11 @@ def score_batch_cases() -> list[Case]:
 
 
 def _batch_tampered(corpus, outcome: Outcome) -> None:
-    work = _workdir(corpus, "tampered checkpoint")
-    sources, edited = _good(corpus)
+    work = case_workdir(corpus, "tampered checkpoint")
+    sources, edited = good_files(corpus)
     edits, preds = work / "edits.jsonl", work / "preds.jsonl"
-    edits.write_bytes(_line("x0", sources, edited, GOOD_INSTRUCTION))
-    status, _out, err = run_cli(_batch_argv(corpus.tampered.path, edits, preds, "--device", "cpu"), outcome)
+    edits.write_bytes(jsonl_line("x0", sources, edited, GOOD_INSTRUCTION))
+    status, _out, err = run_cli(batch_argv(corpus.tampered.path, edits, preds, "--device", "cpu"), outcome)
     outcome.expected, outcome.got, outcome.message = "exit 0, no planted code run", f"exit {status}", err.strip()
     outcome.flag("wrong_status", status != 0)
     outcome.flag("data_lost", _ids(preds) != ["x0"])
@@ -288,8 +288,8 @@ def _server(corpus):
     return corpus.server
 
 
-def _good_body(corpus) -> dict:
-    sources, edited = _good(corpus)
+def good_body(corpus) -> dict:
+    sources, edited = good_files(corpus)
     return {"sources": [b64(s) for s in sources], "edited": b64(edited), "instruction": GOOD_INSTRUCTION}
 
 
@@ -307,7 +307,7 @@ def _server_request(name: str, make_body, expected: set, corpus, outcome: Outcom
     outcome.flag("traceback", status >= 500)
     outcome.flag("wrong_status", status not in expected and status < 500)
     try:
-        after, _ = post_json(url, _good_body(corpus), corpus.timeout)
+        after, _ = post_json(url, good_body(corpus), corpus.timeout)
     except TimeoutError:
         after = None
     outcome.flag("data_lost", after != 200)
@@ -330,7 +330,7 @@ def _server_tampered(corpus, outcome: Outcome) -> None:
         outcome.flag("wrong_status")
     else:
         with serve_in_background(backend) as server:
-            status, text = post_json(server.url, _good_body(corpus), corpus.timeout)
+            status, text = post_json(server.url, good_body(corpus), corpus.timeout)
         outcome.got, outcome.message = str(status), text[:300]
         outcome.flag("wrong_status", status != 200)
     outcome.flag("code_ran", bool(corpus.tampered.code_ran()))
@@ -351,7 +351,7 @@ def server_cases() -> list[Case]:
             cases.append(Case("server", bad.name, bad.item,
                               partial(_server_request, bad.name, partial(_bad_body, bad), expected)))
     for name, (change, expected) in _RAW_BODIES.items():
-        make = partial(lambda change_, corpus: change_(_good_body(corpus)), change)
+        make = partial(lambda change_, corpus: change_(good_body(corpus)), change)
         cases.append(Case("server", name, "13.x", partial(_server_request, name, make, expected)))
     cases.append(Case("server", "tampered checkpoint (miescore serve)", "13.1", _server_tampered))
     return cases

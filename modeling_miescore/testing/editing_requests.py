@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .examples import _fit, _photo
+from .examples import fit_within, load_photo
 
 __all__ = ["REQUESTS", "write_editing_requests"]
 
@@ -27,7 +27,7 @@ def write_editing_requests(path, *, size: int = 64, count: int | None = None) ->
     for request_id, photos, instruction in REQUESTS[:count]:
         names = []
         for k, photo in enumerate(photos):
-            image = _fit(_photo(photo), size).resize((size, size))
+            image = fit_within(load_photo(photo), size).resize((size, size))
             name = f"{request_id}-{k}.png"
             image.save(path.parent / name)
             names.append(name)

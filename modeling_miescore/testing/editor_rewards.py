@@ -11,7 +11,9 @@ import time
 
 import numpy as np
 
-__all__ = ["mean_redness", "nan_reward", "wrong_length_reward", "failing_reward", "half_nan_reward"]
+__all__ = ["mean_redness", "nan_reward", "wrong_length_reward", "failing_reward", "half_nan_reward", "text_reward",
+           "bool_reward", "huge_reward", "out_of_range_reward", "constant_reward", "exiting_reward",
+           "os_exit_reward", "interrupting_reward"]
 
 
 def _pause() -> None:
@@ -32,6 +34,9 @@ def mean_redness(images, instructions, sources) -> list:
     return [redness(image) for image in images]
 
 
+mean_redness.reward_range = (-1.0, 1.0)  # declared: a value outside it is a failed sample, not a reward
+
+
 def nan_reward(images, instructions, sources) -> list:
     """NaN for every edit (a reward that is broken)."""
     return [float("nan")] * len(images)
@@ -50,3 +55,46 @@ def wrong_length_reward(images, instructions, sources) -> list:
 def failing_reward(images, instructions, sources) -> list:
     """Raises like a reward server that is down after its retries."""
     raise ConnectionError("reward server at http://127.0.0.1:9 refused the connection (after 3 attempts)")
+
+
+def text_reward(images, instructions, sources) -> list:
+    """Redness as strings (``"0.12"``): not numbers, never a training signal."""
+    return [str(redness(image)) for image in images]
+
+
+def bool_reward(images, instructions, sources) -> list:
+    """``True`` / ``False`` (redder than grey or not): flags, not numbers."""
+    return [redness(image) > 0 for image in images]
+
+
+def huge_reward(images, instructions, sources) -> list:
+    """Redness mapped onto [1.4e308, 1.7e308]: finite rewards whose sums and squares overflow a float."""
+    return [1.55e308 + 0.15e308 * max(-1.0, min(1.0, 5 * redness(image))) for image in images]
+
+
+def out_of_range_reward(images, instructions, sources) -> list:
+    """Declares [0, 1], answers 2.0 for every second edit (those are failed samples)."""
+    return [2.0 if i % 2 else max(0.0, redness(image)) for i, image in enumerate(images)]
+
+
+out_of_range_reward.reward_range = (0.0, 1.0)
+
+
+def constant_reward(images, instructions, sources) -> list:
+    """0.5 for every edit: every group has zero std (nothing to learn; with drop_zero_std_groups no update)."""
+    return [0.5] * len(images)
+
+
+def exiting_reward(images, instructions, sources) -> list:
+    """``sys.exit(0)`` inside the reward (a library that exits)."""
+    raise SystemExit(0)
+
+
+def os_exit_reward(images, instructions, sources) -> list:
+    """``os._exit(0)`` inside the reward: ends the process at once, without cleanup."""
+    os._exit(0)
+
+
+def interrupting_reward(images, instructions, sources) -> list:
+    """``KeyboardInterrupt`` raised by the reward itself (not a Ctrl-C of the user)."""
+    raise KeyboardInterrupt

@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 
-def _photo(name: str) -> Image.Image:
+def load_photo(name: str) -> Image.Image:
     try:
         from skimage import data
     except ImportError as err:  # pragma: no cover - exercised only without the dev extra
@@ -21,7 +21,7 @@ def _photo(name: str) -> Image.Image:
     return image.convert("RGB")
 
 
-def _fit(image: Image.Image, max_side: int) -> Image.Image:
+def fit_within(image: Image.Image, max_side: int) -> Image.Image:
     scale = max_side / max(image.size)
     if scale >= 1:
         return image
@@ -62,8 +62,9 @@ def example_edits(max_side: int = 256) -> list[dict]:
 
     ``max_side`` bounds the longer side of every image (the photos are 300-640 px).
     """
-    coffee, cat, astronaut, rocket = (_fit(_photo(n), max_side) for n in ("coffee", "chelsea", "astronaut", "rocket"))
-    camera = _fit(_photo("camera"), max_side)
+    coffee, cat, astronaut, rocket = (fit_within(load_photo(n), max_side)
+                                      for n in ("coffee", "chelsea", "astronaut", "rocket"))
+    camera = fit_within(load_photo("camera"), max_side)
 
     cat_on_table = compose(coffee, cat, (0.55, 0.35, 0.95, 0.95), crop=(0.25, 0.0, 0.85, 1.0))
     astronaut_at_launch = compose(rocket, astronaut, (0.05, 0.45, 0.45, 0.98), crop=(0.25, 0.0, 0.75, 0.6))

@@ -20,18 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Qwen/Qwen3-VL-8B-Instruct tokenizer_config.json (added_tokens_decoder): ids 151643.. in this order.
-# The first 14 are special (skipped by skip_special_tokens), the other 12 are plain added tokens.
-QWEN_SPECIAL_TOKENS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-)
-QWEN_ADDED_TOKENS = (
-    "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-)
-FIRST_ADDED_ID = 151643  # = the number of BPE ranks
+from ..control_tokens import QWEN_CONTROL_TOKENS, QWEN_FIRST_ADDED_ID, QWEN_SPECIAL_TOKENS
+
 # Qwen/Qwen3-VL-8B-Instruct config.json: the embedding has more rows than tokens (padded to a multiple of 128).
 QWEN3_VL_VOCAB_SIZE = 151936
 # Qwen/Qwen3-VL-8B-Instruct preprocessor_config.json / video_preprocessor_config.json ("size").
@@ -43,7 +33,7 @@ _BUILD_VERSION = 1
 
 def released_token_ids() -> dict[str, int]:
     """``{token: id}`` of the 26 added tokens as released (``<|endoftext|>`` 151643 ... ``</think>`` 151668)."""
-    return {token: FIRST_ADDED_ID + i for i, token in enumerate(QWEN_SPECIAL_TOKENS + QWEN_ADDED_TOKENS)}
+    return {token: QWEN_FIRST_ADDED_ID + i for i, token in enumerate(QWEN_CONTROL_TOKENS)}
 
 
 def qwen_tiktoken_file() -> Path:
@@ -66,8 +56,8 @@ def _vocab_and_merges(tiktoken_file: str) -> tuple[dict, list]:
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     vocab, merges = TikTokenConverter(vocab_file=tiktoken_file).extract_vocab_merges_from_model(tiktoken_file)
-    if len(vocab) != FIRST_ADDED_ID or max(vocab.values()) != FIRST_ADDED_ID - 1:
-        raise ValueError(f"{tiktoken_file} holds {len(vocab)} ranks, expected the {FIRST_ADDED_ID} Qwen ranks")
+    if len(vocab) != QWEN_FIRST_ADDED_ID or max(vocab.values()) != QWEN_FIRST_ADDED_ID - 1:
+        raise ValueError(f"{tiktoken_file} holds {len(vocab)} ranks, expected the {QWEN_FIRST_ADDED_ID} Qwen ranks")
     return vocab, merges
 
 
@@ -127,7 +117,7 @@ def _load_cached(folder: Path):
     except (OSError, ValueError):
         return None
     ids = released_token_ids()
-    if len(processor.tokenizer) != FIRST_ADDED_ID + len(ids) or processor.tokenizer.convert_tokens_to_ids(
+    if len(processor.tokenizer) != QWEN_FIRST_ADDED_ID + len(ids) or processor.tokenizer.convert_tokens_to_ids(
             "</think>") != ids["</think>"]:
         return None
     return processor
@@ -205,6 +195,6 @@ def build_qwen3vl(path, vocab: str = "qwen", hidden_size: int = 64, num_layers: 
                                     hidden_size=hidden_size, num_layers=num_layers, seed=seed, geometry=geometry)
 
 
-__all__ = ["FIRST_ADDED_ID", "IMAGE_SIZE", "QWEN3_VL_VOCAB_SIZE", "QWEN_ADDED_TOKENS", "QWEN_SPECIAL_TOKENS",
+__all__ = ["IMAGE_SIZE", "QWEN3_VL_VOCAB_SIZE",
            "build_processor", "build_qwen3vl", "build_qwen_processor", "build_qwen_tokenizer", "default_cache_dir",
            "qwen_tiktoken_file", "released_token_ids"]

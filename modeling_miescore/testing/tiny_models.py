@@ -12,11 +12,9 @@ import json
 from importlib import resources
 from pathlib import Path
 
-SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-]
+from ..control_tokens import QWEN_SPECIAL_TOKENS
+
+SPECIAL_TOKENS = list(QWEN_SPECIAL_TOKENS)
 QWEN_VL_NAMED_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
                         "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"}
 # GPT-2/Qwen2 style pre-tokenisation pattern (contractions, letters, single digits, punctuation, spaces).
@@ -240,9 +238,11 @@ def sharpen_language_model(model, seed: int = 0, std: float = 0.1):
     """
     import torch
 
+    from ..utils.random_draws import randn_tensor
+
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.backbone.get_decoder().named_parameters():
             if param.ndim == 2 and "embed" not in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * std)
+                param.copy_(randn_tensor(param.shape, generator=generator, device=param.device) * std)
     return model

@@ -18,11 +18,13 @@ def sharpen(model, std: float = 0.2, seed: int = 0) -> None:
     """
     import torch
 
+    from ..utils.random_draws import randn_tensor
+
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, parameter in sorted(model.named_parameters()):
             if parameter.dim() == 2:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+                parameter.copy_(randn_tensor(parameter.shape, generator=generator, device=parameter.device) * std)
 
 
 def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cache_dir=None, hidden_size: int = 64,

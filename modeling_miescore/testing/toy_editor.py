@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..training.editor_rl.editors import EditorAdapter
+from ..utils.random_draws import randn_tensor
 
 __all__ = ["ToyEditor", "ToyEditorAdapter", "ToyEditTransformer", "build_toy_editor", "load_toy_editor"]
 
@@ -84,14 +85,16 @@ class ToyEditor:
     @torch.no_grad()
     def __call__(self, *, sources: Sequence, prompt: str, num_images: int, num_inference_steps: int,
                  generator: torch.Generator, guidance_scale: float = 1.0, output_type: str = "pil"):
-        device = next(self.transformer.parameters()).device
-        source = torch.cat([self._encode(s) for s in sources], dim=1).to(device).expand(num_images, -1, -1)
+        weight = next(self.transformer.parameters())
+        device, dtype = weight.device, weight.dtype  # every input in the model's device and dtype (bf16 too)
+        source = torch.cat([self._encode(s) for s in sources], dim=1).to(device, dtype).expand(num_images, -1, -1)
         n = self.latent_size ** 2
-        latents = torch.randn((num_images, n, 3), generator=generator).to(device)
+        # one generator, or one per image (diffusers' convention): drawn on the generator's device, then moved
+        latents = randn_tensor((num_images, n, 3), generator=generator, device=device, dtype=dtype)
         self.scheduler.set_timesteps(num_inference_steps, device=device)
         self.scheduler.set_begin_index(0)
-        cond = _embed_text(prompt, num_images).to(device)
-        uncond = _embed_text("", num_images).to(device)
+        cond = _embed_text(prompt, num_images).to(device, dtype)
+        uncond = _embed_text("", num_images).to(device, dtype)
         for t in self.scheduler.timesteps:
             hidden = torch.cat([latents, source], dim=1)
             timestep = (t / 1000).expand(num_images)

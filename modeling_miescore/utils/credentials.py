@@ -5,21 +5,35 @@
   but ``read`` into a file does), a space or a non-ASCII character is one clear error naming the variable and
   the position, before any request (otherwise httpx refuses the header on every attempt, which looked like a
   retried connection error, with the key in the message).
-* :func:`redacted_url`: ``http://user:secret@host/v1`` -> ``http://user:***@host/v1``, for every URL the package
-  shows (error messages, logs, reprs, usage logs); the real URL is still what requests go to.
-* :func:`redact`: any text with every given secret and every URL password replaced by ``***``.
+* :func:`redacted_url`: ``http://user:secret@host/v1?api_key=K`` -> ``http://user:***@host/v1?api_key=***``, for
+  every URL the package shows (error messages, logs, reprs, usage logs, run records, model cards); the real URL is
+  still what requests go to. Query values whose name says they are a credential (:data:`SECRET_QUERY_NAMES`:
+  ``api_key``, ``key``, ``token``, ``access_token``, ``password``, ``secret``, ``sig`` ...) are masked too.
+* :func:`redact`: any text with every given secret, every URL password and every such query value replaced by
+  ``***`` (also inside specs such as ``spatialreward-api:M@http://user:pw@host/v1``).
+* :func:`redact_library_logs`: the same for the request lines third-party HTTP clients log (httpx prints every
+  request's full URL at INFO level), installed by the entry points with their other log filters.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["checked_api_key", "redact", "redacted_url"]
+__all__ = ["SECRET_QUERY_NAMES", "checked_api_key", "redact", "redact_library_logs", "redacted_url"]
 
 _USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/@\s]+)@")
 _MASK = "***"
+# query parameters that carry a credential (case-insensitive; "-" and "_" alike)
+SECRET_QUERY_NAMES = ("api_key", "apikey", "key", "token", "access_token", "auth", "password", "passwd", "pwd",
+                      "pw", "secret", "client_secret", "sig", "signature", "code")
+_QUERY_SECRET_RE = re.compile(
+    r"(?P<name>[?&;](?:%s)=)(?P<value>[^&#;\s'\"<>]+)" % "|".join(
+        n.replace("_", "[_-]?") for n in sorted(SECRET_QUERY_NAMES, key=len, reverse=True)), re.I)
+# the libraries whose log records can hold a request URL
+_URL_LOGGERS = ("httpx", "httpcore", "openai", "urllib3")
 
 
 def redacted_url(url: str) -> str:
@@ -29,10 +43,14 @@ def redacted_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return redact(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    return urlunsplit(parts._replace(netloc=f"{_masked_userinfo(userinfo)}@{host}"))
+    if "@" in parts.netloc:
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        url = urlunsplit(parts._replace(netloc=f"{_masked_userinfo(userinfo)}@{host}"))
+    return _masked_query(url)
+
+
+def _masked_query(text: str) -> str:
+    return _QUERY_SECRET_RE.sub(lambda m: m.group("name") + _MASK, text)
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
@@ -42,7 +60,27 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         text = text.replace(secret, _MASK)
         if secret.strip() and secret.strip() != secret:
             text = text.replace(secret.strip(), _MASK)
-    return _USERINFO_RE.sub(lambda m: m.group("scheme") + _masked_userinfo(m.group("userinfo")) + "@", text)
+    text = _USERINFO_RE.sub(lambda m: m.group("scheme") + _masked_userinfo(m.group("userinfo")) + "@", text)
+    return _masked_query(text)
+
+
+class _RedactingFilter(logging.Filter):
+    """Formats a record's message once and masks the credentials in it (:func:`redact`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def redact_library_logs() -> None:
+    """Mask credentials in what the HTTP libraries log (idempotent): a filter on each of their loggers."""
+    for name in _URL_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactingFilter) for f in logger.filters):
+            logger.addFilter(_RedactingFilter())
 
 
 def _masked_userinfo(userinfo: str) -> str:

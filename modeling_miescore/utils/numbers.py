@@ -5,13 +5,30 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["finite_float", "model_fault", "non_finite_fields"]
+__all__ = ["finite_float", "model_fault", "non_finite_fields", "real_finite"]
 
 
 def finite_float(value: Any) -> float | None:
     """``float(value)`` when it is a finite number, else ``None`` (NaN, inf, text that is no number, ``None``,
     and bools, which are flags rather than numbers)."""
     if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float (10**400)
+        return None
+    return number if math.isfinite(number) else None
+
+
+def real_finite(value: Any) -> float | None:
+    """``value`` as a float when it *is* a finite real number: a Python or NumPy int / float, or a 0-d numeric
+    array or tensor; ``None`` for everything else, strings (``"55"``) and bools (``True``) included, which
+    :func:`finite_float` would read. For values that must have been produced as numbers (a reward, a score)."""
+    import numbers
+
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):  # a 0-d NumPy array or torch tensor
+        value = value.item()
+    if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
         return None
     try:
         number = float(value)

@@ -6,8 +6,9 @@
   :mod:`modeling_miescore.judges.json_extract`): each lone surrogate is **repaired**, replaced with U+FFFD (what a
   UTF-8 decoder with ``errors="replace"`` does); the answer is kept and the repair counted
   (``repaired_text`` in the usage log). :func:`valid_text`, :func:`valid_strings`.
-* **Chat-control tokens** (:data:`QWEN_CONTROL_TOKENS`: every special and added token of the Qwen vocabulary
-  except SpatialReward's grounding tokens, and any ``<|name|>`` token of other vocabularies) and C0 control
+* **Chat-control tokens** (the one rule of :mod:`modeling_miescore.control_tokens`: every special and added token
+  of the Qwen vocabulary, any ``<|name|>`` token of other vocabularies, the other backbones' image placeholders;
+  SpatialReward's grounding tokens are the format of its SFT rows, so here they are text) and C0 control
   characters (NUL and the like; tab, newline and carriage return are text) must never reach training data: a
   tokenizer turns ``<|im_end|>`` inside a label into the real end-of-turn token. Training text that holds one is
   **refused** (:func:`training_text_problem`), never silently stripped: the SFT rows of the SpatialReward data
@@ -24,23 +25,11 @@ import json
 import re
 from typing import Any, List, Optional
 
-from ..spatialreward_tokens import GROUNDING_TOKEN_RE
+from ..control_tokens import control_tokens_in as chat_control_tokens
 
-__all__ = ["QWEN_CONTROL_TOKENS", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
-           "valid_text"]
+__all__ = ["control_tokens_in", "quoted", "training_text_problem", "valid_strings", "valid_text"]
 
-# Qwen/Qwen3-VL-8B-Instruct tokenizer_config.json, added_tokens_decoder (ids 151643-151668): the 14 special
-# tokens, then the 12 added ones (tool calls, fill-in-the-middle, thinking).
-QWEN_CONTROL_TOKENS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-    "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_PIPE_TOKEN_RE = re.compile(r"<\|[^<>|\n]{1,64}\|>")  # <|im_end|>, <|eot_id|>, <|begin_of_text|>, ...
-_TAG_TOKEN_RE = re.compile("|".join(re.escape(t) for t in QWEN_CONTROL_TOKENS if not t.startswith("<|")))
 _C0_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -71,10 +60,9 @@ def valid_strings(value: Any) -> Any:
 
 
 def control_tokens_in(text: str) -> List[str]:
-    """The chat-control tokens and control characters in ``text`` (as found, in order; grounding tokens such
-    as ``<|bbox_0|>`` and ``<|global|>`` are not control tokens)."""
-    found = [m.group() for m in _PIPE_TOKEN_RE.finditer(text) if not GROUNDING_TOKEN_RE.fullmatch(m.group())]
-    found += [m.group() for m in _TAG_TOKEN_RE.finditer(text)]
+    """The chat-control tokens (:func:`modeling_miescore.control_tokens.control_tokens_in`; grounding tokens such
+    as ``<|bbox_0|>`` and ``<|global|>`` are text here) and the control characters in ``text``, as found."""
+    found = chat_control_tokens(text, grounding_is_text=True)
     found += [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
     return found
 

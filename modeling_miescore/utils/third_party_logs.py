@@ -37,7 +37,11 @@ class _DropKnown(logging.Filter):
 
 
 def quiet_third_party_logs() -> None:
-    """Install the filters for :data:`KNOWN_MESSAGES` (idempotent; cheap: imports nothing)."""
+    """Install the filters for :data:`KNOWN_MESSAGES` and the credential masking of the HTTP libraries' request
+    logs (:func:`~modeling_miescore.utils.credentials.redact_library_logs`; idempotent; cheap: imports nothing)."""
+    from .credentials import redact_library_logs
+
+    redact_library_logs()
     for name, starts in KNOWN_MESSAGES.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropKnown) for f in logger.filters):

@@ -39,9 +39,10 @@ def _first_line(err: BaseException) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
-def check_hub_push(repo_id: str, token: str | None = None) -> None:
+def check_hub_push(repo_id: str, token: str | None = None) -> str | None:
     """Raise :class:`HubPushUnavailableError` unless ``repo_id`` is valid, the Hub is online, a token is
-    available (``token`` or the logged-in one) and the Hub accepts it (one ``whoami`` request)."""
+    available (``token`` or the logged-in one) and the Hub accepts it (one ``whoami`` request); returns the
+    token's user name (the namespace a bare ``repo_id`` is created in)."""
     import huggingface_hub
     from huggingface_hub.utils import validate_repo_id
 
@@ -61,12 +62,13 @@ def check_hub_push(repo_id: str, token: str | None = None) -> None:
             "without push_to_hub and upload the folder later"
         )
     try:
-        huggingface_hub.HfApi(token=token).whoami()
+        user = huggingface_hub.HfApi(token=token).whoami()
     except Exception as err:  # noqa: BLE001 - network / auth / HTTP errors all become one message
         raise HubPushUnavailableError(
             f"push_to_hub={repo_id}: cannot use the Hub ({type(err).__name__}: {_first_line(err)}); check the "
             "network and the token (`hf auth whoami`), or build without push_to_hub and upload the folder later"
         ) from None
+    return user.get("name") if isinstance(user, dict) else None
 
 
 def push_folder_to_hub(
@@ -77,27 +79,33 @@ def push_folder_to_hub(
     token: str | None = None,
     commit_message: str = "Upload dataset",
     revision: str | None = None,
+    repo_type: str = "dataset",
+    allow_patterns: list[str] | None = None,
 ) -> str:
-    """Upload a finished dataset folder as **one commit** (all files or none) and return its URL.
+    """Upload a finished folder (a dataset, or with ``repo_type="model"`` a model / adapter) as **one commit**
+    (all files or none) and return its URL. ``allow_patterns``: only the files matching these globs.
 
     Raises :class:`HubPushError` with a one-line reason on any failure (network, auth, HTTP).
     """
+    what = "dataset" if repo_type == "dataset" else "folder"
     try:
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
-        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
         info = api.upload_folder(
             repo_id=repo_id,
             folder_path=os.fspath(folder),
-            repo_type="dataset",
+            repo_type=repo_type,
             commit_message=commit_message,
             revision=revision,
+            allow_patterns=allow_patterns,
         )
     except Exception as err:  # noqa: BLE001 - network / auth / HTTP errors all become one message
         raise HubPushError(
-            f"push_to_hub {repo_id} failed ({type(err).__name__}: {_first_line(err)}); the local dataset at "
+            f"push_to_hub {repo_id} failed ({type(err).__name__}: {_first_line(err)}); the local {what} at "
             f"{os.fspath(folder)} is complete, and nothing was committed to the Hub (uploads are a single "
             "commit). Check the network and `hf auth login`, then push the folder again"
         ) from None
-    return getattr(info, "commit_url", None) or f"https://huggingface.co/datasets/{repo_id}"
+    prefix = "datasets/" if repo_type == "dataset" else ""
+    return getattr(info, "commit_url", None) or f"https://huggingface.co/{prefix}{repo_id}"

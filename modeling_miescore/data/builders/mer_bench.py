@@ -156,7 +156,8 @@ class MERBenchBuilder(DatasetBuilder):
     split_names = MER_SPLITS
     card = mer_bench_card.CARD
     # How `miescore benchmark reward` scores a build (as a converter's spec declares it, ``BenchmarkSpec``): the
-    # K-pair protocol (:mod:`modeling_miescore.evaluation.mer_bench_report`) and the SpatialReward paper's Table 1
+    # K-pair protocol (``mer`` of :data:`modeling_miescore.evaluation.benchmark_protocols.PROTOCOLS`, computed by
+    # :mod:`modeling_miescore.evaluation.mer_bench_report`) and the SpatialReward paper's Table 1
     # columns it fills with that protocol's values; mer_tau_ties0 (predicted ties count 0) is our extra column.
     protocol = "mer"
     columns = {"reward": {"mer_2p": "2", "mer_3p": "3", "mer_4p": "4", "mer_ovrl": "overall",

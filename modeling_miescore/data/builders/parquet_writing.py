@@ -76,8 +76,11 @@ def file_size(path: Path) -> int:
 
 
 def image_struct(path: Path, rel: str) -> dict:
-    """The ``datasets.Image`` storage value: original file bytes (no re-encoding) + relative path."""
-    return {"bytes": path.read_bytes(), "path": rel}
+    """The ``datasets.Image`` storage value: original file bytes (no re-encoding) + relative path; a regular file
+    of a bounded size only (:func:`~modeling_miescore.image_io.read_image_file`)."""
+    from ...image_io import read_image_file
+
+    return {"bytes": read_image_file(path), "path": rel}
 
 
 def plan_shards(sizes: Sequence[int], max_shard_bytes: int) -> list[range]:

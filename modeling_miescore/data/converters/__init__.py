@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from .registry import ConverterRegistry
 
-__all__ = ["CONVERTERS", "benchmark_spec", "get_converter", "register_converter"]
+__all__ = ["CONVERTERS", "benchmark_spec", "editor_protocols", "get_converter", "register_converter"]
 
 CONVERTERS = ConverterRegistry(__name__, __path__)
 register_converter = CONVERTERS.register
@@ -52,6 +52,12 @@ register_converter = CONVERTERS.register
 def get_converter(name: str):
     """The converter class (a :class:`~.base.BenchmarkConverter` subclass) registered as ``name``."""
     return CONVERTERS[name]
+
+
+def editor_protocols() -> dict:
+    """``name -> EditorBenchmark``: the judge protocols the registered converters declare (``spec.editor``), in
+    registry order: what ``miescore benchmark gedit`` / ``imgedit`` run and their reports dispatch on."""
+    return {cls.spec.editor.name: cls.spec.editor for cls in CONVERTERS.values() if cls.spec.editor}
 
 
 def benchmark_spec(name: str):

@@ -60,8 +60,11 @@ class ImageRef:
     data: bytes | None = None
 
     def struct(self) -> dict:
-        """The ``datasets.Image`` storage value: the original bytes and the name."""
-        return {"bytes": self.data if self.data is not None else self.path.read_bytes(), "path": self.rel}
+        """The ``datasets.Image`` storage value: the original bytes (a regular file of a bounded size,
+        :func:`~modeling_miescore.image_io.read_image_file`) and the name."""
+        from ...image_io import read_image_file
+
+        return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
 
     def size(self) -> int:
         """Bytes (for shard-size estimates; 0 when the file cannot be read)."""
@@ -148,8 +151,10 @@ class EditorBenchmark:
     ``resize_to_source``: the edited image is resized to the first source's size before any judge sees it;
     ``round_to``: decimals the released scripts round the per-image and per-category means to (None: no rounding);
     ``subsets``: report subsets besides the full set (``name`` -> the subset flag column); ``comparison_language``:
-    the instruction language the editor comparison reads (Table 3: GEdit-EN). ``dataset`` and ``title`` are the
-    converted benchmark's (filled in from the :class:`BenchmarkSpec` that declares this protocol).
+    the instruction language the editor comparison reads (Table 3: GEdit-EN); ``report``: the Markdown renderer of
+    one editor's run (``module:function``, relative to :data:`EDITOR_JUDGES_PACKAGE`), what ``report.md`` of a
+    ``miescore benchmark <name>`` run is rendered by. ``dataset`` and ``title`` are the converted benchmark's
+    (filled in from the :class:`BenchmarkSpec` that declares this protocol).
     """
 
     name: str
@@ -166,6 +171,7 @@ class EditorBenchmark:
     subsets: dict | None = None
     comparison_language: str = "en"
     overall_note: str = ""
+    report: str = ".editor_report:editor_markdown"
     dataset: str = ""
     title: str = ""
 
@@ -174,6 +180,12 @@ class EditorBenchmark:
         from ...utils.lazy_registry import import_attribute
 
         return import_attribute(self.judge, EDITOR_JUDGES_PACKAGE)
+
+    def report_renderer(self):
+        """The function rendering ``report.md`` of one editor's run on this benchmark (imported on first use)."""
+        from ...utils.lazy_registry import import_attribute
+
+        return import_attribute(self.report, EDITOR_JUDGES_PACKAGE)
 
 
 @dataclass(frozen=True)

@@ -15,19 +15,8 @@ from __future__ import annotations
 
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark, editor_benchmark
 
-__all__ = ["EDITOR_BENCHMARKS", "EditorBenchmark", "compare_editors", "editor_benchmark",
-           "editor_benchmark_markdown", "evaluate_editor", "EditorRunOptions"]
-
-
-def editor_benchmark_markdown(report: dict) -> str:
-    """``report.md`` of a ``gedit`` / ``imgedit`` run or of an ``editors`` comparison."""
-    if report["benchmark"] == "editors":
-        from .editor_comparison import comparison_markdown
-
-        return comparison_markdown(report)
-    from .editor_report import editor_markdown
-
-    return editor_markdown(report)
+__all__ = ["EDITOR_BENCHMARKS", "EditorBenchmark", "compare_editors", "editor_benchmark", "evaluate_editor",
+           "EditorRunOptions"]
 
 
 def __getattr__(name):

@@ -88,7 +88,7 @@ def export_sources(rows: EditingRows, ids: Sequence[str], folder: Path, progress
     from datasets import Image, List
     from tqdm.auto import tqdm
 
-    from ..input_export import _safe_name, _store_image
+    from ..input_export import safe_file_name, store_image
 
     wanted = set(ids)
     positions = [i for i, row_id in enumerate(rows.frame["id"]) if row_id in wanted]
@@ -99,8 +99,8 @@ def export_sources(rows: EditingRows, ids: Sequence[str], folder: Path, progress
     out: dict[str, list] = {}
     for row in tqdm(raw, total=len(raw), desc="export sources", unit="row", file=sys.stderr, leave=False,
                     disable=not progress):
-        stem = _safe_name(str(row["id"]))
-        out[str(row["id"])] = [_store_image(e, images, f"{stem}_s{k + 1}") for k, e in enumerate(row["source_images"])]
+        stem = safe_file_name(str(row["id"]))
+        out[str(row["id"])] = [store_image(e, images, f"{stem}_s{k + 1}") for k, e in enumerate(row["source_images"])]
     lost = wanted - {i for i, paths in out.items() if paths}
     if lost:
         raise BenchmarkInputError(f"{len(lost)} rows have no source image in the dataset, e.g. "

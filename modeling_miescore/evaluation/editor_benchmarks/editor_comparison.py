@@ -25,6 +25,7 @@ from ..errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
 from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUMNS
+from ..report_parts import fmt_ci, legend_below, new_figure, notes_section, report_table, save_figure, title_case
 from .comparison_grid import draw_case, gain_loss_cases
 from .editor_report import NOT_COMPARABLE
 from .protocols import EDITOR_BENCHMARKS
@@ -229,8 +230,6 @@ def _published_cell(row: dict, key: str, value: str) -> str:
 
 
 def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
-    from ..report import fmt_ci
-
     blank = [""] * len(columns)
     rows = []
     for group, entries in report["published"].items():
@@ -254,15 +253,14 @@ def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
 
 def comparison_markdown(report: dict) -> str:
     """``report.md`` of ``miescore benchmark editors`` (module docstring)."""
-    from ..report import _notes, _table, title_case
-
     own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
     columns = table3_columns()
     out = ["# Editor comparison (SpatialReward paper, Table 3 layout)", ""]
     if own:
         out += [f"> **† {NOT_COMPARABLE.capitalize()}:** {', '.join(own)} were judged with our own prompts.", ""]
     out += [f"{len(report['runs'])} runs; Δ against **{report['baseline']}**.", "", "## Table 3 layout", "",
-            _table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)), "",
+            report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)),
+            "",
             "The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). Brackets: bootstrap CIs over "
             "keys; p: paired sign-flip permutation test over the keys both runs judged (n).", ""]
     for kind, by_run in report["per_category"].items():
@@ -274,7 +272,7 @@ def comparison_markdown(report: dict) -> str:
         rows = [[title_case(c), *[_num(by_run[n].get(c)) for n in names],
                  *[_diff(by_run[n].get(c), base.get(c)) for n in names if n != report["baseline"]]] for c in cats]
         out += [f"## {benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}",
-                "", _table(header, rows), ""]
+                "", report_table(header, rows), ""]
         plot = report.get("plots", {}).get(f"per_category_{kind}")
         out += [f"![{benchmark.title} per {benchmark.category_label.lower()}]({plot})", ""] if plot else []
     for kind, by_run in report["cases"].items():
@@ -288,7 +286,8 @@ def comparison_markdown(report: dict) -> str:
                         f"![{case['kind']} {case['row']}]({case['picture']})", ""]
             if not picks:
                 out += ["No key changed.", ""]
-    return "\n".join(out + _notes(report, ["Δ = Overall(run) − Overall(baseline), as the paper's Δ column."]))
+    notes = ["Δ = Overall(run) − Overall(baseline), as the paper's Δ column."]
+    return "\n".join(out + notes_section(report, notes))
 
 
 def _num(x) -> str:
@@ -301,14 +300,11 @@ def _diff(x, y) -> str:
 
 def comparison_plots(report: dict, out_dir) -> Dict[str, str]:
     """Per benchmark, the overall per category, one bar per run (``plots/per_category_<benchmark>.png``)."""
-    from ..plots import _figure, _legend_below, _save
-    from ..report import title_case
-
     paths = {}
     for kind, by_run in report["per_category"].items():
         benchmark = EDITOR_BENCHMARKS[kind]
         cats = sorted({c for values in by_run.values() for c in values})
-        fig = _figure(max(6.0, 0.6 * len(cats) + 2.5), 3.6)
+        fig = new_figure(max(6.0, 0.6 * len(cats) + 2.5), 3.6)
         ax = fig.add_subplot()
         x = np.arange(len(cats))
         width = 0.8 / max(1, len(by_run))
@@ -319,8 +315,8 @@ def comparison_plots(report: dict, out_dir) -> Dict[str, str]:
         ax.set_ylim(*benchmark.scale)
         ax.set_ylabel(benchmark.labels[benchmark.overall])
         ax.grid(axis="y", alpha=0.3)
-        _legend_below(fig, ncol=max(1, len(by_run)))
+        legend_below(fig, ncol=max(1, len(by_run)))
         fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per "
                      f"{benchmark.category_label.lower()} and run", fontsize=9)
-        paths[f"per_category_{kind}"] = _save(fig, Path(out_dir), f"per_category_{kind}")
+        paths[f"per_category_{kind}"] = save_figure(fig, Path(out_dir), f"per_category_{kind}")
     return paths

@@ -1,5 +1,6 @@
 """The report of one editor on GEdit-Bench or ImgEdit-Bench: the report dict (``report.json``), its Markdown
-(``report.md`` / ``report.html``, through :func:`modeling_miescore.evaluation.report.write_report`) and its plot.
+(``report.md`` / ``report.html``, through :func:`modeling_miescore.evaluation.report.write_report`) and its plot,
+built from the parts of :mod:`modeling_miescore.evaluation.report_parts`.
 
 Sections: the run (dataset, edits, judge, prompts, counts); the headline table (GEdit: SC, PQ, O per language for
 the full set and the ``Intersection_exist`` subset; ImgEdit: the overall), as in the SpatialReward paper's Table 3;
@@ -17,7 +18,8 @@ import numpy as np
 
 from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
-from ..report import _table, fmt_ci, title_case
+from ..report_parts import (error_bar_note, error_bars, fmt_ci, legend_below, new_figure, notes_section,
+                            plot_value, report_table, run_lines, save_figure, title_case)
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
 from .reward_judges import REWARD_JUDGES, reward_view
 from .scores import benchmark_results
@@ -114,7 +116,7 @@ def _headline(report: dict, benchmark: EditorBenchmark) -> List[str]:
             rows.append([language.upper(), _SUBSET_NAMES.get(subset, subset), summary["n"],
                          *[fmt_ci(summary[k], 2) for k in benchmark.scores]])
     return [f"## {benchmark.title} results (SpatialReward paper, Table 3 layout)", "",
-            _table(["Language", "Subset", "Keys", *labels], rows), "", benchmark.overall_note, ""]
+            report_table(["Language", "Subset", "Keys", *labels], rows), "", benchmark.overall_note, ""]
 
 
 def _per_category(report: dict, benchmark: EditorBenchmark) -> List[str]:
@@ -124,7 +126,8 @@ def _per_category(report: dict, benchmark: EditorBenchmark) -> List[str]:
         rows = [[title_case(c), cats[c]["n"], *[fmt_ci(cats[c][k], 2) for k in benchmark.scores]]
                 for c in report["categories"] if c in cats]
         out += [f"## Per {benchmark.category_label.lower()} ({language.upper()}, full set)", "",
-                _table([benchmark.category_label, "Keys", *[benchmark.labels[k] for k in benchmark.scores]], rows), ""]
+                report_table([benchmark.category_label, "Keys", *[benchmark.labels[k] for k in benchmark.scores]],
+                             rows), ""]
     plot = report.get("plots", {}).get("per_category")
     return out + ([f"![{benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}]({plot})", ""]
                   if plot else [])
@@ -150,7 +153,7 @@ def _reward_section(report: dict, benchmark: EditorBenchmark) -> List[str]:
             total = subsets["full"]
             rows.append(["**All (mean over categories)**", total["n"], *[fmt_ci(total[k], 2) for k in view["scores"]]]
                         + ([fmt_ci(srcc["overall"], 3)] if srcc else []))
-            out += [f"{language.upper()}:", "", _table(header, rows), ""]
+            out += [f"{language.upper()}:", "", report_table(header, rows), ""]
         out += [f"SRCC: Spearman correlation, over the keys both judged, between {name}'s "
                 f"{view['labels'][REWARD_JUDGES[view['kind']].overall]} and the judge's "
                 f"{benchmark.labels[benchmark.overall]}.", ""]
@@ -159,8 +162,6 @@ def _reward_section(report: dict, benchmark: EditorBenchmark) -> List[str]:
 
 def editor_markdown(report: dict) -> str:
     """``report.md`` of an editor benchmark run (module docstring)."""
-    from ..report import _notes, _run_lines
-
     benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
     counts = report["counts"]
     out = [f"# {benchmark.title} editor evaluation report", ""]
@@ -171,7 +172,7 @@ def editor_markdown(report: dict) -> str:
     out += [f"{counts['rows_evaluated']} keys evaluated of {counts['rows_selected']} selected "
             f"({counts['edits']} edited images; {counts['missing_edits']} keys without an edit; "
             f"{counts['flagged']} flagged judgements; {counts['not_judged']} edits not judged).", "", "## Run", ""]
-    out += _run_lines(report)
+    out += run_lines(report)
     run = report["run"]
     for key, label in (("edits", "Edits"), ("judge", "Judge"), ("prompts", "Prompts"), ("samples", "Samples per key"),
                        ("selection", "Selection")):
@@ -190,7 +191,7 @@ def editor_markdown(report: dict) -> str:
              f"published numbers use {benchmark.published_judge}.", benchmark.overall_note]
     if counts["outside_selection"]:
         notes.append(f"{counts['outside_selection']} edits belong to rows outside the selection and were left out.")
-    return "\n".join(out + _notes(report, notes))
+    return "\n".join(out + notes_section(report, notes))
 
 
 # ------------------------------------------------------------------------------------------------ plots
@@ -198,14 +199,12 @@ def editor_markdown(report: dict) -> str:
 
 def editor_plots(report: dict, out_dir) -> Dict[str, str]:
     """The per-category overall, one bar per category and language, with CIs (``plots/per_category.png``)."""
-    from ..plots import _ci_note, _err, _figure, _legend_below, _save, _val
-
     benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
     if not report["results"]:
         return {}
     cats = report["categories"]
     languages = list(report["results"])
-    fig = _figure(max(6.0, 0.55 * len(cats) + 2.5), 3.6)
+    fig = new_figure(max(6.0, 0.55 * len(cats) + 2.5), 3.6)
     ax = fig.add_subplot()
     x = np.arange(len(cats))
     width = 0.8 / len(languages)
@@ -213,14 +212,14 @@ def editor_plots(report: dict, out_dir) -> Dict[str, str]:
         by_cat = report["results"][language]["full"]["by_category"]
         ms = [by_cat.get(c, {}).get(benchmark.overall) for c in cats]
         ms = [m if m is not None else {"value": None, "ci": [None, None]} for m in ms]
-        ax.bar(x - 0.4 + width * (k + 0.5), [_val(m) for m in ms], width, yerr=_err(ms), capsize=2,
+        ax.bar(x - 0.4 + width * (k + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=2,
                label=language.upper())
     ax.set_xticks(x)
     ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
     ax.set_ylim(benchmark.scale[0], benchmark.scale[1])
     ax.set_ylabel(f"{benchmark.labels[benchmark.overall]} ({benchmark.scale[0]:g}–{benchmark.scale[1]:g})")
     ax.grid(axis="y", alpha=0.3)
-    _legend_below(fig, ncol=max(1, len(languages)))
+    legend_below(fig, ncol=max(1, len(languages)))
     fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()} "
-                 f"({_ci_note(report)})", fontsize=9)
-    return {"per_category": _save(fig, Path(out_dir), "per_category")}
+                 f"({error_bar_note(report)})", fontsize=9)
+    return {"per_category": save_figure(fig, Path(out_dir), "per_category")}

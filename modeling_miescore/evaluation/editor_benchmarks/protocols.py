@@ -37,9 +37,9 @@ class _EditorBenchmarks(Mapping):
 
     @functools.cached_property
     def _all(self) -> dict[str, EditorBenchmark]:
-        from ...data.converters import CONVERTERS
+        from ...data.converters import editor_protocols
 
-        return {cls.spec.editor.name: cls.spec.editor for cls in CONVERTERS.values() if cls.spec.editor}
+        return editor_protocols()
 
     def __getitem__(self, name: str) -> EditorBenchmark:
         return self._all[name]

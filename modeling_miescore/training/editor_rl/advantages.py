@@ -25,9 +25,25 @@ __all__ = ["STD_LEVELS", "StepAdvantages", "group_advantages"]
 STD_LEVELS = ("group", "batch")
 
 
+_LARGE = 1e150  # above this magnitude sums and squares can overflow: the statistics are taken on scaled values
+
+
 def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
-    mean = sum(values) / len(values)
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    """Population mean and std, without overflow for finite values of any size (up to ~1.8e308)."""
+    scale = max(map(abs, values))
+    if scale <= _LARGE or not math.isfinite(scale):
+        mean = sum(values) / len(values)
+        return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    mean, std = _mean_std([v / scale for v in values])
+    return mean * scale, std * scale
+
+
+def _normalised(reward: float, mean: float, std: float, eps: float) -> float:
+    """``(reward - mean) / (std + eps)``; for huge rewards the difference is taken on halves (it would overflow:
+    1.7e308 - (-1.7e308)), which changes nothing else (a ratio of halves is the same ratio)."""
+    if abs(reward) <= _LARGE and abs(mean) <= _LARGE:
+        return (reward - mean) / (std + eps)
+    return (reward / 2 - mean / 2) / (std / 2 + eps / 2)
 
 
 @dataclass
@@ -52,6 +68,8 @@ def group_advantages(groups: Sequence[Tuple[str, Sequence[Optional[float]]]], *,
     ``failures`` counts failed samples; ``reward_mean`` / ``reward_std`` are over every valid reward."""
     if std_level not in STD_LEVELS:
         raise ValueError(f"std_level must be one of {STD_LEVELS}, got {std_level!r}")
+    if not math.isfinite(clip) or clip <= 0:
+        raise ValueError(f"the advantage clip must be a finite number > 0, got {clip}")
     by_key: Dict[str, List[float]] = {}
     failures = 0
     for key, rewards in groups:
@@ -77,7 +95,8 @@ def group_advantages(groups: Sequence[Tuple[str, Sequence[Optional[float]]]], *,
         if stats is None or (zero and drop_zero_std):
             result.advantages.append([None] * len(rewards))
             continue
-        scale = (stats[1] if std_level == "group" else batch_std) + eps
-        result.advantages.append([None if r is None else max(-clip, min(clip, (float(r) - stats[0]) / scale))
+        std = stats[1] if std_level == "group" else batch_std
+        result.advantages.append([None if r is None else max(-clip, min(clip, _normalised(float(r), stats[0], std,
+                                                                                            eps)))
                                   for r in rewards])
     return result

@@ -3,178 +3,404 @@ field on the command line through TRL's ``TrlParser``).
 
 Defaults are the SpatialReward paper's (sec. 5.3, appendix B.2.1: LoRA r32/a64, lr 4e-4, global batch 576, G 12,
 T 20, beta 0.04, advantage clip 5) and, where the paper is silent, EditScore's OmniGen2-RL config it reproduces
-(``examples/OmniGen2-RL/options/omnigen2_edit_rl_4machine_editscore7b_avg4.yml`` @5562c05, "OmniGen2-RL" below).
+(``examples/OmniGen2-RL/options/omnigen2_edit_rl_4machine_editscore7b_avg4.yml`` and ``train.py`` @6e0f1b9, the
+v0.2 release; the pinned 5562c05 differs only in ``policy_loss_reweighting``: "OmniGen2-RL" below).
+
+Deprecated spellings still read, with a ``FutureWarning``: ``gradient_accumulation_steps`` (now
+``rollout_batches_per_step``: it never was an optimizer knob here) and ``train_steps: window`` (now
+``sde_window``).
+
+**Declaring a new field.** What a field accepts is written in its type (:mod:`modeling_miescore.utils.field_checks`;
+the parser reads the type without it), and :meth:`FlowGRPOConfig.validate` checks every field before anything is
+loaded, each bad value one :class:`~modeling_miescore.image_io.MIEScoreInputError` line naming the field, the value
+and what is allowed::
+
+    my_steps: Annotated[int, Bounds(ge=1)] = field(default=4, metadata={"help": "..."})      # integer >= 1
+    my_rate: Annotated[float, Bounds(gt=0, le=1)] = 0.5                                      # finite, in (0, 1]
+    my_mode: Annotated[str, OneOf("a", "b")] = "a"                                           # did you mean ...
+    my_size: Annotated[Optional[int], Bounds(ge=1)] = None                                   # None or >= 1
+
+The type alone already refuses the wrong kind (``1.5`` or ``True`` for an ``int``, NaN / inf / strings for a
+``float``). A rule that ties fields together goes into :meth:`FlowGRPOConfig.cross_field_problems`. A field that
+makes two runs different runs (a ``--resume`` with another value is refused) goes into
+:data:`RUN_IDENTITY_FIELDS`; one that may change between a run and its resume (how fast or where it runs, what is
+logged) into :data:`RESUMABLE_FIELDS`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Optional
+import warnings
+from dataclasses import asdict, dataclass, field, fields
+from typing import Annotated, Optional
 
 from ...image_io import MIEScoreInputError
 from ...scoring.loading import DTYPES
+from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_problems
+from .advantages import STD_LEVELS
+from .group_schedule import GroupSchedule
+from .objective import STEP_WEIGHTINGS
+from .step_plan import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, resolve_train_steps
 
-__all__ = ["FlowGRPOConfig", "RUN_IDENTITY_FIELDS"]
+__all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO"]
 
-# Fields that make two runs different runs (a --resume on a folder whose run.json differs here is refused).
-RUN_IDENTITY_FIELDS = ("editor", "model_name_or_path", "dataset", "dataset_split", "reward", "seed",
-                       "num_generations", "num_inference_steps", "per_device_batch_size",
-                       "gradient_accumulation_steps", "finetuning", "fsdp", "lora_rank", "lora_alpha", "lora_targets")
+GRID_SCHEDULES = ("trained", "pipeline")
 
+# accelerate's trackers (accelerate.utils.LoggerType) and "none"
+REPORT_TO = ("none", "all", "tensorboard", "wandb", "trackio", "aim", "comet_ml", "mlflow", "clearml", "dvclive",
+             "swanlab")
+UNIT = Bounds(ge=0, le=1)
+POSITIVE = Bounds(gt=0)
+AT_LEAST_1 = Bounds(ge=1)
+NON_NEGATIVE = Bounds(ge=0)
 
 @dataclass
 class FlowGRPOConfig:
     # --- editor -----------------------------------------------------------------------------------------------
-    editor: str = field(default="qwen-image-edit-plus", metadata={"help": "qwen-image-edit-plus | flux2-klein | "
-                        "flux-kontext, or package.module:function returning an EditorAdapter."})
-    model_name_or_path: str = field(default="", metadata={"help": "The editor's pipeline folder or Hub id."})
+    editor: Annotated[str, Required()] = field(default="qwen-image-edit-plus", metadata={
+        "help": "qwen-image-edit-plus | flux2-klein | flux-kontext, or package.module:function returning an "
+                "EditorAdapter."})
+    model_name_or_path: Annotated[str, Required()] = field(default="", metadata={
+        "help": "The editor's pipeline folder or Hub id."})
     base_model_id: Optional[str] = field(default=None, metadata={"help": "Hub id for the card when the model is "
                                          "a local folder."})
     editor_options: Optional[dict | str] = field(default=None, metadata={"help": "Adapter options (JSON on the "
                                                  "command line): height, width, cfg_scale, call_kwargs, ..."})
-    dtype: str = field(default="bfloat16", metadata={"help": "Editor weights dtype: float32 | bfloat16 | float16 | "
-                       "auto (OmniGen2-RL: bf16); the SDE math and LoRA weights are always fp32."})
+    dtype: Annotated[str, OneOf(DTYPES)] = field(default="bfloat16", metadata={
+        "help": "Editor weights dtype: float32 | bfloat16 | float16 | auto (OmniGen2-RL: bf16); the SDE math and "
+                "LoRA weights are always fp32."})
     # --- data and reward ----------------------------------------------------------------------------------------
-    dataset: str = field(default="", metadata={"help": "Editing requests: a JSONL file or a dataset folder."})
+    dataset: Annotated[str, Required()] = field(default="", metadata={
+        "help": "Editing requests: a JSONL file or a dataset folder."})
     dataset_split: Optional[str] = None
-    max_train_rows: Optional[int] = None
-    reward: str = field(default="", metadata={"help": "--reward spec (modeling_miescore.training.editor_rl."
-                        "reward_specs; a YAML list of terms in a config); package.module:function for a callable."})
+    max_train_rows: Annotated[Optional[int], AT_LEAST_1] = None
+    reward: Annotated[str, Accepts(str, list), Required()] = field(default="", metadata={
+        "help": "--reward spec (modeling_miescore.training.editor_rl.reward_specs; a YAML list of terms in a "
+                "config); package.module:function for a callable."})
     reward_options: Optional[dict | str] = field(default=None, metadata={"help": "Options of the reward (JSON on "
                                                  "the command line), e.g. api_key_env; device: this process's."})
-    reward_timeout: float = field(default=1800.0, metadata={"help": "Seconds to wait for one batch's rewards."})
-    max_reward_failure_rate: float = field(default=0.25, metadata={"help": "Stop when more of a step's samples "
-                                           "than this fail to get a reward."})
+    reward_timeout: Annotated[float, POSITIVE] = field(default=1800.0, metadata={
+        "help": "Seconds to wait for one batch's rewards."})
+    max_reward_failure_rate: Annotated[float, UNIT] = field(default=0.25, metadata={
+        "help": "Stop when more of a step's samples than this fail to get a reward."})
     # --- sampling (Flow-GRPO SDE) -------------------------------------------------------------------------------
-    num_generations: int = field(default=12, metadata={"help": "G, edits per group (paper B.2.1: 12)."})
-    num_inference_steps: int = field(default=20, metadata={"help": "T (paper B.2.1: 20)."})
-    noise_level: float = field(default=0.7, metadata={"help": "SDE noise level a (OmniGen2-RL sigma_coef 0.7)."})
-    sde_type: str = field(default="sde", metadata={"help": "sde (Flow-GRPO) | cps (arXiv 2509.05952)."})
-    train_steps: str = field(default="fraction", metadata={"help": "fraction (OmniGen2-RL) | window (Flow-GRPO-Fast)."})
-    train_fraction: float = field(default=0.6, metadata={"help": "Trained share of the steps (OmniGen2-RL 0.6)."})
-    window_size: int = 2
-    window_start: float = 0.0
-    window_end: float = 0.5
-    cfg_scale: Optional[float] = field(default=None, metadata={"help": "True-CFG scale (None: the editor's "
-                                       "default, QwenImageEditPlus 4); 1 turns CFG off."})
-    cfg_fraction: float = field(default=0.6, metadata={"help": "CFG on steps i/T <= this (OmniGen2-RL 0.6)."})
+    num_generations: Annotated[int, Bounds(ge=2)] = field(default=12, metadata={
+        "help": "G, edits per group (paper B.2.1: 12; at least 2, GRPO normalises rewards within a group)."})
+    num_inference_steps: Annotated[int, Bounds(ge=2)] = field(default=20, metadata={
+        "help": "T (paper B.2.1: 20; at least 2, the last step is never trained)."})
+    noise_level: Annotated[float, NON_NEGATIVE] = field(default=0.7, metadata={
+        "help": "SDE noise level a (OmniGen2-RL sigma_coef 0.7)."})
+    sde_type: Annotated[str, OneOf(SDE_TYPES)] = field(default="sde", metadata={
+        "help": "sde (Flow-GRPO) | cps (arXiv 2509.05952)."})
+    train_steps: Annotated[str, OneOf(TRAIN_STEP_MODES)] = field(
+        default="fraction", metadata={
+            "help": "fraction (OmniGen2-RL: SDE everywhere, a random share trained) | sde_window (flow_grpo Qwen: a "
+                    "random SDE window, each member its own ODE prefix; 'window' is its deprecated spelling) | fast "
+                    "(Flow-GRPO-Fast: one shared ODE prefix per group, branching into G in the window) | mixgrpo "
+                    "(MixGRPO's sliding window, moving with the iteration)."})
+    train_fraction: Annotated[float, Bounds(gt=0, le=1)] = field(default=0.6, metadata={
+        "help": "Trained share of the steps (OmniGen2-RL 0.6)."})
+    window_size: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
+        "help": "SDE + trained steps of a window (flow_grpo Qwen-Image 2; MixGRPO 4)."})
+    window_start: Annotated[float, UNIT] = field(default=0.0, metadata={
+        "help": "sde_window / fast: the window starts at a random step in [window_start, window_end) x T (flow_grpo "
+                "sde_window_range)."})
+    window_end: Annotated[float, UNIT] = 0.5
+    mixgrpo_shift_interval: Annotated[int, AT_LEAST_1] = field(default=25, metadata={
+        "help": "mixgrpo: the window moves every N steps (MixGRPO iters_per_group 25)."})
+    mixgrpo_stride: Annotated[int, AT_LEAST_1] = field(default=1, metadata={
+        "help": "mixgrpo: by this many denoising steps (MixGRPO prog_overlap_step 1), rolling back to 0 past T - 2."})
+    same_latent: Optional[bool] = field(default=None, metadata={
+        "help": "A group shares one initial noise (flow_grpo same_latent, DanceGRPO / MixGRPO init_same_noise). "
+                "None: true for fast (required) and mixgrpo (MixGRPO's script), false otherwise (OmniGen2-RL)."})
+    last_step: Annotated[str, OneOf(LAST_STEP_MODES)] = field(default="stochastic", metadata={
+        "help": "The final (never trained) step: stochastic (OmniGen2-RL: the SDE on every step) | deterministic "
+                "(flow_grpo Qwen-Image-Edit: an ODE last step, so rewarded images carry no final-step noise)."})
+    cfg_scale: Annotated[Optional[float], POSITIVE] = field(default=None, metadata={
+        "help": "True-CFG scale (None: the editor's default, QwenImageEditPlus 4); 1 turns CFG off."})
+    cfg_fraction: Annotated[float, UNIT] = field(default=0.6, metadata={
+        "help": "CFG on steps i/T <= this (OmniGen2-RL 0.6)."})
+    detach_uncond: bool = field(default=False, metadata={
+        "help": "Training recomputes the unconditional CFG branch without gradients (flow_grpo SD3 train_sd3.py); "
+                "false: gradients through both (OmniGen2-RL, flow_grpo Qwen-Image-Edit)."})
     # --- objective ----------------------------------------------------------------------------------------------
-    clip_range_low: float = field(default=1e-4, metadata={"help": "Ratio clip below 1 (OmniGen2-RL 1e-4)."})
-    clip_range_high: float = field(default=5e-4, metadata={"help": "Ratio clip above 1 (OmniGen2-RL 5e-4)."})
-    advantage_clip: float = field(default=5.0, metadata={"help": "Paper B.2.1: 5."})
-    std_level: str = field(default="group", metadata={"help": "group | batch std (OmniGen2-RL default: group)."})
+    clip_range_low: Annotated[float, Bounds(ge=0, lt=1)] = field(default=1e-4, metadata={
+        "help": "Ratio clip below 1 (OmniGen2-RL 1e-4)."})
+    clip_range_high: Annotated[float, NON_NEGATIVE] = field(default=5e-4, metadata={
+        "help": "Ratio clip above 1 (OmniGen2-RL 5e-4)."})
+    advantage_clip: Annotated[float, POSITIVE] = field(default=5.0, metadata={"help": "Paper B.2.1: 5."})
+    std_level: Annotated[str, OneOf(STD_LEVELS)] = field(default="group", metadata={
+        "help": "group | batch std (OmniGen2-RL default: group)."})
     drop_zero_std_groups: bool = field(default=False, metadata={"help": "Drop groups whose rewards are all equal "
                                        "(flow_grpo drops them; OmniGen2-RL keeps them)."})
-    beta: float = field(default=0.04, metadata={"help": "KL weight (paper B.2.1: 0.04)."})
+    beta: Annotated[float, NON_NEGATIVE] = field(default=0.04, metadata={"help": "KL weight (paper B.2.1: 0.04)."})
     kl_keep_dt: bool = field(default=False, metadata={"help": "Exact Gaussian KL (divide by sigma_t^2 |dt|); the "
                              "anchors drop |dt|, which makes the same beta ~T times stronger."})
-    step_weighting: str = field(default="none", metadata={"help": "none | tempflow (TempFlow-GRPO)."})
+    step_weighting: Annotated[str, OneOf(STEP_WEIGHTINGS)] = field(default="tempflow", metadata={
+        "help": "none | tempflow (OmniGen2-RL policy_loss_reweighting @6e0f1b9: step k's policy loss x K s_k / "
+                "mean s, the weights average K, the trained steps) | tempflow_mean_one (the same shape, averaging 1: "
+                "beta K times stronger relative to the policy term)."})
     # --- optimisation -------------------------------------------------------------------------------------------
-    finetuning: str = field(default="lora", metadata={"help": "lora | full (every transformer weight trained; the "
-                            "KL reference is a frozen copy; DDP or one process unless fsdp)."})
+    finetuning: Annotated[str, OneOf("lora", "full")] = field(default="lora", metadata={
+        "help": "lora | full (every transformer weight trained; the KL reference is a frozen copy; DDP or one "
+                "process unless fsdp)."})
     fsdp: bool = field(default=False, metadata={"help": "With finetuning full: shard the transformer (and its frozen "
                        "reference) over the processes with torch FSDP2 fully_shard, for full fine-tuning of editors "
                        "too large for one device (issue 23, part 5); every group of a step then shares one step "
                        "plan. LoRA runs use DDP (the adapter is small)."})
-    lora_rank: int = 32
-    lora_alpha: float = 64.0
-    lora_dropout: float = 0.0
+    lora_rank: Annotated[int, AT_LEAST_1] = 32
+    lora_alpha: Annotated[float, POSITIVE] = 64.0
+    lora_dropout: Annotated[float, Bounds(ge=0, lt=1)] = 0.0
     lora_targets: Optional[list[str]] = field(default=None, metadata={"help": "Module names (None: the editor's)."})
-    learning_rate: float = 4e-4
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.95
-    weight_decay: float = 0.01
-    adam_epsilon: float = 1e-8
-    max_grad_norm: float = 1.0
-    warmup_steps: int = 0
+    learning_rate: Annotated[float, POSITIVE] = 4e-4
+    adam_beta1: Annotated[float, Bounds(ge=0, lt=1)] = 0.9
+    adam_beta2: Annotated[float, Bounds(ge=0, lt=1)] = 0.95
+    weight_decay: Annotated[float, NON_NEGATIVE] = 0.01
+    adam_epsilon: Annotated[float, POSITIVE] = 1e-8
+    max_grad_norm: Annotated[float, POSITIVE] = 1.0
+    warmup_steps: Annotated[int, NON_NEGATIVE] = 0
     gradient_checkpointing: bool = False
-    per_device_batch_size: int = field(default=12, metadata={"help": "Images per rollout batch on one process; a "
-                                       "multiple of num_generations (groups never split across processes)."})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Rollout batches per step and process."})
-    global_batch_size: Optional[int] = field(default=None, metadata={"help": "Check: images per step over all "
-                                             "processes (paper: 576 = 48 groups x 12)."})
-    train_batch_size: Optional[int] = field(default=None, metadata={"help": "Images per training forward; divides G "
-                                            "(None: G, the rollout's own batch, so the on-policy ratio is exactly 1)."})
-    updates_per_step: int = field(default=2, metadata={"help": "Optimizer updates per rollout (OmniGen2-RL "
-                                  "num_update_steps_per_sampling 2)."})
-    max_steps: int = field(default=1000, metadata={"help": "Paper B.2.1: 1,000 (checkpoint of step 800 kept)."})
-    ema_decay: float = field(default=0.0, metadata={"help": "0 = off (OmniGen2-RL); flow_grpo 0.9."})
-    ema_update_interval: int = field(default=8, metadata={"help": "flow_grpo: an EMA update every 8 steps."})
-    seed: int = 0
+    per_device_batch_size: Annotated[int, AT_LEAST_1] = field(default=12, metadata={
+        "help": "Images per rollout batch on one process. A multiple of num_generations keeps every group on one "
+                "process; otherwise groups are split (OmniGen2-RL: 18 per GPU) and the images per step must still "
+                "be whole groups."})
+    rollout_batches_per_step: Annotated[int, AT_LEAST_1] = field(default=1, metadata={
+        "help": "Rollout batches each process samples per step (their rewards overlap the next batch's sampling)."})
+    gradient_accumulation_steps: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
+        "help": "Deprecated spelling of rollout_batches_per_step."})
+    global_batch_size: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
+        "help": "Check: images per step over all processes (paper: 576 = 48 groups x 12)."})
+    train_batch_size: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
+        "help": "Images per training forward; divides G (None: G, the rollout's own batch, so the on-policy ratio "
+                "is exactly 1 even in bf16; OmniGen2-RL samples and trains at the same 9)."})
+    updates_per_step: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
+        "help": "Optimizer updates per rollout (OmniGen2-RL num_update_steps_per_sampling 2)."})
+    max_steps: Annotated[int, AT_LEAST_1] = field(default=1000, metadata={
+        "help": "Paper B.2.1: 1,000 (checkpoint of step 800 kept)."})
+    ema_decay: Annotated[float, Bounds(ge=0, lt=1)] = field(default=0.0, metadata={
+        "help": "0 = off (OmniGen2-RL); flow_grpo 0.9."})
+    ema_update_interval: Annotated[int, AT_LEAST_1] = field(default=8, metadata={
+        "help": "An EMA update every N optimizer steps (flow_grpo ema.py: 8, counted in optimizer steps)."})
+    seed: Annotated[int, Bounds(ge=0, lt=2 ** 63)] = 0
     # --- outputs ------------------------------------------------------------------------------------------------
-    output_dir: str = ""
-    save_steps: int = field(default=50, metadata={"help": "Checkpoint every N steps (OmniGen2-RL 50)."})
-    resume: bool = field(default=False, metadata={"help": "Continue the run in output_dir from its last checkpoint."})
-    overwrite_output_dir: bool = False
-    sample_grid_steps: int = field(default=5, metadata={"help": "A PNG grid every N steps (OmniGen2-RL 5); 0 off."})
-    sample_grid_groups: int = field(default=3, metadata={"help": "Fixed groups in the grid (OmniGen2-RL 3)."})
-    sample_grid_images: int = 4
-    save_rollouts_steps: int = field(default=0, metadata={"help": "Every N steps, write the step's edits (PNG) "
-                                     "with their rewards and advantages to rollouts/ (score-batch JSONL); 0 off."})
-    report_to: str = field(default="none", metadata={"help": "none | tensorboard | wandb | all."})
-    progress: bool = True
+    output_dir: Annotated[str, Required()] = ""
+    save_steps: Annotated[int, AT_LEAST_1] = field(default=50, metadata={
+        "help": "Checkpoint every N steps (OmniGen2-RL 50)."})
+    resume: bool = field(default=False, metadata={"help": "Continue the run in output_dir from its last checkpoint "
+                         "(= --resume_from_checkpoint latest)."})
+    resume_from_checkpoint: Optional[str] = field(default=None, metadata={
+        "help": "latest | PATH (diffusers' spelling): continue from output_dir's last checkpoint, or from the "
+                "checkpoint-N folder of output_dir at PATH (later checkpoints are dropped). A folder without a run "
+                "is refused (diffusers' scripts would start a new one there)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace the run already in output_dir (its checkpoints, adapter, metrics and samples)."})
+    push_to_hub: bool = field(default=False, metadata={
+        "help": "Upload the adapter, its card, run.json, metrics.jsonl and the sample grids to the Hub in one commit "
+                "after training (huggingface_hub upload_folder); the token and the network are checked before "
+                "training starts."})
+    hub_model_id: Optional[str] = field(default=None, metadata={
+        "help": "The Hub repository of --push_to_hub (default: output_dir's folder name in your namespace, as "
+                "diffusers' scripts)."})
+    hub_private_repo: Optional[bool] = field(default=None, metadata={
+        "help": "Create the --push_to_hub repository private."})
+    sample_grid_steps: Annotated[int, NON_NEGATIVE] = field(default=5, metadata={
+        "help": "A PNG grid every N steps (OmniGen2-RL 5); 0 off."})
+    sample_grid_groups: Annotated[int, NON_NEGATIVE] = field(default=3, metadata={
+        "help": "Fixed groups in the grid (OmniGen2-RL 3)."})
+    sample_grid_images: Annotated[int, AT_LEAST_1] = 4
+    sample_grid_schedule: Annotated[str, OneOf(GRID_SCHEDULES)] = field(default="trained", metadata={
+        "help": "trained: CFG on the steps the rollouts guide (cfg_fraction), ODE | pipeline: CFG on every step, "
+                "ODE."})
+    save_rollouts_steps: Annotated[int, NON_NEGATIVE] = field(default=0, metadata={
+        "help": "Every N steps, write the step's edits (PNG) with their rewards and advantages to rollouts/ "
+                "(score-batch JSONL); 0 off."})
+    report_to: Annotated[str, OneOf(REPORT_TO)] = field(default="none", metadata={
+        "help": "none | tensorboard | wandb | all (or another accelerate tracker)."})
+    progress: bool = field(default=True, metadata={"help": "A progress bar; --no_progress: one log line per step."})
 
     def __post_init__(self):
         self.editor_options = _json_option(self.editor_options, "editor_options")
         self.reward_options = _json_option(self.reward_options, "reward_options")
+        old = self.gradient_accumulation_steps
+        if isinstance(old, int) and not isinstance(old, bool) and old >= 1:  # else validate() names the bad value
+            if self.rollout_batches_per_step not in (1, old):
+                raise MIEScoreInputError(f"gradient_accumulation_steps {old} (deprecated) and rollout_batches_per_step "
+                                         f"{self.rollout_batches_per_step} disagree; give rollout_batches_per_step")
+            warnings.warn("gradient_accumulation_steps is deprecated here (it is the number of rollout batches per "
+                          "step and process, not an optimizer setting): write rollout_batches_per_step",
+                          FutureWarning, stacklevel=3)
+            self.rollout_batches_per_step, self.gradient_accumulation_steps = old, None
+        if isinstance(self.train_steps, str):
+            self.train_steps = resolve_train_steps(self.train_steps)
+        if self.same_latent is None:
+            self.same_latent = self.train_steps in ("fast", "mixgrpo")
 
-    def validate(self, num_processes: int = 1) -> None:
-        """Bad settings as one clear :class:`MIEScoreInputError` each (before anything is loaded)."""
-        g = self.num_generations
-        for name in ("editor", "model_name_or_path", "dataset", "reward", "output_dir"):
-            if not getattr(self, name):
-                raise MIEScoreInputError(f"{name} is required")
-        if g < 2:
-            raise MIEScoreInputError(f"num_generations must be at least 2 (GRPO normalises rewards within a group), "
-                                     f"got {g}")
-        if self.per_device_batch_size % g:
-            raise MIEScoreInputError(f"per_device_batch_size {self.per_device_batch_size} is not a multiple of "
-                                     f"num_generations {g}: groups are never split across processes")
-        # the global batch is then a whole number of groups: it must equal this multiple of per_device_batch_size
-        total = self.per_device_batch_size * num_processes * self.gradient_accumulation_steps
-        if self.global_batch_size is not None and total != self.global_batch_size:
-            raise MIEScoreInputError(
-                f"global_batch_size {self.global_batch_size} != per_device_batch_size {self.per_device_batch_size} "
-                f"x processes {num_processes} x gradient_accumulation_steps {self.gradient_accumulation_steps} "
-                f"= {total}; change one of them")
+    def validate(self, num_processes: Optional[int] = None) -> None:
+        """Every bad setting in one :class:`MIEScoreInputError` line, before anything is loaded: first each field
+        against what it declares (module docstring), then :meth:`cross_field_problems`."""
+        problems = field_problems(self) or self.cross_field_problems(num_processes)
+        if problems:
+            raise MIEScoreInputError("; ".join(problems))
+
+    def cross_field_problems(self, num_processes: Optional[int] = None) -> list:
+        """The rules that tie fields together (every field already holds a value it accepts); ``num_processes``
+        (None: not known yet, checked as 1 except for ``global_batch_size``)."""
+        problems = self._batch_problems(num_processes)
+        if self.fsdp and self.finetuning != "full":
+            problems.append(f"fsdp shards a full fine-tuning run; finetuning is {self.finetuning!r}: set "
+                            "finetuning: full, or drop fsdp (a LoRA trains with DDP)")
+        if self.fsdp and self.ema_decay > 0:
+            problems.append("ema_decay > 0 is not supported with fsdp (the EMA would hold sharded copies); set "
+                            "ema_decay: 0")
+        if self.train_steps == "fast" and not self.same_latent:
+            problems.append("train_steps fast branches one shared trajectory per group, so the group shares its "
+                            "initial noise: drop same_latent: false, or use train_steps sde_window (each member "
+                            "its own prefix)")
+        if self.train_steps in ("sde_window", "fast") and self.window_start >= self.window_end:
+            problems.append(f"window_start {self.window_start:g} must be below window_end {self.window_end:g}")
+        elif not problems:
+            problems += self._step_plan_problems()
+        if self.resume_target and self.overwrite_output_dir:
+            problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
+                            "other; drop one")
+        return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+
+    def _batch_problems(self, num_processes: Optional[int]) -> list:
+        """Whole groups per step, the global batch, the micro-batches (:mod:`.group_schedule`'s layout). With
+        ``num_processes`` unknown (None), what depends on it waits: a batch that splits groups may be whole
+        groups on several processes."""
+        g, per_batch, batches = self.num_generations, self.per_device_batch_size, self.rollout_batches_per_step
         micro = self.train_batch_size or g
         if g % micro:
-            raise MIEScoreInputError(f"train_batch_size {micro} must divide num_generations {g}")
-        units = self.groups_per_process * (g // micro)
-        if units % self.updates_per_step:
-            raise MIEScoreInputError(f"updates_per_step {self.updates_per_step} must divide the {units} training "
-                                     "micro-batches of a step on each process")
-        if not 0 <= self.cfg_fraction <= 1 or self.noise_level < 0 or self.beta < 0:
-            raise MIEScoreInputError("cfg_fraction must be in [0, 1], noise_level and beta >= 0")
-        if self.finetuning not in ("lora", "full"):
-            raise MIEScoreInputError(f"finetuning must be lora or full, got {self.finetuning!r}")
-        if self.fsdp and self.finetuning != "full":
-            raise MIEScoreInputError(f"fsdp shards a full fine-tuning run; finetuning is {self.finetuning!r}: set "
-                                     "finetuning: full, or drop fsdp (a LoRA trains with DDP)")
-        if self.fsdp and self.ema_decay > 0:
-            raise MIEScoreInputError("ema_decay > 0 is not supported with fsdp (the EMA would hold sharded "
-                                     "copies); set ema_decay: 0")
-        if self.step_weighting not in ("none", "tempflow"):
-            raise MIEScoreInputError(f"step_weighting must be none or tempflow, got {self.step_weighting!r}")
-        if not 0 <= self.max_reward_failure_rate <= 1:
-            raise MIEScoreInputError("max_reward_failure_rate must be in [0, 1]")
-        if self.dtype not in DTYPES:
-            raise MIEScoreInputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.save_rollouts_steps < 0:
-            raise MIEScoreInputError(f"save_rollouts_steps must be >= 0 (0: off), got {self.save_rollouts_steps}")
+            return [f"train_batch_size {micro} must divide num_generations {g}"]
+        split = per_batch % g != 0
+        if split and self.fsdp:
+            return [f"fsdp needs whole groups on each process (every process calls the sharded transformer as "
+                    f"often): make per_device_batch_size a multiple of {g}"]
+        if num_processes is None:
+            if split:
+                return []
+            num_processes, check_global = 1, False
+        else:
+            check_global = True
+        total = per_batch * num_processes * batches
+        if check_global and self.global_batch_size is not None and total != self.global_batch_size:
+            return [f"global_batch_size {self.global_batch_size} != per_device_batch_size {per_batch} x processes "
+                    f"{num_processes} x rollout_batches_per_step {batches} = {total}; change one of them"]
+        if total % g:
+            return [f"{total} images per step (per_device_batch_size {per_batch} x processes {num_processes} x "
+                    f"rollout_batches_per_step {batches}) are not whole groups of num_generations {g}; pick a "
+                    f"per_device_batch_size that makes them a multiple of {g}"]
+        return self._micro_batch_problems(GroupSchedule(1, per_batch, batches, g, num_processes, 0), micro, split)
+
+    def _micro_batch_problems(self, layout: GroupSchedule, micro: int, split: bool) -> list:
+        for rank in range(layout.processes):
+            pieces = [p for batch in layout.batches(1, rank) for p in batch]
+            if split and any(p.size % micro for p in pieces):
+                sizes = sorted({p.size for p in pieces})
+                return [f"split groups give pieces of {sizes} images on process {rank}: train_batch_size {micro} "
+                        f"must divide each (e.g. {min(sizes)})"]
+            units = sum(-(-p.size // micro) for p in pieces)
+            if units % self.updates_per_step:
+                return [f"updates_per_step {self.updates_per_step} must divide the {units} training micro-batches "
+                        f"of a step on process {rank}"]
+        return []
+
+    def _step_plan_problems(self) -> list:
+        """What :func:`~.step_plan.make_step_plan` refuses for these settings (a window without room...)."""
+        import random
+
+        from .step_plan import make_step_plan
+
+        try:
+            make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,
+                           train_steps=self.train_steps, train_fraction=self.train_fraction,
+                           window_size=self.window_size, window_range=(self.window_start, self.window_end),
+                           cfg_fraction=self.cfg_fraction, sde_type=self.sde_type, last_step=self.last_step,
+                           shared_noise=bool(self.same_latent), mixgrpo_shift_interval=self.mixgrpo_shift_interval,
+                           mixgrpo_stride=self.mixgrpo_stride)
+        except ValueError as error:
+            return [f"{error} (train_steps: {self.train_steps}, num_inference_steps: {self.num_inference_steps})"]
+        return []
+
+    def _tracker_problems(self) -> list:
+        if self.report_to in ("none", "all"):
+            return []
+        from accelerate.tracking import get_available_trackers
+
+        if self.report_to not in {str(t) for t in get_available_trackers()}:
+            return [f"report_to {self.report_to!r}: that tracker is not installed here (pip install "
+                    f"{self.report_to.replace('_', '-')}), or set report_to: none"]
+        return []
+
+    def _reward_problems(self) -> list:
+        from .reward_specs import reward_spec_problem
+
+        problem = reward_spec_problem(self.reward) if self.reward else None
+        return [f"--reward {self.reward!r}: {problem}"] if problem else []
+
+    def _editor_option_problems(self) -> list:
+        if not self.editor_options:
+            return []
+        from .editors import editor_option_problems
+
+        return editor_option_problems(self.editor, self.editor_options)
 
     @property
-    def groups_per_process(self) -> int:
-        """Groups one process samples per step."""
-        return self.per_device_batch_size // self.num_generations * self.gradient_accumulation_steps
+    def resume_target(self) -> Optional[str]:
+        """None (a fresh run), ``"latest"`` (``resume`` or ``resume_from_checkpoint: latest``) or a checkpoint
+        path."""
+        target = (self.resume_from_checkpoint or "").strip()
+        return target or ("latest" if self.resume else None)
+
+    def trackers(self):
+        """``report_to`` as accelerate's ``log_with``: None (no tracker), ``"all"`` or a tracker's name."""
+        return None if self.report_to == "none" else self.report_to
 
     def identity(self) -> dict:
-        data = asdict(self)
-        return {k: data[k] for k in RUN_IDENTITY_FIELDS}
+        """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
+        (:func:`~.reward_specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
+        from .reward_specs import RUNTIME_REWARD_OPTIONS, reward_identity
+
+        data = self.public_dict()
+        identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}
+        identity["reward"] = reward_identity(self.reward)
+        identity["reward_options"] = {k: v for k, v in data["reward_options"].items()
+                                      if k not in RUNTIME_REWARD_OPTIONS}
+        return identity
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(asdict(self), default=str))
+
+    def public_dict(self) -> dict:
+        """:meth:`to_dict` with every credential masked (``user:pw@`` in URLs, ``?api_key=`` / ``key=`` /
+        ``token=`` query values; :func:`~modeling_miescore.utils.credentials.redact`): what run records, model
+        cards, trackers and logs show."""
+        return _redacted(self.to_dict())
+
+
+# Fields that may change between a run and its --resume: how long it runs, how it waits for and checks its reward,
+# what it writes and shows, where it runs. Every other field defines the run (RUN_IDENTITY_FIELDS): a --resume with
+# another value is refused with the list of differences.
+RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate", "gradient_checkpointing",
+                    "global_batch_size", "max_steps", "output_dir", "save_steps", "resume", "resume_from_checkpoint",
+                    "overwrite_output_dir", "push_to_hub", "hub_model_id", "hub_private_repo",
+                    "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "sample_grid_schedule",
+                    "save_rollouts_steps", "report_to", "progress",
+                    "gradient_accumulation_steps")  # a deprecated alias, moved into rollout_batches_per_step
+RUN_IDENTITY_FIELDS = tuple(f.name for f in fields(FlowGRPOConfig) if f.name not in RESUMABLE_FIELDS)
+
+
+def _redacted(value):
+    from ...utils.credentials import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _json_option(value, name: str) -> dict:

@@ -37,14 +37,18 @@ with its adapter and builder.
 from __future__ import annotations
 
 import contextlib
-from typing import ClassVar, Dict, Optional, Sequence, Tuple, Type
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
 
 from ...image_io import MIEScoreInputError
+from ...utils.field_checks import Bounds, did_you_mean, field_problems
 from ...utils.import_spec import import_callable
 
-__all__ = ["EDITORS", "EditorAdapter", "EditorSpecError", "DiffusersEditor", "load_editor", "register_editor"]
+__all__ = ["EDITORS", "EditorAdapter", "EditorOptionValues", "EditorSpecError", "DiffusersEditor",
+           "editor_option_problems", "load_editor", "register_editor"]
 
 
 class EditorSpecError(MIEScoreInputError):
@@ -105,6 +109,11 @@ class EditorAdapter:
     def call_context(self):
         """A context manager wrapped around every pipeline call (nothing by default)."""
         return contextlib.nullcontext()
+
+    def card_setup_lines(self) -> list:
+        """Python lines a plain diffusers script runs before calling the pipeline as this adapter does (what
+        :meth:`call_context` sets, for the adapter's model card); none by default."""
+        return []
 
     def __call__(self, sources, instruction, *, num_images, num_steps, generator, guided=True, output_type="pil"):
         """Run the pipeline: ``num_images`` edits (PIL images unless ``output_type`` says otherwise)."""
@@ -170,6 +179,13 @@ class QwenImageEditPlusEditor(DiffusersEditor):
     def combine(self, cond, uncond):
         combined = uncond + self.cfg_scale * (cond - uncond)
         return combined * (torch.norm(cond, dim=-1, keepdim=True) / torch.norm(combined, dim=-1, keepdim=True))
+
+    def card_setup_lines(self):
+        if not self.constants:
+            return []
+        return ["import diffusers.pipelines.qwenimage.pipeline_qwenimage_edit_plus as qwen_edit_plus", "",
+                *(f"qwen_edit_plus.{name} = {value!r}  # the run's source sizes (editor_options)"
+                  for name, value in self.constants.items())]
 
     @contextlib.contextmanager
     def call_context(self):
@@ -239,11 +255,37 @@ class FluxKontextEditor(DiffusersEditor):
                     generator=generator, **self._size_kwargs(), **call)
 
 
+@dataclass
+class EditorOptionValues:
+    """What the adapters' options accept (checked before any weights load, :func:`editor_option_problems`)."""
+
+    height: Annotated[Optional[int], Bounds(ge=1)] = None
+    width: Annotated[Optional[int], Bounds(ge=1)] = None
+    cfg_scale: Annotated[Optional[float], Bounds(gt=0)] = None
+    negative_prompt: Optional[str] = None
+    call_kwargs: Optional[dict] = None
+    vae_image_size: Annotated[Optional[int], Bounds(ge=1)] = None
+    condition_image_size: Annotated[Optional[int], Bounds(ge=1)] = None
+
+
+def editor_option_problems(pipeline: str, options: dict) -> list:
+    """One phrase per bad entry of ``options`` for the editor ``pipeline`` (a name in :data:`EDITORS`: also an
+    unknown option; a ``module:function`` editor: only the options the adapters share are checked)."""
+    problems = []
+    if pipeline in EDITORS:
+        cls = EDITORS[pipeline]
+        unknown = sorted(set(options) - set(cls.options))
+        if unknown:
+            problems.append(f"editor {cls.name!r} has no option(s) {', '.join(unknown)}; its options: "
+                            f"{', '.join(cls.options)}{did_you_mean(unknown[0], cls.options)}")
+    known = {k: v for k, v in options.items() if k in EditorOptionValues.__dataclass_fields__}
+    return problems + [f"editor_options.{p}" for p in field_problems(EditorOptionValues(**known))]
+
+
 def _check_options(cls, options: dict) -> None:
-    unknown = sorted(set(options) - set(cls.options))
-    if unknown:
-        raise EditorSpecError(f"editor {cls.name!r} has no option(s) {', '.join(unknown)}; its options: "
-                              f"{', '.join(cls.options)}")
+    problems = editor_option_problems(cls.name, options)
+    if problems:
+        raise EditorSpecError("; ".join(problems))
 
 
 def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32, device="cpu",
@@ -261,7 +303,14 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
             raise EditorSpecError(f"editor {pipeline!r} needs diffusers' {cls.pipeline_class} (diffusers >= 0.42); "
                                   f"installed: {diffusers.__version__}")
         _check_model_index(model, cls.pipeline_class, pipeline)
-        pipe = pipeline_cls.from_pretrained(model, dtype=dtype).to(device)
+        try:
+            pipe = pipeline_cls.from_pretrained(model, dtype=dtype).to(device)
+        except OSError as error:
+            if Path(model).expanduser().exists():
+                raise
+            first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+            raise EditorSpecError(f"model {model!r} is not a folder here and could not be loaded from the Hub "
+                                  f"({first}); check the path or the repo id") from None
         pipe.set_progress_bar_config(disable=True)
         return cls(pipe, model_id=str(model), **options)
     if ":" in pipeline:
@@ -276,7 +325,6 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
 
 def _check_model_index(model: str, expected: str, name: str) -> None:
     import json
-    from pathlib import Path
 
     index = Path(model).expanduser() / "model_index.json"
     if not Path(model).expanduser().exists():

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ...configuration_miescore import SCORE_NAMES
 from ...miescore_overall import overall_score
-from .reward_types import (EditGroup, GroupScores, finite_or_none, flat_samples, regroup, result_components,
+from .reward_types import (EditGroup, GroupScores, checked_value, flat_samples, regroup, result_components,
                            score_isolating)
 
 __all__ = ["MIEScoreReward", "parse_score_weights", "miescore_value"]
@@ -61,19 +61,21 @@ def parse_score_weights(weights, score_names: Sequence[str] = SCORE_NAMES) -> Op
 
 
 def miescore_value(result: dict, weights: Optional[tuple], scale: float = 0.01,
-                   score_names: Sequence[str] = SCORE_NAMES) -> Optional[float]:
-    """The reward of one MIEScore result dict (0-100 scores): ``overall * scale`` or the weighted geometric mean
-    of the dimensions ``* scale``; None when a score is missing or not finite."""
-    if weights is None:
-        return _scaled(finite_or_none(result.get("overall")), scale)
-    scores = [finite_or_none(result.get(name)) for name in score_names]
-    if any(s is None for s in scores):
-        return None
-    return _scaled(finite_or_none(overall_score(*scores, weights=weights)), scale)
-
-
-def _scaled(value: Optional[float], scale: float) -> Optional[float]:
-    return None if value is None else value * float(scale)
+                   score_names: Sequence[str] = SCORE_NAMES, score_scale: float = 100.0
+                   ) -> Tuple[Optional[float], Optional[str]]:
+    """``(reward, None)`` for one MIEScore result dict (scores on ``[0, score_scale]``, the MOS scale 0-100):
+    ``overall * scale`` or the weighted geometric mean of the dimensions ``* scale``; ``(None, reason)`` when a
+    score it needs is missing, not a number (``"55"``, ``true``), not finite or off the scale
+    (:func:`~.reward_types.checked_value`)."""
+    needed = ["overall"] if weights is None else list(score_names)
+    scores = []
+    for name in needed:
+        value, reason = checked_value(result.get(name), (0.0, float(score_scale)))
+        if reason is not None:
+            return None, reason
+        scores.append(value)
+    value = scores[0] if weights is None else overall_score(*scores, weights=weights)
+    return checked_value(value * float(scale))
 
 
 class MIEScoreReward:
@@ -97,6 +99,8 @@ class MIEScoreReward:
         self.batch_size = batch_size
         self.reuse_prefix = bool(reuse_prefix)
         self.name = name
+        self.score_scale = float(getattr(model.config, "score_scale", 100.0))  # the MOS scale: 0-100
+        self.reward_range = tuple(sorted((0.0, self.score_scale * self.scale)))
 
     def _score(self, samples: list, keys: list, batch_size: int) -> list:
         kwargs = {"reuse_prefix": True, "groups": keys} if self.reuse_prefix else {"reuse_prefix": False}
@@ -111,9 +115,11 @@ class MIEScoreReward:
         outcomes = score_isolating(lambda s, k: self._score(s, k, batch_size), samples, keys)
         rewards, failures = [], []
         for result, reason in outcomes:
-            value = None if result is None else miescore_value(result, self.weights, self.scale, self.score_names)
+            value = None
+            if result is not None:
+                value, reason = miescore_value(result, self.weights, self.scale, self.score_names, self.score_scale)
             rewards.append(value)
-            failures.append(reason if result is None else (None if value is not None else "nan"))
+            failures.append(reason)
         components = result_components([r if f is None else None for (r, _), f in zip(outcomes, failures)],
                                        self.score_names)
         return regroup(groups, rewards, failures, components)

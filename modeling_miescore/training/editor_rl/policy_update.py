@@ -14,17 +14,17 @@ import contextlib
 import math
 import random
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from .editors import EditorAdapter
-from .objective import step_loss, tempflow_weights
+from .objective import step_loss, step_weights
 from .policy_lora import reference_policy
 from .rollout import GroupRollout
 from .step_recompute import recompute_step
 
-__all__ = ["UPDATE_STAT_KEYS", "TrainingUnit", "make_units", "run_updates"]
+__all__ = ["UPDATE_STAT_KEYS", "TrainingUnit", "make_units", "run_updates", "update_figures"]
 
 # the summed statistics run_updates returns (the trainer adds them up over processes)
 UPDATE_STAT_KEYS = ("count", "ratio_sum", "clipped", "approx_kl_sum", "kl_sum", "policy_loss_sum")
@@ -52,9 +52,9 @@ def make_units(rollouts: Sequence[GroupRollout], advantages: Sequence[Sequence[O
     for rollout, values in zip(rollouts, advantages):
         for start in range(0, rollout.size, micro_batch):
             part = values[start:start + micro_batch]
-            mask = torch.tensor([a is not None for a in part], dtype=torch.float32, device=device)
-            if mask.sum() == 0:
+            if all(a is None for a in part):
                 continue
+            mask = torch.tensor([a is not None for a in part], dtype=torch.float32, device=device)
             adv = torch.tensor([0.0 if a is None else a for a in part], dtype=torch.float32, device=device)
             units.append(TrainingUnit(rollout, slice(start, start + len(part)), adv, mask))
     return units
@@ -65,6 +65,10 @@ def pad_units(units: List[TrainingUnit], target: int, fallback: Optional[Trainin
     source = units[0] if units else fallback
     return units + [TrainingUnit(source.rollout, source.rows, source.advantages, source.mask, 0.0)
                     for _ in range(target - len(units))]
+
+
+def _rows(unit: TrainingUnit) -> int:
+    return unit.rows.stop - unit.rows.start
 
 
 def _gradient_sync(model, accelerator, sync: bool):
@@ -80,7 +84,7 @@ def _unit_loss(unit: TrainingUnit, index: int, model, raw_model, editor: EditorA
                reference_model=None):
     step = unit.rollout.steps[index]
     plan = unit.rollout.plan
-    policy = recompute_step(model, editor, step, plan, unit.rows)
+    policy = recompute_step(model, editor, step, plan, unit.rows, detach_uncond=settings.detach_uncond)
     reference = None
     if settings.beta > 0:
         with torch.no_grad():
@@ -95,47 +99,74 @@ def _unit_loss(unit: TrainingUnit, index: int, model, raw_model, editor: EditorA
                      kl_keep_dt=settings.kl_keep_dt, weight=weight)
 
 
+def update_figures(passes: List[tuple], norm) -> Tuple[float, float]:
+    """The update's loss (summed over its ``passes``, ``(loss, unit, step index)``) and gradient norm, read from the
+    device in one host sync; raises :class:`TrainingDivergedError` when either is not finite (before the
+    optimizer applies anything)."""
+    losses = torch.stack([loss.float() for loss, _, _ in passes])
+    if norm is None:
+        loss, norm = float(losses.sum()), float("nan")
+    else:
+        norm = torch.as_tensor(norm).to(device=losses.device, dtype=torch.float32)
+        loss, norm = torch.stack([losses.sum(), norm]).tolist()
+    if not math.isfinite(loss):
+        finite = torch.isfinite(losses).tolist()
+        value, unit, index = passes[finite.index(False)]
+        raise TrainingDivergedError(f"non-finite loss ({float(value)}) at trained step "
+                                    f"{unit.rollout.steps[index].sampled.index} of group {unit.rollout.key}; "
+                                    "lower learning_rate or use float32")
+    if not math.isfinite(norm):
+        raise TrainingDivergedError(f"non-finite gradient norm ({norm}); the update was not applied")
+    return loss, norm
+
+
 def run_updates(units: List[TrainingUnit], *, model, raw_model, editor: EditorAdapter, optimizer, lr_scheduler,
                 accelerator, settings, rng: random.Random, params: Sequence[torch.Tensor],
-                reference_model=None) -> Dict[str, float]:
+                reference_model=None, on_optimizer_step: Optional[Callable[[], None]] = None) -> Dict[str, float]:
     """Shuffle ``units`` with ``rng``, split them into ``settings.updates_per_step`` chunks and run one optimizer
-    update per chunk; returns summed statistics plus ``loss`` and ``grad_norm`` (means over the updates)."""
+    update per chunk (``on_optimizer_step`` after each, e.g. the EMA); returns summed statistics plus ``loss`` and
+    ``grad_norm`` (means over the updates).
+
+    Nothing waits for the device inside an update: losses and statistics are added up there, and each update
+    reads its loss and gradient norm once (:func:`update_figures`), the statistics once at the end."""
     order = list(units)
     rng.shuffle(order)
     chunks = [c for c in (order[i::settings.updates_per_step] for i in range(settings.updates_per_step)) if c]
-    totals = dict.fromkeys(UPDATE_STAT_KEYS, 0.0)
+    sums: Dict[str, torch.Tensor] = {}
     losses, norms = [], []
     for chunk in chunks:
         passes = sum(len(u.rollout.steps) for u in chunk)
-        done, chunk_loss = 0, 0.0
+        # every (sample, trained step) of the chunk weighs the same: a unit's per-sample mean weighs by its rows
+        # (units are equal unless split groups give pieces of several sizes)
+        sample_steps = sum(len(u.rollout.steps) * _rows(u) for u in chunk)
+        done, chunk_passes = 0, []
         for unit in chunk:
-            weights = (tempflow_weights([s.sampled for s in unit.rollout.steps], unit.rollout.plan.noise_levels)
-                       if settings.step_weighting == "tempflow" else [1.0] * len(unit.rollout.steps))
+            weights = step_weights([s.sampled for s in unit.rollout.steps], unit.rollout.plan.noise_levels,
+                                   settings.step_weighting)
             for index, weight in enumerate(weights):
                 done += 1
                 sync = done == passes
                 with _gradient_sync(model, accelerator, sync):
                     result = _unit_loss(unit, index, model, raw_model, editor, settings, weight, reference_model)
-                    loss = result.loss * (unit.weight / passes)
-                    if not torch.isfinite(loss):
-                        raise TrainingDivergedError(f"non-finite loss ({float(loss)}) at trained step "
-                                                    f"{unit.rollout.steps[index].sampled.index} of group "
-                                                    f"{unit.rollout.key}; lower learning_rate or use float32")
+                    loss = result.loss * (unit.weight * _rows(unit) / sample_steps)
                     accelerator.backward(loss)
-                chunk_loss += float(loss.detach())
+                chunk_passes.append((loss.detach(), unit, index))
                 if unit.weight:
-                    for key in UPDATE_STAT_KEYS:
-                        totals[key] += result.stats.get(key, 0.0)
+                    for key, value in result.sums.items():
+                        sums[key] = sums[key] + value if key in sums else value
         norm = accelerator.clip_grad_norm_(params, settings.max_grad_norm)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor for sharded grads
-        norm = float(norm) if norm is not None else float("nan")
-        if not math.isfinite(norm):
-            raise TrainingDivergedError(f"non-finite gradient norm ({norm}); the update was not applied")
+        chunk_loss, norm = update_figures(chunk_passes, norm)
         optimizer.step()
         lr_scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+        if on_optimizer_step is not None:
+            on_optimizer_step()
         losses.append(chunk_loss)
         norms.append(norm)
+    totals = dict.fromkeys(UPDATE_STAT_KEYS, 0.0)
+    if sums:
+        totals.update(zip(sums, torch.stack([v.float() for v in sums.values()]).tolist()))
     totals["loss"] = sum(losses) / len(losses) if losses else float("nan")
     totals["grad_norm"] = sum(norms) / len(norms) if norms else float("nan")
     totals["updates"] = float(len(chunks))

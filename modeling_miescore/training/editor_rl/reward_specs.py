@@ -26,6 +26,7 @@ only. An option no kind takes is an error.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -34,26 +35,36 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from ...utils.import_spec import import_callable
 from ...utils.lazy_registry import import_attribute
-from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup
+from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
 
-__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS"]
+__all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
+           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders", "reward_spec_problem"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
+# options that change where or how fast a reward is computed, not its values: not part of a run's identity
+RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "max_concurrency", "batch_size",
+                          "max_samples_per_request", "replica_cooldown_s", "balance_slack", "max_answer_bytes")
+# kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
+_SERVED_AT = {"serve": lambda argument: "(replicas)",
+              "spatialreward-api": lambda argument: re.sub(r"@https?://.*$", "@(endpoint)", argument)}
 
 
 class CallableReward:
     """A plain ``fn(images, instructions, sources) -> list[float]`` as an :class:`EditorReward` (one call per
-    batch of groups, the groups' edits flattened in order)."""
+    batch of groups, the groups' edits flattened in order). A value that is not a finite real number (a bool,
+    a string, NaN, 1e400) is a failed sample; so is one outside ``fn.reward_range = (low, high)`` when the
+    function declares it."""
 
     def __init__(self, fn: Callable, name: str | None = None):
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "callable")
+        self.reward_range = reward_range_of(fn)
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
         samples, _ = flat_samples(groups)
         images = [s["edited"] for s in samples]
         flat = checked_rewards(self.fn(images, [s["instruction"] for s in samples], [s["sources"] for s in samples]),
-                               len(images), f"reward {self.name!r}")
+                               len(images), f"reward {self.name!r}", self.reward_range)
         return regroup(groups, flat.rewards, flat.failures)
 
     def close(self) -> None:
@@ -106,7 +117,7 @@ REWARD_KINDS: Dict[str, RewardKind] = {
         _lazy(".served_reward:build_served_reward"),
         "miescore serve replicas over HTTP (MIEScore or SpatialReward), each group whole to one replica",
         ("weights", "scale", "aggregation", "max_samples_per_request", "replica_cooldown_s", "balance_slack",
-         *_CLIENT), "serve:URL[,URL...]"),
+         "max_answer_bytes", *_CLIENT), "serve:URL[,URL...]"),
     "callable": RewardKind(_build_callable, "module:function -> fn(images, instructions, sources) -> list[float]",
                            (), "package.module:function"),
 }
@@ -127,9 +138,29 @@ def _kind_of(spec: str) -> Tuple[str, str]:
         raise ValueError(f"reward {spec!r} is a URL; write serve:{spec.strip()} for `miescore serve` or "
                          "spatialreward-api:MODEL@URL for an OpenAI-compatible endpoint")
     if sep and argument and kind:
+        _check_not_a_mistyped_kind(spec.strip(), kind.strip())
         return "callable", spec.strip()
     raise ValueError(f"unknown reward {spec!r}; use one of "
                      f"{', '.join(k.syntax for k in REWARD_KINDS.values())}, or a weighted sum W*SPEC + W*SPEC")
+
+
+def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
+    """``spatialreword:CKPT`` is not read as ``module:function``: a prefix that is no importable module and is
+    close to a kind's name is reported with that kind."""
+    import importlib.util
+
+    from ...utils.suggestions import closest_name
+
+    if "." in kind or not kind.isidentifier() and "-" not in kind:
+        return  # a dotted module path: a callable (import_callable reports it if it is not there)
+    try:
+        importable = importlib.util.find_spec(kind) is not None
+    except (ImportError, ValueError):
+        importable = False
+    match = None if importable else closest_name(kind, REWARD_KINDS)
+    if match is not None:
+        raise ValueError(f"unknown reward kind {kind!r} in {spec!r}; did you mean {match}? "
+                         f"({REWARD_KINDS[match].syntax})")
 
 
 def parse_reward_terms(spec) -> List[Tuple[float, str, dict]]:
@@ -176,9 +207,51 @@ def _list_term(item, index: int) -> Tuple[float, str, dict]:
     return weight, item["reward"].strip(), options
 
 
+def reward_identity(spec):
+    """What a reward spec computes, without where it is served: ``serve:URL,URL`` -> ``serve:(replicas)``,
+    ``spatialreward-api:M@URL`` -> ``spatialreward-api:M@(endpoint)``, weights and the other kinds kept (a run
+    resumed with its replicas on other machines is the same run). A spec that cannot be parsed is returned as it is
+    (building the reward reports it)."""
+    try:
+        terms = parse_reward_terms(spec)
+        kinds = [_kind_of(single) for _, single, _ in terms]
+    except ValueError:
+        return spec
+    parts = []
+    for (weight, _, own), (kind, argument) in zip(terms, kinds):
+        shown = f"{kind}:{_SERVED_AT[kind](argument)}" if kind in _SERVED_AT else (
+            argument if kind == "callable" else f"{kind}:{argument}")
+        own = {k: v for k, v in sorted(own.items()) if k not in RUNTIME_REWARD_OPTIONS}
+        parts.append(f"{weight:g}*{shown}" + (f" {json.dumps(own, sort_keys=True, default=str)}" if own else ""))
+    return parts[0].removeprefix("1*") if len(parts) == 1 else " + ".join(parts)
+
+
+def reward_model_folders(spec) -> Dict[str, str]:
+    """``{label: folder}`` of the local checkpoints an in-process reward loads (``miescore:CKPT``,
+    ``spatialreward:CKPT``), for the output-folder checks; nothing for a spec that cannot be parsed."""
+    try:
+        terms = parse_reward_terms(spec)
+        kinds = [_kind_of(single) for _, single, _ in terms]
+    except ValueError:
+        return {}
+    return {f"the reward checkpoint ({kind}:{argument})": argument for kind, argument in kinds
+            if kind in ("miescore", "spatialreward") and os.path.exists(os.path.expanduser(argument))}
+
+
 def _options_for(kind: str, options: dict) -> dict:
     accepted = set(REWARD_KINDS[kind].options) | set(CONTEXT_OPTIONS)
     return {k: v for k, v in options.items() if k in accepted}
+
+
+def reward_spec_problem(spec) -> str | None:
+    """What is wrong with a spec's syntax and kinds (a mistyped kind, a term without a weight...), found without
+    building anything (the config checks it before the recipe builds or loads anything), or None."""
+    try:
+        for _, single, _ in parse_reward_terms(spec):
+            _kind_of(single)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def build_reward(spec, **options):

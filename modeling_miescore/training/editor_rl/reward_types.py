@@ -17,12 +17,14 @@ batch call, retried edit by edit when an input is unusable).
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
+from ...utils.numbers import real_finite
+
 __all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError", "group_key", "checked_rewards",
-           "flat_samples", "regroup", "score_isolating", "finite_or_none", "result_components"]
+           "checked_scores", "checked_value", "flat_samples", "regroup", "reward_range_of", "score_isolating",
+           "result_components"]
 
 
 class RewardUnavailableError(RuntimeError):
@@ -32,6 +34,9 @@ class RewardUnavailableError(RuntimeError):
     instead of training on missing rewards."""
 
     def __init__(self, reward: str, message: str):
+        from ...utils.credentials import redact
+
+        reward, message = redact(reward), redact(message)  # a URL's password or ?api_key= is never shown
         super().__init__(f"reward {reward!r} is unavailable: {message}")
         self.reward = reward
         self.detail = message
@@ -105,29 +110,68 @@ class EditorReward(Protocol):
         ...
 
 
-def checked_rewards(values, n: int, where: str) -> GroupScores:
-    """Turn ``n`` raw values from a reward into :class:`GroupScores`: non-numbers and non-finite values become
-    failures (``"nan"`` / ``"not_a_number"``). A wrong length is a caller bug and raises ``ValueError`` naming
-    ``where``."""
+def checked_value(value, value_range: Optional[Tuple[float, float]] = None) -> Tuple[Optional[float], Optional[str]]:
+    """``(reward, None)`` when ``value`` is a finite real number (not a bool, not a string such as ``"55"``) inside
+    ``value_range`` (inclusive; None: any finite number), else ``(None, reason)``: ``"not_a_number"``, ``"nan"``
+    (NaN or infinite, or an int too large for a float) or ``"out_of_range"``. The one test every reward's values
+    pass before they become a training signal."""
+    number = real_finite(value)
+    if number is None:
+        return None, "nan" if _is_number(value) else "not_a_number"
+    if value_range is not None and not value_range[0] <= number <= value_range[1]:
+        return None, "out_of_range"
+    return number, None
+
+
+def _is_number(value) -> bool:
+    """A real number (possibly NaN, infinite or too large for a float), not a bool; 0-d arrays / tensors too."""
+    import numbers
+
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        value = value.item()
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+
+def checked_rewards(values, n: int, where: str, value_range: Optional[Tuple[float, float]] = None) -> GroupScores:
+    """Turn ``n`` raw values from a reward into :class:`GroupScores`, each through :func:`checked_value` (a value
+    that is not a finite real number inside ``value_range`` is a failure). A wrong length is a caller bug and
+    raises ``ValueError`` naming ``where``."""
     values = list(values)
     if len(values) != n:
         raise ValueError(f"{where} returned {len(values)} rewards for {n} edits; it must return one per edit")
-    rewards: List[Optional[float]] = []
-    failures: List[Optional[str]] = []
-    for value in values:
-        try:
-            number = float(value)
-        except (TypeError, ValueError, OverflowError):
+    checked = [checked_value(value, value_range) for value in values]
+    return GroupScores([r for r, _ in checked], [f for _, f in checked])
+
+
+def reward_range_of(reward) -> Optional[Tuple[float, float]]:
+    """The ``reward_range`` a reward declares (``(low, high)``, inclusive), or None; a malformed declaration is a
+    ``ValueError`` naming the reward."""
+    declared = getattr(reward, "reward_range", None)
+    if declared is None:
+        return None
+    try:
+        low, high = (real_finite(v) for v in declared)
+    except (TypeError, ValueError):
+        low = high = None
+    if low is None or high is None or low > high:
+        raise ValueError(f"reward {getattr(reward, 'name', reward)!r} declares reward_range {declared!r}; it must "
+                         "be two finite numbers (low, high) with low <= high")
+    return low, high
+
+
+def checked_scores(scores: "GroupScores", value_range: Optional[Tuple[float, float]]) -> "GroupScores":
+    """``scores`` with every reward that fails :func:`checked_value` turned into a failure (the trainer's guard
+    over any :class:`EditorReward`, whatever it returned)."""
+    rewards, failures = [], []
+    for value, reason in zip(scores.rewards, scores.failures):
+        if value is None:
             rewards.append(None)
-            failures.append("not_a_number")
+            failures.append(reason or "failed")
             continue
-        if math.isfinite(number):
-            rewards.append(number)
-            failures.append(None)
-        else:
-            rewards.append(None)
-            failures.append("nan")
-    return GroupScores(rewards, failures)
+        number, problem = checked_value(value, value_range)
+        rewards.append(number)
+        failures.append(problem)
+    return GroupScores(rewards, failures, scores.components)
 
 
 # ------------------------------------------------------------------------------------ for reward implementations
@@ -144,19 +188,10 @@ def flat_samples(groups: Sequence[EditGroup]) -> Tuple[List[dict], List[str]]:
     return samples, keys
 
 
-def finite_or_none(value) -> Optional[float]:
-    """``float(value)`` when it is a finite number, else None."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def result_components(results: Sequence[Optional[dict]], names: Sequence[str]) -> Dict[str, List[Optional[float]]]:
     """``{name: [each result's finite value of name, or None]}`` (None too where a result is None: a failed sample),
     the components a reward logs from its scorer's result dicts."""
-    return {name: [None if r is None else finite_or_none(r.get(name)) for r in results] for name in names}
+    return {name: [None if r is None else real_finite(r.get(name)) for r in results] for name in names}
 
 
 def regroup(groups: Sequence[EditGroup], rewards: Sequence[Optional[float]], failures: Sequence[Optional[str]],

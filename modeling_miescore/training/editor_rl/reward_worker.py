@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .reward_types import EditGroup, EditorReward, GroupScores
+from .reward_types import EditGroup, EditorReward, GroupScores, checked_scores, reward_range_of
 
 __all__ = ["RewardWorker", "RewardFuture", "RewardTiming"]
 
@@ -74,8 +74,11 @@ class RewardFuture(Future):
             self._worker._add_wait(waited)
 
 
-def check_scores(scores, groups: Sequence[EditGroup], name: str) -> List[GroupScores]:
-    """``scores`` if it is one :class:`GroupScores` per group with one slot per edit, else a ``ValueError``."""
+def check_scores(scores, groups: Sequence[EditGroup], name: str, value_range=None) -> List[GroupScores]:
+    """``scores`` if it is one :class:`GroupScores` per group with one slot per edit (else a ``ValueError``), each
+    reward that is not a finite real number inside ``value_range`` (the reward's declared ``reward_range``)
+    turned into a failed sample (:func:`~.reward_types.checked_scores`): whatever a reward returns, only real
+    numbers become a training signal."""
     scores = list(scores) if isinstance(scores, (list, tuple)) else scores
     if not isinstance(scores, list) or len(scores) != len(groups):
         count = len(scores) if isinstance(scores, list) else type(scores).__name__
@@ -85,7 +88,7 @@ def check_scores(scores, groups: Sequence[EditGroup], name: str) -> List[GroupSc
         if not isinstance(score, GroupScores) or len(score.rewards) != len(group.edits):
             size = len(score.rewards) if isinstance(score, GroupScores) else type(score).__name__
             raise ValueError(f"reward {name!r} returned {size} rewards for the {len(group.edits)} edits of group {g}")
-    return scores
+    return [checked_scores(score, value_range) for score in scores]
 
 
 class RewardWorker:
@@ -125,7 +128,7 @@ class RewardWorker:
                 continue
             started = time.perf_counter()
             try:
-                scores = check_scores(self.reward.score_groups(groups), groups, name)
+                scores = check_scores(self.reward.score_groups(groups), groups, name, reward_range_of(self.reward))
             except BaseException as error:  # noqa: BLE001 - every failure goes to the caller through the future
                 self._finish(future, started, failed=True)
                 future.set_exception(error)

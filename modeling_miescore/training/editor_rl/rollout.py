@@ -15,10 +15,10 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from .editors import EditorAdapter
-from .rollout_recording import SampledStep, TransformerCalls, install_log_prob_scheduler
+from .rollout_recording import SampledStep, TransformerCalls, install_log_prob_scheduler, kwargs_rows
 from .step_plan import StepPlan
 
-__all__ = ["GroupRollout", "TrainedStep", "sample_group"]
+__all__ = ["GroupRollout", "TrainedStep", "initial_noise_generators", "sample_group", "slice_calls"]
 
 
 @dataclass
@@ -43,6 +43,9 @@ class GroupRollout:
         images: the G edited images (PIL).
         plan: the rollout's :class:`~.step_plan.StepPlan`.
         steps: the trained steps, in order.
+        transformer_counts: ``{"calls", "rows"}``, the transformer calls the rollout ran and the batch rows they
+            processed (a shared prefix runs one row per call; an unguided step's second call runs nothing).
+        first_member: the group member the first image is (0 unless the group is split across processes).
     """
 
     key: str
@@ -52,20 +55,36 @@ class GroupRollout:
     images: list
     plan: StepPlan
     steps: List[TrainedStep] = field(default_factory=list)
+    transformer_counts: dict = field(default_factory=dict)
+    first_member: int = 0
 
     @property
     def size(self) -> int:
         return len(self.images)
 
 
+def initial_noise_generators(seed: int, num_images: int, shared: bool):
+    """The pipeline's generator: one seeded CPU generator, or with ``shared`` one identically seeded generator
+    per image, so every member draws the same initial noise (diffusers draws row ``i`` from ``generator[i]``;
+    flow_grpo ``same_latent``, DanceGRPO / MixGRPO ``init_same_noise``)."""
+    if shared:
+        return [torch.Generator("cpu").manual_seed(seed) for _ in range(num_images)]
+    return torch.Generator("cpu").manual_seed(seed)
+
+
 def sample_group(editor: EditorAdapter, *, key: str, sources: Sequence, source_ids: Sequence[str], instruction: str,
-                 num_images: int, plan: StepPlan, seed: int, guided: bool = True) -> GroupRollout:
-    """Run the editor once for ``num_images`` edits under ``plan``; ``seed`` seeds both the initial noise (the
-    pipeline's generator) and the SDE noise (the scheduler's), on CPU so a rollout is the same on every device."""
+                 num_images: int, plan: StepPlan, seed: int, guided: bool = True, shared_noise: bool = False,
+                 sde_seed: Optional[int] = None) -> GroupRollout:
+    """Run the editor once for ``num_images`` edits under ``plan``; ``seed`` seeds the initial noise (the
+    pipeline's generator; with ``shared_noise`` every member gets the same) and, unless ``sde_seed`` is given,
+    the SDE noise (the scheduler's), on CPU so a rollout is the same on every device. A plan with a
+    ``shared_prefix`` needs ``shared_noise``: its first steps run the transformer on one row for the group."""
+    if plan.shared_prefix and not shared_noise:
+        raise ValueError("a plan with a shared prefix needs the group to share its initial noise (shared_noise)")
     scheduler = install_log_prob_scheduler(editor.pipeline)
-    noise = torch.Generator("cpu").manual_seed(seed)
-    sde_noise = torch.Generator("cpu").manual_seed(seed + 1_000_003)
-    calls = TransformerCalls(scheduler, plan)
+    noise = initial_noise_generators(seed, num_images, shared_noise)
+    sde_noise = torch.Generator("cpu").manual_seed(seed + 1_000_003 if sde_seed is None else sde_seed)
+    calls = TransformerCalls(scheduler, plan, editor.batched_kwargs)
     scheduler.begin_rollout(plan, sde_noise)
     try:
         with torch.no_grad(), calls.attached(editor.transformer):
@@ -78,12 +97,12 @@ def sample_group(editor: EditorAdapter, *, key: str, sources: Sequence, source_i
         raise RuntimeError(f"editor {editor.name!r} did not run denoising step(s) {missing} through its scheduler and "
                            "transformer; it does not follow the editor protocol (editors.py)")
     steps = [TrainedStep(recorded[i], calls.calls[i]) for i in plan.trained]
-    return GroupRollout(key, tuple(sources), tuple(map(str, source_ids)), instruction, list(images), plan, steps)
+    return GroupRollout(key, tuple(sources), tuple(map(str, source_ids)), instruction, list(images), plan, steps,
+                        dict(calls.counts))
 
 
 def slice_calls(calls: List[dict], batched: Sequence[str], rows: Optional[slice]) -> List[dict]:
     """The calls' kwargs restricted to batch ``rows`` (only the per-sample kwargs ``batched`` are sliced)."""
     if rows is None:
         return calls
-    return [{k: (v[rows] if k in batched and isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
-            for kw in calls]
+    return [kwargs_rows(kw, batched, rows) for kw in calls]

@@ -64,11 +64,12 @@ class RolloutLog:
         for rollout, score, advantage, group, request in zip(rollouts, scores, advantages, groups, requests):
             sources = self._sources(rollout)
             for k, image in enumerate(rollout.images):
-                edited = f"step-{step:06d}/g{group:05d}-e{k:02d}.png"
+                member = rollout.first_member + k  # a split group's piece starts at its first member
+                edited = f"step-{step:06d}/g{group:05d}-e{member:02d}.png"
                 _save_png(self.folder / edited, image)
-                out.append({"id": f"s{step:06d}-g{group:05d}-e{k:02d}", "sources": sources, "edited": edited,
+                out.append({"id": f"s{step:06d}-g{group:05d}-e{member:02d}", "sources": sources, "edited": edited,
                             "instruction": rollout.instruction, "step": step, "rank": rank, "group": group,
-                            "sample": k, "key": rollout.key, "request": request, "reward": score.rewards[k],
+                            "sample": member, "key": rollout.key, "request": request, "reward": score.rewards[k],
                             "failure": score.failures[k], "advantage": advantage[k],
                             "components": {name: values[k] for name, values in score.components.items()}})
         return out

@@ -30,10 +30,9 @@ from typing import Optional
 import torch
 
 from ...utils.random_draws import randn_tensor
+from .step_plan import SDE_TYPES
 
 __all__ = ["SDE_TYPES", "StepStats", "noise_std", "sde_step", "gaussian_kl_on_means"]
-
-SDE_TYPES = ("sde", "cps")
 
 
 @dataclass
@@ -51,8 +50,16 @@ class StepStats:
 
 def noise_std(sigma: torch.Tensor, sigma_max: float, noise_level: float) -> torch.Tensor:
     """``sigma_t = a sqrt(sigma / (1 - sigma'))`` with ``sigma' = sigma_max`` where ``sigma == 1`` (module doc)."""
-    denominator = 1 - torch.where(sigma == 1, torch.as_tensor(sigma_max, dtype=sigma.dtype), sigma)
+    denominator = 1 - torch.where(sigma == 1, torch.full_like(sigma, sigma_max), sigma)  # no host tensor
     return noise_level * torch.sqrt(sigma / denominator)
+
+
+def _scalar_on(value, like: torch.Tensor) -> torch.Tensor:
+    """``value`` (a number or a 0-d tensor) as a 0-d fp32 tensor on ``like``'s device; a number is filled there
+    (``torch.full``), not copied from the host (``torch.as_tensor(x, device=cuda)`` waits for the device)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device=like.device, dtype=torch.float32)
+    return torch.full((), float(value), dtype=torch.float32, device=like.device)
 
 
 def _per_sample_mean(x: torch.Tensor) -> torch.Tensor:
@@ -71,8 +78,7 @@ def sde_step(velocity: torch.Tensor, sample: torch.Tensor, sigma, sigma_next, *,
         raise ValueError(f"sde_type must be one of {SDE_TYPES}, got {sde_type!r}")
     v = velocity.float()
     x = sample.float()
-    sigma = torch.as_tensor(sigma, dtype=torch.float32, device=x.device)
-    sigma_next = torch.as_tensor(sigma_next, dtype=torch.float32, device=x.device)
+    sigma, sigma_next = _scalar_on(sigma, x), _scalar_on(sigma_next, x)
     dt = sigma_next - sigma
     if noise_level == 0:
         mean = x + v * dt

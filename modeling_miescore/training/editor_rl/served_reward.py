@@ -63,6 +63,8 @@ class ServedReward:
                  **client_options):
         import os
 
+        from ...utils.credentials import redact
+
         api_key = None
         if api_key_env:
             api_key = os.environ.get(api_key_env)
@@ -70,11 +72,11 @@ class ServedReward:
                 raise ValueError(f"api_key_env={api_key_env!r} is not set in the environment; export it or drop it")
         client_options.setdefault("retry_statuses", SERVED_RETRY_STATUSES)
         self.client = RewardClient(base_urls, api_key=api_key, timeout=timeout, max_retries=max_retries,
-                                   **client_options)
+                                   api_key_env=api_key_env or "API key", **client_options)
         self.weights = parse_score_weights(weights)
         self.scale = float(scale)
         self.aggregation = parse_aggregation(aggregation)
-        self.name = name or "serve:" + ",".join(self.client.base_urls)
+        self.name = redact(name or "serve:" + ",".join(self.client.base_urls))  # shown in logs, errors, cards
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
         groups = list(groups)
@@ -109,12 +111,11 @@ class ServedReward:
         if result is None:
             return None, "unreadable_image"
         if isinstance(result, ScoringFailure):
-            return None, f"http_{result.status}"
+            return None, f"http_{result.status}" if result.kind != "ambiguous" else result.message
         if "reward" in result and "failed" in result:  # a SpatialReward server
             return spatialreward_value(result, self.aggregation)
-        if "overall" in result:
-            value = miescore_value(result, self.weights, self.scale)
-            return (value, None) if value is not None else (None, "nan")
+        if "overall" in result:  # a MIEScore server: scores on the 0-100 scale, then scaled
+            return miescore_value(result, self.weights, self.scale)
         raise RewardUnavailableError(self.name, f"the server's answer has neither 'overall' (MIEScore) nor 'reward' "
                                                 f"(SpatialReward): keys {sorted(result)}; is it `miescore serve`?")
 

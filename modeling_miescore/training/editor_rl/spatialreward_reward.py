@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ...spatialreward_aggregation import spatial_reward
-from .reward_types import (EditGroup, GroupScores, RewardUnavailableError, finite_or_none, flat_samples, regroup,
+from ...spatialreward_aggregation import SCORE_RANGE, spatial_reward
+from .reward_types import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
                            result_components, score_isolating)
 
 __all__ = ["SpatialRewardReward", "parse_aggregation", "spatialreward_value", "SPATIALREWARD_COMPONENTS"]
@@ -55,16 +55,20 @@ def spatialreward_value(result: dict, aggregation: Optional[str] = None, config=
     """``(reward, None)`` or ``(None, reason)`` for one SpatialReward result dict (``SpatialRewardResult.to_dict()``
     or a ``miescore serve`` answer). ``config``: the scorer's ``SpatialRewardConfig`` for ``alpha``, the weights
     and the score range (default: the paper's)."""
-    if result.get("failed"):
-        return None, ",".join(result.get("failure_reasons") or ["failed"])
+    if result.get("failed") is not False and result.get("failed") is not None:  # true, or not a bool: not scored
+        return None, ",".join(map(str, result.get("failure_reasons") or ["failed"]))[:200]
     if aggregation is None:
-        value = finite_or_none(result.get("reward"))
-    else:
-        kwargs = {} if config is None else dict(alpha=config.alpha, w_sc=config.w_sc, w_pq=config.w_pq,
-                                                score_range=config.score_range)
-        value = finite_or_none(spatial_reward(*(result.get(k) for k in ("s_if", "s_con", "s_nat", "s_art")),
-                                              mode=aggregation, **kwargs))
-    return (value, None) if value is not None else (None, "nan")
+        return checked_value(result.get("reward"), (0.0, 1.0))
+    top = float(config.score_range if config is not None else SCORE_RANGE)
+    subscores = []
+    for key in ("s_if", "s_con", "s_nat", "s_art"):
+        value, reason = checked_value(result.get(key), (0.0, top))
+        if reason is not None:
+            return None, reason
+        subscores.append(value)
+    kwargs = {} if config is None else dict(alpha=config.alpha, w_sc=config.w_sc, w_pq=config.w_pq,
+                                            score_range=config.score_range)
+    return checked_value(spatial_reward(*subscores, mode=aggregation, **kwargs), (0.0, 1.0))
 
 
 def _takes_group_ids(method) -> bool:
@@ -91,6 +95,7 @@ class SpatialRewardReward:
         self.aggregation = parse_aggregation(aggregation)
         self.batch_size = batch_size
         self.name = name
+        self.reward_range = (0.0, 1.0)  # sec. 3.1: every aggregation lies in [0, 1]
         self._groups_kwarg = _takes_group_ids(scorer.evaluate_edits)
 
     def _score(self, samples: list, keys: list, batch_size: int) -> list:
@@ -157,8 +162,9 @@ def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggre
                          "spatialreward-api:SpatialReward/SpatialReward-8B@http://127.0.0.1:8000/v1")
     model, url = match.groups()
     from ...judges.spatialreward_api import SpatialRewardAPI
+    from ...utils.credentials import redact
 
     scorer = SpatialRewardAPI(url, model=model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
                               max_concurrency=max_concurrency, config=config)
     return SpatialRewardReward(scorer, aggregation=aggregation, batch_size=batch_size,
-                               name=f"spatialreward-api:{argument}")
+                               name=redact(f"spatialreward-api:{argument}"))  # the name is shown: no password

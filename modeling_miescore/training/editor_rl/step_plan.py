@@ -1,15 +1,31 @@
-"""Which denoising steps of a rollout are stochastic (SDE), trained, and guided (CFG): one :class:`StepPlan` per
-group, drawn before its rollout from a seeded ``random.Random``.
+"""Which denoising steps of a rollout are stochastic (SDE), trained, guided (CFG) and shared by a whole group:
+one :class:`StepPlan` per group, drawn before its rollout from a seeded ``random.Random``.
 
-Trained steps (``train_steps``):
+Trained steps (``train_steps``, :data:`TRAIN_STEP_MODES`):
 
 - ``"fraction"`` (OmniGen2-RL ``train_timesteps_fraction: 0.6``, DanceGRPO's 60 %): SDE on every step, a fresh
   random sorted subset of ``ceil(fraction * T)`` steps is trained (12 of 20 at 0.6);
-- ``"window"`` (Flow-GRPO-Fast ``sde_window``, MixGRPO): ``window_size`` consecutive SDE steps starting at a random
-  step in ``window_range`` (fractions of T), all of them trained; plain ODE steps (noise level 0) elsewhere.
+- ``"sde_window"`` (flow_grpo's Qwen-Image scripts ``sde_window_size`` / ``sde_window_range``,
+  ``qwenimage_edit_plus_pipeline_with_logprob.py`` @9dcdc35): ``window_size`` consecutive SDE steps starting at a
+  random step in ``window_range`` (fractions of T), all of them trained; ODE steps (noise level 0) elsewhere. Each
+  member runs its own ODE prefix from its own initial noise. ``"window"`` is its deprecated old spelling;
+- ``"fast"`` (Flow-GRPO-Fast: flow_grpo ``config/grpo.py`` @54809b5 ``pickscore_sd3_fast``, one prompt per
+  sampling call, ``train_num_steps: 2``): the same window, but the group shares one initial noise and one ODE
+  prefix, computed **once per group** (``shared_prefix``: the transformer sees one row, its output is every
+  member's), and branches into the G members at the window's first SDE step;
+- ``"mixgrpo"`` (MixGRPO, arXiv 2507.21802; ``fastvideo/utils/grpo_states.py`` @e5cdd6a, ``progressive`` with
+  ``roll_back``): a sliding window of ``window_size`` SDE + trained steps whose start moves with the training
+  iteration (:func:`mixgrpo_window`), ODE elsewhere.
 
-The last step is never trained in either mode: its Gaussian is very sharp (flow_grpo trains ``range(T - 1)``;
-its Qwen-Image scripts note that the near-image step overflows).
+With a shared initial noise (``same_latent``) every window mode shares the ODE prefix too (the members are
+identical until the first SDE step, so computing it once changes nothing but the cost).
+
+The last step is never trained: its Gaussian is very sharp (flow_grpo trains ``range(T - 1)``; its Qwen-Image
+scripts note that the near-image step overflows). Whether it still adds noise is ``last_step``
+(:data:`LAST_STEP_MODES`): ``"stochastic"`` (OmniGen2-RL: the SDE on all 20 steps, so rewarded images carry the
+final step's noise) or ``"deterministic"`` (flow_grpo's Qwen-Image-Edit pipeline: ``sde_window = (0, T - 1)`` and
+noise level 0 from step ``T - 1``, ``qwenimage_edit_plus_pipeline_with_logprob.py`` @9dcdc35). Window modes end
+in ODE steps either way.
 
 CFG (``cfg_fraction``): step ``i`` is guided when ``i / T <= cfg_fraction`` (OmniGen2-RL ``cfg_range_end: 0.6``,
 inclusive: 13 of 20 steps), ``1`` guides every step, ``0`` none; unguided steps run one transformer call.
@@ -19,12 +35,17 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Sequence, Tuple
 
-__all__ = ["StepPlan", "TRAIN_STEP_MODES", "make_step_plan"]
+__all__ = ["DEPRECATED_TRAIN_STEPS", "LAST_STEP_MODES", "SDE_TYPES", "StepPlan", "TRAIN_STEP_MODES", "cfg_steps",
+           "last_step_levels", "make_step_plan", "mixgrpo_window", "resolve_train_steps"]
 
-TRAIN_STEP_MODES = ("fraction", "window")
+TRAIN_STEP_MODES = ("fraction", "sde_window", "fast", "mixgrpo")
+DEPRECATED_TRAIN_STEPS = {"window": "sde_window"}
+LAST_STEP_MODES = ("stochastic", "deterministic")
+SDE_TYPES = ("sde", "cps")  # the SDE of a stochastic step (modeling_miescore.training.editor_rl.sde_step)
 
 
 @dataclass(frozen=True)
@@ -36,48 +57,102 @@ class StepPlan:
         trained: the trained step indices, sorted (never the last step).
         cfg: whether each step runs classifier-free guidance.
         sde_type: ``"sde"`` or ``"cps"`` (see :mod:`.sde_step`).
+        shared_prefix: the first ``shared_prefix`` steps (all ODE) run once per group: the group's members start
+            from one initial noise, so they are identical until the first SDE step.
     """
 
     noise_levels: Tuple[float, ...]
     trained: Tuple[int, ...]
     cfg: Tuple[bool, ...]
     sde_type: str = "sde"
+    shared_prefix: int = 0
 
     @property
     def num_steps(self) -> int:
         return len(self.noise_levels)
 
 
-def _cfg_steps(num_steps: int, cfg_fraction: float) -> Tuple[bool, ...]:
+def resolve_train_steps(name: str) -> str:
+    """``name`` with a deprecated spelling replaced (a ``FutureWarning`` says so)."""
+    if name in DEPRECATED_TRAIN_STEPS:
+        new = DEPRECATED_TRAIN_STEPS[name]
+        warnings.warn(f"train_steps: {name!r} is deprecated, it is flow_grpo's per-member sde_window: write "
+                      f"train_steps: {new!r} (or 'fast' for Flow-GRPO-Fast's shared prefix per group)",
+                      FutureWarning, stacklevel=3)
+        return new
+    return name
+
+
+def cfg_steps(num_steps: int, cfg_fraction: float) -> Tuple[bool, ...]:
+    """Whether each step is guided: ``i / T <= cfg_fraction`` (none at 0)."""
     if cfg_fraction <= 0:
         return (False,) * num_steps
     return tuple(i / num_steps <= cfg_fraction for i in range(num_steps))
 
 
+def last_step_levels(levels: Sequence[float], last_step: str) -> Tuple[float, ...]:
+    """``levels`` with the last step's noise level 0 when ``last_step`` is ``"deterministic"``."""
+    if last_step not in LAST_STEP_MODES:
+        raise ValueError(f"last_step must be one of {LAST_STEP_MODES}, got {last_step!r}")
+    levels = tuple(levels)
+    return levels[:-1] + (0.0,) if last_step == "deterministic" and levels else levels
+
+
+def mixgrpo_window(iteration: int, num_steps: int, window_size: int, shift_interval: int = 25,
+                   stride: int = 1) -> Tuple[int, ...]:
+    """MixGRPO's trained steps at training ``iteration`` (1-based). ``GRPOTrainingStates`` (``progressive``,
+    ``roll_back``; @e5cdd6a): the window starts at 0 and moves ``stride`` steps (``prog_overlap_step``) every
+    ``shift_interval`` iterations (``iters_per_group``); once its start passes ``T - 2`` (``max_timesteps =
+    sampling_steps - 2``) it rolls back to 0; its steps are ``range(start, min(start + size, T - 2))``. Where that is
+    empty (start ``T - 2``; MixGRPO trains nothing in that iteration) the window is step ``T - 2`` alone."""
+    if window_size < 1 or shift_interval < 1 or stride < 1:
+        raise ValueError("window_size, mixgrpo_shift_interval and mixgrpo_stride must be >= 1")
+    last = num_steps - 2
+    positions = last // stride + 1
+    start = ((iteration - 1) // shift_interval % positions) * stride
+    return tuple(range(start, min(start + window_size, last))) or (start,)
+
+
+def _random_window(num_steps: int, rng: random.Random, window_size: int, window_range) -> Tuple[int, ...]:
+    trainable = num_steps - 1  # never the last step
+    if not 1 <= window_size <= trainable:
+        raise ValueError(f"window_size must be in [1, {trainable}] for {num_steps} steps, got {window_size}")
+    low = int(window_range[0] * num_steps)
+    high = min(int(math.ceil(window_range[1] * num_steps)), trainable) - window_size
+    if high < low:
+        raise ValueError(f"window_range {tuple(window_range)} of {num_steps} steps has no room for "
+                         f"{window_size} trained steps before the last step")
+    start = rng.randint(low, high)
+    return tuple(range(start, start + window_size))
+
+
 def make_step_plan(num_steps: int, rng: random.Random, *, noise_level: float, train_steps: str = "fraction",
                    train_fraction: float = 0.6, window_size: int = 2, window_range: Tuple[float, float] = (0.0, 0.5),
-                   cfg_fraction: float = 1.0, sde_type: str = "sde") -> StepPlan:
-    """Draw the plan of one rollout (module docstring). Raises ``ValueError`` for settings that train nothing."""
+                   cfg_fraction: float = 1.0, sde_type: str = "sde", last_step: str = "stochastic",
+                   shared_noise: bool = False, iteration: int = 1, mixgrpo_shift_interval: int = 25,
+                   mixgrpo_stride: int = 1) -> StepPlan:
+    """Draw the plan of one rollout (module docstring); ``iteration``: the training step (``mixgrpo``);
+    ``shared_noise``: the group shares its initial noise (required by ``fast``). Raises ``ValueError`` for
+    settings that train nothing."""
     if num_steps < 2:
         raise ValueError(f"a rollout needs at least 2 denoising steps to train one (got {num_steps})")
-    trainable = num_steps - 1  # never the last step
+    train_steps = resolve_train_steps(train_steps)
     if train_steps == "fraction":
         if not 0 < train_fraction <= 1:
             raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction}")
-        count = min(trainable, math.ceil(train_fraction * num_steps))
-        trained = tuple(sorted(rng.sample(range(trainable), count)))
-        levels = (noise_level,) * num_steps
-    elif train_steps == "window":
-        if not 1 <= window_size <= trainable:
-            raise ValueError(f"window_size must be in [1, {trainable}] for {num_steps} steps, got {window_size}")
-        low = int(window_range[0] * num_steps)
-        high = min(int(math.ceil(window_range[1] * num_steps)), trainable) - window_size
-        if high < low:
-            raise ValueError(f"window_range {tuple(window_range)} of {num_steps} steps has no room for "
-                             f"{window_size} trained steps before the last step")
-        start = rng.randint(low, high)
-        trained = tuple(range(start, start + window_size))
-        levels = tuple(noise_level if i in trained else 0.0 for i in range(num_steps))
+        count = min(num_steps - 1, math.ceil(train_fraction * num_steps))
+        trained = tuple(sorted(rng.sample(range(num_steps - 1), count)))
+        levels = last_step_levels((noise_level,) * num_steps, last_step)
+        return StepPlan(levels, trained, cfg_steps(num_steps, cfg_fraction), sde_type)
+    if train_steps in ("sde_window", "fast"):
+        trained = _random_window(num_steps, rng, window_size, window_range)
+    elif train_steps == "mixgrpo":
+        trained = mixgrpo_window(iteration, num_steps, window_size, mixgrpo_shift_interval, mixgrpo_stride)
     else:
         raise ValueError(f"train_steps must be one of {TRAIN_STEP_MODES}, got {train_steps!r}")
-    return StepPlan(levels, trained, _cfg_steps(num_steps, cfg_fraction), sde_type)
+    if train_steps == "fast" and not shared_noise:
+        raise ValueError("train_steps 'fast' branches one shared trajectory per group: the group must share its "
+                         "initial noise (same_latent)")
+    levels = tuple(noise_level if i in trained else 0.0 for i in range(num_steps))
+    return StepPlan(levels, trained, cfg_steps(num_steps, cfg_fraction), sde_type,
+                    shared_prefix=trained[0] if shared_noise else 0)

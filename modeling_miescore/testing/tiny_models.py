@@ -179,14 +179,16 @@ def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
 
 
 def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: str = "tiny",
-                        vocab_cache_dir=None, backbone: str = "qwen3_vl", **config_kwargs) -> Path:
+                        vocab_cache_dir=None, backbone: str = "qwen3_vl", geometry: str = "tiny",
+                        **config_kwargs) -> Path:
     """Write a tiny random MIEScore checkpoint (config with ``auto_map``, code, weights, processor) to ``path``.
 
     The backbone is built in a sibling temporary folder: Qwen3-VL by default (:func:`qwen_vocab.build_qwen3vl`
     with ``vocab``: ``"tiny"`` or the real ``"qwen"`` vocabulary, cached in ``vocab_cache_dir``), or another
     family by its model_type ``backbone`` (``qwen2_5_vl``, ``internvl``, ``llava``: :mod:`.tiny_backbones`, tiny
-    vocabulary). ``config_kwargs`` go to :class:`MIEScoreConfig` (e.g. ``max_pixels=...``,
-    ``score_head="lm_digits"``). Returns the path.
+    vocabulary; ``geometry``: ``ATTENTION_GEOMETRIES``, ``"vllm"`` for a backbone vLLM can serve).
+    ``config_kwargs`` go to :class:`MIEScoreConfig` (e.g. ``max_pixels=...``, ``score_head="lm_digits"``). Returns
+    the path.
     """
     import tempfile
 
@@ -201,7 +203,8 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: 
     with tempfile.TemporaryDirectory() as tmp:
         if backbone == "qwen3_vl":
             processor = build_processor(vocab, vocab_cache_dir)
-            backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
+            backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor,
+                                          geometry=geometry)
         elif vocab == "tiny":
             processor = None  # loaded from the backbone folder
             backbone_path = build_tiny_backbone(backbone, Path(tmp) / backbone, seed=seed)

@@ -1,5 +1,5 @@
-"""SpatialReward groups of G = 12 edits of the same sources through a real vLLM (CPU build) with and without
-prefix caching, and through the in-process prefix reuse, on the same tiny model, in one run.
+"""SpatialReward (and MIEScore) groups of G = 12 edits of the same sources through a real vLLM (CPU build) with and
+without prefix caching, and through the in-process prefix reuse, on the same tiny model, in one run.
 
 The model is ``testing.servable_checkpoints.random_servable_spatialreward`` (the real Qwen vocabulary, the D.1
 prompts, head_dim 64), exported for vLLM; each path judges the same groups (2 sources, ``--size`` px images) with
@@ -9,10 +9,13 @@ requests/s (2 G chat requests per group: SC and PQ), wall seconds per group, and
 vLLM's own counters (``/metrics``: ``vllm:prompt_tokens_total`` minus ``vllm:prefix_cache_hits_total``), in process
 the token arithmetic of the rows it runs (prefix once + every suffix, or every full prompt). The SC prefix that
 edits share is the chat start and the source images; the D.1 text comes after the edited image, so it is in every
-suffix, and the PQ prompts share nothing.
+suffix, and the PQ prompts share nothing. ``--miescore`` adds the same for MIEScore on vLLM's pooling runner
+(the package's plugin; one ``/classify`` request per edit), whose prompt puts the skill, the sources and the
+instruction before the edited image, so nearly all of it is shared.
 
     bash scripts/vllm_cpu.sh provision
     python benchmarks/bench_vllm.py [--group-size 12] [--groups 3] [--size 256] [--max-new-tokens 8] [--threads 2]
+        [--miescore]
 """
 
 from __future__ import annotations
@@ -45,14 +48,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(export: Path, caching: bool, runs: Path) -> tuple[str, int, float]:
+def start_server(export: Path, caching: bool, runs: Path, *extra: str) -> tuple[str, int, float]:
     port = free_port()
     env = {**os.environ, "MIESCORE_VLLM_RUNS": str(runs), "MIESCORE_VLLM_LIFETIME": "3600"}
     env.pop("PYTHONPATH", None)
     flag = "--enable-prefix-caching" if caching else "--no-enable-prefix-caching"
     started = time.monotonic()
     done = subprocess.run(["bash", str(SCRIPT), "start", str(export), "--port", str(port), "--name", "tiny", "--",
-                           flag], capture_output=True, text=True, env=env, timeout=1800)
+                           flag, *extra], capture_output=True, text=True, env=env, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"vLLM did not start: {done.stderr[-2000:]}")
     return done.stdout.strip(), port, time.monotonic() - started
@@ -99,6 +102,63 @@ def through_vllm(export: Path, groups, args, caching: bool, runs: Path) -> dict:
             "failed": failed}
 
 
+def miescore_through_vllm(export: Path, groups, args, caching: bool, runs: Path) -> dict:
+    from modeling_miescore.scoring.vllm_miescore import MIEScoreAPI
+
+    url, port, start_s = start_server(export, caching, runs, "--dtype", "float32")
+    try:
+        api = MIEScoreAPI(url, "tiny", export, max_concurrency=args.group_size)
+        api.score_batch(groups[0], batch_size=args.group_size)  # warm-up
+        prompt0, hits0 = metric(url, "vllm:prompt_tokens_total"), metric(url, "vllm:prefix_cache_hits_total")
+        seconds, scores = [], []
+        for group in groups[1:]:
+            began = time.perf_counter()
+            scores.append(api.score_batch(group, batch_size=args.group_size))
+            seconds.append(time.perf_counter() - began)
+        prompt = metric(url, "vllm:prompt_tokens_total") - prompt0
+        hits = metric(url, "vllm:prefix_cache_hits_total") - hits0
+    finally:
+        stop_server(port, runs)
+    return {"start_s": start_s, "seconds": seconds, "prompt": prompt, "computed": prompt - hits, "scores": scores,
+            "failed": api.stats["failed_requests"]}
+
+
+def miescore_section(groups, args, runs: Path) -> None:
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing.servable_checkpoints import random_servable_miescore
+
+    export = random_servable_miescore()
+    cached = miescore_through_vllm(export, groups, args, True, runs)
+    plain = miescore_through_vllm(export, groups, args, False, runs)
+    model = load_scorer(str(export.parent / "checkpoint"), device="cpu", dtype="float32")
+    local = {}
+    for reuse in (True, False):
+        model.score_batch(groups[0], batch_size=args.group_size, reuse_prefix=reuse)  # warm-up
+        seconds, scores = [], []
+        for group in groups[1:]:
+            began = time.perf_counter()
+            scores.append(model.score_batch(group, batch_size=args.group_size, reuse_prefix=reuse))
+            seconds.append(time.perf_counter() - began)
+        local[reuse] = {"seconds": seconds, "scores": scores}
+    requests = args.group_size * args.groups
+    print(f"\nMIEScore (random, real Qwen vocabulary, head_dim 64) on vLLM's pooling runner (the package's plugin), "
+          f"one /classify request per edit; vLLM start-up {cached['start_s']:.0f} s / {plain['start_s']:.0f} s")
+    print(f"{'path':<34} {'requests/s':>10} {'s per group':>11} {'prompt tokens computed':>23}")
+    for name, run in (("vLLM, --enable-prefix-caching", cached), ("vLLM, --no-enable-prefix-caching", plain)):
+        print(f"{name:<34} {requests / sum(run['seconds']):>10.2f} {sum(run['seconds']) / args.groups:>11.2f} "
+              f"{int(run['computed']):>23}")
+    for name, reuse in (("in process, prefix reuse", True), ("in process, full prompts", False)):
+        seconds = local[reuse]["seconds"]
+        print(f"{name:<34} {requests / sum(seconds):>10.2f} {sum(seconds) / args.groups:>11.2f} {'':>23}")
+    gap = max(abs(a[k] - b[k]) for ga, gb in zip(cached["scores"], local[True]["scores"]) for a, b in zip(ga, gb)
+              for k in b)
+    print(f"vLLM prefix caching: {sum(plain['seconds']) / sum(cached['seconds']):.2f}x requests/s, "
+          f"{plain['computed'] / max(cached['computed'], 1):.2f}x fewer prompt tokens computed; in-process prefix "
+          f"reuse: {sum(local[False]['seconds']) / sum(local[True]['seconds']):.2f}x; vLLM (caching) vs in process "
+          f"(reuse): {sum(local[True]['seconds']) / sum(cached['seconds']):.2f}x requests/s; largest score gap "
+          f"vLLM vs in process {gap:.1e} (0-100 scale); failed requests {cached['failed'] + plain['failed']}")
+
+
 def in_process(export: Path, groups, args, reuse: bool, model) -> dict:
     model.evaluate_edits(groups[0], batch_size=args.group_size, reuse_prefix=reuse)  # warm-up
     seconds, texts = [], []
@@ -133,7 +193,8 @@ def main():
     _, args = benchmark_args(__doc__, [
         ("--group-size", int, 12, "edits per group (G)"), ("--groups", int, 3, "timed groups per path"),
         ("--size", int, 256, "side of the square source and edited images"),
-        ("--max-new-tokens", int, 8, "tokens generated per request")])
+        ("--max-new-tokens", int, 8, "tokens generated per request"),
+        ("--miescore", bool, False, "also MIEScore on vLLM's pooling runner")])
     import tempfile
 
     from modeling_miescore.scoring.loading import load_spatialreward
@@ -175,6 +236,9 @@ def main():
           f"vs full {same(reuse['texts'], full['texts'])}/{g * n}, vLLM vs in process "
           f"{same(cached['texts'], reuse['texts'])}/{g * n} (random weights: fp32 rounding flips greedy near-ties); "
           f"failed requests: {cached['failed'] + plain['failed']}")
+    if args.miescore:
+        with tempfile.TemporaryDirectory() as runs:
+            miescore_section(groups, args, Path(runs))
     print(json.dumps({"requests": requests, "vllm_cached_s": cached["seconds"], "vllm_plain_s": plain["seconds"],
                       "reuse_s": reuse["seconds"], "full_s": full["seconds"], "computed": {
                           "vllm_cached": cached["computed"], "vllm_plain": plain["computed"], **computed}}))

@@ -31,6 +31,18 @@ c6d6d54 (main before issue 22), measured the same way, with the new corpus modul
 (the two ``doctor`` cases start a fresh interpreter and may take minutes on a loaded machine; they have their own
 600 s bound.)
 
+Issue 31's editor cases (``testing.bad_input_editor``: the ``trainer`` and ``edit`` rows; ``editor-benchmarks``
+is the editor benchmarks' own row) are part of this corpus too. Their "before" is commit 45cc0d1 (main before
+issue 31), measured the same way with the corpus modules copied along (``--entries trainer,edit`` runs them
+alone; the cases that could exhaust the machine's memory on the old code run in a child process with 6 GB of
+address space)::
+
+    git worktree add --detach ../before-31 45cc0d1
+    cp modeling_miescore/testing/{bad_input_corpus,bad_input_runners,bad_inputs,tampered_checkpoint,bad_input_local,bad_checkpoints,bad_input_editor}.py \
+       ../before-31/modeling_miescore/testing/
+    (cd ../before-31 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --entries trainer,edit \
+        --timeout 60 --details)
+
 ``--endpoints`` also runs the bad-endpoint corpus of issue 22 (``testing.bad_endpoint_corpus``: ``judge``,
 ``spatialreward-data`` and ``mer-bench synthesize`` against the bad server of ``tests/local_http.py``) and prints
 its own table; ``--only-endpoints`` runs that corpus alone. Its "before" is commit c6d6d54 (main before issue
@@ -40,6 +52,20 @@ its own table; ``--only-endpoints`` runs that corpus alone. Its "before" is comm
     cp modeling_miescore/testing/{bad_input_corpus,bad_endpoint_corpus}.py ../before-22/modeling_miescore/testing/
     (cd ../before-22 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --only-endpoints \
         --timeout 30 --details)
+
+The ``editor-benchmarks`` group (issues 31 and 33; ``testing.bad_input_editor_benchmarks``) is in both corpora:
+``convert-benchmark gedit-bench`` / ``imgedit-bench`` with NUL bytes, chat-control tokens and 10,000-character
+instructions and ImgEdit's current release (the bad-input table), and ``benchmark gedit`` / ``imgedit`` against the
+bad server with nested answers, non-integer scores, ``?key=`` in the judge URL and ImgEdit's released
+``prompts.json`` keys (the ``--endpoints`` table). Its "before" is commit 45cc0d1 (main before issue 33's editor
+benchmark work), with the group's module copied along::
+
+    mkdir ../before-33 && git archive 45cc0d1 | tar -x -C ../before-33
+    cp modeling_miescore/testing/bad_input_editor_benchmarks.py ../before-33/modeling_miescore/testing/
+    (cd ../before-33 && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --editor-benchmarks --details)
+
+(``--editor-benchmarks`` runs that group alone, in both corpora, from its own module, so it needs nothing else of
+this checkout; about a minute.)
 """
 
 from __future__ import annotations
@@ -55,7 +81,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
-def run_corpus(workdir: Path, timeout: float) -> list:
+def run_corpus(workdir: Path, timeout: float, entries=None) -> list:
     from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.testing.bad_input_corpus import Corpus, build_corpus_checkpoint
     from modeling_miescore.testing.bad_input_runners import all_cases
@@ -66,6 +92,8 @@ def run_corpus(workdir: Path, timeout: float) -> list:
     outcomes = []
     try:
         for case in all_cases():
+            if entries and case.entry not in entries:
+                continue
             started = time.monotonic()
             outcome = corpus.run(case)
             outcomes.append(outcome)
@@ -73,6 +101,34 @@ def run_corpus(workdir: Path, timeout: float) -> list:
     finally:
         corpus.close()
     return outcomes
+
+
+def run_editor_benchmark_group(workdir: Path, timeout: float) -> tuple[list, list]:
+    """The ``editor-benchmarks`` cases of both corpora: ``(bad-input outcomes, bad-endpoint outcomes)``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import local_http
+
+    from modeling_miescore.scoring.loading import load_scorer
+    from modeling_miescore.testing.bad_endpoint_corpus import EndpointCorpus
+    from modeling_miescore.testing.bad_input_corpus import Corpus, build_corpus_checkpoint
+    from modeling_miescore.testing.bad_input_editor_benchmarks import (editor_benchmark_cases,
+                                                                        editor_benchmark_endpoint_cases)
+
+    checkpoint = build_corpus_checkpoint(workdir / "tiny-miescore")
+    corpus = Corpus(workdir / "corpus", load_scorer(str(checkpoint), device="cpu", dtype="float32"), checkpoint,
+                    timeout=timeout)
+    endpoints = EndpointCorpus(workdir / "endpoint-corpus", local_http, timeout=timeout)
+    results: tuple[list, list] = ([], [])
+    try:
+        for outcomes, runner, cases in ((results[0], corpus, editor_benchmark_cases()),
+                                        (results[1], endpoints, editor_benchmark_endpoint_cases(local_http))):
+            for case in cases:
+                outcome = runner.run(case)
+                outcomes.append(outcome)
+                print(outcome.describe(), file=sys.stderr, flush=True)
+    finally:
+        corpus.close()
+    return results
 
 
 def run_endpoint_corpus(workdir: Path, timeout: float) -> list:
@@ -107,14 +163,24 @@ def main(argv=None) -> int:
     parser.add_argument("--details", action="store_true", help="list every case that is not clean")
     parser.add_argument("--endpoints", action="store_true", help="also run the bad-endpoint corpus (issue 22)")
     parser.add_argument("--only-endpoints", action="store_true", help="run the bad-endpoint corpus alone")
+    parser.add_argument("--editor-benchmarks", action="store_true",
+                        help="run the editor-benchmarks group of both corpora alone (issues 31 and 33)")
+    parser.add_argument("--entries", default=None, help="comma-separated entry points to run (e.g. trainer,edit)")
     args = parser.parse_args(argv)
 
     from modeling_miescore.testing.bad_input_corpus import summary_table
 
     with tempfile.TemporaryDirectory(prefix="bad-inputs-") as tmp:
         workdir = Path(args.workdir or tmp)
+        if args.editor_benchmarks:
+            from modeling_miescore.testing.bad_endpoint_corpus import endpoint_table
+
+            local, remote = run_editor_benchmark_group(workdir, args.timeout)
+            _print(summary_table(local, entries=()), local, args.details)
+            _print(endpoint_table(remote), remote, args.details)
+            return 0
         if not args.only_endpoints:
-            outcomes = run_corpus(workdir, args.timeout)
+            outcomes = run_corpus(workdir, args.timeout, set(args.entries.split(",")) if args.entries else None)
             _print(summary_table(outcomes), outcomes, args.details)
         if args.endpoints or args.only_endpoints:
             from modeling_miescore.testing.bad_endpoint_corpus import endpoint_table

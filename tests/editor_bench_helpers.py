@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from local_http import chat_completion, request_images
+from local_http import chat_completion, request_images, request_text
 
 from modeling_miescore.data.converters import get_converter
 from modeling_miescore.testing import raw_benchmarks as rb
@@ -37,8 +37,14 @@ def edit_image(path: Path, code: int, size=(64, 56)) -> Path:
 
 
 def code_of(body) -> int:
-    """The code of the edited image of a request (its last image)."""
-    return request_images(body)[-1].getpixel((0, 0))[0] // 10
+    """The code of the edited image of a request (its last image; rounded: GEdit's images travel as JPEG)."""
+    return round(request_images(body)[-1].convert("RGB").getpixel((0, 0))[0] / 10)
+
+
+def is_imgedit(body) -> bool:
+    """An ImgEdit request (a rubric of ``Name: <1-5>`` lines) rather than a GEdit one (whose prompts ask for a
+    JSON ``"score"`` list): both send their text first, then the images."""
+    return '"score"' not in request_text(body)
 
 
 def is_sc(body) -> bool:
@@ -88,8 +94,7 @@ def make_editor_runs(folder: Path) -> tuple[dict, Path]:
     out = {}
 
     def answer(body, repeat):
-        parts = body["messages"][0]["content"]
-        if len(parts) == 3 and parts[0]["type"] == "text":  # ImgEdit: text, source, edited
+        if is_imgedit(body):
             return 200, imgedit_answer(IMGEDIT_RUNS[code_of(body)]), None, 0
         return gedit_server_answer(GEDIT_RUNS)(body, repeat)
 
@@ -136,9 +141,8 @@ def looking_scores(kind: str, edit, source=None) -> list:
 def looking_judge(body, repeat):
     """:func:`looking_scores` of a request's images (the edit is the last) as a
     :class:`local_http.RoutedChatServer` answer function."""
-    images = request_images(body)
-    parts = body["messages"][0]["content"]
-    if len(parts) == 3 and parts[0]["type"] == "text":  # ImgEdit: text, source, edited
+    images = [image.convert("RGB") for image in request_images(body)]
+    if is_imgedit(body):
         return 200, imgedit_answer(looking_scores("imgedit", images[-1])), None, 0
     kind = "sc" if is_sc(body) else "pq"
     answer = json.dumps({"score": looking_scores(kind, images[-1], images[0]), "reasoning": kind})

@@ -36,9 +36,22 @@ DEFAULT_ISSUE_22 = {
 }
 
 
+# Issue 31's editor cases in the default suite (each repeats a focused test of tests/test_editor_rl_*.py; the
+# others, which train or start child processes, are slow)
+DEFAULT_ISSUE_31 = {
+    ("trainer", "config report_to: tensorbord"), ("trainer", "output_dir = dataset folder through a link"),
+    ("trainer", "serve: a body with 'results' twice"), ("trainer", "reward: a callable returning strings"),
+    ("trainer", "--resume: trainer_state.json at step -4"), ("edit", "--input = the --out folder's own edits.jsonl"),
+    ("edit", "--lora with a NaN adapter"),
+}
+
+
 def _marks(case) -> tuple:
-    issue_22 = case.item.startswith("22.")
-    return (pytest.mark.slow,) if issue_22 and (case.entry, case.name) not in DEFAULT_ISSUE_22 else ()
+    if case.entry == "editor-benchmarks":  # issues 31 / 33: eight small conversions, about 2 s in all
+        return ()
+    issue = case.item.split(".")[0]
+    default = {"22": DEFAULT_ISSUE_22, "31": DEFAULT_ISSUE_31}.get(issue)
+    return (pytest.mark.slow,) if default is not None and (case.entry, case.name) not in default else ()
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +68,8 @@ def corpus(tmp_path_factory):
 def test_the_corpus_covers_every_entry_point_and_item():
     assert len(CASES) >= 60
     per_entry = collections.Counter(case.entry for case in CASES)
-    assert set(ENTRIES) | {"checkpoint", "paths", "data"} <= set(per_entry) and min(per_entry.values()) >= 8
+    assert set(ENTRIES) | {"checkpoint", "paths", "data", "trainer", "edit"} <= set(per_entry)
+    assert min(per_entry.values()) >= 8
     items = {item for case in CASES for item in case.item.split("/")}
     assert {"13.1", "13.3", "13.4", "13.5", "13.6", "13.7", "13.8", "13.9", "13.10", "13.11", "13.15"} <= items
     issue_22 = {"22.1", "22.4", "22.9", "22.11", "22.12", "22.13", "22.14", "22.15", "22.17", "22.18", "22.19",
@@ -63,7 +77,8 @@ def test_the_corpus_covers_every_entry_point_and_item():
     assert issue_22 <= items
     # 22.1 and 22.14 run in the default suite as test_doctor and test_checkpoint_validation
     assert issue_22 <= {case.item for case in CASES if (case.entry, case.name) in DEFAULT_ISSUE_22} | {"22.1", "22.14"}
-    assert DEFAULT_ISSUE_22 <= {(case.entry, case.name) for case in CASES}
+    assert DEFAULT_ISSUE_22 | DEFAULT_ISSUE_31 <= {(case.entry, case.name) for case in CASES}
+    assert {"31.1", "31.2", "31.3", "31.4", "31.5", "31.M"} <= items  # issue 31: the trainer and edit rows
     assert len({(case.entry, case.name) for case in CASES}) == len(CASES)
 
 

@@ -144,21 +144,38 @@ def run_block(block: DocBlock, work: Path, request, capsys, statuses=(0,)) -> li
     return outputs
 
 
-def run_in_bash(block: DocBlock, work: Path, request, timeout: float = 1200) -> subprocess.CompletedProcess:
+def run_in_bash(block: DocBlock, work: Path, request, timeout: float = 1200,
+                root: Path = ROOT) -> subprocess.CompletedProcess:
     """Run ``block`` (placeholders replaced) as written through ``bash -e`` in ``work``; it must exit 0.
 
     The docs' commands run from the repository root (``python trainers/...``): ``work`` gets links to the
-    checkout's ``trainers/`` and ``dataset_scripts/``, so what a block writes (``runs/``) stays in ``work``."""
+    checkout's ``trainers/`` and ``dataset_scripts/``, so what a block writes (``runs/``) stays in ``work``;
+    ``root``: the checkout whose package runs (a :func:`fresh_checkout`)."""
     for folder in ("trainers", "dataset_scripts"):
         if not (work / folder).exists():
-            (work / folder).symlink_to(ROOT / folder, target_is_directory=True)
+            (work / folder).symlink_to(root / folder, target_is_directory=True)
     text = substitute(block.text, placeholders(request))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=work, env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert done.returncode == 0, (f"{block.where} exited {done.returncode}:\n{done.stdout[-2000:]}\n"
                                   f"{done.stderr[-4000:]}")
     return done
+
+
+def fresh_checkout(folder: Path) -> Path:
+    """The working tree's files that git tracks or would track (``git ls-files``: nothing ignored, no build output,
+    no ``miescore-tiny/`` or ``runs/`` left by an earlier run) copied into ``folder``: a fresh clone of this tree."""
+    import shutil
+
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / name)
+    return folder
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -543,9 +560,31 @@ def run_editor_rl_tiny(block, work, request, capsys):
 
 @runs("editor-rl-tiny-edit", slow=True)
 def run_editor_rl_tiny_edit(block, work, request, capsys):
-    run_in_bash(block, work, request)  # train, then edit with the run and score the edits: no option copied
-    assert len((work / "runs/flow-grpo-tiny/metrics.jsonl").read_text().splitlines()) == 30
-    assert len((work / "preds.jsonl").read_text().splitlines()) == 4
+    """The editor-RL story as written, in a fresh checkout (the tracked files only: nothing built before): train,
+    edit with the run, score the edits, the editor benchmarks offline, the comparison; no option copied."""
+    checkout = fresh_checkout(work / "checkout")
+    done = run_in_bash(block, checkout, request, timeout=2400, root=checkout)
+    print(done.stdout[-3000:], done.stderr[-6000:], sep="\n")  # the walk's commands and outputs, for the record
+    assert len((checkout / "runs/flow-grpo-tiny/metrics.jsonl").read_text().splitlines()) == 30
+    assert len((checkout / "preds.jsonl").read_text().splitlines()) == 4
+    comparison = json.loads((checkout / "cmp/report.json").read_text())
+    assert comparison["runs"] == ["base", "tuned"] and comparison["by"] == "miescore"
+    for kind in ("gedit", "imgedit"):
+        delta = comparison["table3"]["tuned"][kind]["delta"]
+        assert delta["n_paired"] == {"gedit": 6, "imgedit": 6}[kind] and delta["value"] is not None
+    assert all("RANDOM WEIGHTS" in (checkout / folder / "report.md").read_text()
+               for folder in ("bench/reports/comparison", "cmp"))  # a comparison of labelled runs says so too
+
+
+@runs("editors-demo", slow=True)
+def run_editors_demo(block, work, request, capsys):
+    """The offline editor benchmarks: every report labelled random weights, the comparison's three views."""
+    done = run_in_bash(block, work, request)
+    comparison = json.loads((work / "bench-demo/reports/comparison/report.json").read_text())
+    assert comparison["runs"] == ["base: first sample", "base: selected", "base: judge's best of N"]
+    assert all("RANDOM WEIGHTS" in (work / "bench-demo/reports" / name / "report.md").read_text()
+               for name in ("gedit-base", "imgedit-base", "comparison"))
+    assert "Warning" not in done.stderr and "Traceback" not in done.stderr
 
 
 @runs("train-miescore-tiny", slow=True)

@@ -83,7 +83,7 @@ def test_a_torn_last_line_is_cut_and_redone(toy_editor_path, editing_requests, t
 
 @pytest.mark.parametrize("extra,message", [
     (["--pipeline", "nope"], "unknown editor 'nope'"),
-    (["--lora", "/nonexistent"], "has no pytorch_lora_weights.safetensors"),
+    (["--lora", "/nonexistent"], "pytorch_lora_weights.safetensors' does not exist"),
     (["--editor-options", "{bad"], "--editor-options is not JSON"),
 ])
 def test_bad_edit_arguments_exit_2(toy_editor_path, editing_requests, tmp_path, capsys, extra, message):

@@ -100,7 +100,7 @@ def test_imgedit_bench_rows_and_bad_records(tmp_path, capsys):
     entries = json.loads((raw / "basic_edit.json").read_text())
     keys = list(entries)
     (raw / "Benchmark/singleturn" / entries[keys[0]]["id"]).unlink()  # a missing source image
-    entries[keys[1]]["edit_type"] = "adjust"  # the README's spelling, not the file's
+    entries[keys[1]]["edit_type"] = "alter"  # c14480a's spelling in a file of the current release
     del entries[keys[4]]["prompt"]  # a record without a field of the release
     text = json.dumps(entries, indent=4).replace(f'"{keys[3]}"', f'"{keys[2]}"', 1)  # a repeated key
     (raw / "basic_edit.json").write_text(text)
@@ -108,7 +108,90 @@ def test_imgedit_bench_rows_and_bad_records(tmp_path, capsys):
                  "--images", "Benchmark/singleturn", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"basic_edit.json:2: '{keys[0]}': source image: image file not found: " in err
-    assert f"basic_edit.json:7: '{keys[1]}': edit_type 'adjust' is not one of add, remove, replace, alter" in err
+    assert (f"basic_edit.json:7: '{keys[1]}': edit_type 'alter' is not one of add, remove, replace, adjust, "
+            "background, style, extract, action, compose (ImgEdit b3eb8e7, --release current); it is how ImgEdit "
+            "c14480a spells it: pass --release c14480a") in err
     assert f"basic_edit.json:17: '{keys[2]}': duplicate key '{keys[2]}' (first on line 12)" in err
     assert f"basic_edit.json:22: '{keys[4]}': missing key(s) 'prompt'" in err
     assert not (tmp_path / "bad").exists()
+
+
+ALL_TYPES = ("add", "remove", "replace", "adjust", "background", "style", "extract", "action", "compose")
+
+
+@pytest.mark.parametrize("release,written", [("current", "adjust"), ("c14480a", "alter")])
+def test_imgedit_bench_both_released_versions_convert_to_the_current_type_names(tmp_path, release, written):
+    raw = tmp_path / "raw"
+    truth = rb.make_raw_imgedit_bench(raw, types=ALL_TYPES, per_type=1, release=release)
+    assert written in {t["edit_type"] for t in truth}  # the file spells the type as that release did
+    assert main(["convert-benchmark", "imgedit-bench", "--raw", str(raw), "--out", str(tmp_path / "out"),
+                 "--release", release, "--no-progress"]) == 0
+    ds = _load(tmp_path / "out")
+    assert ds["category"] == list(ALL_TYPES)  # prompts.json's keys, whatever the file's spelling
+    block = read_benchmark_metadata(str(tmp_path / "out"))
+    commit = {"current": "b3eb8e7", "c14480a": "c14480a"}[release]
+    assert block["imgedit_release"] == release and block["imgedit_release_commit"] == commit
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert f"basic_edit.json of ImgEdit {commit}" in card and "the file differs from the one released at" in card
+    if release == "c14480a":
+        assert "edit type 'alter' read as 'adjust'" in card
+    # the other version's spelling is refused, naming the option that reads it
+    other = "c14480a" if release == "current" else "current"
+    assert main(["convert-benchmark", "imgedit-bench", "--raw", str(raw), "--out", str(tmp_path / "other"),
+                 "--release", other, "--no-progress"]) == 2
+    assert not (tmp_path / "other").exists()
+
+
+def test_imgedit_bench_card_says_when_the_file_is_the_released_one(tmp_path, monkeypatch):
+    import dataclasses
+    import hashlib
+
+    from modeling_miescore.data.converters import imgedit_bench
+
+    raw = tmp_path / "raw"
+    rb.make_raw_imgedit_bench(raw, types=("adjust",), per_type=1)
+    digest = hashlib.sha256((raw / "basic_edit.json").read_bytes()).hexdigest()
+    monkeypatch.setitem(imgedit_bench.IMGEDIT_RELEASES, "current",
+                        dataclasses.replace(imgedit_bench.IMGEDIT_RELEASES["current"], sha256=digest))
+    get_converter("imgedit-bench")(raw, tmp_path / "out", progress=False).build()
+    assert "the file is byte for byte the one released at b3eb8e7" in (tmp_path / "out" / "README.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["gedit-bench", "imgedit-bench"])
+@pytest.mark.parametrize("bad,needle", [("make\x00 it red", "control"), ("make <|im_end|> it red", "<|im_end|>"),
+                                        ("x" * 10_000, "10,000 characters")])
+def test_converters_refuse_instructions_the_builders_refuse(tmp_path, capsys, name, bad, needle):
+    """Issue 31: NUL bytes, chat-control tokens and overlong instructions are refused at conversion, naming the
+    record, as the dataset builders do (``RecordCheck.instruction``)."""
+    raw = tmp_path / "raw"
+    if name == "imgedit-bench":
+        truth = rb.make_raw_imgedit_bench(raw, types=("add",), per_type=2)
+        entries = json.loads((raw / "basic_edit.json").read_text())
+        entries[truth[1]["key"]]["prompt"] = bad
+        (raw / "basic_edit.json").write_text(json.dumps(entries, indent=4))
+        where = f"basic_edit.json:7: '{truth[1]['key']}': prompt"
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rb.make_raw_gedit_bench(raw, tasks={"color_alter": 2}, languages=("en",))
+        shard = raw / "data" / "train-00000-of-00001.parquet"
+        table = pq.read_table(shard)
+        rows = table.to_pylist()
+        rows[1]["instruction"] = bad
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), shard)
+        where = "data/train-00000-of-00001.parquet:2: instruction"
+    assert main(["convert-benchmark", name, "--raw", str(raw), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert where in err and needle in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_imgedit_bench_refuses_a_key_with_a_nul_byte(tmp_path, capsys):
+    raw = tmp_path / "raw"
+    truth = rb.make_raw_imgedit_bench(raw, types=("add",), per_type=2)
+    text = (raw / "basic_edit.json").read_text().replace(f'"{truth[0]["key"]}"', '"12\\u00003"', 1)
+    (raw / "basic_edit.json").write_text(text)
+    assert main(["convert-benchmark", "imgedit-bench", "--raw", str(raw), "--out", str(tmp_path / "out"),
+                 "--no-progress"]) == 2
+    assert "key '12\\x003' contains a NUL byte" in capsys.readouterr().err

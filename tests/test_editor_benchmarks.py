@@ -1,7 +1,9 @@
 """``miescore benchmark gedit`` / ``imgedit`` against a scripted OpenAI-compatible judge on loopback: the numbers
 are the hand-computed ones (O per sample, task-type macro means, the intersection subset, ImgEdit type means with
-the released rounding and the mean over types), the judge sees what the protocol shows (sources first, the edit
-resized to the source's size, the user's prompts read without running them), every failure kind of the scripted
+the released rounding and the mean over types), the judge sees what the protocol shows (the text part, then the
+source and the edit, the edit resized to the source's size, the user's prompts read without running them) and is
+asked as the released scripts ask (GEdit: max_tokens 1400, no temperature, JPEG at full size; ImgEdit: no
+max_tokens or temperature, PNG at full size), every failure kind of the scripted
 server is flagged or retried, a rerun resumes, and bad input exits 2 without writing a report."""
 
 from __future__ import annotations
@@ -145,12 +147,19 @@ def test_gedit_every_judge_failure_kind_is_flagged_or_retried_and_a_rerun_resume
     records = {json.loads(line)["id"]: json.loads(line) for line in (out / "judgements.jsonl").read_text().splitlines()}
     assert records[f"{en[2]['key']}#0"]["o"] == pytest.approx(math.sqrt(8 * 6))  # answered after the 429
     assert records[f"{en[0]['key']}#0"]["o"] is None and "oops" in records[f"{en[0]['key']}#0"]["raw"]["gedit-sc"]
-    assert report["results"]["en"]["full"]["n"] == 1  # only the 429 edit counts; flagged ones are left out
-    assert report["results"]["cn"]["full"]["n"] == 3 and report["results"]["cn"]["full"]["o"]["value"] == \
+    en_full, cn_full = report["results"]["en"]["full"], report["results"]["cn"]["full"]
+    assert en_full["n"] == 1  # only the 429 edit counts; flagged ones are left out
+    assert cn_full["n"] == 3 and cn_full["by_category"]["subject-add"]["o"]["value"] == \
         pytest.approx(math.sqrt(8 * 6))  # the languages are reported apart
+    # a task type without a usable key: the released mean over task types is NaN, so no number, and the report
+    # names the empty task types rather than averaging the others
+    assert en_full["o"]["value"] is None and cn_full["o"]["value"] is None
+    assert en_full["not_computable"].startswith("no usable key of task type background_change, text_change")
+    assert cn_full["not_computable"].startswith("no usable key of task type background_change:")
     assert report["comparable"] is False  # our own prompts (no --prompts): every report says so
     md = (out / "report.md").read_text()
-    assert md.count("not comparable with published numbers") >= 2 and "| CN | Full set | 3 | 8.00 |" in md
+    assert md.count("not comparable with published numbers") >= 2 and "| CN | Full set | 3 | n/c | n/c | n/c |" in md
+    assert "EN, full set: not computable: no usable key of task type background_change, text_change" in md
     assert all("Reply with one JSON object only" in request_text(r["body"]) for r in server.requests)
     usage = json.loads((out / "judgements.jsonl.usage.jsonl").read_text().splitlines()[-1])["usage"]["totals"]
     assert usage["failed_by_kind"] == {"refusal": 1, "timeout": 1} and usage["retries"] >= 2
@@ -176,7 +185,7 @@ def test_imgedit_user_prompts_released_rounding_type_means_and_strict_parsing(im
     out = tmp_path / "out"
     with RoutedChatServer(answer) as server:
         assert main(["benchmark", "imgedit", "--dataset", str(imgedit["dataset"]), "--edits", str(imgedit["edits"]),
-                     "--out", str(out), "--backend", "openai", "--base-url", server.url, "--model", "gpt-4o",
+                     "--out", str(out), "--backend", "openai", "--base-url", server.url, "--model", "gpt-4.1",
                      "--prompts", str(prompts), "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
     instructions = {t["prompt"] for t in imgedit["truth"]}
     for text in texts:  # the type's rubric with <edit_prompt> replaced, as basic_bench.py sends it
@@ -193,8 +202,10 @@ def test_imgedit_user_prompts_released_rounding_type_means_and_strict_parsing(im
     full = report["results"]["en"]["full"]
     assert {c: v["mean"]["value"] for c, v in full["by_category"].items()} == pytest.approx(types)
     assert types["remove"] == 2.83  # (4 + 1.67) / 2 = 2.835 rounds down in binary floating point, as released
-    assert full["mean"]["value"] == pytest.approx(sum(types.values()) / 3)  # our reading: the mean over types
-    assert "our reading" in (out / "report.md").read_text()
+    assert full["mean"]["value"] == pytest.approx(sum(types.values()) / 3)  # the leaderboard's: mean over types
+    md = (out / "report.md").read_text()
+    assert "as ImgEdit's leaderboard defines it" in md and "our reading" not in md
+    assert "published numbers use gpt-4.1" in md and "gpt-4o" not in md
     # --no-rounding: the exact means (the same judgements aggregated again; the records keep the exact mean)
     import pandas as pd
 
@@ -296,14 +307,19 @@ def test_a_key_without_an_edit_is_listed_counted_and_left_out_of_the_means(gedit
     o = [math.sqrt(min(sc) * min(pq)) for sc, pq in GEDIT_PLAN]
     full = report["results"]["en"]["full"]  # text_change (the missing key's category) has no edit left
     assert set(full["by_category"]) == {"background_change", "subject-add"}
-    assert full["o"]["value"] == pytest.approx(((o[0] + o[1]) / 2 + (o[2] + o[3]) / 2) / 2)
+    assert full["by_category"]["subject-add"]["o"]["value"] == pytest.approx((o[2] + o[3]) / 2)
+    # the released mean over task types is NaN without a text_change key: not computable, naming it, not the
+    # mean of the other two
+    assert full["o"]["value"] is None and "task type text_change" in full["not_computable"]
     md = (out / "report.md").read_text()
     assert "1 keys without an edit" in md and en[-1]["key"] in md.split("Keys without an edit")[1]
 
 
 @pytest.mark.parametrize("text, scores, issues", [
     ('{"score": [7, 3], "reasoning": "fine"}', [7.0, 3.0], []),
-    ('<think>{"score": [1, 1]}</think>```json\n{"score": [8, 9.5], "reasoning": "r"}\n```', [8.0, 9.5], []),
+    ('<think>{"score": [1, 1]}</think>```json\n{"score": [8, 9.0], "reasoning": "r"}\n```', [8.0, 9.0], []),
+    ('{"score": [8, 7.5], "reasoning": "r"}', None, ["score_not_integer"]),  # the prompts ask for integers
+    ('{"result": {"score": [8, 7], "reasoning": "r"}}', None, ["nested_answer"]),  # not the answer object
     ("[6, 7]", None, ["no_json_object"]),  # VIEScore's parser takes a bare list; we do not
     ('{"score": 7}', None, ["score_not_a_list"]),
     ('{"score": [5, "7"]}', None, ["score_invalid"]),
@@ -336,8 +352,7 @@ def test_imgedit_answers_give_three_criteria_or_a_named_failure(text, criteria, 
 def test_own_imgedit_rubric_asks_for_its_three_criteria_by_name():
     from modeling_miescore.evaluation.editor_benchmarks.imgedit_judge import OWN_CRITERIA, OWN_RUBRICS, parse_criteria
 
-    assert set(OWN_RUBRICS) == {"add", "remove", "replace", "alter", "background", "style", "extract", "action",
-                                "compose"} and all("<edit_prompt>" in r for r in OWN_RUBRICS.values())
+    assert set(OWN_RUBRICS) == set(rb.IMGEDIT_PROMPTS_KEYS) and all("<edit_prompt>" in r for r in OWN_RUBRICS.values())
     assert parse_criteria("Prompt Compliance: 4\nEditing Quality: 4\nDetail Preservation: 3", OWN_CRITERIA)[1] == \
         ["missing_score:Instruction Adherence"]
 

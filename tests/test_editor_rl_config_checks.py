@@ -12,7 +12,7 @@ import pytest
 from editor_rl_runs import recipe_cli, toy_config, write_run_yaml
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.training.editor_rl.config import RESUMABLE_FIELDS, RUN_IDENTITY_FIELDS, FlowGRPOConfig
-from modeling_miescore.utils.field_checks import Bounds, OneOf, did_you_mean, field_problems
+from modeling_miescore.utils.field_checks import Bounds, OneOf, field_problems, suggestion
 
 GOOD = dict(editor="pkg.editor:make", model_name_or_path="model", dataset="rows.jsonl", reward="pkg.rewards:fn",
             output_dir="out", num_generations=4, per_device_batch_size=8)
@@ -39,10 +39,10 @@ BAD = [  # (override, what the one line must say)
     (dict(std_level="grup"), "std_level must be one of group, batch, got 'grup' (did you mean 'group'?)"),
     (dict(report_to="tensorbord"), "report_to must be one of none, all, tensorboard, wandb"),
     (dict(report_to="tensorbord"), "got 'tensorbord' (did you mean 'tensorboard'?)"),
-    (dict(train_steps="window", window_size=0), "window_size must be an integer >= 1, got 0"),
-    (dict(train_steps="window", window_size=40), "window_size must be in [1, 19] for 20 steps, got 40"),
-    (dict(train_steps="window", window_start=0.6), "window_start 0.6 must be below window_end 0.5"),
-    (dict(train_steps="window", window_end=1.5), "window_end must be a finite number in [0, 1], got 1.5"),
+    (dict(train_steps="sde_window", window_size=0), "window_size must be an integer >= 1, got 0"),
+    (dict(train_steps="sde_window", window_size=40), "window_size must be in [1, 19] for 20 steps, got 40"),
+    (dict(train_steps="sde_window", window_start=0.6), "window_start 0.6 must be below window_end 0.5"),
+    (dict(train_steps="sde_window", window_end=1.5), "window_end must be a finite number in [0, 1], got 1.5"),
     (dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be an integer >= 1 or None, got 0"),
     (dict(gradient_accumulation_steps=-1), "gradient_accumulation_steps must be an integer >= 1 or None, got -1"),
     (dict(rollout_batches_per_step=0), "rollout_batches_per_step must be an integer >= 1, got 0"),
@@ -149,5 +149,5 @@ def test_field_checks_read_the_declared_types():
     assert field_problems(Settings(size=0, mode="cp", names=["a", 2], flag=1)) == [
         "size must be an integer >= 1 or None, got 0", "mode must be one of sde, cps, got 'cp' (did you mean 'cps'?)",
         "names must be a list of strings or None, got ['a', 2]", "flag must be true or false, got 1"]
-    assert did_you_mean("tensorbord", ["none", "tensorboard"]) == " (did you mean 'tensorboard'?)"
-    assert did_you_mean("xyz", ["none", "tensorboard"]) == ""
+    assert suggestion("TensorBord", ["none", "tensorboard"]) == " (did you mean 'tensorboard'?)"
+    assert suggestion("xyz", ["none", "tensorboard"]) == ""

@@ -30,9 +30,19 @@ def _read_jsonl(path) -> list:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _as_sent(image):
+    """The image as GEdit's GPT-4.1 path sends it: JPEG with Pillow's default quality (75), at full size."""
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG")
+    return Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+
+
 def _expected_gedit(report_dir, row) -> tuple:
     source = Image.open(report_dir / row["sources"][0]).convert("RGB")
     edit = Image.open(row["edited"]).convert("RGB").resize(source.size)  # GEdit's scorer resizes to the source
+    source, edit = _as_sent(source), _as_sent(edit)
     sc, pq = min(looking_scores("sc", edit, source)), min(looking_scores("pq", edit))
     return sc, pq, math.sqrt(sc * pq)
 
@@ -85,7 +95,7 @@ def test_convert_train_edit_benchmark_and_compare_two_editors(tmp_path, tiny_edi
     reports = {}
     with RoutedChatServer(looking_judge) as server:
         for name in ("base", "tuned"):
-            for benchmark, model_name in zip(BENCHMARKS, ("gpt-4.1", "gpt-4o")):
+            for benchmark, model_name in zip(BENCHMARKS, ("gpt-4.1", "gpt-4.1")):
                 reports[benchmark, name] = tmp_path / "rep" / f"{benchmark}-{name}"
                 assert miescore(["benchmark", benchmark, "--dataset", str(data[benchmark]), "--edits",
                                  str(edits[benchmark, name] / "edits.jsonl"), "--out", str(reports[benchmark, name]),

@@ -29,6 +29,7 @@ missing path, a missing extra).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from modeling_miescore.training.editor_rl.config import FlowGRPOConfig  # isort: skip
 
 from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.utils.credentials import redact
 from modeling_miescore.utils.extras import missing_extra_message
 
 logger = logging.getLogger("flow_grpo_editor")
@@ -153,13 +155,16 @@ def cli(argv=None) -> int:
 
             if not isinstance(err, (RewardUnavailableError, TrainingDivergedError, RunWriteError, HubPushError)):
                 raise
-            print(f"{PROG}: stopped: {err}", file=sys.stderr)
+            print(f"{PROG}: stopped: {redact(err)}", file=sys.stderr)
             return 1
     except SystemExit as exit_:  # the parser's one-line errors (status 2) and --help (0)
         return exit_.code if isinstance(exit_.code, int) else 2
     except MIEScoreInputError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
+        print(f"{PROG}: error: {redact(err)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # a Ctrl-C: TrainingInterrupted says how to resume
+        print(f"{PROG}: {err or 'interrupted'}", file=sys.stderr)
+        return 130
     except ModuleNotFoundError as err:
         message = missing_extra_message(err, "rl")
         if message is None:
@@ -169,5 +174,19 @@ def cli(argv=None) -> int:
     return 0
 
 
+def exit_with(status: int) -> None:
+    """Exit with ``status``; when a reward call that did not finish is still running on its thread (the worker
+    waited for it, then gave up), end the process without finalising the interpreter, which would abort inside
+    the reward's torch code (SIGABRT after the stop message; reward_worker's docstring)."""
+    from modeling_miescore.training.editor_rl.reward_worker import reward_calls_running
+
+    if reward_calls_running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(status)  # the documented way out past a running native call
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(cli())
+    exit_with(cli())

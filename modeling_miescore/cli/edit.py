@@ -12,6 +12,12 @@ options, T, the CFG scale and schedule (``--cfg-fraction``), the SDE and last-st
 ``--noise-level``, and the dtype (:mod:`modeling_miescore.training.editor_rl.run_record`); an option given here
 overrides its value (``--editor-options`` keys replace the run's one by one).
 
+Reward-guided best-of-N: ``--num-images N --select SPEC`` (a ``--reward`` spec of the trainer:
+``miescore:CKPT``, ``spatialreward:CKPT``, ``module:function``, ...) makes N candidates per request
+(``DIR/candidates.jsonl``), scores each request's N together (one group: its prompt prefix runs once) and writes
+the best to ``DIR/edits.jsonl`` with every candidate and its reward
+(:mod:`modeling_miescore.training.editor_rl.edit_selection`).
+
 Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
 MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
 ``score-batch`` input format (``miescore score-batch --input DIR/edits.jsonl`` scores them, and the editor
@@ -49,6 +55,10 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (images/, edits.jsonl)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every edit (with the request id)")
     parser.add_argument("--num-images", type=number_arg(int, minimum=1), default=1, help="edits per request")
+    parser.add_argument("--select", default=None, metavar="REWARD",
+                        help="keep the candidate this reward scores highest (best of --num-images): "
+                             "miescore:CKPT, spatialreward:CKPT, package.module:function or any --reward spec of the "
+                             "trainer; every candidate stays on disk with its reward")
     parser.add_argument("--steps", type=number_arg(int, minimum=1), default=None,
                         help="denoising steps (default: the --lora run's T, else 28)")
     parser.add_argument("--cfg-scale", type=float, default=None,
@@ -171,6 +181,7 @@ def cmd_edit(args) -> int:
     from ..scoring.jsonl_scoring import make_output_folder
     from ..scoring.loading import resolve_device, resolve_dtype
     from ..training.editor_rl.edit_generation import generate_edits, record_sampling
+    from ..training.editor_rl.edit_selection import CANDIDATES_FILE, prepare_selection
     from ..training.editor_rl.editors import load_editor
 
     quiet_transformers()
@@ -180,15 +191,20 @@ def cmd_edit(args) -> int:
 
         diffusers_logging.disable_progress_bar()
         datasets.disable_progress_bars()
-    if args.lora and not (Path(args.lora) / "pytorch_lora_weights.safetensors").is_file():
-        raise MIEScoreInputError(f"--lora '{args.lora}' has no pytorch_lora_weights.safetensors; pass the folder a "
-                                 "training run wrote its adapter to")
     taken = resolve_run_settings(args)
+    if args.lora:  # before the editor loads: a missing, damaged or NaN adapter is one line
+        from ..training.editor_rl.policy_lora import check_lora_file
+
+        check_lora_file(args.lora)
     if taken:
         print(f"miescore edit: from {Path(args.lora) / 'run.json'}: {'; '.join(taken)}", file=sys.stderr)
+    selection = _selection(args)
     requests = read_editing_inputs(args.input or args.dataset, args.split, args.limit)
     _check_out_apart(args)
-    out = make_output_folder(args.out, "--out: ", inputs={"--input": args.input}, writes=("edits.jsonl",))
+    out = make_output_folder(args.out, "--out: ", inputs={"--input": args.input},
+                             writes=("edits.jsonl", CANDIDATES_FILE))
+    if selection:
+        prepare_selection(out, selection[1], args.num_images)
     schedule = sampling_schedule(args)
     record_sampling(out, schedule, args.steps)  # refuses a folder of another schedule before the editor loads
     device = resolve_device(args.device)
@@ -201,11 +217,68 @@ def cmd_edit(args) -> int:
     print(f"miescore edit: sampling: {schedule.describe(args.steps)}", file=sys.stderr)
     bar = tqdm(total=len(requests), desc="edit", unit="request", disable=args.no_progress)
     run = generate_edits(editor, requests, out, seed=args.seed, num_images=args.num_images, num_steps=args.steps,
-                         progress=bar.update, schedule=schedule)
+                         progress=bar.update, schedule=schedule,
+                         jsonl_name=CANDIDATES_FILE if selection else "edits.jsonl")
     bar.close()
     for request_id, message in run.failed:
         print(f"miescore edit: request {request_id!r} failed: {message}", file=sys.stderr)
+    if selection:
+        del editor  # the reward model is loaded next: one model in memory at a time
+        return _select(args, selection, requests, out, run)
     unfinished = (f"{len(run.failed)} request(s) failed; rerun the same command to retry them"
                   if run.failed else None)
     return finish_run(f"wrote {run.written} edit(s) to {out / 'edits.jsonl'} ({run.skipped} already there)",
+                      unfinished)
+
+
+def _selection(args):
+    """``(spec, name)`` of ``--select`` (checked before anything is loaded), or None."""
+    if args.select is None:
+        return None
+    from ..training.editor_rl.reward_specs import parse_reward_terms, reward_identity
+
+    if args.num_images < 2:
+        raise MIEScoreInputError("--select chooses among several candidates: pass --num-images N with N >= 2")
+    try:
+        parse_reward_terms(args.select)
+    except ValueError as err:
+        raise MIEScoreInputError(f"--select: {err}") from None
+    return args.select, reward_identity(args.select)
+
+
+def _select(args, selection, requests, out, generated) -> int:
+    """Score each request's candidates with the ``--select`` reward and write the best (module docstring)."""
+    import gc
+
+    from tqdm.auto import tqdm
+
+    from ..training.editor_rl.edit_selection import select_edits
+    from ..training.editor_rl.reward_specs import build_reward
+    from ..training.editor_rl.reward_types import RewardUnavailableError
+
+    gc.collect()
+    spec, name = selection
+    try:
+        reward = build_reward(spec, device=args.device, dtype=args.dtype)
+    except ValueError as err:
+        raise MIEScoreInputError(f"--select: {err}") from None
+    bar = tqdm(total=len(requests), desc="select", unit="request", disable=args.no_progress)
+    try:
+        run = select_edits(reward, requests, out, num_images=args.num_images, selected_by=name, progress=bar.update)
+    except RewardUnavailableError as err:
+        return finish_run(f"miescore edit: {err}", "no edit was selected; rerun the same command once the reward "
+                                                   "answers (the candidates are kept)")
+    finally:
+        bar.close()
+        close = getattr(reward, "close", None)
+        if callable(close):
+            close()
+    failed = {request_id for request_id, _ in generated.failed}
+    for request_id, message in run.failed:
+        if request_id not in failed:
+            print(f"miescore edit: request {request_id!r}: {message}", file=sys.stderr)
+    unfinished = (f"{len(failed | {r for r, _ in run.failed})} request(s) have no selected edit; rerun the same "
+                  "command to retry them" if run.failed or failed else None)
+    return finish_run(f"made {generated.written} candidate(s) ({generated.skipped} already there) and selected "
+                      f"{run.selected} edit(s) by {name} into {out / 'edits.jsonl'} ({run.skipped} already there)",
                       unfinished)

@@ -25,7 +25,7 @@ import dataclasses
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import finish_run, number_arg
+from .main import finish_run, number_arg, quiet_transformers
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 
 __all__ = ["PARENT_COMMAND", "register"]
@@ -53,9 +53,18 @@ def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
     judge.add_argument("--prompts", metavar="PATH", help=f"the user's copy of {benchmark.prompts_expected}; "
                                                          "without it our own wording is used (not comparable)")
     judge.add_argument("--judge-name", help="the judge's name in the records (default: the model name)")
-    judge.add_argument("--max-tokens", type=int, default=512, help="answer budget in tokens (default 512)")
-    judge.add_argument("--temperature", type=number_arg(float, minimum=0.0), default=0.0,
-                       help="sampling temperature (default 0: greedy, so the answer cache is exact)")
+    released = benchmark.request
+    judge.add_argument("--max-tokens", type=number_arg(int, minimum=1), default=None,
+                       help="answer budget in tokens (default: "
+                            f"{released.max_tokens or 'none sent'}, as the released script)")
+    judge.add_argument("--temperature", type=number_arg(float, minimum=0.0), default=None,
+                       help="sampling temperature (default: none sent, as the released script: the endpoint's "
+                            "default; 0 decodes greedily, so that the answer cache is exact)")
+    judge.add_argument("--parts-order", choices=["text-first", "images-first"], default=released.parts_order,
+                       help=f"the prompt text before or after the images (default {released.parts_order}, as the "
+                            "released script for the published judge" + (
+                                "; images-first: GEdit's Qwen2.5-VL path" if benchmark.name == "gedit" else "")
+                            + ")")
     parser.add_argument("--judge", action="append", default=[], metavar="KIND:CKPT",
                         help="also score the edits with a reward model: miescore:CKPT or spatialreward:CKPT "
                              "(repeatable)")
@@ -66,10 +75,15 @@ def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
                             help=f"do not round per-image and per-type means to {benchmark.round_to} places as the "
                                  "released scripts do")
     _report_arguments(parser)
-    add_call_args(parser)
+    add_call_args(parser, image_defaults={"image_format": released.image_format,
+                                          "image_quality": released.image_quality or 90,
+                                          "max_pixels": released.max_pixels, "source": "as the released script"})
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--label", default=None, metavar="TEXT",
+                        help="a line shown at the top of the report and of the closing summary (e.g. 'random "
+                             "weights')")
     parser.add_argument("--bootstrap", type=number_arg(int, minimum=0), default=1000, metavar="N",
                         help="bootstrap resamples of keys for the CIs; 0 = none (default: %(default)s)")
     parser.add_argument("--level", type=number_arg(float, minimum=0.0, maximum=1.0, exclusive=True), default=0.95,
@@ -93,14 +107,30 @@ def register(kinds) -> None:
                                            "baseline, CIs and paired tests, per-category tables and the largest gains "
                                            "and losses as pictures.")
     editors.add_argument("--runs", nargs="+", required=True, metavar="NAME=DIR[,DIR]",
-                         help="report folders of 'benchmark gedit' / 'imgedit' per run; the first is the baseline")
-    editors.add_argument("--baseline", help="the run every Δ is against (default: the first)")
+                         help="report folders of 'benchmark gedit' / 'imgedit' per run; the first is the baseline. A "
+                              "run of 'miescore edit --select' edits compares its first sample, the selected one "
+                              "and the judge's own best of N")
+    editors.add_argument("--baseline", help="the run every Δ is against (default: the first; a run of "
+                                            "'miescore edit --select' edits: its first sample)")
+    editors.add_argument("--by", choices=["miescore", "spatialreward"], default=None,
+                         help="compare the scores of this reward model (the runs' --judge KIND:CKPT) instead of the "
+                              "MLLM judge's (e.g. runs judged offline by reward models only)")
     editors.add_argument("--out", required=True, metavar="DIR", help="output folder for the comparison report")
     editors.add_argument("--grid-size", type=number_arg(int, minimum=0), default=4,
                          help="pictures of the largest gains and of the largest losses per run (default 4)")
     _report_arguments(editors)
     editors.add_argument("--no-progress", action="store_true", help="hide progress bars")
     editors.set_defaults(func=cmd_editors)
+    demo = kinds.add_parser("editors-demo", help="the editor benchmarks end to end offline, on random weights",
+                            description="Tiny GEdit-Bench and ImgEdit-Bench fixtures, edited by a tiny editor (or a "
+                                        "trained run against its base editor), judged by a tiny random MIEScore, "
+                                        "compared: the whole path with nothing downloaded. The numbers mean nothing.")
+    demo.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for everything it makes")
+    demo.add_argument("--lora", default=None, metavar="RUN", help="a training run (trainers/flow_grpo_editor.py): "
+                      "compare its adapter with its base editor (default: a tiny Flux2-Klein's first sample, the "
+                      "one a reward selected of two, and the judge's best of two)")
+    demo.add_argument("--device", default="cpu", help="where the tiny models run (default: cpu)")
+    demo.set_defaults(func=cmd_editors_demo, extra="rl")
 
 
 def _bootstrap(args):
@@ -109,9 +139,22 @@ def _bootstrap(args):
     return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
 
 
+def request_settings(args, benchmark):
+    """The run's :class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`: the benchmark's released
+    ones with the options given."""
+    released = benchmark.request
+    return dataclasses.replace(
+        released, parts_order=args.parts_order,
+        max_tokens=released.max_tokens if args.max_tokens is None else args.max_tokens,
+        temperature=args.temperature, image_format=args.image_format.upper(),
+        image_quality=args.image_quality if args.image_format.upper() in ("JPEG", "WEBP") else None,
+        max_pixels=args.max_pixels)
+
+
 def cmd_editor_benchmark(args) -> int:
     from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
     from ..evaluation.editor_benchmarks.protocols import editor_benchmark
+    from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
 
     benchmark = editor_benchmark(args.kind)
     if getattr(args, "no_rounding", False):
@@ -129,23 +172,35 @@ def cmd_editor_benchmark(args) -> int:
     elif args.model or args.base_url or args.prompts:
         raise MIEScoreInputError("--model, --base-url and --prompts configure the MLLM judge: add --backend")
     options = EditorRunOptions(calls=calls, spec=spec, prompts_path=args.prompts, judge_name=args.judge_name,
-                               max_tokens=args.max_tokens, temperature=args.temperature, reward_judges=args.judge,
+                               request=request_settings(args, benchmark), reward_judges=args.judge,
                                best_of_n=args.best_of_n, device=args.device, dtype=args.dtype,
                                batch_size=args.batch_size, bootstrap=_bootstrap(args), plots=not args.no_plots,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, label=args.label)
     report, unfinished = evaluate_editor(benchmark, args.dataset, args.edits, out, languages=args.language,
                                          categories=args.category, options=options)
     counts = report["counts"]
-    headline = []
-    for language, subsets in report["results"].items():
-        value = subsets["full"][benchmark.overall]["value"]
-        headline.append(f"{benchmark.labels[benchmark.overall]} ({language}) = "
-                        f"{'n/a' if value is None else f'{value:.3f}'}")
+    headline = _headline(report["results"], benchmark.labels, benchmark.overall)
+    for name, view in report["reward_judges"].items():  # the reward models' overall too (the only one offline)
+        headline += _headline(view["results"], view["labels"], REWARD_JUDGES[view["kind"]].overall, f"{name} ")
+    judged = (f"{counts['rows_evaluated']} keys evaluated ({counts['missing_edits']} without an edit, "
+              f"{counts['flagged']} flagged judgements)" if report["results"] else
+              f"{counts['edits']} edits scored by reward models ({counts['missing_edits']} keys without an edit)")
     return finish_run(
-        f"{benchmark.title}: {counts['rows_evaluated']} keys evaluated ({counts['missing_edits']} without an edit, "
-        f"{counts['flagged']} flagged judgements){'; ' + ', '.join(headline) if headline else ''}; report: "
-        f"'{Path(out) / 'report.md'}'",
+        f"{args.label + ': ' if args.label else ''}{benchmark.title}: {judged}"
+        f"{'; ' + ', '.join(headline) if headline else ''}; report: '{Path(out) / 'report.md'}'",
         "; ".join(unfinished) + "; rerun the same command to retry them" if unfinished else None)
+
+
+def _headline(results: dict, labels: dict, overall: str, prefix: str = "") -> list:
+    """``"O (en) = 5.477"`` per language of a report's results (not computable: says why)."""
+    out = []
+    for language, subsets in results.items():
+        full = subsets["full"]
+        value = full[overall]["value"]
+        shown = (f"not computable ({full['not_computable']})" if full.get("not_computable") else
+                 "n/a" if value is None else f"{value:.3f}")
+        out.append(f"{prefix}{labels[overall]} ({language}) = {shown}")
+    return out
 
 
 def cmd_editors(args) -> int:
@@ -156,8 +211,22 @@ def cmd_editors(args) -> int:
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
-    report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size)
+    report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size,
+                             by=args.by)
+    report["label"] = args.label or report.get("label")  # the runs' labels carry over (random weights)
     report["plots"] = {} if args.no_plots else comparison_plots(report, out)
     write_report(out, report)
-    return finish_run(f"compared {len(report['runs'])} runs against {report['baseline']}; report: "
+    return finish_run(f"{report['label'] + ': ' if report['label'] else ''}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")
+
+
+def cmd_editors_demo(args) -> int:
+    from ..evaluation.editor_benchmarks.offline_demo import DEMO_LABEL, run_offline_demo
+    from diffusers.utils import logging as diffusers_logging
+
+    quiet_transformers()  # the tiny checkpoints' save and load bars
+    diffusers_logging.disable_progress_bar()
+
+    result = run_offline_demo(args.out, lora=args.lora, device=args.device)
+    return finish_run(f"\n{DEMO_LABEL}.\n{len(result['commands'])} commands ran (printed above); the comparison: "
+                      f"'{result['comparison'] / 'report.md'}'")

@@ -19,8 +19,13 @@ from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
 from .main import add_device_args, number_arg
 
 
-def add_call_args(parser: argparse.ArgumentParser) -> None:
-    """Endpoint, local-model, cache, price and progress options (one argument group)."""
+def add_call_args(parser: argparse.ArgumentParser, image_defaults: Optional[dict] = None) -> None:
+    """Endpoint, local-model, cache, price and progress options (one argument group). ``image_defaults``:
+    ``{"image_format", "image_quality", "max_pixels", "source"}`` where a command's protocol fixes how images are
+    sent (the editor benchmarks' released scripts; ``source`` says so in the help)."""
+    images = {"image_format": "PNG", "image_quality": 90, "max_pixels": 1_048_576, "source": "",
+              **(image_defaults or {})}
+    why = f" ({images['source']})" if images["source"] else ""
     group = parser.add_argument_group("model calls (OpenAI-compatible endpoints and local transformers models)")
     group.add_argument("--concurrency", type=number_arg(int, minimum=1), default=8,
                        help="requests in flight per endpoint (default 8)")
@@ -36,10 +41,15 @@ def add_call_args(parser: argparse.ArgumentParser) -> None:
                             "Retry-After (default 4)")
     group.add_argument("--api-key-env", default="OPENAI_API_KEY",
                        help="environment variable holding the API key (default OPENAI_API_KEY; unset: none sent)")
-    group.add_argument("--image-format", choices=["PNG", "JPEG", "WEBP"], default="PNG",
-                       help="how images are encoded in requests (default PNG, lossless)")
-    group.add_argument("--max-pixels", type=number_arg(int, minimum=1), default=1_048_576,
-                       help="images are downscaled to at most this many pixels (default 1048576)")
+    group.add_argument("--image-format", choices=["PNG", "JPEG", "WEBP"], default=images["image_format"],
+                       help=f"how images are encoded in requests (default {images['image_format']}{why}; PNG is "
+                            "lossless)")
+    group.add_argument("--image-quality", type=number_arg(int, minimum=1, maximum=100),
+                       default=images["image_quality"],
+                       help=f"JPEG / WEBP quality of the images sent (default {images['image_quality']}{why})")
+    group.add_argument("--max-pixels", type=_max_pixels, default=images["max_pixels"],
+                       help="images are downscaled to at most this many pixels; 0 = sent at full size (default "
+                            f"{images['max_pixels'] or 'full size'}{why})")
     add_device_args(group, when="local models: ")
     group.add_argument("--batch-size", type=number_arg(int, minimum=1), default=4,
                        help="local models: prompts per generate call (default 4)")
@@ -50,6 +60,12 @@ def add_call_args(parser: argparse.ArgumentParser) -> None:
                        help="USD per 1000 prompt (IN) and completion (OUT) tokens of MODEL, for the cost in the "
                             "usage log; repeat for several models")
     group.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _max_pixels(text: str):
+    """``--max-pixels``: a positive pixel count, or 0 for full size (None)."""
+    value = number_arg(int, minimum=0)(text)
+    return value or None
 
 
 def parse_prices(items) -> Dict[str, Tuple[float, float]]:
@@ -90,7 +106,7 @@ def judge_spec(args):
     ``--base-url`` and ``--max-tokens``; one-line errors for a combination that cannot work."""
     from ..judges.chat_backends import JudgeSpec
 
-    if args.max_tokens < 1:
+    if args.max_tokens is not None and args.max_tokens < 1:
         raise MIEScoreInputError("--max-tokens must be >= 1")
     if args.backend == "openai":
         if not args.base_url or not args.base_url.startswith(("http://", "https://")):
@@ -109,7 +125,8 @@ def build_judge_backend(spec, args):
         return build_backend(spec, api_key_env=args.api_key_env, timeout=args.timeout, max_retries=args.max_retries,
                              max_concurrency=args.concurrency, image_format=args.image_format,
                              max_pixels=args.max_pixels, device=args.device, dtype=args.dtype,
-                             batch_size=args.batch_size, max_answer_bytes=args.max_answer_bytes)
+                             batch_size=args.batch_size, max_answer_bytes=args.max_answer_bytes,
+                             image_quality=args.image_quality)
     except ValueError as err:
         raise MIEScoreInputError(str(err)) from None
 

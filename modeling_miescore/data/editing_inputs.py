@@ -12,7 +12,8 @@ file or a dataset folder. The one reader for the editor-RL trainer and ``miescor
     (``sample_id``, ``original_image``, ``instruction``), across the splits or the one given;
   * MIE-Bench (default split ``train``): every instance once (``instance_id``, ``source_images``, ``instruction``).
 
-Every request is checked before anything runs: sources present, regular files (a FIFO or ``/dev/zero`` is refused
+Every request is checked before anything runs: ids and instructions without NUL bytes or other control characters
+(an instruction also without chat-control tokens, ``utils.text_hygiene``: it becomes the policy's training text); sources present, regular files (a FIFO or ``/dev/zero`` is refused
 at once, never read) of at most ``image_io.MAX_IMAGE_FILE_BYTES``, readable as images (headers; a PNG's chunks are
 verified too, so a truncated one is reported without decoding it), instruction a non-empty string of at most
 ``MAX_INSTRUCTION_CHARS``, ids unique. Problems are reported together, each with its
@@ -31,6 +32,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from ..image_io import (MIEScoreInputError, check_image_complete, decode_image, load_image, open_image,
                         open_image_bytes, read_image_file)
 from ..processing_miescore import check_instruction
+from ..utils.text_hygiene import training_text_problem
 
 __all__ = ["EditingInput", "read_editing_inputs"]
 
@@ -110,11 +112,29 @@ def _jsonl_entry(number: int, record: dict, base: Path) -> EditingInput:
             raise MIEScoreInputError(f"source {k + 1} '{source}' does not exist (paths are relative to the JSONL "
                                      "file's folder)")
         paths.append(path)
-    instruction = check_instruction(record.get("instruction"), "the request")
+    instruction = _checked_instruction(record.get("instruction"))
     raw_id = record.get("id", number)
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
         raise MIEScoreInputError("'id' must be a non-empty string or an integer")
-    return EditingInput(str(raw_id), instruction, tuple(paths), tuple(_file_hash(p) for p in paths))
+    return EditingInput(_checked_id(raw_id), instruction, tuple(paths), tuple(_file_hash(p) for p in paths))
+
+
+def _checked_instruction(value) -> str:
+    """:func:`check_instruction`, and no control character or chat-control token (training text)."""
+    instruction = check_instruction(value, "the request")
+    problem = training_text_problem(instruction)
+    if problem:
+        raise MIEScoreInputError(f"the request's instruction {problem}; remove it")
+    return instruction
+
+
+def _checked_id(value) -> str:
+    """An id as text, without control characters (a NUL would end up in file names and JSONL lines)."""
+    text = str(value)
+    bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise MIEScoreInputError(f"'id' {text[:40]!r} holds the control character U+{ord(bad):04X}; remove it")
+    return text
 
 
 def _read_jsonl(path: Path) -> List[EditingInput]:
@@ -150,7 +170,7 @@ def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool
               and ds.features[c].__class__.__name__ == "Value"]
     entries, taken = [], set() if taken is None else taken
     for index, row in enumerate(ds):
-        row_id = str(row[id_column])
+        row_id = str(row[id_column])  # checked (no control characters) when the entry is built
         if dedupe and row_id in taken:
             continue
         taken.add(row_id)
@@ -160,7 +180,7 @@ def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool
             if not images:
                 raise MIEScoreInputError(f"no source images in '{sources_column}'")
             data = tuple(_image_bytes(e, f"source {k + 1}") for k, e in enumerate(images))
-            return EditingInput(row_id, check_instruction(row.get("instruction"), "the request"), data,
+            return EditingInput(_checked_id(row_id), _checked_instruction(row.get("instruction")), data,
                                 tuple(f"{row_id}:{k}" for k in range(len(data))),
                                 {c: row[c] for c in scalar if row[c] is not None})
         entries.append((f"{origin} row {index} (id {row_id})", build))

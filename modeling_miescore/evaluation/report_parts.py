@@ -220,11 +220,20 @@ def lowest_bound(metrics: list) -> float:
     return min(finite) if finite else np.nan
 
 
-def error_bar_note(report: dict) -> str:
-    """What the error bars are, from the report's bootstrap settings (for a figure's title)."""
+def error_bar_note(report: dict, drawn: int | None = None, missing: int = 0) -> str:
+    """What the error bars are, from the report's bootstrap settings (for a figure's title); with ``drawn`` (the
+    bars the figure drew an interval on) and ``missing`` (its bars without one), what the figure shows: a title
+    never promises intervals that no bar carries (too few resampling units per bar)."""
+    from .metrics.bootstrap import MIN_RESAMPLING_UNITS
+
     state, b = ci_state(report)
-    return {"off": "no error bars (--bootstrap 0)", "omitted": f"no error bars: {b.get('omitted')}",
+    if state == "on" and drawn == 0:
+        return f"no error bars: every bar has fewer than {MIN_RESAMPLING_UNITS} resampling units"
+    note = {"off": "no error bars (--bootstrap 0)", "omitted": f"no error bars: {b.get('omitted')}",
             "on": f"error bars: {100 * b.get('level', 0.95):.0f}% bootstrap CI"}[state]
+    if state == "on" and missing:
+        note += f"; none on {missing} bar(s) of fewer than {MIN_RESAMPLING_UNITS} units"
+    return note
 
 
 def legend_below(fig, handles=None, ncol: int = 4) -> None:

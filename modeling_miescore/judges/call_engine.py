@@ -62,13 +62,16 @@ _KEY_VERSION = 1  # bump when the canonical form changes (old cache entries then
 class ChatRequest:
     """One user turn: ``parts`` (``str``, ``PIL.Image`` or ready content-part dicts, in order) and how to answer.
 
+    ``max_tokens`` / ``temperature`` None: the field is not sent (the endpoint's default applies; a local model
+    decodes greedily, at most :data:`~modeling_miescore.judges.chat_backends.LOCAL_MAX_TOKENS` tokens), as the
+    editor benchmarks' released scripts do.
     ``extra`` is merged into an OpenAI request body (``top_p``, ``seed``, ``response_format``...).
     ``stage`` names the request's stage in the usage log (not part of the key).
     """
 
     parts: Sequence[Any]
-    max_tokens: int = 1024
-    temperature: float = 0.0
+    max_tokens: Optional[int] = 1024
+    temperature: Optional[float] = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
     stage: str = "default"
 
@@ -135,7 +138,8 @@ def _canonical_part(part: Any) -> Any:
 def request_key(identity: Mapping[str, Any], request: ChatRequest) -> str:
     """The cache key of ``request`` sent to a backend of ``identity`` (see the module docstring)."""
     canonical = {"v": _KEY_VERSION, "backend": dict(identity), "parts": [_canonical_part(p) for p in request.parts],
-                 "max_tokens": int(request.max_tokens), "temperature": float(request.temperature),
+                 "max_tokens": None if request.max_tokens is None else int(request.max_tokens),
+                 "temperature": None if request.temperature is None else float(request.temperature),
                  "extra": dict(request.extra)}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is still a key

@@ -29,7 +29,7 @@ from .chat_client import (DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatCompletion, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JudgeSpec", "OpenAIChatBackend", "TransformersChatBackend", "build_backend", "parse_judge_spec"]
+__all__ = ["JudgeSpec", "LOCAL_MAX_TOKENS", "OpenAIChatBackend", "TransformersChatBackend", "build_backend", "parse_judge_spec"]
 
 
 class _DataURLs:
@@ -43,13 +43,13 @@ class _DataURLs:
         self._size = 0
         self._lock = threading.Lock()
 
-    def get(self, image, format: str, max_pixels: Optional[int]) -> str:
-        key = f"{image_digest(image)}|{format}|{max_pixels}"
+    def get(self, image, format: str, max_pixels: Optional[int], quality: int = 90) -> str:
+        key = f"{image_digest(image)}|{format}|{max_pixels}|{quality}"
         with self._lock:
             if key in self._urls:
                 self._urls.move_to_end(key)
                 return self._urls[key]
-        url = image_to_data_url(image, format=format, max_pixels=max_pixels)
+        url = image_to_data_url(image, format=format, max_pixels=max_pixels, quality=quality)
         with self._lock:
             if key not in self._urls:
                 self._urls[key] = url
@@ -63,14 +63,16 @@ class OpenAIChatBackend:
     """An OpenAI-compatible endpoint. ``client`` may be passed (tests, custom headers); the other connection
     arguments are then ignored. The API key comes from the environment variable ``api_key_env`` only.
     ``timeout`` is the total deadline of one request attempt and ``max_answer_bytes`` the byte limit of one
-    answer (:class:`~modeling_miescore.judges.chat_client.ChatClient`)."""
+    answer (:class:`~modeling_miescore.judges.chat_client.ChatClient`); ``image_quality`` is the JPEG / WEBP
+    quality of the images sent (PNG is lossless)."""
 
     batch_size = 1
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
                  max_retries: int = 4, backoff: float = 1.0, max_backoff: float = 60.0, max_concurrency: int = 8,
                  image_format: str = "PNG", max_pixels: Optional[int] = 1_048_576,
-                 client: Optional[ChatClient] = None, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES):
+                 client: Optional[ChatClient] = None, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+                 image_quality: int = 90):
         if int(max_concurrency) < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.client = client or ChatClient(base_url, model, api_key_env=api_key_env, timeout=timeout,
@@ -80,24 +82,27 @@ class OpenAIChatBackend:
         self.max_concurrency = int(max_concurrency)
         self.image_format = image_format.upper()
         self.max_pixels = None if max_pixels is None else int(max_pixels)
+        self.image_quality = int(image_quality)
         self._urls = _DataURLs()
 
     def __repr__(self) -> str:
         return f"OpenAIChatBackend({self.client!r}, max_concurrency={self.max_concurrency})"
 
     def identity(self) -> Dict[str, Any]:
+        lossy = {} if self.image_format == "PNG" else {"image_quality": self.image_quality}
         return {"kind": "openai", "model": self.model, "image_format": self.image_format,
-                "max_pixels": self.max_pixels}
+                "max_pixels": self.max_pixels, **lossy}
 
     def _one(self, request: ChatRequest) -> Any:
         from PIL import Image
 
         try:
-            parts = [{"type": "image_url", "image_url": {"url": self._urls.get(p, self.image_format, self.max_pixels)}}
+            parts = [{"type": "image_url",
+                      "image_url": {"url": self._urls.get(p, self.image_format, self.max_pixels, self.image_quality)}}
                      if isinstance(p, Image.Image) else p for p in request.parts]
             message = user_message(parts)
-            return self.client.complete([message], temperature=float(request.temperature),
-                                        max_tokens=int(request.max_tokens), **dict(request.extra))
+            return self.client.complete([message], temperature=request.temperature, max_tokens=request.max_tokens,
+                                        **dict(request.extra))
         except (ChatError, TypeError, ValueError, OSError) as err:  # OSError: an image that cannot be encoded
             return err
 
@@ -106,6 +111,16 @@ class OpenAIChatBackend:
 
     def close(self) -> None:
         self.client.close()
+
+
+LOCAL_MAX_TOKENS = 1024  # a local model's answer budget when a request sends none (ChatRequest.max_tokens None)
+
+
+def _local_settings(request: ChatRequest) -> Tuple[int, float]:
+    """``(max_new_tokens, temperature)`` of a request for a local model: a field not sent is the budget above and
+    greedy decoding."""
+    return (LOCAL_MAX_TOKENS if request.max_tokens is None else int(request.max_tokens),
+            0.0 if request.temperature is None else float(request.temperature))
 
 
 class TransformersChatBackend:
@@ -200,8 +215,7 @@ class TransformersChatBackend:
         batch = self.processor(text=texts, images=images or None, padding=True, padding_side="left",
                                return_tensors="pt", **(self._size_kwargs() if images else {})).to(self.device)
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
-        max_tokens = int(requests[0].max_tokens)
-        temperature = float(requests[0].temperature)
+        max_tokens, temperature = _local_settings(requests[0])
         sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
         with torch.inference_mode():
             out = self.model_obj.generate(**batch, max_new_tokens=max_tokens, pad_token_id=tokenizer.pad_token_id,
@@ -221,7 +235,7 @@ class TransformersChatBackend:
         answers: List[Any] = [None] * len(requests)
         groups: Dict[Tuple[int, float], List[int]] = {}
         for i, request in enumerate(requests):
-            groups.setdefault((int(request.max_tokens), float(request.temperature)), []).append(i)
+            groups.setdefault(_local_settings(request), []).append(i)
         for indices in groups.values():
             try:
                 for i, answer in zip(indices, self._generate([requests[i] for i in indices])):
@@ -276,11 +290,12 @@ def parse_judge_spec(text: str, what: str = "judge") -> JudgeSpec:
 def build_backend(spec: JudgeSpec, *, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
                   max_retries: int = 4, max_concurrency: int = 8, image_format: str = "PNG",
                   max_pixels: Optional[int] = 1_048_576, device: str = "auto", dtype: str = "auto",
-                  batch_size: int = 4, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES):
+                  batch_size: int = 4, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES, image_quality: int = 90):
     """The backend a :class:`JudgeSpec` names (a transformers model is loaded here)."""
     if spec.kind == "transformers":
         return TransformersChatBackend(spec.model, device=device, dtype=dtype, batch_size=batch_size,
                                        max_pixels=max_pixels)
     return OpenAIChatBackend(spec.base_url, spec.model, api_key_env=spec.api_key_env or api_key_env,
                              timeout=timeout, max_retries=max_retries, max_concurrency=max_concurrency,
-                             image_format=image_format, max_pixels=max_pixels, max_answer_bytes=max_answer_bytes)
+                             image_format=image_format, max_pixels=max_pixels, max_answer_bytes=max_answer_bytes,
+                             image_quality=image_quality)

@@ -49,13 +49,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..utils.closing import ClosesOnExit
-from ..utils.credentials import checked_api_key, redact, redacted_url
+from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_retry import Attempted, RetryPolicy, send_with_retries
 from ..utils.text_hygiene import valid_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "image_to_data_url",
+__all__ = ["ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "endpoint_url", "image_to_data_url",
            "refusal_hint", "server_error_text", "user_message", "RETRY_STATUSES"]
 
 # 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and every 5xx.
@@ -195,7 +195,7 @@ class ChatClient(ClosesOnExit):
             raise ImportError("ChatClient needs httpx: pip install 'miescore[serve]'") from err
         self._httpx, self._bounds = httpx, http_bounds
         self.base_url = base_url.rstrip("/")
-        self.url = self.base_url + "/chat/completions"
+        self.url = endpoint_url(self.base_url, "chat/completions")
         self.shown_url = redacted_url(self.url)  # what messages, logs and reprs show
         self.model = model
         self.api_key_env = api_key_env
@@ -212,7 +212,7 @@ class ChatClient(ClosesOnExit):
         self.has_api_key = bool(api_key)
         url = httpx.URL(self.base_url)  # httpx sends a URL's user:password as HTTP Basic auth, which servers echo
         basic = base64.b64encode(f"{url.username}:{url.password}".encode()).decode() if url.password else ""
-        self._secrets = tuple(s for s in (api_key, url.password, basic) if s)
+        self._secrets = tuple(s for s in (api_key, basic, *url_secrets(self.base_url)) if s)
         self._client = http_bounds.deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
                                        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
 
@@ -239,13 +239,15 @@ class ChatClient(ClosesOnExit):
         """
         return self.complete(messages, temperature=temperature, max_tokens=max_tokens, **extra).text
 
-    def complete(self, messages: Sequence[Dict[str, Any]], temperature: float = 0.0, max_tokens: int = 1024,
-                 **extra: Any) -> ChatCompletion:
-        """Like :meth:`chat`, but returns the :class:`ChatCompletion` (text, token usage, finish reason)."""
+    def complete(self, messages: Sequence[Dict[str, Any]], temperature: Optional[float] = 0.0,
+                 max_tokens: Optional[int] = 1024, **extra: Any) -> ChatCompletion:
+        """Like :meth:`chat`, but returns the :class:`ChatCompletion` (text, token usage, finish reason).
+        ``temperature`` / ``max_tokens`` None: the field is not sent (the endpoint's default applies)."""
         if not isinstance(messages, (list, tuple)) or not messages:
             raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
-        body = {"model": self.model, "messages": list(messages), "temperature": temperature,
-                "max_tokens": max_tokens, **extra}
+        body = {"model": self.model, "messages": list(messages),
+                **({} if temperature is None else {"temperature": temperature}),
+                **({} if max_tokens is None else {"max_tokens": max_tokens}), **extra}
         payload, status, attempts = self.post_json("/chat/completions", body, what="a chat completion")
         try:
             return ChatCompletion.from_payload(payload, attempts=attempts)
@@ -260,8 +262,12 @@ class ChatClient(ClosesOnExit):
         from the server's root instead, e.g. ``"//classify"`` for vLLM's pooling endpoints), with this client's
         deadline, retries and byte limit. Returns ``(the JSON body, status, requests sent)``; raises
         :class:`ChatError` as :meth:`complete` does (``what`` names the expected body in its messages)."""
-        root = str(self._httpx.URL(self.base_url).copy_with(path="", query=None)).rstrip("/")
-        url = root + path[1:] if path.startswith("//") else self.base_url + path
+        if path.startswith("//"):  # from the server's root: the API prefix replaced, the query kept
+            from urllib.parse import urlsplit, urlunsplit
+
+            url = urlunsplit(urlsplit(self.base_url)._replace(path=path[1:]))
+        else:
+            url = endpoint_url(self.base_url, path)
         shown = redacted_url(url)
         content = json.dumps(body, allow_nan=False).encode("ascii")  # ASCII: a lone surrogate is an escape
         bounds = self._bounds
@@ -352,6 +358,16 @@ def refusal_hint(body: str, base_url: str) -> str:
         if pattern.search(text):
             return "; " + hint.format(models=redacted_url(base_url.rstrip("/") + "/models"))
     return ""
+
+
+def endpoint_url(base_url: str, path: str) -> str:
+    """``base_url`` with ``path`` appended to its path, its query (``?key=...``, as Gemini's OpenAI endpoint takes
+    an API key) kept at the end: ``https://h/v1?key=K`` + ``chat/completions`` -> ``https://h/v1/chat/completions?
+    key=K``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path.lstrip("/")))
 
 
 def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] = None, quality: int = 90) -> str:

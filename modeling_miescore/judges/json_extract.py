@@ -16,7 +16,9 @@ The readers (the public API, simplest first):
   all, since nothing says which one is the verdict. Inside the object, a key written twice with different values
   is ambiguous, as for the key-anchored fallbacks: the key is removed and ``duplicate_key:<key>`` is reported
   (``json.loads`` alone would silently keep the last one). ``too_many_json_candidates``: the scan stopped
-  before the end of the answer (a degenerate answer), so no object is returned either.
+  before the end of the answer (a degenerate answer), so no object is returned either. With ``top_level=True``
+  an answer object that lies inside another JSON object (``{"result": {"score": [7, 8]}}``: the outer object is
+  the answer, and it has no such key) is no answer either (``nested_answer``).
 * :func:`extract_json` ``(text, accept) -> JSONFind``: every accepted value (outermost spans, in order), the
   duplicated keys of each, and whether the scan stopped early; for callers with their own rules.
 * :func:`extract_first_json` ``(text, accept)``: the first accepted value (kept for skill optimisation, whose
@@ -113,11 +115,14 @@ _SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
 class JSONFind:
     """What :func:`extract_json` found: the accepted ``values`` (outermost spans only, in the answer's order),
     for each the keys it repeats with *different* values (``duplicates[i]``: key -> the values in order), and
-    ``exhausted`` (``max_tries`` candidates were decoded before the end of the answer)."""
+    ``exhausted`` (``max_tries`` candidates were decoded before the end of the answer), and for each value whether
+    it lies inside another decodable JSON value (starting with one of the openers) that was not accepted
+    (``nested[i]``)."""
 
     values: List[Any] = field(default_factory=list)
     duplicates: List[Dict[str, List[Any]]] = field(default_factory=list)
     exhausted: bool = False
+    nested: List[bool] = field(default_factory=list)
 
     @property
     def final(self) -> Any:
@@ -176,6 +181,7 @@ def extract_json(text: str, accept: Callable[[Any], bool], openers: str = "{", m
     found = JSONFind()
     tries = 0
     covered = -1  # end of the last accepted span
+    rejected_end = -1  # the furthest end of a decoded value that was not accepted (one that may enclose others)
     for start, end in balanced_spans(text):
         if text[start] not in openers or start < covered:
             continue
@@ -190,7 +196,10 @@ def extract_json(text: str, accept: Callable[[Any], bool], openers: str = "{", m
         if accept(value):
             found.values.append(value)
             found.duplicates.append(duplicates)
+            found.nested.append(end <= rejected_end)
             covered = end
+        else:
+            rejected_end = max(rejected_end, end)
     return found
 
 
@@ -215,12 +224,13 @@ def disagree(values: Sequence[Any], keys_of: Callable[[Any], Dict[str, Any]]) ->
 
 
 def final_json_object(text: str, keys: Sequence[str], accept: Optional[Callable[[Any], bool]] = None,
-                      max_tries: int = 64) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+                      max_tries: int = 64, top_level: bool = False) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     """The model's answer object and the issue codes (module docstring): the final JSON object holding one of
     ``keys`` (exact names; or the objects ``accept`` likes), None when there is none, when the candidates
-    disagree on one of ``keys`` (``conflicting_json_objects``) or when the scan stopped early
-    (``too_many_json_candidates``). Keys of the object written twice with different values are removed and
-    reported as ``duplicate_key:<key>``."""
+    disagree on one of ``keys`` (``conflicting_json_objects``), when the scan stopped early
+    (``too_many_json_candidates``) or, with ``top_level``, when the object lies inside another JSON object
+    (``nested_answer``). Keys of the object written twice with different values are removed and reported as
+    ``duplicate_key:<key>``."""
     keys = tuple(keys)
     test = accept or (lambda value: isinstance(value, dict) and any(k in value for k in keys))
     found = extract_json(text, test, max_tries=max_tries)
@@ -230,6 +240,8 @@ def final_json_object(text: str, keys: Sequence[str], accept: Optional[Callable[
         return None, []
     if disagree(found.values, lambda value: {k: k for k in keys if isinstance(value, dict) and k in value}):
         return None, ["conflicting_json_objects"]
+    if top_level and found.nested[-1]:
+        return None, ["nested_answer"]
     final = found.values[-1]
     if not isinstance(final, dict):
         return final, []

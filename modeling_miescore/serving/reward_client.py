@@ -38,17 +38,16 @@ URLs are shown without their credentials (:mod:`modeling_miescore.utils.credenti
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Sequence
 
 from ..utils import http_bounds
 from ..utils.credentials import checked_api_key, redact, redacted_url
 from ..utils.http_retry import RetryPolicy, send_with_retries
 from .image_encoding import EncodeCache, as_image_list, encode_image, source_list
+from .reward_answers import RewardReplicasDown, RewardServerError, ScoringFailure, results_by_label, server_error
 from .replica_routing import ReplicaHealth, assign_groups, preference_order
 from .settings import ServerSettings
 
@@ -70,45 +69,10 @@ _SAMPLE_FIELD = re.compile(r"^(?:groups\[(\d+)\](?:\.edited\[(\d+)\])?|samples\[
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 
 
-class RewardServerError(RuntimeError):
-    """The server answered with an error (after retries); ``status``, ``field`` and ``kind`` say which."""
-
-    def __init__(self, status: int, message: str, field: str | None = None, kind: str | None = None):
-        where = f" (field {field})" if field else ""
-        super().__init__(f"reward server error {status}{where}: {message}")
-        self.status, self.field, self.kind, self.message = status, field, kind, message
-
-
-class RewardReplicasDown(RewardServerError):
-    """No replica could take a request: each was unreachable, too slow or overloaded after the retries.
-    ``errors`` maps each replica tried to its last :class:`RewardServerError`; ``status`` and ``kind`` are the
-    last one's."""
-
-    def __init__(self, errors: dict):
-        self.errors = dict(errors)
-        last = list(self.errors.values())[-1]
-        if len(self.errors) == 1:
-            message = last.message
-        else:
-            message = (f"no reward replica could score the request ({len(self.errors)} tried): "
-                       + "; ".join(f"{url}: {error.message}" for url, error in self.errors.items()))
-        super().__init__(last.status, message, last.field, last.kind)
-
-
-@dataclass(frozen=True)
-class ScoringFailure:
-    """Stands in a result list (``score_groups(..., isolate_failures=True)``) for one edit the server refused or
-    failed on after the retries: its HTTP ``status``, the server's error ``kind`` and ``message``."""
-
-    status: int
-    kind: str | None
-    message: str
-
-
 def _names_no_sample(response) -> bool:
     """False for an error answer whose ``field`` names one sample or group: the server already scored it alone
     and failed (sending it again fails again), so it is not retried."""
-    field = _server_error(response).field
+    field = server_error(response).field
     return not (isinstance(field, str) and _SAMPLE_FIELD.match(field))
 
 
@@ -259,7 +223,7 @@ class RewardClient:
                                     f"{response.status_code}); redirects are not followed: give the reward the "
                                     "final URL of the `miescore serve` replica", kind="redirect")
         if response.status_code >= 400:
-            raise _server_error(response, self._shown)
+            raise server_error(response, self._shown)
         return response
 
     def _json(self, response, replica: int, path: str):
@@ -474,7 +438,7 @@ class RewardClient:
                 for position in positions:
                     out[g][position] = ScoringFailure(200, "ambiguous", "duplicate_key:results")
             return
-        for (g, _, positions), labelled in zip(batch, _by_label(results, batch, where)):
+        for (g, _, positions), labelled in zip(batch, results_by_label(results, batch, where)):
             for position, result in zip(positions, labelled):
                 twice = sorted(repeated.get(id(result), {}))
                 if twice and not isolate:
@@ -517,39 +481,3 @@ class RewardClient:
             self._send(replica, piece, out, True)
 
 
-def _by_label(results, batch: list[tuple], where: str) -> list[list[dict]]:
-    """``results`` of a ``/v1/score_groups`` answer arranged per request group, in edit order, by their
-    ``group`` (the group's position in the request) and ``index`` labels; an answer that does not hold exactly
-    one result dict per edit of the request is refused (``bad_response``)."""
-    expected = sum(len(positions) for _, _, positions in batch)
-    problem = None
-    if not isinstance(results, list) or len(results) != expected:
-        problem = f"answered {expected} edits with {len(results) if isinstance(results, list) else 'no'} results"
-    table: dict = {}
-    for result in results if problem is None else ():
-        label = (result.get("group"), result.get("index")) if isinstance(result, dict) else None
-        if label is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in label):
-            problem = "answered a result without integer 'group' and 'index' labels"
-        elif label in table:
-            problem = f"answered group {label[0]} edit {label[1]} twice"
-        else:
-            table[label] = result
-    if problem is None:
-        try:
-            return [[table[(k, e)] for e in range(len(positions))] for k, (_, _, positions) in enumerate(batch)]
-        except KeyError as missing:
-            problem = f"answered no result for group {missing.args[0][0]} edit {missing.args[0][1]}"
-    raise RewardServerError(200, f"{where} {problem}; is it `miescore serve`?", kind="bad_response")
-
-
-def _server_error(response, shown=str) -> RewardServerError:
-    """The server's JSON error (``{"error": {"field", "message", "kind"}}``) as an exception; ``shown`` masks
-    what the message may echo (credentials)."""
-    field = kind = None
-    message = response.text[:500]
-    try:
-        error = json.loads(response.content).get("error", {})
-        field, kind, message = error.get("field"), error.get("kind"), error.get("message", message)
-    except (ValueError, AttributeError):
-        pass
-    return RewardServerError(response.status_code, shown(message), field, kind)

@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 
 from .bad_input_corpus import Case, Outcome, check_message, run_cli, summary_table
 
-ENDPOINT_ENTRIES = ("judge", "spatialreward-data", "mer-bench synthesize")
+ENDPOINT_ENTRIES = ("judge", "spatialreward-data", "mer-bench synthesize", "editor-benchmarks")
 ENDPOINT_COLUMNS = ("traceback", "wrong_status", "unclear_message", "hang", "data_lost", "unbounded", "injected")
 LIMIT = 2 * 1024 * 1024  # the default --max-answer-bytes
 MAX_EXTRA_MIB = 96
@@ -436,7 +436,9 @@ def mer_cases(http) -> list:
 
 def endpoint_cases(http) -> list:
     """Every case of the corpus, in a fixed order (``http``: ``tests/local_http.py``)."""
-    return [*judge_cases(http), *pipeline_cases(http), *mer_cases(http)]
+    from .bad_input_editor_benchmarks import editor_benchmark_endpoint_cases
+
+    return [*judge_cases(http), *pipeline_cases(http), *mer_cases(http), *editor_benchmark_endpoint_cases(http)]
 
 
 def endpoint_table(outcomes: list) -> str:

@@ -359,9 +359,12 @@ def server_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     """Every case of the corpus, in a fixed order (built without touching the disk)."""
+    from .bad_input_editor import editor_cases
+    from .bad_input_editor_benchmarks import editor_benchmark_cases
     from .bad_input_local import local_cases
 
-    return [*api_cases(), *cli_cases(), *score_batch_cases(), *server_cases(), *local_cases()]
+    return [*api_cases(), *cli_cases(), *score_batch_cases(), *server_cases(), *local_cases(), *editor_cases(),
+            *editor_benchmark_cases()]
 
 
 __all__ = ["all_cases", "api_cases", "cli_cases", "score_batch_cases", "server_cases"]

@@ -13,7 +13,7 @@ import numpy as np
 
 __all__ = ["mean_redness", "nan_reward", "wrong_length_reward", "failing_reward", "half_nan_reward", "text_reward",
            "bool_reward", "huge_reward", "out_of_range_reward", "constant_reward", "exiting_reward",
-           "os_exit_reward", "interrupting_reward"]
+           "os_exit_reward", "interrupting_reward", "failing_then_busy_reward", "failing_on_rank_1_reward"]
 
 
 def _pause() -> None:
@@ -98,3 +98,28 @@ def os_exit_reward(images, instructions, sources) -> list:
 def interrupting_reward(images, instructions, sources) -> list:
     """``KeyboardInterrupt`` raised by the reward itself (not a Ctrl-C of the user)."""
     raise KeyboardInterrupt
+
+
+_calls = {"failing_then_busy": 0}
+
+
+def failing_then_busy_reward(images, instructions, sources) -> list:
+    """The first call raises (a reward model's fault); later calls keep torch busy for
+    ``MIESCORE_TEST_BUSY_SECONDS`` (default 3) first: the next batch is still being scored when the run stops."""
+    _calls["failing_then_busy"] += 1
+    if _calls["failing_then_busy"] == 1:
+        raise RuntimeError("the reward model gave non-finite scores (a NaN head)")
+    import torch
+
+    end = time.monotonic() + float(os.environ.get("MIESCORE_TEST_BUSY_SECONDS", "3"))
+    a = torch.randn(256, 256)
+    while time.monotonic() < end:
+        a = torch.tanh(a @ a)
+    return [redness(image) for image in images]
+
+
+def failing_on_rank_1_reward(images, instructions, sources) -> list:
+    """Raises on the process of rank 1 only (``RANK`` of ``accelerate launch``); redness elsewhere."""
+    if os.environ.get("RANK") == "1":
+        raise ConnectionError("the reward replica of process 1 went away")
+    return mean_redness(images, instructions, sources)

@@ -13,6 +13,8 @@
   ``***`` (also inside specs such as ``spatialreward-api:M@http://user:pw@host/v1``).
 * :func:`redact_library_logs`: the same for the request lines third-party HTTP clients log (httpx prints every
   request's full URL at INFO level), installed by the entry points with their other log filters.
+* :func:`url_secrets`: the secrets of a URL (its password, its credential query values), so that a client can mask
+  them where a server echoes them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import re
 from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["SECRET_QUERY_NAMES", "checked_api_key", "redact", "redact_library_logs", "redacted_url"]
+__all__ = ["SECRET_QUERY_NAMES", "checked_api_key", "redact", "redact_library_logs", "redacted_url", "url_secrets"]
 
 _USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/@\s]+)@")
 _MASK = "***"
@@ -47,6 +49,24 @@ def redacted_url(url: str) -> str:
         userinfo, host = parts.netloc.rsplit("@", 1)
         url = urlunsplit(parts._replace(netloc=f"{_masked_userinfo(userinfo)}@{host}"))
     return _masked_query(url)
+
+
+def url_secrets(url: str) -> list:
+    """The secrets :func:`redacted_url` masks in ``url``: its password (or a user name given alone) and the values
+    of its credential query parameters (to mask them too where a server echoes them in an error)."""
+    from urllib.parse import unquote
+
+    secrets = []
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        netloc = ""
+    if "@" in netloc:
+        user, has_password, password = netloc.rsplit("@", 1)[0].partition(":")
+        secrets.append(unquote(password) if has_password else unquote(user))
+    for match in _QUERY_SECRET_RE.finditer(url):
+        secrets += [match.group("value"), unquote(match.group("value"))]
+    return [s for s in dict.fromkeys(secrets) if s]
 
 
 def _masked_query(text: str) -> str:

@@ -23,14 +23,13 @@ groups) belong in the dataclass's own validator, which calls :func:`field_proble
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
-__all__ = ["Accepts", "Bounds", "OneOf", "Required", "did_you_mean", "field_problems"]
+__all__ = ["Accepts", "Bounds", "OneOf", "Required", "field_problems", "suggestion"]
 
 
 @dataclass(frozen=True)
@@ -92,15 +91,16 @@ def _shown(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def did_you_mean(value: Any, choices: Sequence[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest of ``choices`` to ``value``, or ``""`` when none is close."""
+def suggestion(value: Any, choices: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the choice closest to ``value`` (ignoring case;
+    :func:`~modeling_miescore.utils.suggestions.closest_name`), or ``""`` when none is close."""
+    from .suggestions import closest_name
+
     if not isinstance(value, str):
         return ""
-    close = difflib.get_close_matches(value.strip().lower(), [str(c).lower() for c in choices], n=1, cutoff=0.6)
-    if not close:
-        return ""
-    match = next(str(c) for c in choices if str(c).lower() == close[0])
-    return f" (did you mean {match!r}?)"
+    lowered = {str(c).lower(): str(c) for c in choices}
+    match = closest_name(value.strip().lower(), lowered)
+    return f" (did you mean {lowered[match]!r}?)" if match else ""
 
 
 def _type_problem(value: Any, kind: Any) -> Optional[str]:
@@ -149,7 +149,7 @@ def _constraint_problem(name: str, value: Any, kind: Any, constraints: Sequence[
             return f"{name} is required"
         if isinstance(constraint, OneOf) and expected is None and value not in constraint.choices:
             choices = ", ".join(map(str, constraint.choices))
-            return f"{name} must be one of {choices}, got {value!r}{did_you_mean(value, constraint.choices)}"
+            return f"{name} must be one of {choices}, got {value!r}{suggestion(value, constraint.choices)}"
         if isinstance(constraint, Bounds) and (expected is not None or not constraint.holds(value)):
             noun = "an integer" if int in _members(kind) else "a finite number"
             return f"{name} must be {noun} {constraint.describe()}{or_none}, got {value!r}"

@@ -27,7 +27,8 @@ from typing import Any, List, Optional
 
 from ..control_tokens import control_tokens_in as chat_control_tokens
 
-__all__ = ["control_tokens_in", "quoted", "training_text_problem", "valid_strings", "valid_text"]
+__all__ = ["control_characters_problem", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
+           "valid_text"]
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _C0_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -65,6 +66,19 @@ def control_tokens_in(text: str) -> List[str]:
     found = chat_control_tokens(text, grounding_is_text=True)
     found += [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
     return found
+
+
+def control_characters_problem(text: Any, what: str) -> Optional[str]:
+    """None when ``text`` holds no C0 control character (NUL and the like; tab, newline and carriage return are
+    text); else one line naming ``what`` and the first one found. Dataset builders and benchmark converters refuse
+    such instructions: a NUL ends C strings early and cannot be written to most files or shown."""
+    if not isinstance(text, str):
+        return None
+    found = [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"{what} holds the control character {found[0]}{more}; remove it"
 
 
 def training_text_problem(text: Any) -> Optional[str]:

@@ -33,6 +33,7 @@ __all__ = [
     "ProblemCollector",
     "RecordCheck",
     "check_image",
+    "id_problem",
     "link_leaving",
     "link_problem",
     "read_edited_images",
@@ -250,6 +251,16 @@ def _nonempty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
+def id_problem(value: Any, id_key: str) -> str | None:
+    """Why ``value`` cannot be a record id (``id_key`` names the field), or None: a non-empty string without a NUL
+    byte (a NUL cannot be in a file name, and ends C strings early)."""
+    if not _nonempty_str(value):
+        return f"{id_key} must be a non-empty string, got {value!r}"
+    if "\x00" in value:
+        return f"{id_key} {value!r} contains a NUL byte"
+    return None
+
+
 def unique_records(entries: Iterable[tuple[int, dict]], problems: ProblemCollector, file: str, id_key: str,
                    declared: set[str]) -> Iterator[tuple[int, dict, str]]:
     """``(line, record, id)`` for each record whose ``id_key`` is a non-empty string seen for the first time.
@@ -261,11 +272,9 @@ def unique_records(entries: Iterable[tuple[int, dict]], problems: ProblemCollect
     first_line: dict[str, int] = {}
     for line, obj in entries:
         record_id = obj[id_key]
-        if not _nonempty_str(record_id):
-            problems.add(file, line, f"{id_key} must be a non-empty string, got {record_id!r}")
-            continue
-        if "\x00" in record_id:  # a NUL byte cannot be in a file name, and ends C strings early
-            problems.add(file, line, f"{id_key} {record_id!r} contains a NUL byte")
+        problem = id_problem(record_id, id_key)
+        if problem:
+            problems.add(file, line, problem)
             continue
         declared.add(record_id)
         if record_id in first_line:
@@ -293,15 +302,29 @@ class RecordCheck:
         self.fail(message)
         return None
 
+    def record_id(self, value: Any, id_key: str) -> str | None:
+        """``value`` when it can be a record id (:func:`id_problem`), else ``None`` and the problem."""
+        problem = id_problem(value, id_key)
+        if problem:
+            self.fail(problem)
+            return None
+        return value
+
     def instruction(self, value: Any, what: str) -> str | None:
         """``value`` when it is an instruction every scorer takes (a non-empty string of at most
-        ``MAX_INSTRUCTION_CHARS``, no chat-control token: ``processing_miescore.check_instruction``), else
+        ``MAX_INSTRUCTION_CHARS``, no chat-control token: ``processing_miescore.check_instruction``; no control
+        character such as NUL: ``utils.text_hygiene.control_characters_problem``), else
         ``None`` and a problem naming ``what`` (e.g. ``"instance 'x'"``)."""
         from ...image_io import MIEScoreInputError
         from ...processing_miescore import check_instruction
+        from ...utils.text_hygiene import control_characters_problem
 
         text = self.text(value, f"{what}: instruction must be a non-empty string")
         if text is None:
+            return None
+        problem = control_characters_problem(text, f"{what}: the instruction")
+        if problem:
+            self.fail(problem)
             return None
         try:
             check_instruction(text, where=what)

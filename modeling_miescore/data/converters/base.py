@@ -139,6 +139,16 @@ class BenchmarkConverter(DatasetBuilder):
         return None
 
     @staticmethod
+    def record_instruction(value: Any, field: str, where: tuple[str, int | None],
+                           problems: ProblemCollector) -> str | None:
+        """``value`` stripped when the dataset builders would take it as an instruction (a non-empty string of at
+        most ``MAX_INSTRUCTION_CHARS``, no chat-control token, no control character such as NUL:
+        :meth:`~..builders.raw_files.RecordCheck.instruction`), else None and a problem at ``where`` naming
+        ``field``."""
+        text = RecordCheck(problems, where[0], where[1]).instruction(value, field)
+        return text.strip() if text is not None else None
+
+    @staticmethod
     def record_choice(table: dict, value: Any, field: str, where: tuple[str, int | None],
                       problems: ProblemCollector, key: Any = None) -> Any:
         """``table[key]`` (``key``: ``value`` unless given), else None and a problem naming ``field``, ``value`` and

@@ -19,7 +19,9 @@ a problem naming the file and the column.
 Rows: ``id`` = ``key``, ``source_images`` = ``[input_image]`` (the image the example saves as ``<key>_SRCIMG.png``
 and GEdit's scorer judges against; ``input_image_raw`` is the unresized original, not kept), ``instruction``,
 ``category`` = ``task_type``, ``language`` = ``instruction_language``, ``intersection_exist`` =
-``Intersection_exist``. If the release uses one key in both languages, every ``id`` becomes ``<key>_<language>``
+``Intersection_exist``. An instruction the dataset builders would refuse (a NUL byte or another control character,
+a chat-control token, more than ``MAX_INSTRUCTION_CHARS`` characters) is a problem naming its row. If the release
+uses one key in both languages, every ``id`` becomes ``<key>_<language>``
 (``key`` keeps the benchmark key, and GEdit's folder layout still finds each edit); a key repeated within one
 language is a problem.
 """
@@ -28,11 +30,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..builders.raw_files import ImageChecker, ProblemCollector
+from ..builders.raw_files import ImageChecker, ProblemCollector, id_problem
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows, read_saved_dataset
-from .schema import BenchmarkSpec, EditingItem, EditorBenchmark, bibtex
+from .schema import BenchmarkSpec, EditingItem, EditorBenchmark, JudgeRequestSettings, bibtex
 
 __all__ = ["COLUMNS", "GEDIT_LANGUAGES", "GEDIT_TASK_TYPES", "GEditBenchConverter", "SPEC"]
 
@@ -67,7 +69,14 @@ SPEC = BenchmarkSpec(
                          "_prompts_0shot_rule_PQ)",
         resize_to_source=True, subsets={"intersection": "intersection_exist"},
         overall_note="O = sqrt(SC * PQ) per sample; each column is the unweighted mean over task types of the "
-                     "per-type means."),
+                     "per-type means.",
+        request=JudgeRequestSettings(
+            parts_order="text-first", max_tokens=1400, temperature=None, image_format="JPEG", image_quality=75,
+            source="Step1X-Edit GEdit-Bench/viescore/mllm_tools/openai.py @570eba6, the GPT-4.1 path "
+                   "(viescore/__init__.py: backbone gpt4o -> GPT4o(model_name='gpt-4.1')): prepare_prompt appends "
+                   "the text part first, then the images; get_parsed_output sends max_tokens 1400 and no "
+                   "temperature; encode_pil_image saves each image as JPEG with Pillow's default quality (75) at "
+                   "full size. The Qwen2.5-VL-72B path (mllm_tools/qwen25vl_eval.py) puts the images first")),
 )
 
 COLUMNS = ("task_type", "key", "instruction", "instruction_language", "input_image", "input_image_raw",
@@ -111,7 +120,10 @@ class GEditBenchConverter(BenchmarkConverter):
         for file, row, record in self.progress_bar(rows, desc="checking rows"):
             where = (file, row)
             key = self.record_text(record["key"], "key", where, problems)
-            instruction = self.record_text(record["instruction"], "instruction", where, problems)
+            if key is not None and id_problem(key, "key"):
+                problems.add(file, row, id_problem(key, "key"))
+                key = None
+            instruction = self.record_instruction(record["instruction"], "instruction", where, problems)
             task = self.record_choice({t: t for t in GEDIT_TASK_TYPES}, record["task_type"], "task_type", where,
                                       problems)
             language = self.record_choice({x: x for x in GEDIT_LANGUAGES}, record["instruction_language"],

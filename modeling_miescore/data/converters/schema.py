@@ -30,6 +30,7 @@ __all__ = [
     "EditingItem",
     "ImageRef",
     "PairItem",
+    "JudgeRequestSettings",
     "SPLIT",
     "bibtex",
     "check_declaration",
@@ -139,6 +140,48 @@ REPORTS = ("zero-shot", "reward", "editors")
 EDITOR_JUDGES_PACKAGE = "modeling_miescore.evaluation.editor_benchmarks"
 
 
+PARTS_ORDERS = ("text-first", "images-first")
+
+
+@dataclass(frozen=True)
+class JudgeRequestSettings:
+    """How a benchmark's released judge script sends one request to its published judge: the order of the
+    content parts (``text-first``: the prompt, then the images; ``images-first``), the ``max_tokens`` and
+    ``temperature`` it sends (None: the field is not sent, the endpoint's default applies), and how images travel
+    (``image_format``, ``image_quality`` for JPEG / WEBP, ``max_pixels``: None = full size). ``source`` cites the
+    script and commit. ``miescore benchmark gedit`` / ``imgedit`` default to these; each is an option."""
+
+    parts_order: str
+    max_tokens: int | None
+    temperature: float | None
+    image_format: str
+    image_quality: int | None = None
+    max_pixels: int | None = None
+    source: str = ""
+
+    def __post_init__(self):
+        if self.parts_order not in PARTS_ORDERS:
+            raise ValueError(f"parts_order must be one of {PARTS_ORDERS}, got {self.parts_order!r}")
+
+    def describe(self) -> dict:
+        """``{setting: text}`` of what is sent (the report's request lines; the records' ``request`` label)."""
+        lossy = self.image_format.upper() in ("JPEG", "WEBP") and self.image_quality is not None
+        return {"parts": self.parts_order,
+                "max_tokens": "not sent" if self.max_tokens is None else str(self.max_tokens),
+                "temperature": "not sent" if self.temperature is None else f"{self.temperature:g}",
+                "images": f"{self.image_format.upper()}{f' quality {self.image_quality}' if lossy else ''}, "
+                          f"{'full size' if self.max_pixels is None else f'at most {self.max_pixels} pixels'}"}
+
+    def label(self) -> str:
+        """One line naming these settings (every judgement record carries it; a resumed run must match)."""
+        return "; ".join(f"{k} {v}" for k, v in self.describe().items())
+
+    def differences(self, released: "JudgeRequestSettings") -> list[str]:
+        """``"setting: ours (released: theirs)"`` for each setting that differs from ``released``."""
+        ours, theirs = self.describe(), released.describe()
+        return [f"{k}: {ours[k]} (released: {theirs[k]})" for k in ours if ours[k] != theirs[k]]
+
+
 @dataclass(frozen=True)
 class EditorBenchmark:
     """An editor benchmark's judge protocol (``BenchmarkSpec.editor``; run by
@@ -151,10 +194,11 @@ class EditorBenchmark:
     ``resize_to_source``: the edited image is resized to the first source's size before any judge sees it;
     ``round_to``: decimals the released scripts round the per-image and per-category means to (None: no rounding);
     ``subsets``: report subsets besides the full set (``name`` -> the subset flag column); ``comparison_language``:
-    the instruction language the editor comparison reads (Table 3: GEdit-EN); ``report``: the Markdown renderer of
-    one editor's run (``module:function``, relative to :data:`EDITOR_JUDGES_PACKAGE`), what ``report.md`` of a
-    ``miescore benchmark <name>`` run is rendered by. ``dataset`` and ``title`` are the converted benchmark's
-    (filled in from the :class:`BenchmarkSpec` that declares this protocol).
+    the instruction language the editor comparison reads (Table 3: GEdit-EN); ``request``: how the released judge
+    script sends its requests (:class:`JudgeRequestSettings`, the defaults of the run); ``report``: the Markdown
+    renderer of one editor's run (``module:function``, relative to :data:`EDITOR_JUDGES_PACKAGE`), what
+    ``report.md`` of a ``miescore benchmark <name>`` run is rendered by. ``dataset`` and ``title`` are the converted
+    benchmark's (filled in from the :class:`BenchmarkSpec` that declares this protocol).
     """
 
     name: str
@@ -171,6 +215,7 @@ class EditorBenchmark:
     subsets: dict | None = None
     comparison_language: str = "en"
     overall_note: str = ""
+    request: JudgeRequestSettings | None = None
     report: str = ".editor_report:editor_markdown"
     dataset: str = ""
     title: str = ""

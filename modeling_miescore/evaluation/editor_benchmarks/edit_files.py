@@ -11,7 +11,11 @@ Accepted forms:
   ``examples/OmniGen2-RL/evaluation/GEdit-Bench``: sample 0 is ``<key>.png``);
 * a JSONL of ``{"id": "<key>", "edited": "path"}`` lines (paths relative to the JSONL's folder), which includes
   what ``miescore edit`` writes (``{"id", "sources", "edited", "instruction"}``; with several samples per key the ids
-  are ``<key>#<k>`` with fields ``"key"`` and ``"sample"``).
+  are ``<key>#<k>`` with fields ``"key"`` and ``"sample"``). A line of ``miescore edit --select`` (reward-guided
+  best-of-N) names its selected sample (``"sample"``, ``"selected_by"``) and lists every candidate
+  (``"candidates": [{"sample", "edited", "reward"}, ...]``): each candidate is a sample of the key, the selected one
+  marked (:attr:`EditRef.selected`), so a report can compare the first sample, the selected one and the judge's
+  own best of N.
 
 A name matches a row by its ``id``, else by its benchmark ``key`` (with the folder's language in GEdit's layout).
 Edits named by keys the benchmark lacks are an error that lists them (exit status 2), and so are two files for
@@ -37,11 +41,13 @@ _SAMPLE_NAME = re.compile(r"^(?P<name>.+)_sample(?P<k>\d+)$")
 
 @dataclass(frozen=True)
 class EditRef:
-    """One edited image: ``sample`` ``k`` of row ``row`` at ``path``; ``input_id`` = ``"<row>#<k>"``."""
+    """One edited image: ``sample`` ``k`` of row ``row`` at ``path``; ``input_id`` = ``"<row>#<k>"``;
+    ``selected``: the sample a reward selected among the key's candidates (``miescore edit --select``)."""
 
     row: str
     sample: int
     path: Path
+    selected: bool = False
 
     @property
     def input_id(self) -> str:
@@ -51,13 +57,15 @@ class EditRef:
 @dataclass
 class ResolvedEdits:
     """The edits of the selected rows (row order, then sample), the selected rows without one (``missing``), and
-    how many edits belong to rows outside the selection (``outside_selection``)."""
+    how many edits belong to rows outside the selection (``outside_selection``); ``selector``: the reward that
+    selected one sample per key (``miescore edit --select``), None when the edits hold no selection."""
 
     edits: list[EditRef]
     missing: list[str]
     outside_selection: int = 0
     form: str = ""
     problems: list[str] = field(default_factory=list)
+    selector: str | None = None
 
 
 class _Rows:
@@ -91,24 +99,56 @@ def _split_sample(stem: str) -> tuple[str, int]:
 
 
 def _folder_entries(root: Path) -> tuple[str, list[tuple[str, str, int, str | None, str | None]]]:
-    """``(form, [(where, name, sample, language, task)])`` of the image files of an edits folder."""
+    """``(form, [(where, name, sample, language, task, selected)])`` of the image files of an edits folder."""
     layout = root if root.name == "fullset" else root / "fullset"
     entries = []
     if layout.is_dir():
         for path in sorted(layout.glob("*/*/*")):
             if path.suffix.lower() in IMAGE_SUFFIXES and not path.stem.endswith("_SRCIMG") and path.is_file():
                 name, k = _split_sample(path.stem)
-                entries.append((str(path), name, k, path.parent.name, path.parent.parent.name))
+                entries.append((str(path), name, k, path.parent.name, path.parent.parent.name, False))
         return "GEdit layout fullset/<task>/<language>/<key>.png", entries
     for path in sorted(root.iterdir()):
         if path.suffix.lower() in IMAGE_SUFFIXES and not path.stem.endswith("_SRCIMG") and path.is_file():
             name, k = _split_sample(path.stem)
-            entries.append((str(path), name, k, None, None))
+            entries.append((str(path), name, k, None, None, False))
     return "folder of <key>.png", entries
 
 
-def _jsonl_entries(path: Path) -> list[tuple[str, str, int, str | None, None]]:
-    entries = []
+def _edited_path(value, where: str, base: Path) -> str:
+    if not isinstance(value, str):
+        raise BenchmarkInputError(f"{where}: edited must be an image path, got {value!r}")
+    edited = Path(value).expanduser()
+    edited = edited if edited.is_absolute() else base / edited
+    if not edited.is_file():
+        raise BenchmarkInputError(f"{where}: edited image '{edited}' is not a file")
+    return str(edited)
+
+
+def _sample_number(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BenchmarkInputError(f"{where}: sample must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _candidate_entries(record: dict, name: str, where: str, base: Path) -> list:
+    """The samples of a ``miescore edit --select`` line: every candidate, the selected one marked."""
+    candidates = record["candidates"]
+    if not isinstance(candidates, list) or not candidates or not all(isinstance(c, dict) for c in candidates):
+        raise BenchmarkInputError(f'{where}: candidates must be a list of {{"sample", "edited"}} objects')
+    selected = _sample_number(record.get("sample"), where)
+    samples = [_sample_number(c.get("sample"), f"{where}: candidate") for c in candidates]
+    if selected not in samples or len(set(samples)) != len(samples):
+        raise BenchmarkInputError(f"{where}: the selected sample {selected} must be one of the candidates' samples "
+                                  f"{samples}, each once")
+    return [(_edited_path(c.get("edited"), f"{where}: candidate {k}", base), name, k, None, None, k == selected)
+            for c, k in zip(candidates, samples)]
+
+
+def _jsonl_entries(path: Path) -> tuple[list[tuple], str | None]:
+    """``(entries, selector)`` of a JSONL of edits; ``selector``: the reward named by ``selected_by`` (every line
+    with candidates must name the same one)."""
+    entries, selectors, plain = [], set(), 0
     for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
         if not raw.strip():
             continue
@@ -125,15 +165,20 @@ def _jsonl_entries(path: Path) -> list[tuple[str, str, int, str | None, None]]:
         name, k = str(record.get("key", record.get("id"))), 0
         if "key" not in record and "#" in name and name.rsplit("#", 1)[1].isdigit():
             name, k = name.rsplit("#", 1)[0], int(name.rsplit("#", 1)[1])
-        sample = record.get("sample", k)
-        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-            raise BenchmarkInputError(f"{where}: sample must be an integer >= 0, got {sample!r}")
-        edited = Path(record["edited"]).expanduser()
-        edited = edited if edited.is_absolute() else path.parent / edited
-        if not edited.is_file():
-            raise BenchmarkInputError(f"{where}: edited image '{edited}' is not a file")
-        entries.append((str(edited), name, sample, None, None))
-    return entries
+        if "candidates" in record:
+            entries += _candidate_entries(record, name, where, path.parent)
+            selectors.add(str(record.get("selected_by") or "a reward"))
+            continue
+        sample = _sample_number(record.get("sample", k), where)
+        plain += 1
+        entries.append((_edited_path(record["edited"], where, path.parent), name, sample, None, None, False))
+    if len(selectors) > 1:
+        raise BenchmarkInputError(f"'{path}' mixes edits selected by {', '.join(sorted(selectors))}; pass the output "
+                                  "of one 'miescore edit --select' run")
+    if selectors and plain:
+        raise BenchmarkInputError(f"'{path}' mixes lines with candidates (miescore edit --select) and lines without; "
+                                  "pass the output of one run")
+    return entries, (selectors.pop() if selectors else None)
 
 
 def _raise_listed(what: str, items: list[str], hint: str) -> None:
@@ -145,10 +190,11 @@ def resolve_edits(edits: str, all_rows, selected) -> ResolvedEdits:
     """Match ``--edits`` (module docstring) to the rows: ``all_rows`` is every row of the dataset, ``selected`` the
     rows being evaluated (frames with ``id``, ``key``, ``language``, ``category``)."""
     path = Path(edits).expanduser()
+    selector = None
     if path.is_dir():
         form, entries = _folder_entries(path)
     elif path.is_file():
-        form, entries = "JSONL", _jsonl_entries(path)
+        (entries, selector), form = _jsonl_entries(path), "JSONL"
     else:
         raise BenchmarkInputError(f"--edits '{edits}' is neither a folder nor a JSONL file")
     if not entries:
@@ -156,8 +202,9 @@ def resolve_edits(edits: str, all_rows, selected) -> ResolvedEdits:
                                   "fullset/<task>/<language>/<key>.png, or JSONL lines {\"id\", \"edited\"})")
     rows = _Rows(all_rows, selected)
     found: dict[tuple[str, int], str] = {}
+    chosen_samples: set[tuple[str, int]] = set()
     unknown, ambiguous, duplicates, misfiled = [], [], [], []
-    for where, name, sample, language, task in entries:
+    for where, name, sample, language, task, is_selected in entries:
         try:
             row = rows.match(name, language)
         except LookupError as err:
@@ -172,6 +219,8 @@ def resolve_edits(edits: str, all_rows, selected) -> ResolvedEdits:
             duplicates.append(f"{where} and {found[(row, sample)]}")
         else:
             found[(row, sample)] = where
+            if is_selected:
+                chosen_samples.add((row, sample))
     if unknown:
         _raise_listed("edits name keys the benchmark lacks", unknown,
                       f"the dataset's keys look like {next(iter(rows.by_key))!r}; check --edits and --dataset")
@@ -181,6 +230,9 @@ def resolve_edits(edits: str, all_rows, selected) -> ResolvedEdits:
             _raise_listed(what, items, "rename or remove them")
     order = {row_id: i for i, row_id in enumerate(selected["id"])}
     chosen = sorted((k for k in found if k[0] in order), key=lambda k: (order[k[0]], k[1]))
-    refs = [EditRef(row, sample, Path(found[(row, sample)]).resolve()) for row, sample in chosen]
+    refs = [EditRef(row, sample, Path(found[(row, sample)]).resolve(), (row, sample) in chosen_samples)
+            for row, sample in chosen]
     have = {r.row for r in refs}
-    return ResolvedEdits(refs, [r for r in selected["id"] if r not in have], len(found) - len(refs), form)
+    form += f" (one sample per key selected by {selector})" if selector else ""
+    return ResolvedEdits(refs, [r for r in selected["id"] if r not in have], len(found) - len(refs), form,
+                         selector=selector)

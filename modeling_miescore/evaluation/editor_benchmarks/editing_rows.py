@@ -22,13 +22,15 @@ __all__ = ["EditingRows", "export_sources", "load_editing_rows", "select_rows"]
 @dataclass
 class EditingRows:
     """A benchmark's rows: ``frame`` (index ``id``; ``key``, ``instruction``, ``category``, ``language`` and the
-    subset flags) and the loaded split ``ds`` (for the source images)."""
+    subset flags), the loaded split ``ds`` (for the source images) and which part or version of the release was
+    converted (``release``, from the card; e.g. ImgEdit's ``basic_edit.json`` version)."""
 
     dataset: str
     benchmark: EditorBenchmark
     frame: object
     ds: object
     flags: tuple[str, ...]
+    release: str = ""
 
 
 def load_editing_rows(dataset: str, benchmark: EditorBenchmark) -> EditingRows:
@@ -54,7 +56,7 @@ def load_editing_rows(dataset: str, benchmark: EditorBenchmark) -> EditingRows:
                                   "convert the release again")
     columns = [c for c in (*EDITING_COLUMNS, *flags) if c != "source_images"]
     frame = pd.DataFrame({c: ds[c] for c in columns}).astype({"id": str, "key": str}).set_index("id", drop=False)
-    return EditingRows(dataset, benchmark, frame, ds, flags)
+    return EditingRows(dataset, benchmark, frame, ds, flags, str(metadata.get("release_part", "")))
 
 
 def _pick(frame, column: str, wanted: Sequence[str] | None, option: str):

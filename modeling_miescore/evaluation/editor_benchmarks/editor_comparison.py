@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -29,10 +30,10 @@ from ..report_parts import fmt_ci, legend_below, new_figure, notes_section, repo
 from .comparison_grid import draw_case, gain_loss_cases
 from .editor_report import NOT_COMPARABLE
 from .protocols import EDITOR_BENCHMARKS
-from .scores import summarize
+from .scores import MetricNotes, summarize
 
-__all__ = ["compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "sign_flip_p_value",
-           "table3_columns"]
+__all__ = ["VIEW_NAMES", "compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "report_columns",
+           "sign_flip_p_value", "table3_columns"]
 
 
 
@@ -47,8 +48,6 @@ def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
         if name in runs:
             raise BenchmarkInputError(f"--runs names {name!r} twice; give each run once (NAME=GEDIT_DIR,IMGEDIT_DIR)")
         runs[name] = [Path(f).expanduser() for f in folders.split(",") if f]
-    if len(runs) < 2:
-        raise BenchmarkInputError("--runs needs at least two runs (a baseline and one to compare)")
     return runs
 
 
@@ -73,15 +72,79 @@ def _load(runs: Dict[str, List[Path]]) -> Dict[str, Dict[str, tuple]]:
     return loaded
 
 
-def _rows(report: dict, folder: Path, kind: str):
+@dataclass
+class _Entry:
+    """One compared run on one benchmark: its per-key values (``frame``, the comparison language), the protocol
+    they follow (the benchmark's, or a reward model's view of it), the report it came from and its folder."""
+
+    frame: object
+    benchmark: object
+    report: dict
+    folder: Path
+
+    @property
+    def expected(self):
+        return (self.report.get("expected_categories") or {}).get(EDITOR_BENCHMARKS[self.report["benchmark"]]
+                                                                   .comparison_language)
+
+
+def _frame(per_row: list, folder: Path, kind: str):
     import pandas as pd
 
-    frame = pd.DataFrame(report["per_row"])
+    frame = pd.DataFrame(per_row)
     if frame.empty:
         return frame
     frame = frame[frame["language"] == EDITOR_BENCHMARKS[kind].comparison_language].copy()
     frame["run_dir"] = str(folder)
     return frame
+
+
+def _source(report: dict, kind: str, by: Optional[str], name: str):
+    """``(per_row, selection, protocol)`` of a report as ``by`` reads it: the MLLM judge's (None) or the reward
+    model of that kind (``--by miescore``)."""
+    from .reward_judges import REWARD_JUDGES, reward_view
+
+    benchmark = EDITOR_BENCHMARKS[kind]
+    if by is None:
+        if not report.get("results"):
+            raise BenchmarkInputError(f"--runs {name}: the {kind} report has no MLLM judge's scores (reward models "
+                                      "only); compare them with --by miescore or --by spatialreward")
+        return report["per_row"], report.get("selection"), benchmark
+    found = [v for v in report.get("reward_judges", {}).values() if v.get("kind") == by]
+    if not found:
+        raise BenchmarkInputError(f"--runs {name}: the {kind} report has no {by} judge; run 'miescore benchmark "
+                                  f"{kind}' with --judge {by}:CKPT")
+    return found[0].get("per_row", []), found[0].get("selection"), reward_view(benchmark, REWARD_JUDGES[by])
+
+
+VIEW_NAMES = {"first": "first sample", "selected": "selected", "oracle": "judge's best of N"}
+
+
+def _entries(loaded: Dict[str, Dict[str, tuple]], by: Optional[str]) -> Dict[str, Dict[str, _Entry]]:
+    """``{run name: {benchmark: _Entry}}``; a run whose edits were selected by a reward (``miescore edit
+    --select``) becomes three: its first sample, the selected one and the judge's own best of N (the oracle)."""
+    entries: Dict[str, Dict[str, _Entry]] = {}
+    for name, kinds in loaded.items():
+        for kind, (report, folder) in kinds.items():
+            per_row, selection, protocol = _source(report, kind, by, name)
+            if not selection:
+                entries.setdefault(name, {})[kind] = _Entry(_frame(per_row, folder, kind), protocol, report, folder)
+                continue
+            for view, label in VIEW_NAMES.items():
+                rows = selection["views"][view]["per_row"]
+                entries.setdefault(f"{name}: {label}", {})[kind] = _Entry(_frame(rows, folder, kind), protocol,
+                                                                          report, folder)
+    return entries
+
+
+def _selectors(loaded: Dict[str, Dict[str, tuple]], by: Optional[str]) -> Dict[str, str]:
+    out = {}
+    for name, kinds in loaded.items():
+        for kind, (report, folder) in kinds.items():
+            selection = _source(report, kind, by, name)[1]
+            if selection:
+                out[name] = selection["selector"]
+    return out
 
 
 def _macro_diff(codes: np.ndarray, n_codes: int, diffs: np.ndarray) -> np.ndarray:
@@ -130,50 +193,79 @@ def _delta(base, run, benchmark, bootstrap: BootstrapSettings) -> dict:
 
 
 def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[str] = None,
-                    bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4) -> dict:
-    """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``."""
+                    bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4, by: Optional[str] = None) -> dict:
+    """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``.
+    ``by``: compare the reward model of that kind's scores (``miescore``, ``spatialreward``) instead of the MLLM
+    judge's. The runs' reports' labels (``--label``, e.g. random weights) carry over to the comparison."""
     from ...scoring.jsonl_scoring import make_output_folder
 
     bootstrap = bootstrap or BootstrapSettings(n=0)
     loaded = _load(runs)
-    baseline = baseline or next(iter(loaded))
-    if baseline not in loaded:
-        raise BenchmarkInputError(f"--baseline {baseline!r} is not one of the runs ({', '.join(loaded)})")
+    entries = _entries(loaded, by)
+    if len(entries) < 2:
+        raise BenchmarkInputError("--runs needs at least two runs (a baseline and one to compare), or one run of "
+                                  "'miescore edit --select' edits (its first sample, selected and best of N)")
+    baseline = baseline or next(iter(entries))
+    if baseline not in entries:
+        raise BenchmarkInputError(f"--baseline {baseline!r} is not one of the runs ({', '.join(entries)})")
     make_output_folder(out_dir, "out_dir: ")  # once the runs are known to be usable
-    rows = {name: {kind: _rows(report, folder, kind) for kind, (report, folder) in kinds.items()}
-            for name, kinds in loaded.items()}
+    with MetricNotes() as notes:
+        report = _compare(entries, baseline, bootstrap, grid_size, out_dir)
+    labels = sorted({report.get("label") for kinds in loaded.values() for report, _ in kinds.values()} - {None})
+    return {**report, "by": by, "selectors": _selectors(loaded, by), "label": "; ".join(labels) or None,
+            "published": SPATIALREWARD_TABLE3 if by is None else {}, "notes": notes.lines,
+            "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
+            "meta": {"bootstrap": bootstrap.describe("keys")}}
+
+
+def _compare(entries: Dict[str, Dict[str, _Entry]], baseline: str, bootstrap: BootstrapSettings, grid_size: int,
+             out_dir) -> dict:
+    """Every cell of the comparison: summaries, Δ with paired CIs and p-values, per-category values, pictures."""
     table: Dict[str, dict] = {}
     per_category: Dict[str, dict] = {}
     cases: Dict[str, dict] = {}
-    for name, kinds in rows.items():
+    summaries = {(name, kind): (summarize(e.frame, e.benchmark, bootstrap, e.report.get("categories"), e.expected)
+                                if not e.frame.empty else None)
+                 for name, kinds in entries.items() for kind, e in kinds.items()}
+    for name, kinds in entries.items():
         table[name] = {}
-        for kind, frame in kinds.items():
-            benchmark = EDITOR_BENCHMARKS[kind]
-            order = loaded[name][kind][0].get("categories")
-            summary = summarize(frame, benchmark, bootstrap, order) if not frame.empty else None
-            cell = {"summary": summary, "comparable": loaded[name][kind][0].get("comparable"),
-                    "folder": str(loaded[name][kind][1])}
-            base_frame = rows[baseline].get(kind)
-            if name != baseline and base_frame is not None and summary is not None and not base_frame.empty:
-                base_summary = table[baseline][kind]["summary"] if baseline in table else \
-                    summarize(base_frame, benchmark, BootstrapSettings(n=0), order)
-                printed = summary[benchmark.overall]["value"] - base_summary[benchmark.overall]["value"]
-                cell["delta"] = {"value": printed, **_delta(base_frame, frame, benchmark, bootstrap)}
-                picks = gain_loss_cases(base_frame, frame, benchmark.overall, grid_size)
-                label = benchmark.labels[benchmark.overall]
-                for case in picks:
-                    rank = sum(c["kind"] == case["kind"] for c in picks[:picks.index(case) + 1])
-                    case["picture"] = draw_case(case, (baseline, name), label, out_dir,
-                                                f"{kind}-{_safe(name)}-{case['kind']}-{rank:02d}")
-                cases.setdefault(kind, {})[name] = picks
+        for kind, entry in kinds.items():
+            summary = summaries[name, kind]
+            cell = {"summary": summary, "comparable": entry.report.get("comparable"), "folder": str(entry.folder)}
+            base = entries[baseline].get(kind)
+            base_summary = summaries.get((baseline, kind))
+            if name != baseline and base is not None and summary is not None and base_summary is not None:
+                cell["delta"] = _printed_delta(summary, base_summary, entry.benchmark.overall)
+                cell["delta"].update(_delta(base.frame, entry.frame, entry.benchmark, bootstrap))
+                cases.setdefault(kind, {})[name] = _pictures(base.frame, entry.frame, entry.benchmark, (baseline, name),
+                                                            kind, grid_size, out_dir)
             table[name][kind] = cell
             if summary is not None:
-                per_category.setdefault(kind, {})[name] = {c: v[benchmark.overall]["value"]
+                per_category.setdefault(kind, {})[name] = {c: v[entry.benchmark.overall]["value"]
                                                            for c, v in summary["by_category"].items()}
-    return {"benchmark": "editors", "baseline": baseline, "runs": list(loaded), "table3": table,
-            "per_category": per_category, "cases": cases, "published": SPATIALREWARD_TABLE3,
-            "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
-            "meta": {"bootstrap": bootstrap.describe("keys")}}
+    return {"benchmark": "editors", "baseline": baseline, "runs": list(entries), "table3": table,
+            "per_category": per_category, "cases": cases,
+            "scores": {kind: {"scores": list(e.benchmark.scores), "labels": e.benchmark.labels,
+                              "overall": e.benchmark.overall}
+                       for kinds in entries.values() for kind, e in kinds.items()}}
+
+
+def _printed_delta(summary: dict, base_summary: dict, overall: str) -> dict:
+    """The printed Δ of the overall (None, and why, when either side's overall is not computable)."""
+    run, base = summary[overall]["value"], base_summary[overall]["value"]
+    if run is None or base is None:
+        why = summary.get("not_computable") or base_summary.get("not_computable") or "no overall"
+        return {"value": None, "not_computable": why}
+    return {"value": run - base}
+
+
+def _pictures(base_frame, frame, benchmark, names: tuple, kind: str, grid_size: int, out_dir) -> list:
+    picks = gain_loss_cases(base_frame, frame, benchmark.overall, grid_size)
+    label = benchmark.labels[benchmark.overall]
+    for case in picks:
+        rank = sum(c["kind"] == case["kind"] for c in picks[:picks.index(case) + 1])
+        case["picture"] = draw_case(case, names, label, out_dir, f"{kind}-{_safe(names[1])}-{case['kind']}-{rank:02d}")
+    return picks
 
 
 def _safe(name: str) -> str:
@@ -197,6 +289,8 @@ def _delta_cell(cell: dict) -> str:
     delta = cell.get("delta")
     if not delta:
         return "—"
+    if delta.get("not_computable"):
+        return "n/c"
     paired = delta.get("delta_paired") or {}
     text = _signed({"value": delta["value"], "ci": paired.get("ci")})
     if delta.get("p_value") is not None:
@@ -218,6 +312,20 @@ def table3_columns() -> Dict[str, dict]:
         header = column["header"] or SPATIALREWARD_TABLE3_COLUMNS.get(key) or key
         columns[key] = {"kind": declared[column["benchmark"]].editor.name, "value": column["value"],
                         "header": "Δ" if column["value"] == "delta" else header}
+    return columns
+
+
+def report_columns(report: dict) -> Dict[str, dict]:
+    """The comparison table's columns: the paper's Table 3 layout for the MLLM judge's scores; for a reward model's
+    (``--by KIND``) each of its scores per benchmark, then Δ of its overall."""
+    if not report.get("by"):
+        return table3_columns()
+    columns = {}
+    for kind, view in report["scores"].items():
+        title = EDITOR_BENCHMARKS[kind].title
+        for score in view["scores"]:
+            columns[f"{kind}_{score}"] = {"kind": kind, "value": score, "header": f"{title} {view['labels'][score]}"}
+        columns[f"{kind}_delta"] = {"kind": kind, "value": "delta", "header": "Δ"}
     return columns
 
 
@@ -246,7 +354,8 @@ def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
             cell = cells.get(column["kind"], {})
             summary = cell.get("summary")
             row.append(_delta_cell(cell) if column["value"] == "delta"
-                       else fmt_ci(summary[column["value"]], 2) if summary else "—")
+                       else "—" if not summary else "n/c" if summary.get("not_computable")
+                       else fmt_ci(summary[column["value"]], 2))
         rows.append(row)
     return rows
 
@@ -254,24 +363,36 @@ def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
 def comparison_markdown(report: dict) -> str:
     """``report.md`` of ``miescore benchmark editors`` (module docstring)."""
     own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
-    columns = table3_columns()
+    columns = report_columns(report)
     out = ["# Editor comparison (SpatialReward paper, Table 3 layout)", ""]
-    if own:
+    if report.get("label"):
+        out += [f"> **{report['label']}**", ""]
+    if own and not report.get("by"):
         out += [f"> **† {NOT_COMPARABLE.capitalize()}:** {', '.join(own)} were judged with our own prompts.", ""]
-    out += [f"{len(report['runs'])} runs; Δ against **{report['baseline']}**.", "", "## Table 3 layout", "",
-            report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)),
-            "",
-            "The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). Brackets: bootstrap CIs over "
-            "keys; p: paired sign-flip permutation test over the keys both runs judged (n).", ""]
+    if report.get("by"):
+        out += [f"> Scores of the **{report['by']}** reward model as the judge (--by {report['by']}), not the "
+                "benchmark's MLLM judge: not comparable with published numbers.", ""]
+    out += [f"{len(report['runs'])} runs; Δ against **{report['baseline']}**.", ""]
+    for name, selector in report.get("selectors", {}).items():
+        out += [f"Reward-guided best of N: **{name}: first sample** is one draw, **{name}: selected** the candidate "
+                f"{selector} scored highest, **{name}: {VIEW_NAMES['oracle']}** the candidate the judge scored "
+                "highest (the oracle: the best any selector could do); the Δ of each are paired over the same keys.", ""]
+    out += ["## Table 3 layout", "",
+            report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)), "",
+            ("The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). " if not report.get("by")
+             else "") + "Brackets: bootstrap CIs over keys; p: paired sign-flip permutation test over the keys both "
+            "runs judged (n).", ""]
     for kind, by_run in report["per_category"].items():
         benchmark = EDITOR_BENCHMARKS[kind]
+        overall_label = report.get("scores", {}).get(kind, {}).get("labels", benchmark.labels)[
+            report.get("scores", {}).get(kind, {}).get("overall", benchmark.overall)]
         names = list(by_run)
         cats = sorted({c for values in by_run.values() for c in values})
         base = by_run.get(report["baseline"], {})
         header = [benchmark.category_label, *names, *[f"Δ {n}" for n in names if n != report["baseline"]]]
         rows = [[title_case(c), *[_num(by_run[n].get(c)) for n in names],
                  *[_diff(by_run[n].get(c), base.get(c)) for n in names if n != report["baseline"]]] for c in cats]
-        out += [f"## {benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}",
+        out += [f"## {benchmark.title}: {overall_label} per {benchmark.category_label.lower()}",
                 "", report_table(header, rows), ""]
         plot = report.get("plots", {}).get(f"per_category_{kind}")
         out += [f"![{benchmark.title} per {benchmark.category_label.lower()}]({plot})", ""] if plot else []
@@ -312,11 +433,13 @@ def comparison_plots(report: dict, out_dir) -> Dict[str, str]:
             ax.bar(x - 0.4 + width * (k + 0.5), [values.get(c, np.nan) for c in cats], width, label=name)
         ax.set_xticks(x)
         ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
-        ax.set_ylim(*benchmark.scale)
-        ax.set_ylabel(benchmark.labels[benchmark.overall])
+        view = report.get("scores", {}).get(kind, {})
+        if not report.get("by"):
+            ax.set_ylim(*benchmark.scale)  # a reward model's scale is its own
+        ax.set_ylabel(view.get("labels", benchmark.labels)[view.get("overall", benchmark.overall)])
         ax.grid(axis="y", alpha=0.3)
         legend_below(fig, ncol=max(1, len(by_run)))
-        fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per "
-                     f"{benchmark.category_label.lower()} and run", fontsize=9)
+        fig.suptitle(f"{benchmark.title}: {view.get('labels', benchmark.labels)[view.get('overall', benchmark.overall)]}"
+                     f" per {benchmark.category_label.lower()} and run (no error bars)", fontsize=9)
         paths[f"per_category_{kind}"] = save_figure(fig, Path(out_dir), f"per_category_{kind}")
     return paths

@@ -15,8 +15,11 @@ and reports bad lines like ``score-batch``:
   and left out of every mean; never a number read from elsewhere;
 * an answer cut off by the token budget is flagged ``truncated`` (and fails when its scores are incomplete).
 
-Every record carries ``judge`` (the judge's name), ``prompts`` (which prompts made it) and ``edited_sha256`` (the
-edited file's digest), which a resumed run checks.
+Requests follow the run's :class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings` (by default the
+benchmark's released script: the order of text and images, ``max_tokens``, ``temperature``; None = not sent).
+
+Every record carries ``judge`` (the judge's name), ``prompts`` (which prompts made it), ``request`` (the request
+settings' label) and ``edited_sha256`` (the edited file's digest), which a resumed run checks.
 """
 
 from __future__ import annotations
@@ -46,16 +49,15 @@ class EditorJudge:
         prompts: the benchmark's prompt set (own wording, or read from the user's copy of the benchmark's files).
         name: the ``judge`` field of every record.
         info: per input id, ``{"category", "edited_sha256"}`` (the rows' task types and the edited files' digests).
-        max_tokens / temperature: the answer budget and sampling temperature (0: greedy, so the cache is exact).
+        settings: how requests are sent (:class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`:
+            parts order, ``max_tokens``, ``temperature``; the image settings are the backend's).
     """
 
     resize_to_source = False
     stage = "editor-judge"
 
-    def __init__(self, engine: CallEngine, prompts: Any, *, name: str, info: Dict[str, dict], max_tokens: int = 512,
-                 temperature: float = 0.0):
-        self.engine, self.prompts, self.name, self.info = engine, prompts, name, info
-        self.max_tokens, self.temperature = int(max_tokens), float(temperature)
+    def __init__(self, engine: CallEngine, prompts: Any, *, name: str, info: Dict[str, dict], settings):
+        self.engine, self.prompts, self.name, self.info, self.settings = engine, prompts, name, info, settings
         self.counts = {"judged": 0, "flagged": 0, "request_failed": 0}
 
     # ------------------------------------------------------------------------------ subclass hooks
@@ -76,8 +78,13 @@ class EditorJudge:
 
     # ------------------------------------------------------------------------------ shared
 
-    def request(self, parts: Sequence[Any], stage: str) -> ChatRequest:
-        return ChatRequest(list(parts), max_tokens=self.max_tokens, temperature=self.temperature, stage=stage)
+    def request(self, text: str, images: Sequence[Any], stage: str) -> ChatRequest:
+        """One request: ``text`` and ``images`` in the settings' order (``text-first``: the text part, then the
+        images, as GEdit's ``GPT4o.prepare_prompt`` and ImgEdit's ``basic_bench.py``; ``images-first``: as GEdit's
+        Qwen2.5-VL path)."""
+        parts = [text, *images] if self.settings.parts_order == "text-first" else [*images, text]
+        return ChatRequest(parts, max_tokens=self.settings.max_tokens, temperature=self.settings.temperature,
+                           stage=stage)
 
     def _record(self, results: List[CallResult], stages: List[str], input_id: str, category: str):
         failed = [(s, r) for s, r in zip(stages, results) if not r.ok and r.error_kind != "refusal"]
@@ -96,7 +103,7 @@ class EditorJudge:
             record["raw"] = {s: (r.text if r.ok else r.error)[:500] for s, r in zip(stages, results)}
         self.counts["flagged" if record["failed"] else "judged"] += 1
         return {**record, "issues": issues, "judge": self.name, "prompts": self.prompts.label,
-                "edited_sha256": self.info.get(input_id, {}).get("edited_sha256")}
+                "request": self.settings.label(), "edited_sha256": self.info.get(input_id, {}).get("edited_sha256")}
 
     def score_batch(self, samples: Sequence[Any], batch_size: int = 0) -> List[Any]:
         """One record (or :class:`JudgeRequestError`) per loaded sample, in order."""

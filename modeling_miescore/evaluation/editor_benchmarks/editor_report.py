@@ -22,7 +22,7 @@ from ..report_parts import (error_bar_note, error_bars, fmt_ci, legend_below, ne
                             plot_value, report_table, run_lines, save_figure, title_case)
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
 from .reward_judges import REWARD_JUDGES, reward_view
-from .scores import benchmark_results
+from .scores import benchmark_results, row_records
 
 __all__ = ["NOT_COMPARABLE", "build_editor_report", "editor_markdown", "editor_plots", "reward_judge_summary"]
 
@@ -31,11 +31,18 @@ _SUBSET_NAMES = {"full": "Full set", "intersection": "Intersection"}
 _LISTED = 50  # entries of a list shown in a report (all of them stay in report.json)
 
 
-def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings) -> dict:
+def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings, names: tuple[str, str] = ("", "")) -> dict:
+    """Spearman correlation of ``x`` and ``y`` with its CI; none (a ``note`` says why) with fewer than 3 keys or
+    when one side is constant (``names`` say which: the benchmarks have no MOS)."""
     from ..metrics.correlation import srcc
+    from ..metrics.inputs import is_constant
 
     if len(x) < 3:
-        return {"value": None, "ci": [None, None], "n": int(len(x))}
+        return {"value": None, "ci": [None, None], "n": int(len(x)), "note": "fewer than 3 keys"}
+    constant = [name for name, values in zip(names, (x, y)) if is_constant(values)]
+    if constant:
+        return {"value": None, "ci": [None, None], "n": int(len(x)),
+                "note": f"{' and '.join(constant)} {'is' if len(constant) == 1 else 'are'} the same for every key"}
 
     def fn(idx):
         return srcc(x[idx], y[idx])
@@ -46,23 +53,28 @@ def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings) -> dict
 
 
 def reward_judge_summary(kind, reward_rows, judge_rows, benchmark: EditorBenchmark,
-                         bootstrap: BootstrapSettings, order: list) -> dict:
-    """The reward model's per-category means (a :func:`~.scores.benchmark_results` with its scores) and, where the
-    MLLM judge ran too, the Spearman correlation of its overall with the judge's overall over the rows both
-    judged, overall and per category."""
+                         bootstrap: BootstrapSettings, order: list, expected: Optional[dict] = None,
+                         sources: Optional[dict] = None) -> dict:
+    """The reward model's per-category means (a :func:`~.scores.benchmark_results` with its scores), its per-key
+    values (``per_row``, what ``miescore benchmark editors --by KIND`` compares) and, where the MLLM judge ran too,
+    the Spearman correlation of its overall with the judge's overall over the rows both judged, overall and per
+    category."""
     view = reward_view(benchmark, kind)
     out: Dict[str, Any] = {"kind": kind.name, "scores": list(kind.scores), "labels": kind.labels,
-                           "scale": kind.scale, "results": benchmark_results(reward_rows, view, bootstrap, order)}
+                           "scale": kind.scale,
+                           "results": benchmark_results(reward_rows, view, bootstrap, order, expected),
+                           "per_row": row_records(reward_rows, sources)}
     if judge_rows is None or judge_rows.empty or reward_rows.empty:
         return out
     both = reward_rows.merge(judge_rows[["row", benchmark.overall]], on="row", suffixes=("", "_judge"))
     judge_col = f"{benchmark.overall}_judge" if benchmark.overall in kind.scores else benchmark.overall
     srcc: Dict[str, Any] = {}
+    names = (f"the {kind.name} {kind.labels[kind.overall]}", f"the judge's {benchmark.labels[benchmark.overall]}")
     for language, part in both.groupby("language"):
         srcc[language] = {"overall": _srcc_ci(part[kind.overall].to_numpy(float), part[judge_col].to_numpy(float),
-                                              bootstrap),
+                                              bootstrap, names),
                           "by_category": {c: _srcc_ci(g[kind.overall].to_numpy(float), g[judge_col].to_numpy(float),
-                                                      BootstrapSettings(n=0))
+                                                      BootstrapSettings(n=0), names)
                                           for c, g in part.groupby("category")}}
     out["srcc_with_judge"] = srcc
     return out
@@ -70,16 +82,15 @@ def reward_judge_summary(kind, reward_rows, judge_rows, benchmark: EditorBenchma
 
 def build_editor_report(benchmark: EditorBenchmark, *, run: dict, samples, rows, missing: List[str],
                         outside_selection: int, prompts, bootstrap: BootstrapSettings, reward: Optional[dict] = None,
-                        judge_ran: bool = True, order: Optional[list] = None, sources: Optional[dict] = None) -> dict:
+                        judge_ran: bool = True, order: Optional[list] = None, sources: Optional[dict] = None,
+                        expected: Optional[dict] = None) -> dict:
     """The report dict: ``samples`` / ``rows`` from :mod:`.scores` (``rows``: one value per key), ``missing`` the
-    selected rows without edits, ``reward``: ``{judge name: reward_judge_summary(...)}``."""
+    selected rows without edits, ``reward``: ``{judge name: reward_judge_summary(...)}``, ``expected``: the
+    categories of the selected rows per language (each needs a usable key for the mean over categories)."""
     flagged = samples[samples["judged"] & samples["failed"]]
     not_judged = samples[~samples["judged"]]
     order = order or sorted(set(samples["category"]) | set(rows["category"]) if len(samples) else [])
-    per_row = []
-    for record in rows.to_dict("records"):
-        per_row.append({**{k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()},
-                        "sources": (sources or {}).get(record["row"], [])})
+    per_row = row_records(rows, sources)
     return {
         "benchmark": benchmark.name, "title": benchmark.title, "run": run,
         "comparable": bool(prompts.comparable) if judge_ran else None,
@@ -91,8 +102,8 @@ def build_editor_report(benchmark: EditorBenchmark, *, run: dict, samples, rows,
         "missing_edits": list(missing),
         "flagged": [{"id": i, "issues": list(x)} for i, x in zip(flagged["input_id"], flagged["issues"])],
         "not_judged": list(not_judged["input_id"]) if judge_ran else [],
-        "results": benchmark_results(rows, benchmark, bootstrap, order) if judge_ran else {},
-        "categories": order, "reward_judges": reward or {}, "per_row": per_row,
+        "results": benchmark_results(rows, benchmark, bootstrap, order, expected) if judge_ran else {},
+        "categories": order, "expected_categories": expected or {}, "reward_judges": reward or {}, "per_row": per_row,
         "meta": {"bootstrap": bootstrap.describe("rows (keys)")},
     }
 
@@ -110,13 +121,18 @@ def _listing(title: str, items: List[str], empty: str) -> List[str]:
 
 def _headline(report: dict, benchmark: EditorBenchmark) -> List[str]:
     labels = [benchmark.labels[k] for k in benchmark.scores]
-    rows = []
+    rows, missing = [], []
     for language, subsets in report["results"].items():
         for subset, summary in subsets.items():
-            rows.append([language.upper(), _SUBSET_NAMES.get(subset, subset), summary["n"],
-                         *[fmt_ci(summary[k], 2) for k in benchmark.scores]])
+            name = _SUBSET_NAMES.get(subset, subset)
+            cells = (["n/c"] * len(benchmark.scores) if summary.get("not_computable")
+                     else [fmt_ci(summary[k], 2) for k in benchmark.scores])
+            rows.append([language.upper(), name, summary["n"], *cells])
+            if summary.get("not_computable"):
+                missing.append(f"- {language.upper()}, {name.lower()}: not computable: {summary['not_computable']}.")
     return [f"## {benchmark.title} results (SpatialReward paper, Table 3 layout)", "",
-            report_table(["Language", "Subset", "Keys", *labels], rows), "", benchmark.overall_note, ""]
+            report_table(["Language", "Subset", "Keys", *labels], rows), "", *missing, *([""] if missing else []),
+            benchmark.overall_note, ""]
 
 
 def _per_category(report: dict, benchmark: EditorBenchmark) -> List[str]:
@@ -165,6 +181,8 @@ def editor_markdown(report: dict) -> str:
     benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
     counts = report["counts"]
     out = [f"# {benchmark.title} editor evaluation report", ""]
+    if report.get("label"):
+        out += [f"> **{report['label']}**", ""]
     if report.get("comparable") is False:
         out += [f"> **{NOT_COMPARABLE.capitalize()}.** The judge used our own wording of the protocol; pass the "
                 f"benchmark's own prompt file with --prompts ({benchmark.prompts_expected}) for numbers comparable "
@@ -174,10 +192,15 @@ def editor_markdown(report: dict) -> str:
             f"{counts['flagged']} flagged judgements; {counts['not_judged']} edits not judged).", "", "## Run", ""]
     out += run_lines(report)
     run = report["run"]
-    for key, label in (("edits", "Edits"), ("judge", "Judge"), ("prompts", "Prompts"), ("samples", "Samples per key"),
-                       ("selection", "Selection")):
+    for key, label in (("release", "Release"), ("edits", "Edits"), ("judge", "Judge"),
+                       ("judge_endpoint", "Judge endpoint"), ("request", "Requests"), ("prompts", "Prompts"),
+                       ("samples", "Samples per key"), ("selection", "Selection")):
         if run.get(key):
             out.append(f"- **{label}:** {run[key]}")
+    if run.get("request_differences"):
+        out.append("- **Requests differ from the released script:** " + "; ".join(run["request_differences"]))
+    elif run.get("request"):
+        out.append("- **Requests:** as the released script sends them")
     out.append("")
     if report["results"]:
         out += _headline(report, benchmark) + _per_category(report, benchmark)
@@ -198,7 +221,8 @@ def editor_markdown(report: dict) -> str:
 
 
 def editor_plots(report: dict, out_dir) -> Dict[str, str]:
-    """The per-category overall, one bar per category and language, with CIs (``plots/per_category.png``)."""
+    """The per-category overall, one bar per category and language, with its CI where there is one
+    (``plots/per_category.png``); the title says which bars have one (a category of fewer than 10 keys has none)."""
     benchmark = EDITOR_BENCHMARKS[report["benchmark"]]
     if not report["results"]:
         return {}
@@ -208,11 +232,16 @@ def editor_plots(report: dict, out_dir) -> Dict[str, str]:
     ax = fig.add_subplot()
     x = np.arange(len(cats))
     width = 0.8 / len(languages)
+    drawn = missing = 0
     for k, language in enumerate(languages):
         by_cat = report["results"][language]["full"]["by_category"]
         ms = [by_cat.get(c, {}).get(benchmark.overall) for c in cats]
         ms = [m if m is not None else {"value": None, "ci": [None, None]} for m in ms]
-        ax.bar(x - 0.4 + width * (k + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=2,
+        err = error_bars(ms)
+        with_bar = 0 if err is None else int((~np.isnan(err[0])).sum())
+        drawn += with_bar
+        missing += sum(m["value"] is not None for m in ms) - with_bar
+        ax.bar(x - 0.4 + width * (k + 0.5), [plot_value(m) for m in ms], width, yerr=err, capsize=2,
                label=language.upper())
     ax.set_xticks(x)
     ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
@@ -221,5 +250,5 @@ def editor_plots(report: dict, out_dir) -> Dict[str, str]:
     ax.grid(axis="y", alpha=0.3)
     legend_below(fig, ncol=max(1, len(languages)))
     fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()} "
-                 f"({error_bar_note(report)})", fontsize=9)
+                 f"({error_bar_note(report, drawn, missing)})", fontsize=9)
     return {"per_category": save_figure(fig, Path(out_dir), "per_category")}

@@ -24,7 +24,7 @@ from .editor_report import build_editor_report, editor_plots, reward_judge_summa
 from .judge_run import read_records, run_mllm_judge, write_judge_inputs
 from .protocols import EditorBenchmark
 from .reward_judges import parse_reward_judge, reward_view, run_reward_judge
-from .scores import row_frame, sample_frame
+from .scores import MetricNotes, row_frame, sample_frame, selection_views
 
 __all__ = ["EditorRunOptions", "evaluate_editor", "load_prompts"]
 
@@ -32,15 +32,16 @@ __all__ = ["EditorRunOptions", "evaluate_editor", "load_prompts"]
 @dataclass
 class EditorRunOptions:
     """How a run judges: the MLLM judge (``spec`` on ``calls``; None: none), its ``prompts_path`` (None: our own
-    prompts), name, token budget and temperature; ``reward_judges`` (``"KIND:CKPT"``); ``best_of_n`` (max overall
-    per key instead of the mean over samples); device options for the reward models; bootstrap; plots."""
+    prompts), name and ``request`` settings (a :class:`~modeling_miescore.data.converters.schema.
+    JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
+    ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
+    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights")."""
 
     calls: object = None
     spec: object = None
     prompts_path: Optional[str] = None
     judge_name: Optional[str] = None
-    max_tokens: int = 512
-    temperature: float = 0.0
+    request: object = None
     reward_judges: Sequence[str] = ()
     best_of_n: bool = False
     device: str = "auto"
@@ -49,11 +50,22 @@ class EditorRunOptions:
     bootstrap: BootstrapSettings = field(default_factory=BootstrapSettings)
     plots: bool = True
     progress: bool = True
+    label: Optional[str] = None
 
 
 def load_prompts(benchmark: EditorBenchmark, path: Optional[str], categories: Sequence[str]):
     """The judge's prompts: the user's copy of the benchmark's prompt file, or our own wording."""
     return benchmark.judge_class().read_prompts(path, categories)
+
+
+def _judge_lines(spec, settings, benchmark: EditorBenchmark) -> dict:
+    """Where the judge ran (the endpoint's base URL, credentials masked, or the local model) and how its requests
+    were sent, with every difference from the benchmark's released script."""
+    from ...utils.credentials import redacted_url
+
+    where = redacted_url(spec.base_url) if spec.kind == "openai" else f"local transformers model {spec.model}"
+    return {"judge_endpoint": where, "request": settings.label(),
+            "request_differences": settings.differences(benchmark.request) if benchmark.request else []}
 
 
 def _version() -> str:
@@ -93,47 +105,97 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
     sources = export_sources(rows, sorted({r.row for r in resolved.edits}), out / "inputs", options.progress)
     inputs, info = write_judge_inputs(out / "inputs", resolved, rows.frame, sources)
 
-    unfinished, judge_name = [], None
-    if options.spec is not None:
-        spec = options.spec
-        judge_name = options.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
-        with options.calls:
-            batch, _ = run_mllm_judge(benchmark, options.calls, spec, inputs, out / "judgements.jsonl", info, prompts,
-                                      name=judge_name, max_tokens=options.max_tokens, temperature=options.temperature,
-                                      progress=options.progress)
-        if batch.errors:
-            unfinished.append(f"{len(batch.errors)} edits were not judged (their request failed; listed above)")
-    mode = "best" if options.best_of_n else "mean"
-    order = sorted(set(rows.frame["category"]))
-    samples = sample_frame(selected, resolved, read_records(out / "judgements.jsonl") if judge_name else {},
-                           benchmark, rows.flags)
-    judge_rows = row_frame(samples, benchmark, mode) if judge_name else None
-    reward = {}
-    for kind, ckpt in kinds:
-        output = out / f"reward-{kind.name}.jsonl"
-        batch, name = run_reward_judge(kind, ckpt, inputs, output, info, resize=benchmark.resize_to_source,
-                                       device=options.device, dtype=options.dtype, batch_size=options.batch_size,
-                                       progress=options.progress)
-        if batch.errors:
-            unfinished.append(f"{len(batch.errors)} edits were not scored by {name}")
-        view = reward_view(benchmark, kind)
-        reward_samples = sample_frame(selected, resolved, read_records(output), view, rows.flags)
-        reward[name] = reward_judge_summary(kind, row_frame(reward_samples, view, mode), judge_rows, benchmark,
-                                            options.bootstrap, order)
-        reward[name]["counts"] = {"scored": int((reward_samples["judged"] & ~reward_samples["failed"]).sum()),
-                                  "flagged": int((reward_samples["judged"] & reward_samples["failed"]).sum()),
-                                  "not_scored": int((~reward_samples["judged"]).sum())}
-    run = {"dataset": dataset, "edits": f"{edits} ({resolved.form})", "miescore_version": _version(),
-           "judge": judge_name or "none (reward models only)", "prompts": prompts.label if prompts else None,
-           "samples": "best of N (max overall per key)" if options.best_of_n else "mean over each key's samples",
-           "selection": ", ".join(f"{k} {', '.join(v)}" for k, v in (("language", languages or []),
-                                                                     ("category", categories or [])) if v),
-           "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    report = build_editor_report(
-        benchmark, run=run, samples=samples, rows=judge_rows if judge_rows is not None else samples.iloc[0:0],
-        missing=resolved.missing, outside_selection=resolved.outside_selection, prompts=prompts,
-        bootstrap=options.bootstrap, reward=reward, judge_ran=judge_name is not None, order=order,
-        sources={row: [p if Path(p).is_absolute() else f"inputs/{p}" for p in paths] for row, paths in sources.items()})
+    settings = options.request or benchmark.request
+    unfinished: list[str] = []
+    judge_name = _mllm_judge(benchmark, options, settings, inputs, out, info, prompts, unfinished)
+    shape = _RunShape(mode="best" if options.best_of_n else "selected" if resolved.selector else "mean",
+                      order=sorted(set(rows.frame["category"])), selector=resolved.selector,
+                      expected={language: sorted(set(part["category"]))
+                                for language, part in selected.groupby("language")},
+                      sources={row: [p if Path(p).is_absolute() else f"inputs/{p}" for p in paths]
+                               for row, paths in sources.items()})
+    with MetricNotes() as notes:
+        samples = sample_frame(selected, resolved, read_records(out / "judgements.jsonl") if judge_name else {},
+                               benchmark, rows.flags)
+        judge_rows = row_frame(samples, benchmark, shape.mode) if judge_name else None
+        reward = {}
+        for kind, ckpt in kinds:
+            name, reward[name] = _reward_judge(benchmark, kind, ckpt, options, shape, inputs, out, info, selected,
+                                               resolved, rows, judge_rows, unfinished)
+        report = build_editor_report(
+            benchmark, run=_run_info(dataset, edits, rows, resolved, judge_name, options, settings, benchmark,
+                                     prompts, languages, categories),
+            samples=samples, rows=judge_rows if judge_rows is not None else samples.iloc[0:0],
+            missing=resolved.missing, outside_selection=resolved.outside_selection, prompts=prompts,
+            bootstrap=options.bootstrap, reward=reward, judge_ran=judge_name is not None, order=shape.order,
+            expected=shape.expected, sources=shape.sources)
+        if resolved.selector and judge_name:
+            report["selection"] = {"selector": resolved.selector, "views": selection_views(
+                samples, benchmark, options.bootstrap, shape.order, shape.expected, shape.sources)}
+    report["notes"] = notes.lines
+    report["label"] = options.label
     report["plots"] = editor_plots(report, out) if options.plots else {}
     write_report(out, report)
     return report, unfinished
+
+
+@dataclass
+class _RunShape:
+    """How a run's samples become per-key values: ``mode`` (:data:`~.scores.ROW_MODES`), the categories' order,
+    the categories each language must have (``expected``) and the reward that selected the samples, if any."""
+
+    mode: str
+    order: list
+    expected: dict
+    selector: Optional[str] = None
+    sources: dict = field(default_factory=dict)
+
+
+def _mllm_judge(benchmark, options: EditorRunOptions, settings, inputs: Path, out: Path, info: dict, prompts,
+                unfinished: list) -> Optional[str]:
+    """Run the MLLM judge when one is given; its name (None: none)."""
+    if options.spec is None:
+        return None
+    spec = options.spec
+    judge_name = options.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
+    with options.calls:
+        batch, _ = run_mllm_judge(benchmark, options.calls, spec, inputs, out / "judgements.jsonl", info, prompts,
+                                  name=judge_name, settings=settings, progress=options.progress)
+    if batch.errors:
+        unfinished.append(f"{len(batch.errors)} edits were not judged (their request failed; listed above)")
+    return judge_name
+
+
+def _reward_judge(benchmark, kind, ckpt: str, options: EditorRunOptions, shape: _RunShape, inputs: Path, out: Path,
+                  info: dict, selected, resolved, rows, judge_rows, unfinished: list) -> tuple[str, dict]:
+    """Score the edits with one reward model; ``(its name, its summary for the report)``."""
+    output = out / f"reward-{kind.name}.jsonl"
+    batch, name = run_reward_judge(kind, ckpt, inputs, output, info, resize=benchmark.resize_to_source,
+                                   device=options.device, dtype=options.dtype, batch_size=options.batch_size,
+                                   progress=options.progress)
+    if batch.errors:
+        unfinished.append(f"{len(batch.errors)} edits were not scored by {name}")
+    view = reward_view(benchmark, kind)
+    reward_samples = sample_frame(selected, resolved, read_records(output), view, rows.flags)
+    summary = reward_judge_summary(kind, row_frame(reward_samples, view, shape.mode), judge_rows, benchmark,
+                                   options.bootstrap, shape.order, shape.expected, shape.sources)
+    summary["counts"] = {"scored": int((reward_samples["judged"] & ~reward_samples["failed"]).sum()),
+                         "flagged": int((reward_samples["judged"] & reward_samples["failed"]).sum()),
+                         "not_scored": int((~reward_samples["judged"]).sum())}
+    if shape.selector:
+        summary["selection"] = {"selector": shape.selector, "views": selection_views(
+            reward_samples, view, options.bootstrap, shape.order, shape.expected, shape.sources)}
+    return name, summary
+
+
+def _run_info(dataset, edits, rows, resolved, judge_name, options: EditorRunOptions, settings, benchmark, prompts,
+              languages, categories) -> dict:
+    samples = ("best of N (max overall per key)" if options.best_of_n else
+               f"the sample selected by {resolved.selector}" if resolved.selector else "mean over each key's samples")
+    return {"dataset": dataset, "release": rows.release, "edits": f"{edits} ({resolved.form})",
+            "miescore_version": _version(), "judge": judge_name or "none (reward models only)",
+            **(_judge_lines(options.spec, settings, benchmark) if options.spec is not None else {}),
+            "prompts": prompts.label if prompts else None, "samples": samples,
+            "selection": ", ".join(f"{k} {', '.join(v)}" for k, v in (("language", languages or []),
+                                                                      ("category", categories or [])) if v),
+            "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

@@ -3,9 +3,10 @@ engine.
 
 Protocol (TIGER-AI-Lab/VIEScore ``viescore/__init__.py`` @2cbea4e, task ``tie``, which GEdit's scorer runs):
 
-* SC request: the source and the edited image (in that order, then the text), with the SC prompt = the shared
-  context, the two-image-edit rule and the SC rule, joined by newlines, ``<instruction>`` replaced by the
-  instruction. The answer ``{"score": [editing success, over-editing], "reasoning": ...}``; SC = min of the two.
+* SC request: the SC prompt = the shared context, the two-image-edit rule and the SC rule, joined by newlines,
+  ``<instruction>`` replaced by the instruction, with the source and the edited image (in that order; the text
+  part first, as ``GPT4o.prepare_prompt`` of Step1X-Edit's ``GEdit-Bench/viescore/mllm_tools/openai.py`` @570eba6
+  builds it for the published GPT-4.1 judge; ``--parts-order images-first`` as its Qwen2.5-VL path). The answer ``{"score": [editing success, over-editing], "reasoning": ...}``; SC = min of the two.
 * PQ request: the edited image alone, with the PQ prompt = the context and the PQ rule. The answer
   ``{"score": [naturalness, artifacts], ...}``; PQ = min of the two.
 * O = sqrt(SC * PQ) (GEdit's ``calculate_statistics.py``); the edited image is first resized to the source's size.
@@ -18,10 +19,14 @@ the four module-level strings that the ``tie`` task joins are read: ``_context_n
 scales and JSON answer); such reports say "own prompts — not comparable with published numbers".
 
 Parsing: the final JSON object with a ``"score"`` key (:func:`~modeling_miescore.judges.json_extract.
-final_json_object`; several that disagree, or ``score`` written twice, are a flagged failure), whose ``score``
-must be a list of exactly two finite numbers in [0, 10]. VIEScore's own parser also accepts a bare ``[a, b]``
-list, repairs broken JSON and, on a second failure, *guesses a random score*; this judge does none of that: such an
-answer is a flagged failure.
+final_json_object`; several that disagree, or ``score`` written twice, are a flagged failure; an object nested
+inside another JSON value is not the answer: ``nested_answer``), whose ``score`` must be a list of exactly two
+integers in [0, 10]. The prompts ask for integer scores ("A score from 0 to 10", the examples ``[5, 10]``) and
+VIEScore's own checks of a score list take integers only (``viescore/utils.py``: ``is_str_a_list_of_ints_0_to_10``,
+the bare-list pattern ``^\[\d+, ?\d+\]$``), so a 7.5 is flagged (``score_not_integer``) rather than averaged.
+(Its JSON path would take a 7.5 through ``json.loads``; an integral float such as ``7.0`` is read as 7.)
+VIEScore's parser also accepts a bare ``[a, b]`` list, repairs broken JSON and, on a second failure, *guesses a
+random score*; this judge does none of that: such an answer is a flagged failure.
 """
 
 from __future__ import annotations
@@ -123,7 +128,7 @@ def parse_score_list(text: Optional[str], count: int = 2) -> tuple[Optional[List
         return None, [], ""
     if not text.strip():
         return None, ["empty_answer"], ""
-    obj, found_issues = final_json_object(text, ("score",))
+    obj, found_issues = final_json_object(text, ("score",), top_level=True)
     if obj is None:
         return None, found_issues or ["no_json_object"], ""
     if "score" not in obj:  # written twice with different values: ambiguous
@@ -141,6 +146,8 @@ def parse_score_list(text: Optional[str], count: int = 2) -> tuple[Optional[List
             issues.append("score_invalid")
         elif not SCALE[0] <= value <= SCALE[1]:
             issues.append("score_out_of_range")
+        elif value != int(value):
+            issues.append("score_not_integer")
     return (None if issues else [float(v) for v in scores]), sorted(set(issues)), reasoning
 
 
@@ -156,8 +163,8 @@ class GEditJudge(EditorJudge):
 
     def requests(self, sample, edited, category: str):
         sc_text = self.prompts.sc.replace("<instruction>", sample.instruction)
-        return [self.request([sample.sources[0], edited, sc_text], "gedit-sc"),
-                self.request([edited, self.prompts.pq], "gedit-pq")]
+        return [self.request(sc_text, [sample.sources[0], edited], "gedit-sc"),
+                self.request(self.prompts.pq, [edited], "gedit-pq")]
 
     def read_answers(self, texts: Dict[str, Optional[str]], category: str) -> Dict[str, Any]:
         sc_scores, sc_issues, sc_reason = parse_score_list(texts.get("gedit-sc"))

@@ -1,13 +1,17 @@
 """ImgEdit-Bench Basic's judge: a per-type rubric of three 1-5 criteria through the call engine.
 
-Protocol (PKU-YuanGroup/ImgEdit ``Benchmark/Basic/basic_bench.py`` @c14480a): one request per edit, the text
-first (the type's rubric ``prompts[edit_type]`` with ``<edit_prompt>`` replaced by the instruction), then the source
-image, then the edited image. The answer is a few lines (``basic_bench_readme.md``: ``Brief reasoning: ...`` and
+Protocol (PKU-YuanGroup/ImgEdit ``Benchmark/Basic/basic_bench.py`` @547185d, unchanged in substance since
+c14480a): one request per edit, the text first (the type's rubric ``prompts[edit_type]`` with ``<edit_prompt>``
+replaced by the instruction), then the source image, then the edited image; no ``max_tokens`` and no
+``temperature`` sent. The script names ``gpt-4o``; the published numbers (ImgEdit's leaderboard,
+``assets/leaderboard.png`` @2051b15, and the SpatialReward paper's Table 3) use GPT-4.1. The answer is a few lines (``basic_bench_readme.md``: ``Brief reasoning: ...`` and
 three ``<Criterion>: <score>`` lines, e.g. ``Prompt Compliance: 4``); ``step1_get_avgscore.py`` keeps the lines
 whose value is a whole number and takes their mean, rounded to 2 places.
 
-Prompts. Only ImgEdit's own ``prompts.json`` (``{edit_type: rubric}``) gives numbers comparable with published
-ones: pass the user's copy as ``--prompts``. Without it the judge uses :data:`OWN_RUBRICS`, our wording of a
+Prompts. Only ImgEdit's own ``prompts.json`` (``{edit_type: rubric}``; its keys ``replace, add, adjust, remove,
+style, action, extract, background, compose`` are the rows' categories) gives numbers comparable with published
+ones: pass the user's copy as ``--prompts``. A dataset converted before the type names were mapped (category
+``alter``, ImgEdit c14480a's spelling) is judged with the ``adjust`` rubric. Without it the judge uses :data:`OWN_RUBRICS`, our wording of a
 three-criterion rubric per type (instruction adherence, editing quality, detail preservation: the three aspects
 ``basic_bench_readme.md`` names), with the same inputs, 1-5 scale and line format; such reports say "own prompts —
 not comparable with published numbers".
@@ -29,13 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ...data.converters.imgedit_bench import IMGEDIT_TYPES
+from ...data.converters.imgedit_bench import IMGEDIT_RELEASES, IMGEDIT_TYPES
 from ...image_io import MIEScoreInputError
 from ...judges.json_extract import strip_reasoning_and_fences
 from .editor_judge import EditorJudge
 from .protocols import EDITOR_BENCHMARKS
 
-__all__ = ["OWN_CRITERIA", "OWN_PROMPTS", "OWN_RUBRICS", "ImgEditJudge", "ImgEditPrompts", "parse_criteria", "read_imgedit_prompts"]
+__all__ = ["EARLIER_TYPE_NAMES", "OWN_CRITERIA", "OWN_PROMPTS", "OWN_RUBRICS", "ImgEditJudge", "ImgEditPrompts",
+           "parse_criteria", "read_imgedit_prompts", "rubric_type"]
 
 SCALE = EDITOR_BENCHMARKS["imgedit"].scale
 OWN_CRITERIA = ("Instruction Adherence", "Editing Quality", "Detail Preservation")
@@ -51,7 +56,7 @@ _GUIDANCE = {
     "replace": ("the named object is replaced by the requested one",
                 "the new object sits naturally in its place (size, lighting, occlusion)",
                 "the rest of the scene is unchanged"),
-    "alter": ("the named attribute (colour, material, texture, ...) of the named object changed as asked",
+    "adjust": ("the named attribute (colour, material, texture, ...) of the named object changed as asked",
               "the change looks natural and even over the whole object",
               "the object's shape and the rest of the image are unchanged"),
     "background": ("the background is changed as described",
@@ -102,9 +107,19 @@ OWN_PROMPTS = ImgEditPrompts(
     False, OWN_CRITERIA)
 
 
+# the type names of earlier releases -> prompts.json's (c14480a's basic_edit.json wrote "alter" for "adjust")
+EARLIER_TYPE_NAMES = {old: new for release in IMGEDIT_RELEASES.values() for old, new in release.renamed.items()}
+
+
+def rubric_type(category: str) -> str:
+    """The ``prompts.json`` key of a row's category (an earlier release's spelling mapped to the current one)."""
+    return EARLIER_TYPE_NAMES.get(category, category)
+
+
 def read_imgedit_prompts(path, types: Sequence[str]) -> ImgEditPrompts:
     """ImgEdit's ``prompts.json`` from the user's copy; every edit type in ``types`` needs a rubric."""
     path = Path(path).expanduser()
+    types = sorted({rubric_type(t) for t in types})
     expected = EDITOR_BENCHMARKS["imgedit"].prompts_expected
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
@@ -173,8 +188,8 @@ class ImgEditJudge(EditorJudge):
         return read_imgedit_prompts(path, sorted(set(categories))) if path else OWN_PROMPTS
 
     def requests(self, sample, edited, category: str):
-        rubric = self.prompts.rubrics[category].replace("<edit_prompt>", sample.instruction)
-        return [self.request([rubric, sample.sources[0], edited], "imgedit")]
+        rubric = self.prompts.rubrics[rubric_type(category)].replace("<edit_prompt>", sample.instruction)
+        return [self.request(rubric, [sample.sources[0], edited], "imgedit")]
 
     def read_answers(self, texts: Dict[str, Optional[str]], category: str) -> Dict[str, Any]:
         criteria, issues, reasoning = parse_criteria(texts.get("imgedit"), self.prompts.criteria)

@@ -12,7 +12,7 @@ Files under ``OUT`` (all resumable; a rerun of the same command sends only what 
   ``judgements.jsonl.usage.jsonl``;
 * ``reward-<kind>.jsonl``: a reward model's scores (:mod:`.reward_judges`).
 
-A judgements file made by another judge or with other prompts is never extended, and one whose record of an edit
+A judgements file made by another judge, with other prompts or other request settings is never extended, and one whose record of an edit
 was made for another edited image (its ``edited_sha256`` differs) is refused: pass another ``--out``.
 """
 
@@ -77,18 +77,18 @@ def check_resumable(path: Path, expected: Dict[str, object], info: Dict[str, dic
 
 
 def run_mllm_judge(benchmark, calls, spec, inputs: Path, output: Path, info: Dict[str, dict], prompts, *, name: str,
-                   max_tokens: int, temperature: float, progress: bool):
+                   settings, progress: bool):
     """Judge every edit of ``inputs`` not yet in ``output`` with the benchmark's MLLM judge on the engine of
-    ``spec`` (from ``calls``, a :class:`~modeling_miescore.cli.model_calls.ModelCallRun`); returns ``(BatchReport,
-    judge)``."""
+    ``spec`` (from ``calls``, a :class:`~modeling_miescore.cli.model_calls.ModelCallRun`), its requests sent as
+    ``settings`` say (:class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`); returns
+    ``(BatchReport, judge)``."""
     from ...scoring.jsonl_scoring import BatchReport, score_jsonl
 
-    check_resumable(output, {"judge": name, "prompts": prompts.label}, info)
+    check_resumable(output, {"judge": name, "prompts": prompts.label, "request": settings.label()}, info)
     if set(info) <= set(read_records(output)):  # a finished run: report again without starting the judge model
         return BatchReport(skipped_existing=len(info)), None
     engine = calls.engine(spec)
-    judge = benchmark.judge_class()(engine, prompts, name=name, info=info, max_tokens=max_tokens,
-                                    temperature=temperature)
+    judge = benchmark.judge_class()(engine, prompts, name=name, info=info, settings=settings)
     batch = engine.backend.batch_size
     report = score_jsonl(judge.score_batch, inputs, output, batch_size=batch, on_error="skip", progress=progress,
                          chunk_size=4 * max(batch, engine.backend.max_concurrency))

@@ -14,9 +14,13 @@ instruction language. The published numbers use ``gpt-4.1`` (SpatialReward paper
 the ground truth standard evaluator").
 
 ImgEdit-Bench Basic (PKU-YuanGroup/ImgEdit ``Benchmark/Basic/``): one request per edit with the type's rubric,
-source and edited image (``basic_bench.py``, ``gpt-4o``); three ``Name: <1-5>`` lines; per-image mean rounded to 2
-places (``step1_get_avgscore.py``), per-type means rounded to 2 places (``step2_typescore.py``); the overall, the
-mean over types, is our reading (the scripts define none).
+source and edited image (``basic_bench.py``); three ``Name: <1-5>`` lines; per-image mean rounded to 2 places
+(``step1_get_avgscore.py``), per-type means rounded to 2 places (``step2_typescore.py``); Overall = the mean over
+the types, as ImgEdit's leaderboard defines it, judged by GPT-4.1 (``assets/leaderboard.png`` @2051b15: "'Overall'
+is calculated by averaging all scores across tasks. We use GPT-4.1 for evaluation."; the script names ``gpt-4o``).
+
+How each benchmark's released script sends a request (the order of text and images, ``max_tokens``,
+``temperature``, image format and size) is declared with it too (``EditorBenchmark.request``).
 """
 
 from __future__ import annotations

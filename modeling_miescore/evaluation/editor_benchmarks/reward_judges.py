@@ -52,7 +52,7 @@ def reward_view(benchmark, kind: RewardJudgeKind):
     and languages; no rounding): what the aggregation of :mod:`.scores` takes for a reward model."""
     import dataclasses
 
-    return dataclasses.replace(benchmark, scores=kind.scores, overall=kind.overall, round_to=None)
+    return dataclasses.replace(benchmark, scores=kind.scores, overall=kind.overall, labels=kind.labels, round_to=None)
 
 
 def parse_reward_judge(text: str) -> tuple[RewardJudgeKind, str]:

@@ -4,17 +4,27 @@ mean over categories, subsets and languages, with percentile-bootstrap CIs over 
 * :func:`sample_frame`: one row per edit (``<row>#<sample>``): the row's metadata, the judge's scores, and whether
   it was judged (``judged``) and flagged (``failed``).
 * :func:`row_frame`: one value per key from its judged, unflagged samples: the mean over samples (``mode="mean"``:
-  the expected score of one draw) or the sample with the highest overall (``mode="best"``: best-of-N, as EditScore's
-  GEdit statistics script keeps ``max(samples, key=overall)``; the first sample wins a tie). ImgEdit's per-image
-  mean is rounded to 2 places first (``step1_get_avgscore.py``).
+  the expected score of one draw), the sample with the highest overall (``mode="best"``: best-of-N, as EditScore's
+  GEdit statistics script keeps ``max(samples, key=overall)``; the first sample wins a tie; with a reward's
+  selection it is the judge's own best of N, the oracle), sample 0 (``mode="first"``: what one draw gives) or the
+  sample a reward selected (``mode="selected"``: ``miescore edit --select``); a key whose chosen sample was not
+  judged or was flagged has no value in that view. ImgEdit's per-image mean is rounded to 2 places first
+  (``step1_get_avgscore.py``).
 * :func:`summarize`: per category the mean of each score (ImgEdit: rounded to 2 places, ``step2_typescore.py``),
-  then the unweighted mean over the categories present; CIs resample rows with replacement (per category: that
+  then the unweighted mean over the categories; CIs resample rows with replacement (per category: that
   category's rows only); ``n`` resamples, ``seed`` and ``level`` from :class:`~..instance_bootstrap.BootstrapSettings`.
+  A category that is expected (it has selected rows) but has no usable row, e.g. no ``Intersection_exist`` key of a
+  task type, makes the released average NaN (GEdit's ``calculate_statistics.py`` takes ``np.mean`` over all task
+  types): the summary's scores are then None with ``not_computable`` naming the empty categories, never the mean
+  of the others.
 * :func:`benchmark_results`: :func:`summarize` per language and subset (GEdit: full set and ``intersection``).
+* :class:`MetricNotes`: the metric warnings of an aggregation (too few keys for a CI, failed resamples) collected
+  as report notes instead of being printed.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -23,7 +33,36 @@ from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
 from .protocols import EditorBenchmark
 
-__all__ = ["benchmark_results", "category_means", "row_frame", "sample_frame", "summarize"]
+ROW_MODES = ("mean", "best", "first", "selected")
+
+__all__ = ["MetricNotes", "ROW_MODES", "SELECTION_VIEWS", "benchmark_results", "category_means", "row_frame",
+           "row_records", "sample_frame", "selection_views", "summarize"]
+
+
+class MetricNotes:
+    """``with MetricNotes() as notes:``: every :class:`~..metrics.inputs.MetricWarning` raised inside is kept in
+    ``notes.lines`` (each message once, in order) rather than printed to the console with a file path; the report
+    lists them under its notes."""
+
+    def __enter__(self) -> "MetricNotes":
+        from ..metrics.inputs import MetricWarning
+
+        self._catcher = warnings.catch_warnings(record=True)
+        self._caught = self._catcher.__enter__()
+        warnings.simplefilter("always", MetricWarning)
+        self.lines: list[str] = []
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        from ..metrics.inputs import MetricWarning
+
+        self._catcher.__exit__(*exc_info)
+        for caught in self._caught:
+            if issubclass(caught.category, MetricWarning):
+                self.lines.append(str(caught.message))
+            else:  # anything else is shown as it would have been
+                warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+        self.lines = list(dict.fromkeys(self.lines))
 
 
 def sample_frame(rows, edits, judgements: dict, benchmark: EditorBenchmark, flags: Iterable[str] = ()):
@@ -35,7 +74,8 @@ def sample_frame(rows, edits, judgements: dict, benchmark: EditorBenchmark, flag
     for ref in edits.edits:
         meta = rows.loc[ref.row]
         record = judgements.get(ref.input_id)
-        entry = {"input_id": ref.input_id, "row": ref.row, "sample": ref.sample, "key": meta["key"],
+        entry = {"input_id": ref.input_id, "row": ref.row, "sample": ref.sample, "selected": ref.selected,
+                 "key": meta["key"],
                  "category": meta["category"], "language": meta["language"], "instruction": meta["instruction"],
                  "edited": str(ref.path),
                  **{f: bool(meta[f]) for f in flags}, "judged": record is not None,
@@ -47,8 +87,8 @@ def sample_frame(rows, edits, judgements: dict, benchmark: EditorBenchmark, flag
                 value = round(float(value), benchmark.round_to)
             entry[key] = np.nan if value is None else float(value)
         out.append(entry)
-    columns = ["input_id", "row", "sample", "key", "category", "language", "instruction", "edited", *flags, "judged",
-               "failed", "issues", *benchmark.scores]
+    columns = ["input_id", "row", "sample", "selected", "key", "category", "language", "instruction", "edited", *flags,
+               "judged", "failed", "issues", *benchmark.scores]
     return pd.DataFrame(out, columns=columns)
 
 
@@ -57,16 +97,20 @@ def row_frame(samples, benchmark: EditorBenchmark, mode: str = "mean"):
     count; ``best_sample`` / ``edited``: the chosen sample (best-of-N) or the first one."""
     import pandas as pd
 
-    if mode not in ("mean", "best"):
-        raise ValueError(f"mode must be 'mean' or 'best', got {mode!r}")
+    if mode not in ROW_MODES:
+        raise ValueError(f"mode must be one of {', '.join(ROW_MODES)}, got {mode!r}")
     usable = samples[samples["judged"] & ~samples["failed"]]
-    meta_columns = [c for c in samples.columns if c not in ("input_id", "sample", "edited", "judged", "failed",
-                                                            "issues", *benchmark.scores)]
+    if mode == "first":
+        usable = usable[usable["sample"] == samples.groupby("row")["sample"].transform("min").loc[usable.index]]
+    elif mode == "selected":
+        usable = usable[usable["selected"].astype(bool)]
+    meta_columns = [c for c in samples.columns if c not in ("input_id", "sample", "selected", "edited", "judged",
+                                                            "failed", "issues", *benchmark.scores)]
     out = []
     for row, group in usable.groupby("row", sort=False):
         group = group.sort_values("sample")
         chosen = group.loc[group[benchmark.overall].idxmax()] if mode == "best" else group.iloc[0]
-        values = chosen[list(benchmark.scores)] if mode == "best" else group[list(benchmark.scores)].mean()
+        values = group[list(benchmark.scores)].mean() if mode == "mean" else chosen[list(benchmark.scores)]
         out.append({**{c: group.iloc[0][c] for c in meta_columns}, **{k: float(values[k]) for k in benchmark.scores},
                     "n_samples": len(group), "best_sample": int(chosen["sample"]), "edited": chosen["edited"]})
     return pd.DataFrame(out, columns=[*meta_columns, *benchmark.scores, "n_samples", "best_sample", "edited"])
@@ -95,22 +139,32 @@ def _macro(categories, table: np.ndarray, order, benchmark: EditorBenchmark) -> 
 
 
 def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | None = None,
-              categories_order: list | None = None) -> dict:
+              categories_order: list | None = None, expected: Iterable[str] | None = None) -> dict:
     """``{"n", <score>: {"value", "ci"}, "by_category": {category: {"n", <score>: {"value", "ci"}}}}`` of a
-    :func:`row_frame` (module docstring)."""
+    :func:`row_frame` (module docstring); with ``expected`` categories of which one has no row, the scores are
+    None and ``"not_computable"`` says which categories are empty."""
     bootstrap = bootstrap or BootstrapSettings(n=0)
-    order = categories_order or sorted(set(frame["category"]))
+    order = categories_order or sorted(set(frame["category"]) | set(expected or ()))
     codes = np.array([order.index(c) for c in frame["category"]], dtype=int)
     table = frame[list(benchmark.scores)].to_numpy(dtype=float)
     out: dict = {"n": int(len(frame))}
-    if len(frame) == 0:
-        return {**out, **{k: {"value": None, "ci": [None, None]} for k in benchmark.scores}, "by_category": {}}
+    empty = sorted(set(expected or ()) - set(frame["category"]))
+    if len(frame) == 0 or empty:
+        nothing = {k: {"value": None, "ci": [None, None]} for k in benchmark.scores}
+        if empty:
+            out["not_computable"] = (f"no usable key of {benchmark.category_label.lower()} {', '.join(empty)}: the "
+                                     "mean over categories is undefined (the released average is NaN)")
+        if len(frame) == 0:
+            return {**out, **nothing, "by_category": {}}
+        out.update(nothing)
 
     def macro(idx):
         return _macro(codes[idx], table[idx], order, benchmark)
 
     positions = np.arange(len(frame))
-    if bootstrap.n > 0:
+    if empty:
+        pass  # the overall stays None; the categories that have rows are summarised below
+    elif bootstrap.n > 0:
         out.update(with_ci(bootstrap_ci(macro, positions, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)))
     else:
         out.update(with_ci(macro(positions)))
@@ -131,12 +185,44 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
 
 
 def benchmark_results(rows, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | None = None,
-                      categories_order: list | None = None) -> dict:
-    """``{language: {"full": summary, <subset>: summary}}`` over a :func:`row_frame` (subsets: the benchmark's)."""
+                      categories_order: list | None = None, expected: dict | None = None) -> dict:
+    """``{language: {"full": summary, <subset>: summary}}`` over a :func:`row_frame` (subsets: the benchmark's);
+    ``expected``: ``{language: categories}`` of the selected rows (each must have a usable row, in every
+    subset, for the mean over categories: :func:`summarize`)."""
     out = {}
-    for language in sorted(set(rows["language"])):
+    for language in sorted(set(rows["language"]) | set(expected or {})):
         part = rows[rows["language"] == language]
-        out[language] = {"full": summarize(part, benchmark, bootstrap, categories_order)}
+        wanted = (expected or {}).get(language)
+        out[language] = {"full": summarize(part, benchmark, bootstrap, categories_order, wanted)}
         for subset, flag in (benchmark.subsets or {}).items():
-            out[language][subset] = summarize(part[part[flag].astype(bool)], benchmark, bootstrap, categories_order)
+            out[language][subset] = summarize(part[part[flag].astype(bool)], benchmark, bootstrap, categories_order,
+                                              wanted)
+    return out
+
+
+# the views of reward-guided best-of-N (miescore edit --select): name -> (row_frame mode, what it is)
+SELECTION_VIEWS = {"first": ("first", "the first sample (one draw, no selection)"),
+                   "selected": ("selected", "the sample the reward selected"),
+                   "oracle": ("best", "the judge's own best of N (the oracle: the best any selector could do)")}
+
+
+def row_records(frame, sources: dict | None = None) -> list[dict]:
+    """A :func:`row_frame` as JSON-ready dicts (``report.json``'s ``per_row``), with each row's ``sources``."""
+    out = []
+    for record in frame.to_dict("records"):
+        out.append({**{k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()},
+                    "sources": (sources or {}).get(record["row"], [])})
+    return out
+
+
+def selection_views(samples, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | None = None,
+                    categories_order: list | None = None, expected: dict | None = None,
+                    sources: dict | None = None) -> dict:
+    """``{view: {"what", "results", "per_row"}}`` for :data:`SELECTION_VIEWS` of a :func:`sample_frame` whose
+    edits carry a reward's selection (``miescore edit --select``)."""
+    out = {}
+    for view, (mode, what) in SELECTION_VIEWS.items():
+        rows = row_frame(samples, benchmark, mode)
+        out[view] = {"what": what, "results": benchmark_results(rows, benchmark, bootstrap, categories_order, expected),
+                     "per_row": row_records(rows, sources)}
     return out

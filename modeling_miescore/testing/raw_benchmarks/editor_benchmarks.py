@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .external_images import jpeg_bytes, source_photo
 
-__all__ = ["make_raw_gedit_bench", "make_raw_imgedit_bench", "write_imgedit_prompts_json", "write_vie_prompts_module"]
+__all__ = ["IMGEDIT_PROMPTS_KEYS", "make_raw_gedit_bench", "make_raw_imgedit_bench", "write_imgedit_prompts_json", "write_vie_prompts_module"]
 
 GEDIT_FIXTURE_TASKS = {"background_change": 2, "subject-add": 2, "text_change": 1}
 IMGEDIT_FOLDERS = {"add": "for_add", "remove": "daily object", "compose": "compose/human"}
@@ -92,14 +92,20 @@ def make_raw_gedit_bench(dir: str | os.PathLike, tasks: dict[str, int] | None = 
 
 
 def make_raw_imgedit_bench(dir: str | os.PathLike, types=("add", "remove", "compose"), per_type: int = 2,
-                           images: str = "", source_side: int = 48) -> list[dict]:
+                           images: str = "", source_side: int = 48, release: str = "current") -> list[dict]:
     """``basic_edit.json`` with ``per_type`` keys of each edit type (numeric string keys, not in order, as released)
-    and the source JPEGs (squares of ``source_side`` px) under ``<dir>/<images>/<id>``. Returns one dict
-    per key: ``key``, ``id``, ``prompt``, ``edit_type``, ``source_size``."""
+    and the source JPEGs (squares of ``source_side`` px) under ``<dir>/<images>/<id>``. ``types`` are the current
+    spellings (``prompts.json``'s keys); the file spells them as ``release`` does (``c14480a``: ``adjust`` is
+    written ``alter``). Returns one dict per key: ``key``, ``id``, ``prompt``, ``edit_type`` (as written),
+    ``category`` (the current spelling), ``source_size``."""
+    from ...data.converters.imgedit_bench import IMGEDIT_RELEASES
+
+    written = {category: spelling for spelling, category in IMGEDIT_RELEASES[release].spellings().items()}
     root = Path(dir)
     entries, truth = {}, []
-    for t, edit_type in enumerate(types):
-        folder = IMGEDIT_FOLDERS.get(edit_type, edit_type)
+    for t, category in enumerate(types):
+        edit_type = written[category]
+        folder = IMGEDIT_FOLDERS.get(category, category)
         for i in range(per_type):
             key = str(1000 - 37 * (t * per_type + i))
             rel = f"{folder}/{t * per_type + i:09d}.jpg"
@@ -108,7 +114,7 @@ def make_raw_imgedit_bench(dir: str | os.PathLike, types=("add", "remove", "comp
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(jpeg_bytes(source))
             entries[key] = {"id": rel, "prompt": f"{edit_type} something {i}.", "edit_type": edit_type}
-            truth.append({"key": key, **entries[key], "source_size": source.size})
+            truth.append({"key": key, **entries[key], "category": category, "source_size": source.size})
     root.mkdir(parents=True, exist_ok=True)
     (root / "basic_edit.json").write_text(json.dumps(entries, indent=4) + "\n", encoding="utf-8")
     return truth
@@ -131,9 +137,13 @@ def write_vie_prompts_module(path: str | os.PathLike, *, drop: str | None = None
     return path
 
 
-def write_imgedit_prompts_json(path: str | os.PathLike, types=("add", "remove", "compose")) -> Path:
-    """A file shaped like ImgEdit's ``prompts.json``: one placeholder rubric per edit type, ``<edit_prompt>`` in it,
-    asking for three ``Name: <1-5>`` lines."""
+# the keys of ImgEdit's Benchmark/Basic/prompts.json (c14480a and later), in the file's order
+IMGEDIT_PROMPTS_KEYS = ("replace", "add", "adjust", "remove", "style", "action", "extract", "background", "compose")
+
+
+def write_imgedit_prompts_json(path: str | os.PathLike, types=IMGEDIT_PROMPTS_KEYS) -> Path:
+    """A file shaped like ImgEdit's ``prompts.json``: one placeholder rubric per edit type (by default the released
+    file's nine keys, in its order), ``<edit_prompt>`` in it, asking for three ``Name: <1-5>`` lines."""
     rubric = ("PLACEHOLDER {t} RUBRIC. Instruction: <edit_prompt>\nAnswer:\nBrief reasoning: ...\n"
               "Criterion A: <1-5>\nCriterion B: <1-5>\nCriterion C: <1-5>")
     path = Path(path)

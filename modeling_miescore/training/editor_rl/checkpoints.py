@@ -344,8 +344,9 @@ def save_checkpoint(output_dir, step: int, *, trainable: Dict[str, torch.Tensor]
                 (staging / "trainer_state.json").write_text(json.dumps(state, default=float))
                 shutil.rmtree(final, ignore_errors=True)
                 staging.rename(final)
-    except RunWriteError:
-        shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays (the last checkpoint is intact)
+    except BaseException:  # a failed write or a Ctrl-C: nothing half-written stays (the last one is intact)
+        if is_main:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     barrier()
     return final

@@ -104,15 +104,17 @@ def edit_file_name(request_id: str, k: int, num_images: int) -> str:
 
 
 def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images: int = 1, num_steps: int = 28,
-                   progress: Optional[Callable] = None, schedule: SamplingSchedule = PIPELINE_SCHEDULE) -> EditRun:
+                   progress: Optional[Callable] = None, schedule: SamplingSchedule = PIPELINE_SCHEDULE,
+                   jsonl_name: str = "edits.jsonl") -> EditRun:
     """Run ``editor`` (an :class:`~.editors.EditorAdapter`) over ``requests`` into ``out`` under ``schedule``
-    (module docstring). A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
+    (module docstring; ``jsonl_name``: the lines' file, ``candidates.jsonl`` for ``--select``:
+    :mod:`.edit_selection`). A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
     from ...scoring.jsonl_scoring import read_done_ids
     from ...utils.output_lock import exclusive_output
 
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
-    jsonl = out / "edits.jsonl"
+    jsonl = out / jsonl_name
     run = EditRun()
     with exclusive_output(jsonl, "output folder"):
         record_sampling(out, schedule, num_steps)
@@ -140,7 +142,7 @@ def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images
                             images[k].save(image_file, format="PNG")
                         line = {"id": ids[k], "sources": source_paths, "edited": name,
                                 "instruction": request.instruction}
-                        if num_images > 1:
+                        if num_images > 1 or jsonl_name != "edits.jsonl":
                             line.update(key=request.id, sample=k)
                         handle.write(json.dumps(line) + "\n")
                         handle.flush()

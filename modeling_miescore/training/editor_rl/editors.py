@@ -44,7 +44,7 @@ from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 import torch
 
 from ...image_io import MIEScoreInputError
-from ...utils.field_checks import Bounds, did_you_mean, field_problems
+from ...utils.field_checks import Bounds, field_problems, suggestion
 from ...utils.import_spec import import_callable
 
 __all__ = ["EDITORS", "EditorAdapter", "EditorOptionValues", "EditorSpecError", "DiffusersEditor",
@@ -146,6 +146,10 @@ class DiffusersEditor(EditorAdapter):
                                               transformer_lora_adapter_metadata=metadata, safe_serialization=True)
 
     def load_lora(self, directory) -> None:
+        """diffusers' ``load_lora_weights`` on an adapter file checked first (``policy_lora.check_lora_file``)."""
+        from .policy_lora import check_lora_file
+
+        check_lora_file(directory)
         self.pipeline.load_lora_weights(str(directory))
 
     def _size_kwargs(self) -> dict:
@@ -277,7 +281,7 @@ def editor_option_problems(pipeline: str, options: dict) -> list:
         unknown = sorted(set(options) - set(cls.options))
         if unknown:
             problems.append(f"editor {cls.name!r} has no option(s) {', '.join(unknown)}; its options: "
-                            f"{', '.join(cls.options)}{did_you_mean(unknown[0], cls.options)}")
+                            f"{', '.join(cls.options)}{suggestion(unknown[0], cls.options)}")
     known = {k: v for k, v in options.items() if k in EditorOptionValues.__dataclass_fields__}
     return problems + [f"editor_options.{p}" for p in field_problems(EditorOptionValues(**known))]
 
@@ -305,17 +309,24 @@ def load_editor(pipeline: str, model: str, *, dtype: torch.dtype = torch.float32
         _check_model_index(model, cls.pipeline_class, pipeline)
         try:
             pipe = pipeline_cls.from_pretrained(model, dtype=dtype).to(device)
-        except OSError as error:
-            if Path(model).expanduser().exists():
-                raise
-            first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
-            raise EditorSpecError(f"model {model!r} is not a folder here and could not be loaded from the Hub "
-                                  f"({first}); check the path or the repo id") from None
+        except (OSError, ValueError) as error:  # not on the Hub / not in the cache offline / not a pipeline
+            first = " ".join(str(error).split())[:240] or type(error).__name__
+            if not Path(model).expanduser().exists():
+                raise EditorSpecError(f"model {model!r} is not a folder here and could not be loaded from the Hub "
+                                      f"({first}); check the path or the repo id") from None
+            raise EditorSpecError(f"cannot load the {cls.pipeline_class} '{model}' for editor {pipeline!r} ({first}); "
+                                  "is it a complete diffusers pipeline folder?") from None
         pipe.set_progress_bar_config(disable=True)
         return cls(pipe, model_id=str(model), **options)
     if ":" in pipeline:
         factory = import_callable(pipeline, "editor factory", error=EditorSpecError)
-        adapter = factory(model, dtype=dtype, device=device, **options)
+        try:
+            adapter = factory(model, dtype=dtype, device=device, **options)
+        except MIEScoreInputError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a user's factory: its failure is one line naming it
+            raise EditorSpecError(f"editor factory {pipeline!r} failed on model '{model}': {type(error).__name__}: "
+                                  f"{' '.join(str(error).split())[:240]}") from None
         if not isinstance(adapter, EditorAdapter):
             raise EditorSpecError(f"editor factory {pipeline!r} returned {type(adapter).__name__}, not an "
                                   "EditorAdapter (see modeling_miescore.training.editor_rl.editors)")

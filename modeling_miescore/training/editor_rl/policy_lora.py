@@ -16,8 +16,8 @@ import torch
 
 from ...image_io import MIEScoreInputError
 
-__all__ = ["LORA_WEIGHTS_NAME", "add_lora", "lora_state_dict", "load_lora_safetensors", "reference_policy",
-           "save_lora_safetensors", "set_lora_state_dict", "trainable_parameters"]
+__all__ = ["LORA_WEIGHTS_NAME", "add_lora", "check_lora_file", "lora_state_dict", "load_lora_safetensors",
+           "reference_policy", "save_lora_safetensors", "set_lora_state_dict", "trainable_parameters"]
 
 LORA_WEIGHTS_NAME = "pytorch_lora_weights.safetensors"
 
@@ -44,6 +44,12 @@ def add_lora(model: torch.nn.Module, *, rank: int, alpha: float, targets: Sequen
                          for n in _adaptable_modules(model)})
         raise MIEScoreInputError(f"LoRA target module(s) {', '.join(missing)} not found in the {editor} transformer "
                                  f"({type(model).__name__}); its Linear/Conv layers end in: {', '.join(leaves[:30])}")
+    widest = max(_layer_width(m) for n, m in _adaptable_modules(model).items()
+                 if any(n == t or n.endswith("." + t) for t in targets))
+    if rank > widest:  # a rank above a layer's width adds nothing to it; above every one it is a mistake
+        raise MIEScoreInputError(f"lora_rank {rank} is above the width of every targeted layer of the {editor} "
+                                 f"transformer (the widest: {widest}, min(inputs, outputs)); use lora_rank <= "
+                                 f"{widest}")
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, init_lora_weights=init,
                         target_modules=list(targets))
     model.requires_grad_(False)
@@ -54,6 +60,13 @@ def add_lora(model: torch.nn.Module, *, rank: int, alpha: float, targets: Sequen
     for param in trainable_parameters(model):
         param.data = param.data.float()
     model.lora_config = config
+
+
+def _layer_width(module: torch.nn.Module) -> int:
+    """The largest rank a LoRA of ``module`` can have: min(inputs, outputs)."""
+    if isinstance(module, torch.nn.Conv2d):
+        return min(module.in_channels, module.out_channels)
+    return min(module.in_features, module.out_features)
 
 
 def trainable_parameters(model: torch.nn.Module) -> list:
@@ -103,16 +116,40 @@ def save_lora_safetensors(directory, state_dict: Dict[str, torch.Tensor], metada
               metadata={"transformer_lora_adapter_metadata": json.dumps(metadata, default=str)})
 
 
-def load_lora_safetensors(model: torch.nn.Module, directory) -> None:
-    """Load a LoRA written by :func:`save_lora_safetensors` (or diffusers) into ``model`` (adding it if needed)."""
-    from safetensors import safe_open
+def check_lora_file(directory) -> tuple:
+    """``(tensors, adapter metadata)`` of ``directory/pytorch_lora_weights.safetensors``, refused with one
+    :class:`MIEScoreInputError` naming the file when it is missing, not a regular file, not readable safetensors
+    (truncated, garbage, a pickle: nothing is unpickled), holds no LoRA tensor or a NaN / infinite value (such an
+    adapter makes black or noisy images without a word)."""
+    from safetensors import SafetensorError, safe_open
+
+    from ...image_io import regular_file_problem
 
     path = Path(directory) / LORA_WEIGHTS_NAME
-    if not path.is_file():
-        raise MIEScoreInputError(f"LoRA folder {directory} has no {LORA_WEIGHTS_NAME}")
-    with safe_open(str(path), "pt") as handle:
-        meta = json.loads((handle.metadata() or {}).get("transformer_lora_adapter_metadata", "{}"))
-        state = {k.removeprefix("transformer."): handle.get_tensor(k) for k in handle.keys()}
+    problem = regular_file_problem(path, "LoRA file")
+    if problem:
+        raise MIEScoreInputError(f"{problem} (--lora takes the folder a training run wrote its adapter to)")
+    try:
+        with safe_open(str(path), "pt") as handle:
+            meta = json.loads((handle.metadata() or {}).get("transformer_lora_adapter_metadata", "{}") or "{}")
+            state = {k: handle.get_tensor(k) for k in handle.keys()}
+    except (SafetensorError, OSError, ValueError, RecursionError) as error:
+        raise MIEScoreInputError(f"LoRA file '{path}' is not a readable safetensors adapter ({str(error)[:160]}); "
+                                 "train or download it again") from None
+    if not isinstance(meta, dict) or not any("lora_" in k for k in state):
+        raise MIEScoreInputError(f"LoRA file '{path}' holds no LoRA tensors (names with lora_A / lora_B)")
+    bad = [k for k, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    if bad:
+        raise MIEScoreInputError(f"LoRA file '{path}' holds non-finite values (NaN or inf) in {len(bad)} tensor(s), "
+                                 f"e.g. {bad[0]}: a diverged or damaged adapter; use an earlier checkpoint")
+    return state, meta
+
+
+def load_lora_safetensors(model: torch.nn.Module, directory) -> None:
+    """Load a LoRA written by :func:`save_lora_safetensors` (or diffusers) into ``model`` (adding it if needed),
+    checked first (:func:`check_lora_file`)."""
+    tensors, meta = check_lora_file(directory)
+    state = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     if not trainable_parameters(model):
         targets = sorted({k.split(".lora_")[0].rsplit(".", 1)[-1] for k in state})
         add_lora(model, rank=int(meta.get("r", 4)), alpha=float(meta.get("lora_alpha", meta.get("r", 4))),

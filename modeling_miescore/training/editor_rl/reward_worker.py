@@ -11,13 +11,22 @@ another device, an HTTP reward server, a callable); :meth:`RewardWorker.submit` 
         log(reward_s=pending.reward_seconds, waited_s=pending.waited_seconds)
     worker.timing.hidden_fraction                  # share of the reward time the sampling hid
 
-A reward's exception reaches the caller through the future's ``result()``; a result that does not fit the
-groups (wrong count, wrong length) is a ``ValueError`` there. The thread is a daemon, so a reward call that
-hangs cannot keep the process alive after the trainer gave up on it.
+A reward's exception reaches the caller through the future's ``result()`` - any ``BaseException``: a reward that
+raises ``SystemExit`` or ``KeyboardInterrupt`` fails its call, it does not end the run on the worker's behalf; a
+reward that calls ``os._exit`` while it runs on the worker gets :class:`RewardExitError` instead (the process goes
+on and the call fails; an ``_exit`` from C code cannot be caught). A result that does not fit the groups (wrong
+count, wrong length) is a ``ValueError`` there.
+
+Leaving the ``with`` block by an exception cancels the calls not started and waits (up to ``drain_seconds``) for
+the running one: a reward thread still inside torch when the interpreter exits aborts the process ("terminate
+called without an active exception", SIGABRT, seen once in nine runs whose reward failed while the next batch was
+being scored). The thread is a daemon, so a call that hangs past that still cannot keep the process alive;
+:func:`reward_calls_running` tells the recipe to end the process without finalising the interpreter then.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -27,7 +36,30 @@ from typing import List, Optional, Sequence
 
 from .reward_types import EditGroup, EditorReward, GroupScores, checked_scores, reward_range_of
 
-__all__ = ["RewardWorker", "RewardFuture", "RewardTiming"]
+__all__ = ["RewardExitError", "RewardWorker", "RewardFuture", "RewardTiming", "reward_calls_running"]
+
+THREAD_NAME = "editor-reward"
+_on_worker = threading.local()  # .call: (reward name, pid) while this thread runs a reward call
+_process_exit = os._exit
+
+
+class RewardExitError(RuntimeError):
+    """A reward called ``os._exit`` while the worker ran it (the call fails; the process goes on)."""
+
+
+def _guarded_exit(status: int) -> None:
+    """``os._exit``, except on a reward worker inside a call: there it raises :class:`RewardExitError`."""
+    call = getattr(_on_worker, "call", None)
+    if call is not None and call[1] == os.getpid():  # a child forked by the reward exits as it means to
+        raise RewardExitError(f"called os._exit({status}), which would have ended the run without a word")
+    _process_exit(status)
+
+
+def reward_calls_running() -> bool:
+    """Whether a reward call is still running on a worker thread (one that did not finish while its worker was
+    closed after a failure)."""
+    return any(t.name == THREAD_NAME and t.is_alive() and getattr(t, "in_call", False)
+               for t in threading.enumerate())
 
 
 @dataclass
@@ -94,15 +126,19 @@ def check_scores(scores, groups: Sequence[EditGroup], name: str, value_range=Non
 class RewardWorker:
     """``submit(groups) -> RewardFuture`` on one background thread (calls run in submission order). Use as a
     context manager, or call :meth:`close`: it waits for pending calls, then closes the reward; leaving the
-    ``with`` block by an exception cancels calls not started yet and does not wait for the running one."""
+    ``with`` block by an exception cancels calls not started yet and waits at most ``drain_seconds`` for the
+    running one (module docstring)."""
 
-    def __init__(self, reward: EditorReward):
+    def __init__(self, reward: EditorReward, drain_seconds: float = 60.0):
         self.reward = reward
         self.timing = RewardTiming()
+        self.drain_seconds = float(drain_seconds)
         self._lock = threading.Lock()
         self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="editor-reward", daemon=True)
+        os._exit = _guarded_exit  # idempotent; outside a reward call it is os._exit itself
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        self._thread.in_call = False
         self._thread.start()
 
     def submit(self, groups: Sequence[EditGroup]) -> RewardFuture:
@@ -127,6 +163,7 @@ class RewardWorker:
             if not future.set_running_or_notify_cancel():
                 continue
             started = time.perf_counter()
+            self._thread.in_call, _on_worker.call = True, (name, os.getpid())
             try:
                 scores = check_scores(self.reward.score_groups(groups), groups, name, reward_range_of(self.reward))
             except BaseException as error:  # noqa: BLE001 - every failure goes to the caller through the future
@@ -135,6 +172,8 @@ class RewardWorker:
             else:
                 self._finish(future, started, failed=False)
                 future.set_result(scores)
+            finally:
+                self._thread.in_call, _on_worker.call = False, None
 
     def _finish(self, future: RewardFuture, started: float, failed: bool) -> None:
         future.reward_seconds = time.perf_counter() - started
@@ -168,5 +207,5 @@ class RewardWorker:
     def __exit__(self, exc_type, *exc) -> None:
         if exc_type is None:
             self.close()
-        else:
-            self.close(cancel_pending=True, timeout=0.0)
+        else:  # the running call is waited for (bounded): never left inside torch at interpreter exit
+            self.close(cancel_pending=True, timeout=self.drain_seconds)

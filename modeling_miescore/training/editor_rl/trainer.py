@@ -60,7 +60,7 @@ from .sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule
 from .step_plan import make_step_plan
 from .trainer_outputs import TrainerOutputs
 
-__all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError"]
+__all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError", "TrainingInterrupted"]
 
 logger = logging.getLogger(__name__)
 
@@ -302,25 +302,57 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
 
     def _collect_scores(self, futures, step: int):
         """The groups' scores in order, and the seconds the reward ran; stops the run when the reward raised
-        (down after its retries, a wrong number of rewards) or did not answer within ``reward_timeout``."""
+        (down after its retries, a wrong number of rewards, any ``BaseException`` of its own) or did not answer
+        within ``reward_timeout``."""
         scores: List[GroupScores] = []
         deadline = time.monotonic() + self.config.reward_timeout
         for future in futures:
             try:
                 scores.extend(future.result(timeout=max(0.0, deadline - time.monotonic())))
-            except concurrent.futures.TimeoutError:
-                raise RewardUnavailableError(self.reward_name, (
-                    f"gave no scores within reward_timeout={self.config.reward_timeout:g}s at step {step}; the run "
-                    "stopped before updating (rerun with --resume once it answers)")) from None
-            except RewardUnavailableError as error:  # the reward's own message, with the step: said once
-                raise RewardUnavailableError(error.reward, (
-                    f"{error.detail} (at step {step}; the run stopped before updating: rerun with --resume once "
-                    "it answers)")) from error
-            except Exception as error:  # noqa: BLE001 - any fault of the reward stops the run, clearly
-                raise RewardUnavailableError(self.reward_name, (
-                    f"failed at step {step}: {type(error).__name__}: {error}; the run stopped before updating "
-                    "(fix the reward, then rerun with --resume)")) from error
+            except BaseException as error:  # noqa: BLE001 - the reward's own, or a real Ctrl-C (re-raised)
+                failure = self._reward_failure(future, error, step)
+                if failure is None:
+                    raise
+                raise failure from error
         return scores, sum(f.reward_seconds or 0.0 for f in futures)
+
+    def _reward_failure(self, future, error: BaseException, step: int) -> Optional[RewardUnavailableError]:
+        """What ``future.result()`` raising ``error`` means: the reward failed (its own exception, whatever its
+        class, or no answer in time), or None when the error is this process's own (a Ctrl-C while waiting)."""
+        if not future.done():
+            if isinstance(error, concurrent.futures.TimeoutError):
+                return RewardUnavailableError(self.reward_name, (
+                    f"gave no scores within reward_timeout={self.config.reward_timeout:g}s at step {step}; the run "
+                    "stopped before updating (rerun with --resume once it answers)"))
+            return None
+        if future.cancelled() or future.exception(timeout=0) is not error:
+            return None
+        if isinstance(error, RewardUnavailableError):  # the reward's own message, with the step: said once
+            return RewardUnavailableError(error.reward, (
+                f"{error.detail} (at step {step}; the run stopped before updating: rerun with --resume once it "
+                "answers)"))
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        if not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt raised inside the reward's code
+            what = f"raised {type(error).__name__}({error!r}) inside the reward, which must not end the run"
+        return RewardUnavailableError(self.reward_name, (
+            f"failed at step {step}: {what}; the run stopped before updating (fix the reward, then rerun with "
+            "--resume)"))
+
+    def _stop_together(self, failure: Optional[RewardUnavailableError]) -> None:
+        """Every process learns whether any process's reward failed, and all stop with that process's message
+        (a failure on one rank would otherwise leave the others waiting in the next collective until the
+        backend's timeout). Raises the failure; a no-op on one process."""
+        acc = self.accelerator
+        if acc.num_processes > 1:
+            from accelerate.utils import gather_object
+
+            told = failure and (failure.reward, failure.detail, acc.process_index)
+            every = [t for t in gather_object([told]) if t]
+            if every:
+                reward, detail, rank = every[0]
+                raise RewardUnavailableError(reward, f"{detail} [process {rank} of {acc.num_processes}]")
+        if failure is not None:
+            raise failure
 
     def _sample_and_score(self, step: int, worker: RewardWorker):
         """This process's rollout batches of ``step``, each sent to the reward worker as soon as it is made (its
@@ -336,7 +368,12 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             futures.append(worker.submit([EditGroup(r.key, r.sources, r.instruction, tuple(r.images), r.source_ids)
                                           for r in batch]))
         began = time.perf_counter()
-        scores, reward_seconds = self._collect_scores(futures, step)
+        scores, reward_seconds, failure = [], 0.0, None
+        try:
+            scores, reward_seconds = self._collect_scores(futures, step)
+        except RewardUnavailableError as error:
+            failure = error
+        self._stop_together(failure)  # every process stops together, with the failing process's message
         return rollouts, scores, {"rollout": rollout_seconds, "reward": reward_seconds,
                                   "reward_wait": time.perf_counter() - began}
 
@@ -430,23 +467,18 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             from tqdm.auto import tqdm
 
             progress = tqdm(total=cfg.max_steps, initial=start, desc="flow-grpo", unit="step")
-        if start == 0 and cfg.sample_grid_steps:
-            self.save_grid(0)
-        with self.reward_worker_class(self.reward) as worker:
-            for step in range(start + 1, cfg.max_steps + 1):
-                record = self._train_step(step, worker)
-                if progress is not None:
-                    progress.update(1)
-                    shown = {"reward": f"{record['reward_mean']:.4f}"}
-                    if record["kl"] is not None:  # beta 0: no KL is computed
-                        shown["kl"] = f"{record['kl']:.2e}"
-                    progress.set_postfix(shown)
-                elif acc.is_main_process:
-                    logger.info("%s", step_line(record, cfg.max_steps))
-                if step % cfg.save_steps == 0 or step == cfg.max_steps:
-                    self._checkpoint(step)
-        if progress is not None:
-            progress.close()
+        step = start + 1  # the step under way (for the message of a Ctrl-C)
+        try:
+            if start == 0 and cfg.sample_grid_steps:
+                self.save_grid(0)
+            with self.reward_worker_class(self.reward) as worker:
+                for step in range(start + 1, cfg.max_steps + 1):
+                    self._step_and_report(step, worker, progress)
+        except KeyboardInterrupt:
+            raise TrainingInterrupted(self.out, step) from None
+        finally:
+            if progress is not None:
+                progress.close()
         self.save_adapter()
         result = {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}
         if self.hub_repo:
@@ -454,6 +486,21 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
         if cfg.trackers():
             acc.end_training()
         return result
+
+    def _step_and_report(self, step: int, worker: RewardWorker, progress) -> None:
+        """One step, its progress (bar or log line) and its checkpoint."""
+        cfg, acc = self.config, self.accelerator
+        record = self._train_step(step, worker)
+        if progress is not None:
+            progress.update(1)
+            shown = {"reward": f"{record['reward_mean']:.4f}"}
+            if record["kl"] is not None:  # beta 0: no KL is computed
+                shown["kl"] = f"{record['kl']:.2e}"
+            progress.set_postfix(shown)
+        elif acc.is_main_process:
+            logger.info("%s", step_line(record, cfg.max_steps))
+        if step % cfg.save_steps == 0 or step == cfg.max_steps:
+            self._checkpoint(step)
 
     def _train_step(self, step: int, worker: RewardWorker) -> dict:
         """One step (module docstring): rollouts, rewards, advantages, update, grid; its ``metrics.jsonl`` record."""
@@ -474,3 +521,16 @@ class FlowGRPOEditorTrainer(TrainerOutputs):
             with run_writes(f"metrics.jsonl (step {step})", self.out):
                 self.metrics.write(record)
         return record
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """A Ctrl-C (``KeyboardInterrupt`` in the trainer's own thread) stopped the run; the message says at which step,
+    from which checkpoint a ``--resume`` continues (only complete checkpoints are kept) and how."""
+
+    def __init__(self, output_dir, step: int):
+        from .checkpoints import latest_checkpoint
+
+        last = latest_checkpoint(output_dir)
+        where = f"--resume continues from '{last}'" if last else "no checkpoint was written yet (--resume starts over)"
+        super().__init__(f"interrupted during step {step}; only complete files were kept and {where}: rerun the "
+                         "same command with --resume to continue")

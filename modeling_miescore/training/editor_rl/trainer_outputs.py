@@ -13,6 +13,7 @@ import torch
 from .checkpoints import run_writes, save_checkpoint
 from .group_schedule import derived_seed
 from .policy_lora import lora_metadata, lora_state_dict
+from .policy_update import TrainingDivergedError
 from .reward_types import EditGroup, group_key
 from .run_outputs import GridRow, save_sample_grid
 from .run_reporting import log_grid_image
@@ -109,7 +110,12 @@ class TrainerOutputs:
 
                 save_full_transformer(self.raw_model, full, self.out / "transformer")
             elif self.config.finetuning == "lora":
-                self.editor.save_lora(self.out, lora_state_dict(self.raw_model), lora_metadata(self.raw_model))
+                state = lora_state_dict(self.raw_model)
+                bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
+                if bad:  # never written: such an adapter edits black images without a word
+                    raise TrainingDivergedError(f"the trained LoRA holds non-finite values (in {len(bad)} tensor(s), "
+                                                f"e.g. {bad[0]}); lower learning_rate and resume from a checkpoint")
+                self.editor.save_lora(self.out, state, lora_metadata(self.raw_model))
             elif hasattr(self.raw_model, "save_pretrained"):
                 self.raw_model.save_pretrained(self.out / "transformer")
             else:

@@ -18,6 +18,7 @@ from editor_rl_runs import run_recipe, toy_config
 from local_http import RoutedChatServer
 from PIL import Image
 
+from modeling_miescore.judges.spatialreward_api import processor_sized_image
 from modeling_miescore.spatialreward_aggregation import spatial_reward
 from modeling_miescore.cli.main import main as miescore
 from modeling_miescore.serving.backends import CallableBackend
@@ -105,7 +106,9 @@ def test_spatialreward_endpoint_rewards_are_the_papers_formula_of_the_judges_sub
     _check_logged_rewards(out, records, [1])
     folder = out / "rollouts"
     for record in records:
-        value = Image.open(folder / record["edited"]).convert("RGB").getpixel((0, 0))[0]
+        edited = Image.open(folder / record["edited"]).convert("RGB")
+        # the judge reads the image the client sent: sized as the Qwen-VL processor sizes it (paper's pixel range)
+        value = processor_sized_image(edited, 65_536, 589_824).getpixel((0, 0))[0]
         parts = spatialreward_sub_scores(value, record["instruction"])
         assert record["reward"] == pytest.approx(spatial_reward(*parts), abs=1e-9)  # (SC/25)^0.8 (PQ/25)^0.2
         assert [record["components"][k] for k in ("s_if", "s_con", "s_nat", "s_art")] == list(parts)

@@ -191,7 +191,11 @@ def test_api_backend_against_a_local_server(server, examples, monkeypatch):
     assert all("The first 2 images are the original input images" in r["text"] for r in sc)  # D.1.2
     assert all(r["text"].endswith("Put the score in a list such that output score = [naturalness, artifacts]")
                for r in pq)  # D.1.3
-    assert all(r["images"] == [example["edited"].size] for r in pq)  # PQ sees the edited image only
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    width, height = example["edited"].size  # sent at the size the Qwen-VL processor gives it (65,536..589,824 px)
+    sized = smart_resize(height, width, factor=32, min_pixels=65_536, max_pixels=589_824)[::-1]
+    assert sized != (width, height) and all(r["images"] == [sized] for r in pq)  # PQ sees the edited image only
     assert all(r["temperature"] == 0.0 and r["max_tokens"] == 300 for r in requests)  # greedy by default
     # the reward callable on top of the API counts the failures the same way
     rewards, details = SpatialRewardFunction(api, batch_size=5)(

@@ -52,6 +52,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "doctor",
     "mer_construction",
     "edit",
+    "export_vllm",
 )
 
 

@@ -62,6 +62,8 @@ def cmd_spatialreward(args) -> int:
                                      f"{', '.join(_DRAW_SUFFIXES)}")
         if not draw_path.parent.is_dir():
             raise MIEScoreInputError(f"--draw '{args.draw}': folder '{draw_path.parent}' does not exist")
+    if args.config and not args.api_base:
+        raise MIEScoreInputError("--config goes with --api-base (local weights carry their own settings)")
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise MIEScoreInputError("--max-new-tokens must be >= 1")
     sample = load_cli_edit(args)  # full size: region boxes are given in the edited image's pixels
@@ -76,7 +78,7 @@ def cmd_spatialreward(args) -> int:
 
         try:
             scorer = SpatialRewardAPI(args.api_base, args.model, timeout=args.timeout,
-                                      max_answer_bytes=args.max_answer_bytes)
+                                      max_answer_bytes=args.max_answer_bytes, config=args.config)
         except ValueError as err:
             raise MIEScoreInputError(f"--api-base/--model: {err}") from None
     else:
@@ -87,6 +89,9 @@ def cmd_spatialreward(args) -> int:
         scorer.config.max_new_tokens = int(args.max_new_tokens)
     budget = {} if args.api_base else {"max_sample_pixels": args.max_sample_pixels}  # the API checks no budget
     result = scorer.evaluate_edit(sources, edited, sample.instruction, **budget)
+    refused = scorer.refusal() if args.api_base else None
+    if refused:
+        raise MIEScoreInputError(refused)
 
     if args.draw:
         from ..spatialreward_drawing import draw_regions
@@ -104,6 +109,8 @@ def cmd_spatialreward(args) -> int:
     if result.failed:
         print("warning: the judge's output could not be used (" + ", ".join(result.failure_reasons) + "); the "
               "reward is the configured failure value. The raw texts are in --json output.", file=sys.stderr)
+    for kind, message in (scorer.stats["error_messages"].items() if args.api_base else ()):
+        print(f"warning: {kind} error from the server: {message}", file=sys.stderr)
     return 0
 
 
@@ -116,6 +123,10 @@ def register(subparsers) -> None:
     parser.add_argument("--api-base", default=None, metavar="URL",
                         help="use an OpenAI-compatible server instead of local weights, e.g. "
                              "http://127.0.0.1:8000/v1 (API key from $OPENAI_API_KEY)")
+    parser.add_argument("--config", default=None, metavar="CHECKPOINT",
+                        help="with --api-base: read the SpatialReward settings (prompts, pixel range, max_new_tokens) "
+                             "from this checkpoint folder or config.json, e.g. the export the server serves "
+                             "(default: the paper's)")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds one API request attempt may take in all, the answer included (with --api-base)")
     parser.add_argument("--max-answer-bytes", type=number_arg(int, minimum=1), default=DEFAULT_MAX_ANSWER_BYTES,

@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -55,7 +56,7 @@ from ..utils.text_hygiene import valid_text
 logger = logging.getLogger(__name__)
 
 __all__ = ["ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "endpoint_url", "image_to_data_url",
-           "user_message", "RETRY_STATUSES"]
+           "refusal_hint", "server_error_text", "user_message", "RETRY_STATUSES"]
 
 # 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and every 5xx.
 RETRY_STATUSES = frozenset({408, 409, 429, *range(500, 600)})
@@ -247,6 +248,27 @@ class ChatClient(ClosesOnExit):
         body = {"model": self.model, "messages": list(messages),
                 **({} if temperature is None else {"temperature": temperature}),
                 **({} if max_tokens is None else {"max_tokens": max_tokens}), **extra}
+        payload, status, attempts = self.post_json("/chat/completions", body, what="a chat completion")
+        try:
+            return ChatCompletion.from_payload(payload, attempts=attempts)
+        except _Refusal as err:
+            raise ChatError(f"{self.shown_url}: {self._shown(err)}", "refusal", status, attempts=attempts) from None
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ChatError(f"{self.shown_url}: HTTP {status} but not a chat completion: {self._shown(err)}",
+                            "bad_response", status, attempts=attempts) from None
+
+    def post_json(self, path: str, body: Dict[str, Any], what: str = "an answer") -> tuple:
+        """POST ``body`` to ``{base_url}{path}`` (``"/chat/completions"``; a path starting with ``"//"`` is taken
+        from the server's root instead, e.g. ``"//classify"`` for vLLM's pooling endpoints), with this client's
+        deadline, retries and byte limit. Returns ``(the JSON body, status, requests sent)``; raises
+        :class:`ChatError` as :meth:`complete` does (``what`` names the expected body in its messages)."""
+        if path.startswith("//"):  # from the server's root: the API prefix replaced, the query kept
+            from urllib.parse import urlsplit, urlunsplit
+
+            url = urlunsplit(urlsplit(self.base_url)._replace(path=path[1:]))
+        else:
+            url = endpoint_url(self.base_url, path)
+        shown = redacted_url(url)
         content = json.dumps(body, allow_nan=False).encode("ascii")  # ASCII: a lone surrogate is an escape
         bounds = self._bounds
         attempts = 0
@@ -254,43 +276,40 @@ class ChatClient(ClosesOnExit):
         def send():
             nonlocal attempts
             attempts += 1
-            with bounds.request_deadline(self.timeout), \
-                    self._client.stream("POST", self.url, content=content) as answer:
+            with bounds.request_deadline(self.timeout), self._client.stream("POST", url, content=content) as answer:
                 return bounds.read_bounded_body(answer, self.max_answer_bytes)
 
         try:
             outcome = send_with_retries(send, self.retry_policy, on_retry=self._log_retry)
         except bounds.AnswerTooLarge as err:
-            raise ChatError(f"{self.shown_url}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
+            raise ChatError(f"{shown}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
                             "line, if such answers are expected)", "too_large", attempts=attempts) from None
         except bounds.BadBody as err:
-            raise ChatError(f"{self.shown_url}: the answer's body cannot be decoded: {self._shown(err)}",
+            raise ChatError(f"{shown}: the answer's body cannot be decoded: {self._shown(err)}",
                             "bad_response", attempts=attempts) from None
         if outcome.error is not None:
-            raise self._transport_error(outcome.error, outcome.attempts)
+            raise self._transport_error(outcome.error, outcome.attempts, shown)
         response, status = outcome.response, outcome.response.status_code
         if not 200 <= status < 300:
-            raise ChatError(f"{self.shown_url}: HTTP {status}: {self._shown(response.text)}", "http", status,
-                            attempts=outcome.attempts)
+            raise ChatError(f"{shown}: HTTP {status}: {self._shown(server_error_text(response.text))}"
+                            f"{refusal_hint(response.text, self.base_url)}", "http", status, attempts=outcome.attempts)
         try:
-            return ChatCompletion.from_payload(json.loads(response.content), attempts=outcome.attempts)
-        except _Refusal as err:
-            raise ChatError(f"{self.shown_url}: {self._shown(err)}", "refusal", status,
-                            attempts=outcome.attempts) from None
+            return json.loads(response.content), status, outcome.attempts
         except RecursionError:
-            raise ChatError(f"{self.shown_url}: HTTP {status} but the body is nested too deeply to be a chat "
-                            "completion", "bad_response", status, attempts=outcome.attempts) from None
+            raise ChatError(f"{shown}: HTTP {status} but the body is nested too deeply to be {what}",
+                            "bad_response", status, attempts=outcome.attempts) from None
         except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
-            raise ChatError(f"{self.shown_url}: HTTP {status} but not a chat completion: {self._shown(err)}; body "
+            raise ChatError(f"{shown}: HTTP {status} but not {what}: {self._shown(err)}; body "
                             f"starts {self._shown(response.text)!r}", "bad_response", status,
                             attempts=outcome.attempts) from None
 
-    def _transport_error(self, error: BaseException, attempts: int) -> ChatError:
+    def _transport_error(self, error: BaseException, attempts: int, shown: Optional[str] = None) -> ChatError:
+        shown = shown or self.shown_url
         if isinstance(error, self._httpx.TimeoutException):
-            return ChatError(f"{self.shown_url}: no complete answer within {self.timeout:g} s "
+            return ChatError(f"{shown}: no complete answer within {self.timeout:g} s "
                              f"({type(error).__name__}); raise the timeout or check the server load", "timeout",
                              attempts=attempts)
-        return ChatError(f"{self.shown_url}: connection failed ({type(error).__name__}: {self._shown(error)}); "
+        return ChatError(f"{shown}: connection failed ({type(error).__name__}: {self._shown(error)}); "
                          "check that the server runs and base_url is right", "connection", attempts=attempts)
 
     def _log_retry(self, outcome: Attempted, wait: float) -> None:
@@ -300,6 +319,45 @@ class ChatClient(ClosesOnExit):
             failure = f"HTTP {outcome.response.status_code}"
         logger.info("chat request failed (%s); retry %d/%d in %.2f s", failure, outcome.attempts,
                     self.retry_policy.max_retries, wait)
+
+
+def server_error_text(body: str) -> str:
+    """The message of an error body: ``error.message`` of an OpenAI-style JSON error (vLLM, SGLang, OpenAI), else
+    ``message`` / ``detail``, else the body itself."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    error = payload.get("error") if isinstance(payload, dict) else None
+    for holder, key in ((error, "message"), (payload, "message"), (payload, "detail")):
+        if isinstance(holder, dict) and isinstance(holder.get(key), str) and holder[key].strip():
+            return holder[key]
+    return body
+
+
+# What a server's refusal means for a request of ours and what to change (vLLM 0.32's messages; others match none).
+_REFUSAL_HINTS = (
+    (re.compile(r"At most \d+ image\(s\) may be provided", re.I),
+     "this request has more images than the server allows per prompt: restart it with a larger "
+     "--limit-mm-per-prompt '{{\"image\": N}}' (a SpatialReward prompt has the sources + the edited image)"),
+    (re.compile(r"maximum context length", re.I),
+     "the prompt is longer than the server's context: restart it with a larger --max-model-len, or lower the "
+     "image budget (max_pixels)"),
+    (re.compile(r"max_tokens=\d+ cannot be greater than max_model_len", re.I),
+     "the answer budget is larger than the server's context: lower max_tokens (SpatialReward: max_new_tokens), or "
+     "restart the server with a larger --max-model-len"),
+    (re.compile(r"model .{0,200} does not exist", re.I | re.S),
+     "the server does not serve this model name: GET {models} lists the names it serves"),
+)
+
+
+def refusal_hint(body: str, base_url: str) -> str:
+    """``"; <what to change>"`` for a server refusal we recognise (:data:`_REFUSAL_HINTS`), else ``""``."""
+    text = server_error_text(body)[:4096]
+    for pattern, hint in _REFUSAL_HINTS:
+        if pattern.search(text):
+            return "; " + hint.format(models=redacted_url(base_url.rstrip("/") + "/models"))
+    return ""
 
 
 def endpoint_url(base_url: str, path: str) -> str:

@@ -11,23 +11,95 @@ Each sample costs ``2 x num_passes`` chat requests (SC and PQ streams), sent con
 pool; the server batches them (vLLM's continuous batching and prefix caching do the rest, sec. B.2.3).
 A request that fails for good (HTTP error after retries, timeout, malformed body) never raises: the sample
 is flagged (``failed``, ``failure_reasons = ["sc:api_error:timeout"]``), gets ``config.failure_reward``, and the
-failure is counted in :attr:`SpatialRewardAPI.stats`.
+failure is counted in :attr:`SpatialRewardAPI.stats` (``errors_by_kind``; the server's first message of each
+kind in ``error_messages``, e.g. vLLM's "At most 4 image(s) may be provided in one prompt" with what to change).
+An answer the server cut at ``max_tokens`` (``finish_reason: "length"``) is flagged ``cut_at_max_tokens`` in its
+stream's issues and counted (``stats["cut_at_max_tokens"]``); it is parsed like the in-process model's text, so it
+fails (``parse_failed``) unless both scores were written before the cut, and no score is ever made up.
+
+What the server sees is what the in-process model sees (``tests/test_engines_parity.py`` checks it against a
+real vLLM): the same chat messages (images first, in order, then the D.1 text), and every image already resized
+to the size the Qwen-VL image processor gives it for ``config.min_pixels`` / ``config.max_pixels``, with the
+processor's own resize, sent losslessly (PNG), so the server's processor has nothing left to resize; where the
+processor's rule would resize that image again (see :func:`processor_sized_image`) the original is sent and the
+server resizes it once. Either way the server must use the checkpoint's pixel range: ``scripts/vllm_cpu.sh
+start`` passes it as ``--mm-processor-kwargs``, and an export of ``miescore export-vllm`` carries it in its
+processor config. ``config`` may be a checkpoint folder: its
+SpatialReward settings (prompts, pixel range, ``max_new_tokens``, ...) are read, as the model was trained with them.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..backbone_families import qwen_patch_factor
 from ..batched_scoring import score_in_batches
 from ..configuration_spatialreward import SpatialRewardConfig
-from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
-from ..processing_miescore import EditSample
+from ..image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError
+from ..processing_miescore import EditSample, resized_image_size
 from ..spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from ..spatialreward_tokens import strip_control_tokens
 from ..utils.closing import ClosesOnExit
-from .chat_client import DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatError, image_to_data_url
+from .chat_client import DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url
+
+CUT_ISSUE = "cut_at_max_tokens"  # issue code of an answer the server stopped at max_tokens (finish_reason "length")
+
+
+def processor_sized_image(image, min_pixels: int, max_pixels: int, factor: int = 32):
+    """The image to send for ``image``: resized as the Qwen-VL image processor resizes it when the processor leaves
+    that size alone (PIL in, PIL out), else ``image`` itself.
+
+    The size is the processor's rule (``processing_miescore.resized_image_size``: sides multiples of ``factor``,
+    area brought into ``[min_pixels, max_pixels]``) and the resampling its own: ``Qwen2VLImageProcessor.resize`` ->
+    transformers' ``TorchvisionBackend.resize`` -> ``torchvision.transforms.v2.functional.resize`` with bicubic
+    interpolation (``resample=3``) and antialiasing on the uint8 ``(1, 3, H, W)`` tensor; so a server's processor
+    computes from it the pixels the in-process model computes from the original. The rule is not always
+    idempotent: an upscaled side is rounded up, which can overshoot ``max_pixels`` (``min_pixels == max_pixels``,
+    or a narrow range), and the processor would then resize the resized image again, to another size; such an image
+    is sent as it is, for the server to resize once, as the in-process model does (which needs the server's pixel
+    range to be the checkpoint's: the export's processor config and ``scripts/vllm_cpu.sh start`` set it).
+    """
+    height, width = resized_image_size(image.width, image.height, min_pixels=min_pixels, max_pixels=max_pixels,
+                                       factor=factor)
+    if (width, height) == image.size:
+        return image
+    if resized_image_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels, factor=factor) != (height,
+                                                                                                        width):
+        return image  # the processor would not leave the resized image alone
+    import numpy as np
+    import torch
+    from PIL import Image
+    from torchvision.transforms.v2 import functional as tvF
+
+    from ..image_io import to_rgb
+
+    pixels = torch.from_numpy(np.array(to_rgb(image) if image.mode != "RGB" else image)).permute(2, 0, 1)[None]
+    resized = tvF.resize(pixels.contiguous(), [height, width], interpolation=tvF.InterpolationMode.BICUBIC,
+                         antialias=True)
+    return Image.fromarray(resized[0].permute(1, 2, 0).numpy())
+
+
+def spatialreward_settings(source) -> SpatialRewardConfig:
+    """The SpatialReward settings of a checkpoint folder (ours, an export of ``miescore export-vllm``, or the
+    authors' plain Qwen3-VL one, which gets the paper's defaults) or of its ``config.json``; only the JSON is read.
+    ``MIEScoreInputError`` names a path that holds no readable config."""
+    from pathlib import Path
+
+    from ..scoring.checkpoint_files import read_config_file
+
+    path = Path(source)
+    folder = path.parent if path.name == "config.json" else path
+    if not (folder / "config.json").is_file():
+        raise MIEScoreInputError(f"config '{source}': no config.json there (give the checkpoint folder the server "
+                                 "serves, or its config.json)")
+    read_config_file(folder / "config.json", str(folder))  # one line for a broken file, not a traceback
+    try:
+        return SpatialRewardConfig.from_pretrained(str(folder))
+    except (OSError, ValueError, TypeError) as err:
+        raise MIEScoreInputError(f"config '{source}': not usable as SpatialReward settings: {err}") from None
 
 
 class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
@@ -41,7 +113,9 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
             request never waits longer than ``timeout x (max_retries + 1)`` plus the retry back-off.
         max_retries: extra attempts for transient failures (429, 5xx, timeouts, connection errors).
         config: a :class:`SpatialRewardConfig` (prompts, score range, aggregation, sampling, ``max_pixels``,
-            ``failure_reward``); default: the paper's settings. ``config_overrides`` replace single fields.
+            ``failure_reward``), or a checkpoint folder / ``config.json`` to read it from
+            (:func:`spatialreward_settings`); default: the paper's settings. ``config_overrides`` replace single
+            fields.
         max_concurrency: requests in flight at once.
         image_format: ``"PNG"`` (lossless, default) or ``"JPEG"`` / ``"WEBP"`` (smaller requests).
         client: an existing ``ChatClient`` (tests, custom headers); base_url/model/... are then ignored.
@@ -55,6 +129,8 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
                  max_retries: int = 2, config: Optional[SpatialRewardConfig] = None, max_concurrency: int = 16,
                  image_format: str = "PNG", client: Optional[ChatClient] = None,
                  max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES, **config_overrides: Any):
+        if config is not None and not isinstance(config, SpatialRewardConfig):
+            config = spatialreward_settings(config)
         if config is None:
             config = SpatialRewardConfig(**config_overrides)
         elif config_overrides:
@@ -71,7 +147,8 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
         self.max_concurrency = int(max_concurrency)
         self.image_format = image_format
         self._lock = threading.Lock()
-        self.stats: Dict[str, Any] = {"requests": 0, "failed_requests": 0, "errors_by_kind": {}}
+        self.stats: Dict[str, Any] = {"requests": 0, "failed_requests": 0, "errors_by_kind": {},
+                                      "errors_by_status": {}, "error_messages": {}, CUT_ISSUE: 0}
 
     def __repr__(self) -> str:
         return f"SpatialRewardAPI({self.client!r}, max_concurrency={self.max_concurrency})"
@@ -80,33 +157,58 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
         self.client.close()
 
     # -- requests -----------------------------------------------------------------------------------------------
-    def _count(self, error: Optional[str]) -> None:
+    def _count(self, error: Optional[str], message: str = "", cut: bool = False, status: Optional[int] = None) -> None:
         with self._lock:
             self.stats["requests"] += 1
+            self.stats[CUT_ISSUE] += int(cut)
             if error is not None:
                 self.stats["failed_requests"] += 1
                 kinds = self.stats["errors_by_kind"]
                 kinds[error] = kinds.get(error, 0) + 1
+                self.stats["error_messages"].setdefault(error, message)
+                if status is not None:
+                    statuses = self.stats["errors_by_status"]
+                    statuses[status] = statuses.get(status, 0) + 1
 
-    def _request(self, urls: List[str], text: str) -> Tuple[str, Optional[str]]:
-        """One chat request -> ``(text, None)`` or ``("", error kind)``; never raises."""
+    def stats_snapshot(self) -> Dict[str, Any]:
+        """A copy of :attr:`stats` (pass it to :meth:`refusal` to look at the requests sent since)."""
+        with self._lock:
+            return copy.deepcopy(self.stats)
+
+    def refusal(self, since: Optional[Dict[str, Any]] = None) -> Optional[str]:
+        """The server's message when every request (since the :meth:`stats_snapshot` ``since``) was refused with an
+        HTTP 4xx that no retry can change (an unknown model name, more images than the server takes, a prompt over
+        its context), else None: a configuration error to stop at, not a judgement."""
+        base = since or {"requests": 0, "errors_by_status": {}}
+        with self._lock:
+            requests = self.stats["requests"] - base["requests"]
+            refused = sum(n - base["errors_by_status"].get(status, 0)
+                          for status, n in self.stats["errors_by_status"].items()
+                          if 400 <= status < 500 and status not in RETRY_STATUSES)
+            message = self.stats["error_messages"].get("http", "")
+        return "the server refused every request: " + message if requests and refused == requests else None
+
+    def _request(self, urls: List[str], text: str) -> Tuple[str, Optional[str], bool]:
+        """One chat request -> ``(text, None, cut)`` or ``("", error kind, False)``; never raises. ``cut``: the
+        server stopped the answer at ``max_tokens``."""
         config = self.config
         sample = bool(config.do_sample) or int(config.num_passes) > 1
         content = [{"type": "image_url", "image_url": {"url": url}} for url in urls]
         content.append({"type": "text", "text": text})  # images first, as in the released inference code
         extra = {"top_p": float(config.sampling_top_p)} if sample else {}
         try:
-            answer = self.client.chat([{"role": "user", "content": content}],
-                                      temperature=float(config.sampling_temperature) if sample else 0.0,
-                                      max_tokens=int(config.max_new_tokens), **extra)
+            answer = self.client.complete([{"role": "user", "content": content}],
+                                          temperature=float(config.sampling_temperature) if sample else 0.0,
+                                          max_tokens=int(config.max_new_tokens), **extra)
         except ChatError as err:
-            self._count(err.kind)
-            return "", err.kind
-        except Exception:  # a client bug must not stop an RL loop either; it is counted and flagged
-            self._count("client_error")
-            return "", "client_error"
-        self._count(None)
-        return strip_control_tokens(answer), None
+            self._count(err.kind, str(err), status=err.status if err.kind == "http" else None)
+            return "", err.kind, False
+        except Exception as err:  # a client bug must not stop an RL loop either; it is counted and flagged
+            self._count("client_error", f"{type(err).__name__}: {err}")
+            return "", "client_error", False
+        cut = answer.finish_reason == "length"
+        self._count(None, cut=cut)
+        return strip_control_tokens(answer.text), None, cut
 
     def evaluate_edits(self, samples: Sequence, batch_size: int = 8, processor=None, progress: bool = False,
                        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> List[SpatialRewardResult]:
@@ -126,12 +228,14 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
         """Send the ``2 x num_passes`` requests of every sample at once, then assemble each sample's result."""
         config = self.config
         passes = int(config.num_passes)
-        encode = dict(format=self.image_format, max_pixels=int(config.max_pixels))
+        size = dict(min_pixels=int(config.min_pixels), max_pixels=int(config.max_pixels),
+                    factor=qwen_patch_factor(config))
         urls: dict = {}  # id(image) -> (image, data URL): sources shared by edits are encoded once
 
         def url_of(image):
             if id(image) not in urls:
-                urls[id(image)] = (image, image_to_data_url(image, **encode))
+                urls[id(image)] = (image, image_to_data_url(processor_sized_image(image, **size),
+                                                            format=self.image_format))
             return urls[id(image)][1]
 
         jobs = []
@@ -146,10 +250,14 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
         for sample, (sc_jobs, pq_jobs) in zip(samples, jobs):
             sc_out = [job.result() for job in sc_jobs]
             pq_out = [job.result() for job in pq_jobs]
-            results.append(assemble_result(
-                config, len(sample.sources), sample.edited.size, [t for t, _ in sc_out], [t for t, _ in pq_out],
-                sc_errors=[e for _, e in sc_out], pq_errors=[e for _, e in pq_out], sample_id=sample.id,
-                backend=self.backend))
+            result = assemble_result(
+                config, len(sample.sources), sample.edited.size, [t for t, _, _ in sc_out],
+                [t for t, _, _ in pq_out], sc_errors=[e for _, e, _ in sc_out], pq_errors=[e for _, e, _ in pq_out],
+                sample_id=sample.id, backend=self.backend)
+            for stream, out in (("sc", sc_out), ("pq", pq_out)):
+                if any(cut for _, _, cut in out) and CUT_ISSUE not in result.issues[stream]:
+                    result.issues[stream].append(CUT_ISSUE)
+            results.append(result)
         return results
 
-__all__ = ["SpatialRewardAPI"]
+__all__ = ["CUT_ISSUE", "SpatialRewardAPI", "processor_sized_image", "spatialreward_settings"]

@@ -172,7 +172,7 @@ def build_processor(vocab: str = "qwen", cache_dir: str | os.PathLike | None = N
 
 
 def build_qwen3vl(path, vocab: str = "qwen", hidden_size: int = 64, num_layers: int = 2, seed: int = 0,
-                  cache_dir: str | os.PathLike | None = None, processor=None) -> Path:
+                  cache_dir: str | os.PathLike | None = None, processor=None, geometry: str = "tiny") -> Path:
     """Write a small random ``Qwen3VLForConditionalGeneration`` checkpoint with its processor to ``path``.
 
     Args:
@@ -183,6 +183,8 @@ def build_qwen3vl(path, vocab: str = "qwen", hidden_size: int = 64, num_layers: 
             on the vocabulary and the patch geometry only, never on the width).
         cache_dir: see :func:`build_qwen_processor` (``vocab="qwen"`` only).
         processor: an already built :func:`build_processor` of the same ``vocab`` (saves building it again).
+        geometry: the attention geometry (``tiny_models.ATTENTION_GEOMETRIES``: ``"tiny"``, head_dim 16, or
+            ``"vllm"``, head_dim 64, which vLLM's CPU attention accepts).
     Returns:
         ``path``.
     """
@@ -190,7 +192,7 @@ def build_qwen3vl(path, vocab: str = "qwen", hidden_size: int = 64, num_layers: 
 
     processor = processor if processor is not None else build_processor(vocab, cache_dir)
     return write_qwen3vl_checkpoint(path, processor, vocab_size=QWEN3_VL_VOCAB_SIZE if vocab == "qwen" else None,
-                                    hidden_size=hidden_size, num_layers=num_layers, seed=seed)
+                                    hidden_size=hidden_size, num_layers=num_layers, seed=seed, geometry=geometry)
 
 
 __all__ = ["IMAGE_SIZE", "QWEN3_VL_VOCAB_SIZE",

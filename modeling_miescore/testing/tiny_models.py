@@ -96,27 +96,48 @@ def build_tiny_processor(vocab_size: int = 1000):
                             video_processor=video_processor, chat_template=template)
 
 
-def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2, vocab_size: int | None = None):
+# Attention geometries of the tiny language model: head_dim 16 is the smallest (fast CPU tests); vLLM's CPU
+# attention kernels refuse it ("Unsupported CPU attention configuration: head_dim=16") and take 64, so checkpoints
+# served by a real vLLM use "vllm" (2 heads / 1 KV head of 64, a vision tower of width 64). mrope_section splits the
+# head_dim / 2 rotary frequencies between time, height and width; Qwen3-VL interleaves them (T H W T H W ..., then
+# T), which needs 3 * max(H, W) <= head_dim / 2: "vllm" takes the released [24, 20, 20] of head_dim 128, halved.
+# "tiny"'s [2, 3, 3] breaks that rule (transformers truncates the interleave; vLLM lays it out otherwise, and its
+# generations then drift from the in-process ones), which only an in-process model can afford.
+ATTENTION_GEOMETRIES = {
+    "tiny": {"head_dim": 16, "num_attention_heads": 4, "num_key_value_heads": 2, "vision_hidden_size": 32,
+             "mrope_section": [2, 3, 3]},
+    "vllm": {"head_dim": 64, "num_attention_heads": 2, "num_key_value_heads": 1, "vision_hidden_size": 64,
+             "mrope_section": [12, 10, 10]},
+}
+
+
+def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2, vocab_size: int | None = None,
+                        geometry: str = "tiny"):
     """A small ``Qwen3VLConfig``. Constraints: sum(mrope_section) == head_dim / 2; vision
     num_position_embeddings is a perfect square; deepstack indexes < vision depth; out_hidden_size equals
-    the text hidden size. ``vocab_size`` (embedding rows) defaults to ``len(tokenizer)``."""
+    the text hidden size. ``vocab_size`` (embedding rows) defaults to ``len(tokenizer)``; ``geometry`` names an
+    entry of :data:`ATTENTION_GEOMETRIES`."""
     from transformers import Qwen3VLConfig
 
-    head_dim = 16
+    if geometry not in ATTENTION_GEOMETRIES:
+        raise ValueError(f"geometry must be one of {sorted(ATTENTION_GEOMETRIES)}, got {geometry!r}")
+    shape = ATTENTION_GEOMETRIES[geometry]
+    head_dim = shape["head_dim"]
     ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
         ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
         ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
     return Qwen3VLConfig(
         text_config=dict(
             vocab_size=vocab_size or len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-            num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim,
-            max_position_embeddings=8192,
-            rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 3, 3],
+            num_hidden_layers=num_layers, num_attention_heads=shape["num_attention_heads"],
+            num_key_value_heads=shape["num_key_value_heads"], head_dim=head_dim, max_position_embeddings=8192,
+            rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": list(shape["mrope_section"]),
                              "mrope_interleaved": True},
             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
             bos_token_id=None,
         ),
-        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
+        vision_config=dict(depth=2, hidden_size=shape["vision_hidden_size"],
+                           intermediate_size=2 * shape["vision_hidden_size"], num_heads=2, patch_size=16,
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=hidden_size,
                            num_position_embeddings=256, deepstack_visual_indexes=[0, 1]),
         tie_word_embeddings=True,
@@ -125,13 +146,13 @@ def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2, v
 
 
 def write_qwen3vl_checkpoint(path, processor, vocab_size: int | None = None, hidden_size: int = 64,
-                             num_layers: int = 2, seed: int = 0) -> Path:
+                             num_layers: int = 2, seed: int = 0, geometry: str = "tiny") -> Path:
     """Write a random ``Qwen3VLForConditionalGeneration`` (see :func:`tiny_qwen3vl_config`) and ``processor``
     to ``path``. Deterministic for a given seed. Returns the path."""
     from transformers import Qwen3VLForConditionalGeneration
 
     config = tiny_qwen3vl_config(processor.tokenizer, hidden_size=hidden_size, num_layers=num_layers,
-                                 vocab_size=vocab_size)
+                                 vocab_size=vocab_size, geometry=geometry)
     return save_random_checkpoint(path, Qwen3VLForConditionalGeneration, config, processor, seed=seed)
 
 
@@ -158,14 +179,16 @@ def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
 
 
 def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: str = "tiny",
-                        vocab_cache_dir=None, backbone: str = "qwen3_vl", **config_kwargs) -> Path:
+                        vocab_cache_dir=None, backbone: str = "qwen3_vl", geometry: str = "tiny",
+                        **config_kwargs) -> Path:
     """Write a tiny random MIEScore checkpoint (config with ``auto_map``, code, weights, processor) to ``path``.
 
     The backbone is built in a sibling temporary folder: Qwen3-VL by default (:func:`qwen_vocab.build_qwen3vl`
     with ``vocab``: ``"tiny"`` or the real ``"qwen"`` vocabulary, cached in ``vocab_cache_dir``), or another
     family by its model_type ``backbone`` (``qwen2_5_vl``, ``internvl``, ``llava``: :mod:`.tiny_backbones`, tiny
-    vocabulary). ``config_kwargs`` go to :class:`MIEScoreConfig` (e.g. ``max_pixels=...``,
-    ``score_head="lm_digits"``). Returns the path.
+    vocabulary; ``geometry``: ``ATTENTION_GEOMETRIES``, ``"vllm"`` for a backbone vLLM can serve).
+    ``config_kwargs`` go to :class:`MIEScoreConfig` (e.g. ``max_pixels=...``, ``score_head="lm_digits"``). Returns
+    the path.
     """
     import tempfile
 
@@ -180,7 +203,8 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: 
     with tempfile.TemporaryDirectory() as tmp:
         if backbone == "qwen3_vl":
             processor = build_processor(vocab, vocab_cache_dir)
-            backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
+            backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor,
+                                          geometry=geometry)
         elif vocab == "tiny":
             processor = None  # loaded from the backbone folder
             backbone_path = build_tiny_backbone(backbone, Path(tmp) / backbone, seed=seed)

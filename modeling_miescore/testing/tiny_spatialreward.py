@@ -27,14 +27,17 @@ def sharpen(model, std: float = 0.2, seed: int = 0) -> None:
                 parameter.copy_(randn_tensor(parameter.shape, generator=generator, device=parameter.device) * std)
 
 
-def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cache_dir=None,
-                             **config_kwargs) -> Path:
+def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cache_dir=None, hidden_size: int = 64,
+                             geometry: str = "tiny", sharpened: bool = True, **config_kwargs) -> Path:
     """Write a tiny random ``SpatialRewardModel`` checkpoint (config with ``auto_map``, code, weights, processor).
 
     Built from :func:`qwen_vocab.build_qwen3vl` with ``vocab`` (``"tiny"`` or the real ``"qwen"`` vocabulary,
     cached in ``vocab_cache_dir``; in a temporary sibling folder) loaded as a SpatialRewardModel, with
-    sharpened weights. ``config_kwargs`` override :class:`SpatialRewardConfig` fields (defaults:
-    ``TINY_DEFAULTS``). Deterministic for a seed; no network. Returns ``path``.
+    sharpened weights (``sharpened=False`` keeps the initialisation, a better start for training).
+    ``hidden_size`` / ``geometry``: the language model's width and attention geometry (``"vllm"``: head_dim 64,
+    servable by vLLM's CPU attention; ``tiny_models.ATTENTION_GEOMETRIES``). ``config_kwargs`` override
+    :class:`SpatialRewardConfig` fields (defaults: ``TINY_DEFAULTS``). Deterministic for a seed; no network.
+    Returns ``path``.
     """
     from ..modeling_spatialreward import SpatialRewardModel
     from .qwen_vocab import build_processor, build_qwen3vl
@@ -43,10 +46,12 @@ def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cac
     settings = {**TINY_DEFAULTS, **config_kwargs}
     processor = build_processor(vocab, vocab_cache_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        plain = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor)
+        plain = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor,
+                              hidden_size=hidden_size, geometry=geometry)
         model = SpatialRewardModel.from_pretrained(plain, **settings)
         model.processor = processor
-    sharpen(model, seed=seed)
+    if sharpened:
+        sharpen(model, seed=seed)
     model.save_pretrained(path)
     return path
 

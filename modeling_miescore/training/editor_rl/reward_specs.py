@@ -112,7 +112,7 @@ REWARD_KINDS: Dict[str, RewardKind] = {
     "spatialreward-api": RewardKind(
         _lazy(".spatialreward_reward:build_spatialreward_api_reward"),
         "SpatialReward behind an OpenAI-compatible endpoint (vllm serve)",
-        ("aggregation", "batch_size", "max_concurrency", *_CLIENT), "spatialreward-api:MODEL@URL"),
+        ("aggregation", "batch_size", "max_concurrency", "config", *_CLIENT), "spatialreward-api:MODEL@URL"),
     "serve": RewardKind(
         _lazy(".served_reward:build_served_reward"),
         "miescore serve replicas over HTTP (MIEScore or SpatialReward), each group whole to one replica",

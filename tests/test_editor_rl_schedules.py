@@ -192,3 +192,26 @@ def test_fast_branching_on_the_stock_qwen_image_edit_plus_pipeline(tiny_editor_p
     x = rollout.steps[0].sampled.sample
     assert torch.equal(x[0], x[1]) and torch.equal(x[0], x[2])
     assert not torch.equal(rollout.steps[-1].sampled.next_sample[0], rollout.steps[-1].sampled.next_sample[1])
+
+
+@pytest.mark.parametrize("grid_schedule, guided_steps", [("trained", 2), ("pipeline", 4)])
+def test_the_sample_grid_guides_the_steps_its_schedule_names(toy_editor_path, editing_requests, tmp_path,
+                                                             grid_schedule, guided_steps):
+    """The grid of a run trained with cfg_fraction 0.25 guides only steps 0 and 1 of 4 (i/T <= 0.25; ``trained``, the default), or
+    every step as the stock pipeline does (``pipeline``): counted as the toy transformer's forwards."""
+    from editor_rl_runs import toy_config
+    from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
+
+    config = toy_config(toy_editor_path, editing_requests, tmp_path / "run", max_steps=1, save_steps=1,
+                        cfg_scale=2.0, cfg_fraction=0.25, sample_grid_steps=1, sample_grid_groups=1,
+                        sample_grid_images=2, sample_grid_schedule=grid_schedule)
+    trainer = FlowGRPOEditorTrainer(config)
+    trainer.train()
+    counts, handle = _count_rows(trainer.editor.transformer)
+    try:
+        grid = trainer.save_grid(7)
+    finally:
+        handle.remove()
+    assert grid is not None and grid.exists()
+    # one transformer forward per step, two on a guided one (conditional + unconditional)
+    assert counts["calls"] == 4 + guided_steps

@@ -104,3 +104,22 @@ def test_exit_with_skips_finalisation_only_while_a_reward_call_runs_and_flushes_
     assert finished.returncode == 1, finished.stderr[-2000:]
     assert finished.stdout == "the stop message, unflushed" and "finalised" in finished.stderr
     assert "the run's log line" in log
+
+
+def test_a_ctrl_c_before_the_training_loop_says_interrupted(toy_editor_path, editing_requests, tmp_path, capsys,
+                                                           monkeypatch):
+    """A bare ``KeyboardInterrupt`` (no message: before the loop turns it into ``TrainingInterrupted``) is still
+    one line that says what happened, status 130."""
+    from editor_rl_runs import recipe_cli, write_run_yaml
+
+    if str(RECIPE.parent) not in sys.path:
+        sys.path.insert(0, str(RECIPE.parent))
+    import flow_grpo_editor
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    path = write_run_yaml(tmp_path / "run.yaml", toy_config(toy_editor_path, editing_requests, tmp_path / "run"))
+    monkeypatch.setattr(flow_grpo_editor, "main", interrupted)
+    assert recipe_cli("--config", path) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "flow_grpo_editor: interrupted"

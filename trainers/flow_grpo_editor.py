@@ -163,7 +163,7 @@ def cli(argv=None) -> int:
         print(f"{PROG}: error: {redact(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:  # a Ctrl-C: TrainingInterrupted says how to resume
-        print(f"{PROG}: {err or 'interrupted'}", file=sys.stderr)
+        print(f"{PROG}: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130
     except ModuleNotFoundError as err:
         message = missing_extra_message(err, "rl")

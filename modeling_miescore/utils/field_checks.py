@@ -29,6 +29,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
+from .suggestions import closest_name
+
 __all__ = ["Accepts", "Bounds", "OneOf", "Required", "field_problems", "suggestion"]
 
 
@@ -94,8 +96,6 @@ def _shown(value) -> str:
 def suggestion(value: Any, choices: Sequence[str]) -> str:
     """``" (did you mean 'x'?)"`` for the choice closest to ``value`` (ignoring case;
     :func:`~modeling_miescore.utils.suggestions.closest_name`), or ``""`` when none is close."""
-    from .suggestions import closest_name
-
     if not isinstance(value, str):
         return ""
     lowered = {str(c).lower(): str(c) for c in choices}

@@ -28,7 +28,7 @@ def real_finite(value: Any) -> float | None:
 
     if getattr(value, "shape", None) == () and hasattr(value, "item"):  # a 0-d NumPy array or torch tensor
         value = value.item()
-    if type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
+    if not isinstance(value, numbers.Real):  # NumPy's bool is not a Real; Python's bool is, finite_float refuses it
         return None
     return finite_float(value)  # refuses bools, NaN / inf and ints too large for a float
 

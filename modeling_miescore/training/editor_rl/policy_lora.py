@@ -17,7 +17,8 @@ import torch
 from ...image_io import MIEScoreInputError
 
 __all__ = ["LORA_WEIGHTS_NAME", "add_lora", "check_lora_file", "lora_state_dict", "load_lora_safetensors",
-           "reference_policy", "save_lora_safetensors", "set_lora_state_dict", "trainable_parameters"]
+           "non_finite_tensors", "reference_policy", "save_lora_safetensors", "set_lora_state_dict",
+           "trainable_parameters"]
 
 LORA_WEIGHTS_NAME = "pytorch_lora_weights.safetensors"
 
@@ -138,11 +139,16 @@ def check_lora_file(directory) -> tuple:
                                  "train or download it again") from None
     if not isinstance(meta, dict) or not any("lora_" in k for k in state):
         raise MIEScoreInputError(f"LoRA file '{path}' holds no LoRA tensors (names with lora_A / lora_B)")
-    bad = [k for k, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    bad = non_finite_tensors(state)
     if bad:
         raise MIEScoreInputError(f"LoRA file '{path}' holds non-finite values (NaN or inf) in {len(bad)} tensor(s), "
                                  f"e.g. {bad[0]}: a diverged or damaged adapter; use an earlier checkpoint")
     return state, meta
+
+
+def non_finite_tensors(state: Dict[str, torch.Tensor]) -> list:
+    """The names of the floating-point tensors of ``state`` holding a NaN or an infinite value, in order."""
+    return [k for k, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
 
 
 def load_lora_safetensors(model: torch.nn.Module, directory) -> None:

@@ -38,8 +38,7 @@ from .reward_types import EditGroup, EditorReward, GroupScores, checked_scores, 
 
 __all__ = ["RewardExitError", "RewardWorker", "RewardFuture", "RewardTiming", "reward_calls_running"]
 
-THREAD_NAME = "editor-reward"
-_on_worker = threading.local()  # .call: (reward name, pid) while this thread runs a reward call
+THREAD_NAME = "editor-reward"  # its threads' ``call_pid``: the process's id while a reward call runs, else None
 _process_exit = os._exit
 
 
@@ -49,8 +48,7 @@ class RewardExitError(RuntimeError):
 
 def _guarded_exit(status: int) -> None:
     """``os._exit``, except on a reward worker inside a call: there it raises :class:`RewardExitError`."""
-    call = getattr(_on_worker, "call", None)
-    if call is not None and call[1] == os.getpid():  # a child forked by the reward exits as it means to
+    if getattr(threading.current_thread(), "call_pid", None) == os.getpid():  # a forked child exits as it means to
         raise RewardExitError(f"called os._exit({status}), which would have ended the run without a word")
     _process_exit(status)
 
@@ -58,7 +56,7 @@ def _guarded_exit(status: int) -> None:
 def reward_calls_running() -> bool:
     """Whether a reward call is still running on a worker thread (one that did not finish while its worker was
     closed after a failure)."""
-    return any(t.name == THREAD_NAME and t.is_alive() and getattr(t, "in_call", False)
+    return any(t.name == THREAD_NAME and t.is_alive() and getattr(t, "call_pid", None) is not None
                for t in threading.enumerate())
 
 
@@ -138,7 +136,7 @@ class RewardWorker:
         self._closed = False
         os._exit = _guarded_exit  # idempotent; outside a reward call it is os._exit itself
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
-        self._thread.in_call = False
+        self._thread.call_pid = None
         self._thread.start()
 
     def submit(self, groups: Sequence[EditGroup]) -> RewardFuture:
@@ -163,7 +161,7 @@ class RewardWorker:
             if not future.set_running_or_notify_cancel():
                 continue
             started = time.perf_counter()
-            self._thread.in_call, _on_worker.call = True, (name, os.getpid())
+            self._thread.call_pid = os.getpid()
             try:
                 scores = check_scores(self.reward.score_groups(groups), groups, name, reward_range_of(self.reward))
             except BaseException as error:  # noqa: BLE001 - every failure goes to the caller through the future
@@ -173,7 +171,7 @@ class RewardWorker:
                 self._finish(future, started, failed=False)
                 future.set_result(scores)
             finally:
-                self._thread.in_call, _on_worker.call = False, None
+                self._thread.call_pid = None
 
     def _finish(self, future: RewardFuture, started: float, failed: bool) -> None:
         future.reward_seconds = time.perf_counter() - started

@@ -12,7 +12,7 @@ import torch
 
 from .checkpoints import run_writes, save_checkpoint
 from .group_schedule import derived_seed
-from .policy_lora import lora_metadata, lora_state_dict
+from .policy_lora import lora_metadata, lora_state_dict, non_finite_tensors
 from .policy_update import TrainingDivergedError
 from .reward_types import EditGroup, group_key
 from .run_outputs import GridRow, save_sample_grid
@@ -111,7 +111,7 @@ class TrainerOutputs:
                 save_full_transformer(self.raw_model, full, self.out / "transformer")
             elif self.config.finetuning == "lora":
                 state = lora_state_dict(self.raw_model)
-                bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
+                bad = non_finite_tensors(state)
                 if bad:  # never written: such an adapter edits black images without a word
                     raise TrainingDivergedError(f"the trained LoRA holds non-finite values (in {len(bad)} tensor(s), "
                                                 f"e.g. {bad[0]}); lower learning_rate and resume from a checkpoint")

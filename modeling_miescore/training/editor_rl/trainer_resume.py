@@ -63,7 +63,6 @@ class TrainerResume:
             if self.resuming and main:
                 truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
                 self.rollout_log.truncate(0)
-            if self.resuming and main:
                 logger.info("No checkpoint in %s yet: the run starts again from step 0", self.out)
             return 0
         optimizer = self.optimizer

@@ -36,6 +36,19 @@ def edit_image(path: Path, code: int, size=(64, 56)) -> Path:
     return path
 
 
+def gedit_args(gedit, out, url, *extra, bootstrap: int = 0) -> list:
+    """``miescore benchmark gedit`` arguments for a fixture ``gedit`` (``{"dataset", "edits"}``) judged by the
+    scripted OpenAI-compatible server at ``url``."""
+    return ["benchmark", "gedit", "--dataset", str(gedit["dataset"]), "--edits", str(gedit["edits"]), "--out",
+            str(out), "--backend", "openai", "--base-url", url, "--model", "gpt-4.1", "--no-progress",
+            "--bootstrap", str(bootstrap), *extra]
+
+
+def read_report(out: Path) -> dict:
+    """``OUT/report.json`` of a benchmark or comparison run."""
+    return json.loads((Path(out) / "report.json").read_text())
+
+
 def code_of(body) -> int:
     """The code of the edited image of a request (its last image; rounded: GEdit's images travel as JPEG)."""
     return round(request_images(body)[-1].convert("RGB").getpixel((0, 0))[0] / 10)

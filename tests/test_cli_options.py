@@ -29,6 +29,16 @@ def test_batch_size_is_checked_by_its_argument_type(kind, capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("unknown", [["--api-key", "SECRET"], ["--api-key=SECRET"]])
+def test_an_unknown_options_value_is_counted_never_echoed(unknown, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        main(["benchmark", "editors", "--runs", "a=b", "--out", str(tmp_path / "out"), *unknown])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("error: unrecognized arguments: --api-key (1 value(s) not shown)")
+    assert "SECRET" not in err and not (tmp_path / "out").exists()
+
+
 def test_subcommand_modules_register_under_their_parent_command(monkeypatch):
     assert "external_benchmarks" in cli_main.COMMAND_MODULES
     monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("benchmark", "external_benchmarks"))

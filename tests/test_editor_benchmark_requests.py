@@ -6,11 +6,11 @@ temperature, PNG at full size), each setting an option whose differences the rep
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
-from editor_bench_helpers import converted, edit_image, gedit_server_answer, imgedit_answer, is_imgedit
+from editor_bench_helpers import (converted, edit_image, gedit_args, gedit_server_answer, imgedit_answer, is_imgedit,
+                                  read_report)
 from local_http import RoutedChatServer, request_text
 
 from modeling_miescore.cli.main import main
@@ -33,16 +33,6 @@ def imgedit(tmp_path_factory):
     folder = tmp_path_factory.mktemp("imgedit-requests")
     dataset, truth = converted("imgedit-bench", folder, per_type=1)
     return {"dataset": dataset, "truth": truth}
-
-
-def _gedit_args(gedit, out, url, *extra):
-    return ["benchmark", "gedit", "--dataset", str(gedit["dataset"]), "--edits", str(gedit["edits"]), "--out",
-            str(out), "--backend", "openai", "--base-url", url, "--model", "gpt-4.1", "--no-progress",
-            "--bootstrap", "0", *extra]
-
-
-def _report(out) -> dict:
-    return json.loads((out / "report.json").read_text())
 
 
 def _data_url_parts(body) -> list:
@@ -75,7 +65,7 @@ def test_gedit_requests_are_sent_as_the_released_gpt41_script_sends_them(gedit, 
 
     out = tmp_path / "released"
     with RoutedChatServer(answer) as server:
-        assert main(_gedit_args(gedit, out, server.url, "--language", "en", "--no-plots")) == 0
+        assert main(gedit_args(gedit, out, server.url, "--language", "en", "--no-plots")) == 0
     sizes = {t["key"]: t["source_size"] for t in gedit["en"]}
     sent = set()
     for body in bodies:
@@ -86,18 +76,18 @@ def test_gedit_requests_are_sent_as_the_released_gpt41_script_sends_them(gedit, 
             assert Image.open(io.BytesIO(data)).size in sizes.values()  # full size: the source's
             sent.add(data)
     # the bytes are Pillow's default JPEG encoding (quality 75) of the edit resized to its source
-    for row in _report(out)["per_row"]:
+    for row in read_report(out)["per_row"]:
         expected = io.BytesIO()
         Image.open(row["edited"]).convert("RGB").resize(sizes[row["key"]]).save(expected, format="JPEG")
         assert expected.getvalue() in sent
-    report = _report(out)
+    report = read_report(out)
     assert report["run"]["request_differences"] == [] and report["run"]["judge_endpoint"] == server.url
     assert "max_tokens 1400; temperature not sent; images JPEG quality 75, full size" in report["run"]["request"]
     # every setting is an option; the report lists what differs from the released script
     bodies.clear()
     out = tmp_path / "changed"
     with RoutedChatServer(answer) as server:
-        assert main(_gedit_args(gedit, out, server.url, "--language", "en", "--no-plots", "--parts-order",
+        assert main(gedit_args(gedit, out, server.url, "--language", "en", "--no-plots", "--parts-order",
                                 "images-first", "--max-tokens", "512", "--temperature", "0", "--image-format",
                                 "PNG", "--max-pixels", "600")) == 0
     for body in bodies:
@@ -105,7 +95,7 @@ def test_gedit_requests_are_sent_as_the_released_gpt41_script_sends_them(gedit, 
         assert body["max_tokens"] == 512 and body["temperature"] == 0 and parts[-1][0] == "text"
         assert {kind for kind, _ in parts[:-1]} == {"image/png"}
         assert all(math.prod(Image.open(io.BytesIO(data)).size) <= 600 for _, data in parts[:-1])
-    differences = _report(out)["run"]["request_differences"]
+    differences = read_report(out)["run"]["request_differences"]
     assert differences == ["parts: images-first (released: text-first)", "max_tokens: 512 (released: 1400)",
                            "temperature: 0 (released: not sent)",
                            "images: PNG, at most 600 pixels (released: JPEG quality 75, full size)"]
@@ -167,7 +157,7 @@ def test_imgedit_judge_accepts_the_released_prompts_json_keys_for_both_versions(
                      "--out", str(tmp_path / "out"), "--backend", "openai", "--base-url", server.url, "--model",
                      "gpt-4.1", "--prompts", str(prompts), "--no-progress", "--bootstrap", "0", "--no-plots"]) == 0
     assert sorted(rubrics) == sorted(rb.IMGEDIT_PROMPTS_KEYS)  # each type asked with its own rubric
-    report = _report(tmp_path / "out")
+    report = read_report(tmp_path / "out")
     assert set(report["results"]["en"]["full"]["by_category"]) == set(rb.IMGEDIT_PROMPTS_KEYS)
     assert report["run"]["release"].startswith("basic_edit.json of ImgEdit " + {"current": "b3eb8e7",
                                                                                "c14480a": "c14480a"}[release])

@@ -13,8 +13,8 @@ import json
 import math
 
 import pytest
-from editor_bench_helpers import (code_of, converted, edit_image, gedit_answer, gedit_server_answer, imgedit_answer,
-                                  is_sc)
+from editor_bench_helpers import (code_of, converted, edit_image, gedit_answer, gedit_args, gedit_server_answer,
+                                  imgedit_answer, is_sc, read_report)
 from local_http import RoutedChatServer, chat_completion, request_images, request_text
 
 from modeling_miescore.cli.main import main
@@ -58,13 +58,7 @@ def imgedit(tmp_path_factory):
 
 
 def _gedit_args(gedit, out, url, *extra):
-    return ["benchmark", "gedit", "--dataset", str(gedit["dataset"]), "--edits", str(gedit["edits"]), "--out",
-            str(out), "--backend", "openai", "--base-url", url, "--model", "gpt-4.1", "--no-progress",
-            "--bootstrap", "20", *extra]
-
-
-def _report(out) -> dict:
-    return json.loads((out / "report.json").read_text())
+    return gedit_args(gedit, out, url, *extra, bootstrap=20)
 
 
 def test_gedit_hand_computed_scores_subsets_and_the_users_prompts(gedit, tmp_path, capsys):
@@ -92,7 +86,7 @@ def test_gedit_hand_computed_scores_subsets_and_the_users_prompts(gedit, tmp_pat
             assert text.endswith("PLACEHOLDER PQ: naturalness and artifacts, 0-10.") and "instruction" not in text
 
     o = [math.sqrt(min(sc) * min(pq)) for sc, pq in GEDIT_PLAN]  # O per sample = sqrt(SC * PQ)
-    report = _report(out)
+    report = read_report(out)
     assert report["comparable"] is True and report["counts"]["missing_edits"] == 0
     per_row = {r["row"]: r for r in report["per_row"]}
     assert [per_row[t["key"]]["o"] for t in gedit["en"]] == pytest.approx(o)
@@ -137,7 +131,7 @@ def test_gedit_every_judge_failure_kind_is_flagged_or_retried_and_a_rerun_resume
     args = ["--timeout", "0.5", "--max-retries", "1", "--concurrency", "4", "--no-plots"]
     with RoutedChatServer(answer) as server:
         assert main(_gedit_args(gedit, out, server.url, *args)) == 1  # one edit left unjudged (timeouts)
-        report = _report(out)
+        report = read_report(out)
     en, cn = gedit["en"], gedit["cn"]
     flagged = {f["id"].split("#")[0]: f["issues"] for f in report["flagged"]}
     assert flagged == {en[0]["key"]: ["no_json_object:sc"], en[1]["key"]: ["refusal:gedit-pq"],
@@ -170,7 +164,7 @@ def test_gedit_every_judge_failure_kind_is_flagged_or_retried_and_a_rerun_resume
     with RoutedChatServer(healed) as server:
         assert main(_gedit_args(gedit, out, server.url, *args)) == 0
         assert [code_of(r["body"]) for r in server.requests] == [11]  # only the timed-out PQ request is sent again
-    assert _report(out)["not_judged"] == []
+    assert read_report(out)["not_judged"] == []
 
 
 def test_imgedit_user_prompts_released_rounding_type_means_and_strict_parsing(imgedit, tmp_path):
@@ -190,7 +184,7 @@ def test_imgedit_user_prompts_released_rounding_type_means_and_strict_parsing(im
     instructions = {t["prompt"] for t in imgedit["truth"]}
     for text in texts:  # the type's rubric with <edit_prompt> replaced, as basic_bench.py sends it
         assert text.startswith("PLACEHOLDER ") and text.split("Instruction: ")[1].split("\n")[0] in instructions
-    report = _report(out)
+    report = read_report(out)
     keys = [f"{t['key']}#0" for t in imgedit["truth"]]
     assert report["comparable"] is True and {f["id"]: f["issues"] for f in report["flagged"]} == {
         keys[2]: ["score_out_of_range:Criterion B"], keys[5]: ["conflicting_scores:Criterion A"],
@@ -235,7 +229,7 @@ def test_best_of_n_keeps_the_sample_with_the_highest_overall(gedit, tmp_path):
                      "en", "--category", "background_change", "--best-of-n", "--no-progress", "--bootstrap", "0",
                      "--no-plots"]) == 0
     o = {code: math.sqrt(min(sc) * min(pq)) for code, (sc, pq) in table.items()}
-    report = _report(out)
+    report = read_report(out)
     rows = {r["row"]: r for r in report["per_row"]}
     assert rows[bg0["key"]]["o"] == pytest.approx(o[1]) and rows[bg0["key"]]["best_sample"] == 1
     assert rows[bg0["key"]]["sc"] == 9 and rows[bg0["key"]]["pq"] == 5  # the best sample's own SC and PQ
@@ -257,7 +251,7 @@ def test_best_of_n_keeps_the_sample_with_the_highest_overall(gedit, tmp_path):
     assert mean.loc[bg0["key"], "o"] == pytest.approx((o[0] + o[1] + o[2]) / 3) and mean.loc[bg0["key"], "n_samples"] == 3
 
 
-def _no_report(out):
+def _noread_report(out):
     return not (out / "report.json").exists() and not (out / "report.md").exists()
 
 
@@ -288,7 +282,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(gedit, imgedit, tmp_
     assert main(["benchmark", "imgedit", "--dataset", str(imgedit["dataset"]), "--edits", str(imgedit["edits"]),
                  "--out", str(out), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
                  "--prompts", str(prompts)]) == 2
-    assert "is not ImgEdit's prompts.json" in capsys.readouterr().err and _no_report(out)
+    assert "is not ImgEdit's prompts.json" in capsys.readouterr().err and _noread_report(out)
 
 
 def test_a_key_without_an_edit_is_listed_counted_and_left_out_of_the_means(gedit, tmp_path):
@@ -302,7 +296,7 @@ def test_a_key_without_an_edit_is_listed_counted_and_left_out_of_the_means(gedit
         args[args.index("--edits") + 1] = str(edits)
         assert main(args) == 0  # a missing edit is reported, not a failed run
         assert len(server.requests) == 2 * (len(en) - 1)  # nothing is asked for the key without an edit
-    report = _report(out)
+    report = read_report(out)
     assert report["missing_edits"] == [en[-1]["key"]] and report["counts"]["missing_edits"] == 1
     o = [math.sqrt(min(sc) * min(pq)) for sc, pq in GEDIT_PLAN]
     full = report["results"]["en"]["full"]  # text_change (the missing key's category) has no edit left
@@ -406,4 +400,4 @@ def test_a_killed_run_resumes_without_asking_again(gedit, tmp_path):
     ids = [json.loads(line)["id"] for line in (out / "judgements.jsonl").read_text().splitlines()]
     assert sorted(ids) == sorted(f"{t['key']}#0" for t in gedit["en"] + gedit["cn"])  # every edit judged once
     assert 1 <= cached < 20 and resent == 20 - cached  # answers in the cache were not asked for again
-    assert _report(out)["counts"]["rows_evaluated"] == 10
+    assert read_report(out)["counts"]["rows_evaluated"] == 10

@@ -216,7 +216,8 @@ def cmd_editors(args) -> int:
     report["label"] = args.label or report.get("label")  # the runs' labels carry over (random weights)
     report["plots"] = {} if args.no_plots else comparison_plots(report, out)
     write_report(out, report)
-    return finish_run(f"{report['label'] + ': ' if report['label'] else ''}compared {len(report['runs'])} runs against {report['baseline']}; report: "
+    label = f"{report['label']}: " if report["label"] else ""
+    return finish_run(f"{label}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")
 
 

@@ -152,15 +152,15 @@ class CommandParser(argparse.ArgumentParser):
     def unknown_arguments_message(self, extras: list) -> str:
         from ..utils.suggestions import did_you_mean
 
-        option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
-        options = [s for action in self._actions for s in action.option_strings]
-        hint = did_you_mean(option, options) if option else ""
         shown = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
         if not shown:
-            return f"unrecognized arguments: {' '.join(extras)}{hint}"
-        # the values after an unknown option are not echoed: `--api-key KEY` must not print the key
-        hidden = len(extras) - len(shown)
-        values = f" ({hidden} value(s) not shown)" if hidden or any("=" in e for e in extras) else ""
+            return f"unrecognized arguments: {' '.join(extras)}"
+        options = [s for action in self._actions for s in action.option_strings]
+        hint = did_you_mean(shown[0], options)
+        # the values after an unknown option are not echoed: `--api-key KEY` (or `--api-key=KEY`) must not print
+        # the key; each is counted
+        hidden = len(extras) - len(shown) + sum("=" in e for e in extras if e.startswith("-"))
+        values = f" ({hidden} value(s) not shown)" if hidden else ""
         return f"unrecognized arguments: {' '.join(shown)}{values}{hint}"
 
     def format_usage(self) -> str:

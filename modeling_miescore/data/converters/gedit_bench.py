@@ -120,8 +120,8 @@ class GEditBenchConverter(BenchmarkConverter):
         for file, row, record in self.progress_bar(rows, desc="checking rows"):
             where = (file, row)
             key = self.record_text(record["key"], "key", where, problems)
-            if key is not None and id_problem(key, "key"):
-                problems.add(file, row, id_problem(key, "key"))
+            if key is not None and (problem := id_problem(key, "key")):
+                problems.add(file, row, problem)
                 key = None
             instruction = self.record_instruction(record["instruction"], "instruction", where, problems)
             task = self.record_choice({t: t for t in GEDIT_TASK_TYPES}, record["task_type"], "task_type", where,

@@ -120,31 +120,25 @@ def _source(report: dict, kind: str, by: Optional[str], name: str):
 VIEW_NAMES = {"first": "first sample", "selected": "selected", "oracle": "judge's best of N"}
 
 
-def _entries(loaded: Dict[str, Dict[str, tuple]], by: Optional[str]) -> Dict[str, Dict[str, _Entry]]:
-    """``{run name: {benchmark: _Entry}}``; a run whose edits were selected by a reward (``miescore edit
-    --select``) becomes three: its first sample, the selected one and the judge's own best of N (the oracle)."""
+def _entries(loaded: Dict[str, Dict[str, tuple]],
+             by: Optional[str]) -> tuple[Dict[str, Dict[str, _Entry]], Dict[str, str]]:
+    """``({run name: {benchmark: _Entry}}, {run name: selector})``; a run whose edits were selected by a reward
+    (``miescore edit --select``) becomes three: its first sample, the selected one and the judge's own best of N
+    (the oracle), and its selector is listed."""
     entries: Dict[str, Dict[str, _Entry]] = {}
+    selectors: Dict[str, str] = {}
     for name, kinds in loaded.items():
         for kind, (report, folder) in kinds.items():
             per_row, selection, protocol = _source(report, kind, by, name)
             if not selection:
                 entries.setdefault(name, {})[kind] = _Entry(_frame(per_row, folder, kind), protocol, report, folder)
                 continue
+            selectors[name] = selection["selector"]
             for view, label in VIEW_NAMES.items():
                 rows = selection["views"][view]["per_row"]
                 entries.setdefault(f"{name}: {label}", {})[kind] = _Entry(_frame(rows, folder, kind), protocol,
                                                                           report, folder)
-    return entries
-
-
-def _selectors(loaded: Dict[str, Dict[str, tuple]], by: Optional[str]) -> Dict[str, str]:
-    out = {}
-    for name, kinds in loaded.items():
-        for kind, (report, folder) in kinds.items():
-            selection = _source(report, kind, by, name)[1]
-            if selection:
-                out[name] = selection["selector"]
-    return out
+    return entries, selectors
 
 
 def _macro_diff(codes: np.ndarray, n_codes: int, diffs: np.ndarray) -> np.ndarray:
@@ -201,7 +195,7 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
 
     bootstrap = bootstrap or BootstrapSettings(n=0)
     loaded = _load(runs)
-    entries = _entries(loaded, by)
+    entries, selectors = _entries(loaded, by)
     if len(entries) < 2:
         raise BenchmarkInputError("--runs needs at least two runs (a baseline and one to compare), or one run of "
                                   "'miescore edit --select' edits (its first sample, selected and best of N)")
@@ -212,7 +206,7 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
     with MetricNotes() as notes:
         report = _compare(entries, baseline, bootstrap, grid_size, out_dir)
     labels = sorted({report.get("label") for kinds in loaded.values() for report, _ in kinds.values()} - {None})
-    return {**report, "by": by, "selectors": _selectors(loaded, by), "label": "; ".join(labels) or None,
+    return {**report, "by": by, "selectors": selectors, "label": "; ".join(labels) or None,
             "published": SPATIALREWARD_TABLE3 if by is None else {}, "notes": notes.lines,
             "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
             "meta": {"bootstrap": bootstrap.describe("keys")}}

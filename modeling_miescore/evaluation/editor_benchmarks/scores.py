@@ -149,25 +149,21 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
     table = frame[list(benchmark.scores)].to_numpy(dtype=float)
     out: dict = {"n": int(len(frame))}
     empty = sorted(set(expected or ()) - set(frame["category"]))
-    if len(frame) == 0 or empty:
-        nothing = {k: {"value": None, "ci": [None, None]} for k in benchmark.scores}
-        if empty:
-            out["not_computable"] = (f"no usable key of {benchmark.category_label.lower()} {', '.join(empty)}: the "
-                                     "mean over categories is undefined (the released average is NaN)")
-        if len(frame) == 0:
-            return {**out, **nothing, "by_category": {}}
-        out.update(nothing)
+    if empty:
+        out["not_computable"] = (f"no usable key of {benchmark.category_label.lower()} {', '.join(empty)}: the "
+                                 "mean over categories is undefined (the released average is NaN)")
+    if len(frame) == 0 or empty:  # no overall; the categories that have rows are summarised below
+        out.update({k: {"value": None, "ci": [None, None]} for k in benchmark.scores})
+    if len(frame) == 0:
+        return {**out, "by_category": {}}
 
     def macro(idx):
         return _macro(codes[idx], table[idx], order, benchmark)
 
     positions = np.arange(len(frame))
-    if empty:
-        pass  # the overall stays None; the categories that have rows are summarised below
-    elif bootstrap.n > 0:
-        out.update(with_ci(bootstrap_ci(macro, positions, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)))
-    else:
-        out.update(with_ci(macro(positions)))
+    if not empty:
+        out.update(with_ci(bootstrap_ci(macro, positions, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
+                           if bootstrap.n > 0 else macro(positions)))
     by_category = {}
     for code, name in enumerate(order):
         rows = positions[codes == code]

@@ -49,8 +49,8 @@ from .external_hub import make_raw_editreward_bench, make_raw_editscore_bench, m
 from .mer_bench import MER_SUBTASKS, MER_SYSTEMS, make_raw_mer_bench
 from .mie_bench import MIE_EDITING_MODELS, MIE_FAULTS, make_raw_mie_bench
 
-__all__ = ["FIXTURE_MODULES", "IMGEDIT_PROMPTS_KEYS", "MER_SUBTASKS", "MER_SYSTEMS", "MIE_EDITING_MODELS", "MIE_FAULTS", "make_raw_aurora_bench",
-           "make_raw_ebench", "make_raw_editreward_bench", "make_raw_editscore_bench", "make_raw_gedit_bench",
+__all__ = ["FIXTURE_MODULES", "IMGEDIT_PROMPTS_KEYS", "MER_SUBTASKS", "MER_SYSTEMS", "MIE_EDITING_MODELS", "MIE_FAULTS",
+           "make_raw_aurora_bench", "make_raw_ebench", "make_raw_editreward_bench", "make_raw_editscore_bench", "make_raw_gedit_bench",
            "make_raw_genai_bench", "make_raw_ieqa", "make_raw_imagenhub", "make_raw_imgedit_bench",
            "make_raw_mer_bench", "make_raw_mie_bench", "make_raw_mmrb2", "write_imgedit_prompts_json",
            "release_writer", "write_vie_prompts_module"]

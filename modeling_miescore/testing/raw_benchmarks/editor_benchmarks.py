@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .external_images import jpeg_bytes, source_photo
 
-__all__ = ["IMGEDIT_PROMPTS_KEYS", "make_raw_gedit_bench", "make_raw_imgedit_bench", "write_imgedit_prompts_json", "write_vie_prompts_module"]
+__all__ = ["IMGEDIT_PROMPTS_KEYS", "make_raw_gedit_bench", "make_raw_imgedit_bench", "write_imgedit_prompts_json",
+           "write_vie_prompts_module"]
 
 GEDIT_FIXTURE_TASKS = {"background_change": 2, "subject-add": 2, "text_change": 1}
 IMGEDIT_FOLDERS = {"add": "for_add", "remove": "daily object", "compose": "compose/human"}

@@ -111,7 +111,8 @@ def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_b
                                                "not made (see above)"))
             else:
                 pending.append((request, lines))
-            if progress is not None and (request.id in done or sorted(lines) != list(range(num_images))):
+                continue  # counted once scored
+            if progress is not None:
                 progress(1)
         with open(jsonl, "a", encoding="utf-8") as handle:
             for start in range(0, len(pending), GROUPS_PER_CALL):

@@ -7,15 +7,12 @@ truncated source, an editor that cannot load offline. The runners and inputs are
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from functools import partial
 
 from .bad_input_corpus import Case, Outcome, run_cli
-from .bad_input_editor_runs import (CHILD_ADDRESS_SPACE, ROOT, TOY, bad_source_rows, file_hashes, fresh_folder, inputs,
-                                    judge_run, patched_environment, restored_if_changed)
+from .bad_input_editor_runs import (TOY, bad_source_rows, file_hashes, fresh_folder, in_child, inputs, judge_run,
+                                    patched_environment, restored_if_changed)
 
 
 # ---------------------------------------------------------------------------------------------- edit cases
@@ -85,13 +82,8 @@ def _edit_lora(kind: str, corpus, outcome: Outcome) -> None:
 def _edit_source(kind: str, corpus, outcome: Outcome) -> None:
     rows = bad_source_rows(corpus, kind)
     if kind == "/dev/zero":  # the old reader filled memory: in a child with bounded memory
-        code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (%d, %d))\nfrom "
-                "modeling_miescore.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
-                % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run([sys.executable, "-c", code, *_edit_argv(corpus, rows, rows.parent / "out")],
-                              env=env, capture_output=True, text=True, timeout=300)
-        judge_run(outcome, done.returncode, done.stderr, None, 2, "bad.png")
+        status, err = in_child(_edit_argv(corpus, rows, rows.parent / "out"), main="modeling_miescore.cli.main:main")
+        judge_run(outcome, status, err, None, 2, "bad.png")
         return
     _edit_run(corpus, outcome, _edit_argv(corpus, rows, rows.parent / "out"), "bad.png")
 

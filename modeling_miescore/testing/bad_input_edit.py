@@ -26,12 +26,12 @@ def _edit_argv(corpus, rows, out, *extra) -> list:
 
 def _edit_run(corpus, outcome: Outcome, argv: list, needle: str, watch: tuple = ()) -> None:
     toy = inputs(corpus)
-    before = file_hashes(toy.model, toy.rows.parent, toy.run, *watch)
-    before_inputs = file_hashes(toy.model, toy.rows.parent)
+    before_inputs = file_hashes(toy.model, toy.rows.parent)  # restored_if_changed flags a change to these
+    before_outputs = file_hashes(toy.run, *watch)
     status, out, err = run_cli(argv, outcome)
     judge_run(outcome, status, err, None, 2, needle)
     outcome.flag("wrong_status", bool(out.strip()))
-    outcome.flag("data_lost", file_hashes(toy.model, toy.rows.parent, toy.run, *watch) != before)
+    outcome.flag("data_lost", file_hashes(toy.run, *watch) != before_outputs)
     restored_if_changed(corpus, outcome, before_inputs)
 
 
@@ -56,7 +56,7 @@ def _edit_text(field: str, value: str, corpus, outcome: Outcome) -> None:
     first = json.loads(lines[0])
     first[field] = value
     first["sources"] = [str(toy.rows.parent / s) for s in first["sources"]]
-    (folder / "rows.jsonl").write_text("\n".join([json.dumps(first)]) + "\n")
+    (folder / "rows.jsonl").write_text(json.dumps(first) + "\n")
     _edit_run(corpus, outcome, _edit_argv(corpus, folder / "rows.jsonl", folder / "out"), "U+0000")
     outcome.flag("data_lost", (folder / "out" / "edits.jsonl").is_file()
                   and "\\u0000" in (folder / "out" / "edits.jsonl").read_text())

@@ -7,7 +7,6 @@ with :data:`CHILD_ADDRESS_SPACE`, ``miescore edit`` through ``run_cli``) and the
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import io
@@ -222,15 +221,11 @@ def restored_if_changed(corpus, outcome: Outcome, before: dict) -> None:
         corpus.editor_inputs = None
 
 
-@contextlib.contextmanager
 def patched_environment(env: dict | None):
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    """``env`` set in ``os.environ`` while the block runs (the environment restored after)."""
+    from unittest import mock
+
+    return mock.patch.dict(os.environ, env or {})
 
 
 def _written_secret(out: Path) -> bool:

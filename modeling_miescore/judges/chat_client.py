@@ -47,6 +47,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
@@ -263,8 +264,6 @@ class ChatClient(ClosesOnExit):
         deadline, retries and byte limit. Returns ``(the JSON body, status, requests sent)``; raises
         :class:`ChatError` as :meth:`complete` does (``what`` names the expected body in its messages)."""
         if path.startswith("//"):  # from the server's root: the API prefix replaced, the query kept
-            from urllib.parse import urlsplit, urlunsplit
-
             url = urlunsplit(urlsplit(self.base_url)._replace(path=path[1:]))
         else:
             url = endpoint_url(self.base_url, path)
@@ -364,8 +363,6 @@ def endpoint_url(base_url: str, path: str) -> str:
     """``base_url`` with ``path`` appended to its path, its query (``?key=...``, as Gemini's OpenAI endpoint takes
     an API key) kept at the end: ``https://h/v1?key=K`` + ``chat/completions`` -> ``https://h/v1/chat/completions?
     key=K``."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(base_url)
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path.lstrip("/")))
 

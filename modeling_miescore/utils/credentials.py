@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = ["SECRET_QUERY_NAMES", "checked_api_key", "redact", "redact_library_logs", "redacted_url", "url_secrets"]
 
@@ -54,8 +54,6 @@ def redacted_url(url: str) -> str:
 def url_secrets(url: str) -> list:
     """The secrets :func:`redacted_url` masks in ``url``: its password (or a user name given alone) and the values
     of its credential query parameters (to mask them too where a server echoes them in an error)."""
-    from urllib.parse import unquote
-
     secrets = []
     try:
         netloc = urlsplit(url).netloc

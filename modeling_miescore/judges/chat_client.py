@@ -211,9 +211,8 @@ class ChatClient(ClosesOnExit):
         if api_key:
             request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.has_api_key = bool(api_key)
-        url = httpx.URL(self.base_url)  # httpx sends a URL's user:password as HTTP Basic auth, which servers echo
-        basic = base64.b64encode(f"{url.username}:{url.password}".encode()).decode() if url.password else ""
-        self._secrets = tuple(s for s in (api_key, basic, *url_secrets(self.base_url)) if s)
+        # the URL's password, query keys and the Basic auth httpx sends for them: servers echo them
+        self._secrets = tuple(s for s in (api_key, *url_secrets(self.base_url)) if s)
         self._client = http_bounds.deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
                                        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
 

@@ -81,70 +81,62 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
-def run_corpus(workdir: Path, timeout: float, entries=None) -> list:
+def _run_cases(runner, cases) -> list:
+    """Each case run by ``runner`` (a corpus), its outcome printed as it finishes."""
+    outcomes = []
+    for case in cases:
+        started = time.monotonic()
+        outcome = runner.run(case)
+        outcomes.append(outcome)
+        print(f"{time.monotonic() - started:6.1f} s  {outcome.describe()}", file=sys.stderr, flush=True)
+    return outcomes
+
+
+def _local_http():
+    """``tests/local_http.py`` (the bad server), which the package does not ship."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import local_http
+
+    return local_http
+
+
+def run_corpus(workdir: Path, timeout: float, cases=None, entries=None) -> list:
+    """The bad-input corpus's ``cases`` (default: every case, or those of ``entries``)."""
     from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.testing.bad_input_corpus import Corpus, build_corpus_checkpoint
-    from modeling_miescore.testing.bad_input_runners import all_cases
 
+    if cases is None:
+        from modeling_miescore.testing.bad_input_runners import all_cases
+
+        cases = [case for case in all_cases() if not entries or case.entry in entries]
     checkpoint = build_corpus_checkpoint(workdir / "tiny-miescore")
     model = load_scorer(str(checkpoint), device="cpu", dtype="float32")
     corpus = Corpus(workdir / "corpus", model, checkpoint, timeout=timeout)
-    outcomes = []
     try:
-        for case in all_cases():
-            if entries and case.entry not in entries:
-                continue
-            started = time.monotonic()
-            outcome = corpus.run(case)
-            outcomes.append(outcome)
-            print(f"{time.monotonic() - started:6.1f} s  {outcome.describe()}", file=sys.stderr, flush=True)
+        return _run_cases(corpus, cases)
     finally:
         corpus.close()
-    return outcomes
+
+
+def run_endpoint_corpus(workdir: Path, timeout: float, cases=None) -> list:
+    """The bad-endpoint corpus's ``cases`` (default: every case)."""
+    from modeling_miescore.testing.bad_endpoint_corpus import EndpointCorpus
+
+    local_http = _local_http()
+    if cases is None:
+        from modeling_miescore.testing.bad_endpoint_corpus import endpoint_cases
+
+        cases = endpoint_cases(local_http)
+    return _run_cases(EndpointCorpus(workdir / "endpoint-corpus", local_http, timeout=timeout), cases)
 
 
 def run_editor_benchmark_group(workdir: Path, timeout: float) -> tuple[list, list]:
     """The ``editor-benchmarks`` cases of both corpora: ``(bad-input outcomes, bad-endpoint outcomes)``."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    import local_http
-
-    from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.testing.bad_endpoint_corpus import EndpointCorpus
-    from modeling_miescore.testing.bad_input_corpus import Corpus, build_corpus_checkpoint
     from modeling_miescore.testing.bad_input_editor_benchmarks import (editor_benchmark_cases,
                                                                         editor_benchmark_endpoint_cases)
 
-    checkpoint = build_corpus_checkpoint(workdir / "tiny-miescore")
-    corpus = Corpus(workdir / "corpus", load_scorer(str(checkpoint), device="cpu", dtype="float32"), checkpoint,
-                    timeout=timeout)
-    endpoints = EndpointCorpus(workdir / "endpoint-corpus", local_http, timeout=timeout)
-    results: tuple[list, list] = ([], [])
-    try:
-        for outcomes, runner, cases in ((results[0], corpus, editor_benchmark_cases()),
-                                        (results[1], endpoints, editor_benchmark_endpoint_cases(local_http))):
-            for case in cases:
-                outcome = runner.run(case)
-                outcomes.append(outcome)
-                print(outcome.describe(), file=sys.stderr, flush=True)
-    finally:
-        corpus.close()
-    return results
-
-
-def run_endpoint_corpus(workdir: Path, timeout: float) -> list:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    import local_http
-
-    from modeling_miescore.testing.bad_endpoint_corpus import EndpointCorpus, endpoint_cases
-
-    corpus = EndpointCorpus(workdir / "endpoint-corpus", local_http, timeout=timeout)
-    outcomes = []
-    for case in endpoint_cases(local_http):
-        started = time.monotonic()
-        outcome = corpus.run(case)
-        outcomes.append(outcome)
-        print(f"{time.monotonic() - started:6.1f} s  {outcome.describe()}", file=sys.stderr, flush=True)
-    return outcomes
+    return (run_corpus(workdir, timeout, editor_benchmark_cases()),
+            run_endpoint_corpus(workdir, timeout, editor_benchmark_endpoint_cases(_local_http())))
 
 
 def _print(table: str, outcomes: list, details: bool) -> None:
@@ -180,7 +172,7 @@ def main(argv=None) -> int:
             _print(endpoint_table(remote), remote, args.details)
             return 0
         if not args.only_endpoints:
-            outcomes = run_corpus(workdir, args.timeout, set(args.entries.split(",")) if args.entries else None)
+            outcomes = run_corpus(workdir, args.timeout, entries=set(args.entries.split(",")) if args.entries else None)
             _print(summary_table(outcomes), outcomes, args.details)
         if args.endpoints or args.only_endpoints:
             from modeling_miescore.testing.bad_endpoint_corpus import endpoint_table

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from editor_rl_runs import run_recipe, toy_config
-from local_http import BadChatServer, RoutedChatServer, bomb_reply, chunked_reply, raw_reply, score_groups_answer, \
-    trickle_reply
+from local_http import BadChatServer, RoutedChatServer, bomb_reply, chunked_reply, echo_auth_reply, raw_reply, \
+    score_groups_answer, trickle_reply
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.serving.reward_client import RewardClient, RewardServerError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
@@ -62,6 +62,18 @@ def test_a_redirect_or_a_page_is_reported_as_what_it_is(reply, kind, needle):
             client.score_groups([_group()])
         client.close()
     assert caught.value.kind == kind and "SEKRET" not in str(caught.value)
+
+
+def test_a_replica_echoing_the_basic_auth_it_was_sent_is_shown_masked():
+    """httpx sends ``user:hunter2@`` as ``Basic base64(user:hunter2)``; a replica echoing it must not leak it."""
+    import base64
+
+    with BadChatServer(lambda body, index: echo_auth_reply(401)) as server:
+        client = RewardClient(server.origin.replace("http://", "http://user:hunter2@"), max_retries=0)
+        with pytest.raises(RewardServerError, match="Incorrect API key provided: Basic \\*\\*\\*") as caught:
+            client.score_groups([_group()])
+        client.close()
+    assert base64.b64encode(b"user:hunter2").decode() not in str(caught.value)
 
 
 def _everything_written(folder) -> str:

@@ -47,6 +47,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
@@ -210,9 +211,8 @@ class ChatClient(ClosesOnExit):
         if api_key:
             request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.has_api_key = bool(api_key)
-        url = httpx.URL(self.base_url)  # httpx sends a URL's user:password as HTTP Basic auth, which servers echo
-        basic = base64.b64encode(f"{url.username}:{url.password}".encode()).decode() if url.password else ""
-        self._secrets = tuple(s for s in (api_key, basic, *url_secrets(self.base_url)) if s)
+        # the URL's password, query keys and the Basic auth httpx sends for them: servers echo them
+        self._secrets = tuple(s for s in (api_key, *url_secrets(self.base_url)) if s)
         self._client = http_bounds.deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
                                        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
 
@@ -263,8 +263,6 @@ class ChatClient(ClosesOnExit):
         deadline, retries and byte limit. Returns ``(the JSON body, status, requests sent)``; raises
         :class:`ChatError` as :meth:`complete` does (``what`` names the expected body in its messages)."""
         if path.startswith("//"):  # from the server's root: the API prefix replaced, the query kept
-            from urllib.parse import urlsplit, urlunsplit
-
             url = urlunsplit(urlsplit(self.base_url)._replace(path=path[1:]))
         else:
             url = endpoint_url(self.base_url, path)
@@ -364,8 +362,6 @@ def endpoint_url(base_url: str, path: str) -> str:
     """``base_url`` with ``path`` appended to its path, its query (``?key=...``, as Gemini's OpenAI endpoint takes
     an API key) kept at the end: ``https://h/v1?key=K`` + ``chat/completions`` -> ``https://h/v1/chat/completions?
     key=K``."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(base_url)
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path.lstrip("/")))
 

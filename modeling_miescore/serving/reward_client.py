@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from ..utils import http_bounds
-from ..utils.credentials import checked_api_key, redact, redacted_url
+from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_retry import RetryPolicy, send_with_retries
 from .image_encoding import EncodeCache, as_image_list, encode_image, source_list
 from .reward_answers import RewardReplicasDown, RewardServerError, ScoringFailure, results_by_label, server_error
@@ -130,8 +130,6 @@ class RewardClient:
                  max_pixels_per_request: int = ServerSettings.model_fields["max_request_pixels"].default,
                  retry_statuses=RETRY_STATUSES, replica_cooldown_s: float = 30.0, balance_slack: float = 0.1,
                  max_answer_bytes: int = MAX_ANSWER_BYTES, api_key_env: str = "API key"):
-        import base64
-
         import httpx
 
         if max_retries < 0:
@@ -149,9 +147,8 @@ class RewardClient:
         self.shown_urls = [redacted_url(u) for u in self.base_urls]  # what messages and logs show
         self.timeout = float(timeout)
         self.max_answer_bytes = int(max_answer_bytes)
-        # httpx sends a URL's user:password as HTTP Basic auth, which a server may echo: masked in messages too
-        passwords = [httpx.URL(u).password for u in self.base_urls]
-        self._secrets = tuple(x for p in passwords if p for x in (p, base64.b64encode(p.encode()).decode()))
+        # the URLs' passwords, query keys and the Basic auth httpx sends for them, which a server may echo: masked
+        self._secrets = tuple(dict.fromkeys(s for u in self.base_urls for s in url_secrets(u)))
         self._secrets += (api_key,) if api_key else ()
         # timeouts are not retried on the same replica: it may still be scoring, and a retry would double its load
         self.retry_policy = RetryPolicy(

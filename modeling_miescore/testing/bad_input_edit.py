@@ -7,15 +7,12 @@ truncated source, an editor that cannot load offline. The runners and inputs are
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from functools import partial
 
 from .bad_input_corpus import Case, Outcome, run_cli
-from .bad_input_editor_runs import (CHILD_ADDRESS_SPACE, ROOT, TOY, bad_source_rows, file_hashes, fresh_folder, inputs,
-                                    judge_run, patched_environment, restored_if_changed)
+from .bad_input_editor_runs import (TOY, bad_source_rows, file_hashes, fresh_folder, in_child, inputs, judge_run,
+                                    patched_environment, restored_if_changed)
 
 
 # ---------------------------------------------------------------------------------------------- edit cases
@@ -29,12 +26,12 @@ def _edit_argv(corpus, rows, out, *extra) -> list:
 
 def _edit_run(corpus, outcome: Outcome, argv: list, needle: str, watch: tuple = ()) -> None:
     toy = inputs(corpus)
-    before = file_hashes(toy.model, toy.rows.parent, toy.run, *watch)
-    before_inputs = file_hashes(toy.model, toy.rows.parent)
+    before_inputs = file_hashes(toy.model, toy.rows.parent)  # restored_if_changed flags a change to these
+    before_outputs = file_hashes(toy.run, *watch)
     status, out, err = run_cli(argv, outcome)
     judge_run(outcome, status, err, None, 2, needle)
     outcome.flag("wrong_status", bool(out.strip()))
-    outcome.flag("data_lost", file_hashes(toy.model, toy.rows.parent, toy.run, *watch) != before)
+    outcome.flag("data_lost", file_hashes(toy.run, *watch) != before_outputs)
     restored_if_changed(corpus, outcome, before_inputs)
 
 
@@ -59,7 +56,7 @@ def _edit_text(field: str, value: str, corpus, outcome: Outcome) -> None:
     first = json.loads(lines[0])
     first[field] = value
     first["sources"] = [str(toy.rows.parent / s) for s in first["sources"]]
-    (folder / "rows.jsonl").write_text("\n".join([json.dumps(first)]) + "\n")
+    (folder / "rows.jsonl").write_text(json.dumps(first) + "\n")
     _edit_run(corpus, outcome, _edit_argv(corpus, folder / "rows.jsonl", folder / "out"), "U+0000")
     outcome.flag("data_lost", (folder / "out" / "edits.jsonl").is_file()
                   and "\\u0000" in (folder / "out" / "edits.jsonl").read_text())
@@ -85,13 +82,8 @@ def _edit_lora(kind: str, corpus, outcome: Outcome) -> None:
 def _edit_source(kind: str, corpus, outcome: Outcome) -> None:
     rows = bad_source_rows(corpus, kind)
     if kind == "/dev/zero":  # the old reader filled memory: in a child with bounded memory
-        code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (%d, %d))\nfrom "
-                "modeling_miescore.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
-                % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run([sys.executable, "-c", code, *_edit_argv(corpus, rows, rows.parent / "out")],
-                              env=env, capture_output=True, text=True, timeout=300)
-        judge_run(outcome, done.returncode, done.stderr, None, 2, "bad.png")
+        status, err = in_child(_edit_argv(corpus, rows, rows.parent / "out"), main="modeling_miescore.cli.main:main")
+        judge_run(outcome, status, err, None, 2, "bad.png")
         return
     _edit_run(corpus, outcome, _edit_argv(corpus, rows, rows.parent / "out"), "bad.png")
 

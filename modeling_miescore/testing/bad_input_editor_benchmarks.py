@@ -158,6 +158,11 @@ def _judgements(work: Path) -> dict:
     return {str(r["id"]).split("#")[0]: r for r in lines}
 
 
+def _judged(work: Path) -> int:
+    """How many keys a run judged (their judgement not failed)."""
+    return sum(not r.get("failed") for r in _judgements(work).values())
+
+
 def _check_flagged(run, outcome: Outcome, bad_key: str, needle: str) -> None:
     """The bad key's judgement flagged with ``needle`` among its issues, the good key's judged, exit 0."""
     records = _judgements(run.work)
@@ -191,7 +196,7 @@ def _key_in_url_case(corpus, outcome: Outcome) -> None:
                          lambda url, work: _gedit_argv(dataset, edits, f"{url}?key={SECRET_KEY}", work))
     outcome.expected = "exit 0, both keys judged, the key in no output"
     outcome.flag("wrong_status", run.status != 0)
-    outcome.flag("data_lost", len([r for r in _judgements(run.work).values() if not r.get("failed")]) != 2)
+    outcome.flag("data_lost", _judged(run.work) != 2)
 
 
 def _imgedit_dataset(corpus, types: tuple) -> Path:
@@ -233,7 +238,7 @@ def _imgedit_case(bad_text, needle, corpus, outcome: Outcome) -> None:
     if bad_text is None:
         outcome.expected = "exit 0, both keys judged with the released prompts.json"
         outcome.flag("wrong_status", run.status != 0)
-        outcome.flag("data_lost", len([r for r in _judgements(run.work).values() if not r.get("failed")]) != 2)
+        outcome.flag("data_lost", _judged(run.work) != 2)
         return
     _check_flagged(run, outcome, (root / "bad-key").read_text(), needle)
 

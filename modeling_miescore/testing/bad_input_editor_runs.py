@@ -7,7 +7,6 @@ with :data:`CHILD_ADDRESS_SPACE`, ``miescore edit`` through ``run_cli``) and the
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import io
@@ -160,11 +159,14 @@ def in_process(call) -> tuple:
     return status, err.getvalue(), escaped
 
 
-def in_child(argv: list, env: dict | None = None, timeout: float = 300) -> tuple:
-    """The recipe in a child process with :data:`CHILD_ADDRESS_SPACE`: ``(status, stderr)``."""
+def in_child(argv: list, env: dict | None = None, timeout: float = 300,
+             main: str = "flow_grpo_editor:cli") -> tuple:
+    """``main`` (``module:function`` taking the arguments; by default the recipe, ``modeling_miescore.cli.main:main``
+    for ``miescore``) in a child process with :data:`CHILD_ADDRESS_SPACE`: ``(status, stderr)``."""
+    module, function = main.split(":")
     code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (%d, %d))\n"
-            "sys.path.insert(0, %r)\nimport flow_grpo_editor\nsys.exit(flow_grpo_editor.cli(sys.argv[1:]))\n"
-            % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, str(ROOT / "trainers")))
+            "sys.path.insert(0, %r)\nfrom %s import %s\nsys.exit(%s(sys.argv[1:]))\n"
+            % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, str(ROOT / "trainers"), module, function, function))
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     child_env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
     done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], env=child_env, capture_output=True,
@@ -219,15 +221,11 @@ def restored_if_changed(corpus, outcome: Outcome, before: dict) -> None:
         corpus.editor_inputs = None
 
 
-@contextlib.contextmanager
 def patched_environment(env: dict | None):
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    """``env`` set in ``os.environ`` while the block runs (the environment restored after)."""
+    from unittest import mock
+
+    return mock.patch.dict(os.environ, env or {})
 
 
 def _written_secret(out: Path) -> bool:

@@ -19,10 +19,11 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 from typing import Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = ["SECRET_QUERY_NAMES", "checked_api_key", "redact", "redact_library_logs", "redacted_url", "url_secrets"]
 
@@ -52,18 +53,18 @@ def redacted_url(url: str) -> str:
 
 
 def url_secrets(url: str) -> list:
-    """The secrets :func:`redacted_url` masks in ``url``: its password (or a user name given alone) and the values
-    of its credential query parameters (to mask them too where a server echoes them in an error)."""
-    from urllib.parse import unquote
-
+    """The secrets :func:`redacted_url` masks in ``url``: its password (or a user name given alone), the HTTP Basic
+    credentials an HTTP client (httpx) sends for its ``user:password``, and the values of its credential query
+    parameters (to mask them too where a server echoes them in an error, as some echo the Authorization header)."""
     secrets = []
     try:
         netloc = urlsplit(url).netloc
     except ValueError:
         netloc = ""
     if "@" in netloc:
-        user, has_password, password = netloc.rsplit("@", 1)[0].partition(":")
-        secrets.append(unquote(password) if has_password else unquote(user))
+        user, has_password, password = (unquote(p) for p in netloc.rsplit("@", 1)[0].partition(":"))
+        secrets.append(password if has_password else user)
+        secrets.append(base64.b64encode(f"{user}:{password}".encode()).decode())
     for match in _QUERY_SECRET_RE.finditer(url):
         secrets += [match.group("value"), unquote(match.group("value"))]
     return [s for s in dict.fromkeys(secrets) if s]

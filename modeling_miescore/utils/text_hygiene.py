@@ -63,9 +63,12 @@ def valid_strings(value: Any) -> Any:
 def control_tokens_in(text: str) -> List[str]:
     """The chat-control tokens (:func:`modeling_miescore.control_tokens.control_tokens_in`; grounding tokens such
     as ``<|bbox_0|>`` and ``<|global|>`` are text here) and the control characters in ``text``, as found."""
-    found = chat_control_tokens(text, grounding_is_text=True)
-    found += [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
-    return found
+    return chat_control_tokens(text, grounding_is_text=True) + _control_characters(text)
+
+
+def _control_characters(text: str) -> List[str]:
+    """The C0 control characters in ``text`` (tab, newline and carriage return are text), as ``U+XXXX``."""
+    return [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
 
 
 def control_characters_problem(text: Any, what: str) -> Optional[str]:
@@ -74,7 +77,7 @@ def control_characters_problem(text: Any, what: str) -> Optional[str]:
     such instructions: a NUL ends C strings early and cannot be written to most files or shown."""
     if not isinstance(text, str):
         return None
-    found = [f"U+{ord(m.group()):04X}" for m in _C0_RE.finditer(text)]
+    found = _control_characters(text)
     if not found:
         return None
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""

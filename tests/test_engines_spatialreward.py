@@ -9,7 +9,6 @@ come back flagged, with no score, and every request must have reached the model 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 from engine_servers import module_server, require_vllm

@@ -90,3 +90,11 @@ def serve(checkpoint: Path, name: str, runs: Path, extra=(), env=None):
         yield server.start()
     finally:
         server.stop()
+
+
+def module_server(checkpoint: Path, name: str, tmp_path_factory, what: str = "vLLM", extra=(), env=None):
+    """The body of a module-scoped ``server`` fixture (``yield from module_server(...)``): :func:`serve` with its
+    run folder in a fresh temporary folder, printing the start-up time as ``"<what> started in N s"``."""
+    with serve(checkpoint, name, tmp_path_factory.mktemp("vllm-runs"), extra=extra, env=env) as started:
+        print(f"{what} started in {started.start_seconds:.0f} s")
+        yield started

@@ -6,7 +6,7 @@ ones. The checkpoint's head is random but widened, so its scores depend on the e
 from __future__ import annotations
 
 import pytest
-from engine_servers import require_vllm, serve
+from engine_servers import module_server, require_vllm
 
 pytestmark = pytest.mark.engines
 SCORES = ("visual_quality", "instruction_following", "attribute_preservation", "overall")
@@ -22,9 +22,8 @@ def export():
 
 @pytest.fixture(scope="module")
 def server(export, tmp_path_factory):
-    with serve(export, "miescore-tiny", tmp_path_factory.mktemp("vllm-runs"), extra=("--dtype", "float32")) as started:
-        print(f"vLLM (pooling runner) started in {started.start_seconds:.0f} s")
-        yield started
+    yield from module_server(export, "miescore-tiny", tmp_path_factory, what="vLLM (pooling runner)",
+                             extra=("--dtype", "float32"))
 
 
 def test_miescore_through_vllm_equals_in_process(server, export):

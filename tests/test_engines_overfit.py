@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_servers import require_vllm, serve
+from engine_servers import module_server, require_vllm
 
 from modeling_miescore.judges.spatialreward_api import SpatialRewardAPI
 
@@ -32,9 +32,7 @@ def export():
 
 @pytest.fixture(scope="module")
 def server(export, tmp_path_factory):
-    with serve(export, "spatialreward-tiny", tmp_path_factory.mktemp("vllm-runs")) as started:
-        print(f"vLLM started in {started.start_seconds:.0f} s")
-        yield started
+    yield from module_server(export, "spatialreward-tiny", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,9 @@ come back flagged, with no score, and every request must have reached the model 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
-from engine_servers import require_vllm, serve
+from engine_servers import module_server, require_vllm
 
 from modeling_miescore.cli import main
 from modeling_miescore.judges.chat_client import ChatClient
@@ -33,11 +32,9 @@ def export():
 
 @pytest.fixture(scope="module")
 def server(export, tmp_path_factory):
-    with serve(export, "tiny", tmp_path_factory.mktemp("vllm-runs"),
-               env={"MIESCORE_VLLM_MAX_IMAGES": str(MAX_IMAGES),
-                    "MIESCORE_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN)}) as started:
-        print(f"vLLM started in {started.start_seconds:.0f} s")
-        yield started
+    yield from module_server(export, "tiny", tmp_path_factory,
+                             env={"MIESCORE_VLLM_MAX_IMAGES": str(MAX_IMAGES),
+                                  "MIESCORE_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN)})
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """``miescore export-vllm CKPT OUT``: a SpatialReward checkpoint of this package in the plain Qwen3-VL layout, which
-vLLM serves without running any code from the folder (:mod:`modeling_miescore.scoring.vllm_export`).
+vLLM serves without running any code from the folder, or a MIEScore (regression-head) checkpoint in the layout of
+the MIEScore vLLM plugin (``scripts/vllm_plugin``, pooling runner) (:mod:`modeling_miescore.scoring.vllm_export`).
 
 ::
 
@@ -8,7 +9,7 @@ vLLM serves without running any code from the folder (:mod:`modeling_miescore.sc
     miescore spatialreward --api-base http://127.0.0.1:8000/v1 --model spatialreward \
         --config exports/spatialreward-vllm --source in.png --edited out.png --instruction "..."
 
-User errors (a missing folder, a MIEScore or LoRA-adapter folder, an OUT that exists) print one line and exit 2.
+User errors (a missing folder, a LoRA-adapter folder, a checkpoint of another kind, an OUT that exists) print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ def cmd_export_vllm(args) -> int:
 
 def register(sub) -> None:
     parser = sub.add_parser("export-vllm", help="write a SpatialReward checkpoint in the plain Qwen3-VL layout that "
-                                                "vLLM serves (no custom code; the reward settings kept)")
-    parser.add_argument("checkpoint", help="a SpatialReward checkpoint folder saved by this package "
-                                           "(model_type spatialreward; for a LoRA run, its merged/ folder)")
+                                                "vLLM serves (no custom code; the reward settings kept), or a "
+                                                "MIEScore one for the MIEScore vLLM plugin")
+    parser.add_argument("checkpoint", help="a SpatialReward or MIEScore checkpoint folder saved by this package "
+                                           "(for a LoRA run, its merged/ folder)")
     parser.add_argument("out", help="the new folder to write (must not exist)")
     parser.set_defaults(func=cmd_export_vllm)
 

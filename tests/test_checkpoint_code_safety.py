@@ -19,7 +19,7 @@ import textwrap
 import pytest
 from transformers import Qwen3VLProcessor
 
-from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
+from corpus.tampered_checkpoint import tamper_checkpoint
 
 PROMPT = "Do you wish to run the custom code"
 

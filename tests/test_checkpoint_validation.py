@@ -11,7 +11,7 @@ import json
 import pytest
 
 from modeling_miescore.cli.main import main
-from modeling_miescore.testing.bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
+from corpus.bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
 
 BY_NAME = {bad.name: bad for bad in BAD_CHECKPOINTS}
 

@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
-from modeling_miescore.testing.virtual_device import VirtualDevice, accelerator_on
+from corpus.virtual_device import VirtualDevice, accelerator_on
 from modeling_miescore.utils.random_draws import randn_tensor
 
 TINY_RECIPE = Path(__file__).resolve().parents[1] / "trainers" / "configs" / "flow_grpo_editor_tiny_cpu.yaml"

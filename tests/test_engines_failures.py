@@ -24,7 +24,7 @@ pytestmark = pytest.mark.engines
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_spatialreward
+    from servable_checkpoints import random_servable_spatialreward
 
     return random_servable_spatialreward()
 

@@ -15,7 +15,7 @@ SCORES = ("visual_quality", "instruction_following", "attribute_preservation", "
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_miescore
+    from servable_checkpoints import random_servable_miescore
 
     return random_servable_miescore()
 

@@ -25,7 +25,7 @@ MAX_MODEL_LEN = 1200  # room for every prompt here but the long one of test_a_pr
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_spatialreward
+    from servable_checkpoints import random_servable_spatialreward
 
     return random_servable_spatialreward()
 

@@ -89,7 +89,7 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
 
 def run_offline_demo(out, lora: Optional[str] = None, device: str = "cpu") -> dict:
     """Run the demo into ``out`` (module docstring); ``{"commands": [...], "comparison": report folder}``."""
-    from ...testing.tiny_models import build_tiny_miescore
+    from ...testing.tiny_miescore import build_tiny_miescore
 
     out = Path(out).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

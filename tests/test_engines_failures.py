@@ -30,7 +30,7 @@ def export():
 
 
 def _edit():
-    from modeling_miescore.testing import example_edits
+    from modeling_miescore.data.example_edits import example_edits
 
     example = example_edits(max_side=160)[0]
     return {"sources": example["sources"], "edited": example["edited"], "instruction": example["instruction"]}

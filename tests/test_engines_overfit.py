@@ -1,7 +1,7 @@
 """SpatialReward through a real vLLM equals SpatialReward in process (``-m engines``), and the editor-RL recipe
 rewarded through it.
 
-The checkpoint is the one ``testing.servable_checkpoints.overfit_spatialreward`` trains with the package's SFT recipe
+The checkpoint is the one ``servable_checkpoints.overfit_spatialreward`` trains with the package's SFT recipe
 until it answers its edits with valid grounded judgements (built once, cached; a few minutes the first time), saved
 by the package (``model_type: spatialreward``), exported with ``miescore export-vllm`` and served from the export:
 so this module also shows that our checkpoints run on vLLM. A random model's greedy text would say nothing here;

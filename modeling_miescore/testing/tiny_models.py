@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..control_tokens import QWEN_SPECIAL_TOKENS
+from ..skill_miescore import DEFAULT_SKILL
 
 SPECIAL_TOKENS = list(QWEN_SPECIAL_TOKENS)
 QWEN_VL_NAMED_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
@@ -50,8 +51,6 @@ def train_tiny_tokenizer(vocab_size: int, special_tokens=SPECIAL_TOKENS, extra_s
     """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
-
-    from ..skill_miescore import DEFAULT_SKILL
 
     bpe = Tokenizer(models.BPE(unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
                                byte_fallback=False))

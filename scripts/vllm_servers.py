@@ -87,10 +87,26 @@ def launch(run: Path, port: int, command: list) -> int:
 
 def recorded_pid(run: Path) -> int:
     """The pid of RUN/pid when it is a positive pid; raises NotOurs (or FileNotFoundError: no record)."""
-    text = (run / "pid").read_text(errors="replace").strip()
-    if not (text.isascii() and text.isdigit() and text[0] != "0" and len(text) <= 7 and int(text) <= PID_MAX):
+    try:
+        with open(run / "pid", "rb") as file:
+            text = file.read(32).decode("ascii", "replace").strip()
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise NotOurs(f"{run / 'pid'} cannot be read ({err.strerror})") from None
+    if not (text.isdigit() and text[0] != "0" and len(text) <= 7 and int(text) <= PID_MAX):
         raise NotOurs(f"{run / 'pid'} holds {text[:20]!r}, not a pid")
     return int(text)
+
+
+def pidfd(pid: int) -> int:
+    """A pidfd of PID (signals through it reach that process or none); raises ProcessLookupError or NotOurs."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        raise
+    except OSError as err:  # a thread id, for one
+        raise NotOurs(f"pid {pid} cannot be opened as a process ({err.strerror})") from None
 
 
 def is_our_server(cmdline: list, port: int) -> bool:
@@ -223,9 +239,19 @@ def send(handle: int, pid: int, group: bool, sig: int) -> None:
         signal.pidfd_send_signal(handle, sig)
 
 
+def forget(run: Path) -> str:
+    """Removes the record; says what was done."""
+    for name in ("pid", "server.json"):
+        try:
+            (run / name).unlink(missing_ok=True)
+        except OSError:
+            return f"remove {run / name} yourself (it is no file this script wrote)"
+    return "removed the record"
+
+
 def stop(run: Path, port: int, grace: float = STOP_GRACE_S) -> int:
     try:
-        handle = os.pidfd_open(recorded_pid(run))  # held from before the check: the pid cannot change under it
+        handle = pidfd(recorded_pid(run))  # held from before the check: the pid cannot change under it
         try:
             pid, group = check(run, port)
             signal.pidfd_send_signal(handle, 0)  # still the checked process
@@ -235,18 +261,18 @@ def stop(run: Path, port: int, grace: float = STOP_GRACE_S) -> int:
                     send(handle, pid, group, signal.SIGKILL)
         finally:
             os.close(handle)
-        words, code = f"vllm_cpu: stopped the server on port {port} (pid {pid}{' and its process group' if group else ''})", 0
     except FileNotFoundError:
         print(f"vllm_cpu: no server recorded on port {port}", file=sys.stderr)
         return 0
     except ProcessLookupError:
-        words, code = f"vllm_cpu: the server recorded on port {port} had already ended; removed its record", 0
+        print(f"vllm_cpu: the server recorded on port {port} had already ended; {forget(run)}", file=sys.stderr)
+        return 0
     except NotOurs as err:
-        words, code = f"error: refusing to stop: {err}; nothing was signalled, the stale record was removed", 2
-    for name in ("pid", "server.json"):
-        (run / name).unlink(missing_ok=True)
-    print(words, file=sys.stderr)
-    return code
+        print(f"error: refusing to stop: {err}; nothing was signalled; {forget(run)}", file=sys.stderr)
+        return 2
+    ended = f"pid {pid} and its process group" if group else f"pid {pid}"
+    print(f"vllm_cpu: stopped the server on port {port} ({ended}); {forget(run)}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list) -> int:

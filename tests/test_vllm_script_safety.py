@@ -45,7 +45,7 @@ def one_error_line(answer: dict, *words: str) -> None:
 ])
 def test_stop_never_signals_what_the_pid_file_names_without_the_record(content, kind, words, tmp_path):
     answer = in_namespace("stop_with_pid_file", tmp_path, free_port(), content, kind)
-    one_error_line(answer, "refusing to stop", "nothing was signalled", words)
+    one_error_line(answer, "refusing to stop", "nothing was signalled", words, "removed the record")
     assert answer["victim_alive"], answer  # the sleep (and the namespace's init) lived on
     assert not answer["record_left"]  # the stale record is reported and removed: the next stop has nothing to do
 

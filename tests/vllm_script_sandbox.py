@@ -3,8 +3,9 @@ signals (``tests/test_vllm_script_safety.py``).
 
 Whatever the script signals there (a pid file of ``0`` or ``-1`` included: ``kill -- -1`` reaches only the
 processes of the caller's PID namespace) stays in the namespace: :func:`in_namespace` runs ``python THIS_FILE
-SCENARIO`` as the namespace's init, in a session of its own (inside the namespace), under ``unshare --fork --pid --mount-proc``, and the
-kernel ends every process left in the namespace when that init exits. The init refuses to run a scenario unless its
+SCENARIO`` under ``unshare --fork --pid --mount-proc`` as the namespace's init, which makes a session of its own
+there (so "the caller's process group" lies inside too), and the kernel ends every process left in the namespace
+when that init exits. The init refuses to run a scenario unless its
 pid is 1. A scenario prints one JSON object: what the script answered and which processes survived.
 
 The stub vLLM (:func:`stub_venv`) is a "venv" whose python is this interpreter, with a ``vllm`` package on
@@ -104,6 +105,15 @@ def alive(pid: int) -> bool:
     return state not in "ZX"
 
 
+def survives(process: subprocess.Popen) -> bool:
+    """Whether PROCESS still runs a second later (a signal sent to it may take a moment to end it)."""
+    try:
+        process.wait(timeout=1)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
 def foreign(kind: str) -> subprocess.Popen:
     """A process the script did not start: a sleep, a sleep leading its own session, or a stub vLLM server
     started by hand on the sandbox port (someone else's server)."""
@@ -130,7 +140,7 @@ def stop_with_pid_file(content: str, kind: str = "sleep") -> dict:
     (runs / port).mkdir(parents=True, exist_ok=True)
     (runs / port / "pid").write_text(content.format(pid=victim.pid) + "\n")
     stopped = script("stop", "--port", port)
-    return {**stopped, "victim_alive": victim.poll() is None, "record_left": (runs / port / "pid").exists()}
+    return {**stopped, "victim_alive": survives(victim), "record_left": (runs / port / "pid").exists()}
 
 
 def pid_reused() -> dict:
@@ -168,7 +178,7 @@ def busy_port() -> dict:
     (Path(os.environ["MIESCORE_VLLM_RUNS"]) / port).mkdir(parents=True, exist_ok=True)
     (Path(os.environ["MIESCORE_VLLM_RUNS"]) / port / "pid").write_text(f"{other.pid}\n")
     steps["status_foreign_pid"] = script("status", "--port", port)
-    steps["other_alive"] = other.poll() is None
+    steps["other_alive"] = survives(other)
     return steps
 
 

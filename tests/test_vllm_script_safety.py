@@ -14,9 +14,9 @@ import socket
 import subprocess
 
 import pytest
-from vllm_script_sandbox import SCRIPT, in_namespace, namespace_available
+from vllm_script_sandbox import SCRIPT, in_namespace, unshare_command
 
-needs_namespace = pytest.mark.skipif(not namespace_available(),
+needs_namespace = pytest.mark.skipif(unshare_command() is None,
                                      reason="needs a throwaway PID namespace (unshare --fork --pid --mount-proc)")
 
 
@@ -45,8 +45,8 @@ def one_error_line(answer: dict, *words: str) -> None:
 ])
 def test_stop_never_signals_what_the_pid_file_names_without_the_record(content, kind, words, tmp_path):
     answer = in_namespace("stop_with_pid_file", tmp_path, free_port(), content, kind)
-    one_error_line(answer, "refusing to stop", "nothing was signalled", words, "removed the record")
     assert answer["victim_alive"], answer  # the sleep (and the namespace's init) lived on
+    one_error_line(answer, "refusing to stop", "nothing was signalled", words, "removed the record")
     assert not answer["record_left"]  # the stale record is reported and removed: the next stop has nothing to do
 
 
@@ -54,8 +54,8 @@ def test_stop_never_signals_what_the_pid_file_names_without_the_record(content, 
 def test_stop_refuses_a_reused_pid(tmp_path):
     answer = in_namespace("pid_reused", tmp_path, free_port())
     assert answer["started"]["rc"] == 0, answer["started"]
+    assert answer["victim_alive"], answer
     one_error_line(answer, "refusing to stop", "pid now names another process: pid", "sleep 600")
-    assert answer["victim_alive"]
 
 
 @needs_namespace

@@ -3,10 +3,10 @@ signals (``tests/test_vllm_script_safety.py``).
 
 Whatever the script signals there (a pid file of ``0`` or ``-1`` included: ``kill -- -1`` reaches only the
 processes of the caller's PID namespace) stays in the namespace: :func:`in_namespace` runs ``python THIS_FILE
-SCENARIO`` under ``unshare --fork --pid --mount-proc`` as the namespace's init, which makes a session of its own
-there (so "the caller's process group" lies inside too), and the kernel ends every process left in the namespace
-when that init exits. The init refuses to run a scenario unless its
-pid is 1. A scenario prints one JSON object: what the script answered and which processes survived.
+SCENARIO`` under ``unshare --fork --pid --mount-proc`` (in a user namespace too without root) as the namespace's
+init, which makes a session of its own there (so "the caller's process group" lies inside too), and the kernel
+ends every process left in the namespace when that init exits. The init refuses to run a scenario unless its pid
+is 1. A scenario prints one JSON object: what the script answered and which processes survived.
 
 The stub vLLM (:func:`stub_venv`) is a "venv" whose python is this interpreter, with a ``vllm`` package on
 ``PYTHONPATH`` whose ``vllm.entrypoints.openai.api_server`` answers ``GET /v1/models`` on ``--port`` after
@@ -14,6 +14,7 @@ The stub vLLM (:func:`stub_venv`) is a "venv" whose python is this interpreter, 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -25,7 +26,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "vllm_cpu.sh"
-UNSHARE = ["unshare", "--fork", "--pid", "--mount-proc", "--"]
+# a new PID namespace (and mount namespace for its /proc); without root, inside a user namespace of its own
+UNSHARES = (["unshare", "--fork", "--pid", "--mount-proc", "--"],
+            ["unshare", "--user", "--map-root-user", "--fork", "--pid", "--mount-proc", "--"])
 STUB_SERVER = '''
 import argparse, http.server, json, os, subprocess, time
 parser = argparse.ArgumentParser()
@@ -52,12 +55,17 @@ http.server.HTTPServer(("127.0.0.1", args.port), Models).serve_forever()
 '''
 
 
-def namespace_available() -> bool:
+@functools.lru_cache(maxsize=1)
+def unshare_command() -> list | None:
+    """The first of :data:`UNSHARES` this machine allows (None: none)."""
     if shutil.which("unshare") is None:
-        return False
-    done = subprocess.run([*UNSHARE, sys.executable, "-c", "import os; assert os.getpid() == 1"],
-                          capture_output=True, timeout=30)
-    return done.returncode == 0
+        return None
+    for command in UNSHARES:
+        done = subprocess.run([*command, sys.executable, "-c", "import os; assert os.getpid() == 1"],
+                              capture_output=True, timeout=30)
+        if done.returncode == 0:
+            return command
+    return None
 
 
 def stub_venv(folder: Path) -> dict:
@@ -83,8 +91,8 @@ def stub_venv(folder: Path) -> dict:
 def in_namespace(scenario: str, folder: Path, port: int, *args: str, timeout: int = 120) -> dict:
     """Runs SCENARIO (a function of this module) as the init of a fresh PID namespace; its JSON answer."""
     env = {**stub_venv(folder), "SANDBOX_FOLDER": str(folder), "SANDBOX_PORT": str(port)}
-    done = subprocess.run([*UNSHARE, sys.executable, __file__, scenario, *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, start_new_session=True)
+    done = subprocess.run([*unshare_command(), sys.executable, __file__, scenario, *args], capture_output=True,
+                          text=True, env=env, timeout=timeout, start_new_session=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

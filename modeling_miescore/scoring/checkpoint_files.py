@@ -33,7 +33,6 @@ import json
 import os
 from pathlib import Path
 
-from ..data.builders.raw_files import link_leaving
 from ..image_io import MIEScoreInputError, regular_file_problem
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
@@ -70,7 +69,8 @@ def checkpoint_file_problem(folder, name: str, max_bytes: int | None = None) -> 
     ``stat`` only: nothing is opened."""
     path = Path(folder) / name
     try:
-        outside = link_leaving(Path(folder), path)
+        target = path.resolve()
+        outside = None if target.is_relative_to(Path(folder).resolve()) else target
     except (OSError, RuntimeError):  # RuntimeError: Path.resolve's "Symlink loop" before Python 3.13
         return f"'{path}' is a symbolic link loop; replace it with the file itself"
     if outside is not None:

@@ -170,6 +170,9 @@ TAMPERED = {
     "a source out of its folder": (_set_row(0, sources=["/etc/passwd"]), "sources that are not paths inside"),
     "a selection without views": (lambda r: {**r, "selection": {"selector": "redness"}}, "has no selector or not"),
     "per_row not a list": (lambda r: {**r, "per_row": {"a": 1}}, "not a report of 'miescore benchmark gedit'"),
+    "a category the report does not list": (_set_row(0, category="sky"), "category 'sky', which its report's"),
+    "categories a string": (lambda r: {**r, "categories": "abc"}, "of the wrong type"),
+    "a number as label": (lambda r: {**r, "label": 3}, "of the wrong type"),
 }
 
 

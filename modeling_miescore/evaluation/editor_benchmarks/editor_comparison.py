@@ -84,7 +84,17 @@ def _read_report(name: str, folder: Path) -> dict:
         what = f"a {kind!r} report" if isinstance(report, dict) else f"a JSON {type(report).__name__}"
         raise BenchmarkInputError(f"--runs {name}: '{folder}/report.json' is {what}, not a report of 'miescore "
                                   "benchmark gedit' or 'imgedit'")
+    expected = report.get("expected_categories") or {}
+    if not (_strings(report.get("categories") or []) and isinstance(expected, dict)
+            and all(_strings(v) for v in expected.values()) and isinstance(report.get("label"), (str, type(None)))):
+        raise BenchmarkInputError(f"--runs {name}: '{folder}/report.json' has categories, expected_categories or a "
+                                  "label of the wrong type; the report was edited or damaged: rerun 'miescore "
+                                  "benchmark' for this run")
     return report
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _load(runs: Dict[str, List[Path]]) -> Dict[str, Dict[str, tuple]]:
@@ -101,13 +111,15 @@ def _load(runs: Dict[str, List[Path]]) -> Dict[str, Dict[str, tuple]]:
     return loaded
 
 
-def _row_problem(row, protocol, bounds: Dict[str, tuple]) -> Optional[str]:
-    """Why one row of a report's ``per_row`` cannot be compared, or None."""
+def _row_problem(row, protocol, bounds: Dict[str, tuple], categories: list) -> Optional[str]:
+    """Why one row of a report's ``per_row`` cannot be compared, or None (``categories``: the report's, if any)."""
     if not isinstance(row, dict):
         return f"is a JSON {type(row).__name__}, not an object"
     for key in ("row", "category", "language"):
         if not isinstance(row.get(key), str):
             return f"has no {key} (a string)"
+    if categories and row["category"] not in categories:
+        return f"has the category {row['category']!r}, which its report's categories do not list"
     if not isinstance(row.get("sources", []), list) or not all(
             isinstance(s, str) and not os.path.isabs(s) and not os.path.normpath(s).startswith("..")
             for s in row.get("sources", [])):
@@ -123,14 +135,14 @@ def _row_problem(row, protocol, bounds: Dict[str, tuple]) -> Optional[str]:
     return None
 
 
-def _checked_rows(rows, where: str, protocol, bounds: Dict[str, tuple]) -> list:
+def _checked_rows(rows, where: str, protocol, bounds: Dict[str, tuple], categories: list) -> list:
     """``rows`` (a report's ``per_row``) when every row is usable and no key is listed twice (it would be paired
     twice); else one :class:`BenchmarkInputError` naming ``where`` and the row."""
     if not isinstance(rows, list):
         raise BenchmarkInputError(f"{where}: per_row is a JSON {type(rows).__name__}, not a list; rerun the benchmark")
     seen = set()
     for position, row in enumerate(rows, 1):
-        problem = _row_problem(row, protocol, bounds)
+        problem = _row_problem(row, protocol, bounds, categories)
         if problem is None and row["row"] in seen:
             problem = "lists a key listed before (each key is one row; pairing it twice would count it twice)"
         if problem is not None:
@@ -215,13 +227,13 @@ def _entries(loaded: Dict[str, Dict[str, tuple]],
             per_row, selection, protocol, bounds = _source(report, kind, by, name)
             where = f"--runs {name}: '{folder / 'report.json'}'"
             if not selection:
-                rows = _checked_rows(per_row, where, protocol, bounds)
+                rows = _checked_rows(per_row, where, protocol, bounds, report.get("categories"))
                 entries.setdefault(name, {})[kind] = _Entry(_frame(rows, folder, kind), protocol, report, folder)
                 continue
             views = _selection_views(selection, where)
             selectors[name] = selection["selector"]
             for view, rows in views.items():
-                rows = _checked_rows(rows, f"{where} ({view} view)", protocol, bounds)
+                rows = _checked_rows(rows, f"{where} ({view} view)", protocol, bounds, report.get("categories"))
                 entries.setdefault(f"{name}: {VIEW_NAMES[view]}", {})[kind] = _Entry(
                     _frame(rows, folder, kind), protocol, report, folder)
     return entries, selectors

@@ -183,7 +183,7 @@ def test_a_tampered_report_is_one_line_naming_the_run_and_row(case, own_runs, tm
     _tamper(reports[("gedit", "tuned")], change)
     assert main(_args(reports, tmp_path / "cmp")) == 2
     err = _one_line(capsys, needle)
-    assert "--runs tuned" in err and not (tmp_path / "cmp").exists()
+    assert "--runs tuned" in err and [p.name for p in tmp_path.iterdir()] == ["runs"]  # no --out, no temporary
 
 
 def test_an_imgedit_score_off_its_1_to_5_scale_is_refused(own_runs, tmp_path, capsys):

@@ -16,6 +16,9 @@ that code already had, and they come from this checkout's ``tests/`` while the p
     (cd ../before && PYTHONPATH=$PWD python "$OLDPWD/benchmarks/bad_input_table.py" --timeout 20 --details)
 
 (``--timeout 20``: a case still running after 20 s counts as a hang; the old code blocks forever on a FIFO.)
+The corpus imports every module its cases use, so the older checkout needs them: 45cc0d1 has them all; d3af651
+and c6d6d54 lack later helpers (``utils/markdown_table.py``, the editor-RL fixtures), and their columns in
+``benchmarks/RESULTS.md`` were measured with the corpus of their time (the commands are recorded there).
 The "before" commits: d3af651 (main before issue 13's library fixes and the serving-c merge) for the first four
 rows; c6d6d54 (main before issue 22) for issue 22's local cases (``corpus.bad_input_local``: the ``checkpoint``,
 ``paths`` and ``data`` rows, and the chat-control-token and surrogate instructions in the first four; the two

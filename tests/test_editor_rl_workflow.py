@@ -363,7 +363,7 @@ def test_a_grid_a_person_can_read(tmp_path):
 def test_component_means_over_processes_skip_failed_samples():
     """SpatialReward's SC / PQ per step: the mean over every process's valid samples (a failed sample's None is
     left out, never counted as a number)."""
-    from modeling_miescore.training.editor_rl.reward_types import GroupScores
+    from modeling_miescore.rewards.groups import GroupScores
     from modeling_miescore.training.editor_rl.run_reporting import (component_means, component_totals, step_line,
                                                                      tracker_values)
 

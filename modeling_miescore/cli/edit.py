@@ -16,7 +16,7 @@ Reward-guided best-of-N: ``--num-images N --select SPEC`` (a ``--reward`` spec o
 ``miescore:CKPT``, ``spatialreward:CKPT``, ``module:function``, ...) makes N candidates per request
 (``DIR/candidates.jsonl``), scores each request's N together (one group: its prompt prefix runs once) and writes
 the best to ``DIR/edits.jsonl`` with every candidate and its reward
-(:mod:`modeling_miescore.training.editor_rl.edit_selection`).
+(:mod:`modeling_miescore.editing.selection`).
 
 Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
 MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
@@ -180,8 +180,8 @@ def cmd_edit(args) -> int:
     from ..data.editing_inputs import read_editing_inputs
     from ..scoring.jsonl_scoring import make_output_folder
     from ..scoring.loading import resolve_device, resolve_dtype
-    from ..training.editor_rl.edit_generation import generate_edits, record_sampling
-    from ..training.editor_rl.edit_selection import CANDIDATES_FILE, prepare_selection
+    from ..editing.generation import generate_edits, record_sampling
+    from ..editing.selection import CANDIDATES_FILE, prepare_selection
     from ..training.editor_rl.editors import load_editor
 
     quiet_transformers()
@@ -235,7 +235,7 @@ def _selection(args):
     """``(spec, name)`` of ``--select`` (checked before anything is loaded), or None."""
     if args.select is None:
         return None
-    from ..training.editor_rl.reward_specs import parse_reward_terms, reward_identity
+    from ..rewards.specs import parse_reward_terms, reward_identity
 
     if args.num_images < 2:
         raise MIEScoreInputError("--select chooses among several candidates: pass --num-images N with N >= 2")
@@ -252,9 +252,9 @@ def _select(args, selection, requests, out, generated) -> int:
 
     from tqdm.auto import tqdm
 
-    from ..training.editor_rl.edit_selection import select_edits
-    from ..training.editor_rl.reward_specs import build_reward
-    from ..training.editor_rl.reward_types import RewardUnavailableError
+    from ..editing.selection import select_edits
+    from ..rewards.specs import build_reward
+    from ..rewards.groups import RewardUnavailableError
 
     gc.collect()
     spec, name = selection

@@ -2,7 +2,7 @@
 
 ``A_i = (r_i - mean_group) / (std + eps)``, clipped to ``[-clip, clip]`` (SpatialReward B.2.1: advantage clip 5).
 
-- Groups are keyed by :func:`~.reward_types.group_key` (source ids + instruction); rollouts of the same key in one
+- Groups are keyed by :func:`~modeling_miescore.rewards.groups.group_key` (source ids + instruction); rollouts of the same key in one
   step (on any rank) share their statistics.
 - ``std_level="group"``: the group's population std (OmniGen2-RL ``process_grpo_rewards``, its default);
   ``"batch"``: the population std of every valid reward of the step (flow_grpo ``global_std``; OmniGen2-RL

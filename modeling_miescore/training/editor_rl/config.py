@@ -75,7 +75,7 @@ class FlowGRPOConfig:
     dataset_split: Optional[str] = None
     max_train_rows: Annotated[Optional[int], AT_LEAST_1] = None
     reward: Annotated[str, Accepts(str, list), Required()] = field(default="", metadata={
-        "help": "--reward spec (modeling_miescore.training.editor_rl.reward_specs; a YAML list of terms in a "
+        "help": "--reward spec (modeling_miescore.rewards.specs; a YAML list of terms in a "
                 "config); package.module:function for a callable."})
     reward_options: Optional[dict | str] = field(default=None, metadata={"help": "Options of the reward (JSON on "
                                                  "the command line), e.g. api_key_env; device: this process's."})
@@ -334,7 +334,7 @@ class FlowGRPOConfig:
         return []
 
     def _reward_problems(self) -> list:
-        from .reward_specs import reward_spec_problem
+        from ...rewards.specs import reward_spec_problem
 
         problem = reward_spec_problem(self.reward) if self.reward else None
         return [f"--reward {self.reward!r}: {problem}"] if problem else []
@@ -359,8 +359,8 @@ class FlowGRPOConfig:
 
     def identity(self) -> dict:
         """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
-        (:func:`~.reward_specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
-        from .reward_specs import RUNTIME_REWARD_OPTIONS, reward_identity
+        (:func:`~modeling_miescore.rewards.specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
+        from ...rewards.specs import RUNTIME_REWARD_OPTIONS, reward_identity
 
         data = self.public_dict()
         identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}

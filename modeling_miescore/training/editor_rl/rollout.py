@@ -38,7 +38,7 @@ class GroupRollout:
     """One group's rollout.
 
     Attributes:
-        key: the group key (:func:`~.reward_types.group_key` of the source ids and instruction).
+        key: the group key (:func:`~modeling_miescore.rewards.groups.group_key` of the source ids and instruction).
         sources / source_ids / instruction: the request.
         images: the G edited images (PIL).
         plan: the rollout's :class:`~.step_plan.StepPlan`.

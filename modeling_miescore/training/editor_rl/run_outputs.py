@@ -34,7 +34,7 @@ def run_inputs(config, rows) -> dict:
     checkpoints and the requests' source image files."""
     import os
 
-    from .reward_specs import reward_model_folders
+    from ...rewards.specs import reward_model_folders
 
     inputs = {"dataset": config.dataset if os.path.exists(os.path.expanduser(config.dataset)) else None,
               "model_name_or_path (the editor)": config.model_name_or_path

@@ -6,7 +6,7 @@ One step, on every process (``accelerate launch`` for several):
    groups when a batch is not whole groups), G edits each, by the stock pipeline under the group's step plan
    (:func:`~.rollout.sample_group`, :mod:`.step_plan`); each rollout batch goes to the reward worker as soon as it
    is made, so rewards of batch ``b`` are computed while batch ``b + 1`` samples
-   (:class:`~.reward_worker.RewardWorker`): the overlap exists only across the batches of one step;
+   (:class:`~modeling_miescore.rewards.worker.RewardWorker`): the overlap exists only across the batches of one step;
 2. **reward**: wait for the scores (``reward_timeout``); a reward that raises (down after its retries) or times
    out stops the run with a clear error before anything is updated;
 3. **advantages**: every process's rewards are gathered, then normalised per group key (:mod:`.advantages`);
@@ -50,8 +50,8 @@ from .group_schedule import GroupSchedule, Piece, derived_seed
 from .ema import OptimizerStepEMA
 from .policy_lora import add_lora
 from .policy_update import UPDATE_STAT_KEYS, make_units, pad_units, run_updates
-from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
-from .reward_worker import RewardWorker
+from ...rewards.groups import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
+from ...rewards.worker import RewardWorker
 from .rollout import GroupRollout, sample_group
 from .rollout_log import RolloutLog
 from .run_outputs import MetricsLog, check_output_dir, prepare_output_dir
@@ -98,7 +98,7 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         tracker started) before the inputs, the editor, the reward and a ``--push_to_hub`` have been checked."""
         from ...data.editing_inputs import read_editing_inputs
         from ...scoring.loading import resolve_dtype
-        from .reward_specs import build_reward
+        from ...rewards.specs import build_reward
 
         cfg, acc = self.config, self.accelerator
         if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):

@@ -14,7 +14,7 @@ from .checkpoints import run_writes, save_checkpoint
 from .group_schedule import derived_seed
 from .policy_lora import lora_metadata, lora_state_dict, non_finite_tensors
 from .policy_update import TrainingDivergedError
-from .reward_types import EditGroup, group_key
+from ...rewards.groups import EditGroup, group_key
 from .run_outputs import GridRow, save_sample_grid
 from .run_reporting import log_grid_image
 

@@ -5,7 +5,7 @@ each, so an HTTP reward and an in-process one overlap). An edit is a failed samp
 (reason ``"<term>:<its reason>"``): a sum with a missing term is not the reward the user asked for. Each
 term's reward is logged as the component ``<term>`` and its own components as ``<term>/<name>``. A reward that appears in
 two terms (with other options) is numbered ``<term>#1``, ``<term>#2``. A term that
-raises (for example :class:`~.reward_types.RewardUnavailableError`) makes the whole sum raise.
+raises (for example :class:`~.groups.RewardUnavailableError`) makes the whole sum raise.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Sequence, Tuple
 
-from .reward_types import EditGroup, GroupScores, reward_range_of
+from .groups import EditGroup, GroupScores, reward_range_of
 
 __all__ = ["WeightedSumReward"]
 

@@ -18,7 +18,7 @@ A sample whose SC or PQ answer cannot be parsed, or whose requests failed after 
 ``failure_reward``. When every sample of a call failed because the endpoint could not be reached or did not answer
 in time, or because it refused every request with an HTTP 4xx that no retry changes (a model name it does not
 serve, more images per prompt than its ``--limit-mm-per-prompt``, a prompt over its ``--max-model-len``), the reward
-raises :class:`~.reward_types.RewardUnavailableError` with the server's message. Components: ``sc``, ``pq`` and the four
+raises :class:`~.groups.RewardUnavailableError` with the server's message. Components: ``sc``, ``pq`` and the four
 sub-scores, on 0-25.
 """
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ...spatialreward_aggregation import SCORE_RANGE, spatial_reward
-from .reward_types import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
+from ..spatialreward_aggregation import SCORE_RANGE, spatial_reward
+from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
                            result_components, score_isolating)
 
 __all__ = ["SpatialRewardReward", "parse_aggregation", "spatialreward_value", "SPATIALREWARD_COMPONENTS"]
@@ -79,7 +79,7 @@ def _takes_group_ids(method) -> bool:
 
 class SpatialRewardReward:
     """A SpatialReward scorer (``SpatialRewardModel`` or ``SpatialRewardAPI``) as an
-    :class:`~.reward_types.EditorReward`.
+    :class:`~.groups.EditorReward`.
 
     Args:
         scorer: anything with ``evaluate_edits`` returning ``SpatialRewardResult`` objects.
@@ -141,7 +141,7 @@ class SpatialRewardReward:
 def build_spatialreward_reward(argument: str, device=None, dtype=None, **options) -> SpatialRewardReward:
     """``spatialreward:CKPT`` -> the checkpoint loaded with
     :func:`~modeling_miescore.scoring.loading.load_spatialreward`."""
-    from ...scoring.loading import load_spatialreward
+    from ..scoring.loading import load_spatialreward
 
     model = load_spatialreward(argument, device=device or "auto", dtype=dtype or "auto")
     return SpatialRewardReward(model, name=f"spatialreward:{argument}", **options)
@@ -161,8 +161,8 @@ def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggre
         raise ValueError(f"spatialreward-api:{argument} must be spatialreward-api:MODEL@URL, e.g. "
                          "spatialreward-api:SpatialReward/SpatialReward-8B@http://127.0.0.1:8000/v1")
     model, url = match.groups()
-    from ...judges.spatialreward_api import SpatialRewardAPI
-    from ...utils.credentials import redact
+    from ..judges.spatialreward_api import SpatialRewardAPI
+    from ..utils.credentials import redact
 
     scorer = SpatialRewardAPI(url, model=model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
                               max_concurrency=max_concurrency, config=config)

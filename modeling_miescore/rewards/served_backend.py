@@ -12,18 +12,18 @@ server refuses or fails on after the retries (a 422 for an image it cannot use, 
 naming the sample) is a failed sample (``http_422``, ``http_500``), the rest of its request is scored without it;
 so is an answer without a finite reward (``nan``). 5xx answers that name no sample are retried (``max_retries``).
 When every replica is unreachable, too slow (``timeout``) or overloaded after the retries, or the API key is
-wrong, the reward raises :class:`~.reward_types.RewardUnavailableError` naming each replica's error.
+wrong, the reward raises :class:`~.groups.RewardUnavailableError` naming each replica's error.
 """
 
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from ...configuration_miescore import SCORE_NAMES
-from ...serving.reward_client import RewardClient, RewardServerError, ScoringFailure
-from .miescore_reward import miescore_value, parse_score_weights
-from .reward_types import EditGroup, GroupScores, RewardUnavailableError, regroup, result_components
-from .spatialreward_reward import SPATIALREWARD_COMPONENTS, parse_aggregation, spatialreward_value
+from ..configuration_miescore import SCORE_NAMES
+from ..serving.reward_client import RewardClient, RewardServerError, ScoringFailure
+from .miescore_backend import miescore_value, parse_score_weights
+from .groups import EditGroup, GroupScores, RewardUnavailableError, regroup, result_components
+from .spatialreward_backend import SPATIALREWARD_COMPONENTS, parse_aggregation, spatialreward_value
 
 __all__ = ["ServedReward", "SERVED_RETRY_STATUSES"]
 
@@ -34,7 +34,7 @@ SERVED_RETRY_STATUSES = frozenset({429, 500, 502, 503})
 
 def _readable(image):
     """The edit as an RGB image to send (tensors as they are), or None when it cannot be read."""
-    from ...image_io import MIEScoreInputError, load_image
+    from ..image_io import MIEScoreInputError, load_image
 
     if hasattr(image, "detach"):
         return image
@@ -45,7 +45,7 @@ def _readable(image):
 
 
 class ServedReward:
-    """``miescore serve`` replicas as an :class:`~.reward_types.EditorReward`.
+    """``miescore serve`` replicas as an :class:`~.groups.EditorReward`.
 
     Args:
         base_urls: one URL, a comma-separated string or a list (``http://host:8000``).
@@ -63,7 +63,7 @@ class ServedReward:
                  **client_options):
         import os
 
-        from ...utils.credentials import redact
+        from ..utils.credentials import redact
 
         api_key = None
         if api_key_env:

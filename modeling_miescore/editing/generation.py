@@ -30,10 +30,10 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 
-from ...image_io import MIEScoreInputError
-from ...utils.atomic_files import atomic_write, write_text_atomic
-from .group_schedule import derived_seed
-from .sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule, sample_with_schedule
+from ..image_io import MIEScoreInputError
+from ..utils.atomic_files import atomic_write, write_text_atomic
+from ..training.editor_rl.group_schedule import derived_seed
+from ..training.editor_rl.sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule, sample_with_schedule
 
 __all__ = ["EditRun", "SAMPLING_FILE", "generate_edits", "record_sampling"]
 
@@ -108,9 +108,9 @@ def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images
                    jsonl_name: str = "edits.jsonl") -> EditRun:
     """Run ``editor`` (an :class:`~.editors.EditorAdapter`) over ``requests`` into ``out`` under ``schedule``
     (module docstring; ``jsonl_name``: the lines' file, ``candidates.jsonl`` for ``--select``:
-    :mod:`.edit_selection`). A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
-    from ...scoring.jsonl_scoring import read_done_ids
-    from ...utils.output_lock import exclusive_output
+    :mod:`.selection`). A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
+    from ..scoring.jsonl_scoring import read_done_ids
+    from ..utils.output_lock import exclusive_output
 
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)

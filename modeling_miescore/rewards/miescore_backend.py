@@ -16,9 +16,9 @@ import math
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from ...configuration_miescore import SCORE_NAMES
-from ...miescore_overall import overall_score
-from .reward_types import (EditGroup, GroupScores, checked_value, flat_samples, regroup, result_components,
+from ..configuration_miescore import SCORE_NAMES
+from ..miescore_overall import overall_score
+from .groups import (EditGroup, GroupScores, checked_value, flat_samples, regroup, result_components,
                            score_isolating)
 
 __all__ = ["MIEScoreReward", "parse_score_weights", "miescore_value"]
@@ -66,7 +66,7 @@ def miescore_value(result: dict, weights: Optional[tuple], scale: float = 0.01,
     """``(reward, None)`` for one MIEScore result dict (scores on ``[0, score_scale]``, the MOS scale 0-100):
     ``overall * scale`` or the weighted geometric mean of the dimensions ``* scale``; ``(None, reason)`` when a
     score it needs is missing, not a number (``"55"``, ``true``), not finite or off the scale
-    (:func:`~.reward_types.checked_value`)."""
+    (:func:`~.groups.checked_value`)."""
     needed = ["overall"] if weights is None else list(score_names)
     scores = []
     for name in needed:
@@ -80,7 +80,7 @@ def miescore_value(result: dict, weights: Optional[tuple], scale: float = 0.01,
 
 class MIEScoreReward:
     """A loaded :class:`~modeling_miescore.modeling_miescore.MIEScoreModel` as an
-    :class:`~.reward_types.EditorReward`.
+    :class:`~.groups.EditorReward`.
 
     Args:
         model: the scorer (``load_scorer(path, device=..., dtype=...)``).
@@ -131,7 +131,7 @@ class MIEScoreReward:
 def build_miescore_reward(argument: str, device=None, dtype=None, **options) -> MIEScoreReward:
     """``miescore:CKPT`` -> the checkpoint loaded with :func:`~modeling_miescore.scoring.loading.load_scorer`
     (``device`` / ``dtype`` default ``"auto"``)."""
-    from ...scoring.loading import load_scorer
+    from ..scoring.loading import load_scorer
 
     model = load_scorer(argument, device=device or "auto", dtype=dtype or "auto")
     return MIEScoreReward(model, name=f"miescore:{argument}", **options)

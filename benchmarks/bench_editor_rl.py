@@ -114,7 +114,7 @@ def _rewards(scores) -> list:
 
 
 def _prefix_reuse_row(width: str, args, folder: Path) -> list:
-    from modeling_miescore.rewards.miescore_backend import MIEScoreReward
+    from modeling_miescore.rewards.backends import MIEScoreReward
 
     count, size, repeats = (args.groups, args.image, args.repeats) if width == "tiny" else (
         args.wide_groups, args.wide_image, args.wide_repeats)
@@ -196,7 +196,7 @@ class SequentialRewardWorker:
 
 
 def section_reward_overlap(args, folder: Path) -> str:
-    from modeling_miescore.rewards.miescore_backend import MIEScoreReward
+    from modeling_miescore.rewards.backends import MIEScoreReward
     from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
     scorer_model = scorer("tiny", folder)

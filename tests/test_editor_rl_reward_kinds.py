@@ -24,8 +24,8 @@ from modeling_miescore.spatialreward_aggregation import spatial_reward
 from modeling_miescore.rewards.specs import REWARD_KINDS, build_reward, parse_reward_terms
 from modeling_miescore.rewards.groups import GroupScores, RewardUnavailableError
 from modeling_miescore.rewards.worker import RewardWorker
-from modeling_miescore.rewards.spatialreward_backend import SpatialRewardReward
-from modeling_miescore.rewards.weighted_backend import WeightedSumReward
+from modeling_miescore.rewards.backends import SpatialRewardReward
+from modeling_miescore.rewards.backends import WeightedSumReward
 
 
 def _red(image) -> float:

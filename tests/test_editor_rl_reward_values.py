@@ -14,9 +14,9 @@ from PIL import Image
 
 from editor_rl_runs import toy_config
 from local_http import RoutedChatServer, score_groups_answer
-from modeling_miescore.training.editor_rl.advantages import group_advantages
+from modeling_miescore.training.editor_rl.objective import group_advantages
 from modeling_miescore.rewards.groups import EditGroup, RewardUnavailableError
-from modeling_miescore.rewards.served_backend import ServedReward
+from modeling_miescore.rewards.backends import ServedReward
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")

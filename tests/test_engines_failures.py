@@ -46,7 +46,7 @@ def _unreachable(api, edit) -> None:
 
 def _reward_stops(url, name, edit) -> None:
     from modeling_miescore.rewards.groups import EditGroup, RewardUnavailableError
-    from modeling_miescore.rewards.spatialreward_backend import build_spatialreward_api_reward
+    from modeling_miescore.rewards.backends import build_spatialreward_api_reward
 
     reward = build_spatialreward_api_reward(f"{name}@{url}", max_retries=0, timeout=20)
     group = EditGroup(key="k", sources=tuple(edit["sources"]), instruction=edit["instruction"],

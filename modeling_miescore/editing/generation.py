@@ -9,7 +9,7 @@ are named from the request id (``images/<id>.png``, ``images/<id>-<k>.png`` for 
 ``#``, which a URL, a Markdown link or the Hub's file viewer reads as a fragment. Dataset sources are written to
 ``OUT/sources/`` once; JSONL sources are referenced where they are.
 
-The sampling schedule (:class:`~.sampling_schedule.SamplingSchedule`: which steps are guided, ODE or SDE steps;
+The sampling schedule (:class:`~modeling_miescore.training.editor_rl.schedule.SamplingSchedule`: which steps are guided, ODE or SDE steps;
 default the pipeline's own, CFG on every step) is written to ``OUT/sampling.json`` (its fields, the guided-step
 count and a one-line description); a rerun into an ``OUT`` holding edits of another schedule or step count is
 refused, so one folder never mixes edits of two schedules.
@@ -31,9 +31,8 @@ from typing import Callable, List, Optional, Sequence
 import torch
 
 from ..image_io import MIEScoreInputError
+from ..training.editor_rl.schedule import PIPELINE_SCHEDULE, SamplingSchedule, derived_seed, sample_with_schedule
 from ..utils.atomic_files import atomic_write, write_text_atomic
-from ..training.editor_rl.group_schedule import derived_seed
-from ..training.editor_rl.sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule, sample_with_schedule
 
 __all__ = ["EditRun", "SAMPLING_FILE", "generate_edits", "record_sampling"]
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from ..utils.atomic_files import atomic_write
 from ..rewards.groups import EditGroup, group_key
+from ..utils.atomic_files import atomic_write
 
 __all__ = ["CANDIDATES_FILE", "SelectionRun", "prepare_selection", "select_edits"]
 

@@ -34,9 +34,9 @@ from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..image_io import MIEScoreInputError
-from ..spatialreward_judgement import SpatialRewardResult
 from ..processing_miescore import as_edit_sample
 from ..serving.reward_client import RewardClient, RewardServerError, as_image_list
+from ..spatialreward_judgement import SpatialRewardResult
 
 __all__ = ["SpatialRewardFunction", "make_reward_fn"]
 

@@ -70,7 +70,7 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
         model = build_tiny_editor("flux2-klein", out / "models" / "flux2-klein")
         return ["--pipeline", "flux2-klein", "--model", model, "--editor-options",
                 json.dumps(TINY_EDITOR_OPTIONS["flux2-klein"]), "--steps", "4", "--cfg-scale", "1"], None
-    from ...training.editor_rl.run_record import SAMPLING_FIELDS, read_sampling
+    from ...training.editor_rl.outputs import SAMPLING_FIELDS, read_sampling
 
     sampling = read_sampling(lora)
     if sampling is None:

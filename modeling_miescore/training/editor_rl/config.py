@@ -37,10 +37,8 @@ from typing import Annotated, Optional
 from ...image_io import MIEScoreInputError
 from ...scoring.loading import DTYPES
 from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_problems
-from .advantages import STD_LEVELS
-from .group_schedule import GroupSchedule
-from .objective import STEP_WEIGHTINGS
-from .step_plan import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, resolve_train_steps
+from .objective import STD_LEVELS, STEP_WEIGHTINGS
+from .schedule import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, resolve_train_steps
 
 __all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO"]
 
@@ -266,7 +264,7 @@ class FlowGRPOConfig:
         return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
-        """Whole groups per step, the global batch, the micro-batches (:mod:`.group_schedule`'s layout). With
+        """Whole groups per step, the global batch, the micro-batches (:mod:`.schedule`'s layout). With
         ``num_processes`` unknown (None), what depends on it waits: a batch that splits groups may be whole
         groups on several processes."""
         g, per_batch, batches = self.num_generations, self.per_device_batch_size, self.rollout_batches_per_step
@@ -307,10 +305,10 @@ class FlowGRPOConfig:
         return []
 
     def _step_plan_problems(self) -> list:
-        """What :func:`~.step_plan.make_step_plan` refuses for these settings (a window without room...)."""
+        """What :func:`~.schedule.make_step_plan` refuses for these settings (a window without room...)."""
         import random
 
-        from .step_plan import make_step_plan
+        from .schedule import make_step_plan
 
         try:
             make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,

@@ -30,7 +30,8 @@ TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
 # the code whose host syncs are bounded, by name in its module (the SDE step, the loss, the recording, the update)
 SDE_STEP = ("rollout", "StepStats noise_std _scalar_on _per_sample_mean sde_step gaussian_kl_on_means")
 LOSS = ("objective", "StepLoss step_loss tempflow_weights step_weights")
-RECORDING = ("rollout", "SampledStep LogProbScheduler install_log_prob_scheduler kwargs_rows _repeat_rows TransformerCalls")
+RECORDING = ("rollout", "SampledStep LogProbScheduler install_log_prob_scheduler kwargs_rows _repeat_rows "
+                          "TransformerCalls")
 UPDATE = ("objective", "TrainingDivergedError TrainingUnit make_units pad_units _rows _gradient_sync _unit_loss "
                        "update_figures run_updates")
 

@@ -9,7 +9,7 @@ are named from the request id (``images/<id>.png``, ``images/<id>-<k>.png`` for 
 ``#``, which a URL, a Markdown link or the Hub's file viewer reads as a fragment. Dataset sources are written to
 ``OUT/sources/`` once; JSONL sources are referenced where they are.
 
-The sampling schedule (:class:`~modeling_miescore.training.editor_rl.schedule.SamplingSchedule`: which steps are guided, ODE or SDE steps;
+The sampling schedule (:class:`~.schedule.SamplingSchedule`: which steps are guided, ODE or SDE steps;
 default the pipeline's own, CFG on every step) is written to ``OUT/sampling.json`` (its fields, the guided-step
 count and a one-line description); a rerun into an ``OUT`` holding edits of another schedule or step count is
 refused, so one folder never mixes edits of two schedules.

@@ -2,9 +2,9 @@
 reward scores highest (EditScore, arXiv 2509.23909, sec. 5: a reward model used to *select* among an editor's N
 samples raises its GEdit score; its ``examples/OmniGen2-RL/evaluation/GEdit-Bench`` best-of-N keeps the max).
 
-The reward is any ``--reward`` spec of the trainer (:data:`~modeling_miescore.rewards.specs.REWARD_KINDS`: ``miescore:CKPT``,
+The reward is any ``--reward`` spec of the trainer (:data:`~.rewards.specs.REWARD_KINDS`: ``miescore:CKPT``,
 ``spatialreward:CKPT``, ``module:function``, a weighted sum, a served reward): the N candidates of one request are
-one :class:`~modeling_miescore.rewards.groups.EditGroup` (the same sources and instruction), so MIEScore and SpatialReward score them
+one :class:`~.rewards.groups.EditGroup` (the same sources and instruction), so MIEScore and SpatialReward score them
 together with the group's shared prompt prefix run once, as the trainer's groups are.
 
 Files (``miescore edit`` writes the candidates first, :func:`~.generation.generate_edits` into
@@ -90,8 +90,8 @@ def _line(request, lines: dict, scores, selected_by: str) -> Optional[dict]:
 def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_by: str,
                  progress: Optional[Callable] = None) -> SelectionRun:
     """Score the ``num_images`` candidates of each request of ``requests`` with ``reward`` (an
-    :class:`~modeling_miescore.rewards.groups.EditorReward`) and append the selected one to ``OUT/edits.jsonl`` (module docstring);
-    ``selected_by`` names the reward in every line (no secret: :func:`~modeling_miescore.rewards.specs.reward_identity`)."""
+    :class:`~.rewards.groups.EditorReward`) and append the selected one to ``OUT/edits.jsonl`` (module docstring);
+    ``selected_by`` names the reward in every line (no secret: :func:`~.rewards.specs.reward_identity`)."""
     from ..scoring.jsonl_scoring import read_done_ids
     from ..utils.output_lock import exclusive_output
 

@@ -22,10 +22,11 @@ in time, or refused every request with an HTTP 4xx no retry changes (an unserved
 prompt over ``--max-model-len``), the reward raises :class:`~.groups.RewardUnavailableError` with the server's
 message. Components: ``sc``, ``pq`` and the four sub-scores, on 0-25.
 
-**Served** (``serve:URL[,URL...]``, :class:`ServedReward`): :class:`~modeling_miescore.serving.reward_client.RewardClient`
-sends each whole group to one replica (chosen by the group's key with bounded load, so its shared prefix runs once
-there), the replicas' requests concurrently. A MIEScore answer (``overall``) is rewarded as in-process MIEScore, a
-SpatialReward answer (``reward``, ``failed``) as in-process SpatialReward. An edit that cannot be read is a failed
+**Served** (``serve:URL[,URL...]``, :class:`ServedReward`): the
+:class:`~modeling_miescore.serving.reward_client.RewardClient` sends each whole group to one replica (chosen by the
+group's key with bounded load, so its shared prefix runs once there), the replicas' requests concurrently. A
+MIEScore answer (``overall``) is rewarded as in-process MIEScore, a SpatialReward answer (``reward``, ``failed``)
+as in-process SpatialReward. An edit that cannot be read is a failed
 sample (``unreadable_image``) and is not sent; an edit the server refuses or fails on after the retries is a
 failed sample (``http_422``, ``http_500``) and the rest of its request is scored without it; so is an answer
 without a finite reward (``nan``). 5xx answers that name no sample are retried (``max_retries``). When every

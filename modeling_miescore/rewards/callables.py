@@ -23,7 +23,7 @@ Two ways to get one:
       rewards = reward_fn(images, instructions, sources)        # list[float], one per edited image
 
 These reward *image editors*. The TRL GRPO reward functions that train the SpatialReward judge itself are in
-:mod:`modeling_miescore.training.grpo_rewards`.
+:mod:`modeling_miescore.training.spatialreward_grpo_rewards`.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
         raise MIEScoreInputError(f"--lora '{lora}' has no run.json from a training run (trainers/flow_grpo_editor.py)"
                                  "; the demo compares a run with its base editor")
     # the base editor samples as `edit --lora RUN` does, without the adapter: every recorded field that is an
-    # option of `miescore edit` (run_record.SAMPLING_FIELDS; height and width are inside the editor options)
+    # option of `miescore edit` (editor_rl.outputs.SAMPLING_FIELDS; height and width are inside the editor options)
     base = []
     for field, option in SAMPLING_FIELDS.items():
         value = sampling.get(field)

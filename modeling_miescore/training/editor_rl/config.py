@@ -144,7 +144,7 @@ class FlowGRPOConfig:
                 "process unless fsdp)."})
     fsdp: bool = field(default=False, metadata={"help": "With finetuning full: shard the transformer (and its frozen "
                        "reference) over the processes with torch FSDP2 fully_shard, for full fine-tuning of editors "
-                       "too large for one device (issue 23, part 5); every group of a step then shares one step "
+                       "too large for one device; every group of a step then shares one step "
                        "plan. LoRA runs use DDP (the adapter is small)."})
     lora_rank: Annotated[int, AT_LEAST_1] = 32
     lora_alpha: Annotated[float, POSITIVE] = 64.0
@@ -357,7 +357,7 @@ class FlowGRPOConfig:
 
     def identity(self) -> dict:
         """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
-        (:func:`~modeling_miescore.rewards.specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
+        (:func:`~.rewards.specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
         from ...rewards.specs import RUNTIME_REWARD_OPTIONS, reward_identity
 
         data = self.public_dict()

@@ -146,7 +146,7 @@ class DiffusersEditor(EditorAdapter):
                                               transformer_lora_adapter_metadata=metadata, safe_serialization=True)
 
     def load_lora(self, directory) -> None:
-        """diffusers' ``load_lora_weights`` on an adapter file checked first (``policy_lora.check_lora_file``)."""
+        """diffusers' ``load_lora_weights`` on an adapter file checked first (:func:`~.policy.check_lora_file`)."""
         from .policy import check_lora_file
 
         check_lora_file(directory)

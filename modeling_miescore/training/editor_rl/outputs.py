@@ -285,7 +285,7 @@ def training_summary(config, *, num_processes: int, num_requests: int, trained_s
 
 
 def component_totals(scores: Sequence) -> Dict[str, List[float]]:
-    """``{component: [sum, count]}`` over the valid values of a process's :class:`~modeling_miescore.rewards.groups.GroupScores`."""
+    """``{component: [sum, count]}`` over the valid values of a process's :class:`~.rewards.groups.GroupScores`."""
     totals: Dict[str, List[float]] = {}
     for group in scores:
         for name, values in group.components.items():

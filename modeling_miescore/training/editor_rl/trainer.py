@@ -102,7 +102,7 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
                 "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
         self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
         self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
-        check_output_dir(cfg, self.rows)  # apart from every input (issue 31.1); created only once all is loaded
+        check_output_dir(cfg, self.rows)  # apart from every input; created only once all is loaded
         self.out = Path(cfg.output_dir)
         # read-only: refuse another run's folder (or an existing run without --resume / --overwrite) up front
         self.resume_from, self.resuming = check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target,

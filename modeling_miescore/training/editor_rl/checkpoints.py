@@ -53,6 +53,9 @@ __all__ = ["CHECKPOINT_PATTERN", "RUN_FILE", "CheckpointDamage", "RunWriteError"
            "read_run_file", "record_resume", "resolve_checkpoint", "run_writes", "save_checkpoint",
            "truncate_metrics", "TrainerResume"]
 
+# the trainer's log: the mixin below logs as the trainer
+logger = logging.getLogger(__name__.rsplit(".", 1)[0] + ".trainer")
+
 
 class CheckpointDamage(MIEScoreInputError):
     """A file of a run folder that a resume cannot use; the message names it and what to do."""
@@ -451,9 +454,6 @@ def truncate_metrics(metrics_file, last_step: int) -> None:
             kept.append(line)
     with run_writes(path.name, path.parent):
         write_text_atomic(path, "".join(k + "\n" for k in kept))
-
-
-logger = logging.getLogger(__name__.rsplit(".", 1)[0] + ".trainer")
 
 
 class TrainerResume:

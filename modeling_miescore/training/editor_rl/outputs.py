@@ -112,8 +112,6 @@ class MetricsLog:
             handle.write(json.dumps(record, allow_nan=False) + "\n")
             handle.flush()
         if self.accelerator is not None and self.accelerator.trackers:
-            from .outputs import tracker_values
-
             self.accelerator.log(tracker_values(record), step=int(record["step"]))
 
     def read(self) -> list:

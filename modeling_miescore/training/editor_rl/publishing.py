@@ -47,6 +47,9 @@ from .schedule import derived_seed
 __all__ = ["CARD_SETTINGS", "EXAMPLE_SOURCE", "write_adapter_card", "PUSHED_FILES", "check_run_push", "push_run",
            "TrainerOutputs"]
 
+# the trainer's log: the mixin below logs as the trainer
+logger = logging.getLogger(__name__.rsplit(".", 1)[0] + ".trainer")
+
 
 EXAMPLE_SOURCE = "samples/example-source-{k}.png"
 # the settings the card's table lists
@@ -206,9 +209,6 @@ def push_run(output_dir, repo_id: str, *, private=None) -> str:
                               commit_message="Upload Flow-GRPO adapter (miescore)", allow_patterns=PUSHED_FILES)
 
 
-logger = logging.getLogger(__name__.rsplit(".", 1)[0] + ".trainer")
-
-
 class TrainerOutputs:
     """Grids, checkpoints, adapter + card, Hub upload (module docstring)."""
 
@@ -312,8 +312,6 @@ class TrainerOutputs:
             self._write_card(repo_id=None)
 
     def _write_card(self, repo_id: Optional[str]) -> Path:
-        from .publishing import write_adapter_card
-
         example = None
         if self.grid_rows or self.rows:
             row = (self.grid_rows or self.rows)[0]
@@ -327,8 +325,6 @@ class TrainerOutputs:
     def push_to_hub(self) -> Optional[str]:
         """Upload the adapter, its card (naming the Hub repository), ``run.json``, ``metrics.jsonl`` and the
         sample grids in one commit (main process); the commit URL."""
-        from .publishing import push_run
-
         url = None
         if self.accelerator.is_main_process:
             with run_writes("the card of the Hub repository", self.out):

@@ -225,7 +225,7 @@ class RewardClient:
 
     def _json(self, response, replica: int, path: str):
         """The answer's JSON and the keys repeated in its objects (``{id(object): {key: values}}``)."""
-        from ..judges.json_extract import loads_noting_duplicates
+        from ..spatialreward_relaxed_json import loads_noting_duplicates
 
         try:
             return loads_noting_duplicates(response.content)

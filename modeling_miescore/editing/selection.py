@@ -2,12 +2,12 @@
 reward scores highest (EditScore, arXiv 2509.23909, sec. 5: a reward model used to *select* among an editor's N
 samples raises its GEdit score; its ``examples/OmniGen2-RL/evaluation/GEdit-Bench`` best-of-N keeps the max).
 
-The reward is any ``--reward`` spec of the trainer (:data:`~.reward_specs.REWARD_KINDS`: ``miescore:CKPT``,
+The reward is any ``--reward`` spec of the trainer (:data:`~.rewards.specs.REWARD_KINDS`: ``miescore:CKPT``,
 ``spatialreward:CKPT``, ``module:function``, a weighted sum, a served reward): the N candidates of one request are
-one :class:`~.reward_types.EditGroup` (the same sources and instruction), so MIEScore and SpatialReward score them
+one :class:`~.rewards.groups.EditGroup` (the same sources and instruction), so MIEScore and SpatialReward score them
 together with the group's shared prompt prefix run once, as the trainer's groups are.
 
-Files (``miescore edit`` writes the candidates first, :func:`~.edit_generation.generate_edits` into
+Files (``miescore edit`` writes the candidates first, :func:`~.generation.generate_edits` into
 ``candidates.jsonl``; then :func:`select_edits`):
 
 * ``OUT/candidates.jsonl``: every candidate, ``{"id": "<request>#<k>", "key", "sample", "sources", "edited",
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from ...utils.atomic_files import atomic_write
-from .reward_types import EditGroup, group_key
+from ..rewards.groups import EditGroup, group_key
+from ..utils.atomic_files import atomic_write
 
 __all__ = ["CANDIDATES_FILE", "SelectionRun", "prepare_selection", "select_edits"]
 
@@ -51,7 +51,7 @@ class SelectionRun:
 
 def _candidates(out: Path) -> dict:
     """``{request id: {sample: line}}`` of ``candidates.jsonl``."""
-    from ...scoring.jsonl_scoring import read_predictions
+    from ..scoring.jsonl_scoring import read_predictions
 
     records, _ = read_predictions(out / CANDIDATES_FILE, repair=False)
     by_request: dict = {}
@@ -62,7 +62,7 @@ def _candidates(out: Path) -> dict:
 
 
 def _group(request, lines: dict, out: Path) -> EditGroup:
-    from ...image_io import load_image
+    from ..image_io import load_image
 
     edits = tuple(load_image(out / lines[k]["edited"]) for k in sorted(lines))
     return EditGroup(key=group_key(request.source_ids, request.instruction), sources=tuple(request.load_sources()),
@@ -90,10 +90,10 @@ def _line(request, lines: dict, scores, selected_by: str) -> Optional[dict]:
 def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_by: str,
                  progress: Optional[Callable] = None) -> SelectionRun:
     """Score the ``num_images`` candidates of each request of ``requests`` with ``reward`` (an
-    :class:`~.reward_types.EditorReward`) and append the selected one to ``OUT/edits.jsonl`` (module docstring);
-    ``selected_by`` names the reward in every line (no secret: :func:`~.reward_specs.reward_identity`)."""
-    from ...scoring.jsonl_scoring import read_done_ids
-    from ...utils.output_lock import exclusive_output
+    :class:`~.rewards.groups.EditorReward`) and append the selected one to ``OUT/edits.jsonl`` (module docstring);
+    ``selected_by`` names the reward in every line (no secret: :func:`~.rewards.specs.reward_identity`)."""
+    from ..scoring.jsonl_scoring import read_done_ids
+    from ..utils.output_lock import exclusive_output
 
     out = Path(out)
     jsonl = out / "edits.jsonl"
@@ -135,7 +135,7 @@ def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_b
 def prepare_selection(out, selected_by: str, num_images: int) -> None:
     """Refuse an ``OUT`` made otherwise (another reward, another N, or edits without ``--select``), else record
     this selection in ``OUT/selection.json``: a rerun extends a folder only with the same selection."""
-    from ...image_io import MIEScoreInputError
+    from ..image_io import MIEScoreInputError
 
     out = Path(out)
     note, wanted = out / "selection.json", {"selected_by": selected_by, "num_images": num_images}

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..errors import BenchmarkInputError
+from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
 from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUMNS

@@ -102,8 +102,7 @@ def test_trust_remote_code_runs_the_strangers_load_and_names_the_code_files(tamp
     import torch
 
     from modeling_miescore.diagnostics import isolated_load
-    from modeling_miescore.diagnostics.doctor_context import DoctorContext
-    from modeling_miescore.diagnostics.doctor_model_checks import check_fresh_process
+    from modeling_miescore.diagnostics.doctor import DoctorContext, check_fresh_process
 
     calls = []
 
@@ -318,8 +317,8 @@ def test_user_errors_exit_2_with_one_line(tmp_path, capsys):
 def test_a_relative_path_is_a_local_folder_not_a_hub_id(tiny_miescore_path, tmp_path, monkeypatch):
     """Issue 22 item 13: `doctor ckpt/mie` from the folder above. The fresh interpreter runs in another folder,
     where "ckpt/mie" would read as a Hub repo id: it is handed the absolute folder."""
-    from modeling_miescore.diagnostics import checkpoint_doctor, isolated_load
-    from modeling_miescore.diagnostics.doctor_model_checks import check_fresh_process
+    from modeling_miescore.diagnostics import doctor, isolated_load
+    from modeling_miescore.diagnostics.doctor import check_fresh_process
 
     copy_checkpoint(tiny_miescore_path, tmp_path / "ckpt" / "mie")
     monkeypatch.chdir(tmp_path)
@@ -330,7 +329,7 @@ def test_a_relative_path_is_a_local_folder_not_a_hub_id(tiny_miescore_path, tmp_
         raise isolated_load.IsolatedRunError("stopped here")
 
     monkeypatch.setattr(isolated_load, "load_and_score_with_package", fake_child)
-    monkeypatch.setattr(checkpoint_doctor, "_checks", lambda kind: [("fresh_process", check_fresh_process)])
+    monkeypatch.setattr(doctor, "_checks", lambda kind: [("fresh_process", check_fresh_process)])
     report = diagnose_checkpoint("ckpt/mie", device="cpu", quick=True)
     assert report.kind == "miescore" and report.checkpoint == "ckpt/mie"
     assert handed == [str(tmp_path / "ckpt" / "mie")]

@@ -87,7 +87,7 @@ def test_each_head_trains_on_its_declared_inputs(scorers, examples, name):
 def test_doctor_finds_a_zeroed_output_layer_of_each_head(scorers, name):
     from types import SimpleNamespace
 
-    from modeling_miescore.diagnostics.doctor_model_checks import check_weights
+    from modeling_miescore.diagnostics.doctor import check_weights
 
     model = scorers[name]
     ctx = SimpleNamespace(model=model, kind="miescore", need=lambda *_: None)

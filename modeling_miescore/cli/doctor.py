@@ -1,4 +1,4 @@
-"""``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.checkpoint_doctor`)
+"""``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.doctor`)
 
 ::
 
@@ -25,7 +25,7 @@ from .main import add_device_args
 def cmd_doctor(args) -> int:
     import transformers
 
-    from ..diagnostics.checkpoint_doctor import diagnose_checkpoint, format_report
+    from ..diagnostics.doctor import diagnose_checkpoint, format_report
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()

@@ -33,8 +33,8 @@ from browser.space_harness import (  # noqa: E402  (tests/ is on sys.path)
 )
 
 from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError  # noqa: E402
-from modeling_miescore.space import example_files, inputs, region_display, score_rendering  # noqa: E402
-from modeling_miescore.space.lazy_models import LazyModel  # noqa: E402
+from modeling_miescore.space import inputs, rendering  # noqa: E402
+from modeling_miescore.space.models import LazyModel  # noqa: E402
 
 MAX_PIXELS = 1_000_000  # the test Space's image limit, so that "oversized" needs only a 1600x1000 file
 
@@ -287,7 +287,7 @@ def test_the_model_choice_offers_only_the_configured_models(choice_examples, mod
     status = _component(demo, "model-status").value
     assert ("SpatialReward model: **not configured**, so it is not offered (start the Space with "
             "`--spatialreward-model PATH_OR_REPO`" in status) is ("SpatialReward" not in offered)
-    from modeling_miescore.space.space_models import model_choices
+    from modeling_miescore.space.models import model_choices
 
     assert model_choices(None, None) == (["MIEScore"], "MIEScore")  # its panel says how to configure one
 
@@ -446,14 +446,14 @@ def test_lazy_model_retries_after_a_failed_load():
 def test_miescore_html_bars_and_meanings():
     scores = {"visual_quality": 71.25, "instruction_following": 64.0, "attribute_preservation": 150.0,
               "overall": float("nan")}
-    page = score_rendering.miescore_html(scores, note="<b>random</b>")
+    page = rendering.miescore_html(scores, note="<b>random</b>")
     rows = dict(re.findall(r'data-key="(\w+)" data-value="([\d.]*)"', page))
     assert rows == {"visual_quality": "71.2500", "instruction_following": "64.0000",
                     "attribute_preservation": "150.0000", "overall": ""}
     widths = re.findall(r"width:([\d.]+)%", page)
     assert widths == ["71.25", "64.00", "100.00", "0.00"]  # clipped to the bar, NaN shown empty
     assert "n/a" in page and "&lt;b&gt;random&lt;/b&gt;" in page  # escaped, never injected
-    for _, title, meaning in score_rendering.MIESCORE_DIMENSIONS:
+    for _, title, meaning in rendering.MIESCORE_DIMENSIONS:
         assert title in page and meaning.split(":")[0] in page
 
 
@@ -462,16 +462,16 @@ def test_region_colours_match_drawing_and_highlights():
 
     regions = [{"id": 3, "label": "cat", "bbox_2d": [0, 0, 500, 500]},
                {"id": 0, "label": "cup", "bbox_2d": [500, 500, 1000, 1000]}]
-    colors = region_display.region_color_map(regions)
+    colors = rendering.region_color_map(regions)
     assert colors["[3] cat"] == "#%02x%02x%02x" % drawing_color(3)
     assert colors["[0] cup"] == "#%02x%02x%02x" % drawing_color(0)
     reasoning = "Intro. <|bbox_0|> The cup stays. <| BBOX 3 |> The cat is added. <|bbox_7|> ghost. <|global|> Fine."
-    pieces = region_display.highlight_reasoning(reasoning, regions)
+    pieces = rendering.highlight_reasoning(reasoning, regions)
     assert pieces == [("Intro. ", None), (" The cup stays. ", "[0] cup"), (" The cat is added. ", "[3] cat"),
-                      (" ghost. ", "[7] (no box)"), (" Fine.", region_display.GLOBAL_CATEGORY)]
-    cmap = region_display.reasoning_color_map(pieces, regions)
-    assert set(cmap) == {"[0] cup", "[3] cat", "[7] (no box)", region_display.GLOBAL_CATEGORY}
-    assert cmap["[3] cat"] == colors["[3] cat"] and cmap["[7] (no box)"] == region_display.REGION_PALETTE[7]
+                      (" ghost. ", "[7] (no box)"), (" Fine.", rendering.GLOBAL_CATEGORY)]
+    cmap = rendering.reasoning_color_map(pieces, regions)
+    assert set(cmap) == {"[0] cup", "[3] cat", "[7] (no box)", rendering.GLOBAL_CATEGORY}
+    assert cmap["[3] cat"] == colors["[3] cat"] and cmap["[7] (no box)"] == rendering.REGION_PALETTE[7]
 
 
 def test_annotations_are_pixel_boxes_clipped_to_the_image():
@@ -479,7 +479,7 @@ def test_annotations_are_pixel_boxes_clipped_to_the_image():
                {"id": 1, "label": "b", "bbox_2d": [900, 900, 1200, 1100]},  # runs off the image: clipped
                {"id": 2, "label": "c", "bbox_2d": [500, 500, 500, 800]},  # zero width: dropped
                {"id": 3, "label": "d", "bbox_pixels": [1, 2, 30, 40], "bbox_2d": [0, 0, 1, 1]}]
-    assert region_display.annotations(regions, 200, 100) == [
+    assert rendering.annotations(regions, 200, 100) == [
         ((20, 20, 120, 90), "[0] a"), ((180, 90, 200, 100), "[1] b"), ((1, 2, 30, 40), "[3] d")]
 
 
@@ -487,17 +487,17 @@ def test_spatialreward_html_and_json_for_a_failed_result():
     result = {"reward": 0.0, "failed": True, "failure_reasons": ["sc:parse_failed"], "s_if": None, "s_con": 12.5,
               "parse_ok": False, "issues": {"sc": ["no_json_object"], "pq": []}, "regions": [],
               "score": float("inf")}
-    page = score_rendering.spatialreward_html(result)
+    page = rendering.spatialreward_html(result)
     assert "could not be used (sc:parse_failed)" in page
     assert re.search(r'data-key="s_if" data-value=""', page) and 'data-key="s_con" data-value="12.5000"' in page
-    data = score_rendering.spatialreward_json(result, 100, 100)
+    data = rendering.spatialreward_json(result, 100, 100)
     assert data["score"] is None  # JSON has no infinity
-    pieces = region_display.reasoning_pieces(result)
+    pieces = rendering.reasoning_pieces(result)
     assert len(pieces) == 1 and "could not be parsed" in pieces[0][0]
 
 
 def test_example_files_are_written_once_as_png(tmp_path):
-    rows = example_files.write_example_files(tmp_path, max_side=96)
+    rows = inputs.write_example_files(tmp_path, max_side=96)
     assert len(rows) >= 4 and any(len(r.sources) == 3 for r in rows)
     for row in rows:
         for path in (*row.sources, row.edited):
@@ -505,6 +505,6 @@ def test_example_files_are_written_once_as_png(tmp_path):
                 assert image.format == "PNG" and max(image.size) <= 96
         assert row.instruction.strip()
     stamp = os.path.getmtime(rows[0].edited)
-    again = example_files.write_example_files(tmp_path, max_side=96)
+    again = inputs.write_example_files(tmp_path, max_side=96)
     assert [r.edited for r in again] == [r.edited for r in rows] and os.path.getmtime(rows[0].edited) == stamp
     assert not list(tmp_path.rglob("*.tmp*")) and not [p for p in tmp_path.rglob("tmp*.png")]

@@ -27,7 +27,7 @@ from modeling_miescore import __version__  # noqa: E402
 from modeling_miescore.cli.main import main  # noqa: E402
 from modeling_miescore.image_io import MIEScoreInputError  # noqa: E402
 from modeling_miescore.scoring import loading  # noqa: E402
-from modeling_miescore.space import inputs, space_models, sources_gallery, zero_gpu  # noqa: E402
+from modeling_miescore.space import inputs, models, sources_gallery  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FRONT_MATTER_KEYS = {"title", "emoji", "sdk", "sdk_version", "app_file", "license", "short_description",
@@ -233,13 +233,13 @@ def test_model_calls_run_under_spaces_gpu_when_the_package_is_there(monkeypatch,
     monkeypatch.setitem(sys.modules, "spaces", fake_spaces(calls))
     demo = load_app_module().build_demo(None, None, examples_dir=str(examples), example_side=32)
     score = api_function(demo, "score")
-    assert score.zero_gpu_duration == zero_gpu.MIESCORE_GPU_SECONDS
+    assert score.zero_gpu_duration == models.MIESCORE_GPU_SECONDS
     with pytest.raises(gr.Error, match="No source images"):
         score([], None, "x")
     with pytest.raises(gr.Error, match="No source images"):
         api_function(demo, "spatial_reward")([], None, "x")
-    assert calls == [("run_miescore", zero_gpu.MIESCORE_GPU_SECONDS),
-                     ("run_spatialreward", zero_gpu.SPATIALREWARD_GPU_SECONDS)]
+    assert calls == [("run_miescore", models.MIESCORE_GPU_SECONDS),
+                     ("run_spatialreward", models.SPATIALREWARD_GPU_SECONDS)]
 
 
 @pytest.mark.parametrize("installed", [None, types.ModuleType("spaces")], ids=["absent", "namespace-folder"])
@@ -289,15 +289,15 @@ def test_models_get_the_hf_token_and_zero_gpu_placement(monkeypatch, zero, examp
 
 
 def test_space_models_file_gives_defaults_and_bad_files_are_named(tmp_path, monkeypatch):
-    assert space_models.read_space_models(tmp_path) == {}
-    (tmp_path / "space_models.json").write_text(space_models.space_models_text("org/a", None))
-    assert space_models.read_space_models(tmp_path) == {"model": "org/a", "spatialreward_model": None}
+    assert models.read_space_models(tmp_path) == {}
+    (tmp_path / "space_models.json").write_text(models.space_models_text("org/a", None))
+    assert models.read_space_models(tmp_path) == {"model": "org/a", "spatialreward_model": None}
     (tmp_path / "space_models.json").write_text('{"model": 3}')
     with pytest.raises(MIEScoreInputError, match="space_models.json' must be a JSON object"):
-        space_models.read_space_models(tmp_path)
+        models.read_space_models(tmp_path)
     (tmp_path / "space_models.json").write_text("{")
     with pytest.raises(MIEScoreInputError, match="is unreadable .*miescore space build"):
-        space_models.read_space_models(tmp_path)
+        models.read_space_models(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------- gallery shapes

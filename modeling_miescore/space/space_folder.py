@@ -30,7 +30,7 @@ from pathlib import Path
 from .. import __version__
 from ..image_io import MIEScoreInputError
 from ..utils.output_paths import OutputPathError, check_folder_apart, ensure_folder, real_path
-from .space_models import SPACE_MODELS_FILE, space_models_text
+from .models import SPACE_MODELS_FILE, space_models_text
 
 KINDS = {"scorer": "miescore", "metric": "miescore_metric"}  # kind -> folder under spaces/
 PLACEHOLDER_MODELS = {"model": "your-org/miescore-8b", "spatialreward_model": "your-org/spatialreward-8b"}

@@ -18,7 +18,7 @@ from local_http import ScriptedHTTPServer
 from prometheus_text import metric_value
 
 from modeling_miescore.serving.backends import CallableBackend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.rewards.callables import make_reward_fn
 from modeling_miescore.serving.reward_client import RewardClient, RewardServerError, encode_image
 from modeling_miescore.serving.settings import ServerSettings
@@ -254,7 +254,7 @@ def test_requests_are_plain_json():
 
 
 def test_groups_are_assigned_to_replicas_stably_and_in_balance():
-    from modeling_miescore.serving.replica_routing import assign_groups
+    from modeling_miescore.serving.reward_client import assign_groups
 
     urls = [f"http://gpu-{i}:8000" for i in range(4)]
     keys = [f"group-{g}" for g in range(48)]

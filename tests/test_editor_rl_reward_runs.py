@@ -22,7 +22,7 @@ from modeling_miescore.judges.spatialreward_api import processor_sized_image
 from modeling_miescore.spatialreward_aggregation import spatial_reward
 from modeling_miescore.cli.main import main as miescore
 from modeling_miescore.serving.backends import CallableBackend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
 from modeling_miescore.training.editor_rl.objective import group_advantages

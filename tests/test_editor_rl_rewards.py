@@ -16,7 +16,7 @@ from local_http import RoutedChatServer, score_groups_answer
 
 from modeling_miescore.miescore_overall import overall_score
 from modeling_miescore.serving.backends import CallableBackend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 from modeling_miescore.rewards.backends import MIEScoreReward, parse_score_weights
 from modeling_miescore.rewards.specs import build_reward

@@ -11,8 +11,7 @@ import pytest
 from PIL import Image
 
 from modeling_miescore.image_io import load_image, reduction_factor, to_rgb
-from modeling_miescore.serving.errors import RequestError
-from modeling_miescore.serving.image_decoding import UploadedImage, check_pixel_budgets
+from modeling_miescore.serving.request_parsing import RequestError, UploadedImage, check_pixel_budgets
 from modeling_miescore.serving.settings import ServerSettings
 
 MPX = 1_048_576

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modeling_miescore.serving.errors import RequestError
-from modeling_miescore.serving.request_parsing import parse_form, parse_json_body
+from modeling_miescore.serving.request_parsing import RequestError, parse_form, parse_json_body
 from modeling_miescore.serving.settings import ServerSettings
 
 

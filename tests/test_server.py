@@ -27,7 +27,7 @@ from PIL import Image
 from prometheus_text import metric_families, metric_series, metric_value
 
 from modeling_miescore.serving.backends import CallableBackend, MIEScoreBackend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -474,7 +474,7 @@ def test_drain_refuses_new_work_with_503_and_finishes_in_flight():
 
 
 def test_metrics_registry_starts_at_zero_and_escapes_labels():
-    from modeling_miescore.serving.prometheus_metrics import FAILURE_KINDS, ServerMetrics
+    from modeling_miescore.serving.monitoring import FAILURE_KINDS, ServerMetrics
 
     registry = ServerMetrics()
     text = registry.render().decode()

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from modeling_miescore.serving.backends import MIEScoreBackend, ScorerBackend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 from test_server import pil_to_b64, one_payload
 

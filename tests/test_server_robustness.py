@@ -27,7 +27,7 @@ from PIL import Image
 from prometheus_text import metric_value
 
 from modeling_miescore.serving.backends import CallableBackend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 
 HALF_SENT = b"POST /v1/score HTTP/1.1\r\nHost: x\r\n"  # the request line and one header, then nothing
@@ -210,7 +210,7 @@ def test_connections_beyond_the_cap_get_a_503_and_are_closed():
 
 
 def test_connection_cap_and_backlog_fit_the_file_descriptor_limit():
-    from modeling_miescore.serving.connection_guard import (ACCEPT_BATCHES, FD_RESERVE, REFUSAL_SLACK,
+    from modeling_miescore.serving.app import (ACCEPT_BATCHES, FD_RESERVE, REFUSAL_SLACK,
                                                             connection_limits)
 
     assert connection_limits(1000, soft_fd_limit=100_000) == (1000, 2048)
@@ -269,7 +269,7 @@ def _first_line_url(process: subprocess.Popen, timeout: float = 60) -> str:
 
 
 def test_identical_errors_are_rate_limited_with_a_summary():
-    from modeling_miescore.serving.log_rate_limit import RepeatedMessageFilter
+    from modeling_miescore.serving.monitoring import RepeatedMessageFilter
 
     now = [0.0]
     stream = io.StringIO()

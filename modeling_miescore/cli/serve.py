@@ -87,8 +87,8 @@ def cmd_serve(args) -> int:
 
     from ..serving.app import create_app
     from ..serving.backends import load_backend
-    from ..serving.connection_guard import raise_fd_limit, uvicorn_options
-    from ..serving.log_rate_limit import install_log_rate_limit
+    from ..serving.app import raise_fd_limit, uvicorn_options
+    from ..serving.monitoring import install_log_rate_limit
 
     sock = _bind(args.host, args.port)  # before loading the model: a busy port fails in a second, not minutes
     try:

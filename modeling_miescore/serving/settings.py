@@ -49,7 +49,7 @@ class ServerSettings(DeclaredSettings):
 
     max_batch: int = Field(16, gt=0, description="samples per model call")
     # and then, for requests that arrived by then but are still being decoded, up to about one model call more
-    # (batch_scheduler.DECODE_GRACE_S)
+    # (reward_service.DECODE_GRACE_S)
     max_wait_ms: float = Field(20.0, ge=0, description="longest a sample waits for others to fill its batch")
     max_queue: int = Field(256, gt=0, description="samples waiting for a model call before new requests get 429")
     decode_workers: int = Field(2, gt=0, description="threads that parse and decode requests while the model "
@@ -80,7 +80,7 @@ class ServerSettings(DeclaredSettings):
                                     "closed")
     keep_alive_timeout_s: float = Field(5.0, gt=0,
                                         description="seconds an idle connection stays open between requests")
-    # also kept below the process's file limit (connection_guard)
+    # also kept below the process's file limit (app.connection_limits)
     max_connections: int = Field(1000, gt=0, description="open connections; new ones beyond it get 503 and are "
                                  "closed. The open-file limit is raised to fit it where allowed, otherwise the "
                                  "cap is lowered to fit the limit")

@@ -1,4 +1,4 @@
-"""utils.http_retry: Retry-After parsing (seconds and HTTP date), waits and caps, what is retried and what is
+"""utils.http_bounds retries: Retry-After parsing (seconds and HTTP date), waits and caps, what is retried and what is
 returned or raised after the last attempt. Sleeps are recorded, not slept."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import email.utils
 import httpx
 import pytest
 
-from modeling_miescore.utils.http_retry import Attempted, RetryPolicy, retry_after_seconds, send_with_retries
+from modeling_miescore.utils.http_bounds import Attempted, RetryPolicy, retry_after_seconds, send_with_retries
 
 
 def test_retry_after_seconds_reads_both_forms():

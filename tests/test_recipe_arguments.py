@@ -90,7 +90,7 @@ def test_a_missing_extra_names_it(tmp_path, monkeypatch, capsys, toy_editor_path
 
 
 def test_the_extras_table_agrees_with_setup_cfg():
-    from modeling_miescore.utils.extras import EXTRAS
+    from modeling_miescore.utils.suggestions import EXTRAS
 
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")

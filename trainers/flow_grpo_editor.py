@@ -39,7 +39,7 @@ from modeling_miescore.training.editor_rl.config import FlowGRPOConfig  # isort:
 
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.utils.credentials import redact
-from modeling_miescore.utils.extras import missing_extra_message
+from modeling_miescore.utils.suggestions import missing_extra_message
 
 logger = logging.getLogger("flow_grpo_editor")
 PROG = "flow_grpo_editor"

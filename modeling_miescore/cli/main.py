@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"miescore {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     except ModuleNotFoundError as err:
-        from ..utils.extras import missing_extra_message
+        from ..utils.suggestions import missing_extra_message
 
         message = missing_extra_message(err, getattr(args, "extra", None))
         if message is None:

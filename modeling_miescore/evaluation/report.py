@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..utils.atomic_files import write_text_atomic
-from ..utils.lazy_registry import import_attribute
+from ..utils.import_spec import import_attribute
 
 __all__ = ["REPORT_FILES", "REPORT_KINDS", "render_markdown", "report_renderer", "write_benchmarks_report",
            "write_json", "write_report"]

@@ -19,7 +19,7 @@ cached by the call engine. A body nested too deeply for the JSON decoder is a ``
 surrogates in the answer's text (``\ud800`` escapes, never valid text) are replaced with U+FFFD
 (:mod:`modeling_miescore.utils.text_hygiene`) and :attr:`ChatCompletion.repaired` says so.
 
-Retries (:mod:`modeling_miescore.utils.http_retry`): HTTP 408/409/429/5xx, timeouts and connection errors are
+Retries (:mod:`modeling_miescore.utils.http_bounds`): HTTP 408/409/429/5xx, timeouts and connection errors are
 retried up to ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that
 parallel callers do not retry in lock-step), or the server's ``Retry-After`` (delta-seconds or an HTTP date)
 when it sends one; every wait is capped at ``max_backoff``. Other 4xx answers and malformed bodies are not
@@ -51,7 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
-from ..utils.http_retry import Attempted, RetryPolicy, send_with_retries
+from ..utils.http_bounds import Attempted, RetryPolicy, send_with_retries
 from ..utils.text_hygiene import valid_text
 
 logger = logging.getLogger(__name__)

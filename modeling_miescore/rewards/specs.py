@@ -33,8 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from ..utils.import_spec import import_callable
-from ..utils.lazy_registry import import_attribute
+from ..utils.import_spec import import_attribute, import_callable
 from .groups import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",

@@ -16,7 +16,7 @@ names each replica's last error.
 
 Images (file paths, bytes, ``PIL.Image``, numpy arrays (H, W[, C]) or torch tensors ((C, H, W) or (H, W, C),
 floats in [0, 1] or uint8)) are sent as base64 of their file bytes, or as lossless PNG. 429 / 503 answers and
-connection failures are retried (``utils.http_retry``); answers are read within ``utils.http_bounds`` (a total
+connection failures are retried and answers are read within ``utils.http_bounds`` (a total
 deadline per attempt, at most ``max_answer_bytes`` off the wire and out of the decompressor, no redirect
 followed). Results are matched to edits by their ``group`` / ``index`` labels; URLs are shown without credentials.
 """
@@ -41,7 +41,7 @@ import numpy as np
 
 from ..utils import http_bounds
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
-from ..utils.http_retry import RetryPolicy, send_with_retries
+from ..utils.http_bounds import RetryPolicy, send_with_retries
 from .settings import ServerSettings
 
 

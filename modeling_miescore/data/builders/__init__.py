@@ -15,7 +15,7 @@ card (``*_card``), and :mod:`.mie_bench_split` (train/validation/test assignment
 
 from __future__ import annotations
 
-from ...utils.lazy_registry import load_registered
+from ...utils.import_spec import load_registered
 
 __all__ = ["BUILDERS", "get_builder"]
 

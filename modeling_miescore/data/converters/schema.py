@@ -222,13 +222,13 @@ class EditorBenchmark:
 
     def judge_class(self):
         """The MLLM judge class this protocol runs (imported on first use)."""
-        from ...utils.lazy_registry import import_attribute
+        from ...utils.import_spec import import_attribute
 
         return import_attribute(self.judge, EDITOR_JUDGES_PACKAGE)
 
     def report_renderer(self):
         """The function rendering ``report.md`` of one editor's run on this benchmark (imported on first use)."""
-        from ...utils.lazy_registry import import_attribute
+        from ...utils.import_spec import import_attribute
 
         return import_attribute(self.report, EDITOR_JUDGES_PACKAGE)
 

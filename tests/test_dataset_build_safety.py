@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from modeling_miescore.cli.main import main as miescore
-from modeling_miescore.data.builders import hub_push
+from modeling_miescore.data.builders import output_folder
 from modeling_miescore.data.builders.base import BuildUsageError
-from modeling_miescore.data.builders.hub_push import HubPushError, HubPushUnavailableError
+from modeling_miescore.data.builders.output_folder import HubPushError, HubPushUnavailableError
 from modeling_miescore.data.builders.mer_bench import MERBenchBuilder, build_mer_bench
 from modeling_miescore.data.builders.output_folder import OutputExistsError
 from modeling_miescore.data.builders.raw_files import DatasetValidationError
@@ -66,7 +66,7 @@ def fake_hub(monkeypatch):
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: False)
+    monkeypatch.setattr(output_folder, "hub_is_offline", lambda: False)
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeHub)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_test_token")
     FakeHub.calls, FakeHub.fail = [], None
@@ -96,11 +96,11 @@ def test_an_existing_out_is_exit_2_and_a_file_is_called_a_file(mer_raw, tmp_path
 def test_push_to_hub_that_cannot_work_is_exit_2_before_building(mer_raw, tmp_path, monkeypatch, capsys, fake_hub):
     out = tmp_path / "out"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: True)
+    monkeypatch.setattr(output_folder, "hub_is_offline", lambda: True)
     assert build(["--raw", mer_raw, "--out", out, "--push-to-hub", "someone/mer"]) == 2
     err = capsys.readouterr().err
     assert "offline" in err and "--push-to-hub" in err and "push_to_hub" not in err
-    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: False)
+    monkeypatch.setattr(output_folder, "hub_is_offline", lambda: False)
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
@@ -259,4 +259,4 @@ def test_symlinked_raw_folder_and_files_inside_it_are_fine(mer_raw, tmp_path):
 def test_hub_errors_before_and_after_building_are_told_apart():
     assert issubclass(HubPushUnavailableError, HubPushError)
     with pytest.raises(HubPushUnavailableError, match="invalid repository id"):
-        hub_push.check_hub_push("not a/valid/repo")
+        output_folder.check_hub_push("not a/valid/repo")

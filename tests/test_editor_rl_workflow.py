@@ -223,9 +223,9 @@ class FakeHfApi:
 def fake_hub(monkeypatch):
     import huggingface_hub
 
-    from modeling_miescore.data.builders import hub_push
+    from modeling_miescore.data.builders import output_folder
 
-    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: False)
+    monkeypatch.setattr(output_folder, "hub_is_offline", lambda: False)
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: FakeHfApi.token)
     FakeHfApi.calls, FakeHfApi.fail, FakeHfApi.token = [], None, "hf_test"
@@ -234,15 +234,15 @@ def fake_hub(monkeypatch):
 
 def test_push_to_hub_is_checked_before_training_and_uploads_one_commit(toy_editor_path, editing_requests, tmp_path,
                                                                       capsys, monkeypatch, fake_hub):
-    from modeling_miescore.data.builders import hub_push
+    from modeling_miescore.data.builders import output_folder
     from modeling_miescore.training.editor_rl.publishing import PUSHED_FILES
 
     out = tmp_path / "klein-rl"
     config = toy_config(toy_editor_path, editing_requests, out, max_steps=1, save_steps=1)
-    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: True)
+    monkeypatch.setattr(output_folder, "hub_is_offline", lambda: True)
     assert run_recipe(config, "--push_to_hub") == 2
     assert "--push_to_hub (repository klein-rl): the Hugging Face Hub is in offline mode" in capsys.readouterr().err
-    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: False)
+    monkeypatch.setattr(output_folder, "hub_is_offline", lambda: False)
     fake_hub.token = None
     assert run_recipe(config, "--push_to_hub") == 2
     assert "no Hugging Face token" in capsys.readouterr().err

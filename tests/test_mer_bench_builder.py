@@ -14,8 +14,7 @@ import pytest
 from PIL import Image
 
 from modeling_miescore.cli.main import main as miescore
-from modeling_miescore.data.builders.mer_bench import build_mer_bench
-from modeling_miescore.data.builders.mer_bench_groups import majority_tier
+from modeling_miescore.data.builders.mer_bench import build_mer_bench, majority_tier
 from modeling_miescore.data.builders.output_folder import OutputExistsError
 from modeling_miescore.data.builders.raw_files import DatasetValidationError
 from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench

@@ -15,8 +15,8 @@ from PIL import Image
 from scipy.stats import spearmanr
 
 from modeling_miescore.cli.main import main as miescore
-from modeling_miescore.data.builders import hub_push
-from modeling_miescore.data.builders.hub_push import HubPushError, HubPushUnavailableError
+from modeling_miescore.data.builders import output_folder
+from modeling_miescore.data.builders.output_folder import HubPushError, HubPushUnavailableError
 from modeling_miescore.data.builders.mie_bench import build_mie_bench
 from modeling_miescore.data.builders.mie_bench_split import DEFAULT_SPLIT_SALT, split_of, stratified_splits
 from modeling_miescore.data.builders.output_folder import OutputExistsError
@@ -403,7 +403,7 @@ def test_push_to_hub_guard(tmp_path, monkeypatch):
     # online but the upload fails: one clear error, the local dataset is complete, nothing partial pushed
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(hub_push, "hub_is_offline", lambda: False)
+    monkeypatch.setattr(output_folder, "hub_is_offline", lambda: False)
     calls = []
 
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")

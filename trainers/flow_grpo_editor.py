@@ -148,7 +148,7 @@ def cli(argv=None) -> int:
         try:
             main(script, config, parser.given)
         except RuntimeError as err:  # imported only now: a bad argument is reported before torch loads
-            from modeling_miescore.data.builders.hub_push import HubPushError
+            from modeling_miescore.data.builders.output_folder import HubPushError
             from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
             from modeling_miescore.training.editor_rl.objective import TrainingDivergedError
             from modeling_miescore.rewards.groups import RewardUnavailableError

@@ -52,8 +52,7 @@ def _exit_status(err: BaseException) -> int | None:
     """The exit status for an exception of a build, ``None`` for an unexpected one (a bug: let it raise)."""
     from ..data.builders.base import BuildUsageError
     from ..image_io import MIEScoreInputError
-    from ..data.builders.hub_push import HubPushError, HubPushUnavailableError
-    from ..data.builders.output_folder import OutputExistsError
+    from ..data.builders.output_folder import HubPushError, HubPushUnavailableError, OutputExistsError
     from ..data.builders.raw_files import DatasetValidationError
     from ..utils.output_lock import OutputBusyError
 

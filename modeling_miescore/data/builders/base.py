@@ -33,9 +33,8 @@ from tqdm.auto import tqdm
 from ...utils.output_lock import exclusive_output
 from ...utils.output_paths import OutputPathError, check_folder_apart, ensure_folder
 from .dataset_card import CardSpec, dataset_card_data, write_dataset_card
-from .hub_push import check_hub_push, push_folder_to_hub
-from .output_folder import AtomicOutputDir
-from .parquet_writing import (DEFAULT_MAX_SHARD_BYTES, DEFAULT_ROWS_PER_GROUP, format_bytes, parse_size, size_arg,
+from .output_folder import AtomicOutputDir, check_hub_push, push_folder_to_hub
+from .output_folder import (DEFAULT_MAX_SHARD_BYTES, DEFAULT_ROWS_PER_GROUP, format_bytes, parse_size, size_arg,
                               write_parquet_split)
 from .raw_files import DatasetValidationError, ImageChecker, Problem, ProblemCollector
 

@@ -10,7 +10,7 @@ from ...model_card import MIESCORE_BIBTEX
 from ..schema import (DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY,
                       TASKS)
 from .dataset_card import CardSpec, md_table
-from .parquet_writing import format_bytes
+from .output_folder import format_bytes
 
 __all__ = ["CARD", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
 

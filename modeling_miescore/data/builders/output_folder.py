@@ -1,25 +1,30 @@
-"""The dataset output folder, written all at once: built in a temporary folder beside it, then renamed.
+"""A dataset's output: the folder, written all at once; its Parquet shards the Hub way; the push to the Hub.
 
-A failed build leaves nothing behind, and an existing dataset is replaced only with ``overwrite=True``.
-(Single files are replaced with :mod:`modeling_miescore.utils.atomic_files`; a dataset is a whole folder of
-shards and a card, so here the unit of atomicity is the folder.)
+:class:`AtomicOutputDir` builds in a temporary folder beside the output and renames it into place, so a failed
+build leaves nothing behind and an existing dataset is replaced only with ``overwrite=True``. A killed build's
+``.<name>.tmp-*`` folder is removed by :meth:`AtomicOutputDir.remove_stale`, which the builder calls while it
+holds the output's lock (``utils.output_lock.exclusive_output``), so each such folder belongs to a dead build.
 
-A build that is killed (``kill -9``, power loss) cannot clean up: its ``.<name>.tmp-*`` folder stays beside
-the output. :meth:`AtomicOutputDir.remove_stale` removes such folders; the builder calls it while it holds the
-output's lock (:func:`modeling_miescore.utils.output_lock.exclusive_output`), so every temporary folder it finds
-belongs to a build that is no longer running.
+:func:`write_parquet_split` writes ``data/<split>-00000-of-00003.parquet``, size-bounded, one row group at a time
+(bounded memory with large images), the ``datasets`` features in each shard's schema metadata (key
+``huggingface``). ``pyarrow`` is imported only when a split is written.
+
+:func:`check_hub_push` runs before anything is read: a bad repository id, offline mode, no token or an unreachable
+Hub raise :class:`HubPushUnavailableError`; a failed upload after the local build raises :class:`HubPushError`.
+Messages name the API parameter (``push_to_hub``); the command line rewords it as ``--push-to-hub``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from ...utils.output_paths import OutputPathError, ensure_folder
-
-__all__ = ["AtomicOutputDir", "OutputExistsError"]
 
 
 class OutputExistsError(FileExistsError):
@@ -123,3 +128,237 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+# The Hub's dataset viewer and `datasets` streaming work best with shards of a few hundred MB.
+DEFAULT_MAX_SHARD_BYTES = 256 * 1024 * 1024
+# Rows per Parquet row group: image rows are large, and streaming reads one row group at a time.
+DEFAULT_ROWS_PER_GROUP = 100
+# ... and at most this many (estimated) bytes, so that memory stays bounded with large images.
+DEFAULT_MAX_GROUP_BYTES = 64 * 1024 * 1024
+
+
+def parse_size(value: str | int) -> int:
+    """``"256MB"``, ``"1.5GiB"``, ``"500k"``, ``1048576`` -> bytes (decimal and binary units)."""
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"size must be positive, got {value}")
+        return value
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*", str(value))
+    if not m:
+        raise ValueError(f"cannot parse size {value!r}; use e.g. 500MB, 1GiB or a number of bytes")
+    number, unit, binary, _ = m.groups()
+    base = 1024 if binary else 1000
+    power = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}[unit.lower()]
+    size = int(float(number) * base**power)
+    if size <= 0:
+        raise ValueError(f"size must be positive, got {value!r}")
+    return size
+
+
+def size_arg(text: str) -> int:
+    """argparse ``type=`` for sizes such as ``256MB``."""
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"
+
+
+def file_size(path: Path) -> int:
+    """Size of ``path`` in bytes, 0 when it cannot be read (used only for shard-size estimates)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def image_struct(path: Path, rel: str) -> dict:
+    """The ``datasets.Image`` storage value: original file bytes (no re-encoding) + relative path; a regular file
+    of a bounded size only (:func:`~modeling_miescore.image_io.read_image_file`)."""
+    from ...image_io import read_image_file
+
+    return {"bytes": read_image_file(path), "path": rel}
+
+
+def plan_shards(sizes: Sequence[int], max_shard_bytes: int) -> list[range]:
+    """Cut consecutive rows into shards whose estimated size stays under ``max_shard_bytes``.
+
+    A single row larger than the bound gets a shard of its own. Always returns at least one shard.
+    """
+    shards: list[range] = []
+    start, acc = 0, 0
+    for i, s in enumerate(sizes):
+        if i > start and acc + s > max_shard_bytes:
+            shards.append(range(start, i))
+            start, acc = i, 0
+        acc += s
+    shards.append(range(start, len(sizes)))
+    return shards
+
+
+def _row_groups(rows: range, sizes: Sequence[int], max_rows: int, max_bytes: int) -> Iterator[range]:
+    start, acc = rows.start, 0
+    for i in rows:
+        if i > start and (i - start >= max_rows or acc + sizes[i] > max_bytes):
+            yield range(start, i)
+            start, acc = i, 0
+        acc += sizes[i]
+    if start < rows.stop:
+        yield range(start, rows.stop)
+
+
+def write_parquet_split(
+    out_dir: Path,
+    split: str,
+    items: Sequence[Any],
+    features,
+    *,
+    make_row: Callable[[Any], dict],
+    row_size: Callable[[Any], int],
+    bar,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
+    max_group_bytes: int = DEFAULT_MAX_GROUP_BYTES,
+    data_dir: str = "data",
+) -> dict:
+    """Write one row per item of ``items`` as ``<data_dir>/<split>-XXXXX-of-YYYYY.parquet``.
+
+    ``make_row(item)`` returns the row as a dict in ``features`` storage format (images as
+    ``{"bytes", "path"}``); ``row_size(item)`` estimates its size for the shard and row-group bounds (at
+    most ``rows_per_group`` rows and ``max_group_bytes`` per row group). ``bar`` (a tqdm bar) advances by
+    the rows written. Returns ``{"files", "num_examples", "num_bytes", "file_bytes"}`` where
+    ``num_bytes`` is the Arrow (uncompressed) size, as ``datasets`` records it.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = features.arrow_schema
+    sizes = [row_size(item) for item in items]
+    shards = plan_shards(sizes, max_shard_bytes) if items else []
+    (out_dir / data_dir).mkdir(parents=True, exist_ok=True)
+    files, arrow_bytes, file_bytes = [], 0, 0
+    for k, rows in enumerate(shards):
+        rel = f"{data_dir}/{split}-{k:05d}-of-{len(shards):05d}.parquet"
+        path = out_dir / rel
+        with pq.ParquetWriter(path, schema, compression="snappy", write_statistics=True) as writer:
+            for group in _row_groups(rows, sizes, rows_per_group, max_group_bytes):
+                table = pa.Table.from_pylist([make_row(items[i]) for i in group], schema=schema)
+                arrow_bytes += table.nbytes
+                writer.write_table(table, row_group_size=len(group))
+                bar.update(len(group))
+        files.append(rel)
+        file_bytes += path.stat().st_size
+    return {"files": files, "num_examples": len(items), "num_bytes": int(arrow_bytes), "file_bytes": int(file_bytes)}
+
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class HubPushError(RuntimeError):
+    """The upload to the Hub failed (the local dataset is complete)."""
+
+
+class HubPushUnavailableError(HubPushError):
+    """A push cannot work (bad repository id, offline, no token, Hub unreachable): found before building."""
+
+
+def hub_is_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) is set now or was at import time."""
+    if any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return True
+    try:
+        from huggingface_hub import constants
+
+        return bool(getattr(constants, "HF_HUB_OFFLINE", False))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def check_hub_push(repo_id: str, token: str | None = None) -> str | None:
+    """Raise :class:`HubPushUnavailableError` unless ``repo_id`` is valid, the Hub is online, a token is
+    available (``token`` or the logged-in one) and the Hub accepts it (one ``whoami`` request); returns the
+    token's user name (the namespace a bare ``repo_id`` is created in)."""
+    import huggingface_hub
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except Exception as err:  # noqa: BLE001 - HFValidationError and friends
+        raise HubPushUnavailableError(f"push_to_hub: invalid repository id {repo_id!r}: {err}") from None
+    if hub_is_offline():
+        raise HubPushUnavailableError(
+            f"push_to_hub={repo_id}: the Hugging Face Hub is in offline mode (HF_HUB_OFFLINE is set); unset it and "
+            "log in (`hf auth login`) to push, or build without push_to_hub and upload the folder later"
+        )
+    token = token or huggingface_hub.get_token()
+    if not token:
+        raise HubPushUnavailableError(
+            f"push_to_hub={repo_id}: no Hugging Face token; log in with `hf auth login` or set HF_TOKEN, or build "
+            "without push_to_hub and upload the folder later"
+        )
+    try:
+        user = huggingface_hub.HfApi(token=token).whoami()
+    except Exception as err:  # noqa: BLE001 - network / auth / HTTP errors all become one message
+        raise HubPushUnavailableError(
+            f"push_to_hub={repo_id}: cannot use the Hub ({type(err).__name__}: {_first_line(err)}); check the "
+            "network and the token (`hf auth whoami`), or build without push_to_hub and upload the folder later"
+        ) from None
+    return user.get("name") if isinstance(user, dict) else None
+
+
+def push_folder_to_hub(
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    commit_message: str = "Upload dataset",
+    revision: str | None = None,
+    repo_type: str = "dataset",
+    allow_patterns: list[str] | None = None,
+) -> str:
+    """Upload a finished folder (a dataset, or with ``repo_type="model"`` a model / adapter) as **one commit**
+    (all files or none) and return its URL. ``allow_patterns``: only the files matching these globs.
+
+    Raises :class:`HubPushError` with a one-line reason on any failure (network, auth, HTTP).
+    """
+    what = "dataset" if repo_type == "dataset" else "folder"
+    try:
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=token)
+        api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
+        info = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=os.fspath(folder),
+            repo_type=repo_type,
+            commit_message=commit_message,
+            revision=revision,
+            allow_patterns=allow_patterns,
+        )
+    except Exception as err:  # noqa: BLE001 - network / auth / HTTP errors all become one message
+        raise HubPushError(
+            f"push_to_hub {repo_id} failed ({type(err).__name__}: {_first_line(err)}); the local {what} at "
+            f"{os.fspath(folder)} is complete, and nothing was committed to the Hub (uploads are a single "
+            "commit). Check the network and `hf auth login`, then push the folder again"
+        ) from None
+    prefix = "datasets/" if repo_type == "dataset" else ""
+    return getattr(info, "commit_url", None) or f"https://huggingface.co/{prefix}{repo_id}"
+
+
+__all__ = ["AtomicOutputDir", "DEFAULT_MAX_GROUP_BYTES", "DEFAULT_MAX_SHARD_BYTES", "DEFAULT_ROWS_PER_GROUP",
+           "HubPushError", "HubPushUnavailableError", "OutputExistsError", "check_hub_push", "file_size",
+           "format_bytes", "hub_is_offline", "image_struct", "parse_size", "plan_shards", "push_folder_to_hub",
+           "size_arg", "write_parquet_split"]

@@ -19,10 +19,10 @@ without a widget:
 
 **The push**: the adapter, its card, ``run.json``, ``metrics.jsonl`` and the sample grids go to a Hub model
 repository in one commit (``upload_folder``); checkpoints and rollouts stay local. It is checked before training
-starts (:func:`modeling_miescore.data.builders.hub_push.check_hub_push`): a push that cannot work is one error and
+starts (:func:`modeling_miescore.data.builders.output_folder.check_hub_push`): a push that cannot work is one error and
 exit status 2 before anything is trained. The repository defaults to ``output_dir``'s folder name in the token's
 namespace (``hub_model_id`` names another). An upload that fails after training raises
-:class:`~modeling_miescore.data.builders.hub_push.HubPushError` (the run's folder is complete; exit status 1).
+:class:`~modeling_miescore.data.builders.output_folder.HubPushError` (the run's folder is complete; exit status 1).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ PUSHED_FILES = ["pytorch_lora_weights.safetensors", "README.md", "run.json", "me
 def check_run_push(config) -> str:
     """The full repository id (``namespace/name``) the run will push to; :class:`MIEScoreInputError` when the
     push cannot work (no token, offline, unreachable Hub, a bad id), before anything is trained."""
-    from ...data.builders.hub_push import HubPushUnavailableError, check_hub_push
+    from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push
 
     repo_id = config.hub_model_id or Path(config.output_dir).name
     try:
@@ -203,7 +203,7 @@ def check_run_push(config) -> str:
 
 def push_run(output_dir, repo_id: str, *, private=None) -> str:
     """Upload the run's :data:`PUSHED_FILES` to ``repo_id`` in one commit; returns the commit URL."""
-    from ...data.builders.hub_push import push_folder_to_hub
+    from ...data.builders.output_folder import push_folder_to_hub
 
     return push_folder_to_hub(output_dir, repo_id, private=private, repo_type="model",
                               commit_message="Upload Flow-GRPO adapter (miescore)", allow_patterns=PUSHED_FILES)

@@ -16,7 +16,7 @@ from modeling_miescore.analysis.attention_maps import (
     resize_to_grid,
     sc_prompt_inputs,
 )
-from modeling_miescore.analysis.attention_metrics import (
+from modeling_miescore.analysis.attention_maps import (
     concentration_index,
     entropy,
     entropy_gap,

@@ -320,7 +320,7 @@ def test_missing_weights_fail_before_anything_runs_with_one_line(caches, tmp_pat
 
 @pytest.mark.parametrize("name", [b.name for b in BASELINES.values() if b.needs_weights and not b.unavailable])
 def test_every_metric_with_weights_names_its_files(caches, name):
-    from modeling_miescore.baselines.weights import locate
+    from modeling_miescore.baselines.registry import locate
 
     with pytest.raises(WeightsMissingError) as err:
         compute_baselines([], name, caches["torch"] / "p.jsonl", device="cpu", progress=False)

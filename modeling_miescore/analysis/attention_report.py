@@ -1,7 +1,7 @@
 """The attention analysis report: ``metrics.json``, a Table-5-style ``table.md``, ``maps.npz`` and overlay PNGs.
 
 SpatialReward paper (arXiv 2602.07458) sec. 5.4, Table 5: entropy gap, source entropy, concentration and
-inter-sample stability as mean +- std over the analysed edits (definitions in :mod:`.attention_metrics`).
+inter-sample stability as mean +- std over the analysed edits (definitions in :mod:`.attention_maps`).
 
 ``metrics.json``: ``{"entropy_gap" | "source_entropy" | "concentration" | "stability" | "edited_entropy" |
 "edited_concentration": {"mean", "std", "n"}, "n": edits, "samples": [per-edit values], "settings": {...}}``.
@@ -30,13 +30,7 @@ import numpy as np
 
 from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
 from ..utils.markdown_table import markdown_table
-from .attention_maps import SampleAttention
-from .attention_metrics import (
-    source_map,
-    stability_per_sample,
-    stability_summary,
-    summarize,
-)
+from .attention_maps import SampleAttention, source_map, stability_per_sample, stability_summary, summarize
 
 __all__ = ["METRIC_NAMES", "attention_metrics", "attention_table", "draw_attention_overlay", "overlay_file_name",
            "save_attention_maps", "write_attention_report", "write_overlay"]
@@ -142,7 +136,7 @@ def draw_attention_overlay(images: Sequence, maps: Sequence[np.ndarray], titles:
 
 def write_overlay(path, sample, result: SampleAttention) -> Path:
     """Draw ``result``'s maps over the loaded ``sample``'s images and write the PNG atomically."""
-    from .attention_metrics import entropy
+    from .attention_maps import entropy
 
     images = [*sample.sources, sample.edited]
     maps = [*result.source_maps, result.edited_map]

@@ -4,7 +4,7 @@ Every line is ``{"id", "metric", "visual_quality", "instruction_following", "att
 "overall"}`` with the metric's value in all four score keys (the paper correlates one metric value with each
 dimension), so the file is read as it is by ``miescore benchmark mie-bench --predictions``. A value that is not
 finite is written as ``null`` (read back as a missing prediction). A single-source evaluator
-(:mod:`.single_source`, ``evaluator=``) writes the score keys it gives, each averaged over the edit's sources.
+(:mod:`.scorers`, ``evaluator=``) writes the score keys it gives, each averaged over the edit's sources.
 
 Resuming works like ``score-batch``: each line is written whole and flushed, a crash can leave at most one
 incomplete last line (cut off on the next run), ids already in a file are skipped, and an exclusive lock stops
@@ -34,10 +34,8 @@ from ..image_io import MIEScoreInputError
 from ..processing_miescore import EditSample, as_edit_sample
 from ..scoring.jsonl_scoring import check_output_file, read_predictions
 from ..utils.output_lock import exclusive_output
-from .registry import Baseline, parse_baseline_names
-from .scorers import load_scorer, resolve_device
-from .single_source import SingleSourceEvaluator, per_source_scorer
-from .weights import check_weights
+from .registry import Baseline, check_weights, parse_baseline_names
+from .scorers import SingleSourceEvaluator, load_scorer, per_source_scorer, resolve_device
 
 __all__ = ["BaselinesReport", "EditError", "compute_baselines", "compute_mie_bench_baselines", "load_mie_bench_split",
            "output_paths"]
@@ -275,8 +273,8 @@ def compute_baselines(edits: Iterable, metrics, out, *, device: str = "auto", pr
         device: ``"auto"`` (cuda when available), ``"cpu"``, ``"cuda:1"``, ...
 
     Ids already in a file are skipped (resume). Weights are checked before anything runs
-    (:class:`~modeling_miescore.baselines.weights.WeightsMissingError` names each missing file). ``evaluator``
-    (with ``metrics`` empty): a single-source evaluator (:mod:`.single_source`) instead of the Table 3 metrics.
+    (:class:`~modeling_miescore.baselines.registry.WeightsMissingError` names each missing file). ``evaluator``
+    (with ``metrics`` empty): a single-source evaluator (:mod:`.scorers`) instead of the Table 3 metrics.
     """
     plan = _plan(metrics, out, device, evaluator)
 

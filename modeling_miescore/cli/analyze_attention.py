@@ -120,8 +120,7 @@ def _is_fatal(err: BaseException) -> bool:
 
 
 def cmd_analyze_attention(args) -> int:
-    from ..analysis.attention_maps import extract_attention_maps, use_eager_attention
-    from ..analysis.attention_metrics import TOP_FRACTION
+    from ..analysis.attention_maps import TOP_FRACTION, extract_attention_maps, use_eager_attention
     from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
     from ..scoring.jsonl_scoring import check_input_file
     from ..scoring.loading import load_spatialreward

@@ -72,7 +72,7 @@ def _evaluator(args):
     """The single-source evaluator of ``--evaluator`` (its factory called with the options), after the output path
     is checked (a model is not loaded for a run that cannot write)."""
     from ..baselines.compute import output_paths
-    from ..baselines.single_source import load_evaluator, parse_evaluator_options
+    from ..baselines.scorers import load_evaluator, parse_evaluator_options
     from ..scoring.jsonl_scoring import check_output_file
 
     name = args.evaluator_name or args.evaluator.rpartition(":")[2]

@@ -595,12 +595,8 @@ def check_fresh_process(ctx: DoctorContext):
     if not ctx.fresh_process:
         return skip("skipped (--skip-fresh-process)")
     ctx.need_sound("files", "config_processor")
-    from .isolated_load import (
-        IsolatedLoadJob,
-        IsolatedRunError,
-        load_and_score_with_package,
-        load_and_score_without_package,
-    )
+    from .isolated_load import (IsolatedLoadJob, IsolatedRunError, load_and_score_with_package,
+                                load_and_score_without_package)
 
     code = remote_code_files(ctx.path)
     has_auto_model = bool((read_config_json(ctx.path).get("auto_map") or {}).get("AutoModel"))

@@ -42,7 +42,6 @@ from .output_folder import file_size, format_bytes, image_struct
 from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
                         unique_records)
 
-
 SAMPLES, CANDIDATES, ANNOTATIONS = "samples.jsonl", "candidates.jsonl", "annotations.csv"
 
 # Spellings accepted in the raw files (after lower-casing, "-" and " " -> "_"); the values are schema names.

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...utils.numbers import finite_float
-from ..schema import DIMENSIONS, DIMENSION_ABBREVIATIONS, MIE_SPLITS, MOS_RANGE, RATING_RANGE, TASKS, TASK_CATEGORY
+from ..schema import DIMENSION_ABBREVIATIONS, DIMENSIONS, MIE_SPLITS, MOS_RANGE, RATING_RANGE, TASK_CATEGORY, TASKS
 from . import mie_bench_card
 from .base import BuildSummary, BuildUsageError, DatasetBuilder
 from .mie_bench_split import (DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file, small_split_warnings, split_of,
@@ -38,7 +38,6 @@ from .mie_bench_split import (DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file
 from .output_folder import file_size, format_bytes, image_struct
 from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
                         unique_records)
-
 
 MOS_SOURCES = ("auto", "ratings", "mos")
 INSTANCES, EDITS, RATINGS, MOS_CSV = "instances.jsonl", "edits.jsonl", "ratings.csv", "mos.csv"

@@ -16,7 +16,7 @@ import yaml
 from modeling_miescore.cli.main import main as miescore
 from modeling_miescore.data.builders import BUILDERS, get_builder
 from modeling_miescore.data.builders.base import DatasetBuilder
-from modeling_miescore.data.builders.dataset_card import features_yaml
+from modeling_miescore.data.builders.output_folder import features_yaml
 from modeling_miescore.data.builders.mer_bench import build_mer_bench, mer_bench_features
 from modeling_miescore.data.builders.mie_bench import mie_bench_features
 from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench

@@ -1,20 +1,14 @@
 """The attention analysis report: ``metrics.json``, a Table-5-style ``table.md``, ``maps.npz`` and overlay PNGs.
 
-SpatialReward paper (arXiv 2602.07458) sec. 5.4, Table 5: entropy gap, source entropy, concentration and
-inter-sample stability as mean +- std over the analysed edits (definitions in :mod:`.attention_maps`).
-
 ``metrics.json``: ``{"entropy_gap" | "source_entropy" | "concentration" | "stability" | "edited_entropy" |
-"edited_concentration": {"mean", "std", "n"}, "n": edits, "samples": [per-edit values], "settings": {...}}``.
-Stability is a property of pairs: its mean and std are over the distinct pairs of source maps, and each
-sample's ``stability`` is its mean correlation with the others (their mean equals the pairs' mean).
-Other means and stds are over the edits. Non-finite values are written as null.
+"edited_concentration": {"mean", "std", "n"}, "n": edits, "samples": [per-edit values], "settings": {...}}``
+(SpatialReward sec. 5.4, Table 5; definitions in :mod:`.attention_maps`). Stability's mean and std are over the
+distinct pairs of source maps, each sample's ``stability`` its mean correlation with the others; other means are
+over the edits. Non-finite values are written as null.
 
-``maps.npz`` (plain arrays, ``numpy.load(..., allow_pickle=False)`` reads it): ``ids`` (str), ``source_maps``
-(A_src per edit), ``edited_maps``, ``num_sources`` and ``per_source_maps`` (every source's own map, edits in
-order, ``num_sources[i]`` of them for edit i).
-
-Overlays are drawn with matplotlib (the ``plots`` extra; object API, Agg canvas, so no GUI backend is touched):
-each image of the edit with its 24 x 24 map upsampled (bilinear) over it in the ``jet`` colour map.
+``maps.npz`` (plain arrays, read with ``allow_pickle=False``): ``ids``, ``source_maps``, ``edited_maps``,
+``num_sources`` and ``per_source_maps`` (``num_sources[i]`` maps for edit i, in order). Overlays (the ``plots``
+extra; matplotlib's object API on an Agg canvas): each image with its map upsampled over it in ``jet``.
 """
 
 from __future__ import annotations

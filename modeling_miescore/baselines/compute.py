@@ -1,17 +1,13 @@
 """Run Table 3 baselines over edits and write one resumable predictions file per metric.
 
-Every line is ``{"id", "metric", "visual_quality", "instruction_following", "attribute_preservation",
-"overall"}`` with the metric's value in all four score keys (the paper correlates one metric value with each
-dimension), so the file is read as it is by ``miescore benchmark mie-bench --predictions``. A value that is not
-finite is written as ``null`` (read back as a missing prediction). A single-source evaluator
-(:mod:`.scorers`, ``evaluator=``) writes the score keys it gives, each averaged over the edit's sources.
+Every line is ``{"id", "metric", "visual_quality", "instruction_following", "attribute_preservation", "overall"}``
+with the metric's value in all four score keys (the paper correlates one value with each dimension), as ``miescore
+benchmark mie-bench --predictions`` reads it; a non-finite value is written as ``null``. A single-source evaluator
+(:mod:`.scorers`, ``evaluator=``) writes the keys it gives, each averaged over the edit's sources.
 
-Resuming works like ``score-batch``: each line is written whole and flushed, a crash can leave at most one
-incomplete last line (cut off on the next run), ids already in a file are skipped, and an exclusive lock stops
-a second run on the same file. A file that holds another metric's predictions is refused.
-
-An edit that cannot be read or scored is reported with its id and left out of the file, so a rerun tries it
-again; the run goes on with the next edit.
+Resuming works like ``score-batch``: lines written whole and flushed, an incomplete last line cut off, ids already
+in a file skipped, an exclusive lock against a second run; a file holding another metric's predictions is refused.
+An edit that cannot be read or scored is reported with its id and left out, so a rerun tries it again.
 """
 
 from __future__ import annotations

@@ -1,33 +1,16 @@
 """Token budgets of MIEScore and SpatialReward prompts, measured with a checkpoint's own processor and config.
 
-The counts are exact, not estimates: the text is the chat template's rendering of the messages the models build
-(``processing_miescore.build_messages``; ``modeling_spatialreward.sc_messages`` / ``pq_messages``), tokenised by
-the checkpoint's tokenizer, and each image costs what the checkpoint's image processor makes of it
-(``processing_miescore.resized_image_size``, transformers' ``smart_resize``: multiples of patch x merge pixels
-within ``[min_pixels, max_pixels]``, one placeholder token per (patch x merge)^2 pixels, plus
-``<|vision_start|>`` and ``<|vision_end|>``). The parts add up to the length of the ``input_ids`` the models run.
+The counts are exact: the chat template's rendering of the messages the models build, tokenised by the
+checkpoint's tokenizer, plus what its image processor makes of each image (``smart_resize``: one placeholder per
+(patch x merge)^2 pixels, plus ``<|vision_start|>`` / ``<|vision_end|>``); the parts add up to the models'
+``input_ids``. Parts (``PromptBudget.components``, in order): ``prompt`` (MIEScore's rubric; SpatialReward's D.1
+text), ``instruction``, ``labels`` (MIEScore's image labels and template words), ``chat`` (the chat markup),
+``source 1`` ... ``source N`` and ``edited``. A token belongs to the part holding its first non-space character.
 
-Parts (keys of ``PromptBudget.components``, in this order):
-
-* ``prompt``: MIEScore's rubric (``config.skill``); SpatialReward's D.1 prompt text without the instruction.
-* ``instruction``: the editing instruction (none in the PQ prompt).
-* ``labels``: MIEScore's image labels and the template's own words ("Source image 1:", "Editing instruction: ",
-  the closing request); 0 for SpatialReward, whose images carry no labels.
-* ``chat``: the chat markup, ``<|im_start|>user\\n`` ... ``<|im_end|>\\n<|im_start|>assistant\\n``.
-* ``source 1`` ... ``source N`` and ``edited``: each image with its two markers.
-
-A token belongs to the part that holds its first non-space character (its first character when it is all
-white space): the template's space glued to the instruction's first word (``" Setze"``) counts as instruction,
-the newlines glued to the rubric's last full stop (``".\\n\\n"``) as rubric.
-
-Prefix reuse (``prefix_reuse``, ``SharedPromptPrefix``): the shared prefix P is everything before the edited
-image's first placeholder (its ``<|vision_start|>`` included), the per-edit suffix S the rest; G edits of one
-group run P + G*S tokens instead of G*L, so G*L / (P + G*S) is the ceiling of the saving in tokens.
-
-Length limits: :func:`shrink_to_fit` applies the MIEScore trainer's ``"shrink"`` length policy
-(``training.miescore_data.prepare_dataset``) to a budget: a prompt longer than ``max_length`` gets the largest
-per-image pixel budget at which it fits (bisection from (patch x merge)^2 up to ``max_pixels``, to within
-patch x merge pixels, as the trainer searches); it is dropped when it cannot fit even at one token per image.
+Prefix reuse: the shared prefix P is everything before the edited image's first placeholder, the suffix S the
+rest; G edits of one group run P + G*S tokens instead of G*L. :func:`shrink_to_fit` applies the MIEScore
+trainer's ``"shrink"`` length policy: the largest per-image pixel budget at which a prompt fits ``max_length``
+(bisection, as the trainer searches), or dropped when it cannot fit even at one token per image.
 """
 
 from __future__ import annotations

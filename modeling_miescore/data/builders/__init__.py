@@ -6,10 +6,10 @@ from it, so a new builder is one entry here plus its module. Imports are lazy: l
 neither ``datasets`` nor ``pyarrow`` nor ``pandas``; they load when a build runs.
 
 Modules: :mod:`.base` (stages, shared options, run, exit status), :mod:`.raw_files` (line-numbered reading,
-problem collection, symbolic-link checks), :mod:`.output_folder` (atomic output folder, Parquet shards, Hub push),
-:mod:`.dataset_card`; per dataset its builder with its raw-file readers (:mod:`.mie_bench`, :mod:`.mer_bench`) and
-its card (``*_card``), and :mod:`.mie_bench_split` (train/validation/test assignment). The command line and its
-exit status: :mod:`modeling_miescore.cli.dataset`.
+problem collection, symbolic-link checks), :mod:`.output_folder` (atomic output folder, Parquet shards, card, Hub
+push); per dataset its builder with its raw-file readers (:mod:`.mie_bench`, :mod:`.mer_bench`) and its card
+(``*_card``), and :mod:`.mie_bench_split` (train/validation/test assignment). The command line and its exit status:
+:mod:`modeling_miescore.cli.dataset`.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ but a different (SC, PQ)). Each size is split 2:1:1 over general / human-basic /
 (``stratify_categories``; the reasons are in ``docs/fidelity.md``), a short category topped up from the others.
 
 Output (compatible with the authors' ``SpatialReward/MER-Bench`` release): splits ``2pair``, ``3pair``, ``4pair``;
-the columns are :data:`.mer_bench_card.COLUMNS` (``edited_images`` best first; ``label`` holds the editing category, which the
-authors' ``eval/MERBench/calculate_accuracy.py`` reports accuracy by).
+columns :data:`.mer_bench_card.COLUMNS` (``edited_images`` best first; ``label`` holds the editing category, by
+which the authors' ``eval/MERBench/calculate_accuracy.py`` reports accuracy).
 """
 
 from __future__ import annotations
@@ -514,20 +514,9 @@ class MERBenchBuilder(DatasetBuilder):
 
 
 def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MERBenchSummary:
-    """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset.
-
-    Args:
-        raw_dir: folder with ``samples.jsonl``, ``candidates.jsonl``, ``annotations.csv`` and images.
-        out_dir: output folder, written atomically.
-        **options: see :class:`MERBenchBuilder` (``seed``, ``groups_per_type``, ``n_annotators``,
-            ``min_agreement``, ``stratify_categories``) and the common options of
-            :class:`~modeling_miescore.data.builders.base.DatasetBuilder`.
-
-    Raises:
-        DatasetValidationError: every problem of the raw release, with file and line; nothing written.
-        BuildUsageError, OutputExistsError, OutputBusyError, HubPushUnavailableError, HubPushError: as for
-            :func:`~modeling_miescore.data.builders.mie_bench.build_mie_bench`.
-    """
+    """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset to ``out_dir``.
+    ``options``: :class:`MERBenchBuilder`'s and the common ones of :class:`~.base.DatasetBuilder`; errors as
+    :meth:`~.base.DatasetBuilder.build` raises them."""
     return MERBenchBuilder(raw_dir, out_dir, **options).build()
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 from ...model_card import SPATIALREWARD_BIBTEX
 from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS
-from .dataset_card import CardSpec, md_table
-from .output_folder import format_bytes
+from .output_folder import CardSpec, format_bytes, md_table
 
 __all__ = ["CARD", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
 

@@ -514,29 +514,9 @@ class MIEBenchBuilder(DatasetBuilder):
 
 
 def build_mie_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MIEBenchSummary:
-    """Validate a raw MIE-Bench release and write it as a Hub-native Parquet dataset.
-
-    Args:
-        raw_dir: folder with ``instances.jsonl``, ``edits.jsonl`` and ``ratings.csv`` (or ``mos.csv``).
-        out_dir: output folder; written atomically (temporary folder beside it, then renamed).
-        **options: see :class:`MIEBenchBuilder` (``rule``, ``mos_source``, ``split_method``, ``split_file``,
-            ``split_salt``) and the common
-            options of :class:`~modeling_miescore.data.builders.base.DatasetBuilder` (``overwrite``,
-            ``max_shard_bytes``, ``license``, ``push_to_hub``, ``progress``, ...).
-
-    Returns:
-        :class:`MIEBenchSummary`.
-
-    Raises:
-        DatasetValidationError: the raw release has problems; ``.problems`` lists every one with
-            file and line. Nothing is written.
-        BuildUsageError: an unusable option, or ``out_dir`` is (or contains) the raw folder.
-        OutputExistsError: ``out_dir`` exists and ``overwrite`` is false (checked before any work).
-        OutputBusyError: another build is writing ``out_dir``.
-        HubPushUnavailableError: ``push_to_hub`` cannot work (bad id, offline, no token, Hub unreachable);
-            checked before building.
-        HubPushError: the upload failed after the build (the local dataset is then complete).
-    """
+    """Validate a raw MIE-Bench release (``instances.jsonl``, ``edits.jsonl``, ``ratings.csv`` or ``mos.csv``) and
+    write it to ``out_dir`` as a Hub-native Parquet dataset. ``options``: :class:`MIEBenchBuilder`'s and the common
+    ones of :class:`~.base.DatasetBuilder`; errors as :meth:`~.base.DatasetBuilder.build` raises them."""
     return MIEBenchBuilder(raw_dir, out_dir, **options).build()
 
 

@@ -9,8 +9,7 @@ from typing import Any
 from ...model_card import MIESCORE_BIBTEX
 from ..schema import (DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY,
                       TASKS)
-from .dataset_card import CardSpec, md_table
-from .output_folder import format_bytes
+from .output_folder import CardSpec, format_bytes, md_table
 
 __all__ = ["CARD", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
 

@@ -1,18 +1,11 @@
 """Reading and checking a raw benchmark release: every problem found, with file and line, before anything is written.
 
-* :class:`Problem` / :class:`ProblemCollector` / :class:`DatasetValidationError`: collect *every* problem of a
-  raw release (file + line + message) and raise them together, once.
-* :func:`read_jsonl` / :func:`read_csv`: readers that keep line numbers for those messages.
-* :func:`unique_records` / :class:`RecordCheck`: the checks every record of a raw file goes through (an id that
-  is a non-empty string and appears once; text fields; references to other files; images).
-* :func:`check_image` / :class:`ImageChecker`: an image exists, stays inside the raw folder and decodes
-  (truncated files, decompression bombs and non-images are caught here, not on the user's first
-  ``load_dataset``).
-* :func:`link_leaving`: symbolic links. A raw file or image whose path stays inside the raw folder but whose
-  symlink target lies outside it is a problem (the build would read data from elsewhere on the machine)
-  unless ``follow_symlinks=True``; links that stay inside are always fine.
-
-Nothing here unpickles anything: inputs are JSON Lines, CSV and image files.
+:class:`ProblemCollector` collects every problem (file + line + message) and :class:`DatasetValidationError`
+raises them together; :func:`read_jsonl` / :func:`read_csv` keep line numbers; :func:`unique_records` /
+:class:`RecordCheck` check each record (ids, text fields, references, images); :class:`ImageChecker` checks that
+an image exists, stays inside the raw folder and decodes (truncated files and decompression bombs are caught here,
+not on the user's first ``load_dataset``); :func:`link_leaving` refuses a symbolic link whose target leaves the raw
+folder unless ``follow_symlinks=True``. Nothing is unpickled: inputs are JSON Lines, CSV and images.
 """
 
 from __future__ import annotations

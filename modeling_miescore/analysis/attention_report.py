@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
 from ..utils.markdown_table import markdown_table
+from ..utils.numbers import json_safe
 from .attention_maps import SampleAttention, source_map, stability_per_sample, stability_summary, summarize
 
 __all__ = ["METRIC_NAMES", "attention_metrics", "attention_table", "draw_attention_overlay", "overlay_file_name",
@@ -32,19 +32,6 @@ __all__ = ["METRIC_NAMES", "attention_metrics", "attention_table", "draw_attenti
 METRIC_NAMES = ("entropy_gap", "source_entropy", "concentration", "stability")  # Table 5's four columns
 _EXTRA_NAMES = ("edited_entropy", "edited_concentration")
 _OVERLAY_ALPHA = 0.5
-
-
-def _finite(value):
-    """JSON-safe: NaN / inf become None, numpy scalars become Python numbers."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 def attention_metrics(results: Sequence[SampleAttention], settings: dict | None = None,
@@ -68,7 +55,7 @@ def attention_metrics(results: Sequence[SampleAttention], settings: dict | None 
     report = {name: stability_summary(sources) if name == "stability" else summarize(s[name] for s in samples)
               for name in (*METRIC_NAMES, *_EXTRA_NAMES)}
     report.update(n=len(results), samples=samples, settings=dict(settings or {}))
-    return _finite(report)
+    return json_safe(report)
 
 
 def _cell(summary: dict, digits: int = 2) -> str:

@@ -24,8 +24,8 @@ from typing import Callable, Sequence
 
 from ..image_io import MIEScoreInputError
 from ..processing_miescore import EditSample
-from ..utils.numbers import model_fault
-from .backends import ScorerBackend, json_safe
+from ..utils.numbers import json_safe, model_fault
+from .backends import ScorerBackend
 from .monitoring import ServerMetrics
 from .request_parsing import STATUS_CLIENT_CLOSED, ParsedSample, RequestError, parse_score_request
 from .settings import ServerSettings

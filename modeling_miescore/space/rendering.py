@@ -1,7 +1,7 @@
 """The Space's result panels: score bars as HTML, JSON results, SpatialReward's regions and reasoning.
 
 Bars are 0-100 / 0-25 rows with inline styles only, each carrying ``data-key`` and ``data-value``; all text is
-HTML-escaped. JSON results are JSON-safe (``serving.backends.json_safe``). A region's colour is its id's colour in
+HTML-escaped. JSON results are JSON-safe (``utils.numbers.json_safe``). A region's colour is its id's colour in
 ``spatialreward_drawing.PALETTE`` everywhere (drawn boxes, ``gr.AnnotatedImage`` overlays, ``gr.HighlightedText``
 reasoning); grounding tokens and boxes are read with the model's own pattern and conversion.
 """
@@ -13,9 +13,9 @@ import math
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..serving.backends import json_safe
 from ..spatialreward_drawing import PALETTE, bbox_to_pixels, clamp_pixel_box
 from ..spatialreward_tokens import GROUNDING_TOKEN_RE
+from ..utils.numbers import json_safe
 
 # Region colours are spatialreward_drawing.PALETTE's (one per region id), so boxes drawn by ``draw_regions`` elsewhere
 # (CLI, reports) and the Space's boxes and highlighted reasoning agree.

@@ -12,8 +12,6 @@ import os
 
 __all__ = ["HubPushError", "HubPushUnavailableError", "check_hub_push", "hub_is_offline", "push_folder_to_hub"]
 
-_TRUE = {"1", "true", "yes", "on"}
-
 
 class HubPushError(RuntimeError):
     """The upload to the Hub failed (the local dataset is complete)."""
@@ -24,15 +22,15 @@ class HubPushUnavailableError(HubPushError):
 
 
 def hub_is_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) is set now or was at import time."""
-    if any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
-        return True
-    try:
-        from huggingface_hub import constants
+    """Whether the Hub is in offline mode: ``HF_HUB_OFFLINE`` (else ``TRANSFORMERS_OFFLINE``) as it is set now,
+    read as huggingface_hub reads it (offline for one of its ``ENV_VARS_TRUE_VALUES``: 1, ON, YES, TRUE; ``0`` is
+    online); when neither is set, huggingface_hub's own ``is_offline_mode()``."""
+    from huggingface_hub import constants
 
-        return bool(getattr(constants, "HF_HUB_OFFLINE", False))
-    except Exception:  # noqa: BLE001
-        return False
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    if value is None:
+        return constants.is_offline_mode()
+    return value.upper() in constants.ENV_VARS_TRUE_VALUES
 
 
 def _first_line(err: BaseException) -> str:

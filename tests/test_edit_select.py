@@ -209,21 +209,24 @@ def test_an_unusable_select_spec_is_refused_before_any_candidate_is_made(toy_edi
     out = tmp_path / "out"
     assert _edit(toy_editor_path, editing_requests, out, "--select", spec, "--limit", "1") == 2
     err = capsys.readouterr().err
-    assert f"--select: " in err and message in err and "Traceback" not in err
+    assert "--select: " in err and message in err and "Traceback" not in err
     assert not (out / "candidates.jsonl").exists() and not (out / "selection.json").exists()
     assert _edit(toy_editor_path, editing_requests, out, "--select", REDNESS, "--limit", "1") == 0
 
 
 def test_a_recorded_selection_that_selected_nothing_yields_to_a_corrected_spec(toy_editor_path, editing_requests,
                                                                               tmp_path, capsys):
-    """A folder left by a run whose reward never selected anything (its spec recorded, no edit): the corrected
-    --select resumes it with the candidates made; once an edit is selected, another reward is refused."""
+    """A folder whose selection.json records a spec that never selected anything (as an unusable spec was
+    recorded before): the corrected --select resumes it with the candidates made; once an edit is selected,
+    another reward is refused."""
     out = tmp_path / "out"
-    assert _edit(toy_editor_path, editing_requests, out, "--select", f"{REWARDS}:failing_reward", "--limit", "1") == 1
+    assert _edit(toy_editor_path, editing_requests, out, "--select", REDNESS, "--limit", "1") == 0
     candidates = (out / "candidates.jsonl").read_text()
-    assert json.loads((out / "selection.json").read_text())["selected_by"] == f"{REWARDS}:failing_reward"
+    (out / "edits.jsonl").write_text("")
+    (out / "selection.json").write_text(json.dumps({"selected_by": "bogus", "num_images": 3}))
     assert _edit(toy_editor_path, editing_requests, out, "--select", REDNESS, "--limit", "1") == 0
     assert (out / "candidates.jsonl").read_text() == candidates and len(_lines(out / "edits.jsonl")) == 1
+    assert json.loads((out / "selection.json").read_text())["selected_by"] == REDNESS
     capsys.readouterr()
     assert _edit(toy_editor_path, editing_requests, out, "--select", f"{REWARDS}:constant_reward", "--limit", "1") == 2
     assert "holds a selection of" in capsys.readouterr().err
@@ -238,14 +241,15 @@ def test_a_recorded_selection_that_selected_nothing_yields_to_a_corrected_spec(t
 def test_a_damaged_candidates_file_is_one_line_naming_its_line(toy_editor_path, editing_requests, tmp_path, capsys,
                                                                field, value, message):
     out = tmp_path / "out"
-    assert _edit(toy_editor_path, editing_requests, out, "--limit", "1", "--select", f"{REWARDS}:failing_reward") == 1
+    assert _edit(toy_editor_path, editing_requests, out, "--limit", "1", "--select", REDNESS) == 0
+    (out / "edits.jsonl").write_text("")  # selected again from the damaged file
     lines = _lines(out / "candidates.jsonl")
     lines[1][field] = value
     (out / "candidates.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     capsys.readouterr()
     assert _edit(toy_editor_path, editing_requests, out, "--limit", "1", "--select", REDNESS) == 2
     err = capsys.readouterr().err
-    assert f"candidates.jsonl' line 2: " in err and message in err and "Traceback" not in err
+    assert "candidates.jsonl' line 2: " in err and message in err and "Traceback" not in err
     assert not (out / "edits.jsonl").read_text()
 
 

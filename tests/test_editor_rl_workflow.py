@@ -382,11 +382,15 @@ def test_component_means_over_processes_skip_failed_samples():
 
 
 def test_hf_hub_offline_is_read_as_huggingface_hub_reads_it(monkeypatch):
-    """``HF_HUB_OFFLINE=0`` is online (huggingface_hub's truthy parse), whatever the value at import was; before,
-    the value at import (1 in this test session) won over the one set now."""
+    """``HF_HUB_OFFLINE=0`` is online (huggingface_hub's truthy parse): before, a value of 1 at import won over the
+    0 set now, and ``HF_DATASETS_OFFLINE`` (which huggingface_hub, the push's client, ignores) made it offline."""
+    from huggingface_hub import constants
+
     from modeling_miescore.data.builders.hub_push import hub_is_offline
 
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as when HF_HUB_OFFLINE=1 at import
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     for value, offline in (("0", False), ("false", False), ("no", False), ("1", True), ("TRUE", True), ("on", True)):
         monkeypatch.setenv("HF_HUB_OFFLINE", value)
         assert hub_is_offline() is offline, value

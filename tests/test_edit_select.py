@@ -9,6 +9,9 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from editor_bench_helpers import converted
@@ -162,10 +165,6 @@ def test_benchmark_reports_first_selected_and_oracle_and_editors_compares_them(t
 
 def _edit_process(toy_editor_path, requests, out, *extra):
     """``miescore edit`` in a child process (a reward's ``os._exit`` would end this test session)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

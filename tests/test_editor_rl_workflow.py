@@ -1,21 +1,27 @@
 """The editor-RL workflow as its users live it (issue 33.1-2): train -> ``miescore edit --lora RUN`` ->
 ``score-batch`` with no option copied by hand; ``--resume_from_checkpoint latest|PATH`` with its "Resuming from"
-line and the start summary; ``--push_to_hub`` (huggingface_hub's API object patched: no network here); the
-reward's components per step in ``metrics.jsonl`` and TensorBoard under grouped tags, the grid as an image; one
-log line per step without the progress bar; a grid a person can read; the adapter card."""
+line and the start summary; ``--push_to_hub`` (huggingface_hub's API object patched, or a local Hub on 127.0.0.1
+that fails mid-upload); the reward's components per step in ``metrics.jsonl`` and TensorBoard under grouped tags,
+the grid as an image; one log line per step without the progress bar; a grid a person can read; the adapter card."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from safetensors.torch import load_file
 
-from editor_rl_runs import RECIPE, REDNESS, recipe_cli, run_recipe, toy_config
+from editor_rl_runs import RECIPE, REDNESS, recipe_cli, run_recipe, toy_config, write_run_yaml
+from local_http import LocalHTTPServer
 from modeling_miescore.cli.main import main as miescore
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -402,8 +408,6 @@ def test_hf_hub_offline_is_read_as_huggingface_hub_reads_it(monkeypatch):
 def _failing_hub(fail_at: str, seen: list):
     """A Hub on 127.0.0.1 that accepts the token and creates the repository, then fails ``fail_at``:
     ``commit`` answers 500 to the commit, ``preupload`` closes the connection before the files are sent."""
-    from http.server import BaseHTTPRequestHandler
-
     class Hub(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -458,15 +462,6 @@ def test_a_hub_failing_mid_upload_keeps_the_run_and_says_what_was_uploaded(toy_e
                                                                            tmp_path, fail_at, state):
     """The recipe against a real HTTP Hub (HF_ENDPOINT, HF_HUB_OFFLINE=0, a dummy token) that fails after the
     repository was created (huggingface_hub retries the 500s and the closed connections, ~25 s)."""
-    import os
-    import subprocess
-    import sys
-
-    from local_http import LocalHTTPServer
-    from safetensors.torch import load_file
-
-    from editor_rl_runs import write_run_yaml
-
     out, seen = tmp_path / "x", []
     config = write_run_yaml(tmp_path / "x.yaml", toy_config(toy_editor_path, editing_requests, out, max_steps=1,
                                                              save_steps=1))

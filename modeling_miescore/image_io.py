@@ -11,7 +11,8 @@ images through this module, so its guards hold everywhere:
 * sizes are checked from the header before any pixel is decoded: a per-image limit
   (``max_image_pixels``), an aspect-ratio limit (:data:`MAX_ASPECT_RATIO`, the processor's) and, in
   ``processing_miescore.EditSample.load``, a per-sample budget of decoded pixels;
-* an image far above the model's pixel budget is reduced while decoding (:func:`decode_image`).
+* an image far above the model's pixel budget is reduced while decoding (:func:`decode_image`, never below it);
+  fitting an image to a budget is one rule everywhere, the processor's (:func:`smart_size`, :func:`resize_to_budget`).
 
 This is a Hub file: it is copied into every saved checkpoint, so it imports only the standard library, numpy
 and Pillow.
@@ -315,6 +316,27 @@ def open_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
         )
     check_image_size(*image.size, what, max_image_pixels, max_aspect_ratio)
     return image
+
+
+def smart_size(width: int, height: int, max_pixels: int, min_pixels: int = 0, factor: int = 1) -> tuple[int, int]:
+    """``(width, height)`` by transformers' ``smart_resize`` rule (the Qwen-VL processor's): sides multiples of
+    ``factor``, aspect ratio kept, area brought into ``[min_pixels, max_pixels]`` (the defaults: only shrunk to
+    ``max_pixels``). Any aspect ratio is taken (the loaders' check is :func:`check_aspect_ratio`)."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return w_bar, h_bar
+
+
+def resize_to_budget(image: Image.Image, max_pixels: int, min_pixels: int = 0, factor: int = 1) -> Image.Image:
+    """``image`` resized (bicubic) to its :func:`smart_size`, or ``image`` itself when it has that size."""
+    size = smart_size(*image.size, max_pixels, min_pixels, factor)
+    return image if size == image.size else image.resize(size, Image.Resampling.BICUBIC)
 
 
 def reduction_factor(width: int, height: int, target_pixels: int | None) -> int:

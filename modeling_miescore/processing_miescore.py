@@ -21,8 +21,8 @@ from typing import Any, Sequence
 from .backbone_families import INTERNVL, QWEN_VL, family_of, internvl_image_tokens, internvl_size_kwargs, \
     qwen_patch_factor
 from .control_tokens import control_tokens_in
-from .image_io import (DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError, decode_image, decoded_pixels, describe_image,
-                       open_image)
+from .image_io import (DEFAULT_MAX_IMAGE_PIXELS, MAX_ASPECT_RATIO, MIEScoreInputError, decode_image, decoded_pixels,
+                       describe_image, open_image, smart_size)
 
 _PLACEHOLDER = re.compile(r"\{(skill|sources|instruction|edited)\}")
 
@@ -445,17 +445,13 @@ def prepare_inputs(processor, samples: Sequence[EditSample], config, padding_sid
 
 def resized_image_size(width: int, height: int, *, min_pixels: int, max_pixels: int,
                        factor: int = 32) -> tuple[int, int]:
-    """``(height, width)`` of an image after the Qwen-VL resize rule (transformers' ``smart_resize``).
-
-    Both sides become multiples of ``factor`` (patch size x merge size: 16 x 2 = 32 for Qwen3-VL), the aspect
-    ratio is kept as closely as possible and the area is brought into ``[min_pixels, max_pixels]``. Note the
-    argument order (``width, height``, as ``PIL.Image.size``) and the result order (``height, width``, as
-    ``smart_resize``). Raises ``ValueError`` for aspect ratios above 200, as the processor does.
-    """
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
-
-    return smart_resize(int(height), int(width), factor=int(factor), min_pixels=int(min_pixels),
-                        max_pixels=int(max_pixels))
+    """``(height, width)`` of a ``width x height`` image after the Qwen-VL processor's resize
+    (:func:`~modeling_miescore.image_io.smart_size`, ``factor`` = patch x merge size: 32 for Qwen3-VL). Raises
+    ``ValueError`` for aspect ratios above 200, as the processor does."""
+    if (ratio := max(width, height) / min(width, height)) > MAX_ASPECT_RATIO:
+        raise ValueError(f"absolute aspect ratio must be smaller than {MAX_ASPECT_RATIO}, got {ratio}")
+    width, height = smart_size(int(width), int(height), int(max_pixels), int(min_pixels), int(factor))
+    return height, width
 
 
 def num_image_tokens(width: int, height: int, *, min_pixels: int, max_pixels: int, factor: int = 32) -> int:

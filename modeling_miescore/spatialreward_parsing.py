@@ -1,9 +1,8 @@
 """Robust parsing of SpatialReward-style generations (SC and PQ passes).
 
 Hub file: copied flat into model checkpoints for ``trust_remote_code``. It imports only the
-standard library and its flat siblings ``spatialreward_relaxed_json`` (finding the JSON object) and
-``spatialreward_tokens`` (the grounding-token pattern). It keeps its own relaxed think/fence/JSON
-scanner (``spatialreward_relaxed_json``) because a checkpoint cannot import the non-Hub ``judges`` package.
+standard library and its flat siblings ``spatialreward_relaxed_json`` (the package's JSON reader, relaxed mode) and
+``spatialreward_tokens`` (the grounding-token pattern).
 
 Output contract (SpatialReward paper, arXiv 2602.07458, appendix D.1):
 

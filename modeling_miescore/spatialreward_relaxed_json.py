@@ -1,29 +1,35 @@
-"""Find and read the JSON object in a model generation, tolerating what language models get wrong.
+"""Reading the JSON in a model's answer: the package's one reader (a Hub file that SpatialReward checkpoints
+carry, so it imports only the standard library).
 
-Used by ``spatialreward_parsing`` (SpatialReward's SC / PQ outputs). Steps:
-
-1. :func:`strip_thinking_and_fences` drops ``<think>...</think>`` blocks (or a thinking prefix whose opening
-   tag was in the prompt, or an unclosed ``<think>`` and everything after it) and markdown code fences;
-2. :func:`find_output_object` scans balanced ``{...}`` spans outside string literals (quotes in prose are
-   ignored), and takes the first one that holds an output key, parsed strictly or after relaxed repairs
-   (single quotes, trailing commas, Python literals, unquoted keys, unescaped inner quotes); when the
-   generation was cut off, it closes the open brackets and tries again.
-
-Every repair or oddity is reported through ``notes.add_issue(code, message)`` (``parsing.ISSUE_CODES``).
-Bounded work: at most 32 candidate objects, truncation repair only below 64 KiB.
-
-Hub file: a checkpoint cannot import the non-Hub ``judges`` package (its JSON extractor), so it carries this
-scanner, which is also more tolerant than a plain one since a reward must be read from whatever was written.
-It imports only the standard library.
+* :func:`strip_thinking_and_fences` drops ``<think>...</think>`` blocks (a lone ``</think>``: the thinking prefix
+  whose opening tag was in the prompt; an unclosed ``<think>``: everything after it) and code fences.
+* **Relaxed** (SpatialReward's SC / PQ outputs, ``spatialreward_parsing``): :func:`find_output_object` takes the
+  first ``{...}`` (outside string literals; quotes in prose are ignored) holding an output key, parsed strictly
+  or after repairs (single quotes, trailing commas, Python literals, unquoted keys, unescaped inner quotes); a
+  cut-off one is closed. A reward must be read from whatever was written; every repair or oddity is reported
+  through ``notes.add_issue(code, message)`` (``parsing.ISSUE_CODES``). At most 32 candidates, truncation
+  repair only below 64 KiB.
+* **Strict** (judges, the GRPO oracle, MER-Bench synthesis, skill optimisation, benchmark judges): nothing is
+  repaired, a model that cannot write JSON fails visibly. :func:`final_json_object` ``(text, keys) -> (obj,
+  issues)`` is the answer object: the **final** one holding one of ``keys`` (answers quote objects, so the first
+  is not the answer); candidates that disagree on a key give None (``conflicting_json_objects``), a key written
+  twice with different values is removed (``duplicate_key:<key>``), a scan stopped early gives None
+  (``too_many_json_candidates``), and with ``top_level`` so does an object inside another (``nested_answer``).
+  :func:`extract_json` lists every accepted value for callers with their own rules, :func:`extract_first_json`
+  the first. Values nested too deeply are skipped (no ``RecursionError``); lone surrogates become U+FFFD
+  (:func:`valid_strings`), so what is returned can be stored and written.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-__all__ = ["IssueNotes", "find_output_object", "get_key", "strip_thinking_and_fences"]
+__all__ = ["IssueNotes", "JSONFind", "MAX_ANSWER_CHARS", "disagree", "extract_first_json", "extract_json",
+           "final_json_object", "find_output_object", "get_key", "is_unclosed", "loads_noting_duplicates",
+           "strip_reasoning_and_fences", "strip_thinking_and_fences", "valid_strings", "valid_text"]
 
 
 class IssueNotes(Protocol):
@@ -42,8 +48,9 @@ _THINK_OPEN_RE = re.compile(r"<think>", re.I)
 _FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*")
 
 
-def strip_thinking_and_fences(text: str, res: IssueNotes) -> str:
-    """``text`` without thinking blocks and code fences (see the module docstring)."""
+def strip_thinking_and_fences(text: str, res: Optional[IssueNotes] = None) -> str:
+    """``text`` without thinking blocks and code fences (fence markers become spaces; module docstring)."""
+    note = res.add_issue if res is not None else (lambda code, message="": None)
     if _THINK_CLOSE_RE.search(text):
         text, n = _THINK_BLOCK_RE.subn(" ", text)
         stray = None
@@ -53,16 +60,15 @@ def strip_thinking_and_fences(text: str, res: IssueNotes) -> str:
             text = text[stray.end():]
             n += 1
         if n:
-            res.add_issue("think_block_removed")
+            note("think_block_removed")
     m = _THINK_OPEN_RE.search(text)
     if m is not None:  # cut off while thinking: thinking text is never scored
         text = text[: m.start()]
-        res.add_issue("unclosed_think_block")
+        note("unclosed_think_block")
     if "```" in text:
         text = _FENCE_RE.sub(" ", text)
-        res.add_issue("code_fence_removed")
+        note("code_fence_removed")
     return text
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -84,14 +90,15 @@ def _prev_nonspace(text: str, pos: int, lo: int) -> str:
     return text[j] if j >= lo else ""
 
 
-def _scan(text: str, start: int = 0, commas: bool = False):
-    """Scan braces outside string literals.
+def _scan(text: str, start: int = 0, commas: bool = False, strict: bool = False):
+    """Scan brackets outside string literals; outside any object only an opener matters (quotes in prose are
+    ignored). Relaxed: ``{...}`` spans; a string closes at a quote followed by a delimiter (inner quotes are
+    tolerated) and may be single-quoted; ``}`` closes the innermost ``{``. ``strict``: ``[...]`` spans too; a
+    string closes at the next unescaped ``"``; a mismatched closer abandons the open brackets.
 
-    Outside any object only ``{`` matters (quotes in prose are ignored). Returns
-    ``(spans, stack, in_str, comma_marks)``: closed ``{...}`` spans as ``(start, end)`` (end
-    exclusive, any nesting level), the unclosed openers ``[(char, pos), ...]``, the open quote
-    character at the end (or None) and, if ``commas``, ``(pos, openers)`` for every structural
-    comma.
+    Returns ``(spans, stack, in_str, comma_marks)``: closed spans as ``(start, end)`` (end exclusive, any
+    nesting level), the unclosed openers ``[(char, pos), ...]``, the open quote character at the end (or None)
+    and, if ``commas``, ``(pos, openers)`` for every structural comma.
     """
     spans: List[Tuple[int, int]] = []
     stack: List[Tuple[str, int]] = []
@@ -100,30 +107,32 @@ def _scan(text: str, start: int = 0, commas: bool = False):
     in_str: Optional[str] = None
     i = start
     search = (_SPECIAL_COMMA_RE if commas else _SPECIAL_RE).search
-    while True:
-        m = search(text, i)
-        if m is None:
-            break
+    while (m := search(text, i)) is not None:
         p = m.start()
         c = text[p]
         i = p + 1
         if in_str is not None:
             if c == "\\":
                 i = p + 2
-            elif c == in_str and _QUOTE_END_RE.match(text, p + 1):
+            elif c == in_str and (strict or _QUOTE_END_RE.match(text, p + 1)):
                 in_str = None
             continue
         if not stack:
-            if c == "{":
-                stack.append(("{", p))
+            if c == "{" or (strict and c == "["):
+                stack.append((c, p))
                 n_brace = 1
             continue
         if c == '"':
             in_str = c
         elif c == "'":
             # single-quoted strings only where a JSON token may start (not apostrophes in words)
-            if _prev_nonspace(text, p, stack[0][1]) in ("{", "[", ",", ":"):
+            if not strict and _prev_nonspace(text, p, stack[0][1]) in ("{", "[", ",", ":"):
                 in_str = c
+        elif strict and c in "}]":
+            if stack[-1][0] == ("{" if c == "}" else "["):
+                spans.append((stack.pop()[1], p + 1))
+            else:
+                stack.clear()  # not JSON: start over
         elif c == "{" or c == "[":
             stack.append((c, p))
             if c == "{":
@@ -250,32 +259,53 @@ def _relaxed_to_json(text: str) -> str:
     return "".join(out)
 
 
-class _DupTracker:
-    def __init__(self) -> None:
-        self.duplicates: List[str] = []
+class _Duplicates:
+    """``object_pairs_hook`` noting every repeated key (``keys``) and, per decoded object, the keys repeated with
+    *different* values (``by_object``: ``{id(object): {key: the values in order}}``); the last value is kept."""
+
+    def __init__(self):
+        self.keys: List[str] = []
+        self.by_object: Dict[int, Dict[str, List[Any]]] = {}
 
     def hook(self, pairs):
-        d: Dict[str, Any] = {}
-        for k, v in pairs:
-            if k in d:
-                self.duplicates.append(k)
-            d[k] = v
-        return d
+        obj: Dict[str, Any] = {}
+        repeated: Dict[str, List[Any]] = {}
+        for key, value in pairs:
+            if key in obj:
+                self.keys.append(key)
+                if obj[key] != value:
+                    repeated.setdefault(key, [obj[key]]).append(value)
+            obj[key] = value
+        if repeated:
+            self.by_object[id(obj)] = repeated
+        return obj
+
+
+def _tracked_loads(text, strict: bool = True) -> Tuple[Any, _Duplicates]:
+    """``json.loads`` noting repeated keys; ``ValueError`` (``RecursionError`` included) when ``text`` is not JSON."""
+    tracker = _Duplicates()
+    try:
+        return json.loads(text, object_pairs_hook=tracker.hook, strict=strict), tracker
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def loads_noting_duplicates(text) -> Tuple[Any, Dict[int, Dict[str, List[Any]]]]:
+    """``json.loads(text)`` and ``{id(object): {key: the values in order}}`` for every object in it that repeats a
+    key with different values (the caller decides what that means; for answers we read, it is ambiguous)."""
+    value, tracker = _tracked_loads(text)
+    return value, tracker.by_object
 
 
 def _loads(text: str) -> Tuple[Optional[Any], bool, List[str]]:
     """Parse strictly, then relaxed. Returns (value or None, repaired, duplicate keys)."""
-    tracker = _DupTracker()
-    try:
-        return json.loads(text, object_pairs_hook=tracker.hook, strict=False), False, tracker.duplicates
-    except Exception:
-        pass
-    tracker = _DupTracker()
-    try:
-        fixed = _relaxed_to_json(text)
-        return json.loads(fixed, object_pairs_hook=tracker.hook, strict=False), True, tracker.duplicates
-    except Exception:
-        return None, False, []
+    for repaired in (False, True):
+        try:
+            value, tracker = _tracked_loads(_relaxed_to_json(text) if repaired else text, strict=False)
+            return value, repaired, tracker.keys
+        except Exception:
+            pass
+    return None, False, []
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,3 +413,139 @@ def find_output_object(text: str, res: IssueNotes, keys: Sequence[str]):
     else:
         res.add_issue("no_json_object")
     return None, None
+
+
+# ----------------------------------------------------------------------------------------------
+# Strict reader (outside the checkpoints: judges, oracle, synthesis, skill optimisation)
+# ----------------------------------------------------------------------------------------------
+
+MAX_ANSWER_CHARS = 200_000  # longer answers are degenerate; only their beginning is scanned (bounds run time)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (the same object when there is none)."""
+    return _SURROGATE_RE.sub("\ufffd", text) if _SURROGATE_RE.search(text) else text
+
+
+def valid_strings(value: Any) -> Any:
+    """A decoded JSON value with :func:`valid_text` applied to every string in it, keys included (iterative:
+    a value as deep as the JSON decoder allowed never hits the recursion limit)."""
+    if isinstance(value, str):
+        return valid_text(value)
+    root = [value]
+    stack: List[tuple] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = valid_text(item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            fixed = {(valid_text(k) if isinstance(k, str) else k): v for k, v in item.items()}
+            container[key] = fixed
+            stack.extend((fixed, k) for k in fixed)
+    return root[0]
+
+
+def strip_reasoning_and_fences(text: str) -> str:
+    """:func:`strip_thinking_and_fences` of the first :data:`MAX_ANSWER_CHARS` of an answer."""
+    return strip_thinking_and_fences(text[:MAX_ANSWER_CHARS])
+
+
+def is_unclosed(text: str) -> bool:
+    """True when the first ``{``/``[`` of ``text`` never closes (an answer cut off mid-JSON)."""
+    first = re.search(r"[{\[]", text)
+    return first is not None and not any(s == first.start() for s, _ in _scan(text, strict=True)[0])
+
+
+@dataclass
+class JSONFind:
+    """What :func:`extract_json` found: the accepted ``values`` (outermost spans only, in the answer's order),
+    for each the keys it repeats with *different* values (``duplicates[i]``: key -> the values in order) and
+    whether it lies inside another decodable JSON value that was not accepted (``nested[i]``), and ``exhausted``
+    (``max_tries`` candidates were decoded before the end of the answer)."""
+
+    values: List[Any] = field(default_factory=list)
+    duplicates: List[Dict[str, List[Any]]] = field(default_factory=list)
+    exhausted: bool = False
+    nested: List[bool] = field(default_factory=list)
+
+    @property
+    def final(self) -> Any:
+        """The last accepted value, None when there is none."""
+        return self.values[-1] if self.values else None
+
+
+def extract_json(text: str, accept: Callable[[Any], bool], openers: str = "{", max_tries: int = 64) -> JSONFind:
+    """Every balanced JSON value (starting with a character of ``openers``) of the stripped answer that strict
+    ``json.loads`` accepts and ``accept(value)`` likes, outermost first (a value inside an accepted one is not
+    listed again). At most ``max_tries`` spans are decoded, so degenerate answers cost linear time."""
+    text = strip_reasoning_and_fences(text)
+    found = JSONFind()
+    tries = 0
+    covered = -1  # end of the last accepted span
+    rejected_end = -1  # the furthest end of a decoded value that was not accepted (one that may enclose others)
+    for start, end in sorted(_scan(text, strict=True)[0]):
+        if text[start] not in openers or start < covered:
+            continue
+        if tries >= max_tries:
+            found.exhausted = True
+            break
+        tries += 1
+        try:
+            value, by_object = loads_noting_duplicates(text[start:end])
+        except ValueError:
+            continue
+        duplicates = by_object.get(id(value), {})
+        if _SURROGATE_ESCAPE_RE.search(text, start, end):  # only an escape can make a lone surrogate
+            value, duplicates = valid_strings(value), valid_strings(duplicates)
+        if accept(value):
+            found.values.append(value)
+            found.duplicates.append(duplicates)
+            found.nested.append(end <= rejected_end)
+            covered = end
+        else:
+            rejected_end = max(rejected_end, end)
+    return found
+
+
+def extract_first_json(text: str, accept: Callable[[Any], bool], openers: str = "{", max_tries: int = 64) -> Any:
+    """The first value :func:`extract_json` accepts (None if there is none)."""
+    found = extract_json(text, accept, openers=openers, max_tries=max_tries)
+    return found.values[0] if found.values else None
+
+
+def disagree(values: Sequence[Any], keys_of: Callable[[Any], Dict[str, Any]]) -> bool:
+    """True when two of ``values`` give one name different values; ``keys_of(value)`` maps each name the value
+    holds to its key in the value (``{name: name}`` for exact keys)."""
+    seen: Dict[str, Any] = {}
+    for value in values:
+        for name, key in keys_of(value).items():
+            if name in seen and seen[name] != value[key]:
+                return True
+            seen.setdefault(name, value[key])
+    return False
+
+
+def final_json_object(text: str, keys: Sequence[str], accept: Optional[Callable[[Any], bool]] = None,
+                      max_tries: int = 64, top_level: bool = False) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+    """The answer object and its issue codes (module docstring): the final JSON object holding one of ``keys``
+    (or that ``accept`` likes); keys written twice with different values are removed."""
+    keys = tuple(keys)
+    test = accept or (lambda value: isinstance(value, dict) and any(k in value for k in keys))
+    found = extract_json(text, test, max_tries=max_tries)
+    if found.exhausted:
+        return None, ["too_many_json_candidates"]
+    if not found.values:
+        return None, []
+    if disagree(found.values, lambda value: {k: k for k in keys if isinstance(value, dict) and k in value}):
+        return None, ["conflicting_json_objects"]
+    if top_level and found.nested[-1]:
+        return None, ["nested_answer"]
+    if not isinstance(found.final, dict):
+        return found.final, []
+    obj = {k: v for k, v in found.final.items() if k not in found.duplicates[-1]}
+    return obj, [f"duplicate_key:{key}" for key in found.duplicates[-1]]

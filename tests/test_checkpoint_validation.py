@@ -107,3 +107,26 @@ def test_loading_warns_about_non_finite_weights(tiny_miescore_path, tmp_path, ca
     assert "1 weight tensor(s)" in err and "head.out_proj.weight" in err and "NaN or Inf" in err
     load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32")
     assert "NaN" not in capsys.readouterr().err
+
+
+def test_a_fifo_or_device_in_a_checkpoint_never_blocks_validation(tiny_miescore_path, tmp_path):
+    """Every loader validates through checkpoint_files: a FIFO weight file (safe_open would block) or a
+    tokenizer_config.json that is a FIFO / /dev/zero (read whole while looking for a chat template) is named or
+    skipped, never opened."""
+    import os
+    import shutil
+
+    from modeling_miescore.scoring.checkpoint_files import ModelLoadError, check_tokenizer_files, check_weight_files
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_miescore_path, folder)
+    (folder / "model.safetensors").unlink()
+    os.mkfifo(folder / "model.safetensors")
+    with pytest.raises(ModelLoadError, match="is not a regular file"):
+        check_weight_files(folder)
+    (folder / "chat_template.jinja").unlink()  # the template is then looked for in the configs
+    for make in (lambda p: os.mkfifo(p), lambda p: p.symlink_to("/dev/zero")):
+        (folder / "tokenizer_config.json").unlink()
+        make(folder / "tokenizer_config.json")
+        with pytest.raises(ModelLoadError, match="no chat template"):
+            check_tokenizer_files(folder)

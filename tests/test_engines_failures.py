@@ -45,8 +45,8 @@ def _unreachable(api, edit) -> None:
 
 
 def _reward_stops(url, name, edit) -> None:
-    from modeling_miescore.training.editor_rl.reward_types import EditGroup, RewardUnavailableError
-    from modeling_miescore.training.editor_rl.spatialreward_reward import build_spatialreward_api_reward
+    from modeling_miescore.rewards.groups import EditGroup, RewardUnavailableError
+    from modeling_miescore.rewards.backends import build_spatialreward_api_reward
 
     reward = build_spatialreward_api_reward(f"{name}@{url}", max_retries=0, timeout=20)
     group = EditGroup(key="k", sources=tuple(edit["sources"]), instruction=edit["instruction"],

@@ -97,7 +97,7 @@ def test_editor_rl_recipe_rewarded_through_vllm(server, export, in_process, tiny
     from editor_rl_runs import run_recipe, toy_config
 
     from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
-    from modeling_miescore.training.editor_rl.spatialreward_reward import spatialreward_value
+    from modeling_miescore.rewards.backends import spatialreward_value
 
     out = tmp_path / "run"
     config = toy_config(tiny_editor_path("flux2-klein"), _parity_requests(tmp_path), out, editor="flux2-klein",

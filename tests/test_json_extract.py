@@ -1,12 +1,12 @@
-"""The one JSON reader for model answers outside the Hub files (judges/json_extract.py): thinking text and code
-fences are stripped, the first accepted balanced JSON value wins, nothing is repaired, degenerate answers stay
-cheap."""
+"""The JSON reader's strict mode (spatialreward_relaxed_json.py), for answers outside the checkpoints: thinking
+text and code fences are stripped, the first accepted balanced JSON value wins, nothing is repaired, degenerate
+answers stay cheap."""
 
 from __future__ import annotations
 
 import pytest
 
-from modeling_miescore.judges.json_extract import (MAX_ANSWER_CHARS, extract_first_json, is_unclosed,
+from modeling_miescore.spatialreward_relaxed_json import (MAX_ANSWER_CHARS, extract_first_json, is_unclosed,
                                                    strip_reasoning_and_fences)
 
 

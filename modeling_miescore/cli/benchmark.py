@@ -228,10 +228,11 @@ def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots
 
 def _warn_without_cis(report: dict) -> None:
     """Say on stderr when the report has no intervals because the split has too few instances (samples)."""
-    from ..evaluation.report_parts import ci_omitted
+    from ..evaluation.report_parts import ci_state
 
-    if ci_omitted(report):
-        print(f"warning: no confidence intervals: {ci_omitted(report)}; the report gives point estimates only",
+    state, settings = ci_state(report)
+    if state == "omitted":
+        print(f"warning: no confidence intervals: {settings['omitted']}; the report gives point estimates only",
               file=sys.stderr)
 
 

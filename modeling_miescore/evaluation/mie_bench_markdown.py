@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..data.schema import LONG_NAMES, SHORT_NAMES
 from ..miescore_overall import OVERALL_WEIGHTS
-from .report_parts import (SOURCE_SUBSETS, ci_omitted, counts_phrase, fmt_ci, notes_section, plot_lines,
+from .report_parts import (SOURCE_SUBSETS, ci_state, counts_phrase, fmt_ci, notes_section, plot_lines,
                            report_header, report_table, title_case)
 
 __all__ = ["logistic_status", "mie_bench_markdown"]
@@ -117,7 +117,7 @@ def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
             "mean MOS.",
             ""]
     out += plot_lines(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
-    with_cis = bool(report["meta"].get("bootstrap", {}).get("n")) and not ci_omitted(report)
+    with_cis = ci_state(report)[0] == "on"
     out += [f"<details><summary>Per-model means{' with confidence intervals' if with_cis else ''}</summary>", ""]
     rows = []
     for r in mr[order_dim]["table"]:

@@ -7,14 +7,13 @@ grid: ``out_dir/grid.png``) and are written atomically.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
 from .mie_bench_markdown import logistic_status
-from .report_parts import (CATEGORY_COLOURS, error_bar_note, error_bars, fmt_ci, has_ci, legend_below,
-                           lowest_bound, mer_categories_in_order, new_figure, plot_value, save_figure, title_case)
+from .report_parts import (CATEGORY_COLOURS, ci_state, error_bar_note, error_bars, fmt_ci, has_ci, legend_below,
+                           mer_categories_in_order, new_figure, plot_value, save_figure, title_case, y_floor)
 
 __all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots", "scatter_plots",
            "srcc_per_task_plot"]
@@ -98,23 +97,21 @@ def srcc_per_task_plot(report: dict, dims: list[str], out: Path) -> str:
     fig = new_figure(max(7.0, 0.55 * len(tasks) + 2), 2.6 * len(dims) + 1.0)
     axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
     x = np.arange(len(tasks))
-    boot = report["meta"]["bootstrap"]
-    bootstrapped = bool(boot.get("n")) and not boot.get("omitted")
+    state, boot = ci_state(report)
     any_without_ci = False
     for ax, d in zip(axes, dims):
         ms = [pt["srcc"][d]["tasks"].get(t) for t in tasks]
         vals = np.array([plot_value(m) for m in ms])
         bars = ax.bar(x, np.nan_to_num(vals), color=colours, yerr=error_bars(ms), capsize=2, error_kw={"lw": 0.8})
         for bar, v, m in zip(bars, vals, ms):
-            if bootstrapped and np.isfinite(v) and not has_ci(m):
+            if state == "on" and np.isfinite(v) and not has_ci(m):
                 bar.set_hatch("///")
                 bar.set_alpha(0.6)
                 any_without_ci = True
         for i in np.flatnonzero(~np.isfinite(vals)):
             ax.text(i, 0.02, "n/a", ha="center", va="bottom", fontsize=7, color="dimgray")
         ax.set_ylabel(f"SRCC {SHORT_NAMES[d]}")
-        low = lowest_bound(ms)
-        ax.set_ylim(min(0.0, low - 0.05) if np.isfinite(low) else 0.0, 1.05)
+        ax.set_ylim(y_floor(ms), 1.05)
         ax.axhline(0, color="black", lw=0.6)
         ax.grid(axis="y", alpha=0.3)
         ax.set_xticks(x)
@@ -207,21 +204,19 @@ def _accuracy_by_size_plot(report: dict, out: Path) -> str:
     ax = fig.add_subplot()
     x = np.arange(len(sizes) + 1)
     width = 0.8 / len(series)
-    lows = []
+    shown = []
     for j, (label, metric, colour) in enumerate(series):
         ms = [metric["by_size"][k] for k in sizes] + [metric["overall"]]
         ax.bar(x - 0.4 + width * (j + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=3,
-               label=label,
-               color=colour)
-        lows.append(lowest_bound(ms))
+               label=label, color=colour)
+        shown += ms
     for i, size in enumerate(sizes):  # exact-order accuracy of a random ranking: 1 / K!
         ax.hlines(1.0 / factorial(int(size)), i - 0.4, i - 0.4 + width, colors="#C44E52", linestyles="--", lw=2,
                   label="chance accuracy 1/K!" if i == 0 else None)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{k}-P\n(n={meta['n_by_size'].get(k, '?')})" for k in sizes]
                        + [f"Overall\n(n={meta['n_groups']})"])
-    finite = [v for v in lows if np.isfinite(v)]
-    ax.set_ylim(min(0.0, min(finite) - 0.05) if finite else 0.0, 1.05)
+    ax.set_ylim(y_floor(shown), 1.05)
     ax.axhline(0, color="black", lw=0.6)
     ax.grid(axis="y", alpha=0.3)
     legend_below(fig, ncol=2)

@@ -30,10 +30,10 @@ from ..utils.markdown_table import markdown_table
 from ..utils.numbers import finite_float
 
 __all__ = [
-    "CATEGORY_COLOURS", "SOURCE_SUBSETS", "alignment_lines", "ci_level", "ci_omitted", "ci_sentence", "ci_state",
-    "counts_phrase", "error_bar_note", "error_bars", "fmt_ci", "has_ci", "legend_below", "lowest_bound",
-    "mer_categories_in_order", "metric_value", "new_figure", "notes_section", "plot_lines", "plot_value",
-    "report_header", "report_table", "run_lines", "save_figure", "title_case",
+    "CATEGORY_COLOURS", "SOURCE_SUBSETS", "alignment_lines", "ci_level", "ci_sentence", "ci_state", "counts_phrase",
+    "error_bar_note", "error_bars", "fmt_ci", "has_ci", "legend_below", "mer_categories_in_order", "metric_value",
+    "new_figure", "notes_section", "plot_lines", "plot_value", "report_header", "report_table", "run_lines",
+    "save_figure", "title_case", "y_floor",
 ]
 
 # The MIE-Bench subsets by number of sources (paper figure 2), keyed as the report dicts key them.
@@ -70,11 +70,6 @@ def ci_state(report: dict) -> tuple[str, dict]:
     ``"omitted"`` (asked for but left out, e.g. too few instances: ``settings["omitted"]`` says why) or ``"on"``."""
     settings = report.get("meta", {}).get("bootstrap", {})
     return ("off" if not settings.get("n") else "omitted" if settings.get("omitted") else "on"), settings
-
-
-def ci_omitted(report: dict) -> str | None:
-    """Why a report has no confidence intervals although a bootstrap was asked for (too few instances)."""
-    return report.get("meta", {}).get("bootstrap", {}).get("omitted")
 
 
 def ci_level(report: dict) -> str:
@@ -213,11 +208,11 @@ def error_bars(metrics: list) -> np.ndarray | None:
     return np.vstack([np.clip(values - cis[:, 0], 0, None), np.clip(cis[:, 1] - values, 0, None)])
 
 
-def lowest_bound(metrics: list) -> float:
-    """The lowest value or CI bound of ``metrics`` (NaN when none is finite), for the y-limits."""
+def y_floor(metrics: list) -> float:
+    """The lower y-limit for ``metrics``: 0, or just below the lowest value or CI bound when that is negative."""
     lows = [plot_value(m) for m in metrics] + [m["ci"][0] for m in metrics if has_ci(m)]
     finite = [x for x in lows if np.isfinite(x)]
-    return min(finite) if finite else np.nan
+    return min(0.0, min(finite) - 0.05) if finite else 0.0
 
 
 def error_bar_note(report: dict, drawn: int | None = None, missing: int = 0) -> str:

@@ -370,7 +370,8 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
     """Encode a PIL image as a ``data:image/...;base64,`` URL for an ``image_url`` content part.
 
     ``format``: ``"PNG"`` (lossless) or ``"JPEG"``/``"WEBP"`` (``quality`` applies; about 5-10x smaller requests).
-    ``max_pixels``: if given, the image is first downscaled (aspect ratio kept) to at most that many pixels.
+    ``max_pixels``: if given, the image is first downscaled (aspect ratio kept) to at most that many pixels
+    (:func:`~modeling_miescore.image_io.resize_to_budget`).
     Modes other than RGB/L (RGBA, P, CMYK, 16-bit, ...) are converted to RGB.
     """
     from PIL import Image
@@ -382,15 +383,11 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
         fmt = "JPEG"
     if fmt not in ("PNG", "JPEG", "WEBP"):
         raise ValueError(f"format must be PNG, JPEG or WEBP, got {format!r}")
-    image = pil_image
-    if image.mode not in ("RGB", "L"):
-        from ..image_io import to_rgb
+    from ..image_io import resize_to_budget, to_rgb
 
-        image = to_rgb(image)
-    if max_pixels is not None and image.width * image.height > max_pixels:
-        scale = math.sqrt(max_pixels / (image.width * image.height))
-        size = (max(1, int(image.width * scale)), max(1, int(image.height * scale)))
-        image = image.resize(size, Image.BICUBIC)
+    image = pil_image if pil_image.mode in ("RGB", "L") else to_rgb(pil_image)
+    if max_pixels is not None:
+        image = resize_to_budget(image, max_pixels)
     buffer = io.BytesIO()
     if fmt == "PNG":  # zlib level 1: ~3x faster than Pillow's default 6, ~10 % larger, the same pixels
         image.save(buffer, format="PNG", compress_level=1)

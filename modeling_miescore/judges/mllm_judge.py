@@ -50,7 +50,7 @@ from ..miescore_overall import overall_score
 from ..processing_miescore import EditSample, as_edit_sample
 from .call_engine import CallEngine, CallResult, ChatRequest
 from ..utils.text_hygiene import quoted
-from .json_extract import disagree, extract_json, strip_reasoning_and_fences
+from ..spatialreward_relaxed_json import disagree, extract_json, strip_reasoning_and_fences
 
 __all__ = ["ANSWER_FORMAT", "JUDGE_RUBRIC", "JudgeRequestError", "MLLMJudge", "MOSAnswer", "judge_prompt_parts",
            "parse_mos_answer"]

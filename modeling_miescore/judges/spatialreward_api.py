@@ -62,13 +62,10 @@ def processor_sized_image(image, min_pixels: int, max_pixels: int, factor: int =
     is sent as it is, for the server to resize once, as the in-process model does (which needs the server's pixel
     range to be the checkpoint's: the export's processor config and ``scripts/vllm_cpu.sh start`` set it).
     """
-    height, width = resized_image_size(image.width, image.height, min_pixels=min_pixels, max_pixels=max_pixels,
-                                       factor=factor)
-    if (width, height) == image.size:
-        return image
-    if resized_image_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels, factor=factor) != (height,
-                                                                                                        width):
-        return image  # the processor would not leave the resized image alone
+    size = dict(min_pixels=min_pixels, max_pixels=max_pixels, factor=factor)
+    height, width = resized_image_size(image.width, image.height, **size)
+    if (width, height) == image.size or resized_image_size(width, height, **size) != (height, width):
+        return image  # already its size, or the processor would not leave the resized image alone
     import numpy as np
     import torch
     from PIL import Image

@@ -8,8 +8,8 @@
     with RewardClient(["http://gpu-a:8000", "http://gpu-b:8000"]) as client:          # replicas
         client.score_groups([{"sources": [...], "instruction": "...", "edited": [...]}])  # one list per group
 
-For RL loops, :func:`modeling_miescore.serving.editor_rewards.make_reward_fn` wraps a client as a reward callable,
-and the editor-RL reward ``serve:URL[,URL...]`` (:mod:`modeling_miescore.training.editor_rl.served_reward`) uses
+For RL loops, :func:`modeling_miescore.rewards.callables.make_reward_fn` wraps a client as a reward callable,
+and the editor-RL reward ``serve:URL[,URL...]`` (:mod:`modeling_miescore.rewards.backends`) uses
 it with ``isolate_failures=True``.
 
 With several replicas, each group goes whole to one replica (its shared prefix then runs once there), chosen by
@@ -225,7 +225,7 @@ class RewardClient:
 
     def _json(self, response, replica: int, path: str):
         """The answer's JSON and the keys repeated in its objects (``{id(object): {key: values}}``)."""
-        from ..judges.json_extract import loads_noting_duplicates
+        from ..spatialreward_relaxed_json import loads_noting_duplicates
 
         try:
             return loads_noting_duplicates(response.content)

@@ -16,10 +16,9 @@ import torch
 
 from ..backbone_families import GENERIC, QWEN_VL, family_of, min_image_budget, qwen_patch_factor
 from ..data.schema import MOS_COLUMNS, MOS_SCALE
-from ..image_io import MIEScoreInputError
+from ..image_io import MIEScoreInputError, resize_to_budget
 from ..miescore_score_heads import score_head_class
-from ..processing_miescore import (EditSample, as_edit_sample, build_messages, image_prompt_tokens, prepare_inputs,
-                                   resized_image_size)
+from ..processing_miescore import EditSample, as_edit_sample, build_messages, image_prompt_tokens, prepare_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -191,15 +190,6 @@ class _ConfigView:
         return getattr(self._base, name)
 
 
-def _shrink_to_budget(image, budget: int, factor: int, min_pixels: int):
-    h, w = resized_image_size(*image.size, min_pixels=min(min_pixels, budget), max_pixels=budget, factor=factor)
-    if (w, h) == image.size:
-        return image
-    from PIL import Image
-
-    return image.resize((w, h), Image.Resampling.BICUBIC)
-
-
 def _resized_to_budgets(samples: Sequence[EditSample], budgets: Sequence[int], config) -> list[EditSample]:
     """Qwen-VL: every image of the batch resized to its final grid (the shrunk rows to their own budget), so that
     one processor call with ``min_pixels`` = one token gives each row its own budget."""
@@ -207,7 +197,7 @@ def _resized_to_budgets(samples: Sequence[EditSample], budgets: Sequence[int], c
     resized = []
     for sample, budget in zip(samples, budgets):
         cap = budget if budget > 0 else int(config.max_pixels)
-        fit = lambda im: _shrink_to_budget(im, cap, factor, int(config.min_pixels))  # noqa: E731
+        fit = lambda im: resize_to_budget(im, cap, min(int(config.min_pixels), cap), factor)  # noqa: E731
         resized.append(EditSample([fit(s) for s in sample.sources], fit(sample.edited), sample.instruction, sample.id))
     return resized
 

@@ -218,9 +218,7 @@ def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
 def _to_pil(image: Any, max_pixels: Optional[int]):
     """Any accepted image form -> upright RGB PIL image within ``max_pixels``; ``info["source_format"]`` keeps
     the original encoding (JPEG, PNG, ...) so that storage can keep lossy sources lossy."""
-    from PIL import Image
-
-    from ..image_io import load_image, open_image_bytes
+    from ..image_io import load_image, open_image_bytes, resize_to_budget
 
     # the aspect ratio is checked later, as its own drop reason (extreme_aspect_ratio)
     unlimited = {"max_aspect_ratio": None}
@@ -238,9 +236,8 @@ def _to_pil(image: Any, max_pixels: Optional[int]):
     else:
         source_format = getattr(image, "format", None)
         image = load_image(image, **unlimited)
-    if max_pixels and image.width * image.height > max_pixels:
-        scale = math.sqrt(max_pixels / (image.width * image.height))
-        image = image.resize((max(1, int(image.width * scale)), max(1, int(image.height * scale))), Image.BICUBIC)
+    if max_pixels:
+        image = resize_to_budget(image, max_pixels)
     image.info["source_format"] = source_format or image.info.get("source_format")
     return image
 

@@ -3,9 +3,9 @@
 * **Lone surrogates** (``"\\ud800"`` written as a JSON escape) are not text: UTF-8 cannot encode them, so SQLite,
   JSON Lines written with ``ensure_ascii=False`` and tokenizers fail on them. The rule, everywhere an endpoint's
   text enters the package (the chat client's answer, and strings decoded from JSON inside an answer by
-  :mod:`modeling_miescore.judges.json_extract`): each lone surrogate is **repaired**, replaced with U+FFFD (what a
-  UTF-8 decoder with ``errors="replace"`` does); the answer is kept and the repair counted
-  (``repaired_text`` in the usage log). :func:`valid_text`, :func:`valid_strings`.
+  :mod:`modeling_miescore.spatialreward_relaxed_json`, which defines :func:`valid_text` and :func:`valid_strings`):
+  each lone surrogate is **repaired**, replaced with U+FFFD (what a UTF-8 decoder with ``errors="replace"`` does);
+  the answer is kept and the repair counted (``repaired_text`` in the usage log).
 * **Chat-control tokens** (the one rule of :mod:`modeling_miescore.control_tokens`: every special and added token
   of the Qwen vocabulary, any ``<|name|>`` token of other vocabularies, the other backbones' image placeholders;
   SpatialReward's grounding tokens are the format of its SFT rows, so here they are text) and C0 control
@@ -26,38 +26,12 @@ import re
 from typing import Any, List, Optional
 
 from ..control_tokens import control_tokens_in as chat_control_tokens
+from ..spatialreward_relaxed_json import valid_strings, valid_text
 
 __all__ = ["control_characters_problem", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
            "valid_text"]
 
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _C0_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def valid_text(text: str) -> str:
-    """``text`` with every lone surrogate replaced by U+FFFD (the same object when there is none)."""
-    return _SURROGATE_RE.sub("\ufffd", text) if _SURROGATE_RE.search(text) else text
-
-
-def valid_strings(value: Any) -> Any:
-    """A decoded JSON value with :func:`valid_text` applied to every string in it, keys included (iterative:
-    a value as deep as the JSON decoder allowed never hits the recursion limit)."""
-    if isinstance(value, str):
-        return valid_text(value)
-    root = [value]
-    stack: List[tuple] = [(root, 0)]
-    while stack:
-        container, key = stack.pop()
-        item = container[key]
-        if isinstance(item, str):
-            container[key] = valid_text(item)
-        elif isinstance(item, list):
-            stack.extend((item, i) for i in range(len(item)))
-        elif isinstance(item, dict):
-            fixed = {(valid_text(k) if isinstance(k, str) else k): v for k, v in item.items()}
-            container[key] = fixed
-            stack.extend((fixed, k) for k in fixed)
-    return root[0]
 
 
 def control_tokens_in(text: str) -> List[str]:

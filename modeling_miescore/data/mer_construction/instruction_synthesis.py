@@ -11,8 +11,8 @@ Output folder (the construction project, shared with the later stages)::
     synthesis_report.json     counts by status and reason, the category ratio against 2:1:1, subtask coverage
                               (15) and the operation counts (2-5) of the accepted instructions
 
-The answer is the writer's **final** JSON object with ``is_editable`` (:func:`~modeling_miescore.judges.json_extract.
-final_json_object`); several that disagree, or a key written twice with different values, are ``ambiguous``.
+The answer is the writer's **final** JSON object with ``is_editable``
+(:func:`~modeling_miescore.spatialreward_relaxed_json.final_json_object`); several that disagree, or a key written twice with different values, are ``ambiguous``.
 An instruction, region description or reason holding a chat-control token (``<|im_end|>``, ``<|image_pad|>``,
 ...) or a control character (NUL, ...) is ``control_token``: it would become a real control token when a model
 is trained or evaluated on it (:mod:`modeling_miescore.utils.text_hygiene`).
@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from ...image_io import MIEScoreInputError, load_image
 from ...judges.call_engine import CallEngine, ChatRequest
-from ...judges.json_extract import final_json_object
+from ...spatialreward_relaxed_json import final_json_object
 from ...utils.text_hygiene import training_text_problem
 from ...utils.atomic_files import write_text_atomic
 from ...utils.output_lock import exclusive_output

@@ -38,7 +38,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...judges.call_engine import ChatRequest
-from ...judges.json_extract import strip_reasoning_and_fences
+from ...spatialreward_relaxed_json import strip_reasoning_and_fences
 from ...spatialreward_parsing import parse_sc_output
 from ...spatialreward_tokens import GROUNDING_TOKEN_RE
 from ...training.spatialreward_chat_examples import check_row, control_token_problem

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ...data.converters.imgedit_bench import IMGEDIT_RELEASES, IMGEDIT_TYPES
 from ...image_io import MIEScoreInputError
-from ...judges.json_extract import strip_reasoning_and_fences
+from ...spatialreward_relaxed_json import strip_reasoning_and_fences
 from .editor_judge import EditorJudge
 from .protocols import EDITOR_BENCHMARKS
 

@@ -1,22 +1,22 @@
-"""``--reward`` specs -> :class:`~.reward_types.EditorReward` objects, one registry of reward kinds.
+"""``--reward`` specs -> :class:`~.groups.EditorReward` objects, one registry of reward kinds.
 
 A spec is ``KIND:ARGUMENT``; kinds are declared once in :data:`REWARD_KINDS`, each with its builder, the options
 it takes and its syntax:
 
 - ``miescore:CKPT``: MIEScore in this process, ``overall / 100`` (or ``weights`` over VQ / IF / AP), each group
-  scored with its shared prefix run once (:mod:`.miescore_reward`).
+  scored with its shared prefix run once (:mod:`.backends`).
 - ``spatialreward:CKPT``: SpatialReward in this process; ``spatialreward-api:MODEL@URL``: SpatialReward behind an
   OpenAI-compatible endpoint (``vllm serve``); ``aggregation="min"`` for the B.2.2 ablation
-  (:mod:`.spatialreward_reward`).
+  (:mod:`.backends`).
 - ``serve:URL[,URL...]``: ``miescore serve`` replicas over HTTP, each group whole to one replica
-  (:mod:`.served_reward`).
+  (:mod:`.backends`).
 - ``module:function`` (or ``callable:module:function``): ``fn(images, instructions, sources) -> list[float]``,
   one float per edited image; non-finite values and non-numbers are failed samples, a wrong length an error.
 
 A **weighted sum** is ``W*SPEC + W*SPEC ...`` (``"0.7*miescore:ckpt + 0.3*my_pkg.rewards:redness"``; a term
 starts at a ``+`` followed by ``NUMBER*``), or a list of terms (a Python list from a YAML config, a JSON/YAML list
 string, or a ``.json`` / ``.yaml`` file holding one): each term ``{"reward": SPEC, "weight": W, ...options}``
-(weight 1 when omitted; extra keys are that term's options) or a ``"W*SPEC"`` string (:mod:`.weighted_reward`).
+(weight 1 when omitted; extra keys are that term's options) or a ``"W*SPEC"`` string (:mod:`.backends`).
 
 Options (``build_reward(spec, **options)``): ``device`` and ``dtype`` go to every kind that loads a model; every
 other option must be one that some kind of the spec takes (:data:`REWARD_KINDS` ``[kind].options``) and goes to
@@ -33,9 +33,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from ...utils.import_spec import import_callable
-from ...utils.lazy_registry import import_attribute
-from .reward_types import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
+from ..utils.import_spec import import_callable
+from ..utils.lazy_registry import import_attribute
+from .groups import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
            "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders", "reward_spec_problem"]
@@ -102,19 +102,19 @@ class RewardKind:
 _CLIENT = ("api_key_env", "timeout", "max_retries")
 REWARD_KINDS: Dict[str, RewardKind] = {
     "miescore": RewardKind(
-        _lazy(".miescore_reward:build_miescore_reward"),
+        _lazy(".backends:build_miescore_reward"),
         "MIEScore in this process: overall / 100, or weights over VQ/IF/AP; each group's prefix runs once",
         ("weights", "scale", "batch_size", "reuse_prefix"), "miescore:CKPT"),
     "spatialreward": RewardKind(
-        _lazy(".spatialreward_reward:build_spatialreward_reward"),
+        _lazy(".backends:build_spatialreward_reward"),
         "SpatialReward in this process (paper's weighted reward, or aggregation=min: the B.2.2 ablation)",
         ("aggregation", "batch_size"), "spatialreward:CKPT"),
     "spatialreward-api": RewardKind(
-        _lazy(".spatialreward_reward:build_spatialreward_api_reward"),
+        _lazy(".backends:build_spatialreward_api_reward"),
         "SpatialReward behind an OpenAI-compatible endpoint (vllm serve)",
         ("aggregation", "batch_size", "max_concurrency", "config", *_CLIENT), "spatialreward-api:MODEL@URL"),
     "serve": RewardKind(
-        _lazy(".served_reward:build_served_reward"),
+        _lazy(".backends:build_served_reward"),
         "miescore serve replicas over HTTP (MIEScore or SpatialReward), each group whole to one replica",
         ("weights", "scale", "aggregation", "max_samples_per_request", "replica_cooldown_s", "balance_slack",
          "max_answer_bytes", *_CLIENT), "serve:URL[,URL...]"),
@@ -149,7 +149,7 @@ def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
     close to a kind's name is reported with that kind."""
     import importlib.util
 
-    from ...utils.suggestions import closest_name
+    from ..utils.suggestions import closest_name
 
     if "." in kind or not kind.isidentifier() and "-" not in kind:
         return  # a dotted module path: a callable (import_callable reports it if it is not there)
@@ -276,7 +276,7 @@ def _check_checkpoint(kind: str, argument: str) -> None:
 
 def build_reward(spec, **options):
     """The reward a ``--reward`` spec names (see the module docstring): one reward, or a
-    :class:`~.weighted_reward.WeightedSumReward` when the spec has weights or several terms."""
+    :class:`~.backends.WeightedSumReward` when the spec has weights or several terms."""
     terms = parse_reward_terms(spec)
     kinds = [_kind_of(single) for _, single, _ in terms]
     for (kind, _), (_, single, own) in zip(kinds, terms):
@@ -290,7 +290,7 @@ def build_reward(spec, **options):
         raise ValueError(f"reward option {', '.join(unknown)} is taken by no reward of {spec!r}; "
                          + "; ".join(f"{k} takes {', '.join(REWARD_KINDS[k].options) or 'none'}"
                                      for k in dict.fromkeys(kind for kind, _ in kinds)))
-    from .weighted_reward import WeightedSumReward
+    from .backends import WeightedSumReward
 
     rewards = []
     try:

@@ -1,6 +1,6 @@
 """Rewards computed in the background: batch k is scored while batch k+1 is sampled.
 
-:class:`RewardWorker` runs an :class:`~.reward_types.EditorReward` on one worker thread (a reward model on
+:class:`RewardWorker` runs an :class:`~.groups.EditorReward` on one worker thread (a reward model on
 another device, an HTTP reward server, a callable); :meth:`RewardWorker.submit` returns a :class:`RewardFuture`
 (a ``concurrent.futures.Future``) of the groups' scores. Calls run one at a time, in submission order::
 
@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .reward_types import EditGroup, EditorReward, GroupScores, checked_scores, reward_range_of
+from .groups import EditGroup, EditorReward, GroupScores, checked_scores, reward_range_of
 
 __all__ = ["RewardExitError", "RewardWorker", "RewardFuture", "RewardTiming", "reward_calls_running",
            "reward_error"]
@@ -120,7 +120,7 @@ class RewardFuture(Future):
 def check_scores(scores, groups: Sequence[EditGroup], name: str, value_range=None) -> List[GroupScores]:
     """``scores`` if it is one :class:`GroupScores` per group with one slot per edit (else a ``ValueError``), each
     reward that is not a finite real number inside ``value_range`` (the reward's declared ``reward_range``)
-    turned into a failed sample (:func:`~.reward_types.checked_scores`): whatever a reward returns, only real
+    turned into a failed sample (:func:`~.groups.checked_scores`): whatever a reward returns, only real
     numbers become a training signal."""
     scores = list(scores) if isinstance(scores, (list, tuple)) else scores
     if not isinstance(scores, list) or len(scores) != len(groups):

@@ -23,7 +23,7 @@ Two ways to get one:
       rewards = reward_fn(images, instructions, sources)        # list[float], one per edited image
 
 These reward *image editors*. The TRL GRPO reward functions that train the SpatialReward judge itself are in
-:mod:`modeling_miescore.training.grpo_rewards`.
+:mod:`modeling_miescore.training.spatialreward_grpo_rewards`.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..image_io import MIEScoreInputError
-from ..spatialreward_judgement import SpatialRewardResult
 from ..processing_miescore import as_edit_sample
-from .reward_client import RewardClient, RewardServerError, as_image_list
+from ..serving.reward_client import RewardClient, RewardServerError, as_image_list
+from ..spatialreward_judgement import SpatialRewardResult
 
 __all__ = ["SpatialRewardFunction", "make_reward_fn"]
 

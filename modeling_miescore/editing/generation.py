@@ -9,7 +9,7 @@ are named from the request id (``images/<id>.png``, ``images/<id>-<k>.png`` for 
 ``#``, which a URL, a Markdown link or the Hub's file viewer reads as a fragment. Dataset sources are written to
 ``OUT/sources/`` once; JSONL sources are referenced where they are.
 
-The sampling schedule (:class:`~.sampling_schedule.SamplingSchedule`: which steps are guided, ODE or SDE steps;
+The sampling schedule (:class:`~.schedule.SamplingSchedule`: which steps are guided, ODE or SDE steps;
 default the pipeline's own, CFG on every step) is written to ``OUT/sampling.json`` (its fields, the guided-step
 count and a one-line description); a rerun into an ``OUT`` holding edits of another schedule or step count is
 refused, so one folder never mixes edits of two schedules.
@@ -30,10 +30,9 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 
-from ...image_io import MIEScoreInputError
-from ...utils.atomic_files import atomic_write, write_text_atomic
-from .group_schedule import derived_seed
-from .sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule, sample_with_schedule
+from ..image_io import MIEScoreInputError
+from ..training.editor_rl.schedule import PIPELINE_SCHEDULE, SamplingSchedule, derived_seed, sample_with_schedule
+from ..utils.atomic_files import atomic_write, write_text_atomic
 
 __all__ = ["EditRun", "SAMPLING_FILE", "generate_edits", "record_sampling"]
 
@@ -108,9 +107,9 @@ def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images
                    jsonl_name: str = "edits.jsonl") -> EditRun:
     """Run ``editor`` (an :class:`~.editors.EditorAdapter`) over ``requests`` into ``out`` under ``schedule``
     (module docstring; ``jsonl_name``: the lines' file, ``candidates.jsonl`` for ``--select``:
-    :mod:`.edit_selection`). A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
-    from ...scoring.jsonl_scoring import read_done_ids
-    from ...utils.output_lock import exclusive_output
+    :mod:`.selection`). A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
+    from ..scoring.jsonl_scoring import read_done_ids
+    from ..utils.output_lock import exclusive_output
 
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)

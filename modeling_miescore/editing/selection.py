@@ -2,12 +2,12 @@
 reward scores highest (EditScore, arXiv 2509.23909, sec. 5: a reward model used to *select* among an editor's N
 samples raises its GEdit score; its ``examples/OmniGen2-RL/evaluation/GEdit-Bench`` best-of-N keeps the max).
 
-The reward is any ``--reward`` spec of the trainer (:data:`~.reward_specs.REWARD_KINDS`: ``miescore:CKPT``,
+The reward is any ``--reward`` spec of the trainer (:data:`~.rewards.specs.REWARD_KINDS`: ``miescore:CKPT``,
 ``spatialreward:CKPT``, ``module:function``, a weighted sum, a served reward): the N candidates of one request are
-one :class:`~.reward_types.EditGroup` (the same sources and instruction), so MIEScore and SpatialReward score them
+one :class:`~.rewards.groups.EditGroup` (the same sources and instruction), so MIEScore and SpatialReward score them
 together with the group's shared prompt prefix run once, as the trainer's groups are.
 
-Files (``miescore edit`` writes the candidates first, :func:`~.edit_generation.generate_edits` into
+Files (``miescore edit`` writes the candidates first, :func:`~.generation.generate_edits` into
 ``candidates.jsonl``; then :func:`select_edits`):
 
 * ``OUT/candidates.jsonl``: every candidate, ``{"id": "<request>#<k>", "key", "sample", "sources", "edited",
@@ -20,9 +20,9 @@ Files (``miescore edit`` writes the candidates first, :func:`~.edit_generation.g
 
 The highest reward wins (the lowest sample on a tie); a candidate whose reward failed is never selected, and a
 request whose every reward failed gets no line (listed; a rerun scores it again). The reward runs on a
-:class:`~.reward_worker.RewardWorker`, as the trainer's does: whatever it raises (``SystemExit``,
+:class:`~.rewards.worker.RewardWorker`, as the trainer's does: whatever it raises (``SystemExit``,
 ``KeyboardInterrupt``, ``os._exit``, a result of the wrong length) stops the selection with
-:class:`~.reward_types.RewardUnavailableError` naming the reward, never the process. Resuming: requests already in
+:class:`~.rewards.groups.RewardUnavailableError` naming the reward, never the process. Resuming: requests already in
 ``edits.jsonl`` are skipped; one run at a time per ``OUT`` (a lock). A ``candidates.jsonl`` line that is not one
 of this run's candidates is refused with its line number.
 """
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from ...image_io import MIEScoreInputError
-from ...utils.atomic_files import atomic_write
-from .edit_generation import edit_file_name
-from .reward_types import EditGroup, RewardUnavailableError, group_key
-from .reward_worker import RewardWorker, reward_error
+from ..image_io import MIEScoreInputError
+from ..rewards.groups import EditGroup, RewardUnavailableError, group_key
+from ..rewards.worker import RewardWorker, reward_error
+from ..utils.atomic_files import atomic_write
+from .generation import edit_file_name
 
 __all__ = ["CANDIDATES_FILE", "SelectionRun", "prepare_selection", "select_edits"]
 
@@ -59,7 +59,7 @@ class SelectionRun:
 def _candidates(out: Path, num_images: int) -> dict:
     """``{request id: {sample: line}}`` of ``candidates.jsonl``; a line that is not one of this run's candidates
     is one error naming the file and the line."""
-    from ...scoring.jsonl_scoring import complete_lines
+    from ..scoring.jsonl_scoring import complete_lines
 
     path = out / CANDIDATES_FILE
     data, _ = complete_lines(path, repair=False)
@@ -80,7 +80,7 @@ def _candidates(out: Path, num_images: int) -> dict:
 
 
 def _candidate_problem(line, num_images: int) -> Optional[str]:
-    """Why ``line`` is not a candidate line of :func:`~.edit_generation.generate_edits` for N = ``num_images``
+    """Why ``line`` is not a candidate line of :func:`~.generation.generate_edits` for N = ``num_images``
     (its image must be the one that function writes: never a file elsewhere), or None."""
     if not isinstance(line, dict):
         return "is not a JSON object"
@@ -97,7 +97,7 @@ def _candidate_problem(line, num_images: int) -> Optional[str]:
 
 
 def _group(request, lines: dict, out: Path) -> EditGroup:
-    from ...image_io import load_image
+    from ..image_io import load_image
 
     edits = tuple(load_image(out / lines[k]["edited"]) for k in sorted(lines))
     return EditGroup(key=group_key(request.source_ids, request.instruction), sources=tuple(request.load_sources()),
@@ -125,11 +125,11 @@ def _line(request, lines: dict, scores, selected_by: str) -> Optional[dict]:
 def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_by: str,
                  progress: Optional[Callable] = None) -> SelectionRun:
     """Score the ``num_images`` candidates of each request of ``requests`` with ``reward`` (an
-    :class:`~.reward_types.EditorReward`, run and then closed by a :class:`~.reward_worker.RewardWorker`) and
+    :class:`~.rewards.groups.EditorReward`, run and then closed by a :class:`~.rewards.worker.RewardWorker`) and
     append the selected one to ``OUT/edits.jsonl`` (module docstring); ``selected_by`` names the reward in every
-    line (no secret: :func:`~.reward_specs.reward_identity`)."""
-    from ...scoring.jsonl_scoring import read_done_ids
-    from ...utils.output_lock import exclusive_output
+    line (no secret: :func:`~.rewards.specs.reward_identity`)."""
+    from ..scoring.jsonl_scoring import read_done_ids
+    from ..utils.output_lock import exclusive_output
 
     out = Path(out)
     jsonl = out / "edits.jsonl"

@@ -1,6 +1,6 @@
 """Issue 22 item 14: a damaged checkpoint folder is one line naming the file and the fault, exit status 2, in
 every command that loads one (``score``, ``spatialreward``, ``analyze-attention``, ``tokens``, ``doctor``), never
-a traceback; the one validation layer is ``scoring.checkpoint_files`` (fixtures: ``testing.bad_checkpoints``).
+a traceback; the one validation layer is ``scoring.checkpoint_files`` (fixtures: ``corpus.bad_checkpoints``).
 Item 12's load-time warning about non-finite weights is here too.
 """
 
@@ -11,7 +11,7 @@ import json
 import pytest
 
 from modeling_miescore.cli.main import main
-from modeling_miescore.testing.bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
+from corpus.bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
 
 BY_NAME = {bad.name: bad for bad in BAD_CHECKPOINTS}
 

@@ -1,6 +1,6 @@
 """The device contract (issue 32.1): the package's hot paths run on a second device as strict as CUDA, on a CPU.
 
-``modeling_miescore.testing.virtual_device.VirtualDevice`` gives tensors a virtual device (``maia:0``) whose data
+``corpus.virtual_device.VirtualDevice`` gives tensors a virtual device (``maia:0``) whose data
 stays on the CPU and raises what CUDA raises: a draw whose generator is on another device type than the draw
 (the first SDE step of every GPU run raised that before ``utils.random_draws``), a host tensor meeting a device
 tensor, ``.numpy()`` of a device tensor. Under it run: the tiny editor-RL recipe's trainer (rollout, rewards,
@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
-from modeling_miescore.testing.virtual_device import VirtualDevice, accelerator_on
+from corpus.virtual_device import VirtualDevice, accelerator_on
 from modeling_miescore.utils.random_draws import randn_tensor
 
 TINY_RECIPE = Path(__file__).resolve().parents[1] / "trainers" / "configs" / "flow_grpo_editor_tiny_cpu.yaml"

@@ -24,13 +24,13 @@ pytestmark = pytest.mark.engines
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_spatialreward
+    from servable_checkpoints import random_servable_spatialreward
 
     return random_servable_spatialreward()
 
 
 def _edit():
-    from modeling_miescore.testing import example_edits
+    from modeling_miescore.data.example_edits import example_edits
 
     example = example_edits(max_side=160)[0]
     return {"sources": example["sources"], "edited": example["edited"], "instruction": example["instruction"]}

@@ -1,5 +1,5 @@
 """A synthetic, offline SpatialReward training fixture (test data, not a training set): raw rows in the schema of
-:mod:`modeling_miescore.training.spatialreward_chat_examples`, made from the scikit-image photos of
+:mod:`modeling_miescore.data.spatialreward_chat_examples`, made from the scikit-image photos of
 :func:`example_edits`, with a few deliberately broken interleavings (:data:`BAD_KINDS`).
 
 The boxes, reasonings and scores are synthetic (they describe the composed edits only roughly); they exist to
@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Optional
 
-from .examples import example_edits
+from ..data.example_edits import example_edits
 
 # Instructions for single-source variants of the examples (the originals refer to "image 2").
 _SINGLE_SOURCE_INSTRUCTIONS = {

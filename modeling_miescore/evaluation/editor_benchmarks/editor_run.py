@@ -6,7 +6,7 @@ export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec
 :class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
 ``report.json``, ``report.md``, ``report.html`` and ``plots/`` (rendered first, then written atomically). Every
 judging step resumes (:mod:`.judge_run`). Bad input raises
-:class:`~modeling_miescore.evaluation.errors.BenchmarkInputError` before anything is judged.
+:class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import BenchmarkInputError
+from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings
 from .edit_files import resolve_edits
 from .editing_rows import export_sources, load_editing_rows, select_rows

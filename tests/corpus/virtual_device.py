@@ -27,10 +27,13 @@ from __future__ import annotations
 import collections
 import sys
 from pathlib import Path
+
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
+
+import modeling_miescore
 
 __all__ = ["RANDOM_DRAWS", "VIRTUAL_DEVICE_TYPE", "VirtualDevice", "accelerator_on"]
 
@@ -51,7 +54,7 @@ _SYNCS = frozenset({Tensor.item, Tensor.tolist, Tensor.__float__, Tensor.__int__
                     Tensor.__complex__})
 # factories that copy Python data to their device (on CUDA a blocking copy: the host waits for the stream)
 _HOST_DATA = frozenset({torch.tensor, torch.as_tensor})
-_PACKAGE = str(Path(__file__).resolve().parents[1])
+_PACKAGE = str(Path(modeling_miescore.__file__).resolve().parent)
 
 
 def _descriptor(func):

@@ -1,4 +1,4 @@
-"""The bad-input corpus: every bad input of ``testing.bad_inputs`` through the Python API, ``miescore score``,
+"""The bad-input corpus: every bad input of :mod:`.bad_inputs` through the Python API, ``miescore score``,
 ``miescore score-batch`` and the reward server, each run observed and classified.
 
 A case is *clean* when it ends with the documented status and nothing else went wrong:
@@ -15,8 +15,8 @@ A case is *clean* when it ends with the documented status and nothing else went 
 
 Besides: *unclear message* when the error lacks the case's needle (or contains its ``avoid`` text), *hang* when
 the run is not over within the timeout (a FIFO is then released), *code ran* when a tampered checkpoint's code
-or Ghostscript ran. ``benchmarks/bad_input_table.py`` prints the table; ``tests/test_bad_input_corpus.py``
-asserts every case is clean.
+or Ghostscript ran. Both corpora run their cases with :class:`CaseRunner`. ``benchmarks/bad_input_table.py``
+prints the table; ``tests/test_bad_input_corpus.py`` asserts every case is clean.
 """
 
 from __future__ import annotations
@@ -32,13 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..utils.markdown_table import markdown_table
+import httpx
+
+from modeling_miescore.cli.main import main
+from modeling_miescore.testing import build_tiny_miescore
+from modeling_miescore.utils.markdown_table import markdown_table
+
 from .bad_inputs import BadInput, image_bytes, install_fake_ghostscript, release_fifo, write_good_images
 from .tampered_checkpoint import tamper_checkpoint
 
 ENTRIES = ("api", "cli", "score-batch", "server")
 COLUMNS = ("traceback", "wrong_status", "unclear_message", "hang", "data_lost", "code_ran")
 GOOD_INSTRUCTION = "make the sky blue"
+# credentials the cases hand to commands; none may be printed or written
+SECRET_KEY, SECRET_PASSWORD = "sk-corpus-secret-1234", "hunter2-corpus"
 
 
 @dataclass
@@ -73,8 +80,8 @@ class Case:
     entry: str
     name: str
     item: str
-    run: Callable[["Corpus", Outcome], None]
-    timeout: float | None = None  # seconds before it counts as a hang (None: the corpus's)
+    run: Callable[["CaseRunner", Outcome], None]
+    timeout: float | None = None  # seconds before it counts as a hang (None: the runner's)
 
 
 def check_message(outcome: Outcome, text: str, needle: str | None = None, avoid: str | None = None) -> None:
@@ -84,8 +91,9 @@ def check_message(outcome: Outcome, text: str, needle: str | None = None, avoid:
         outcome.flag("unclear_message")
 
 
-def run_bounded(fn: Callable[[], None], timeout: float, fifos: list[Path]) -> bool:
-    """Run ``fn`` on a thread; True when it is still running after ``timeout`` (FIFOs are then released)."""
+def run_bounded(fn: Callable[[], None], timeout: float, release: Callable[[], None] = lambda: None) -> bool:
+    """Run ``fn`` on a thread; True when it is still running after ``timeout`` (``release()`` is then called every
+    second until it ends: it frees what the run blocks on)."""
     errors: list[BaseException] = []
 
     def target():
@@ -99,12 +107,42 @@ def run_bounded(fn: Callable[[], None], timeout: float, fifos: list[Path]) -> bo
     thread.join(timeout)
     hung = thread.is_alive()
     while thread.is_alive():
-        for fifo in fifos:
-            release_fifo(fifo)
+        release()
         thread.join(1.0)
     if errors:
         raise errors[0]
     return hung
+
+
+class CaseRunner:
+    """Runs each case on a thread within its timeout (else a *hang*: :meth:`release` frees the run) and reports its
+    :class:`Outcome`; a corpus adds what it sets up before a case (:meth:`prepare`) and checks after
+    (:meth:`finish`). ``folder`` holds the inputs."""
+
+    def __init__(self, folder, timeout: float):
+        self.folder, self.timeout = Path(folder), float(timeout)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def run(self, case: Case) -> Outcome:
+        outcome = Outcome(case.entry, case.name, case.item)
+        self.prepare()
+        try:
+            outcome.flag("hang", run_bounded(lambda: case.run(self, outcome), case.timeout or self.timeout,
+                                             self.release))
+        except Exception as err:  # noqa: BLE001 - escaped the case's own handling: reported, the run goes on
+            outcome.flag("traceback")
+            outcome.message += f" (the case raised {type(err).__name__}: {err})"
+        self.finish(outcome)
+        return outcome
+
+    def prepare(self) -> None:
+        """Before each case."""
+
+    def release(self) -> None:
+        """Free a case still running past its timeout."""
+
+    def finish(self, outcome: Outcome) -> None:
+        """After each case."""
 
 
 def edit_with(bad: BadInput, folder: Path) -> tuple[list, object, object]:
@@ -123,34 +161,30 @@ def edit_with(bad: BadInput, folder: Path) -> tuple[list, object, object]:
     return sources, edited, instruction
 
 
-@contextlib.contextmanager
-def captured_output():
+def in_process(call) -> tuple:
+    """``(exit status or None, stdout, stderr, escaped exception or None)`` of ``call()`` with its output captured
+    (a ``SystemExit`` gives its status; any other exception is what a user would see as a traceback)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        yield out, err
+        try:
+            status, escaped = call(), None
+        except SystemExit as exit_:
+            status, escaped = exit_.code if isinstance(exit_.code, int) else 2, None
+        except BaseException as error:  # noqa: BLE001 - a traceback for the user (KeyboardInterrupt included)
+            status, escaped = None, error
+    return status, out.getvalue(), err.getvalue(), escaped
 
 
 def run_cli(argv: list, outcome: Outcome) -> tuple[int | None, str, str]:
     """``miescore <argv>`` in this process: ``(exit status or None after an exception, stdout, stderr)``."""
-    from ..cli.main import main
-
-    with captured_output() as (out, err):
-        try:
-            status = main([str(a) for a in argv])
-        except SystemExit as exit_:
-            status = exit_.code if isinstance(exit_.code, int) else 2
-        except Exception as error:  # noqa: BLE001 - what a user would see as a traceback
-            outcome.flag("traceback")
-            print(f"{type(error).__name__}: {error}", file=sys.stderr)
-            status = None
-    if "Traceback (most recent call last)" in err.getvalue():
-        outcome.flag("traceback")
-    return status, out.getvalue(), err.getvalue()
+    status, out, err, escaped = in_process(lambda: main([str(a) for a in argv]))
+    if escaped is not None:
+        err += f"{type(escaped).__name__}: {escaped}\n"
+    outcome.flag("traceback", escaped is not None or "Traceback (most recent call last)" in err)
+    return status, out, err
 
 
 def post_json(url: str, body, timeout: float) -> tuple[int, str]:
-    import httpx
-
     data = body if isinstance(body, (bytes, str)) else json.dumps(body)
     try:
         response = httpx.post(f"{url}/v1/score", content=data, headers={"content-type": "application/json"},
@@ -180,18 +214,16 @@ CORPUS_CHECKPOINT = {"min_pixels": 4096, "max_pixels": 131_072, "skill": "Rate t
 
 
 def build_corpus_checkpoint(path) -> Path:
-    from .tiny_models import build_tiny_miescore
-
     return build_tiny_miescore(path, **CORPUS_CHECKPOINT)
 
 
-class Corpus:
+class Corpus(CaseRunner):
     """Builds the inputs in ``folder`` once and lists the cases; ``model`` is a loaded tiny MIEScore scorer and
     ``model_path`` its checkpoint (copied into a tampered checkpoint for item 1)."""
 
     def __init__(self, folder, model, model_path, timeout: float = 60.0):
-        self.folder, self.model, self.model_path, self.timeout = Path(folder), model, Path(model_path), timeout
-        self.folder.mkdir(parents=True, exist_ok=True)
+        super().__init__(folder, timeout)
+        self.model, self.model_path = model, Path(model_path)
         write_good_images(self.folder)
         self.ghostscript_marker = install_fake_ghostscript(self.folder)
         self.tampered = tamper_checkpoint(self.model_path, self.folder / "tampered-checkpoint")
@@ -204,19 +236,16 @@ class Corpus:
         self._torch_threads = torch.get_num_threads()
         torch.set_num_threads(1)
 
-    def run(self, case: Case) -> Outcome:
-        outcome = Outcome(case.entry, case.name, case.item)
-        if self.ghostscript_marker.exists():
-            self.ghostscript_marker.unlink()
+    def prepare(self) -> None:
+        self.ghostscript_marker.unlink(missing_ok=True)
         self.tampered.reset()
-        try:
-            outcome.flag("hang", run_bounded(lambda: case.run(self, outcome), case.timeout or self.timeout,
-                                             self.fifos))
-        except Exception as err:  # noqa: BLE001 - escaped the case's own handling: reported, the run goes on
-            outcome.flag("traceback")
-            outcome.message = f"the case raised {type(err).__name__}: {err}"
+
+    def release(self) -> None:
+        for fifo in self.fifos:
+            release_fifo(fifo)
+
+    def finish(self, outcome: Outcome) -> None:
         outcome.flag("code_ran", self.ghostscript_marker.exists())
-        return outcome
 
     def close(self) -> None:
         import torch
@@ -239,4 +268,5 @@ def summary_table(outcomes: list[Outcome], entries=ENTRIES, columns=COLUMNS) -> 
     return markdown_table(header, rows, pad=True)
 
 
-__all__ = ["COLUMNS", "CORPUS_CHECKPOINT", "Case", "Corpus", "build_corpus_checkpoint", "ENTRIES", "Outcome", "summary_table"]
+__all__ = ["COLUMNS", "CORPUS_CHECKPOINT", "Case", "CaseRunner", "Corpus", "build_corpus_checkpoint", "ENTRIES",
+           "Outcome", "in_process", "run_bounded", "run_cli", "summary_table"]

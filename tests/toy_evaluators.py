@@ -1,5 +1,5 @@
 """Trivial single-source evaluators for the tests of ``miescore baselines --evaluator``
-(``--evaluator modeling_miescore.testing.toy_evaluators:closeness``): deterministic functions of one source, the
+(``--evaluator toy_evaluators:closeness``, ``tests/`` on ``sys.path``): deterministic functions of one source, the
 edited image and the instruction, so a test can recompute the per-source average independently."""
 
 from __future__ import annotations

@@ -2,29 +2,34 @@
 trainer's, and :mod:`.bad_input_edit`, ``miescore edit``'s): the rewards a case names by import path, the toy
 editor's inputs and a finished run built once, the runners (the recipe in this process or in a child process
 with :data:`CHILD_ADDRESS_SPACE`, ``miescore edit`` through ``run_cli``) and the judge of one run (the rules of
-:mod:`.bad_input_editor`'s docstring), a stand-in ``miescore serve`` replica, and sources that are no image files.
+:mod:`.bad_input_editor`'s docstring), the answers of a stand-in ``miescore serve`` replica (served by
+``local_http.BadChatServer``), and sources that are no image files.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
-import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from unittest import mock
 
-from .bad_input_corpus import Outcome, captured_output, check_message
+import local_http
+import numpy as np
+import yaml
+
+from modeling_miescore.testing.editing_requests import write_editing_requests
+from modeling_miescore.testing.toy_editor import build_toy_editor
+
+from .bad_input_corpus import SECRET_PASSWORD, Outcome, check_message, in_process
 
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
-HERE = "modeling_miescore.testing.bad_input_editor_runs"  # the rewards below, by import path
-SECRET = "hunter2-corpus"
+HERE = "corpus.bad_input_editor_runs"  # the rewards below, by import path (``tests/`` is on ``sys.path``)
 ROOT = Path(__file__).resolve().parents[2]
 CHILD_ADDRESS_SPACE = 6 << 30  # bytes; importing torch and diffusers reserves ~3.7 GB of it
 
@@ -33,8 +38,6 @@ CHILD_ADDRESS_SPACE = 6 << 30  # bytes; importing torch and diffusers reserves ~
 
 
 def redness(image) -> float:
-    import numpy as np
-
     rgb = np.asarray(image.convert("RGB"), dtype=np.float64) / 255.0
     return float((rgb[..., 0] - (rgb[..., 1] + rgb[..., 2]) / 2).mean())
 
@@ -81,9 +84,6 @@ class EditorInputs:
     """The toy editor, four requests and a finished 2-step run (checkpoints after each step), built once."""
 
     def __init__(self, folder: Path):
-        from .editing_requests import write_editing_requests
-        from .toy_editor import build_toy_editor
-
         self.folder = folder
         self.model = build_toy_editor(folder / "models" / "toy")
         self.rows = write_editing_requests(folder / "data" / "rows.jsonl")
@@ -111,8 +111,6 @@ def base_settings(editor: Path, rows: Path, out: Path) -> dict:
 
 
 def write_config(folder: Path, out: Path, **overrides) -> str:
-    import yaml
-
     editor = folder / "models" / "toy"
     settings = {**base_settings(editor, folder / "data" / "rows.jsonl", out), **overrides}
     path = folder / f"config-{hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:10]}.yaml"
@@ -147,18 +145,6 @@ def recipe_cli(argv: list) -> int:
     return flow_grpo_editor.cli([str(a) for a in argv])
 
 
-def in_process(call) -> tuple:
-    """``(status or None, stderr, escaped exception or None)`` of ``call()`` with the output captured."""
-    with captured_output() as (_, err):
-        try:
-            status, escaped = call(), None
-        except SystemExit as exit_:
-            status, escaped = exit_.code if isinstance(exit_.code, int) else 2, None
-        except BaseException as error:  # noqa: BLE001 - a traceback for the user (KeyboardInterrupt included)
-            status, escaped = None, error
-    return status, err.getvalue(), escaped
-
-
 def in_child(argv: list, env: dict | None = None, timeout: float = 300,
              main: str = "flow_grpo_editor:cli") -> tuple:
     """``main`` (``module:function`` taking the arguments; by default the recipe, ``modeling_miescore.cli.main:main``
@@ -167,7 +153,7 @@ def in_child(argv: list, env: dict | None = None, timeout: float = 300,
     code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (%d, %d))\n"
             "sys.path.insert(0, %r)\nfrom %s import %s\nsys.exit(%s(sys.argv[1:]))\n"
             % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, str(ROOT / "trainers"), module, function, function))
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
     child_env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
     done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], env=child_env, capture_output=True,
                           text=True, timeout=timeout)
@@ -184,7 +170,7 @@ def judge_run(outcome: Outcome, status, err: str, escaped, expect: int, needle: 
     if expect != 0:
         outcome.flag("unclear_message", len(lines) != 1)
         check_message(outcome, " ".join(lines), needle)
-    outcome.flag("data_lost", SECRET in err)
+    outcome.flag("data_lost", SECRET_PASSWORD in err)
 
 
 def run_recipe(corpus, outcome: Outcome, expect: int, needle, *, name: str = "run", child: bool = False,
@@ -199,8 +185,8 @@ def run_recipe(corpus, outcome: Outcome, expect: int, needle, *, name: str = "ru
     if child:
         (status, err), escaped = in_child(argv, env), None
     else:
-        with patched_environment(env):
-            status, err, escaped = in_process(lambda: recipe_cli(argv))
+        with mock.patch.dict(os.environ, env or {}):
+            status, _, err, escaped = in_process(lambda: recipe_cli(argv))
     judge_run(outcome, status, err, escaped, expect, needle)
     restored_if_changed(corpus, outcome, before)
     if Path(out).is_dir():
@@ -221,15 +207,8 @@ def restored_if_changed(corpus, outcome: Outcome, before: dict) -> None:
         corpus.editor_inputs = None
 
 
-def patched_environment(env: dict | None):
-    """``env`` set in ``os.environ`` while the block runs (the environment restored after)."""
-    from unittest import mock
-
-    return mock.patch.dict(os.environ, env or {})
-
-
 def _written_secret(out: Path) -> bool:
-    return any(SECRET in p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()
+    return any(SECRET_PASSWORD in p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()
                and p.suffix in (".json", ".jsonl", ".md", ".txt"))
 
 
@@ -250,88 +229,16 @@ def _strict_metrics(path: Path) -> bool:
 # ---------------------------------------------------------------------------------------------- a stand-in replica
 
 
-class StandInReplica:
-    """A stand-in ``miescore serve`` replica on 127.0.0.1: ``answer(groups) -> (status, headers, body)``;
-    ``body`` bytes, or a callable writing the body itself (a trickle)."""
-
-    def __init__(self, answer):
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                status, headers, data = answer(body.get("groups", []))
-                try:
-                    self.send_response(status)
-                    for key, value in headers.items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Type", "application/json")
-                    if callable(data):
-                        self.send_header("Content-Length", str(TRICKLE_BYTES))
-                        self.end_headers()
-                        data(self.wfile, outer.stop)
-                    else:
-                        self.send_header("Content-Length", str(len(data)))
-                        self.end_headers()
-                        self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                self.close_connection = True
-
-        self.stop = threading.Event()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def replica_score(image) -> float:
     """The stand-in replica's score of an edit: 50 + 40 x its redness (so a result read for the wrong edit shows)."""
     return 50.0 + 40.0 * redness(image)
 
 
-def replica_results(groups, value=None, order=lambda results: results) -> bytes:
-    """``{"results": [...]}`` labelled like ``miescore serve``'s; ``value(edit index)`` or the image's score."""
-    import base64
-
-    from PIL import Image
-
-    results = [{"overall": replica_score(Image.open(io.BytesIO(base64.b64decode(blob)))) if value is None else value(e),
-                "group": g, "index": e}
-               for g, group in enumerate(groups) for e, blob in enumerate(group.get("edited", []))]
-    return json.dumps({"results": order(results)}).encode()
-
-
-@functools.lru_cache(maxsize=1)
-def gzip_bomb(inflated: int) -> bytes:
-    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    block = b" " * (1 << 20)
-    return b"".join([packer.compress(b'{"results": ['), *(packer.compress(block) for _ in range(inflated >> 20)),
-                     packer.flush()])
-
-
-TRICKLE_BYTES = 400  # at 50 ms a byte: 20 s, past the 3 s deadline and the case's 15 s bound, never forever
-
-
-def trickle(stream, stop) -> None:
-    for _ in range(TRICKLE_BYTES):
-        if stop.wait(0.05):
-            return
-        stream.write(b" ")
-        stream.flush()
+def replica_reply(body, overall=None, order=lambda results: results) -> bytes:
+    """A ``miescore serve`` answer to ``body``: ``overall`` for every edit, or the replica's score of its image."""
+    answer = local_http.score_groups_answer(
+        body, lambda group, image: {"overall": replica_score(image) if overall is None else overall})
+    return json.dumps({"results": order(answer["results"])}).encode()
 
 
 # ---------------------------------------------------------------------------------------------- sources
@@ -339,8 +246,6 @@ def trickle(stream, stop) -> None:
 
 def truncated_png(path: Path, side: int = 10_000) -> Path:
     """A PNG whose header claims ``side`` x ``side`` RGBA pixels and whose data stops half way."""
-    import struct
-
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -371,7 +276,6 @@ def bad_source_rows(corpus, kind: str) -> Path:
     return data / "rows.jsonl"
 
 
-__all__ = ["CHILD_ADDRESS_SPACE", "EditorInputs", "HERE", "ROOT", "SECRET", "StandInReplica", "TOY", "bad_source_rows",
-           "base_settings", "file_hashes", "fresh_folder", "gzip_bomb", "in_child", "in_process", "inputs",
-           "judge_run", "patched_environment", "recipe_cli", "redness", "replica_results", "replica_score",
-           "restored_if_changed", "run_recipe", "trickle", "truncated_png", "write_config"]
+__all__ = ["CHILD_ADDRESS_SPACE", "EditorInputs", "HERE", "ROOT", "TOY", "bad_source_rows", "base_settings",
+           "file_hashes", "fresh_folder", "in_child", "inputs", "judge_run", "recipe_cli", "redness", "replica_reply",
+           "replica_score", "restored_if_changed", "run_recipe", "truncated_png", "write_config"]

@@ -4,7 +4,7 @@ with NaN weights, release readers, the MER-Bench annotation ledger and the lengt
 
 Entries (besides the instruction cases of ``bad_inputs``, which go through api / cli / score-batch / server):
 
-* ``checkpoint``: every ``testing.bad_checkpoints`` folder through ``miescore score`` (and ``tokens`` for the
+* ``checkpoint``: every :mod:`.bad_checkpoints` folder through ``miescore score`` (and ``tokens`` for the
   config / processor faults), ``doctor`` and ``spatialreward``; NaN weights through ``score``; ``doctor`` on the
   tampered checkpoint (no planted code may run) and on a relative path and a file.
 * ``paths``: ``build-dataset`` / ``convert-benchmark`` outputs that are, hold or lie inside ``--raw``; ``space
@@ -16,7 +16,7 @@ Entries (besides the instruction cases of ``bad_inputs``, which go through api /
   annotator id and a 200K-character grounder label; ``--grid`` sub-scores off the 0-25 scale or NaN;
   ``batch_size=1.5``; a NaN-weight model through ``score-batch`` and the server.
 
-The rules for *clean* are those of ``bad_input_corpus``. Only entry points that the code before issue 22 already
+The rules for *clean* are those of :mod:`.bad_input_corpus`. Only entry points that the code before issue 22 already
 had are used, so this module runs against it too (``benchmarks/bad_input_table.py`` says how).
 """
 
@@ -27,14 +27,26 @@ import io
 import json
 import os
 import shutil
+import time
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
+
+from modeling_miescore.data.mer_construction import AnnotationStore
+from modeling_miescore.data.spatialreward_pipeline.grounding import parse_grounding
+from modeling_miescore.evaluation.prediction_files import read_group_sub_scores
+from modeling_miescore.scoring import loading
+from modeling_miescore.serving.backends import MIEScoreBackend
+from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.spatialreward_drawing import draw_regions
+from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench, make_raw_mie_bench
+from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward
 
 from .bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
-from .bad_input_corpus import GOOD_INSTRUCTION, Case, Outcome, check_message, run_cli
-from .bad_input_runners import (batch_argv, case_workdir, expect_exit_2, expect_input_error, good_files, jsonl_line,
-                                preloaded_scorer)
+from .bad_input_corpus import GOOD_INSTRUCTION, Case, Outcome, check_message, post_json, run_cli
+from .bad_input_runners import (batch_argv, case_workdir, expect_exit_2, expect_input_error, good_body, good_files,
+                                jsonl_line, preloaded_scorer)
 
 SLOW = 600.0  # seconds a case that starts a fresh interpreter may take (a loaded machine: minutes)
 
@@ -77,8 +89,6 @@ def _bad_checkpoint(bad, command: str, corpus, outcome: Outcome) -> None:
 def _spatialreward_path(corpus) -> Path:
     path = corpus.folder / "tiny-spatialreward"
     if not (path / "config.json").is_file():
-        from .tiny_spatialreward import build_tiny_spatialreward
-
         build_tiny_spatialreward(path, max_new_tokens=4)
     return path
 
@@ -94,11 +104,7 @@ def _bad_spatialreward(bad, corpus, outcome: Outcome) -> None:
 def nan_weights(corpus):
     """The corpus model with a NaN regression head while the block runs (restored after); the CLI's
     ``load_scorer`` returns it."""
-    from unittest import mock
-
     import torch
-
-    from ..scoring import loading
 
     model = corpus.model
     weight = model.head.output_layer.weight
@@ -184,8 +190,6 @@ def _mer_raw(corpus) -> Path:
     """A small raw MER-Bench release (cached in the corpus folder)."""
     raw = corpus.folder / "mer-raw"
     if not (raw / "samples.jsonl").is_file():
-        from .raw_benchmarks import make_raw_mer_bench
-
         make_raw_mer_bench(raw, n_samples=4, image_size=32)
     return raw
 
@@ -311,8 +315,6 @@ def path_cases() -> list:
 def _mie_raw(corpus) -> Path:
     raw = corpus.folder / "mie-raw"
     if not (raw / "instances.jsonl").is_file():
-        from .raw_benchmarks import make_raw_mie_bench
-
         make_raw_mie_bench(raw, n_instances=2, n_models=2, image_size=32, n_subjects=6, raters_per_edit=5,
                            n_unreliable=0)
     return raw
@@ -359,8 +361,6 @@ def _construction_folder(folder: Path) -> Path:
 def _damaged_ledger(corpus, outcome: Outcome) -> None:
     """An annotations.jsonl line without ``sample_id`` and one that is not JSON: the store keeps working and each
     line is reported once, with its number."""
-    from ..data.mer_construction import AnnotationStore
-
     folder = _construction_folder(_fresh(corpus, "ledger"))
     (folder / "annotations.jsonl").write_text('{"id": "A1|s0", "annotator_id": "A1"}\n{"id": \n')
     outcome.expected = "the store works; lines 1 and 2 reported once each"
@@ -382,8 +382,6 @@ def _damaged_ledger(corpus, outcome: Outcome) -> None:
 
 
 def _long_annotator(corpus, outcome: Outcome) -> None:
-    from ..data.mer_construction import AnnotationStore
-
     store = AnnotationStore(_construction_folder(_fresh(corpus, "annotator")), annotators_per_sample=2)
     ratings = {f"s0-c{k}": {"overall": "good", "sc": "good", "pq": "good"} for k in range(2)}
     bad = SimpleNamespace(needle="annotator id", avoid=None)
@@ -392,12 +390,8 @@ def _long_annotator(corpus, outcome: Outcome) -> None:
 
 def _long_label(corpus, outcome: Outcome) -> None:
     """A grounder answer whose region label has 200K characters: rejected by stage I, and drawn fast."""
-    import time
-
     from PIL import Image
 
-    from ..data.spatialreward_pipeline.grounding import parse_grounding
-    from ..spatialreward_drawing import draw_regions
 
     label = "cat " * 50_000
     answer = json.dumps({"edit_region": [{"id": 0, "label": label, "bbox_2d": [10, 10, 500, 500]}]})
@@ -414,7 +408,6 @@ def _long_label(corpus, outcome: Outcome) -> None:
 def _grid_sub_score(value, corpus, outcome: Outcome) -> None:
     import pandas as pd
 
-    from ..evaluation.prediction_files import read_group_sub_scores
 
     path = _fresh(corpus, "grid") / "groups.jsonl"
     entry = {"s_if": value, "s_con": 10.0, "naturalness": 10.0, "artifacts": 10.0}
@@ -448,11 +441,6 @@ def _nan_batch(corpus, outcome: Outcome) -> None:
 
 
 def _nan_server(corpus, outcome: Outcome) -> None:
-    from ..serving.backends import MIEScoreBackend
-    from ..serving.background_server import serve_in_background
-    from .bad_input_runners import good_body
-    from .bad_input_corpus import post_json
-
     outcome.expected = "500 model_fault, not 200 with null scores"
     with nan_weights(corpus) as model, serve_in_background(MIEScoreBackend(model)) as server:
         status, text = post_json(server.url, good_body(corpus), corpus.timeout)

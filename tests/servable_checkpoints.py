@@ -30,7 +30,11 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List
 
-from .qwen_vocab import default_cache_dir
+from modeling_miescore.scoring.loading import load_spatialreward
+from modeling_miescore.scoring.vllm_export import export_for_vllm
+from modeling_miescore.testing import build_tiny_miescore, build_tiny_spatialreward
+from modeling_miescore.testing.qwen_vocab import default_cache_dir
+from modeling_miescore.testing.spatialreward_fixture import make_spatialreward_sft_rows
 
 __all__ = ["BUILD_VERSION", "MIESCORE_SETTINGS", "OVERFIT_SETTINGS", "PARITY_ROWS", "RANDOM_SETTINGS",
            "overfit_spatialreward", "parity_edits", "parity_rows", "random_servable_miescore",
@@ -59,8 +63,6 @@ _SFT_ARGS = ("--use_peft", "false", "--add_grounding_tokens", "false", "--learni
 
 def parity_rows() -> List[dict]:
     """The SFT rows of :data:`PARITY_ROWS` (synthetic fixture rows; ``expected_drop`` as a string column)."""
-    from .spatialreward_fixture import make_spatialreward_sft_rows
-
     rows = make_spatialreward_sft_rows(15, seed=0, num_bad=0)
     return [dict(rows[i], expected_drop="") for i in PARITY_ROWS]
 
@@ -97,9 +99,6 @@ def _cached(folder: Path, build: Callable[[Path], None]) -> Path:
 
 def random_servable_spatialreward(cache_dir=None) -> Path:
     """The exported random SpatialReward (real Qwen vocabulary, D.1 prompts, head_dim 64; module docstring)."""
-    from ..scoring.vllm_export import export_for_vllm
-    from .tiny_spatialreward import build_tiny_spatialreward
-
     def build(staging: Path) -> None:
         build_tiny_spatialreward(staging / "checkpoint", vocab="qwen", vocab_cache_dir=cache_dir or default_cache_dir(),
                                  hidden_size=128, geometry="vllm", **RANDOM_SETTINGS)
@@ -111,9 +110,6 @@ def random_servable_spatialreward(cache_dir=None) -> Path:
 def random_servable_miescore(cache_dir=None) -> Path:
     """The exported random MIEScore (real Qwen vocabulary, head_dim 64, a widened regression head whose scores
     depend on the input) for vLLM's pooling runner with the package's plugin (``scoring.vllm_miescore``)."""
-    from ..scoring.vllm_export import export_for_vllm
-    from .tiny_models import build_tiny_miescore
-
     def build(staging: Path) -> None:
         build_tiny_miescore(staging / "checkpoint", vocab="qwen", vocab_cache_dir=cache_dir or default_cache_dir(),
                             geometry="vllm", **MIESCORE_SETTINGS)
@@ -123,18 +119,12 @@ def random_servable_miescore(cache_dir=None) -> Path:
 
 
 def _repository_file(*parts: str) -> Path:
-    path = Path(__file__).resolve().parents[2].joinpath(*parts)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: the overfit checkpoint is trained with the repository's SFT "
-                                "recipe, so it needs a source checkout")
-    return path
+    return Path(__file__).resolve().parents[1].joinpath(*parts)
 
 
 def _train(staging: Path) -> None:
     """The base model, the rows, then ``trainers/sft_spatialreward.py`` in a fresh process (as a user runs it)."""
     from datasets import Dataset
-
-    from .tiny_spatialreward import build_tiny_spatialreward
 
     build_tiny_spatialreward(staging / "base", vocab="tiny", hidden_size=64, geometry="vllm", sharpened=False,
                              **OVERFIT_SETTINGS)
@@ -153,8 +143,6 @@ def _train(staging: Path) -> None:
 
 def _check_learnt(checkpoint: Path) -> None:
     """Every parity edit judged in process with both streams parsed and at least one region found."""
-    from ..scoring.loading import load_spatialreward
-
     model = load_spatialreward(str(checkpoint), device="cpu", dtype="float32")
     results = model.evaluate_edits(parity_edits(), batch_size=4)
     unlearnt = [r.id for r in results if r.failed]
@@ -166,8 +154,6 @@ def _check_learnt(checkpoint: Path) -> None:
 def overfit_spatialreward(cache_dir=None) -> Path:
     """The exported SpatialReward overfitted with the SFT recipe on :data:`PARITY_ROWS` (module docstring); a few
     minutes on two CPU cores the first time."""
-    from ..scoring.vllm_export import export_for_vllm
-
     def build(staging: Path) -> None:
         _train(staging)
         export_for_vllm(staging / "checkpoint", staging / "export")

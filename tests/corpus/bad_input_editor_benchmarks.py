@@ -17,11 +17,20 @@ column (``benchmarks/bad_input_table.py`` says how).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from functools import partial
 from pathlib import Path
 
-from .bad_input_corpus import Case, Outcome, check_message, run_cli
+from local_http import request_images, text_reply
+from PIL import Image
+
+from modeling_miescore.data.converters import get_converter
+from modeling_miescore.testing.raw_benchmarks import (make_raw_gedit_bench, make_raw_imgedit_bench,
+                                                      write_imgedit_prompts_json)
+
+from .bad_input_corpus import SECRET_KEY, Case, Outcome, check_message, run_cli
 
 __all__ = ["EDITOR_BENCHMARKS_ENTRY", "editor_benchmark_cases", "editor_benchmark_endpoint_cases"]
 
@@ -31,9 +40,6 @@ LONG = "x" * 10_000
 
 def _fresh(corpus, name: str) -> Path:
     """An empty folder for one case, named by a digest of the case (a name in a path would match needles)."""
-    import hashlib
-    import shutil
-
     folder = corpus.folder / "editor-benchmarks" / hashlib.sha256(name.encode()).hexdigest()[:12]
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -43,8 +49,6 @@ def _fresh(corpus, name: str) -> Path:
 def _imgedit_release(folder: Path, prompt=None, key=None, types=("add", "remove")) -> Path:
     """ImgEdit's basic_edit.json with one record's prompt or key replaced (``types``: spelled alike in every
     release, unless a case is about the spelling)."""
-    from .raw_benchmarks import make_raw_imgedit_bench
-
     raw = folder / "raw"
     truth = make_raw_imgedit_bench(raw, types=types, per_type=2)
     entries = json.loads((raw / "basic_edit.json").read_text())
@@ -60,8 +64,6 @@ def _imgedit_release(folder: Path, prompt=None, key=None, types=("add", "remove"
 def _gedit_release(folder: Path, instruction: str) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from .raw_benchmarks import make_raw_gedit_bench
 
     raw = folder / "raw"
     make_raw_gedit_bench(raw, tasks={"color_alter": 2}, languages=("en",))
@@ -122,11 +124,6 @@ def editor_benchmark_cases() -> list:
 def _gedit_dataset(corpus) -> tuple[Path, Path, str]:
     """A converted GEdit fixture of two keys and their edits (the bad key's edit red, the good one's blue), built
     once per corpus folder; ``(dataset, edits, the bad key)``."""
-    from PIL import Image
-
-    from ..data.converters import get_converter
-    from .raw_benchmarks import make_raw_gedit_bench
-
     root = corpus.folder / "editor-benchmarks-data"
     if not (root / "gedit" / "README.md").is_file():
         truth = make_raw_gedit_bench(root / "raw-gedit", tasks={"color_alter": 2}, languages=("en",))
@@ -139,9 +136,9 @@ def _gedit_dataset(corpus) -> tuple[Path, Path, str]:
     return root / "gedit", root / "edits", (root / "bad-key").read_text()
 
 
-def _is_bad(http, body) -> bool:
+def _is_bad(body) -> bool:
     """The bad key's request: its edit (the last image) is red."""
-    images = http.request_images(body or {})
+    images = request_images(body or {})
     return bool(images) and images[-1].convert("RGB").getpixel((0, 0))[0] > 120
 
 
@@ -175,11 +172,10 @@ def _check_flagged(run, outcome: Outcome, bad_key: str, needle: str) -> None:
 
 
 def _gedit_answer_case(bad_text: str, needle: str, corpus, outcome: Outcome) -> None:
-    http = corpus.http
     dataset, edits, bad_key = _gedit_dataset(corpus)
-    good = http.text_reply(json.dumps({"score": [7, 8], "reasoning": "fine"}))
-    bad = http.text_reply(bad_text)
-    run = corpus.command(outcome, lambda body: bad if _is_bad(http, body) else good,
+    good = text_reply(json.dumps({"score": [7, 8], "reasoning": "fine"}))
+    bad = text_reply(bad_text)
+    run = corpus.command(outcome, lambda body: bad if _is_bad(body) else good,
                          lambda url, work: _gedit_argv(dataset, edits, url, work))
     _check_flagged(run, outcome, bad_key, needle)
 
@@ -187,11 +183,8 @@ def _gedit_answer_case(bad_text: str, needle: str, corpus, outcome: Outcome) -> 
 def _key_in_url_case(corpus, outcome: Outcome) -> None:
     """``--base-url http://host/v1?key=SECRET`` (Gemini's OpenAI endpoint takes its key so): the request still
     works; the key is shown nowhere (the corpus checks stdout, stderr and every file the run wrote)."""
-    from .bad_endpoint_corpus import SECRET_KEY
-
-    http = corpus.http
     dataset, edits, _ = _gedit_dataset(corpus)
-    good = http.text_reply(json.dumps({"score": [7, 8], "reasoning": "fine"}))
+    good = text_reply(json.dumps({"score": [7, 8], "reasoning": "fine"}))
     run = corpus.command(outcome, lambda body: good,
                          lambda url, work: _gedit_argv(dataset, edits, f"{url}?key={SECRET_KEY}", work))
     outcome.expected = "exit 0, both keys judged, the key in no output"
@@ -202,11 +195,6 @@ def _key_in_url_case(corpus, outcome: Outcome) -> None:
 def _imgedit_dataset(corpus, types: tuple) -> Path:
     """A converted ImgEdit fixture (one key of each of ``types``) and an edits JSONL (the first key's edit red: the
     bad one), built once per corpus folder and types."""
-    from PIL import Image
-
-    from ..data.converters import get_converter
-    from .raw_benchmarks import make_raw_imgedit_bench
-
     root = corpus.folder / f"editor-benchmarks-imgedit-{'-'.join(types)}"
     if not (root / "imgedit" / "README.md").is_file():
         truth = make_raw_imgedit_bench(root / "raw", types=types, per_type=1)
@@ -223,15 +211,12 @@ def _imgedit_dataset(corpus, types: tuple) -> Path:
 def _imgedit_case(bad_text, needle, corpus, outcome: Outcome) -> None:
     """ImgEdit's released prompts.json keys (``adjust``, not ``alter``); ``bad_text`` None: a dataset of the
     current release (type ``adjust``), every answer good, both keys judged; else the bad key's answer."""
-    from .raw_benchmarks import write_imgedit_prompts_json
-
-    http = corpus.http
     root = _imgedit_dataset(corpus, ("add", "adjust") if bad_text is None else ("add", "remove"))
     prompts = write_imgedit_prompts_json(root / "prompts.json", types=(
         "replace", "add", "adjust", "remove", "style", "action", "extract", "background", "compose"))
-    good = http.text_reply("Brief reasoning: ok.\nCriterion A: 4\nCriterion B: 3\nCriterion C: 3")
-    bad = http.text_reply(bad_text) if bad_text else good
-    run = corpus.command(outcome, lambda body: bad if _is_bad(http, body) else good, lambda url, work: [
+    good = text_reply("Brief reasoning: ok.\nCriterion A: 4\nCriterion B: 3\nCriterion C: 3")
+    bad = text_reply(bad_text) if bad_text else good
+    run = corpus.command(outcome, lambda body: bad if _is_bad(body) else good, lambda url, work: [
         "benchmark", "imgedit", "--dataset", root / "imgedit", "--edits", root / "edits.jsonl", "--out",
         work / "report", "--backend", "openai", "--base-url", url, "--model", "gpt-4.1", "--prompts", prompts,
         "--api-key-env", "MIE_CORPUS_NO_KEY", "--bootstrap", "0", "--no-plots", "--no-progress"])
@@ -243,15 +228,14 @@ def _imgedit_case(bad_text, needle, corpus, outcome: Outcome) -> None:
     _check_flagged(run, outcome, (root / "bad-key").read_text(), needle)
 
 
-def editor_benchmark_endpoint_cases(http) -> list:
-    """The ``editor-benchmarks`` cases of the bad-endpoint corpus (module docstring; ``http``: ``tests/local_http``).
+def editor_benchmark_endpoint_cases() -> list:
+    """The ``editor-benchmarks`` cases of the bad-endpoint corpus (module docstring).
     The libraries a benchmark run imports are imported here, so that the corpus's memory bound measures what a
     hostile answer costs, not a first import (datasets, pandas, the converters)."""
     import datasets  # noqa: F401
     import pandas  # noqa: F401
 
-    from ..data.converters import CONVERTERS  # noqa: F401
-    from ..evaluation.editor_benchmarks import editor_run  # noqa: F401
+    from modeling_miescore.evaluation.editor_benchmarks import editor_run  # noqa: F401
 
     nested = json.dumps({"result": {"score": [7, 8], "reasoning": "nested"}})
     return [

@@ -7,12 +7,14 @@ truncated source, an editor that cannot load offline. The runners and inputs are
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from functools import partial
+from unittest import mock
 
 from .bad_input_corpus import Case, Outcome, run_cli
 from .bad_input_editor_runs import (TOY, bad_source_rows, file_hashes, fresh_folder, in_child, inputs, judge_run,
-                                    patched_environment, restored_if_changed)
+                                    restored_if_changed)
 
 
 # ---------------------------------------------------------------------------------------------- edit cases
@@ -92,7 +94,7 @@ def _edit_offline_editor(corpus, outcome: Outcome) -> None:
     toy = inputs(corpus)
     argv = ["edit", "--pipeline", "flux2-klein", "--model", "nobody/not-cached-editor", "--input", str(toy.rows),
             "--out", str(fresh_folder(corpus, "edit-offline") / "out"), "--no-progress"]
-    with patched_environment({"HF_HUB_OFFLINE": "1"}):
+    with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):
         _edit_run(corpus, outcome, argv, "nobody/not-cached-editor")
 
 

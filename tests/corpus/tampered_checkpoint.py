@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-_EVIL_PROCESSOR_CODE = '''"""Planted by modeling_miescore.testing.tampered_checkpoint: must never be imported by a safe loader."""
+_EVIL_PROCESSOR_CODE = '''"""Planted by tests/corpus/tampered_checkpoint.py: must never be imported by a safe loader."""
 import pathlib
 
 pathlib.Path({marker!r}).write_text("evil_proc.py was imported")

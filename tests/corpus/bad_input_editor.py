@@ -17,7 +17,7 @@ runners, inputs, rewards and stand-in replica both use :mod:`.bad_input_editor_r
   editor that cannot load offline;
 * (the ``editor-benchmarks`` entry, the benchmarks' converters and judges, is :mod:`.bad_input_editor_benchmarks`).
 
-*Clean* follows ``bad_input_corpus``: the documented exit status (2 bad input, 1 a stop by the reward or the
+*Clean* follows :mod:`.bad_input_corpus`: the documented exit status (2 bad input, 1 a stop by the reward or the
 disk, 0 where a hostile but valid input must simply work), the recipe's one ``error:`` / ``stopped:`` line naming
 the problem, no traceback, no hang; *data lost* when an input changed (hashed before and after), a credential was
 written or printed, a partial checkpoint was left or ``metrics.jsonl`` holds a non-finite number. The cases that
@@ -28,17 +28,23 @@ recipe's ``cli``, ``miescore edit``), so these modules run against it too (``ben
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 from functools import partial
 from pathlib import Path
+from unittest import mock
 
-from .bad_input_corpus import Case, Outcome
+import local_http
+from local_http import bomb_reply, raw_reply, trickle_reply
+from PIL import Image
+
+from .bad_input_corpus import SECRET_PASSWORD, Case, Outcome
 from .bad_input_edit import edit_cases
-from .bad_input_editor_runs import (HERE, SECRET, StandInReplica, bad_source_rows, file_hashes, fresh_folder,
-                                    gzip_bomb, inputs, replica_results, replica_score, run_recipe, trickle)
+from .bad_input_editor_runs import (HERE, bad_source_rows, file_hashes, fresh_folder, inputs, replica_reply,
+                                    replica_score, run_recipe)
 
 ENTRIES = ("trainer", "edit")
 
@@ -136,8 +142,6 @@ def _reward_case(reward: str, expect: int, needle, child: bool, corpus, outcome:
 def _logged_rewards_are_the_edits_own(outcome: Outcome, out: Path) -> None:
     """Each reward in rollouts.jsonl is the replica's score of that very edit (a reordered answer read in order
     gives edits each other's rewards)."""
-    from PIL import Image
-
     _expect_training(outcome, out)
     records = [json.loads(line) for line in (out / "rollouts" / "rollouts.jsonl").read_text().splitlines()] \
         if (out / "rollouts" / "rollouts.jsonl").is_file() else []
@@ -148,26 +152,26 @@ def _logged_rewards_are_the_edits_own(outcome: Outcome, out: Path) -> None:
     outcome.flag("wrong_status", not records)
 
 
-SERVED = {  # what -> (answer(groups) -> (status, headers, body), expected status, needle, reward options)
-    'overall: "55" (a string)': (lambda g: (200, {}, replica_results(g, lambda e: "55")), 1, "not_a_number", {}),
-    "overall: true": (lambda g: (200, {}, replica_results(g, lambda e: True)), 1, "not_a_number", {}),
-    "overall: 1e6": (lambda g: (200, {}, replica_results(g, lambda e: 1e6)), 1, "out_of_range", {}),
-    "overall: -500": (lambda g: (200, {}, replica_results(g, lambda e: -500)), 1, "out_of_range", {}),
-    "a body with 'results' twice": (lambda g: (200, {}, replica_results(g, lambda e: 90.0)[:-1] + b', "results": '
-                                               + replica_results(g, lambda e: 10.0)[12:]), 1, "duplicate_key", {}),
-    "results in reverse order": (lambda g: (200, {}, replica_results(g, order=lambda r: r[::-1])), 0, None, {}),
-    "a 302 redirect": (lambda g: (302, {"Location": "http://127.0.0.1:9/v1"}, b""), 1, "redirect", {}),
-    "a gzip bomb (1 GiB inflated)": (lambda g: (200, {"Content-Encoding": "gzip"}, gzip_bomb(1 << 30)), 1,
-                                     "limit", {}),
-    "a body trickling a byte every 50 ms": (lambda g: (200, {}, trickle), 1, "timeout", {"timeout": 3}),
+SERVED = {  # what -> (answer(request body) -> reply, expected status, needle, reward options)
+    'overall: "55" (a string)': (lambda b: raw_reply(replica_reply(b, "55")), 1, "not_a_number", {}),
+    "overall: true": (lambda b: raw_reply(replica_reply(b, True)), 1, "not_a_number", {}),
+    "overall: 1e6": (lambda b: raw_reply(replica_reply(b, 1e6)), 1, "out_of_range", {}),
+    "overall: -500": (lambda b: raw_reply(replica_reply(b, -500)), 1, "out_of_range", {}),
+    "a body with 'results' twice": (lambda b: raw_reply(replica_reply(b, 90.0)[:-1] + b', "results": '
+                                                        + replica_reply(b, 10.0)[12:]), 1, "duplicate_key", {}),
+    "results in reverse order": (lambda b: raw_reply(replica_reply(b, order=lambda r: r[::-1])), 0, None, {}),
+    "a 302 redirect": (lambda b: raw_reply(b"", 302, {"Location": "http://127.0.0.1:9/v1"}), 1, "redirect", {}),
+    "a gzip bomb (1 GiB inflated)": (lambda b: bomb_reply(1 << 30, "gzip"), 1, "limit", {}),
+    # 20 bytes a second for 20 s and more: past the 3 s deadline and the case's 15 s bound, never forever
+    "a body trickling a byte every 50 ms": (lambda b: trickle_reply(20.0, "x" * 400), 1, "timeout", {"timeout": 3}),
 }
 
 
 def _served_case(what: str, corpus, outcome: Outcome) -> None:
     answer, expect, needle, options = SERVED[what]
     child = "bomb" in what
-    with StandInReplica(answer) as replica:
-        url = replica.origin.replace("http://", f"http://user:{SECRET}@")
+    with local_http.BadChatServer(lambda body, index: answer(body)) as replica:
+        url = replica.origin.replace("http://", f"http://user:{SECRET_PASSWORD}@")
         run_recipe(corpus, outcome, expect, needle, name=f"served-{hashlib.sha256(what.encode()).hexdigest()[:8]}",
                     child=child, reward=f"serve:{url}", reward_options={"max_retries": 0, **options},
                     reward_timeout=60.0, save_rollouts_steps=1,
@@ -175,12 +179,12 @@ def _served_case(what: str, corpus, outcome: Outcome) -> None:
 
 
 def _newline_key(corpus, outcome: Outcome) -> None:
-    run_recipe(corpus, outcome, 2, "newline", name="newline-key", env={"CORPUS_RL_KEY": f"sk-{SECRET}\n"},
+    run_recipe(corpus, outcome, 2, "newline", name="newline-key", env={"CORPUS_RL_KEY": f"sk-{SECRET_PASSWORD}\n"},
                 reward="serve:http://127.0.0.1:9", reward_options={"api_key_env": "CORPUS_RL_KEY"})
 
 
 def _unreachable_with_password(corpus, outcome: Outcome) -> None:
-    spec = f"spatialreward-api:SpatialReward-8B@http://user:{SECRET}@127.0.0.1:9/v1?key={SECRET}"
+    spec = f"spatialreward-api:SpatialReward-8B@http://user:{SECRET_PASSWORD}@127.0.0.1:9/v1?key={SECRET_PASSWORD}"
     run_recipe(corpus, outcome, 1, "127.0.0.1:9", name="unreachable-password", reward=spec,
                 reward_options={"max_retries": 0})
 
@@ -265,9 +269,6 @@ def _resume_other_settings(corpus, outcome: Outcome) -> None:
 
 def _full_disk(corpus, outcome: Outcome) -> None:
     """ENOSPC from safetensors while checkpoint-2 is written (the writer patched): exit 1, nothing partial."""
-    import errno
-    from unittest import mock
-
     import safetensors.torch
 
     real = safetensors.torch.save_file

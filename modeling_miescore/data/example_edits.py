@@ -2,10 +2,12 @@
 
 The photos (coffee, chelsea the cat, astronaut, rocket, camera) are public domain / CC0 per scikit-image's
 documentation. Edits are composed with soft masks so that the examples look like real editing outputs, and
-one example is a deliberately failed edit.
+one example is a deliberately failed edit. ``miescore demo``, ``miescore doctor`` and the Space use them.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
@@ -96,8 +98,6 @@ def example_edits(max_side: int = 256) -> list[dict]:
 def save_example_files(examples: list[dict], folder, relative: bool = False) -> list[dict]:
     """Write each example's images as PNG into ``folder``; return ``{"sources", "edited", "instruction"}``
     records with the file paths (names only with ``relative=True``, for JSONL inputs beside the images)."""
-    from pathlib import Path
-
     folder = Path(folder)
     records = []
     for example in examples:

@@ -1,4 +1,4 @@
-"""The cases of the bad-input corpus, per entry point (see ``testing.bad_input_corpus`` for the rules)."""
+"""The cases of the bad-input corpus, per entry point (see :mod:`.bad_input_corpus` for the rules)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,14 @@ import json
 import re
 from functools import partial
 from pathlib import Path
+from unittest import mock
+
+from transformers import AutoModel
+
+from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.scoring import loading
+from modeling_miescore.serving.backends import MIEScoreBackend, load_backend
+from modeling_miescore.serving.background_server import serve_in_background
 
 from .bad_input_corpus import (GOOD_INSTRUCTION, Case, Outcome, b64, check_message, edit_with, hold_output_lock,
                                post_json, run_cli)
@@ -23,17 +31,11 @@ def good_files(corpus) -> tuple[list, Path]:
 @contextlib.contextmanager
 def preloaded_scorer(corpus):
     """The CLI's ``load_scorer`` returns the corpus's loaded model (bad-input cases do not test loading)."""
-    from unittest import mock
-
-    from ..scoring import loading
-
     with mock.patch.object(loading, "load_scorer", lambda *args, **kwargs: corpus.model):
         yield
 
 
 def expect_input_error(outcome: Outcome, bad: BadInput | None, call) -> None:
-    from ..image_io import MIEScoreInputError
-
     outcome.expected = "MIEScoreInputError"
     try:
         call()
@@ -67,13 +69,9 @@ def _api_tampered(trusted: bool, corpus, outcome: Outcome) -> None:
     sources, edited = good_files(corpus)
     try:
         if trusted:  # the user trusts the model's code; the processor must still be the stock one
-            from transformers import AutoModel
-
             model = AutoModel.from_pretrained(str(corpus.tampered.path), trust_remote_code=True)
         else:
-            from ..scoring.loading import load_scorer
-
-            model = load_scorer(str(corpus.tampered.path), device="cpu", dtype="float32")
+            model = loading.load_scorer(str(corpus.tampered.path), device="cpu", dtype="float32")
         model.score(sources, edited, GOOD_INSTRUCTION)
     except Exception as err:  # noqa: BLE001
         outcome.got, outcome.message = type(err).__name__, str(err)
@@ -281,9 +279,6 @@ def _batch_tampered(corpus, outcome: Outcome) -> None:
 
 def _server(corpus):
     if corpus.server is None:
-        from ..serving.backends import MIEScoreBackend
-        from ..serving.background_server import serve_in_background
-
         corpus.server = serve_in_background(MIEScoreBackend(corpus.model)).start()
     return corpus.server
 
@@ -319,9 +314,6 @@ def _bad_body(bad: BadInput, corpus) -> dict:
 
 
 def _server_tampered(corpus, outcome: Outcome) -> None:
-    from ..serving.backends import load_backend
-    from ..serving.background_server import serve_in_background
-
     outcome.expected = "200, no planted code run"
     try:
         backend = load_backend(str(corpus.tampered.path), device="cpu", dtype="float32")
@@ -357,14 +349,4 @@ def server_cases() -> list[Case]:
     return cases
 
 
-def all_cases() -> list[Case]:
-    """Every case of the corpus, in a fixed order (built without touching the disk)."""
-    from .bad_input_editor import editor_cases
-    from .bad_input_editor_benchmarks import editor_benchmark_cases
-    from .bad_input_local import local_cases
-
-    return [*api_cases(), *cli_cases(), *score_batch_cases(), *server_cases(), *local_cases(), *editor_cases(),
-            *editor_benchmark_cases()]
-
-
-__all__ = ["all_cases", "api_cases", "cli_cases", "score_batch_cases", "server_cases"]
+__all__ = ["api_cases", "cli_cases", "score_batch_cases", "server_cases"]

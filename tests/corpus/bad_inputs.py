@@ -1,4 +1,4 @@
-"""Broken and hostile inputs for the bad-input corpus (``testing.bad_input_corpus``), written to one folder.
+"""Broken and hostile inputs for the bad-input corpus (:mod:`.bad_input_corpus`), written to one folder.
 
 Each :class:`BadInput` is one thing a user can hand an entry point in place of a good image or instruction:
 broken files (truncated, corrupt, text, empty, a decompression bomb, EPS, a FIFO, a folder, a symlink loop, a

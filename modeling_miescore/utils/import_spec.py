@@ -12,6 +12,7 @@ import importlib
 from typing import Any, Callable, Mapping
 
 from ..image_io import MIEScoreInputError
+from .suggestions import did_you_mean
 
 
 def import_callable(spec: str, what: str, error: type = MIEScoreInputError) -> Callable:
@@ -29,7 +30,9 @@ def import_callable(spec: str, what: str, error: type = MIEScoreInputError) -> C
         raise error(f"{what} {spec!r}: cannot import module {module_name!r} ({failure})") from None
     target = getattr(module, attribute, None)
     if not callable(target):
-        raise error(f"{what} {spec!r}: module {module_name!r} has no callable {attribute!r}")
+        public = [name for name in dir(module) if not name.startswith("_") and callable(getattr(module, name))]
+        raise error(f"{what} {spec!r}: module {module_name!r} has no callable {attribute!r}"
+                    f"{did_you_mean(attribute, public)}")
     return target
 
 

@@ -57,7 +57,7 @@ _OPEN_ERRORS = (OSError, ValueError, SyntaxError, EOFError)  # what Pillow's dec
 class UploadedImage:
     """One uploaded image file whose header has been read; :meth:`decode` decodes it (once).
 
-    Raises :class:`~.errors.RequestError` naming ``field``: 422 ``corrupt_image`` for unreadable data, 413
+    Raises :class:`RequestError` naming ``field``: 422 ``corrupt_image`` for unreadable data, 413
     ``too_large`` above ``max_pixels``, 422 ``invalid_request`` for a zero size or an aspect ratio the model
     cannot take.
     """

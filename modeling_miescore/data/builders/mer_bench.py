@@ -235,14 +235,10 @@ def sample_groups(by_sample: dict[str, list[Candidate]], sample_order: list[str]
                   categories: dict[str, str] | None = None):
     """Sample up to ``targets[k]`` groups of each size; each candidate is used at most once.
 
-    Sizes are filled one after the other, most constrained first (4, then 3, then 2): a sample can give
-    one 4-pair but two 3-pairs, and 2-pairs fit in the leftovers, so this order reaches the targets
-    with the fewest samples. For each size, samples are visited in a seeded random order, round after
-    round, each visit forming at most one group chosen uniformly among the sample's valid groups of
-    unused candidates. With ``categories`` (``{sample_id: category}``) each size is stratified: the samples of
-    each category fill its 2:1:1 quota (:func:`category_quotas`) first, then, when a category cannot, the other
-    categories' samples fill what is left. Deterministic for a given seed and input. Returns
-    ``{k: [(pair_id, group), ...]}``.
+    Sizes are filled most constrained first (4, 3, 2); samples are visited in a seeded random order, round after
+    round, each visit forming at most one group chosen uniformly among its valid groups of unused candidates. With
+    ``categories`` (``{sample_id: category}``) each category fills its 2:1:1 quota (:func:`category_quotas`) first,
+    the others then fill what is left. Deterministic. Returns ``{k: [(pair_id, group), ...]}``.
     """
     rng = random.Random(seed)
     order = list(sample_order)
@@ -344,17 +340,10 @@ def _group_targets(groups_per_type: int | dict) -> dict[int, int]:
 class MERBenchBuilder(DatasetBuilder):
     """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset.
 
-    Options besides the common ones of :class:`~modeling_miescore.data.builders.base.DatasetBuilder`:
-
-    * ``seed``: seed of the group sampling (same seed + same input = same groups).
-    * ``groups_per_type``: target number of groups per size (paper: 200 each); an int or
-      ``{2: n2, 3: n3, 4: n4}``. When the data cannot supply that many, all possible groups are kept and
-      the shortfall is reported.
-    * ``n_annotators``: annotations required per candidate (paper: 5); ``None`` accepts any number
-      >= ``min_agreement``.
-    * ``min_agreement``: votes needed for a majority (paper: 3 of 5).
-    * ``stratify_categories``: groups of each size split 2:1:1 over the categories (default; see the module
-      docstring).
+    Options besides the common ones of :class:`~.base.DatasetBuilder`: ``seed`` (same seed + input = same
+    groups), ``groups_per_type`` (per size, paper 200; an int or ``{2: n2, 3: n3, 4: n4}``; a shortfall is
+    reported), ``n_annotators`` (per candidate, paper 5; ``None``: any number >= ``min_agreement``),
+    ``min_agreement`` (paper 3 of 5) and ``stratify_categories`` (2:1:1 over the categories, default).
     """
 
     title = "MER-Bench"

@@ -296,19 +296,11 @@ def _mos_with_overall(mos_rows: dict) -> dict:
 class MIEBenchBuilder(DatasetBuilder):
     """Validate a raw MIE-Bench release and write it as a Hub-native Parquet dataset.
 
-    Options besides the common ones of :class:`~modeling_miescore.data.builders.base.DatasetBuilder`:
-
-    * ``rule``: subject-screening rule passed to :func:`modeling_miescore.data.mos.compute_mos`
-      (``"bt500"`` or ``"paper"``).
-    * ``mos_source``: ``"ratings"`` (raw ratings -> screening -> MOS), ``"mos"`` (``mos.csv`` as given) or
-      ``"auto"`` (``ratings.csv`` when present, else ``mos.csv``).
-    * ``split_method``: ``"stratified"`` (exactly 3:1:1 within each task, the default) or ``"hash"`` (a hash
-      bucket of the instance id: additions never move an instance); see
-      :mod:`~modeling_miescore.data.builders.mie_bench_split`.
-    * ``split_file``: a CSV (``instance_id,split``) or JSON (``{instance_id: split}``) file that assigns every
-      instance, e.g. a release's official split; replaces ``split_method``.
-    * ``split_salt``: salt of the instance-id hash that orders (``"stratified"``) or assigns (``"hash"``)
-      instances. Keep the default to reproduce published builds.
+    Options besides the common ones of :class:`~.base.DatasetBuilder`: ``rule`` (subject screening of
+    :func:`modeling_miescore.data.mos.compute_mos`: ``"bt500"`` or ``"paper"``), ``mos_source`` (``"ratings"``,
+    ``"mos"`` as given, or ``"auto"``: ratings.csv when present), ``split_method`` (``"stratified"`` or ``"hash"``,
+    :mod:`.mie_bench_split`), ``split_file`` (CSV or JSON assigning every instance; replaces ``split_method``) and
+    ``split_salt`` (of the instance-id hash; keep the default to reproduce published builds).
     """
 
     title = "MIE-Bench"

@@ -62,7 +62,8 @@ def write_json(path, data: dict) -> Path:
 
 
 def write_benchmarks_report(out_dir, kind: str, results: list[dict], *, row_name: str, run: dict | None,
-                            published: dict, markdown: Callable[[dict], str]) -> tuple[Path, Path]:
+                            published: dict, markdown: Callable[[dict], str],
+                            protocol: dict | None = None) -> tuple[Path, Path]:
     """``report.json`` + ``report.md`` (rendered by ``markdown``) of a run over several benchmarks: ``results``
     (one dict per benchmark, each benchmark at most once) keyed by their ``"benchmark"`` next to the
     ``published`` rows they are compared with."""
@@ -73,9 +74,14 @@ def write_benchmarks_report(out_dir, kind: str, results: list[dict], *, row_name
         if result["benchmark"] in by_name:
             raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
         by_name[result["benchmark"]] = result
+    from .protocol import with_protocol_header
+
     report = {"benchmark": kind, "row_name": row_name, "results": by_name, "published": published, "run": run or {}}
+    if protocol is not None:
+        report["protocol"] = protocol
     out = Path(out_dir)
-    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown(report))
+    return (write_json(out / "report.json", report),
+            write_text_atomic(out / "report.md", with_protocol_header(markdown(report), protocol)))
 
 
 def write_report(out_dir, report: dict) -> tuple[Path, Path]:
@@ -109,5 +115,9 @@ def report_renderer(kind: str) -> Callable[[dict], str]:
 
 
 def render_markdown(report: dict) -> str:
-    """The Markdown of a report dict, by its ``benchmark`` kind (:func:`report_renderer`)."""
-    return report_renderer(report.get("benchmark"))(report)
+    """The Markdown of a report dict, by its ``benchmark`` kind (:func:`report_renderer`), headed (below its title)
+    by the protocol's fingerprint and the settings that differ from the released protocol
+    (:func:`~.protocol.protocol_header`)."""
+    from .protocol import with_protocol_header
+
+    return with_protocol_header(report_renderer(report.get("benchmark"))(report), report.get("protocol"))

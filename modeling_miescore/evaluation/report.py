@@ -23,7 +23,7 @@ from typing import Any
 from ..utils.atomic_files import write_text_atomic
 from ..utils.lazy_registry import import_attribute
 
-__all__ = ["REPORT_FILES", "REPORT_KINDS", "render_markdown", "report_renderer", "write_benchmarks_report",
+__all__ = ["REPORT_FILES", "REPORT_KINDS", "as_json", "render_markdown", "report_renderer", "write_benchmarks_report",
            "write_json", "write_report"]
 
 # The Markdown renderer of each report kind that is not an editor benchmark's run (``module:function``, relative
@@ -54,6 +54,11 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def as_json(data: Any) -> Any:
+    """``data`` as ``report.json`` holds it (:func:`write_json`'s cleaning and a JSON round trip)."""
+    return json.loads(json.dumps(_clean(data), allow_nan=False))
 
 
 def write_json(path, data: dict) -> Path:

@@ -181,7 +181,7 @@ class JudgeRequestSettings:
     def differences(self, released: "JudgeRequestSettings") -> list[str]:
         """``"setting: ours (released: theirs)"`` for each setting that differs from ``released``."""
         ours, theirs = self.describe(), released.describe()
-        return [f"{k}: {ours[k]} (released: {theirs[k]})" for k in ours if ours[k] != theirs[k]]
+        return [f"{k}: {ours[k]} (released: {theirs.get(k, 'not sent')})" for k in ours if ours[k] != theirs.get(k)]
 
 
 @dataclass(frozen=True)

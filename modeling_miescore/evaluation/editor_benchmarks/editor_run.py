@@ -25,6 +25,7 @@ from .editor_report import build_editor_report, editor_plots, reward_judge_summa
 from .judge_run import read_records, run_mllm_judge, write_judge_inputs
 from .protocols import EditorBenchmark
 from .reward_judges import parse_reward_judge, reward_judge_name, reward_view, run_reward_judge
+from .recheck import recheck_judgements
 from .run_protocol import run_protocol
 from .scores import MetricNotes, row_frame, sample_frame, selection_views
 
@@ -37,7 +38,8 @@ class EditorRunOptions:
     prompts), name and ``request`` settings (a :class:`~modeling_miescore.data.converters.schema.
     JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
     ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
-    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights")."""
+    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights"); ``recheck``: judge
+    this many judged edits again without the answer cache and report the drift (:mod:`.recheck`)."""
 
     calls: object = None
     spec: object = None
@@ -53,6 +55,7 @@ class EditorRunOptions:
     plots: bool = True
     progress: bool = True
     label: Optional[str] = None
+    recheck: int = 0
 
 
 def load_prompts(benchmark: EditorBenchmark, path: Optional[str], categories: Sequence[str]):
@@ -100,12 +103,19 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
 
     settings = options.request or benchmark.request
     unfinished: list[str] = []
-    judge_name = _mllm_judge(benchmark, options, settings, inputs, out, info, prompts, unfinished)
+    judge_name, recheck = _mllm_judge(benchmark, options, settings, inputs, out, info, prompts, unfinished)
     for kind, ckpt in kinds:
         _run_reward_judge(kind, ckpt, options, benchmark, inputs, out, info, unfinished)
     context = RunContext(dataset=dataset, edits=edits, languages=languages, categories=categories, rows=rows,
                          selected=selected, resolved=resolved, sources=sources, kinds=kinds)
     report = aggregate_run(benchmark, context, out, options, judge_name, settings, prompts)
+    records = read_records(out / "judgements.jsonl") if judge_name else {}
+    report["protocol"] = run_protocol(
+        benchmark, dataset=dataset, rows=rows, selected=selected, options=options, settings=settings, prompts=prompts,
+        judge_name=judge_name, reported=sorted({r["endpoint_model"] for r in records.values() if r.get("endpoint_model")}),
+        reward_models=kinds, mode=report["run"]["inputs"]["mode"])
+    if recheck is not None:
+        report["recheck"] = recheck
     report["plots"] = editor_plots(report, out) if options.plots else {}
     write_report(out, report)
     return report, unfinished
@@ -131,7 +141,7 @@ class RunContext:
 def aggregate_run(benchmark: EditorBenchmark, context: RunContext, out: Path, options: EditorRunOptions,
                   judge_name: Optional[str], settings, prompts) -> dict:
     """The report of a run from the judgements under ``out`` (``judgements.jsonl``, ``reward-<kind>.jsonl``):
-    every aggregate, the counts and the protocol; no judge is called."""
+    every aggregate and the counts; no judge is called."""
     rows, selected, resolved, sources = context.rows, context.selected, context.resolved, context.sources
     shape = _RunShape(mode="best" if options.best_of_n else "selected" if resolved.selector else "mean",
                       order=sorted(set(rows.frame["category"])), selector=resolved.selector,
@@ -148,7 +158,7 @@ def aggregate_run(benchmark: EditorBenchmark, context: RunContext, out: Path, op
             reward[reward_judge_name(kind, ckpt)] = _reward_summary(benchmark, kind, options, shape, out, selected,
                                                                     resolved, rows, judge_rows)
         report = build_editor_report(
-            benchmark, run=_run_info(context, judge_name, options, settings, benchmark, prompts),
+            benchmark, run=_run_info(context, judge_name, options, settings, benchmark, prompts, shape.mode),
             samples=samples, rows=judge_rows if judge_rows is not None else samples.iloc[0:0],
             missing=resolved.missing, outside_selection=resolved.outside_selection, prompts=prompts,
             bootstrap=options.bootstrap, reward=reward, judge_ran=judge_name is not None, order=shape.order,
@@ -156,10 +166,6 @@ def aggregate_run(benchmark: EditorBenchmark, context: RunContext, out: Path, op
         if resolved.selector and judge_name:
             report["selection"] = {"selector": resolved.selector, "views": selection_views(
                 samples, benchmark, options.bootstrap, shape.order, shape.expected, shape.sources)}
-    reported = sorted({r["endpoint_model"] for r in records.values() if r.get("endpoint_model")})
-    report["protocol"] = run_protocol(benchmark, dataset=context.dataset, rows=rows, selected=selected,
-                                      options=options, settings=settings, prompts=prompts, judge_name=judge_name,
-                                      reported=reported, reward_models=context.kinds, mode=shape.mode)
     report["notes"] = notes.lines
     report["label"] = options.label
     return report
@@ -178,18 +184,24 @@ class _RunShape:
 
 
 def _mllm_judge(benchmark, options: EditorRunOptions, settings, inputs: Path, out: Path, info: dict, prompts,
-                unfinished: list) -> Optional[str]:
-    """Run the MLLM judge when one is given; its name (None: none)."""
+                unfinished: list) -> tuple[Optional[str], Optional[dict]]:
+    """Run the MLLM judge when one is given, and its re-check (``--recheck``); ``(its name, the re-check)``
+    (None: none)."""
     if options.spec is None:
-        return None
+        return None, None
     spec = options.spec
     judge_name = options.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
+    recheck = None
     with options.calls:
         batch, _ = run_mllm_judge(benchmark, options.calls, spec, inputs, out / "judgements.jsonl", info, prompts,
                                   name=judge_name, settings=settings, progress=options.progress)
+        if options.recheck:
+            recheck = recheck_judgements(benchmark, options.calls, spec, inputs, out / "judgements.jsonl", info,
+                                         prompts, name=judge_name, settings=settings, n=options.recheck,
+                                         bootstrap=options.bootstrap)
     if batch.errors:
         unfinished.append(f"{len(batch.errors)} edits were not judged (their request failed; listed above)")
-    return judge_name
+    return judge_name, recheck
 
 
 def _run_reward_judge(kind, ckpt: str, options: EditorRunOptions, benchmark, inputs: Path, out: Path, info: dict,
@@ -225,7 +237,8 @@ def _local_path(path: str) -> str:
     return str(local.resolve()) if local.exists() else path
 
 
-def _run_info(context: RunContext, judge_name, options: EditorRunOptions, settings, benchmark, prompts) -> dict:
+def _run_info(context: RunContext, judge_name, options: EditorRunOptions, settings, benchmark, prompts,
+              mode: str) -> dict:
     resolved = context.resolved
     samples = ("best of N (max overall per key)" if options.best_of_n else
                f"the sample selected by {resolved.selector}" if resolved.selector else "mean over each key's samples")
@@ -239,5 +252,5 @@ def _run_info(context: RunContext, judge_name, options: EditorRunOptions, settin
                        "languages": list(context.languages or []), "categories": list(context.categories or []),
                        "prompts": _local_path(options.prompts_path) if options.prompts_path else None,
                        "reward_judges": [f"{kind.name}:{_local_path(ckpt)}" for kind, ckpt in context.kinds],
-                       "best_of_n": options.best_of_n},
+                       "best_of_n": options.best_of_n, "mode": mode},
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

@@ -23,6 +23,8 @@ __all__ = ["AGGREGATION_ORDER", "check_like_protocols", "comparison_protocol", "
 AGGREGATION_ORDER = "per key (its samples), per category, then the unweighted mean over categories"
 FAILURES = "flagged judgements and failed requests left out of every mean"
 _DATA_FILES = (".parquet", ".arrow")
+# settings two compared runs may differ in: the comparison recomputes every CI with its own bootstrap
+COMPARISON_IGNORES = ("aggregation.bootstrap",)
 
 
 def dataset_sha256(dataset: str) -> Optional[str]:
@@ -95,7 +97,7 @@ def check_like_protocols(protocols: Dict[str, dict], allow: bool) -> Dict[str, l
             firsts[kind] = (name, protocol)
             continue
         first_name, first = firsts[kind]
-        lines = differences(protocol, first, names=(name, first_name))
+        lines = differences(protocol, first, ignore=COMPARISON_IGNORES, names=(name, first_name))
         if lines:
             out[name] = lines
     if out and not allow:
@@ -105,12 +107,12 @@ def check_like_protocols(protocols: Dict[str, dict], allow: bool) -> Dict[str, l
     return out
 
 
-def comparison_protocol(protocols: Dict[str, dict], *, by: Optional[str], baseline: str, bootstrap,
-                        allowed: Dict[str, list]) -> dict:
-    """``report["protocol"]`` of a comparison: each run's fingerprint and the comparison's own settings."""
+def comparison_protocol(protocols: Dict[str, dict], *, by: Optional[str], bootstrap, allowed: Dict[str, list]) -> dict:
+    """``report["protocol"]`` of a comparison: the runs' fingerprints (one per protocol) and the comparison's own
+    settings (run names, folders and the baseline's name are not settings)."""
     return make_protocol("editors", {
-        "runs": {name: (p or {}).get("fingerprint") for name, p in protocols.items()},
-        "comparison": {"by": by or "the MLLM judge", "baseline": baseline,
+        "runs": sorted({str((p or {}).get("fingerprint")) for p in protocols.values()}),
+        "comparison": {"by": by or "the MLLM judge",
                        "bootstrap": {"n": bootstrap.n, "seed": bootstrap.seed, "level": bootstrap.level},
                        "allowed_differences": allowed},
         "package": {"miescore": package_version()}})

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 __all__ = ["PROTOCOL_GROUPS", "canonical", "differences", "fingerprint", "folder_sha256", "make_protocol",
-           "package_version", "protocol_header", "prompts_setting", "weights_sha256", "with_protocol_header"]
+           "file_sha256", "package_version", "protocol_header", "prompts_setting", "scores_protocol", "weights_sha256",
+           "with_protocol_header"]
 
 _EDITOR_RUN = ("dataset", "judge", "request", "prompts", "aggregation", "package")
 # The setting groups of each report kind's protocol (every group is required, no other is allowed).
@@ -148,16 +149,29 @@ def with_protocol_header(markdown: str, protocol: Optional[dict]) -> str:
     return "\n".join([title, "", *header, rest] if sep else [*header, rest])
 
 
+def _update(digest, path: Path, total: int = 0) -> int:
+    """Feed ``path`` to ``digest`` in 1 MiB blocks; ``total``: bytes fed before (bounded by the hash limit)."""
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            total += len(block)
+            if total > _HASH_LIMIT:
+                raise ValueError(f"more than {_HASH_LIMIT >> 30} GiB to hash at '{path}'")
+            digest.update(block)
+    return total
+
+
+def file_sha256(path) -> str:
+    """The sha256 of one file, read in blocks."""
+    digest = hashlib.sha256()
+    _update(digest, Path(path))
+    return digest.hexdigest()
+
+
 def _sha256_files(files: list[Path], root: Path) -> str:
     digest, total = hashlib.sha256(), 0
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                total += len(block)
-                if total > _HASH_LIMIT:
-                    raise ValueError(f"'{root}' holds more than {_HASH_LIMIT >> 30} GiB of data files")
-                digest.update(block)
+        total = _update(digest, path, total)
     return digest.hexdigest()
 
 
@@ -176,6 +190,26 @@ def folder_sha256(folder, suffixes: tuple[str, ...]) -> Optional[str]:
 def weights_sha256(checkpoint) -> Optional[str]:
     """The hash of a local checkpoint's weights (``*.safetensors``); None for a Hub id."""
     return folder_sha256(checkpoint, (".safetensors",))
+
+
+def scores_protocol(kind: str, *, datasets: list, predictions: list, model: Optional[str],
+                    aggregation: dict) -> dict:
+    """``report["protocol"]`` of an evaluator benchmark (``miescore benchmark mie-bench`` ..., the reward and
+    zero-shot tables): ``datasets`` ``[{"dataset": path or Hub id, "split", "keys"}]``, the ``predictions`` files
+    scored (their hashes: the judgements the numbers come from), the ``model`` that made them (its weights' hash)
+    and the ``aggregation`` settings."""
+    data = []
+    for entry in datasets:
+        if entry["dataset"] is None:  # the predictions alone (they carry what is ranked)
+            continue
+        local = Path(entry["dataset"]).expanduser()
+        data.append({"name": local.name if local.exists() else entry["dataset"],
+                     "data_sha256": folder_sha256(local, (".parquet", ".arrow")),
+                     "split": entry.get("split"), "keys": entry.get("keys")})
+    judge = {"model": Path(model).name if model else None, "weights_sha256": weights_sha256(model) if model else None,
+             "predictions_sha256": [file_sha256(p) if Path(p).is_file() else None for p in predictions]}
+    return make_protocol(kind, {"dataset": data, "judge": judge, "aggregation": aggregation,
+                                "package": {"miescore": package_version()}})
 
 
 def prompts_setting(prompts) -> dict:

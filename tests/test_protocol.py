@@ -243,3 +243,31 @@ def test_recheck_needs_the_mllm_judge(gedit, tmp_path, capsys):
     assert main(["benchmark", "gedit", "--dataset", str(gedit["dataset"]), "--edits", str(gedit["edits"]), "--out",
                  str(tmp_path / "o"), "--judge", "miescore:x", "--recheck", "3"]) == 2
     assert "--recheck configure the MLLM judge" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # two runs of the offline demo (~1 min each on 2 shared cores)
+def test_two_demo_runs_give_equal_fingerprints_and_rescore_reproduces_every_number(tmp_path, capsys):
+    for name in ("first", "second"):
+        assert main(["benchmark", "editors-demo", "--out", str(tmp_path / name)]) == 0
+    for report in ("gedit-base", "imgedit-base", "comparison"):
+        first, second = (read_report(tmp_path / name / "reports" / report)["protocol"] for name in ("first", "second"))
+        assert first["fingerprint"] == second["fingerprint"], differences(first, second)
+        capsys.readouterr()
+        assert main(["benchmark", "rescore", str(tmp_path / "first" / "reports" / report)]) == 0
+        assert "match bit for bit" in capsys.readouterr().err
+    judge = read_report(tmp_path / "first" / "reports" / "gedit-base")["protocol"]["judge"]
+    assert judge["mllm"] is None and judge["reward_models"][0]["kind"] == "miescore"
+    assert len(judge["reward_models"][0]["weights_sha256"]) == 64  # the tiny checkpoint's weights, not its path
+
+
+def test_weights_and_data_hashes_read_files_not_paths_and_follow_no_link(tmp_path):
+    from modeling_miescore.evaluation.protocol import folder_sha256, weights_sha256
+
+    for name, content in (("a", b"w1"), ("b", b"w1"), ("c", b"w2")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(content)
+        (tmp_path / name / "config.json").write_text(name)  # not weights: not hashed
+    assert weights_sha256(tmp_path / "a") == weights_sha256(tmp_path / "b") != weights_sha256(tmp_path / "c")
+    (tmp_path / "a" / "extra.safetensors").symlink_to(tmp_path / "c" / "model.safetensors")
+    assert weights_sha256(tmp_path / "a") == weights_sha256(tmp_path / "b")  # a link out is never followed
+    assert weights_sha256("org/hub-model") is None and folder_sha256(tmp_path / "a", (".parquet",)) is None

@@ -46,8 +46,8 @@ PROTOCOL_GROUPS = {
 }
 # keys of the protocol that are not settings (the fingerprint and what is derived from the settings)
 _DERIVED = ("fingerprint", "differs_from_released", "kind")
-_CREDENTIAL = re.compile(r"(^|[._])(api_?key|api_key_env|access_token|auth_token|password|secret|authorization)($|[._])",
-                         re.IGNORECASE)
+_CREDENTIAL = re.compile(r"(^|[._])(api_?key|api_key_env|access_token|auth_token|password|secret|authorization)"
+                         r"($|[._])", re.IGNORECASE)
 _HASH_LIMIT = 64 << 30  # bytes hashed at most per folder (a bound, far above any benchmark release)
 
 

@@ -77,8 +77,8 @@ def _read(folder: Path) -> dict:
 
 def _bootstrap(report: dict) -> BootstrapSettings:
     meta = (report.get("meta") or {}).get("bootstrap") or {}
-    return BootstrapSettings(n=int(meta.get("n", 0)), seed=int(meta.get("seed", 0)), level=float(meta.get("level", 0.95)),
-                             progress=False)
+    return BootstrapSettings(n=int(meta.get("n", 0)), seed=int(meta.get("seed", 0)),
+                             level=float(meta.get("level", 0.95)), progress=False)
 
 
 def _rescore_run(folder: Path, report: dict) -> dict:

@@ -216,7 +216,8 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
     return {**report, "by": by, "selectors": selectors, "label": "; ".join(labels) or None,
             "published": SPATIALREWARD_TABLE3 if by is None else {}, "notes": notes.lines,
             "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                    "inputs": {"runs": {name: [str(Path(f).resolve()) for f in folders] for name, folders in runs.items()},
+                    "inputs": {"runs": {name: [str(Path(f).resolve()) for f in folders]
+                                        for name, folders in runs.items()},
                                "baseline": baseline, "by": by, "grid_size": grid_size,
                                "allow_protocol_differences": allow_protocol_differences}},
             "protocol": comparison_protocol(protocols, by=by, bootstrap=bootstrap, allowed=allowed),

@@ -110,10 +110,10 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
                          selected=selected, resolved=resolved, sources=sources, kinds=kinds)
     report = aggregate_run(benchmark, context, out, options, judge_name, settings, prompts)
     records = read_records(out / "judgements.jsonl") if judge_name else {}
+    reported = sorted({r["endpoint_model"] for r in records.values() if r.get("endpoint_model")})
     report["protocol"] = run_protocol(
         benchmark, dataset=dataset, rows=rows, selected=selected, options=options, settings=settings, prompts=prompts,
-        judge_name=judge_name, reported=sorted({r["endpoint_model"] for r in records.values() if r.get("endpoint_model")}),
-        reward_models=kinds, mode=report["run"]["inputs"]["mode"])
+        judge_name=judge_name, reported=reported, reward_models=kinds, mode=report["run"]["inputs"]["mode"])
     if recheck is not None:
         report["recheck"] = recheck
     report["plots"] = editor_plots(report, out) if options.plots else {}

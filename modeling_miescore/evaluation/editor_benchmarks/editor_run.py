@@ -4,7 +4,9 @@
 export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec``: a
 :class:`~modeling_miescore.cli.model_calls.ModelCallRun` and a
 :class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
-``report.json``, ``report.md``, ``report.html`` and ``plots/`` (rendered first, then written atomically). Every
+``report.json`` (with the run's protocol and fingerprint, :mod:`.run_protocol`), ``report.md``, ``report.html`` and
+``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation alone, from the
+judgements on disk (what ``miescore benchmark rescore`` runs again). Every
 judging step resumes (:mod:`.judge_run`). Bad input raises
 :class:`~modeling_miescore.evaluation.errors.BenchmarkInputError` before anything is judged.
 """

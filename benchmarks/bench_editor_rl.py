@@ -87,7 +87,7 @@ QUICK = dict(widths="tiny", group_size=3, groups=2, image=128, steps=2, repeats=
 def rl_groups(count: int, group_size: int, size: int, num_sources: int = 2) -> list:
     """``count`` editor-RL groups of real photos: group g takes its sources from a rotation of the photos and its
     G edits are noisy copies of the other photos (``bench_common.group_of_edits``)."""
-    from modeling_miescore.training.editor_rl.reward_types import EditGroup, group_key
+    from modeling_miescore.rewards.groups import EditGroup, group_key
 
     photos = real_photos(size)
     groups = []
@@ -114,7 +114,7 @@ def _rewards(scores) -> list:
 
 
 def _prefix_reuse_row(width: str, args, folder: Path) -> list:
-    from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward
+    from modeling_miescore.rewards.backends import MIEScoreReward
 
     count, size, repeats = (args.groups, args.image, args.repeats) if width == "tiny" else (
         args.wide_groups, args.wide_image, args.wide_repeats)
@@ -179,7 +179,7 @@ class SequentialRewardWorker:
     same worker thread as the overlapped run, so the two differ only in the overlap)."""
 
     def __init__(self, reward):
-        from modeling_miescore.training.editor_rl.reward_worker import RewardWorker
+        from modeling_miescore.rewards.worker import RewardWorker
 
         self.worker = RewardWorker(reward)
 
@@ -196,7 +196,7 @@ class SequentialRewardWorker:
 
 
 def section_reward_overlap(args, folder: Path) -> str:
-    from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward
+    from modeling_miescore.rewards.backends import MIEScoreReward
     from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
     scorer_model = scorer("tiny", folder)

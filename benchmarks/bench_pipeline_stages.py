@@ -5,7 +5,7 @@ crops/overlays + PQ, alignment and verification) and the zero-shot MLLM judge ov
 with the server answering after a fixed latency (0 s: the client's own cost, i.e. image hashing and encoding,
 crops and overlays, HTTP, parsing; 50 ms: what concurrency hides). Prints requests/s and samples/s per stage,
 then the same run again from the answer cache (a resumed run). The server is `tests/local_http.py`'s
-`RoutedChatServer` with the answers of `modeling_miescore.testing.scripted_d2_judges`.
+`RoutedChatServer` with the answers of `tests/scripted_d2_judges.py`.
 
     python benchmarks/bench_pipeline_stages.py [--samples 48] [--size 512] [--concurrency 8] [--latency 0 0.05]
 """
@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the sh
 
 from bench_common import real_photos  # noqa: E402
 from local_http import RoutedChatServer, chat_completion, request_text  # noqa: E402
+from scripted_d2_judges import scripted_d2_answer  # noqa: E402
 
 from modeling_miescore.utils.markdown_table import markdown_table  # noqa: E402
 
@@ -52,8 +53,6 @@ def write_edits(folder: Path, count: int, size: int) -> Path:
 
 
 def answer_with(latency: float):
-    from modeling_miescore.testing.scripted_d2_judges import scripted_d2_answer
-
     judge = json.dumps({"reasoning": "ok", "visual_quality": 70, "instruction_following": 60,
                         "attribute_preservation": 50})
 

@@ -1,8 +1,8 @@
 """SpatialReward (and MIEScore) groups of G = 12 edits of the same sources through a real vLLM (CPU build) with and
 without prefix caching, and through the in-process prefix reuse, on the same tiny model, in one run.
 
-The model is ``testing.servable_checkpoints.random_servable_spatialreward`` (the real Qwen vocabulary, the D.1
-prompts, head_dim 64), exported for vLLM; each path judges the same groups (2 sources, ``--size`` px images) with
+The model is ``random_servable_spatialreward`` of ``tests/servable_checkpoints.py`` (the real Qwen vocabulary, the
+D.1 prompts, head_dim 64), exported for vLLM; each path judges the same groups (2 sources, ``--size`` px images) with
 the same settings (greedy, ``--max-new-tokens``). Every timed group has sources of its own, so no path reuses
 anything across groups (vLLM's cache would otherwise keep whole prompts of an earlier repeat). Reported per path:
 requests/s (2 G chat requests per group: SC and PQ), wall seconds per group, and the prompt tokens computed:
@@ -23,11 +23,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 from bench_common import benchmark_args, group_of_edits, real_photos
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servable_checkpoints: a test fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "vllm_cpu.sh"
@@ -125,7 +128,7 @@ def miescore_through_vllm(export: Path, groups, args, caching: bool, runs: Path)
 
 def miescore_section(groups, args, runs: Path) -> None:
     from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.testing.servable_checkpoints import random_servable_miescore
+    from servable_checkpoints import random_servable_miescore
 
     export = random_servable_miescore()
     cached = miescore_through_vllm(export, groups, args, True, runs)
@@ -198,7 +201,7 @@ def main():
     import tempfile
 
     from modeling_miescore.scoring.loading import load_spatialreward
-    from modeling_miescore.testing.servable_checkpoints import random_servable_spatialreward
+    from servable_checkpoints import random_servable_spatialreward
 
     export = random_servable_spatialreward()
     groups = groups_of(args)

@@ -224,7 +224,7 @@ class Smoke:
 
     def samples(self) -> list:
         """Two groups of four edits (sources + instruction shared within a group), from the example photos."""
-        from modeling_miescore.testing import example_edits
+        from modeling_miescore.data.example_edits import example_edits
 
         examples = example_edits(max_side=96)
         return [{"sources": examples[g]["sources"], "edited": e["edited"], "instruction": examples[g]["instruction"]}

@@ -162,8 +162,8 @@ def bench_miescore(model, args, device, dtype, rows, deadline):
 def bench_editor_rl_reward(model, args, device, rows, deadline):
     """The reward phase of one Flow-GRPO step through the editor-RL reward (the code path of ``--reward
     miescore:CKPT``): groups of G edits, each group's suffixes in one batch, with and without prefix reuse."""
-    from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward
-    from modeling_miescore.training.editor_rl.reward_types import EditGroup, group_key
+    from modeling_miescore.rewards.backends import MIEScoreReward
+    from modeling_miescore.rewards.groups import EditGroup, group_key
 
     lm_params, vision_params = lm_and_vision_params(model)
     group_size = 2 if args.smoke else 12

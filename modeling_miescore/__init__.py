@@ -17,7 +17,7 @@ _LAZY = {
     "SpatialRewardModel": ".modeling_spatialreward",
     "SpatialRewardResult": ".spatialreward_judgement",
     "SpatialRewardAPI": ".judges.spatialreward_api",
-    "SpatialRewardFunction": ".serving.editor_rewards",
+    "SpatialRewardFunction": ".rewards.callables",
     "load_scorer": ".scoring.loading",
     "load_spatialreward": ".scoring.loading",
 }

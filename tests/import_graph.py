@@ -2,7 +2,8 @@
 from which module, at module level or inside a function. For the import rules (``tests/test_import_rules.py``).
 
 Modules of the project: ``modeling_miescore.*`` (dotted names) and the scripts and test helpers that import each
-other by bare name through ``sys.path`` (``tests/*.py``, ``trainers/*.py``, ``benchmarks/*.py``).
+other by bare name through ``sys.path`` (``tests/*.py``, ``trainers/*.py``, ``benchmarks/*.py``; a package there,
+``tests/corpus/``, by dotted name: ``corpus.*``).
 """
 
 from __future__ import annotations
@@ -37,8 +38,13 @@ def project_modules(root: Path) -> dict[str, Path]:
         modules[".".join(parts)] = path
     for folder in SCRIPT_FOLDERS:
         for path in sorted((root / folder).rglob("*.py")):
-            bare = path.stem if path.parent == root / folder else None  # importable by bare name through sys.path
-            modules[bare if bare and bare not in modules else path.relative_to(root).as_posix()] = path
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            if parts[-1] == "__init__" and len(parts) > 1:
+                parts.pop()
+            # importable through sys.path: a file of the folder by bare name, a package's module by dotted name
+            importable = len(parts) == 1 or (root / folder / parts[0] / "__init__.py").is_file()
+            name = ".".join(parts)
+            modules[name if importable and name not in modules else path.relative_to(root).as_posix()] = path
     return modules
 
 
@@ -72,7 +78,7 @@ def _resolve(importer: str, path: Path, node: ast.ImportFrom) -> str | None:
     base = importer.split(".") if _is_package(path) else importer.split(".")[:-1]
     if node.level > 1:
         base = base[:len(base) - node.level + 1]
-    if not base or not importer.startswith(PACKAGE):
+    if not base or "/" in importer:  # a file no import reaches by name
         return None
     return ".".join([*base, node.module] if node.module else base)
 

@@ -311,7 +311,7 @@ def test_hooks_keep_only_reasoning_tokens(tiny, examples, monkeypatch):
 
 @pytest.fixture(scope="module")
 def edits_file(tmp_path_factory, examples):
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     folder = tmp_path_factory.mktemp("edits")
     chosen = examples[:3]

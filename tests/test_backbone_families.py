@@ -251,7 +251,7 @@ def test_cli_scores_with_other_backbones(tiny_checkpoints, examples, tmp_path, c
     import json
 
     from modeling_miescore.cli.main import main
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     path = tiny_checkpoints("miescore", backbone, **config_kwargs)
     record = save_example_files(examples[2:3], tmp_path)[0]

@@ -1,8 +1,8 @@
 """The bad-input corpus (issues 13 and 22): broken or hostile inputs through the Python API, ``miescore score``,
-``miescore score-batch`` and the reward server, and (issue 22, ``testing.bad_input_local``) damaged checkpoints,
+``miescore score-batch`` and the reward server, and (issue 22, ``corpus.bad_input_local``) damaged checkpoints,
 aliased output paths and foreign predictions files, model faults, release readers and caps. Every case must be
 clean: the documented error and status, no traceback, no hang, nothing half-written, the other inputs still
-scored, no shipped code or Ghostscript run (rules: ``modeling_miescore.testing.bad_input_corpus``; the table:
+scored, no shipped code or Ghostscript run (rules: ``corpus.bad_input_corpus``; the table:
 ``benchmarks/bad_input_table.py``).
 
 One tiny model is loaded once; the server runs in this process. Issue 22's cases that repeat what a focused test
@@ -16,8 +16,8 @@ import collections
 
 import pytest
 
-from modeling_miescore.testing.bad_input_corpus import ENTRIES, Corpus, build_corpus_checkpoint
-from modeling_miescore.testing.bad_input_runners import all_cases
+from corpus.bad_input_corpus import ENTRIES, Corpus, build_corpus_checkpoint
+from corpus.cases import all_cases
 
 CASES = all_cases()
 # Issue 22's cases in the default suite: one or more per item; the others are marked slow (module docstring).

@@ -25,7 +25,7 @@ skimage_metrics = pytest.importorskip("skimage.metrics")
 from modeling_miescore.baselines import BASELINES, UnsafeWeightsError, WeightsMissingError, compute_baselines
 from modeling_miescore.baselines.scorers import RESAMPLE
 from modeling_miescore.cli.main import main
-from modeling_miescore.testing import example_edits
+from modeling_miescore.data.example_edits import example_edits
 
 DIMS = ("visual_quality", "instruction_following", "attribute_preservation", "overall")
 MOS = {"visual_quality": "mos_vq", "instruction_following": "mos_if", "attribute_preservation": "mos_ap",

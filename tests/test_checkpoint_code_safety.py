@@ -1,6 +1,6 @@
 """Issue 13 item 1 and issue 14 item 1: loading a checkpoint runs no code shipped in it and never prompts.
 
-The tampered checkpoints (``testing.tampered_checkpoint``) carry ``evil_proc.py``, named by ``auto_map`` entries
+The tampered checkpoints (``corpus.tampered_checkpoint``) carry ``evil_proc.py``, named by ``auto_map`` entries
 in ``processor_config.json``, its nested image processor settings and ``tokenizer_config.json``, plus a line in
 the checkpoint's own configuration file; each writes a marker file when imported. Every entry point must load
 the stock ``Qwen3VLProcessor`` and leave both markers unwritten (only a user's own ``trust_remote_code=True``
@@ -19,7 +19,7 @@ import textwrap
 import pytest
 from transformers import Qwen3VLProcessor
 
-from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
+from corpus.tampered_checkpoint import tamper_checkpoint
 
 PROMPT = "Do you wish to run the custom code"
 

@@ -1,6 +1,6 @@
 """Issue 22 item 14: a damaged checkpoint folder is one line naming the file and the fault, exit status 2, in
 every command that loads one (``score``, ``spatialreward``, ``analyze-attention``, ``tokens``, ``doctor``), never
-a traceback; the one validation layer is ``scoring.checkpoint_files`` (fixtures: ``testing.bad_checkpoints``).
+a traceback; the one validation layer is ``scoring.checkpoint_files`` (fixtures: ``corpus.bad_checkpoints``).
 Item 12's load-time warning about non-finite weights is here too.
 """
 
@@ -11,7 +11,7 @@ import json
 import pytest
 
 from modeling_miescore.cli.main import main
-from modeling_miescore.testing.bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
+from corpus.bad_checkpoints import BAD_CHECKPOINTS, make_bad_checkpoint
 
 BY_NAME = {bad.name: bad for bad in BAD_CHECKPOINTS}
 
@@ -107,3 +107,26 @@ def test_loading_warns_about_non_finite_weights(tiny_miescore_path, tmp_path, ca
     assert "1 weight tensor(s)" in err and "head.out_proj.weight" in err and "NaN or Inf" in err
     load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32")
     assert "NaN" not in capsys.readouterr().err
+
+
+def test_a_fifo_or_device_in_a_checkpoint_never_blocks_validation(tiny_miescore_path, tmp_path):
+    """Every loader validates through checkpoint_files: a FIFO weight file (safe_open would block) or a
+    tokenizer_config.json that is a FIFO / /dev/zero (read whole while looking for a chat template) is named or
+    skipped, never opened."""
+    import os
+    import shutil
+
+    from modeling_miescore.scoring.checkpoint_files import ModelLoadError, check_tokenizer_files, check_weight_files
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_miescore_path, folder)
+    (folder / "model.safetensors").unlink()
+    os.mkfifo(folder / "model.safetensors")
+    with pytest.raises(ModelLoadError, match="is not a regular file"):
+        check_weight_files(folder)
+    (folder / "chat_template.jinja").unlink()  # the template is then looked for in the configs
+    for make in (lambda p: os.mkfifo(p), lambda p: p.symlink_to("/dev/zero")):
+        (folder / "tokenizer_config.json").unlink()
+        make(folder / "tokenizer_config.json")
+        with pytest.raises(ModelLoadError, match="no chat template"):
+            check_tokenizer_files(folder)

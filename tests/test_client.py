@@ -19,7 +19,7 @@ from prometheus_text import metric_value
 
 from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.background_server import serve_in_background
-from modeling_miescore.serving.editor_rewards import make_reward_fn
+from modeling_miescore.rewards.callables import make_reward_fn
 from modeling_miescore.serving.reward_client import RewardClient, RewardServerError, encode_image
 from modeling_miescore.serving.settings import ServerSettings
 

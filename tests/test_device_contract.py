@@ -1,6 +1,6 @@
 """The device contract (issue 32.1): the package's hot paths run on a second device as strict as CUDA, on a CPU.
 
-``modeling_miescore.testing.virtual_device.VirtualDevice`` gives tensors a virtual device (``maia:0``) whose data
+``corpus.virtual_device.VirtualDevice`` gives tensors a virtual device (``maia:0``) whose data
 stays on the CPU and raises what CUDA raises: a draw whose generator is on another device type than the draw
 (the first SDE step of every GPU run raised that before ``utils.random_draws``), a host tensor meeting a device
 tensor, ``.numpy()`` of a device tensor. Under it run: the tiny editor-RL recipe's trainer (rollout, rewards,
@@ -11,6 +11,7 @@ generation with and without prefix reuse. The update loop's host syncs are count
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from pathlib import Path
@@ -20,11 +21,39 @@ import torch
 import yaml
 
 from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
-from modeling_miescore.testing.virtual_device import VirtualDevice, accelerator_on
+from corpus.virtual_device import VirtualDevice, accelerator_on
 from modeling_miescore.utils.random_draws import randn_tensor
 
 TINY_RECIPE = Path(__file__).resolve().parents[1] / "trainers" / "configs" / "flow_grpo_editor_tiny_cpu.yaml"
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
+
+# the code whose host syncs are bounded, by name in its module (the SDE step, the loss, the recording, the update)
+SDE_STEP = ("rollout", "StepStats noise_std _scalar_on _per_sample_mean sde_step gaussian_kl_on_means")
+LOSS = ("objective", "StepLoss step_loss tempflow_weights step_weights")
+RECORDING = ("rollout", "SampledStep LogProbScheduler install_log_prob_scheduler kwargs_rows _repeat_rows "
+                          "TransformerCalls")
+UPDATE = ("objective", "TrainingDivergedError TrainingUnit make_units pad_units _rows _gradient_sync _unit_loss "
+                       "update_figures run_updates")
+
+
+def syncs_within(virtual, code, skip: str = "") -> int:
+    """Host syncs counted at call sites inside ``code`` (``(module of editor_rl, "names")``), except those whose
+    description contains ``skip``."""
+    import importlib
+
+    module = importlib.import_module(f"modeling_miescore.training.editor_rl.{code[0]}")
+    spans = []
+    for name in code[1].split():
+        lines, first = inspect.getsourcelines(getattr(module, name))
+        spans.append((first, first + len(lines)))
+    count = 0
+    for where, n in virtual.host_syncs.items():
+        site, _, what = where.partition(" ")
+        file, _, line = site.rpartition(":")
+        if (file.endswith(f"editor_rl/{code[0]}.py") and line.isdigit() and not (skip and skip in what)
+                and any(a <= int(line) < b for a, b in spans)):
+            count += n
+    return count
 
 
 def test_the_virtual_device_refuses_what_cuda_refuses():
@@ -85,10 +114,9 @@ def test_a_trainer_step_runs_on_the_device_without_a_host_sync_inside_an_update(
     # inside an update nothing waits for the device: its loss and gradient norm are read once per update
     # (2 updates) and its statistics once; a rollout reads its schedule once (2 groups, and the grid's group at
     # steps 0 and 1: grids sample with the rollouts' CFG schedule through the same scheduler)
-    assert virtual.syncs_in("editor_rl/objective.py") == virtual.syncs_in("editor_rl/sde_step.py") == 0
-    assert virtual.syncs_in("editor_rl/rollout_recording.py") <= 2 + 2
-    update_syncs = {k: n for k, n in virtual.host_syncs.items() if "policy_update.py" in k and "host data" not in k}
-    assert sum(update_syncs.values()) <= 2 * config.updates_per_step + 1, update_syncs
+    assert syncs_within(virtual, LOSS) == syncs_within(virtual, SDE_STEP) == 0
+    assert syncs_within(virtual, RECORDING) <= 2 + 2
+    assert syncs_within(virtual, UPDATE, skip="host data") <= 2 * config.updates_per_step + 1, virtual.host_syncs
 
 
 @pytest.mark.parametrize("editor", ["flux-kontext", "toy"])
@@ -96,10 +124,10 @@ def test_rollouts_of_the_other_editors_run_on_the_device(editor, tiny_editor_pat
     from PIL import Image
 
     from modeling_miescore.training.editor_rl.editors import load_editor
-    from modeling_miescore.training.editor_rl.policy_lora import add_lora
+    from modeling_miescore.training.editor_rl.policy import add_lora
     from modeling_miescore.training.editor_rl.rollout import sample_group
-    from modeling_miescore.training.editor_rl.step_plan import make_step_plan
-    from modeling_miescore.training.editor_rl.step_recompute import recompute_step
+    from modeling_miescore.training.editor_rl.schedule import make_step_plan
+    from modeling_miescore.training.editor_rl.objective import recompute_step
 
     dtype = torch.bfloat16 if editor == "toy" else torch.float32
     source = Image.new("RGB", (64, 64), (40, 120, 200))
@@ -164,7 +192,7 @@ def test_scoring_and_spatialreward_generation_run_on_the_device(tiny_miescore_pa
 def test_an_update_reads_the_device_once_and_still_names_a_non_finite_loss():
     from types import SimpleNamespace
 
-    from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError, update_figures
+    from modeling_miescore.training.editor_rl.objective import TrainingDivergedError, update_figures
 
     def unit(key):
         return SimpleNamespace(rollout=SimpleNamespace(key=key, steps=[SimpleNamespace(sampled=SimpleNamespace(
@@ -175,7 +203,7 @@ def test_an_update_reads_the_device_once_and_still_names_a_non_finite_loss():
     with VirtualDevice() as virtual:
         passes = [(loss.to(virtual.device), u, i) for loss, u, i in finite]
         assert update_figures(passes, torch.tensor(3.0, device=virtual.device)) == (-0.25, 3.0)
-        assert virtual.syncs_in("editor_rl/policy_update.py") == 1  # loss and norm in one read
+        assert syncs_within(virtual, UPDATE) == 1  # loss and norm in one read
         passes[1] = (torch.tensor(float("nan"), device=virtual.device), b, 1)
         with pytest.raises(TrainingDivergedError, match=r"non-finite loss \(nan\) at trained step 5 of group group-b"):
             update_figures(passes, torch.tensor(3.0, device=virtual.device))

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from modeling_miescore.scoring.jsonl_scoring import merge_shards, score_jsonl, shard_path
-from modeling_miescore.testing import save_example_files
+from modeling_miescore.data.example_edits import save_example_files
 
 
 @pytest.fixture()

@@ -323,7 +323,7 @@ def test_slow_doc_block_runs(block, tmp_path, request, capsys):
 
 def write_cat_edit(work: Path) -> None:
     """``scene.jpg``, ``cat.png`` and ``edited.png``: the bundled cat-on-the-table edit (real photos)."""
-    from modeling_miescore.testing import example_edits
+    from modeling_miescore.data.example_edits import example_edits
 
     edit = example_edits(max_side=96)[0]
     edit["sources"][0].save(work / "scene.jpg")

@@ -56,7 +56,7 @@ def tiny_sr_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tampered_miescore(tiny_miescore_path, tmp_path_factory):
-    from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
+    from corpus.tampered_checkpoint import tamper_checkpoint
 
     return tamper_checkpoint(tiny_miescore_path, tmp_path_factory.mktemp("tampered") / "miescore")
 
@@ -144,7 +144,7 @@ def test_doctor_runs_a_tampered_checkpoints_code_only_with_trust_remote_code(kin
                                                                           tmp_path, capsys):
     """The real fresh interpreter, both models: `doctor --quick` runs none of the planted code, `doctor --quick
     --trust-remote-code` runs the checkpoint's configuration file (and still not the processor's evil_proc.py)."""
-    from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
+    from corpus.tampered_checkpoint import tamper_checkpoint
 
     tampered = tamper_checkpoint(tiny_miescore_path if kind == "miescore" else tiny_sr_path, tmp_path / kind)
     run_cli(capsys, tampered.path, "--quick", "--json", "--device", "cpu")
@@ -234,7 +234,7 @@ def test_mismatched_processor_is_broken_naming_the_consistency_check(tiny_miesco
 def test_spatialreward_whose_generations_never_parse_is_broken(tiny_sr_path, tmp_path, capsys):
     """On a tampered copy: the in-process checks run none of its code (issue 22 item 1; the fresh process on a
     tampered SpatialReward checkpoint: the slow test above)."""
-    from modeling_miescore.testing.tampered_checkpoint import tamper_checkpoint
+    from corpus.tampered_checkpoint import tamper_checkpoint
 
     tampered = tamper_checkpoint(tiny_sr_path, tmp_path / "one-token")
     edit_json(tampered.path / "config.json", lambda d: d.update(max_new_tokens=1))

@@ -21,7 +21,7 @@ def _klein_lora(tiny_editor_path, folder):
     import torch
 
     from modeling_miescore.training.editor_rl.editors import load_editor
-    from modeling_miescore.training.editor_rl.policy_lora import add_lora, lora_metadata, lora_state_dict
+    from modeling_miescore.training.editor_rl.policy import add_lora, lora_metadata, lora_state_dict
 
     editor = load_editor("flux2-klein", str(tiny_editor_path("flux2-klein")), options=TINY_EDITOR_OPTIONS["flux2-klein"])
     add_lora(editor.transformer, rank=4, alpha=8, targets=editor.lora_targets)

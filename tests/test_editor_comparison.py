@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import resource
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -95,3 +98,139 @@ def test_published_table3_is_the_papers_cell_by_cell():
     ours = {g: {n: list(r.values()) for n, r in rows.items()} for g, rows in SPATIALREWARD_TABLE3.items()}
     assert ours == parsed and sum(len(rows) for rows in parsed.values()) == 8
     assert all(check["agrees"] for check in table3_delta_check().values())  # each Δ = Ovrl. - the group's baseline
+
+
+# ------------------------------------------------------------------------------ hostile outputs and reports
+
+
+def _args(reports, out, *extra) -> list:
+    return ["benchmark", "editors", "--runs", f"base={reports[('gedit', 'base')]},{reports[('imgedit', 'base')]}",
+            f"tuned={reports[('gedit', 'tuned')]},{reports[('imgedit', 'tuned')]}", "--out", str(out),
+            "--bootstrap", "0", "--no-progress", *extra]
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def own_runs(runs, tmp_path):
+    """A copy of the four report folders, free to tamper with: ``({(benchmark, run): folder}, their parent)``."""
+    reports, _ = runs
+    copied = {key: tmp_path / "runs" / folder.name for key, folder in reports.items()}
+    for key, folder in reports.items():
+        shutil.copytree(folder, copied[key])
+    return copied, tmp_path / "runs"
+
+
+def _one_line(capsys, needle: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("where", ["same", "dotdot", "link", "second run", "inside", "containing"])
+def test_out_that_is_inside_or_contains_a_run_is_refused_and_every_input_intact(where, own_runs, tmp_path, capsys):
+    reports, parent = own_runs
+    base = reports[("gedit", "base")]
+    out = {"same": base, "dotdot": base / ".." / base.name, "link": tmp_path / "link",
+           "second run": reports[("imgedit", "tuned")], "inside": base / "cmp", "containing": parent}[where]
+    if where == "link":
+        out.symlink_to(base)
+    before = _files(parent)
+    assert main(_args(reports, out)) == 2
+    _one_line(capsys, "choose an output folder outside --runs")
+    assert _files(parent) == before and not (base / "cmp").exists()
+
+
+def _tamper(folder: Path, change) -> None:
+    path = folder / "report.json"
+    report = json.loads(path.read_text())
+    path.write_text(json.dumps(change(report)))
+
+
+def _set_row(index: int, **values):
+    def change(report):
+        report["per_row"][index].update(values)
+        report["per_row"][index] = {k: v for k, v in report["per_row"][index].items() if v != "DROP"}
+        return report
+    return change
+
+
+TAMPERED = {
+    "a list": (lambda r: [r], "is a JSON list, not a report"),
+    "no category": (_set_row(0, category="DROP"), "has no category"),
+    "no language": (_set_row(1, language="DROP"), "has no language"),
+    "no row": (_set_row(2, row="DROP"), "has no row"),
+    "a string overall": (_set_row(0, o="7.5"), 'has o = "7.5", not a finite number'),
+    "a bool overall": (_set_row(0, o=True), "has o = true, not a finite number"),
+    "an overall of 1e300": (_set_row(0, o=1e300), "has o = 1e+300, off the 0-10 scale"),
+    "a negative score": (_set_row(0, sc=-3), "has sc = -3, off the 0-10 scale"),
+    "a duplicated row": (lambda r: {**r, "per_row": r["per_row"] + r["per_row"]}, "lists a key listed before"),
+    "a source out of its folder": (_set_row(0, sources=["/etc/passwd"]), "sources that are not paths inside"),
+    "a selection without views": (lambda r: {**r, "selection": {"selector": "redness"}}, "has no selector or not"),
+    "per_row not a list": (lambda r: {**r, "per_row": {"a": 1}}, "not a report of 'miescore benchmark gedit'"),
+    "a category the report does not list": (_set_row(0, category="sky"), "category 'sky', which its report's"),
+    "categories a string": (lambda r: {**r, "categories": "abc"}, "of the wrong type"),
+    "a number as label": (lambda r: {**r, "label": 3}, "of the wrong type"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_a_tampered_report_is_one_line_naming_the_run_and_row(case, own_runs, tmp_path, capsys):
+    reports, _ = own_runs
+    change, needle = TAMPERED[case]
+    _tamper(reports[("gedit", "tuned")], change)
+    assert main(_args(reports, tmp_path / "cmp")) == 2
+    err = _one_line(capsys, needle)
+    assert "--runs tuned" in err and [p.name for p in tmp_path.iterdir()] == ["runs"]  # no --out, no temporary
+
+
+def test_an_imgedit_score_off_its_1_to_5_scale_is_refused(own_runs, tmp_path, capsys):
+    reports, _ = own_runs
+    _tamper(reports[("imgedit", "base")], _set_row(0, mean=0.5))
+    assert main(_args(reports, tmp_path / "cmp")) == 2
+    assert "--runs base" in _one_line(capsys, "has mean = 0.5, off the 1-5 scale")
+
+
+def test_level_nan_is_refused(own_runs, tmp_path, capsys):
+    reports, _ = own_runs
+    with pytest.raises(SystemExit) as exit_:
+        main(_args(reports, tmp_path / "cmp", "--level", "nan"))
+    assert exit_.value.code == 2 and "expected a finite number, got 'nan'" in capsys.readouterr().err
+
+
+def test_fifos_in_a_report_folder_or_as_an_edit_never_block(own_runs, tmp_path, capsys):
+    """A FIFO as report.json is refused; a report row whose edit is a FIFO gets an 'image not found' panel."""
+    reports, _ = own_runs
+    os.mkfifo(tmp_path / "edit.png")
+    _tamper(reports[("gedit", "tuned")], lambda r: {**r, "per_row": [{**row, "edited": str(tmp_path / "edit.png")}
+                                                                     for row in r["per_row"]]})
+    assert main(_args(reports, tmp_path / "cmp", "--grid-size", "1", "--no-plots")) == 0
+    report = json.loads((tmp_path / "cmp" / "report.json").read_text())
+    assert all((tmp_path / "cmp" / c["picture"]).is_file() for c in report["cases"]["gedit"]["tuned"])
+    capsys.readouterr()
+    folder = reports[("imgedit", "base")]
+    (folder / "report.json").unlink()
+    os.mkfifo(folder / "report.json")
+    assert main(_args(reports, tmp_path / "cmp2")) == 2
+    _one_line(capsys, "is not a regular file")
+
+
+def test_a_full_disk_is_exit_1_and_leaves_the_earlier_comparison(runs, tmp_path, capsys):
+    """Files above 200 kB cannot be written (RLIMIT_FSIZE; Python ignores SIGXFSZ, so the write fails with EFBIG):
+    the comparison's pictures fit, its report.html does not. The earlier comparison in --out stays as it was."""
+    reports, _ = runs
+    out = tmp_path / "cmp"
+    assert main(_args(reports, out, "--grid-size", "1", "--label", "earlier")) == 0
+    before = _files(out)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    capsys.readouterr()
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))
+    try:
+        status = main(_args(reports, out, "--grid-size", "2"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert status == 1
+    _one_line(capsys, "cannot write the comparison")
+    assert _files(out) == before and [p.name for p in tmp_path.iterdir()] == ["cmp"]  # no temporary folder left

@@ -14,11 +14,11 @@ from PIL import Image
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
 from modeling_miescore.training.editor_rl.editors import EDITORS, EditorSpecError, load_editor
-from modeling_miescore.training.editor_rl.policy_lora import add_lora, reference_policy
+from modeling_miescore.training.editor_rl.policy import add_lora, reference_policy
 from modeling_miescore.training.editor_rl.rollout import sample_group
-from modeling_miescore.training.editor_rl.sde_step import gaussian_kl_on_means
-from modeling_miescore.training.editor_rl.step_plan import make_step_plan
-from modeling_miescore.training.editor_rl.step_recompute import recompute_step
+from modeling_miescore.training.editor_rl.rollout import gaussian_kl_on_means
+from modeling_miescore.training.editor_rl.schedule import make_step_plan
+from modeling_miescore.training.editor_rl.objective import recompute_step
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -38,7 +38,7 @@ def test_fsdp_settings_that_cannot_work_are_refused(toy_editor_path, editing_req
 def test_the_block_lists_of_a_diffusers_transformer_are_found(tiny_editor_path):
     from diffusers import Flux2Transformer2DModel
 
-    from modeling_miescore.training.editor_rl.policy_fsdp import block_lists
+    from modeling_miescore.training.editor_rl.policy import block_lists
 
     model = Flux2Transformer2DModel.from_pretrained(tiny_editor_path("flux2-klein") / "transformer")
     assert {k: len(v) for k, v in block_lists(model).items()} == {"transformer_blocks": 1,

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from modeling_miescore.training.editor_rl.advantages import group_advantages
+from modeling_miescore.training.editor_rl.objective import group_advantages
 from modeling_miescore.training.editor_rl.objective import step_loss, step_weights, tempflow_weights
-from modeling_miescore.training.editor_rl.rollout_recording import SampledStep
-from modeling_miescore.training.editor_rl.sde_step import StepStats
+from modeling_miescore.training.editor_rl.rollout import SampledStep
+from modeling_miescore.training.editor_rl.rollout import StepStats
 
 S = math.sqrt(2 / 3)  # population std of 1, 2, 3
 

@@ -198,12 +198,12 @@ def test_a_full_disk_during_a_checkpoint_stops_cleanly_and_resume_finishes_the_r
 
 
 def test_a_full_disk_is_exit_1_from_the_recipe(toy_editor_path, editing_requests, tmp_path, monkeypatch, capsys):
-    from modeling_miescore.training.editor_rl import run_outputs
+    from modeling_miescore.training.editor_rl import outputs
 
     def no_space(self, record):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(run_outputs.MetricsLog, "write", no_space)
+    monkeypatch.setattr(outputs.MetricsLog, "write", no_space)
     assert run_recipe(toy_config(toy_editor_path, editing_requests, tmp_path / "run", max_steps=1)) == 1
     err = capsys.readouterr().err.strip()
     assert err == ("flow_grpo_editor: stopped: cannot write metrics.jsonl (step 1) (No space left on device); no "

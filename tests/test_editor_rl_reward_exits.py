@@ -38,8 +38,8 @@ PROCESS_EXIT = os._exit  # the real one, before any RewardWorker replaced it
 def test_a_reward_that_exits_or_interrupts_is_a_reward_failure(toy_editor_path, editing_requests, tmp_path,
                                                                reward, message):
     if reward == "os_exit_reward":  # without the guard this would end the test session silently: check it first
-        from modeling_miescore.training.editor_rl.reward_worker import RewardWorker
-        from modeling_miescore.training.editor_rl.reward_specs import build_reward
+        from modeling_miescore.rewards.worker import RewardWorker
+        from modeling_miescore.rewards.specs import build_reward
 
         RewardWorker(build_reward(f"{REWARDS}:mean_redness")).close()
         assert os._exit is not PROCESS_EXIT, "os._exit is not guarded while rewards run"

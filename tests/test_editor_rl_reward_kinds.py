@@ -21,11 +21,11 @@ from edit_groups import rl_groups, spatialreward_judge, spatialreward_sub_scores
 from local_http import RoutedChatServer
 
 from modeling_miescore.spatialreward_aggregation import spatial_reward
-from modeling_miescore.training.editor_rl.reward_specs import REWARD_KINDS, build_reward, parse_reward_terms
-from modeling_miescore.training.editor_rl.reward_types import GroupScores, RewardUnavailableError
-from modeling_miescore.training.editor_rl.reward_worker import RewardWorker
-from modeling_miescore.training.editor_rl.spatialreward_reward import SpatialRewardReward
-from modeling_miescore.training.editor_rl.weighted_reward import WeightedSumReward
+from modeling_miescore.rewards.specs import REWARD_KINDS, build_reward, parse_reward_terms
+from modeling_miescore.rewards.groups import GroupScores, RewardUnavailableError
+from modeling_miescore.rewards.worker import RewardWorker
+from modeling_miescore.rewards.backends import SpatialRewardReward
+from modeling_miescore.rewards.backends import WeightedSumReward
 
 
 def _red(image) -> float:
@@ -132,7 +132,7 @@ def _solid(value: int) -> Image.Image:
 
 
 def _grey_groups(examples, instructions, values):
-    from modeling_miescore.training.editor_rl.reward_types import EditGroup, group_key
+    from modeling_miescore.rewards.groups import EditGroup, group_key
 
     return [EditGroup(group_key([f"s{g}"], text), tuple(examples[g]["sources"]), text,
                       tuple(_solid(v) for v in values), (f"s{g}",)) for g, text in enumerate(instructions)]

@@ -25,7 +25,7 @@ from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.background_server import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
-from modeling_miescore.training.editor_rl.advantages import group_advantages
+from modeling_miescore.training.editor_rl.objective import group_advantages
 from modeling_miescore.training.editor_rl.checkpoints import latest_checkpoint
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -14,9 +14,9 @@ from PIL import Image
 
 from editor_rl_runs import toy_config
 from local_http import RoutedChatServer, score_groups_answer
-from modeling_miescore.training.editor_rl.advantages import group_advantages
-from modeling_miescore.training.editor_rl.reward_types import EditGroup, RewardUnavailableError
-from modeling_miescore.training.editor_rl.served_reward import ServedReward
+from modeling_miescore.training.editor_rl.objective import group_advantages
+from modeling_miescore.rewards.groups import EditGroup, RewardUnavailableError
+from modeling_miescore.rewards.backends import ServedReward
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -34,7 +34,7 @@ def test_a_reward_value_is_a_finite_real_number_inside_its_range():
     import numpy as np
     import torch
 
-    from modeling_miescore.training.editor_rl.reward_types import checked_value
+    from modeling_miescore.rewards.groups import checked_value
 
     assert checked_value(0.5, (0, 1)) == (0.5, None) and checked_value(np.float32(0.25)) == (0.25, None)
     assert checked_value(torch.tensor(0.75)) == (0.75, None) and checked_value(3) == (3.0, None)

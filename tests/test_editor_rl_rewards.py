@@ -18,10 +18,10 @@ from modeling_miescore.miescore_overall import overall_score
 from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.background_server import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
-from modeling_miescore.training.editor_rl.miescore_reward import MIEScoreReward, parse_score_weights
-from modeling_miescore.training.editor_rl.reward_specs import build_reward
-from modeling_miescore.training.editor_rl.reward_types import RewardUnavailableError, flat_samples
-from modeling_miescore.training.editor_rl.served_reward import ServedReward
+from modeling_miescore.rewards.backends import MIEScoreReward, parse_score_weights
+from modeling_miescore.rewards.specs import build_reward
+from modeling_miescore.rewards.groups import RewardUnavailableError, flat_samples
+from modeling_miescore.rewards.backends import ServedReward
 
 
 NAMES = ("visual_quality", "instruction_following", "attribute_preservation")

@@ -11,9 +11,9 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from modeling_miescore.training.editor_rl.rollout_recording import LogProbScheduler
-from modeling_miescore.training.editor_rl.sde_step import gaussian_kl_on_means, sde_step
-from modeling_miescore.training.editor_rl.step_plan import StepPlan, make_step_plan
+from modeling_miescore.training.editor_rl.rollout import LogProbScheduler
+from modeling_miescore.training.editor_rl.rollout import gaussian_kl_on_means, sde_step
+from modeling_miescore.training.editor_rl.schedule import StepPlan, make_step_plan
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -122,7 +122,7 @@ def test_two_accelerate_processes_with_served_rewards_keep_groups_whole_and_norm
     """`accelerate launch --num_processes 2` with `serve:URL,URL`: every group is sampled on one process and
     scored whole on one replica; with batch-level std, every process's advantages use the std of both
     processes' rewards (gathered before normalising), which differs from each process's own."""
-    from modeling_miescore.training.editor_rl.advantages import group_advantages
+    from modeling_miescore.training.editor_rl.objective import group_advantages
 
     for _, backend in miescore_replicas:
         backend.seen.clear()
@@ -172,7 +172,7 @@ def test_two_accelerate_processes_with_served_rewards_keep_groups_whole_and_norm
 def test_two_accelerate_processes_split_a_group_and_normalise_it_whole(tmp_path, toy_editor_path, editing_requests):
     """6 images per process, G = 4, 2 processes: 3 groups per step, group 1 sampled half on each process (as
     OmniGen2-RL spreads its groups over GPUs); after gathering its four rewards are one group's."""
-    from modeling_miescore.training.editor_rl.advantages import group_advantages
+    from modeling_miescore.training.editor_rl.objective import group_advantages
 
     out = tmp_path / "split"
     config = write_run_yaml(tmp_path / "split.yaml", toy_config(

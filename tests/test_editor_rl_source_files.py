@@ -9,14 +9,16 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from corpus.bad_input_corpus import run_bounded
+from corpus.bad_input_editor_runs import truncated_png
+from corpus.bad_inputs import release_fifo
 from editor_rl_runs import toy_config
 from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError
-from modeling_miescore.testing.bad_input_corpus import run_bounded
-from modeling_miescore.testing.bad_input_editor_runs import truncated_png
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -52,7 +54,8 @@ def test_the_trainer_refuses_a_source_that_is_not_a_file_at_once(toy_editor_path
         except MIEScoreInputError as error:
             errors.append(str(error))
 
-    assert not run_bounded(train, 20, [rows.parent / "src.png"]), "the trainer blocked on the source"
+    release = partial(release_fifo, rows.parent / "src.png")  # frees the reader if it blocks
+    assert not run_bounded(train, 20, release), "the trainer blocked on the source"
     assert errors and "src.png' is not a regular file (a pipe, socket or device)" in errors[0], errors
     assert not (tmp_path / "run").exists()
 
@@ -65,7 +68,7 @@ def test_edit_refuses_a_source_that_is_not_a_file_at_once(toy_editor_path, editi
     status = []
     argv = ["edit", "--pipeline", TOY, "--model", str(toy_editor_path), "--input", str(rows), "--out",
             str(tmp_path / "out"), "--no-progress"]
-    assert not run_bounded(lambda: status.append(main(argv)), 20, [rows.parent / "src.png"])
+    assert not run_bounded(lambda: status.append(main(argv)), 20, partial(release_fifo, rows.parent / "src.png"))
     err = capsys.readouterr().err.strip()
     assert status == [2] and "is not a regular file" in err and "\n" not in err, err
 

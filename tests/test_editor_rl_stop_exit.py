@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from editor_rl_runs import RECIPE, REDNESS, toy_config
-from modeling_miescore.training.editor_rl.reward_specs import build_reward
+from modeling_miescore.rewards.specs import build_reward
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer, RewardUnavailableError
 
 ROOT = RECIPE.parents[1]
@@ -55,7 +55,7 @@ EXIT_SCRIPT = """
 import atexit, logging, sys, threading
 sys.path.insert(0, {trainers!r})
 import flow_grpo_editor
-from modeling_miescore.training.editor_rl.reward_worker import RewardWorker
+from modeling_miescore.rewards.worker import RewardWorker
 
 release, entered = threading.Event(), threading.Event()
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from editor_rl_runs import recipe_cli, toy_config, write_run_yaml
-from modeling_miescore.training.editor_rl.ema import OptimizerStepEMA
+from modeling_miescore.training.editor_rl.policy import OptimizerStepEMA
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -51,9 +51,9 @@ def test_a_detached_unconditional_branch_trains_only_the_conditional_prediction(
     """flow_grpo SD3: grad of combine(c, u.detach()) = w grad c; without detaching, w grad c + (1 - w) grad u."""
     from modeling_miescore.testing.toy_editor import load_toy_editor
     from modeling_miescore.training.editor_rl.rollout import TrainedStep
-    from modeling_miescore.training.editor_rl.rollout_recording import SampledStep
-    from modeling_miescore.training.editor_rl.step_plan import StepPlan
-    from modeling_miescore.training.editor_rl.step_recompute import recompute_step
+    from modeling_miescore.training.editor_rl.rollout import SampledStep
+    from modeling_miescore.training.editor_rl.schedule import StepPlan
+    from modeling_miescore.training.editor_rl.objective import recompute_step
 
     editor = load_toy_editor(str(toy_editor_path))
     model = editor.transformer
@@ -86,8 +86,8 @@ def test_a_detached_unconditional_branch_trains_only_the_conditional_prediction(
 def test_groups_split_across_rollout_batches_are_normalised_as_one_group(toy_editor_path, editing_requests, tmp_path):
     """6 images per rollout batch, G = 4, 2 batches: group 1 is sampled half in each batch (OmniGen2-RL spreads
     its groups the same way over GPUs); its four edits come back as one group with one set of advantages."""
-    from modeling_miescore.training.editor_rl.advantages import group_advantages
-    from modeling_miescore.training.editor_rl.group_schedule import GroupSchedule, Piece
+    from modeling_miescore.training.editor_rl.objective import group_advantages
+    from modeling_miescore.training.editor_rl.schedule import GroupSchedule, Piece
     from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
     layout = GroupSchedule(4, 18, 1, 12, 32, 0)  # OmniGen2-RL's 4-machine layout

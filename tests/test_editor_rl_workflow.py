@@ -119,7 +119,7 @@ def test_the_pushed_card_names_hub_ids(tiny_run, tmp_path):
     import shutil
 
     from modeling_miescore.model_card import BASE_PLACEHOLDER
-    from modeling_miescore.training.editor_rl.adapter_card import write_adapter_card
+    from modeling_miescore.training.editor_rl.publishing import write_adapter_card
     from modeling_miescore.training.editor_rl.config import FlowGRPOConfig
     from modeling_miescore.training.editor_rl.editors import load_editor
 
@@ -144,11 +144,11 @@ def test_resume_from_checkpoint_latest_or_a_path_with_its_line_and_the_start_sum
         toy_editor_path, editing_requests, tmp_path, caplog, capsys, monkeypatch):
     from safetensors.torch import load_file
 
-    from modeling_miescore.training.editor_rl import trainer_outputs
+    from modeling_miescore.training.editor_rl import publishing
 
     grids = []
-    real = trainer_outputs.save_sample_grid
-    monkeypatch.setattr(trainer_outputs, "save_sample_grid",
+    real = publishing.save_sample_grid
+    monkeypatch.setattr(publishing, "save_sample_grid",
                         lambda path, rows, **kw: grids.append(rows) or real(path, rows, **kw))
     caplog.set_level(logging.INFO, logger=TRAINER_LOG)
     out = tmp_path / "run"
@@ -235,7 +235,7 @@ def fake_hub(monkeypatch):
 def test_push_to_hub_is_checked_before_training_and_uploads_one_commit(toy_editor_path, editing_requests, tmp_path,
                                                                       capsys, monkeypatch, fake_hub):
     from modeling_miescore.data.builders import hub_push
-    from modeling_miescore.training.editor_rl.hub_upload import PUSHED_FILES
+    from modeling_miescore.training.editor_rl.publishing import PUSHED_FILES
 
     out = tmp_path / "klein-rl"
     config = toy_config(toy_editor_path, editing_requests, out, max_steps=1, save_steps=1)
@@ -303,7 +303,7 @@ def test_reward_components_per_step_in_metrics_and_tensorboard(toy_editor_path, 
 
 
 def test_the_grid_goes_to_wandb_as_an_image():
-    from modeling_miescore.training.editor_rl.run_reporting import log_grid_image
+    from modeling_miescore.training.editor_rl.outputs import log_grid_image
 
     sent = []
 
@@ -327,7 +327,7 @@ def test_the_grid_goes_to_wandb_as_an_image():
 def test_a_grid_a_person_can_read(tmp_path):
     """Per row: a header (step, request, instruction) in dark text, the sources in one cell (a one-source row has
     no empty cell), a gap between edits, each edit's reward under it."""
-    from modeling_miescore.training.editor_rl.run_outputs import GridRow, save_sample_grid
+    from modeling_miescore.training.editor_rl.outputs import GridRow, save_sample_grid
 
     def solid(colour):
         return Image.new("RGB", (40, 40), colour)
@@ -363,8 +363,8 @@ def test_a_grid_a_person_can_read(tmp_path):
 def test_component_means_over_processes_skip_failed_samples():
     """SpatialReward's SC / PQ per step: the mean over every process's valid samples (a failed sample's None is
     left out, never counted as a number)."""
-    from modeling_miescore.training.editor_rl.reward_types import GroupScores
-    from modeling_miescore.training.editor_rl.run_reporting import (component_means, component_totals, step_line,
+    from modeling_miescore.rewards.groups import GroupScores
+    from modeling_miescore.training.editor_rl.outputs import (component_means, component_totals, step_line,
                                                                      tracker_values)
 
     rank0 = [GroupScores([0.5, None], [None, "sc:parse_failed"], {"sc": [20.0, None], "pq": [10.0, None]})]

@@ -24,13 +24,13 @@ pytestmark = pytest.mark.engines
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_spatialreward
+    from servable_checkpoints import random_servable_spatialreward
 
     return random_servable_spatialreward()
 
 
 def _edit():
-    from modeling_miescore.testing import example_edits
+    from modeling_miescore.data.example_edits import example_edits
 
     example = example_edits(max_side=160)[0]
     return {"sources": example["sources"], "edited": example["edited"], "instruction": example["instruction"]}
@@ -45,8 +45,8 @@ def _unreachable(api, edit) -> None:
 
 
 def _reward_stops(url, name, edit) -> None:
-    from modeling_miescore.training.editor_rl.reward_types import EditGroup, RewardUnavailableError
-    from modeling_miescore.training.editor_rl.spatialreward_reward import build_spatialreward_api_reward
+    from modeling_miescore.rewards.groups import EditGroup, RewardUnavailableError
+    from modeling_miescore.rewards.backends import build_spatialreward_api_reward
 
     reward = build_spatialreward_api_reward(f"{name}@{url}", max_retries=0, timeout=20)
     group = EditGroup(key="k", sources=tuple(edit["sources"]), instruction=edit["instruction"],

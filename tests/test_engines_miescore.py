@@ -15,7 +15,7 @@ SCORES = ("visual_quality", "instruction_following", "attribute_preservation", "
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_miescore
+    from servable_checkpoints import random_servable_miescore
 
     return random_servable_miescore()
 
@@ -29,7 +29,7 @@ def server(export, tmp_path_factory):
 def test_miescore_through_vllm_equals_in_process(server, export):
     from modeling_miescore.scoring.loading import load_scorer
     from modeling_miescore.scoring.vllm_miescore import MIEScoreAPI
-    from modeling_miescore.testing import example_edits
+    from modeling_miescore.data.example_edits import example_edits
 
     samples = [{"sources": e["sources"][:k], "edited": e["edited"], "instruction": e["instruction"]}
                for e in example_edits(max_side=160) for k in (1, len(e["sources"]))]  # 1, 2 and 3 sources
@@ -45,7 +45,7 @@ def test_miescore_through_vllm_equals_in_process(server, export):
 
 def test_a_failed_request_is_flagged_without_a_score(server, export):
     from modeling_miescore.scoring.vllm_miescore import MIEScoreAPI
-    from modeling_miescore.testing import example_edits
+    from modeling_miescore.data.example_edits import example_edits
 
     edit = example_edits(max_side=160)[0]
     result, = MIEScoreAPI(server.url, "no-such-model", export, max_retries=0).score_batch(

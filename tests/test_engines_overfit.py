@@ -1,7 +1,7 @@
 """SpatialReward through a real vLLM equals SpatialReward in process (``-m engines``), and the editor-RL recipe
 rewarded through it.
 
-The checkpoint is the one ``testing.servable_checkpoints.overfit_spatialreward`` trains with the package's SFT recipe
+The checkpoint is the one ``servable_checkpoints.overfit_spatialreward`` trains with the package's SFT recipe
 until it answers its edits with valid grounded judgements (built once, cached; a few minutes the first time), saved
 by the package (``model_type: spatialreward``), exported with ``miescore export-vllm`` and served from the export:
 so this module also shows that our checkpoints run on vLLM. A random model's greedy text would say nothing here;
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.engines
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import overfit_spatialreward
+    from servable_checkpoints import overfit_spatialreward
 
     return overfit_spatialreward()
 
@@ -43,7 +43,7 @@ def in_process(export):
 
 
 def test_vllm_judges_exactly_as_the_model_in_process(server, export, in_process):
-    from modeling_miescore.testing.servable_checkpoints import parity_edits
+    from servable_checkpoints import parity_edits
 
     edits = parity_edits()  # 1, 2 and 3 sources, a failed edit without regions; images resized up by both sides
     api = SpatialRewardAPI(server.url, server.name, config=str(export))
@@ -63,7 +63,7 @@ def test_vllm_judges_exactly_as_the_model_in_process(server, export, in_process)
 
 def test_spatialreward_cli_with_the_exports_settings(server, export, tmp_path, capsys):
     from modeling_miescore.cli import main
-    from modeling_miescore.testing.servable_checkpoints import parity_edits
+    from servable_checkpoints import parity_edits
 
     edit = parity_edits()[0]
     paths = []
@@ -80,7 +80,7 @@ def test_spatialreward_cli_with_the_exports_settings(server, export, tmp_path, c
 def _parity_requests(folder) -> str:
     """Editing requests (the recipe's JSONL) with the sources and instructions the checkpoint learnt: two sources,
     and one."""
-    from modeling_miescore.testing.servable_checkpoints import parity_edits
+    from servable_checkpoints import parity_edits
 
     lines = []
     for index, edit in enumerate(parity_edits()[i] for i in (0, 3)):
@@ -97,7 +97,7 @@ def test_editor_rl_recipe_rewarded_through_vllm(server, export, in_process, tiny
     from editor_rl_runs import run_recipe, toy_config
 
     from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
-    from modeling_miescore.training.editor_rl.spatialreward_reward import spatialreward_value
+    from modeling_miescore.rewards.backends import spatialreward_value
 
     out = tmp_path / "run"
     config = toy_config(tiny_editor_path("flux2-klein"), _parity_requests(tmp_path), out, editor="flux2-klein",

@@ -1,7 +1,7 @@
 """The endpoint clients against a real vLLM (``-m engines``): SpatialRewardAPI and ``miescore spatialreward
 --api-base``, ``miescore judge --backend openai``, the GEdit and ImgEdit judges, and vLLM's limits.
 
-One server for the module: the random SpatialReward of ``testing.servable_checkpoints`` (the real Qwen vocabulary
+One server for the module: the random SpatialReward of ``tests/servable_checkpoints.py`` (the real Qwen vocabulary
 and the paper's D.1 prompts, so requests have their real sizes), exported to the plain Qwen3-VL layout and started
 by ``scripts/vllm_cpu.sh`` with at most 3 images per prompt. Its random texts are never judgements: each one must
 come back flagged, with no score, and every request must have reached the model (HTTP 200)."""
@@ -25,7 +25,7 @@ MAX_MODEL_LEN = 1200  # room for every prompt here but the long one of test_a_pr
 @pytest.fixture(scope="module")
 def export():
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_spatialreward
+    from servable_checkpoints import random_servable_spatialreward
 
     return random_servable_spatialreward()
 
@@ -40,7 +40,7 @@ def server(export, tmp_path_factory):
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
     """Three example edits as files (2, 2 and 3 sources)."""
-    from modeling_miescore.testing import example_edits, save_example_files
+    from modeling_miescore.data.example_edits import example_edits, save_example_files
 
     return save_example_files(example_edits(max_side=160)[:3], tmp_path_factory.mktemp("edits"))
 

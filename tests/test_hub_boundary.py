@@ -137,7 +137,7 @@ def test_tqdm_numpy_and_huggingface_hub_come_with_transformers():
 def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_miescore_path, tiny_spatialreward_path,
                                                          examples, tmp_path):
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     for kind, path in (("MIEScore", tiny_miescore_path), ("SpatialReward", tiny_spatialreward_path)):
         copied = {p.name for p in Path(path).glob("*.py")}
@@ -189,7 +189,7 @@ def test_scoring_pipeline_loads_from_the_checkpoints_without_the_package(
     own score / evaluate_edits in this process; SpatialReward gives rewards and parsed details, no raw text."""
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
     from modeling_miescore.pipeline_miescore import CUSTOM_PIPELINES
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     for path in (tiny_miescore_path, tiny_spatialreward_path):
         config = json.loads((Path(path) / "config.json").read_text())
@@ -240,7 +240,7 @@ report({"scores": scores})
 @pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_other_backbone_checkpoints_load_and_score_without_the_package(tiny_checkpoints, examples, tmp_path):
     from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     paths = {name: str(tiny_checkpoints("miescore", backbone, **kwargs))
              for name, (backbone, kwargs) in OTHER_BACKBONES.items()}

@@ -118,7 +118,7 @@ def test_decompression_bomb_refused_before_decoding(tmp_path):
 
 def test_only_the_allowed_formats_are_opened_and_eps_never_reaches_ghostscript(tmp_path, monkeypatch):
     from modeling_miescore.image_io import ALLOWED_IMAGE_FORMATS, open_image_bytes
-    from modeling_miescore.testing.bad_inputs import install_fake_ghostscript
+    from corpus.bad_inputs import install_fake_ghostscript
 
     assert ALLOWED_IMAGE_FORMATS == ("PNG", "JPEG", "WEBP", "TIFF", "BMP", "GIF")
     monkeypatch.setenv("PATH", os.environ["PATH"])  # restored after the fake gs is put in front

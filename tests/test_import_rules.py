@@ -5,7 +5,8 @@
 - no package module reads a private attribute (``module._x``) of another package module;
 - the report layer (``modeling_miescore.evaluation``: every report kind, their parts, plots and writers) has no
   import circle: the report kinds build on ``evaluation.report_parts`` and ``evaluation.report`` dispatches on
-  declarations, so no report module imports back the modules that import it.
+  declarations, so no report module imports back the modules that import it;
+- neither do the offline helpers (``modeling_miescore.testing``) nor the bad-input corpora (``tests/corpus``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def test_the_report_layer_has_no_import_circle():
     assert not cycles, "import circles in the report layer:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def test_the_offline_helpers_and_the_corpora_have_no_import_circle():
+    edges = module_edges(ROOT)
+    cycles = import_cycles(edges, "modeling_miescore.testing") + import_cycles(edges, "corpus")
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
 def _write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -53,6 +60,9 @@ def test_a_private_import_a_private_read_and_a_circle_are_found(tmp_path):
         "modeling_miescore/evaluation/reader.py": "from . import report\nprint(report._x)\n",
         "tests/helper.py": "def _helper():\n    pass\n",
         "tests/test_x.py": "from helper import _helper\nfrom modeling_miescore.evaluation.report import render\n",
+        "tests/corpus/__init__.py": "",
+        "tests/corpus/cases.py": "from .runs import run\n",
+        "tests/corpus/runs.py": "def run():\n    from corpus.cases import cases\n",
     })
     assert private_imports(root) == [
         "modeling_miescore.evaluation.kind (line 1): from modeling_miescore.evaluation.report import _x",
@@ -60,3 +70,4 @@ def test_a_private_import_a_private_read_and_a_circle_are_found(tmp_path):
     assert private_reads(root) == ["modeling_miescore/evaluation/reader.py:2: modeling_miescore.evaluation.report._x"]
     assert import_cycles(module_edges(root), "modeling_miescore.evaluation") == [
         ["modeling_miescore.evaluation.kind", "modeling_miescore.evaluation.report"]]
+    assert import_cycles(module_edges(root), "corpus") == [["corpus.cases", "corpus.runs"]]

@@ -82,7 +82,7 @@ def test_an_old_miescore_checkpoint_loads_and_scores_the_same(legacy_checkpoints
     from transformers import AutoModel
 
     from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     path, old = legacy_checkpoints["MIEScore"]
     records = save_example_files(examples[:3], tmp_path)
@@ -105,7 +105,7 @@ def test_an_old_spatialreward_checkpoint_loads_and_judges_the_same(legacy_checkp
 
     from modeling_miescore.scoring.loading import load_spatialreward
     from modeling_miescore.spatialreward_tokens import strip_control_tokens
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     path, old = legacy_checkpoints["SpatialReward"]
     records = save_example_files(examples[:2], tmp_path)

@@ -48,7 +48,7 @@ def test_save_pretrained_writes_a_card_with_hub_metadata(kind, tiny_miescore_pat
 def test_the_code_of_both_save_pretrained_cards_runs_and_gives_the_models_results(
         tiny_miescore, tiny_miescore_path, tiny_spatialreward_path, examples, tmp_path):
     from modeling_miescore.modeling_spatialreward import SpatialRewardModel
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     (tmp_path / "examples").mkdir()
     record = save_example_files(examples[:1], tmp_path / "examples")[0]
@@ -142,7 +142,7 @@ def test_adapter_on_a_plain_qwen3vl_base_card_scores_like_the_merged_export(tiny
     """The paper's case: the scorer is built on a plain Qwen3-VL (from_backbone); the adapter card's recipe builds
     it the same way, with the run's overrides, from the code shipped beside the adapter."""
     pytest.importorskip("peft")
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
     from modeling_miescore.training.miescore_export import export_model
     from modeling_miescore.training.miescore_model import apply_lora, load_base_model, make_lora_config
 

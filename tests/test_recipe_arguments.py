@@ -143,7 +143,7 @@ def test_version(capsys):
 
 
 def test_a_mistyped_reward_kind_is_suggested_and_a_module_path_is_still_a_callable():
-    from modeling_miescore.training.editor_rl.reward_specs import build_reward
+    from modeling_miescore.rewards.specs import build_reward
 
     for spec, kind in (("spatialreword:CKPT", "spatialreward"), ("miescor:ckpt", "miescore"),
                        ("0.5*servve:http://127.0.0.1:1 + 0.5*miescore:x", "serve")):

@@ -15,7 +15,7 @@ from PIL import Image
 from modeling_miescore.spatialreward_aggregation import spatial_reward
 from modeling_miescore.modeling_spatialreward import SpatialRewardModel
 from modeling_miescore.judges.spatialreward_api import SpatialRewardAPI
-from modeling_miescore.serving.editor_rewards import SpatialRewardFunction
+from modeling_miescore.rewards.callables import SpatialRewardFunction
 
 SC_OK = ('{"edit_region": [{"id": 0, "label": "cat", "bbox_2d": [100, 100, 600, 900]}], '
          '"reasoning": "<|bbox_0|> The cat was added. <|global|> The rest is unchanged.", "score": [20, 15]}')

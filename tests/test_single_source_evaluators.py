@@ -15,7 +15,7 @@ from PIL import Image
 from local_http import RoutedChatServer, chat_completion, request_images, request_text
 from modeling_miescore.cli.main import main
 from modeling_miescore.data.schema import TASKS
-from modeling_miescore.testing import toy_evaluators
+import toy_evaluators
 from tiny_mie_raw import tiny_mie_raw
 
 
@@ -42,7 +42,7 @@ def _lines(path):
 def test_evaluator_runs_on_each_source_and_averages(mie_dir, tmp_path, capsys):
     out = tmp_path / "closeness.jsonl"
     assert main(["baselines", "--dataset", str(mie_dir), "--evaluator",
-                 "modeling_miescore.testing.toy_evaluators:closeness", "--out", str(out), "--no-progress"]) == 0
+                 "toy_evaluators:closeness", "--out", str(out), "--no-progress"]) == 0
     ds = _test_split(mie_dir)
     lines = {line["id"]: line for line in _lines(out)}
     assert sorted(lines) == sorted(str(i) for i in ds["id"]) and len(lines) == 4
@@ -60,14 +60,14 @@ def test_evaluator_runs_on_each_source_and_averages(mie_dir, tmp_path, capsys):
     assert read_score_predictions(out).attrs["overall_computed"] is True
     # rerun: every id is there, nothing recomputed
     assert main(["baselines", "--dataset", str(mie_dir), "--evaluator",
-                 "modeling_miescore.testing.toy_evaluators:closeness", "--out", str(out), "--no-progress"]) == 0
+                 "toy_evaluators:closeness", "--out", str(out), "--no-progress"]) == 0
     assert "wrote 0 edits, skipped 4 already" in capsys.readouterr().err
 
 
 def test_evaluator_factory_options_and_failed_edits(mie_dir, tmp_path, capsys):
     out = tmp_path / "scaled.jsonl"
     assert main(["baselines", "--dataset", str(mie_dir), "--evaluator",
-                 "modeling_miescore.testing.toy_evaluators:scaled",
+                 "toy_evaluators:scaled",
                  "--evaluator-option", "factor=2", "--evaluator-name", "twice", "--out", str(out),
                  "--no-progress"]) == 0
     ds = _test_split(mie_dir)
@@ -80,7 +80,7 @@ def test_evaluator_factory_options_and_failed_edits(mie_dir, tmp_path, capsys):
     failing_word = ds[1]["instruction"].split()[-1]  # the instructions end in "(<k>)."
     failed = tmp_path / "failed.jsonl"
     code = main(["baselines", "--dataset", str(mie_dir), "--evaluator",
-                 "modeling_miescore.testing.toy_evaluators:failing_on", "--evaluator-option",
+                 "toy_evaluators:failing_on", "--evaluator-option",
                  f"word={json.dumps(failing_word)}", "--out", str(failed), "--no-progress"])
     err = capsys.readouterr().err
     failing = {str(r["id"]) for r in ds if r["instruction"] == ds[1]["instruction"]}  # the instance's edits
@@ -91,10 +91,10 @@ def test_evaluator_factory_options_and_failed_edits(mie_dir, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--metrics", "editscore"], "is not a --metrics metric: it runs via --evaluator"),
     (["--evaluator", "no.such.module:f"], "cannot import module 'no.such.module'"),
-    (["--evaluator", "modeling_miescore.testing.toy_evaluators:nope"], "has no callable 'nope'"),
-    (["--evaluator", "modeling_miescore.testing.toy_evaluators:closeness", "--evaluator-option", "x"],
+    (["--evaluator", "toy_evaluators:nope"], "has no callable 'nope'"),
+    (["--evaluator", "toy_evaluators:closeness", "--evaluator-option", "x"],
      "is not KEY=VALUE"),
-    (["--metrics", "ssim", "--evaluator", "modeling_miescore.testing.toy_evaluators:closeness"], "not both"),
+    (["--metrics", "ssim", "--evaluator", "toy_evaluators:closeness"], "not both"),
 ])
 def test_evaluator_usage_errors_exit_2(mie_dir, tmp_path, capsys, argv, message):
     code = main(["baselines", "--dataset", str(mie_dir), "--out", str(tmp_path / "p.jsonl"), *argv])

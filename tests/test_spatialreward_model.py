@@ -17,7 +17,7 @@ from modeling_miescore.configuration_spatialreward import (
 )
 from modeling_miescore.modeling_spatialreward import SpatialRewardModel
 from modeling_miescore.spatialreward_parsing import parse_sc_output
-from modeling_miescore.testing import save_example_files
+from modeling_miescore.data.example_edits import save_example_files
 from modeling_miescore.spatialreward_tokens import (
     GROUNDING_TOKENS,
     add_grounding_tokens,

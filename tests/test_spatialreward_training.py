@@ -324,7 +324,7 @@ def _example_inputs(examples, work: Path) -> list:
     """Two example edits as files, and the cards' example input names (source_1.png, ...) in ``work``."""
     import shutil
 
-    from modeling_miescore.testing import save_example_files
+    from modeling_miescore.data.example_edits import save_example_files
 
     (work / "examples").mkdir(parents=True)
     records = save_example_files(examples[:2], work / "examples")

@@ -221,9 +221,9 @@ def test_refusals_are_flagged_counted_and_explained(examples):
 
 
 def test_unknown_model_is_one_line_from_the_cli_and_stops_an_rl_reward(examples, tmp_path, capsys):
-    from modeling_miescore.testing import save_example_files
-    from modeling_miescore.training.editor_rl.reward_types import EditGroup, RewardUnavailableError
-    from modeling_miescore.training.editor_rl.spatialreward_reward import build_spatialreward_api_reward
+    from modeling_miescore.data.example_edits import save_example_files
+    from modeling_miescore.rewards.backends import build_spatialreward_api_reward
+    from modeling_miescore.rewards.groups import EditGroup, RewardUnavailableError
 
     record = save_example_files(examples[:1], tmp_path)[0]
     with RoutedChatServer(lambda body, repeat: (404, UNKNOWN_MODEL, None, 0)) as server:

@@ -150,8 +150,8 @@ def cli(argv=None) -> int:
         except RuntimeError as err:  # imported only now: a bad argument is reported before torch loads
             from modeling_miescore.data.builders.hub_push import HubPushError
             from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
-            from modeling_miescore.training.editor_rl.policy_update import TrainingDivergedError
-            from modeling_miescore.training.editor_rl.reward_types import RewardUnavailableError
+            from modeling_miescore.training.editor_rl.objective import TrainingDivergedError
+            from modeling_miescore.rewards.groups import RewardUnavailableError
 
             if not isinstance(err, (RewardUnavailableError, TrainingDivergedError, RunWriteError, HubPushError)):
                 raise
@@ -177,8 +177,8 @@ def cli(argv=None) -> int:
 def exit_with(status: int) -> None:
     """Exit with ``status``; when a reward call that did not finish is still running on its thread (the worker
     waited for it, then gave up), end the process without finalising the interpreter, which would abort inside
-    the reward's torch code (SIGABRT after the stop message; reward_worker's docstring)."""
-    from modeling_miescore.training.editor_rl.reward_worker import reward_calls_running
+    the reward's torch code (SIGABRT after the stop message; the docstring of modeling_miescore.rewards.worker)."""
+    from modeling_miescore.rewards.worker import reward_calls_running
 
     if reward_calls_running():
         sys.stdout.flush()

@@ -9,14 +9,14 @@ one trained by ``trainers/flow_grpo_editor.py``::
 
 With ``--lora RUN`` of a training run, the run's ``run.json`` supplies the editor, the base model, the editor
 options, T, the CFG scale and schedule (``--cfg-fraction``), the SDE and last-step mode used with
-``--noise-level``, and the dtype (:mod:`modeling_miescore.training.editor_rl.run_record`); an option given here
+``--noise-level``, and the dtype (:mod:`modeling_miescore.training.editor_rl.outputs`); an option given here
 overrides its value (``--editor-options`` keys replace the run's one by one).
 
 Reward-guided best-of-N: ``--num-images N --select SPEC`` (a ``--reward`` spec of the trainer:
 ``miescore:CKPT``, ``spatialreward:CKPT``, ``module:function``, ...) makes N candidates per request
 (``DIR/candidates.jsonl``), scores each request's N together (one group: its prompt prefix runs once) and writes
 the best to ``DIR/edits.jsonl`` with every candidate and its reward
-(:mod:`modeling_miescore.training.editor_rl.edit_selection`).
+(:mod:`modeling_miescore.editing.selection`).
 
 Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
 MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
@@ -24,7 +24,7 @@ MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DI
 benchmarks read ``{"id", "edited"}``); rerunning resumes. The sampling schedule (``--cfg-fraction``: guide only
 steps i/T <= F, as a Flow-GRPO run guided its rollouts; ``--noise-level`` > 0: the training SDE instead of Euler
 ODE steps, ``--last-step`` its final step) is printed and written to ``DIR/sampling.json``
-(:mod:`modeling_miescore.training.editor_rl.sampling_schedule`). Exit status: 0 done, 1 some requests failed (listed),
+(:mod:`modeling_miescore.training.editor_rl.schedule`). Exit status: 0 done, 1 some requests failed (listed),
 2 bad input.
 """
 
@@ -73,7 +73,7 @@ def register(subparsers) -> None:
 
 
 def add_sampling_args(parser) -> None:
-    """The sampling-schedule flags (:class:`~modeling_miescore.training.editor_rl.sampling_schedule.SamplingSchedule`;
+    """The sampling-schedule flags (:class:`~modeling_miescore.training.editor_rl.schedule.SamplingSchedule`;
     the defaults are the stock pipeline's: CFG on every step, Euler ODE steps)."""
     parser.add_argument("--cfg-fraction", type=number_arg(float, minimum=0, maximum=1), default=None, metavar="F",
                         help="guide only steps i/T <= F, as a Flow-GRPO run guides its rollouts (its cfg_fraction, "
@@ -89,7 +89,7 @@ def add_sampling_args(parser) -> None:
 
 def sampling_schedule(args):
     """The :class:`SamplingSchedule` of the parsed flags."""
-    from ..training.editor_rl.sampling_schedule import SamplingSchedule
+    from ..training.editor_rl.schedule import SamplingSchedule
 
     return SamplingSchedule(cfg_fraction=args.cfg_fraction, noise_level=args.noise_level, sde_type=args.sde_type,
                             last_step=args.last_step)
@@ -113,7 +113,7 @@ def resolve_run_settings(args) -> list:
     the settings taken from the run, as ``name value`` strings (empty without a record)."""
     from pathlib import Path
 
-    from ..training.editor_rl.run_record import read_sampling
+    from ..training.editor_rl.outputs import read_sampling
 
     sampling = read_sampling(args.lora) if args.lora else None
     options = _options(args.editor_options)
@@ -180,8 +180,8 @@ def cmd_edit(args) -> int:
     from ..data.editing_inputs import read_editing_inputs
     from ..scoring.jsonl_scoring import make_output_folder
     from ..scoring.loading import resolve_device, resolve_dtype
-    from ..training.editor_rl.edit_generation import generate_edits, record_sampling
-    from ..training.editor_rl.edit_selection import CANDIDATES_FILE, prepare_selection
+    from ..editing.generation import generate_edits, record_sampling
+    from ..editing.selection import CANDIDATES_FILE, prepare_selection
     from ..training.editor_rl.editors import load_editor
 
     quiet_transformers()
@@ -193,7 +193,7 @@ def cmd_edit(args) -> int:
         datasets.disable_progress_bars()
     taken = resolve_run_settings(args)
     if args.lora:  # before the editor loads: a missing, damaged or NaN adapter is one line
-        from ..training.editor_rl.policy_lora import check_lora_file
+        from ..training.editor_rl.policy import check_lora_file
 
         check_lora_file(args.lora)
     if taken:
@@ -235,7 +235,7 @@ def _selection(args):
     """``(spec, name)`` of ``--select`` (checked before anything is loaded), or None."""
     if args.select is None:
         return None
-    from ..training.editor_rl.reward_specs import parse_reward_terms, reward_identity
+    from ..rewards.specs import parse_reward_terms, reward_identity
 
     if args.num_images < 2:
         raise MIEScoreInputError("--select chooses among several candidates: pass --num-images N with N >= 2")
@@ -252,9 +252,9 @@ def _select(args, selection, requests, out, generated) -> int:
 
     from tqdm.auto import tqdm
 
-    from ..training.editor_rl.edit_selection import select_edits
-    from ..training.editor_rl.reward_specs import build_reward
-    from ..training.editor_rl.reward_types import RewardUnavailableError
+    from ..editing.selection import select_edits
+    from ..rewards.specs import build_reward
+    from ..rewards.groups import RewardUnavailableError
 
     gc.collect()
     spec, name = selection

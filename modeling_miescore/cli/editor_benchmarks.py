@@ -227,18 +227,12 @@ def _headline(results: dict, labels: dict, overall: str, prefix: str = "") -> li
 
 
 def cmd_editors(args) -> int:
-    from ..evaluation.editor_benchmarks.editor_comparison import comparison_plots, compare_editors, parse_runs
-    from ..evaluation.report import write_report
+    from ..evaluation.editor_benchmarks.editor_comparison import parse_runs, write_comparison
 
-    runs = parse_runs(args.runs)
     out = Path(args.out).expanduser()
-    if out.exists() and not out.is_dir():
-        raise MIEScoreInputError(f"--out '{out}' is a file, not a folder; pass a folder")
-    report = compare_editors(runs, out, baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size,
-                             by=args.by, allow_protocol_differences=args.allow_protocol_differences)
-    report["label"] = args.label or report.get("label")  # the runs' labels carry over (random weights)
-    report["plots"] = {} if args.no_plots else comparison_plots(report, out)
-    write_report(out, report)
+    report = write_comparison(parse_runs(args.runs), out, label=args.label, plots=not args.no_plots,
+                              baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size, by=args.by,
+                              allow_protocol_differences=args.allow_protocol_differences)
     label = f"{report['label']}: " if report["label"] else ""
     return finish_run(f"{label}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")

@@ -9,17 +9,22 @@ the MIEScore vLLM plugin (``scripts/vllm_plugin``, pooling runner) (:mod:`modeli
     miescore spatialreward --api-base http://127.0.0.1:8000/v1 --model spatialreward \
         --config exports/spatialreward-vllm --source in.png --edited out.png --instruction "..."
 
-User errors (a missing folder, a LoRA-adapter folder, a checkpoint of another kind, an OUT that exists) print one line and exit 2.
+User errors (a missing folder, a LoRA-adapter folder, a checkpoint of another kind, a tokenizer that does not load,
+a file linked out of the checkpoint folder, an OUT that exists or lies inside the checkpoint) print one line and
+exit 2; a disk that refuses the export (full) prints one line and exits 1, leaving nothing behind.
 """
 
 from __future__ import annotations
 
 import sys
 
+from .main import quiet_transformers
+
 
 def cmd_export_vllm(args) -> int:
     from ..scoring.vllm_export import export_for_vllm
 
+    quiet_transformers()  # the exported tokenizer is loaded once, as a check
     out = export_for_vllm(args.checkpoint, args.out)
     print(f"exported {args.checkpoint} -> {out} (plain Qwen3-VL layout; serve it with scripts/vllm_cpu.sh start {out}, "
           f"or vllm serve {out})", file=sys.stderr)

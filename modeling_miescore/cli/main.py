@@ -11,7 +11,8 @@ server's options are generated from its settings declaration (:mod:`modeling_mie
 ``serve`` is parsed (:func:`defer_options`).
 
 User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
-problem and the fix and exit with status 2; no traceback. Options are matched exactly (``allow_abbrev=False`` on
+problem and the fix and exit with status 2; no traceback. An output the machine cannot write (a full disk: an
+``OutputWriteError``) prints one line and exits with status 1. Options are matched exactly (``allow_abbrev=False`` on
 every parser: ``--num-image`` is not ``--num-images``); an unknown option prints the usage of the (sub)command it
 was given to and the closest real option; a missing extra (``diffusers`` for ``edit``) names the extra to install.
 """
@@ -20,12 +21,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 
 from ..image_io import MIEScoreInputError
+from ..utils.output_paths import OutputWriteError
 
 EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
+EXIT_WRITE_FAILED = 1
 
 # Subcommands that live in their own modules: each module defines `register(subparsers)`, which adds its
 # parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise MIEScoreInputError for user errors.
@@ -57,7 +61,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def number_arg(convert=int, minimum=None, maximum=None, exclusive=False):
-    """argparse ``type=`` for a number within bounds (``exclusive`` makes both bounds strict)."""
+    """argparse ``type=`` for a finite number within bounds (``exclusive`` makes both bounds strict)."""
 
     def parse(text: str):
         try:
@@ -65,6 +69,8 @@ def number_arg(convert=int, minimum=None, maximum=None, exclusive=False):
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {'an integer' if convert is int else 'a number'}, "
                                              f"got {text!r}") from None
+        if not math.isfinite(value):  # nan passes every bound check below; inf is no setting either
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
         too_low = minimum is not None and (value <= minimum if exclusive else value < minimum)
         too_high = maximum is not None and (value >= maximum if exclusive else value > maximum)
         if too_low or too_high:
@@ -215,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     except MIEScoreInputError as err:
         print(f"miescore {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OutputWriteError as err:
+        print(f"miescore {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     except KeyboardInterrupt:
         print(f"miescore {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -122,7 +122,8 @@ def cmd_score_batch(args) -> int:
 
 def cmd_demo(args) -> int:
     from ..scoring.loading import load_scorer
-    from ..testing import build_tiny_miescore, example_edits
+    from ..data.example_edits import example_edits
+    from ..testing import build_tiny_miescore
 
     quiet_transformers()
     tmp = None

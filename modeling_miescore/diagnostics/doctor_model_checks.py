@@ -8,6 +8,7 @@ from __future__ import annotations
 import platform
 import time
 
+from ..data.example_edits import save_example_files
 from .doctor_context import DoctorContext, error, ok, skip, warn
 
 FRESH_EDITS = 2  # edits the fresh process scores and the installed package scores again
@@ -20,8 +21,6 @@ SAME_REWARD_HALF = 0.02
 
 
 def _fresh_records(ctx: DoctorContext) -> list:
-    from ..testing.examples import save_example_files
-
     examples = [{"id": f"{e.example}-{e.variant}", "sources": e.sources, "edited": e.edited,
                  "instruction": e.instruction} for e in ctx.originals()[:FRESH_EDITS]]
     return save_example_files(examples, ctx.workdir)

@@ -1,6 +1,6 @@
 """The edits ``miescore doctor`` scores: the bundled examples and perturbations of them whose effect is known.
 
-Each example edit (``testing.example_edits``: real photos, composed edits, one deliberately failed edit) is
+Each example edit (``data.example_edits``: real photos, composed edits, one deliberately failed edit) is
 scored as made and in four perturbed variants, chosen so that a scorer that reads its inputs must react:
 
 * ``source_as_edited``: the edited image replaced by the first source. Nothing was edited, so instruction
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFilter
 
+from ..data.example_edits import example_edits
 from ..image_io import MIEScoreInputError
 
 NOISE_SIGMA = 64.0  # of 255
@@ -52,7 +53,7 @@ def blur(image: Image.Image, fraction: float = BLUR_FRACTION) -> Image.Image:
 
 
 def perturb(example: dict, variant: str, seed: int = 0) -> DoctorEdit:
-    """The ``variant`` of one example edit (a dict of ``testing.example_edits``)."""
+    """The ``variant`` of one example edit (a dict of ``data.example_edits``)."""
     sources, edited = list(example["sources"]), example["edited"]
     if variant == "source_as_edited":
         edited = sources[0]
@@ -72,8 +73,6 @@ def doctor_edits(quick: bool = False) -> list[DoctorEdit]:
     """Every example in every variant, originals first. ``quick``: three examples at 128 px instead of all five at
     256 px. Needs scikit-image (the photos); a missing one is a user error naming the fix."""
     try:
-        from ..testing.examples import example_edits
-
         examples = example_edits(max_side=128 if quick else 256)
     except (ImportError, RuntimeError) as err:
         raise MIEScoreInputError(f"the doctor's example edits need scikit-image's photos ({err}); "

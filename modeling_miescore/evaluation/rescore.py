@@ -117,7 +117,7 @@ def _rescore_comparison(report: dict) -> dict:
     inputs = report["run"]["inputs"]
     runs = {name: [Path(f) for f in folders] for name, folders in inputs["runs"].items()}
     with tempfile.TemporaryDirectory(prefix="miescore-rescore-") as scratch:
-        return compare_editors(runs, Path(scratch) / "out", baseline=inputs["baseline"], bootstrap=_bootstrap(report),
+        return compare_editors(runs, Path(scratch), baseline=inputs["baseline"], bootstrap=_bootstrap(report),
                                grid_size=inputs["grid_size"], by=inputs["by"],
                                allow_protocol_differences=inputs["allow_protocol_differences"])
 

@@ -12,6 +12,10 @@ What is checked, before anything heavy is loaded (local folders; a Hub repo's fi
   file's header read by ``safetensors.safe_open`` (header only, nothing unpickled): a 0-byte, truncated,
   huge-header, bad-offset or non-JSON-header file is named with safetensors' reason
   (:func:`check_weight_files`).
+* files the package reads or copies are regular files (a FIFO would block, ``/dev/zero`` never ends); a command
+  that copies a checkpoint's files (``export-vllm``) also refuses a symbolic link out of the folder (a
+  ``vocab.json`` -> ``/etc/passwd`` would land in the copy) and a file above a size bound
+  (:func:`checkpoint_file_problem`).
 * tokenizer: ``tokenizer.json`` (or ``vocab.json`` + ``merges.txt``) present, else the tokenizer would be empty
   and every prompt would lose its image tokens; a chat template present (``chat_template.jinja``,
   ``chat_template.json`` or a ``chat_template`` entry of the tokenizer / processor config)
@@ -26,9 +30,10 @@ shapes of the tensors that do not fit.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..image_io import MIEScoreInputError, regular_file_problem
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
@@ -39,17 +44,43 @@ class ModelLoadError(MIEScoreInputError):
     """The model reference cannot be used as a checkpoint; the message says why and what to do."""
 
 
+def read_json_object(path: Path, what: str) -> dict:
+    """The JSON object in ``path`` (``what`` names it in messages); unreadable, not JSON or not an object ->
+    :class:`ModelLoadError`."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ModelLoadError(f"{what} is unreadable ({str(err)[:200]}); download or save the checkpoint "
+                             "again") from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{what} is a JSON {type(data).__name__}, not an object; it is not a saved checkpoint "
+                             "config")
+    return data
+
+
 def read_config_file(config_file: Path, model: str) -> dict:
     """``config.json`` as a dict; unreadable, not JSON or not an object -> :class:`ModelLoadError`."""
+    return read_json_object(config_file, f"config.json of model '{model}'")
+
+
+def checkpoint_file_problem(folder, name: str, max_bytes: int | None = None) -> str | None:
+    """Why ``folder/name`` must not be read as a file of the checkpoint ``folder``, or None: a symbolic link that
+    leaves the folder (or a link loop), a missing file, a folder, a FIFO or a device, a file above ``max_bytes``.
+    ``stat`` only: nothing is opened."""
+    path = Path(folder) / name
     try:
-        data = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise ModelLoadError(f"config.json of model '{model}' is unreadable ({str(err)[:200]}); download or save "
-                             "the checkpoint again") from None
-    if not isinstance(data, dict):
-        raise ModelLoadError(f"config.json of model '{model}' is a JSON {type(data).__name__}, not an object; it is "
-                             "not a saved checkpoint config")
-    return data
+        target = path.resolve()
+        outside = None if target.is_relative_to(Path(folder).resolve()) else target
+    except (OSError, RuntimeError):  # RuntimeError: Path.resolve's "Symlink loop" before Python 3.13
+        return f"'{path}' is a symbolic link loop; replace it with the file itself"
+    if outside is not None:
+        return (f"'{path}' is a symbolic link to '{outside}', outside the checkpoint folder; copy the file itself "
+                "into the folder (cp -L) if it belongs to the checkpoint")
+    problem = regular_file_problem(path, "checkpoint file")
+    if problem is None and max_bytes is not None and os.path.getsize(path) > max_bytes:
+        problem = (f"checkpoint file '{path}' is {os.path.getsize(path):,} bytes, above the {max_bytes:,}-byte "
+                   "limit for a file of its kind; it is not one saved by save_pretrained")
+    return problem
 
 
 def _positive_int(value) -> bool:
@@ -98,6 +129,9 @@ def check_weight_files(folder) -> list:
         raise ModelLoadError(f"no *.safetensors weights in '{folder}'{found}; this package loads safetensors only: "
                              "convert the weights with save_pretrained(..., safe_serialization=True)")
     for name in sorted(set(weights) | set(_indexed_weight_files(folder))):
+        problem = regular_file_problem(folder / name, "weight file")  # safe_open would block on a FIFO
+        if problem is not None:
+            raise ModelLoadError(problem)
         try:
             with safe_open(str(folder / name), "pt") as handle:
                 handle.keys()
@@ -110,6 +144,8 @@ def check_weight_files(folder) -> list:
 
 def _has_template_entry(folder: Path) -> bool:
     for name in _CONFIG_WITH_TEMPLATE:
+        if regular_file_problem(folder / name) is not None:  # missing, or a FIFO / device that never ends
+            continue
         try:
             data = json.loads((folder / name).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
@@ -182,5 +218,6 @@ def explain_load_failure(model_class, model: str, err: BaseException) -> str:
     return text
 
 
-__all__ = ["ModelLoadError", "check_config_values", "check_processor", "check_tokenizer_files",
-           "check_weight_files", "explain_load_failure", "read_config_file", "validate_checkpoint_folder"]
+__all__ = ["ModelLoadError", "check_config_values", "check_processor", "check_tokenizer_files", "check_weight_files",
+           "checkpoint_file_problem", "explain_load_failure", "read_config_file", "read_json_object",
+           "validate_checkpoint_folder"]

@@ -22,8 +22,12 @@ and rewrites only what says "custom":
   every request (``--generation-config auto``), and Qwen3-VL ships ``top_k``/``top_p``/``temperature`` ones.
 * no ``*.py`` file (nothing in the export runs code), a short model card.
 
-The export is written to a temporary sibling folder and renamed when complete: an interrupted export leaves no
-half folder. A MIEScore checkpoint (regression head) is exported for vLLM's pooling runner instead, with the
+The export is written to a temporary sibling folder and renamed when complete: an interrupted export, or one
+that fails for lack of space (one line, exit status 1), leaves no half folder. It copies only regular files that
+lie inside the checkpoint folder after their links are resolved, within a size bound for the tokenizer and config
+files (a ``vocab.json`` linked to ``/etc/passwd`` or ``/dev/zero`` is refused, never copied into a folder meant
+to be served or pushed), and it checks that the exported tokenizer loads. ``OUT`` must be a new path outside the
+checkpoint folder. A MIEScore checkpoint (regression head) is exported for vLLM's pooling runner instead, with the
 package's plugin model: :mod:`.vllm_miescore`.
 """
 
@@ -32,11 +36,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
-from .checkpoint_files import ModelLoadError, read_config_file, validate_checkpoint_folder
+from ..utils.output_paths import OutputPathError, check_folder_apart, output_writes
+from .checkpoint_files import (ModelLoadError, checkpoint_file_problem, read_config_file, read_json_object,
+                               validate_checkpoint_folder)
 
 __all__ = ["EXPORT_MARKER", "export_for_vllm", "plain_qwen3vl_config"]
 
@@ -48,6 +55,12 @@ _COPIED = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"
            "added_tokens.json", "chat_template.jinja", "chat_template.json", "video_preprocessor_config.json")
 _PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 _DROPPED_KEYS = ("auto_map", "custom_pipelines")
+# The tokenizer and config files are read whole: Qwen3-VL's tokenizer.json is 11 MB, the largest known ~35 MB.
+MAX_SETTINGS_FILE_BYTES = 256 << 20
+_COPY_CHUNK = 16 << 20
+# config.json keys the export computes with, per model_type (a config saved by this package has them all)
+_REQUIRED_KEYS = {"spatialreward": ("min_pixels", "max_pixels"),
+                  "miescore": ("min_pixels", "max_pixels", "backbone_config", "score_names", "head_hidden_size")}
 _STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
@@ -60,12 +73,44 @@ def plain_qwen3vl_config(config: Dict[str, Any], source: str) -> Dict[str, Any]:
     return plain
 
 
+def _checked_file(folder: Path, name: str) -> None:
+    """``folder/name`` is a file the export may read or copy (:func:`checkpoint_file_problem`); weights are
+    bounded by the disk only, the other files by :data:`MAX_SETTINGS_FILE_BYTES`."""
+    problem = checkpoint_file_problem(folder, name, None if name.endswith(".safetensors") else MAX_SETTINGS_FILE_BYTES)
+    if problem is not None:
+        raise ModelLoadError(f"{problem}; miescore export-vllm copies only the checkpoint's own files")
+
+
+def _exported_names(checkpoint: Path) -> List[str]:
+    """The checkpoint's files that the export reads or copies (tokenizer, processor configs, weights), checked."""
+    names = [path.name for path in sorted(checkpoint.iterdir())
+             if path.name in _COPIED or path.name in _PROCESSOR_FILES or path.suffix == ".safetensors"
+             or path.name == "model.safetensors.index.json"]
+    for name in names:
+        _checked_file(checkpoint, name)
+    return names
+
+
+def _check_required_keys(config: Dict[str, Any], checkpoint: Path) -> None:
+    missing = [key for key in _REQUIRED_KEYS[config["model_type"]] if key not in config]
+    if missing:
+        raise ModelLoadError(f"config.json of '{checkpoint}' has no {', '.join(missing)}; it was not written by "
+                             "save_pretrained of this package: save the checkpoint again")
+    if config["model_type"] == "miescore" and not (
+            isinstance(config["backbone_config"], dict) and isinstance(config["score_names"], list)
+            and config["score_names"] and isinstance(config["head_hidden_size"], int)
+            and not isinstance(config["head_hidden_size"], bool) and config["head_hidden_size"] > 0):
+        raise ModelLoadError(f"config.json of '{checkpoint}': backbone_config must be an object, score_names a "
+                             "non-empty list and head_hidden_size a positive integer; save the checkpoint again")
+
+
 def _checked_source(checkpoint: Path) -> Dict[str, Any]:
     if not checkpoint.is_dir():
         raise ModelLoadError(f"checkpoint folder '{checkpoint}' does not exist")
     if (checkpoint / "adapter_config.json").is_file():
         raise ModelLoadError(f"'{checkpoint}' is a LoRA adapter; export the merged checkpoint (the SFT / GRPO recipes "
                              "write it to OUTPUT_DIR/merged) instead")
+    _checked_file(checkpoint, "config.json")
     config = read_config_file(checkpoint / "config.json", str(checkpoint))
     kind = config.get("model_type")
     if kind == "qwen3_vl":
@@ -78,8 +123,43 @@ def _checked_source(checkpoint: Path) -> Dict[str, Any]:
     if kind not in ("spatialreward", "miescore"):
         raise ModelLoadError(f"'{checkpoint}' has model_type={kind!r}; miescore export-vllm exports SpatialReward "
                              "and MIEScore checkpoints (model_type 'spatialreward' or 'miescore')")
+    _check_required_keys(config, checkpoint)
+    _exported_names(checkpoint)  # before anything below opens them
     validate_checkpoint_folder(checkpoint, config)
     return config
+
+
+def _checked_out(out: Path, checkpoint: Path) -> None:
+    """``out`` is a new path, in an existing folder, outside the checkpoint folder."""
+    if os.path.lexists(out):
+        what = "exists already" if out.exists() else "is a broken symbolic link"
+        raise ModelLoadError(f"'{out}' {what}; give a new folder (the export never overwrites one)")
+    if not out.parent.is_dir():
+        raise ModelLoadError(f"the folder '{out.parent}' of '{out}' does not exist")
+    check_folder_apart(out, {"the checkpoint folder": checkpoint}, out_label="OUT")
+
+
+def _copy_file(folder: Path, name: str, target: Path) -> None:
+    """Copy ``folder/name`` (checked by :func:`_checked_file`) to ``target``, checked again on the opened file
+    (opened without blocking: a FIFO swapped in meanwhile cannot hang it) and never more bytes than its size."""
+    path = folder / name
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise ModelLoadError(f"cannot read '{path}' ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as source:
+        info = os.fstat(source.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelLoadError(f"'{path}' is not a regular file (a pipe, socket or device); miescore export-vllm "
+                                 "copies only the checkpoint's own files")
+        with open(target, "wb") as copy:
+            left = info.st_size
+            while left > 0 and (chunk := source.read(min(left, _COPY_CHUNK))):
+                copy.write(chunk)
+                left -= len(chunk)
+        if source.read(1):
+            raise ModelLoadError(f"'{path}' grew while it was copied; export a checkpoint nothing is writing to")
+    os.chmod(target, stat.S_IMODE(info.st_mode))
 
 
 def _processor_config(path: Path, config: Dict[str, Any]) -> Dict[str, Any]:
@@ -100,13 +180,16 @@ def _stop_token_ids(folder: Path) -> list:
     ids = {}
     tokenizer_file = folder / "tokenizer.json"
     if tokenizer_file.is_file():
-        for entry in json.loads(tokenizer_file.read_text(encoding="utf-8")).get("added_tokens", []):
-            ids[entry.get("content")] = entry.get("id")
+        added = read_json_object(tokenizer_file, f"'{tokenizer_file}'").get("added_tokens", [])
+        for entry in added if isinstance(added, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("content"), str):
+                ids[entry["content"]] = entry.get("id")
     eos = None
     config_file = folder / "tokenizer_config.json"
     if config_file.is_file():
-        eos = json.loads(config_file.read_text(encoding="utf-8")).get("eos_token")
+        eos = read_json_object(config_file, f"'{config_file}'").get("eos_token")
         eos = eos.get("content") if isinstance(eos, dict) else eos
+        eos = eos if isinstance(eos, str) else None
     found = [ids[token] for token in ("<|im_end|>", eos, "<|endoftext|>") if token in ids]
     return list(dict.fromkeys(i for i in found if isinstance(i, int)))
 
@@ -141,43 +224,63 @@ def _card(source: str, config: Dict[str, Any]) -> str:
             "in.png --edited out.png --instruction \"...\"\n```\n")
 
 
+def _check_tokenizer_loads(staging: Path, source: Path) -> None:
+    """The exported tokenizer loads (a garbage ``tokenizer.json`` would export fine and fail in the server)."""
+    from transformers import AutoTokenizer
+
+    try:
+        AutoTokenizer.from_pretrained(str(staging))
+    except Exception as err:  # noqa: BLE001 - tokenizers' and transformers' errors for a damaged file vary
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+        raise ModelLoadError(f"the tokenizer of '{source}' does not load ({type(err).__name__}: {reason}); save the "
+                             "base model's processor beside the weights (processor.save_pretrained)") from None
+
+
+def _write_export(source: Path, staging: Path, config: Dict[str, Any]) -> None:
+    """Every file of the export, into ``staging``."""
+    miescore = config.get("model_type") == "miescore"
+    for name in _exported_names(source):
+        weight_file = name.endswith(".safetensors") or name == "model.safetensors.index.json"
+        if name in _COPIED or (weight_file and not miescore):  # MIEScore's tensors are renamed below
+            _copy_file(source, name, staging / name)
+    for name in _PROCESSOR_FILES:
+        if (source / name).is_file():
+            data = _processor_config(source / name, config)
+            (staging / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if miescore:
+        from .vllm_miescore import MIESCORE_CONFIG_FILE, miescore_plain_config, write_miescore_weights
+
+        plain = miescore_plain_config(config, str(source))
+        write_miescore_weights(source, staging)
+        _copy_file(source, "config.json", staging / MIESCORE_CONFIG_FILE)
+    else:
+        plain = plain_qwen3vl_config(config, str(source))
+        (staging / "generation_config.json").write_text(
+            json.dumps(_generation_config(source, config), indent=2) + "\n", encoding="utf-8")
+    (staging / "config.json").write_text(json.dumps(plain, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (staging / "README.md").write_text(_card(str(source), config), encoding="utf-8")
+    _check_tokenizer_loads(staging, source)
+
+
 def export_for_vllm(checkpoint, out) -> Path:
     """Write SpatialReward ``checkpoint`` (a folder saved by this package) to ``out`` in the plain Qwen3-VL layout
-    (module docstring), or a MIEScore one in the plugin's layout (:mod:`.vllm_miescore`). ``out`` must not exist yet. Raises :class:`ModelLoadError` (a ``MIEScoreInputError``) for
-    a folder that cannot be exported or an ``out`` that exists. Returns ``out``."""
+    (module docstring), or a MIEScore one in the plugin's layout (:mod:`.vllm_miescore`). ``out`` must be a new path
+    outside the checkpoint. Raises :class:`ModelLoadError` or :class:`OutputPathError` (``MIEScoreInputError``) for
+    a folder that cannot be exported or an ``out`` that cannot be used, :class:`OutputWriteError` when the disk
+    refuses the export (nothing is left behind). Returns ``out``."""
     source, out = Path(checkpoint), Path(out)
-    if out.exists():
-        raise ModelLoadError(f"'{out}' exists already; give a new folder (the export never overwrites one)")
-    if not out.parent.is_dir():
-        raise ModelLoadError(f"the folder '{out.parent}' of '{out}' does not exist")
+    _checked_out(out, source)
     config = _checked_source(source)
-    miescore = config.get("model_type") == "miescore"
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        for path in sorted(source.iterdir()):
-            weight_file = path.suffix == ".safetensors" or path.name == "model.safetensors.index.json"
-            if path.name in _COPIED or (weight_file and not miescore):  # MIEScore's tensors are renamed below
-                shutil.copy2(path, staging / path.name)
-        for name in _PROCESSOR_FILES:
-            if (source / name).is_file():
-                data = _processor_config(source / name, config)
-                (staging / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        if miescore:
-            from .vllm_miescore import MIESCORE_CONFIG_FILE, miescore_plain_config, write_miescore_weights
-
-            plain = miescore_plain_config(config, str(source))
-            write_miescore_weights(source, staging)
-            shutil.copy2(source / "config.json", staging / MIESCORE_CONFIG_FILE)
-        else:
-            plain = plain_qwen3vl_config(config, str(source))
-            (staging / "generation_config.json").write_text(
-                json.dumps(_generation_config(source, config), indent=2) + "\n", encoding="utf-8")
-        (staging / "config.json").write_text(json.dumps(plain, indent=2, ensure_ascii=False) + "\n",
-                                             encoding="utf-8")
-        (staging / "README.md").write_text(_card(str(source), config), encoding="utf-8")
-        os.chmod(staging, 0o755)  # mkdtemp makes it 0o700
-        os.rename(staging, out)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as err:
+        raise OutputPathError(f"OUT '{out}': cannot write in the folder '{out.parent}' ({err.strerror}); pass a "
+                              "folder you can write to") from None
+    try:
+        with output_writes(f"the export '{out}'"):
+            _write_export(source, staging, config)
+            os.chmod(staging, 0o755)  # mkdtemp makes it 0o700
+            os.rename(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
-

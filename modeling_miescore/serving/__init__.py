@@ -7,6 +7,6 @@ threads, waiting, drain), ``batch_scheduler`` (dynamic batching), ``backends`` (
 callable models), ``prometheus_metrics`` (``/metrics``), ``errors`` (the JSON error), ``log_rate_limit``
 (repeated log errors), ``background_server`` (a server on a thread).
 Clients: ``reward_client`` (``RewardClient``, one replica or several), ``replica_routing`` (which replica scores
-which group, which replicas are down), ``image_encoding`` (images as request bytes) and ``editor_rewards``
-(``SpatialRewardFunction``, ``make_reward_fn``).
+which group, which replicas are down), ``image_encoding`` (images as request bytes). The reward callables built on them
+are in :mod:`modeling_miescore.rewards.callables`.
 """

@@ -8,8 +8,8 @@
     with RewardClient(["http://gpu-a:8000", "http://gpu-b:8000"]) as client:          # replicas
         client.score_groups([{"sources": [...], "instruction": "...", "edited": [...]}])  # one list per group
 
-For RL loops, :func:`modeling_miescore.serving.editor_rewards.make_reward_fn` wraps a client as a reward callable,
-and the editor-RL reward ``serve:URL[,URL...]`` (:mod:`modeling_miescore.training.editor_rl.served_reward`) uses
+For RL loops, :func:`modeling_miescore.rewards.callables.make_reward_fn` wraps a client as a reward callable,
+and the editor-RL reward ``serve:URL[,URL...]`` (:mod:`modeling_miescore.rewards.backends`) uses
 it with ``isolate_failures=True``.
 
 With several replicas, each group goes whole to one replica (its shared prefix then runs once there), chosen by

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.example_edits import example_edits
 from ..utils.atomic_files import atomic_write
 
 
@@ -21,13 +22,11 @@ class ExampleRow:
 
 
 def write_example_files(folder: str | os.PathLike, max_side: int = 384) -> list[ExampleRow]:
-    """Write the bundled example edits (real photos, :func:`modeling_miescore.testing.example_edits`) as PNG.
+    """Write the bundled example edits (real photos, :func:`modeling_miescore.data.example_edits.example_edits`) as PNG.
 
     Files already written by an earlier start are reused; each file is written atomically
     (``utils.atomic_files``), so two processes starting together never see a half-written PNG.
     """
-    from ..testing import example_edits
-
     folder = Path(folder) / f"max{max_side}"  # a different size never reuses stale files
     folder.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .examples import fit_within, load_photo
+from ..data.example_edits import fit_within, load_photo
 
 __all__ = ["REQUESTS", "write_editing_requests"]
 

@@ -19,6 +19,9 @@ import copy
 import os
 from pathlib import Path
 
+from .qwen_vocab import QWEN3_VL_VOCAB_SIZE, build_processor
+from .tiny_models import tiny_qwen3vl_config, widen_random_head
+
 # Fields the two released configs share (text: grouped-query attention with 128-wide heads and interleaved
 # M-RoPE; vision: 16-pixel patches merged 2x2).
 _TEXT = dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=262144, rms_norm_eps=1e-6,
@@ -81,15 +84,13 @@ def build_shaped_miescore(path, shape: str, text_layers: int = 1, vision_layers:
 
     The backbone is built in memory (a ``Qwen3VLModel``, no language-model head), so an 8B-wide checkpoint
     needs its weights in memory once (about 3.4 GB in float32 with one layer on each side). The regression
-    head is drawn wider than the default initialisation, as in :func:`~.tiny_models.build_tiny_miescore`, so
+    head is drawn wider than the default initialisation, as in :func:`~.tiny_miescore.build_tiny_miescore`, so
     that scores depend on the input. Returns ``path``.
     """
     import torch
     from transformers import Qwen3VLModel
 
     from ..modeling_miescore import MIEScoreModel
-    from .qwen_vocab import QWEN3_VL_VOCAB_SIZE, build_processor
-    from .tiny_models import tiny_qwen3vl_config, widen_random_head
 
     processor = processor if processor is not None else build_processor(vocab, cache_dir)
     vocab_size = QWEN3_VL_VOCAB_SIZE if vocab == "qwen" else None

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ..control_tokens import QWEN_CONTROL_TOKENS, QWEN_FIRST_ADDED_ID, QWEN_SPECIAL_TOKENS
+from .tiny_models import build_tiny_processor, qwen3_vl_chat_template, write_qwen3vl_checkpoint
 
 # Qwen/Qwen3-VL-8B-Instruct config.json: the embedding has more rows than tokens (padded to a multiple of 128).
 QWEN3_VL_VOCAB_SIZE = 151936
@@ -92,8 +93,6 @@ def _assemble_processor(tokenizer):
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
-    from .tiny_models import qwen3_vl_chat_template
-
     template = qwen3_vl_chat_template()
     tokenizer.chat_template = template
     image_processor = Qwen2VLImageProcessor(patch_size=16, temporal_patch_size=2, merge_size=2, size=IMAGE_SIZE,
@@ -162,8 +161,6 @@ def default_cache_dir() -> Path:
 
 def build_processor(vocab: str = "qwen", cache_dir: str | os.PathLike | None = None):
     """The processor of :func:`build_qwen3vl` for ``vocab`` (``"qwen"`` or ``"tiny"``)."""
-    from .tiny_models import build_tiny_processor
-
     if vocab == "qwen":
         return build_qwen_processor(cache_dir)
     if vocab == "tiny":
@@ -188,8 +185,6 @@ def build_qwen3vl(path, vocab: str = "qwen", hidden_size: int = 64, num_layers: 
     Returns:
         ``path``.
     """
-    from .tiny_models import write_qwen3vl_checkpoint
-
     processor = processor if processor is not None else build_processor(vocab, cache_dir)
     return write_qwen3vl_checkpoint(path, processor, vocab_size=QWEN3_VL_VOCAB_SIZE if vocab == "qwen" else None,
                                     hidden_size=hidden_size, num_layers=num_layers, seed=seed, geometry=geometry)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Optional
 
-from .examples import example_edits
+from ..data.example_edits import example_edits
 
 # Instructions for single-source variants of the examples (the originals refer to "image 2").
 _SINGLE_SOURCE_INSTRUCTIONS = {

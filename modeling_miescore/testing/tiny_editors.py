@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .tiny_models import train_tiny_tokenizer
+
 __all__ = ["TINY_EDITOR_BUILDERS", "TINY_EDITOR_OPTIONS", "build_tiny_editor", "build_tiny_flux2_klein",
            "build_tiny_flux_kontext", "build_tiny_qwen_image_edit_plus", "tiny_clip_tokenizer", "tiny_t5_tokenizer"]
 
@@ -43,7 +45,6 @@ TINY_EDITOR_OPTIONS = {
 
 
 def _qwen_tokenizer(vocab_size: int = 400):
-    from .tiny_models import train_tiny_tokenizer
 
     return train_tiny_tokenizer(vocab_size)
 

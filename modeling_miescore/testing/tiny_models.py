@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..control_tokens import QWEN_SPECIAL_TOKENS
+from ..skill_miescore import DEFAULT_SKILL
 
 SPECIAL_TOKENS = list(QWEN_SPECIAL_TOKENS)
 QWEN_VL_NAMED_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
@@ -50,8 +51,6 @@ def train_tiny_tokenizer(vocab_size: int, special_tokens=SPECIAL_TOKENS, extra_s
     """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
-
-    from ..skill_miescore import DEFAULT_SKILL
 
     bpe = Tokenizer(models.BPE(unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
                                byte_fallback=False))
@@ -176,46 +175,6 @@ def build_tiny_qwen3vl(path, seed: int = 0) -> Path:
     ``qwen_vocab.build_qwen3vl(path, vocab="qwen")``.)
     """
     return write_qwen3vl_checkpoint(path, build_tiny_processor(), seed=seed)
-
-
-def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: str = "tiny",
-                        vocab_cache_dir=None, backbone: str = "qwen3_vl", geometry: str = "tiny",
-                        **config_kwargs) -> Path:
-    """Write a tiny random MIEScore checkpoint (config with ``auto_map``, code, weights, processor) to ``path``.
-
-    The backbone is built in a sibling temporary folder: Qwen3-VL by default (:func:`qwen_vocab.build_qwen3vl`
-    with ``vocab``: ``"tiny"`` or the real ``"qwen"`` vocabulary, cached in ``vocab_cache_dir``), or another
-    family by its model_type ``backbone`` (``qwen2_5_vl``, ``internvl``, ``llava``: :mod:`.tiny_backbones`, tiny
-    vocabulary; ``geometry``: ``ATTENTION_GEOMETRIES``, ``"vllm"`` for a backbone vLLM can serve).
-    ``config_kwargs`` go to :class:`MIEScoreConfig` (e.g. ``max_pixels=...``, ``score_head="lm_digits"``). Returns
-    the path.
-    """
-    import tempfile
-
-    import torch
-
-    from ..modeling_miescore import MIEScoreModel
-    from .qwen_vocab import build_processor, build_qwen3vl
-    from .tiny_backbones import TINY_SCORER_DEFAULTS, build_tiny_backbone
-
-    path = Path(path)
-    config_kwargs = {**TINY_SCORER_DEFAULTS.get(backbone, {}), **config_kwargs}
-    with tempfile.TemporaryDirectory() as tmp:
-        if backbone == "qwen3_vl":
-            processor = build_processor(vocab, vocab_cache_dir)
-            backbone_path = build_qwen3vl(Path(tmp) / "qwen3vl", vocab=vocab, seed=seed, processor=processor,
-                                          geometry=geometry)
-        elif vocab == "tiny":
-            processor = None  # loaded from the backbone folder
-            backbone_path = build_tiny_backbone(backbone, Path(tmp) / backbone, seed=seed)
-        else:
-            raise ValueError(f"vocab={vocab!r} is for Qwen3-VL backbones only; other families use the tiny one")
-        torch.manual_seed(seed + 1)
-        model = MIEScoreModel.from_backbone(backbone_path, processor=processor, head_hidden_size=head_hidden_size,
-                                            **config_kwargs)
-        widen_random_head(model)
-        model.save_pretrained(path)
-    return path
 
 
 def widen_random_head(model) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from .qwen_vocab import build_processor, build_qwen3vl
+
 # Small budgets keep CPU tests fast: 128 x 128 .. 256 x 256 pixels per image = 16 .. 64 visual tokens.
 TINY_DEFAULTS = {"max_new_tokens": 40, "min_pixels": 16_384, "max_pixels": 65_536}
 
@@ -40,7 +42,6 @@ def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cac
     Returns ``path``.
     """
     from ..modeling_spatialreward import SpatialRewardModel
-    from .qwen_vocab import build_processor, build_qwen3vl
 
     path = Path(path)
     settings = {**TINY_DEFAULTS, **config_kwargs}

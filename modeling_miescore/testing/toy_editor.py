@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..training.editor_rl.editors import EditorAdapter
+from ..training.editor_rl.editors import EditorAdapter, EditorSpecError
 from ..utils.random_draws import randn_tensor
 
 __all__ = ["ToyEditor", "ToyEditorAdapter", "ToyEditTransformer", "build_toy_editor", "load_toy_editor"]
@@ -138,8 +138,6 @@ def build_toy_editor(path, seed: int = 0, latent_size: int = 16) -> Path:
 def load_toy_editor(model, *, dtype=torch.float32, device="cpu", **options) -> ToyEditorAdapter:
     """The editor factory for ``--pipeline modeling_miescore.testing.toy_editor:load_toy_editor``."""
     from safetensors.torch import load_file
-
-    from ..training.editor_rl.editors import EditorSpecError
 
     folder = Path(model)
     if not (folder / "toy_editor.json").is_file():

@@ -1,7 +1,7 @@
 """Rewards for *training* SpatialReward: the reward functions of its GRPO stage (arXiv 2602.07458, sec. 3.4,
 appendix B.1.2), in the form ``trl.GRPOTrainer`` calls. They score the SpatialReward policy's own judgements.
 (To use a trained SpatialReward as the reward of an image editor's RL, see
-:mod:`modeling_miescore.serving.editor_rewards`.)
+:mod:`modeling_miescore.rewards.callables`.)
 
 Each function is called by ``trl.GRPOTrainer`` as ``f(prompts=..., completions=..., completion_ids=...,
 **dataset_columns, trainer_state=..., log_extra=..., log_metric=...)`` and returns one float (or None = "not

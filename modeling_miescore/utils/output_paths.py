@@ -15,13 +15,18 @@ One rule each, the same in every command (``build-dataset``, ``convert-benchmark
   of an ``--output`` file, the parents of ``--out``) is named in one ``note:`` line on stderr, so a mistyped
   ``/nonexistent/dir/o.jsonl`` is visible at once. A file in the way, a folder that cannot be made
   (``/proc/self/x``, no permission) or a path with a NUL byte is one :class:`OutputPathError` naming it.
+* **A write the machine refuses is one line, not a traceback** (:func:`output_writes`): a full disk, a quota or an
+  I/O error while an output is written is one :class:`OutputWriteError` naming the output and the reason; the
+  writer leaves nothing half-written (it writes to a temporary file or folder beside the output and renames it
+  when complete).
 
 :class:`OutputPathError` is a :class:`~modeling_miescore.image_io.MIEScoreInputError`: one line and exit status 2
-from the command line.
+from the command line. :class:`OutputWriteError` (the machine, not the input) is one line and exit status 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -29,11 +34,17 @@ from typing import Callable, Mapping
 
 from ..image_io import MIEScoreInputError
 
-__all__ = ["OutputPathError", "check_distinct_files", "check_folder_apart", "ensure_folder", "real_path"]
+__all__ = ["OutputPathError", "OutputWriteError", "check_distinct_files", "check_folder_apart", "ensure_folder",
+           "output_writes", "real_path"]
 
 
 class OutputPathError(MIEScoreInputError):
     """An output path the command must not use; the message names it, the path it collides with and the fix."""
+
+
+class OutputWriteError(RuntimeError):
+    """Writing an output failed for a reason of the machine (a full disk, a quota, an I/O error); nothing
+    half-written was left. Exit status 1 from the command line."""
 
 
 def _reason(err: BaseException) -> str:
@@ -89,6 +100,20 @@ def check_distinct_files(paths: Mapping[str, object]) -> None:
             if _same_file(path, other_path):
                 raise OutputPathError(f"{label} '{given}' and {other_label} '{other}' are the same file; give each "
                                       "its own path (one would overwrite the other)")
+
+
+@contextlib.contextmanager
+def output_writes(what: str):
+    """Turn an ``OSError`` (or safetensors' ``SafetensorError``, its own I/O error) raised while ``what`` is
+    written into one :class:`OutputWriteError` naming it and the reason. The writer inside removes what it
+    left half-written (a temporary file or folder) before the error leaves it."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (OSError, SafetensorError) as err:
+        raise OutputWriteError(f"cannot write {what} ({_reason(err)}); nothing was left half-written: free some "
+                               "space (or fix the folder's permissions) and rerun") from None
 
 
 def _print_note(message: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List
 
+from ...image_io import MIEScoreInputError, load_image
 from ...utils.atomic_files import atomic_write
 
 __all__ = ["draw_case", "gain_loss_cases"]
@@ -43,12 +44,13 @@ def gain_loss_cases(base_rows, run_rows, overall: str, k: int) -> List[Dict]:
 
 
 def _panel(path, label: str):
-    from PIL import Image, ImageDraw, ImageOps
+    """One labelled panel; the image is read as every image of the package is (regular files only, a size and a
+    pixel bound: a report's path to a FIFO or a huge file cannot hang or exhaust the comparison)."""
+    from PIL import Image, ImageDraw
 
     try:
-        with Image.open(path) as image:
-            image = ImageOps.exif_transpose(image).convert("RGB")
-    except (OSError, ValueError, TypeError):
+        image = load_image(path)
+    except (MIEScoreInputError, OSError, ValueError, TypeError):
         image = Image.new("RGB", (PANEL_HEIGHT, PANEL_HEIGHT), (235, 235, 235))
         label += " (image not found)"
     width = max(1, round(image.width * PANEL_HEIGHT / max(1, image.height)))

@@ -10,11 +10,21 @@ runs' values are swapped at random; the statistic is the difference of the unwei
 ``p = (1 + #{|Δ*| >= |Δ|}) / (1 + permutations)``). Per-category tables follow, then the keys with the largest
 gains and losses as source | baseline | run pictures (:mod:`.comparison_grid`; the paper's Fig. 7 / C.2 view). The
 paper's own rows (:data:`~modeling_miescore.evaluation.published_results.SPATIALREWARD_TABLE3`) stand above ours.
+
+The runs' reports are checked before anything is computed: a ``report.json`` that is not a report of
+``miescore benchmark gedit`` / ``imgedit`` (a list, a ``selection`` without its views), a row without its key,
+category or language, a score that is not a number or lies off its judge's scale (GEdit 0-10, ImgEdit 1-5,
+MIEScore 0-100, ...), a key listed twice (a row would be paired twice): one line naming the run, the file and
+the row. :func:`write_comparison` writes the comparison as one folder, built beside ``--out`` and renamed in
+when complete; ``--out`` is apart from every run folder (not one of them, inside one or containing one) and is
+new, empty or an earlier comparison, which it replaces.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +32,14 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ...data.builders.output_folder import AtomicOutputDir
+from ...image_io import regular_file_problem
+from ...utils.output_paths import check_folder_apart, output_writes
 from ..errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
 from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUMNS
+from ..report import write_report
 from ..report_parts import fmt_ci, legend_below, new_figure, notes_section, report_table, save_figure, title_case
 from .comparison_grid import draw_case, gain_loss_cases
 from .editor_report import NOT_COMPARABLE
@@ -34,7 +48,9 @@ from .run_protocol import check_like_protocols, comparison_protocol
 from .scores import MetricNotes, summarize
 
 __all__ = ["VIEW_NAMES", "compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "report_columns",
-           "sign_flip_p_value", "table3_columns"]
+           "sign_flip_p_value", "table3_columns", "write_comparison"]
+
+MAX_REPORT_BYTES = 1 << 30  # a run's report.json is read whole
 
 
 
@@ -52,25 +68,90 @@ def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
     return runs
 
 
+def _read_report(name: str, folder: Path) -> dict:
+    path = folder / "report.json"
+    problem = regular_file_problem(path, "report.json")
+    if problem is None and os.path.getsize(path) > MAX_REPORT_BYTES:
+        problem = f"'{path}' is above {MAX_REPORT_BYTES:,} bytes"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8")) if problem is None else None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        problem = str(err)[:200]
+    if problem is not None:
+        raise BenchmarkInputError(f"--runs {name}: '{folder}' has no readable report.json ({problem}); pass the "
+                                  "--out folder of 'miescore benchmark gedit' or 'imgedit'")
+    kind = report.get("benchmark") if isinstance(report, dict) else None
+    if kind not in EDITOR_BENCHMARKS or not isinstance(report.get("per_row"), list):
+        what = f"a {kind!r} report" if isinstance(report, dict) else f"a JSON {type(report).__name__}"
+        raise BenchmarkInputError(f"--runs {name}: '{folder}/report.json' is {what}, not a report of 'miescore "
+                                  "benchmark gedit' or 'imgedit'")
+    expected = report.get("expected_categories") or {}
+    if not (_strings(report.get("categories") or []) and isinstance(expected, dict)
+            and all(_strings(v) for v in expected.values()) and isinstance(report.get("label"), (str, type(None)))):
+        raise BenchmarkInputError(f"--runs {name}: '{folder}/report.json' has categories, expected_categories or a "
+                                  "label of the wrong type; the report was edited or damaged: rerun 'miescore "
+                                  "benchmark' for this run")
+    return report
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 def _load(runs: Dict[str, List[Path]]) -> Dict[str, Dict[str, tuple]]:
     """``{name: {benchmark: (report, folder)}}`` read from each folder's ``report.json``."""
     loaded: Dict[str, Dict[str, tuple]] = {}
     for name, folders in runs.items():
         loaded[name] = {}
         for folder in folders:
-            try:
-                report = json.loads((folder / "report.json").read_text())
-            except (OSError, json.JSONDecodeError) as err:
-                raise BenchmarkInputError(f"--runs {name}: '{folder}' has no readable report.json ({err}); pass the "
-                                          "--out folder of 'miescore benchmark gedit' or 'imgedit'") from None
-            kind = report.get("benchmark")
-            if kind not in EDITOR_BENCHMARKS or "per_row" not in report:
-                raise BenchmarkInputError(f"--runs {name}: '{folder}' is a {kind!r} report, not one of 'miescore "
-                                          "benchmark gedit' or 'imgedit'")
+            report = _read_report(name, folder)
+            kind = report["benchmark"]
             if kind in loaded[name]:
                 raise BenchmarkInputError(f"--runs {name}: two {kind} reports ({loaded[name][kind][1]}, {folder})")
             loaded[name][kind] = (report, folder)
     return loaded
+
+
+def _row_problem(row, protocol, bounds: Dict[str, tuple], categories: list) -> Optional[str]:
+    """Why one row of a report's ``per_row`` cannot be compared, or None (``categories``: the report's, if any)."""
+    if not isinstance(row, dict):
+        return f"is a JSON {type(row).__name__}, not an object"
+    for key in ("row", "category", "language"):
+        if not isinstance(row.get(key), str):
+            return f"has no {key} (a string)"
+    if categories and row["category"] not in categories:
+        return f"has the category {row['category']!r}, which its report's categories do not list"
+    if not isinstance(row.get("sources", []), list) or not all(
+            isinstance(s, str) and not os.path.isabs(s) and not os.path.normpath(s).startswith("..")
+            for s in row.get("sources", [])):
+        return "has sources that are not paths inside its report folder"
+    if not isinstance(row.get("edited"), (str, type(None))):
+        return "has an edited path that is not a string"
+    for score in protocol.scores:
+        value, (low, high) = row.get(score), bounds[score]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"has {score} = {json.dumps(value)[:40]}, not a finite number"
+        if not low <= value <= high:
+            return f"has {score} = {value:g}, off the {low:g}-{high:g} scale of its judge"
+    return None
+
+
+def _checked_rows(rows, where: str, protocol, bounds: Dict[str, tuple], categories: list) -> list:
+    """``rows`` (a report's ``per_row``) when every row is usable and no key is listed twice (it would be paired
+    twice); else one :class:`BenchmarkInputError` naming ``where`` and the row."""
+    if not isinstance(rows, list):
+        raise BenchmarkInputError(f"{where}: per_row is a JSON {type(rows).__name__}, not a list; rerun the benchmark")
+    seen = set()
+    for position, row in enumerate(rows, 1):
+        problem = _row_problem(row, protocol, bounds, categories)
+        if problem is None and row["row"] in seen:
+            problem = "lists a key listed before (each key is one row; pairing it twice would count it twice)"
+        if problem is not None:
+            key = f" ({row['row']!r})" if isinstance(row, dict) and isinstance(row.get("row"), str) else ""
+            raise BenchmarkInputError(f"{where}: row {position}{key} {problem}; the report.json was edited or damaged: "
+                                      "rerun 'miescore benchmark' for this run")
+        seen.add(row["row"])
+    return rows
 
 
 @dataclass
@@ -92,7 +173,7 @@ class _Entry:
 def _frame(per_row: list, folder: Path, kind: str):
     import pandas as pd
 
-    frame = pd.DataFrame(per_row)
+    frame = pd.DataFrame([{"instruction": "", "edited": None, "sources": [], **row} for row in per_row])
     if frame.empty:
         return frame
     frame = frame[frame["language"] == EDITOR_BENCHMARKS[kind].comparison_language].copy()
@@ -101,8 +182,8 @@ def _frame(per_row: list, folder: Path, kind: str):
 
 
 def _source(report: dict, kind: str, by: Optional[str], name: str):
-    """``(per_row, selection, protocol)`` of a report as ``by`` reads it: the MLLM judge's (None) or the reward
-    model of that kind (``--by miescore``)."""
+    """``(per_row, selection, protocol, bounds)`` of a report as ``by`` reads it: the MLLM judge's (None) or the
+    reward model of that kind (``--by miescore``); ``bounds``: each score's ``(low, high)``."""
     from .reward_judges import REWARD_JUDGES, reward_view
 
     benchmark = EDITOR_BENCHMARKS[kind]
@@ -110,35 +191,52 @@ def _source(report: dict, kind: str, by: Optional[str], name: str):
         if not report.get("results"):
             raise BenchmarkInputError(f"--runs {name}: the {kind} report has no MLLM judge's scores (reward models "
                                       "only); compare them with --by miescore or --by spatialreward")
-        return report["per_row"], report.get("selection"), benchmark
-    found = [v for v in report.get("reward_judges", {}).values() if v.get("kind") == by]
+        return report["per_row"], report.get("selection"), benchmark, {k: benchmark.scale for k in benchmark.scores}
+    views = report.get("reward_judges")
+    found = [v for v in views.values() if isinstance(v, dict) and v.get("kind") == by] \
+        if isinstance(views, dict) else []
     if not found:
         raise BenchmarkInputError(f"--runs {name}: the {kind} report has no {by} judge; run 'miescore benchmark "
                                   f"{kind}' with --judge {by}:CKPT")
-    return found[0].get("per_row", []), found[0].get("selection"), reward_view(benchmark, REWARD_JUDGES[by])
+    judge = REWARD_JUDGES[by]
+    return found[0].get("per_row", []), found[0].get("selection"), reward_view(benchmark, judge), judge.bounds
 
 
 VIEW_NAMES = {"first": "first sample", "selected": "selected", "oracle": "judge's best of N"}
+
+
+def _selection_views(selection, where: str) -> Dict[str, list]:
+    """``{view: per_row}`` of a report's ``selection`` (a run of ``miescore edit --select`` edits)."""
+    views = selection.get("views") if isinstance(selection, dict) else None
+    if not (isinstance(selection.get("selector") if isinstance(selection, dict) else None, str)
+            and isinstance(views, dict) and all(isinstance(views.get(v), dict) for v in VIEW_NAMES)):
+        raise BenchmarkInputError(f"{where}: its selection has no selector or not the views "
+                                  f"{', '.join(VIEW_NAMES)} (each with per_row); rerun 'miescore benchmark' for this "
+                                  "run")
+    return {view: views[view].get("per_row") for view in VIEW_NAMES}
 
 
 def _entries(loaded: Dict[str, Dict[str, tuple]],
              by: Optional[str]) -> tuple[Dict[str, Dict[str, _Entry]], Dict[str, str]]:
     """``({run name: {benchmark: _Entry}}, {run name: selector})``; a run whose edits were selected by a reward
     (``miescore edit --select``) becomes three: its first sample, the selected one and the judge's own best of N
-    (the oracle), and its selector is listed."""
+    (the oracle), and its selector is listed. Every row is checked first (:func:`_checked_rows`)."""
     entries: Dict[str, Dict[str, _Entry]] = {}
     selectors: Dict[str, str] = {}
     for name, kinds in loaded.items():
         for kind, (report, folder) in kinds.items():
-            per_row, selection, protocol = _source(report, kind, by, name)
+            per_row, selection, protocol, bounds = _source(report, kind, by, name)
+            where = f"--runs {name}: '{folder / 'report.json'}'"
             if not selection:
-                entries.setdefault(name, {})[kind] = _Entry(_frame(per_row, folder, kind), protocol, report, folder)
+                rows = _checked_rows(per_row, where, protocol, bounds, report.get("categories"))
+                entries.setdefault(name, {})[kind] = _Entry(_frame(rows, folder, kind), protocol, report, folder)
                 continue
+            views = _selection_views(selection, where)
             selectors[name] = selection["selector"]
-            for view, label in VIEW_NAMES.items():
-                rows = selection["views"][view]["per_row"]
-                entries.setdefault(f"{name}: {label}", {})[kind] = _Entry(_frame(rows, folder, kind), protocol,
-                                                                          report, folder)
+            for view, rows in views.items():
+                rows = _checked_rows(rows, f"{where} ({view} view)", protocol, bounds, report.get("categories"))
+                entries.setdefault(f"{name}: {VIEW_NAMES[view]}", {})[kind] = _Entry(
+                    _frame(rows, folder, kind), protocol, report, folder)
     return entries, selectors
 
 
@@ -190,13 +288,12 @@ def _delta(base, run, benchmark, bootstrap: BootstrapSettings) -> dict:
 def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[str] = None,
                     bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4, by: Optional[str] = None,
                     allow_protocol_differences: bool = False) -> dict:
-    """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``.
-    ``by``: compare the reward model of that kind's scores (``miescore``, ``spatialreward``) instead of the MLLM
-    judge's. The runs' reports' labels (``--label``, e.g. random weights) carry over to the comparison. Runs whose
-    protocols differ in anything but the editor are refused (every differing setting listed, run by run) unless
-    ``allow_protocol_differences``; then every table of the report says so."""
-    from ...scoring.jsonl_scoring import make_output_folder
-
+    """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``
+    (an existing folder: :func:`write_comparison` makes it, apart from the runs). ``by``: compare the reward model
+    of that kind's scores (``miescore``, ``spatialreward``) instead of the MLLM judge's. The runs' reports' labels
+    (``--label``, e.g. random weights) carry over to the comparison. Runs whose protocols differ in anything but
+    the editor are refused (every differing setting listed, run by run) unless ``allow_protocol_differences``; then
+    every table of the report says so."""
     bootstrap = bootstrap or BootstrapSettings(n=0)
     loaded = _load(runs)
     protocols = {f"{name} {kind}": report.get("protocol") for name, kinds in loaded.items()
@@ -209,7 +306,6 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
     baseline = baseline or next(iter(entries))
     if baseline not in entries:
         raise BenchmarkInputError(f"--baseline {baseline!r} is not one of the runs ({', '.join(entries)})")
-    make_output_folder(out_dir, "out_dir: ")  # once the runs are known to be usable
     with MetricNotes() as notes:
         report = _compare(entries, baseline, bootstrap, grid_size, out_dir)
     labels = sorted({report.get("label") for kinds in loaded.values() for report, _ in kinds.values()} - {None})
@@ -222,6 +318,43 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
                                "allow_protocol_differences": allow_protocol_differences}},
             "protocol": comparison_protocol(protocols, by=by, bootstrap=bootstrap, allowed=allowed),
             "meta": {"bootstrap": bootstrap.describe("keys")}}
+
+
+def _replaceable(out: Path) -> bool:
+    """Whether ``out`` exists; refuses one that holds something other than an earlier comparison."""
+    if not (out.exists() or out.is_symlink()):
+        return False
+    if not out.is_dir():
+        raise BenchmarkInputError(f"--out '{out}' is a file, not a folder; pass a folder")
+    report = out / "report.json"
+    try:
+        earlier = (regular_file_problem(report) is None and os.path.getsize(report) <= MAX_REPORT_BYTES
+                   and json.loads(report.read_text(encoding="utf-8")).get("benchmark") == "editors")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, AttributeError):
+        earlier = False
+    if any(out.iterdir()) and not earlier:
+        raise BenchmarkInputError(f"--out '{out}' holds files that are not a comparison of 'miescore benchmark "
+                                  "editors'; give a new or empty folder (a rerun replaces only an earlier comparison)")
+    return True
+
+
+def write_comparison(runs: Dict[str, List[Path]], out, *, label: Optional[str] = None, plots: bool = True,
+                     **options) -> dict:
+    """:func:`compare_editors` (``options``: its keywords), its plots and ``report.json`` / ``.md`` / ``.html``,
+    written to ``out`` as one folder: built in a temporary folder beside it and renamed in when complete (an
+    earlier comparison there is replaced; a full disk leaves ``out`` as it was and raises ``OutputWriteError``).
+    ``out`` must be apart from every run folder. Returns the report."""
+    out = Path(out).expanduser()
+    for name, folders in runs.items():
+        for folder in folders:
+            check_folder_apart(out, {f"--runs {name}": folder}, out_label="--out")
+    replace = _replaceable(out)
+    with output_writes(f"the comparison '{out}'"), AtomicOutputDir(out, overwrite=replace) as folder:
+        report = compare_editors(runs, folder, **options)
+        report["label"] = label or report.get("label")  # the runs' labels carry over (random weights)
+        report["plots"] = comparison_plots(report, folder) if plots else {}
+        write_report(folder, report)
+    return report
 
 
 def _compare(entries: Dict[str, Dict[str, _Entry]], baseline: str, bootstrap: BootstrapSettings, grid_size: int,

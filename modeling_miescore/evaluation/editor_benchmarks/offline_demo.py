@@ -70,14 +70,14 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
         model = build_tiny_editor("flux2-klein", out / "models" / "flux2-klein")
         return ["--pipeline", "flux2-klein", "--model", model, "--editor-options",
                 json.dumps(TINY_EDITOR_OPTIONS["flux2-klein"]), "--steps", "4", "--cfg-scale", "1"], None
-    from ...training.editor_rl.run_record import SAMPLING_FIELDS, read_sampling
+    from ...training.editor_rl.outputs import SAMPLING_FIELDS, read_sampling
 
     sampling = read_sampling(lora)
     if sampling is None:
         raise MIEScoreInputError(f"--lora '{lora}' has no run.json from a training run (trainers/flow_grpo_editor.py)"
                                  "; the demo compares a run with its base editor")
     # the base editor samples as `edit --lora RUN` does, without the adapter: every recorded field that is an
-    # option of `miescore edit` (run_record.SAMPLING_FIELDS; height and width are inside the editor options)
+    # option of `miescore edit` (editor_rl.outputs.SAMPLING_FIELDS; height and width are inside the editor options)
     base = []
     for field, option in SAMPLING_FIELDS.items():
         value = sampling.get(field)
@@ -89,7 +89,7 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
 
 def run_offline_demo(out, lora: Optional[str] = None, device: str = "cpu") -> dict:
     """Run the demo into ``out`` (module docstring); ``{"commands": [...], "comparison": report folder}``."""
-    from ...testing.tiny_models import build_tiny_miescore
+    from ...testing.tiny_miescore import build_tiny_miescore
 
     out = Path(out).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

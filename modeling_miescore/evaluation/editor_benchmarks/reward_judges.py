@@ -15,6 +15,7 @@ extended).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List
@@ -29,22 +30,28 @@ __all__ = ["REWARD_JUDGES", "RewardJudgeKind", "parse_reward_judge", "reward_jud
 
 @dataclass(frozen=True)
 class RewardJudgeKind:
-    """A reward model usable as a judge: ``scores`` it writes (with ``labels``), its ``scale`` text and the
-    ``overall`` score compared with the benchmark's."""
+    """A reward model usable as a judge: ``scores`` it writes (with ``labels``), its ``scale`` text, the
+    ``overall`` score compared with the benchmark's and each score's ``bounds`` (``(low, high)``: a value outside
+    is not one the model writes; SpatialReward's SC and PQ top is the checkpoint's ``score_range``, 25 in the
+    paper, so only their floor is fixed)."""
 
     name: str
     scores: tuple[str, ...]
     labels: dict
     scale: str
     overall: str
+    bounds: dict
 
 
 REWARD_JUDGES: Dict[str, RewardJudgeKind] = {k.name: k for k in (
     RewardJudgeKind("miescore", ("visual_quality", "instruction_following", "attribute_preservation", "overall"),
                     {"visual_quality": "VQ", "instruction_following": "IF", "attribute_preservation": "AP",
-                     "overall": "Overall"}, "0-100 (MOS scale)", "overall"),
+                     "overall": "Overall"}, "0-100 (MOS scale)", "overall",
+                    {k: (0.0, 100.0) for k in ("visual_quality", "instruction_following", "attribute_preservation",
+                                               "overall")}),
     RewardJudgeKind("spatialreward", ("sc", "pq", "reward"), {"sc": "SC", "pq": "PQ", "reward": "Reward"},
-                    "SC, PQ 0-25; reward 0-1", "reward"),
+                    "SC, PQ 0-25; reward 0-1", "reward", {"sc": (0.0, math.inf), "pq": (0.0, math.inf),
+                                                          "reward": (0.0, 1.0)}),
 )}
 
 

@@ -1,25 +1,11 @@
 """Online RL of image editors (Flow-GRPO on diffusers editing pipelines), rewarded by MIEScore or SpatialReward.
 
-The SpatialReward paper's sec. 5.3 / appendix B.2 / Table 3 setting. One module per job; the recipe is
-``trainers/flow_grpo_editor.py``.
-
-- The reward contract: :mod:`.reward_types` (a reward scores whole groups — G edits of one sources + instruction —
-  and flags failed samples instead of scoring them). The rewards (``--reward``): :mod:`.reward_specs` (the registry
-  of kinds and weighted sums), :mod:`.miescore_reward`, :mod:`.spatialreward_reward` (in process or an
-  OpenAI-compatible endpoint), :mod:`.served_reward` (``miescore serve`` replicas), :mod:`.weighted_reward`;
-  :mod:`.reward_worker` scores a batch in the background while the next one samples.
-- Sampling: :mod:`.sde_step` (the Flow-GRPO SDE / CPS step and its log-prob), :mod:`.step_plan` (which steps are
-  SDE, trained, guided, shared by a group: fraction, sde_window, Flow-GRPO-Fast, MixGRPO), :mod:`.rollout_recording` (the scheduler subclass and the transformer-input recorder),
-  :mod:`.rollout` (one group by the stock pipeline), :mod:`.step_recompute` (a recorded step re-run at train time).
-- Editors: :mod:`.editors` (the registry of diffusers editors and the protocol for others), :mod:`.policy_lora`,
-  :mod:`.policy_fsdp` (full fine-tuning sharded by FSDP2).
-- Objective and loop: :mod:`.advantages`, :mod:`.objective`, :mod:`.policy_update`, :mod:`.ema` (flow_grpo's EMA,
-  in optimizer steps), :mod:`.group_schedule`, :mod:`.checkpoints`, :mod:`.run_outputs`, :mod:`.rollout_log`
-  (per-sample records, ``save_rollouts_steps``), :mod:`.run_reporting` (the start summary, per-step line, reward
-  components, tracker tags), :mod:`.run_record` (how a run samples, in ``run.json``), :mod:`.adapter_card`,
-  :mod:`.hub_upload` (``--push_to_hub``), :mod:`.config`, :mod:`.trainer` (the loop), :mod:`.trainer_outputs` (its
-  grids, checkpoints, adapter and push), :mod:`.trainer_resume` (its trained parameters by name and ``--resume``).
-- Using a trained editor: :mod:`.edit_generation` (``miescore edit``), :mod:`.edit_selection` (``edit --select``:
-  reward-guided best-of-N), :mod:`.sampling_schedule` (sampling as the policy was trained: CFG on the first
-  ``cfg_fraction`` of steps, ODE or SDE).
+The SpatialReward paper's sec. 5.3 / appendix B.2 / Table 3 setting; the recipe is ``trainers/flow_grpo_editor.py``.
+Read in this order: :mod:`.config` (every setting, cited), :mod:`.editors` (the registry of diffusers editors and
+the protocol for others), :mod:`.schedule` (which steps are SDE / trained / guided, sampling schedules, which
+requests each process edits), :mod:`.rollout` (the SDE step, a recorded group by the stock pipeline),
+:mod:`.objective` (advantages, the clipped loss, recompute, the update phase), :mod:`.policy` (LoRA, FSDP2, EMA),
+:mod:`.trainer` (the loop), then its outputs: :mod:`.checkpoints` (and ``--resume``), :mod:`.outputs` (metrics,
+grids, reporting, rollout records, how a run samples), :mod:`.publishing` (adapter card, ``--push_to_hub``).
+The rewards are :mod:`modeling_miescore.rewards`; using a trained editor is :mod:`modeling_miescore.editing`.
 """

@@ -1,4 +1,5 @@
-"""Checkpoints of an editor-RL run: complete or absent, safetensors + JSON only (nothing is unpickled on resume).
+"""Checkpoints of an editor-RL run and ``--resume``: complete or absent, safetensors + JSON only (nothing is
+unpickled on resume).
 
 ``output_dir/checkpoint-<step>/`` holds ``trainable.safetensors`` (the trained parameters by name),
 ``optimizer.safetensors`` + ``optimizer.json`` (the optimizer's tensors and its param groups / scalars),
@@ -7,30 +8,33 @@
 place only when every file is there, so a kill leaves the previous checkpoint as the last complete one.
 
 ``output_dir/run.json`` names the run (:data:`~.config.RUN_IDENTITY_FIELDS`, at its top level) and records its
-settings (``settings``, credentials masked) and the settings changed on each resume (``resumes``: the
-:data:`~.config.RESUMABLE_FIELDS` only). Resuming a folder of another run is refused with every difference listed,
-and so is starting a new run over an existing one without ``overwrite_output_dir``. ``run.json`` also records how
-the run samples (``"sampling"``: what ``miescore edit --lora RUN`` reuses, :mod:`.run_record`).
-``--resume_from_checkpoint PATH`` resumes from an earlier checkpoint of the run (:func:`resolve_checkpoint`; the
-later ones are dropped, :func:`drop_checkpoints_after`).
+settings (``settings``, credentials masked), the settings changed on each resume (``resumes``: the
+:data:`~.config.RESUMABLE_FIELDS` only) and how the run samples (``"sampling"``, :mod:`.outputs`). Resuming a
+folder of another run is refused with every difference listed, and so is starting a new run over an existing one
+without ``overwrite_output_dir``. ``--resume_from_checkpoint PATH`` resumes from an earlier checkpoint of the run
+(:func:`resolve_checkpoint`; the later ones are dropped, :func:`drop_checkpoints_after`).
 
 **Damage.** Before a resume loads anything, ``run.json``, ``metrics.jsonl`` and every file of the checkpoint it
-resumes from are checked (:func:`check_checkpoint_files`): readable JSON of the right shape, safetensors files
-whose headers read (nothing is unpickled), a step that matches the folder's name, RNG states of the right form,
-a checkpoint folder that belongs to this run (not a link to another one). Damage is one
-:class:`CheckpointDamage` line naming the file and what to do (exit status 2 from the recipe), as
-:mod:`modeling_miescore.scoring.checkpoint_files` does for scorer checkpoints. What only the model can tell (a
-tensor of another shape, a trained parameter missing) is checked when it is loaded, with the same error.
+resumes from are checked (:func:`check_checkpoint_files`): readable JSON of the right shape, safetensors headers
+that read, a step that matches the folder's name, RNG states of the right form, a checkpoint folder that belongs
+to this run (not a link to another one). Damage is one :class:`CheckpointDamage` line naming the file and what to
+do (exit status 2 from the recipe). What only the model can tell (a tensor of another shape, a trained parameter
+missing) is checked when it is loaded, with the same error.
 
 **A failed write** (a full disk, a quota, a read-only folder) while a checkpoint is written removes the partial
-folder and raises :class:`RunWriteError` naming the file and the last complete checkpoint (the recipe stops with
-exit status 1); rerun with ``--resume`` once there is room.
+folder and raises :class:`RunWriteError` naming the file and the last complete checkpoint (exit status 1); rerun
+with ``--resume`` once there is room.
+
+:class:`TrainerResume` (a mixin of :class:`~.trainer.FlowGRPOEditorTrainer`): the trained parameters by name (the
+full tensors of a sharded transformer), checked against a checkpoint's and loaded from it with the optimizer, the
+LR schedule and the EMA, and the run folder cut back to the checkpoint's step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import random
 import re
 import shutil
@@ -42,11 +46,15 @@ import torch
 
 from ...image_io import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
+from .config import RESUMABLE_FIELDS
 
 __all__ = ["CHECKPOINT_PATTERN", "RUN_FILE", "CheckpointDamage", "RunWriteError", "check_checkpoint_files",
            "check_run_folder", "checkpoint_step", "drop_checkpoints_after", "latest_checkpoint", "load_checkpoint",
            "read_run_file", "record_resume", "resolve_checkpoint", "run_writes", "save_checkpoint",
-           "truncate_metrics"]
+           "truncate_metrics", "TrainerResume"]
+
+# the trainer's log: the mixin below logs as the trainer
+logger = logging.getLogger(__name__.rsplit(".", 1)[0] + ".trainer")
 
 
 class CheckpointDamage(MIEScoreInputError):
@@ -446,3 +454,76 @@ def truncate_metrics(metrics_file, last_step: int) -> None:
             kept.append(line)
     with run_writes(path.name, path.parent):
         write_text_atomic(path, "".join(k + "\n" for k in kept))
+
+
+class TrainerResume:
+    """The trained parameters by name and ``--resume`` (module docstring)."""
+
+    def _trainable_names(self) -> List[str]:
+        """The names of ``self.params``, in order."""
+        names = {id(p): n for n, p in self.raw_model.named_parameters()}
+        return [names[id(p)] for p in self.params]
+
+    def _trainable_state(self) -> dict:
+        """The trained parameters by name (sharded: their full tensors on the main process; a collective)."""
+        if self.sharded:
+            from .policy import full_model_state
+
+            full = full_model_state(self.raw_model)
+            return {n: full[n] for n in self._trainable_names()} if full else {}
+        return {n: p.detach() for n, p in zip(self._trainable_names(), self.params)}
+
+    def _load_trainable(self, state: dict) -> None:
+        """The checkpoint's trained parameters: exactly this run's, each of its shape (else the file is named)."""
+        named = dict(self.raw_model.named_parameters())
+        where = self.resume_from / "trainable.safetensors"
+        unknown = [n for n in state if n not in named]
+        missing = [n for n in self._trainable_names() if n not in state]
+        wrong = [f"{n} {tuple(state[n].shape)} (the model's: {tuple(named[n].shape)})" for n in state
+                 if n in named and tuple(state[n].shape) != tuple(named[n].shape)]
+        for problem, names in (("holds parameters this editor's transformer does not have", unknown),
+                               (f"lacks {len(missing)} of this run's {len(self.params)} trained parameters", missing),
+                               ("holds tensors of another shape", wrong)):
+            if names:
+                raise CheckpointDamage(where, f"{problem}: {', '.join(names[:3])}")
+        if self.sharded:
+            from .policy import load_full_model_state
+
+            return load_full_model_state(self.raw_model, state)
+        with torch.no_grad():
+            for name, value in state.items():
+                named[name].copy_(value.to(named[name].device, named[name].dtype))
+
+    def _resume(self) -> int:
+        cfg, main = self.config, self.accelerator.is_main_process
+        if self.resume_from is None:
+            if self.resuming and main:
+                truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
+                self.rollout_log.truncate(0)
+                logger.info("No checkpoint in %s yet: the run starts again from step 0", self.out)
+            return 0
+        optimizer = self.optimizer
+        if self.sharded:
+            from .policy import load_full_optimizer_state
+
+            def optimizer(state):
+                load_full_optimizer_state(self.raw_model, self.optimizer, state)
+        state = load_checkpoint(self.resume_from, optimizer=optimizer, lr_scheduler=self.lr_scheduler,
+                                rank=self.accelerator.process_index)
+        self._load_trainable(state["trainable"])
+        if self.ema is not None and state["ema"] is not None:
+            missing = [n for n in self._trainable_names() if n not in state["ema"]["shadow"]]
+            if missing:
+                raise CheckpointDamage(self.resume_from / "ema.safetensors", f"lacks {', '.join(missing[:3])}")
+            self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
+                                      for n, p in zip(self._trainable_names(), self.params)]
+            self.ema.optimization_step = state["ema"]["step"]
+        self.accelerator.wait_for_everyone()  # every process has read the checkpoint before later ones go
+        if main:
+            truncate_metrics(self.out / "metrics.jsonl", state["step"])
+            self.rollout_log.truncate(state["step"])
+            dropped = drop_checkpoints_after(self.out, state["step"])
+            record_resume(self.out, self.config.public_dict(), RESUMABLE_FIELDS, state["step"])
+            logger.info("Resuming from %s (step %d of %d)%s", self.resume_from.name, state["step"], cfg.max_steps,
+                        f"; dropped the later {', '.join(dropped)}" if dropped else "")
+        return state["step"]

@@ -37,10 +37,8 @@ from typing import Annotated, Optional
 from ...image_io import MIEScoreInputError
 from ...scoring.loading import DTYPES
 from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_problems
-from .advantages import STD_LEVELS
-from .group_schedule import GroupSchedule
-from .objective import STEP_WEIGHTINGS
-from .step_plan import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, resolve_train_steps
+from .objective import STD_LEVELS, STEP_WEIGHTINGS
+from .schedule import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, resolve_train_steps
 
 __all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO"]
 
@@ -75,7 +73,7 @@ class FlowGRPOConfig:
     dataset_split: Optional[str] = None
     max_train_rows: Annotated[Optional[int], AT_LEAST_1] = None
     reward: Annotated[str, Accepts(str, list), Required()] = field(default="", metadata={
-        "help": "--reward spec (modeling_miescore.training.editor_rl.reward_specs; a YAML list of terms in a "
+        "help": "--reward spec (modeling_miescore.rewards.specs; a YAML list of terms in a "
                 "config); package.module:function for a callable."})
     reward_options: Optional[dict | str] = field(default=None, metadata={"help": "Options of the reward (JSON on "
                                                  "the command line), e.g. api_key_env; device: this process's."})
@@ -146,7 +144,7 @@ class FlowGRPOConfig:
                 "process unless fsdp)."})
     fsdp: bool = field(default=False, metadata={"help": "With finetuning full: shard the transformer (and its frozen "
                        "reference) over the processes with torch FSDP2 fully_shard, for full fine-tuning of editors "
-                       "too large for one device (issue 23, part 5); every group of a step then shares one step "
+                       "too large for one device; every group of a step then shares one step "
                        "plan. LoRA runs use DDP (the adapter is small)."})
     lora_rank: Annotated[int, AT_LEAST_1] = 32
     lora_alpha: Annotated[float, POSITIVE] = 64.0
@@ -266,7 +264,7 @@ class FlowGRPOConfig:
         return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
-        """Whole groups per step, the global batch, the micro-batches (:mod:`.group_schedule`'s layout). With
+        """Whole groups per step, the global batch, the micro-batches (:mod:`.schedule`'s layout). With
         ``num_processes`` unknown (None), what depends on it waits: a batch that splits groups may be whole
         groups on several processes."""
         g, per_batch, batches = self.num_generations, self.per_device_batch_size, self.rollout_batches_per_step
@@ -307,10 +305,10 @@ class FlowGRPOConfig:
         return []
 
     def _step_plan_problems(self) -> list:
-        """What :func:`~.step_plan.make_step_plan` refuses for these settings (a window without room...)."""
+        """What :func:`~.schedule.make_step_plan` refuses for these settings (a window without room...)."""
         import random
 
-        from .step_plan import make_step_plan
+        from .schedule import make_step_plan
 
         try:
             make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,
@@ -334,7 +332,7 @@ class FlowGRPOConfig:
         return []
 
     def _reward_problems(self) -> list:
-        from .reward_specs import reward_spec_problem
+        from ...rewards.specs import reward_spec_problem
 
         problem = reward_spec_problem(self.reward) if self.reward else None
         return [f"--reward {self.reward!r}: {problem}"] if problem else []
@@ -359,8 +357,8 @@ class FlowGRPOConfig:
 
     def identity(self) -> dict:
         """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
-        (:func:`~.reward_specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
-        from .reward_specs import RUNTIME_REWARD_OPTIONS, reward_identity
+        (:func:`~.rewards.specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
+        from ...rewards.specs import RUNTIME_REWARD_OPTIONS, reward_identity
 
         data = self.public_dict()
         identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}

@@ -126,12 +126,12 @@ class EditorAdapter:
     def save_lora(self, directory, state_dict: dict, metadata: dict) -> None:
         """Write the LoRA ``state_dict`` of the transformer (keys without a ``transformer.`` prefix) to
         ``directory/pytorch_lora_weights.safetensors`` (diffusers' LoRA format)."""
-        from .policy_lora import save_lora_safetensors
+        from .policy import save_lora_safetensors
 
         save_lora_safetensors(directory, state_dict, metadata)
 
     def load_lora(self, directory) -> None:
-        from .policy_lora import load_lora_safetensors
+        from .policy import load_lora_safetensors
 
         load_lora_safetensors(self.transformer, directory)
 
@@ -146,8 +146,8 @@ class DiffusersEditor(EditorAdapter):
                                               transformer_lora_adapter_metadata=metadata, safe_serialization=True)
 
     def load_lora(self, directory) -> None:
-        """diffusers' ``load_lora_weights`` on an adapter file checked first (``policy_lora.check_lora_file``)."""
-        from .policy_lora import check_lora_file
+        """diffusers' ``load_lora_weights`` on an adapter file checked first (:func:`~.policy.check_lora_file`)."""
+        from .policy import check_lora_file
 
         check_lora_file(directory)
         self.pipeline.load_lora_weights(str(directory))

@@ -2,29 +2,29 @@
 
 One step, on every process (``accelerate launch`` for several):
 
-1. **rollout**: the process's ``rollout_batches_per_step`` batches of groups (:mod:`.group_schedule`; pieces of
+1. **rollout**: the process's ``rollout_batches_per_step`` batches of groups (:mod:`.schedule`; pieces of
    groups when a batch is not whole groups), G edits each, by the stock pipeline under the group's step plan
-   (:func:`~.rollout.sample_group`, :mod:`.step_plan`); each rollout batch goes to the reward worker as soon as it
+   (:func:`~.rollout.sample_group`, :mod:`.schedule`); each rollout batch goes to the reward worker as soon as it
    is made, so rewards of batch ``b`` are computed while batch ``b + 1`` samples
-   (:class:`~.reward_worker.RewardWorker`): the overlap exists only across the batches of one step;
+   (:class:`~modeling_miescore.rewards.worker.RewardWorker`): the overlap exists only across the batches of one step;
 2. **reward**: wait for the scores (``reward_timeout``); a reward that raises (down after its retries) or times
    out stops the run with a clear error before anything is updated;
-3. **advantages**: every process's rewards are gathered, then normalised per group key (:mod:`.advantages`);
+3. **advantages**: every process's rewards are gathered, then normalised per group key (:mod:`.objective`);
    failed samples are counted and excluded, and a step whose failure rate exceeds ``max_reward_failure_rate``
    stops the run;
-4. **update**: :func:`~.policy_update.run_updates` (clipped ratio, TempFlow-weighted per step, + beta KL to the
+4. **update**: :func:`~.objective.run_updates` (clipped ratio, TempFlow-weighted per step, + beta KL to the
    LoRA-disabled reference, or to a frozen copy with ``finetuning: full``), the EMA after each optimizer step
-   (:mod:`.ema`);
+   (:mod:`.policy`);
 5. log (``metrics.jsonl``, trackers, progress bar; every ``save_rollouts_steps`` the step's edits with their
-   rewards and advantages, :mod:`.rollout_log`), sample grid (guided as ``sample_grid_schedule`` says,
-   :mod:`.sampling_schedule`), checkpoint (:mod:`.checkpoints`; the outputs are :mod:`.trainer_outputs`);
-   ``--resume`` restores the last checkpoint first (:mod:`.trainer_resume`).
+   rewards and advantages, :mod:`.outputs`), sample grid (guided as ``sample_grid_schedule`` says,
+   :mod:`.schedule`), checkpoint (:mod:`.checkpoints`; the outputs are :mod:`.publishing`);
+   ``--resume`` restores the last checkpoint first (:mod:`.checkpoints`).
 
 After the last step the adapter (``pytorch_lora_weights.safetensors``, EMA weights when ``ema_decay > 0``) and its
 card are written to ``output_dir`` (with ``finetuning: full``, the transformer: ``output_dir/transformer/``).
 
 With ``fsdp: true`` (full fine-tuning only) the transformer and its frozen reference are sharded by torch's FSDP2
-(:mod:`.policy_fsdp`), whose forwards and backwards are collectives: every process samples the same number of
+(:mod:`.policy`), whose forwards and backwards are collectives: every process samples the same number of
 groups, every group of a step shares one step plan (drawn from the step's seed, so the trained steps and the
 guided calls are the same everywhere), the update pads units to the same count, and the sample grid is computed
 by every process (the main one writes it).
@@ -42,24 +42,18 @@ from typing import List, Optional
 import torch
 
 from ...image_io import MIEScoreInputError
-from .advantages import group_advantages
-from .checkpoints import check_run_folder, run_writes
+from ...rewards.groups import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
+from ...rewards.worker import RewardWorker
+from .checkpoints import TrainerResume, check_run_folder, run_writes
 from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
-from .group_schedule import GroupSchedule, Piece, derived_seed
-from .ema import OptimizerStepEMA
-from .policy_lora import add_lora
-from .policy_update import UPDATE_STAT_KEYS, make_units, pad_units, run_updates
-from .reward_types import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
-from .reward_worker import RewardWorker
+from .objective import UPDATE_STAT_KEYS, group_advantages, make_units, pad_units, run_updates
+from .outputs import (MetricsLog, RolloutLog, check_output_dir, component_means, component_totals, prepare_output_dir,
+                      step_line, training_summary)
+from .policy import OptimizerStepEMA, add_lora
+from .publishing import TrainerOutputs
 from .rollout import GroupRollout, sample_group
-from .rollout_log import RolloutLog
-from .run_outputs import MetricsLog, check_output_dir, prepare_output_dir
-from .run_reporting import component_means, component_totals, step_line, training_summary
-from .sampling_schedule import PIPELINE_SCHEDULE, SamplingSchedule
-from .step_plan import make_step_plan
-from .trainer_outputs import TrainerOutputs
-from .trainer_resume import TrainerResume
+from .schedule import PIPELINE_SCHEDULE, GroupSchedule, Piece, SamplingSchedule, derived_seed, make_step_plan
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError", "TrainingInterrupted"]
 
@@ -97,8 +91,8 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         """Check and load everything the run needs, then claim ``output_dir``: nothing is written there (and no
         tracker started) before the inputs, the editor, the reward and a ``--push_to_hub`` have been checked."""
         from ...data.editing_inputs import read_editing_inputs
+        from ...rewards.specs import build_reward
         from ...scoring.loading import resolve_dtype
-        from .reward_specs import build_reward
 
         cfg, acc = self.config, self.accelerator
         if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
@@ -108,14 +102,14 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
                 "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
         self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
         self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
-        check_output_dir(cfg, self.rows)  # apart from every input (issue 31.1); created only once all is loaded
+        check_output_dir(cfg, self.rows)  # apart from every input; created only once all is loaded
         self.out = Path(cfg.output_dir)
         # read-only: refuse another run's folder (or an existing run without --resume / --overwrite) up front
         self.resume_from, self.resuming = check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target,
                                                            overwrite=cfg.overwrite_output_dir, is_main=False)
         self.hub_repo = None
         if cfg.push_to_hub:
-            from .hub_upload import check_run_push
+            from .publishing import check_run_push
 
             self.hub_repo = check_run_push(cfg)
         self.editor = self._editor or load_editor(cfg.editor, cfg.model_name_or_path, device=acc.device,
@@ -154,7 +148,7 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         """Create ``output_dir``; the main process writes ``run.json`` (the run's identity and how it samples) for
         a fresh run, replacing an old run's outputs only with ``overwrite_output_dir`` (a resumed run's folder and
         checkpoint were checked in :meth:`_setup`: nothing is written for it here, nothing read again)."""
-        from .run_record import sampling_record
+        from .outputs import sampling_record
 
         cfg, acc = self.config, self.accelerator
         acc.wait_for_everyone()
@@ -183,7 +177,7 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
                 self.reference_model = copy.deepcopy(transformer).requires_grad_(False).eval()
             transformer.requires_grad_(True)
             if self.sharded:
-                from .policy_fsdp import shard_transformer
+                from .policy import shard_transformer
 
                 for model in filter(None, (transformer, self.reference_model)):
                     blocks = shard_transformer(model, acc.device.type)

@@ -4,7 +4,8 @@ the papers' tables, ready to paste) and ``report.html`` (the same page with its 
 Input: a report dict (:mod:`.mie_bench_report`, :mod:`.mer_bench_report`, :mod:`.editing_models_report`, an editor
 benchmark's run or comparison), optionally with ``report["plots"] = {name: relative PNG path}`` and
 ``report["run"]`` (dataset, split, predictions / model). Metrics are ``{"value", "ci": [low, high]}``. Files are
-written atomically (:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report.
+written atomically (:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report. A report's
+``protocol`` (:mod:`.protocol`: the settings that decide its numbers and their fingerprint) heads its Markdown.
 
 Each report kind's Markdown is rendered by the function its declaration names (:func:`render_markdown`): the
 kinds of :data:`REPORT_KINDS`, and each editor benchmark's runs by the renderer of its protocol

@@ -106,7 +106,7 @@ def through_vllm(export: Path, groups, args, caching: bool, runs: Path) -> dict:
 
 
 def miescore_through_vllm(export: Path, groups, args, caching: bool, runs: Path) -> dict:
-    from modeling_miescore.scoring.vllm_miescore import MIEScoreAPI
+    from modeling_miescore.judges.miescore_api import MIEScoreAPI
 
     url, port, start_s = start_server(export, caching, runs, "--dtype", "float32")
     try:

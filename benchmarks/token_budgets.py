@@ -82,7 +82,7 @@ def miescore_limits(path: Path, instruction: str) -> str:
 
 def spatialreward_sft_limits(path: Path, instruction: str) -> str:
     from modeling_miescore.modeling_spatialreward import sc_messages
-    from modeling_miescore.training.spatialreward_chat_examples import estimate_num_tokens
+    from modeling_miescore.data.spatialreward_chat_examples import estimate_num_tokens
 
     _, config, processor = load_config_and_processor(str(path))
     answer = len(processor.tokenizer(SFT_ANSWER, add_special_tokens=False)["input_ids"]) + 2  # + <|im_end|>\n

@@ -5,10 +5,11 @@ from __future__ import annotations
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from .miescore_overall import DIMENSIONS
 from .miescore_score_heads import SCORE_HEADS, score_head_class
 from .skill_miescore import DEFAULT_SKILL
 
-SCORE_NAMES = ("visual_quality", "instruction_following", "attribute_preservation")
+SCORE_NAMES = DIMENSIONS
 
 # Rendered by `processing_miescore.build_messages`: `{skill}`, `{sources}` (one labelled image per source),
 # `{instruction}` and `{edited}` (the labelled edited image). Sources and instruction come first so that

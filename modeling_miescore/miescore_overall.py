@@ -1,4 +1,4 @@
-"""Overall score of an edit from its three dimension scores.
+"""MIEScore's three dimensions and the overall score of an edit from its three dimension scores.
 
 Hub file: imported by the model code inside saved checkpoints, so it depends on numpy only.
 """
@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# MIEScore paper, "Subjective Experiment Setup": the three dimensions (the score head's order), scored on 0-100 like
+# the MOS (eq. 1).
+DIMENSIONS = ("visual_quality", "instruction_following", "attribute_preservation")
+MOS_SCALE = 100.0
 # MIEScore paper, eq. 2: S_overall = S_VQ^0.3 * S_IF^0.4 * S_AP^0.3 (instruction following weighted most).
 OVERALL_WEIGHTS = (0.3, 0.4, 0.3)
 

@@ -17,7 +17,7 @@ from modeling_miescore.evaluation.aggregation_grid import (
     grid_summary,
     parse_grid_values,
 )
-from modeling_miescore.evaluation.errors import BenchmarkInputError
+from modeling_miescore.data.errors import BenchmarkInputError
 from modeling_miescore.evaluation.metrics.group_ranking import TIE_SCORE_AS_RELEASED, kendall_tau_groups
 from modeling_miescore.evaluation.prediction_files import read_group_sub_scores
 

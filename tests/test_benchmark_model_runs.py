@@ -12,8 +12,8 @@ import datasets
 import pytest
 from PIL import Image
 
-from modeling_miescore.evaluation.errors import BenchmarkInputError
-from modeling_miescore.evaluation.input_export import export_mie_inputs, input_cache_dir
+from modeling_miescore.data.errors import BenchmarkInputError
+from modeling_miescore.data.input_export import export_mie_inputs, input_cache_dir
 from modeling_miescore.evaluation.model_runs import (
     check_prediction_cache,
     score_mer_with_spatialreward,

@@ -41,12 +41,14 @@ def test_an_unknown_options_value_is_counted_never_echoed(unknown, capsys, tmp_p
 
 def test_subcommand_modules_register_under_their_parent_command(monkeypatch):
     assert "external_benchmarks" in cli_main.COMMAND_MODULES
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("benchmark", "external_benchmarks"))
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", {"benchmark": ("benchmark",),
+                                                      "external_benchmarks": ("benchmark",)})
     args = build_parser().parse_args(["benchmark", "zero-shot", "--dataset", "d", "--predictions", "p", "--out", "o"])
     from modeling_miescore.cli.external_benchmarks import cmd_zero_shot
 
     assert args.func is cmd_zero_shot and args.batch_size == 8
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("external_benchmarks", "benchmark"))
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", {"external_benchmarks": ("benchmark",),
+                                                      "benchmark": ("benchmark",)})
     with pytest.raises(RuntimeError, match="adds subcommands to 'benchmark', which is not listed before it"):
         build_parser()
 
@@ -60,8 +62,32 @@ def test_command_modules_import_no_private_names_from_each_other():
                             if alias.name.startswith("_")]
     assert private == []
     listed = set(cli_main.COMMAND_MODULES)
-    helpers = {"__init__", "__main__", "main", "model_calls"}  # the parser and the shared options, no command
+    helpers = {"__init__", "__main__", "main", "model_calls", "editors_demo"}  # the parser, shared options, steps
     assert {p.stem for p in CLI_DIR.glob("*.py")} - helpers == listed
+
+
+def test_each_module_adds_the_commands_the_table_names():
+    for name, commands in cli_main.COMMAND_MODULES.items():
+        parser = cli_main.CommandParser(prog="miescore")
+        sub = parser.add_subparsers(dest="command")
+        module = importlib.import_module(f"modeling_miescore.cli.{name}")
+        if getattr(module, "PARENT_COMMAND", None):
+            assert commands == (module.PARENT_COMMAND,), name
+            continue
+        module.register(sub)
+        assert tuple(sub.choices) == commands, name
+
+
+def test_a_command_imports_only_its_own_module():
+    code = ("import sys; from modeling_miescore.cli.main import build_parser; build_parser(sys.argv[1:]); "
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('modeling_miescore.cli.')))")
+    loaded = {}
+    for argv in (["doctor", "x"], ["benchmark", "gedit"], ["--help"], ["scor"]):
+        out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True)
+        loaded[argv[0]] = set(ast.literal_eval(out.stdout.strip())) & set(cli_main.COMMAND_MODULES)
+    assert loaded["doctor"] == {"doctor"}
+    assert loaded["benchmark"] == {"benchmark", "external_benchmarks", "editor_benchmarks"}
+    assert loaded["--help"] == loaded["scor"] == set(cli_main.COMMAND_MODULES)
 
 
 def test_the_server_options_are_built_only_when_serve_is_parsed(monkeypatch, capsys):

@@ -45,7 +45,7 @@ def test_input_export_keeps_each_rows_sources_even_when_an_instance_mixes_them(t
     exports each row with its own sources."""
     import datasets
 
-    from modeling_miescore.evaluation.input_export import export_mie_inputs
+    from modeling_miescore.data.input_export import export_mie_inputs
     from modeling_miescore.testing.raw_benchmarks.external_images import jpeg_bytes, source_photo
 
     images = [jpeg_bytes(source_photo(k)) for k in range(4)]

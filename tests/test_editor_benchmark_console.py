@@ -113,7 +113,7 @@ def test_the_walks_seam_a_runs_sampling_record_gives_the_demos_edit_commands(tmp
 
     from modeling_miescore.cli.edit import resolve_run_settings
     from modeling_miescore.cli.main import build_parser
-    from modeling_miescore.evaluation.editor_benchmarks.offline_demo import demo_editor_args
+    from modeling_miescore.cli.editors_demo import demo_editor_args
     from modeling_miescore.training.editor_rl.config import FlowGRPOConfig
     from modeling_miescore.training.editor_rl.outputs import sampling_record
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from modeling_miescore.cli.main import main
-from modeling_miescore.training.editor_rl.schedule import (PIPELINE_SCHEDULE, SamplingSchedule,
-                                                                    sample_with_schedule)
-from modeling_miescore.training.editor_rl.schedule import make_step_plan, mixgrpo_window
+from modeling_miescore.training.editor_rl.rollout import sample_with_schedule
+from modeling_miescore.training.editor_rl.schedule import (PIPELINE_SCHEDULE, SamplingSchedule, make_step_plan,
+                                                           mixgrpo_window)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"

@@ -98,7 +98,7 @@ def test_huge_numbers_and_deep_nesting_are_flagged_per_item_never_a_traceback(tm
     assert records["e1"]["visual_quality"] == 5 and records["e3"]["overall"] is not None
     assert "nested too deeply" in err and "line 3" in err
     # the same numbers in a benchmark predictions file: a BenchmarkInputError (exit 2) naming file, line and key
-    from modeling_miescore.evaluation.errors import BenchmarkInputError
+    from modeling_miescore.data.errors import BenchmarkInputError
     from modeling_miescore.evaluation.prediction_files import read_score_predictions
 
     for bad, needle in (('{"id": "x", "visual_quality": %s}' % ("9" * 400), "'visual_quality' is an integer too large"),
@@ -159,7 +159,7 @@ def test_control_tokens_and_contradictions_never_reach_training_rows():
     from modeling_miescore.data.spatialreward_pipeline.alignment import make_pq_row, parse_alignment
     from modeling_miescore.data.spatialreward_pipeline.annotation import parse_annotation
     from modeling_miescore.data.spatialreward_pipeline.samples import EditRecord
-    from modeling_miescore.training.spatialreward_chat_examples import check_row
+    from modeling_miescore.data.spatialreward_chat_examples import check_row
 
     original = "The hat is red. The rest is kept."
     _, contradictory = parse_alignment("check_result: true\nThe <|bbox_0|>hat is red. <|global|> The rest is "

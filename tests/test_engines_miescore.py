@@ -28,7 +28,7 @@ def server(export, tmp_path_factory):
 
 def test_miescore_through_vllm_equals_in_process(server, export):
     from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.scoring.vllm_miescore import MIEScoreAPI
+    from modeling_miescore.judges.miescore_api import MIEScoreAPI
     from modeling_miescore.data.example_edits import example_edits
 
     samples = [{"sources": e["sources"][:k], "edited": e["edited"], "instruction": e["instruction"]}
@@ -44,7 +44,7 @@ def test_miescore_through_vllm_equals_in_process(server, export):
 
 
 def test_a_failed_request_is_flagged_without_a_score(server, export):
-    from modeling_miescore.scoring.vllm_miescore import MIEScoreAPI
+    from modeling_miescore.judges.miescore_api import MIEScoreAPI
     from modeling_miescore.data.example_edits import example_edits
 
     edit = example_edits(max_side=160)[0]

@@ -3,10 +3,10 @@
 - no module imports a private name (``_x``) of another module: a name another module needs is public
   (package, tests, trainers, benchmarks, spaces, dataset scripts);
 - no package module reads a private attribute (``module._x``) of another package module;
-- the report layer (``modeling_miescore.evaluation``: every report kind, their parts, plots and writers) has no
-  import circle: the report kinds build on ``evaluation.report_parts`` and ``evaluation.report`` dispatches on
-  declarations, so no report module imports back the modules that import it;
-- neither do the offline helpers (``modeling_miescore.testing``) nor the bad-input corpora (``tests/corpus``).
+- the package and the bad-input corpora (``tests/corpus``) have no import circle, not even through an import
+  inside a function (such an import hides a circle; it does not remove it);
+- the top-level subpackages are layers (:data:`LAYERS`, bottom first): a module imports only from its own layer or
+  the layers below it, so no arrow runs back up (the Hub files and the package's front door are the ground floor).
 """
 
 from __future__ import annotations
@@ -16,6 +16,36 @@ from pathlib import Path
 from import_graph import import_cycles, imported_names, is_private, module_edges, private_reads
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The package's floors, bottom first; each may import only itself and the floors below it.
+LAYERS = ("hub", "utils", "scoring", "judges", "serving", "rewards", "data", "evaluation", "training", "editing",
+          "testing", "baselines", "analysis", "diagnostics", "space", "cli")
+
+
+def layer_of(module: str, root: Path) -> str | None:
+    """The floor of a package module: its top-level subpackage, or ``hub`` for the files at the package root."""
+    parts = module.split(".")
+    if parts[0] != "modeling_miescore":
+        return None
+    if len(parts) == 1 or not (root / "modeling_miescore" / parts[1]).is_dir():
+        return "hub"
+    return parts[1]
+
+
+def back_arrows(root: Path) -> list[str]:
+    found = []
+    for importer, imported in module_edges(root).items():
+        floor = layer_of(importer, root)
+        if floor is None:
+            continue
+        if floor not in LAYERS:
+            found.append(f"{importer}: its subpackage '{floor}' is not in LAYERS (give it a floor)")
+            continue
+        for target in sorted(imported):
+            other = layer_of(target, root)
+            if other in LAYERS and LAYERS.index(other) > LAYERS.index(floor):
+                found.append(f"{importer} ({floor}) imports {target} ({other}), a floor above it")
+    return sorted(found)
 
 
 def private_imports(root: Path) -> list[str]:
@@ -33,15 +63,13 @@ def test_no_package_module_reads_a_private_attribute_of_another():
     assert not found, "private attributes read across modules (make them public):\n" + "\n".join(found)
 
 
-def test_the_report_layer_has_no_import_circle():
-    cycles = import_cycles(module_edges(ROOT), "modeling_miescore.evaluation")
-    assert not cycles, "import circles in the report layer:\n" + "\n".join(" <-> ".join(c) for c in cycles)
-
-
-def test_the_offline_helpers_and_the_corpora_have_no_import_circle():
+def test_the_package_and_the_corpora_have_no_import_circle():
     edges = module_edges(ROOT)
-    cycles = import_cycles(edges, "modeling_miescore.testing") + import_cycles(edges, "corpus")
+    cycles = import_cycles(edges, "modeling_miescore") + import_cycles(edges, "corpus")
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+def test_no_arrow_runs_back_up_between_the_subpackages():
+    found = back_arrows(ROOT)
+    assert not found, "imports against the layers (move the code down, or the import up):\n" + "\n".join(found)
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -71,3 +99,20 @@ def test_a_private_import_a_private_read_and_a_circle_are_found(tmp_path):
     assert import_cycles(module_edges(root), "modeling_miescore.evaluation") == [
         ["modeling_miescore.evaluation.kind", "modeling_miescore.evaluation.report"]]
     assert import_cycles(module_edges(root), "corpus") == [["corpus.cases", "corpus.runs"]]
+
+
+def test_a_back_arrow_and_an_unknown_subpackage_are_found(tmp_path):
+    root = _write(tmp_path, {
+        "modeling_miescore/__init__.py": "",
+        "modeling_miescore/image_io.py": "X = 1\n",
+        "modeling_miescore/utils/__init__.py": "",
+        "modeling_miescore/utils/a.py": "from ..data.b import Y\nfrom ..image_io import X\n",
+        "modeling_miescore/data/__init__.py": "",
+        "modeling_miescore/data/b.py": "from ..utils.a import Y\nY = 2\n",
+        "modeling_miescore/attic/__init__.py": "",
+        "modeling_miescore/attic/c.py": "from ..image_io import X\n",
+    })
+    assert back_arrows(root) == [
+        "modeling_miescore.attic.c: its subpackage 'attic' is not in LAYERS (give it a floor)",
+        "modeling_miescore.attic: its subpackage 'attic' is not in LAYERS (give it a floor)",
+        "modeling_miescore.utils.a (utils) imports modeling_miescore.data.b (data), a floor above it"]

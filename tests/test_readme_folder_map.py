@@ -56,3 +56,9 @@ def test_every_module_is_named_in_the_folder_map():
 def test_an_unnamed_module_is_reported():
     page = FOLDER_MAP.read_text(encoding="utf-8")
     assert "modeling_miescore/utils/atomic_files.py" in unmapped(page.replace("`atomic_files`", "atomic files"))
+
+
+def test_every_row_is_short():
+    long_rows = {folder: len(text) for folder, text in folder_map(FOLDER_MAP.read_text(encoding="utf-8")).items()
+                 if len(text) > 800}
+    assert not long_rows, f"folder map rows over 800 characters (say the folder's job, name the modules): {long_rows}"

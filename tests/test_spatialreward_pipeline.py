@@ -19,7 +19,7 @@ from modeling_miescore.data.spatialreward_pipeline.alignment import parse_alignm
 from modeling_miescore.data.spatialreward_pipeline.annotation import crop_region, parse_annotation, route
 from modeling_miescore.data.spatialreward_pipeline.samples import EditRecord
 from scripted_d2_judges import scripted_d2_answer
-from modeling_miescore.training.spatialreward_chat_examples import check_row, prepare_sft_dataset
+from modeling_miescore.data.spatialreward_chat_examples import check_row, prepare_sft_dataset
 
 PAPER_D2 = Path(__file__).parent / "fixtures" / "spatialreward_appendix_d2.txt"  # arXiv 2602.07458v4, appendix D.2
 LISTINGS = {

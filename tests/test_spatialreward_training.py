@@ -15,7 +15,7 @@ from local_http import LocalHTTPServer
 from PIL import Image
 
 from modeling_miescore.spatialreward_parsing import GROUNDING_ISSUES, parse_sc_output
-from modeling_miescore.training.spatialreward_chat_examples import (check_row, prepare_grpo_dataset,
+from modeling_miescore.data.spatialreward_chat_examples import (check_row, prepare_grpo_dataset,
                                                                     prepare_sft_dataset, target_text, to_sft_example)
 from modeling_miescore.training.spatialreward_grpo_rewards import (OracleConsistencyReward, format_grounding_reward,
                                                                    reference_agreement_reward)
@@ -115,7 +115,7 @@ def test_unreadable_images_are_dropped_and_jpeg_sources_stay_jpeg(rows):
 
 def test_length_estimate_counts_image_tokens_like_the_processor(tiny_sr_path, rows):
     from modeling_miescore.processing_miescore import load_stock_processor
-    from modeling_miescore.training.spatialreward_chat_examples import estimate_num_tokens, set_pixel_range
+    from modeling_miescore.data.spatialreward_chat_examples import estimate_num_tokens, set_pixel_range
 
     processor = load_stock_processor(tiny_sr_path)  # Qwen3VLProcessor.from_pretrained would ask about auto_map
     set_pixel_range(processor, 16384, 65536)

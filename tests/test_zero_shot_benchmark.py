@@ -129,7 +129,7 @@ def test_zero_shot_report_from_predictions_files(benchmarks, predictions, tmp_pa
 
 def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, tmp_path):
     from modeling_miescore.data.builders.mer_bench import build_mer_bench
-    from modeling_miescore.evaluation.dataset_splits import load_split
+    from modeling_miescore.data.dataset_splits import load_split
 
     rb.make_raw_mer_bench(tmp_path / "mer-raw", n_samples=24, seed=0, image_size=48)
     build_mer_bench(tmp_path / "mer-raw", tmp_path / "mer", groups_per_type=6, progress=False)
@@ -215,7 +215,7 @@ def test_single_source_prompt_variant_is_used_for_one_source_only(tiny_miescore,
 
 
 def test_zero_shot_with_the_tiny_miescore_checkpoint(benchmarks, tiny_miescore_path, tiny_miescore, tmp_path):
-    from modeling_miescore.evaluation.dataset_splits import load_split
+    from modeling_miescore.data.dataset_splits import load_split
     from modeling_miescore.evaluation.metrics.correlation import srcc
     out = tmp_path / "r"
     assert main(["benchmark", "zero-shot", "--dataset", str(benchmarks["ieqa"]), "--model", str(tiny_miescore_path),

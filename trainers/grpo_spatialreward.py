@@ -34,7 +34,7 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments
 
 from modeling_miescore.judges.oracle import OracleConfig
 from modeling_miescore.training.recipe_parser import RecipeParser
-from modeling_miescore.training.spatialreward_chat_examples import prepare_grpo_dataset
+from modeling_miescore.data.spatialreward_chat_examples import prepare_grpo_dataset
 from modeling_miescore.training.spatialreward_grpo_rewards import OracleConsistencyReward, build_reward_functions
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
                                                               make_lora_config, run_card, save_run)

@@ -12,7 +12,7 @@
 Every field of the dataclasses below, of TRL's `SFTConfig` and of `ModelConfig` can be set in the YAML and
 overridden on the command line. The data schema (SC rows: sources + edited + instruction + regions + reasoning +
 scores; PQ rows: edited + reasoning + scores) is documented in
-`modeling_miescore/training/spatialreward_chat_examples.py`; rows whose grounding tokens are inconsistent with
+`modeling_miescore/data/spatialreward_chat_examples.py`; rows whose grounding tokens are inconsistent with
 their regions are dropped and counted (logged, and written to `output_dir/data_report.json`). Output: the trained
 model (or LoRA adapter) and processor in `output_dir`; with LoRA and `merge_lora`, a merged SpatialReward
 checkpoint in `output_dir/merged`. Each gets a model card
@@ -35,7 +35,7 @@ from modeling_miescore.training.card_inputs import ModelCardArguments  # isort: 
 from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer
 
 from modeling_miescore.training.recipe_parser import RecipeParser
-from modeling_miescore.training.spatialreward_chat_examples import prepare_sft_dataset
+from modeling_miescore.data.spatialreward_chat_examples import prepare_sft_dataset
 from modeling_miescore.training.spatialreward_recipe import (load_model_and_processor, load_rows, lora_settings,
                                                               make_lora_config, resized_vocabulary, run_card,
                                                               save_run)

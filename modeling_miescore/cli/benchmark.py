@@ -158,7 +158,7 @@ def _run_info(args, **extra) -> dict:
 
 def _score_with_miescore(ds, args, out: Path) -> Path:
     """Score a MIE-Bench-format split with a MIEScore checkpoint into ``out/predictions.jsonl`` (resumable)."""
-    from ..evaluation.input_export import export_mie_inputs, input_cache_dir
+    from ..data.input_export import export_mie_inputs, input_cache_dir
     from ..evaluation.model_runs import check_prediction_cache
     from ..scoring.jsonl_scoring import read_done_ids, score_jsonl
     from ..scoring.loading import load_scorer, model_reference, read_checkpoint_config
@@ -198,7 +198,7 @@ def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
     --allow-missing is reported on stderr ("warning: ...; <verb> the N matched ids").
     """
     from ..evaluation.alignment import join_scores
-    from ..evaluation.dataset_splits import load_split, mie_bench_frame
+    from ..data.dataset_splits import load_split, mie_bench_frame
     from ..evaluation.prediction_files import read_score_predictions
 
     ds = load_split(args.dataset, args.split)
@@ -314,7 +314,7 @@ def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
 
 def _mer_split_names(args) -> list[str]:
     """``--split`` as a list; by default every ``<K>pair`` split of the dataset (recorded in ``args.split``)."""
-    from ..evaluation.dataset_splits import mer_split_names
+    from ..data.dataset_splits import mer_split_names
 
     if args.split is None:
         names = mer_split_names(args.dataset)
@@ -403,7 +403,7 @@ def _print_mer_summary(args, report: dict) -> None:
 
 def cmd_mer_bench(args) -> int:
     from ..evaluation.alignment import align_predictions
-    from ..evaluation.dataset_splits import load_split, mer_bench_frame
+    from ..data.dataset_splits import load_split, mer_bench_frame
     from ..evaluation.mer_bench_report import mer_bench_report
     from ..evaluation.plots import aggregation_grid_plot, mer_bench_plots
     from ..evaluation.prediction_files import read_group_predictions

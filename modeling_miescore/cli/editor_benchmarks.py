@@ -254,7 +254,7 @@ def cmd_rescore(args) -> int:
 
 
 def cmd_editors_demo(args) -> int:
-    from ..evaluation.editor_benchmarks.offline_demo import DEMO_LABEL, run_offline_demo
+    from .editors_demo import DEMO_LABEL, run_offline_demo
     from diffusers.utils import logging as diffusers_logging
 
     quiet_transformers()  # the tiny checkpoints' save and load bars

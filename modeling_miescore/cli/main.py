@@ -31,33 +31,41 @@ EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
 EXIT_WRITE_FAILED = 1
 
-# Subcommands that live in their own modules: each module defines `register(subparsers)`, which adds its
-# parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise MIEScoreInputError for user errors.
-# A command with subcommands of its own returns their `add_subparsers()` action from `register`; a module
-# adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it: its `register` runs
-# when that command is first parsed (or its help shown), so `miescore --help` imports no registry (the
-# converters behind `benchmark gedit` / `imgedit` and `convert-benchmark NAME`, the dataset builders).
-COMMAND_MODULES: tuple[str, ...] = (
-    "score",
-    "serve",
-    "skill",
-    "spatialreward",
-    "benchmark",
-    "external_benchmarks",  # PARENT_COMMAND = "benchmark"
-    "editor_benchmarks",  # PARENT_COMMAND = "benchmark"
-    "dataset",
-    "convert_benchmark",
-    "analyze_attention",
-    "baselines",
-    "tokens",
-    "space",
-    "judge",
-    "spatialreward_data",
-    "doctor",
-    "mer_construction",
-    "edit",
-    "export_vllm",
-)
+# Subcommands that live in their own modules, with the top-level commands each adds: each module defines
+# `register(subparsers)`, which adds its parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise
+# MIEScoreInputError for user errors. A command with subcommands of its own returns their `add_subparsers()` action
+# from `register`; a module adding subcommands under it names that module in `PARENT_COMMAND` and is listed after
+# it: its `register` runs when that command is first parsed (or its help shown). A run imports only the modules of
+# the command it names (:func:`command_modules_for`), so command modules import what they need at the top;
+# `miescore --help` (or a mistyped command) imports them all.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "score": ("score", "score-batch", "demo"),
+    "serve": ("serve",),
+    "skill": ("set-skill",),
+    "spatialreward": ("spatialreward",),
+    "benchmark": ("benchmark",),
+    "external_benchmarks": ("benchmark",),  # PARENT_COMMAND = "benchmark"
+    "editor_benchmarks": ("benchmark",),  # PARENT_COMMAND = "benchmark"
+    "dataset": ("build-dataset",),
+    "convert_benchmark": ("convert-benchmark",),
+    "analyze_attention": ("analyze-attention",),
+    "baselines": ("baselines",),
+    "tokens": ("tokens",),
+    "space": ("space",),
+    "judge": ("judge",),
+    "spatialreward_data": ("spatialreward-data",),
+    "doctor": ("doctor",),
+    "mer_construction": ("mer-bench",),
+    "edit": ("edit",),
+    "export_vllm": ("export-vllm",),
+}
+
+
+def command_modules_for(argv: list[str] | None) -> list[str]:
+    """The command modules ``argv`` needs: those adding its command (its first word), else all of them."""
+    words = [a for a in argv or () if not a.startswith("-")]
+    wanted = [m for m, commands in COMMAND_MODULES.items() if words and words[0] in commands]
+    return wanted or list(COMMAND_MODULES)
 
 
 def number_arg(convert=int, minimum=None, maximum=None, exclusive=False):
@@ -187,14 +195,15 @@ def defer_options(parser: argparse.ArgumentParser, add) -> None:
         add(parser)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``miescore`` parser with the commands ``argv`` needs (:func:`command_modules_for`; None: every one)."""
     from .. import __version__
 
     parser = CommandParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     opened = {}  # module name -> the subcommands its register() opened
-    for module_name in COMMAND_MODULES:
+    for module_name in command_modules_for(argv):
         module = importlib.import_module(f"modeling_miescore.cli.{module_name}")
         parent = getattr(module, "PARENT_COMMAND", None)
         if parent is not None and parent not in opened:
@@ -214,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..utils.third_party_logs import quiet_third_party_logs
 
     quiet_third_party_logs()  # before any command imports transformers or peft (see that module)
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

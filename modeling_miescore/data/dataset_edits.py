@@ -11,7 +11,7 @@ and ``miescore spatialreward-data`` read when given a dataset instead of a JSONL
   grounder for one region per edit).
 
 The images are written once, as their original bytes, by
-:func:`modeling_miescore.evaluation.input_export.export_mie_inputs`; rows are flattened with ``datasets.map`` so a
+:func:`modeling_miescore.data.input_export.export_mie_inputs`; rows are flattened with ``datasets.map`` so a
 large split never sits in memory.
 """
 
@@ -106,7 +106,7 @@ def _splits(dataset: str, split: Optional[str]):
     """``[(loaded split, kind)]`` of a dataset (module docstring)."""
     import datasets
 
-    from ..evaluation.dataset_splits import load_split
+    from .dataset_splits import load_split
     from .converters.converted_card import read_benchmark_metadata
     from .converters.schema import SPLIT
 
@@ -138,7 +138,7 @@ def export_dataset_edits(dataset: str, work_dir, *, split: Optional[str] = None,
     or every split (MER-Bench)."""
     from datasets import concatenate_datasets
 
-    from ..evaluation.input_export import export_mie_inputs
+    from .input_export import export_mie_inputs
 
     parts = []
     for ds, kind in _splits(dataset, split):

@@ -191,7 +191,7 @@ def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool
 def _read_dataset(dataset: str, split: Optional[str]) -> List[EditingInput]:
     import datasets
 
-    from ..evaluation.dataset_splits import load_split
+    from .dataset_splits import load_split
     from .converters.converted_card import read_benchmark_metadata
     from .schema import MER_SPLITS
 

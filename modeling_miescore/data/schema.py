@@ -7,6 +7,8 @@ the index into :data:`TASKS`).
 
 from __future__ import annotations
 
+from ..miescore_overall import DIMENSIONS, MOS_SCALE
+
 # ---------------------------------------------------------------------------------------------- MIE-Bench
 # MIEScore paper, appendix "Editing Tasks Define": 8 regional, 4 global and 4 complex-reasoning tasks.
 REGIONAL_TASKS = (
@@ -23,13 +25,11 @@ TASK_CATEGORY = {
     **{t: "reasoning" for t in REASONING_TASKS},
 }
 
-# "Subjective Experiment Setup": three dimensions rated on a 0-5 continuous scale; MOS on 0-100 (eq. 1).
-DIMENSIONS = ("visual_quality", "instruction_following", "attribute_preservation")
+# "Subjective Experiment Setup": three dimensions (DIMENSIONS) rated on a 0-5 continuous scale; MOS on 0-100 (eq. 1).
 SCORE_KEYS = DIMENSIONS + ("overall",)
 DIMENSION_ABBREVIATIONS = {"visual_quality": "vq", "instruction_following": "if", "attribute_preservation": "ap"}
 MOS_COLUMNS = ("mos_vq", "mos_if", "mos_ap")  # the dataset's MOS columns, in the order of DIMENSIONS
 MOS_COLUMN_OF = {**dict(zip(DIMENSIONS, MOS_COLUMNS)), "overall": "mos_overall"}
-MOS_SCALE = 100.0
 RATING_RANGE = (0.0, 5.0)
 MOS_RANGE = (0.0, MOS_SCALE)
 

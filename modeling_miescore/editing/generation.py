@@ -31,7 +31,8 @@ from typing import Callable, List, Optional, Sequence
 import torch
 
 from ..image_io import MIEScoreInputError
-from ..training.editor_rl.schedule import PIPELINE_SCHEDULE, SamplingSchedule, derived_seed, sample_with_schedule
+from ..training.editor_rl.rollout import sample_with_schedule
+from ..training.editor_rl.schedule import PIPELINE_SCHEDULE, SamplingSchedule, derived_seed
 from ..utils.atomic_files import atomic_write, write_text_atomic
 
 __all__ = ["EditRun", "SAMPLING_FILE", "generate_edits", "record_sampling"]

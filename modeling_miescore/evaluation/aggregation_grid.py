@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..spatialreward_aggregation import spatial_reward
-from .errors import BenchmarkInputError
+from ..data.errors import BenchmarkInputError
 from .metrics.group_ranking import group_correct
 
 __all__ = ["DEFAULT_GRID", "PAPER_READINGS", "PQ_WEIGHTS", "aggregation_grid", "grid_summary", "parse_grid_values"]

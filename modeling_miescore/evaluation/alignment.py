@@ -1,6 +1,6 @@
 """Match prediction ids with dataset ids: counts and examples of missing and extra ids, and the joined frame.
 
-A mismatch stops the run with :class:`~.errors.PredictionMismatchError` unless the caller allows missing
+A mismatch stops the run with :class:`PredictionMismatchError` unless the caller allows missing
 predictions, in which case the ids present in both are evaluated and the report says how many were left out.
 """
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.schema import SCORE_KEYS
-from .errors import EXAMPLES, PredictionMismatchError
+from ..data.errors import EXAMPLES, BenchmarkInputError
 
-__all__ = ["Alignment", "align_predictions", "join_scores"]
+__all__ = ["Alignment", "PredictionMismatchError", "align_predictions", "join_scores"]
 
 
 @dataclass
@@ -55,6 +55,14 @@ class Alignment:
             "allow_missing": self.allowed,
         }
 
+
+
+class PredictionMismatchError(BenchmarkInputError):
+    """Prediction ids and dataset ids differ; ``alignment`` holds the counts and examples."""
+
+    def __init__(self, message: str, alignment: Alignment):
+        super().__init__(message)
+        self.alignment = alignment
 
 def align_predictions(dataset_ids: Sequence[str], prediction_ids: Iterable[str], *, allow_missing: bool,
                       source: str = "predictions", what: str = "id") -> Alignment:

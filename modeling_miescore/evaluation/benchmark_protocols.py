@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from ..data.converters.schema import HUMAN_COLUMNS
-from .errors import BenchmarkInputError
+from ..data.errors import BenchmarkInputError
 from .metrics.correlation import srcc
 from .metrics.pairwise import pairwise_accuracy
 

@@ -20,8 +20,8 @@ import numpy as np
 from ..data.converters.schema import HUMAN_COLUMNS, LABELS, SPLIT
 from ..data.schema import MER_SPLITS
 from .alignment import Alignment, align_predictions
-from .dataset_splits import load_split
-from .errors import BenchmarkInputError
+from ..data.dataset_splits import load_split
+from ..data.errors import BenchmarkInputError
 
 __all__ = ["BenchmarkData", "attach_predictions", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
            "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
@@ -154,7 +154,7 @@ def attach_predictions(data: BenchmarkData, protocol, predictions_path, *,
     """The rows of ``data`` that ``protocol`` (its :class:`~.benchmark_protocols.ScoringProtocol`) scores, with
     the predictions of ``predictions_path`` attached: an ``edit`` protocol's config rows (:func:`attach_scores`),
     or, for a ``group`` protocol (MER-Bench), every K-pair group with a ``scores`` column."""
-    from .dataset_splits import mer_bench_frame
+    from ..data.dataset_splits import mer_bench_frame
     from .prediction_files import read_group_predictions, read_score_predictions
 
     source = str(predictions_path)

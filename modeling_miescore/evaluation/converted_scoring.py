@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from ..data.converters.schema import SPLIT
 from .benchmark_protocols import scoring_protocol
-from .dataset_splits import load_split
+from ..data.dataset_splits import load_split
 from .model_runs import check_prediction_cache, score_mer_with_spatialreward
 
 __all__ = ["MIEScoreRewardAdapter", "needs_scoring", "score_converted", "score_samples", "spatialreward_scores"]

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data.schema import MIE_CATEGORIES, SCORE_KEYS, TASK_CATEGORY, TASKS
-from .dataset_splits import ordered_labels
-from .errors import BenchmarkInputError
+from ..data.dataset_splits import ordered_labels
+from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import NO_VALUE, BootstrapSettings, InstanceBootstrap, without_ci
 from .metrics.model_ranking import per_model_means
 

@@ -22,8 +22,8 @@ from ..data.schema import (
     TASK_CATEGORY,
     TASKS,
 )
-from .dataset_splits import ordered_labels
-from .errors import BenchmarkInputError
+from ..data.dataset_splits import ordered_labels
+from ..data.errors import BenchmarkInputError
 from ..utils.numbers import finite_float
 from .instance_bootstrap import BootstrapSettings, InstanceBootstrap
 from .metrics.correlation import LogisticFitWarning, correlations, fit_logistic, srcc

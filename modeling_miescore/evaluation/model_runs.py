@@ -17,7 +17,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..utils.atomic_files import write_text_atomic
-from .errors import BenchmarkInputError
+from ..data.errors import BenchmarkInputError
 from .prediction_files import SUB_SCORE_KEYS
 
 __all__ = ["check_prediction_cache", "read_done_pairs", "score_mer_with_spatialreward"]

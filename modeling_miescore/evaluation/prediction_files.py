@@ -26,7 +26,7 @@ import numpy as np
 from ..data.schema import DIMENSIONS, SCORE_KEYS
 from ..image_io import MIEScoreInputError
 from ..scoring.jsonl_scoring import iter_input
-from .errors import BenchmarkInputError
+from ..data.errors import BenchmarkInputError
 
 __all__ = ["SUB_SCORE_KEYS", "read_group_predictions", "read_group_sub_scores", "read_score_predictions"]
 

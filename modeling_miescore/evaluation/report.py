@@ -73,7 +73,7 @@ def write_benchmarks_report(out_dir, kind: str, results: list[dict], *, row_name
     """``report.json`` + ``report.md`` (rendered by ``markdown``) of a run over several benchmarks: ``results``
     (one dict per benchmark, each benchmark at most once) keyed by their ``"benchmark"`` next to the
     ``published`` rows they are compared with."""
-    from .errors import BenchmarkInputError
+    from ..data.errors import BenchmarkInputError
 
     by_name = {}
     for result in results:

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from .errors import BenchmarkInputError
+from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import BootstrapSettings
 from .protocol import fingerprint
 from .report import as_json

@@ -45,8 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..data.schema import DIMENSIONS, MOS_SCALE
-from ..miescore_overall import overall_score
+from ..miescore_overall import DIMENSIONS, MOS_SCALE, overall_score
 from ..processing_miescore import EditSample, as_edit_sample
 from .call_engine import CallEngine, CallResult, ChatRequest
 from ..utils.text_hygiene import quoted

@@ -213,7 +213,7 @@ def _card(source: str, config: Dict[str, Any]) -> str:
         return (f"# MIEScore, exported for vLLM's pooling runner\n\nThe weights of `{source}` for the "
                 "`MIEScoreForImageScoring` model of the package's vLLM plugin (`scripts/vllm_plugin/`), written by "
                 f"`miescore export-vllm`; no code. The MIEScore settings (prompt, {pixels}, score names and scale) "
-                "are in `miescore_config.json`, where `modeling_miescore.scoring.vllm_miescore.MIEScoreAPI` reads "
+                "are in `miescore_config.json`, where `modeling_miescore.judges.miescore_api.MIEScoreAPI` reads "
                 "them.\n")
     return (f"# SpatialReward, exported for vLLM\n\nThe weights of `{source}` in the plain Qwen3-VL layout "
             "(`model_type: qwen3_vl`), written by `miescore export-vllm`; no code. The SpatialReward settings "

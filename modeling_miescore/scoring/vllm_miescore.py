@@ -1,5 +1,4 @@
-"""MIEScore on vLLM's pooling runner: the export (``miescore export-vllm`` of a MIEScore checkpoint) and the client
-(:class:`MIEScoreAPI`).
+"""MIEScore on vLLM's pooling runner: the export (``miescore export-vllm`` of a MIEScore checkpoint).
 
 vLLM has no architecture for MIEScore's regression head, and its built-in classifier adapter
 (``as_seq_cls_model``) holds a single linear layer; the head is ``dense -> GELU -> out_proj`` on the last prompt
@@ -15,24 +14,17 @@ checkpoint's) and the MIEScore config itself as ``miescore_config.json``, which 
 pixel range, score names, scale and overall weights. Only the regression head is exported: the ``lm_digits`` head
 reads the language model's digit logits at answer positions, which a pooling request does not give.
 
-The client sends each edit's prompt (``processing_miescore.build_messages``: the same messages, images in the same
-order, sized as the processor sizes them: ``judges.spatialreward_api.processor_sized_image``) to vLLM's
-``/classify`` with ``add_generation_prompt`` and ``use_activation: false``, and turns the raw outputs into scores
-as the in-process model does (sigmoid, ``score_scale``, ``overall_score``). A request that fails is a flagged result
-(``failed``, ``error``) with no score.
+The client is :class:`modeling_miescore.judges.miescore_api.MIEScoreAPI`.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict
 
-from ..utils.closing import ClosesOnExit
 
-__all__ = ["MIEScoreAPI", "MIESCORE_ARCHITECTURE", "MIESCORE_CONFIG_FILE", "miescore_plain_config",
+__all__ = ["MIESCORE_ARCHITECTURE", "MIESCORE_CONFIG_FILE", "miescore_plain_config",
            "write_miescore_weights"]
 
 MIESCORE_ARCHITECTURE = "MIEScoreForImageScoring"  # scripts/vllm_plugin/miescore_vllm/__init__.py registers it
@@ -80,83 +72,3 @@ def write_miescore_weights(source: Path, staging: Path) -> None:
         data = json.loads(index.read_text())
         data["weight_map"] = weight_map
         (staging / index.name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
-class MIEScoreAPI(ClosesOnExit):
-    """MIEScore behind vLLM's ``/classify`` (a server of an exported checkpoint with the plugin installed).
-
-    Args:
-        base_url: the server's OpenAI root, e.g. ``http://127.0.0.1:8000/v1`` (``/classify`` is at the server root).
-        model: the served model name.
-        checkpoint: the export folder (its ``miescore_config.json`` gives the prompt and the score settings).
-        timeout, max_retries, max_concurrency, image_format: as for ``SpatialRewardAPI``.
-    """
-
-    def __init__(self, base_url: str, model: str, checkpoint, timeout: float = 120.0, max_retries: int = 2,
-                 max_concurrency: int = 16, image_format: str = "PNG"):
-        from ..configuration_miescore import MIEScoreConfig
-        from ..judges.chat_client import ChatClient
-
-        self.config = MIEScoreConfig.from_json_file(str(Path(checkpoint) / MIESCORE_CONFIG_FILE))
-        self.client = ChatClient(base_url, model, timeout=timeout, max_retries=max_retries)
-        self.max_concurrency = int(max_concurrency)
-        self.image_format = image_format
-        self.stats: Dict[str, Any] = {"requests": 0, "failed_requests": 0, "prompt_tokens": 0}
-
-    def close(self) -> None:
-        self.client.close()
-
-    def _content(self, sample) -> List[dict]:
-        from ..backbone_families import qwen_patch_factor
-        from ..judges.chat_client import image_to_data_url
-        from ..judges.spatialreward_api import processor_sized_image
-        from ..processing_miescore import build_messages, ordered_images
-
-        config = self.config
-        messages, roles = build_messages(len(sample.sources), sample.instruction, config)
-        images = iter(ordered_images(sample, roles))
-        size = dict(min_pixels=int(config.min_pixels), max_pixels=int(config.max_pixels),
-                    factor=qwen_patch_factor(config))
-        return [{"type": "image_url", "image_url": {"url": image_to_data_url(
-            processor_sized_image(next(images), **size), format=self.image_format)}}
-                if part["type"] == "image" else part for part in messages[0]["content"]]
-
-    def _score_one(self, sample) -> Dict[str, Any]:
-        from ..judges.chat_client import ChatError
-        from ..miescore_overall import overall_score
-
-        body = {"model": self.client.model, "messages": [{"role": "user", "content": self._content(sample)}],
-                "add_generation_prompt": True, "use_activation": False}
-        try:
-            payload, _, _ = self.client.post_json("//classify", body, what="a classification")
-            raw = [float(x) for x in payload["data"][0]["probs"]]
-            tokens = int((payload.get("usage") or {}).get("prompt_tokens") or 0)
-        except ChatError as err:
-            self.stats["requests"] += 1
-            self.stats["failed_requests"] += 1
-            return {"id": sample.id, "failed": True, "error": f"{err.kind}: {err}"}
-        except (KeyError, IndexError, TypeError, ValueError) as err:
-            self.stats["requests"] += 1
-            self.stats["failed_requests"] += 1
-            return {"id": sample.id, "failed": True, "error": f"bad_response: {type(err).__name__}: {err}"}
-        self.stats["requests"] += 1
-        self.stats["prompt_tokens"] += tokens
-        if len(raw) != len(self.config.score_names) or not all(math.isfinite(x) for x in raw):
-            return {"id": sample.id, "failed": True, "error": f"bad_response: {len(raw)} outputs {raw[:4]}"}
-        scaled = [float(self.config.score_scale) / (1.0 + math.exp(-x)) for x in raw]
-        result = dict(zip(self.config.score_names, scaled))
-        result["overall"] = float(overall_score(*scaled, weights=self.config.overall_weights))
-        return {"id": sample.id, "failed": False, **result}
-
-    def score_batch(self, samples: Sequence, batch_size: int = 8,
-                    max_image_pixels: Optional[int] = None) -> List[Dict[str, Any]]:
-        """One result per sample, in order: the scores and ``overall`` on the MOS scale (as
-        ``MIEScoreModel.score_batch``) with ``failed: False``, or ``failed: True`` and ``error`` (no score)."""
-        from ..batched_scoring import score_in_batches
-        from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
-
-        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            return score_in_batches(samples, lambda loaded, _: list(pool.map(self._score_one, loaded)),
-                                    batch_size=batch_size, chunk_size=int(batch_size),
-                                    max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS,
-                                    desc="MIEScore (vLLM)")

@@ -1,5 +1,5 @@
 """A synthetic, offline SpatialReward training fixture (test data, not a training set): raw rows in the schema of
-:mod:`modeling_miescore.training.spatialreward_chat_examples`, made from the scikit-image photos of
+:mod:`modeling_miescore.data.spatialreward_chat_examples`, made from the scikit-image photos of
 :func:`example_edits`, with a few deliberately broken interleavings (:data:`BAD_KINDS`).
 
 The boxes, reasonings and scores are synthetic (they describe the composed edits only roughly); they exist to

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 from ..model_card import ModelCardInfo, render_model_card
 from ..utils.atomic_files import write_text_atomic
 from .card_inputs import card_repo_ids, local_folder, save_adapter_extras, training_settings
-from .spatialreward_chat_examples import processor_pixel_range, set_pixel_range
+from ..data.spatialreward_chat_examples import processor_pixel_range, set_pixel_range
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ def run_card(stage: str, trainer, card_args, model_args, dataset_name: str, repo
     reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(report.reasons.items())) or "none"
     data = (f"Rows of {where} in the SpatialReward schema (SC rows: sources, edited image, instruction, regions, "
             "grounded reasoning, scores; PQ rows: edited image, reasoning, scores; the layout is "
-            "`modeling_miescore/training/spatialreward_chat_examples.py`). "
+            "`modeling_miescore/data/spatialreward_chat_examples.py`). "
             f"{report.kept} of {report.total} rows were used; "
             f"dropped by the checks: {reasons}.")
     hyperparameters = training_settings(trainer.args, argument_names)

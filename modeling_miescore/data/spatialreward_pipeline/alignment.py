@@ -19,7 +19,7 @@ Checks on the answer (reason codes):
   ``--min-similarity 0`` turns it off): D.2.3's first priority is to keep the original text; with the tokens
   taken out, the refined text must match the stage-II reasoning word for word to at least ``min_similarity``
   (default 0.6, difflib ratio over words; the aligner may add one short sentence per uncovered region);
-* verification: the SFT row is checked with :func:`modeling_miescore.training.spatialreward_chat_examples.check_row`
+* verification: the SFT row is checked with :func:`modeling_miescore.data.spatialreward_chat_examples.check_row`
   (exactly one ``<|global|>`` for one source, one ``<|bbox_i|>`` per region, no token without a region, ids
   <= 15, scores round-trip, no chat-control token in the reasoning, instruction or region labels) and, as D.2.3
   requires for every sample, exactly one ``<|global|>`` also with several sources; a failing row is rejected
@@ -41,7 +41,7 @@ from ...judges.call_engine import ChatRequest
 from ...spatialreward_relaxed_json import strip_reasoning_and_fences
 from ...spatialreward_parsing import parse_sc_output
 from ...spatialreward_tokens import GROUNDING_TOKEN_RE
-from ...training.spatialreward_chat_examples import check_row, control_token_problem
+from ..spatialreward_chat_examples import check_row, control_token_problem
 from ...utils.text_hygiene import training_text_problem
 from .grounding import labelled_images
 from .prompts import ALIGNMENT_PROMPT, alignment_inputs_text

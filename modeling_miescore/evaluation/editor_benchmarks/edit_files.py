@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import EXAMPLES, BenchmarkInputError
+from ...data.errors import EXAMPLES, BenchmarkInputError
 
 __all__ = ["EditRef", "ResolvedEdits", "resolve_edits"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ...data.converters.schema import EDITING_COLUMNS, SPLIT
-from ..errors import EXAMPLES, BenchmarkInputError
+from ...data.errors import EXAMPLES, BenchmarkInputError
 from .protocols import EditorBenchmark
 
 __all__ = ["EditingRows", "export_sources", "load_editing_rows", "select_rows"]
@@ -38,7 +38,7 @@ def load_editing_rows(dataset: str, benchmark: EditorBenchmark) -> EditingRows:
     import pandas as pd
 
     from ...data.converters.converted_card import read_benchmark_metadata
-    from ..dataset_splits import load_split
+    from ...data.dataset_splits import load_split
 
     metadata = read_benchmark_metadata(dataset)
     if metadata is None or "editing" not in metadata.get("kinds", []):
@@ -90,7 +90,7 @@ def export_sources(rows: EditingRows, ids: Sequence[str], folder: Path, progress
     from datasets import Image, List
     from tqdm.auto import tqdm
 
-    from ..input_export import safe_file_name, store_image
+    from ...data.input_export import safe_file_name, store_image
 
     wanted = set(ids)
     positions = [i for i, row_id in enumerate(rows.frame["id"]) if row_id in wanted]

@@ -35,7 +35,7 @@ import numpy as np
 from ...data.builders.output_folder import AtomicOutputDir
 from ...image_io import regular_file_problem
 from ...utils.output_paths import check_folder_apart, output_writes
-from ..errors import BenchmarkInputError
+from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
 from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUMNS

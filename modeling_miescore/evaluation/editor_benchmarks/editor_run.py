@@ -8,7 +8,7 @@ export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec
 ``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation alone, from the
 judgements on disk (what ``miescore benchmark rescore`` runs again). Every
 judging step resumes (:mod:`.judge_run`). Bad input raises
-:class:`~modeling_miescore.evaluation.errors.BenchmarkInputError` before anything is judged.
+:class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import BenchmarkInputError
+from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings
 from ..protocol import package_version
 from .edit_files import resolve_edits

@@ -24,7 +24,7 @@ from typing import Dict
 
 from ...image_io import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
-from ..errors import EXAMPLES
+from ...data.errors import EXAMPLES
 from ..protocol import file_sha256
 
 __all__ = ["check_resumable", "file_sha256", "read_records", "run_mllm_judge", "write_judge_inputs"]

@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Dict, Optional
 
-from ..errors import BenchmarkInputError
+from ...data.errors import BenchmarkInputError
 from ..protocol import differences, folder_sha256, make_protocol, package_version, prompts_setting, weights_sha256
 from .protocols import EditorBenchmark, editor_benchmark
 

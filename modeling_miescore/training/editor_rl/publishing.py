@@ -218,7 +218,7 @@ class TrainerOutputs:
         """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed, guided as
         ``sample_grid_schedule`` says: by default on the steps the rollouts guide), each edit with its reward, and
         logged to the trackers. A sharded transformer samples on every process (its forwards are collectives)."""
-        from .schedule import sample_with_schedule
+        from .rollout import sample_with_schedule
 
         cfg, main = self.config, self.accelerator.is_main_process
         if not self.grid_rows or not (main or self.sharded):

@@ -52,11 +52,11 @@ from diffusers.schedulers.scheduling_flow_match_euler_discrete import FlowMatchE
 
 from ...utils.random_draws import randn_tensor
 from .editors import EditorAdapter
-from .schedule import SDE_TYPES, StepPlan
+from .schedule import PIPELINE_SCHEDULE, SDE_TYPES, SamplingSchedule, StepPlan
 
 __all__ = ["SDE_TYPES", "StepStats", "noise_std", "sde_step", "gaussian_kl_on_means", "LogProbScheduler",
            "SampledStep", "TransformerCalls", "install_log_prob_scheduler", "kwargs_rows", "GroupRollout",
-           "TrainedStep", "initial_noise_generators", "sample_group", "slice_calls"]
+           "TrainedStep", "initial_noise_generators", "sample_group", "slice_calls", "sample_with_schedule"]
 
 
 @dataclass
@@ -376,3 +376,15 @@ def slice_calls(calls: List[dict], batched: Sequence[str], rows: Optional[slice]
     if rows is None:
         return calls
     return [kwargs_rows(kw, batched, rows) for kw in calls]
+
+
+def sample_with_schedule(editor, sources, instruction: str, *, num_images: int, num_steps: int, seed: int,
+                         schedule: SamplingSchedule = PIPELINE_SCHEDULE) -> list:
+    """``num_images`` edits of ``sources`` (PIL images) under ``schedule``; ``seed`` seeds the initial noise (as a
+    CPU generator, so the images are the same on every device) and, for SDE steps, the step noise."""
+    if schedule.is_pipeline:
+        generator = torch.Generator("cpu").manual_seed(seed)
+        return editor(list(sources), instruction, num_images=num_images, num_steps=num_steps, generator=generator)
+    rollout = sample_group(editor, key="", sources=sources, source_ids=(), instruction=instruction,
+                           num_images=num_images, plan=schedule.plan(num_steps), seed=seed)
+    return rollout.images

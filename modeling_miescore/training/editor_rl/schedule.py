@@ -43,7 +43,7 @@ steps; :class:`SamplingSchedule` names one choice of CFG fraction, noise level a
   ``eval`` samples with ``noise_level=0``; OmniGen2-RL evaluates GEdit with the Euler scheduler,
   ``evaluation/GEdit-Bench/omnigen2.sh`` @6e0f1b9); ``noise_level > 0`` samples with the training SDE itself.
 
-:func:`sample_with_schedule` runs the stock pipeline under a schedule: for :data:`PIPELINE_SCHEDULE` a plain call,
+:func:`~.rollout.sample_with_schedule` runs the stock pipeline under a schedule: for :data:`PIPELINE_SCHEDULE` a plain call,
 otherwise the rollout machinery with a plan that trains nothing (:mod:`.rollout`).
 
 **Group schedules**: which requests each process turns into edits at each step, and the seeds of those rollouts,
@@ -67,11 +67,9 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import List, Mapping, Sequence, Tuple
 
-import torch
-
 __all__ = ["DEPRECATED_TRAIN_STEPS", "LAST_STEP_MODES", "SDE_TYPES", "StepPlan", "TRAIN_STEP_MODES", "cfg_steps",
            "last_step_levels", "make_step_plan", "mixgrpo_window", "resolve_train_steps", "PIPELINE_SCHEDULE",
-           "SamplingSchedule", "sample_with_schedule", "GroupSchedule", "Piece", "derived_seed"]
+           "SamplingSchedule", "GroupSchedule", "Piece", "derived_seed"]
 
 
 TRAIN_STEP_MODES = ("fraction", "sde_window", "fast", "mixgrpo")
@@ -249,20 +247,6 @@ class SamplingSchedule:
 
 
 PIPELINE_SCHEDULE = SamplingSchedule()
-
-
-def sample_with_schedule(editor, sources, instruction: str, *, num_images: int, num_steps: int, seed: int,
-                         schedule: SamplingSchedule = PIPELINE_SCHEDULE) -> list:
-    """``num_images`` edits of ``sources`` (PIL images) under ``schedule``; ``seed`` seeds the initial noise (as a
-    CPU generator, so the images are the same on every device) and, for SDE steps, the step noise."""
-    if schedule.is_pipeline:
-        generator = torch.Generator("cpu").manual_seed(seed)
-        return editor(list(sources), instruction, num_images=num_images, num_steps=num_steps, generator=generator)
-    from .rollout import sample_group
-
-    rollout = sample_group(editor, key="", sources=sources, source_ids=(), instruction=instruction,
-                           num_images=num_images, plan=schedule.plan(num_steps), seed=seed)
-    return rollout.images
 
 
 def derived_seed(*parts) -> int:

@@ -433,7 +433,7 @@ def _prepare(data, kind: str, prompt_config, max_pixels, max_seq_tokens, process
     report.log(what)
     if report.kept == 0:
         raise ValueError(f"{what}: no usable rows out of {report.total} (drop reasons: {report.reasons}); check "
-                         "the data against the schema in modeling_miescore.training.spatialreward_chat_examples")
+                         "the data against the schema in modeling_miescore.data.spatialreward_chat_examples")
     kept = converted.filter(lambda reason: not reason, input_columns="_drop", num_proc=num_proc) \
         if report.dropped else converted
     return kept.remove_columns(["_drop", "_key"]), report

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..data.schema import MOS_COLUMN_OF, MOS_COLUMNS, TASK_CATEGORY
+from .schema import MOS_COLUMN_OF, MOS_COLUMNS, TASK_CATEGORY
 from .errors import EXAMPLES, BenchmarkInputError
 
 __all__ = ["load_split", "mer_bench_frame", "mer_split_names", "mie_bench_frame", "ordered_labels"]

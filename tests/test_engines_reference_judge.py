@@ -3,7 +3,7 @@
 "Reporting a number others can reproduce"). Two runs of the same benchmark give identical per-sample judgements
 and the same protocol fingerprint; a changed setting changes the fingerprint.
 
-The model is the random servable SpatialReward of ``testing.servable_checkpoints`` (plain Qwen3-VL layout, the real
+The model is the random servable SpatialReward of ``tests/servable_checkpoints.py`` (plain Qwen3-VL layout, the real
 Qwen vocabulary): its answers are random text, so every judgement is a flagged one whose raw answers are kept;
 identical raw answers are what "the same judgements" means here. Each run has its own folder, so its own answer
 cache: the second run asks the server again."""
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.engines
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     require_vllm()
-    from modeling_miescore.testing.servable_checkpoints import random_servable_spatialreward
+    from servable_checkpoints import random_servable_spatialreward
 
     yield from module_server(random_servable_spatialreward(), "reference-judge", tmp_path_factory,
                              env={"MIESCORE_VLLM_MAX_IMAGES": "2", "MIESCORE_VLLM_MAX_MODEL_LEN": "2048"})

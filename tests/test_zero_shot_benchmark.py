@@ -4,6 +4,7 @@ Ovrl.), and end-to-end runs from predictions files and from the tiny MIEScore ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -114,6 +115,11 @@ def test_zero_shot_report_from_predictions_files(benchmarks, predictions, tmp_pa
     assert srcc == pytest.approx({"visual_quality": 1.0, "editing_alignment": -1.0, "attribute_preservation": 1.0})
     assert results["ieqa"]["value"] == pytest.approx(1 / 3)
     markdown = (tmp_path / "r" / "report.md").read_text()
+    protocol = report["protocol"]  # the predictions' hashes are the judgements these numbers come from
+    assert protocol["judge"]["predictions_sha256"] == [hashlib.sha256(predictions[n].read_bytes()).hexdigest()
+                                                       for n in names]
+    assert [d["keys"] for d in protocol["dataset"]] == [r["n_rows"] for r in results.values()]
+    assert markdown.index(protocol["fingerprint"]) < markdown.index("| Methods/Benchmarks")
     assert "| Methods/Benchmarks | GenAI-Bench (Acc., %) | AROURA-Bench (Acc., %) |" in markdown
     assert "| MIEScore (paper) | 76.22 | 70.28 | 76.15 | 0.5508 | 0.5024 | 0.4153 | 0.5047 |" in markdown
     assert "| **hand-made (this run)** | **75.00** | — | **83.33** | — | — | — | **0.3333** |" in markdown
@@ -138,8 +144,9 @@ def test_reward_report_editreward_mmrb2_and_mer_bench(benchmarks, predictions, t
             "--dataset", str(benchmarks["mmrb2"]), "--predictions", str(predictions["mmrb2"]),
             "--dataset", str(tmp_path / "mer"), "--predictions", str(tmp_path / "mer.jsonl")]
     assert main(["benchmark", "reward", *args, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
-    values = {k: v for r in json.loads((tmp_path / "r" / "report.json").read_text())["results"].values()
-              for k, v in r["values"].items()}
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    values = {k: v for r in report["results"].values() for k, v in r["values"].items()}
+    assert len(report["protocol"]["fingerprint"]) == 64 and report["protocol"]["aggregation"]["bootstrap"]["n"] == 0
     assert values["editreward_pf"] == pytest.approx(0.75) and values["editreward_cons"] == 1.0
     assert (values["mmrb2_single"], values["mmrb2_multi"]) == (0.5, 1.0)
     assert values["mmrb2_ovrl"] == pytest.approx(4 / 6)

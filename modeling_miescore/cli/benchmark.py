@@ -213,11 +213,18 @@ def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
 
 def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots_fn) -> int:
     """Record the run (and the id alignment), draw the plots unless --no-plots, write report.json/report.md."""
+    from ..evaluation.protocol import scores_protocol
     from ..evaluation.report import write_report
 
     if alignment is not None:
         report["alignment"] = alignment.to_dict()
     report["run"] = _run_info(args, predictions=str(preds_path))
+    report["protocol"] = scores_protocol(
+        report["benchmark"], datasets=[{"dataset": args.dataset, "split": args.split,
+                                        "keys": alignment.n_matched if alignment is not None else None}],
+        predictions=[preds_path], model=args.model,
+        aggregation={"bootstrap": {"n": args.bootstrap, "seed": args.seed, "level": args.level},
+                     "allow_missing": bool(args.allow_missing)})
     if not args.no_plots:
         report["plots"] = plots_fn()
     json_path, md_path = write_report(out, report)

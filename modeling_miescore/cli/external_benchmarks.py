@@ -119,6 +119,17 @@ def _prepare(args):
     return out, benchmarks, paths, row_name, run
 
 
+def _protocol(kind: str, args, benchmarks, paths, results, aggregation: dict) -> dict:
+    """The report's protocol: each benchmark's data and rows, the predictions scored, the model, the aggregation."""
+    from ..evaluation.protocol import scores_protocol
+
+    datasets = [{"dataset": path, "split": data.protocol, "keys": result.get("n_rows")}
+                for path, data, result in zip(args.dataset, benchmarks, results)]
+    return scores_protocol(kind, datasets=datasets, predictions=paths, model=args.model,
+                           aggregation={**aggregation, "allow_missing": bool(args.allow_missing),
+                                        "protocols": [data.protocol for data in benchmarks]})
+
+
 def cmd_zero_shot(args) -> int:
     from ..evaluation.prediction_files import read_score_predictions
     from ..evaluation.zero_shot_report import evaluate_zero_shot, write_zero_shot_report
@@ -126,7 +137,8 @@ def cmd_zero_shot(args) -> int:
     out, benchmarks, paths, row_name, run = _prepare(args)
     results = [evaluate_zero_shot(data, read_score_predictions(path), allow_missing=args.allow_missing,
                                   source=str(path)) for data, path in zip(benchmarks, paths)]
-    json_path, md_path = write_zero_shot_report(out, results, row_name=row_name, run=run)
+    json_path, md_path = write_zero_shot_report(out, results, row_name=row_name, run=run,
+                                                protocol=_protocol("zero-shot", args, benchmarks, paths, results, {}))
     for result in results:
         print(f"  {result['column']:<20}{result['value']:.4f} ({result['metric']})")
     print(f"wrote {md_path}, {json_path}", file=sys.stderr)
@@ -141,7 +153,9 @@ def cmd_reward(args) -> int:
     settings = BootstrapSettings(n=args.bootstrap, progress=not args.no_progress)
     results = [evaluate_reward(data, path, allow_missing=args.allow_missing, bootstrap=settings)
                for data, path in zip(benchmarks, paths)]
-    json_path, md_path = write_reward_report(out, results, row_name=row_name, run=run)
+    json_path, md_path = write_reward_report(out, results, row_name=row_name, run=run, protocol=_protocol(
+        "reward", args, benchmarks, paths, results, {"bootstrap": {"n": args.bootstrap, "seed": settings.seed,
+                                                                   "level": settings.level}}))
     for result in results:
         print(f"  {result['benchmark']:<16}" + "  ".join(f"{k}={v:.3f}" for k, v in result["values"].items()
                                                         if v is not None))

@@ -114,8 +114,9 @@ def zero_shot_markdown(report: dict) -> str:
     return "\n".join(out)
 
 
-def write_zero_shot_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None):
+def write_zero_shot_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None,
+                           protocol: dict | None = None):
     """``report.json`` + ``report.md`` for the evaluated benchmarks (one result per Table 6 column)."""
     return write_benchmarks_report(out_dir, "zero-shot", results, row_name=row_name, run=run,
                                    published={"source": "MIEScore paper, Table 6", "rows": TABLE6},
-                                   markdown=zero_shot_markdown)
+                                   markdown=zero_shot_markdown, protocol=protocol)

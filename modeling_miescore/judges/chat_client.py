@@ -147,6 +147,7 @@ class ChatCompletion:
     finish_reason: Optional[str] = None
     attempts: int = 1
     repaired: bool = False
+    model: Optional[str] = None  # the model name the endpoint reports in its answer
 
     @classmethod
     def from_payload(cls, payload: Any, attempts: int = 1) -> "ChatCompletion":
@@ -156,8 +157,10 @@ class ChatCompletion:
         first = payload["choices"][0]
         reason = first.get("finish_reason")
         reason = valid_text(reason)[:64] if isinstance(reason, str) else None
+        model = payload.get("model")
         return cls(text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens"),
-                   reason, attempts, repaired=text is not raw_text)
+                   reason, attempts, repaired=text is not raw_text,
+                   model=valid_text(model)[:200] if isinstance(model, str) else None)
 
 
 class ChatClient(ClosesOnExit):

@@ -158,6 +158,7 @@ class JudgeRequestSettings:
     image_quality: int | None = None
     max_pixels: int | None = None
     source: str = ""
+    seed: int | None = None  # sent as the request's ``seed`` when set (the released scripts send none)
 
     def __post_init__(self):
         if self.parts_order not in PARTS_ORDERS:
@@ -170,7 +171,8 @@ class JudgeRequestSettings:
                 "max_tokens": "not sent" if self.max_tokens is None else str(self.max_tokens),
                 "temperature": "not sent" if self.temperature is None else f"{self.temperature:g}",
                 "images": f"{self.image_format.upper()}{f' quality {self.image_quality}' if lossy else ''}, "
-                          f"{'full size' if self.max_pixels is None else f'at most {self.max_pixels} pixels'}"}
+                          f"{'full size' if self.max_pixels is None else f'at most {self.max_pixels} pixels'}",
+                **({} if self.seed is None else {"seed": str(self.seed)})}
 
     def label(self) -> str:
         """One line naming these settings (every judgement record carries it; a resumed run must match)."""
@@ -179,7 +181,7 @@ class JudgeRequestSettings:
     def differences(self, released: "JudgeRequestSettings") -> list[str]:
         """``"setting: ours (released: theirs)"`` for each setting that differs from ``released``."""
         ours, theirs = self.describe(), released.describe()
-        return [f"{k}: {ours[k]} (released: {theirs[k]})" for k in ours if ours[k] != theirs[k]]
+        return [f"{k}: {ours[k]} (released: {theirs.get(k, 'not sent')})" for k in ours if ours[k] != theirs.get(k)]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..metrics.bootstrap import bootstrap_ci
 from ..report_parts import (error_bar_note, error_bars, fmt_ci, legend_below, new_figure, notes_section,
                             plot_value, report_table, run_lines, save_figure, title_case)
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
+from .recheck import recheck_markdown
 from .reward_judges import REWARD_JUDGES, reward_view
 from .scores import benchmark_results, row_records
 
@@ -205,6 +206,7 @@ def editor_markdown(report: dict) -> str:
     if report["results"]:
         out += _headline(report, benchmark) + _per_category(report, benchmark)
     out += _reward_section(report, benchmark)
+    out += recheck_markdown(report, benchmark.labels)
     out += ["## Missing and failed", ""]
     out += _listing("Keys without an edit (left out of every mean)", report["missing_edits"], "none")
     out += _listing("Flagged judgements (an answer without every score; left out)",

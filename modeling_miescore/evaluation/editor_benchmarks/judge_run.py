@@ -18,7 +18,6 @@ was made for another edited image (its ``edited_sha256`` differs) is refused: pa
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Dict
@@ -26,16 +25,9 @@ from typing import Dict
 from ...image_io import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
 from ...data.errors import EXAMPLES
+from ..protocol import file_sha256
 
 __all__ = ["check_resumable", "file_sha256", "read_records", "run_mllm_judge", "write_judge_inputs"]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_judge_inputs(folder: Path, edits, rows, sources: Dict[str, list]) -> tuple[Path, Dict[str, dict]]:

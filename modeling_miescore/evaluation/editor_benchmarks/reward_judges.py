@@ -24,7 +24,8 @@ from ...image_io import MIEScoreInputError
 from .editor_judge import prepare_edited
 from .judge_run import check_resumable
 
-__all__ = ["REWARD_JUDGES", "RewardJudgeKind", "parse_reward_judge", "reward_view", "run_reward_judge"]
+__all__ = ["REWARD_JUDGES", "RewardJudgeKind", "parse_reward_judge", "reward_judge_name", "reward_view",
+           "run_reward_judge"]
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,19 @@ def _load(kind: RewardJudgeKind, ckpt: str, device: str, dtype: str):
     return load(ckpt, device=device, dtype=dtype)
 
 
+def reward_judge_name(kind: RewardJudgeKind, ckpt: str) -> str:
+    """The judge's name in its records and in the report: ``<kind>:<checkpoint's absolute path or Hub id>``."""
+    ref = Path(ckpt).expanduser()
+    return f"{kind.name}:{ref.resolve() if ref.exists() else ckpt}"
+
+
 def run_reward_judge(kind: RewardJudgeKind, ckpt: str, inputs: Path, output: Path, info: Dict[str, dict], *,
                      resize: bool, device: str = "auto", dtype: str = "auto", batch_size: int = 4,
                      progress: bool = True):
     """Score every edit of ``inputs`` not yet in ``output`` with the checkpoint; returns the ``BatchReport``."""
     from ...scoring.jsonl_scoring import BatchReport, read_done_ids, score_jsonl
 
-    ref = Path(ckpt).expanduser()
-    name = f"{kind.name}:{ref.resolve() if ref.exists() else ckpt}"
+    name = reward_judge_name(kind, ckpt)
     check_resumable(output, {"judge": name}, info)
     done, _ = read_done_ids(output, repair=False)
     if set(info) <= done:  # a finished run: report again without loading the model

@@ -1,0 +1,157 @@
+"""Issue 44, "see reward hacking coming and stop it": held-out evals with a gold reward, the paired hacking alarm,
+``stop_on_hacking``, the best checkpoint, the curves picture, the resume that keeps them, the served / judged gold.
+
+The proxy is the training reward (redness); a gold that prefers the opposite (``low_redness``, ``fidelity_to_source``)
+must raise the alarm, one that agrees (``red_share``) must not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from editor_rl_runs import REDNESS, run_recipe, toy_config
+from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.training.editor_rl.evaluation import (EvalResult, HackingMonitor, paired_change,
+                                                             rotate_checkpoints)
+from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+GOLDS = "modeling_miescore.testing.editor_rewards"
+
+
+def _eval_config(toy_editor_path, editing_requests, out, gold: str, **overrides):
+    settings = dict(eval_dataset=str(editing_requests), eval_steps=2, eval_images_per_request=3,
+                    eval_rewards={"gold": f"{GOLDS}:{gold}"}, hacking_patience=1, max_steps=4, save_steps=10)
+    settings.update(overrides)
+    return toy_config(toy_editor_path, editing_requests, out, **settings)
+
+
+def _lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_gold_that_prefers_the_opposite_raises_the_alarm_and_stop_on_hacking_ends_the_run(
+        toy_editor_path, editing_requests, tmp_path, caplog):
+    out = tmp_path / "hacked"
+    config = _eval_config(toy_editor_path, editing_requests, out, "low_redness", stop_on_hacking=True, max_steps=6,
+                          metric_for_best_model="eval/gold", load_best_model_at_end=True)
+    with caplog.at_level("INFO"):
+        assert run_recipe(config) == 0  # a stop on hacking is a successful end
+    run = json.loads((out / "run.json").read_text())
+    alarm = run["hacking_alarms"][0]
+    assert alarm["reward"] == "gold" and alarm["train_reward"]["direction"] == 1 and alarm["gold"]["direction"] == -1
+    assert alarm["train_reward"]["low"] > 0 and alarm["gold"]["high"] < 0 and alarm["gold"]["pairs"] == 12
+    assert run["stopped"]["step"] == alarm["step"] < 6 and "stop_on_hacking" in run["stopped"]["reason"]
+    assert run["evaluation"]["requests"] == ["cat-red", "coffee-cat", "rocket-red", "astronaut-rocket"]
+    assert sum("HACKING ALARM at step" in r.getMessage() for r in caplog.records) == 1
+    rows = _lines(out / "metrics.jsonl")
+    evals = [r for r in rows if "eval/gold" in r]
+    assert [r["step"] for r in evals] == list(range(0, alarm["step"] + 1, 2))
+    assert evals[0]["eval/gold/source_as_edit"] is not None and evals[0]["eval/gold/failures"] == 0
+    assert evals[-1]["eval/train_reward"] > evals[0]["eval/train_reward"]
+    assert evals[0]["eval/gold/ci_low"] <= evals[0]["eval/gold"] <= evals[0]["eval/gold/ci_high"]
+    assert [r["hacking_alarm"]["step"] for r in rows if "hacking_alarm" in r] == [alarm["step"]]
+    assert not any(r.get("step", 0) > alarm["step"] for r in rows)  # nothing trained after the stop
+    assert (out / "eval_curves.png").stat().st_size > 1000
+    # the gold falls from the start, so its best is the untrained step 0, and that is what was exported
+    assert run["best_model"]["step"] == 0 and (out / "checkpoint-0").is_dir()
+    exported = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    up = [t for n, t in exported.items() if "lora_B" in n or "lora.up" in n]
+    assert up and all(float(t.abs().sum()) == 0 for t in up)  # B starts at 0: the untrained adapter
+    card = (out / "README.md").read_text()
+    assert "## Evaluation" in card and "The run stopped at step" in card and "best checkpoint (step 0)" in card
+
+
+def test_a_gold_that_agrees_raises_nothing_and_the_best_checkpoint_is_exported(toy_editor_path, editing_requests,
+                                                                              tmp_path):
+    out = tmp_path / "control"
+    config = _eval_config(toy_editor_path, editing_requests, out, "red_share", stop_on_hacking=True,
+                          metric_for_best_model="eval/gold", greater_is_better=False, load_best_model_at_end=True,
+                          save_total_limit=1)
+    result = FlowGRPOEditorTrainer(config).train()
+    run = json.loads((out / "run.json").read_text())
+    assert run["hacking_alarms"] == [] and result["hacking_alarms"] == [] and run.get("stopped") is None
+    # greater_is_better false on a gold that rises with training: the best is the first eval, kept by the limit
+    assert run["best_model"]["step"] == 0 and result["step"] == 4
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-0", "checkpoint-4"]
+    best = load_file(str(out / "checkpoint-0" / "trainable.safetensors"))
+    last = load_file(str(out / "checkpoint-4" / "trainable.safetensors"))
+    assert any(not torch.equal(best[n], last[n]) for n in best)
+    evals = [r for r in result["metrics"] if "eval/gold" in r]
+    assert [r["step"] for r in evals] == [0, 2, 4] and evals[-1]["eval/gold"] > evals[0]["eval/gold"]
+
+
+def test_the_alarm_judges_each_change_against_its_noise():
+    """Paired changes: a shift far inside the edits' spread is still significant when every edit moves the same
+    way; a change that is noise is not; the alarm needs `patience` consecutive diverging evals."""
+    base = [0.1 * k for k in range(12)]
+    up = [v + 0.001 for v in base]
+    noisy = [v + (0.05 if k % 2 else -0.05) for k, v in enumerate(base)]
+    assert paired_change(base, up, 0)["direction"] == 1
+    assert paired_change(up, base, 0)["direction"] == -1
+    assert paired_change(base, noisy, 0)["direction"] == 0
+    assert paired_change(base[:5], up[:5], 0)["direction"] == 0  # fewer than 10 edits: no judgement
+
+    def result(step, proxy, gold):
+        return EvalResult(step, {"train_reward": proxy, "gold": gold}, {})
+
+    monitor = HackingMonitor(patience=2, seed=0)
+    shifted = [[v + 0.001 * s for v in base] for s in range(4)]
+    assert monitor.observe(result(0, shifted[0], shifted[3]), result(2, shifted[1], shifted[2])) == []  # 1 of 2
+    alarms = monitor.observe(result(2, shifted[1], shifted[2]), result(4, shifted[2], shifted[1]))
+    assert [(a["step"], a["reward"], a["since_step"], a["evals"]) for a in alarms] == [(4, "gold", 0, 3)]
+    assert monitor.observe(result(4, shifted[2], shifted[1]), result(6, shifted[3], shifted[1])) == []  # gold flat
+
+
+def test_save_total_limit_keeps_the_best_and_the_last(tmp_path):
+    for step in (0, 2, 4, 6, 8):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    assert rotate_checkpoints(tmp_path, 2, keep=[2]) == ["checkpoint-0", "checkpoint-4", "checkpoint-6"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2", "checkpoint-8"]
+
+
+@pytest.mark.parametrize("override, says", [
+    (dict(eval_steps=2), "eval_steps 2 evaluates held-out requests: give eval_dataset"),
+    (dict(eval_split_size=2), "eval requests are given but eval_steps is 0"),
+    (dict(eval_steps=2, eval_split_size=1, eval_dataset="x.jsonl"), "give one of them"),
+    (dict(eval_steps=2, eval_split_size=1, eval_rewards={"gold": f"{GOLDS}:low_redness"},
+          metric_for_best_model="eval/gld"), "metric_for_best_model 'eval/gld' is not an eval metric of this run; it "
+                                             "takes eval/train_reward, eval/gold; did you mean eval/gold?"),
+    (dict(load_best_model_at_end=True), "load_best_model_at_end needs metric_for_best_model"),
+    (dict(stop_on_hacking=True), "stop_on_hacking needs a gold reward"),
+    (dict(eval_steps=2, eval_split_size=1, eval_rewards={"train_reward": REDNESS}), "eval_rewards name 'train_reward'"),
+    (dict(eval_steps=2, eval_split_size=1, eval_rewards={"gold": "gedit-judge:gpt-4.1"}),
+     "eval_rewards gold: 'gedit-judge:gpt-4.1': write gedit-judge:MODEL@URL"),
+    (dict(eval_steps=2, eval_split_size=1, eval_rewards={"gold": "spatialreword:/ckpt"}),
+     "did you mean spatialreward?"),
+    (dict(hacking_patience=0), "hacking_patience must be an integer >= 1, got 0"),
+    (dict(save_total_limit=0), "save_total_limit must be an integer >= 1 or None, got 0"),
+    (dict(eval_images_per_request=0), "eval_images_per_request must be an integer >= 1, got 0"),
+])
+def test_bad_evaluation_settings_are_one_line_each(toy_editor_path, editing_requests, tmp_path, override, says):
+    with pytest.raises(MIEScoreInputError, match=None) as error:
+        toy_config(toy_editor_path, editing_requests, tmp_path / "run", **override).validate()
+    assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_holding_out_every_request_is_refused_before_anything_is_written(toy_editor_path, editing_requests, tmp_path,
+                                                                         capsys):
+    out = tmp_path / "run"
+    config = toy_config(toy_editor_path, editing_requests, out, eval_split_size=4, eval_steps=2)
+    assert run_recipe(config) == 2
+    assert "eval_split_size 4 holds out every request of dataset (4)" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_split_holds_requests_out_of_training_and_records_them(toy_editor_path, editing_requests, tmp_path):
+    out = tmp_path / "split"
+    config = toy_config(toy_editor_path, editing_requests, out, eval_split_size=2, eval_steps=2, max_steps=2,
+                        save_rollouts_steps=1, eval_images_per_request=1)
+    FlowGRPOEditorTrainer(config).train()
+    held = json.loads((out / "run.json").read_text())["evaluation"]["requests"]
+    trained = {r["request"] for r in _lines(out / "rollouts" / "rollouts.jsonl")}
+    assert len(held) == 2 and trained and not trained & set(held)

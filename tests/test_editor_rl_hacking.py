@@ -12,8 +12,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from editor_bench_helpers import looking_judge
 from editor_rl_runs import REDNESS, run_recipe, toy_config
+from local_http import RoutedChatServer, chat_completion, request_images
+
 from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.serving.backends import CallableBackend
+from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.settings import ServerSettings
+from modeling_miescore.testing.editor_rewards import redness
 from modeling_miescore.training.editor_rl.evaluation import (EvalResult, HackingMonitor, paired_change,
                                                              rotate_checkpoints)
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
@@ -155,3 +162,86 @@ def test_the_split_holds_requests_out_of_training_and_records_them(toy_editor_pa
     held = json.loads((out / "run.json").read_text())["evaluation"]["requests"]
     trained = {r["request"] for r in _lines(out / "rollouts" / "rollouts.jsonl")}
     assert len(held) == 2 and trained and not trained & set(held)
+
+
+@pytest.mark.slow
+def test_a_resume_after_a_crash_keeps_the_eval_history_the_alarms_and_the_best_checkpoint(
+        toy_editor_path, editing_requests, tmp_path, monkeypatch):
+    """A run whose reward goes down at step 6 resumes from checkpoint-4 and ends as the uninterrupted run: the same
+    metrics (eval rows included), evals, alarms, best checkpoint and exported adapter."""
+    from modeling_miescore.rewards.groups import RewardUnavailableError
+    from modeling_miescore.testing import editor_rewards
+
+    settings = dict(max_steps=8, save_steps=3, metric_for_best_model="eval/gold", load_best_model_at_end=True,
+                    save_total_limit=2)
+    full = tmp_path / "full"
+    FlowGRPOEditorTrainer(_eval_config(toy_editor_path, editing_requests, full, "low_redness", **settings)).train()
+    calls = {"training": 0, "down": True}
+
+    def flaky(images, instructions, sources):
+        calls["training"] += len(images) == 8  # a training batch (the evals score 12 edits, the sources 4)
+        if calls["training"] == 6 and calls["down"]:
+            raise ConnectionError("reward server went away")
+        return editor_rewards.mean_redness(images, instructions, sources)
+
+    monkeypatch.setattr(editor_rewards, "flaky", flaky, raising=False)
+    broken = tmp_path / "broken"
+    config = _eval_config(toy_editor_path, editing_requests, broken, "low_redness", reward=f"{GOLDS}:flaky",
+                          **settings)
+    with pytest.raises(RewardUnavailableError, match="failed at step 6"):
+        FlowGRPOEditorTrainer(config).train()
+    assert max(json.loads(line)["step"] for line in (broken / "evals.jsonl").read_text().splitlines()) == 4
+    calls["down"] = False
+    config.resume = True
+    FlowGRPOEditorTrainer(config).train()
+
+    def strip(path):
+        return [{k: v for k, v in row.items() if not k.startswith("seconds")} for row in _lines(path)]
+
+    assert strip(full / "metrics.jsonl") == strip(broken / "metrics.jsonl")
+    assert (full / "evals.jsonl").read_text() == (broken / "evals.jsonl").read_text()
+    runs = [json.loads((folder / "run.json").read_text()) for folder in (full, broken)]
+    assert runs[0]["hacking_alarms"] == runs[1]["hacking_alarms"] and runs[0]["hacking_alarms"]
+    assert runs[0]["best_model"] == runs[1]["best_model"]
+    assert (broken / runs[1]["best_model"]["checkpoint"]).is_dir()  # save_total_limit kept it
+    a, b = (load_file(str(folder / "pytorch_lora_weights.safetensors")) for folder in (full, broken))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _redness_overall(samples):
+    return [{"overall": 100 * max(0.0, redness(s.edited))} for s in samples]
+
+
+def test_served_and_judged_eval_rewards_overlap_training_and_failures_are_flagged(toy_editor_path, editing_requests,
+                                                                                 tmp_path):
+    """The training reward and the golds run elsewhere (`serve:` replicas, GEdit's judge on an OpenAI-compatible
+    endpoint that looks at the images), so the evals are scored on a thread while training goes on; a judge that
+    answers nonsense gives flagged, counted failures, never a number, and the run goes on."""
+    served = serve_in_background(CallableBackend(_redness_overall), ServerSettings(max_wait_ms=5)).start()
+    try:
+        with RoutedChatServer(looking_judge) as judge, RoutedChatServer(_nonsense) as broken:
+            golds = {"gedit": f"gedit-judge:judge@{judge.url}", "served": f"serve:{served.url}",
+                     "broken": f"gedit-judge:judge@{broken.url}"}
+            out = tmp_path / "remote"
+            config = _eval_config(toy_editor_path, editing_requests, out, "low_redness", eval_rewards=golds,
+                                  reward=f"serve:{served.url}", eval_images_per_request=2)
+            trainer = FlowGRPOEditorTrainer(config)
+            result = trainer.train()
+            sc_requests = [r for r in judge.requests if len(request_images(r["body"])) == 2]
+    finally:
+        served.stop()
+    assert trainer.eval_remote and result["step"] == 4
+    evals = [r for r in _lines(out / "metrics.jsonl") if "eval/gedit" in r]
+    assert [r["step"] for r in evals] == [0, 2, 4]
+    for row in evals:
+        assert 0 <= row["eval/gedit"] <= 10 and row["eval/gedit/failures"] == 0
+        assert row["eval/served"] == pytest.approx(row["eval/train_reward"])  # the same scorer, the same edits
+        assert row["eval/broken"] is None and row["eval/broken/failures"] == 8  # 4 requests x 2 edits, flagged
+    assert evals[0]["eval/gedit/source_as_edit"] is not None
+    assert len(sc_requests) == 3 * 8 + 4  # every eval edit judged once, and each first source once
+    history = [json.loads(line) for line in (out / "evals.jsonl").read_text().splitlines()]
+    assert set(history[-1]["failures"]["broken"]) == {"judge_flagged"}
+
+
+def _nonsense(body, repeat):
+    return 200, chat_completion("I would rather not say.", 50, 5), None, 0

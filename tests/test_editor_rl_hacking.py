@@ -7,13 +7,14 @@ must raise the alarm, one that agrees (``red_share``) must not."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from editor_bench_helpers import looking_judge
-from editor_rl_runs import REDNESS, run_recipe, toy_config
+from editor_rl_runs import REDNESS, recipe_cli, run_recipe, toy_config
 from local_http import RoutedChatServer, chat_completion, request_images
 
 from modeling_miescore.image_io import MIEScoreInputError
@@ -245,3 +246,37 @@ def test_served_and_judged_eval_rewards_overlap_training_and_failures_are_flagge
 
 def _nonsense(body, repeat):
     return 200, chat_completion("I would rather not say.", 50, 5), None, 0
+
+
+TINY = str(Path(__file__).resolve().parents[1] / "trainers" / "configs" / "flow_grpo_editor_tiny_cpu.yaml")
+
+
+def _tiny_run(tmp_path, tiny_editor_path, editing_requests, gold: str, seed: int) -> tuple:
+    """The tiny CPU recipe (redness proxy) with a gold eval reward; ``(exit status, run.json, eval rows)``."""
+    out = tmp_path / f"{gold}-{seed}"
+    status = recipe_cli("--config", TINY, "--model_name_or_path", str(tiny_editor_path("flux2-klein")),
+                        "--dataset", str(editing_requests), "--output_dir", str(out), "--progress", "false",
+                        "--seed", str(seed), "--sample_grid_steps", "0", "--eval_split_size", "2",
+                        "--eval_images_per_request", "5", "--eval_steps", "3", "--hacking_patience", "2",
+                        "--eval_rewards", json.dumps({"gold": f"{GOLDS}:{gold}"}), "--stop_on_hacking", "true",
+                        "--metric_for_best_model", "eval/gold", "--load_best_model_at_end", "true")
+    run = json.loads((out / "run.json").read_text())
+    evals = [r for r in _lines(out / "metrics.jsonl") if "eval/gold" in r]
+    for row in evals:
+        print(f"{gold} seed {seed} step {row['step']}: proxy {row['eval/train_reward']:.4f} gold {row['eval/gold']:.4f}")
+    return status, run, evals, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_tiny_recipe_raises_the_alarm_against_an_opposite_gold_and_not_against_an_agreeing_one(
+        tmp_path, tiny_editor_path, editing_requests, seed):
+    status, run, evals, out = _tiny_run(tmp_path, tiny_editor_path, editing_requests, "low_redness", seed)
+    assert status == 0 and run["hacking_alarms"] and run["stopped"]["step"] == run["hacking_alarms"][0]["step"] < 30
+    assert evals[-1]["eval/train_reward"] > evals[0]["eval/train_reward"] and evals[-1]["eval/gold"] < evals[0]["eval/gold"]
+    best = max(evals, key=lambda r: r["eval/gold"])
+    assert run["best_model"]["step"] == best["step"] and f"best checkpoint (step {best['step']})" in (
+        out / "README.md").read_text()
+    status, run, evals, out = _tiny_run(tmp_path, tiny_editor_path, editing_requests, "red_share", seed)
+    assert status == 0 and run["hacking_alarms"] == [] and run.get("stopped") is None and evals[-1]["step"] == 30
+    assert run["best_model"]["step"] == max(evals, key=lambda r: r["eval/gold"])["step"]

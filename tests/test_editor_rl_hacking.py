@@ -263,7 +263,8 @@ def _tiny_run(tmp_path, tiny_editor_path, editing_requests, gold: str, seed: int
     run = json.loads((out / "run.json").read_text())
     evals = [r for r in _lines(out / "metrics.jsonl") if "eval/gold" in r]
     for row in evals:
-        print(f"{gold} seed {seed} step {row['step']}: proxy {row['eval/train_reward']:.4f} gold {row['eval/gold']:.4f}")
+        print(f"{gold} seed {seed} step {row['step']}: proxy {row['eval/train_reward']:.4f} "
+              f"gold {row['eval/gold']:.4f}")
     return status, run, evals, out
 
 
@@ -273,7 +274,8 @@ def test_the_tiny_recipe_raises_the_alarm_against_an_opposite_gold_and_not_again
         tmp_path, tiny_editor_path, editing_requests, seed):
     status, run, evals, out = _tiny_run(tmp_path, tiny_editor_path, editing_requests, "low_redness", seed)
     assert status == 0 and run["hacking_alarms"] and run["stopped"]["step"] == run["hacking_alarms"][0]["step"] < 30
-    assert evals[-1]["eval/train_reward"] > evals[0]["eval/train_reward"] and evals[-1]["eval/gold"] < evals[0]["eval/gold"]
+    assert evals[-1]["eval/train_reward"] > evals[0]["eval/train_reward"]
+    assert evals[-1]["eval/gold"] < evals[0]["eval/gold"]
     best = max(evals, key=lambda r: r["eval/gold"])
     assert run["best_model"]["step"] == best["step"] and f"best checkpoint (step {best['step']})" in (
         out / "README.md").read_text()

@@ -6,8 +6,8 @@ Each edit is judged as ``miescore benchmark gedit`` judges it (the protocol's re
 the first source's size, the benchmark's prompts: our own wording by default, ``prompts=PATH`` for the user's copy
 of VIEScore's ``vie_prompts.py``); the reward is the judge's overall ``O = sqrt(SC x PQ)`` on 0-10, with ``sc`` and
 ``pq`` as components. A request that failed after its retries (``request_failed``) or an answer the judge flags
-(refusal, unparsable, out of scale: ``judge_flagged``) is a failed sample, never a number. The editor-RL trainer takes it
-as an ``eval_rewards`` gold (``modeling_miescore.training.editor_rl.evaluation``).
+(refusal, unparsable, out of scale: ``judge_flagged``) is a failed sample, never a number. The editor-RL trainer
+takes it as an ``eval_rewards`` gold (``modeling_miescore.training.editor_rl.evaluation``).
 """
 
 from __future__ import annotations

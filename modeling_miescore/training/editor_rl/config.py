@@ -293,7 +293,7 @@ class FlowGRPOConfig:
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
-        from .evaluation import evaluation_problems
+        from .eval_settings import evaluation_problems
 
         return (problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
                 + evaluation_problems(self))

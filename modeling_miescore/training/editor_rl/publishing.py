@@ -178,7 +178,8 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
               "```bash", *fetch, f"miescore edit --lora {Path(repo_id).name if repo_id else adapter} "
               "--input rows.jsonl --out edits/", "```", "",
               "## Training", "", markdown_table(["setting", "value"], settings), "", "## Run", "", run, "",
-              *sections, "## License", "", f"The adapter follows the license of its base model `{base}`; read it on that "
+              *sections,
+              "## License", "", f"The adapter follows the license of its base model `{base}`; read it on that "
               "model's card before use.", ""]
     return write_text_atomic(out / "README.md", f"---\n{_metadata(config, base_id)}\n---\n\n" + "\n".join(lines))
 

@@ -282,3 +282,47 @@ def test_the_tiny_recipe_raises_the_alarm_against_an_opposite_gold_and_not_again
     status, run, evals, out = _tiny_run(tmp_path, tiny_editor_path, editing_requests, "red_share", seed)
     assert status == 0 and run["hacking_alarms"] == [] and run.get("stopped") is None and evals[-1]["step"] == 30
     assert run["best_model"]["step"] == max(evals, key=lambda r: r["eval/gold"])["step"]
+
+
+def test_grpo_guard_normalises_the_ratio_per_step():
+    """GRPO-Guard (arXiv 2510.22319): under the plain per-step ratio a policy whose step mean moved by delta has
+    log-ratio mean -delta^2 / (2 s^2), below 0 and worst at the low-noise steps; the guarded log-ratio has mean 0 at
+    every step (and equals mean(delta * noise), whatever the step's noise)."""
+    from modeling_miescore.training.editor_rl.objective import guard_log_ratio
+    from modeling_miescore.training.editor_rl.rollout import sde_step
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(4096, 16, 4, generator=generator)
+    v_old = torch.randn(4096, 16, 4, generator=generator)
+    v_new = v_old + 0.05
+    plain, guarded = {}, {}
+    for sigma, sigma_next in ((0.9, 0.8), (0.2, 0.1)):  # a high-noise and a low-noise step
+        old = sde_step(v_old, x, sigma, sigma_next, noise_level=0.7, sigma_max=0.95,
+                       generator=torch.Generator().manual_seed(1))
+        new = sde_step(v_new, x, sigma, sigma_next, noise_level=0.7, sigma_max=0.95, next_sample=old.next_sample)
+        log_ratio = new.log_prob - old.log_prob
+        plain[sigma] = float(log_ratio.mean())
+        guarded[sigma] = guard_log_ratio(log_ratio, new.mean, old.mean, new.std)
+        noise = (old.next_sample - old.mean) / old.std
+        assert torch.allclose(guarded[sigma], ((new.mean - old.mean) * noise).flatten(1).mean(1), atol=1e-5)
+    assert plain[0.2] < plain[0.9] < 0 and plain[0.2] < -10 * abs(float(guarded[0.2].mean()))
+    assert all(abs(float(g.mean())) < 3e-3 for g in guarded.values())
+
+
+def test_the_toy_run_still_learns_with_grpo_guard(toy_editor_path, editing_requests, tmp_path):
+    result = FlowGRPOEditorTrainer(toy_config(toy_editor_path, editing_requests, tmp_path / "guard", max_steps=8,
+                                              grpo_guard=True)).train()
+    rewards = [m["reward_mean"] for m in result["metrics"]]
+    assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.05, rewards
+    assert result["metrics"][0]["ratio_mean"] == pytest.approx(1.0, abs=1e-3)  # on-policy: still exactly 1
+
+
+@pytest.mark.slow
+def test_the_tiny_recipe_still_learns_with_grpo_guard(tmp_path, tiny_editor_path, editing_requests):
+    out = tmp_path / "guard"
+    status = recipe_cli("--config", TINY, "--model_name_or_path", str(tiny_editor_path("flux2-klein")),
+                        "--dataset", str(editing_requests), "--output_dir", str(out), "--progress", "false",
+                        "--sample_grid_steps", "0", "--grpo_guard", "true")
+    rewards = [row["reward_mean"] for row in _lines(out / "metrics.jsonl")]
+    print("grpo_guard: " + " ".join(f"{r:.4f}" for r in rewards[::5]))
+    assert status == 0 and sum(rewards[-5:]) / 5 - sum(rewards[:3]) / 3 > 0.02, rewards

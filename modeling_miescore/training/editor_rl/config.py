@@ -138,6 +138,10 @@ class FlowGRPOConfig:
         "help": "none | tempflow (OmniGen2-RL policy_loss_reweighting @6e0f1b9: step k's policy loss x K s_k / "
                 "mean s, the weights average K, the trained steps) | tempflow_mean_one (the same shape, averaging 1: "
                 "beta K times stronger relative to the policy term)."})
+    grpo_guard: bool = field(default=False, metadata={
+        "help": "GRPO-Guard (arXiv 2510.22319): each trained step's log-ratio is normalised, s (log p - log p_old) + "
+                "|mu - mu_old|^2 / (2 s) with s the step's noise std, which centres the ratio at 1 and scales its "
+                "gradient by s (X-GenGroup/Flow-Factory GRPOGuardTrainer._guard_ratio @b30dc00); sde_type sde only."})
     # --- optimisation -------------------------------------------------------------------------------------------
     finetuning: Annotated[str, OneOf("lora", "full")] = field(default="lora", metadata={
         "help": "lora | full (every transformer weight trained; the KL reference is a frozen copy; DDP or one "
@@ -282,6 +286,9 @@ class FlowGRPOConfig:
         if self.fsdp and self.ema_decay > 0:
             problems.append("ema_decay > 0 is not supported with fsdp (the EMA would hold sharded copies); set "
                             "ema_decay: 0")
+        if self.grpo_guard and self.sde_type != "sde":
+            problems.append(f"grpo_guard normalises the Gaussian log-ratio of sde_type sde; sde_type is "
+                            f"{self.sde_type!r}: drop grpo_guard or use sde_type: sde")
         if self.train_steps == "fast" and not self.same_latent:
             problems.append("train_steps fast branches one shared trajectory per group, so the group shares its "
                             "initial noise: drop same_latent: false, or use train_steps sde_window (each member "

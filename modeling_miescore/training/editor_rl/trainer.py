@@ -235,7 +235,8 @@ class FlowGRPOEditorTrainer(TrainerEvaluation, TrainerResume, TrainerOutputs):
         rollout = sample_group(self.editor, key=group_key(row.source_ids, row.instruction), sources=row.load_sources(),
                                source_ids=row.source_ids, instruction=row.instruction, num_images=piece.size,
                                plan=self._plan(step, index), seed=group_seed if cfg.same_latent else piece_seed,
-                               shared_noise=cfg.same_latent, sde_seed=None if whole else piece_seed + 1_000_003)
+                               shared_noise=cfg.same_latent, sde_seed=None if whole else piece_seed + 1_000_003,
+                               keep_means=cfg.grpo_guard)
         rollout.first_member = piece.first
         return rollout
 

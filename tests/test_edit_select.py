@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from editor_bench_helpers import converted
@@ -18,7 +23,8 @@ from modeling_miescore.testing.editor_rewards import redness
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TOY = "modeling_miescore.testing.toy_editor:load_toy_editor"
-REDNESS = "modeling_miescore.testing.editor_rewards:mean_redness"
+REWARDS = "modeling_miescore.testing.editor_rewards"
+REDNESS = f"{REWARDS}:mean_redness"
 
 
 def _lines(path):
@@ -155,3 +161,101 @@ def test_benchmark_reports_first_selected_and_oracle_and_editors_compares_them(t
     page = (cmp / "report.md").read_text()
     assert "candidate modeling_miescore.testing.editor_rewards:mean_redness scored highest" in page
     assert "> **RANDOM WEIGHTS (a test)**" in page  # the run's label carries over to the comparison
+
+
+def _edit_process(toy_editor_path, requests, out, *extra):
+    """``miescore edit`` in a child process (a reward's ``os._exit`` would end this test session)."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "modeling_miescore.cli.main", "edit", "--pipeline", TOY, "--model",
+                           str(toy_editor_path), "--input", str(requests), "--out", str(out), "--steps", "2",
+                           "--num-images", "2", "--limit", "2", "--no-progress", *extra],
+                          env=env, cwd=root, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("reward,message", [
+    ("exiting_reward", r"failed while scoring the candidates: raised SystemExit\(SystemExit\(0\)\) inside the reward"),
+    ("os_exit_reward", r"failed while scoring the candidates: RewardExitError: called os._exit\(0\)"),
+    ("wrong_length_reward", r"failed while scoring the candidates: ValueError: reward '\S+' returned 3 rewards for "
+                            "4 edits"),
+    ("value_error_reward", r"failed while scoring the candidates: ValueError: cannot score an image"),
+])
+def test_a_reward_that_exits_or_raises_stops_the_selection_with_one_line(toy_editor_path, editing_requests,
+                                                                         tmp_path, reward, message):
+    """The trainer's contract (test_editor_rl_reward_exits): before, SystemExit(0) / os._exit(0) ended `edit` with
+    exit 0 and no word (candidates made, no edit selected), and a ValueError was a traceback."""
+    out = tmp_path / "out"
+    done = _edit_process(toy_editor_path, editing_requests, out, "--select", f"{REWARDS}:{reward}")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "is unavailable" in x)
+    assert re.search(rf"miescore edit: reward '{REWARDS}:{reward}' is unavailable: {message}", line), line
+    assert "the candidates are kept" in done.stderr
+    assert len(_lines(out / "candidates.jsonl")) == 4 and not (out / "edits.jsonl").read_text()
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("bogus", "unknown reward 'bogus'"),
+    (f"{REWARDS}:mean_rednes", "has no callable 'mean_rednes'; did you mean mean_redness?"),
+    ("no_such_package.rewards:score", "cannot import module 'no_such_package.rewards'"),
+    ("miescore:/no/such/checkpoint", "no checkpoint folder '/no/such/checkpoint'"),
+])
+def test_an_unusable_select_spec_is_refused_before_any_candidate_is_made(toy_editor_path, editing_requests, tmp_path,
+                                                                         capsys, spec, message):
+    """Before, the spec was tried after N x requests candidates were made, and selection.json kept it: the rerun
+    with the corrected spec on the same --out was refused."""
+    out = tmp_path / "out"
+    assert _edit(toy_editor_path, editing_requests, out, "--select", spec, "--limit", "1") == 2
+    err = capsys.readouterr().err
+    assert "--select: " in err and message in err and "Traceback" not in err
+    assert not (out / "candidates.jsonl").exists() and not (out / "selection.json").exists()
+    assert _edit(toy_editor_path, editing_requests, out, "--select", REDNESS, "--limit", "1") == 0
+
+
+def test_a_recorded_selection_that_selected_nothing_yields_to_a_corrected_spec(toy_editor_path, editing_requests,
+                                                                              tmp_path, capsys):
+    """A folder whose selection.json records a spec that never selected anything (as an unusable spec was
+    recorded before): the corrected --select resumes it with the candidates made; once an edit is selected,
+    another reward is refused."""
+    out = tmp_path / "out"
+    assert _edit(toy_editor_path, editing_requests, out, "--select", REDNESS, "--limit", "1") == 0
+    candidates = (out / "candidates.jsonl").read_text()
+    (out / "edits.jsonl").write_text("")
+    (out / "selection.json").write_text(json.dumps({"selected_by": "bogus", "num_images": 3}))
+    assert _edit(toy_editor_path, editing_requests, out, "--select", REDNESS, "--limit", "1") == 0
+    assert (out / "candidates.jsonl").read_text() == candidates and len(_lines(out / "edits.jsonl")) == 1
+    assert json.loads((out / "selection.json").read_text())["selected_by"] == REDNESS
+    capsys.readouterr()
+    assert _edit(toy_editor_path, editing_requests, out, "--select", f"{REWARDS}:constant_reward", "--limit", "1") == 2
+    assert "holds a selection of" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("sample", "x", "'sample' must be an integer from 0 to 2 (--num-images 3), got 'x'"),
+    ("sample", 7, "'sample' must be an integer from 0 to 2 (--num-images 3), got 7"),
+    ("key", None, "'key' must be the request's id (a string), got None"),
+    ("edited", "../../../etc/passwd", "'edited': "),
+])
+def test_a_damaged_candidates_file_is_one_line_naming_its_line(toy_editor_path, editing_requests, tmp_path, capsys,
+                                                               field, value, message):
+    out = tmp_path / "out"
+    assert _edit(toy_editor_path, editing_requests, out, "--limit", "1", "--select", REDNESS) == 0
+    (out / "edits.jsonl").write_text("")  # selected again from the damaged file
+    lines = _lines(out / "candidates.jsonl")
+    lines[1][field] = value
+    (out / "candidates.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    capsys.readouterr()
+    assert _edit(toy_editor_path, editing_requests, out, "--limit", "1", "--select", REDNESS) == 2
+    err = capsys.readouterr().err
+    assert "candidates.jsonl' line 2: " in err and message in err and "Traceback" not in err
+    assert not (out / "edits.jsonl").read_text()
+
+
+def test_num_images_is_bounded_and_says_its_bound(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["edit", "--pipeline", TOY, "--model", str(tmp_path), "--input", str(tmp_path / "x.jsonl"), "--out",
+              str(tmp_path / "out"), "--num-images", str(10 ** 40 - 1)])
+    assert stopped.value.code == 2
+    assert "--num-images: must lie in [1, 64], got 9999999999" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

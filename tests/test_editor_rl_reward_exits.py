@@ -6,6 +6,7 @@ being scored no longer aborts the process at exit (SIGABRT), and one rank's fail
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,3 +118,84 @@ def test_one_ranks_reward_failure_stops_every_rank_with_the_same_message(toy_edi
     stops = [line for line in done.stderr.splitlines() if line.startswith("flow_grpo_editor: stopped:")]
     assert len(stops) == 2 and len(set(stops)) == 1, done.stderr[-3000:]
     assert "went away" in stops[0] and "[process 1 of 2]" in stops[0]
+
+
+def _launch_two(tmp_path, config, port: int, **env):
+    """``accelerate launch --num_processes 2`` of the recipe on ``config`` (CPU, gloo)."""
+    path = write_run_yaml(tmp_path / "two.yaml", config)
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--mixed_precision", "no", "--main_process_port", str(port), str(RECIPE), "--config", path]
+    return subprocess.Popen(launch, env=_env(**env), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.mark.slow
+def test_one_ranks_full_disk_at_a_checkpoint_stops_every_rank_with_its_message(toy_editor_path, editing_requests,
+                                                                             tmp_path):
+    """Rank 1's checkpoint file fails with ENOSPC: before, rank 1 stopped with a line that named no process and
+    rank 0 died in the checkpoint's barrier with gloo's "Connection closed by peer" traceback; now both stop with
+    the same line naming process 1, and no partial checkpoint stays."""
+    out = tmp_path / "run"
+    config = toy_config(toy_editor_path, editing_requests, out, per_device_batch_size=4, updates_per_step=1,
+                        save_steps=1, reward=f"{REWARDS}:disk_full_on_rank_1_reward")
+    started = time.monotonic()
+    run = _launch_two(tmp_path, config, 29574)
+    _, err = run.communicate(timeout=600)
+    assert run.returncode != 0 and time.monotonic() - started < 300, err[-3000:]
+    stops = [line for line in err.splitlines() if line.startswith("flow_grpo_editor: stopped:")]
+    assert len(stops) == 2 and len(set(stops)) == 1, err[-3000:]
+    assert "cannot write checkpoint-1 (No space left on device)" in stops[0] and "[process 1 of 2]" in stops[0]
+    assert "[rank0]: Traceback" not in err and "[rank1]: Traceback" not in err
+    assert not list(out.glob("*checkpoint-*"))
+
+
+def _descendants(pid: int) -> list:
+    """The processes below ``pid`` (from /proc), children first."""
+    children: dict = {}
+    for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit()):
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _rank_of(pid: int):
+    try:
+        environ = (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((item[5:].decode() for item in environ if item.startswith(b"RANK=")), None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the rank's process through /proc")
+def test_a_killed_rank_ends_the_run_within_seconds_and_the_launcher_names_it(toy_editor_path, editing_requests,
+                                                                             tmp_path):
+    """SIGKILL of rank 1 (ours: a process this test started) after its first checkpoint: torchrun's agent ends
+    rank 0 within seconds, never a hang in the next collective, and its report names rank 1 and SIGKILL; the
+    complete checkpoint stays and no partial one."""
+    out = tmp_path / "run"
+    config = toy_config(toy_editor_path, editing_requests, out, per_device_batch_size=4, updates_per_step=1,
+                        max_steps=40, save_steps=1)
+    run = _launch_two(tmp_path, config, 29575, MIESCORE_TEST_REWARD_DELAY="0.3")
+    deadline = time.monotonic() + 240
+    while not (out / "checkpoint-1").is_dir() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.1)
+    victim = next((pid for pid in _descendants(run.pid) if _rank_of(pid) == "1"), None)
+    if victim is None:
+        run.kill()
+        pytest.fail(f"no rank 1 process below the launcher: {run.communicate()[1][-3000:]}")
+    killed = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    _, err = run.communicate(timeout=300)
+    assert run.returncode != 0 and time.monotonic() - killed < 60, err[-3000:]
+    assert re.search(rf"failed \(exitcode: -9\) local_rank: 1 \(pid: {victim}\)", err), err[-3000:]
+    assert "Signal 9 (SIGKILL) received by PID" in err and "[rank0]: Traceback" not in err
+    assert (out / "checkpoint-1" / "trainer_state.json").is_file() and not list(out.glob(".checkpoint-*"))

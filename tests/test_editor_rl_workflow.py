@@ -1,21 +1,27 @@
 """The editor-RL workflow as its users live it (issue 33.1-2): train -> ``miescore edit --lora RUN`` ->
 ``score-batch`` with no option copied by hand; ``--resume_from_checkpoint latest|PATH`` with its "Resuming from"
-line and the start summary; ``--push_to_hub`` (huggingface_hub's API object patched: no network here); the
-reward's components per step in ``metrics.jsonl`` and TensorBoard under grouped tags, the grid as an image; one
-log line per step without the progress bar; a grid a person can read; the adapter card."""
+line and the start summary; ``--push_to_hub`` (huggingface_hub's API object patched, or a local Hub on 127.0.0.1
+that fails mid-upload); the reward's components per step in ``metrics.jsonl`` and TensorBoard under grouped tags,
+the grid as an image; one log line per step without the progress bar; a grid a person can read; the adapter card."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from safetensors.torch import load_file
 
-from editor_rl_runs import RECIPE, REDNESS, recipe_cli, run_recipe, toy_config
+from editor_rl_runs import RECIPE, REDNESS, recipe_cli, run_recipe, toy_config, write_run_yaml
+from local_http import LocalHTTPServer
 from modeling_miescore.cli.main import main as miescore
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -379,3 +385,98 @@ def test_component_means_over_processes_skip_failed_samples():
                     "reward/miescore_ckpt_visual_quality": 71.0}
     line = step_line(record, 10)
     assert line.startswith("step 3/10 reward 0.7000 (std 0.1600) loss 0.1") and "sc 22" in line and "kl" not in line
+
+
+def test_hf_hub_offline_is_read_as_huggingface_hub_reads_it(monkeypatch):
+    """``HF_HUB_OFFLINE=0`` is online (huggingface_hub's truthy parse): before, a value of 1 at import won over the
+    0 set now, and ``HF_DATASETS_OFFLINE`` (which huggingface_hub, the push's client, ignores) made it offline."""
+    from huggingface_hub import constants
+
+    from modeling_miescore.data.builders.hub_push import hub_is_offline
+
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as when HF_HUB_OFFLINE=1 at import
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    for value, offline in (("0", False), ("false", False), ("no", False), ("1", True), ("TRUE", True), ("on", True)):
+        monkeypatch.setenv("HF_HUB_OFFLINE", value)
+        assert hub_is_offline() is offline, value
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "yes")  # huggingface_hub's fallback
+    assert hub_is_offline()
+
+
+def _failing_hub(fail_at: str, seen: list):
+    """A Hub on 127.0.0.1 that accepts the token and creates the repository, then fails ``fail_at``:
+    ``commit`` answers 500 to the commit, ``preupload`` closes the connection before the files are sent."""
+    class Hub(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _json(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            seen.append(self.path)
+            if self.path.startswith("/api/whoami"):
+                return self._json(200, {"name": "someone", "type": "user"})
+            self._json(404, {"error": "not here"})
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(self.path)
+            if self.path == "/api/repos/create":
+                return self._json(200, {"url": "http://127.0.0.1/org/x", "name": "org/x"})
+            if self.path == "/api/validate-yaml":
+                return self._json(200, {"errors": [], "warnings": []})
+            if "/preupload/" in self.path and fail_at != "preupload":
+                files = json.loads(body)["files"]
+                return self._json(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                                                  for f in files]})
+            if "/preupload/" in self.path:
+                self.close_connection = True
+                return self.connection.shutdown(2)
+            self._json(500, {"error": "Internal Error"})
+
+    return Hub
+
+
+FILES = ("5 file(s) (README.md, metrics.jsonl, pytorch_lora_weights.safetensors, run.json, "
+         "samples/example-source-0.png)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fail_at,state", [
+    ("commit", f"the repository org/x exists; the commit of the {FILES} got no usable answer, so the Hub may or may "
+               "not hold them"),
+    ("preupload", "the repository org/x exists, but nothing was committed to it (uploads are a single commit): none "
+                  f"of the {FILES} is on the Hub"),
+])
+def test_a_hub_failing_mid_upload_keeps_the_run_and_says_what_was_uploaded(toy_editor_path, editing_requests,
+                                                                           tmp_path, fail_at, state):
+    """The recipe against a real HTTP Hub (HF_ENDPOINT, HF_HUB_OFFLINE=0, a dummy token) that fails after the
+    repository was created (huggingface_hub retries the 500s and the closed connections, ~25 s)."""
+    out, seen = tmp_path / "x", []
+    config = write_run_yaml(tmp_path / "x.yaml", toy_config(toy_editor_path, editing_requests, out, max_steps=1,
+                                                             save_steps=1))
+    root = str(RECIPE.parents[1])
+    with LocalHTTPServer(_failing_hub(fail_at, seen)) as hub:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+               "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.origin, "HF_TOKEN": "hf_dummy",
+               "HF_HOME": str(tmp_path / "hf")}
+        done = subprocess.run([sys.executable, str(RECIPE), "--config", config, "--push_to_hub", "--hub_model_id",
+                               "org/x"], env=env, cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "/api/repos/create" in seen and f"/api/models/org/x/{fail_at}/main" in seen
+    line = next(x for x in done.stderr.splitlines() if "stopped: push_to_hub org/x failed" in x)
+    assert state in line, line
+    assert f"the local folder at {out} is complete" in line and "Traceback" not in done.stderr
+    assert load_file(out / "pytorch_lora_weights.safetensors")  # the run's outputs, whole
+    assert json.loads((out / "run.json").read_text()) and len((out / "metrics.jsonl").read_text().splitlines()) == 1
+    assert (out / "checkpoint-1").is_dir()

@@ -36,7 +36,9 @@ import sys
 from ..image_io import MIEScoreInputError
 from .main import add_device_args, finish_run, number_arg, quiet_transformers
 
-__all__ = ["add_sampling_args", "cmd_edit", "register", "sampling_schedule"]
+__all__ = ["MAX_NUM_IMAGES", "add_sampling_args", "cmd_edit", "register", "sampling_schedule"]
+
+MAX_NUM_IMAGES = 64  # --num-images: a request's edits are sampled in one batch (and scored as one group)
 
 
 def register(subparsers) -> None:
@@ -54,7 +56,8 @@ def register(subparsers) -> None:
                         "converted benchmarks, every K-pair split of MER-Bench)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (images/, edits.jsonl)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every edit (with the request id)")
-    parser.add_argument("--num-images", type=number_arg(int, minimum=1), default=1, help="edits per request")
+    parser.add_argument("--num-images", type=number_arg(int, minimum=1, maximum=MAX_NUM_IMAGES), default=1,
+                        help=f"edits per request, 1 to {MAX_NUM_IMAGES} (sampled in one batch)")
     parser.add_argument("--select", default=None, metavar="REWARD",
                         help="keep the candidate this reward scores highest (best of --num-images): "
                              "miescore:CKPT, spatialreward:CKPT, package.module:function or any --reward spec of the "
@@ -235,14 +238,13 @@ def _selection(args):
     """``(spec, name)`` of ``--select`` (checked before anything is loaded), or None."""
     if args.select is None:
         return None
-    from ..rewards.specs import parse_reward_terms, reward_identity
+    from ..rewards.specs import reward_identity, reward_spec_problem
 
     if args.num_images < 2:
         raise MIEScoreInputError("--select chooses among several candidates: pass --num-images N with N >= 2")
-    try:
-        parse_reward_terms(args.select)
-    except ValueError as err:
-        raise MIEScoreInputError(f"--select: {err}") from None
+    problem = reward_spec_problem(args.select, imports=True)  # before any candidate is made or recorded
+    if problem:
+        raise MIEScoreInputError(f"--select: {problem}")
     return args.select, reward_identity(args.select)
 
 
@@ -263,16 +265,13 @@ def _select(args, selection, requests, out, generated) -> int:
     except ValueError as err:
         raise MIEScoreInputError(f"--select: {err}") from None
     bar = tqdm(total=len(requests), desc="select", unit="request", disable=args.no_progress)
-    try:
+    try:  # the selection's reward worker closes the reward
         run = select_edits(reward, requests, out, num_images=args.num_images, selected_by=name, progress=bar.update)
-    except RewardUnavailableError as err:
-        return finish_run(f"miescore edit: {err}", "no edit was selected; rerun the same command once the reward "
-                                                   "answers (the candidates are kept)")
+    except RewardUnavailableError as err:  # whatever the reward raised, SystemExit and os._exit included
+        return finish_run(f"miescore edit: {err}", "the selection stopped; fix the reward (or wait until it "
+                                                   "answers) and rerun the same command: the candidates are kept")
     finally:
         bar.close()
-        close = getattr(reward, "close", None)
-        if callable(close):
-            close()
     failed = {request_id for request_id, _ in generated.failed}
     for request_id, message in run.failed:
         if request_id not in failed:

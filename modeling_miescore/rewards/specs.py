@@ -252,15 +252,35 @@ def _options_for(kind: str, options: dict) -> dict:
     return {k: v for k, v in options.items() if k in accepted}
 
 
-def reward_spec_problem(spec) -> str | None:
+def reward_spec_problem(spec, imports: bool = False) -> str | None:
     """What is wrong with a spec's syntax and kinds (a mistyped kind, a term without a weight...), found without
-    building anything (the config checks it before the recipe builds or loads anything), or None."""
+    building anything (the config checks it before the recipe builds or loads anything), or None. With
+    ``imports``, also a ``module:function`` term whose module or function is not there and an in-process
+    checkpoint that is neither a folder nor a Hub id (``miescore edit --select`` checks them before it makes the
+    candidates)."""
     try:
         for _, single, _ in parse_reward_terms(spec):
-            _kind_of(single)
+            kind, argument = _kind_of(single)
+            if imports and kind == "callable":
+                import_callable(argument, "reward callable", error=ValueError)
+            elif imports and kind in ("miescore", "spatialreward"):
+                _check_checkpoint(kind, argument)
     except ValueError as error:
         return str(error)
     return None
+
+
+def _check_checkpoint(kind: str, argument: str) -> None:
+    """``ValueError`` unless ``argument`` is a local path that exists or a valid Hub repository id."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if os.path.exists(os.path.expanduser(argument)):
+        return
+    try:
+        validate_repo_id(argument)
+    except HFValidationError:
+        raise ValueError(f"reward {kind}:{argument}: no checkpoint folder {argument!r} (and it is no Hub "
+                         "repository id); pass the folder of a checkpoint or a Hub id") from None
 
 
 def build_reward(spec, **options):

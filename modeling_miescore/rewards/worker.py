@@ -36,7 +36,8 @@ from typing import List, Optional, Sequence
 
 from .groups import EditGroup, EditorReward, GroupScores, checked_scores, reward_range_of
 
-__all__ = ["RewardExitError", "RewardWorker", "RewardFuture", "RewardTiming", "reward_calls_running"]
+__all__ = ["RewardExitError", "RewardWorker", "RewardFuture", "RewardTiming", "reward_calls_running",
+           "reward_error"]
 
 THREAD_NAME = "editor-reward"  # its threads' ``call_pid``: the process's id while a reward call runs, else None
 _process_exit = os._exit
@@ -58,6 +59,18 @@ def reward_calls_running() -> bool:
     closed after a failure)."""
     return any(t.name == THREAD_NAME and t.is_alive() and getattr(t, "call_pid", None) is not None
                for t in threading.enumerate())
+
+
+def reward_error(future: Future, error: BaseException) -> Optional[str]:
+    """What ``future.result()`` raising ``error`` says when the reward raised it (the trainer and ``miescore edit
+    --select`` stop on it with this text): ``"Type: message"``, or for a ``SystemExit`` / ``KeyboardInterrupt``
+    of the reward's own code that it was raised inside the reward; None when ``error`` is the caller's own (a
+    Ctrl-C or a timeout while waiting, a cancelled call)."""
+    if not future.done() or future.cancelled() or future.exception(timeout=0) is not error:
+        return None
+    if not isinstance(error, Exception):
+        return f"raised {type(error).__name__}({error!r}) inside the reward, which must not end the run"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 @dataclass

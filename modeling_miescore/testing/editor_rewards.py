@@ -14,7 +14,7 @@ import numpy as np
 __all__ = ["mean_redness", "nan_reward", "wrong_length_reward", "failing_reward", "half_nan_reward", "text_reward",
            "bool_reward", "huge_reward", "out_of_range_reward", "constant_reward", "exiting_reward",
            "os_exit_reward", "interrupting_reward", "failing_then_busy_reward", "failing_on_rank_1_reward",
-           "low_redness", "fidelity_to_source", "red_share"]
+           "value_error_reward", "disk_full_on_rank_1_reward", "low_redness", "fidelity_to_source", "red_share"]
 
 
 def _pause() -> None:
@@ -56,6 +56,11 @@ def wrong_length_reward(images, instructions, sources) -> list:
 def failing_reward(images, instructions, sources) -> list:
     """Raises like a reward server that is down after its retries."""
     raise ConnectionError("reward server at http://127.0.0.1:9 refused the connection (after 3 attempts)")
+
+
+def value_error_reward(images, instructions, sources) -> list:
+    """Raises ``ValueError`` (a reward's own bug, e.g. an image size it cannot handle)."""
+    raise ValueError("cannot score an image of 64x64 pixels")
 
 
 def text_reward(images, instructions, sources) -> list:
@@ -127,6 +132,19 @@ def failing_on_rank_1_reward(images, instructions, sources) -> list:
     return mean_redness(images, instructions, sources)
 
 
+def disk_full_on_rank_1_reward(images, instructions, sources) -> list:
+    """Redness; on the process of rank 1 it also makes every later ``safetensors`` file write fail with ``OSError``
+    ENOSPC (a full disk under that process's checkpoint files only)."""
+    if os.environ.get("RANK") == "1":
+        import errno
+
+        import safetensors.torch
+
+        def full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        safetensors.torch.save_file = full
+    return mean_redness(images, instructions, sources)
 # Gold rewards for the hacking-alarm tests (``eval_rewards``): the redness proxy is the training reward.
 
 

@@ -11,6 +11,7 @@ import importlib
 from typing import Callable
 
 from ..image_io import MIEScoreInputError
+from .suggestions import did_you_mean
 
 __all__ = ["import_callable"]
 
@@ -30,5 +31,7 @@ def import_callable(spec: str, what: str, error: type = MIEScoreInputError) -> C
         raise error(f"{what} {spec!r}: cannot import module {module_name!r} ({failure})") from None
     target = getattr(module, attribute, None)
     if not callable(target):
-        raise error(f"{what} {spec!r}: module {module_name!r} has no callable {attribute!r}")
+        public = [name for name in dir(module) if not name.startswith("_") and callable(getattr(module, name))]
+        raise error(f"{what} {spec!r}: module {module_name!r} has no callable {attribute!r}"
+                    f"{did_you_mean(attribute, public)}")
     return target

@@ -9,10 +9,9 @@ name the API parameter (``push_to_hub``); the command line rewords it as ``--pus
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 __all__ = ["HubPushError", "HubPushUnavailableError", "check_hub_push", "hub_is_offline", "push_folder_to_hub"]
-
-_TRUE = {"1", "true", "yes", "on"}
 
 
 class HubPushError(RuntimeError):
@@ -24,19 +23,48 @@ class HubPushUnavailableError(HubPushError):
 
 
 def hub_is_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) is set now or was at import time."""
-    if any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
-        return True
-    try:
-        from huggingface_hub import constants
+    """Whether the Hub is in offline mode: ``HF_HUB_OFFLINE`` (else ``TRANSFORMERS_OFFLINE``) as it is set now,
+    read as huggingface_hub reads it (offline for one of its ``ENV_VARS_TRUE_VALUES``: 1, ON, YES, TRUE; ``0`` is
+    online); when neither is set, huggingface_hub's own ``is_offline_mode()``."""
+    from huggingface_hub import constants
 
-        return bool(getattr(constants, "HF_HUB_OFFLINE", False))
-    except Exception:  # noqa: BLE001
-        return False
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    if value is None:
+        return constants.is_offline_mode()
+    return value.upper() in constants.ENV_VARS_TRUE_VALUES
 
 
 def _first_line(err: BaseException) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _upload_state(err: BaseException, created: bool, repo_id: str, folder, allow_patterns) -> str:
+    """What a failed push left on the Hub: the repository (created or not), and whether the folder's files were
+    committed (never, unless the failed request was the commit itself: then the Hub's answer is unknown)."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    root = Path(folder)
+    names = sorted(filter_repo_objects((p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()),
+                                       allow_patterns=allow_patterns))
+    files = f"{len(names)} file(s) ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})"
+    if not created:
+        return f"nothing was uploaded (the repository {repo_id} was not created or changed; {files} to push)"
+    if "/commit/" in _request_url(err):
+        return (f"the repository {repo_id} exists; the commit of the {files} got no usable answer, so the Hub may "
+                "or may not hold them (uploads are a single commit: all of them or none): look at the "
+                "repository's commits before pushing again")
+    return (f"the repository {repo_id} exists, but nothing was committed to it (uploads are a single commit): none "
+            f"of the {files} is on the Hub")
+
+
+def _request_url(err: BaseException) -> str:
+    """The URL of the request an HTTP error (huggingface_hub's or httpx's) failed on, or ``""``."""
+    response = getattr(err, "response", None)
+    try:  # httpx raises RuntimeError for a request or response it does not have
+        request = response.request if response is not None else getattr(err, "request", None)
+    except RuntimeError:
+        return ""
+    return str(getattr(request, "url", ""))
 
 
 def check_hub_push(repo_id: str, token: str | None = None) -> str | None:
@@ -88,11 +116,13 @@ def push_folder_to_hub(
     Raises :class:`HubPushError` with a one-line reason on any failure (network, auth, HTTP).
     """
     what = "dataset" if repo_type == "dataset" else "folder"
+    created = False
     try:
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
         api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
+        created = True
         info = api.upload_folder(
             repo_id=repo_id,
             folder_path=os.fspath(folder),
@@ -103,9 +133,9 @@ def push_folder_to_hub(
         )
     except Exception as err:  # noqa: BLE001 - network / auth / HTTP errors all become one message
         raise HubPushError(
-            f"push_to_hub {repo_id} failed ({type(err).__name__}: {_first_line(err)}); the local {what} at "
-            f"{os.fspath(folder)} is complete, and nothing was committed to the Hub (uploads are a single "
-            "commit). Check the network and `hf auth login`, then push the folder again"
+            f"push_to_hub {repo_id} failed ({type(err).__name__}: {_first_line(err)}); "
+            f"{_upload_state(err, created, repo_id, folder, allow_patterns)}; the local {what} at "
+            f"{os.fspath(folder)} is complete. Check the network and `hf auth login`, then push the folder again"
         ) from None
     prefix = "datasets/" if repo_type == "dataset" else ""
     return getattr(info, "commit_url", None) or f"https://huggingface.co/{prefix}{repo_id}"

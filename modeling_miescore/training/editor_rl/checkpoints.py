@@ -39,7 +39,7 @@ import random
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -330,34 +330,59 @@ def _rng_tensors() -> Dict[str, torch.Tensor]:
 
 
 def save_checkpoint(output_dir, step: int, *, trainable: Dict[str, torch.Tensor], optimizer, lr_scheduler,
-                    ema_state: Optional[dict] = None, rank: int = 0, is_main: bool = True, barrier=lambda: None) -> Path:
-    """Write ``checkpoint-<step>`` atomically (module docstring); every process calls it (``barrier`` syncs them).
-    ``optimizer``: the optimizer, or its (full) state dict on the main process."""
+                    ema_state: Optional[dict] = None, rank: int = 0, is_main: bool = True,
+                    every: Callable[[object], list] = lambda value: [value]) -> Path:
+    """Write ``checkpoint-<step>`` atomically (module docstring); every process calls it. ``every(value)``: every
+    process's ``value`` in process order (a collective: it also syncs them); after each stage the processes agree on
+    whether a write failed anywhere, and all stop with that process's :class:`RunWriteError` (one process's full disk
+    never leaves the others waiting). ``optimizer``: the optimizer, or its (full) state dict on the main process."""
     from safetensors.torch import save_file
 
     out = Path(output_dir)
     final = out / f"checkpoint-{step}"
     staging = out / f".checkpoint-{step}.partial"
+    state: dict = {}
+
+    def prepare():
+        if is_main:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+
+    def write():
+        save_file(_rng_tensors(), str(staging / f"rng-{rank}.safetensors"))
+        if is_main:
+            state.update(_write_main_files(staging, step, trainable, optimizer, lr_scheduler, ema_state))
+
+    def finish():
+        if is_main:
+            (staging / "trainer_state.json").write_text(json.dumps(state, default=float))
+            shutil.rmtree(final, ignore_errors=True)
+            staging.rename(final)
+
     try:
-        with run_writes(f"checkpoint-{step}", out):
-            if is_main:
-                shutil.rmtree(staging, ignore_errors=True)
-                staging.mkdir(parents=True)
-            barrier()
-            save_file(_rng_tensors(), str(staging / f"rng-{rank}.safetensors"))
-            if is_main:
-                state = _write_main_files(staging, step, trainable, optimizer, lr_scheduler, ema_state)
-            barrier()
-            if is_main:
-                (staging / "trainer_state.json").write_text(json.dumps(state, default=float))
-                shutil.rmtree(final, ignore_errors=True)
-                staging.rename(final)
+        for stage in (prepare, write, finish):
+            _agreed_stage(stage, f"checkpoint-{step}", out, every)
     except BaseException:  # a failed write or a Ctrl-C: nothing half-written stays (the last one is intact)
         if is_main:
             shutil.rmtree(staging, ignore_errors=True)
         raise
-    barrier()
     return final
+
+
+def _agreed_stage(stage: Callable[[], None], what: str, out: Path, every: Callable[[object], list]) -> None:
+    """Run ``stage`` on this process, then learn from ``every`` whether it failed on any process: raise the first
+    failing process's :class:`RunWriteError` (with ``[process R of N]`` on several processes) on all of them."""
+    failure = None
+    try:
+        with run_writes(what, out):
+            stage()
+    except RunWriteError as error:
+        failure = str(error)
+    told = every(failure)
+    failed = [(rank, message) for rank, message in enumerate(told) if message]
+    if failed:
+        rank, message = failed[0]
+        raise RunWriteError(message if len(told) == 1 else f"{message} [process {rank} of {len(told)}]")
 
 
 def _write_main_files(staging: Path, step: int, trainable, optimizer, lr_scheduler, ema_state) -> dict:

@@ -270,7 +270,7 @@ class TrainerOutputs:
             optimizer = full_optimizer_state(self.raw_model, self.optimizer)
         save_checkpoint(self.out, step, trainable=self._trainable_state(), optimizer=optimizer,
                         lr_scheduler=self.lr_scheduler, ema_state=ema_state, rank=acc.process_index,
-                        is_main=acc.is_main_process, barrier=acc.wait_for_everyone)
+                        is_main=acc.is_main_process, every=self._from_every_process)
 
     def save_adapter(self) -> Path:
         """The trained LoRA (EMA weights when enabled) or, with ``finetuning: full``, the transformer (a diffusers

@@ -43,7 +43,7 @@ import torch
 
 from ...image_io import MIEScoreInputError
 from ...rewards.groups import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
-from ...rewards.worker import RewardWorker
+from ...rewards.worker import RewardWorker, reward_error
 from .checkpoints import TrainerResume, check_run_folder, run_writes
 from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
@@ -265,15 +265,13 @@ class FlowGRPOEditorTrainer(TrainerEvaluation, TrainerResume, TrainerOutputs):
                     f"gave no scores within reward_timeout={self.config.reward_timeout:g}s at step {step}; the run "
                     "stopped before updating (rerun with --resume once it answers)"))
             return None
-        if future.cancelled() or future.exception(timeout=0) is not error:
+        what = reward_error(future, error)
+        if what is None:
             return None
         if isinstance(error, RewardUnavailableError):  # the reward's own message, with the step: said once
             return RewardUnavailableError(error.reward, (
                 f"{error.detail} (at step {step}; the run stopped before updating: rerun with --resume once it "
                 "answers)"))
-        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        if not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt raised inside the reward's code
-            what = f"raised {type(error).__name__}({error!r}) inside the reward, which must not end the run"
         return RewardUnavailableError(self.reward_name, (
             f"failed at step {step}: {what}; the run stopped before updating (fix the reward, then rerun with "
             "--resume)"))

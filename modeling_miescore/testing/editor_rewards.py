@@ -145,6 +145,8 @@ def disk_full_on_rank_1_reward(images, instructions, sources) -> list:
 
         safetensors.torch.save_file = full
     return mean_redness(images, instructions, sources)
+
+
 # Gold rewards for the hacking-alarm tests (``eval_rewards``): the redness proxy is the training reward.
 
 

@@ -133,8 +133,9 @@ def main(script: ScriptArguments, config: FlowGRPOConfig, given=frozenset()) -> 
 
     trainer = FlowGRPOEditorTrainer(config)
     result = trainer.train()
-    if result["metrics"]:
-        first, last = result["metrics"][0], result["metrics"][-1]
+    steps = [m for m in result["metrics"] if "reward_mean" in m]  # the training steps' rows, not the evals'
+    if steps:
+        first, last = steps[0], steps[-1]
         logger.info("mean reward %.4f at step %d -> %.4f at step %d; adapter in %s", first["reward_mean"],
                     first["step"], last["reward_mean"], last["step"], config.output_dir)
     return result

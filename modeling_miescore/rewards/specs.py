@@ -37,7 +37,8 @@ from ..utils.import_spec import import_attribute, import_callable
 from .groups import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
-           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders", "reward_spec_problem"]
+           "RUNTIME_REWARD_OPTIONS", "REMOTE_KINDS", "reward_identity", "reward_kinds", "reward_model_folders",
+           "reward_spec_problem"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
 # options that change where or how fast a reward is computed, not its values: not part of a run's identity
@@ -46,6 +47,8 @@ RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "ma
 # kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
 _SERVED_AT = {"serve": lambda argument: "(replicas)",
               "spatialreward-api": lambda argument: re.sub(r"@https?://.*$", "@(endpoint)", argument)}
+# kinds computed by another process or machine (a call to them waits on the network, not on this process)
+REMOTE_KINDS = frozenset(_SERVED_AT)
 
 
 class CallableReward:
@@ -223,6 +226,12 @@ def reward_identity(spec):
         own = {k: v for k, v in sorted(own.items()) if k not in RUNTIME_REWARD_OPTIONS}
         parts.append(f"{weight:g}*{shown}" + (f" {json.dumps(own, sort_keys=True, default=str)}" if own else ""))
     return parts[0].removeprefix("1*") if len(parts) == 1 else " + ".join(parts)
+
+
+def reward_kinds(spec) -> List[str]:
+    """The kind of each term of a spec (``["serve", "callable"]``); ``ValueError`` for a spec that cannot be
+    parsed."""
+    return [_kind_of(single)[0] for _, single, _ in parse_reward_terms(spec)]
 
 
 def reward_model_folders(spec) -> Dict[str, str]:

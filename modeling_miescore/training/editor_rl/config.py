@@ -138,6 +138,10 @@ class FlowGRPOConfig:
         "help": "none | tempflow (OmniGen2-RL policy_loss_reweighting @6e0f1b9: step k's policy loss x K s_k / "
                 "mean s, the weights average K, the trained steps) | tempflow_mean_one (the same shape, averaging 1: "
                 "beta K times stronger relative to the policy term)."})
+    grpo_guard: bool = field(default=False, metadata={
+        "help": "GRPO-Guard (arXiv 2510.22319): each trained step's log-ratio is normalised, s (log p - log p_old) + "
+                "|mu - mu_old|^2 / (2 s) with s the step's noise std, which centres the ratio at 1 and scales its "
+                "gradient by s (X-GenGroup/Flow-Factory GRPOGuardTrainer._guard_ratio @b30dc00); sde_type sde only."})
     # --- optimisation -------------------------------------------------------------------------------------------
     finetuning: Annotated[str, OneOf("lora", "full")] = field(default="lora", metadata={
         "help": "lora | full (every transformer weight trained; the KL reference is a frozen copy; DDP or one "
@@ -215,10 +219,42 @@ class FlowGRPOConfig:
     report_to: Annotated[str, OneOf(REPORT_TO)] = field(default="none", metadata={
         "help": "none | tensorboard | wandb | all (or another accelerate tracker)."})
     progress: bool = field(default=True, metadata={"help": "A progress bar; --no_progress: one log line per step."})
+    # --- held-out evaluation, the hacking alarm, the best checkpoint (.evaluation) --------------------------------
+    eval_dataset: Optional[str] = field(default=None, metadata={
+        "help": "Held-out editing requests (a path, like dataset), edited and scored at each eval, never trained on."})
+    eval_split_size: Annotated[int, NON_NEGATIVE] = field(default=0, metadata={
+        "help": "Hold out this many requests of dataset instead (drawn with the seed, never trained on, listed in "
+                "run.json); 0: none."})
+    eval_steps: Annotated[int, NON_NEGATIVE] = field(default=0, metadata={
+        "help": "Evaluate every N steps, and at step 0 and at the end (0: evaluation off)."})
+    eval_rewards: Optional[dict | str] = field(default=None, metadata={
+        "help": "{name: reward spec} (JSON on the command line): the gold rewards of the evals, the --reward grammar "
+                "plus gedit-judge:MODEL@URL; never used for advantages. The training reward is scored on the same "
+                "edits as eval/train_reward."})
+    eval_images_per_request: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
+        "help": "Edits per eval request, each with its own fixed seed (the paired comparisons pair edit with edit)."})
+    eval_sde_noise: bool = field(default=False, metadata={
+        "help": "Eval edits with the rollouts' SDE noise (seeded, so still deterministic); false: the grids' ODE."})
+    hacking_patience: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
+        "help": "Raise the hacking alarm when, over this many consecutive evals, the training reward on the eval "
+                "edits rises while an eval reward falls (each change a paired bootstrap over the eval edits)."})
+    stop_on_hacking: bool = field(default=False, metadata={
+        "help": "End the run at a hacking alarm (exit 0; the reason in run.json and the card)."})
+    metric_for_best_model: Optional[str] = field(default=None, metadata={
+        "help": "eval/<name> (an eval_rewards name, or eval/train_reward) that picks the best checkpoint "
+                "(transformers' TrainingArguments); every eval step is then checkpointed."})
+    greater_is_better: Optional[bool] = field(default=None, metadata={
+        "help": "Whether a larger metric_for_best_model is better (None: true, rewards are higher-is-better)."})
+    load_best_model_at_end: bool = field(default=False, metadata={
+        "help": "Export the best checkpoint by metric_for_best_model (adapter, card, miescore edit --lora RUN), not "
+                "the last."})
+    save_total_limit: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
+        "help": "Keep at most N checkpoints (the oldest go first); the best one and the last are never deleted."})
 
     def __post_init__(self):
         self.editor_options = _json_option(self.editor_options, "editor_options")
         self.reward_options = _json_option(self.reward_options, "reward_options")
+        self.eval_rewards = _json_option(self.eval_rewards, "eval_rewards")
         old = self.gradient_accumulation_steps
         if isinstance(old, int) and not isinstance(old, bool) and old >= 1:  # else validate() names the bad value
             if self.rollout_batches_per_step not in (1, old):
@@ -250,6 +286,9 @@ class FlowGRPOConfig:
         if self.fsdp and self.ema_decay > 0:
             problems.append("ema_decay > 0 is not supported with fsdp (the EMA would hold sharded copies); set "
                             "ema_decay: 0")
+        if self.grpo_guard and self.sde_type != "sde":
+            problems.append(f"grpo_guard normalises the Gaussian log-ratio of sde_type sde; sde_type is "
+                            f"{self.sde_type!r}: drop grpo_guard or use sde_type: sde")
         if self.train_steps == "fast" and not self.same_latent:
             problems.append("train_steps fast branches one shared trajectory per group, so the group shares its "
                             "initial noise: drop same_latent: false, or use train_steps sde_window (each member "
@@ -261,7 +300,10 @@ class FlowGRPOConfig:
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
-        return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+        from .eval_settings import evaluation_problems
+
+        return (problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+                + evaluation_problems(self))
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
         """Whole groups per step, the global batch, the micro-batches (:mod:`.schedule`'s layout). With
@@ -363,6 +405,7 @@ class FlowGRPOConfig:
         data = self.public_dict()
         identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}
         identity["reward"] = reward_identity(self.reward)
+        identity["eval_rewards"] = {k: reward_identity(v) for k, v in data["eval_rewards"].items()}
         identity["reward_options"] = {k: v for k, v in data["reward_options"].items()
                                       if k not in RUNTIME_REWARD_OPTIONS}
         return identity
@@ -384,7 +427,9 @@ RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate"
                     "global_batch_size", "max_steps", "output_dir", "save_steps", "resume", "resume_from_checkpoint",
                     "overwrite_output_dir", "push_to_hub", "hub_model_id", "hub_private_repo",
                     "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "sample_grid_schedule",
-                    "save_rollouts_steps", "report_to", "progress",
+                    "save_rollouts_steps", "report_to", "progress", "eval_steps", "hacking_patience",
+                    "stop_on_hacking", "metric_for_best_model", "greater_is_better", "load_best_model_at_end",
+                    "save_total_limit",
                     "gradient_accumulation_steps")  # a deprecated alias, moved into rollout_batches_per_step
 RUN_IDENTITY_FIELDS = tuple(f.name for f in fields(FlowGRPOConfig) if f.name not in RESUMABLE_FIELDS)
 

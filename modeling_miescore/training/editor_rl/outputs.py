@@ -316,6 +316,8 @@ def tracker_values(record: dict) -> Dict[str, float]:
     for key, value in record.items():
         if key in TRACKER_TAGS:
             tag = TRACKER_TAGS[key]
+        elif key.startswith("eval/"):  # the evals' rows (.evaluation): eval/<reward>[/ci_low ...]
+            tag = key
         elif key.startswith("seconds_"):
             tag = f"time/{key[len('seconds_'):]}"
         else:
@@ -344,9 +346,9 @@ def step_line(record: dict, max_steps: int) -> str:
     return " ".join(parts)
 
 
-def log_grid_image(accelerator, path, step: int) -> List[str]:
-    """Send the grid PNG at ``path`` to every tracker of ``accelerator`` that takes images (TensorBoard: one HWC
-    image under ``samples/grid``; W&B: a ``wandb.Image``); returns the trackers' names."""
+def log_grid_image(accelerator, path, step: int, tag: str = "samples/grid") -> List[str]:
+    """Send the PNG at ``path`` (a grid; the eval curves) to every tracker of ``accelerator`` that takes images
+    (TensorBoard: one HWC image under ``tag``; W&B: a ``wandb.Image``); returns the trackers' names."""
     import numpy as np
     from PIL import Image
 
@@ -355,9 +357,9 @@ def log_grid_image(accelerator, path, step: int) -> List[str]:
     for tracker in getattr(accelerator, "trackers", None) or []:
         name = getattr(tracker, "name", type(tracker).__name__)
         if name == "tensorboard":
-            tracker.log_images({"samples/grid": np.asarray(image)[None]}, step=step, dataformats="NHWC")
+            tracker.log_images({tag: np.asarray(image)[None]}, step=step, dataformats="NHWC")
         elif hasattr(tracker, "log_images"):
-            tracker.log_images({"samples/grid": [image]}, step=step)
+            tracker.log_images({tag: [image]}, step=step)
         else:
             continue
         sent.append(name)

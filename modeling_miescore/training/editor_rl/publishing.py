@@ -126,11 +126,12 @@ def _metadata(config, base_id: Optional[str]) -> str:
 
 def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lora: Optional[dict] = None,
                        example: Optional[tuple] = None, grid: Optional[str] = None,
-                       repo_id: Optional[str] = None) -> Path:
+                       repo_id: Optional[str] = None, sections: Sequence[str] = ()) -> Path:
     """``directory/README.md`` for the adapter trained by ``config`` (a :class:`~.config.FlowGRPOConfig`) with
     ``editor`` (its :class:`~.editors.EditorAdapter`). ``example``: ``(sources, instruction)`` the usage block
     edits (the sources are saved beside the card); ``grid``: the sample grid's path relative to ``directory``;
-    ``repo_id``: the Hub repository the card is pushed to (None: the card names the run folder). A card is meant
+    ``repo_id``: the Hub repository the card is pushed to (None: the card names the run folder); ``sections``:
+    Markdown lines placed before the license (the evaluation, :mod:`.evaluation`). A card is meant
     to be pushed, so every setting is shown without credentials (:meth:`~.config.FlowGRPOConfig.public_dict`)."""
     from ...model_card import BASE_PLACEHOLDER, hub_repo_id
     from ...scoring.loading import model_reference
@@ -150,6 +151,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
     settings = [[f"`{k}`", f"`{shown_config[k]}`"] for k in CARD_SETTINGS]
     if lora:
         settings.append(["LoRA targets", f"`{', '.join(lora.get('target_modules', []))}`"])
+    metrics = [m for m in metrics if "reward_mean" in m]  # the training steps' rows (not the evals')
     if metrics:
         first, last = metrics[0], metrics[-1]
         shown = lambda value: "none" if value is None else f"{value:.4f}"  # noqa: E731 - null: no valid reward
@@ -176,6 +178,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
               "```bash", *fetch, f"miescore edit --lora {Path(repo_id).name if repo_id else adapter} "
               "--input rows.jsonl --out edits/", "```", "",
               "## Training", "", markdown_table(["setting", "value"], settings), "", "## Run", "", run, "",
+              *sections,
               "## License", "", f"The adapter follows the license of its base model `{base}`; read it on that "
               "model's card before use.", ""]
     return write_text_atomic(out / "README.md", f"---\n{_metadata(config, base_id)}\n---\n\n" + "\n".join(lines))
@@ -183,6 +186,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
 
 # what goes to the Hub (upload_folder allow_patterns): the adapter (or the full transformer), card, record, logs
 PUSHED_FILES = ["pytorch_lora_weights.safetensors", "README.md", "run.json", "metrics.jsonl", "samples/*",
+                "eval_curves.png", "evals.jsonl",
                 "transformer/*", "transformer.safetensors"]
 
 
@@ -320,7 +324,7 @@ class TrainerOutputs:
         return write_adapter_card(self.out, config=self.config, editor=self.editor, metrics=self.metrics.read(),
                                   lora=lora_metadata(self.raw_model) if self.config.finetuning == "lora" else None,
                                   example=example, grid=grid.relative_to(self.out).as_posix() if grid else None,
-                                  repo_id=repo_id)
+                                  repo_id=repo_id, sections=getattr(self, "evaluation_card_lines", list)())
 
     def push_to_hub(self) -> Optional[str]:
         """Upload the adapter, its card (naming the Hub repository), ``run.json``, ``metrics.jsonl`` and the

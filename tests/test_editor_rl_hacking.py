@@ -19,7 +19,7 @@ from local_http import RoutedChatServer, chat_completion, request_images
 
 from modeling_miescore.image_io import MIEScoreInputError
 from modeling_miescore.serving.backends import CallableBackend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings
 from modeling_miescore.testing.editor_rewards import redness
 from modeling_miescore.training.editor_rl.evaluation import (EvalResult, HackingMonitor, paired_change,

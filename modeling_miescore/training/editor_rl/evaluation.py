@@ -57,7 +57,7 @@ from ...rewards.groups import EditGroup, checked_scores, group_key, reward_range
 from ...utils.atomic_files import atomic_write, write_text_atomic
 from ...utils.credentials import redact
 from .checkpoints import CHECKPOINT_PATTERN, RUN_FILE, checkpoint_step, read_run_file, run_writes, truncate_metrics
-from .eval_settings import JUDGE_KINDS, TRAIN_REWARD
+from .config import JUDGE_KINDS, TRAIN_REWARD
 from .schedule import SamplingSchedule, derived_seed
 
 __all__ = ["TRAIN_REWARD", "EVALS_FILE", "CURVES_FILE", "JUDGE_BUILDERS", "EvalResult", "HackingMonitor",
@@ -78,7 +78,7 @@ def _gedit_judge(argument: str, device=None):
     return build_gedit_judge_reward(argument)
 
 
-# the builder of each of eval_settings.JUDGE_KINDS (eval-only kinds besides the --reward grammar)
+# the builder of each of config.JUDGE_KINDS (eval-only kinds besides the --reward grammar)
 JUDGE_BUILDERS = {"gedit-judge": _gedit_judge}
 
 

@@ -372,7 +372,7 @@ def save_checkpoint_folder(model, save_weights, save_directory, *args, auto_map:
     ``save_weights`` (the ``PreTrainedModel.save_pretrained`` the model inherits, called with ``save_directory,
     *args, **kwargs``) writes weights, config and model code, and the main process adds the processor and the
     default card (:func:`save_processor_and_card`)."""
-    from .pipeline_miescore import CUSTOM_PIPELINES
+    from .pipeline_miescore import CUSTOM_PIPELINES  # deferred: loads transformers
 
     model.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
     if auto_map:

@@ -33,6 +33,7 @@ from .miescore_score_heads import last_token_indices, score_head_class
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
 from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
                                   load_stock_processor, prepare_inputs)
+from .model_card import save_checkpoint_folder
 
 
 @dataclass
@@ -345,8 +346,6 @@ class MIEScoreModel(PreTrainedModel):
         """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
         ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
         (README.md, unless the folder has one): ``model_card.save_checkpoint_folder``."""
-        from .model_card import save_checkpoint_folder
-
         save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, **kwargs)
 
 

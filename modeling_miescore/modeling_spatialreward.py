@@ -37,6 +37,7 @@ from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_s
                                   num_image_tokens)
 from .spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from .spatialreward_tokens import strip_control_tokens
+from .model_card import save_checkpoint_folder
 
 # ------------------------------------------------------------------------------------------------------------
 # Prompts of the two streams (appendix D.1) and the SC prefix that edits of one group share
@@ -340,8 +341,6 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         """Save weights (safetensors), the config with ``auto_map`` and ``custom_pipelines`` (the
         ``image-edit-scoring`` pipeline), the model code, the processor beside and a model card (README.md,
         unless the folder has one): ``model_card.save_checkpoint_folder``."""
-        from .model_card import save_checkpoint_folder
-
         save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, auto_map={
             "AutoConfig": "configuration_spatialreward.SpatialRewardConfig",
             "AutoModel": "modeling_spatialreward.SpatialRewardModel",

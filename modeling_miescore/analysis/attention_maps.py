@@ -205,7 +205,7 @@ class SampleAttention:
 
 def sc_prompt_inputs(model, processor, sample):
     """The SC prompt of one loaded edit as model inputs (on the model's device), as ``evaluate_edits`` builds it."""
-    from ..modeling_spatialreward import sc_messages
+    from ..modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
 
     messages = sc_messages(model.config, len(sample.sources), sample.instruction)
     text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

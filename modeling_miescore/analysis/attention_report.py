@@ -25,6 +25,7 @@ from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
 from ..utils.markdown_table import markdown_table
 from ..utils.numbers import json_safe
 from .attention_maps import SampleAttention, source_map, stability_per_sample, stability_summary, summarize
+from .attention_maps import entropy
 
 __all__ = ["METRIC_NAMES", "attention_metrics", "attention_table", "draw_attention_overlay", "overlay_file_name",
            "save_attention_maps", "write_attention_report", "write_overlay"]
@@ -117,8 +118,6 @@ def draw_attention_overlay(images: Sequence, maps: Sequence[np.ndarray], titles:
 
 def write_overlay(path, sample, result: SampleAttention) -> Path:
     """Draw ``result``'s maps over the loaded ``sample``'s images and write the PNG atomically."""
-    from .attention_maps import entropy
-
     images = [*sample.sources, sample.edited]
     maps = [*result.source_maps, result.edited_map]
     names = [f"source {k + 1}" for k in range(len(sample.sources))] + ["edited"]

@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 from ..image_io import MIEScoreInputError
+from .scorers import resolve_device
 
 __all__ = ["EditScoreAnswerError", "EndpointVLM", "LocalVLM", "editscore"]
 
@@ -62,7 +63,6 @@ class LocalVLM:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        from .scorers import resolve_device
 
         self.device = resolve_device(device)
         self.model = AutoModelForImageTextToText.from_pretrained(model_name_or_path, dtype=getattr(torch, dtype))
@@ -115,13 +115,13 @@ class EndpointVLM:
 
     def __init__(self, base_url: str, model: str, *, temperature: float = 0.7, api_key_env: str = "OPENAI_API_KEY",
                  timeout: float = 180.0, max_new_tokens: int = SAMPLING["max_new_tokens"]):
-        from ..judges.chat_client import ChatClient
+        from ..judges.chat_client import ChatClient  # deferred: loads httpcore, httpx
 
         self.client = ChatClient(base_url, model, api_key_env=api_key_env, timeout=timeout)
         self.temperature, self.max_new_tokens = temperature, max_new_tokens
 
     def prepare_input(self, images, text_prompt: str = ""):
-        from ..judges.chat_client import user_message
+        from ..judges.chat_client import user_message  # deferred: loads httpcore, httpx
 
         images = images if isinstance(images, list) else [images]
         return [user_message([text_prompt, *images], image_format="JPEG")]  # editscore's openai.py: text first

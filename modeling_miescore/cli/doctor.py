@@ -20,12 +20,12 @@ import json
 import sys
 
 from .main import add_device_args
+from ..diagnostics.doctor import diagnose_checkpoint, format_report
 
 
 def cmd_doctor(args) -> int:
     import transformers
 
-    from ..diagnostics.doctor import diagnose_checkpoint, format_report
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()

@@ -28,6 +28,14 @@ from pathlib import Path
 from ..image_io import MIEScoreInputError
 from .main import finish_run, number_arg, quiet_transformers
 from .model_calls import ModelCallRun, add_call_args, judge_spec
+from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS, editor_benchmark
+from ..evaluation.instance_bootstrap import BootstrapSettings
+from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
+from ..evaluation.editor_benchmarks.recheck import recheck_line
+from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
+from ..evaluation.editor_benchmarks.editor_comparison import parse_runs, write_comparison
+from ..evaluation.rescore import rescore_report
+from .editors_demo import DEMO_LABEL, run_offline_demo
 
 __all__ = ["PARENT_COMMAND", "register"]
 
@@ -102,8 +110,6 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(kinds) -> None:
     """Add ``gedit``, ``imgedit`` and ``editors`` to ``miescore benchmark`` (``kinds``: its subparsers)."""
-    from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS
-
     for benchmark in EDITOR_BENCHMARKS.values():
         parser = kinds.add_parser(benchmark.name, help=f"an image editor on {benchmark.title} (judge protocol)",
                                   description=f"Judge an editor's outputs on {benchmark.title} with the benchmark's "
@@ -153,8 +159,6 @@ def register(kinds) -> None:
 
 
 def _bootstrap(args):
-    from ..evaluation.instance_bootstrap import BootstrapSettings
-
     return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
 
 
@@ -171,11 +175,6 @@ def request_settings(args, benchmark):
 
 
 def cmd_editor_benchmark(args) -> int:
-    from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
-    from ..evaluation.editor_benchmarks.recheck import recheck_line
-    from ..evaluation.editor_benchmarks.protocols import editor_benchmark
-    from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
-
     benchmark = editor_benchmark(args.kind)
     if getattr(args, "no_rounding", False):
         benchmark = dataclasses.replace(benchmark, round_to=None)
@@ -227,8 +226,6 @@ def _headline(results: dict, labels: dict, overall: str, prefix: str = "") -> li
 
 
 def cmd_editors(args) -> int:
-    from ..evaluation.editor_benchmarks.editor_comparison import parse_runs, write_comparison
-
     out = Path(args.out).expanduser()
     report = write_comparison(parse_runs(args.runs), out, label=args.label, plots=not args.no_plots,
                               baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size, by=args.by,
@@ -239,8 +236,6 @@ def cmd_editors(args) -> int:
 
 
 def cmd_rescore(args) -> int:
-    from ..evaluation.rescore import rescore_report
-
     checked, mismatches = rescore_report(args.report_dir)
     where = Path(args.report_dir) / "report.json"
     if mismatches:
@@ -254,7 +249,6 @@ def cmd_rescore(args) -> int:
 
 
 def cmd_editors_demo(args) -> int:
-    from .editors_demo import DEMO_LABEL, run_offline_demo
     from diffusers.utils import logging as diffusers_logging
 
     quiet_transformers()  # the tiny checkpoints' save and load bars

@@ -19,11 +19,10 @@ from __future__ import annotations
 import sys
 
 from .main import quiet_transformers
+from ..scoring.vllm_export import export_for_vllm
 
 
 def cmd_export_vllm(args) -> int:
-    from ..scoring.vllm_export import export_for_vllm
-
     quiet_transformers()  # the exported tokenizer is loaded once, as a check
     out = export_for_vllm(args.checkpoint, args.out)
     print(f"exported {args.checkpoint} -> {out} (plain Qwen3-VL layout; serve it with scripts/vllm_cpu.sh start {out}, "

@@ -26,6 +26,11 @@ import sys
 
 from ..image_io import MIEScoreInputError
 from ..utils.output_paths import OutputWriteError
+from ..scoring.loading import DTYPES
+from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
+from .. import __version__
+from ..utils.third_party_logs import quiet_third_party_logs
+from ..utils.suggestions import did_you_mean
 
 EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
@@ -114,8 +119,6 @@ def quiet_transformers() -> None:
 def add_device_args(parser, when: str = "") -> None:
     """``--device`` and ``--dtype`` of the commands that load a checkpoint (``parser``: a parser or an argument
     group); ``when`` prefixes both helps, e.g. ``"with --model: "`` where loading a model is optional."""
-    from ..scoring.loading import DTYPES
-
     parser.add_argument("--device", default="auto", help=f"{when}cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument("--dtype", default="auto", choices=list(DTYPES),
                         help=f"{when}weights dtype (default: bfloat16 on GPU, float32 on CPU)")
@@ -123,8 +126,6 @@ def add_device_args(parser, when: str = "") -> None:
 
 def add_pixel_budget_arg(parser: argparse.ArgumentParser) -> None:
     """``--max-sample-pixels``: the per-edit decoded-pixel budget checked from the image headers."""
-    from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
-
     parser.add_argument("--max-sample-pixels", type=number_arg(int, minimum=1), default=DEFAULT_MAX_SAMPLE_PIXELS,
                         metavar="PIXELS", help="decoded pixels allowed per edit, all its images together, checked "
                         f"from the image headers before decoding (default {DEFAULT_MAX_SAMPLE_PIXELS:,})")
@@ -164,8 +165,6 @@ class CommandParser(argparse.ArgumentParser):
         return namespace, extras
 
     def unknown_arguments_message(self, extras: list) -> str:
-        from ..utils.suggestions import did_you_mean
-
         shown = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
         if not shown:
             return f"unrecognized arguments: {' '.join(extras)}"
@@ -197,8 +196,6 @@ def defer_options(parser: argparse.ArgumentParser, add) -> None:
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The ``miescore`` parser with the commands ``argv`` needs (:func:`command_modules_for`; None: every one)."""
-    from .. import __version__
-
     parser = CommandParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -220,8 +217,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..utils.third_party_logs import quiet_third_party_logs
-
     quiet_third_party_logs()  # before any command imports transformers or peft (see that module)
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)

@@ -10,6 +10,11 @@ from pathlib import Path
 from ..image_io import MIEScoreInputError
 from ..utils.numbers import model_fault
 from .main import EXIT_PARTIAL, add_model_args, add_pixel_budget_arg, finish_run, number_arg, quiet_transformers
+from ..processing_miescore import EditSample, check_instruction
+from ..scoring.loading import load_scorer, read_checkpoint_config, model_reference
+from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
+                                     read_predictions, score_jsonl)
+from ..data.example_edits import example_edits
 
 
 def register(sub) -> None:
@@ -50,8 +55,6 @@ def _format_scores(scores: dict) -> str:
 def load_cli_edit(args, target_pixels: int | None = None):
     """``--source``/``--edited``/``--instruction`` -> a loaded :class:`EditSample`; every image header is
     checked (format, size, aspect ratio, the per-sample pixel budget) before any image is decoded."""
-    from ..processing_miescore import EditSample, check_instruction
-
     if not args.source:
         raise MIEScoreInputError("no source image given; pass at least one --source IMAGE")
     instruction = check_instruction(args.instruction, where="--instruction")
@@ -60,8 +63,6 @@ def load_cli_edit(args, target_pixels: int | None = None):
 
 
 def cmd_score(args) -> int:
-    from ..scoring.loading import load_scorer, read_checkpoint_config
-
     max_pixels = read_checkpoint_config(args.model).get("max_pixels")  # images far above it are reduced on load
     sample = load_cli_edit(args, int(max_pixels) if isinstance(max_pixels, int) else None)
     quiet_transformers()
@@ -77,10 +78,6 @@ def cmd_score(args) -> int:
 
 def cmd_score_batch(args) -> int:
     import os
-
-    from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
-                                         read_predictions, score_jsonl)
-    from ..scoring.loading import load_scorer, model_reference
 
     output = check_output_file(args.output, check_input_file(args.input))  # before the model loads: fail fast
     producer = {"command": "score-batch", "model": model_reference(args.model)}
@@ -121,9 +118,7 @@ def cmd_score_batch(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from ..scoring.loading import load_scorer
-    from ..data.example_edits import example_edits
-    from ..testing import build_tiny_miescore
+    from ..testing import build_tiny_miescore  # deferred: loads httpcore, httpx
 
     quiet_transformers()
     tmp = None

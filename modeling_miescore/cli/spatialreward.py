@@ -19,6 +19,7 @@ from pathlib import Path
 from ..image_io import MIEScoreInputError
 from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
 from .main import add_device_args, add_pixel_budget_arg, number_arg
+from .score import load_cli_edit
 
 _DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 
@@ -53,8 +54,6 @@ def format_result(result) -> str:
 
 
 def cmd_spatialreward(args) -> int:
-    from .score import load_cli_edit
-
     if args.draw:
         draw_path = Path(args.draw)
         if draw_path.suffix.lower() not in _DRAW_SUFFIXES:

@@ -34,6 +34,10 @@ from ..image_io import (MIEScoreInputError, check_image_complete, decode_image, 
                         open_image_bytes, read_image_file)
 from ..processing_miescore import check_instruction
 from ..utils.text_hygiene import training_text_problem
+from ..scoring.jsonl_scoring import iter_input
+from .dataset_splits import load_split
+from .converters.converted_card import read_benchmark_metadata
+from .schema import MER_SPLITS
 
 __all__ = ["EditingInput", "read_editing_inputs"]
 
@@ -139,8 +143,6 @@ def _checked_id(value) -> str:
 
 
 def _read_jsonl(path: Path) -> List[EditingInput]:
-    from ..scoring.jsonl_scoring import iter_input
-
     entries = []
     for number, record, error in iter_input(path):
         def build(number=number, record=record, error=error):
@@ -190,10 +192,6 @@ def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool
 
 def _read_dataset(dataset: str, split: Optional[str]) -> List[EditingInput]:
     import datasets
-
-    from .dataset_splits import load_split
-    from .converters.converted_card import read_benchmark_metadata
-    from .schema import MER_SPLITS
 
     metadata = read_benchmark_metadata(dataset)
     if metadata is not None:

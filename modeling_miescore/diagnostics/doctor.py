@@ -30,6 +30,14 @@ from PIL import Image, ImageFilter
 from ..data.example_edits import example_edits, save_example_files
 from ..image_io import MIEScoreInputError
 from ..scoring.checkpoint_files import PICKLE_SUFFIXES
+from ..scoring.loading import read_checkpoint_config, SPATIALREWARD_MODEL_TYPES, resolve_device, resolve_dtype
+from ..scoring.checkpoint_files import ModelLoadError, validate_checkpoint_folder
+from ..processing_miescore import image_size_kwargs, num_image_tokens
+from ..spatialreward_tokens import GROUNDING_TOKENS
+from .token_budget import load_config_and_processor
+from . import token_budget
+from .isolated_load import (IsolatedLoadJob, IsolatedRunError, load_and_score_with_package,
+                            load_and_score_without_package)
 
 STATUSES = ("ok", "warn", "error", "skip")
 
@@ -271,8 +279,6 @@ def remote_code_files(folder) -> list:
 
 def read_config_json(folder) -> dict:
     """``config.json`` of a checkpoint folder as a dict (the loading checks have validated it)."""
-    from ..scoring.loading import read_checkpoint_config
-
     return read_checkpoint_config(str(folder))
 
 
@@ -316,7 +322,6 @@ def check_files(ctx: DoctorContext):
     auto_map = config.get("auto_map") or {}
     details = {"weights": weights, "pickle_files": pickles, "auto_map": auto_map,
                "remote_code": remote_code_files(ctx.path), "processor_code": _processor_code(ctx.path)}
-    from ..scoring.checkpoint_files import ModelLoadError, validate_checkpoint_folder
 
     try:
         validate_checkpoint_folder(ctx.path, config)
@@ -351,7 +356,6 @@ def check_files(ctx: DoctorContext):
 def check_config_processor(ctx: DoctorContext):
     """The config (the package's config class) and the processor saved beside the weights both load."""
     ctx.need_sound("files")
-    from .token_budget import load_config_and_processor
 
     _, ctx.config, ctx.processor = load_config_and_processor(str(ctx.path))
     processor = ctx.processor
@@ -424,7 +428,7 @@ def _prompt_messages(ctx: DoctorContext, num_sources: int) -> list:
         from ..processing_miescore import build_messages
 
         return build_messages(num_sources, _SAMPLE_INSTRUCTION, ctx.config)[0]
-    from ..modeling_spatialreward import sc_messages
+    from ..modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
 
     return sc_messages(ctx.config, num_sources, _SAMPLE_INSTRUCTION)
 
@@ -456,7 +460,6 @@ def check_chat_template(ctx: DoctorContext):
 def check_pixel_budget(ctx: DoctorContext):
     """The processor, called as the models call it, gives the image tokens the config's pixel budget implies."""
     ctx.need("config", "processor")
-    from ..processing_miescore import image_size_kwargs, num_image_tokens
 
     _, vision, _ = model_configs(ctx.config, ctx.kind)
     merge = int(vision.spatial_merge_size)
@@ -485,7 +488,6 @@ def check_pixel_budget(ctx: DoctorContext):
 def check_grounding_tokens(ctx: DoctorContext):
     """SpatialReward's <|bbox_i|> / <|global|>: plain text (as released) or all single ids inside the embedding."""
     ctx.need("config", "processor")
-    from ..spatialreward_tokens import GROUNDING_TOKENS
 
     tokenizer = ctx.processor.tokenizer
     rows = int(model_configs(ctx.config, ctx.kind)[2].vocab_size)
@@ -507,8 +509,6 @@ def check_grounding_tokens(ctx: DoctorContext):
 def _typical_rows(ctx: DoctorContext, limit: int) -> list:
     """Prompt lengths of the typical inputs (1-4 sources at 512 and 1024 px): MIEScore's prompt, SpatialReward's
     SC prompt plus ``max_new_tokens``; MIEScore rows say at which ``max_pixels`` the trainer fit them in ``limit``."""
-    from . import token_budget
-
     rows = []
     for size in token_budget.DEFAULT_SIZES:
         for sources in token_budget.DEFAULT_SOURCES:
@@ -530,7 +530,6 @@ def check_token_budget(ctx: DoctorContext):
     recorded training length that contradicts the pixel budget (a typical input that cannot fit it at any
     image size, or a length beyond the position limit)."""
     ctx.need("config", "processor")
-    from . import token_budget
 
     training = token_budget.training_length(str(ctx.path), ctx.kind)
     positions = token_budget.position_limit(ctx.config, ctx.kind)
@@ -595,9 +594,6 @@ def check_fresh_process(ctx: DoctorContext):
     if not ctx.fresh_process:
         return skip("skipped (--skip-fresh-process)")
     ctx.need_sound("files", "config_processor")
-    from .isolated_load import (IsolatedLoadJob, IsolatedRunError, load_and_score_with_package,
-                                load_and_score_without_package)
-
     code = remote_code_files(ctx.path)
     has_auto_model = bool((read_config_json(ctx.path).get("auto_map") or {}).get("AutoModel"))
     if ctx.trust_remote_code and not has_auto_model:
@@ -991,8 +987,6 @@ def run_check(name: str, check: Callable, ctx: DoctorContext) -> CheckResult:
 
 def checkpoint_kind(path) -> str:
     """``"miescore"`` or ``"spatialreward"`` for a local checkpoint folder; anything else is a user error."""
-    from ..scoring.loading import SPATIALREWARD_MODEL_TYPES, read_checkpoint_config
-
     folder = Path(path).expanduser()
     if folder.exists() and not folder.is_dir():
         raise MIEScoreInputError(f"'{path}' is a file, not a checkpoint folder; pass the folder that holds "
@@ -1027,8 +1021,6 @@ def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_p
         MIEScoreInputError: the folder is missing or not a MIEScore / SpatialReward checkpoint; a bad device or
             dtype. Everything else is a check result.
     """
-    from ..scoring.loading import resolve_device, resolve_dtype
-
     kind = checkpoint_kind(path)
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)

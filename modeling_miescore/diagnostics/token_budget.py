@@ -24,6 +24,9 @@ from typing import Sequence
 from ..control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
 from ..image_io import MIEScoreInputError
 from ..utils.markdown_table import markdown_table
+from ..processing_miescore import resized_image_size, build_messages, load_checkpoint_processor
+from ..scoring.loading import read_checkpoint_config
+from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
 
 # A typical MIE-Bench-length instruction (the counts for another one: --instruction / instruction=...).
 DEFAULT_INSTRUCTION = ("Put the cat from the second image on the wooden table of the first image, keeping the warm "
@@ -130,8 +133,6 @@ def patch_factor(processor) -> int:
 def resized_size(size: Sequence[int], factor: int, min_pixels: int, max_pixels: int) -> tuple:
     """``(width, height)`` that the Qwen-VL image processor resizes a ``(width, height)`` image to
     (``processing_miescore.resized_image_size``, i.e. transformers' ``smart_resize``); bad sizes are user errors."""
-    from ..processing_miescore import resized_image_size
-
     width, height = (int(v) for v in size)
     if width < 1 or height < 1:
         raise MIEScoreInputError(f"image size {width}x{height} is empty; give a width and height of at least 1")
@@ -260,8 +261,6 @@ def miescore_budget(processor, config, num_sources: int, size: Sequence[int] = (
         processor / config: the checkpoint's ``Qwen3VLProcessor`` and ``MIEScoreConfig``.
         size: ``(width, height)`` of every image; max_pixels: override ``config.max_pixels``.
     """
-    from ..processing_miescore import build_messages
-
     instruction = _checked(num_sources, instruction)
     config = _with_pixels(config, max_pixels)
     messages, roles = build_messages(num_sources, instruction, config)
@@ -282,7 +281,7 @@ def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[in
     SC is D.1.1 for one source and D.1.2 for several (``sc_messages``); PQ is D.1.3 on the edited image alone
     (``pq_messages``). Arguments as :func:`miescore_budget`, with a ``SpatialRewardConfig``.
     """
-    from ..modeling_spatialreward import pq_messages, sc_messages
+    from ..modeling_spatialreward import pq_messages, sc_messages  # deferred: loads torch, transformers
 
     instruction = _checked(num_sources, instruction)
     config = _with_pixels(config, max_pixels)
@@ -353,8 +352,6 @@ def training_length(model: str, kind: str, config: dict | None = None) -> Traini
     """The checkpoint's own training length: an integer ``max_length`` in its config.json, or the
     ``max_length`` row of its model card's training table (``trainers/train_miescore.py`` writes it); else the
     paper's (:data:`PAPER_TRAINING_LENGTH`). ``config``: config.json as a dict, when already read."""
-    from ..scoring.loading import read_checkpoint_config
-
     config = read_checkpoint_config(model) if config is None else config
     value = config.get("max_length")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -391,10 +388,6 @@ def load_config_and_processor(model: str) -> tuple:
     ``kind`` is ``"miescore"`` or ``"spatialreward"`` (our checkpoints or the authors' plain Qwen3-VL release).
     Raises ``MIEScoreInputError`` naming the problem for anything else.
     """
-    from ..processing_miescore import load_checkpoint_processor
-    from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
-    from ..scoring.loading import read_checkpoint_config
-
     config_dict = read_checkpoint_config(model)
     model_type = config_dict.get("model_type")
     if model_type == "miescore":

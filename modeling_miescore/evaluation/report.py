@@ -23,6 +23,10 @@ from typing import Any
 
 from ..utils.atomic_files import write_text_atomic
 from ..utils.import_spec import import_attribute
+from ..data.errors import BenchmarkInputError
+from .protocol import with_protocol_header
+from .report_html import render_html
+from ..data.converters import editor_protocols
 
 __all__ = ["REPORT_FILES", "REPORT_KINDS", "as_json", "render_markdown", "report_renderer", "write_benchmarks_report",
            "write_json", "write_report"]
@@ -73,14 +77,11 @@ def write_benchmarks_report(out_dir, kind: str, results: list[dict], *, row_name
     """``report.json`` + ``report.md`` (rendered by ``markdown``) of a run over several benchmarks: ``results``
     (one dict per benchmark, each benchmark at most once) keyed by their ``"benchmark"`` next to the
     ``published`` rows they are compared with."""
-    from ..data.errors import BenchmarkInputError
-
     by_name = {}
     for result in results:
         if result["benchmark"] in by_name:
             raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
         by_name[result["benchmark"]] = result
-    from .protocol import with_protocol_header
 
     report = {"benchmark": kind, "row_name": row_name, "results": by_name, "published": published, "run": run or {}}
     if protocol is not None:
@@ -97,8 +98,6 @@ def write_report(out_dir, report: dict) -> tuple[Path, Path]:
     Markdown and HTML are rendered before any file is written, so a report that cannot be rendered (or whose
     plots are missing) leaves all three files as they were.
     """
-    from .report_html import render_html
-
     out = Path(out_dir)
     markdown = render_markdown(report)
     page = render_html(markdown, out)
@@ -112,7 +111,6 @@ def report_renderer(kind: str) -> Callable[[dict], str]:
     benchmark's protocol declares (``gedit``, ``imgedit``: ``EditorBenchmark.report``)."""
     if kind in REPORT_KINDS:
         return import_attribute(REPORT_KINDS[kind], __package__)
-    from ..data.converters import editor_protocols
 
     protocols = editor_protocols()
     if kind in protocols:
@@ -124,6 +122,4 @@ def render_markdown(report: dict) -> str:
     """The Markdown of a report dict, by its ``benchmark`` kind (:func:`report_renderer`), headed (below its title)
     by the protocol's fingerprint and the settings that differ from the released protocol
     (:func:`~.protocol.protocol_header`)."""
-    from .protocol import with_protocol_header
-
     return with_protocol_header(report_renderer(report.get("benchmark"))(report), report.get("protocol"))

@@ -25,6 +25,11 @@ from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import BootstrapSettings
 from .protocol import fingerprint
 from .report import as_json
+from .editor_benchmarks.edit_files import resolve_edits
+from .editor_benchmarks.editing_rows import load_editing_rows, select_rows
+from .editor_benchmarks.judge_run import read_records
+from .editor_benchmarks.protocols import editor_benchmark
+from .editor_benchmarks.run_protocol import dataset_sha256
 
 __all__ = ["COMPARED", "compare_numbers", "rescore_report"]
 
@@ -82,13 +87,8 @@ def _bootstrap(report: dict) -> BootstrapSettings:
 
 
 def _rescore_run(folder: Path, report: dict) -> dict:
-    from .editor_benchmarks.edit_files import resolve_edits
-    from .editor_benchmarks.editing_rows import load_editing_rows, select_rows
-    from .editor_benchmarks.editor_run import EditorRunOptions, RunContext, aggregate_run, load_prompts
-    from .editor_benchmarks.judge_run import read_records
-    from .editor_benchmarks.protocols import editor_benchmark
-    from .editor_benchmarks.reward_judges import parse_reward_judge
-    from .editor_benchmarks.run_protocol import dataset_sha256
+    from .editor_benchmarks.editor_run import EditorRunOptions, RunContext, aggregate_run, load_prompts  # deferred (start-up: pulls httpcore, httpx)
+    from .editor_benchmarks.reward_judges import parse_reward_judge  # deferred: loads httpcore, httpx
 
     protocol, inputs = report["protocol"], report["run"]["inputs"]
     benchmark = dataclasses.replace(editor_benchmark(report["benchmark"]),
@@ -112,7 +112,7 @@ def _rescore_run(folder: Path, report: dict) -> dict:
 
 
 def _rescore_comparison(report: dict) -> dict:
-    from .editor_benchmarks.editor_comparison import compare_editors
+    from .editor_benchmarks.editor_comparison import compare_editors  # deferred: loads httpcore, httpx
 
     inputs = report["run"]["inputs"]
     runs = {name: [Path(f) for f in folders] for name, folders in inputs["runs"].items()}

@@ -53,6 +53,7 @@ from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_bounds import Attempted, RetryPolicy, send_with_retries
 from ..utils.text_hygiene import valid_text
+from ..image_io import resize_to_budget, to_rgb
 
 logger = logging.getLogger(__name__)
 
@@ -386,7 +387,6 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
         fmt = "JPEG"
     if fmt not in ("PNG", "JPEG", "WEBP"):
         raise ValueError(f"format must be PNG, JPEG or WEBP, got {format!r}")
-    from ..image_io import resize_to_budget, to_rgb
 
     image = pil_image if pil_image.mode in ("RGB", "L") else to_rgb(pil_image)
     if max_pixels is not None:

@@ -44,6 +44,8 @@ from ..spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringM
 from ..spatialreward_tokens import strip_control_tokens
 from ..utils.closing import ClosesOnExit
 from .chat_client import DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url
+from ..image_io import to_rgb
+from ..scoring.checkpoint_files import read_config_file
 
 CUT_ISSUE = "cut_at_max_tokens"  # issue code of an answer the server stopped at max_tokens (finish_reason "length")
 
@@ -71,7 +73,6 @@ def processor_sized_image(image, min_pixels: int, max_pixels: int, factor: int =
     from PIL import Image
     from torchvision.transforms.v2 import functional as tvF
 
-    from ..image_io import to_rgb
 
     pixels = torch.from_numpy(np.array(to_rgb(image) if image.mode != "RGB" else image)).permute(2, 0, 1)[None]
     resized = tvF.resize(pixels.contiguous(), [height, width], interpolation=tvF.InterpolationMode.BICUBIC,
@@ -85,7 +86,6 @@ def spatialreward_settings(source) -> SpatialRewardConfig:
     ``MIEScoreInputError`` names a path that holds no readable config."""
     from pathlib import Path
 
-    from ..scoring.checkpoint_files import read_config_file
 
     path = Path(source)
     folder = path.parent if path.name == "config.json" else path

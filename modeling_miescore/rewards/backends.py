@@ -53,6 +53,10 @@ from ..serving.reward_client import RewardClient, RewardServerError, ScoringFail
 from ..spatialreward_aggregation import SCORE_RANGE, spatial_reward
 from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
                      result_components, reward_range_of, score_isolating)
+from ..scoring.loading import load_scorer, load_spatialreward
+from ..judges.spatialreward_api import SpatialRewardAPI
+from ..utils.credentials import redact
+from ..image_io import MIEScoreInputError, load_image
 
 __all__ = ["MIEScoreReward", "parse_score_weights", "miescore_value", "SpatialRewardReward", "parse_aggregation",
            "spatialreward_value", "SPATIALREWARD_COMPONENTS", "ServedReward", "SERVED_RETRY_STATUSES",
@@ -167,8 +171,6 @@ class MIEScoreReward:
 def build_miescore_reward(argument: str, device=None, dtype=None, **options) -> MIEScoreReward:
     """``miescore:CKPT`` -> the checkpoint loaded with :func:`~modeling_miescore.scoring.loading.load_scorer`
     (``device`` / ``dtype`` default ``"auto"``)."""
-    from ..scoring.loading import load_scorer
-
     model = load_scorer(argument, device=device or "auto", dtype=dtype or "auto")
     return MIEScoreReward(model, name=f"miescore:{argument}", **options)
 
@@ -282,8 +284,6 @@ class SpatialRewardReward:
 def build_spatialreward_reward(argument: str, device=None, dtype=None, **options) -> SpatialRewardReward:
     """``spatialreward:CKPT`` -> the checkpoint loaded with
     :func:`~modeling_miescore.scoring.loading.load_spatialreward`."""
-    from ..scoring.loading import load_spatialreward
-
     model = load_spatialreward(argument, device=device or "auto", dtype=dtype or "auto")
     return SpatialRewardReward(model, name=f"spatialreward:{argument}", **options)
 
@@ -302,9 +302,6 @@ def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggre
         raise ValueError(f"spatialreward-api:{argument} must be spatialreward-api:MODEL@URL, e.g. "
                          "spatialreward-api:SpatialReward/SpatialReward-8B@http://127.0.0.1:8000/v1")
     model, url = match.groups()
-    from ..judges.spatialreward_api import SpatialRewardAPI
-    from ..utils.credentials import redact
-
     scorer = SpatialRewardAPI(url, model=model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
                               max_concurrency=max_concurrency, config=config)
     return SpatialRewardReward(scorer, aggregation=aggregation, batch_size=batch_size,
@@ -318,8 +315,6 @@ SERVED_RETRY_STATUSES = frozenset({429, 500, 502, 503})
 
 def _readable(image):
     """The edit as an RGB image to send (tensors as they are), or None when it cannot be read."""
-    from ..image_io import MIEScoreInputError, load_image
-
     if hasattr(image, "detach"):
         return image
     try:
@@ -347,7 +342,6 @@ class ServedReward:
                  **client_options):
         import os
 
-        from ..utils.credentials import redact
 
         api_key = None
         if api_key_env:

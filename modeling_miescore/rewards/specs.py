@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from ..utils.import_spec import import_attribute, import_callable
 from .groups import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
+from ..utils.suggestions import closest_name
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
            "RUNTIME_REWARD_OPTIONS", "REMOTE_KINDS", "reward_identity", "reward_kinds", "reward_model_folders",
@@ -151,7 +152,6 @@ def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
     close to a kind's name is reported with that kind."""
     import importlib.util
 
-    from ..utils.suggestions import closest_name
 
     if "." in kind or not kind.isidentifier() and "-" not in kind:
         return  # a dotted module path: a callable (import_callable reports it if it is not there)
@@ -298,7 +298,7 @@ def build_reward(spec, **options):
         raise ValueError(f"reward option {', '.join(unknown)} is taken by no reward of {spec!r}; "
                          + "; ".join(f"{k} takes {', '.join(REWARD_KINDS[k].options) or 'none'}"
                                      for k in dict.fromkeys(kind for kind, _ in kinds)))
-    from .backends import WeightedSumReward
+    from .backends import WeightedSumReward  # deferred: loads httpcore, httpx, pydantic, torch, transfo
 
     rewards = []
     try:

@@ -11,6 +11,7 @@ from typing import Callable
 
 from ..processing_miescore import EditSample
 from ..utils.numbers import json_safe
+from ..scoring.loading import ModelLoadError, load_scorer, load_spatialreward, read_checkpoint_config
 
 __all__ = ["ScorerBackend", "MIEScoreBackend", "SpatialRewardBackend", "CallableBackend", "load_backend",
            "score_by_shared_prefix", "shared_prefix_parts"]
@@ -199,8 +200,6 @@ def _config_max_pixels(model) -> int | None:
 
 def load_backend(model: str, device: str = "auto", dtype: str = "auto", batch_size: int | None = None) -> ScorerBackend:
     """A backend for a checkpoint folder or Hub repo: MIEScore or SpatialReward, chosen by ``model_type``."""
-    from ..scoring.loading import ModelLoadError, load_scorer, load_spatialreward, read_checkpoint_config
-
     model_type = read_checkpoint_config(model).get("model_type")
     if model_type == "miescore":
         return MIEScoreBackend(load_scorer(model, device=device, dtype=dtype), batch_size=batch_size)

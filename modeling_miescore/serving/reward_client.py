@@ -43,6 +43,8 @@ from ..utils import http_bounds
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_bounds import RetryPolicy, send_with_retries
 from .settings import ServerSettings
+from ..image_io import load_image
+from ..spatialreward_relaxed_json import loads_noting_duplicates
 
 
 class RewardServerError(RuntimeError):
@@ -153,7 +155,6 @@ def _encoded_with_pixels(image) -> tuple[str, int]:
 
             data = read_image_file(image)  # a regular file of a bounded size (never a FIFO or a device)
         return base64.b64encode(data).decode("ascii"), _header_pixels(data)
-    from ..image_io import load_image
 
     if hasattr(image, "detach"):  # torch tensor
         image = _tensor_to_numpy(image)
@@ -449,8 +450,6 @@ class RewardClient:
 
     def _json(self, response, replica: int, path: str):
         """The answer's JSON and the keys repeated in its objects (``{id(object): {key: values}}``)."""
-        from ..spatialreward_relaxed_json import loads_noting_duplicates
-
         try:
             return loads_noting_duplicates(response.content)
         except (ValueError, UnicodeDecodeError) as err:

@@ -200,7 +200,7 @@ def sharpen_language_model(model, seed: int = 0, std: float = 0.1):
     """
     import torch
 
-    from ..utils.random_draws import randn_tensor
+    from ..utils.random_draws import randn_tensor  # deferred: loads torch
 
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():

@@ -48,7 +48,7 @@ LOSS_STATE_NAME = "loss_state.safetensors"
 
 def _correlations(pred: np.ndarray, target: np.ndarray) -> tuple[float, float]:
     """(SRCC, PLCC) from ``evaluation.metrics.correlation.correlations``; NaN when either side is constant."""
-    from ..evaluation.metrics.correlation import correlations
+    from ..evaluation.metrics.correlation import correlations  # deferred: loads scipy
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant predictions early in training: NaN, reported as such

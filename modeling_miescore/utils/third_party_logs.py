@@ -12,6 +12,7 @@ import transformers or peft.
 from __future__ import annotations
 
 import logging
+from .credentials import redact_library_logs
 
 __all__ = ["KNOWN_MESSAGES", "quiet_third_party_logs"]
 
@@ -35,8 +36,6 @@ class _DropKnown(logging.Filter):
 def quiet_third_party_logs() -> None:
     """Install the filters for :data:`KNOWN_MESSAGES` and the credential masking of the HTTP libraries' request
     logs (:func:`~modeling_miescore.utils.credentials.redact_library_logs`; idempotent; cheap: imports nothing)."""
-    from .credentials import redact_library_logs
-
     redact_library_logs()
     for name, starts in KNOWN_MESSAGES.items():
         logger = logging.getLogger(name)

@@ -41,6 +41,7 @@ from .base import BuildSummary, BuildUsageError, DatasetBuilder
 from .output_folder import file_size, format_bytes, image_struct
 from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
                         unique_records)
+from .mie_bench_split import stratified_counts
 
 SAMPLES, CANDIDATES, ANNOTATIONS = "samples.jsonl", "candidates.jsonl", "annotations.csv"
 
@@ -226,8 +227,6 @@ def groups_for(cands: list[Candidate], k: int) -> list[tuple]:
 def category_quotas(target: int) -> dict[str, int]:
     """``target`` groups split 2:1:1 over general / human-basic / human-fine (paper sec. 4.2, the ratio of the
     instructions; Table 2's Overall is the 2:1:1-weighted category mean in 7 of 8 rows), largest remainders."""
-    from .mie_bench_split import stratified_counts
-
     return dict(zip(MER_CATEGORIES, stratified_counts([target], CATEGORY_RATIO)[0]))
 
 

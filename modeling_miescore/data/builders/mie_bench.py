@@ -273,7 +273,7 @@ def _mos_from_ratings(ratings: dict, rule: str) -> tuple[dict, Any]:
     """MOS per edit from raw ratings: BT.500 screening and z-score MOS (paper eq. 1), overall (eq. 2)."""
     import pandas as pd
 
-    from ..mos import compute_mos, pivot_mos
+    from ..mos import compute_mos, pivot_mos  # deferred: loads pandas
 
     mos_table, report = compute_mos(pd.DataFrame(ratings), rule=rule)
     mos = {}
@@ -287,7 +287,7 @@ def _mos_from_ratings(ratings: dict, rule: str) -> tuple[dict, Any]:
 
 def _mos_with_overall(mos_rows: dict) -> dict:
     """MOS given in ``mos.csv``, plus the overall score (paper eq. 2)."""
-    from ..mos import overall_mos
+    from ..mos import overall_mos  # deferred: loads pandas
 
     return {edit_id: dict(rec, mos_overall=float(overall_mos(rec["mos_vq"], rec["mos_if"], rec["mos_ap"])))
             for edit_id, rec in mos_rows.items()}
@@ -315,7 +315,7 @@ class MIEBenchBuilder(DatasetBuilder):
                  split_method: str | None = None, split_file: str | os.PathLike | None = None,
                  split_salt: str = DEFAULT_SPLIT_SALT, **common):
         super().__init__(raw_dir, out_dir, **common)
-        from ..mos import RULES
+        from ..mos import RULES  # deferred: loads pandas
 
         if rule not in RULES:
             raise BuildUsageError(f"unknown screening rule {rule!r}; expected one of {list(RULES)}")

@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
+from ...image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image, MIEScoreInputError
+from ...processing_miescore import check_instruction
+from ...utils.text_hygiene import control_characters_problem
 
 __all__ = [
     "DatasetValidationError",
@@ -308,10 +311,6 @@ class RecordCheck:
         ``MAX_INSTRUCTION_CHARS``, no chat-control token: ``processing_miescore.check_instruction``; no control
         character such as NUL: ``utils.text_hygiene.control_characters_problem``), else
         ``None`` and a problem naming ``what`` (e.g. ``"instance 'x'"``)."""
-        from ...image_io import MIEScoreInputError
-        from ...processing_miescore import check_instruction
-        from ...utils.text_hygiene import control_characters_problem
-
         text = self.text(value, f"{what}: instruction must be a non-empty string")
         if text is None:
             return None
@@ -413,8 +412,6 @@ def _outside_link(target: Path) -> str:
 
 def check_image(path: Path, rel: str, max_image_pixels: int | None = None) -> str | None:
     """Return ``None`` when ``path`` is a decodable image, else a one-line reason naming ``rel``."""
-    from ...image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
-
     if not path.exists():
         if path.is_symlink():
             return f"image path {rel!r} {_LINK_LOOP if _is_loop(path) else 'is a broken symbolic link'}"

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..schema import SCORE_KEYS
+from ...image_io import read_image_file
+from ...utils.import_spec import import_attribute
 
 __all__ = [
     "CONFIGS",
@@ -63,8 +65,6 @@ class ImageRef:
     def struct(self) -> dict:
         """The ``datasets.Image`` storage value: the original bytes (a regular file of a bounded size,
         :func:`~modeling_miescore.image_io.read_image_file`) and the name."""
-        from ...image_io import read_image_file
-
         return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
 
     def size(self) -> int:
@@ -224,14 +224,10 @@ class EditorBenchmark:
 
     def judge_class(self):
         """The MLLM judge class this protocol runs (imported on first use)."""
-        from ...utils.import_spec import import_attribute
-
         return import_attribute(self.judge, EDITOR_JUDGES_PACKAGE)
 
     def report_renderer(self):
         """The function rendering ``report.md`` of one editor's run on this benchmark (imported on first use)."""
-        from ...utils.import_spec import import_attribute
-
         return import_attribute(self.report, EDITOR_JUDGES_PACKAGE)
 
 

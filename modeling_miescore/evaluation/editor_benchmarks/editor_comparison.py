@@ -46,6 +46,7 @@ from .editor_report import NOT_COMPARABLE
 from .protocols import EDITOR_BENCHMARKS
 from .run_protocol import check_like_protocols, comparison_protocol
 from .scores import MetricNotes, summarize
+from .reward_judges import REWARD_JUDGES, reward_view
 
 __all__ = ["VIEW_NAMES", "compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "report_columns",
            "sign_flip_p_value", "table3_columns", "write_comparison"]
@@ -184,8 +185,6 @@ def _frame(per_row: list, folder: Path, kind: str):
 def _source(report: dict, kind: str, by: Optional[str], name: str):
     """``(per_row, selection, protocol, bounds)`` of a report as ``by`` reads it: the MLLM judge's (None) or the
     reward model of that kind (``--by miescore``); ``bounds``: each score's ``(low, high)``."""
-    from .reward_judges import REWARD_JUDGES, reward_view
-
     benchmark = EDITOR_BENCHMARKS[kind]
     if by is None:
         if not report.get("results"):
@@ -441,7 +440,7 @@ def table3_columns() -> Dict[str, dict]:
     """``column key -> {"kind", "value", "header"}``: the paper's Table 3 columns, then those of registered editor
     benchmarks the paper does not report, each filled by the editor benchmark (``kind``) that declares it
     (``BenchmarkSpec.columns["editors"]``) with one of its scores or ``delta`` (Δ of its overall)."""
-    from ..converted_benchmarks import declared_benchmarks, report_columns
+    from ..converted_benchmarks import declared_benchmarks, report_columns  # deferred: name clash
 
     declared = declared_benchmarks()
     columns = {}

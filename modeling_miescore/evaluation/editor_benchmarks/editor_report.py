@@ -24,6 +24,7 @@ from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
 from .recheck import recheck_markdown
 from .reward_judges import REWARD_JUDGES, reward_view
 from .scores import benchmark_results, row_records
+from ..metrics.inputs import is_constant
 
 __all__ = ["NOT_COMPARABLE", "build_editor_report", "editor_markdown", "editor_plots", "reward_judge_summary"]
 
@@ -35,8 +36,7 @@ _LISTED = 50  # entries of a list shown in a report (all of them stay in report.
 def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings, names: tuple[str, str] = ("", "")) -> dict:
     """Spearman correlation of ``x`` and ``y`` with its CI; none (a ``note`` says why) with fewer than 3 keys or
     when one side is constant (``names`` say which: the benchmarks have no MOS)."""
-    from ..metrics.correlation import srcc
-    from ..metrics.inputs import is_constant
+    from ..metrics.correlation import srcc  # deferred: loads scipy
 
     if len(x) < 3:
         return {"value": None, "ci": [None, None], "n": int(len(x)), "note": "fewer than 3 keys"}

@@ -30,6 +30,9 @@ from .reward_judges import parse_reward_judge, reward_judge_name, reward_view, r
 from .recheck import recheck_judgements
 from .run_protocol import run_protocol
 from .scores import MetricNotes, row_frame, sample_frame, selection_views
+from ...utils.credentials import redacted_url
+from ...scoring.jsonl_scoring import make_output_folder
+from ..report import write_report
 
 __all__ = ["EditorRunOptions", "RunContext", "aggregate_run", "evaluate_editor", "load_prompts"]
 
@@ -68,8 +71,6 @@ def load_prompts(benchmark: EditorBenchmark, path: Optional[str], categories: Se
 def _judge_lines(spec, settings, benchmark: EditorBenchmark) -> dict:
     """Where the judge ran (the endpoint's base URL, credentials masked, or the local model) and how its requests
     were sent, with every difference from the benchmark's released script."""
-    from ...utils.credentials import redacted_url
-
     where = redacted_url(spec.base_url) if spec.kind == "openai" else f"local transformers model {spec.model}"
     return {"judge_endpoint": where, "request": settings.label(),
             "request_differences": settings.differences(benchmark.request) if benchmark.request else []}
@@ -83,9 +84,6 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
     Returns ``(report, unfinished)``: ``unfinished`` lists what a rerun should retry (edits whose request failed
     for good, reward-model lines that could not be scored); the report covers everything judged so far.
     """
-    from ...scoring.jsonl_scoring import make_output_folder
-    from ..report import write_report
-
     options = options or EditorRunOptions()
     if options.spec is None and not options.reward_judges:
         raise BenchmarkInputError("nothing to judge with: give the MLLM judge (--backend ...) and/or a reward model "

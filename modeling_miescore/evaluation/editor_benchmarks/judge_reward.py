@@ -17,6 +17,8 @@ from typing import List, Optional, Sequence
 
 from ...rewards.groups import EditGroup, GroupScores, checked_value, flat_samples, regroup
 from .protocols import editor_benchmark
+from ...utils.credentials import redact
+from ...processing_miescore import EditSample
 
 __all__ = ["BenchmarkJudgeReward", "build_gedit_judge_reward"]
 
@@ -26,7 +28,7 @@ class BenchmarkJudgeReward:
     engine of ``backend`` as an :class:`~modeling_miescore.rewards.groups.EditorReward` (module docstring)."""
 
     def __init__(self, benchmark: str, backend, *, name: str, prompts: Optional[str] = None):
-        from ...judges.call_engine import CallEngine
+        from ...judges.call_engine import CallEngine  # deferred: loads httpcore, httpx
 
         self.benchmark = editor_benchmark(benchmark)
         self.engine = CallEngine(backend)
@@ -37,8 +39,6 @@ class BenchmarkJudgeReward:
         self.reward_range = tuple(float(v) for v in self.benchmark.scale)
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
-        from ...processing_miescore import EditSample
-
         samples, _ = flat_samples(groups)
         edits = [EditSample(sources=s["sources"], edited=s["edited"], instruction=s["instruction"], id=f"e{k}")
                  for k, s in enumerate(samples)]
@@ -67,8 +67,7 @@ def build_gedit_judge_reward(argument: str, device=None, dtype=None, prompts: Op
                              max_retries: int = 2) -> BenchmarkJudgeReward:
     """``gedit-judge:MODEL@URL`` (``URL`` with its API prefix, e.g. ``http://127.0.0.1:8000/v1``) -> the GEdit
     judge on that endpoint, its images sent as GEdit's released script sends them."""
-    from ...judges.chat_backends import OpenAIChatBackend
-    from ...utils.credentials import redact
+    from ...judges.chat_backends import OpenAIChatBackend  # deferred: loads httpcore, httpx
 
     match = re.match(r"^(.+)@(https?://\S+)$", argument.strip())
     if match is None:

@@ -18,6 +18,7 @@ from ..instance_bootstrap import with_ci
 from ..metrics.bootstrap import bootstrap_ci
 from ..report_parts import fmt_ci, report_table
 from .judge_run import read_records
+from ...scoring.jsonl_scoring import record_to_sample
 
 __all__ = ["recheck_judgements", "recheck_line", "recheck_markdown"]
 
@@ -31,8 +32,6 @@ def _draw(records: Dict[str, dict], n: int, seed: int) -> List[str]:
 
 
 def _samples(inputs: Path, ids: List[str]):
-    from ...scoring.jsonl_scoring import record_to_sample
-
     lines = read_records(inputs)
     return [record_to_sample(lines[key], inputs.parent).load(where="sample") for key in ids]
 
@@ -40,7 +39,7 @@ def _samples(inputs: Path, ids: List[str]):
 def recheck_judgements(benchmark, calls, spec, inputs: Path, output: Path, info: Dict[str, dict], prompts, *,
                        name: str, settings, n: int, bootstrap) -> dict:
     """Re-judge ``n`` judged edits of ``output`` (module docstring); the report's ``recheck`` section."""
-    from ...judges.call_engine import CallEngine
+    from ...judges.call_engine import CallEngine  # deferred: loads httpcore, httpx
 
     records = read_records(output)
     ids = _draw(records, n, bootstrap.seed)

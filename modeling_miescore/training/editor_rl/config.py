@@ -42,6 +42,9 @@ from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_proble
 from ...utils.suggestions import did_you_mean
 from .objective import STD_LEVELS, STEP_WEIGHTINGS
 from .schedule import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, resolve_train_steps
+from ...rewards.specs import reward_spec_problem, RUNTIME_REWARD_OPTIONS, reward_identity
+from .schedule import make_step_plan
+from .editors import editor_option_problems
 
 __all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "JUDGE_KINDS", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO",
            "TRAIN_REWARD", "evaluation_problems"]
@@ -352,7 +355,6 @@ class FlowGRPOConfig:
         """What :func:`~.schedule.make_step_plan` refuses for these settings (a window without room...)."""
         import random
 
-        from .schedule import make_step_plan
 
         try:
             make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,
@@ -376,15 +378,12 @@ class FlowGRPOConfig:
         return []
 
     def _reward_problems(self) -> list:
-        from ...rewards.specs import reward_spec_problem
-
         problem = reward_spec_problem(self.reward) if self.reward else None
         return [f"--reward {self.reward!r}: {problem}"] if problem else []
 
     def _editor_option_problems(self) -> list:
         if not self.editor_options:
             return []
-        from .editors import editor_option_problems
 
         return editor_option_problems(self.editor, self.editor_options)
 
@@ -402,8 +401,6 @@ class FlowGRPOConfig:
     def identity(self) -> dict:
         """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
         (:func:`~.rewards.specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
-        from ...rewards.specs import RUNTIME_REWARD_OPTIONS, reward_identity
-
         data = self.public_dict()
         identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}
         identity["reward"] = reward_identity(self.reward)
@@ -437,8 +434,6 @@ RUN_IDENTITY_FIELDS = tuple(f.name for f in fields(FlowGRPOConfig) if f.name not
 
 
 def _redacted(value):
-    from ...utils.credentials import redact
-
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
@@ -471,8 +466,6 @@ JUDGE_KINDS = ("gedit-judge",)
 
 
 def _spec_problem(spec) -> Optional[str]:
-    from ...rewards.specs import reward_spec_problem
-
     if isinstance(spec, str) and spec.partition(":")[0] in JUDGE_KINDS:
         kind, _, argument = spec.partition(":")
         return None if JUDGE_PATTERN.match(argument.strip()) else f"write {kind}:MODEL@URL (URL with its /v1)"

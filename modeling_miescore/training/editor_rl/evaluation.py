@@ -59,6 +59,13 @@ from ...utils.credentials import redact
 from .checkpoints import CHECKPOINT_PATTERN, RUN_FILE, checkpoint_step, read_run_file, run_writes, truncate_metrics
 from .config import JUDGE_KINDS, TRAIN_REWARD
 from .schedule import SamplingSchedule, derived_seed
+from ...evaluation.editor_benchmarks.judge_reward import build_gedit_judge_reward
+from ...rewards.specs import build_reward, REMOTE_KINDS, reward_kinds
+from ...evaluation.metrics.bootstrap import bootstrap_ci
+from ...evaluation.report_parts import new_figure
+from ...data.editing_inputs import read_editing_inputs
+from .rollout import sample_with_schedule
+from ...utils.markdown_table import markdown_table
 
 __all__ = ["TRAIN_REWARD", "EVALS_FILE", "CURVES_FILE", "JUDGE_BUILDERS", "EvalResult", "HackingMonitor",
            "TrainerEvaluation", "build_eval_reward", "eval_row", "mean_ci", "paired_change",
@@ -73,8 +80,6 @@ LEVEL = 0.95
 
 
 def _gedit_judge(argument: str, device=None):
-    from ...evaluation.editor_benchmarks.judge_reward import build_gedit_judge_reward
-
     return build_gedit_judge_reward(argument)
 
 
@@ -84,8 +89,6 @@ JUDGE_BUILDERS = {"gedit-judge": _gedit_judge}
 
 def build_eval_reward(spec, device: Optional[str] = None):
     """The reward an ``eval_rewards`` spec names (module docstring)."""
-    from ...rewards.specs import build_reward
-
     if isinstance(spec, str) and spec.partition(":")[0] in JUDGE_KINDS:
         kind, _, argument = spec.partition(":")
         return JUDGE_BUILDERS[kind](argument.strip(), device=device)
@@ -93,8 +96,6 @@ def build_eval_reward(spec, device: Optional[str] = None):
 
 
 def _is_remote(spec) -> bool:
-    from ...rewards.specs import REMOTE_KINDS, reward_kinds
-
     if isinstance(spec, str) and spec.partition(":")[0] in JUDGE_KINDS:
         return True
     try:
@@ -105,8 +106,6 @@ def _is_remote(spec) -> bool:
 
 # ---------------------------------------------------------------------------------------------- statistics
 def _bootstrap(values: np.ndarray, seed: int):
-    from ...evaluation.metrics.bootstrap import bootstrap_ci
-
     with warnings.catch_warnings():  # too few edits: NaN bounds (null in the logs), said once at the start
         warnings.simplefilter("ignore")
         ci = bootstrap_ci(np.mean, values, n=RESAMPLES, seed=seed % (2 ** 32), level=LEVEL)
@@ -246,8 +245,6 @@ def alarm_line(alarm: dict) -> str:
 
 def save_curves(path, history: Sequence[EvalResult], alarms: Sequence[dict]) -> Path:
     """``eval_curves.png``: every reward against step on one plot (module docstring)."""
-    from ...evaluation.report_parts import new_figure
-
     fig = new_figure(7.5, 4.2)
     ax = fig.add_subplot()
     first = history[0]
@@ -317,8 +314,6 @@ class TrainerEvaluation:
     def split_eval_rows(self, rows: list) -> list:
         """The training requests: ``rows`` less the ``eval_split_size`` held out (drawn with the seed); sets
         ``eval_rows`` (those, or ``eval_dataset``'s)."""
-        from ...data.editing_inputs import read_editing_inputs
-
         cfg = self.config
         self.eval_rows, self.pending_evals, self.eval_history, self.hacking_alarms = [], [], [], []
         self.best_model = self.stop_reason = None
@@ -395,8 +390,6 @@ class TrainerEvaluation:
     def start_eval(self, step: int) -> None:
         """Sample the eval edits of ``step`` and start scoring them (in the background when every reward runs
         elsewhere)."""
-        from .rollout import sample_with_schedule
-
         cfg, main = self.config, self.accelerator.is_main_process
         if not (main or self.sharded) or any(r.step == step for r in self.eval_history):
             return
@@ -539,8 +532,6 @@ class TrainerEvaluation:
     def evaluation_card_lines(self) -> List[str]:
         """The card's ``## Evaluation`` section: the eval figures at the best and the last eval, the alarms, why
         the run stopped."""
-        from ...utils.markdown_table import markdown_table
-
         if not self.eval_history:
             return []
         rows = {r.step: eval_row(r, self.config.seed) for r in self.eval_history}

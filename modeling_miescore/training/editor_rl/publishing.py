@@ -43,6 +43,11 @@ from .objective import TrainingDivergedError
 from .outputs import GridRow, log_grid_image, save_sample_grid
 from .policy import lora_metadata, lora_state_dict, non_finite_tensors
 from .schedule import derived_seed
+from ...model_card import BASE_PLACEHOLDER, hub_repo_id
+from ...scoring.loading import model_reference
+from ...utils.atomic_files import atomic_write
+from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push, push_folder_to_hub
+from .rollout import sample_with_schedule
 
 __all__ = ["CARD_SETTINGS", "EXAMPLE_SOURCE", "write_adapter_card", "PUSHED_FILES", "check_run_push", "push_run",
            "TrainerOutputs"]
@@ -133,10 +138,6 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
     ``repo_id``: the Hub repository the card is pushed to (None: the card names the run folder); ``sections``:
     Markdown lines placed before the license (the evaluation, :mod:`.evaluation`). A card is meant
     to be pushed, so every setting is shown without credentials (:meth:`~.config.FlowGRPOConfig.public_dict`)."""
-    from ...model_card import BASE_PLACEHOLDER, hub_repo_id
-    from ...scoring.loading import model_reference
-    from ...utils.atomic_files import atomic_write
-
     out = Path(directory)
     base_id = config.base_model_id or hub_repo_id(config.model_name_or_path)
     adapter = repo_id or str(out.resolve())
@@ -193,8 +194,6 @@ PUSHED_FILES = ["pytorch_lora_weights.safetensors", "README.md", "run.json", "me
 def check_run_push(config) -> str:
     """The full repository id (``namespace/name``) the run will push to; :class:`MIEScoreInputError` when the
     push cannot work (no token, offline, unreachable Hub, a bad id), before anything is trained."""
-    from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push
-
     repo_id = config.hub_model_id or Path(config.output_dir).name
     try:
         user = check_hub_push(repo_id)
@@ -207,8 +206,6 @@ def check_run_push(config) -> str:
 
 def push_run(output_dir, repo_id: str, *, private=None) -> str:
     """Upload the run's :data:`PUSHED_FILES` to ``repo_id`` in one commit; returns the commit URL."""
-    from ...data.builders.output_folder import push_folder_to_hub
-
     return push_folder_to_hub(output_dir, repo_id, private=private, repo_type="model",
                               commit_message="Upload Flow-GRPO adapter (miescore)", allow_patterns=PUSHED_FILES)
 
@@ -222,8 +219,6 @@ class TrainerOutputs:
         """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed, guided as
         ``sample_grid_schedule`` says: by default on the steps the rollouts guide), each edit with its reward, and
         logged to the trackers. A sharded transformer samples on every process (its forwards are collectives)."""
-        from .rollout import sample_with_schedule
-
         cfg, main = self.config, self.accelerator.is_main_process
         if not self.grid_rows or not (main or self.sharded):
             return None

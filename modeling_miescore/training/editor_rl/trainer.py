@@ -55,6 +55,11 @@ from .policy import OptimizerStepEMA, add_lora
 from .publishing import TrainerOutputs
 from .rollout import GroupRollout, sample_group
 from .schedule import PIPELINE_SCHEDULE, GroupSchedule, Piece, SamplingSchedule, derived_seed, make_step_plan
+from ...data.editing_inputs import read_editing_inputs
+from ...rewards.specs import build_reward
+from ...scoring.loading import resolve_dtype
+from .outputs import sampling_record
+from .checkpoints import latest_checkpoint
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError", "TrainingInterrupted"]
 
@@ -91,10 +96,6 @@ class FlowGRPOEditorTrainer(TrainerEvaluation, TrainerResume, TrainerOutputs):
     def _setup(self):
         """Check and load everything the run needs, then claim ``output_dir``: nothing is written there (and no
         tracker started) before the inputs, the editor, the reward and a ``--push_to_hub`` have been checked."""
-        from ...data.editing_inputs import read_editing_inputs
-        from ...rewards.specs import build_reward
-        from ...scoring.loading import resolve_dtype
-
         cfg, acc = self.config, self.accelerator
         if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
             raise MIEScoreInputError(
@@ -151,8 +152,6 @@ class FlowGRPOEditorTrainer(TrainerEvaluation, TrainerResume, TrainerOutputs):
         """Create ``output_dir``; the main process writes ``run.json`` (the run's identity and how it samples) for
         a fresh run, replacing an old run's outputs only with ``overwrite_output_dir`` (a resumed run's folder and
         checkpoint were checked in :meth:`_setup`: nothing is written for it here, nothing read again)."""
-        from .outputs import sampling_record
-
         cfg, acc = self.config, self.accelerator
         acc.wait_for_everyone()
         if acc.is_main_process:
@@ -497,8 +496,6 @@ class TrainingInterrupted(KeyboardInterrupt):
     from which checkpoint a ``--resume`` continues (only complete checkpoints are kept) and how."""
 
     def __init__(self, output_dir, step: int):
-        from .checkpoints import latest_checkpoint
-
         last = latest_checkpoint(output_dir)
         where = f"--resume continues from '{last}'" if last else "no checkpoint was written yet (--resume starts over)"
         super().__init__(f"interrupted during step {step}; only complete files were kept and {where}: rerun the "

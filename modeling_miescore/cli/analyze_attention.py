@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ..image_io import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
+from .main import COMMAND_HELP, EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
 from ..analysis.attention_maps import (DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS,
                                        TOP_FRACTION, extract_attention_maps, use_eager_attention)
 from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
@@ -43,7 +43,7 @@ __all__ = ["cmd_analyze_attention", "register"]
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "analyze-attention",
-        help="attention of a generative judge's reasoning over each image: maps, Table-5 metrics, overlays")
+        help=COMMAND_HELP["analyze-attention"])
     parser.add_argument("--model", required=True,
                         help="SpatialReward checkpoint folder or Hub repo id (or a plain Qwen3-VL one, as a baseline)")
     parser.add_argument("--input", required=True, help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL
+from .main import COMMAND_HELP, EXIT_PARTIAL
 from ..baselines.registry import BASELINES
 from ..baselines.compute import output_paths, compute_mie_bench_baselines
 from ..baselines.scorers import load_evaluator, parse_evaluator_options
@@ -25,7 +25,7 @@ from ..scoring.jsonl_scoring import check_output_file
 
 def register(sub) -> None:
     parser = sub.add_parser(
-        "baselines", help="compute Table 3 baseline metrics (SSIM, LPIPS, BRISQUE, CLIPScore, ...) per edit",
+        "baselines", help=COMMAND_HELP["baselines"],
         description="Compute classical and vision-language baselines of the MIEScore paper's Table 3 for every edit "
                     "of a MIE-Bench split and write them as predictions for 'miescore benchmark mie-bench "
                     "--predictions'. Full-reference metrics compare the edited image with each source (resized to "

@@ -31,7 +31,7 @@ from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
 from ..image_io import MIEScoreInputError
-from .main import add_device_args, number_arg, quiet_transformers
+from .main import COMMAND_HELP, add_device_args, number_arg, quiet_transformers
 from ..data.input_export import export_mie_inputs, input_cache_dir
 from ..evaluation.model_runs import check_prediction_cache, score_mer_with_spatialreward
 from ..scoring.jsonl_scoring import read_done_ids, score_jsonl, make_output_folder
@@ -92,7 +92,7 @@ def add_evaluation_run_args(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     bench = subparsers.add_parser(
-        "benchmark", help="benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
+        "benchmark", help=COMMAND_HELP["benchmark"],
         description="Write a report (report.md, report.json, plots/) that compares an evaluator with human "
                     "judgements, or ranks editing models by predicted scores.")
     kinds = bench.add_subparsers(dest="kind", required=True)  # more kinds: modules naming it PARENT_COMMAND

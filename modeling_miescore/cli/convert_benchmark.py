@@ -6,14 +6,14 @@ environment, option or output folder.
 """
 
 from __future__ import annotations
-from .main import defer_options
+from .main import COMMAND_HELP, defer_options
 from ..data.converters import CONVERTERS, get_converter
 from .dataset import add_builder_subcommands
 
 
 def register(sub) -> None:
     parser = sub.add_parser("convert-benchmark",
-                            help="convert an external editing benchmark's release into the common Parquet schema",
+                            help=COMMAND_HELP["convert-benchmark"],
                             description="Convert a benchmark's public release (Table 6 of the MIEScore paper, "
                                         "Tables 1 and 3 of the SpatialReward paper) into pointwise / pairwise / "
                                         "editing Parquet configs with a card, for 'miescore benchmark zero-shot', "

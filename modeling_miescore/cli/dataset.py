@@ -27,7 +27,7 @@ from ..image_io import MIEScoreInputError
 from ..data.builders.output_folder import HubPushError, HubPushUnavailableError, OutputExistsError
 from ..data.builders.raw_files import DatasetValidationError
 from ..utils.output_lock import OutputBusyError
-from .main import defer_options
+from .main import COMMAND_HELP, defer_options
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -104,5 +104,5 @@ def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, look
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("build-dataset", help="build a Hub-native dataset (Parquet + card) from a raw release")
+    parser = sub.add_parser("build-dataset", help=COMMAND_HELP["build-dataset"])
     defer_options(parser, add_builder_subcommands)  # the builders' modules are imported only when it is used

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .main import add_device_args
+from .main import COMMAND_HELP, add_device_args
 from ..diagnostics.doctor import diagnose_checkpoint, format_report
 
 
@@ -41,8 +41,7 @@ def cmd_doctor(args) -> int:
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("doctor", help="is this checkpoint sane? loading, processor consistency, token budget, "
-                                           "score spread and directions, parsing, throughput")
+    parser = sub.add_parser("doctor", help=COMMAND_HELP["doctor"])
     parser.add_argument("checkpoint", help="MIEScore or SpatialReward checkpoint folder (a local path)")
     add_device_args(parser)
     parser.add_argument("--json", action="store_true", help="print the check records and a summary as JSON")

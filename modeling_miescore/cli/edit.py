@@ -34,7 +34,7 @@ import json
 import sys
 
 from ..image_io import MIEScoreInputError
-from .main import add_device_args, finish_run, number_arg, quiet_transformers
+from .main import COMMAND_HELP, add_device_args, finish_run, number_arg, quiet_transformers
 from ..training.editor_rl.schedule import SamplingSchedule
 from ..utils.output_paths import check_folder_apart
 from ..data.editing_inputs import read_editing_inputs
@@ -49,7 +49,7 @@ MAX_NUM_IMAGES = 64  # --num-images: a request's edits are sampled in one batch 
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("edit", help="make edits with an image editor (optionally with a trained LoRA)")
+    parser = subparsers.add_parser("edit", help=COMMAND_HELP["edit"])
     parser.add_argument("--pipeline", default=None, help="qwen-image-edit-plus | flux2-klein | flux-kontext, or "
                         "package.module:function returning an EditorAdapter (default: the --lora run's)")
     parser.add_argument("--model", default=None, help="the editor's pipeline folder or Hub id (default: the --lora "

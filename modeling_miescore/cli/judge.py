@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 
 from ..image_io import MIEScoreInputError
-from .main import finish_run
+from .main import COMMAND_HELP, finish_run
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 from ..scoring.jsonl_scoring import read_predictions, check_input_file, check_output_file, score_jsonl
 from ..data.dataset_edits import export_dataset_edits
@@ -38,7 +38,7 @@ from ..judges.mllm_judge import MLLMJudge
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("judge", help="score edits with a general MLLM as a zero-shot judge (resumable)")
+    parser = sub.add_parser("judge", help=COMMAND_HELP["judge"])
     parser.add_argument("--backend", choices=["openai", "transformers"], required=True,
                         help="openai: any OpenAI-compatible endpoint (vLLM, SGLang, hosted APIs); "
                              "transformers: a local AutoModelForImageTextToText checkpoint")

@@ -42,15 +42,15 @@ EXIT_WRITE_FAILED = 1
 # from `register`; a module adding subcommands under it names that module in `PARENT_COMMAND` and is listed after
 # it: its `register` runs when that command is first parsed (or its help shown). A run imports only the modules of
 # the command it names (:func:`command_modules_for`), so command modules import what they need at the top;
-# `miescore --help` (or a mistyped command) imports them all.
+# `miescore --help` (or a mistyped command) imports none: it lists :data:`COMMAND_HELP`.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "score": ("score", "score-batch", "demo"),
+    "score": ("score", "score-batch", "demo",),
     "serve": ("serve",),
     "skill": ("set-skill",),
     "spatialreward": ("spatialreward",),
     "benchmark": ("benchmark",),
-    "external_benchmarks": ("benchmark",),  # PARENT_COMMAND = "benchmark"
-    "editor_benchmarks": ("benchmark",),  # PARENT_COMMAND = "benchmark"
+    "external_benchmarks": ("benchmark",),
+    "editor_benchmarks": ("benchmark",),
     "dataset": ("build-dataset",),
     "convert_benchmark": ("convert-benchmark",),
     "analyze_attention": ("analyze-attention",),
@@ -64,13 +64,35 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "edit": ("edit",),
     "export_vllm": ("export-vllm",),
 }
+# each command's one-line help, shown by `miescore --help` and by the command's own parser
+COMMAND_HELP: dict[str, str] = {
+    "score": "score one edit",
+    "score-batch": "score a JSONL file of edits, resumable",
+    "demo": "score the bundled example edits end to end",
+    "serve": "run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)",
+    "set-skill": "write a skill (rubric) text file into a MIEScore checkpoint's config",
+    "spatialreward": "judge one edit with SpatialReward (edit regions, reasoning, sub-scores, reward)",
+    "benchmark": "benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
+    "build-dataset": "build a Hub-native dataset (Parquet + card) from a raw release",
+    "convert-benchmark": "convert an external editing benchmark's release into the common Parquet schema",
+    "analyze-attention": "attention of a generative judge's reasoning over each image: maps, Table-5 metrics, overlays",
+    "baselines": "compute Table 3 baseline metrics (SSIM, LPIPS, BRISQUE, CLIPScore, ...) per edit",
+    "tokens": "token budget of a checkpoint's prompts: rubric, instruction, labels, images, prefix reuse, length limits",
+    "space": "assemble a ready-to-push Hugging Face Space folder",
+    "judge": "score edits with a general MLLM as a zero-shot judge (resumable)",
+    "spatialreward-data": "build SpatialReward SFT rows with the D.2 data pipeline (grounding, expert annotation, alignment; resumable)",
+    "doctor": "is this checkpoint sane? loading, processor consistency, token budget, score spread and directions, parsing, throughput",
+    "mer-bench": "construct a MER-Bench release: synthesize instructions, generate candidates, annotate (Gradio), export the raw release",
+    "edit": "make edits with an image editor (optionally with a trained LoRA)",
+    "export-vllm": "write a SpatialReward checkpoint in the plain Qwen3-VL layout that vLLM serves (no custom code; the reward settings kept), or a MIEScore one for the MIEScore vLLM plugin",
+}
 
 
 def command_modules_for(argv: list[str] | None) -> list[str]:
-    """The command modules ``argv`` needs: those adding its command (its first word), else all of them."""
+    """The command modules ``argv`` needs: those adding its command (its first word); none when it names no command
+    (``--help``, ``--version``, a typo), which gets the table of :data:`COMMAND_HELP` instead."""
     words = [a for a in argv or () if not a.startswith("-")]
-    wanted = [m for m, commands in COMMAND_MODULES.items() if words and words[0] in commands]
-    return wanted or list(COMMAND_MODULES)
+    return [m for m, commands in COMMAND_MODULES.items() if words and words[0] in commands]
 
 
 def number_arg(convert=int, minimum=None, maximum=None, exclusive=False):
@@ -195,12 +217,18 @@ def defer_options(parser: argparse.ArgumentParser, add) -> None:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The ``miescore`` parser with the commands ``argv`` needs (:func:`command_modules_for`; None: every one)."""
+    """The ``miescore`` parser: with ``argv``, the commands it names (:func:`command_modules_for`), or only the table
+    of commands (:data:`COMMAND_HELP`) when it names none; without, every command's parser."""
     parser = CommandParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    names = list(COMMAND_MODULES) if argv is None else command_modules_for(argv)
+    if not names:  # `miescore --help`, `--version`, a typo: the commands and their help, no module imported
+        for command, text in COMMAND_HELP.items():
+            sub.add_parser(command, help=text)
+        return parser
     opened = {}  # module name -> the subcommands its register() opened
-    for module_name in command_modules_for(argv):
+    for module_name in names:
         module = importlib.import_module(f"modeling_miescore.cli.{module_name}")
         parent = getattr(module, "PARENT_COMMAND", None)
         if parent is not None and parent not in opened:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import EXIT_PARTIAL, finish_run, number_arg
+from .main import COMMAND_HELP, EXIT_PARTIAL, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
 from ..data.mer_construction import (plan_jobs, read_sources, synthesize_instructions, generate_candidates,
                                      parse_system_spec, AnnotationStore, build_annotation_app, export_raw_release)
@@ -28,8 +28,7 @@ from ..judges.chat_backends import parse_judge_spec
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("mer-bench", help="construct a MER-Bench release: synthesize instructions, generate "
-                                              "candidates, annotate (Gradio), export the raw release")
+    parser = sub.add_parser("mer-bench", help=COMMAND_HELP["mer-bench"])
     stages = parser.add_subparsers(dest="stage", required=True)
     _register_synthesize(stages)
     _register_candidates(stages)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from ..utils.numbers import model_fault
-from .main import EXIT_PARTIAL, add_model_args, add_pixel_budget_arg, finish_run, number_arg, quiet_transformers
+from .main import (COMMAND_HELP, EXIT_PARTIAL, add_model_args, add_pixel_budget_arg, finish_run, number_arg,
+                   quiet_transformers)
 from ..processing_miescore import EditSample, check_instruction
 from ..scoring.loading import load_scorer, read_checkpoint_config, model_reference
 from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
@@ -18,7 +19,7 @@ from ..data.example_edits import example_edits
 
 
 def register(sub) -> None:
-    score = sub.add_parser("score", help="score one edit")
+    score = sub.add_parser("score", help=COMMAND_HELP["score"])
     add_model_args(score)
     score.add_argument("--source", action="append", default=[], metavar="IMAGE",
                        help="a source image; repeat for several sources, in order")
@@ -28,7 +29,7 @@ def register(sub) -> None:
     add_pixel_budget_arg(score)
     score.set_defaults(func=cmd_score)
 
-    batch = sub.add_parser("score-batch", help="score a JSONL file of edits, resumable")
+    batch = sub.add_parser("score-batch", help=COMMAND_HELP["score-batch"])
     add_model_args(batch)
     batch.add_argument("--input", required=True, help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')
     batch.add_argument("--output", required=True, help="JSONL predictions; appended to, ids already there are skipped")
@@ -40,7 +41,7 @@ def register(sub) -> None:
     add_pixel_budget_arg(batch)
     batch.set_defaults(func=cmd_score_batch)
 
-    demo = sub.add_parser("demo", help="score the bundled example edits end to end")
+    demo = sub.add_parser("demo", help=COMMAND_HELP["demo"])
     add_model_args(demo, required=False)
     demo.add_argument("--workdir", help="where to build the tiny demo checkpoint (default: a temporary folder)")
     demo.add_argument("--json", action="store_true", help="print one JSON object per example instead of a table")

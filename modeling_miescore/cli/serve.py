@@ -14,7 +14,7 @@ import ipaddress
 import socket
 import sys
 
-from .main import add_device_args, defer_options, quiet_transformers
+from .main import COMMAND_HELP, add_device_args, defer_options, quiet_transformers
 from ..image_io import MIEScoreInputError
 from ..serving.backends import load_backend
 
@@ -34,7 +34,7 @@ def _add_settings_options(parser) -> None:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "serve", help="run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)",
+        "serve", help=COMMAND_HELP["serve"],
         description="Serve a MIEScore (or SpatialReward) checkpoint over HTTP: POST /v1/score, "
                     "POST /v1/score_groups, GET /health, GET /metrics.")
     parser.add_argument("--model", required=True, help="checkpoint folder or Hub repo id")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
-from .main import add_device_args, add_pixel_budget_arg, number_arg
+from .main import COMMAND_HELP, add_device_args, add_pixel_budget_arg, number_arg
 from .score import load_cli_edit
 
 _DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
@@ -115,7 +115,7 @@ def cmd_spatialreward(args) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "spatialreward", help="judge one edit with SpatialReward (edit regions, reasoning, sub-scores, reward)")
+        "spatialreward", help=COMMAND_HELP["spatialreward"])
     parser.add_argument("--model", required=True,
                         help="SpatialReward checkpoint folder or Hub repo id (ours or the authors' plain Qwen3-VL "
                              "one); with --api-base, the model name the server expects")

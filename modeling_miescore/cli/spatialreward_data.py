@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..image_io import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import finish_run, number_arg
+from .main import COMMAND_HELP, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
 from ..judges.chat_backends import parse_judge_spec
 from ..data.spatialreward_pipeline import PipelineJudges, PipelineConfig, read_edit_records, run_pipeline
@@ -38,8 +38,7 @@ _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("spatialreward-data", help="build SpatialReward SFT rows with the D.2 data pipeline "
-                                                       "(grounding, expert annotation, alignment; resumable)")
+    parser = sub.add_parser("spatialreward-data", help=COMMAND_HELP["spatialreward-data"])
     parser.add_argument("--input", required=True, help="score-batch JSONL, or a MIE-Bench / converted-benchmark / MER-Bench dataset")
     parser.add_argument("--split", help="split of a dataset --input (default: test; MER-Bench: every split)")
     parser.add_argument("--out", required=True, help="output folder (resumed when it holds a previous run)")

@@ -25,7 +25,7 @@ import re
 
 from ..image_io import MIEScoreInputError
 from ..diagnostics import token_budget
-from .main import number_arg
+from .main import COMMAND_HELP, number_arg
 
 _SIZE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
@@ -82,8 +82,7 @@ def cmd_tokens(args) -> int:
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("tokens", help="token budget of a checkpoint's prompts: rubric, instruction, labels, "
-                                           "images, prefix reuse, length limits")
+    parser = sub.add_parser("tokens", help=COMMAND_HELP["tokens"])
     parser.add_argument("--model", required=True, help="MIEScore or SpatialReward checkpoint folder or Hub repo id")
     parser.add_argument("--sources", type=number_arg(int, 1, 64), default=None,
                         help="number of source images (default: 1, 2, 3 and 4)")

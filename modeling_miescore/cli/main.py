@@ -77,14 +77,19 @@ COMMAND_HELP: dict[str, str] = {
     "convert-benchmark": "convert an external editing benchmark's release into the common Parquet schema",
     "analyze-attention": "attention of a generative judge's reasoning over each image: maps, Table-5 metrics, overlays",
     "baselines": "compute Table 3 baseline metrics (SSIM, LPIPS, BRISQUE, CLIPScore, ...) per edit",
-    "tokens": "token budget of a checkpoint's prompts: rubric, instruction, labels, images, prefix reuse, length limits",
+    "tokens": ("token budget of a checkpoint's prompts: rubric, instruction, labels, images, prefix reuse, "
+               "length limits"),
     "space": "assemble a ready-to-push Hugging Face Space folder",
     "judge": "score edits with a general MLLM as a zero-shot judge (resumable)",
-    "spatialreward-data": "build SpatialReward SFT rows with the D.2 data pipeline (grounding, expert annotation, alignment; resumable)",
-    "doctor": "is this checkpoint sane? loading, processor consistency, token budget, score spread and directions, parsing, throughput",
-    "mer-bench": "construct a MER-Bench release: synthesize instructions, generate candidates, annotate (Gradio), export the raw release",
+    "spatialreward-data": ("build SpatialReward SFT rows with the D.2 data pipeline (grounding, expert annotation, "
+                           "alignment; resumable)"),
+    "doctor": ("is this checkpoint sane? loading, processor consistency, token budget, score spread and directions, "
+               "parsing, throughput"),
+    "mer-bench": ("construct a MER-Bench release: synthesize instructions, generate candidates, annotate (Gradio), "
+                  "export the raw release"),
     "edit": "make edits with an image editor (optionally with a trained LoRA)",
-    "export-vllm": "write a SpatialReward checkpoint in the plain Qwen3-VL layout that vLLM serves (no custom code; the reward settings kept), or a MIEScore one for the MIEScore vLLM plugin",
+    "export-vllm": ("write a SpatialReward checkpoint in the plain Qwen3-VL layout that vLLM serves (no custom code; "
+                    "the reward settings kept), or a MIEScore one for the MIEScore vLLM plugin"),
 }
 
 

@@ -1,11 +1,11 @@
-"""Tests for modeling_miescore.spatialreward_aggregation (SpatialReward reward aggregation)."""
+"""Tests for modeling_miescore.hub.spatialreward_aggregation (SpatialReward reward aggregation)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from modeling_miescore.spatialreward_aggregation import (
+from modeling_miescore.hub.spatialreward_aggregation import (
     DEFAULT_ALPHA,
     DEFAULT_W_PQ,
     DEFAULT_W_SC,

@@ -191,7 +191,7 @@ def _manual_attention(model, processor, example, result):
     the layers of ``result`` and the rows."""
     import torch
 
-    from modeling_miescore.processing_miescore import as_edit_sample
+    from modeling_miescore.hub.processing_miescore import as_edit_sample
 
     inputs = sc_prompt_inputs(model, processor, as_edit_sample(example).load())
     ids = torch.tensor([result.sequence_ids])

@@ -12,10 +12,10 @@ import torch
 from PIL import Image
 
 from edit_groups import instance_edits, max_score_diff
-from modeling_miescore.backbone_families import GENERIC, INTERNVL, QWEN_VL, family_of
-from modeling_miescore.configuration_miescore import MIEScoreConfig
-from modeling_miescore.modeling_miescore import MIEScoreModel
-from modeling_miescore.processing_miescore import as_edit_sample, image_size_kwargs, load_samples, prepare_inputs
+from modeling_miescore.hub.backbone_families import GENERIC, INTERNVL, QWEN_VL, family_of
+from modeling_miescore.hub.configuration_miescore import MIEScoreConfig
+from modeling_miescore.hub.modeling_miescore import MIEScoreModel
+from modeling_miescore.hub.processing_miescore import as_edit_sample, image_size_kwargs, load_samples, prepare_inputs
 from modeling_miescore.scoring.loading import load_scorer
 from modeling_miescore.testing.tiny_models import sharpen_language_model
 
@@ -33,7 +33,7 @@ def _scorer(tiny_checkpoints, backbone, **config_kwargs):
 def test_family_and_image_size_arguments_follow_the_backbone():
     from transformers import InternVLConfig
 
-    from modeling_miescore.configuration_spatialreward import SpatialRewardConfig
+    from modeling_miescore.hub.configuration_spatialreward import SpatialRewardConfig
 
     qwen25 = MIEScoreConfig(backbone_config={"model_type": "qwen2_5_vl"}, max_pixels=200_000, min_pixels=50_000)
     assert family_of(qwen25) is QWEN_VL and type(qwen25.backbone_config).__name__ == "Qwen2_5_VLConfig"
@@ -109,8 +109,8 @@ def test_score_batch_equals_per_sample_for_each_family(tiny_checkpoints, example
 # --------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("backbone", REUSE_FAMILIES)
 def test_prefix_reuse_equals_the_full_forward(tiny_checkpoints, examples, backbone):
-    from modeling_miescore.modeling_miescore import last_token_indices
-    from modeling_miescore.prefix_reuse import suffix_hidden_states
+    from modeling_miescore.hub.modeling_miescore import last_token_indices
+    from modeling_miescore.hub.prefix_reuse import suffix_hidden_states
 
     model = sharpen_language_model(_scorer(tiny_checkpoints, backbone))
     assert model.prefix_reuse_available
@@ -139,7 +139,7 @@ def test_prefix_reuse_equals_the_full_forward(tiny_checkpoints, examples, backbo
 
 @pytest.mark.parametrize("backbone", REUSE_FAMILIES)
 def test_wrong_suffix_positions_would_be_caught(tiny_checkpoints, examples, backbone, monkeypatch):
-    from modeling_miescore import prefix_reuse
+    from modeling_miescore.hub import prefix_reuse
 
     model = sharpen_language_model(_scorer(tiny_checkpoints, backbone))
     samples = instance_edits(examples)[:4]

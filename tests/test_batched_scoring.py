@@ -1,12 +1,12 @@
-"""The batched scoring loop (modeling_miescore.batched_scoring) with a recording score function: no model."""
+"""The batched scoring loop (modeling_miescore.hub.batched_scoring) with a recording score function: no model."""
 
 from __future__ import annotations
 
 import pytest
 from PIL import Image
 
-from modeling_miescore.batched_scoring import PrefixGrouping, eval_mode, score_in_batches
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.batched_scoring import PrefixGrouping, eval_mode, score_in_batches
+from modeling_miescore.hub.errors import MIEScoreInputError
 
 
 def image(width: int, height: int = 32, shade: int = 0) -> Image.Image:

@@ -47,7 +47,7 @@ def test_tau_as_released_matches_the_stable_sort_of_the_reference_script():
 
 
 def _reward(s, alpha, w_if, w_con):
-    """The sec. 3.1 reward, written out here independently of modeling_miescore.spatialreward_aggregation."""
+    """The sec. 3.1 reward, written out here independently of modeling_miescore.hub.spatialreward_aggregation."""
     sc = (w_if * s[:, 0] + w_con * s[:, 1]) / 25.0
     pq = (0.5 * s[:, 2] + 0.5 * s[:, 3]) / 25.0
     return sc ** alpha * pq ** (1.0 - alpha)

@@ -9,7 +9,7 @@ from PIL import Image
 from modeling_miescore.judges.call_cache import CallCache, CallCacheError
 from modeling_miescore.judges.call_engine import CallEngine, ChatRequest, UsageLog, request_key
 from modeling_miescore.judges.chat_backends import OpenAIChatBackend, parse_judge_spec
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 
 
 def _backend(url, **kw):

@@ -117,7 +117,7 @@ def test_training_loaders_run_nothing(tampered_miescore, tampered_spatialreward)
 
 
 def test_saving_a_loaded_processor_writes_no_auto_map(tampered_miescore, tmp_path):
-    from modeling_miescore.processing_miescore import PROCESSOR_JSON_FILES, load_stock_processor
+    from modeling_miescore.hub.processing_miescore import PROCESSOR_JSON_FILES, load_stock_processor
 
     load_stock_processor(tampered_miescore.path).save_pretrained(tmp_path)
     written = [name for name in PROCESSOR_JSON_FILES if (tmp_path / name).is_file()]
@@ -141,7 +141,7 @@ _LOADS = textwrap.dedent("""
     from transformers import AutoProcessor, AutoTokenizer, Qwen2Tokenizer, Qwen3VLProcessor  # imported before timing
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
-    from modeling_miescore.processing_miescore import load_stock_processor
+    from modeling_miescore.hub.processing_miescore import load_stock_processor
     from modeling_miescore.training.spatialreward_recipe import load_model_and_processor
 
     loaders = {"stock_loader": load_stock_processor,
@@ -200,7 +200,7 @@ def test_other_backbone_families_get_their_stock_processor_and_run_no_code(tiny_
 
 
 def test_a_processor_class_outside_transformers_is_refused(tiny_checkpoints, tmp_path):
-    from modeling_miescore.processing_miescore import load_stock_processor
+    from modeling_miescore.hub.processing_miescore import load_stock_processor
 
     tampered = tamper_checkpoint(tiny_checkpoints("miescore", "internvl"), tmp_path / "tampered")
     config = tampered.path / "processor_config.json"
@@ -233,7 +233,7 @@ def test_every_documented_snippet_says_what_it_trusts():
     checkpoints, so every documented Auto* call passes one, or the docs use load_stock_processor."""
     from pathlib import Path
 
-    from modeling_miescore.model_card import ModelCardInfo, render_model_card
+    from modeling_miescore.hub.model_card import ModelCardInfo, render_model_card
 
     root = Path(__file__).resolve().parents[1]
     docs = {str(p.relative_to(root)): p.read_text() for p in [root / "README.md", *(root / "docs").glob("*.md"),

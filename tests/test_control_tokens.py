@@ -1,4 +1,4 @@
-"""One chat-control-token rule (``modeling_miescore.control_tokens``) behind its three uses: a user's instruction
+"""One chat-control-token rule (``modeling_miescore.hub.control_tokens``) behind its three uses: a user's instruction
 is refused (``processing_miescore.control_token_problem``), text from an endpoint is refused before it becomes
 training data (``utils.text_hygiene.training_text_problem``), and a SpatialReward generation has the tokens removed
 (``spatialreward_tokens.strip_control_tokens``). They differ only on SpatialReward's grounding tokens, which are
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from modeling_miescore.control_tokens import QWEN_CONTROL_TOKENS, QWEN_FIRST_ADDED_ID, control_tokens_in
-from modeling_miescore.processing_miescore import control_token_problem
-from modeling_miescore.spatialreward_tokens import strip_control_tokens
+from modeling_miescore.hub.control_tokens import QWEN_CONTROL_TOKENS, QWEN_FIRST_ADDED_ID, control_tokens_in
+from modeling_miescore.hub.processing_miescore import control_token_problem
+from modeling_miescore.hub.spatialreward_tokens import strip_control_tokens
 from modeling_miescore.utils.text_hygiene import training_text_problem
 
 PACKAGE = Path(__file__).resolve().parents[1] / "modeling_miescore"
@@ -61,6 +61,6 @@ def test_the_rule_and_the_qwen_vocabulary_are_declared_once():
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: a control-token pattern")
     assert not offenders, offenders
     for hub_file in ("processing_miescore.py", "spatialreward_tokens.py"):
-        imports = {n.module for n in ast.walk(ast.parse((PACKAGE / hub_file).read_text())) if
+        imports = {n.module for n in ast.walk(ast.parse((PACKAGE / "hub" / hub_file).read_text())) if
                    isinstance(n, ast.ImportFrom) and n.level == 1}
         assert "control_tokens" in imports, hub_file

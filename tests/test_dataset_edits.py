@@ -11,7 +11,7 @@ import pytest
 
 from modeling_miescore.data.dataset_edits import export_dataset_edits
 from modeling_miescore.data.spatialreward_pipeline.samples import read_edit_records
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.testing import raw_benchmarks as rb
 
 

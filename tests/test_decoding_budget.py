@@ -18,7 +18,7 @@ import textwrap
 import pytest
 from PIL import Image
 
-from modeling_miescore.processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample
+from modeling_miescore.hub.processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM from /proc")
 
@@ -30,7 +30,7 @@ _SCRIPT = textwrap.dedent("""
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
 
-    from modeling_miescore.image_io import MIEScoreInputError
+    from modeling_miescore.hub.errors import MIEScoreInputError
     from modeling_miescore.scoring.loading import load_scorer
 
     model = load_scorer(sys.argv[1], device="cpu", dtype="float32")

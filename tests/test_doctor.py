@@ -113,7 +113,7 @@ def test_trust_remote_code_runs_the_strangers_load_and_names_the_code_files(tamp
 
     def installed(jobs):
         calls.append("installed package")
-        return {"results": [{"classes": {"installed": "modeling_miescore.modeling_miescore.MIEScoreModel"},
+        return {"results": [{"classes": {"installed": "modeling_miescore.hub.modeling_miescore.MIEScoreModel"},
                              "scores": []}], "checkpoint_modules": []}
 
     monkeypatch.setattr(isolated_load, "load_and_score_without_package", stranger)

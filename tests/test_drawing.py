@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modeling_miescore.spatialreward_drawing import PALETTE, bbox_to_pixels, draw_regions, region_color
-from modeling_miescore.spatialreward_judgement import SpatialRewardResult
+from modeling_miescore.hub.spatialreward_drawing import PALETTE, bbox_to_pixels, draw_regions, region_color
+from modeling_miescore.hub.spatialreward_judgement import SpatialRewardResult
 
 GREY = (128, 128, 128)
 

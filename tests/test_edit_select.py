@@ -76,7 +76,7 @@ def test_select_with_miescore_scores_each_requests_candidates_together(toy_edito
                                                                        monkeypatch):
     """The N candidates of a request are one group: one score_batch call with the group's prefix run once
     (reuse_prefix, a group key per request), and the rewards are MIEScore's overall / 100 of each candidate."""
-    from modeling_miescore.modeling_miescore import MIEScoreModel
+    from modeling_miescore.hub.modeling_miescore import MIEScoreModel
 
     calls = []
     original = MIEScoreModel.score_batch

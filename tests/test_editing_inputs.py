@@ -7,8 +7,8 @@ import json
 import pytest
 
 from modeling_miescore.data.editing_inputs import read_editing_inputs
-from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+from modeling_miescore.hub.errors import MIEScoreInputError
+from modeling_miescore.hub.processing_miescore import MAX_INSTRUCTION_CHARS
 from modeling_miescore.testing import raw_benchmarks as rb
 
 

@@ -353,7 +353,7 @@ def test_own_imgedit_rubric_asks_for_its_three_criteria_by_name():
 
 def test_vie_prompts_are_read_as_text_and_code_is_never_run(tmp_path):
     from modeling_miescore.evaluation.editor_benchmarks.gedit_judge import read_vie_prompts
-    from modeling_miescore.image_io import MIEScoreInputError
+    from modeling_miescore.hub.errors import MIEScoreInputError
 
     path = rb.write_vie_prompts_module(tmp_path / "vie_prompts.py")
     path.write_text("raise SystemExit('ran')\nimport os\nos.remove(__file__)\n" + path.read_text())

@@ -10,7 +10,7 @@ import typing
 import pytest
 
 from editor_rl_runs import recipe_cli, toy_config, write_run_yaml
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.training.editor_rl.config import RESUMABLE_FIELDS, RUN_IDENTITY_FIELDS, FlowGRPOConfig
 from modeling_miescore.utils.field_checks import Bounds, OneOf, field_problems, suggestion
 

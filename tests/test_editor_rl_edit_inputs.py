@@ -13,7 +13,7 @@ import torch
 
 from editor_rl_runs import toy_config
 from modeling_miescore.cli.main import main as miescore
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.training.editor_rl.objective import TrainingDivergedError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 

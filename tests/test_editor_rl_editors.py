@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.testing.tiny_editors import TINY_EDITOR_OPTIONS
 from modeling_miescore.training.editor_rl.editors import EDITORS, EditorSpecError, load_editor
 from modeling_miescore.training.editor_rl.policy import add_lora, reference_policy

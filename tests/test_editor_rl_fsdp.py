@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from editor_rl_runs import REDNESS, toy_config
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "trainers" / "flow_grpo_editor.py"

@@ -17,7 +17,7 @@ from editor_bench_helpers import looking_judge
 from editor_rl_runs import REDNESS, recipe_cli, run_recipe, toy_config
 from local_http import RoutedChatServer, chat_completion, request_images
 
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings

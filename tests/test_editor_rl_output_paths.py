@@ -14,7 +14,7 @@ import pytest
 
 from editor_rl_runs import recipe_cli, toy_config, write_run_yaml
 from modeling_miescore.cli.main import main as miescore
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from editor_rl_runs import run_recipe, toy_config
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")

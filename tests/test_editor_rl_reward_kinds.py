@@ -20,7 +20,7 @@ from PIL import Image
 from edit_groups import rl_groups, spatialreward_judge, spatialreward_sub_scores
 from local_http import RoutedChatServer
 
-from modeling_miescore.spatialreward_aggregation import spatial_reward
+from modeling_miescore.hub.spatialreward_aggregation import spatial_reward
 from modeling_miescore.rewards.specs import REWARD_KINDS, build_reward, parse_reward_terms
 from modeling_miescore.rewards.groups import GroupScores, RewardUnavailableError
 from modeling_miescore.rewards.worker import RewardWorker

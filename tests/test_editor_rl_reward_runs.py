@@ -19,7 +19,7 @@ from local_http import RoutedChatServer
 from PIL import Image
 
 from modeling_miescore.judges.spatialreward_api import processor_sized_image
-from modeling_miescore.spatialreward_aggregation import spatial_reward
+from modeling_miescore.hub.spatialreward_aggregation import spatial_reward
 from modeling_miescore.cli.main import main as miescore
 from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.app import serve_in_background

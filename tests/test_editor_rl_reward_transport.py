@@ -12,7 +12,7 @@ from PIL import Image
 from editor_rl_runs import run_recipe, toy_config
 from local_http import BadChatServer, RoutedChatServer, bomb_reply, chunked_reply, echo_auth_reply, raw_reply, \
     score_groups_answer, trickle_reply
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.serving.reward_client import RewardClient, RewardServerError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 

@@ -14,7 +14,7 @@ from PIL import Image
 from edit_groups import rl_groups
 from local_http import RoutedChatServer, score_groups_answer
 
-from modeling_miescore.miescore_overall import overall_score
+from modeling_miescore.hub.miescore_overall import overall_score
 from modeling_miescore.serving.backends import CallableBackend
 from modeling_miescore.serving.app import serve_in_background
 from modeling_miescore.serving.settings import ServerSettings

@@ -18,7 +18,8 @@ from corpus.bad_input_corpus import run_bounded
 from corpus.bad_input_editor_runs import truncated_png
 from corpus.bad_inputs import release_fifo
 from editor_rl_runs import toy_config
-from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
+from modeling_miescore.hub.image_io import ImageLoadError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -79,7 +80,7 @@ def test_dev_zero_is_never_read(editing_requests, tmp_path):
     rows = _rows_with(tmp_path / "data", editing_requests, "zero.png", lambda path: os.symlink("/dev/zero", path))
     code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))\n"
             "from modeling_miescore.data.editing_inputs import read_editing_inputs\n"
-            "from modeling_miescore.image_io import read_image_file\n"
+            "from modeling_miescore.hub.image_io import read_image_file\n"
             f"zero = {str(rows.parent / 'zero.png')!r}\n"
             f"for call in (lambda: read_editing_inputs({str(rows)!r}), lambda: read_image_file(zero)):\n"
             "    try:\n        call()\n    except ValueError as e:\n        print(e)\n")
@@ -103,7 +104,7 @@ def test_a_truncated_source_is_reported_before_it_is_decoded(editing_requests, t
 
 
 def test_read_image_file_checks_the_opened_file(tmp_path):
-    from modeling_miescore.image_io import read_image_file
+    from modeling_miescore.hub.image_io import read_image_file
 
     good = tmp_path / "a.png"
     good.write_bytes(b"\x89PNG" + b"\0" * 100)

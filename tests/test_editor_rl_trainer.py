@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from editor_rl_runs import toy_config
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer, RewardUnavailableError
 
 pytestmark = pytest.mark.usefixtures("single_thread")

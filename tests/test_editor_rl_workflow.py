@@ -124,7 +124,7 @@ def test_the_pushed_card_names_hub_ids(tiny_run, tmp_path):
     import dataclasses
     import shutil
 
-    from modeling_miescore.model_card import BASE_PLACEHOLDER
+    from modeling_miescore.hub.model_card import BASE_PLACEHOLDER
     from modeling_miescore.training.editor_rl.publishing import write_adapter_card
     from modeling_miescore.training.editor_rl.config import FlowGRPOConfig
     from modeling_miescore.training.editor_rl.editors import load_editor

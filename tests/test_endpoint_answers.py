@@ -14,9 +14,9 @@ from local_http import BadChatServer, raw_reply, request_text, text_reply
 from PIL import Image
 
 from modeling_miescore.cli.main import main
-from modeling_miescore.spatialreward_relaxed_json import extract_json, final_json_object
+from modeling_miescore.hub.spatialreward_relaxed_json import extract_json, final_json_object
 from modeling_miescore.judges.mllm_judge import judge_prompt_parts, parse_mos_answer
-from modeling_miescore.control_tokens import QWEN_CONTROL_TOKENS
+from modeling_miescore.hub.control_tokens import QWEN_CONTROL_TOKENS
 from modeling_miescore.utils.text_hygiene import control_tokens_in
 
 DIMS = ("visual_quality", "instruction_following", "attribute_preservation")

@@ -60,9 +60,9 @@ class RecordingClient(ChatClient):
 
 def _in_process_prompt_tokens(export, edit, config) -> dict:
     """Prompt tokens of the SC and PQ prompts as the in-process model builds them (its processor, its size)."""
-    from modeling_miescore.image_io import load_image
-    from modeling_miescore.modeling_spatialreward import pq_messages, sc_messages
-    from modeling_miescore.processing_miescore import image_size_kwargs, load_checkpoint_processor
+    from modeling_miescore.hub.image_io import load_image
+    from modeling_miescore.hub.modeling_spatialreward import pq_messages, sc_messages
+    from modeling_miescore.hub.processing_miescore import image_size_kwargs, load_checkpoint_processor
 
     processor = load_checkpoint_processor(str(export))
     sources, edited = [load_image(p) for p in edit["sources"]], load_image(edit["edited"])

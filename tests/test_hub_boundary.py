@@ -1,4 +1,4 @@
-"""The Hub boundary: the root of ``modeling_miescore/`` is exactly what a checkpoint ships, and it runs alone.
+"""The Hub boundary: ``modeling_miescore/hub/`` is exactly what a checkpoint ships, and it runs alone.
 
 How transformers (``transformers.dynamic_module_utils``) treats a checkpoint's code:
 
@@ -28,10 +28,12 @@ import pytest
 from transformers.dynamic_module_utils import get_imports, get_relative_import_files, get_relative_imports
 
 import modeling_miescore
+import modeling_miescore.hub
 from modeling_miescore.diagnostics.isolated_load import (IsolatedLoadJob, load_and_score_without_package,
                                                          run_without_package)
 
 PACKAGE_ROOT = Path(modeling_miescore.__file__).parent
+HUB = Path(modeling_miescore.hub.__file__).parent  # the Hub files, flat
 
 # Besides the standard library, Hub files may import only these. tqdm and huggingface_hub (model cards) are hard
 # dependencies of transformers (checked below), so every environment that loads a checkpoint has them.
@@ -42,26 +44,27 @@ CHECKPOINT_FILES = {
     "MIEScore": {
         "configuration_miescore.py", "modeling_miescore.py", "miescore_overall.py", "miescore_score_heads.py",
         "skill_miescore.py", "lm_digit_scores.py", "backbone_families.py", "batched_scoring.py", "image_io.py",
-        "prefix_reuse.py", "processing_miescore.py", "control_tokens.py", "pipeline_miescore.py", "model_card.py",
+        "errors.py", "prefix_reuse.py", "processing_miescore.py", "control_tokens.py", "pipeline_miescore.py",
+        "model_card.py",
     },
     "SpatialReward": {
         "configuration_spatialreward.py", "modeling_spatialreward.py", "spatialreward_aggregation.py",
         "spatialreward_drawing.py", "spatialreward_judgement.py", "spatialreward_parsing.py",
         "spatialreward_relaxed_json.py", "spatialreward_tokens.py", "backbone_families.py", "batched_scoring.py",
-        "image_io.py", "prefix_reuse.py", "processing_miescore.py", "control_tokens.py", "pipeline_miescore.py",
-        "model_card.py",
+        "image_io.py", "errors.py", "prefix_reuse.py", "processing_miescore.py", "control_tokens.py",
+        "pipeline_miescore.py", "model_card.py",
     },
 }
 ENTRY_FILES = {
     "MIEScore": ("configuration_miescore.py", "modeling_miescore.py"),
     "SpatialReward": ("configuration_spatialreward.py", "modeling_spatialreward.py"),
 }
-# Root modules that are not copied into checkpoints: only the package's lazy front door.
-ROOT_NOT_IN_CHECKPOINTS = {"__init__.py"}
+# Modules of hub/ that are not copied into checkpoints: only its package marker.
+HUB_NOT_IN_CHECKPOINTS = {"__init__.py"}
 
 
 def _tree(name: str) -> ast.Module:
-    return ast.parse((PACKAGE_ROOT / name).read_text(encoding="utf-8"), filename=name)
+    return ast.parse((HUB / name).read_text(encoding="utf-8"), filename=name)
 
 
 def relative_imports(name: str) -> set[str]:
@@ -92,7 +95,7 @@ def checkpoint_files(kind: str) -> set[str]:
     while todo:
         name = todo.pop()
         if name not in files:
-            assert (PACKAGE_ROOT / name).is_file(), f"a Hub file imports {name}, which is not in the package root"
+            assert (HUB / name).is_file(), f"a Hub file imports {name}, which is not in modeling_miescore/hub/"
             files.add(name)
             todo += sorted(relative_imports(name))
     return files
@@ -107,25 +110,28 @@ def test_checkpoint_file_lists_are_the_declared_ones(kind):
     # ... and transformers' own walk finds the same files
     by_transformers = set(ENTRY_FILES[kind])
     for entry in ENTRY_FILES[kind]:
-        by_transformers |= {Path(p).name for p in get_relative_import_files(PACKAGE_ROOT / entry)}
+        by_transformers |= {Path(p).name for p in get_relative_import_files(HUB / entry)}
     assert by_transformers == CHECKPOINT_FILES[kind]
 
 
 @pytest.mark.parametrize("name", ALL_HUB_FILES)
 def test_hub_file_imports_only_allowed_packages_and_siblings(name):
     # transformers reads relative imports with a regex: it must see exactly what the AST sees
-    assert {f"{m}.py" for m in get_relative_imports(PACKAGE_ROOT / name)} == relative_imports(name)
+    assert {f"{m}.py" for m in get_relative_imports(HUB / name)} == relative_imports(name)
     allowed = ALLOWED_PACKAGES | set(sys.stdlib_module_names)
     outside = absolute_imports(name) - allowed
     assert not outside, f"{name} imports {sorted(outside)}; a Hub file may import only {sorted(ALLOWED_PACKAGES)}, "\
                         "the standard library and its siblings (from .x import y)"
-    assert set(get_imports(PACKAGE_ROOT / name)) <= allowed  # what check_imports will import on load
+    assert set(get_imports(HUB / name)) <= allowed  # what check_imports will import on load
 
 
-def test_every_root_module_is_a_hub_file():
-    root_modules = {p.name for p in PACKAGE_ROOT.glob("*.py")}
-    assert root_modules - ROOT_NOT_IN_CHECKPOINTS == set(ALL_HUB_FILES), (
-        "the root of modeling_miescore/ holds only Hub files; put other modules in a subpackage")
+def test_hub_is_exactly_what_a_checkpoint_ships():
+    hub_modules = {p.name for p in HUB.iterdir() if p.suffix == ".py" or p.is_dir() and p.name != "__pycache__"}
+    assert hub_modules - HUB_NOT_IN_CHECKPOINTS == set(ALL_HUB_FILES), (
+        "modeling_miescore/hub/ holds exactly the files a checkpoint ships, flat; put other modules in another "
+        "subpackage")
+    assert {p.name for p in PACKAGE_ROOT.glob("*.py")} == {"__init__.py"}, (
+        "the root of modeling_miescore/ holds only the lazy front door; Hub files go in hub/, others in a subpackage")
 
 
 def test_tqdm_numpy_and_huggingface_hub_come_with_transformers():
@@ -136,7 +142,7 @@ def test_tqdm_numpy_and_huggingface_hub_come_with_transformers():
 
 def test_checkpoints_load_and_score_without_the_package(tiny_miescore, tiny_miescore_path, tiny_spatialreward_path,
                                                          examples, tmp_path):
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
     from modeling_miescore.data.example_edits import save_example_files
 
     for kind, path in (("MIEScore", tiny_miescore_path), ("SpatialReward", tiny_spatialreward_path)):
@@ -187,8 +193,8 @@ def test_scoring_pipeline_loads_from_the_checkpoints_without_the_package(
     """pipeline("image-edit-scoring", model=CKPT, trust_remote_code=True): the pipeline class comes from the
     checkpoint (config.custom_pipelines), one dict gives one result, a list gives a list, equal to the models'
     own score / evaluate_edits in this process; SpatialReward gives rewards and parsed details, no raw text."""
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
-    from modeling_miescore.pipeline_miescore import CUSTOM_PIPELINES
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.pipeline_miescore import CUSTOM_PIPELINES
     from modeling_miescore.data.example_edits import save_example_files
 
     for path in (tiny_miescore_path, tiny_spatialreward_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modeling_miescore.image_io import load_image, reduction_factor, to_rgb
+from modeling_miescore.hub.image_io import load_image, reduction_factor, to_rgb
 from modeling_miescore.serving.request_parsing import RequestError, UploadedImage, check_pixel_budgets
 from modeling_miescore.serving.settings import ServerSettings
 

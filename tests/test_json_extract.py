@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from modeling_miescore.spatialreward_relaxed_json import (MAX_ANSWER_CHARS, extract_first_json, is_unclosed,
+from modeling_miescore.hub.spatialreward_relaxed_json import (MAX_ANSWER_CHARS, extract_first_json, is_unclosed,
                                                    strip_reasoning_and_fences)
 
 

@@ -12,7 +12,7 @@ from mer_construction_helpers import construction_folder, form_values
 from modeling_miescore.cli.main import main
 from modeling_miescore.data.builders.mer_bench import build_mer_bench
 from modeling_miescore.data.mer_construction import AnnotationSession, AnnotationStore, export_raw_release
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from mer_construction_helpers import TOY_SYSTEMS, construction_folder
 
 from modeling_miescore.cli.main import main
 from modeling_miescore.data.mer_construction import generate_candidates, parse_system_spec
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 
 
 def _ledger(folder: Path) -> list[dict]:

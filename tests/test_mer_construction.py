@@ -19,7 +19,7 @@ from modeling_miescore.data.mer_construction import (GENERAL_PROMPT, HUMAN_PROMP
                                                      plan_jobs, read_sources)
 from modeling_miescore.data.mer_construction.instruction_report import build_synthesis_report
 from modeling_miescore.data.schema import MER_CATEGORIES
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 
 PAPER_D3 = Path(__file__).parent / "fixtures" / "spatialreward_appendix_d3.txt"  # arXiv 2602.07458v4, appendix D.3
 LISTINGS = {"MER-Bench: General Multi-Edit Instruction Synthesis": GENERAL_PROMPT,

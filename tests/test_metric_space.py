@@ -13,7 +13,7 @@ import pytest
 
 from modeling_miescore.evaluation.metrics.correlation import correlations, srcc
 from modeling_miescore.evaluation.metrics.group_ranking import group_accuracy, kendall_tau_groups
-from modeling_miescore.miescore_overall import overall_score
+from modeling_miescore.hub.miescore_overall import overall_score
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = REPO / "spaces" / "miescore_metric"

@@ -16,7 +16,7 @@ from PIL import Image
 from modeling_miescore.cli.main import main
 from modeling_miescore.evaluation.prediction_files import read_score_predictions
 from modeling_miescore.judges.mllm_judge import ANSWER_FORMAT, JUDGE_RUBRIC, judge_prompt_parts, parse_mos_answer
-from modeling_miescore.miescore_overall import overall_score
+from modeling_miescore.hub.miescore_overall import overall_score
 
 DIMS = ("visual_quality", "instruction_following", "attribute_preservation")
 

@@ -8,7 +8,7 @@ from PIL import Image
 
 from modeling_miescore import overall_score
 from modeling_miescore.scoring.loading import ModelLoadError, load_scorer
-from modeling_miescore.modeling_miescore import MIEScoreModel, last_token_indices
+from modeling_miescore.hub.modeling_miescore import MIEScoreModel, last_token_indices
 
 KEYS = {"visual_quality", "instruction_following", "attribute_preservation", "overall"}
 

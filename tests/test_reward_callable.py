@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from PIL import Image
 
-from modeling_miescore.spatialreward_aggregation import spatial_reward
-from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+from modeling_miescore.hub.spatialreward_aggregation import spatial_reward
+from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
 from modeling_miescore.judges.spatialreward_api import SpatialRewardAPI
 from modeling_miescore.rewards.callables import SpatialRewardFunction
 

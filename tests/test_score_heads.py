@@ -1,4 +1,4 @@
-"""The score heads, iterated over :data:`~modeling_miescore.miescore_score_heads.SCORE_HEADS`: each head a tiny
+"""The score heads, iterated over :data:`~modeling_miescore.hub.miescore_score_heads.SCORE_HEADS`: each head a tiny
 scorer is built with answers what the package asks it (output layer, dtype, prefix reuse, training inputs, its
 initialisation from the backbone), trains through its declared inputs, and ``miescore doctor`` finds a zeroed
 output layer. A new head is covered here without editing this file."""
@@ -9,8 +9,8 @@ import pytest
 import torch
 from edit_groups import instance_edits
 
-from modeling_miescore.miescore_score_heads import SCORE_HEADS
-from modeling_miescore.processing_miescore import as_edit_sample, load_samples, prepare_inputs
+from modeling_miescore.hub.miescore_score_heads import SCORE_HEADS
+from modeling_miescore.hub.processing_miescore import as_edit_sample, load_samples, prepare_inputs
 
 
 @pytest.fixture(scope="module")

@@ -220,7 +220,7 @@ def test_a_burst_fills_one_batch_while_its_requests_are_still_being_decoded(monk
 def test_samples_that_share_a_prefix_are_scored_apart_from_the_others():
     """The backend asks the model for prefix reuse only for samples that share sources and instruction; the
     others run with reuse_prefix=False (no pixel hashing on the model thread). Results keep the input order."""
-    from modeling_miescore.processing_miescore import EditSample
+    from modeling_miescore.hub.processing_miescore import EditSample
     from modeling_miescore.serving.backends import score_by_shared_prefix
 
     calls = []

@@ -97,7 +97,7 @@ def test_a_batch_whose_preparation_fails_is_scored_sample_by_sample():
 def test_miescore_backend_prepares_off_the_model_thread(tiny_miescore, examples, monkeypatch):
     """With a MIEScore checkpoint the model thread runs forward passes only: tokenising and image
     preprocessing (``prepare_inputs``) run on the preparing thread, and the scores are the model's."""
-    from modeling_miescore import modeling_miescore
+    from modeling_miescore.hub import modeling_miescore
 
     threads = {"prepare_inputs": set(), "forward": set()}
     prepare_inputs, forward = modeling_miescore.prepare_inputs, tiny_miescore.backbone.forward

@@ -166,7 +166,7 @@ def _run(data, tmp_path, config=None, optimizer_backend=None, evaluator_backend=
 
 
 def test_lines_round_trip_and_numbering():
-    from modeling_miescore.skill_miescore import DEFAULT_SKILL
+    from modeling_miescore.hub.skill_miescore import DEFAULT_SKILL
 
     assert skill_text(skill_lines(DEFAULT_SKILL)) == DEFAULT_SKILL
     assert skill_lines("a\r\nb\n") == ["a", "b"]
@@ -723,7 +723,7 @@ def test_example_config_parses():
 def test_dataset_splits_are_checked_without_decoding(data):
     from datasets import Dataset, Features, Image, List, Value
 
-    from modeling_miescore.image_io import MIEScoreInputError
+    from modeling_miescore.hub.errors import MIEScoreInputError
     from modeling_miescore.training.skill import SkillSampleSplit
 
     features = Features({"id": Value("string"), "instruction": Value("string"), "source_images": List(Image()),

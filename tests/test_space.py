@@ -32,7 +32,8 @@ from browser.space_harness import (  # noqa: E402  (tests/ is on sys.path)
     tiny_spatialreward,
 )
 
-from modeling_miescore.image_io import ImageLoadError, MIEScoreInputError  # noqa: E402
+from modeling_miescore.hub.errors import MIEScoreInputError
+from modeling_miescore.hub.image_io import ImageLoadError  # noqa: E402
 from modeling_miescore.space import inputs, rendering  # noqa: E402
 from modeling_miescore.space.models import LazyModel  # noqa: E402
 
@@ -383,7 +384,7 @@ def test_load_edit_inputs_reads_inline_data_urls():
 def test_space_inputs_share_the_library_limits(tmp_path):
     import base64
 
-    from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+    from modeling_miescore.hub.processing_miescore import MAX_INSTRUCTION_CHARS
 
     for value, message in [(42, "must be text, got int"), (["a"], "must be text, got list"),
                            ("x" * (MAX_INSTRUCTION_CHARS + 1), "4,097 characters; the model takes at most 4,096")]:
@@ -458,7 +459,7 @@ def test_miescore_html_bars_and_meanings():
 
 
 def test_region_colours_match_drawing_and_highlights():
-    from modeling_miescore.spatialreward_drawing import region_color as drawing_color
+    from modeling_miescore.hub.spatialreward_drawing import region_color as drawing_color
 
     regions = [{"id": 3, "label": "cat", "bbox_2d": [0, 0, 500, 500]},
                {"id": 0, "label": "cup", "bbox_2d": [500, 500, 1000, 1000]}]

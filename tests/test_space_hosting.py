@@ -25,7 +25,7 @@ from huggingface_hub import SpaceHardware  # noqa: E402
 
 from modeling_miescore import __version__  # noqa: E402
 from modeling_miescore.cli.main import main  # noqa: E402
-from modeling_miescore.image_io import MIEScoreInputError  # noqa: E402
+from modeling_miescore.hub.errors import MIEScoreInputError  # noqa: E402
 from modeling_miescore.scoring import loading  # noqa: E402
 from modeling_miescore.space import inputs, models, sources_gallery  # noqa: E402
 
@@ -164,7 +164,7 @@ def test_metric_folder_with_a_wheel_loads_with_evaluate(tmp_path, capsys):
     with zipfile.ZipFile(out / wheel) as archive:
         names = archive.namelist()
         metadata = archive.read(f"miescore-{__version__}.dist-info/METADATA").decode()
-    assert "modeling_miescore/space/space_folder.py" in names and "modeling_miescore/default_skill.txt" in names
+    assert "modeling_miescore/space/space_folder.py" in names and "modeling_miescore/hub/default_skill.txt" in names
     assert f"\nVersion: {__version__}\n" in metadata
     meta, _ = front_matter(out / "README.md")
     assert FRONT_MATTER_KEYS <= set(meta) and "models" not in meta

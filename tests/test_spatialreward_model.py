@@ -7,18 +7,18 @@ import math
 import pytest
 import torch
 
-from modeling_miescore.spatialreward_aggregation import spatial_reward
+from modeling_miescore.hub.spatialreward_aggregation import spatial_reward
 from modeling_miescore.cli.main import main
-from modeling_miescore.configuration_spatialreward import (
+from modeling_miescore.hub.configuration_spatialreward import (
     PQ_PROMPT,
     SC_PROMPT_MULTI,
     SC_PROMPT_SINGLE,
     SpatialRewardConfig,
 )
-from modeling_miescore.modeling_spatialreward import SpatialRewardModel
-from modeling_miescore.spatialreward_parsing import parse_sc_output
+from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
+from modeling_miescore.hub.spatialreward_parsing import parse_sc_output
 from modeling_miescore.data.example_edits import save_example_files
-from modeling_miescore.spatialreward_tokens import (
+from modeling_miescore.hub.spatialreward_tokens import (
     GROUNDING_TOKENS,
     add_grounding_tokens,
     grounding_token_ids,
@@ -224,7 +224,7 @@ def test_score_candidates_returns_one_reward_per_candidate_in_order(sr_model, ex
 
 
 def test_bad_input_is_a_user_error(sr_model, examples):
-    from modeling_miescore.image_io import MIEScoreInputError
+    from modeling_miescore.hub.errors import MIEScoreInputError
 
     with pytest.raises(MIEScoreInputError, match="zero source images"):
         sr_model.evaluate_edits([{"sources": [], "edited": examples[0]["edited"], "instruction": "x"}])
@@ -242,8 +242,8 @@ def test_bad_input_is_a_user_error(sr_model, examples):
 def test_plain_qwen3vl_checkpoint_loads_as_spatialreward(tiny_qwen3vl_path, examples):
     from transformers import AutoProcessor, Qwen3VLForConditionalGeneration
 
-    from modeling_miescore.modeling_spatialreward import sc_messages
-    from modeling_miescore.processing_miescore import image_size_kwargs
+    from modeling_miescore.hub.modeling_spatialreward import sc_messages
+    from modeling_miescore.hub.processing_miescore import image_size_kwargs
     from modeling_miescore.scoring.loading import load_spatialreward
     from modeling_miescore.testing.tiny_spatialreward import sharpen
 

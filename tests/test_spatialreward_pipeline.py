@@ -84,7 +84,7 @@ def test_routing_rule():
 
 
 def _two_source_sample():
-    from modeling_miescore.processing_miescore import EditSample
+    from modeling_miescore.hub.processing_miescore import EditSample
 
     sources = [Image.new("RGB", (80, 60), (200, 200, 200)), Image.new("RGB", (50, 70), (180, 180, 220))]
     return EditSample(sources=sources, edited=Image.new("RGB", (80, 60), (90, 90, 90)),

@@ -6,9 +6,9 @@ import pytest
 import torch
 from PIL import Image
 
-from modeling_miescore import modeling_spatialreward as sr_module
-from modeling_miescore.modeling_spatialreward import SpatialRewardModel, sc_messages
-from modeling_miescore.processing_miescore import image_size_kwargs
+from modeling_miescore.hub import modeling_spatialreward as sr_module
+from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel, sc_messages
+from modeling_miescore.hub.processing_miescore import image_size_kwargs
 
 BATCH = 2  # a group of 3 then needs two generate calls
 
@@ -101,7 +101,7 @@ def test_packed_rows_equal_the_processor_prompts_and_positions(model, samples, m
     _, _, input_ids, attention_mask, position_ids, *_ = calls[0][0]
 
     processor = model.get_processor()
-    from modeling_miescore.processing_miescore import as_edit_sample
+    from modeling_miescore.hub.processing_miescore import as_edit_sample
 
     loaded = [as_edit_sample(s).load() for s in group]
     order = sorted(range(2), key=lambda i: loaded[i].edited.size[0] * loaded[i].edited.size[1])

@@ -14,7 +14,7 @@ from card_blocks import run_python_blocks
 from local_http import LocalHTTPServer
 from PIL import Image
 
-from modeling_miescore.spatialreward_parsing import GROUNDING_ISSUES, parse_sc_output
+from modeling_miescore.hub.spatialreward_parsing import GROUNDING_ISSUES, parse_sc_output
 from modeling_miescore.data.spatialreward_chat_examples import (check_row, prepare_grpo_dataset,
                                                                     prepare_sft_dataset, target_text, to_sft_example)
 from modeling_miescore.training.spatialreward_grpo_rewards import (OracleConsistencyReward, format_grounding_reward,
@@ -114,7 +114,7 @@ def test_unreadable_images_are_dropped_and_jpeg_sources_stay_jpeg(rows):
 
 
 def test_length_estimate_counts_image_tokens_like_the_processor(tiny_sr_path, rows):
-    from modeling_miescore.processing_miescore import load_stock_processor
+    from modeling_miescore.hub.processing_miescore import load_stock_processor
     from modeling_miescore.data.spatialreward_chat_examples import estimate_num_tokens, set_pixel_range
 
     processor = load_stock_processor(tiny_sr_path)  # Qwen3VLProcessor.from_pretrained would ask about auto_map
@@ -135,7 +135,7 @@ def test_length_estimate_counts_image_tokens_like_the_processor(tiny_sr_path, ro
 
 
 def test_example_layout_uses_the_d1_prompts(rows):
-    from modeling_miescore.configuration_spatialreward import SpatialRewardConfig
+    from modeling_miescore.hub.configuration_spatialreward import SpatialRewardConfig
 
     config = SpatialRewardConfig()
     single = next(r for r in rows if r["task"] == "sc" and len(r["sources"]) == 1 and not r["expected_drop"])
@@ -277,8 +277,8 @@ def test_assistant_only_loss_supervises_only_the_answer(tiny_sr_path, rows, tmp_
 def test_sft_recipe_trains_saves_and_reloads(tiny_sr_path, fixture_dir, examples, tmp_path):
     import torch
 
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
-    from modeling_miescore.spatialreward_tokens import GROUNDING_TOKENS
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.spatialreward_tokens import GROUNDING_TOKENS
 
     sft = _recipe("sft_spatialreward")
     out = tmp_path / "sft"
@@ -337,8 +337,8 @@ def _example_inputs(examples, work: Path) -> list:
 def _check_sft_cards(out: Path, base: Path, examples, work: Path) -> None:
     """The SFT adapter and merged/ cards: Hub metadata, and every python block runs; the adapter card's recipe
     (base + the 17 added tokens + PeftModel) generates the texts merged/ generates."""
-    from modeling_miescore.model_card import ADAPTER_SUFFIX, BASE_PLACEHOLDER, REPO_PLACEHOLDER
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.model_card import ADAPTER_SUFFIX, BASE_PLACEHOLDER, REPO_PLACEHOLDER
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
 
     adapter_meta, merged_meta = _card_meta(out), _card_meta(out / "merged")
     assert adapter_meta["library_name"] == "peft" and merged_meta["library_name"] == "transformers"
@@ -370,7 +370,7 @@ def _check_sft_cards(out: Path, base: Path, examples, work: Path) -> None:
 def test_grpo_recipe_with_oracle_runs_and_saves(tiny_sr_path, fixture_dir, examples, tmp_path):
     import torch
 
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
 
     grpo = _recipe("grpo_spatialreward")
     out = tmp_path / "grpo"
@@ -394,7 +394,7 @@ def test_grpo_recipe_with_oracle_runs_and_saves(tiny_sr_path, fixture_dir, examp
         assert torch.equal(tensor, trained[name]), name
 
     # the output folder's card: no local path in the metadata, the run's settings, and its code runs as written
-    from modeling_miescore.model_card import REPO_PLACEHOLDER
+    from modeling_miescore.hub.model_card import REPO_PLACEHOLDER
 
     meta, card = _card_meta(out), (out / "README.md").read_text()
     assert meta["library_name"] == "transformers" and "base_model" not in meta and "datasets" not in meta

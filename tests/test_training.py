@@ -326,7 +326,7 @@ def test_a_missing_split_is_named_with_the_options(tmp_path, capsys):
 
 
 def test_resume_without_checkpoint_is_a_clear_error(tiny_miescore_path, small_dataset, tmp_path):
-    from modeling_miescore.image_io import MIEScoreInputError
+    from modeling_miescore.hub.errors import MIEScoreInputError
 
     with pytest.raises(MIEScoreInputError, match="no checkpoint"):
         train_miescore.main(*parse(tiny_run_args(small_dataset, tiny_miescore_path, tmp_path / "empty",

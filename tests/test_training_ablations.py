@@ -147,7 +147,7 @@ def test_row5_full_recipe_takes_the_optimised_skill_from_a_file(tiny_miescore_pa
     config = json.loads((Path(result["exported"]["merged"]) / "config.json").read_text())
     assert config["skill"] == "Optimised rubric.\nLine two.\n"  # read as the set-skill command reads it
     assert result["exported"]["adapter"] is not None  # LoRA + head
-    from modeling_miescore.image_io import MIEScoreInputError
+    from modeling_miescore.hub.errors import MIEScoreInputError
 
     with pytest.raises(MIEScoreInputError, match="does not exist"):
         _run(small_dataset, tiny_miescore_path, tmp_path / "missing", skill_file=tmp_path / "nope.txt")

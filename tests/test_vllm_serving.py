@@ -175,7 +175,7 @@ def test_script_refuses_what_vllm_cannot_serve(tiny_spatialreward_path, tmp_path
 
 
 def test_images_are_sent_as_the_processor_resizes_them(tiny_spatialreward_path):
-    from modeling_miescore.processing_miescore import load_checkpoint_processor
+    from modeling_miescore.hub.processing_miescore import load_checkpoint_processor
 
     processor = load_checkpoint_processor(str(tiny_spatialreward_path)).image_processor
     size = {"shortest_edge": 16_384, "longest_edge": 65_536}

@@ -189,7 +189,7 @@ def test_user_errors_exit_2(benchmarks, predictions, tmp_path, capsys, case, mes
 def test_single_source_prompt_variant_is_used_for_one_source_only(tiny_miescore, examples):
     import copy
 
-    from modeling_miescore.processing_miescore import build_messages
+    from modeling_miescore.hub.processing_miescore import build_messages
 
     model = tiny_miescore
     edit = examples[0]
@@ -240,13 +240,13 @@ class RecordingMIEScore:
     """Stands in for a MIEScore model: scores from the instruction length, and records the prompt it was asked for."""
 
     def __init__(self):
-        from modeling_miescore.configuration_miescore import MIEScoreConfig
+        from modeling_miescore.hub.configuration_miescore import MIEScoreConfig
 
         self.config = MIEScoreConfig()
         self.prompts: list[tuple[int, str]] = []
 
     def score_batch(self, samples, batch_size=8, **kwargs):
-        from modeling_miescore.processing_miescore import as_edit_sample, build_messages
+        from modeling_miescore.hub.processing_miescore import as_edit_sample, build_messages
 
         samples = [as_edit_sample(s) for s in samples]
         for s in samples:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 # (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
 from modeling_miescore.training.editor_rl.config import FlowGRPOConfig  # isort: skip
 
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.utils.credentials import redact
 from modeling_miescore.utils.suggestions import missing_extra_message
 
@@ -99,7 +99,7 @@ def prepare_tiny_inputs(script: ScriptArguments, config: FlowGRPOConfig, given=f
 
 def _could_be_hub_id(path: str) -> bool:
     """A Hub repo id (``org/name``) is loaded by the editor / dataset reader, which reports it if it cannot."""
-    from modeling_miescore.model_card import hub_repo_id
+    from modeling_miescore.hub.model_card import hub_repo_id
 
     return not path.endswith((".jsonl", ".json")) and hub_repo_id(path) is not None
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
-from ..processing_miescore import as_edit_sample, image_size_kwargs
+from ..hub.image_io import DEFAULT_MAX_IMAGE_PIXELS
+from ..hub.processing_miescore import as_edit_sample, image_size_kwargs
 
 TOP_FRACTION = 0.1  # C.1: "the cumulative probability mass of the top 10% tokens"
 
@@ -205,7 +205,7 @@ class SampleAttention:
 
 def sc_prompt_inputs(model, processor, sample):
     """The SC prompt of one loaded edit as model inputs (on the model's device), as ``evaluate_edits`` builds it."""
-    from ..modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
+    from ..hub.modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
 
     messages = sc_messages(model.config, len(sample.sources), sample.instruction)
     text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -26,8 +26,8 @@ from typing import Self
 from tqdm.auto import tqdm
 
 from ..data.schema import SCORE_KEYS
-from ..image_io import MIEScoreInputError
-from ..processing_miescore import EditSample, as_edit_sample
+from ..hub.errors import MIEScoreInputError
+from ..hub.processing_miescore import EditSample, as_edit_sample
 from ..scoring.jsonl_scoring import check_output_file, read_predictions
 from ..utils.output_lock import exclusive_output
 from .registry import Baseline, check_weights, parse_baseline_names
@@ -262,7 +262,7 @@ def compute_baselines(edits: Iterable, metrics, out, *, device: str = "auto", pr
 
     Args:
         edits: dicts ``{"id", "sources": [...], "edited", "instruction"}`` or
-            :class:`~modeling_miescore.processing_miescore.EditSample` objects with an id; images are paths,
+            :class:`~modeling_miescore.hub.processing_miescore.EditSample` objects with an id; images are paths,
             PIL images or arrays.
         metrics: names from :data:`~modeling_miescore.baselines.registry.BASELINES`, as a list or ``"a,b"``.
         out: the predictions file; with several metrics a path containing ``{metric}``.

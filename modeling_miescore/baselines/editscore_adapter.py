@@ -26,7 +26,7 @@ import io
 import sys
 from typing import Any
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .scorers import resolve_device
 
 __all__ = ["EditScoreAnswerError", "EndpointVLM", "LocalVLM", "editscore"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 
 NO_REFERENCE = "no-reference"  # the edited image alone
 FULL_REFERENCE = "full-reference"  # the edited image against each source image

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from PIL import Image
 
 from ..data.schema import SCORE_KEYS
-from ..image_io import MIEScoreInputError
-from ..processing_miescore import EditSample
+from ..hub.errors import MIEScoreInputError
+from ..hub.processing_miescore import EditSample
 from ..utils.import_spec import import_callable
 from .registry import FULL_REFERENCE, NO_REFERENCE, TEXT_IMAGE, Baseline, WeightsFile, require_library
 

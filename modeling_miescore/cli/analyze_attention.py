@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
 from .main import COMMAND_HELP, EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
 from ..analysis.attention_maps import (DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS,

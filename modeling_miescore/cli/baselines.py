@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .main import COMMAND_HELP, EXIT_PARTIAL
 from ..baselines.registry import BASELINES
 from ..baselines.compute import output_paths, compute_mie_bench_baselines

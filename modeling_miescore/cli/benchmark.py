@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .main import COMMAND_HELP, add_device_args, number_arg, quiet_transformers
 from ..data.input_export import export_mie_inputs, input_cache_dir
 from ..evaluation.model_runs import check_prediction_cache, score_mer_with_spatialreward

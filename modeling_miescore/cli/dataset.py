@@ -23,7 +23,7 @@ import re
 import sys
 from typing import Mapping
 from ..data.builders.base import BuildUsageError
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..data.builders.output_folder import HubPushError, HubPushUnavailableError, OutputExistsError
 from ..data.builders.raw_files import DatasetValidationError
 from ..utils.output_lock import OutputBusyError

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .main import COMMAND_HELP, add_device_args, finish_run, number_arg, quiet_transformers
 from ..training.editor_rl.schedule import SamplingSchedule
 from ..utils.output_paths import check_folder_apart

@@ -25,7 +25,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .main import finish_run, number_arg, quiet_transformers
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS, editor_benchmark

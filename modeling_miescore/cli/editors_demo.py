@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .main import main
 
 __all__ = ["DEMO_LABEL", "demo_editor_args", "run_offline_demo"]

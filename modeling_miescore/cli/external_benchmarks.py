@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .benchmark import add_evaluation_run_args
 from .main import number_arg, quiet_transformers
 from ..scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config, model_reference

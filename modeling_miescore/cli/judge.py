@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .main import COMMAND_HELP, finish_run
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 from ..scoring.jsonl_scoring import read_predictions, check_input_file, check_output_file, score_jsonl

@@ -24,10 +24,10 @@ import importlib
 import math
 import sys
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import OutputWriteError
 from ..scoring.loading import DTYPES
-from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
+from ..hub.processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
 from .. import __version__
 from ..utils.third_party_logs import quiet_third_party_logs
 from ..utils.suggestions import did_you_mean

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
 from .main import add_device_args, number_arg
 from ..judges.call_cache import CallCache

@@ -7,11 +7,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.numbers import model_fault
 from .main import (COMMAND_HELP, EXIT_PARTIAL, add_model_args, add_pixel_budget_arg, finish_run, number_arg,
                    quiet_transformers)
-from ..processing_miescore import EditSample, check_instruction
+from ..hub.processing_miescore import EditSample, check_instruction
 from ..scoring.loading import load_scorer, read_checkpoint_config, model_reference
 from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
                                      read_predictions, score_jsonl)

@@ -15,7 +15,7 @@ import socket
 import sys
 
 from .main import COMMAND_HELP, add_device_args, defer_options, quiet_transformers
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..serving.backends import load_backend
 
 

@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.atomic_files import write_text_atomic
 
 

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
 from .main import COMMAND_HELP, add_device_args, add_pixel_budget_arg, number_arg
 from .score import load_cli_edit
@@ -93,7 +93,7 @@ def cmd_spatialreward(args) -> int:
         raise MIEScoreInputError(refused)
 
     if args.draw:
-        from ..spatialreward_drawing import draw_regions
+        from ..hub.spatialreward_drawing import draw_regions
 
         try:
             draw_regions(edited, result.regions).save(args.draw)

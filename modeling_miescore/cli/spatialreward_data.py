@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
 from .main import COMMAND_HELP, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..diagnostics import token_budget
 from .main import COMMAND_HELP, number_arg
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .schema import MER_SPLITS
 from .dataset_splits import load_split
 from .converters.converted_card import read_benchmark_metadata

@@ -28,16 +28,16 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from ..data.example_edits import example_edits, save_example_files
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..scoring.checkpoint_files import PICKLE_SUFFIXES
 from ..scoring.loading import read_checkpoint_config, SPATIALREWARD_MODEL_TYPES, resolve_device, resolve_dtype
 from ..scoring.checkpoint_files import ModelLoadError, validate_checkpoint_folder
-from ..processing_miescore import image_size_kwargs, num_image_tokens
-from ..spatialreward_tokens import GROUNDING_TOKENS
+from ..hub.processing_miescore import image_size_kwargs, num_image_tokens
+from ..hub.spatialreward_tokens import GROUNDING_TOKENS
 from .token_budget import load_config_and_processor
 from . import token_budget
-from .isolated_load import (IsolatedLoadJob, IsolatedRunError, load_and_score_with_package,
-                            load_and_score_without_package)
+from . import isolated_load
+from .isolated_load import IsolatedLoadJob, IsolatedRunError
 
 STATUSES = ("ok", "warn", "error", "skip")
 
@@ -242,8 +242,9 @@ VISION_TOKENS = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_p
 _SAMPLE_INSTRUCTION = "Put the cat from image 2 on the table of image 1."
 
 
-def _package_root():
-    return Path(__file__).resolve().parents[1]
+def _hub_files_folder():
+    """The installed package's Hub files (``modeling_miescore/hub/``), which a checkpoint's code files copy."""
+    return Path(__file__).resolve().parents[1] / "hub"
 
 
 def remote_code_closure(folder, auto_map: dict) -> tuple:
@@ -286,7 +287,7 @@ def _code_files(ctx: DoctorContext, auto_map: dict) -> tuple:
     """``(missing, differing)``: code files that ``auto_map`` needs but the folder lacks, and code files that
     differ from the installed package's copy."""
     _, missing = remote_code_closure(ctx.path, auto_map)
-    root = _package_root()
+    root = _hub_files_folder()
     differing = sorted(p.name for p in ctx.path.glob("*.py")
                        if (root / p.name).is_file() and (root / p.name).read_bytes() != p.read_bytes())
     return missing, differing
@@ -425,10 +426,10 @@ def check_vision_geometry(ctx: DoctorContext):
 
 def _prompt_messages(ctx: DoctorContext, num_sources: int) -> list:
     if ctx.kind == "miescore":
-        from ..processing_miescore import build_messages
+        from ..hub.processing_miescore import build_messages
 
         return build_messages(num_sources, _SAMPLE_INSTRUCTION, ctx.config)[0]
-    from ..modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
+    from ..hub.modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
 
     return sc_messages(ctx.config, num_sources, _SAMPLE_INSTRUCTION)
 
@@ -603,7 +604,9 @@ def check_fresh_process(ctx: DoctorContext):
                           kind=ctx.kind)
     start = time.perf_counter()
     try:
-        out = (load_and_score_without_package if ctx.trust_remote_code else load_and_score_with_package)([job])
+        load = (isolated_load.load_and_score_without_package if ctx.trust_remote_code
+                else isolated_load.load_and_score_with_package)
+        out = load([job])
     except IsolatedRunError as err:
         last = [line for line in str(err).splitlines() if line.strip()][-1]
         how = "trust_remote_code load without the package" if ctx.trust_remote_code else "load in a fresh process"

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
-from ..image_io import MIEScoreInputError
+from ..hub.control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
+from ..hub.errors import MIEScoreInputError
 from ..utils.markdown_table import markdown_table
-from ..processing_miescore import resized_image_size, build_messages, load_checkpoint_processor
+from ..hub.processing_miescore import resized_image_size, build_messages, load_checkpoint_processor
 from ..scoring.loading import read_checkpoint_config
 from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
 
@@ -281,7 +281,7 @@ def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[in
     SC is D.1.1 for one source and D.1.2 for several (``sc_messages``); PQ is D.1.3 on the edited image alone
     (``pq_messages``). Arguments as :func:`miescore_budget`, with a ``SpatialRewardConfig``.
     """
-    from ..modeling_spatialreward import pq_messages, sc_messages  # deferred: loads torch, transformers
+    from ..hub.modeling_spatialreward import pq_messages, sc_messages  # deferred: loads torch, transformers
 
     instruction = _checked(num_sources, instruction)
     config = _with_pixels(config, max_pixels)
@@ -391,9 +391,9 @@ def load_config_and_processor(model: str) -> tuple:
     config_dict = read_checkpoint_config(model)
     model_type = config_dict.get("model_type")
     if model_type == "miescore":
-        from ..configuration_miescore import MIEScoreConfig as config_class
+        from ..hub.configuration_miescore import MIEScoreConfig as config_class
     elif model_type in ("spatialreward", "qwen3_vl"):
-        from ..configuration_spatialreward import SpatialRewardConfig as config_class
+        from ..hub.configuration_spatialreward import SpatialRewardConfig as config_class
     else:
         raise MIEScoreInputError(f"'{model}' is neither a MIEScore nor a SpatialReward checkpoint "
                                  f"(model_type={model_type!r}); pass a checkpoint folder of one of them")

@@ -30,7 +30,7 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..training.editor_rl.rollout import sample_with_schedule
 from ..training.editor_rl.schedule import PIPELINE_SCHEDULE, SamplingSchedule, derived_seed
 from ..utils.atomic_files import atomic_write, write_text_atomic

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..rewards.groups import EditGroup, RewardUnavailableError, group_key
 from ..rewards.worker import RewardWorker, reward_error
 from ..utils.atomic_files import atomic_write
 from .generation import edit_file_name
 from ..scoring.jsonl_scoring import complete_lines, read_done_ids
-from ..image_io import load_image
+from ..hub.image_io import load_image
 from ..utils.output_lock import exclusive_output
 
 __all__ = ["CANDIDATES_FILE", "SelectionRun", "prepare_selection", "select_edits"]

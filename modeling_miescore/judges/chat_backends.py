@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.credentials import redact, redacted_url
 from .call_engine import ChatRequest, image_digest
 from .chat_client import (DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatCompletion, ChatError, image_to_data_url,

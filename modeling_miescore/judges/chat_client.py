@@ -53,7 +53,7 @@ from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_bounds import Attempted, RetryPolicy, send_with_retries
 from ..utils.text_hygiene import valid_text
-from ..image_io import resize_to_budget, to_rgb
+from ..hub.image_io import resize_to_budget, to_rgb
 
 logger = logging.getLogger(__name__)
 
@@ -375,7 +375,7 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
 
     ``format``: ``"PNG"`` (lossless) or ``"JPEG"``/``"WEBP"`` (``quality`` applies; about 5-10x smaller requests).
     ``max_pixels``: if given, the image is first downscaled (aspect ratio kept) to at most that many pixels
-    (:func:`~modeling_miescore.image_io.resize_to_budget`).
+    (:func:`~modeling_miescore.hub.image_io.resize_to_budget`).
     Modes other than RGB/L (RGBA, P, CMYK, 16-bit, ...) are converted to RGB.
     """
     from PIL import Image

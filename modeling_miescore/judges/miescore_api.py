@@ -16,10 +16,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..scoring.vllm_miescore import MIESCORE_CONFIG_FILE
 from ..utils.closing import ClosesOnExit
-from ..backbone_families import qwen_patch_factor
-from ..processing_miescore import build_messages, ordered_images
-from ..miescore_overall import overall_score
-from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
+from ..hub.backbone_families import qwen_patch_factor
+from ..hub.processing_miescore import build_messages, ordered_images
+from ..hub.miescore_overall import overall_score
+from ..hub.image_io import DEFAULT_MAX_IMAGE_PIXELS
 
 __all__ = ["MIEScoreAPI"]
 
@@ -36,7 +36,7 @@ class MIEScoreAPI(ClosesOnExit):
 
     def __init__(self, base_url: str, model: str, checkpoint, timeout: float = 120.0, max_retries: int = 2,
                  max_concurrency: int = 16, image_format: str = "PNG"):
-        from ..configuration_miescore import MIEScoreConfig  # deferred: loads torch, transformers
+        from ..hub.configuration_miescore import MIEScoreConfig  # deferred: loads torch, transformers
         from .chat_client import ChatClient  # deferred: loads httpcore, httpx
 
         self.config = MIEScoreConfig.from_json_file(str(Path(checkpoint) / MIESCORE_CONFIG_FILE))
@@ -91,7 +91,7 @@ class MIEScoreAPI(ClosesOnExit):
                     max_image_pixels: Optional[int] = None) -> List[Dict[str, Any]]:
         """One result per sample, in order: the scores and ``overall`` on the MOS scale (as
         ``MIEScoreModel.score_batch``) with ``failed: False``, or ``failed: True`` and ``error`` (no score)."""
-        from ..batched_scoring import score_in_batches  # deferred: loads torch, transformers
+        from ..hub.batched_scoring import score_in_batches  # deferred: loads torch, transformers
 
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
             return score_in_batches(samples, lambda loaded, _: list(pool.map(self._score_one, loaded)),

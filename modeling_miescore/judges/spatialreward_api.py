@@ -35,16 +35,17 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..backbone_families import qwen_patch_factor
-from ..batched_scoring import score_in_batches
-from ..configuration_spatialreward import SpatialRewardConfig
-from ..image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError
-from ..processing_miescore import EditSample, resized_image_size
-from ..spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
-from ..spatialreward_tokens import strip_control_tokens
+from ..hub.backbone_families import qwen_patch_factor
+from ..hub.batched_scoring import score_in_batches
+from ..hub.configuration_spatialreward import SpatialRewardConfig
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import DEFAULT_MAX_IMAGE_PIXELS
+from ..hub.processing_miescore import EditSample, resized_image_size
+from ..hub.spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
+from ..hub.spatialreward_tokens import strip_control_tokens
 from ..utils.closing import ClosesOnExit
 from .chat_client import DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url
-from ..image_io import to_rgb
+from ..hub.image_io import to_rgb
 from ..scoring.checkpoint_files import read_config_file
 
 CUT_ISSUE = "cut_at_max_tokens"  # issue code of an answer the server stopped at max_tokens (finish_reason "length")

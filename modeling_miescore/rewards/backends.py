@@ -15,7 +15,7 @@ in-process model gets each group's key as its group id, so a group's SC prefix r
 does the same, sec. B.2.3). ``aggregation``: ``None`` keeps the scorer's reward, by default ``(SC/25)^0.8
 (PQ/25)^0.2`` (sec. 3.1 / 5.4); ``"min"`` is the appendix B.2.2 "Bucket Principle" ablation ``sqrt(min(s_if,
 s_con) * min(s_nat, s_art)) / 25``; ``"arithmetic"`` is sec. 5.4's third variant (all through
-:func:`~modeling_miescore.spatialreward_aggregation.spatial_reward`). A sample whose answer cannot be parsed or
+:func:`~modeling_miescore.hub.spatialreward_aggregation.spatial_reward`). A sample whose answer cannot be parsed or
 whose requests failed is a failed sample (``"sc:parse_failed"``, ``"pq:api_error:http"``), never the scorer's
 ``failure_reward``. When every sample of a call failed because the endpoint could not be reached, did not answer
 in time, or refused every request with an HTTP 4xx no retry changes (an unserved model name, too many images, a
@@ -47,16 +47,17 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
 
-from ..configuration_miescore import SCORE_NAMES
-from ..miescore_overall import overall_score
+from ..hub.configuration_miescore import SCORE_NAMES
+from ..hub.miescore_overall import overall_score
 from ..serving.reward_client import RewardClient, RewardServerError, ScoringFailure
-from ..spatialreward_aggregation import SCORE_RANGE, spatial_reward
+from ..hub.spatialreward_aggregation import SCORE_RANGE, spatial_reward
 from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
                      result_components, reward_range_of, score_isolating)
 from ..scoring.loading import load_scorer, load_spatialreward
 from ..judges.spatialreward_api import SpatialRewardAPI
 from ..utils.credentials import redact
-from ..image_io import MIEScoreInputError, load_image
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import load_image
 
 __all__ = ["MIEScoreReward", "parse_score_weights", "miescore_value", "SpatialRewardReward", "parse_aggregation",
            "spatialreward_value", "SPATIALREWARD_COMPONENTS", "ServedReward", "SERVED_RETRY_STATUSES",
@@ -119,7 +120,7 @@ def miescore_value(result: dict, weights: Optional[tuple], scale: float = 0.01,
 
 
 class MIEScoreReward:
-    """A loaded :class:`~modeling_miescore.modeling_miescore.MIEScoreModel` as an
+    """A loaded :class:`~modeling_miescore.hub.modeling_miescore.MIEScoreModel` as an
     :class:`~.groups.EditorReward`.
 
     Args:

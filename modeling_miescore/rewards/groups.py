@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from ..utils.numbers import real_finite
-from ..image_io import ImageLoadError, MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import ImageLoadError
 from ..utils.credentials import redact
 
 __all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError", "group_key", "checked_rewards",

@@ -9,7 +9,7 @@ import threading
 from collections import Counter
 from typing import Callable
 
-from ..processing_miescore import EditSample
+from ..hub.processing_miescore import EditSample
 from ..utils.numbers import json_safe
 from ..scoring.loading import ModelLoadError, load_scorer, load_spatialreward, read_checkpoint_config
 

@@ -27,8 +27,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Pl
                       ValidationInfo)
 from pydantic_core import PydanticCustomError
 
-from ..image_io import ALLOWED_IMAGE_FORMATS, MAX_ASPECT_RATIO, ImageLoadError, decode_image
-from ..processing_miescore import EditSample, control_token_problem
+from ..hub.image_io import ALLOWED_IMAGE_FORMATS, MAX_ASPECT_RATIO, ImageLoadError, decode_image
+from ..hub.processing_miescore import EditSample, control_token_problem
 from .settings import ServerSettings
 
 STATUS_CLIENT_CLOSED = 499  # nginx's "client closed request": recorded, never sent (nobody is listening)
@@ -100,7 +100,7 @@ class UploadedImage:
 
     def decode(self, target_pixels: int | None = None) -> Image.Image:
         """The upright RGB image, reduced towards ``target_pixels`` when it is at least 4x larger (None: full
-        size; :func:`~modeling_miescore.image_io.decode_image`). Decoded once; the file bytes are released
+        size; :func:`~modeling_miescore.hub.image_io.decode_image`). Decoded once; the file bytes are released
         afterwards."""
         if self._decoded is None:
             try:

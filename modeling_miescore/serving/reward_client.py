@@ -43,8 +43,8 @@ from ..utils import http_bounds
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_bounds import RetryPolicy, send_with_retries
 from .settings import ServerSettings
-from ..image_io import load_image
-from ..spatialreward_relaxed_json import loads_noting_duplicates
+from ..hub.image_io import load_image
+from ..hub.spatialreward_relaxed_json import loads_noting_duplicates
 
 
 class RewardServerError(RuntimeError):
@@ -151,7 +151,7 @@ def _encoded_with_pixels(image) -> tuple[str, int]:
         if isinstance(image, (bytes, bytearray)):
             data = bytes(image)
         else:
-            from ..image_io import read_image_file
+            from ..hub.image_io import read_image_file
 
             data = read_image_file(image)  # a regular file of a bounded size (never a FIFO or a device)
         return base64.b64encode(data).decode("ascii"), _header_pixels(data)

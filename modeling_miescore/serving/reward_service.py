@@ -22,8 +22,8 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
-from ..image_io import MIEScoreInputError
-from ..processing_miescore import EditSample
+from ..hub.errors import MIEScoreInputError
+from ..hub.processing_miescore import EditSample
 from ..utils.numbers import json_safe, model_fault
 from .backends import ScorerBackend
 from .monitoring import ServerMetrics

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from ..processing_miescore import MAX_INSTRUCTION_CHARS
+from ..hub.processing_miescore import MAX_INSTRUCTION_CHARS
 from ..utils.declared_settings import DeclaredSettings
 
 __all__ = ["ServerSettings"]

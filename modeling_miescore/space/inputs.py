@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..data.example_edits import example_edits
-from ..image_io import (ImageLoadError, MIEScoreInputError, decode_image, decoded_pixels, describe_image, open_image,
-                        open_image_bytes)
-from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, MAX_INSTRUCTION_CHARS
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import ImageLoadError, decode_image, decoded_pixels, describe_image, open_image, open_image_bytes
+from ..hub.processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, MAX_INSTRUCTION_CHARS
 from ..utils.atomic_files import atomic_write
 
 MAX_SOURCES = 6

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .inputs import SpaceInputError
 
 SPACE_MODELS_FILE = "space_models.json"

@@ -13,8 +13,8 @@ import math
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..spatialreward_drawing import PALETTE, bbox_to_pixels, clamp_pixel_box
-from ..spatialreward_tokens import GROUNDING_TOKEN_RE
+from ..hub.spatialreward_drawing import PALETTE, bbox_to_pixels, clamp_pixel_box
+from ..hub.spatialreward_tokens import GROUNDING_TOKEN_RE
 from ..utils.numbers import json_safe
 
 # Region colours are spatialreward_drawing.PALETTE's (one per region id), so boxes drawn by ``draw_regions`` elsewhere

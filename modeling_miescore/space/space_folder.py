@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import OutputPathError, check_folder_apart, ensure_folder, real_path
 from .models import SPACE_MODELS_FILE, space_models_text
 

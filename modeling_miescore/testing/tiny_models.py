@@ -12,8 +12,8 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..control_tokens import QWEN_SPECIAL_TOKENS
-from ..skill_miescore import DEFAULT_SKILL
+from ..hub.control_tokens import QWEN_SPECIAL_TOKENS
+from ..hub.skill_miescore import DEFAULT_SKILL
 
 SPECIAL_TOKENS = list(QWEN_SPECIAL_TOKENS)
 QWEN_VL_NAMED_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",

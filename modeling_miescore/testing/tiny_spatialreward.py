@@ -41,7 +41,7 @@ def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cac
     :class:`SpatialRewardConfig` fields (defaults: ``TINY_DEFAULTS``). Deterministic for a seed; no network.
     Returns ``path``.
     """
-    from ..modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
+    from ..hub.modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
 
     path = Path(path)
     settings = {**TINY_DEFAULTS, **config_kwargs}

@@ -33,7 +33,7 @@ from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from ..data.schema import DIMENSION_ABBREVIATIONS, DIMENSIONS
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.atomic_files import write_bytes_atomic
 from .losses import LossConfig, MIEScoreLoss
 

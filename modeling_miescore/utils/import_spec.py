@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Mapping
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .suggestions import did_you_mean
 
 
@@ -19,7 +19,7 @@ def import_callable(spec: str, what: str, error: type = MIEScoreInputError) -> C
     """The callable ``spec`` (``"package.module:function"``, split at its last ``:``) names.
 
     ``what`` names the spec in errors (``"reward callable"``, ``"--evaluator"``); ``error`` is the exception
-    class raised (a :class:`~modeling_miescore.image_io.MIEScoreInputError`, a ``ValueError``, by default) for a
+    class raised (a :class:`~modeling_miescore.hub.image_io.MIEScoreInputError`, a ``ValueError``, by default) for a
     spec without a module or a function, a module that cannot be imported, or a name that is not callable."""
     module_name, _, attribute = str(spec).rpartition(":")
     if not module_name.strip() or not attribute.strip():

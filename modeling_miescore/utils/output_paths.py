@@ -10,7 +10,7 @@
 * **A write the machine refuses is one line** (:func:`output_writes`): a full disk, a quota or an I/O error is one
   :class:`OutputWriteError` naming the output; writers leave nothing half-written (temporary file, then rename).
 
-:class:`OutputPathError` is a :class:`~modeling_miescore.image_io.MIEScoreInputError` (exit status 2);
+:class:`OutputPathError` is a :class:`~modeling_miescore.hub.image_io.MIEScoreInputError` (exit status 2);
 :class:`OutputWriteError` (the machine, not the input) exits 1.
 """
 
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 
 __all__ = ["OutputPathError", "OutputWriteError", "check_distinct_files", "check_folder_apart", "ensure_folder",
            "output_writes", "real_path"]

@@ -2,9 +2,9 @@
 
 * **Lone surrogates** (``"\\ud800"`` as a JSON escape) cannot be encoded as UTF-8 (SQLite, JSON Lines and
   tokenizers fail on them): wherever an endpoint's text enters the package (the chat client's answer, strings
-  decoded by :mod:`modeling_miescore.spatialreward_relaxed_json`) each is **repaired** to U+FFFD, and the repair
+  decoded by :mod:`modeling_miescore.hub.spatialreward_relaxed_json`) each is **repaired** to U+FFFD, and the repair
   counted (``repaired_text`` in the usage log).
-* **Chat-control tokens** (:mod:`modeling_miescore.control_tokens`; SpatialReward's grounding tokens are text here)
+* **Chat-control tokens** (:mod:`modeling_miescore.hub.control_tokens`; SpatialReward's grounding tokens are text here)
   and C0 control characters (tab, newline and carriage return are text) must never reach training data: training
   text holding one is **refused** (:func:`training_text_problem`, reason ``control_token`` in the stage reports),
   never silently stripped.
@@ -18,8 +18,8 @@ import json
 import re
 from typing import Any, List, Optional
 
-from ..control_tokens import control_tokens_in as chat_control_tokens
-from ..spatialreward_relaxed_json import valid_strings, valid_text
+from ..hub.control_tokens import control_tokens_in as chat_control_tokens
+from ..hub.spatialreward_relaxed_json import valid_strings, valid_text
 
 __all__ = ["control_characters_problem", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
            "valid_text"]
@@ -28,7 +28,7 @@ _C0_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def control_tokens_in(text: str) -> List[str]:
-    """The chat-control tokens (:func:`modeling_miescore.control_tokens.control_tokens_in`; grounding tokens such
+    """The chat-control tokens (:func:`modeling_miescore.hub.control_tokens.control_tokens_in`; grounding tokens such
     as ``<|bbox_0|>`` and ``<|global|>`` are text here) and the control characters in ``text``, as found."""
     return chat_control_tokens(text, grounding_is_text=True) + _control_characters(text)
 

@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from modeling_miescore.spatialreward_drawing import draw_regions
-from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+from modeling_miescore.hub.spatialreward_drawing import draw_regions
+from modeling_miescore.hub.errors import MIEScoreInputError
+from modeling_miescore.hub.processing_miescore import MAX_INSTRUCTION_CHARS
 from modeling_miescore.scoring import loading
 from modeling_miescore.space.inputs import (MAX_SOURCES, SPACE_MAX_IMAGE_PIXELS, default_cache_dir, load_edit_inputs,
                                             write_example_files)

@@ -11,7 +11,7 @@ from unittest import mock
 
 from transformers import AutoModel
 
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.scoring import loading
 from modeling_miescore.serving.backends import MIEScoreBackend, load_backend
 from modeling_miescore.serving.app import serve_in_background

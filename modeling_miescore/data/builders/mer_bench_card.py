@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ...model_card import SPATIALREWARD_BIBTEX
+from ...hub.model_card import SPATIALREWARD_BIBTEX
 from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS
 from .output_folder import CardSpec, format_bytes, md_table
 

@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from ...model_card import MIESCORE_BIBTEX
+from ...hub.model_card import MIESCORE_BIBTEX
 from ..schema import (DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY,
                       TASKS)
 from .output_folder import CardSpec, format_bytes, md_table

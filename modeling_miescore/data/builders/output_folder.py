@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ...utils.markdown_table import markdown_table as md_table
 from ...utils.output_paths import OutputPathError, ensure_folder
-from ...image_io import read_image_file
+from ...hub.image_io import read_image_file
 
 
 class OutputExistsError(FileExistsError):
@@ -187,7 +187,7 @@ def file_size(path: Path) -> int:
 
 def image_struct(path: Path, rel: str) -> dict:
     """The ``datasets.Image`` storage value: original file bytes (no re-encoding) + relative path; a regular file
-    of a bounded size only (:func:`~modeling_miescore.image_io.read_image_file`)."""
+    of a bounded size only (:func:`~modeling_miescore.hub.image_io.read_image_file`)."""
     return {"bytes": read_image_file(path), "path": rel}
 
 

@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
-from ...image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image, MIEScoreInputError
-from ...processing_miescore import check_instruction
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
+from ...hub.processing_miescore import check_instruction
 from ...utils.text_hygiene import control_characters_problem
 
 __all__ = [

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..schema import SCORE_KEYS
-from ...image_io import read_image_file
+from ...hub.image_io import read_image_file
 from ...utils.import_spec import import_attribute
 
 __all__ = [
@@ -64,7 +64,7 @@ class ImageRef:
 
     def struct(self) -> dict:
         """The ``datasets.Image`` storage value: the original bytes (a regular file of a bounded size,
-        :func:`~modeling_miescore.image_io.read_image_file`) and the name."""
+        :func:`~modeling_miescore.hub.image_io.read_image_file`) and the name."""
         return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
 
     def size(self) -> int:

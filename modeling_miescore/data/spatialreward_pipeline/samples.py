@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from ...image_io import MIEScoreInputError
-from ...processing_miescore import EditSample
+from ...hub.errors import MIEScoreInputError
+from ...hub.processing_miescore import EditSample
 from ...scoring.jsonl_scoring import iter_input, line_entries, record_to_sample
 from ..dataset_edits import export_dataset_edits
 

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ...data.builders.output_folder import AtomicOutputDir
-from ...image_io import regular_file_problem
+from ...hub.image_io import regular_file_problem
 from ...utils.output_paths import check_folder_apart, output_writes
 from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings, with_ci

@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence
 from ...rewards.groups import EditGroup, GroupScores, checked_value, flat_samples, regroup
 from .protocols import editor_benchmark
 from ...utils.credentials import redact
-from ...processing_miescore import EditSample
+from ...hub.processing_miescore import EditSample
 
 __all__ = ["BenchmarkJudgeReward", "build_gedit_judge_reward"]
 

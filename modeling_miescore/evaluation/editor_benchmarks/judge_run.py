@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Dict
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
 from ...data.errors import EXAMPLES
 from ..protocol import file_sha256

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Iterator
 
 from ...data.converters.schema import EditorBenchmark
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...data.converters import editor_protocols
 
 __all__ = ["EDITOR_BENCHMARKS", "EditorBenchmark", "editor_benchmark"]

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from .editor_judge import prepare_edited
 from .judge_run import check_resumable
-from ...processing_miescore import EditSample
+from ...hub.processing_miescore import EditSample
 from ...scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config
 from ...scoring.jsonl_scoring import BatchReport, read_done_ids, score_jsonl
 

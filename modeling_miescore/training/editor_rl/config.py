@@ -12,7 +12,7 @@ Deprecated spellings still read, with a ``FutureWarning``: ``gradient_accumulati
 
 **Declaring a new field.** What a field accepts is written in its type (:mod:`modeling_miescore.utils.field_checks`;
 the parser reads the type without it), and :meth:`FlowGRPOConfig.validate` checks every field before anything is
-loaded, each bad value one :class:`~modeling_miescore.image_io.MIEScoreInputError` line naming the field, the value
+loaded, each bad value one :class:`~modeling_miescore.hub.image_io.MIEScoreInputError` line naming the field, the value
 and what is allowed::
 
     my_steps: Annotated[int, Bounds(ge=1)] = field(default=4, metadata={"help": "..."})      # integer >= 1
@@ -35,7 +35,7 @@ import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, List, Optional
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...scoring.loading import DTYPES
 from ...utils.credentials import redact
 from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_problems

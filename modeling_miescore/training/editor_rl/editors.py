@@ -43,11 +43,11 @@ from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.field_checks import Bounds, field_problems, suggestion
 from ...utils.import_spec import import_callable
 from .policy import save_lora_safetensors, load_lora_safetensors, check_lora_file
-from ...image_io import open_image, open_image_bytes
+from ...hub.image_io import open_image, open_image_bytes
 
 __all__ = ["EDITORS", "EditorAdapter", "EditorOptionValues", "EditorSpecError", "DiffusersEditor",
            "editor_option_problems", "load_editor", "register_editor"]

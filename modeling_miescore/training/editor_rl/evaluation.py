@@ -52,7 +52,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...rewards.groups import EditGroup, checked_scores, group_key, reward_range_of
 from ...utils.atomic_files import atomic_write, write_text_atomic
 from ...utils.credentials import redact

@@ -37,8 +37,8 @@ from typing import Dict, Iterable, List, Sequence
 
 import torch
 
-from ...image_io import MIEScoreInputError
-from ...image_io import regular_file_problem
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import regular_file_problem
 
 __all__ = ["LORA_WEIGHTS_NAME", "add_lora", "check_lora_file", "lora_state_dict", "load_lora_safetensors",
            "non_finite_tensors", "reference_policy", "save_lora_safetensors", "set_lora_state_dict",

@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...rewards.groups import EditGroup, group_key
 from ...utils.atomic_files import write_text_atomic
 from ...utils.markdown_table import markdown_table
@@ -43,7 +43,7 @@ from .objective import TrainingDivergedError
 from .outputs import GridRow, log_grid_image, save_sample_grid
 from .policy import lora_metadata, lora_state_dict, non_finite_tensors
 from .schedule import derived_seed
-from ...model_card import BASE_PLACEHOLDER, hub_repo_id
+from ...hub.model_card import BASE_PLACEHOLDER, hub_repo_id
 from ...scoring.loading import model_reference
 from ...utils.atomic_files import atomic_write
 from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push, push_folder_to_hub

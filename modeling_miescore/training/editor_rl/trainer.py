@@ -41,7 +41,7 @@ from typing import List, Optional
 
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...rewards.groups import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from ...rewards.worker import RewardWorker, reward_error
 from .checkpoints import TrainerResume, check_run_folder, run_writes

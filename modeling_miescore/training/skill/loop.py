@@ -9,14 +9,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from .answers import Candidate
 from .config import SkillOptConfig
 from .evaluation import EvalRecord, SkillEvaluator, select_failures, select_successes, validation_srcc
 from .history import records_dicts, resume_history, run_fingerprint, write_history
 from .optimizer import SkillOptimizer
 from .samples import SkillSample, SkillSampleSplit
-from ...skill_miescore import DEFAULT_SKILL
+from ...hub.skill_miescore import DEFAULT_SKILL
 
 logger = logging.getLogger(__name__)
 

@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from .errors import MIEScoreInputError
+
 # Pillow itself refuses images above 2 x 89.5 Mpx; we refuse earlier with a message that says what to do.
 # 100 Mpx is ~100x the paper's 1,048,576-pixel budget per image, so no real photo is rejected.
 DEFAULT_MAX_IMAGE_PIXELS = 100_000_000
@@ -59,10 +61,6 @@ _TRANSPOSE_FOR_ORIENTATION = {  # EXIF orientation -> the transpose that makes t
 ORIENTATION_TAG = 0x0112  # EXIF 'Orientation'
 # Modes Image.reduce works on directly (RGBA and LA are premultiplied by Pillow while reducing).
 _REDUCIBLE_MODES = ("L", "LA", "RGB", "RGBA", "I", "F", "CMYK", "YCbCr")
-
-
-class MIEScoreInputError(ValueError):
-    """A user-supplied input (image, instruction, sample) is unusable. The message names it and the fix."""
 
 
 class ImageLoadError(MIEScoreInputError):

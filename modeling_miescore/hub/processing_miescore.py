@@ -21,8 +21,9 @@ from typing import Any, Sequence
 from .backbone_families import INTERNVL, QWEN_VL, family_of, internvl_image_tokens, internvl_size_kwargs, \
     qwen_patch_factor
 from .control_tokens import control_tokens_in
-from .image_io import (DEFAULT_MAX_IMAGE_PIXELS, MAX_ASPECT_RATIO, MIEScoreInputError, decode_image, decoded_pixels,
-                       describe_image, open_image, smart_size)
+from .errors import MIEScoreInputError
+from .image_io import (DEFAULT_MAX_IMAGE_PIXELS, MAX_ASPECT_RATIO, decode_image, decoded_pixels, describe_image,
+                       open_image, smart_size)
 
 _PLACEHOLDER = re.compile(r"\{(skill|sources|instruction|edited)\}")
 
@@ -446,7 +447,7 @@ def prepare_inputs(processor, samples: Sequence[EditSample], config, padding_sid
 def resized_image_size(width: int, height: int, *, min_pixels: int, max_pixels: int,
                        factor: int = 32) -> tuple[int, int]:
     """``(height, width)`` of a ``width x height`` image after the Qwen-VL processor's resize
-    (:func:`~modeling_miescore.image_io.smart_size`, ``factor`` = patch x merge size: 32 for Qwen3-VL). Raises
+    (:func:`~modeling_miescore.hub.image_io.smart_size`, ``factor`` = patch x merge size: 32 for Qwen3-VL). Raises
     ``ValueError`` for aspect ratios above 200, as the processor does."""
     if (ratio := max(width, height) / min(width, height)) > MAX_ASPECT_RATIO:
         raise ValueError(f"absolute aspect ratio must be smaller than {MAX_ASPECT_RATIO}, got {ratio}")

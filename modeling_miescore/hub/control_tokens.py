@@ -9,9 +9,9 @@ A control token is (:data:`CONTROL_TOKEN_RE`):
   ``<IMG_CONTEXT>``, ``<video>``; LLaVA ``<image>``).
 
 Where it applies, each through :func:`control_tokens_in`: a user's instruction is refused when it holds one
-(:func:`modeling_miescore.processing_miescore.control_token_problem`: API, CLI, score-batch, server, Space); text
+(:func:`modeling_miescore.hub.processing_miescore.control_token_problem`: API, CLI, score-batch, server, Space); text
 from an endpoint is refused before it becomes training data (``modeling_miescore.utils.text_hygiene``); a
-SpatialReward generation has them removed (:func:`modeling_miescore.spatialreward_tokens.strip_control_tokens`).
+SpatialReward generation has them removed (:func:`modeling_miescore.hub.spatialreward_tokens.strip_control_tokens`).
 Grounding tokens are the one difference, and a parameter: in text SpatialReward writes (its reasoning, its SFT
 rows) they are the output format (``grounding_is_text=True``); in a user's instruction they are refused like any
 other, since a SpatialReward tokenizer reads them as its own tokens.

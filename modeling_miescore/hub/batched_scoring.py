@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from .image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError
+from .errors import MIEScoreInputError
+from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .prefix_reuse import find_groups
 from .processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, as_edit_sample, load_samples
 

@@ -3,6 +3,6 @@
 
 Flat (no sub-folders) and self-contained: each imports only its siblings, with ``from .x import y`` (the form
 transformers follows when it copies a model's code), the standard library, torch, transformers, numpy, Pillow,
-tqdm and huggingface_hub (``tests/test_hub_boundary.py``). ``errors.py`` holds the package's error base,
+tqdm and huggingface_hub (``tests/hub/test_hub_boundary.py``). ``errors.py`` holds the package's error base,
 :class:`~.errors.MIEScoreInputError`.
 """

@@ -6,7 +6,7 @@ forward returns ``last_hidden_state`` (``MIEScoreModel.from_backbone``). Three t
 * the image-size arguments of its image processor, i.e. what ``config.max_pixels`` / ``config.min_pixels`` mean;
 * how many prompt tokens an image becomes (used to sort batches by length and to fit training rows);
 * whether the shared prompt prefix of several edits can be run once (``prefix_reuse``) with results equal to the
-  full forward (tested in tests/test_backbone_families.py, suffix == full forward to 1e-4 in float32).
+  full forward (tested in tests/hub/test_backbone_families.py, suffix == full forward to 1e-4 in float32).
 
 ============  =====================================  ==========================================  ============
 family        model types                            ``max_pixels`` means                        prefix reuse

@@ -388,7 +388,7 @@ def decode_image(image, what: str = "image", target_pixels: int | None = None) -
     (``Image.draft``, libjpeg's DCT scaling), other formats right after decoding (``Image.reduce``, a box
     filter), so only one full-size image is ever in memory. The processor resizes every image to at most
     ``max_pixels`` anyway; scores from a reduced 24 Mpx JPEG stay within 1 point (0-100 scale) of full
-    decoding (``tests/test_decoding_budget.py::test_reduced_decoding_scores_like_full_decoding``).
+    decoding (``tests/diagnostics/test_decoding_budget.py::test_reduced_decoding_scores_like_full_decoding``).
     """
     if isinstance(image, np.ndarray):
         return to_rgb(_array_to_image(image))

@@ -212,7 +212,7 @@ def deadline_client(**client_args: Any) -> httpx.Client:
     :func:`request_deadline`.
 
     httpx builds its httpcore connection pools itself and takes no network backend, so the backend of each
-    pool is wrapped after the client is made (``tests/test_endpoint_limits.py`` checks that slow headers and a
+    pool is wrapped after the client is made (``tests/judges/test_endpoint_limits.py`` checks that slow headers and a
     trickling body both stop at the deadline, which fails loudly if a later httpx lays its pools out otherwise).
     """
     client = httpx.Client(**client_args)

@@ -2,7 +2,7 @@
 0.6: one or two wrong, missing or swapped letters), and which ``miescore`` extra installs a missing module
 ("diffusers is not installed; install the rl extra: pip install 'miescore[rl]'").
 
-:data:`EXTRAS` lists each extra's distributions as ``setup.cfg`` declares them (``tests/test_recipe_arguments.py``
+:data:`EXTRAS` lists each extra's distributions as ``setup.cfg`` declares them (``tests/training/test_recipe_arguments.py``
 checks they agree); :data:`IMPORT_NAMES` maps import names that differ from their distribution's name.
 """
 

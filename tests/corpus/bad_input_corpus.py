@@ -16,7 +16,7 @@ A case is *clean* when it ends with the documented status and nothing else went 
 Besides: *unclear message* when the error lacks the case's needle (or contains its ``avoid`` text), *hang* when
 the run is not over within the timeout (a FIFO is then released), *code ran* when a tampered checkpoint's code
 or Ghostscript ran. Both corpora run their cases with :class:`CaseRunner`. ``benchmarks/bad_input_table.py``
-prints the table; ``tests/test_bad_input_corpus.py`` asserts every case is clean.
+prints the table; ``tests/corpus/test_bad_input_corpus.py`` asserts every case is clean.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Qwen3-VL at the released widths with few layers: random weights, the real vocabulary, for CPU benchmarks.
 
-Which of two code paths is faster depends on what each layer costs (the matrix products of a 4096-wide layer
-against attention over the sequence, the vision tower against the language model), not on how many layers
-there are. These helpers build MIEScore checkpoints whose layers have the widths of the released Qwen3-VL-8B
-and -2B models but only ``text_layers`` / ``vision_layers`` of them, so one CPU run can measure such ratios.
+What decides which of two code paths is faster is what each layer costs, not how many layers there are: these
+checkpoints have the released Qwen3-VL-8B / -2B layer widths but only ``text_layers`` / ``vision_layers`` layers.
 
 The shapes are the ``text_config`` / ``vision_config`` of the released ``config.json`` files:
 https://huggingface.co/Qwen/Qwen3-VL-8B-Instruct/blob/main/config.json and

@@ -7,12 +7,9 @@ chat template; only the sizes are small and the weights random:
 
 * Qwen2.5-VL: 14-px patches merged 2x2 (28 px per token), M-RoPE, window attention in the vision tower; the chat
   template is the stock one that TRL ships (``trl/chat_templates/qwen2_5_vl.jinja``).
-* InternVL (InternVL3.5 layout: an InternViT tower, pixel-shuffle projector and a Qwen3 language model): 64-px
-  tiles of 16-px patches, 4 tokens per tile (the real model: 448-px tiles of 14-px patches, 256 tokens each). The
-  chat template renders the same text as the one transformers' InternVL conversion script writes into the
-  ``-HF`` checkpoints (``convert_internvl_weights_to_hf.py``: ``<|im_start|>role\\n``, ``<IMG_CONTEXT>\\n`` per
-  image, ``<|im_end|>\\n``); the processor expands each ``<IMG_CONTEXT>`` into ``<img>``, the tile tokens and
-  ``</img>``.
+* InternVL (InternVL3.5 layout: InternViT, pixel-shuffle projector, Qwen3 LM): 64-px tiles of 16-px patches, 4
+  tokens per tile; the chat template of transformers' ``convert_internvl_weights_to_hf.py`` (``<IMG_CONTEXT>`` per
+  image, expanded by the processor into ``<img>``, the tile tokens and ``</img>``).
 * LLaVA: a CLIP vision tower (32-px images of 16-px patches, 4 tokens each) and a Qwen2 language model; ChatML
   template with one ``<image>`` per image.
 """

@@ -4,9 +4,7 @@ Each builder writes a folder that the stock pipeline class loads with ``from_pre
 with real weights runs; only the sizes are small and the weights random). Tokenizers are trained here (byte-level
 BPE for Qwen, a BPE CLIP tokenizer and a unigram T5 tokenizer for FLUX.1 Kontext) so nothing is downloaded; each
 build writes the same tokenizer files in every process (:func:`tiny_clip_tokenizer`, :func:`tiny_t5_tokenizer`).
-Model shapes follow the diffusers test suites' dummy components (``tests/pipelines/qwenimage/
-test_qwenimage_edit_plus.py``, ``tests/pipelines/flux2/test_pipeline_flux2_klein.py``,
-``tests/pipelines/flux/test_pipeline_flux_kontext.py``).
+Model shapes follow the dummy components of diffusers' pipeline tests (QwenImageEditPlus, Flux2-Klein, Kontext).
 
 ``colour_decoder=True`` (Flux2-Klein and Kontext) zeroes the residual branches of the VAE decoder, so the decoder
 is conv_in -> upsampling -> GroupNorm(1 group) -> SiLU -> conv_out: a latent's channel means reach the output's

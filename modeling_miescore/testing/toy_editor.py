@@ -2,11 +2,9 @@
 protocol of :mod:`modeling_miescore.training.editor_rl.editors` (how OmniGen2 or any editor from its own
 repository plugs into the trainer and ``miescore edit``).
 
-The editor works in a tiny "latent" space that is the image itself at ``latent_size`` px (tokens = pixels, 3
-channels), so colour rewards are easy to reach. Its transformer is a per-token MLP conditioned on the timestep, a
-bag-of-characters embedding of the instruction and the mean colour of the source latents. Its sampling loop follows
-the protocol: one ``transformer(**kwargs)`` call per CFG branch per step (conditional first, the unconditional
-branch with an empty instruction), then ``scheduler.step(velocity, t, latents)``.
+Its latents are the image at ``latent_size`` px; its transformer is a per-token MLP on the timestep, the
+instruction's characters and the sources' mean colour; each step makes one ``transformer(**kwargs)`` call per CFG
+branch (conditional first), then ``scheduler.step(velocity, t, latents)``.
 
 ``--pipeline modeling_miescore.testing.toy_editor:load_toy_editor --model DIR`` with a folder written by
 :func:`build_toy_editor`.

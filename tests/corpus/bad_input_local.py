@@ -36,6 +36,7 @@ from unittest import mock
 from modeling_miescore.data.mer_construction import AnnotationStore
 from modeling_miescore.data.spatialreward_pipeline.grounding import parse_grounding
 from modeling_miescore.evaluation.prediction_files import read_group_sub_scores
+from modeling_miescore.cli import score as cli_score
 from modeling_miescore.scoring import loading
 from modeling_miescore.serving.backends import MIEScoreBackend
 from modeling_miescore.serving.app import serve_in_background
@@ -112,7 +113,9 @@ def nan_weights(corpus):
     with torch.no_grad():
         weight.fill_(float("nan"))
     try:
-        with mock.patch.object(loading, "load_scorer", lambda *args, **kwargs: model):
+        # the loader as the CLI reaches it: its module's name (today's code) and the loading module's (older code)
+        with mock.patch.object(loading, "load_scorer", lambda *args, **kwargs: model), \
+                mock.patch.object(cli_score, "load_scorer", lambda *args, **kwargs: model, create=True):
             yield model
     finally:
         with torch.no_grad():

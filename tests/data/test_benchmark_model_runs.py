@@ -137,9 +137,9 @@ class _StandInScorer:
 
 def _stand_in_loader(monkeypatch, scorer) -> None:
     """Serve ``scorer`` from ``load_spatialreward`` without loading a checkpoint."""
-    from modeling_miescore.scoring import loading
+    from modeling_miescore.evaluation import model_runs
 
-    monkeypatch.setattr(loading, "load_spatialreward", lambda model, device, dtype: scorer)
+    monkeypatch.setattr(model_runs, "load_spatialreward", lambda model, device, dtype: scorer)
 
 
 def _mer_splits():

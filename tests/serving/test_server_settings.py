@@ -154,7 +154,7 @@ def test_a_field_added_to_the_declaration_reaches_miescore_serve(monkeypatch, ca
         WithKnob(prefetch_groups=0)
 
     # a good value reaches the settings the real command serves with (the model load and app are stand-ins)
-    from modeling_miescore.serving import app, backends
+    from modeling_miescore.serving import app
 
     def capture(backend, settings):
         raise _Captured(settings)
@@ -162,7 +162,7 @@ def test_a_field_added_to_the_declaration_reaches_miescore_serve(monkeypatch, ca
     from modeling_miescore.cli import serve
 
     monkeypatch.setattr(serve, "quiet_transformers", lambda: None)  # imports transformers: not what is tested
-    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: object())
+    monkeypatch.setattr(serve, "load_backend", lambda *a, **k: object())
     monkeypatch.setattr(app, "create_app", capture)
     monkeypatch.setenv("MIESCORE_SERVE_PREFETCH_GROUPS", "5")
     with pytest.raises(_Captured) as served:

@@ -26,18 +26,8 @@ fault                what happens to the edited image                           
 ``missing_source``   one source's object (or the global transfer) is left out      IF and AP
 ===================  ===========================================================  ====================
 
-Raters: ``rating = clip(2.5 + scale·(latent − 2.5) + bias + noise, 0, 5)``, rounded to 0.1, with a
-per-subject bias, scale and noise level. A few *unreliable* raters (ids in ``truth.json``) are unbiased
-but noisy — not wild: with 15 raters per item a single extreme rating pushes the item's kurtosis above
-4, where BT.500's √20·σ bound can never be reached, so wild raters would escape screening.
-
-Everything is deterministic from ``seed`` (numpy ``PCG64`` + Pillow operations + JPEG encoding).
-
-Modules: :mod:`.photos` (the photo pool and image operations), :mod:`.mie_bench`, :mod:`.mer_bench`; the
-external benchmarks' releases (converter fixtures, each in its release's exact layout): :mod:`.external_hub`
-(Parquet / Arrow Hub releases), :mod:`.external_files` (JSON / CSV releases with image folders),
-:mod:`.external_images` (their photos and graded edits) and :mod:`.editor_benchmarks` (GEdit-Bench and ImgEdit-Bench
-releases and stand-ins for their judge-prompt files).
+Raters: ``rating = clip(2.5 + scale·(latent − 2.5) + bias + noise, 0, 5)``, rounded to 0.1; a few unreliable ones
+(ids in ``truth.json``) are noisy but not wild, so BT.500 screening can catch them. Deterministic from ``seed``.
 """
 
 import importlib
@@ -55,8 +45,7 @@ __all__ = ["FIXTURE_MODULES", "IMGEDIT_PROMPTS_KEYS", "MER_SUBTASKS", "MER_SYSTE
            "make_raw_mer_bench", "make_raw_mie_bench", "make_raw_mmrb2", "write_imgedit_prompts_json",
            "release_writer", "write_vie_prompts_module"]
 
-# The modules holding the converter fixtures, one ``make_raw_<converter module>(dir)`` each (the registry test finds
-# a new benchmark's fixture by that name, in any of these modules).
+# the modules of the converter fixtures: one ``make_raw_<converter module>(dir)`` each, found by that name
 FIXTURE_MODULES = ("external_hub", "external_files", "editor_benchmarks")
 
 

@@ -42,7 +42,7 @@ from .bad_inputs import BadInput, image_bytes, install_fake_ghostscript, release
 from .tampered_checkpoint import tamper_checkpoint
 
 ENTRIES = ("api", "cli", "score-batch", "server")
-COLUMNS = ("traceback", "wrong_status", "unclear_message", "hang", "data_lost", "code_ran")
+COLUMNS = ("traceback", "wrong_status", "unclear_message", "hang", "data_lost", "code_ran", "secrets_copied")
 GOOD_INSTRUCTION = "make the sky blue"
 # credentials the cases hand to commands; none may be printed or written
 SECRET_KEY, SECRET_PASSWORD = "sk-corpus-secret-1234", "hunter2-corpus"

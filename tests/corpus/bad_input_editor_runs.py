@@ -146,13 +146,16 @@ def recipe_cli(argv: list) -> int:
 
 
 def in_child(argv: list, env: dict | None = None, timeout: float = 300,
-             main: str = "flow_grpo_editor:cli") -> tuple:
+             main: str = "flow_grpo_editor:cli", file_size: int = -1) -> tuple:
     """``main`` (``module:function`` taking the arguments; by default the recipe, ``modeling_miescore.cli.main:main``
-    for ``miescore``) in a child process with :data:`CHILD_ADDRESS_SPACE`: ``(status, stderr)``."""
+    for ``miescore``) in a child process with :data:`CHILD_ADDRESS_SPACE` and files of at most ``file_size`` bytes
+    (-1: unbounded; a larger write fails with EFBIG, as on a full disk): ``(status, stderr)``."""
     module, function = main.split(":")
     code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (%d, %d))\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (%d, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
             "sys.path.insert(0, %r)\nfrom %s import %s\nsys.exit(%s(sys.argv[1:]))\n"
-            % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, str(ROOT / "trainers"), module, function, function))
+            % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, file_size, str(ROOT / "trainers"), module, function,
+               function))
     path = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
     child_env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
     done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], env=child_env, capture_output=True,

@@ -11,14 +11,14 @@ from .bad_input_editor_benchmarks import editor_benchmark_cases, editor_benchmar
 from .bad_input_export import export_cases
 from .bad_input_local import local_cases
 from .bad_input_runners import api_cases, cli_cases, score_batch_cases, server_cases
+from .bad_input_select import select_cases
 
 __all__ = ["all_cases", "endpoint_cases"]
 
 
 def all_cases() -> list:
     return [*api_cases(), *cli_cases(), *score_batch_cases(), *server_cases(), *local_cases(), *editor_cases(),
-            *editor_benchmark_cases(), *export_cases(),
-            *comparison_cases()]
+            *editor_benchmark_cases(), *export_cases(), *comparison_cases(), *select_cases()]
 
 
 def endpoint_cases() -> list:

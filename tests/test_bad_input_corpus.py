@@ -53,6 +53,7 @@ SLOW_ISSUE_41 = {
     ("export-vllm", "SpatialReward: a full disk"), ("export-vllm", "MIEScore: a full disk"),
     ("benchmark editors", "a full disk, an earlier comparison in --out"),
     ("edit --select", "a reward raising SystemExit(0)"), ("edit --select", "a reward calling os._exit(0)"),
+    ("edit --select", "--num-images of 40 digits"),
 }
 
 

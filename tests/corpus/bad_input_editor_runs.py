@@ -165,7 +165,8 @@ def in_child(argv: list, env: dict | None = None, timeout: float = 300,
             "sys.path.insert(0, %r)\nfrom %s import %s\nsys.exit(%s(sys.argv[1:]))\n"
             % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, file_size, str(ROOT / "trainers"), module, function,
                function))
-    path = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
+    # PYTHONPATH first: the package under test (an older checkout's, for a "before" column), then this checkout
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT), str(ROOT / "tests")]))
     child_env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
     done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], env=child_env, capture_output=True,
                           text=True, timeout=timeout)

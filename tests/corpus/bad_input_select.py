@@ -3,7 +3,7 @@ the toy editor (:mod:`.bad_input_editor_runs`' inputs) and a reward that exits (
 in a child process, as the trainer's exit cases), returns too few values or raises ``ValueError`` (exit 1, one
 line naming the reward, the candidates kept, no edit selected); an unusable spec (an unknown name, a typo, a missing
 module, a missing MIEScore checkpoint: exit 2 before any candidate is made, nothing recorded); ``--num-images`` of
-40 digits (exit 2); a ``candidates.jsonl`` whose line 2 has ``"sample": "x"`` or ``"edited":
+40 digits (exit 2; in a child process with bounded memory); a ``candidates.jsonl`` whose line 2 has ``"sample": "x"`` or ``"edited":
 "../../../etc/passwd"`` (exit 2 naming the line, the file kept as it was, nothing selected, ``/etc/passwd`` copied
 nowhere).
 
@@ -70,7 +70,9 @@ def _bad_spec(spec: str, needle: str, corpus, outcome: Outcome) -> None:
 
 def _num_images(corpus, outcome: Outcome) -> None:
     out = fresh_folder(corpus, "select-num-images") / "out"
-    _run(corpus, outcome, _argv(corpus, out, "--select", REDNESS, num_images=10 ** 40 - 1), 2, "--num-images")
+    # in a child process with bounded memory: code without the bound made a list of 10^40 candidate ids
+    _run(corpus, outcome, _argv(corpus, out, "--select", REDNESS, num_images=10 ** 40 - 1), 2, "--num-images",
+         child=True)
     outcome.flag("data_lost", out.exists())
 
 

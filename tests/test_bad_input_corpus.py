@@ -46,10 +46,12 @@ DEFAULT_ISSUE_31 = {
 }
 
 
-# Issue 41's cases that start a child process (a reward that exits, files bounded by RLIMIT_FSIZE: 7-12 s each) are
-# slow; the others (export-vllm, benchmark editors, edit --select) take about 20 s together
+# Issue 41's cases that start a child process (a reward that exits, a FIFO, files bounded by RLIMIT_FSIZE: 7-12 s
+# each) are slow; the others (export-vllm, benchmark editors, edit --select) take about 20 s together
 SLOW_ISSUE_41 = {
     ("export-vllm", "C/vocab.json -> /dev/zero"), ("export-vllm", "C/vocab.json of 257 MiB (sparse)"),
+    ("export-vllm", "C/vocab.json a FIFO"), ("export-vllm", "C/tokenizer.json a FIFO"),
+    ("export-vllm", "C/model.safetensors a FIFO"),
     ("export-vllm", "SpatialReward: a full disk"), ("export-vllm", "MIEScore: a full disk"),
     ("benchmark editors", "a full disk, an earlier comparison in --out"),
     ("edit --select", "a reward raising SystemExit(0)"), ("edit --select", "a reward calling os._exit(0)"),

@@ -1,14 +1,15 @@
 """The bad-input corpus's ``benchmark editors`` group (issue 41): ``miescore benchmark editors`` comparing two
 editors' GEdit and ImgEdit runs (``editor_bench_helpers.make_editor_runs``, made once per corpus and copied for each
 case) with ``--out`` a run folder (also spelled ``RUN/../RUN``, through a link, the second run, inside a run, the
-runs' parent), a tampered ``report.json`` (:data:`TAMPERED_REPORTS`, shared with ``tests/test_editor_comparison.py``),
-an ImgEdit score off its 1-5 scale, ``--level nan``, a FIFO as ``report.json``, and a full disk with an earlier
-comparison in ``--out``.
+runs' parent), a tampered ``report.json`` (:data:`TAMPERED_REPORTS`, shared with
+``tests/test_editor_comparison.py``), an ImgEdit score off its 1-5 scale, ``--level nan``, a FIFO as
+``report.json``, and a full disk with an earlier comparison in ``--out``.
 
 Clean: exit 2 (1 for the full disk), one line on stderr naming the problem (else *wrong status* / *unclear
-message*), every run folder unchanged, no ``--out`` and no temporary folder left, an earlier comparison unchanged
-(else *data lost*), and no file written holding ``/etc/passwd`` or the environment (else *secrets copied*). The
-full disk runs in a child process whose files are bounded (RLIMIT_FSIZE); the FIFO is released after the timeout.
+message*), every run folder unchanged, no temporary folder and no new ``--out`` left (unless the run exited 0), an
+earlier comparison unchanged (else *data lost*), and no file written holding ``/etc/passwd`` or the environment
+(else *secrets copied*). The full disk runs in a child process whose files are bounded (RLIMIT_FSIZE); the FIFO is
+released after the timeout.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from editor_bench_helpers import make_editor_runs
 from .bad_input_corpus import Case, Outcome, check_message, run_cli
 from .bad_input_editor_benchmarks import fresh_case_folder
 from .bad_input_editor_runs import in_child
-from .bad_input_export import files_holding_secrets
+from .bad_input_export import changed_apart_from, files_holding_secrets, folder_state
 
 __all__ = ["EDITORS_ENTRY", "TAMPERED_REPORTS", "comparison_cases", "set_row", "tamper_report"]
 
@@ -85,18 +86,13 @@ def _argv(reports: dict, out: Path, *extra) -> list:
             "--no-progress", *extra]
 
 
-def _snapshot(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else
-            "folder" if p.is_dir() else "special" for p in sorted(folder.rglob("*"))}
-
-
 def _compare(prepare, needle: str, corpus, outcome: Outcome, *, expect: int = 2, child: int = 0) -> None:
     """``prepare(corpus, reports, folder)`` damages a copy of the runs and returns ``(out, extra arguments)``; the
     comparison is run (in a child with files bounded to ``child`` bytes when ``child``) and judged."""
     folder = fresh_case_folder(corpus, outcome.case, "benchmark-editors")
     reports = _runs(corpus, folder)
     out, extra = prepare(corpus, reports, folder)
-    before = _snapshot(folder)
+    before = folder_state(folder)
     argv = _argv(reports, out, *extra)
     if child:
         (status, err), stdout = in_child(argv, main="modeling_miescore.cli.main:main", file_size=child), ""
@@ -109,8 +105,9 @@ def _compare(prepare, needle: str, corpus, outcome: Outcome, *, expect: int = 2,
     outcome.flag("wrong_status", status != expect)
     outcome.flag("unclear_message", len(lines) != 1)
     check_message(outcome, err, needle)
-    after = _snapshot(folder)
-    outcome.flag("data_lost", after != before)  # the runs, an earlier comparison; no --out, no temporary folder
+    # the runs and an earlier comparison unchanged; no temporary folder; no new --out unless the run exited 0
+    written = "cmp" if status == 0 and "cmp" not in before else None
+    outcome.flag("data_lost", changed_apart_from(before, folder_state(folder), written))
     written = [name for name in files_holding_secrets(folder) if name not in before]
     outcome.flag("secrets_copied", bool(written))
 

@@ -5,10 +5,13 @@ tokenizer that does not load, a config without its pixel range; an OUT that is a
 under ``/proc``; a full disk.
 
 Clean: exit 2 (1 for the full disk), one line on stderr and nothing on stdout (else *wrong status* / *unclear
-message*), C and the file beside it unchanged, no OUT and no staging folder left (else *data lost*), and no file of
+message*), C and the file beside it unchanged, no staging folder left and no OUT (unless the export exited 0:
+then its OUT is judged by the other columns) (else *data lost*), and no file of
 the case folder holding ``/etc/passwd``'s first line or an entry of this process's environment (else *secrets
 copied*). The ``/dev/zero``, 257 MiB and full-disk cases run in a child process whose files are bounded
-(RLIMIT_FSIZE), so that code which copies them cannot fill the disk; the FIFOs are released after the timeout.
+(RLIMIT_FSIZE), so that code which copies them cannot fill the disk; so do the FIFOs (released after the timeout):
+a reader that blocks on one while holding the interpreter lock (safetensors' and tokenizers' Rust readers) would
+stall the corpus itself.
 Only ``export-vllm`` and its arguments are used, which the code before issue 41 had.
 """
 
@@ -26,7 +29,7 @@ from .bad_input_corpus import Case, Outcome, check_message, run_cli
 from .bad_input_editor_benchmarks import fresh_case_folder
 from .bad_input_editor_runs import in_child
 
-__all__ = ["EXPORT_ENTRY", "export_cases", "files_holding_secrets"]
+__all__ = ["EXPORT_ENTRY", "changed_apart_from", "export_cases", "files_holding_secrets", "folder_state"]
 
 EXPORT_ENTRY = "export-vllm"
 CHILD_FILE_SIZE = 64 << 20  # bytes a child may write to one file: /dev/zero or 257 MiB of zeros cannot fill the disk
@@ -53,10 +56,18 @@ def files_holding_secrets(folder: Path) -> list[str]:
     return found
 
 
-def _state(folder: Path) -> dict:
+def folder_state(folder: Path) -> dict:
     """Each entry of ``folder`` (not followed): a regular file's bytes, a link's target, else its kind."""
     return {str(p.relative_to(folder)): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else
             "folder" if p.is_dir() else "special" for p in sorted(folder.rglob("*"))}
+
+
+def changed_apart_from(before: dict, after: dict, output: str | None = None) -> bool:
+    """Whether a :func:`folder_state` changed, apart from ``output`` (a new output written by a run that succeeded,
+    relative to the folder; its contents are judged by the other columns)."""
+    def kept(state: dict) -> dict:
+        return {k: v for k, v in state.items() if output is None or (k != output and not k.startswith(output + "/"))}
+    return kept(before) != kept(after)
 
 
 def _checkpoints(corpus) -> dict:
@@ -122,7 +133,7 @@ def _export(kind: str, damage, needle: str, corpus, outcome: Outcome, *, where: 
     checkpoint = Path(shutil.copytree(_checkpoints(corpus)[kind], folder / "ckpt", symlinks=True))
     damage(corpus, checkpoint)
     out = _out_path(where, folder, checkpoint)
-    before = _state(folder)
+    before = folder_state(folder)
     argv = ["export-vllm", checkpoint, out]
     if child:
         (status, err), stdout = in_child(argv, main="modeling_miescore.cli.main:main", file_size=child), ""
@@ -135,11 +146,14 @@ def _export(kind: str, damage, needle: str, corpus, outcome: Outcome, *, where: 
     outcome.flag("wrong_status", status != expect or bool(stdout.strip()))
     outcome.flag("unclear_message", len(lines) != 1)
     check_message(outcome, err, needle)
-    outcome.flag("data_lost", _state(folder) != before)  # C, the file beside it, no OUT, no staging folder
+    # C and the file beside it unchanged; no staging folder; no OUT unless the export succeeded beside C
+    written = "out" if status == 0 and where == "beside" else None
+    outcome.flag("data_lost", changed_apart_from(before, folder_state(folder), written))
     outcome.flag("secrets_copied", bool(files_holding_secrets(folder)))
 
 
 _SR = "sr"
+_CHILD = {"child": CHILD_FILE_SIZE}  # options: run in a child process with bounded files
 _CASES = {
     # name -> (checkpoint, damage, needle, options)
     "C/tokenizer_config.json -> /etc/passwd": (_SR, partial(_link, "tokenizer_config.json", "/etc/passwd"),
@@ -149,13 +163,13 @@ _CASES = {
     "C/merges.txt -> /proc/self/environ": (_SR, partial(_link, "merges.txt", "/proc/self/environ"),
                                            "outside the checkpoint folder", {}),
     "C/vocab.json -> /dev/zero": (_SR, partial(_link, "vocab.json", "/dev/zero"), "outside the checkpoint folder",
-                                  {"child": CHILD_FILE_SIZE}),
+                                  _CHILD),
     "C/model.safetensors -> ../w.safetensors": (_SR, partial(_link, "model.safetensors", "../w.safetensors"),
                                                 "outside the checkpoint folder", {}),
-    "C/vocab.json a FIFO": (_SR, partial(_fifo, "vocab.json"), "is not a regular file", {}),
-    "C/tokenizer.json a FIFO": (_SR, partial(_fifo, "tokenizer.json"), "is not a regular file", {}),
-    "C/model.safetensors a FIFO": (_SR, partial(_fifo, "model.safetensors"), "is not a regular file", {}),
-    "C/vocab.json of 257 MiB (sparse)": (_SR, _sparse, "-byte limit", {"child": CHILD_FILE_SIZE}),
+    "C/vocab.json a FIFO": (_SR, partial(_fifo, "vocab.json"), "is not a regular file", _CHILD),
+    "C/tokenizer.json a FIFO": (_SR, partial(_fifo, "tokenizer.json"), "is not a regular file", _CHILD),
+    "C/model.safetensors a FIFO": (_SR, partial(_fifo, "model.safetensors"), "is not a regular file", _CHILD),
+    "C/vocab.json of 257 MiB (sparse)": (_SR, _sparse, "-byte limit", _CHILD),
     "SpatialReward: tokenizer.json with <|im_end|> as token 1": (_SR, partial(
         _write, "tokenizer.json", '{"added_tokens":[{"content":"<|im_end|>","id":1}]}'), "tokenizer", {}),
     "MIEScore: tokenizer.json with <|im_end|> as token 1": ("ms", partial(

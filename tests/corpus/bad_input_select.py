@@ -1,11 +1,11 @@
 """The bad-input corpus's ``edit --select`` group (issue 41): ``miescore edit --num-images 2 --select REWARD`` with
 the toy editor (:mod:`.bad_input_editor_runs`' inputs) and a reward that exits (``SystemExit(0)``, ``os._exit(0)``:
-in a child process, as the trainer's exit cases), returns too few values or raises ``ValueError`` (exit 1, one
-line naming the reward, the candidates kept, no edit selected); an unusable spec (an unknown name, a typo, a missing
+in a child process, as the trainer's exit cases), returns too few values or raises ``ValueError`` (exit 1, one line
+naming the reward, the candidates kept, no edit selected); an unusable spec (an unknown name, a typo, a missing
 module, a missing MIEScore checkpoint: exit 2 before any candidate is made, nothing recorded); ``--num-images`` of
-40 digits (exit 2; in a child process with bounded memory); a ``candidates.jsonl`` whose line 2 has ``"sample": "x"`` or ``"edited":
-"../../../etc/passwd"`` (exit 2 naming the line, the file kept as it was, nothing selected, ``/etc/passwd`` copied
-nowhere).
+40 digits (exit 2; in a child process with bounded memory); a ``candidates.jsonl`` whose line 2 has ``"sample":
+"x"`` or ``"edited": "../../../etc/passwd"`` (exit 2 naming the line, the file kept as it was, nothing selected,
+``/etc/passwd`` copied nowhere).
 
 The one line: the ``miescore edit: error`` (or, for a failed reward, ``miescore edit: reward ...``) line of
 :func:`.bad_input_editor_runs.judge_run`; the toy editor and the requests unchanged (else *data lost*). Only

@@ -18,7 +18,7 @@ from bench_common import benchmark_args, group_of_edits, interleaved_best, real_
 
 
 def token_counts(model, sample) -> tuple[int, int, int]:
-    from modeling_miescore.processing_miescore import as_edit_sample, prepare_inputs
+    from modeling_miescore.hub.processing_miescore import as_edit_sample, prepare_inputs
 
     loaded = as_edit_sample(sample).load()
     ids = prepare_inputs(model.get_processor(), [loaded], model.config)["input_ids"][0]

@@ -26,8 +26,8 @@ from bench_common import benchmark_args, interleaved_best, real_photos
 
 def token_counts(model, sample) -> tuple[int, int, int]:
     """(L, P, S): SC prompt length, shared prefix, per-edit suffix."""
-    from modeling_miescore.modeling_spatialreward import sc_messages
-    from modeling_miescore.processing_miescore import as_edit_sample, image_size_kwargs
+    from modeling_miescore.hub.modeling_spatialreward import sc_messages
+    from modeling_miescore.hub.processing_miescore import as_edit_sample, image_size_kwargs
 
     loaded = as_edit_sample(sample).load()
     processor = model.get_processor()
@@ -45,7 +45,7 @@ def main():
         ("--size", int, 512, "side of the square source and edited images"),
         ("--max-new-tokens", int, 16, "tokens generated per pass")])
 
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
     from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward
 
     with tempfile.TemporaryDirectory() as tmp:

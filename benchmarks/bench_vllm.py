@@ -175,8 +175,8 @@ def in_process(export: Path, groups, args, reuse: bool, model) -> dict:
 
 def prompt_arithmetic(model, sample) -> tuple[int, int, int]:
     """``(SC length, shared SC prefix, PQ length)`` of one edit's prompts, as the in-process model builds them."""
-    from modeling_miescore.modeling_spatialreward import pq_messages, sc_messages
-    from modeling_miescore.processing_miescore import as_edit_sample, image_size_kwargs
+    from modeling_miescore.hub.modeling_spatialreward import pq_messages, sc_messages
+    from modeling_miescore.hub.processing_miescore import as_edit_sample, image_size_kwargs
 
     loaded = as_edit_sample(sample).load()
     processor = model.get_processor()

@@ -273,7 +273,7 @@ class Smoke:
                 f"({distinct} distinct SC texts)")
 
     def server(self) -> str:
-        from modeling_miescore.serving.background_server import serve_in_background
+        from modeling_miescore.serving.app import serve_in_background
         from modeling_miescore.serving.backends import load_backend
         from modeling_miescore.serving.reward_client import RewardClient
         from modeling_miescore.serving.settings import ServerSettings

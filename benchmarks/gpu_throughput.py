@@ -76,8 +76,8 @@ def lm_and_vision_params(model) -> tuple[int, int]:
 
 def token_accounting(model, samples, reuse: bool) -> tuple[int, int, int]:
     """(LM tokens processed, vision patches processed, LM tokens of the full prompts) for a workload."""
-    from modeling_miescore.prefix_reuse import find_groups
-    from modeling_miescore.processing_miescore import as_edit_sample, prepare_inputs
+    from modeling_miescore.hub.prefix_reuse import find_groups
+    from modeling_miescore.hub.processing_miescore import as_edit_sample, prepare_inputs
 
     processor = model.get_processor()
     loaded = [as_edit_sample(s).load() for s in samples]
@@ -116,8 +116,8 @@ def measure(fn, device: str, repeats: int) -> tuple[float, float]:
 
 
 def build_miescore(args, device, dtype, processor):
-    from modeling_miescore.configuration_miescore import MIEScoreConfig
-    from modeling_miescore.modeling_miescore import MIEScoreModel
+    from modeling_miescore.hub.configuration_miescore import MIEScoreConfig
+    from modeling_miescore.hub.modeling_miescore import MIEScoreModel
 
     config = MIEScoreConfig(backbone_config=backbone_config(processor.tokenizer, args.smoke).to_dict())
     torch.manual_seed(0)

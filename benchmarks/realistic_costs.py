@@ -20,7 +20,7 @@ IN_CHANNELS = 3  # RGB
 def token_counts(model, sample) -> tuple[int, int, int, int]:
     """``(L, P, S, patches of the edited image)`` of one sample's prompt, P cut after the edited image's
     ``<|vision_start|>`` as prefix reuse cuts it."""
-    from modeling_miescore.processing_miescore import as_edit_sample, prepare_inputs
+    from modeling_miescore.hub.processing_miescore import as_edit_sample, prepare_inputs
 
     loaded = as_edit_sample(sample).load()
     batch = prepare_inputs(model.get_processor(), [loaded], model.config)

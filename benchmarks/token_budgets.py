@@ -26,7 +26,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from modeling_miescore.configuration_spatialreward import SpatialRewardConfig
+from modeling_miescore.hub.configuration_spatialreward import SpatialRewardConfig
 from modeling_miescore.diagnostics.token_budget import (
     DEFAULT_INSTRUCTION,
     checkpoint_budgets,
@@ -81,7 +81,7 @@ def miescore_limits(path: Path, instruction: str) -> str:
 
 
 def spatialreward_sft_limits(path: Path, instruction: str) -> str:
-    from modeling_miescore.modeling_spatialreward import sc_messages
+    from modeling_miescore.hub.modeling_spatialreward import sc_messages
     from modeling_miescore.data.spatialreward_chat_examples import estimate_num_tokens
 
     _, config, processor = load_config_and_processor(str(path))

@@ -1,6 +1,6 @@
 """MIEScore: human-aligned evaluation of multi-source image editing.
 
-The modules beside this file are the Hub files, copied into every saved checkpoint; everything else lives in
+The Hub files, copied into every saved checkpoint, are in ``hub/``; everything else lives in the other
 subpackages (cli, scoring, data, evaluation, training, serving, judges, space, testing, utils).
 Importing the package is cheap: heavy modules (torch, transformers) load on first use of the
 names below.
@@ -9,13 +9,13 @@ names below.
 __version__ = "0.1.0"
 
 _LAZY = {
-    "MIEScoreConfig": ".configuration_miescore",
-    "MIEScoreModel": ".modeling_miescore",
-    "overall_score": ".miescore_overall",
-    "OVERALL_WEIGHTS": ".miescore_overall",
-    "SpatialRewardConfig": ".configuration_spatialreward",
-    "SpatialRewardModel": ".modeling_spatialreward",
-    "SpatialRewardResult": ".spatialreward_judgement",
+    "MIEScoreConfig": ".hub.configuration_miescore",
+    "MIEScoreModel": ".hub.modeling_miescore",
+    "overall_score": ".hub.miescore_overall",
+    "OVERALL_WEIGHTS": ".hub.miescore_overall",
+    "SpatialRewardConfig": ".hub.configuration_spatialreward",
+    "SpatialRewardModel": ".hub.modeling_spatialreward",
+    "SpatialRewardResult": ".hub.spatialreward_judgement",
     "SpatialRewardAPI": ".judges.spatialreward_api",
     "SpatialRewardFunction": ".rewards.callables",
     "load_scorer": ".scoring.loading",

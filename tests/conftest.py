@@ -89,7 +89,7 @@ def miescore_replicas(tiny_miescore_path):
     from editor_rl_runs import RecordingBackend
 
     from modeling_miescore.scoring.loading import load_scorer
-    from modeling_miescore.serving.background_server import serve_in_background
+    from modeling_miescore.serving.app import serve_in_background
     from modeling_miescore.serving.settings import ServerSettings
 
     backends = [RecordingBackend(load_scorer(str(tiny_miescore_path), device="cpu", dtype="float32"))

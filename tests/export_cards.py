@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from card_blocks import run_python_blocks
-from modeling_miescore.model_card import ADAPTER_SUFFIX, BASE_PLACEHOLDER, REPO_PLACEHOLDER
+from modeling_miescore.hub.model_card import ADAPTER_SUFFIX, BASE_PLACEHOLDER, REPO_PLACEHOLDER
 from modeling_miescore.training.miescore_model import load_base_model
 
 __all__ = ["check_export_cards"]

@@ -29,7 +29,7 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
     from modeling_miescore.serving.backends import CallableBackend
-    from modeling_miescore.serving.background_server import serve_in_background
+    from modeling_miescore.serving.app import serve_in_background
     from modeling_miescore.serving.settings import ServerSettings
 
     backend = CallableBackend(_sizes, name="fake")

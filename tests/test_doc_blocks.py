@@ -558,6 +558,16 @@ def run_editor_rl_tiny(block, work, request, capsys):
     assert len(metrics) == 30, len(metrics)
 
 
+@runs("editor-rl-hacking", slow=True)
+def run_editor_rl_hacking(block, work, request, capsys):
+    """The tiny recipe against an opposite gold: the alarm stops it, the curves picture and the best are there."""
+    run_in_bash(block, work, request)
+    out = work / "runs/flow-grpo-tiny-gold"
+    run = json.loads((out / "run.json").read_text())
+    assert run["hacking_alarms"] and run["stopped"]["step"] < 30 and (out / "eval_curves.png").is_file()
+    assert run["best_model"]["metric"] == "eval/gold"
+
+
 @runs("editor-rl-tiny-edit", slow=True)
 def run_editor_rl_tiny_edit(block, work, request, capsys):
     """The editor-RL story as written, in a fresh checkout (the tracked files only: nothing built before): train,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modeling_miescore.image_io import ImageLoadError, load_image
+from modeling_miescore.hub.image_io import ImageLoadError, load_image
 
 
 def _rgb(image):
@@ -117,7 +117,7 @@ def test_decompression_bomb_refused_before_decoding(tmp_path):
 
 
 def test_only_the_allowed_formats_are_opened_and_eps_never_reaches_ghostscript(tmp_path, monkeypatch):
-    from modeling_miescore.image_io import ALLOWED_IMAGE_FORMATS, open_image_bytes
+    from modeling_miescore.hub.image_io import ALLOWED_IMAGE_FORMATS, open_image_bytes
     from corpus.bad_inputs import install_fake_ghostscript
 
     assert ALLOWED_IMAGE_FORMATS == ("PNG", "JPEG", "WEBP", "TIFF", "BMP", "GIF")
@@ -175,7 +175,7 @@ def test_symlink_loops_empty_files_and_closed_images_are_named(tmp_path):
 
 
 def test_aspect_ratio_above_200_is_refused_naming_the_image(tmp_path):
-    from modeling_miescore.image_io import MAX_ASPECT_RATIO, check_aspect_ratio
+    from modeling_miescore.hub.image_io import MAX_ASPECT_RATIO, check_aspect_ratio
 
     assert MAX_ASPECT_RATIO == 200  # transformers' smart_resize limit
     strip = tmp_path / "strip.png"
@@ -195,7 +195,7 @@ def _noise(width, height):
 
 
 def test_images_far_above_the_target_are_reduced_while_decoding(tmp_path):
-    from modeling_miescore.image_io import decoded_pixels, open_image
+    from modeling_miescore.hub.image_io import decoded_pixels, open_image
 
     _noise(4000, 3000).save(tmp_path / "big.jpg", quality=80)
     _noise(4000, 3000).save(tmp_path / "big.png")

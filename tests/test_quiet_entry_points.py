@@ -76,7 +76,7 @@ def test_lora_on_our_models_raises_no_gradient_checkpointing_future_warning(tiny
                                                                            tiny_spatialreward_path):
     from peft import PeftModel
 
-    from modeling_miescore.modeling_spatialreward import SpatialRewardModel
+    from modeling_miescore.hub.modeling_spatialreward import SpatialRewardModel
     from modeling_miescore.training.miescore_model import apply_lora, load_base_model, make_lora_config
 
     model, _ = load_base_model(str(tiny_miescore_path))

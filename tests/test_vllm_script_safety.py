@@ -5,7 +5,7 @@ Against a stub vLLM inside a throwaway PID namespace (``tests/vllm_script_sandbo
 or holding ``0``, ``-1`` or text, refuses with one line and leaves every process alone; ``start`` on a port where
 someone else's server answers refuses and names it; ``status`` does not report a foreign pid or server as its
 own. The arguments are checked as the CLI checks them (one ``error:`` line, exit 2). A real ``start`` / ``stop``:
-``tests/test_engines_vllm_script.py``."""
+``tests/engines/test_engines_vllm_script.py``."""
 
 from __future__ import annotations
 

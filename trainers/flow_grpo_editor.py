@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 # (modeling_miescore.utils.third_party_logs) before transformers, trl or peft load bitsandbytes.
 from modeling_miescore.training.editor_rl.config import FlowGRPOConfig  # isort: skip
 
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.utils.credentials import redact
-from modeling_miescore.utils.extras import missing_extra_message
+from modeling_miescore.utils.suggestions import missing_extra_message
 
 logger = logging.getLogger("flow_grpo_editor")
 PROG = "flow_grpo_editor"
@@ -99,7 +99,7 @@ def prepare_tiny_inputs(script: ScriptArguments, config: FlowGRPOConfig, given=f
 
 def _could_be_hub_id(path: str) -> bool:
     """A Hub repo id (``org/name``) is loaded by the editor / dataset reader, which reports it if it cannot."""
-    from modeling_miescore.model_card import hub_repo_id
+    from modeling_miescore.hub.model_card import hub_repo_id
 
     return not path.endswith((".jsonl", ".json")) and hub_repo_id(path) is not None
 
@@ -133,8 +133,9 @@ def main(script: ScriptArguments, config: FlowGRPOConfig, given=frozenset()) -> 
 
     trainer = FlowGRPOEditorTrainer(config)
     result = trainer.train()
-    if result["metrics"]:
-        first, last = result["metrics"][0], result["metrics"][-1]
+    steps = [m for m in result["metrics"] if "reward_mean" in m]  # the training steps' rows, not the evals'
+    if steps:
+        first, last = steps[0], steps[-1]
         logger.info("mean reward %.4f at step %d -> %.4f at step %d; adapter in %s", first["reward_mean"],
                     first["step"], last["reward_mean"], last["step"], config.output_dir)
     return result
@@ -148,7 +149,7 @@ def cli(argv=None) -> int:
         try:
             main(script, config, parser.given)
         except RuntimeError as err:  # imported only now: a bad argument is reported before torch loads
-            from modeling_miescore.data.builders.hub_push import HubPushError
+            from modeling_miescore.data.builders.output_folder import HubPushError
             from modeling_miescore.training.editor_rl.checkpoints import RunWriteError
             from modeling_miescore.training.editor_rl.objective import TrainingDivergedError
             from modeling_miescore.rewards.groups import RewardUnavailableError

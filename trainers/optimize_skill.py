@@ -213,7 +213,7 @@ def run(data: DataArguments, model_args: ModelArguments, out_args: OutputArgumen
 def main(argv=None) -> int:
     data, model_args, out_args, config = make_parser().parse_args_and_config(args=argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from modeling_miescore.image_io import MIEScoreInputError
+    from modeling_miescore.hub.errors import MIEScoreInputError
 
     try:
         summary = run(data, model_args, out_args, config)

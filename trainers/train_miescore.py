@@ -38,8 +38,8 @@ from transformers import IntervalStrategy, TrainingArguments
 
 from modeling_miescore.training.miescore_data import MIEScoreCollator, prepare_dataset
 from modeling_miescore.cli.skill import read_skill_file
-from modeling_miescore.model_card import ModelCardInfo, hub_repo_id
-from modeling_miescore.miescore_score_heads import SCORE_HEADS
+from modeling_miescore.hub.model_card import ModelCardInfo, hub_repo_id
+from modeling_miescore.hub.miescore_score_heads import SCORE_HEADS
 from modeling_miescore.training.card_inputs import (ModelCardArguments, card_repo_ids, local_folder,
                                                     training_settings)
 from modeling_miescore.training.miescore_export import export_model

@@ -1,54 +1,158 @@
-"""Attention maps of a Qwen3-VL generative judge over its input images (SpatialReward paper, appendix C.1).
+"""Attention maps of a Qwen3-VL generative judge over its input images, and the attention-collapse metrics on them
+(SpatialReward paper, arXiv 2602.07458, sec. 5.4 / Table 5, appendix C.1).
 
-C.1 builds one map per image from "the cross-modal attention from the generated reasoning tokens (Queries) to
-the image tokens (Keys)", "aggregating the attention weights from the last 5 transformer layers", "averaging
-... across these selected layers and all attention heads", then "normalizing to a standard 24 x 24 grid".
-:func:`extract_attention_maps` does that for one edit:
+:func:`extract_attention_maps` builds C.1's map per image for one edit: the attention from the generated reasoning
+tokens to the image tokens, averaged over the last 5 layers and all heads, on a 24 x 24 grid.
 
-1. The SC prompt is built and generated exactly as :meth:`SpatialRewardModel.evaluate_edits` builds it
-   (``sc_messages``, the chat template, the checkpoint's pixel bounds, its end tokens and token budget), with
-   greedy decoding and one pass, so the reasoning analysed is the one the judge gives.
-2. Attention weights come only from transformers' eager attention (SDPA and flash kernels never form them), so
-   the language model is switched to eager attention, once, with a message (:func:`use_eager_attention`; the
-   vision tower keeps its implementation). The switch stays on the model.
-3. Forward hooks on the self-attention of the last ``num_layers`` decoder layers keep, at each decoding step,
-   only the new token's row over the image-token columns, averaged over heads: ``generated tokens x image
-   tokens`` floats per layer. ``output_attentions`` (every layer, every row) is never requested, so memory
-   does not grow with the number of layers or with the prompt's own rows. The rows are those of the generated
-   tokens that are fed back to the model: all but the last one (normally the end-of-turn token).
-4. Query tokens: ``tokens="reasoning"`` (default, as C.1) keeps the tokens of the JSON ``"reasoning"`` string
-   of the SC answer (located in character offsets of the decoded text; a token that straddles the string's
-   quotes counts). When the answer has no such string (an untrained or malformed judge), all generated tokens
-   are used and ``SampleAttention.note`` says so; ``tokens="all"`` always uses them all.
-5. Each image's tokens are found in the input ids (the ``<|image_pad|>`` id, split by ``image_grid_thw``:
-   ``t * h * w / merge**2`` tokens per image, row-major over the merged ``h/merge x w/merge`` grid), the
-   averaged row is reshaped to that grid, resized to ``grid_size x grid_size`` with
-   ``torch.nn.functional.interpolate`` and normalised to sum 1. ``resize_mode="area"`` (default): each cell
-   is the mean of the tokens it covers when shrinking (a region keeps its share of the mass) and a token is
-   repeated over its cells when enlarging (no invented structure); ``"bilinear"`` (antialiased) is smoother.
-   The paper does not name its resampling.
+1. The SC prompt is built and generated as :meth:`SpatialRewardModel.evaluate_edits` does (greedy, one pass).
+2. Attention weights exist only in eager attention, so the language model is switched to it once, with a message
+   (:func:`use_eager_attention`); the switch stays on the model.
+3. Hooks on the last ``num_layers`` decoder layers keep, per decoding step, only the new token's row over the
+   image-token columns, averaged over heads (``output_attentions`` is never requested, so memory stays small).
+4. Query tokens: ``tokens="reasoning"`` (default, as C.1) keeps the tokens of the SC answer's ``"reasoning"``
+   string; without one (an untrained judge) all generated tokens are used and ``SampleAttention.note`` says so.
+5. Each image's tokens (``<|image_pad|>``, split by ``image_grid_thw``) are reshaped to their merged grid, resized
+   to ``grid_size x grid_size`` (``resize_mode="area"`` by default, or ``"bilinear"``; the paper names none) and
+   normalised to sum 1.
+
+The metrics are pure numpy on maps of any 2-D shape, each normalised to sum 1 first: :func:`entropy` (nats, so a
+uniform 24 x 24 map gives ``log(576)``), :func:`entropy_gap` (``|H(A_src) - H(A_edit)|``),
+:func:`concentration_index` (mass of the top 10 % of cells), :func:`inter_sample_stability` (mean Pearson
+correlation between distinct samples' source maps; constant maps left out), :func:`source_map` (the mean of the
+per-source maps for an edit with several sources) and :func:`summarize` (mean and population std, ``ddof=0``).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
-from ..processing_miescore import as_edit_sample, image_size_kwargs
-from .attention_metrics import normalize_map, sample_metrics
+from ..hub.image_io import DEFAULT_MAX_IMAGE_PIXELS
+from ..hub.processing_miescore import as_edit_sample, image_size_kwargs
+
+TOP_FRACTION = 0.1  # C.1: "the cumulative probability mass of the top 10% tokens"
+
+
+def normalize_map(attention_map) -> np.ndarray:
+    """``attention_map`` as a float64 array summing to 1; ValueError for negative, non-finite or all-zero maps."""
+    array = np.asarray(attention_map, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"an attention map must be 2-D (rows x columns), got shape {array.shape}")
+    if array.size == 0 or not np.isfinite(array).all():
+        raise ValueError("an attention map must be non-empty and finite")
+    if (array < 0).any():
+        raise ValueError(f"an attention map must be non-negative (minimum {array.min():.3g})")
+    total = array.sum()
+    if total <= 0:
+        raise ValueError("an attention map must have positive mass (all cells are zero)")
+    return array / total
+
+
+def entropy(attention_map) -> float:
+    """Shannon entropy in nats of the normalised map (C.1); 0 for a one-hot map, ``log(cells)`` for a uniform one."""
+    p = normalize_map(attention_map).ravel()
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def entropy_gap(source, edited) -> float:
+    """Balance ``|H(A_src) - H(A_edit)|`` (C.1)."""
+    return abs(entropy(source) - entropy(edited))
+
+
+def concentration_index(attention_map, top_fraction: float = TOP_FRACTION) -> float:
+    """Mass of the ``ceil(top_fraction * cells)`` largest cells of the normalised map (C.1 "Conc.")."""
+    if not 0 < top_fraction <= 1:
+        raise ValueError(f"top_fraction must lie in (0, 1], got {top_fraction}")
+    p = np.sort(normalize_map(attention_map).ravel())[::-1]
+    top = max(1, math.ceil(top_fraction * p.size - 1e-9))  # 1e-9: 0.1 * 570 must stay 57, not 58
+    return float(p[:top].sum())
+
+
+def source_map(source_maps: Sequence) -> np.ndarray:
+    """``A_src``: the mean of the normalised per-source maps (the map itself for one source); sums to 1."""
+    if len(source_maps) == 0:
+        raise ValueError("an edit needs at least one source map")
+    maps = [normalize_map(m) for m in source_maps]
+    if len({m.shape for m in maps}) > 1:
+        raise ValueError(f"source maps must share one shape, got {sorted({m.shape for m in maps})}")
+    return np.mean(maps, axis=0)
+
+
+def _flatten(maps: Sequence) -> np.ndarray:
+    arrays = [np.asarray(m, dtype=np.float64) for m in maps]
+    if len({a.shape for a in arrays}) > 1:
+        raise ValueError(f"maps must share one shape, got {sorted({a.shape for a in arrays})}")
+    return np.stack([a.ravel() for a in arrays]) if arrays else np.zeros((0, 0))
+
+
+def pairwise_correlations(maps: Sequence) -> np.ndarray:
+    """``(n, n)`` Pearson correlations of the flattened maps; NaN on the diagonal and for constant maps."""
+    flat = _flatten(maps)
+    centred = flat - flat.mean(axis=1, keepdims=True)
+    norms = np.linalg.norm(centred, axis=1)
+    constant = norms <= 1e-9 * np.linalg.norm(flat, axis=1)  # rounding leaves ~1e-18 for a uniform map
+    safe = np.where(constant, 1.0, norms)
+    corr = np.clip((centred @ centred.T) / np.outer(safe, safe), -1.0, 1.0)
+    corr[constant, :] = np.nan
+    corr[:, constant] = np.nan
+    np.fill_diagonal(corr, np.nan)
+    return corr
+
+
+def stability_per_sample(maps: Sequence) -> np.ndarray:
+    """For each map, its mean correlation with every other sample's map (NaN when it has none)."""
+    corr = pairwise_correlations(maps)
+    with np.errstate(invalid="ignore"):
+        valid = ~np.isnan(corr)
+        counts = valid.sum(axis=1)
+        sums = np.where(valid, corr, 0.0).sum(axis=1)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def inter_sample_stability(maps: Sequence) -> float:
+    """Stability (C.1): the mean Pearson correlation over distinct pairs of maps; NaN with fewer than 2 usable maps."""
+    values = _pair_values(pairwise_correlations(maps))
+    return float(values.mean()) if values.size else float("nan")
+
+
+def _pair_values(corr: np.ndarray) -> np.ndarray:
+    upper = corr[np.triu_indices(corr.shape[0], k=1)] if corr.size else np.zeros(0)
+    return upper[~np.isnan(upper)]
+
+
+def sample_metrics(source_maps: Sequence, edited_map) -> dict:
+    """The per-edit values: ``entropy_gap``, ``source_entropy``, ``edited_entropy``, ``concentration`` (of
+    ``A_src``: C.1 groups it with source awareness) and ``edited_concentration``."""
+    src = source_map(source_maps)
+    h_src, h_edit = entropy(src), entropy(edited_map)
+    return {"entropy_gap": abs(h_src - h_edit), "source_entropy": h_src, "edited_entropy": h_edit,
+            "concentration": concentration_index(src), "edited_concentration": concentration_index(edited_map)}
+
+
+def summarize(values: Iterable[float]) -> dict:
+    """``{"mean", "std", "n"}`` over the finite values (None for mean / std when there are none)."""
+    array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if array.size == 0:
+        return {"mean": None, "std": None, "n": 0}
+    return {"mean": float(array.mean()), "std": float(array.std()), "n": int(array.size)}
+
+
+def stability_summary(maps: Sequence) -> dict:
+    """Stability as ``{"mean", "std", "n"}`` over the distinct pairs (Table 5 "Corr." with its spread)."""
+    values = _pair_values(pairwise_correlations(maps))
+    return summarize(values.tolist())
+
 
 if TYPE_CHECKING:  # torch is imported where it is used, so `miescore --help` does not pay for it
     import torch
 
-__all__ = ["DEFAULT_GRID_SIZE", "DEFAULT_NUM_LAYERS", "RESIZE_MODES", "TOKEN_SELECTIONS", "GeneratedRowRecorder",
-           "SampleAttention", "decoder_attention_layers", "extract_attention_maps", "image_token_spans",
-           "reasoning_char_span", "reasoning_token_mask", "resize_to_grid", "sc_prompt_inputs", "use_eager_attention"]
 
 DEFAULT_NUM_LAYERS = 5  # C.1: "the last 5 transformer layers"
 DEFAULT_GRID_SIZE = 24  # C.1: "a standard 24 x 24 grid"
@@ -101,7 +205,7 @@ class SampleAttention:
 
 def sc_prompt_inputs(model, processor, sample):
     """The SC prompt of one loaded edit as model inputs (on the model's device), as ``evaluate_edits`` builds it."""
-    from ..modeling_spatialreward import sc_messages
+    from ..hub.modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
 
     messages = sc_messages(model.config, len(sample.sources), sample.instruction)
     text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -372,3 +476,11 @@ def extract_attention_maps(
         token_selection=selection, note=note, layers=[i for i, _ in layers], sequence_ids=sequence.tolist(),
         prompt_length=int(prompt_length),
         generated_text=processor.tokenizer.decode(generated, skip_special_tokens=False))
+
+
+__all__ = ["DEFAULT_GRID_SIZE", "DEFAULT_NUM_LAYERS", "GeneratedRowRecorder", "RESIZE_MODES", "SampleAttention",
+           "TOKEN_SELECTIONS", "TOP_FRACTION", "concentration_index", "decoder_attention_layers", "entropy",
+           "entropy_gap", "extract_attention_maps", "image_token_spans", "inter_sample_stability", "normalize_map",
+           "pairwise_correlations", "reasoning_char_span", "reasoning_token_mask", "resize_to_grid",
+           "sample_metrics", "sc_prompt_inputs", "source_map", "stability_per_sample", "stability_summary",
+           "summarize", "use_eager_attention"]

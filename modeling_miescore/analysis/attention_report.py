@@ -1,27 +1,20 @@
 """The attention analysis report: ``metrics.json``, a Table-5-style ``table.md``, ``maps.npz`` and overlay PNGs.
 
-SpatialReward paper (arXiv 2602.07458) sec. 5.4, Table 5: entropy gap, source entropy, concentration and
-inter-sample stability as mean +- std over the analysed edits (definitions in :mod:`.attention_metrics`).
-
 ``metrics.json``: ``{"entropy_gap" | "source_entropy" | "concentration" | "stability" | "edited_entropy" |
-"edited_concentration": {"mean", "std", "n"}, "n": edits, "samples": [per-edit values], "settings": {...}}``.
-Stability is a property of pairs: its mean and std are over the distinct pairs of source maps, and each
-sample's ``stability`` is its mean correlation with the others (their mean equals the pairs' mean).
-Other means and stds are over the edits. Non-finite values are written as null.
+"edited_concentration": {"mean", "std", "n"}, "n": edits, "samples": [per-edit values], "settings": {...}}``
+(SpatialReward sec. 5.4, Table 5; definitions in :mod:`.attention_maps`). Stability's mean and std are over the
+distinct pairs of source maps, each sample's ``stability`` its mean correlation with the others; other means are
+over the edits. Non-finite values are written as null.
 
-``maps.npz`` (plain arrays, ``numpy.load(..., allow_pickle=False)`` reads it): ``ids`` (str), ``source_maps``
-(A_src per edit), ``edited_maps``, ``num_sources`` and ``per_source_maps`` (every source's own map, edits in
-order, ``num_sources[i]`` of them for edit i).
-
-Overlays are drawn with matplotlib (the ``plots`` extra; object API, Agg canvas, so no GUI backend is touched):
-each image of the edit with its 24 x 24 map upsampled (bilinear) over it in the ``jet`` colour map.
+``maps.npz`` (plain arrays, read with ``allow_pickle=False``): ``ids``, ``source_maps``, ``edited_maps``,
+``num_sources`` and ``per_source_maps`` (``num_sources[i]`` maps for edit i, in order). Overlays (the ``plots``
+extra; matplotlib's object API on an Agg canvas): each image with its map upsampled over it in ``jet``.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,13 +23,9 @@ import numpy as np
 
 from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
 from ..utils.markdown_table import markdown_table
-from .attention_maps import SampleAttention
-from .attention_metrics import (
-    source_map,
-    stability_per_sample,
-    stability_summary,
-    summarize,
-)
+from ..utils.numbers import json_safe
+from .attention_maps import SampleAttention, source_map, stability_per_sample, stability_summary, summarize
+from .attention_maps import entropy
 
 __all__ = ["METRIC_NAMES", "attention_metrics", "attention_table", "draw_attention_overlay", "overlay_file_name",
            "save_attention_maps", "write_attention_report", "write_overlay"]
@@ -44,19 +33,6 @@ __all__ = ["METRIC_NAMES", "attention_metrics", "attention_table", "draw_attenti
 METRIC_NAMES = ("entropy_gap", "source_entropy", "concentration", "stability")  # Table 5's four columns
 _EXTRA_NAMES = ("edited_entropy", "edited_concentration")
 _OVERLAY_ALPHA = 0.5
-
-
-def _finite(value):
-    """JSON-safe: NaN / inf become None, numpy scalars become Python numbers."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 def attention_metrics(results: Sequence[SampleAttention], settings: dict | None = None,
@@ -80,7 +56,7 @@ def attention_metrics(results: Sequence[SampleAttention], settings: dict | None 
     report = {name: stability_summary(sources) if name == "stability" else summarize(s[name] for s in samples)
               for name in (*METRIC_NAMES, *_EXTRA_NAMES)}
     report.update(n=len(results), samples=samples, settings=dict(settings or {}))
-    return _finite(report)
+    return json_safe(report)
 
 
 def _cell(summary: dict, digits: int = 2) -> str:
@@ -142,8 +118,6 @@ def draw_attention_overlay(images: Sequence, maps: Sequence[np.ndarray], titles:
 
 def write_overlay(path, sample, result: SampleAttention) -> Path:
     """Draw ``result``'s maps over the loaded ``sample``'s images and write the PNG atomically."""
-    from .attention_metrics import entropy
-
     images = [*sample.sources, sample.edited]
     maps = [*result.source_maps, result.edited_map]
     names = [f"source {k + 1}" for k in range(len(sample.sources))] + ["edited"]

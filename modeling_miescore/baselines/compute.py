@@ -1,17 +1,13 @@
 """Run Table 3 baselines over edits and write one resumable predictions file per metric.
 
-Every line is ``{"id", "metric", "visual_quality", "instruction_following", "attribute_preservation",
-"overall"}`` with the metric's value in all four score keys (the paper correlates one metric value with each
-dimension), so the file is read as it is by ``miescore benchmark mie-bench --predictions``. A value that is not
-finite is written as ``null`` (read back as a missing prediction). A single-source evaluator
-(:mod:`.single_source`, ``evaluator=``) writes the score keys it gives, each averaged over the edit's sources.
+Every line is ``{"id", "metric", "visual_quality", "instruction_following", "attribute_preservation", "overall"}``
+with the metric's value in all four score keys (the paper correlates one value with each dimension), as ``miescore
+benchmark mie-bench --predictions`` reads it; a non-finite value is written as ``null``. A single-source evaluator
+(:mod:`.scorers`, ``evaluator=``) writes the keys it gives, each averaged over the edit's sources.
 
-Resuming works like ``score-batch``: each line is written whole and flushed, a crash can leave at most one
-incomplete last line (cut off on the next run), ids already in a file are skipped, and an exclusive lock stops
-a second run on the same file. A file that holds another metric's predictions is refused.
-
-An edit that cannot be read or scored is reported with its id and left out of the file, so a rerun tries it
-again; the run goes on with the next edit.
+Resuming works like ``score-batch``: lines written whole and flushed, an incomplete last line cut off, ids already
+in a file skipped, an exclusive lock against a second run; a file holding another metric's predictions is refused.
+An edit that cannot be read or scored is reported with its id and left out, so a rerun tries it again.
 """
 
 from __future__ import annotations
@@ -30,14 +26,12 @@ from typing import Self
 from tqdm.auto import tqdm
 
 from ..data.schema import SCORE_KEYS
-from ..image_io import MIEScoreInputError
-from ..processing_miescore import EditSample, as_edit_sample
+from ..hub.errors import MIEScoreInputError
+from ..hub.processing_miescore import EditSample, as_edit_sample
 from ..scoring.jsonl_scoring import check_output_file, read_predictions
 from ..utils.output_lock import exclusive_output
-from .registry import Baseline, parse_baseline_names
-from .scorers import load_scorer, resolve_device
-from .single_source import SingleSourceEvaluator, per_source_scorer
-from .weights import check_weights
+from .registry import Baseline, check_weights, parse_baseline_names
+from .scorers import SingleSourceEvaluator, load_scorer, per_source_scorer, resolve_device
 
 __all__ = ["BaselinesReport", "EditError", "compute_baselines", "compute_mie_bench_baselines", "load_mie_bench_split",
            "output_paths"]
@@ -268,15 +262,15 @@ def compute_baselines(edits: Iterable, metrics, out, *, device: str = "auto", pr
 
     Args:
         edits: dicts ``{"id", "sources": [...], "edited", "instruction"}`` or
-            :class:`~modeling_miescore.processing_miescore.EditSample` objects with an id; images are paths,
+            :class:`~modeling_miescore.hub.processing_miescore.EditSample` objects with an id; images are paths,
             PIL images or arrays.
         metrics: names from :data:`~modeling_miescore.baselines.registry.BASELINES`, as a list or ``"a,b"``.
         out: the predictions file; with several metrics a path containing ``{metric}``.
         device: ``"auto"`` (cuda when available), ``"cpu"``, ``"cuda:1"``, ...
 
     Ids already in a file are skipped (resume). Weights are checked before anything runs
-    (:class:`~modeling_miescore.baselines.weights.WeightsMissingError` names each missing file). ``evaluator``
-    (with ``metrics`` empty): a single-source evaluator (:mod:`.single_source`) instead of the Table 3 metrics.
+    (:class:`~modeling_miescore.baselines.registry.WeightsMissingError` names each missing file). ``evaluator``
+    (with ``metrics`` empty): a single-source evaluator (:mod:`.scorers`) instead of the Table 3 metrics.
     """
     plan = _plan(metrics, out, device, evaluator)
 

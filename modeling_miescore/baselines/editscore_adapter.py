@@ -1,34 +1,22 @@
 """EditScore (Luo et al. 2025) as a single-source evaluator for ``miescore baselines --evaluator`` (Table 3, ✩ row
-"EditScore (Qwen3)"), through its installable package (``pip install editscore``, PyPI 0.2, the authors' release of
-https://github.com/VectorSpaceLab/EditScore)::
+"EditScore (Qwen3)"), through its installable package (``pip install editscore``, 0.2)::
 
     miescore baselines --dataset MIE --split test --out preds-editscore.jsonl \\
         --evaluator modeling_miescore.baselines.editscore_adapter:editscore \\
         --evaluator-option model_name_or_path=Qwen/Qwen3-VL-8B-Instruct \\
         --evaluator-option lora_path=EditScore/EditScore-Qwen3-VL-8B-Instruct
 
-What comes from the package: ``editscore.EditScore`` itself, i.e. its prompts (``vie_prompts``: the SC prompt on
-[source, edited] with the instruction, the PQ prompt on the edited image), its answer parser
-(``mllm_output_to_dict``), ``num_pass`` sampling passes, the score scale (``score_range``, default 25, rescaled to
-0-10) and its overall sqrt(SC x PQ). What this adapter supplies is the model object the class calls
-(``prepare_input(images, prompt)`` / ``inference(inputs, seed)``), for two reasons found in ``editscore`` 0.2:
+The package supplies ``editscore.EditScore``: its prompts, answer parser, ``num_pass`` passes, score scale
+(rescaled to 0-10) and overall sqrt(SC x PQ). This adapter supplies the model object it calls, because in 0.2
+the local backends move every input to ``"cuda"`` and the OpenAI backend reads answers without bound:
+:class:`LocalVLM` runs on ``device`` with their input format (Qwen2.5-VL labelled chat text, Qwen3-VL chat
+template; temperature 0.7, top-p 0.9, top-k 20, 512 new tokens; a LoRA merged with peft), and
+:class:`EndpointVLM` sends the same messages through :class:`~modeling_miescore.judges.chat_client.ChatClient`.
 
-* its local backends (``mllm_tools/qwen25vl.py``, ``qwen3vl.py``) move every input to ``"cuda"``
-  (``inputs.to("cuda")``), so they cannot run without a GPU, and load with ``device_map="auto"`` in bfloat16; the
-  local model here (:class:`LocalVLM`) runs on ``device`` and reproduces their input format: Qwen2.5-VL with the
-  image-labelled chat text of ``qwen25vl.py`` and ``qwen_vl_utils.process_vision_info`` resizing, Qwen3-VL with the
-  processor's chat template (``qwen3vl.py``), sampling with temperature 0.7 (option), top-p 0.9, top-k 20, 512 new
-  tokens; a LoRA (``lora_path``) is merged with peft as theirs is;
-* its OpenAI backend posts with ``requests`` and no bound on the answer; :class:`EndpointVLM` sends the same
-  messages through this package's :class:`~modeling_miescore.judges.chat_client.ChatClient` (``base_url``:
-  an OpenAI-compatible server such as vLLM serving the merged EditScore model).
-
-A failed answer is never a score: when EditScore gives up parsing it substitutes a **random** score
-(``mllm_output_to_dict(give_up_parsing=True)`` draws ``random.randint(0, score_range)``, reasoning
-``"guess_if_cannot_parse | ..."``); this adapter refuses such a result (:class:`EditScoreAnswerError`), so the edit
-is reported and left out of the predictions. Score keys: ``instruction_following`` = EditScore's
-``prompt_following``, ``attribute_preservation`` = ``consistency`` (its "degree of overediting"),
-``visual_quality`` = ``perceptual_quality``, ``overall`` = its ``overall``; all on 0-10.
+A failed answer is never a score: EditScore substitutes a **random** score when it gives up parsing
+(``"guess_if_cannot_parse | ..."``); such a result is refused (:class:`EditScoreAnswerError`), so the edit is left
+out. Score keys: ``instruction_following`` = ``prompt_following``, ``attribute_preservation`` = ``consistency``,
+``visual_quality`` = ``perceptual_quality``, ``overall``; all on 0-10.
 """
 
 from __future__ import annotations
@@ -38,7 +26,8 @@ import io
 import sys
 from typing import Any
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
+from .scorers import resolve_device
 
 __all__ = ["EditScoreAnswerError", "EndpointVLM", "LocalVLM", "editscore"]
 
@@ -74,7 +63,6 @@ class LocalVLM:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        from .scorers import resolve_device
 
         self.device = resolve_device(device)
         self.model = AutoModelForImageTextToText.from_pretrained(model_name_or_path, dtype=getattr(torch, dtype))
@@ -127,13 +115,13 @@ class EndpointVLM:
 
     def __init__(self, base_url: str, model: str, *, temperature: float = 0.7, api_key_env: str = "OPENAI_API_KEY",
                  timeout: float = 180.0, max_new_tokens: int = SAMPLING["max_new_tokens"]):
-        from ..judges.chat_client import ChatClient
+        from ..judges.chat_client import ChatClient  # deferred: loads httpcore, httpx
 
         self.client = ChatClient(base_url, model, api_key_env=api_key_env, timeout=timeout)
         self.temperature, self.max_new_tokens = temperature, max_new_tokens
 
     def prepare_input(self, images, text_prompt: str = ""):
-        from ..judges.chat_client import user_message
+        from ..judges.chat_client import user_message  # deferred: loads httpcore, httpx
 
         images = images if isinstance(images, list) else [images]
         return [user_message([text_prompt, *images], image_format="JPEG")]  # editscore's openai.py: text first

@@ -1,26 +1,28 @@
-"""The baseline metrics of the MIEScore paper's Table 3, one declarative entry per row.
+"""The baseline metrics of the MIEScore paper's Table 3, one declarative entry per row, and their weights.
 
-Each entry says which library computes the metric (and under which id), what it compares (the edited image
-alone, the edited image with each source, or the instruction with the edited image), whether lower values mean
-better quality, which weights files it needs and where the library reads them, and which Table 3 row it stands
-for. Rows that no maintained library implements, or whose package cannot be installed beside this project's
-dependencies, are listed with the reason and cannot be run. Rows that are not per-edit metrics say which command
-runs them (``runs_via``): the general-purpose MLLMs (♣) through ``miescore judge``, their fine-tuned versions (✻)
-through ``trainers/train_miescore.py``, the single-source IEQA models (✩) through ``miescore baselines
---evaluator`` (:mod:`.single_source`; EditScore with its package, :mod:`.editscore_adapter`).
+Each entry says which library computes the metric (and under which id), what it compares (the edited image alone,
+with each source, or the instruction with the edited image), whether lower is better, which weights files it needs
+and which Table 3 row it stands for. Rows no maintained library implements, or whose package cannot be installed
+beside this project's, are listed with the reason and cannot be run; rows that are not per-edit metrics name the
+command that runs them (``runs_via``): ``miescore judge`` (♣), ``trainers/train_miescore.py`` (✻), ``miescore
+baselines --evaluator`` (✩, :mod:`.scorers`).
 
-Weights are never fetched by this package: every file lives in the cache folder its own library reads
-(:mod:`modeling_miescore.baselines.weights` finds it there or names it in a one-line error).
+Weights are never downloaded: each file is looked up, before a metric is built, where its own library reads it
+(pyiqa: ``<torch hub dir>/pyiqa/``; torchvision: ``<torch hub dir>/checkpoints/``; Hugging Face repositories: the
+Hub cache; ``<torch hub dir>`` is ``$TORCH_HOME/hub``), and a missing one is named in a one-line error with that
+folder and its address. pyiqa and torchvision unpickle their ``.pth`` files, so each is first opened with torch's
+weights-only loader and one holding anything but tensors and plain containers is refused.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
 
-from ..image_io import MIEScoreInputError
-
-__all__ = ["BASELINES", "Baseline", "HubSnapshot", "KINDS", "PyiqaWeights", "TorchHubCheckpoint",
-           "UnknownBaselineError", "get_baseline", "parse_baseline_names"]
+from ..hub.errors import MIEScoreInputError
 
 NO_REFERENCE = "no-reference"  # the edited image alone
 FULL_REFERENCE = "full-reference"  # the edited image against each source image
@@ -217,3 +219,125 @@ def parse_baseline_names(text: str) -> list[Baseline]:
         if baseline not in entries:
             entries.append(baseline)
     return entries
+
+
+_LIBRARY_EXTRA = "pip install 'miescore[baselines]'"
+
+
+class WeightsMissingError(MIEScoreInputError):
+    """A weights file a metric needs is not where its library reads it."""
+
+
+class UnsafeWeightsError(MIEScoreInputError):
+    """A checkpoint that torch's weights-only loader refuses (it would run code when unpickled)."""
+
+
+@dataclass(frozen=True)
+class WeightsFile:
+    """One required file: where it must be (``path``), where it comes from, and whether it is there."""
+
+    path: Path
+    origin: str  # a URL, or the command that fetches a Hub repository
+    relocate: str  # the environment variable that moves the folder
+    pickled: bool  # opened by its library with full unpickling
+
+    @property
+    def present(self) -> bool:
+        return self.path.is_file()
+
+    def describe(self) -> str:
+        return f"'{self.path.name}' in '{self.path.parent}' (from {self.origin})"
+
+
+def require_library(baseline: Baseline):
+    """Import the library behind ``baseline``; a one-line error naming the extra if it is not installed."""
+    try:
+        return importlib.import_module(baseline.library)
+    except ImportError as err:
+        raise MIEScoreInputError(f"metric '{baseline.name}' needs {baseline.library} ({err.name} is missing): "
+                                 f"{_LIBRARY_EXTRA}") from None
+
+
+def _url_name(url: str) -> str:
+    return os.path.basename(urlparse(url).path)
+
+
+def locate(requirement) -> WeightsFile:
+    """Where the library behind one registry weights entry reads it (see the module docstring)."""
+    import torch
+
+    if isinstance(requirement, PyiqaWeights):
+        from pyiqa.utils import download_util
+
+        module = importlib.import_module(f"pyiqa.archs.{requirement.arch_module}")
+        url = module.default_model_urls[requirement.url_key]
+        return WeightsFile(Path(download_util.DEFAULT_CACHE_DIR) / _url_name(url), url, "TORCH_HOME", True)
+    if isinstance(requirement, TorchHubCheckpoint):
+        folder = Path(torch.hub.get_dir()) / "checkpoints"
+        return WeightsFile(folder / _url_name(requirement.url), requirement.url, "TORCH_HOME", True)
+    if isinstance(requirement, HubSnapshot):
+        return _locate_hub_file(requirement)
+    raise TypeError(f"unknown weights requirement {requirement!r}")
+
+
+def _locate_hub_file(requirement: HubSnapshot) -> WeightsFile:
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    found = try_to_load_from_cache(requirement.repo_id, requirement.filename)
+    origin = f"'hf download {requirement.repo_id}' on a machine with network"
+    if isinstance(found, str):
+        return WeightsFile(Path(found), origin, "HF_HOME", False)
+    folder = Path(constants.HF_HUB_CACHE) / ("models--" + requirement.repo_id.replace("/", "--"))
+    return WeightsFile(folder / requirement.filename, origin, "HF_HOME", False)
+
+
+def _check_loadable(weights: WeightsFile) -> None:
+    """Refuse a pickled checkpoint that torch's weights-only loader cannot open."""
+    import pickle
+
+    import torch
+
+    try:
+        torch.load(weights.path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, ValueError, EOFError, OSError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UnsafeWeightsError(
+            f"refusing to load '{weights.path}': torch's weights-only loader cannot open it ({reason}); "
+            f"replace it with the file from {weights.origin}"
+        ) from None
+
+
+def check_weights(baselines: list[Baseline]) -> dict[str, list[WeightsFile]]:
+    """Every weights file of ``baselines``, all present and loadable; otherwise one line naming what is missing.
+
+    Returns ``{metric name: [WeightsFile, ...]}`` in registry order.
+    """
+    found: dict[str, list[WeightsFile]] = {}
+    problems = []
+    for baseline in baselines:
+        if baseline.weights:
+            require_library(baseline)
+        try:
+            files = [locate(r) for r in baseline.weights]
+        except ImportError as err:  # a dependency of the library's model code
+            raise MIEScoreInputError(f"metric '{baseline.name}' needs {err.name}, which is not installed: "
+                                     f"{_LIBRARY_EXTRA}") from None
+        missing = [f for f in files if not f.present]
+        if missing:
+            moves = sorted({f.relocate for f in missing})
+            problems.append(
+                f"metric '{baseline.name}' needs {' and '.join(f.describe() for f in missing)}; copy "
+                f"{'it' if len(missing) == 1 else 'them'} there ({' / '.join(moves)} moves the folder)")
+        found[baseline.name] = files
+    if problems:
+        raise WeightsMissingError("; ".join(problems))
+    for files in found.values():
+        for weights in files:
+            if weights.pickled:
+                _check_loadable(weights)
+    return found
+
+
+__all__ = ["BASELINES", "Baseline", "HubSnapshot", "KINDS", "PyiqaWeights", "TorchHubCheckpoint",
+           "UnknownBaselineError", "UnsafeWeightsError", "WeightsFile", "WeightsMissingError", "check_weights",
+           "get_baseline", "locate", "parse_baseline_names", "require_library"]

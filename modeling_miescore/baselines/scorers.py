@@ -1,31 +1,39 @@
-"""The multi-source protocol: how a single-image metric meets a multi-source edit, and the library adapters.
+"""The multi-source protocol: how a single-image metric or a single-source evaluator meets a multi-source edit.
 
-MIEScore paper, "Experiment Setup": "For methods that support only single-source image inputs, we compute the
-results for each source image separately and report the average score." Here that reads, per kind of metric:
+MIEScore paper: "For methods that support only single-source image inputs, we compute the results for each source
+image separately and report the average score." Per kind of metric:
 
-- full-reference (SSIM, MS-SSIM, LPIPS): the edited image is compared with each source image in turn, the
-  source resized to the edited image's width x height (bicubic, Pillow), and the values are averaged over the
-  sources. The edited image is never resampled, so what is judged is exactly what the editing model produced;
+- full-reference (SSIM, MS-SSIM, LPIPS): the edited image against each source, the source resized to the edited
+  image's size (bicubic; the edited image is never resampled), averaged over the sources;
 - no-reference (BRISQUE, CNNIQA, HyperIQA, TOPIQ, Q-Align): the edited image alone, at its own size;
-- text-image (CLIPScore): the instruction against the edited image (the sources take no part).
+- text-image (CLIPScore): the instruction against the edited image.
 
-Every metric returns one number per edit, as computed by its library (lower is better for BRISQUE and LPIPS).
+Each returns one number per edit as its library computes it (lower is better for BRISQUE and LPIPS).
+
+A learned single-source evaluator (Table 3's ✩ rows, ``miescore baselines --evaluator``) is a callable
+``evaluate(source, edited, instruction) -> float | {score key: float}`` named ``package.module:function``; with
+``--evaluator-option KEY=VALUE`` the named object is a factory called once with those options (JSON values when they
+parse). A number stands for every score key; a mapping holds some of the four score keys (others are refused).
+:func:`per_source_scorer` averages each key over the sources. An evaluator that cannot score an edit raises; the
+edit is reported and left out, never given a number.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from PIL import Image
 
-from ..image_io import MIEScoreInputError
-from ..processing_miescore import EditSample
-from .registry import FULL_REFERENCE, NO_REFERENCE, TEXT_IMAGE, Baseline
-from .weights import WeightsFile, require_library
-
-__all__ = ["EditTooSmallError", "full_reference_pairs", "load_scorer", "resolve_device"]
+from ..data.schema import SCORE_KEYS
+from ..hub.errors import MIEScoreInputError
+from ..hub.processing_miescore import EditSample
+from ..utils.import_spec import import_callable
+from .registry import FULL_REFERENCE, NO_REFERENCE, TEXT_IMAGE, Baseline, WeightsFile, require_library
 
 RESAMPLE = Image.Resampling.BICUBIC  # how a source is brought to the edited image's size
 
@@ -152,7 +160,7 @@ def _clipscore_scorer(baseline: Baseline, device, weights: list[WeightsFile]) ->
 def load_scorer(baseline: Baseline, device, weights: list[WeightsFile]) -> Callable[[EditSample], float]:
     """A function ``loaded EditSample -> float`` for ``baseline`` on ``device``, following the module's protocol.
 
-    ``weights``: the checked files of :func:`modeling_miescore.baselines.weights.check_weights`.
+    ``weights``: the checked files of :func:`modeling_miescore.baselines.registry.check_weights`.
     """
     if baseline.library == "pyiqa" and baseline.kind in (FULL_REFERENCE, NO_REFERENCE):
         compute = _pyiqa_scorer(baseline, device)
@@ -166,3 +174,72 @@ def load_scorer(baseline: Baseline, device, weights: list[WeightsFile]) -> Calla
         return compute(sample)
 
     return score
+
+
+@dataclass(frozen=True)
+class SingleSourceEvaluator:
+    """A loaded evaluator: ``name`` (the predictions' ``metric`` field) and the per-source callable."""
+
+    name: str
+    evaluate: Callable
+
+
+def parse_evaluator_options(items: Sequence[str]) -> dict:
+    """``["model_name_or_path=/ckpt", "num_pass=2"]`` -> ``{"model_name_or_path": "/ckpt", "num_pass": 2}``."""
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise MIEScoreInputError(f"--evaluator-option {item!r} is not KEY=VALUE (KEY a Python identifier)")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+def load_evaluator(spec: str, options: Mapping | None = None, name: str | None = None) -> SingleSourceEvaluator:
+    """Import ``spec`` (``package.module:function``); with ``options`` call it as a factory first."""
+    target = import_callable(spec, "--evaluator")
+    if options:
+        target = target(**options)
+        if not callable(target):
+            raise MIEScoreInputError(f"--evaluator {spec!r} with options returned {type(target).__name__}, not a "
+                                     "callable evaluate(source, edited, instruction)")
+    return SingleSourceEvaluator(name or spec.rpartition(":")[2], target)
+
+
+def _as_scores(value, where: str) -> dict[str, float]:
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(SCORE_KEYS))
+        if unknown or not value:
+            raise ValueError(f"{where} returned keys {sorted(value)}; expected some of {', '.join(SCORE_KEYS)}")
+        scores = dict(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        scores = {key: value for key in SCORE_KEYS}
+    else:
+        raise ValueError(f"{where} returned {type(value).__name__}; expected a number or a mapping of score keys")
+    out = {}
+    for key, score in scores.items():
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise ValueError(f"{where} returned {key}={score!r}, not a finite number")
+        out[key] = float(score)
+    return out
+
+
+def per_source_scorer(evaluator: SingleSourceEvaluator) -> Callable[[EditSample], dict[str, float]]:
+    """A scorer of loaded edits: the evaluator on each source with the edited image, averaged per key."""
+
+    def score(sample: EditSample) -> dict[str, float]:
+        per_source = [_as_scores(evaluator.evaluate(source, sample.edited, sample.instruction),
+                                 f"{evaluator.name} on source {k + 1}") for k, source in enumerate(sample.sources)]
+        keys = set(per_source[0])
+        if any(set(s) != keys for s in per_source):
+            raise ValueError(f"{evaluator.name} returned different score keys for different sources")
+        return {key: sum(s[key] for s in per_source) / len(per_source) for key in SCORE_KEYS if key in keys}
+
+    return score
+
+
+__all__ = ["EditTooSmallError", "SingleSourceEvaluator", "full_reference_pairs", "load_evaluator", "load_scorer",
+           "parse_evaluator_options", "per_source_scorer", "resolve_device"]

@@ -28,19 +28,22 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
+from .main import COMMAND_HELP, EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
+from ..analysis.attention_maps import (DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS,
+                                       TOP_FRACTION, extract_attention_maps, use_eager_attention)
+from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
+from ..scoring.jsonl_scoring import check_input_file, iter_input, record_to_sample
+from ..scoring.loading import load_spatialreward
 
 __all__ = ["cmd_analyze_attention", "register"]
 
 
 def register(subparsers) -> None:
-    from ..analysis.attention_maps import DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS
-
     parser = subparsers.add_parser(
         "analyze-attention",
-        help="attention of a generative judge's reasoning over each image: maps, Table-5 metrics, overlays")
+        help=COMMAND_HELP["analyze-attention"])
     parser.add_argument("--model", required=True,
                         help="SpatialReward checkpoint folder or Hub repo id (or a plain Qwen3-VL one, as a baseline)")
     parser.add_argument("--input", required=True, help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')
@@ -96,8 +99,6 @@ class _Lines:
 
     def samples(self):
         """``(line number, EditSample)`` per usable line; ids must be unique (overlays are named by id)."""
-        from ..scoring.jsonl_scoring import iter_input, record_to_sample
-
         first_line = {}
         for number, record, error in iter_input(self.input_path):
             if error is None:
@@ -120,12 +121,6 @@ def _is_fatal(err: BaseException) -> bool:
 
 
 def cmd_analyze_attention(args) -> int:
-    from ..analysis.attention_maps import extract_attention_maps, use_eager_attention
-    from ..analysis.attention_metrics import TOP_FRACTION
-    from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
-    from ..scoring.jsonl_scoring import check_input_file
-    from ..scoring.loading import load_spatialreward
-
     input_path = check_input_file(args.input)
     draw = not args.no_overlays
     out_dir = _output_folder(args.out, draw)

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import sys
 
-from ..image_io import MIEScoreInputError
-from .main import EXIT_PARTIAL
+from ..hub.errors import MIEScoreInputError
+from .main import COMMAND_HELP, EXIT_PARTIAL
+from ..baselines.registry import BASELINES
+from ..baselines.compute import output_paths, compute_mie_bench_baselines
+from ..baselines.scorers import load_evaluator, parse_evaluator_options
+from ..scoring.jsonl_scoring import check_output_file
 
 
 def register(sub) -> None:
     parser = sub.add_parser(
-        "baselines", help="compute Table 3 baseline metrics (SSIM, LPIPS, BRISQUE, CLIPScore, ...) per edit",
+        "baselines", help=COMMAND_HELP["baselines"],
         description="Compute classical and vision-language baselines of the MIEScore paper's Table 3 for every edit "
                     "of a MIE-Bench split and write them as predictions for 'miescore benchmark mie-bench "
                     "--predictions'. Full-reference metrics compare the edited image with each source (resized to "
@@ -55,8 +59,6 @@ def register(sub) -> None:
 def baselines_table() -> str:
     """One line per Table 3 row (name, status, kind, library metric, direction, paper row), then how each row runs
     here, or why it does not."""
-    from ..baselines.registry import BASELINES
-
     rows = [("name", "status", "kind", "library:metric", "better", "Table 3 row")]
     for b in BASELINES.values():
         direction = "-" if (b.unavailable or b.runs_via) else ("lower" if b.lower_better else "higher")
@@ -71,10 +73,6 @@ def baselines_table() -> str:
 def _evaluator(args):
     """The single-source evaluator of ``--evaluator`` (its factory called with the options), after the output path
     is checked (a model is not loaded for a run that cannot write)."""
-    from ..baselines.compute import output_paths
-    from ..baselines.single_source import load_evaluator, parse_evaluator_options
-    from ..scoring.jsonl_scoring import check_output_file
-
     name = args.evaluator_name or args.evaluator.rpartition(":")[2]
     for path in output_paths(args.out, [name]).values():
         check_output_file(path)
@@ -95,7 +93,6 @@ def cmd_baselines(args) -> int:
     if missing:
         raise MIEScoreInputError(f"missing {', '.join(missing)}; e.g. --dataset DIR --metrics ssim,ms_ssim "
                                  "--out 'preds-{metric}.jsonl' (or --list)")
-    from ..baselines.compute import compute_mie_bench_baselines
 
     evaluator = _evaluator(args) if args.evaluator else None
     report = compute_mie_bench_baselines(args.dataset, args.split, args.metrics, args.out, device=args.device,

@@ -30,8 +30,24 @@ import time
 from pathlib import Path
 
 # only the error class at import time: `miescore --help` and the other subcommands never pay for scipy/pandas
-from ..image_io import MIEScoreInputError
-from .main import add_device_args, number_arg, quiet_transformers
+from ..hub.errors import MIEScoreInputError
+from .main import COMMAND_HELP, add_device_args, number_arg, quiet_transformers
+from ..data.input_export import export_mie_inputs, input_cache_dir
+from ..evaluation.model_runs import check_prediction_cache, score_mer_with_spatialreward
+from ..scoring.jsonl_scoring import read_done_ids, score_jsonl, make_output_folder
+from ..scoring.loading import load_scorer, model_reference, read_checkpoint_config
+from ..evaluation.instance_bootstrap import BootstrapSettings
+from ..evaluation.alignment import join_scores, align_predictions
+from ..data.dataset_splits import load_split, mie_bench_frame, mer_split_names, mer_bench_frame
+from ..evaluation.prediction_files import read_score_predictions, read_group_sub_scores, read_group_predictions
+from ..evaluation.protocol import scores_protocol
+from ..evaluation.report import write_report, REPORT_FILES, write_json
+from ..evaluation.report_parts import ci_state, fmt_ci
+from ..data.schema import SHORT_NAMES
+from ..evaluation.mie_bench_markdown import logistic_status
+from ..evaluation.plots import mie_bench_plots, aggregation_grid_plot, mer_bench_plots, editing_models_plots
+from ..evaluation.aggregation_grid import DEFAULT_GRID, aggregation_grid, grid_summary, parse_grid_values
+from ..evaluation.mer_bench_report import mer_bench_report
 
 _PRED_HELP_MIE = ('JSONL, one line per edit: {"id": <dataset id>, "visual_quality": x, "instruction_following": x, '
                   '"attribute_preservation": x, "overall": x} (e.g. the output of "miescore score-batch"); '
@@ -76,7 +92,7 @@ def add_evaluation_run_args(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     bench = subparsers.add_parser(
-        "benchmark", help="benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
+        "benchmark", help=COMMAND_HELP["benchmark"],
         description="Write a report (report.md, report.json, plots/) that compares an evaluator with human "
                     "judgements, or ranks editing models by predicted scores.")
     kinds = bench.add_subparsers(dest="kind", required=True)  # more kinds: modules naming it PARENT_COMMAND
@@ -158,11 +174,6 @@ def _run_info(args, **extra) -> dict:
 
 def _score_with_miescore(ds, args, out: Path) -> Path:
     """Score a MIE-Bench-format split with a MIEScore checkpoint into ``out/predictions.jsonl`` (resumable)."""
-    from ..data.input_export import export_mie_inputs, input_cache_dir
-    from ..evaluation.model_runs import check_prediction_cache
-    from ..scoring.jsonl_scoring import read_done_ids, score_jsonl
-    from ..scoring.loading import load_scorer, model_reference, read_checkpoint_config
-
     config = read_checkpoint_config(args.model)
     if config.get("model_type") != "miescore":
         raise MIEScoreInputError(
@@ -186,8 +197,6 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
 
 
 def _bootstrap_settings(args):
-    from ..evaluation.instance_bootstrap import BootstrapSettings
-
     return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
 
 
@@ -197,10 +206,6 @@ def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
     Returns ``(joined frame, predictions frame, predictions path, Alignment)``; a mismatch allowed by
     --allow-missing is reported on stderr ("warning: ...; <verb> the N matched ids").
     """
-    from ..evaluation.alignment import join_scores
-    from ..data.dataset_splits import load_split, mie_bench_frame
-    from ..evaluation.prediction_files import read_score_predictions
-
     ds = load_split(args.dataset, args.split)
     frame = mie_bench_frame(ds, require_mos=require_mos)
     preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
@@ -213,11 +218,15 @@ def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
 
 def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots_fn) -> int:
     """Record the run (and the id alignment), draw the plots unless --no-plots, write report.json/report.md."""
-    from ..evaluation.report import write_report
-
     if alignment is not None:
         report["alignment"] = alignment.to_dict()
     report["run"] = _run_info(args, predictions=str(preds_path))
+    report["protocol"] = scores_protocol(
+        report["benchmark"], datasets=[{"dataset": args.dataset, "split": args.split,
+                                        "keys": alignment.n_matched if alignment is not None else None}],
+        predictions=[preds_path], model=args.model,
+        aggregation={"bootstrap": {"n": args.bootstrap, "seed": args.seed, "level": args.level},
+                     "allow_missing": bool(args.allow_missing)})
     if not args.no_plots:
         report["plots"] = plots_fn()
     json_path, md_path = write_report(out, report)
@@ -228,8 +237,6 @@ def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots
 
 def _warn_without_cis(report: dict) -> None:
     """Say on stderr when the report has no intervals because the split has too few instances (samples)."""
-    from ..evaluation.report_parts import ci_state
-
     state, settings = ci_state(report)
     if state == "omitted":
         print(f"warning: no confidence intervals: {settings['omitted']}; the report gives point estimates only",
@@ -238,9 +245,6 @@ def _warn_without_cis(report: dict) -> None:
 
 def _warn_unusable_fits(report: dict) -> None:
     """Say on stderr which dimensions' logistic fit was degenerate (or failed, or needed the bounded refit)."""
-    from ..data.schema import SHORT_NAMES
-    from ..evaluation.mie_bench_markdown import logistic_status
-
     for d in report["meta"]["dimensions"]:
         c = report["correlations"][d]
         status, message = logistic_status(c), c.get("logistic", {}).get("message")
@@ -252,8 +256,6 @@ def _warn_unusable_fits(report: dict) -> None:
 
 
 def _headline(name: str, metric: dict, digits: int = 4) -> str:
-    from ..evaluation.report_parts import fmt_ci
-
     return f"  {name:<28}{fmt_ci(metric, digits)}"
 
 
@@ -263,12 +265,7 @@ def _headline(name: str, metric: dict, digits: int = 4) -> str:
 
 
 def cmd_mie_bench(args) -> int:
-    from ..data.schema import SHORT_NAMES
-    from ..evaluation.mie_bench_report import mie_bench_report
-    from ..evaluation.plots import mie_bench_plots
-    from ..evaluation.report import REPORT_FILES
-    from ..scoring.jsonl_scoring import make_output_folder
-
+    from ..evaluation.mie_bench_report import mie_bench_report  # deferred: loads scipy
     out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     joined, preds, preds_path, alignment = _mie_predictions(args, out, require_mos=True, verb="evaluating")
     report = mie_bench_report(joined, bootstrap=_bootstrap_settings(args))
@@ -285,9 +282,6 @@ def cmd_mie_bench(args) -> int:
 
 def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
     """Score MER-Bench groups with a SpatialReward checkpoint into ``out/predictions.jsonl`` (resumable)."""
-    from ..evaluation.model_runs import score_mer_with_spatialreward
-    from ..scoring.loading import model_reference, read_checkpoint_config
-
     config = read_checkpoint_config(args.model)
     model_type = config.get("model_type")
     if model_type not in ("spatialreward", "qwen3_vl"):
@@ -307,8 +301,6 @@ def _score_mer_with_model(splits: dict, args, out: Path) -> Path:
 
 def _mer_split_names(args) -> list[str]:
     """``--split`` as a list; by default every ``<K>pair`` split of the dataset (recorded in ``args.split``)."""
-    from ..data.dataset_splits import mer_split_names
-
     if args.split is None:
         names = mer_split_names(args.dataset)
     else:
@@ -340,15 +332,6 @@ def _mer_grid(args, out: Path, frame, preds_path: Path, grid_frame=None):
     ``grid_frame``: the held-out groups (``--grid-split``) to search on; None searches the reported ``frame`` and
     picks no best cell. Returns ``(cells, summary)``; prints the best cell and the paper's two readings.
     """
-    from ..evaluation.aggregation_grid import (
-        DEFAULT_GRID,
-        aggregation_grid,
-        grid_summary,
-        parse_grid_values,
-    )
-    from ..evaluation.prediction_files import read_group_sub_scores
-    from ..evaluation.report import write_json
-
     alphas = parse_grid_values(args.grid_alpha, "--grid-alpha") if args.grid_alpha else DEFAULT_GRID
     w_cons = parse_grid_values(args.grid_w_con, "--grid-w-con") if args.grid_w_con else DEFAULT_GRID
     search = frame if grid_frame is None else grid_frame
@@ -395,14 +378,6 @@ def _print_mer_summary(args, report: dict) -> None:
 
 
 def cmd_mer_bench(args) -> int:
-    from ..evaluation.alignment import align_predictions
-    from ..data.dataset_splits import load_split, mer_bench_frame
-    from ..evaluation.mer_bench_report import mer_bench_report
-    from ..evaluation.plots import aggregation_grid_plot, mer_bench_plots
-    from ..evaluation.prediction_files import read_group_predictions
-    from ..evaluation.report import REPORT_FILES
-    from ..scoring.jsonl_scoring import make_output_folder
-
     out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     names = _mer_split_names(args)
     grid_names = _grid_split_names(args, names)
@@ -438,16 +413,10 @@ def cmd_mer_bench(args) -> int:
 
 
 def cmd_editing_models(args) -> int:
-    from ..data.schema import SHORT_NAMES
     from ..evaluation.editing_models_report import (
         editing_models_report,
         frame_from_predictions,
-    )
-    from ..evaluation.plots import editing_models_plots
-    from ..evaluation.prediction_files import read_score_predictions
-    from ..evaluation.report import REPORT_FILES
-    from ..scoring.jsonl_scoring import make_output_folder
-
+    )  # deferred: loads scipy
     out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     alignment = None
     if args.dataset is None:

@@ -6,13 +6,14 @@ environment, option or output folder.
 """
 
 from __future__ import annotations
+from .main import COMMAND_HELP, defer_options
+from ..data.converters import CONVERTERS, get_converter
+from .dataset import add_builder_subcommands
 
 
 def register(sub) -> None:
-    from .main import defer_options
-
     parser = sub.add_parser("convert-benchmark",
-                            help="convert an external editing benchmark's release into the common Parquet schema",
+                            help=COMMAND_HELP["convert-benchmark"],
                             description="Convert a benchmark's public release (Table 6 of the MIEScore paper, "
                                         "Tables 1 and 3 of the SpatialReward paper) into pointwise / pairwise / "
                                         "editing Parquet configs with a card, for 'miescore benchmark zero-shot', "
@@ -21,7 +22,4 @@ def register(sub) -> None:
 
 
 def _add_converters(parser) -> None:
-    from ..data.converters import CONVERTERS, get_converter
-    from .dataset import add_builder_subcommands
-
     add_builder_subcommands(parser, CONVERTERS, get_converter, help_format="convert {title}")

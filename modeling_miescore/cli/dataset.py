@@ -22,6 +22,12 @@ import functools
 import re
 import sys
 from typing import Mapping
+from ..data.builders.base import BuildUsageError
+from ..hub.errors import MIEScoreInputError
+from ..data.builders.output_folder import HubPushError, HubPushUnavailableError, OutputExistsError
+from ..data.builders.raw_files import DatasetValidationError
+from ..utils.output_lock import OutputBusyError
+from .main import COMMAND_HELP, defer_options
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -50,13 +56,6 @@ def flag_wording(message: str, flags: Mapping[str, tuple[str, bool]]) -> str:
 
 def _exit_status(err: BaseException) -> int | None:
     """The exit status for an exception of a build, ``None`` for an unexpected one (a bug: let it raise)."""
-    from ..data.builders.base import BuildUsageError
-    from ..image_io import MIEScoreInputError
-    from ..data.builders.hub_push import HubPushError, HubPushUnavailableError
-    from ..data.builders.output_folder import OutputExistsError
-    from ..data.builders.raw_files import DatasetValidationError
-    from ..utils.output_lock import OutputBusyError
-
     cannot_run = (DatasetValidationError, BuildUsageError, OutputExistsError, OutputBusyError,
                   HubPushUnavailableError, ImportError, MIEScoreInputError)
     if isinstance(err, cannot_run):
@@ -105,7 +104,5 @@ def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, look
 
 
 def register(sub) -> None:
-    from .main import defer_options
-
-    parser = sub.add_parser("build-dataset", help="build a Hub-native dataset (Parquet + card) from a raw release")
+    parser = sub.add_parser("build-dataset", help=COMMAND_HELP["build-dataset"])
     defer_options(parser, add_builder_subcommands)  # the builders' modules are imported only when it is used

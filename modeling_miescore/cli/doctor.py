@@ -1,4 +1,4 @@
-"""``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.checkpoint_doctor`)
+"""``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.doctor`)
 
 ::
 
@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import sys
 
-from .main import add_device_args
+from .main import COMMAND_HELP, add_device_args
+from ..diagnostics.doctor import diagnose_checkpoint, format_report
 
 
 def cmd_doctor(args) -> int:
     import transformers
 
-    from ..diagnostics.checkpoint_doctor import diagnose_checkpoint, format_report
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
@@ -41,8 +41,7 @@ def cmd_doctor(args) -> int:
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("doctor", help="is this checkpoint sane? loading, processor consistency, token budget, "
-                                           "score spread and directions, parsing, throughput")
+    parser = sub.add_parser("doctor", help=COMMAND_HELP["doctor"])
     parser.add_argument("checkpoint", help="MIEScore or SpatialReward checkpoint folder (a local path)")
     add_device_args(parser)
     parser.add_argument("--json", action="store_true", help="print the check records and a summary as JSON")

@@ -33,8 +33,15 @@ from __future__ import annotations
 import json
 import sys
 
-from ..image_io import MIEScoreInputError
-from .main import add_device_args, finish_run, number_arg, quiet_transformers
+from ..hub.errors import MIEScoreInputError
+from .main import COMMAND_HELP, add_device_args, finish_run, number_arg, quiet_transformers
+from ..training.editor_rl.schedule import SamplingSchedule
+from ..utils.output_paths import check_folder_apart
+from ..data.editing_inputs import read_editing_inputs
+from ..scoring.jsonl_scoring import make_output_folder
+from ..scoring.loading import resolve_device, resolve_dtype
+from ..rewards.specs import reward_identity, reward_spec_problem, build_reward
+from ..rewards.groups import RewardUnavailableError
 
 __all__ = ["MAX_NUM_IMAGES", "add_sampling_args", "cmd_edit", "register", "sampling_schedule"]
 
@@ -42,7 +49,7 @@ MAX_NUM_IMAGES = 64  # --num-images: a request's edits are sampled in one batch 
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("edit", help="make edits with an image editor (optionally with a trained LoRA)")
+    parser = subparsers.add_parser("edit", help=COMMAND_HELP["edit"])
     parser.add_argument("--pipeline", default=None, help="qwen-image-edit-plus | flux2-klein | flux-kontext, or "
                         "package.module:function returning an EditorAdapter (default: the --lora run's)")
     parser.add_argument("--model", default=None, help="the editor's pipeline folder or Hub id (default: the --lora "
@@ -92,8 +99,6 @@ def add_sampling_args(parser) -> None:
 
 def sampling_schedule(args):
     """The :class:`SamplingSchedule` of the parsed flags."""
-    from ..training.editor_rl.schedule import SamplingSchedule
-
     return SamplingSchedule(cfg_fraction=args.cfg_fraction, noise_level=args.noise_level, sde_type=args.sde_type,
                             last_step=args.last_step)
 
@@ -116,7 +121,7 @@ def resolve_run_settings(args) -> list:
     the settings taken from the run, as ``name value`` strings (empty without a record)."""
     from pathlib import Path
 
-    from ..training.editor_rl.outputs import read_sampling
+    from ..training.editor_rl.outputs import read_sampling  # deferred: loads diffusers, torch
 
     sampling = read_sampling(args.lora) if args.lora else None
     options = _options(args.editor_options)
@@ -168,7 +173,6 @@ def _check_out_apart(args) -> None:
     ``--input`` is never the ``edits.jsonl`` this run appends to."""
     from pathlib import Path
 
-    from ..utils.output_paths import check_folder_apart
 
     local = lambda path: path if path and Path(path).expanduser().exists() else None  # noqa: E731 - Hub ids
     check_folder_apart(args.out, {"--input": args.input, "--dataset": local(args.dataset), "--model": local(args.model),
@@ -180,12 +184,9 @@ def cmd_edit(args) -> int:
 
     from tqdm.auto import tqdm
 
-    from ..data.editing_inputs import read_editing_inputs
-    from ..scoring.jsonl_scoring import make_output_folder
-    from ..scoring.loading import resolve_device, resolve_dtype
-    from ..editing.generation import generate_edits, record_sampling
-    from ..editing.selection import CANDIDATES_FILE, prepare_selection
-    from ..training.editor_rl.editors import load_editor
+    from ..editing.generation import generate_edits, record_sampling  # deferred: loads diffusers, torch
+    from ..editing.selection import CANDIDATES_FILE, prepare_selection  # deferred: loads diffusers, torch
+    from ..training.editor_rl.editors import load_editor  # deferred: loads torch
 
     quiet_transformers()
     if args.no_progress:  # also the loading bars of the pipeline (diffusers) and of a dataset's split (datasets)
@@ -238,7 +239,6 @@ def _selection(args):
     """``(spec, name)`` of ``--select`` (checked before anything is loaded), or None."""
     if args.select is None:
         return None
-    from ..rewards.specs import reward_identity, reward_spec_problem
 
     if args.num_images < 2:
         raise MIEScoreInputError("--select chooses among several candidates: pass --num-images N with N >= 2")
@@ -254,10 +254,7 @@ def _select(args, selection, requests, out, generated) -> int:
 
     from tqdm.auto import tqdm
 
-    from ..editing.selection import select_edits
-    from ..rewards.specs import build_reward
-    from ..rewards.groups import RewardUnavailableError
-
+    from ..editing.selection import select_edits  # deferred: loads diffusers, torch
     gc.collect()
     spec, name = selection
     try:

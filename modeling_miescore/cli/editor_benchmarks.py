@@ -22,11 +22,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .main import finish_run, number_arg, quiet_transformers
 from .model_calls import ModelCallRun, add_call_args, judge_spec
+from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS, editor_benchmark
+from ..evaluation.instance_bootstrap import BootstrapSettings
+from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
+from ..evaluation.editor_benchmarks.recheck import recheck_line
+from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
+from ..evaluation.editor_benchmarks.editor_comparison import parse_runs, write_comparison
+from ..evaluation.rescore import rescore_report
+from .editors_demo import DEMO_LABEL, run_offline_demo
 
 __all__ = ["PARENT_COMMAND", "register"]
 
@@ -60,6 +69,13 @@ def _judge_arguments(parser: argparse.ArgumentParser, benchmark) -> None:
     judge.add_argument("--temperature", type=number_arg(float, minimum=0.0), default=None,
                        help="sampling temperature (default: none sent, as the released script: the endpoint's "
                             "default; 0 decodes greedily, so that the answer cache is exact)")
+    judge.add_argument("--judge-seed", type=int, default=None, metavar="N",
+                       help="send this seed with every request (default: none, as the released script); with "
+                            "--temperature 0 it pins a self-hosted judge's answers (docs/editor_benchmarks.md)")
+    judge.add_argument("--recheck", type=number_arg(int, minimum=1), default=None, metavar="N",
+                       help="judge N already-judged edits (drawn with --seed) again without the answer cache and "
+                            "report the judge's drift: mean and largest change per score, a CI, the edits that "
+                            "changed. Run it before comparing with a number judged long ago")
     judge.add_argument("--parts-order", choices=["text-first", "images-first"], default=released.parts_order,
                        help=f"the prompt text before or after the images (default {released.parts_order}, as the "
                             "released script for the published judge" + (
@@ -94,8 +110,6 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(kinds) -> None:
     """Add ``gedit``, ``imgedit`` and ``editors`` to ``miescore benchmark`` (``kinds``: its subparsers)."""
-    from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS
-
     for benchmark in EDITOR_BENCHMARKS.values():
         parser = kinds.add_parser(benchmark.name, help=f"an image editor on {benchmark.title} (judge protocol)",
                                   description=f"Judge an editor's outputs on {benchmark.title} with the benchmark's "
@@ -116,11 +130,22 @@ def register(kinds) -> None:
                          help="compare the scores of this reward model (the runs' --judge KIND:CKPT) instead of the "
                               "MLLM judge's (e.g. runs judged offline by reward models only)")
     editors.add_argument("--out", required=True, metavar="DIR", help="output folder for the comparison report")
+    editors.add_argument("--allow-protocol-differences", action="store_true",
+                         help="compare runs whose protocols (dataset, judge, requests, prompts, aggregation) differ in "
+                              "more than the editor; without it such runs are refused, each difference listed; with "
+                              "it every table says so")
     editors.add_argument("--grid-size", type=number_arg(int, minimum=0), default=4,
                          help="pictures of the largest gains and of the largest losses per run (default 4)")
     _report_arguments(editors)
     editors.add_argument("--no-progress", action="store_true", help="hide progress bars")
     editors.set_defaults(func=cmd_editors)
+    rescore = kinds.add_parser("rescore", help="recompute a report's numbers from its judgements on disk",
+                               description="Recompute every aggregate of a report of 'benchmark gedit', 'imgedit' or "
+                                           "'editors' from the per-sample judgements on disk (no judge is called) "
+                                           "and say whether each number matches the report bit for bit: exit 0 "
+                                           "when all match, 1 when one does not (each listed).")
+    rescore.add_argument("report_dir", metavar="REPORT_DIR", help="the --out folder of the report")
+    rescore.set_defaults(func=cmd_rescore)
     demo = kinds.add_parser("editors-demo", help="the editor benchmarks end to end offline, on random weights",
                             description="Tiny GEdit-Bench and ImgEdit-Bench fixtures, edited by a tiny editor (or a "
                                         "trained run against its base editor), judged by a tiny random MIEScore, "
@@ -134,8 +159,6 @@ def register(kinds) -> None:
 
 
 def _bootstrap(args):
-    from ..evaluation.instance_bootstrap import BootstrapSettings
-
     return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
 
 
@@ -148,14 +171,10 @@ def request_settings(args, benchmark):
         max_tokens=released.max_tokens if args.max_tokens is None else args.max_tokens,
         temperature=args.temperature, image_format=args.image_format.upper(),
         image_quality=args.image_quality if args.image_format.upper() in ("JPEG", "WEBP") else None,
-        max_pixels=args.max_pixels)
+        max_pixels=args.max_pixels, seed=args.judge_seed)
 
 
 def cmd_editor_benchmark(args) -> int:
-    from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
-    from ..evaluation.editor_benchmarks.protocols import editor_benchmark
-    from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
-
     benchmark = editor_benchmark(args.kind)
     if getattr(args, "no_rounding", False):
         benchmark = dataclasses.replace(benchmark, round_to=None)
@@ -169,16 +188,19 @@ def cmd_editor_benchmark(args) -> int:
         spec = judge_spec(args)
         calls = ModelCallRun(args, f"benchmark {benchmark.name}", out / "judgements.jsonl.cache.sqlite",
                              out / "judgements.jsonl.usage.jsonl", {"dataset": args.dataset, "spec": str(spec)})
-    elif args.model or args.base_url or args.prompts:
-        raise MIEScoreInputError("--model, --base-url and --prompts configure the MLLM judge: add --backend")
+    elif args.model or args.base_url or args.prompts or args.recheck:
+        raise MIEScoreInputError("--model, --base-url, --prompts and --recheck configure the MLLM judge: add "
+                                 "--backend")
     options = EditorRunOptions(calls=calls, spec=spec, prompts_path=args.prompts, judge_name=args.judge_name,
                                request=request_settings(args, benchmark), reward_judges=args.judge,
                                best_of_n=args.best_of_n, device=args.device, dtype=args.dtype,
                                batch_size=args.batch_size, bootstrap=_bootstrap(args), plots=not args.no_plots,
-                               progress=not args.no_progress, label=args.label)
+                               progress=not args.no_progress, label=args.label, recheck=args.recheck or 0)
     report, unfinished = evaluate_editor(benchmark, args.dataset, args.edits, out, languages=args.language,
                                          categories=args.category, options=options)
     counts = report["counts"]
+    if report.get("recheck"):
+        print(recheck_line(report["recheck"], benchmark.labels), file=sys.stderr)
     headline = _headline(report["results"], benchmark.labels, benchmark.overall)
     for name, view in report["reward_judges"].items():  # the reward models' overall too (the only one offline)
         headline += _headline(view["results"], view["labels"], REWARD_JUDGES[view["kind"]].overall, f"{name} ")
@@ -204,18 +226,29 @@ def _headline(results: dict, labels: dict, overall: str, prefix: str = "") -> li
 
 
 def cmd_editors(args) -> int:
-    from ..evaluation.editor_benchmarks.editor_comparison import parse_runs, write_comparison
-
     out = Path(args.out).expanduser()
     report = write_comparison(parse_runs(args.runs), out, label=args.label, plots=not args.no_plots,
-                              baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size, by=args.by)
+                              baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size, by=args.by,
+                              allow_protocol_differences=args.allow_protocol_differences)
     label = f"{report['label']}: " if report["label"] else ""
     return finish_run(f"{label}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")
 
 
+def cmd_rescore(args) -> int:
+    checked, mismatches = rescore_report(args.report_dir)
+    where = Path(args.report_dir) / "report.json"
+    if mismatches:
+        for line in mismatches:
+            print(f"differs: {line}", file=sys.stderr)
+        print(f"rescore: {len(mismatches)} of {checked} numbers of '{where}' differ from their recomputation from "
+              "the judgements on disk (listed above)", file=sys.stderr)
+        return 1
+    return finish_run(f"rescore: all {checked} numbers of '{where}' recomputed from the judgements on disk match "
+                      "bit for bit")
+
+
 def cmd_editors_demo(args) -> int:
-    from .editors_demo import DEMO_LABEL, run_offline_demo
     from diffusers.utils import logging as diffusers_logging
 
     quiet_transformers()  # the tiny checkpoints' save and load bars

@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
+from .main import main
 
 __all__ = ["DEMO_LABEL", "demo_editor_args", "run_offline_demo"]
 
@@ -37,8 +38,6 @@ BENCHMARKS = {"gedit": "gedit-bench", "imgedit": "imgedit-bench"}
 
 def _run(argv: List[str], log: List[str]) -> None:
     """One ``miescore`` command, printed first; a failure stops the demo with the command's own message."""
-    from .main import main
-
     line = "miescore " + " ".join(shlex.quote(str(a)) for a in argv)
     print(f"\n$ {line}", file=sys.stderr, flush=True)
     log.append(line)
@@ -48,7 +47,7 @@ def _run(argv: List[str], log: List[str]) -> None:
 
 
 def _fixtures(out: Path, log: List[str]) -> dict:
-    from ..testing import raw_benchmarks as rb
+    from ..testing import raw_benchmarks as rb  # deferred: loads httpcore, httpx
 
     rb.make_raw_gedit_bench(out / "raw" / "gedit", tasks={"background_change": 2, "subject-add": 2,
                                                          "color_alter": 2}, languages=("en",), source_side=64)
@@ -70,7 +69,7 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
         model = build_tiny_editor("flux2-klein", out / "models" / "flux2-klein")
         return ["--pipeline", "flux2-klein", "--model", model, "--editor-options",
                 json.dumps(TINY_EDITOR_OPTIONS["flux2-klein"]), "--steps", "4", "--cfg-scale", "1"], None
-    from ..training.editor_rl.outputs import SAMPLING_FIELDS, read_sampling
+    from ..training.editor_rl.outputs import SAMPLING_FIELDS, read_sampling  # deferred: loads diffusers, torch
 
     sampling = read_sampling(lora)
     if sampling is None:
@@ -89,7 +88,7 @@ def demo_editor_args(lora: Optional[str], out: Path) -> tuple[list, Optional[lis
 
 def run_offline_demo(out, lora: Optional[str] = None, device: str = "cpu") -> dict:
     """Run the demo into ``out`` (module docstring); ``{"commands": [...], "comparison": report folder}``."""
-    from ..testing.tiny_miescore import build_tiny_miescore
+    from ..testing.tiny_miescore import build_tiny_miescore  # deferred: loads httpcore, httpx
 
     out = Path(out).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import sys
 
-from .main import quiet_transformers
+from .main import COMMAND_HELP, quiet_transformers
+from ..scoring.vllm_export import export_for_vllm
 
 
 def cmd_export_vllm(args) -> int:
-    from ..scoring.vllm_export import export_for_vllm
-
     quiet_transformers()  # the exported tokenizer is loaded once, as a check
     out = export_for_vllm(args.checkpoint, args.out)
     print(f"exported {args.checkpoint} -> {out} (plain Qwen3-VL layout; serve it with scripts/vllm_cpu.sh start {out}, "
@@ -32,9 +31,7 @@ def cmd_export_vllm(args) -> int:
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("export-vllm", help="write a SpatialReward checkpoint in the plain Qwen3-VL layout that "
-                                                "vLLM serves (no custom code; the reward settings kept), or a "
-                                                "MIEScore one for the MIEScore vLLM plugin")
+    parser = sub.add_parser("export-vllm", help=COMMAND_HELP["export-vllm"])
     parser.add_argument("checkpoint", help="a SpatialReward or MIEScore checkpoint folder saved by this package "
                                            "(for a LoRA run, its merged/ folder)")
     parser.add_argument("out", help="the new folder to write (must not exist)")

@@ -20,9 +20,17 @@ import sys
 import time
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .benchmark import add_evaluation_run_args
 from .main import number_arg, quiet_transformers
+from ..scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config, model_reference
+from ..evaluation.model_runs import check_prediction_cache
+from ..evaluation.converted_benchmarks import load_benchmark
+from ..evaluation.report import REPORT_FILES
+from ..scoring.jsonl_scoring import make_output_folder
+from ..evaluation.protocol import scores_protocol
+from ..evaluation.prediction_files import read_score_predictions
+from ..evaluation.instance_bootstrap import BootstrapSettings
 
 __all__ = ["register"]
 
@@ -61,11 +69,6 @@ def register(kinds) -> None:
 
 
 def _load_model(args):
-    from ..scoring.loading import (
-        load_scorer,
-        load_spatialreward,
-        read_checkpoint_config,
-    )
     model_type = read_checkpoint_config(args.model).get("model_type")
     quiet_transformers()
     if model_type == "miescore":
@@ -82,10 +85,7 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
             raise MIEScoreInputError(f"{len(benchmarks)} --dataset but {len(args.predictions)} --predictions; "
                                      "give one predictions file per dataset, in the same order")
         return [Path(p) for p in args.predictions]
-    from ..evaluation.converted_scoring import needs_scoring, score_converted
-    from ..evaluation.model_runs import check_prediction_cache
-    from ..scoring.loading import model_reference
-
+    from ..evaluation.converted_scoring import needs_scoring, score_converted  # deferred: loads scipy
     scorer, paths = None, []
     for data in benchmarks:
         folder = out / data.name
@@ -102,10 +102,6 @@ def _prediction_paths(args, benchmarks, out: Path) -> list[Path]:
 
 
 def _prepare(args):
-    from ..evaluation.converted_benchmarks import load_benchmark
-    from ..evaluation.report import REPORT_FILES
-    from ..scoring.jsonl_scoring import make_output_folder
-
     given = {f"--predictions {k + 1}": p for k, p in enumerate(args.predictions or [])}
     out = make_output_folder(args.out, "--out: ", given, REPORT_FILES)
     benchmarks = [load_benchmark(d) for d in args.dataset]
@@ -119,14 +115,23 @@ def _prepare(args):
     return out, benchmarks, paths, row_name, run
 
 
+def _protocol(kind: str, args, benchmarks, paths, results, aggregation: dict) -> dict:
+    """The report's protocol: each benchmark's data and rows, the predictions scored, the model, the aggregation."""
+    datasets = [{"dataset": path, "split": data.protocol, "keys": result.get("n_rows")}
+                for path, data, result in zip(args.dataset, benchmarks, results)]
+    return scores_protocol(kind, datasets=datasets, predictions=paths, model=args.model,
+                           aggregation={**aggregation, "allow_missing": bool(args.allow_missing),
+                                        "protocols": [data.protocol for data in benchmarks]})
+
+
 def cmd_zero_shot(args) -> int:
-    from ..evaluation.prediction_files import read_score_predictions
-    from ..evaluation.zero_shot_report import evaluate_zero_shot, write_zero_shot_report
+    from ..evaluation.zero_shot_report import evaluate_zero_shot, write_zero_shot_report  # deferred: loads scipy
 
     out, benchmarks, paths, row_name, run = _prepare(args)
     results = [evaluate_zero_shot(data, read_score_predictions(path), allow_missing=args.allow_missing,
                                   source=str(path)) for data, path in zip(benchmarks, paths)]
-    json_path, md_path = write_zero_shot_report(out, results, row_name=row_name, run=run)
+    json_path, md_path = write_zero_shot_report(out, results, row_name=row_name, run=run,
+                                                protocol=_protocol("zero-shot", args, benchmarks, paths, results, {}))
     for result in results:
         print(f"  {result['column']:<20}{result['value']:.4f} ({result['metric']})")
     print(f"wrote {md_path}, {json_path}", file=sys.stderr)
@@ -134,14 +139,15 @@ def cmd_zero_shot(args) -> int:
 
 
 def cmd_reward(args) -> int:
-    from ..evaluation.instance_bootstrap import BootstrapSettings
-    from ..evaluation.reward_bench_report import evaluate_reward, write_reward_report
+    from ..evaluation.reward_bench_report import evaluate_reward, write_reward_report  # deferred: loads scipy
 
     out, benchmarks, paths, row_name, run = _prepare(args)
     settings = BootstrapSettings(n=args.bootstrap, progress=not args.no_progress)
     results = [evaluate_reward(data, path, allow_missing=args.allow_missing, bootstrap=settings)
                for data, path in zip(benchmarks, paths)]
-    json_path, md_path = write_reward_report(out, results, row_name=row_name, run=run)
+    json_path, md_path = write_reward_report(out, results, row_name=row_name, run=run, protocol=_protocol(
+        "reward", args, benchmarks, paths, results, {"bootstrap": {"n": args.bootstrap, "seed": settings.seed,
+                                                                   "level": settings.level}}))
     for result in results:
         print(f"  {result['benchmark']:<16}" + "  ".join(f"{k}={v:.3f}" for k, v in result["values"].items()
                                                         if v is not None))

@@ -29,13 +29,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
-from .main import finish_run
+from ..hub.errors import MIEScoreInputError
+from .main import COMMAND_HELP, finish_run
 from .model_calls import ModelCallRun, add_call_args, judge_spec
+from ..scoring.jsonl_scoring import read_predictions, check_input_file, check_output_file, score_jsonl
+from ..data.dataset_edits import export_dataset_edits
+from ..judges.mllm_judge import MLLMJudge
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("judge", help="score edits with a general MLLM as a zero-shot judge (resumable)")
+    parser = sub.add_parser("judge", help=COMMAND_HELP["judge"])
     parser.add_argument("--backend", choices=["openai", "transformers"], required=True,
                         help="openai: any OpenAI-compatible endpoint (vLLM, SGLang, hosted APIs); "
                              "transformers: a local AutoModelForImageTextToText checkpoint")
@@ -56,8 +59,6 @@ def register(sub) -> None:
 
 def _check_same_judge(output: Path, name: str) -> None:
     """An output written by another judge is never extended (the file would mix two judges)."""
-    from ..scoring.jsonl_scoring import read_predictions
-
     for raw in read_predictions(output, repair=False)[0].values():
         other = json.loads(raw).get("judge")
         if other != name:
@@ -67,9 +68,6 @@ def _check_same_judge(output: Path, name: str) -> None:
 
 def _inputs(args, output: Path) -> Path:
     """The score-batch JSONL to judge: --input, or the edits of --dataset exported beside the output."""
-    from ..data.dataset_edits import export_dataset_edits
-    from ..scoring.jsonl_scoring import check_input_file
-
     if args.input:
         return check_input_file(args.input)
     return export_dataset_edits(args.dataset, output.with_name(output.name + ".inputs"), split=args.split,
@@ -77,9 +75,6 @@ def _inputs(args, output: Path) -> Path:
 
 
 def cmd_judge(args) -> int:
-    from ..judges.mllm_judge import MLLMJudge
-    from ..scoring.jsonl_scoring import check_output_file, score_jsonl
-
     spec = judge_spec(args)
     output = check_output_file(args.output)
     name = args.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)

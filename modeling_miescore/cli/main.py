@@ -24,8 +24,13 @@ import importlib
 import math
 import sys
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import OutputWriteError
+from ..scoring.loading import DTYPES
+from ..hub.processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
+from .. import __version__
+from ..utils.third_party_logs import quiet_third_party_logs
+from ..utils.suggestions import did_you_mean
 
 EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
@@ -37,15 +42,15 @@ EXIT_WRITE_FAILED = 1
 # from `register`; a module adding subcommands under it names that module in `PARENT_COMMAND` and is listed after
 # it: its `register` runs when that command is first parsed (or its help shown). A run imports only the modules of
 # the command it names (:func:`command_modules_for`), so command modules import what they need at the top;
-# `miescore --help` (or a mistyped command) imports them all.
+# `miescore --help` (or a mistyped command) imports none: it lists :data:`COMMAND_HELP`.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "score": ("score", "score-batch", "demo"),
+    "score": ("score", "score-batch", "demo",),
     "serve": ("serve",),
     "skill": ("set-skill",),
     "spatialreward": ("spatialreward",),
     "benchmark": ("benchmark",),
-    "external_benchmarks": ("benchmark",),  # PARENT_COMMAND = "benchmark"
-    "editor_benchmarks": ("benchmark",),  # PARENT_COMMAND = "benchmark"
+    "external_benchmarks": ("benchmark",),
+    "editor_benchmarks": ("benchmark",),
     "dataset": ("build-dataset",),
     "convert_benchmark": ("convert-benchmark",),
     "analyze_attention": ("analyze-attention",),
@@ -59,13 +64,40 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "edit": ("edit",),
     "export_vllm": ("export-vllm",),
 }
+# each command's one-line help, shown by `miescore --help` and by the command's own parser
+COMMAND_HELP: dict[str, str] = {
+    "score": "score one edit",
+    "score-batch": "score a JSONL file of edits, resumable",
+    "demo": "score the bundled example edits end to end",
+    "serve": "run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)",
+    "set-skill": "write a skill (rubric) text file into a MIEScore checkpoint's config",
+    "spatialreward": "judge one edit with SpatialReward (edit regions, reasoning, sub-scores, reward)",
+    "benchmark": "benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
+    "build-dataset": "build a Hub-native dataset (Parquet + card) from a raw release",
+    "convert-benchmark": "convert an external editing benchmark's release into the common Parquet schema",
+    "analyze-attention": "attention of a generative judge's reasoning over each image: maps, Table-5 metrics, overlays",
+    "baselines": "compute Table 3 baseline metrics (SSIM, LPIPS, BRISQUE, CLIPScore, ...) per edit",
+    "tokens": ("token budget of a checkpoint's prompts: rubric, instruction, labels, images, prefix reuse, "
+               "length limits"),
+    "space": "assemble a ready-to-push Hugging Face Space folder",
+    "judge": "score edits with a general MLLM as a zero-shot judge (resumable)",
+    "spatialreward-data": ("build SpatialReward SFT rows with the D.2 data pipeline (grounding, expert annotation, "
+                           "alignment; resumable)"),
+    "doctor": ("is this checkpoint sane? loading, processor consistency, token budget, score spread and directions, "
+               "parsing, throughput"),
+    "mer-bench": ("construct a MER-Bench release: synthesize instructions, generate candidates, annotate (Gradio), "
+                  "export the raw release"),
+    "edit": "make edits with an image editor (optionally with a trained LoRA)",
+    "export-vllm": ("write a SpatialReward checkpoint in the plain Qwen3-VL layout that vLLM serves (no custom code; "
+                    "the reward settings kept), or a MIEScore one for the MIEScore vLLM plugin"),
+}
 
 
 def command_modules_for(argv: list[str] | None) -> list[str]:
-    """The command modules ``argv`` needs: those adding its command (its first word), else all of them."""
+    """The command modules ``argv`` needs: those adding its command (its first word); none when it names no command
+    (``--help``, ``--version``, a typo), which gets the table of :data:`COMMAND_HELP` instead."""
     words = [a for a in argv or () if not a.startswith("-")]
-    wanted = [m for m, commands in COMMAND_MODULES.items() if words and words[0] in commands]
-    return wanted or list(COMMAND_MODULES)
+    return [m for m, commands in COMMAND_MODULES.items() if words and words[0] in commands]
 
 
 def number_arg(convert=int, minimum=None, maximum=None, exclusive=False):
@@ -114,8 +146,6 @@ def quiet_transformers() -> None:
 def add_device_args(parser, when: str = "") -> None:
     """``--device`` and ``--dtype`` of the commands that load a checkpoint (``parser``: a parser or an argument
     group); ``when`` prefixes both helps, e.g. ``"with --model: "`` where loading a model is optional."""
-    from ..scoring.loading import DTYPES
-
     parser.add_argument("--device", default="auto", help=f"{when}cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument("--dtype", default="auto", choices=list(DTYPES),
                         help=f"{when}weights dtype (default: bfloat16 on GPU, float32 on CPU)")
@@ -123,8 +153,6 @@ def add_device_args(parser, when: str = "") -> None:
 
 def add_pixel_budget_arg(parser: argparse.ArgumentParser) -> None:
     """``--max-sample-pixels``: the per-edit decoded-pixel budget checked from the image headers."""
-    from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
-
     parser.add_argument("--max-sample-pixels", type=number_arg(int, minimum=1), default=DEFAULT_MAX_SAMPLE_PIXELS,
                         metavar="PIXELS", help="decoded pixels allowed per edit, all its images together, checked "
                         f"from the image headers before decoding (default {DEFAULT_MAX_SAMPLE_PIXELS:,})")
@@ -164,8 +192,6 @@ class CommandParser(argparse.ArgumentParser):
         return namespace, extras
 
     def unknown_arguments_message(self, extras: list) -> str:
-        from ..utils.suggestions import did_you_mean
-
         shown = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
         if not shown:
             return f"unrecognized arguments: {' '.join(extras)}"
@@ -196,14 +222,18 @@ def defer_options(parser: argparse.ArgumentParser, add) -> None:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The ``miescore`` parser with the commands ``argv`` needs (:func:`command_modules_for`; None: every one)."""
-    from .. import __version__
-
+    """The ``miescore`` parser: with ``argv``, the commands it names (:func:`command_modules_for`), or only the table
+    of commands (:data:`COMMAND_HELP`) when it names none; without, every command's parser."""
     parser = CommandParser(prog="miescore", description="Human-aligned evaluation of multi-source image editing.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    names = list(COMMAND_MODULES) if argv is None else command_modules_for(argv)
+    if not names:  # `miescore --help`, `--version`, a typo: the commands and their help, no module imported
+        for command, text in COMMAND_HELP.items():
+            sub.add_parser(command, help=text)
+        return parser
     opened = {}  # module name -> the subcommands its register() opened
-    for module_name in command_modules_for(argv):
+    for module_name in names:
         module = importlib.import_module(f"modeling_miescore.cli.{module_name}")
         parent = getattr(module, "PARENT_COMMAND", None)
         if parent is not None and parent not in opened:
@@ -220,8 +250,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..utils.third_party_logs import quiet_third_party_logs
-
     quiet_third_party_logs()  # before any command imports transformers or peft (see that module)
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
@@ -238,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"miescore {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     except ModuleNotFoundError as err:
-        from ..utils.extras import missing_extra_message
+        from ..utils.suggestions import missing_extra_message
 
         message = missing_extra_message(err, getattr(args, "extra", None))
         if message is None:

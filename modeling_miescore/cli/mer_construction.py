@@ -18,15 +18,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import EXIT_PARTIAL, finish_run, number_arg
+from .main import COMMAND_HELP, EXIT_PARTIAL, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
+from ..data.mer_construction import (plan_jobs, read_sources, synthesize_instructions, generate_candidates,
+                                     parse_system_spec, AnnotationStore, build_annotation_app, export_raw_release)
+from ..judges.chat_backends import parse_judge_spec
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("mer-bench", help="construct a MER-Bench release: synthesize instructions, generate "
-                                              "candidates, annotate (Gradio), export the raw release")
+    parser = sub.add_parser("mer-bench", help=COMMAND_HELP["mer-bench"])
     stages = parser.add_subparsers(dest="stage", required=True)
     _register_synthesize(stages)
     _register_candidates(stages)
@@ -100,9 +102,6 @@ def _existing_folder(path: str) -> Path:
 
 
 def cmd_synthesize(args) -> int:
-    from ..data.mer_construction import plan_jobs, read_sources, synthesize_instructions
-    from ..judges.chat_backends import parse_judge_spec
-
     folder = Path(args.folder)
     if folder.exists() and not folder.is_dir():
         raise MIEScoreInputError(f"--folder '{folder}' is a file; pass a folder")
@@ -122,8 +121,6 @@ def cmd_synthesize(args) -> int:
 
 
 def cmd_candidates(args) -> int:
-    from ..data.mer_construction import generate_candidates, parse_system_spec
-
     folder = _existing_folder(args.folder)
     systems = [parse_system_spec(text) for text in args.system]
     run = generate_candidates(folder, systems, per_instruction=args.per_instruction, seed=args.seed,
@@ -139,8 +136,6 @@ def cmd_candidates(args) -> int:
 
 
 def cmd_annotate(args) -> int:
-    from ..data.mer_construction import AnnotationStore, build_annotation_app
-
     store = AnnotationStore(_existing_folder(args.folder), args.annotators_per_sample)
     demo = build_annotation_app(store)
     demo.queue(default_concurrency_limit=4)
@@ -149,8 +144,6 @@ def cmd_annotate(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..data.mer_construction import export_raw_release
-
     report = export_raw_release(_existing_folder(args.folder), args.out, overwrite=args.overwrite,
                                 annotators_per_sample=args.annotators_per_sample,
                                 groups_per_type=args.groups_per_type, seed=args.seed)

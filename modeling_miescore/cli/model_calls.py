@@ -14,9 +14,13 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
 from .main import add_device_args, number_arg
+from ..judges.call_cache import CallCache
+from ..utils.output_paths import ensure_folder, check_distinct_files
+from ..judges.chat_backends import JudgeSpec, build_backend
+from ..judges.call_engine import UsageLog, CallEngine
 
 
 def add_call_args(parser: argparse.ArgumentParser, image_defaults: Optional[dict] = None) -> None:
@@ -91,9 +95,6 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
 
 def open_cache(args, default: Path):
     """The :class:`~modeling_miescore.judges.call_cache.CallCache` the options name (None with --no-cache)."""
-    from ..judges.call_cache import CallCache
-    from ..utils.output_paths import ensure_folder
-
     if args.no_cache:
         return None
     path = Path(args.cache).expanduser() if args.cache else default
@@ -104,8 +105,6 @@ def open_cache(args, default: Path):
 def judge_spec(args):
     """The :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` of a command's ``--backend``, ``--model``,
     ``--base-url`` and ``--max-tokens``; one-line errors for a combination that cannot work."""
-    from ..judges.chat_backends import JudgeSpec
-
     if args.max_tokens is not None and args.max_tokens < 1:
         raise MIEScoreInputError("--max-tokens must be >= 1")
     if args.backend == "openai":
@@ -119,8 +118,6 @@ def judge_spec(args):
 
 def build_judge_backend(spec, args):
     """The backend of a :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` with the command's options."""
-    from ..judges.chat_backends import build_backend
-
     try:
         return build_backend(spec, api_key_env=args.api_key_env, timeout=args.timeout, max_retries=args.max_retries,
                              max_concurrency=args.concurrency, image_format=args.image_format,
@@ -146,9 +143,6 @@ class ModelCallRun:
 
     def __init__(self, args, command: str, cache_default: Path, log: Path, extra: Optional[dict] = None,
                  files: Optional[dict] = None):
-        from ..judges.call_engine import UsageLog
-        from ..utils.output_paths import check_distinct_files
-
         cache = None if args.no_cache else (args.cache or cache_default)
         check_distinct_files({"--cache": cache, "the usage log": log, **(files or {})})
         self.args, self.command, self.log, self.cache_default = args, command, Path(log), Path(cache_default)
@@ -159,8 +153,6 @@ class ModelCallRun:
 
     def engine(self, spec):
         """The :class:`~modeling_miescore.judges.call_engine.CallEngine` of a ``JudgeSpec``."""
-        from ..judges.call_engine import CallEngine
-
         if spec not in self._engines:  # the spec itself: its str() masks URL passwords
             backend = build_judge_backend(spec, self.args)
             if not self._engines:

@@ -7,13 +7,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.numbers import model_fault
-from .main import EXIT_PARTIAL, add_model_args, add_pixel_budget_arg, finish_run, number_arg, quiet_transformers
+from .main import (COMMAND_HELP, EXIT_PARTIAL, add_model_args, add_pixel_budget_arg, finish_run, number_arg,
+                   quiet_transformers)
+from ..hub.processing_miescore import EditSample, check_instruction
+from ..scoring.loading import load_scorer, read_checkpoint_config, model_reference
+from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
+                                     read_predictions, score_jsonl)
+from ..data.example_edits import example_edits
 
 
 def register(sub) -> None:
-    score = sub.add_parser("score", help="score one edit")
+    score = sub.add_parser("score", help=COMMAND_HELP["score"])
     add_model_args(score)
     score.add_argument("--source", action="append", default=[], metavar="IMAGE",
                        help="a source image; repeat for several sources, in order")
@@ -23,7 +29,7 @@ def register(sub) -> None:
     add_pixel_budget_arg(score)
     score.set_defaults(func=cmd_score)
 
-    batch = sub.add_parser("score-batch", help="score a JSONL file of edits, resumable")
+    batch = sub.add_parser("score-batch", help=COMMAND_HELP["score-batch"])
     add_model_args(batch)
     batch.add_argument("--input", required=True, help='JSONL lines {"id", "sources": [...], "edited", "instruction"}')
     batch.add_argument("--output", required=True, help="JSONL predictions; appended to, ids already there are skipped")
@@ -35,7 +41,7 @@ def register(sub) -> None:
     add_pixel_budget_arg(batch)
     batch.set_defaults(func=cmd_score_batch)
 
-    demo = sub.add_parser("demo", help="score the bundled example edits end to end")
+    demo = sub.add_parser("demo", help=COMMAND_HELP["demo"])
     add_model_args(demo, required=False)
     demo.add_argument("--workdir", help="where to build the tiny demo checkpoint (default: a temporary folder)")
     demo.add_argument("--json", action="store_true", help="print one JSON object per example instead of a table")
@@ -50,8 +56,6 @@ def _format_scores(scores: dict) -> str:
 def load_cli_edit(args, target_pixels: int | None = None):
     """``--source``/``--edited``/``--instruction`` -> a loaded :class:`EditSample`; every image header is
     checked (format, size, aspect ratio, the per-sample pixel budget) before any image is decoded."""
-    from ..processing_miescore import EditSample, check_instruction
-
     if not args.source:
         raise MIEScoreInputError("no source image given; pass at least one --source IMAGE")
     instruction = check_instruction(args.instruction, where="--instruction")
@@ -60,8 +64,6 @@ def load_cli_edit(args, target_pixels: int | None = None):
 
 
 def cmd_score(args) -> int:
-    from ..scoring.loading import load_scorer, read_checkpoint_config
-
     max_pixels = read_checkpoint_config(args.model).get("max_pixels")  # images far above it are reduced on load
     sample = load_cli_edit(args, int(max_pixels) if isinstance(max_pixels, int) else None)
     quiet_transformers()
@@ -77,10 +79,6 @@ def cmd_score(args) -> int:
 
 def cmd_score_batch(args) -> int:
     import os
-
-    from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
-                                         read_predictions, score_jsonl)
-    from ..scoring.loading import load_scorer, model_reference
 
     output = check_output_file(args.output, check_input_file(args.input))  # before the model loads: fail fast
     producer = {"command": "score-batch", "model": model_reference(args.model)}
@@ -121,9 +119,7 @@ def cmd_score_batch(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from ..scoring.loading import load_scorer
-    from ..data.example_edits import example_edits
-    from ..testing import build_tiny_miescore
+    from ..testing import build_tiny_miescore  # deferred: loads httpcore, httpx
 
     quiet_transformers()
     tmp = None

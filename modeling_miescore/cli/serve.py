@@ -14,14 +14,15 @@ import ipaddress
 import socket
 import sys
 
-from .main import add_device_args, defer_options, quiet_transformers
-from ..image_io import MIEScoreInputError
+from .main import COMMAND_HELP, add_device_args, defer_options, quiet_transformers
+from ..hub.errors import MIEScoreInputError
+from ..serving.backends import load_backend
 
 
 def _add_settings_options(parser) -> None:
     """One option per field of the declaration, :class:`~modeling_miescore.serving.settings.ServerSettings`."""
-    from ..serving.settings import ServerSettings
-    from ..utils.declared_settings import add_setting_options, env_name
+    from ..serving.settings import ServerSettings  # deferred: loads pydantic
+    from ..utils.declared_settings import add_setting_options, env_name  # deferred: loads pydantic
 
     limits = parser.add_argument_group(
         "server settings", "Limits, timeouts and batching (ServerSettings). An option not given is read from the "
@@ -33,7 +34,7 @@ def _add_settings_options(parser) -> None:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "serve", help="run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)",
+        "serve", help=COMMAND_HELP["serve"],
         description="Serve a MIEScore (or SpatialReward) checkpoint over HTTP: POST /v1/score, "
                     "POST /v1/score_groups, GET /health, GET /metrics.")
     parser.add_argument("--model", required=True, help="checkpoint folder or Hub repo id")
@@ -70,8 +71,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def cmd_serve(args) -> int:
-    from ..serving.settings import ServerSettings
-    from ..utils.declared_settings import SettingsError, env_name, settings_from_options
+    from ..serving.settings import ServerSettings  # deferred: loads pydantic
+    from ..utils.declared_settings import SettingsError, env_name, settings_from_options  # deferred: loads pydantic
 
     try:  # bad values fail first, before the server's imports
         settings = settings_from_options(ServerSettings, args)
@@ -85,10 +86,9 @@ def cmd_serve(args) -> int:
         raise MIEScoreInputError(f"--port {args.port} is not a valid port (0-65535)")
     import uvicorn
 
-    from ..serving.app import create_app
-    from ..serving.backends import load_backend
-    from ..serving.connection_guard import raise_fd_limit, uvicorn_options
-    from ..serving.log_rate_limit import install_log_rate_limit
+    from ..serving.app import create_app  # deferred: loads prometheus_client, pydantic, pydantic_cor
+    from ..serving.app import raise_fd_limit, uvicorn_options  # deferred: start-up
+    from ..serving.monitoring import install_log_rate_limit  # deferred: loads prometheus_client
 
     sock = _bind(args.host, args.port)  # before loading the model: a busy port fails in a second, not minutes
     try:

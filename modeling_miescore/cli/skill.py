@@ -9,11 +9,13 @@ half-written config.
 
 from __future__ import annotations
 
+from .main import COMMAND_HELP
+
 import json
 import os
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.atomic_files import write_text_atomic
 
 
@@ -71,7 +73,7 @@ def cmd_set_skill(args) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "set-skill", help="write a skill (rubric) text file into a MIEScore checkpoint's config",
+        "set-skill", help=COMMAND_HELP["set-skill"],
         description="Replace config.skill of a local MIEScore checkpoint with the text of SKILL_TXT "
                     "(e.g. the skill.txt written by trainers/optimize_skill.py). Everything else in config.json "
                     "is kept; the file is replaced atomically.")

@@ -5,6 +5,8 @@ The work is :func:`modeling_miescore.space.space_folder.build_space_folder`; thi
 
 from __future__ import annotations
 
+from .main import COMMAND_HELP
+
 from ..space.space_folder import (
     HARDWARE_METRIC,
     HARDWARE_ONE_MODEL,
@@ -32,7 +34,7 @@ def cmd_space_build(args) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "space", help="assemble a ready-to-push Hugging Face Space folder",
+        "space", help=COMMAND_HELP["space"],
         description="Hugging Face Spaces of this repository (spaces/).")
     commands = parser.add_subparsers(dest="space_command", required=True)
     build = commands.add_parser(

@@ -16,9 +16,10 @@ import json
 import sys
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
-from .main import add_device_args, add_pixel_budget_arg, number_arg
+from .main import COMMAND_HELP, add_device_args, add_pixel_budget_arg, number_arg
+from .score import load_cli_edit
 
 _DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 
@@ -53,8 +54,6 @@ def format_result(result) -> str:
 
 
 def cmd_spatialreward(args) -> int:
-    from .score import load_cli_edit
-
     if args.draw:
         draw_path = Path(args.draw)
         if draw_path.suffix.lower() not in _DRAW_SUFFIXES:
@@ -94,7 +93,7 @@ def cmd_spatialreward(args) -> int:
         raise MIEScoreInputError(refused)
 
     if args.draw:
-        from ..spatialreward_drawing import draw_regions
+        from ..hub.spatialreward_drawing import draw_regions
 
         try:
             draw_regions(edited, result.regions).save(args.draw)
@@ -116,7 +115,7 @@ def cmd_spatialreward(args) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "spatialreward", help="judge one edit with SpatialReward (edit regions, reasoning, sub-scores, reward)")
+        "spatialreward", help=COMMAND_HELP["spatialreward"])
     parser.add_argument("--model", required=True,
                         help="SpatialReward checkpoint folder or Hub repo id (ours or the authors' plain Qwen3-VL "
                              "one); with --api-base, the model name the server expects")

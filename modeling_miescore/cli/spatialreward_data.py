@@ -23,10 +23,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import finish_run, number_arg
+from .main import COMMAND_HELP, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
+from ..judges.chat_backends import parse_judge_spec
+from ..data.spatialreward_pipeline import PipelineJudges, PipelineConfig, read_edit_records, run_pipeline
 
 _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)"),
            ("face_judge", "stage II SC of human-centric edits, with crops (paper: Gemini-2.5-Pro)"),
@@ -36,8 +38,7 @@ _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("spatialreward-data", help="build SpatialReward SFT rows with the D.2 data pipeline "
-                                                       "(grounding, expert annotation, alignment; resumable)")
+    parser = sub.add_parser("spatialreward-data", help=COMMAND_HELP["spatialreward-data"])
     parser.add_argument("--input", required=True, help="score-batch JSONL, or a MIE-Bench / converted-benchmark / MER-Bench dataset")
     parser.add_argument("--split", help="split of a dataset --input (default: test; MER-Bench: every split)")
     parser.add_argument("--out", required=True, help="output folder (resumed when it holds a previous run)")
@@ -69,24 +70,18 @@ def register(sub) -> None:
 
 def _specs(args) -> dict:
     """Judge name -> JudgeSpec (the aligner defaults to the grounder); parsed before any work starts."""
-    from ..judges.chat_backends import parse_judge_spec
-
     return {name: parse_judge_spec(getattr(args, name) or args.grounder, "--" + name.replace("_", "-"))
             for name, _ in _JUDGES}
 
 
 def _judges(specs: dict, calls):
     """The pipeline's judges, each the call engine of its spec (judges named twice share one engine)."""
-    from ..data.spatialreward_pipeline import PipelineJudges
-
     named = {name: calls.engine(spec) for name, spec in specs.items()}
     return PipelineJudges(grounder=named["grounder"], face=named["face_judge"], object=named["object_judge"],
                           pq=named["pq_judge"], aligner=named["aligner"])
 
 
 def cmd_spatialreward_data(args) -> int:
-    from ..data.spatialreward_pipeline import PipelineConfig, read_edit_records, run_pipeline
-
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder")

@@ -23,7 +23,9 @@ from __future__ import annotations
 import json
 import re
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
+from ..diagnostics import token_budget
+from .main import COMMAND_HELP, number_arg
 
 _SIZE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
@@ -37,8 +39,6 @@ def parse_size(text: str) -> tuple[int, int]:
 
 
 def cmd_tokens(args) -> int:
-    from ..diagnostics import token_budget
-
     sizes = [parse_size(args.size)] if args.size is not None else list(token_budget.DEFAULT_SIZES)
     sources = [args.sources] if args.sources is not None else list(token_budget.DEFAULT_SOURCES)
     given = args.instruction is not None
@@ -82,10 +82,7 @@ def cmd_tokens(args) -> int:
 
 
 def register(sub) -> None:
-    from .main import number_arg
-
-    parser = sub.add_parser("tokens", help="token budget of a checkpoint's prompts: rubric, instruction, labels, "
-                                           "images, prefix reuse, length limits")
+    parser = sub.add_parser("tokens", help=COMMAND_HELP["tokens"])
     parser.add_argument("--model", required=True, help="MIEScore or SpatialReward checkpoint folder or Hub repo id")
     parser.add_argument("--sources", type=number_arg(int, 1, 64), default=None,
                         help="number of source images (default: 1, 2, 3 and 4)")

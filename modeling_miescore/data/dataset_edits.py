@@ -21,8 +21,12 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from .schema import MER_SPLITS
+from .dataset_splits import load_split
+from .converters.converted_card import read_benchmark_metadata
+from .converters.schema import SPLIT
+from .input_export import export_mie_inputs
 
 __all__ = ["export_dataset_edits"]
 
@@ -106,10 +110,6 @@ def _splits(dataset: str, split: Optional[str]):
     """``[(loaded split, kind)]`` of a dataset (module docstring)."""
     import datasets
 
-    from .dataset_splits import load_split
-    from .converters.converted_card import read_benchmark_metadata
-    from .converters.schema import SPLIT
-
     metadata = read_benchmark_metadata(dataset)
     if metadata is not None and "editing" in metadata.get("kinds", []):
         raise MIEScoreInputError(f"dataset '{dataset}' is an editor benchmark (editing inputs, no edited images); "
@@ -138,7 +138,6 @@ def export_dataset_edits(dataset: str, work_dir, *, split: Optional[str] = None,
     or every split (MER-Bench)."""
     from datasets import concatenate_datasets
 
-    from .input_export import export_mie_inputs
 
     parts = []
     for ds, kind in _splits(dataset, split):

@@ -118,7 +118,7 @@ def mie_bench_frame(ds, *, require_mos: bool = True):
     if "num_sources" not in df.columns:
         df["num_sources"] = -1
     if require_mos and MOS_COLUMN_OF["overall"] not in df.columns:
-        from ..miescore_overall import overall_score
+        from ..hub.miescore_overall import overall_score
 
         df[MOS_COLUMN_OF["overall"]] = overall_score(*(df[c].to_numpy() for c in MOS_COLUMNS))
     dup = df["id"][df["id"].duplicated()]

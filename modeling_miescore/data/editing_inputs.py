@@ -18,7 +18,7 @@ sources present, regular files (a FIFO or ``/dev/zero`` is refused at once, neve
 ``image_io.MAX_IMAGE_FILE_BYTES``, readable as images (headers; a PNG's chunks are verified too, so a truncated one
 is reported without decoding it), instruction a non-empty string of at most ``MAX_INSTRUCTION_CHARS``, ids unique.
 Problems are reported together, each with its line or row, as one
-:class:`~modeling_miescore.image_io.MIEScoreInputError`.
+:class:`~modeling_miescore.hub.image_io.MIEScoreInputError`.
 
 ``source_ids`` name the sources for grouping: a content hash of each file (JSONL) or ``<row id>:<k>`` (datasets).
 """
@@ -30,10 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from ..image_io import (MIEScoreInputError, check_image_complete, decode_image, load_image, open_image,
-                        open_image_bytes, read_image_file)
-from ..processing_miescore import check_instruction
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import check_image_complete, decode_image, load_image, open_image, open_image_bytes, read_image_file
+from ..hub.processing_miescore import check_instruction
 from ..utils.text_hygiene import training_text_problem
+from ..scoring.jsonl_scoring import iter_input
+from .dataset_splits import load_split
+from .converters.converted_card import read_benchmark_metadata
+from .schema import MER_SPLITS
 
 __all__ = ["EditingInput", "read_editing_inputs"]
 
@@ -139,8 +143,6 @@ def _checked_id(value) -> str:
 
 
 def _read_jsonl(path: Path) -> List[EditingInput]:
-    from ..scoring.jsonl_scoring import iter_input
-
     entries = []
     for number, record, error in iter_input(path):
         def build(number=number, record=record, error=error):
@@ -190,10 +192,6 @@ def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool
 
 def _read_dataset(dataset: str, split: Optional[str]) -> List[EditingInput]:
     import datasets
-
-    from .dataset_splits import load_split
-    from .converters.converted_card import read_benchmark_metadata
-    from .schema import MER_SPLITS
 
     metadata = read_benchmark_metadata(dataset)
     if metadata is not None:

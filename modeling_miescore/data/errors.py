@@ -1,12 +1,12 @@
 """The error of bad benchmark input (dataset, split, predictions file).
 
-It subclasses :class:`~modeling_miescore.image_io.MIEScoreInputError`, so ``miescore benchmark`` prints the
+It subclasses :class:`~modeling_miescore.hub.image_io.MIEScoreInputError`, so ``miescore benchmark`` prints the
 message on one line and exits with status 2.
 """
 
 from __future__ import annotations
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 
 __all__ = ["EXAMPLES", "BenchmarkInputError"]
 

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..miescore_overall import OVERALL_WEIGHTS, overall_score
+from ..hub.miescore_overall import OVERALL_WEIGHTS, overall_score
 from .bt500 import REL_TOL, CellOutliers, find_outliers, group_mean_std, screen_subjects
 from .schema import DIMENSIONS, MOS_SCALE
 

@@ -7,7 +7,7 @@ the index into :data:`TASKS`).
 
 from __future__ import annotations
 
-from ..miescore_overall import DIMENSIONS, MOS_SCALE
+from ..hub.miescore_overall import DIMENSIONS, MOS_SCALE
 
 # ---------------------------------------------------------------------------------------------- MIE-Bench
 # MIEScore paper, appendix "Editing Tasks Define": 8 regional, 4 global and 4 complex-reasoning tasks.

@@ -46,8 +46,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..spatialreward_parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
-from ..processing_miescore import num_image_tokens
+from ..hub.spatialreward_parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
+from ..hub.processing_miescore import num_image_tokens
+from ..utils.text_hygiene import training_text_problem
+from ..hub.image_io import load_image, open_image_bytes, resize_to_budget
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +101,7 @@ class DropReport:
 
 def default_prompt_config():
     """The default :class:`SpatialRewardConfig` (holds the D.1 prompts) for base models that are plain Qwen3-VL."""
-    from ..configuration_spatialreward import SpatialRewardConfig
+    from ..hub.configuration_spatialreward import SpatialRewardConfig  # deferred: loads transformers
 
     return SpatialRewardConfig()
 
@@ -151,8 +153,6 @@ def _valid_scores(scores: Any) -> bool:
 def control_token_problem(row: Dict[str, Any]) -> Optional[str]:
     """The first chat-control token or control character in the row's texts (reasoning, instruction, region
     labels; :func:`modeling_miescore.utils.text_hygiene.training_text_problem`), else None."""
-    from ..utils.text_hygiene import training_text_problem
-
     labels = [r.get("label") for r in (row.get("regions") or []) if isinstance(r, dict)]
     for name, text in [("reasoning", row.get("reasoning")), ("instruction", row.get("instruction")),
                        *(("region label", label) for label in labels)]:
@@ -218,8 +218,6 @@ def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
 def _to_pil(image: Any, max_pixels: Optional[int]):
     """Any accepted image form -> upright RGB PIL image within ``max_pixels``; ``info["source_format"]`` keeps
     the original encoding (JPEG, PNG, ...) so that storage can keep lossy sources lossy."""
-    from ..image_io import load_image, open_image_bytes, resize_to_budget
-
     # the aspect ratio is checked later, as its own drop reason (extreme_aspect_ratio)
     unlimited = {"max_aspect_ratio": None}
     if isinstance(image, dict):
@@ -267,7 +265,7 @@ def estimate_num_tokens(example: Dict[str, Any], processor=None) -> int:
     """Estimated sequence length of a prepared example (``messages`` + ``images``).
 
     Text: the tokenizer's count when ``processor`` (or a tokenizer) is given, else characters / 3. Images:
-    :func:`~modeling_miescore.processing_miescore.num_image_tokens` (transformers' Qwen-VL resize rule) within
+    :func:`~modeling_miescore.hub.processing_miescore.num_image_tokens` (transformers' Qwen-VL resize rule) within
     the processor's pixel range, plus the two vision start/end markers. Raises ValueError for an image whose
     aspect ratio the processor rejects (above 200).
     """
@@ -296,7 +294,7 @@ def prompt_messages(task: str, num_sources: int, instruction: str, prompt_config
 
     Built by the model's own ``sc_messages`` / ``pq_messages``, so training sees exactly the inference layout.
     """
-    from ..modeling_spatialreward import pq_messages, sc_messages
+    from ..hub.modeling_spatialreward import pq_messages, sc_messages  # deferred: loads torch, transformers
 
     cfg = _prompt_config(prompt_config)
     messages = sc_messages(cfg, num_sources, instruction) if task == "sc" else pq_messages(cfg)

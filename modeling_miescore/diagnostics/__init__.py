@@ -1,20 +1,10 @@
-"""Checks a user runs on a checkpoint: token budgets, whether it is sane, whether it loads on its own.
-
-``token_budget``: how many tokens each part of a MIEScore or SpatialReward prompt takes (rubric / D.1 prompt,
-instruction, labels, chat markup, each image), the shared prefix that prefix reuse runs once, and what a
-training length limit does to the per-image pixel budget (``miescore tokens``).
-
-``checkpoint_doctor``: ``miescore doctor``, the checks of a checkpoint (files, config <-> processor <->
-tokenizer, token budget, score spread and directions on perturbed examples, SpatialReward parsing, throughput);
-the checks live in ``doctor_config_checks``, ``doctor_model_checks`` and ``doctor_score_checks``, their shared
-state in ``doctor_context``, the perturbed edits in ``edit_perturbations``.
-
-``isolated_load``: a fresh interpreter in which a checkpoint loads either through the installed package (nothing
-from the folder runs: the doctor's default ``fresh_process`` check) or, without this package and its non-Hub
-dependencies, with ``trust_remote_code`` (the Hub-boundary test and ``doctor --trust-remote-code``).
+"""Checks a user runs on a checkpoint: ``token_budget`` (``miescore tokens``: tokens per prompt part, the shared
+prefix, what a training length limit does to the pixel budget), ``doctor`` (``miescore doctor``: is the checkpoint
+sane) and ``isolated_load`` (a fresh interpreter loads it through the installed package, or without this package
+with ``trust_remote_code``: the Hub-boundary test and ``doctor --trust-remote-code``).
 """
 
-from .checkpoint_doctor import CheckResult, DoctorReport, diagnose_checkpoint, format_report
+from .doctor import CheckResult, DoctorReport, diagnose_checkpoint, format_report
 from .isolated_load import (IsolatedLoadJob, load_and_score_with_package, load_and_score_without_package,
                             run_without_package)
 from .token_budget import (

@@ -1,35 +1,19 @@
 """Load a checkpoint in a fresh Python: the way a stranger does (this package and its extras missing, the
 checkpoint's own code run), or through the installed package with nothing from the folder run.
 
-A checkpoint must work with ``AutoModel.from_pretrained(path, trust_remote_code=True)`` alone: transformers runs
-the code files saved beside the weights (the Hub files), which may import only each other, torch, transformers,
-numpy, Pillow, tqdm and the standard library. :func:`run_without_package` runs a script in a child interpreter
-where
+A checkpoint must work with ``AutoModel.from_pretrained(path, trust_remote_code=True)`` alone: its Hub code files
+may import only each other, torch, transformers, numpy, Pillow, tqdm and the standard library.
+:func:`run_without_package` runs a script in a child interpreter where ``modeling_miescore`` cannot be imported (a
+meta-path finder refuses it; ``PYTHONPATH`` emptied, a fresh working folder) and :data:`BLOCKED_PACKAGES` are
+missing (a ``None`` entry in ``sys.modules``, so ``find_spec`` answers None as when not installed). What
+transformers itself needs to load a Qwen3-VL checkpoint is not blocked. The child is offline, copies the
+checkpoint's code into a temporary ``HF_MODULES_CACHE``, takes its values as one JSON argument and answers with
+the JSON its ``report(result)`` prints last.
 
-* ``modeling_miescore`` cannot be imported (a meta-path finder refuses it, before the editable install's own
-  finder; ``PYTHONPATH`` is emptied and the working folder is a fresh temporary one), and
-* :data:`BLOCKED_PACKAGES`, the project's other dependencies, are missing: each has a ``None`` entry in
-  ``sys.modules``, so importing it raises ``ModuleNotFoundError`` and ``importlib.util.find_spec`` answers None,
-  exactly as when it is not installed (a finder that raised would also break transformers' own availability
-  probes, which call ``find_spec``).
-
-Not blocked, because transformers itself needs them to load a Qwen3-VL checkpoint: huggingface_hub, safetensors,
-tokenizers, jinja2 (chat template), regex, yaml, filelock, packaging and torchvision (the Qwen2-VL image
-processor's backend).
-
-The child is offline (``HF_HUB_OFFLINE=1``) and copies the checkpoint's code into a temporary
-``HF_MODULES_CACHE``, so a stale copy of an older version is never reused. Its values arrive as one JSON argument
-(``values``) and its answer is the JSON object that the script's ``report(result)`` prints as the last line;
-``result["loaded"]`` lists the blocked packages that got imported anyway (it must be empty).
-
-:func:`load_and_score_without_package` is the script that the Hub-boundary test and ``miescore doctor
---trust-remote-code`` run: load each checkpoint with the named auto classes (``trust_remote_code=True``: the
-checkpoint's code runs), then score the given edits (MIEScore ``score_batch``; SpatialReward ``evaluate_edits``).
-
-:func:`load_and_score_with_package` is what ``miescore doctor`` runs by default: a fresh, offline interpreter
-that imports this package (the copy this process runs: its root goes first on ``PYTHONPATH``) and loads each
-checkpoint with ``load_scorer`` / ``load_spatialreward``, which never run code from the folder. Its answer lists
-the ``transformers_modules.*`` modules it imported (checkpoint code; it must be empty).
+:func:`load_and_score_without_package` (the Hub-boundary test, ``miescore doctor --trust-remote-code``) loads each
+checkpoint with the named auto classes and scores the given edits; :func:`load_and_score_with_package` (the
+doctor's default) loads it with ``load_scorer`` / ``load_spatialreward`` in a fresh interpreter that imports this
+package, and lists the ``transformers_modules.*`` modules imported anyway (must be empty).
 """
 
 from __future__ import annotations

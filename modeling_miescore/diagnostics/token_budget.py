@@ -1,33 +1,16 @@
 """Token budgets of MIEScore and SpatialReward prompts, measured with a checkpoint's own processor and config.
 
-The counts are exact, not estimates: the text is the chat template's rendering of the messages the models build
-(``processing_miescore.build_messages``; ``modeling_spatialreward.sc_messages`` / ``pq_messages``), tokenised by
-the checkpoint's tokenizer, and each image costs what the checkpoint's image processor makes of it
-(``processing_miescore.resized_image_size``, transformers' ``smart_resize``: multiples of patch x merge pixels
-within ``[min_pixels, max_pixels]``, one placeholder token per (patch x merge)^2 pixels, plus
-``<|vision_start|>`` and ``<|vision_end|>``). The parts add up to the length of the ``input_ids`` the models run.
+The counts are exact: the chat template's rendering of the messages the models build, tokenised by the
+checkpoint's tokenizer, plus what its image processor makes of each image (``smart_resize``: one placeholder per
+(patch x merge)^2 pixels, plus ``<|vision_start|>`` / ``<|vision_end|>``); the parts add up to the models'
+``input_ids``. Parts (``PromptBudget.components``, in order): ``prompt`` (MIEScore's rubric; SpatialReward's D.1
+text), ``instruction``, ``labels`` (MIEScore's image labels and template words), ``chat`` (the chat markup),
+``source 1`` ... ``source N`` and ``edited``. A token belongs to the part holding its first non-space character.
 
-Parts (keys of ``PromptBudget.components``, in this order):
-
-* ``prompt``: MIEScore's rubric (``config.skill``); SpatialReward's D.1 prompt text without the instruction.
-* ``instruction``: the editing instruction (none in the PQ prompt).
-* ``labels``: MIEScore's image labels and the template's own words ("Source image 1:", "Editing instruction: ",
-  the closing request); 0 for SpatialReward, whose images carry no labels.
-* ``chat``: the chat markup, ``<|im_start|>user\\n`` ... ``<|im_end|>\\n<|im_start|>assistant\\n``.
-* ``source 1`` ... ``source N`` and ``edited``: each image with its two markers.
-
-A token belongs to the part that holds its first non-space character (its first character when it is all
-white space): the template's space glued to the instruction's first word (``" Setze"``) counts as instruction,
-the newlines glued to the rubric's last full stop (``".\\n\\n"``) as rubric.
-
-Prefix reuse (``prefix_reuse``, ``SharedPromptPrefix``): the shared prefix P is everything before the edited
-image's first placeholder (its ``<|vision_start|>`` included), the per-edit suffix S the rest; G edits of one
-group run P + G*S tokens instead of G*L, so G*L / (P + G*S) is the ceiling of the saving in tokens.
-
-Length limits: :func:`shrink_to_fit` applies the MIEScore trainer's ``"shrink"`` length policy
-(``training.miescore_data.prepare_dataset``) to a budget: a prompt longer than ``max_length`` gets the largest
-per-image pixel budget at which it fits (bisection from (patch x merge)^2 up to ``max_pixels``, to within
-patch x merge pixels, as the trainer searches); it is dropped when it cannot fit even at one token per image.
+Prefix reuse: the shared prefix P is everything before the edited image's first placeholder, the suffix S the
+rest; G edits of one group run P + G*S tokens instead of G*L. :func:`shrink_to_fit` applies the MIEScore
+trainer's ``"shrink"`` length policy: the largest per-image pixel budget at which a prompt fits ``max_length``
+(bisection, as the trainer searches), or dropped when it cannot fit even at one token per image.
 """
 
 from __future__ import annotations
@@ -38,9 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
-from ..image_io import MIEScoreInputError
+from ..hub.control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
+from ..hub.errors import MIEScoreInputError
 from ..utils.markdown_table import markdown_table
+from ..hub.processing_miescore import resized_image_size, build_messages, load_checkpoint_processor
+from ..scoring.loading import read_checkpoint_config
+from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
 
 # A typical MIE-Bench-length instruction (the counts for another one: --instruction / instruction=...).
 DEFAULT_INSTRUCTION = ("Put the cat from the second image on the wooden table of the first image, keeping the warm "
@@ -147,8 +133,6 @@ def patch_factor(processor) -> int:
 def resized_size(size: Sequence[int], factor: int, min_pixels: int, max_pixels: int) -> tuple:
     """``(width, height)`` that the Qwen-VL image processor resizes a ``(width, height)`` image to
     (``processing_miescore.resized_image_size``, i.e. transformers' ``smart_resize``); bad sizes are user errors."""
-    from ..processing_miescore import resized_image_size
-
     width, height = (int(v) for v in size)
     if width < 1 or height < 1:
         raise MIEScoreInputError(f"image size {width}x{height} is empty; give a width and height of at least 1")
@@ -277,8 +261,6 @@ def miescore_budget(processor, config, num_sources: int, size: Sequence[int] = (
         processor / config: the checkpoint's ``Qwen3VLProcessor`` and ``MIEScoreConfig``.
         size: ``(width, height)`` of every image; max_pixels: override ``config.max_pixels``.
     """
-    from ..processing_miescore import build_messages
-
     instruction = _checked(num_sources, instruction)
     config = _with_pixels(config, max_pixels)
     messages, roles = build_messages(num_sources, instruction, config)
@@ -299,7 +281,7 @@ def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[in
     SC is D.1.1 for one source and D.1.2 for several (``sc_messages``); PQ is D.1.3 on the edited image alone
     (``pq_messages``). Arguments as :func:`miescore_budget`, with a ``SpatialRewardConfig``.
     """
-    from ..modeling_spatialreward import pq_messages, sc_messages
+    from ..hub.modeling_spatialreward import pq_messages, sc_messages  # deferred: loads torch, transformers
 
     instruction = _checked(num_sources, instruction)
     config = _with_pixels(config, max_pixels)
@@ -370,8 +352,6 @@ def training_length(model: str, kind: str, config: dict | None = None) -> Traini
     """The checkpoint's own training length: an integer ``max_length`` in its config.json, or the
     ``max_length`` row of its model card's training table (``trainers/train_miescore.py`` writes it); else the
     paper's (:data:`PAPER_TRAINING_LENGTH`). ``config``: config.json as a dict, when already read."""
-    from ..scoring.loading import read_checkpoint_config
-
     config = read_checkpoint_config(model) if config is None else config
     value = config.get("max_length")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -408,16 +388,12 @@ def load_config_and_processor(model: str) -> tuple:
     ``kind`` is ``"miescore"`` or ``"spatialreward"`` (our checkpoints or the authors' plain Qwen3-VL release).
     Raises ``MIEScoreInputError`` naming the problem for anything else.
     """
-    from ..processing_miescore import load_checkpoint_processor
-    from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
-    from ..scoring.loading import read_checkpoint_config
-
     config_dict = read_checkpoint_config(model)
     model_type = config_dict.get("model_type")
     if model_type == "miescore":
-        from ..configuration_miescore import MIEScoreConfig as config_class
+        from ..hub.configuration_miescore import MIEScoreConfig as config_class
     elif model_type in ("spatialreward", "qwen3_vl"):
-        from ..configuration_spatialreward import SpatialRewardConfig as config_class
+        from ..hub.configuration_spatialreward import SpatialRewardConfig as config_class
     else:
         raise MIEScoreInputError(f"'{model}' is neither a MIEScore nor a SpatialReward checkpoint "
                                  f"(model_type={model_type!r}); pass a checkpoint folder of one of them")

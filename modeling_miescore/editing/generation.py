@@ -30,10 +30,12 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..training.editor_rl.rollout import sample_with_schedule
 from ..training.editor_rl.schedule import PIPELINE_SCHEDULE, SamplingSchedule, derived_seed
 from ..utils.atomic_files import atomic_write, write_text_atomic
+from ..scoring.jsonl_scoring import read_done_ids
+from ..utils.output_lock import exclusive_output
 
 __all__ = ["EditRun", "SAMPLING_FILE", "generate_edits", "record_sampling"]
 
@@ -109,9 +111,6 @@ def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images
     """Run ``editor`` (an :class:`~.editors.EditorAdapter`) over ``requests`` into ``out`` under ``schedule``
     (module docstring; ``jsonl_name``: the lines' file, ``candidates.jsonl`` for ``--select``:
     :mod:`.selection`). A request whose edit raises is recorded in ``EditRun.failed`` and the run goes on."""
-    from ..scoring.jsonl_scoring import read_done_ids
-    from ..utils.output_lock import exclusive_output
-
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     jsonl = out / jsonl_name

@@ -34,11 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..rewards.groups import EditGroup, RewardUnavailableError, group_key
 from ..rewards.worker import RewardWorker, reward_error
 from ..utils.atomic_files import atomic_write
 from .generation import edit_file_name
+from ..scoring.jsonl_scoring import complete_lines, read_done_ids
+from ..hub.image_io import load_image
+from ..utils.output_lock import exclusive_output
 
 __all__ = ["CANDIDATES_FILE", "SelectionRun", "prepare_selection", "select_edits"]
 
@@ -59,8 +62,6 @@ class SelectionRun:
 def _candidates(out: Path, num_images: int) -> dict:
     """``{request id: {sample: line}}`` of ``candidates.jsonl``; a line that is not one of this run's candidates
     is one error naming the file and the line."""
-    from ..scoring.jsonl_scoring import complete_lines
-
     path = out / CANDIDATES_FILE
     data, _ = complete_lines(path, repair=False)
     by_request: dict = {}
@@ -97,8 +98,6 @@ def _candidate_problem(line, num_images: int) -> Optional[str]:
 
 
 def _group(request, lines: dict, out: Path) -> EditGroup:
-    from ..image_io import load_image
-
     edits = tuple(load_image(out / lines[k]["edited"]) for k in sorted(lines))
     return EditGroup(key=group_key(request.source_ids, request.instruction), sources=tuple(request.load_sources()),
                      instruction=request.instruction, edits=edits, source_ids=tuple(request.source_ids))
@@ -128,9 +127,6 @@ def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_b
     :class:`~.rewards.groups.EditorReward`, run and then closed by a :class:`~.rewards.worker.RewardWorker`) and
     append the selected one to ``OUT/edits.jsonl`` (module docstring); ``selected_by`` names the reward in every
     line (no secret: :func:`~.rewards.specs.reward_identity`)."""
-    from ..scoring.jsonl_scoring import read_done_ids
-    from ..utils.output_lock import exclusive_output
-
     out = Path(out)
     jsonl = out / "edits.jsonl"
     run = SelectionRun()

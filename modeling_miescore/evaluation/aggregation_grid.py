@@ -3,7 +3,7 @@ figure 10), without running the model again.
 
 MER-Bench predictions written by ``miescore benchmark mer-bench --model`` keep each edited image's four 0-25
 sub-scores (:func:`~.prediction_files.read_group_sub_scores`). For every cell of the grid the reward is
-recomputed with :func:`modeling_miescore.spatialreward_aggregation.spatial_reward` (the checkpoint's own formula,
+recomputed with :func:`modeling_miescore.hub.spatialreward_aggregation.spatial_reward` (the checkpoint's own formula,
 sec. 3.1)::
 
     SC = w_if * s_if + w_con * s_con        PQ = 0.5 * naturalness + 0.5 * artifacts   (sec. 5.1)
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..spatialreward_aggregation import spatial_reward
+from ..hub.spatialreward_aggregation import spatial_reward
 from ..data.errors import BenchmarkInputError
 from .metrics.group_ranking import group_correct
 

@@ -32,6 +32,7 @@ from ..data.converters.schema import HUMAN_COLUMNS
 from ..data.errors import BenchmarkInputError
 from .metrics.correlation import srcc
 from .metrics.pairwise import pairwise_accuracy
+from .mer_bench_report import mer_bench_report
 
 __all__ = ["PROTOCOLS", "ScoringProtocol", "editscore_accuracy", "human_signs", "mer_group_result", "mmrb2_accuracy",
            "pairwise_result", "pointwise_srcc", "scoring_protocol"]
@@ -105,8 +106,6 @@ def pointwise_srcc(frame, dimensions: dict[str, str]) -> dict:
 def mer_group_result(frame, dimensions=None, bootstrap=None) -> dict:
     """MER-Bench's protocol on its groups with predictions attached (``scores``: each group's K predicted scores in
     the dataset's order, :func:`~.converted_benchmarks.attach_predictions`)."""
-    from .mer_bench_report import mer_bench_report
-
     report = mer_bench_report(frame, dict(zip(frame["pair_id"], frame["scores"])), bootstrap=bootstrap)
     return {key: report[key] for key in ("accuracy", "tau", "tau_as_released", "meta")}
 

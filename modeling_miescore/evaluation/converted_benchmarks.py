@@ -22,6 +22,11 @@ from ..data.schema import MER_SPLITS
 from .alignment import Alignment, align_predictions
 from ..data.dataset_splits import load_split
 from ..data.errors import BenchmarkInputError
+from ..data.builders.mer_bench import MERBenchBuilder
+from ..data.converters import CONVERTERS
+from ..data.converters.converted_card import read_benchmark_metadata
+from ..data.dataset_splits import mer_bench_frame
+from .prediction_files import read_group_predictions, read_score_predictions
 
 __all__ = ["BenchmarkData", "attach_predictions", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
            "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
@@ -47,9 +52,6 @@ class BenchmarkData:
 def declared_benchmarks() -> dict[str, object]:
     """Every benchmark the reports know, by name: the registered converters' specs, then MER-Bench's builder (each
     with ``title``, ``protocol``, ``columns`` and ``column_headers``)."""
-    from ..data.builders.mer_bench import MERBenchBuilder
-    from ..data.converters import CONVERTERS
-
     return {**{name: cls.spec for name, cls in CONVERTERS.items()}, "mer-bench": MERBenchBuilder}
 
 
@@ -114,8 +116,6 @@ def _is_mer_bench(dataset: str) -> bool:
 
 def load_benchmark(dataset: str) -> BenchmarkData:
     """Open a converted benchmark (its card names it) or a MER-Bench build (splits 2pair / 3pair / 4pair)."""
-    from ..data.converters.converted_card import read_benchmark_metadata
-
     metadata = read_benchmark_metadata(dataset)
     declared = declared_benchmarks()
     if metadata is None:
@@ -154,9 +154,6 @@ def attach_predictions(data: BenchmarkData, protocol, predictions_path, *,
     """The rows of ``data`` that ``protocol`` (its :class:`~.benchmark_protocols.ScoringProtocol`) scores, with
     the predictions of ``predictions_path`` attached: an ``edit`` protocol's config rows (:func:`attach_scores`),
     or, for a ``group`` protocol (MER-Bench), every K-pair group with a ``scores`` column."""
-    from ..data.dataset_splits import mer_bench_frame
-    from .prediction_files import read_group_predictions, read_score_predictions
-
     source = str(predictions_path)
     if protocol.unit == "group":
         frame = mer_bench_frame(data.frames)

@@ -30,6 +30,8 @@ from ..data.converters.schema import SPLIT
 from .benchmark_protocols import scoring_protocol
 from ..data.dataset_splits import load_split
 from .model_runs import check_prediction_cache, score_mer_with_spatialreward
+from ..scoring.jsonl_scoring import read_predictions, read_done_ids
+from .converted_benchmarks import edit_ids
 
 __all__ = ["MIEScoreRewardAdapter", "needs_scoring", "score_converted", "score_samples", "spatialreward_scores"]
 
@@ -86,9 +88,6 @@ def _write_chunk(handle, ids: list[str], samples: list, scorer, batch_size: int)
 
 def needs_scoring(data, out_dir) -> bool:
     """Whether ``out_dir/predictions.jsonl`` lacks a line for some edited image (MER-Bench: group) of ``data``."""
-    from ..scoring.jsonl_scoring import read_predictions
-    from .converted_benchmarks import edit_ids
-
     preds = Path(out_dir) / "predictions.jsonl"
     if not preds.exists():
         return True
@@ -104,8 +103,6 @@ def score_converted(data, scorer, out_dir, *, batch_size: int = 8, progress: boo
                     identity: dict | None = None) -> Path:
     """Score the edits of ``data`` (a :class:`~.converted_benchmarks.BenchmarkData`) into
     ``out_dir/predictions.jsonl`` (resumed by a rerun with the same ``identity``); returns its path."""
-    from ..scoring.jsonl_scoring import read_done_ids
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     identity = identity or {"dataset": data.dataset}

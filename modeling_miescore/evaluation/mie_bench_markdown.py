@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..data.schema import LONG_NAMES, SHORT_NAMES
-from ..miescore_overall import OVERALL_WEIGHTS
+from ..hub.miescore_overall import OVERALL_WEIGHTS
 from .report_parts import (SOURCE_SUBSETS, ci_state, counts_phrase, fmt_ci, notes_section, plot_lines,
                            report_header, report_table, title_case)
 

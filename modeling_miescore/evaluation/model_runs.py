@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from ..utils.atomic_files import write_text_atomic
 from ..data.errors import BenchmarkInputError
 from .prediction_files import SUB_SCORE_KEYS
+from ..scoring.loading import load_spatialreward
 
 __all__ = ["check_prediction_cache", "read_done_pairs", "score_mer_with_spatialreward"]
 
@@ -104,8 +105,6 @@ def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: s
     ``scorer``: an already loaded object with SpatialReward's ``evaluate_edits`` (results with ``reward`` and
     ``failed``) to use instead of loading ``model``.
     """
-    from ..scoring.loading import load_spatialreward
-
     out = Path(out_dir)
     preds = out / "predictions.jsonl"
     check_prediction_cache(out, identity or {"model": model, "splits": sorted(splits)})

@@ -44,7 +44,7 @@ def scatter_plots(frame, report: dict, dims: list[str], out: Path) -> dict[str, 
     The title and the legend say which PLCC the plot shows: after the fit, after the bounded refit, or raw PLCC
     when the fit is degenerate or failed (then no curve is drawn, and the axes say why).
     """
-    from .metrics.logistic_fit import logistic4
+    from .metrics.logistic_fit import logistic4  # deferred: loads scipy
 
     paths: dict[str, str] = {}
     cats = frame["category"].astype(str).to_numpy()

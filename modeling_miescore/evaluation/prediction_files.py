@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..data.schema import DIMENSIONS, SCORE_KEYS
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..scoring.jsonl_scoring import iter_input
 from ..data.errors import BenchmarkInputError
 
@@ -111,7 +111,7 @@ def read_score_predictions(path, keys: Sequence[str] = SCORE_KEYS):
     df.attrs["overall_computed"] = False
     dims3 = list(DIMENSIONS)
     if "overall" in keys and "overall" not in df.columns and all(k in df.columns for k in dims3):
-        from ..miescore_overall import overall_score
+        from ..hub.miescore_overall import overall_score
 
         df["overall"] = overall_score(*(df[k].to_numpy() for k in dims3))
         df.attrs["overall_computed"] = True

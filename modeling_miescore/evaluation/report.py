@@ -4,7 +4,8 @@ the papers' tables, ready to paste) and ``report.html`` (the same page with its 
 Input: a report dict (:mod:`.mie_bench_report`, :mod:`.mer_bench_report`, :mod:`.editing_models_report`, an editor
 benchmark's run or comparison), optionally with ``report["plots"] = {name: relative PNG path}`` and
 ``report["run"]`` (dataset, split, predictions / model). Metrics are ``{"value", "ci": [low, high]}``. Files are
-written atomically (:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report.
+written atomically (:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report. A report's
+``protocol`` (:mod:`.protocol`: the settings that decide its numbers and their fingerprint) heads its Markdown.
 
 Each report kind's Markdown is rendered by the function its declaration names (:func:`render_markdown`): the
 kinds of :data:`REPORT_KINDS`, and each editor benchmark's runs by the renderer of its protocol
@@ -21,9 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..utils.atomic_files import write_text_atomic
-from ..utils.lazy_registry import import_attribute
+from ..utils.import_spec import import_attribute
+from ..data.errors import BenchmarkInputError
+from .protocol import with_protocol_header
+from .report_html import render_html
+from ..data.converters import editor_protocols
 
-__all__ = ["REPORT_FILES", "REPORT_KINDS", "render_markdown", "report_renderer", "write_benchmarks_report",
+__all__ = ["REPORT_FILES", "REPORT_KINDS", "as_json", "render_markdown", "report_renderer", "write_benchmarks_report",
            "write_json", "write_report"]
 
 # The Markdown renderer of each report kind that is not an editor benchmark's run (``module:function``, relative
@@ -56,26 +61,34 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def as_json(data: Any) -> Any:
+    """``data`` as ``report.json`` holds it (:func:`write_json`'s cleaning and a JSON round trip)."""
+    return json.loads(json.dumps(_clean(data), allow_nan=False))
+
+
 def write_json(path, data: dict) -> Path:
     """Write ``data`` as strict JSON (NaN/inf as null), atomically."""
     return write_text_atomic(path, json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
 
 
 def write_benchmarks_report(out_dir, kind: str, results: list[dict], *, row_name: str, run: dict | None,
-                            published: dict, markdown: Callable[[dict], str]) -> tuple[Path, Path]:
+                            published: dict, markdown: Callable[[dict], str],
+                            protocol: dict | None = None) -> tuple[Path, Path]:
     """``report.json`` + ``report.md`` (rendered by ``markdown``) of a run over several benchmarks: ``results``
     (one dict per benchmark, each benchmark at most once) keyed by their ``"benchmark"`` next to the
     ``published`` rows they are compared with."""
-    from ..data.errors import BenchmarkInputError
-
     by_name = {}
     for result in results:
         if result["benchmark"] in by_name:
             raise BenchmarkInputError(f"{result['benchmark']} was given twice; pass each benchmark once")
         by_name[result["benchmark"]] = result
+
     report = {"benchmark": kind, "row_name": row_name, "results": by_name, "published": published, "run": run or {}}
+    if protocol is not None:
+        report["protocol"] = protocol
     out = Path(out_dir)
-    return write_json(out / "report.json", report), write_text_atomic(out / "report.md", markdown(report))
+    return (write_json(out / "report.json", report),
+            write_text_atomic(out / "report.md", with_protocol_header(markdown(report), protocol)))
 
 
 def write_report(out_dir, report: dict) -> tuple[Path, Path]:
@@ -85,8 +98,6 @@ def write_report(out_dir, report: dict) -> tuple[Path, Path]:
     Markdown and HTML are rendered before any file is written, so a report that cannot be rendered (or whose
     plots are missing) leaves all three files as they were.
     """
-    from .report_html import render_html
-
     out = Path(out_dir)
     markdown = render_markdown(report)
     page = render_html(markdown, out)
@@ -100,7 +111,6 @@ def report_renderer(kind: str) -> Callable[[dict], str]:
     benchmark's protocol declares (``gedit``, ``imgedit``: ``EditorBenchmark.report``)."""
     if kind in REPORT_KINDS:
         return import_attribute(REPORT_KINDS[kind], __package__)
-    from ..data.converters import editor_protocols
 
     protocols = editor_protocols()
     if kind in protocols:
@@ -109,5 +119,7 @@ def report_renderer(kind: str) -> Callable[[dict], str]:
 
 
 def render_markdown(report: dict) -> str:
-    """The Markdown of a report dict, by its ``benchmark`` kind (:func:`report_renderer`)."""
-    return report_renderer(report.get("benchmark"))(report)
+    """The Markdown of a report dict, by its ``benchmark`` kind (:func:`report_renderer`), headed (below its title)
+    by the protocol's fingerprint and the settings that differ from the released protocol
+    (:func:`~.protocol.protocol_header`)."""
+    return with_protocol_header(report_renderer(report.get("benchmark"))(report), report.get("protocol"))

@@ -28,6 +28,7 @@ from ..data.schema import MER_CATEGORIES
 from ..utils.atomic_files import atomic_write
 from ..utils.markdown_table import markdown_table
 from ..utils.numbers import finite_float
+from .metrics.bootstrap import MIN_RESAMPLING_UNITS
 
 __all__ = [
     "CATEGORY_COLOURS", "SOURCE_SUBSETS", "alignment_lines", "ci_level", "ci_sentence", "ci_state", "counts_phrase",
@@ -219,8 +220,6 @@ def error_bar_note(report: dict, drawn: int | None = None, missing: int = 0) -> 
     """What the error bars are, from the report's bootstrap settings (for a figure's title); with ``drawn`` (the
     bars the figure drew an interval on) and ``missing`` (its bars without one), what the figure shows: a title
     never promises intervals that no bar carries (too few resampling units per bar)."""
-    from .metrics.bootstrap import MIN_RESAMPLING_UNITS
-
     state, b = ci_state(report)
     if state == "on" and drawn == 0:
         return f"no error bars: every bar has fewer than {MIN_RESAMPLING_UNITS} resampling units"

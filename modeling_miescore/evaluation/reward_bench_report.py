@@ -100,9 +100,10 @@ def reward_markdown(report: dict) -> str:
     return "\n".join(out)
 
 
-def write_reward_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None):
+def write_reward_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None,
+                        protocol: dict | None = None):
     """``report.json`` + ``report.md`` for the evaluated benchmarks (each at most once)."""
     published = {"source": "SpatialReward paper, Table 1", "rows": TABLE1,
                  "mer_overall_averaging": mer_overall_averaging()}
     return write_benchmarks_report(out_dir, "reward", results, row_name=row_name, run=run, published=published,
-                                   markdown=reward_markdown)
+                                   markdown=reward_markdown, protocol=protocol)

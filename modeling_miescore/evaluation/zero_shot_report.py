@@ -18,6 +18,7 @@ from .benchmark_protocols import scoring_protocol
 from .converted_benchmarks import attach_scores, report_columns, require_report
 from .published_results import TABLE6, TABLE6_COLUMNS
 from .report import write_benchmarks_report
+from .converted_benchmarks import declared_benchmarks
 
 __all__ = ["evaluate_zero_shot", "table6_columns", "write_zero_shot_report", "zero_shot_markdown"]
 
@@ -29,8 +30,6 @@ def _metric(measure: str) -> str:
 def table6_columns() -> dict[str, tuple[str, str]]:
     """``column key -> (header, metric)``: the paper's Table 6 columns, then those of registered benchmarks the
     paper does not report (headed by their declaration, or their title)."""
-    from .converted_benchmarks import declared_benchmarks
-
     columns = dict(TABLE6_COLUMNS)
     declared = declared_benchmarks()
     for key, column in report_columns("zero-shot").items():
@@ -114,8 +113,9 @@ def zero_shot_markdown(report: dict) -> str:
     return "\n".join(out)
 
 
-def write_zero_shot_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None):
+def write_zero_shot_report(out_dir, results: list[dict], *, row_name: str, run: dict | None = None,
+                           protocol: dict | None = None):
     """``report.json`` + ``report.md`` for the evaluated benchmarks (one result per Table 6 column)."""
     return write_benchmarks_report(out_dir, "zero-shot", results, row_name=row_name, run=run,
                                    published={"source": "MIEScore paper, Table 6", "rows": TABLE6},
-                                   markdown=zero_shot_markdown)
+                                   markdown=zero_shot_markdown, protocol=protocol)

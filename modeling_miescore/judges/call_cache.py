@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, Optional
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.closing import ClosesOnExit
 from ..utils.text_hygiene import valid_text
 from .chat_client import ChatCompletion

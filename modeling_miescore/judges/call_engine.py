@@ -92,6 +92,7 @@ class CallResult:
     completion_tokens: Optional[int] = None
     finish_reason: Optional[str] = None
     repaired: bool = False
+    model: Optional[str] = None  # the model name the endpoint reported (None: cached, local or not reported)
 
     @property
     def ok(self) -> bool:
@@ -245,7 +246,7 @@ def _error_result(key: str, error: BaseException) -> CallResult:
 def _answer_result(key: str, answer: ChatCompletion, cached: bool) -> CallResult:
     return CallResult(key, text=answer.text, cached=cached, prompt_tokens=answer.prompt_tokens,
                       completion_tokens=answer.completion_tokens, finish_reason=answer.finish_reason,
-                      repaired=answer.repaired and not cached)
+                      repaired=answer.repaired and not cached, model=None if cached else answer.model)
 
 
 class CallEngine:

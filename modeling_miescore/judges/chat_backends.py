@@ -21,11 +21,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.credentials import redact, redacted_url
 from .call_engine import ChatRequest, image_digest
 from .chat_client import (DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatCompletion, ChatError, image_to_data_url,
                           user_message)
+from ..scoring.loading import ModelLoadError, resolve_device, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,6 @@ class TransformersChatBackend:
                  name: Optional[str] = None):
         import torch  # noqa: F401  (fail early if torch is missing)
 
-        from ..scoring.loading import ModelLoadError, resolve_device, resolve_dtype
 
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

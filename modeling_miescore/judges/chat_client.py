@@ -19,7 +19,7 @@ cached by the call engine. A body nested too deeply for the JSON decoder is a ``
 surrogates in the answer's text (``\ud800`` escapes, never valid text) are replaced with U+FFFD
 (:mod:`modeling_miescore.utils.text_hygiene`) and :attr:`ChatCompletion.repaired` says so.
 
-Retries (:mod:`modeling_miescore.utils.http_retry`): HTTP 408/409/429/5xx, timeouts and connection errors are
+Retries (:mod:`modeling_miescore.utils.http_bounds`): HTTP 408/409/429/5xx, timeouts and connection errors are
 retried up to ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that
 parallel callers do not retry in lock-step), or the server's ``Retry-After`` (delta-seconds or an HTTP date)
 when it sends one; every wait is capped at ``max_backoff``. Other 4xx answers and malformed bodies are not
@@ -51,8 +51,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
-from ..utils.http_retry import Attempted, RetryPolicy, send_with_retries
+from ..utils.http_bounds import Attempted, RetryPolicy, send_with_retries
 from ..utils.text_hygiene import valid_text
+from ..hub.image_io import resize_to_budget, to_rgb
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,7 @@ class ChatCompletion:
     finish_reason: Optional[str] = None
     attempts: int = 1
     repaired: bool = False
+    model: Optional[str] = None  # the model name the endpoint reports in its answer
 
     @classmethod
     def from_payload(cls, payload: Any, attempts: int = 1) -> "ChatCompletion":
@@ -156,8 +158,10 @@ class ChatCompletion:
         first = payload["choices"][0]
         reason = first.get("finish_reason")
         reason = valid_text(reason)[:64] if isinstance(reason, str) else None
+        model = payload.get("model")
         return cls(text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens"),
-                   reason, attempts, repaired=text is not raw_text)
+                   reason, attempts, repaired=text is not raw_text,
+                   model=valid_text(model)[:200] if isinstance(model, str) else None)
 
 
 class ChatClient(ClosesOnExit):
@@ -371,7 +375,7 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
 
     ``format``: ``"PNG"`` (lossless) or ``"JPEG"``/``"WEBP"`` (``quality`` applies; about 5-10x smaller requests).
     ``max_pixels``: if given, the image is first downscaled (aspect ratio kept) to at most that many pixels
-    (:func:`~modeling_miescore.image_io.resize_to_budget`).
+    (:func:`~modeling_miescore.hub.image_io.resize_to_budget`).
     Modes other than RGB/L (RGBA, P, CMYK, 16-bit, ...) are converted to RGB.
     """
     from PIL import Image
@@ -383,7 +387,6 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
         fmt = "JPEG"
     if fmt not in ("PNG", "JPEG", "WEBP"):
         raise ValueError(f"format must be PNG, JPEG or WEBP, got {format!r}")
-    from ..image_io import resize_to_budget, to_rgb
 
     image = pil_image if pil_image.mode in ("RGB", "L") else to_rgb(pil_image)
     if max_pixels is not None:

@@ -16,6 +16,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..scoring.vllm_miescore import MIESCORE_CONFIG_FILE
 from ..utils.closing import ClosesOnExit
+from ..hub.backbone_families import qwen_patch_factor
+from ..hub.processing_miescore import build_messages, ordered_images
+from ..hub.miescore_overall import overall_score
+from ..hub.image_io import DEFAULT_MAX_IMAGE_PIXELS
 
 __all__ = ["MIEScoreAPI"]
 
@@ -32,8 +36,8 @@ class MIEScoreAPI(ClosesOnExit):
 
     def __init__(self, base_url: str, model: str, checkpoint, timeout: float = 120.0, max_retries: int = 2,
                  max_concurrency: int = 16, image_format: str = "PNG"):
-        from ..configuration_miescore import MIEScoreConfig
-        from .chat_client import ChatClient
+        from ..hub.configuration_miescore import MIEScoreConfig  # deferred: loads torch, transformers
+        from .chat_client import ChatClient  # deferred: loads httpcore, httpx
 
         self.config = MIEScoreConfig.from_json_file(str(Path(checkpoint) / MIESCORE_CONFIG_FILE))
         self.client = ChatClient(base_url, model, timeout=timeout, max_retries=max_retries)
@@ -45,10 +49,8 @@ class MIEScoreAPI(ClosesOnExit):
         self.client.close()
 
     def _content(self, sample) -> List[dict]:
-        from ..backbone_families import qwen_patch_factor
-        from .chat_client import image_to_data_url
-        from .spatialreward_api import processor_sized_image
-        from ..processing_miescore import build_messages, ordered_images
+        from .chat_client import image_to_data_url  # deferred: loads httpcore, httpx
+        from .spatialreward_api import processor_sized_image  # deferred: loads httpcore, httpx, torch, transformers
 
         config = self.config
         messages, roles = build_messages(len(sample.sources), sample.instruction, config)
@@ -60,8 +62,7 @@ class MIEScoreAPI(ClosesOnExit):
                 if part["type"] == "image" else part for part in messages[0]["content"]]
 
     def _score_one(self, sample) -> Dict[str, Any]:
-        from .chat_client import ChatError
-        from ..miescore_overall import overall_score
+        from .chat_client import ChatError  # deferred: loads httpcore, httpx
 
         body = {"model": self.client.model, "messages": [{"role": "user", "content": self._content(sample)}],
                 "add_generation_prompt": True, "use_activation": False}
@@ -90,8 +91,7 @@ class MIEScoreAPI(ClosesOnExit):
                     max_image_pixels: Optional[int] = None) -> List[Dict[str, Any]]:
         """One result per sample, in order: the scores and ``overall`` on the MOS scale (as
         ``MIEScoreModel.score_batch``) with ``failed: False``, or ``failed: True`` and ``error`` (no score)."""
-        from ..batched_scoring import score_in_batches
-        from ..image_io import DEFAULT_MAX_IMAGE_PIXELS
+        from ..hub.batched_scoring import score_in_batches  # deferred: loads torch, transformers
 
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
             return score_in_batches(samples, lambda loaded, _: list(pool.map(self._score_one, loaded)),

@@ -20,7 +20,7 @@ it is written as a JSON string literal (in quotes, its quotes and line breaks es
 that it is data, so an instruction cannot pose as the end of the prompt or as the answer object (issue 22).
 
 Parsing (:func:`parse_mos_answer`) gives the same guarantees as SpatialReward's parser
-(:mod:`modeling_miescore.spatialreward_parsing`): a score is read only from its JSON key (``visual_quality``,
+(:mod:`modeling_miescore.hub.spatialreward_parsing`): a score is read only from its JSON key (``visual_quality``,
 ``instruction_following``, ``attribute_preservation``; letter case, spaces and hyphens in the key are tolerated
 and flagged ``key_alias``) in the model's **final** JSON object that has one (an answer may quote the
 instruction, which may carry such an object); thinking text and code fences are ignored. Several such objects
@@ -34,7 +34,7 @@ A value that is not a finite number (a 400-digit integer included), or lies outs
 scores ``null``, ``overall`` null), and so is a refusal (``issues: ["refusal"]``); a request that failed for good
 (HTTP error after retries, timeout, malformed body) gives no record at all (:class:`JudgeRequestError`), so a
 rerun asks again. ``overall`` is the paper's eq. 2
-(:func:`modeling_miescore.miescore_overall.overall_score`).
+(:func:`modeling_miescore.hub.miescore_overall.overall_score`).
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..miescore_overall import DIMENSIONS, MOS_SCALE, overall_score
-from ..processing_miescore import EditSample, as_edit_sample
+from ..hub.miescore_overall import DIMENSIONS, MOS_SCALE, overall_score
+from ..hub.processing_miescore import EditSample, as_edit_sample
 from .call_engine import CallEngine, CallResult, ChatRequest
 from ..utils.text_hygiene import quoted
-from ..spatialreward_relaxed_json import disagree, extract_json, strip_reasoning_and_fences
+from ..hub.spatialreward_relaxed_json import disagree, extract_json, strip_reasoning_and_fences
 
 __all__ = ["ANSWER_FORMAT", "JUDGE_RUBRIC", "JudgeRequestError", "MLLMJudge", "MOSAnswer", "judge_prompt_parts",
            "parse_mos_answer"]

@@ -51,8 +51,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..utils.credentials import redacted_url
 from ..utils.text_hygiene import quoted
 from .chat_client import DEFAULT_MAX_ANSWER_BYTES, ChatClient, ChatError, user_message
-from ..spatialreward_relaxed_json import extract_json, strip_reasoning_and_fences
-from ..spatialreward_parsing import finite_number, parse_pq_output, parse_sc_output
+from ..hub.spatialreward_relaxed_json import extract_json, strip_reasoning_and_fences
+from ..hub.spatialreward_parsing import finite_number, parse_pq_output, parse_sc_output
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
     Returns ``{"score": float | None, "reasoning": str}``. The score key is ``consistency_score`` (SC) or
     ``quality_score`` (PQ); the other one and a plain ``score`` are accepted too (judges mix them up). The
     judge's **final** JSON object with a usable score is its answer
-    (:func:`~modeling_miescore.spatialreward_relaxed_json.extract_json`: Markdown fences and thinking text are ignored);
+    (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.extract_json`: Markdown fences and thinking text are ignored);
     objects that disagree on the score, or a score key written twice with different values, give None. When
     none parses, a key-anchored ``"..._score": x`` pattern is searched in the same stripped text (disagreeing
     matches give None). Numbers are returned unclamped.

@@ -35,15 +35,18 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..backbone_families import qwen_patch_factor
-from ..batched_scoring import score_in_batches
-from ..configuration_spatialreward import SpatialRewardConfig
-from ..image_io import DEFAULT_MAX_IMAGE_PIXELS, MIEScoreInputError
-from ..processing_miescore import EditSample, resized_image_size
-from ..spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
-from ..spatialreward_tokens import strip_control_tokens
+from ..hub.backbone_families import qwen_patch_factor
+from ..hub.batched_scoring import score_in_batches
+from ..hub.configuration_spatialreward import SpatialRewardConfig
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import DEFAULT_MAX_IMAGE_PIXELS
+from ..hub.processing_miescore import EditSample, resized_image_size
+from ..hub.spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
+from ..hub.spatialreward_tokens import strip_control_tokens
 from ..utils.closing import ClosesOnExit
 from .chat_client import DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url
+from ..hub.image_io import to_rgb
+from ..scoring.checkpoint_files import read_config_file
 
 CUT_ISSUE = "cut_at_max_tokens"  # issue code of an answer the server stopped at max_tokens (finish_reason "length")
 
@@ -71,7 +74,6 @@ def processor_sized_image(image, min_pixels: int, max_pixels: int, factor: int =
     from PIL import Image
     from torchvision.transforms.v2 import functional as tvF
 
-    from ..image_io import to_rgb
 
     pixels = torch.from_numpy(np.array(to_rgb(image) if image.mode != "RGB" else image)).permute(2, 0, 1)[None]
     resized = tvF.resize(pixels.contiguous(), [height, width], interpolation=tvF.InterpolationMode.BICUBIC,
@@ -85,7 +87,6 @@ def spatialreward_settings(source) -> SpatialRewardConfig:
     ``MIEScoreInputError`` names a path that holds no readable config."""
     from pathlib import Path
 
-    from ..scoring.checkpoint_files import read_config_file
 
     path = Path(source)
     folder = path.parent if path.name == "config.json" else path

@@ -15,7 +15,7 @@ in-process model gets each group's key as its group id, so a group's SC prefix r
 does the same, sec. B.2.3). ``aggregation``: ``None`` keeps the scorer's reward, by default ``(SC/25)^0.8
 (PQ/25)^0.2`` (sec. 3.1 / 5.4); ``"min"`` is the appendix B.2.2 "Bucket Principle" ablation ``sqrt(min(s_if,
 s_con) * min(s_nat, s_art)) / 25``; ``"arithmetic"`` is sec. 5.4's third variant (all through
-:func:`~modeling_miescore.spatialreward_aggregation.spatial_reward`). A sample whose answer cannot be parsed or
+:func:`~modeling_miescore.hub.spatialreward_aggregation.spatial_reward`). A sample whose answer cannot be parsed or
 whose requests failed is a failed sample (``"sc:parse_failed"``, ``"pq:api_error:http"``), never the scorer's
 ``failure_reward``. When every sample of a call failed because the endpoint could not be reached, did not answer
 in time, or refused every request with an HTTP 4xx no retry changes (an unserved model name, too many images, a
@@ -47,12 +47,17 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
 
-from ..configuration_miescore import SCORE_NAMES
-from ..miescore_overall import overall_score
+from ..hub.configuration_miescore import SCORE_NAMES
+from ..hub.miescore_overall import overall_score
 from ..serving.reward_client import RewardClient, RewardServerError, ScoringFailure
-from ..spatialreward_aggregation import SCORE_RANGE, spatial_reward
+from ..hub.spatialreward_aggregation import SCORE_RANGE, spatial_reward
 from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
                      result_components, reward_range_of, score_isolating)
+from ..scoring.loading import load_scorer, load_spatialreward
+from ..judges.spatialreward_api import SpatialRewardAPI
+from ..utils.credentials import redact
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import load_image
 
 __all__ = ["MIEScoreReward", "parse_score_weights", "miescore_value", "SpatialRewardReward", "parse_aggregation",
            "spatialreward_value", "SPATIALREWARD_COMPONENTS", "ServedReward", "SERVED_RETRY_STATUSES",
@@ -115,7 +120,7 @@ def miescore_value(result: dict, weights: Optional[tuple], scale: float = 0.01,
 
 
 class MIEScoreReward:
-    """A loaded :class:`~modeling_miescore.modeling_miescore.MIEScoreModel` as an
+    """A loaded :class:`~modeling_miescore.hub.modeling_miescore.MIEScoreModel` as an
     :class:`~.groups.EditorReward`.
 
     Args:
@@ -167,8 +172,6 @@ class MIEScoreReward:
 def build_miescore_reward(argument: str, device=None, dtype=None, **options) -> MIEScoreReward:
     """``miescore:CKPT`` -> the checkpoint loaded with :func:`~modeling_miescore.scoring.loading.load_scorer`
     (``device`` / ``dtype`` default ``"auto"``)."""
-    from ..scoring.loading import load_scorer
-
     model = load_scorer(argument, device=device or "auto", dtype=dtype or "auto")
     return MIEScoreReward(model, name=f"miescore:{argument}", **options)
 
@@ -282,8 +285,6 @@ class SpatialRewardReward:
 def build_spatialreward_reward(argument: str, device=None, dtype=None, **options) -> SpatialRewardReward:
     """``spatialreward:CKPT`` -> the checkpoint loaded with
     :func:`~modeling_miescore.scoring.loading.load_spatialreward`."""
-    from ..scoring.loading import load_spatialreward
-
     model = load_spatialreward(argument, device=device or "auto", dtype=dtype or "auto")
     return SpatialRewardReward(model, name=f"spatialreward:{argument}", **options)
 
@@ -302,9 +303,6 @@ def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggre
         raise ValueError(f"spatialreward-api:{argument} must be spatialreward-api:MODEL@URL, e.g. "
                          "spatialreward-api:SpatialReward/SpatialReward-8B@http://127.0.0.1:8000/v1")
     model, url = match.groups()
-    from ..judges.spatialreward_api import SpatialRewardAPI
-    from ..utils.credentials import redact
-
     scorer = SpatialRewardAPI(url, model=model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
                               max_concurrency=max_concurrency, config=config)
     return SpatialRewardReward(scorer, aggregation=aggregation, batch_size=batch_size,
@@ -318,8 +316,6 @@ SERVED_RETRY_STATUSES = frozenset({429, 500, 502, 503})
 
 def _readable(image):
     """The edit as an RGB image to send (tensors as they are), or None when it cannot be read."""
-    from ..image_io import MIEScoreInputError, load_image
-
     if hasattr(image, "detach"):
         return image
     try:
@@ -347,7 +343,6 @@ class ServedReward:
                  **client_options):
         import os
 
-        from ..utils.credentials import redact
 
         api_key = None
         if api_key_env:

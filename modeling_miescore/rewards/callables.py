@@ -33,10 +33,10 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ..image_io import MIEScoreInputError
-from ..processing_miescore import as_edit_sample
+from ..hub.errors import MIEScoreInputError
+from ..hub.processing_miescore import as_edit_sample
 from ..serving.reward_client import RewardClient, RewardServerError, as_image_list
-from ..spatialreward_judgement import SpatialRewardResult
+from ..hub.spatialreward_judgement import SpatialRewardResult
 
 __all__ = ["SpatialRewardFunction", "make_reward_fn"]
 

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from ..utils.numbers import real_finite
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import ImageLoadError
+from ..utils.credentials import redact
 
 __all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError", "group_key", "checked_rewards",
            "checked_scores", "checked_value", "flat_samples", "regroup", "reward_range_of", "score_isolating",
@@ -34,8 +37,6 @@ class RewardUnavailableError(RuntimeError):
     instead of training on missing rewards."""
 
     def __init__(self, reward: str, message: str):
-        from ..utils.credentials import redact
-
         reward, message = redact(reward), redact(message)  # a URL's password or ?api_key= is never shown
         super().__init__(f"reward {reward!r} is unavailable: {message}")
         self.reward = reward
@@ -214,8 +215,6 @@ def score_isolating(score: Callable[[List[Any], List[Any]], List[Any]], samples:
     """``score(samples, keys)`` -> ``[(result, None)]``; when it raises ``MIEScoreInputError`` (an image that
     cannot be read, an empty instruction), each sample is scored alone and the unusable ones come back as
     ``(None, "unreadable_image" | "invalid_input")``."""
-    from ..image_io import ImageLoadError, MIEScoreInputError
-
     def reason(error: Exception) -> str:
         return "unreadable_image" if isinstance(error, ImageLoadError) else "invalid_input"
 

@@ -33,12 +33,13 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from ..utils.import_spec import import_callable
-from ..utils.lazy_registry import import_attribute
+from ..utils.import_spec import import_attribute, import_callable
 from .groups import EditGroup, GroupScores, checked_rewards, flat_samples, regroup, reward_range_of
+from ..utils.suggestions import closest_name
 
 __all__ = ["REWARD_KINDS", "RewardKind", "build_reward", "CallableReward", "parse_reward_terms", "CONTEXT_OPTIONS",
-           "RUNTIME_REWARD_OPTIONS", "reward_identity", "reward_model_folders", "reward_spec_problem"]
+           "RUNTIME_REWARD_OPTIONS", "REMOTE_KINDS", "reward_identity", "reward_kinds", "reward_model_folders",
+           "reward_spec_problem"]
 
 CONTEXT_OPTIONS = ("device", "dtype")  # where a reward model runs; kinds that load none ignore them
 # options that change where or how fast a reward is computed, not its values: not part of a run's identity
@@ -47,6 +48,8 @@ RUNTIME_REWARD_OPTIONS = ("device", "api_key_env", "timeout", "max_retries", "ma
 # kinds whose argument says where the reward is served (the rest of it, if any, says what is served)
 _SERVED_AT = {"serve": lambda argument: "(replicas)",
               "spatialreward-api": lambda argument: re.sub(r"@https?://.*$", "@(endpoint)", argument)}
+# kinds computed by another process or machine (a call to them waits on the network, not on this process)
+REMOTE_KINDS = frozenset(_SERVED_AT)
 
 
 class CallableReward:
@@ -149,7 +152,6 @@ def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
     close to a kind's name is reported with that kind."""
     import importlib.util
 
-    from ..utils.suggestions import closest_name
 
     if "." in kind or not kind.isidentifier() and "-" not in kind:
         return  # a dotted module path: a callable (import_callable reports it if it is not there)
@@ -226,6 +228,12 @@ def reward_identity(spec):
     return parts[0].removeprefix("1*") if len(parts) == 1 else " + ".join(parts)
 
 
+def reward_kinds(spec) -> List[str]:
+    """The kind of each term of a spec (``["serve", "callable"]``); ``ValueError`` for a spec that cannot be
+    parsed."""
+    return [_kind_of(single)[0] for _, single, _ in parse_reward_terms(spec)]
+
+
 def reward_model_folders(spec) -> Dict[str, str]:
     """``{label: folder}`` of the local checkpoints an in-process reward loads (``miescore:CKPT``,
     ``spatialreward:CKPT``), for the output-folder checks; nothing for a spec that cannot be parsed."""
@@ -290,7 +298,7 @@ def build_reward(spec, **options):
         raise ValueError(f"reward option {', '.join(unknown)} is taken by no reward of {spec!r}; "
                          + "; ".join(f"{k} takes {', '.join(REWARD_KINDS[k].options) or 'none'}"
                                      for k in dict.fromkeys(kind for kind, _ in kinds)))
-    from .backends import WeightedSumReward
+    from .backends import WeightedSumReward  # deferred: loads httpcore, httpx, pydantic, torch, transfo
 
     rewards = []
     try:

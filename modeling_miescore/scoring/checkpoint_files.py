@@ -33,7 +33,8 @@ import json
 import os
 from pathlib import Path
 
-from ..image_io import MIEScoreInputError, regular_file_problem
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import regular_file_problem
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")

@@ -25,8 +25,9 @@ from typing import Callable, Iterator
 
 from tqdm.auto import tqdm
 
-from ..image_io import MIEScoreInputError, regular_file_problem
-from ..processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, as_edit_sample
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import regular_file_problem
+from ..hub.processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, as_edit_sample
 from ..utils.atomic_files import atomic_write, write_text_atomic
 from ..utils.numbers import model_fault
 from ..utils.output_lock import exclusive_output, lock_path_for

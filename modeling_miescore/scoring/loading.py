@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..backbone_families import is_vlm_model_type
+from ..hub.backbone_families import is_vlm_model_type
 from .checkpoint_files import ModelLoadError, check_config_values, check_processor, explain_load_failure, \
     read_config_file, validate_checkpoint_folder
 
@@ -132,7 +132,7 @@ def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: st
             f"model '{model}' is not a MIEScore checkpoint (its config has model_type={model_type!r}, "
             f"expected 'miescore').{hint}"
         )
-    from ..modeling_miescore import MIEScoreModel
+    from ..hub.modeling_miescore import MIEScoreModel  # deferred: loads torch, transformers
 
     return _load_checked(MIEScoreModel, "MIEScore", model, device, dtype, token, config)
 
@@ -156,6 +156,6 @@ def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto", to
             f"model '{model}' is not a SpatialReward checkpoint (its config has model_type={model_type!r}, "
             f"expected one of {SPATIALREWARD_MODEL_TYPES}).{hint}"
         )
-    from ..modeling_spatialreward import SpatialRewardModel
+    from ..hub.modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
 
     return _load_checked(SpatialRewardModel, "SpatialReward", model, device, dtype, token, config)

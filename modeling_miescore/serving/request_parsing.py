@@ -1,9 +1,13 @@
-"""Score requests -> decoded samples: the JSON bodies of ``/v1/score`` and ``/v1/score_groups`` validated by
-pydantic models, multipart uploads to ``/v1/score``, base64 and image decoding, and this server's limits.
+"""Score requests -> decoded samples at bounded cost, and the one error type the server answers with.
 
-Every problem becomes a :class:`~.errors.RequestError` naming the field (``"sources[1]"``,
-``"groups[0].edited[2]"``, ``"body"``): 413 ``too_large`` for a limit, 415 for a media type, 422 for
-malformed content (``malformed_json``, ``bad_base64``, ``corrupt_image``, ``invalid_request``).
+The JSON bodies of ``/v1/score`` and ``/v1/score_groups`` are validated by pydantic models; multipart uploads to
+``/v1/score`` are read into the same form. An image is first opened lazily (:class:`UploadedImage`: format and
+size from the header, the per-image limits checked), then the request's pixel budgets are checked from the headers
+before anything is decoded (:func:`check_pixel_budgets`), then ``image_io.decode_image`` decodes it, reduced
+towards the model's ``max_pixels`` while decoding so the model's own resize does the final step.
+
+Every problem is a :class:`RequestError` naming the field (``"sources[1]"``, ``"groups[0].edited[2]"``,
+``"body"``): 413 ``too_large`` for a limit, 415 for a media type, 422 for malformed content.
 """
 
 from __future__ import annotations
@@ -13,19 +17,126 @@ import base64
 import binascii
 import dataclasses
 import hashlib
+import io
+import warnings
 from concurrent.futures import Executor
-from typing import Annotated, Any
+from typing import Annotated, Any, Iterable
 
+from PIL import Image, UnidentifiedImageError
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, ValidationError,
                       ValidationInfo)
 from pydantic_core import PydanticCustomError
 
-from ..processing_miescore import EditSample, control_token_problem
-from .errors import RequestError
-from .image_decoding import UploadedImage, check_pixel_budgets
+from ..hub.image_io import ALLOWED_IMAGE_FORMATS, MAX_ASPECT_RATIO, ImageLoadError, decode_image
+from ..hub.processing_miescore import EditSample, control_token_problem
 from .settings import ServerSettings
 
-__all__ = ["ParsedSample", "ScoreBody", "ScoreGroupsBody", "parse_json_body", "parse_form", "parse_score_request"]
+STATUS_CLIENT_CLOSED = 499  # nginx's "client closed request": recorded, never sent (nobody is listening)
+
+
+class RequestError(Exception):
+    """An error answered to the client as ``{"error": {"field", "message", "kind"}}`` with ``status``.
+
+    ``kind`` is one of :data:`~modeling_miescore.serving.monitoring.FAILURE_KINDS`; ``field`` names the
+    offending part of the request (``"sources[1]"``, ``"groups[0].edited[2]"``, ``"body"``, a header) or is None.
+    """
+
+    def __init__(self, status: int, kind: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.kind, self.message, self.field = status, kind, message, field
+        self.headers = headers or {}
+
+    def payload(self) -> dict:
+        return {"error": {"field": self.field, "message": self.message, "kind": self.kind}}
+
+
+_OPEN_ERRORS = (OSError, ValueError, SyntaxError, EOFError)  # what Pillow's decoders raise on bad data
+
+
+class UploadedImage:
+    """One uploaded image file whose header has been read; :meth:`decode` decodes it (once).
+
+    Raises :class:`RequestError` naming ``field``: 422 ``corrupt_image`` for unreadable data, 413
+    ``too_large`` above ``max_pixels``, 422 ``invalid_request`` for a zero size or an aspect ratio the model
+    cannot take.
+    """
+
+    def __init__(self, data: bytes, field: str, max_pixels: int):
+        self.field = field
+        if not data:
+            raise RequestError(422, "corrupt_image", "empty image data", field)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit below decides
+                self._image: Image.Image | None = Image.open(io.BytesIO(data), formats=ALLOWED_IMAGE_FORMATS)
+        except Image.DecompressionBombError as err:
+            raise RequestError(413, "too_large", f"image is too large to decode safely ({err}); downscale it",
+                               field) from None
+        except UnidentifiedImageError:
+            raise RequestError(422, "corrupt_image", "not a readable image (corrupt data or an unsupported format; "
+                               f"send one of {', '.join(ALLOWED_IMAGE_FORMATS)})", field) from None
+        except _OPEN_ERRORS as err:
+            raise RequestError(422, "corrupt_image", f"image data is corrupt ({err})", field) from None
+        self.width, self.height = self._image.size
+        self._decoded: Image.Image | None = None
+        self._check_shape(max_pixels)
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+    def _check_shape(self, max_pixels: int) -> None:
+        width, height = self.width, self.height
+        if width * height > max_pixels:
+            raise RequestError(413, "too_large", f"image is {width}x{height} = {width * height} pixels, above the "
+                               f"server limit of {max_pixels}; downscale it", self.field)
+        if width == 0 or height == 0:
+            raise RequestError(422, "corrupt_image", f"image has zero size ({width}x{height})", self.field)
+        if max(width, height) / min(width, height) > MAX_ASPECT_RATIO:
+            raise RequestError(422, "invalid_request", f"image is {width}x{height}, an aspect ratio of "
+                               f"{max(width, height) / min(width, height):.0f}:1; the model takes at most "
+                               f"{MAX_ASPECT_RATIO}:1 (Qwen-VL's smart_resize); crop or pad it", self.field)
+
+    def decode(self, target_pixels: int | None = None) -> Image.Image:
+        """The upright RGB image, reduced towards ``target_pixels`` when it is at least 4x larger (None: full
+        size; :func:`~modeling_miescore.hub.image_io.decode_image`). Decoded once; the file bytes are released
+        afterwards."""
+        if self._decoded is None:
+            try:
+                self._decoded = decode_image(self._image, "image", target_pixels)
+            except ImageLoadError as err:
+                raise RequestError(422, "corrupt_image", f"image data is corrupt or truncated ({err})",
+                                   self.field) from None
+            finally:
+                self._image = None
+        return self._decoded
+
+
+def check_pixel_budgets(samples: Iterable[list[UploadedImage]], settings: ServerSettings) -> None:
+    """413 unless each sample's images (sources + edited) and the request's distinct images stay within
+    ``max_sample_pixels`` and ``max_request_pixels``, counted from the headers; the error names the image where
+    a budget runs out."""
+    counted: set[int] = set()
+    request_total = 0
+    for images in samples:
+        sample_total = 0
+        for image in images:
+            sample_total += image.pixels
+            if sample_total > settings.max_sample_pixels:
+                raise RequestError(413, "too_large", f"this sample's images add up to {sample_total} pixels with "
+                                   f"this one, above the per-sample budget of {settings.max_sample_pixels}; "
+                                   "downscale them (the model resizes every image to its own pixel budget anyway)",
+                                   image.field)
+            if id(image) not in counted:  # a group's shared sources count once
+                counted.add(id(image))
+                request_total += image.pixels
+                if request_total > settings.max_request_pixels:
+                    raise RequestError(413, "too_large", f"this request's images add up to {request_total} pixels "
+                                       f"with this one, above the per-request budget of "
+                                       f"{settings.max_request_pixels}; split the request or downscale the images",
+                                       image.field)
+
 
 _JSON_CONTENT_TYPES = ("", "application/json", "text/plain", "application/x-www-form-urlencoded")
 
@@ -367,3 +478,7 @@ async def _uploaded_file(value, field: str) -> bytes:
     if not hasattr(value, "read"):
         raise RequestError(422, "invalid_request", f"'{field}' must be an uploaded file, not a text field", field)
     return await value.read()
+
+
+__all__ = ["ParsedSample", "RequestError", "STATUS_CLIENT_CLOSED", "ScoreBody", "ScoreGroupsBody", "UploadedImage",
+           "check_pixel_budgets", "parse_form", "parse_json_body", "parse_score_request"]

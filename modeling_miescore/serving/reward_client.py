@@ -8,51 +8,276 @@
     with RewardClient(["http://gpu-a:8000", "http://gpu-b:8000"]) as client:          # replicas
         client.score_groups([{"sources": [...], "instruction": "...", "edited": [...]}])  # one list per group
 
-For RL loops, :func:`modeling_miescore.rewards.callables.make_reward_fn` wraps a client as a reward callable,
-and the editor-RL reward ``serve:URL[,URL...]`` (:mod:`modeling_miescore.rewards.backends`) uses
-it with ``isolate_failures=True``.
+With several replicas each group goes whole to one replica (its shared prompt prefix then runs once there),
+chosen by rendezvous hashing of the group's key with bounded loads (each replica capped at ``(1 + slack)`` times
+its even share of the edits; Mirrokni, Thorup and Zadimoghaddam, SODA 2018). A replica that is unreachable, too
+slow or still overloaded after the retries is skipped for a while; when none is left, :class:`RewardReplicasDown`
+names each replica's last error.
 
-With several replicas, each group goes whole to one replica (its shared prefix then runs once there), chosen by
-its key with bounded load (:mod:`~modeling_miescore.serving.replica_routing`); the replicas' requests run
-concurrently. A replica that is unreachable, too slow or still overloaded after the retries is skipped for a
-while and its groups go to the next one; when none is left, :class:`RewardReplicasDown` names each replica's
-last error.
-
-Images may be file paths, ``PIL.Image`` objects, numpy arrays (H, W[, C]) or torch tensors ((C, H, W) or
-(H, W, C), floats in [0, 1] or uint8). Paths are sent as their file bytes; everything else is encoded as PNG
-(:mod:`~modeling_miescore.serving.image_encoding`).
-One ``httpx.Client`` per replica is kept open, so connections are reused. 429 and 503 answers are retried after their
-``Retry-After`` (delta-seconds or an HTTP date; bounded by ``max_retry_wait``), and so are connection
-failures (:mod:`modeling_miescore.utils.http_retry`).
-
-Answers are read within the bounds of :mod:`modeling_miescore.utils.http_bounds`, as the judges' are: ``timeout``
-is a total deadline per request attempt (connect, send, headers and body: a replica that trickles its answer a
-byte at a time is stopped there), and at most ``max_answer_bytes`` come off the wire and out of the decompressor
-(a gzip bomb is stopped, never inflated whole). Such a replica, one that answers a redirect (never followed) or
-something that is not JSON is reported as what it is. A result is matched to its edit by the ``group`` / ``index``
-the server labels it with, so a reordered answer is read right and one that does not cover the request is
-refused; a key written twice in an answer is ambiguous (with ``isolate_failures``, the edits it concerns fail).
-URLs are shown without their credentials (:mod:`modeling_miescore.utils.credentials`).
+Images (file paths, bytes, ``PIL.Image``, numpy arrays (H, W[, C]) or torch tensors ((C, H, W) or (H, W, C),
+floats in [0, 1] or uint8)) are sent as base64 of their file bytes, or as lossless PNG. 429 / 503 answers and
+connection failures are retried and answers are read within ``utils.http_bounds`` (a total
+deadline per attempt, at most ``max_answer_bytes`` off the wire and out of the decompressor, no redirect
+followed). Results are matched to edits by their ``group`` / ``index`` labels; URLs are shown without credentials.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
+import json
 import logging
+import math
+import os
 import re
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+import numpy as np
 
 from ..utils import http_bounds
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
-from ..utils.http_retry import RetryPolicy, send_with_retries
-from .image_encoding import EncodeCache, as_image_list, encode_image, source_list
-from .reward_answers import RewardReplicasDown, RewardServerError, ScoringFailure, results_by_label, server_error
-from .replica_routing import ReplicaHealth, assign_groups, preference_order
+from ..utils.http_bounds import RetryPolicy, send_with_retries
 from .settings import ServerSettings
+from ..hub.image_io import load_image
+from ..hub.spatialreward_relaxed_json import loads_noting_duplicates
 
-__all__ = ["RewardClient", "RewardServerError", "RewardReplicasDown", "ScoringFailure", "encode_image",
-           "as_image_list"]
+
+class RewardServerError(RuntimeError):
+    """The server answered with an error (after retries); ``status``, ``field`` and ``kind`` say which."""
+
+    def __init__(self, status: int, message: str, field: str | None = None, kind: str | None = None):
+        where = f" (field {field})" if field else ""
+        super().__init__(f"reward server error {status}{where}: {message}")
+        self.status, self.field, self.kind, self.message = status, field, kind, message
+
+
+class RewardReplicasDown(RewardServerError):
+    """No replica could take a request: each was unreachable, too slow or overloaded after the retries.
+    ``errors`` maps each replica tried to its last :class:`RewardServerError`; ``status`` and ``kind`` are the
+    last one's."""
+
+    def __init__(self, errors: dict):
+        self.errors = dict(errors)
+        last = list(self.errors.values())[-1]
+        if len(self.errors) == 1:
+            message = last.message
+        else:
+            message = (f"no reward replica could score the request ({len(self.errors)} tried): "
+                       + "; ".join(f"{url}: {error.message}" for url, error in self.errors.items()))
+        super().__init__(last.status, message, last.field, last.kind)
+
+
+@dataclass(frozen=True)
+class ScoringFailure:
+    """Stands in a result list (``score_groups(..., isolate_failures=True)``) for one edit the server refused or
+    failed on after the retries: its HTTP ``status``, the server's error ``kind`` and ``message``."""
+
+    status: int
+    kind: str | None
+    message: str
+
+
+def results_by_label(results, batch: list[tuple], where: str) -> list[list[dict]]:
+    """``results`` of a ``/v1/score_groups`` answer arranged per request group, in edit order, by their
+    ``group`` (the group's position in the request) and ``index`` labels; an answer that does not hold exactly
+    one result dict per edit of the request is refused (``bad_response``)."""
+    expected = sum(len(positions) for _, _, positions in batch)
+    problem = None
+    if not isinstance(results, list) or len(results) != expected:
+        problem = f"answered {expected} edits with {len(results) if isinstance(results, list) else 'no'} results"
+    table: dict = {}
+    for result in results if problem is None else ():
+        label = (result.get("group"), result.get("index")) if isinstance(result, dict) else None
+        if label is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in label):
+            problem = "answered a result without integer 'group' and 'index' labels"
+        elif label in table:
+            problem = f"answered group {label[0]} edit {label[1]} twice"
+        else:
+            table[label] = result
+    if problem is None:
+        try:
+            return [[table[(k, e)] for e in range(len(positions))] for k, (_, _, positions) in enumerate(batch)]
+        except KeyError as missing:
+            problem = f"answered no result for group {missing.args[0][0]} edit {missing.args[0][1]}"
+    raise RewardServerError(200, f"{where} {problem}; is it `miescore serve`?", kind="bad_response")
+
+
+def server_error(response, shown=str) -> RewardServerError:
+    """The server's JSON error (``{"error": {"field", "message", "kind"}}``) as an exception; ``shown`` masks
+    what the message may echo (credentials)."""
+    field = kind = None
+    message = response.text[:500]
+    try:
+        error = json.loads(response.content).get("error", {})
+        field, kind, message = error.get("field"), error.get("kind"), error.get("message", message)
+    except (ValueError, AttributeError):
+        pass
+    return RewardServerError(response.status_code, shown(message), field, kind)
+
+
+def _tensor_to_numpy(image) -> np.ndarray:
+    array = image.detach().float().cpu().numpy() if hasattr(image, "detach") else np.asarray(image)
+    if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[2] not in (1, 3, 4):
+        array = np.transpose(array, (1, 2, 0))  # (C, H, W) -> (H, W, C)
+    if np.issubdtype(array.dtype, np.floating):
+        array = np.clip(array, 0.0, 1.0)  # samplers overshoot [0, 1] slightly
+    return array
+
+
+def encode_image(image) -> str:
+    """One image -> base64 of its bytes (a path's file bytes unchanged, anything else as PNG)."""
+    return _encoded_with_pixels(image)[0]
+
+
+def _header_pixels(data: bytes) -> int:
+    """Width x height from an image file's header (0 when Pillow cannot read it: the server will say why)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            return opened.size[0] * opened.size[1]
+    except Exception:  # noqa: BLE001 - any unreadable file: the server answers with the precise error
+        return 0
+
+
+def _encoded_with_pixels(image) -> tuple[str, int]:
+    """``(base64, width x height)`` of one image; the pixel count sizes requests to the server's budget."""
+    if isinstance(image, (str, os.PathLike, bytes, bytearray)):
+        if isinstance(image, (bytes, bytearray)):
+            data = bytes(image)
+        else:
+            from ..hub.image_io import read_image_file
+
+            data = read_image_file(image)  # a regular file of a bounded size (never a FIFO or a device)
+        return base64.b64encode(data).decode("ascii"), _header_pixels(data)
+
+    if hasattr(image, "detach"):  # torch tensor
+        image = _tensor_to_numpy(image)
+    pil = load_image(image)  # RGB, upright; raises ImageLoadError naming the problem
+    buffer = io.BytesIO()
+    pil.save(buffer, format="PNG", compress_level=1)  # lossless; level 1 keeps encoding cheap
+    return base64.b64encode(buffer.getvalue()).decode("ascii"), pil.size[0] * pil.size[1]
+
+
+def as_image_list(images) -> list:
+    """A batch of images as a list: lists/tuples as they are, a 4-D array/tensor split along its first axis."""
+    if isinstance(images, (list, tuple)):
+        return list(images)
+    if hasattr(images, "ndim") and images.ndim == 4:
+        return [images[i] for i in range(images.shape[0])]
+    return [images]
+
+
+def source_list(sources) -> list:
+    """One source image (a path, an image, an array) or a list/tuple of them -> a list."""
+    if isinstance(sources, (list, tuple)):
+        return list(sources)
+    return [sources]
+
+
+class EncodeCache:
+    """Encodes each distinct image object once per call (the G candidates of a prompt share their sources) and
+    remembers each encoding's pixel count (``pixels[encoded]``)."""
+
+    def __init__(self):
+        self._by_id: dict[int, tuple[Any, str]] = {}
+        self.pixels: dict[str, int] = {}
+
+    def __call__(self, image) -> str:
+        key = id(image)
+        hit = self._by_id.get(key)
+        if hit is not None and hit[0] is image:
+            return hit[1]
+        encoded, pixels = _encoded_with_pixels(image)
+        self._by_id[key] = (image, encoded)  # keeps the object alive, so its id is not reused
+        self.pixels[encoded] = pixels
+        return encoded
+
+
+def _weight(key: str, url: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{url}\x1f{key}".encode("utf-8", "surrogatepass")).digest()[:8], "big")
+
+
+def preference_order(key: str, urls: Sequence[str]) -> List[int]:
+    """Replica indices from most to least preferred for ``key`` (depends only on the key and the URLs)."""
+    return sorted(range(len(urls)), key=lambda i: (-_weight(key, urls[i]), i))
+
+
+def assign_groups(keys: Sequence[str], sizes: Sequence[int], candidates: Sequence[Sequence[int]],
+                  urls: Sequence[str], slack: float = 0.1) -> List[int]:
+    """One replica index per group.
+
+    Args:
+        keys: a stable key per group (the editor-RL group key, or a content hash of sources + instruction).
+        sizes: edits per group (the load a group puts on its replica).
+        candidates: per group, the replicas it may go to (the live ones it has not failed on yet); non-empty.
+        urls: every replica's URL (the hashing is over URLs, so indices may change, preferences do not).
+        slack: each replica takes at most ``ceil((1 + slack) * total / replicas)`` edits (never less than the
+            largest group), largest groups placed first; a group that fits nowhere goes to its least-loaded
+            candidate.
+    """
+    if slack < 0:
+        raise ValueError(f"slack must be >= 0, got {slack}")
+    replicas = sorted({r for allowed in candidates for r in allowed})
+    if not replicas:
+        return []
+    total = sum(int(s) for s in sizes)
+    capacity = max(math.ceil((1.0 + slack) * total / len(replicas)), max(int(s) for s in sizes))
+    load: Dict[int, int] = {r: 0 for r in replicas}
+    chosen: List[Optional[int]] = [None] * len(keys)
+    for g in sorted(range(len(keys)), key=lambda g: (-int(sizes[g]), g)):
+        allowed = set(candidates[g])
+        ranked = [r for r in preference_order(keys[g], urls) if r in allowed]
+        fitting = [r for r in ranked if load[r] + int(sizes[g]) <= capacity]
+        pick = fitting[0] if fitting else min(ranked, key=lambda r: (load[r], ranked.index(r)))
+        chosen[g] = pick
+        load[pick] += int(sizes[g])
+    return [int(c) for c in chosen]
+
+
+class ReplicaHealth:
+    """Which replicas answered last time. A replica that failed (unreachable, timed out, overloaded after the
+    retries) is skipped for ``cooldown_s`` seconds; when every replica a group may still try is cooling down,
+    they are tried anyway (each call has its own retries, and a blip must not stop a run for ``cooldown_s``).
+    Thread-safe."""
+
+    def __init__(self, urls: Sequence[str], cooldown_s: float = 30.0):
+        self.urls = list(urls)
+        self.cooldown_s = float(cooldown_s)
+        self._down_until = [0.0] * len(self.urls)
+        self._last_error: List[Optional[str]] = [None] * len(self.urls)
+        self._lock = threading.Lock()
+
+    def candidates(self, exclude: Set[int]) -> List[int]:
+        """The replicas not in ``exclude``: the live ones, or every one when none is live."""
+        now = time.monotonic()
+        with self._lock:
+            allowed = [i for i in range(len(self.urls)) if i not in exclude]
+            live = [i for i in allowed if self._down_until[i] <= now]
+        return live or allowed
+
+    def mark_down(self, index: int, reason: str) -> None:
+        with self._lock:
+            self._down_until[index] = time.monotonic() + self.cooldown_s
+            self._last_error[index] = reason
+
+    def mark_up(self, index: int) -> None:
+        with self._lock:
+            self._down_until[index] = 0.0
+            self._last_error[index] = None
+
+    def describe(self) -> Dict[str, str]:
+        """``{url: "up" | "down: <last error>"}``."""
+        now = time.monotonic()
+        with self._lock:
+            return {url: ("up" if self._down_until[i] <= now else f"down: {self._last_error[i]}")
+                    for i, url in enumerate(self.urls)}
+
 
 logger = logging.getLogger(__name__)
 
@@ -225,8 +450,6 @@ class RewardClient:
 
     def _json(self, response, replica: int, path: str):
         """The answer's JSON and the keys repeated in its objects (``{id(object): {key: values}}``)."""
-        from ..spatialreward_relaxed_json import loads_noting_duplicates
-
         try:
             return loads_noting_duplicates(response.content)
         except (ValueError, UnicodeDecodeError) as err:
@@ -478,3 +701,6 @@ class RewardClient:
             self._send(replica, piece, out, True)
 
 
+__all__ = ["EncodeCache", "ReplicaHealth", "RewardClient", "RewardReplicasDown", "RewardServerError",
+           "ScoringFailure", "as_image_list", "assign_groups", "encode_image", "preference_order",
+           "results_by_label", "server_error", "source_list"]

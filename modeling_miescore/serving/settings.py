@@ -1,27 +1,15 @@
 """The reward server's limits, timeouts and batching knobs (one :class:`ServerSettings` per server).
 
-Memory of the worst accepted request, with the defaults (``max_request_bytes`` 64 MiB, ``max_image_pixels``
-40 Mpx, ``max_request_pixels`` 128 Mpx), stays well under 2 GB:
+With the defaults (``max_request_bytes`` 64 MiB, ``max_image_pixels`` 40 Mpx, ``max_request_pixels`` 128 Mpx) the
+worst accepted request stays near 1.1 GB (1.4 GB without a model ``max_pixels``): the body and its decoded files
+under 256 MB; one image decoding at most 9 bytes/pixel reduced towards ``max_pixels`` (16 at full size); the kept
+RGB images at most 4 B x 128 Mpx = 512 MB. Measured with ``tests/fake_reward_server.py``: 406 MB peak RSS with a
+1 Mpx target, 803 MB at full size. ``decode_workers`` bounds how many requests decode at once; the pixel budgets
+are checked from the image headers before anything is decoded.
 
-- body: at most 64 MiB of JSON, held as bytes, as the parsed base64 strings and as the decoded image files
-  (3/4 of the text): under 256 MB together;
-- decoding one image: Pillow holds it in its own mode (at most 4 bytes/pixel) plus the copies made on the way
-  to RGB. Reduced towards the model's ``max_pixels`` (every real backend has one) that is at most 9 bytes/pixel
-  (palette -> RGBA -> premultiplied RGBa), 360 MB for 40 Mpx; decoded at full size (a backend without
-  ``max_pixels``) alpha over white takes up to 16 bytes/pixel, 640 MB. One image at a time per decode worker;
-- the decoded images kept until the request is answered: RGB is 4 bytes/pixel in Pillow and no image keeps
-  more pixels than its header says, so at most 4 B x 128 Mpx = 512 MB.
-
-That is about 1.1 GB per request (1.4 GB without ``max_pixels``). Measured with ``tests/fake_reward_server.py``:
-a 40 Mpx transparent palette PNG and 22 images of 4 Mpx in one group (128 Mpx) raised the server's peak RSS by
-406 MB with a 1 Mpx target and by 803 MB at full size. ``decode_workers`` bounds how many requests decode at
-the same time. The pixel budgets are checked from the image headers before anything is decoded.
-
-Each setting is declared once, below: type, default, bounds and description. ``miescore serve`` builds one option
-per field from it (``--max-batch``; ``request_timeout_s`` -> ``--request-timeout``) and reads the environment
-variable ``MIESCORE_SERVE_<OPTION>`` (``MIESCORE_SERVE_MAX_BATCH=32``) for an option not given; constructing
-``ServerSettings(...)`` in Python checks the same bounds and never reads the environment
-(:mod:`modeling_miescore.utils.declared_settings`, which also says why pydantic). A new setting is one field here.
+Each setting is declared once, below (:mod:`modeling_miescore.utils.declared_settings`): ``miescore serve`` builds
+one option per field (``request_timeout_s`` -> ``--request-timeout``) and reads ``MIESCORE_SERVE_<OPTION>`` for an
+option not given; ``ServerSettings(...)`` in Python checks the same bounds and never reads the environment.
 """
 
 from __future__ import annotations
@@ -30,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from ..processing_miescore import MAX_INSTRUCTION_CHARS
+from ..hub.processing_miescore import MAX_INSTRUCTION_CHARS
 from ..utils.declared_settings import DeclaredSettings
 
 __all__ = ["ServerSettings"]
@@ -49,7 +37,7 @@ class ServerSettings(DeclaredSettings):
 
     max_batch: int = Field(16, gt=0, description="samples per model call")
     # and then, for requests that arrived by then but are still being decoded, up to about one model call more
-    # (batch_scheduler.DECODE_GRACE_S)
+    # (reward_service.DECODE_GRACE_S)
     max_wait_ms: float = Field(20.0, ge=0, description="longest a sample waits for others to fill its batch")
     max_queue: int = Field(256, gt=0, description="samples waiting for a model call before new requests get 429")
     decode_workers: int = Field(2, gt=0, description="threads that parse and decode requests while the model "
@@ -80,7 +68,7 @@ class ServerSettings(DeclaredSettings):
                                     "closed")
     keep_alive_timeout_s: float = Field(5.0, gt=0,
                                         description="seconds an idle connection stays open between requests")
-    # also kept below the process's file limit (connection_guard)
+    # also kept below the process's file limit (app.connection_limits)
     max_connections: int = Field(1000, gt=0, description="open connections; new ones beyond it get 503 and are "
                                  "closed. The open-file limit is raised to fit it where allowed, otherwise the "
                                  "cap is lowered to fit the limit")

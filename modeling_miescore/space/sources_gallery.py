@@ -1,19 +1,10 @@
 """The Space's source-images gallery: ``gr.Gallery`` that also takes the shapes API callers naturally send.
 
-Gradio checks a gallery payload against ``GalleryData`` (a list of ``{"image": FileData, "caption": str|None}``)
-before any handler runs, so a bare list of ``gradio_client.handle_file(...)`` failed with Gradio's generic
-"upstream Gradio app has raised an exception". :func:`sources_gallery` makes a gallery that accepts, besides
-that form,
-
-- a list of files: ``[handle_file("a.png"), handle_file("b.png")]``,
-- a list of ``[file, caption]`` pairs (the gallery value of older Gradio versions),
-- one file on its own,
-
-and answers anything else with a ``gr.Error`` that names the expected shape. Plain strings are refused: only
-files uploaded through ``handle_file`` pass Gradio's upload-folder check, so a string path would let a caller
-point the Space at files on the server.
-
-This is the only module of ``modeling_miescore.space`` that imports gradio.
+Gradio checks a gallery payload against ``GalleryData`` before any handler runs, so a bare list of
+``gradio_client.handle_file(...)`` failed with a generic error. :func:`sources_gallery` also accepts a list of files,
+a list of ``[file, caption]`` pairs (older Gradio) and one file on its own, and answers anything else with a
+``gr.Error`` naming the expected shape. Plain strings are refused: only files uploaded through ``handle_file`` pass
+Gradio's upload-folder check. The only module of ``modeling_miescore.space`` that imports gradio.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Assemble a ready-to-push Hugging Face Space folder from this checkout (``miescore space build``).
 
 Two kinds: ``scorer`` (the Gradio Space of ``spaces/miescore``) and ``metric`` (the ``evaluate`` metric Space of
-``spaces/miescore_metric``). The folder gets the Space's files as they are in the checkout, plus
-
-- ``README.md``: the checkout's README with its front matter completed through ``huggingface_hub.SpaceCard``:
-  ``sdk_version`` (the installed gradio), ``suggested_hardware`` and, for the scorer, ``models`` (the model
-  repos, which the Hub links to the Space);
-- ``requirements.txt``: the checkout's list with the ``miescore[...]`` line pinned to this version, or pointing
-  at a wheel of this checkout copied into the folder (``wheel=True``);
-- ``space_models.json`` (scorer): the model repos the app serves when the Space sets no variables;
-- the metric script (metric) named after the folder, which must be the Space's name: ``evaluate.load("ORG/NAME")``
-  reads ``NAME.py`` from the Space, as ``evaluate.load(folder)`` reads ``folder/<folder name>.py``.
-
-Front matter keys and hardware flavours: https://huggingface.co/docs/hub/spaces-config-reference (the
-flavours are also ``huggingface_hub.SpaceHardware``). The folder is written next to ``out`` and renamed into
+``spaces/miescore_metric``). The folder gets the Space's files as they are, plus ``README.md`` with its front
+matter completed through ``huggingface_hub.SpaceCard`` (``sdk_version``, ``suggested_hardware``, the scorer's
+``models``), ``requirements.txt`` with the ``miescore[...]`` line pinned to this version or to a wheel of this
+checkout (``wheel=True``), ``space_models.json`` (scorer) and the metric script named after the folder, which must
+be the Space's name (``evaluate.load("ORG/NAME")`` reads ``NAME.py``). Front matter keys and hardware flavours:
+https://huggingface.co/docs/hub/spaces-config-reference. The folder is written beside ``out`` and renamed into
 place, so an interrupted build leaves nothing half-written.
 """
 
@@ -28,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import OutputPathError, check_folder_apart, ensure_folder, real_path
-from .space_models import SPACE_MODELS_FILE, space_models_text
+from .models import SPACE_MODELS_FILE, space_models_text
 
 KINDS = {"scorer": "miescore", "metric": "miescore_metric"}  # kind -> folder under spaces/
 PLACEHOLDER_MODELS = {"model": "your-org/miescore-8b", "spatialreward_model": "your-org/spatialreward-8b"}

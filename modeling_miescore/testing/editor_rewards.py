@@ -14,7 +14,7 @@ import numpy as np
 __all__ = ["mean_redness", "nan_reward", "wrong_length_reward", "failing_reward", "half_nan_reward", "text_reward",
            "bool_reward", "huge_reward", "out_of_range_reward", "constant_reward", "exiting_reward",
            "os_exit_reward", "interrupting_reward", "failing_then_busy_reward", "failing_on_rank_1_reward",
-           "value_error_reward", "disk_full_on_rank_1_reward"]
+           "value_error_reward", "disk_full_on_rank_1_reward", "low_redness", "fidelity_to_source", "red_share"]
 
 
 def _pause() -> None:
@@ -145,3 +145,42 @@ def disk_full_on_rank_1_reward(images, instructions, sources) -> list:
 
         safetensors.torch.save_file = full
     return mean_redness(images, instructions, sources)
+
+
+# Gold rewards for the hacking-alarm tests (``eval_rewards``): the redness proxy is the training reward.
+
+
+def low_redness(images, instructions, sources) -> list:
+    """Minus :func:`redness`: a gold that prefers exactly the opposite of the proxy (the alarm is certain)."""
+    return [-redness(image) for image in images]
+
+
+low_redness.reward_range = (-1.0, 1.0)
+
+
+def fidelity_to_source(images, instructions, sources) -> list:
+    """Minus the mean absolute pixel difference (on [0, 1]) between the edit and its first source resized to the
+    edit's size: an edit reward's "keep what the instruction does not touch", which repainting everything red
+    breaks."""
+    out = []
+    for image, group in zip(images, sources):
+        edit = np.asarray(image.convert("RGB"), dtype=np.float64) / 255.0
+        source = np.asarray(group[0].convert("RGB").resize(image.size), dtype=np.float64) / 255.0
+        out.append(-float(np.abs(edit - source).mean()))
+    return out
+
+
+fidelity_to_source.reward_range = (-1.0, 0.0)
+
+
+def red_share(images, instructions, sources) -> list:
+    """The red channel's share of the light, R / (R + G + B) on average: another measure of redness (a gold that
+    agrees with the proxy; the control of the alarm tests)."""
+    out = []
+    for image in images:
+        rgb = np.asarray(image.convert("RGB"), dtype=np.float64) + 1.0
+        out.append(float((rgb[..., 0] / rgb.sum(axis=-1)).mean()))
+    return out
+
+
+red_share.reward_range = (0.0, 1.0)

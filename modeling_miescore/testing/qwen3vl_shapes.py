@@ -90,7 +90,7 @@ def build_shaped_miescore(path, shape: str, text_layers: int = 1, vision_layers:
     import torch
     from transformers import Qwen3VLModel
 
-    from ..modeling_miescore import MIEScoreModel
+    from ..hub.modeling_miescore import MIEScoreModel  # deferred: loads torch, transformers
 
     processor = processor if processor is not None else build_processor(vocab, cache_dir)
     vocab_size = QWEN3_VL_VOCAB_SIZE if vocab == "qwen" else None

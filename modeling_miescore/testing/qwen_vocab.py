@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..control_tokens import QWEN_CONTROL_TOKENS, QWEN_FIRST_ADDED_ID, QWEN_SPECIAL_TOKENS
+from ..hub.control_tokens import QWEN_CONTROL_TOKENS, QWEN_FIRST_ADDED_ID, QWEN_SPECIAL_TOKENS
 from .tiny_models import build_tiny_processor, qwen3_vl_chat_template, write_qwen3vl_checkpoint
 
 # Qwen/Qwen3-VL-8B-Instruct config.json: the embedding has more rows than tokens (padded to a multiple of 128).

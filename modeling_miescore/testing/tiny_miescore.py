@@ -27,7 +27,7 @@ def build_tiny_miescore(path, seed: int = 0, head_hidden_size: int = 32, vocab: 
     """
     import torch
 
-    from ..modeling_miescore import MIEScoreModel
+    from ..hub.modeling_miescore import MIEScoreModel  # deferred: loads torch, transformers
 
     path = Path(path)
     config_kwargs = {**TINY_SCORER_DEFAULTS.get(backbone, {}), **config_kwargs}

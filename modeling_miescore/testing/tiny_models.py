@@ -12,8 +12,8 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..control_tokens import QWEN_SPECIAL_TOKENS
-from ..skill_miescore import DEFAULT_SKILL
+from ..hub.control_tokens import QWEN_SPECIAL_TOKENS
+from ..hub.skill_miescore import DEFAULT_SKILL
 
 SPECIAL_TOKENS = list(QWEN_SPECIAL_TOKENS)
 QWEN_VL_NAMED_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
@@ -200,7 +200,7 @@ def sharpen_language_model(model, seed: int = 0, std: float = 0.1):
     """
     import torch
 
-    from ..utils.random_draws import randn_tensor
+    from ..utils.random_draws import randn_tensor  # deferred: loads torch
 
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():

@@ -20,7 +20,7 @@ def sharpen(model, std: float = 0.2, seed: int = 0) -> None:
     """
     import torch
 
-    from ..utils.random_draws import randn_tensor
+    from ..utils.random_draws import randn_tensor  # deferred: loads torch
 
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -41,7 +41,7 @@ def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cac
     :class:`SpatialRewardConfig` fields (defaults: ``TINY_DEFAULTS``). Deterministic for a seed; no network.
     Returns ``path``.
     """
-    from ..modeling_spatialreward import SpatialRewardModel
+    from ..hub.modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
 
     path = Path(path)
     settings = {**TINY_DEFAULTS, **config_kwargs}

@@ -1,4 +1,4 @@
-"""What the training recipes hand to the model cards (``modeling_miescore.model_card``) and put beside adapters.
+"""What the training recipes hand to the model cards (``modeling_miescore.hub.model_card``) and put beside adapters.
 
 * :class:`ModelCardArguments`: ``--base_model_id`` / ``--dataset_id``, the Hub repo ids a card names when the run
   read its model or data from local folders (a card's metadata never holds a local path).
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..model_card import BASE_CONFIG_OVERRIDES, hub_repo_id
+from ..hub.model_card import BASE_CONFIG_OVERRIDES, hub_repo_id
 from ..utils.atomic_files import write_text_atomic
 
 __all__ = ["ModelCardArguments", "card_repo_ids", "local_folder", "save_adapter_extras", "training_settings"]

@@ -14,11 +14,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..backbone_families import GENERIC, QWEN_VL, family_of, min_image_budget, qwen_patch_factor
+from ..hub.backbone_families import GENERIC, QWEN_VL, family_of, min_image_budget, qwen_patch_factor
 from ..data.schema import MOS_COLUMNS, MOS_SCALE
-from ..image_io import MIEScoreInputError, resize_to_budget
-from ..miescore_score_heads import score_head_class
-from ..processing_miescore import EditSample, as_edit_sample, build_messages, image_prompt_tokens, prepare_inputs
+from ..hub.errors import MIEScoreInputError
+from ..hub.image_io import resize_to_budget
+from ..hub.miescore_score_heads import score_head_class
+from ..hub.processing_miescore import EditSample, as_edit_sample, build_messages, image_prompt_tokens, prepare_inputs
 
 logger = logging.getLogger(__name__)
 

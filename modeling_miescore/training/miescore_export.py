@@ -13,10 +13,11 @@ from typing import Any, Mapping
 
 import torch
 
-from ..model_card import ModelCardInfo, hub_repo_id, render_model_card
+from ..hub.model_card import ModelCardInfo, hub_repo_id, render_model_card
 from ..utils.atomic_files import write_text_atomic
 from .card_inputs import local_folder, save_adapter_extras
 from .miescore_model import load_base_model
+from ..scoring.loading import read_checkpoint_config
 
 __all__ = ["export_model"]
 
@@ -38,8 +39,7 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
     """
     from peft import PeftModel
 
-    from ..modeling_miescore import MIEScoreModel
-    from ..scoring.loading import read_checkpoint_config
+    from ..hub.modeling_miescore import MIEScoreModel  # deferred: loads transformers
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

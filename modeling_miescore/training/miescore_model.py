@@ -11,8 +11,10 @@ from typing import Sequence
 
 import torch
 
-from ..backbone_families import is_vlm_model_type
-from ..image_io import MIEScoreInputError
+from ..hub.backbone_families import is_vlm_model_type
+from ..hub.errors import MIEScoreInputError
+from ..scoring.loading import read_checkpoint_config
+from ..hub.processing_miescore import load_stock_processor
 
 __all__ = ["BACKBONE_TUNING", "LORA_PROJECTIONS", "apply_lora", "language_model_lora_targets", "language_model_name",
            "load_base_model", "make_lora_config", "set_backbone_tuning"]
@@ -50,9 +52,7 @@ def load_base_model(name_or_path: str, dtype: torch.dtype | str | None = None, a
     ``config_kwargs`` (``max_pixels``, ``min_pixels``, ``head_hidden_size``, ...) override/define config fields.
     The package's own class is used, so ``save_pretrained`` copies the Hub files (``auto_map``) into exports.
     """
-    from ..scoring.loading import read_checkpoint_config
-    from ..processing_miescore import load_stock_processor
-    from ..modeling_miescore import MIEScoreModel
+    from ..hub.modeling_miescore import MIEScoreModel  # deferred: loads transformers
 
     if isinstance(dtype, str):
         dtype = None if dtype == "auto" else getattr(torch, dtype)

@@ -33,7 +33,7 @@ from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from ..data.schema import DIMENSION_ABBREVIATIONS, DIMENSIONS
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 from ..utils.atomic_files import write_bytes_atomic
 from .losses import LossConfig, MIEScoreLoss
 
@@ -48,7 +48,7 @@ LOSS_STATE_NAME = "loss_state.safetensors"
 
 def _correlations(pred: np.ndarray, target: np.ndarray) -> tuple[float, float]:
     """(SRCC, PLCC) from ``evaluation.metrics.correlation.correlations``; NaN when either side is constant."""
-    from ..evaluation.metrics.correlation import correlations
+    from ..evaluation.metrics.correlation import correlations  # deferred: loads scipy
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant predictions early in training: NaN, reported as such

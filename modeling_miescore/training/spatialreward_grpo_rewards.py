@@ -30,8 +30,8 @@ import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..judges.oracle import OracleConfig, OracleJudge, OracleRequest
-from ..spatialreward_parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
-from ..spatialreward_tokens import strip_control_tokens
+from ..hub.spatialreward_parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
+from ..hub.spatialreward_tokens import strip_control_tokens
 
 logger = logging.getLogger(__name__)
 

@@ -12,10 +12,12 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from ..model_card import ModelCardInfo, render_model_card
+from ..hub.model_card import ModelCardInfo, render_model_card
 from ..utils.atomic_files import write_text_atomic
 from .card_inputs import card_repo_ids, local_folder, save_adapter_extras, training_settings
 from ..data.spatialreward_chat_examples import processor_pixel_range, set_pixel_range
+from ..hub.processing_miescore import load_stock_processor
+from ..hub.spatialreward_tokens import add_grounding_tokens, grounding_token_ids
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +76,7 @@ def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "au
     tokens (:func:`add_grounding_tokens`); ``min_pixels``/``max_pixels`` set the processor's resize range (and
     the config's, so inference uses the training resolution). Returns ``(model, processor)``.
     """
-    from ..modeling_spatialreward import SpatialRewardModel
-    from ..processing_miescore import load_stock_processor
-    from ..spatialreward_tokens import add_grounding_tokens
-
+    from ..hub.modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
     kwargs: Dict[str, Any] = {"revision": revision} if revision else {}
     if dtype:
         kwargs["dtype"] = dtype
@@ -101,7 +100,7 @@ def load_model_and_processor(model_name_or_path: str, dtype: Optional[str] = "au
 def resized_vocabulary(model, model_name_or_path: str, revision: Optional[str] = None) -> Optional[int]:
     """The model's embedding rows when they differ from the checkpoint it was loaded from (tokens were added and
     the embeddings grown), else None. Qwen checkpoints over-allocate rows, so added tokens often need none."""
-    from ..configuration_spatialreward import SpatialRewardConfig
+    from ..hub.configuration_spatialreward import SpatialRewardConfig  # deferred: loads transformers
 
     kwargs = {"revision": revision} if revision else {}
     base_rows = SpatialRewardConfig.from_pretrained(model_name_or_path, **kwargs).get_text_config().vocab_size
@@ -111,8 +110,6 @@ def resized_vocabulary(model, model_name_or_path: str, revision: Optional[str] =
 
 def grounding_token_indices(processor) -> List[int]:
     """Ids of the grounding tokens when each is a single token of the tokenizer, else []."""
-    from ..spatialreward_tokens import grounding_token_ids
-
     ids = grounding_token_ids(getattr(processor, "tokenizer", processor))
     return sorted(ids.values()) if ids else []
 
@@ -184,7 +181,7 @@ def write_run_cards(output_dir, card: ModelCardInfo, base_config_overrides: Mapp
                     merged_dir: Optional[str] = None, copy_code: bool = True) -> None:
     """README.md of a run's ``output_dir`` -- a full SpatialReward checkpoint, or a PEFT adapter, which also gets
     ``base_config_overrides.json`` and the model code for its card's recipe -- and of ``merged_dir`` if given."""
-    from ..modeling_spatialreward import SpatialRewardModel
+    from ..hub.modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
 
     output_dir = Path(output_dir)
     adapter = (output_dir / "adapter_config.json").is_file()

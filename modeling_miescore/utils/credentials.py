@@ -1,20 +1,13 @@
 """Credentials that must never be printed: API keys and passwords in URLs.
 
-* :func:`checked_api_key`: an API key read from the environment must be visible ASCII without spaces (what an
-  ``Authorization: Bearer`` header can carry). A key with a trailing newline (``KEY=$(cat file)`` keeps none,
-  but ``read`` into a file does), a space or a non-ASCII character is one clear error naming the variable and
-  the position, before any request (otherwise httpx refuses the header on every attempt, which looked like a
-  retried connection error, with the key in the message).
-* :func:`redacted_url`: ``http://user:secret@host/v1?api_key=K`` -> ``http://user:***@host/v1?api_key=***``, for
-  every URL the package shows (error messages, logs, reprs, usage logs, run records, model cards); the real URL is
-  still what requests go to. Query values whose name says they are a credential (:data:`SECRET_QUERY_NAMES`:
-  ``api_key``, ``key``, ``token``, ``access_token``, ``password``, ``secret``, ``sig`` ...) are masked too.
-* :func:`redact`: any text with every given secret, every URL password and every such query value replaced by
-  ``***`` (also inside specs such as ``spatialreward-api:M@http://user:pw@host/v1``).
-* :func:`redact_library_logs`: the same for the request lines third-party HTTP clients log (httpx prints every
-  request's full URL at INFO level), installed by the entry points with their other log filters.
-* :func:`url_secrets`: the secrets of a URL (its password, its credential query values), so that a client can mask
-  them where a server echoes them.
+* :func:`checked_api_key`: a key read from the environment must be visible ASCII without spaces (what a Bearer
+  header can carry); a trailing newline, a space or a non-ASCII character is one error naming the variable and the
+  position, before any request (httpx would refuse the header on every attempt, with the key in the message).
+* :func:`redacted_url`: ``http://user:secret@host/v1?api_key=K`` -> ``http://user:***@host/v1?api_key=***`` for
+  every URL the package shows; query values named as credentials (:data:`SECRET_QUERY_NAMES`) are masked too.
+* :func:`redact`: any text with every given secret, URL password and such query value replaced by ``***``.
+* :func:`redact_library_logs`: the same for the request lines third-party HTTP clients log (httpx logs full URLs).
+* :func:`url_secrets`: a URL's secrets, so that a client can mask them where a server echoes them.
 """
 
 from __future__ import annotations

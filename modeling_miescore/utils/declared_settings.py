@@ -1,26 +1,19 @@
 """Settings declared once, as pydantic fields, and the command-line options and environment variables built from
 them.
 
-A settings class subclasses :class:`DeclaredSettings` and declares each setting as one pydantic field: its type,
-default, bounds (``gt``, ``ge``, ``le``, ...) and ``description``. From that one declaration:
+A settings class subclasses :class:`DeclaredSettings` and declares each setting as one pydantic field (type,
+default, bounds, ``description``). From that declaration:
 
-- constructing it checks every bound and raises :class:`SettingsError` (a ``ValueError``), one line naming each
-  bad field, its value and what it means: ``ServerSettings.max_batch must be > 0, got 0 (samples per model call)``;
-- :func:`add_setting_options` adds one argparse option per field: ``--max-batch`` for ``max_batch`` (a trailing
-  ``_s``, seconds, is dropped: ``request_timeout_s`` -> ``--request-timeout``), an on-flag for a ``bool``, and for
-  a secret (``json_schema_extra={"secret": True}``) ``--api-key-env VAR``, naming the variable that holds it, so
-  that the secret never appears on a command line other users can read;
-- :func:`settings_from_options` reads them back: the option when given, else the environment variable
-  ``ENV_PREFIX + OPTION`` (``MIESCORE_SERVE_MAX_BATCH``; an empty one counts as unset), else the declared default,
-  and names a bad value by the option or variable it came from.
+- constructing it checks every bound and raises :class:`SettingsError` (a ``ValueError``), one line per bad field:
+  ``ServerSettings.max_batch must be > 0, got 0 (samples per model call)``;
+- :func:`add_setting_options` adds one argparse option per field (``max_batch`` -> ``--max-batch``, a trailing
+  ``_s`` dropped), an on-flag for a ``bool``, and for a secret (``json_schema_extra={"secret": True}``)
+  ``--api-key-env VAR`` naming the variable that holds it, so no secret appears on a command line;
+- :func:`settings_from_options` reads them back: the option, else ``ENV_PREFIX + OPTION`` (empty counts as unset),
+  else the default, and names a bad value by the option or variable it came from.
 
-Why pydantic here and neither pydantic-settings nor ``HfArgumentParser`` (the recipes' route): ``HfArgumentParser``
-reads dataclass fields but knows no bounds and no environment, so every bound would be restated in a
-``__post_init__`` - the repetition this module removes. pydantic-settings' environment source would make
-``ServerSettings()`` in Python (tests, ``serve_in_background``) depend on the caller's environment, and its CLI source
-names options after the fields (``--request-timeout-s``), so keeping today's option names would take an alias per
-field. With pydantic (already the server's request validator) doing the checks, what remains is the environment
-lookup below, a few lines and no new dependency.
+Neither ``HfArgumentParser`` (no bounds, no environment) nor pydantic-settings (``ServerSettings()`` would depend on
+the caller's environment, and its options are named after the fields) fits without restating every field.
 """
 
 from __future__ import annotations

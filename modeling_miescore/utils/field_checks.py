@@ -11,13 +11,11 @@ A field says what it accepts in its type, with :data:`typing.Annotated`; the dat
         train_batch_size: Annotated[Optional[int], Bounds(ge=1)] = None     # None, or an integer >= 1
         dataset: Annotated[str, Required()] = ""                            # a non-empty string
 
-:func:`field_problems` checks every field of an instance against its declared type and constraints and returns
-one phrase per bad value, naming the field, the value and what is allowed (``"per_device_batch_size must be an
-integer >= 1, got 0"``, ``"report_to must be one of none, tensorboard, wandb, got 'tensorbord' (did you mean
-'tensorboard'?)"``). The type alone is a constraint too: an ``int`` field refuses ``1.5``, ``True`` and ``"3"``;
-a ``float`` field refuses NaN, infinities, booleans and strings; a ``bool`` field refuses anything but a bool; an
-``Optional[...]`` field also takes None. Constraints that tie several fields together (a batch made of whole
-groups) belong in the dataclass's own validator, which calls :func:`field_problems` first.
+:func:`field_problems` returns one phrase per bad value, naming the field, the value and what is allowed
+(``"per_device_batch_size must be an integer >= 1, got 0"``, with "did you mean" for a choice). The type alone is a
+constraint too: ``int`` refuses ``1.5``, ``True`` and ``"3"``; ``float`` refuses NaN, infinities, bools and strings;
+``bool`` takes only a bool; ``Optional[...]`` also takes None. Constraints across fields belong in the dataclass's
+own validator, which calls :func:`field_problems` first.
 """
 
 from __future__ import annotations

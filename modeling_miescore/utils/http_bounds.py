@@ -1,38 +1,143 @@
-"""Bounds on one HTTP answer from a server we do not control: a total deadline per request and a byte limit on
-the body, before and after decompression. Used by the OpenAI-compatible chat client
-(:mod:`modeling_miescore.judges.chat_client`), through which every endpoint answer of the package is read.
+"""HTTP calls to servers we do not control (the reward-server client, the OpenAI-compatible chat client): one
+retry policy, a total deadline per request, and a byte limit on each answer.
 
-**Deadline.** httpx's timeouts apply to each network operation: a server that sends one byte a second never
-trips a 3 s read timeout, and a request can last as long as the server likes. :func:`deadline_client` makes an
-``httpx.Client`` whose connection pools open their sockets through :class:`DeadlineBackend`: every connect,
-TLS handshake, read and write of a request made inside :func:`request_deadline` gets at most the time left
-until that deadline (and fails at once, with the ``httpx`` timeout exception of its kind, once it has passed).
-Connecting, sending the request, waiting for the headers and reading the body therefore share one budget, and
-the deadline error is an ``httpx.TimeoutException`` (a ``TransportError``), retried as the retry policy
-(:mod:`modeling_miescore.utils.http_retry`) says for timeouts.
+**Retries** (:func:`send_with_retries`, on ``tenacity``): a request is retried when it raises one of
+``policy.exceptions`` or answers one of ``policy.statuses``; the wait before retry ``k`` is the server's
+``Retry-After`` (delta-seconds or an HTTP date) or ``backoff * 2**k`` with up to 10 % jitter, capped at
+``max_backoff``. The caller gets the last response or exception and the number of attempts.
 
-**Bytes.** :func:`read_bounded_body` reads a streamed response's raw bytes (after transfer decoding, before
-content decoding) and decodes gzip, deflate and (when the ``brotli`` package is installed) br itself, with
-bounded output: at most ``max_bytes`` bytes come off the wire and at most ``max_bytes`` bytes come out of the
-decoders, so a 400 KB gzip bomb is stopped after ``max_bytes`` of output, never inflated whole. A
-``Content-Length`` above the limit is refused before the body is read. Over the limit, :class:`AnswerTooLarge`
-is raised and the connection is closed (the rest of the body is never read).
+**Deadline**: httpx's timeouts apply to each network operation, so a server sending one byte a second never trips
+them. :func:`deadline_client` opens sockets through :class:`DeadlineBackend`, so that every operation of a request
+made inside :func:`request_deadline` gets at most the time left (an ``httpx.TimeoutException``, retried as a
+timeout).
+
+**Bytes**: :func:`read_bounded_body` decodes gzip, deflate and (with ``brotli``) br itself, so at most
+``max_bytes`` come off the wire and out of the decoders (a gzip bomb is never inflated whole); a larger
+``Content-Length`` is refused before reading. Over the limit, :class:`AnswerTooLarge` is raised and the
+connection closed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
+import math
+import random
 import threading
 import time
 import zlib
-from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, List, Optional
 
 import httpcore
 import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, retry_if_result, stop_after_attempt
 
-__all__ = ["AnswerTooLarge", "BadBody", "BoundedResponse", "DeadlineBackend", "accept_encoding", "deadline_client",
-           "read_bounded_body", "request_deadline"]
+
+def retry_after_seconds(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
+    """Seconds to wait from a ``Retry-After`` header value (delta-seconds or HTTP date); None if absent/unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """What to retry and how long to wait.
+
+    Args:
+        max_retries: extra attempts after the first (0 disables retries).
+        backoff: first wait in seconds when the server gives no ``Retry-After``; doubles per attempt.
+        max_backoff: cap on any single wait, a server's ``Retry-After`` included.
+        statuses: HTTP statuses that are retried.
+        exceptions: exception types that are retried (e.g. ``httpx.TransportError``).
+        retryable: an optional further test on a response whose status is in ``statuses`` (False: answer it
+            as it is; e.g. a 500 that names the one sample the model failed on will fail again).
+    """
+
+    max_retries: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    statuses: frozenset = frozenset({408, 409, 429, 500, 502, 503, 504})
+    exceptions: tuple = field(default=())
+    retryable: Optional[Callable[[Any], bool]] = None
+
+    def __post_init__(self):
+        if int(self.max_retries) < 0 or self.backoff < 0 or self.max_backoff < 0:
+            raise ValueError("max_retries, backoff and max_backoff must be >= 0")
+
+    def wait_seconds(self, retry_index: int, response: Any = None) -> float:
+        """The wait before retry ``retry_index`` (0-based) after ``response`` (None after an exception)."""
+        if response is not None:
+            retry_after = retry_after_seconds(response.headers.get("retry-after"))
+            if retry_after is not None:
+                return min(retry_after, self.max_backoff)
+        return min(self.backoff * (2 ** retry_index) * (1.0 + 0.1 * random.random()), self.max_backoff)
+
+
+@dataclass
+class Attempted:
+    """The outcome of :func:`send_with_retries`: the last response, or the last exception, and the attempt count."""
+
+    response: Any = None
+    error: Optional[BaseException] = None
+    attempts: int = 1
+
+
+def send_with_retries(send: Callable[[], Any], policy: RetryPolicy, *,
+                      on_retry: Optional[Callable[[Attempted, float], None]] = None,
+                      sleep: Callable[[float], None] = time.sleep) -> Attempted:
+    """Call ``send()`` (returns an object with ``status_code`` and ``headers``) under ``policy``.
+
+    Exceptions outside ``policy.exceptions`` propagate at once; a retryable exception or status that is still
+    there after the last attempt is returned in :class:`Attempted`, never raised. ``on_retry(outcome, wait)``
+    is called before each wait (for logging).
+    """
+
+    def wait(state: RetryCallState) -> float:
+        outcome = state.outcome
+        response = None if outcome.failed else outcome.result()
+        return policy.wait_seconds(state.attempt_number - 1, response)
+
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is not None:
+            on_retry(_attempted(state), state.next_action.sleep)
+
+    retrying = Retrying(
+        stop=stop_after_attempt(int(policy.max_retries) + 1),
+        wait=wait,
+        retry=retry_if_exception_type(tuple(policy.exceptions))
+        | retry_if_result(lambda response: response.status_code in policy.statuses
+                          and (policy.retryable is None or policy.retryable(response))),
+        retry_error_callback=_attempted,
+        before_sleep=before_sleep,
+        sleep=sleep,
+    )
+    result = retrying(send)
+    if isinstance(result, Attempted):
+        return result
+    return Attempted(response=result, attempts=retrying.statistics.get("attempt_number", 1))
+
+
+def _attempted(state: RetryCallState) -> Attempted:
+    outcome = state.outcome
+    if outcome.failed:
+        return Attempted(error=outcome.exception(), attempts=state.attempt_number)
+    return Attempted(response=outcome.result(), attempts=state.attempt_number)
+
 
 _WRITE_CHUNK = 64 * 1024  # a write is cut into chunks so that each one gets the time that is left
 _state = threading.local()  # the deadline (time.monotonic()) of the request this thread is sending
@@ -107,7 +212,7 @@ def deadline_client(**client_args: Any) -> httpx.Client:
     :func:`request_deadline`.
 
     httpx builds its httpcore connection pools itself and takes no network backend, so the backend of each
-    pool is wrapped after the client is made (``tests/test_endpoint_limits.py`` checks that slow headers and a
+    pool is wrapped after the client is made (``tests/judges/test_endpoint_limits.py`` checks that slow headers and a
     trickling body both stop at the deadline, which fails loudly if a later httpx lays its pools out otherwise).
     """
     client = httpx.Client(**client_args)
@@ -271,3 +376,8 @@ def read_bounded_body(response: httpx.Response, max_bytes: int) -> BoundedRespon
         _time_left(None, httpx.ReadTimeout)  # the deadline also ends a body whose reads all return in time
     decode(b"", final=True)
     return BoundedResponse(response.status_code, response.headers, b"".join(chunks))
+
+
+__all__ = ["AnswerTooLarge", "Attempted", "BadBody", "BoundedResponse", "DeadlineBackend", "RetryPolicy",
+           "accept_encoding", "deadline_client", "read_bounded_body", "request_deadline", "retry_after_seconds",
+           "send_with_retries"]

@@ -1,11 +1,12 @@
-"""Reading numbers from untrusted places (release files, raw CSV cells, metric results)."""
+"""Reading numbers from untrusted places (release files, raw CSV cells, metric results) and writing them JSON-safe."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
-__all__ = ["finite_float", "model_fault", "non_finite_fields", "real_finite"]
+__all__ = ["finite_float", "json_safe", "model_fault", "non_finite_fields", "real_finite"]
 
 
 def finite_float(value: Any) -> float | None:
@@ -59,3 +60,26 @@ def model_fault(result: Any) -> str | None:
     shown = ", ".join(f"{key}={values[key]}" for key in bad[:4])
     return (f"the model gave non-finite scores ({shown}): a fault of the model (NaN or Inf weights?), not of "
             "the input; check it with miescore doctor")
+
+
+def json_safe(value):
+    """Results as JSON-safe plain values (dataclasses, numpy/torch scalars, non-finite floats -> None)."""
+    if hasattr(value, "to_dict") and not isinstance(value, (dict, type)):
+        value = value.to_dict()  # e.g. SpatialRewardResult: its own JSON form
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (bool, int, str)) or value is None:
+        return value
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalar
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            return str(value)
+        return json_safe(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return str(value)

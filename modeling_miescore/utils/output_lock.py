@@ -17,7 +17,7 @@ from typing import Iterator
 
 from filelock import FileLock, Timeout
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 
 __all__ = ["OutputBusyError", "exclusive_output", "lock_path_for"]
 

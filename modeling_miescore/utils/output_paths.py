@@ -1,27 +1,17 @@
 """Where a command may write: the checks every command makes before it writes or replaces a file or a folder.
 
-One rule each, the same in every command (``build-dataset``, ``convert-benchmark``, ``space build``,
-``mer-bench export``, ``score-batch``, ``judge``, ``spatialreward-data``, ``benchmark``, ``analyze-attention``...):
+* **Paths are compared as real paths** (:func:`real_path`: ``~`` expanded, ``..`` and links resolved).
+* **An output folder is apart from every input** (:func:`check_folder_apart`): equal to, inside or containing an
+  input is refused before anything is read, moved or written.
+* **Two roles never share a file** (:func:`check_distinct_files`: ``--input X --output X``, also through a link).
+* **Missing folders above an output are created, and said** (:func:`ensure_folder`): the folder a command is given
+  (``--out DIR``) is made as asked; every other folder made on the way is named in one ``note:`` line on stderr. A
+  file in the way, a folder that cannot be made or a path with a NUL byte is one :class:`OutputPathError`.
+* **A write the machine refuses is one line** (:func:`output_writes`): a full disk, a quota or an I/O error is one
+  :class:`OutputWriteError` naming the output; writers leave nothing half-written (temporary file, then rename).
 
-* **Paths are compared as real paths** (:func:`real_path`: ``~`` expanded, ``..`` and symbolic links resolved),
-  never as written: ``d/raw/../raw`` is ``d/raw``.
-* **An output folder is apart from every input** (:func:`check_folder_apart`): equal to an input, inside an input
-  folder, or containing an input is refused before anything is read, moved or written (a replaced output would
-  take the input with it).
-* **Two roles never share a file** (:func:`check_distinct_files`): ``--cache X --output X``, ``--input X --output
-  X`` and the like are refused, also through a symbolic or hard link.
-* **Missing folders above an output are created, and the command says so** (:func:`ensure_folder`): the output
-  folder a command is given (``--out DIR``) is made as asked; every other folder made on the way (the folder
-  of an ``--output`` file, the parents of ``--out``) is named in one ``note:`` line on stderr, so a mistyped
-  ``/nonexistent/dir/o.jsonl`` is visible at once. A file in the way, a folder that cannot be made
-  (``/proc/self/x``, no permission) or a path with a NUL byte is one :class:`OutputPathError` naming it.
-* **A write the machine refuses is one line, not a traceback** (:func:`output_writes`): a full disk, a quota or an
-  I/O error while an output is written is one :class:`OutputWriteError` naming the output and the reason; the
-  writer leaves nothing half-written (it writes to a temporary file or folder beside the output and renames it
-  when complete).
-
-:class:`OutputPathError` is a :class:`~modeling_miescore.image_io.MIEScoreInputError`: one line and exit status 2
-from the command line. :class:`OutputWriteError` (the machine, not the input) is one line and exit status 1.
+:class:`OutputPathError` is a :class:`~modeling_miescore.hub.image_io.MIEScoreInputError` (exit status 2);
+:class:`OutputWriteError` (the machine, not the input) exits 1.
 """
 
 from __future__ import annotations
@@ -32,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ..image_io import MIEScoreInputError
+from ..hub.errors import MIEScoreInputError
 
 __all__ = ["OutputPathError", "OutputWriteError", "check_distinct_files", "check_folder_apart", "ensure_folder",
            "output_writes", "real_path"]

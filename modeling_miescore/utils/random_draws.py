@@ -1,14 +1,10 @@
 """Random draws with a ``torch.Generator`` that work whatever device the generator and the tensors are on.
 
-A generator belongs to one device. On CUDA, ``torch.randn(shape, generator=g, device="cuda")`` with a CPU ``g``
-raises ("Expected a 'cuda' device type for generator but found 'cpu'", ``ATen/core/Generator.h``); on a CPU-only
-machine nothing shows the mistake. diffusers avoids it with ``diffusers.utils.torch_utils.randn_tensor``: draw on
-the generator's own device, then move the draw to where it is used. :func:`randn_tensor` here has the same
-semantics without importing diffusers (scoring and serving do not depend on it), so a seeded CPU generator gives
-the same numbers on every device — what a reproducible rollout needs.
-
-Every draw in the package that takes a generator goes through this module (``tests/test_device_contract.py``
-runs the package's hot paths with torch's draws made as strict on CPU as CUDA is).
+A generator belongs to one device: on CUDA, ``torch.randn(..., generator=cpu_g, device="cuda")`` raises, and a
+CPU-only machine never shows the mistake. :func:`randn_tensor` draws on the generator's own device and moves the
+draw where it is used (diffusers' ``randn_tensor`` semantics, without importing diffusers), so a seeded CPU
+generator gives the same numbers on every device. Every draw in the package that takes a generator goes through
+here (``tests/test_device_contract.py``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """Text from endpoints, checked before it is stored or trained on.
 
-* **Lone surrogates** (``"\\ud800"`` written as a JSON escape) are not text: UTF-8 cannot encode them, so SQLite,
-  JSON Lines written with ``ensure_ascii=False`` and tokenizers fail on them. The rule, everywhere an endpoint's
-  text enters the package (the chat client's answer, and strings decoded from JSON inside an answer by
-  :mod:`modeling_miescore.spatialreward_relaxed_json`, which defines :func:`valid_text` and :func:`valid_strings`):
-  each lone surrogate is **repaired**, replaced with U+FFFD (what a UTF-8 decoder with ``errors="replace"`` does);
-  the answer is kept and the repair counted (``repaired_text`` in the usage log).
-* **Chat-control tokens** (the one rule of :mod:`modeling_miescore.control_tokens`: every special and added token
-  of the Qwen vocabulary, any ``<|name|>`` token of other vocabularies, the other backbones' image placeholders;
-  SpatialReward's grounding tokens are the format of its SFT rows, so here they are text) and C0 control
-  characters (NUL and the like; tab, newline and carriage return are text) must never reach training data: a
-  tokenizer turns ``<|im_end|>`` inside a label into the real end-of-turn token. Training text that holds one is
-  **refused** (:func:`training_text_problem`), never silently stripped: the SFT rows of the SpatialReward data
-  pipeline (``training.spatialreward_chat_examples.check_row``: reason ``control_token``) and the MER-Bench instructions
-  (reason ``control_token``), counted in their stage reports.
-* **User text in prompts** (:func:`quoted`): every prompt the package fills with text it did not write (an
-  instruction, a policy's reasoning) writes it as a JSON string literal, so that it cannot pose as the end of
-  the prompt or as an answer object (issue 22).
+* **Lone surrogates** (``"\\ud800"`` as a JSON escape) cannot be encoded as UTF-8 (SQLite, JSON Lines and
+  tokenizers fail on them): wherever an endpoint's text enters the package (the chat client's answer, strings
+  decoded by :mod:`modeling_miescore.hub.spatialreward_relaxed_json`) each is **repaired** to U+FFFD, and the repair
+  counted (``repaired_text`` in the usage log).
+* **Chat-control tokens** (:mod:`modeling_miescore.hub.control_tokens`; SpatialReward's grounding tokens are text here)
+  and C0 control characters (tab, newline and carriage return are text) must never reach training data: training
+  text holding one is **refused** (:func:`training_text_problem`, reason ``control_token`` in the stage reports),
+  never silently stripped.
+* **User text in prompts** (:func:`quoted`) is written as a JSON string literal, so that it cannot pose as the end
+  of the prompt or as an answer object.
 """
 
 from __future__ import annotations
@@ -25,8 +18,8 @@ import json
 import re
 from typing import Any, List, Optional
 
-from ..control_tokens import control_tokens_in as chat_control_tokens
-from ..spatialreward_relaxed_json import valid_strings, valid_text
+from ..hub.control_tokens import control_tokens_in as chat_control_tokens
+from ..hub.spatialreward_relaxed_json import valid_strings, valid_text
 
 __all__ = ["control_characters_problem", "control_tokens_in", "quoted", "training_text_problem", "valid_strings",
            "valid_text"]
@@ -35,7 +28,7 @@ _C0_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def control_tokens_in(text: str) -> List[str]:
-    """The chat-control tokens (:func:`modeling_miescore.control_tokens.control_tokens_in`; grounding tokens such
+    """The chat-control tokens (:func:`modeling_miescore.hub.control_tokens.control_tokens_in`; grounding tokens such
     as ``<|bbox_0|>`` and ``<|global|>`` are text here) and the control characters in ``text``, as found."""
     return chat_control_tokens(text, grounding_is_text=True) + _control_characters(text)
 

@@ -1,21 +1,18 @@
 """Known, harmless log messages of third-party libraries, hidden at our entry points (each one named, with why).
 
-* bitsandbytes logs "Failed to load CPU gemm_4bit_forward from kernels-community: ... Please make sure you already
-  `pip install kernels`" while it is imported, on CPUs with AVX512-BF16 (``bitsandbytes/backends/cpu/ops.py``,
-  bitsandbytes 0.50). It arrives with pyiqa (the ``baselines`` extra, also in ``dev``: pyiqa declares it as a
-  requirement), and peft and transformers' ``Trainer`` import it whenever it is installed, so every training run
-  printed it. Nothing in this package uses bitsandbytes (no 4-bit or 8-bit layers, no bitsandbytes optimiser), and
-  the message is about an optional CPU kernel for 4-bit layers; it cannot be kept out of the install while pyiqa
-  requires it.
+* bitsandbytes logs "Failed to load CPU gemm_4bit_forward from kernels-community ..." when imported on CPUs with
+  AVX512-BF16 (bitsandbytes 0.50). pyiqa (the ``baselines`` extra) requires it, and peft and transformers'
+  ``Trainer`` import it whenever installed, so every training run printed it; nothing here uses bitsandbytes.
 
-:func:`quiet_third_party_logs` drops exactly these messages (a ``logging.Filter`` on the logger that emits each,
-matching the message's start): everything else those libraries log still shows. The ``miescore`` command, the
-training package and the training scripts call it before they import transformers or peft.
+:func:`quiet_third_party_logs` drops exactly these messages (a filter on the emitting logger, matching the
+message's start); the ``miescore`` command, the training package and the training scripts call it before they
+import transformers or peft.
 """
 
 from __future__ import annotations
 
 import logging
+from .credentials import redact_library_logs
 
 __all__ = ["KNOWN_MESSAGES", "quiet_third_party_logs"]
 
@@ -39,8 +36,6 @@ class _DropKnown(logging.Filter):
 def quiet_third_party_logs() -> None:
     """Install the filters for :data:`KNOWN_MESSAGES` and the credential masking of the HTTP libraries' request
     logs (:func:`~modeling_miescore.utils.credentials.redact_library_logs`; idempotent; cheap: imports nothing)."""
-    from .credentials import redact_library_logs
-
     redact_library_logs()
     for name, starts in KNOWN_MESSAGES.items():
         logger = logging.getLogger(name)

@@ -18,29 +18,20 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from modeling_miescore.spatialreward_drawing import draw_regions
-from modeling_miescore.image_io import MIEScoreInputError
-from modeling_miescore.processing_miescore import MAX_INSTRUCTION_CHARS
+from modeling_miescore.hub.spatialreward_drawing import draw_regions
+from modeling_miescore.hub.errors import MIEScoreInputError
+from modeling_miescore.hub.processing_miescore import MAX_INSTRUCTION_CHARS
 from modeling_miescore.scoring import loading
-from modeling_miescore.space.example_files import default_cache_dir, write_example_files
-from modeling_miescore.space.inputs import MAX_SOURCES, SPACE_MAX_IMAGE_PIXELS, load_edit_inputs
-from modeling_miescore.space.lazy_models import LazyModel
-from modeling_miescore.space.region_display import annotations, reasoning_color_map, reasoning_pieces
-from modeling_miescore.space.score_rendering import (
-    miescore_html,
-    miescore_json,
-    placeholder_html,
-    spatialreward_html,
-    spatialreward_json,
-)
+from modeling_miescore.space.inputs import (MAX_SOURCES, SPACE_MAX_IMAGE_PIXELS, default_cache_dir, load_edit_inputs,
+                                            write_example_files)
+from modeling_miescore.space.models import MIESCORE_CHOICE as MIESCORE
+from modeling_miescore.space.models import SPATIALREWARD_CHOICE as SPATIALREWARD
+from modeling_miescore.space.models import (MIESCORE_GPU_SECONDS, SPATIALREWARD_GPU_SECONDS, LazyModel, gpu_function,
+                                            model_choices, on_zero_gpu, read_space_models)
+from modeling_miescore.space.rendering import (annotations, miescore_html, miescore_json, placeholder_html,
+                                               reasoning_color_map, reasoning_pieces, spatialreward_html,
+                                               spatialreward_json)
 from modeling_miescore.space.sources_gallery import sources_gallery
-from modeling_miescore.space.space_models import (
-    MIESCORE_CHOICE as MIESCORE,
-    SPATIALREWARD_CHOICE as SPATIALREWARD,
-    model_choices,
-    read_space_models,
-)
-from modeling_miescore.space.zero_gpu import MIESCORE_GPU_SECONDS, SPATIALREWARD_GPU_SECONDS, gpu_function, on_zero_gpu
 
 logger = logging.getLogger("miescore.space")
 

@@ -19,7 +19,7 @@ from modeling_miescore.data.schema import MOS_COLUMNS  # From: miescore
 from modeling_miescore.evaluation.metrics.correlation import correlations  # From: miescore
 from modeling_miescore.evaluation.metrics.group_ranking import group_accuracy  # From: miescore
 from modeling_miescore.evaluation.metrics.group_ranking import kendall_tau_groups  # From: miescore
-from modeling_miescore.miescore_overall import overall_score  # From: miescore
+from modeling_miescore.hub.miescore_overall import overall_score  # From: miescore
 
 
 _CITATION = """\

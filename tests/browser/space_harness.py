@@ -1,4 +1,4 @@
-"""Helpers shared by tests/test_space.py and tests/test_space_browser.py: run the Space in-process on
+"""Helpers shared by tests/space/test_space.py and tests/space/test_space_browser.py: run the Space in-process on
 127.0.0.1, and give the tiny SpatialReward model a fixed, well-formed generation.
 
 A tiny random model never writes parseable JSON, so without the fixed generation only the "unparseable

@@ -2,8 +2,8 @@
 editors' GEdit and ImgEdit runs (``editor_bench_helpers.make_editor_runs``, made once per corpus and copied for each
 case) with ``--out`` a run folder (also spelled ``RUN/../RUN``, through a link, the second run, inside a run, the
 runs' parent), a tampered ``report.json`` (:data:`TAMPERED_REPORTS`, shared with
-``tests/test_editor_comparison.py``), an ImgEdit score off its 1-5 scale, ``--level nan``, a FIFO as
-``report.json``, and a full disk with an earlier comparison in ``--out``.
+``tests/evaluation/editor_benchmarks/test_editor_comparison.py``), an ImgEdit score off its 1-5 scale, ``--level
+nan``, a FIFO as ``report.json``, and a full disk with an earlier comparison in ``--out``.
 
 Clean: exit 2 (1 for the full disk), one line on stderr naming the problem (else *wrong status* / *unclear
 message*), every run folder unchanged, no temporary folder and no new ``--out`` left (unless the run exited 0), an

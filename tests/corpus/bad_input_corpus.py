@@ -17,7 +17,8 @@ Besides: *unclear message* when the error lacks the case's needle (or contains i
 the run is not over within the timeout (a FIFO is then released), *code ran* when a tampered checkpoint's code
 or Ghostscript ran, *secrets copied* when a run wrote ``/etc/passwd`` or the environment into a file (issue 41's
 groups: ``corpus.bad_input_export``). Both corpora run their cases with :class:`CaseRunner`.
-``benchmarks/bad_input_table.py`` prints the table; ``tests/test_bad_input_corpus.py`` asserts every case is clean.
+``benchmarks/bad_input_table.py`` prints the table; ``tests/corpus/test_bad_input_corpus.py`` asserts every case is
+clean.
 """
 
 from __future__ import annotations

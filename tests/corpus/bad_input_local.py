@@ -38,8 +38,8 @@ from modeling_miescore.data.spatialreward_pipeline.grounding import parse_ground
 from modeling_miescore.evaluation.prediction_files import read_group_sub_scores
 from modeling_miescore.scoring import loading
 from modeling_miescore.serving.backends import MIEScoreBackend
-from modeling_miescore.serving.background_server import serve_in_background
-from modeling_miescore.spatialreward_drawing import draw_regions
+from modeling_miescore.serving.app import serve_in_background
+from modeling_miescore.hub.spatialreward_drawing import draw_regions
 from modeling_miescore.testing.raw_benchmarks import make_raw_mer_bench, make_raw_mie_bench
 from modeling_miescore.testing.tiny_spatialreward import build_tiny_spatialreward
 

@@ -11,10 +11,10 @@ from unittest import mock
 
 from transformers import AutoModel
 
-from modeling_miescore.image_io import MIEScoreInputError
+from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.scoring import loading
 from modeling_miescore.serving.backends import MIEScoreBackend, load_backend
-from modeling_miescore.serving.background_server import serve_in_background
+from modeling_miescore.serving.app import serve_in_background
 
 from .bad_input_corpus import (GOOD_INSTRUCTION, Case, Outcome, b64, check_message, edit_with, hold_output_lock,
                                post_json, run_cli)

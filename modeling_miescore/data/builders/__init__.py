@@ -5,17 +5,16 @@
 from it, so a new builder is one entry here plus its module. Imports are lazy: looking a builder up loads
 neither ``datasets`` nor ``pyarrow`` nor ``pandas``; they load when a build runs.
 
-Modules: :mod:`.base` (the builder base: stages, shared options, run, exit status), :mod:`.raw_files`
-(line-numbered reading, problem collection, symbolic-link checks), :mod:`.parquet_writing`,
-:mod:`.dataset_card`, :mod:`.output_folder` (atomic output folder, leftovers of killed builds), :mod:`.hub_push`;
-per dataset a builder module (:mod:`.mie_bench`, :mod:`.mer_bench`), its raw-file readers (``*_raw``) and its
-card (``*_card``), and :mod:`.mie_bench_split` (train/validation/test assignment) and :mod:`.mer_bench_groups`
-(majority vote and K-pair groups). The command line and its exit status: :mod:`modeling_miescore.cli.dataset`.
+Modules: :mod:`.base` (stages, shared options, run, exit status), :mod:`.raw_files` (line-numbered reading,
+problem collection, symbolic-link checks), :mod:`.output_folder` (atomic output folder, Parquet shards, card, Hub
+push); per dataset its builder with its raw-file readers (:mod:`.mie_bench`, :mod:`.mer_bench`) and its card
+(``*_card``), and :mod:`.mie_bench_split` (train/validation/test assignment). The command line and its exit status:
+:mod:`modeling_miescore.cli.dataset`.
 """
 
 from __future__ import annotations
 
-from ...utils.lazy_registry import load_registered
+from ...utils.import_spec import load_registered
 
 __all__ = ["BUILDERS", "get_builder"]
 

@@ -1,19 +1,15 @@
 """The builder base: what building MIE-Bench and MER-Bench have in common.
 
-A build runs in stages, each a method: :meth:`~DatasetBuilder.read` (parse the raw files, checking each
-record) -> :meth:`~DatasetBuilder.validate` (checks across files; every problem is raised at once, before
-anything is written) -> :meth:`~DatasetBuilder.label` (MOS or majority-vote labels) ->
-:meth:`~DatasetBuilder.split` (rows per split) -> :meth:`~DatasetBuilder.write_splits` (Parquet shards in a
-temporary folder) -> :meth:`~DatasetBuilder.write_card` (README.md with ``configs``/``dataset_info``) ->
-rename into place -> optional push to the Hub. Subclasses implement the data-specific stages and declare
-their name, options and card; the shared options (also as command-line flags), the checks before building and
-the run live here. The command line and its exit status are in :mod:`modeling_miescore.cli.dataset`.
+A build runs in stages, each a method: :meth:`~DatasetBuilder.read` (each record checked) ->
+:meth:`~DatasetBuilder.validate` (checks across files; every problem raised at once, before anything is written)
+-> :meth:`~DatasetBuilder.label` -> :meth:`~DatasetBuilder.split` -> :meth:`~DatasetBuilder.write_splits`
+(Parquet shards in a temporary folder) -> :meth:`~DatasetBuilder.write_card` -> rename into place -> optional push
+to the Hub. Subclasses implement the data-specific stages and declare their name, options and card.
 
-Before reading anything a build checks what would stop it (raw folder, output path, ``push_to_hub``), then
-holds the output's lock (:func:`modeling_miescore.utils.output_lock.exclusive_output`, a ``.<name>.lock`` file
-beside the output that stays there) until the dataset is in place and pushed: two builds never write the same
-output, and the temporary folders that killed builds left behind are removed (a note on stderr says so).
-Errors name the API parameters (``out_dir``, ``overwrite=True``); the command line rewords them as flags.
+Before reading anything a build checks what would stop it (raw folder, output path, ``push_to_hub``), then holds
+the output's lock (``utils.output_lock.exclusive_output``) until the dataset is in place and pushed, removing the
+temporary folders of killed builds. Errors name the API parameters (``out_dir``, ``overwrite=True``); the command
+line (:mod:`modeling_miescore.cli.dataset`) rewords them as flags.
 """
 
 from __future__ import annotations
@@ -32,10 +28,9 @@ from tqdm.auto import tqdm
 
 from ...utils.output_lock import exclusive_output
 from ...utils.output_paths import OutputPathError, check_folder_apart, ensure_folder
-from .dataset_card import CardSpec, dataset_card_data, write_dataset_card
-from .hub_push import check_hub_push, push_folder_to_hub
-from .output_folder import AtomicOutputDir
-from .parquet_writing import (DEFAULT_MAX_SHARD_BYTES, DEFAULT_ROWS_PER_GROUP, format_bytes, parse_size, size_arg,
+from .output_folder import CardSpec, dataset_card_data, write_dataset_card
+from .output_folder import AtomicOutputDir, check_hub_push, push_folder_to_hub
+from .output_folder import (DEFAULT_MAX_SHARD_BYTES, DEFAULT_ROWS_PER_GROUP, format_bytes, parse_size, size_arg,
                               write_parquet_split)
 from .raw_files import DatasetValidationError, ImageChecker, Problem, ProblemCollector
 
@@ -119,7 +114,15 @@ class DatasetBuilder(ABC):
     # ------------------------------------------------------------------------------ the run
 
     def build(self) -> BuildSummary:
-        """Run every stage; return the summary. Nothing is written unless every stage before the write succeeds."""
+        """Run every stage; return the summary. Nothing is written unless every stage before the write succeeds.
+
+        Raises:
+            DatasetValidationError: every problem of the raw release, with file and line; nothing is written.
+            BuildUsageError: an unusable option, or ``out_dir`` is (or contains) the raw folder.
+            OutputExistsError / OutputBusyError: ``out_dir`` exists without ``overwrite``, or another build writes it.
+            HubPushUnavailableError: ``push_to_hub`` cannot work (checked before building).
+            HubPushError: the upload failed after the build (the local dataset is then complete).
+        """
         started = time.perf_counter()
         output = self.check_before_build()
         ensure_folder(self.out.parent, "out_dir")  # before the lock file is made beside the output

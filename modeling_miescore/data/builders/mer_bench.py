@@ -11,60 +11,264 @@ Raw layout (paths relative to the raw folder; extra keys/columns/files are ignor
                       one row per annotator and candidate; tiers good / medium / poor
                       ("bad" is read as poor); 5 annotators per candidate
 
-Construction (SpatialReward paper, section 4.3 and appendix A.1):
+Construction (SpatialReward paper, section 4.3 and appendix A.1): each of overall / SC / PQ takes the tier chosen
+by at least ``min_agreement`` (3) of the 5 annotators, a candidate without such a majority being listed as *needs
+review*; candidates rank by overall tier, then SC, then PQ, and two with the same (overall, SC, PQ) never share a
+group. Groups, within one sample, each candidate used at most once, drawn with ``seed``: ``2pair`` (two overall
+tiers), ``3pair`` (good, medium, poor), ``4pair`` (a 3-pair plus a candidate of the same overall tier as one member
+but a different (SC, PQ)). Each size is split 2:1:1 over general / human-basic / human-fine
+(``stratify_categories``; the reasons are in ``docs/fidelity.md``), a short category topped up from the others.
 
-* **Majority vote.** Each of overall / SC / PQ takes the tier chosen by at least 3 of the 5
-  annotators (``min_agreement``). A candidate without such a majority in any of the three is
-  excluded and listed as *needs review* (the paper sends it to expert review) in the card,
-  ``needs_review.csv`` and the build summary.
-* **Ranking.** Overall tier is the primary key; SC then PQ break ties (good > medium > poor).
-  Two candidates with the same (overall, SC, PQ) are never put in the same group.
-* **Groups**, within one sample (one original image + instruction), each candidate used at most once,
-  sampled with ``seed``:
-
-  - ``2pair``: two candidates with different overall tiers;
-  - ``3pair``: one good, one medium and one poor candidate (overall tier);
-  - ``4pair``: a 3-pair base plus a fourth candidate with the *same overall tier* as one base member
-    but a different (SC, PQ), so its place is decided only by the fine-grained sub-dimensions.
-
-  Each size is stratified by category (``stratify_categories``, default on): its groups are split 2:1:1 over
-  general / human-basic / human-fine, the ratio of the instructions (sec. 4.2). The paper does not say how the
-  groups were drawn, but in 7 of its 8 Table 2 rows the Overall equals the 2:1:1-weighted mean of the category
-  columns, which is what 2:1:1 groups give; a category short of samples is topped up from the others (reported).
-  ``stratify_categories=False`` (``--no-stratify-categories``) samples every size from all samples at once.
-
-Output (compatible with the authors' ``SpatialReward/MER-Bench`` release): splits ``2pair``,
-``3pair``, ``4pair``; columns ``pair_id, instruction, original_image, edited_images`` (best first),
-``label, sample_id`` plus ``category, subtask, num_edits`` (null when the raw release has none),
-``editing_models, candidate_ids, overall_tiers, sc_tiers, pq_tiers``. ``label`` holds the editing category (``general`` / ``human_basic`` /
-``human_fine``): the authors' evaluation script (``eval/MERBench/calculate_accuracy.py``) reports
-accuracy per ``label`` as its category breakdown (paper Table 2).
+Output (compatible with the authors' ``SpatialReward/MER-Bench`` release): splits ``2pair``, ``3pair``, ``4pair``;
+columns :data:`.mer_bench_card.COLUMNS` (``edited_images`` best first; ``label`` holds the editing category, by
+which the authors' ``eval/MERBench/calculate_accuracy.py`` reports accuracy).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections import Counter
+import random
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from ..schema import GROUP_SIZES, MER_SPLITS, MER_TIER_DIMENSIONS
+from ..schema import GROUP_SIZES, MER_CATEGORIES, MER_SPLITS, MER_TIER_DIMENSIONS, TIERS
 from . import mer_bench_card
 from .base import BuildSummary, BuildUsageError, DatasetBuilder
-from .mer_bench_groups import category_quotas, majority_tier, sample_groups, vote
-from .mer_bench_raw import CANDIDATES, read_annotations, read_candidates, read_samples
-from .parquet_writing import file_size, format_bytes, image_struct
-from .raw_files import ImageChecker, ProblemCollector
+from .output_folder import file_size, format_bytes, image_struct
+from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
+                        unique_records)
+from .mie_bench_split import stratified_counts
 
-__all__ = [
-    "MERBenchBuilder",
-    "MERBenchSummary",
-    "build_mer_bench",
-    "majority_tier",
-    "mer_bench_features",
-]
+SAMPLES, CANDIDATES, ANNOTATIONS = "samples.jsonl", "candidates.jsonl", "annotations.csv"
+
+# Spellings accepted in the raw files (after lower-casing, "-" and " " -> "_"); the values are schema names.
+_CATEGORY_ALIASES = {
+    "general": "general", "human_basic": "human_basic", "human_basics": "human_basic", "human_b": "human_basic",
+    "human_fine": "human_fine", "human_fine_details": "human_fine", "human_f": "human_fine",
+    "human_face": "human_fine",
+}
+_TIER_ALIASES = {**{t: t for t in TIERS}, "bad": "poor"}  # appendix A.1 calls the poor tier "bad"
+TIER_RANK = {t: rank for rank, t in enumerate(TIERS)}  # good > medium > poor
+
+
+@dataclass
+class Sample:
+    sample_id: str
+    instruction: str
+    image: tuple  # (rel, Path)
+    category: str
+    subtask: str
+    line: int
+    order: int
+    num_edits: int | None = None  # operations of the instruction (sec. 4.2: 2-5), when the release gives them
+
+
+@dataclass
+class Candidate:
+    candidate_id: str
+    sample_id: str
+    editing_model: str
+    image: tuple  # (rel, Path)
+    line: int
+    votes: dict = field(default_factory=lambda: {d: [] for d in MER_TIER_DIMENSIONS})
+    tiers: dict = field(default_factory=dict)  # dimension -> majority tier (str) or None
+
+    @property
+    def key(self) -> tuple:
+        """Ranking key (paper sec. 4.3): overall tier first, then SC, then PQ."""
+        return tuple(TIER_RANK[self.tiers[d]] for d in MER_TIER_DIMENSIONS)
+
+
+def _norm(value: str) -> str:
+    return value.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def read_samples(raw: Path, problems: ProblemCollector, images: ImageChecker, bar: Callable) -> tuple[dict, set]:
+    """``({sample_id: Sample}, declared ids)`` from ``samples.jsonl``."""
+    entries = read_jsonl(raw / SAMPLES, problems,
+                         required=("sample_id", "instruction", "original_image", "category", "subtask"))
+    declared: set[str] = set()
+    out: dict[str, Sample] = {}
+    for line, obj, sid in unique_records(bar(entries, desc="checking samples"), problems, SAMPLES, "sample_id",
+                                         declared):
+        check = RecordCheck(problems, SAMPLES, line, images)
+        check.instruction(obj["instruction"], f"sample {sid!r}")
+        category = _CATEGORY_ALIASES.get(_norm(obj["category"])) if isinstance(obj["category"], str) else None
+        if category is None:
+            check.fail(f"sample {sid!r}: unknown category {obj['category']!r}; expected one of: "
+                       f"{', '.join(MER_CATEGORIES)}")
+        subtask = check.text(obj["subtask"], f"sample {sid!r}: subtask must be a non-empty string")
+        num_edits = obj.get("num_edits")
+        if num_edits is not None and (isinstance(num_edits, bool) or not isinstance(num_edits, int)
+                                      or not 1 <= num_edits <= 16):
+            check.fail(f"sample {sid!r}: num_edits must be an integer from 1 to 16 (or absent), got {num_edits!r}")
+        path = check.image(obj["original_image"], f"sample {sid!r}, original_image")
+        if check.ok:
+            out[sid] = Sample(sid, obj["instruction"], (obj["original_image"], path), category, subtask.strip(), line,
+                              len(out), num_edits)
+    return out, declared
+
+
+def read_candidates(raw: Path, problems: ProblemCollector, images: ImageChecker, declared_samples: set,
+                    bar: Callable) -> tuple[dict, set]:
+    """``({candidate_id: Candidate}, declared ids)`` from ``candidates.jsonl``."""
+    records, declared = read_edited_images(raw / CANDIDATES, problems, images, id_key="candidate_id",
+                                           what="candidate", parent_key="sample_id", parent_file=SAMPLES,
+                                           declared_parents=declared_samples, bar=bar)
+    return {cid: Candidate(cid, sid, model, image, line) for line, cid, sid, model, image in records}, declared
+
+
+def _check_annotation(check: RecordCheck, row: dict, declared_candidates: set) -> dict[str, str]:
+    if not row["annotator_id"]:
+        check.fail("empty annotator_id")
+    check.known(row["candidate_id"], declared_candidates,
+                f"annotation for unknown candidate_id {row['candidate_id']!r} (not in {CANDIDATES})")
+    tiers = {}
+    for dim in MER_TIER_DIMENSIONS:
+        tier = _TIER_ALIASES.get(_norm(row[dim]))
+        if tier is None:
+            check.fail(f"{dim} tier {row[dim]!r} is not one of good / medium / poor")
+        else:
+            tiers[dim] = tier
+    return tiers
+
+
+def read_annotations(raw: Path, problems: ProblemCollector, candidates: dict, declared_candidates: set,
+                     bar: Callable) -> int | None:
+    """Add the votes of ``annotations.csv`` to ``candidates``; the number of valid annotations, ``None`` when
+    the file is missing or unusable."""
+    rows = read_csv(raw / ANNOTATIONS, problems, required=("annotator_id", "candidate_id", *MER_TIER_DIMENSIONS))
+    if rows is None:
+        return None
+    first_line: dict[tuple, int] = {}
+    for line, row in bar(rows, desc="checking annotations"):
+        check = RecordCheck(problems, ANNOTATIONS, line)
+        tiers = _check_annotation(check, row, declared_candidates)
+        if not check.ok:
+            continue
+        key = (row["annotator_id"], row["candidate_id"])
+        if key in first_line:
+            check.fail(f"duplicate annotation of {key[1]!r} by {key[0]!r} (first on line {first_line[key]})")
+            continue
+        first_line[key] = line
+        if key[1] in candidates:
+            for dim, tier in tiers.items():
+                candidates[key[1]].votes[dim].append(tier)
+    return len(first_line)
+
+
+CATEGORY_RATIO = (2, 1, 1)  # sec. 4.2: general : human-basic : human-fine
+
+
+def majority_tier(votes, min_agreement: int = 3) -> str | None:
+    """The tier named by at least ``min_agreement`` votes, else ``None`` (paper A.1: >= 3 of 5)."""
+    counts = Counter(votes)
+    best = [t for t, c in counts.items() if c >= min_agreement]
+    return best[0] if len(best) == 1 else None
+
+
+def vote(candidates: dict[str, Candidate], sample_ids, min_agreement: int) -> tuple[dict, list]:
+    """Set each candidate's majority ``tiers``; returns ``(valid candidates per sample, needs review)``.
+
+    A candidate without a majority in some dimension is left out of the groups and listed for review
+    (the paper sends it to expert review) with its votes; the valid ones are sorted by id.
+    """
+    needs_review = []
+    valid: dict[str, list[Candidate]] = defaultdict(list)
+    for c in candidates.values():
+        c.tiers = {d: majority_tier(v, min_agreement) for d, v in c.votes.items()}
+        missing = [d for d, t in c.tiers.items() if t is None]
+        if missing:
+            needs_review.append({
+                "candidate_id": c.candidate_id, "sample_id": c.sample_id, "dimensions": missing,
+                "votes": {d: dict(sorted(Counter(c.votes[d]).items())) for d in MER_TIER_DIMENSIONS},
+            })
+        elif c.sample_id in sample_ids:
+            valid[c.sample_id].append(c)
+    for group in valid.values():
+        group.sort(key=lambda c: c.candidate_id)
+    return valid, needs_review
+
+
+def _four_pairs(bases: list[tuple], cands: list[Candidate]) -> list[tuple]:
+    """A 3-pair base plus a candidate with the overall tier of one base member but a different (SC, PQ)."""
+    out = []
+    for base in bases:
+        used = {c.candidate_id for c in base}
+        for x in cands:
+            if x.candidate_id in used:
+                continue
+            twin = base[2 - x.key[0]]  # the base member with the same overall tier
+            if x.key != twin.key:
+                out.append(base + (x,))
+    return out
+
+
+def groups_for(cands: list[Candidate], k: int) -> list[tuple]:
+    """Every valid k-group among ``cands`` (sorted by id), each ordered best first."""
+    if k not in (2, 3, 4):
+        raise ValueError(f"group size must be 2, 3 or 4, got {k}")
+    if k == 2:  # two different overall tiers
+        out = [(a, b) for a, b in combinations(cands, 2) if a.key[0] != b.key[0]]
+    else:  # one good, one medium, one poor (overall tier)
+        by_tier = defaultdict(list)
+        for c in cands:
+            by_tier[c.key[0]].append(c)
+        out = [(g, m, p) for g in by_tier[2] for m in by_tier[1] for p in by_tier[0]]
+        if k == 4:
+            out = _four_pairs(out, cands)
+    return [tuple(sorted(g, key=lambda c: c.key, reverse=True)) for g in out]
+
+
+def category_quotas(target: int) -> dict[str, int]:
+    """``target`` groups split 2:1:1 over general / human-basic / human-fine (paper sec. 4.2, the ratio of the
+    instructions; Table 2's Overall is the 2:1:1-weighted category mean in 7 of 8 rows), largest remainders."""
+    return dict(zip(MER_CATEGORIES, stratified_counts([target], CATEGORY_RATIO)[0]))
+
+
+def sample_groups(by_sample: dict[str, list[Candidate]], sample_order: list[str], targets: dict[int, int], seed: int,
+                  categories: dict[str, str] | None = None):
+    """Sample up to ``targets[k]`` groups of each size; each candidate is used at most once.
+
+    Sizes are filled most constrained first (4, 3, 2); samples are visited in a seeded random order, round after
+    round, each visit forming at most one group chosen uniformly among its valid groups of unused candidates. With
+    ``categories`` (``{sample_id: category}``) each category fills its 2:1:1 quota (:func:`category_quotas`) first,
+    the others then fill what is left. Deterministic. Returns ``{k: [(pair_id, group), ...]}``.
+    """
+    rng = random.Random(seed)
+    order = list(sample_order)
+    rng.shuffle(order)
+    used: set[str] = set()
+    groups: dict[int, list[tuple[str, tuple]]] = {k: [] for k in targets}
+    counters: dict[tuple[str, int], int] = Counter()
+
+    def fill(k: int, samples: list[str], limit: int) -> None:
+        formed = True
+        while formed and len(groups[k]) < limit:
+            formed = False
+            for sid in samples:
+                if len(groups[k]) >= limit:
+                    break
+                options = groups_for([c for c in by_sample.get(sid, []) if c.candidate_id not in used], k)
+                if not options:
+                    continue
+                group = options[rng.randrange(len(options))]
+                used.update(c.candidate_id for c in group)
+                groups[k].append((f"{sid}-{k}p{counters[(sid, k)]}", group))
+                counters[(sid, k)] += 1
+                formed = True
+
+    for k in sorted(targets, reverse=True):
+        if categories is not None:
+            for category, quota in category_quotas(targets[k]).items():
+                fill(k, [sid for sid in order if categories.get(sid) == category], len(groups[k]) + quota)
+        fill(k, order, targets[k])
+    return groups
+
 
 DEFAULT_GROUPS_PER_TYPE = 200  # paper 4.3: 200 groups of each size
 # The SpatialReward paper states no license for MER-Bench: a build does not invent one ("unknown" is the Hub's id
@@ -135,17 +339,10 @@ def _group_targets(groups_per_type: int | dict) -> dict[int, int]:
 class MERBenchBuilder(DatasetBuilder):
     """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset.
 
-    Options besides the common ones of :class:`~modeling_miescore.data.builders.base.DatasetBuilder`:
-
-    * ``seed``: seed of the group sampling (same seed + same input = same groups).
-    * ``groups_per_type``: target number of groups per size (paper: 200 each); an int or
-      ``{2: n2, 3: n3, 4: n4}``. When the data cannot supply that many, all possible groups are kept and
-      the shortfall is reported.
-    * ``n_annotators``: annotations required per candidate (paper: 5); ``None`` accepts any number
-      >= ``min_agreement``.
-    * ``min_agreement``: votes needed for a majority (paper: 3 of 5).
-    * ``stratify_categories``: groups of each size split 2:1:1 over the categories (default; see the module
-      docstring).
+    Options besides the common ones of :class:`~.base.DatasetBuilder`: ``seed`` (same seed + input = same
+    groups), ``groups_per_type`` (per size, paper 200; an int or ``{2: n2, 3: n3, 4: n4}``; a shortfall is
+    reported), ``n_annotators`` (per candidate, paper 5; ``None``: any number >= ``min_agreement``),
+    ``min_agreement`` (paper 3 of 5) and ``stratify_categories`` (2:1:1 over the categories, default).
     """
 
     title = "MER-Bench"
@@ -305,18 +502,12 @@ class MERBenchBuilder(DatasetBuilder):
 
 
 def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MERBenchSummary:
-    """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset.
-
-    Args:
-        raw_dir: folder with ``samples.jsonl``, ``candidates.jsonl``, ``annotations.csv`` and images.
-        out_dir: output folder, written atomically.
-        **options: see :class:`MERBenchBuilder` (``seed``, ``groups_per_type``, ``n_annotators``,
-            ``min_agreement``, ``stratify_categories``) and the common options of
-            :class:`~modeling_miescore.data.builders.base.DatasetBuilder`.
-
-    Raises:
-        DatasetValidationError: every problem of the raw release, with file and line; nothing written.
-        BuildUsageError, OutputExistsError, OutputBusyError, HubPushUnavailableError, HubPushError: as for
-            :func:`~modeling_miescore.data.builders.mie_bench.build_mie_bench`.
-    """
+    """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset to ``out_dir``.
+    ``options``: :class:`MERBenchBuilder`'s and the common ones of :class:`~.base.DatasetBuilder`; errors as
+    :meth:`~.base.DatasetBuilder.build` raises them."""
     return MERBenchBuilder(raw_dir, out_dir, **options).build()
+
+
+__all__ = ["CATEGORY_RATIO", "Candidate", "MERBenchBuilder", "MERBenchSummary", "Sample", "TIER_RANK",
+           "build_mer_bench", "category_quotas", "groups_for", "majority_tier", "mer_bench_features",
+           "read_annotations", "read_candidates", "read_samples", "sample_groups", "vote"]

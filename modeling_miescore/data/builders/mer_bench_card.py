@@ -7,10 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ...model_card import SPATIALREWARD_BIBTEX
+from ...hub.model_card import SPATIALREWARD_BIBTEX
 from ..schema import MER_CATEGORIES, MER_TIER_DIMENSIONS
-from .dataset_card import CardSpec, md_table
-from .parquet_writing import format_bytes
+from .output_folder import CardSpec, format_bytes, md_table
 
 __all__ = ["CARD", "COLUMNS", "MER_BENCH_CARD_TEMPLATE", "card_context", "write_needs_review"]
 

@@ -12,16 +12,11 @@ Raw layout (all paths relative to the raw folder; extra keys/columns/files are i
       or mos.csv      edit_id,mos_vq,mos_if,mos_ap[,std_vq,std_if,std_ap,n_vq,n_if,n_ap]
                       MOS already on the paper's 0-100 scale
 
-Output: ``data/{train,validation,test}-XXXXX-of-YYYYY.parquet`` + ``README.md`` (YAML ``configs`` and
-``dataset_info``, statistics generated from the data) + ``screening_report.json``. One row per edited
-image; see :data:`~modeling_miescore.data.builders.mie_bench_card.COLUMNS` for the columns.
-``datasets.load_dataset(out_dir)`` (and ``streaming=True``) needs no loading script.
-
-Paper references (MIEScore paper): 16 tasks in 3 categories ("Editing Tasks Define" in the appendix),
-12 editing models (Table 2), three 0-5 rating dimensions and 15 raters per image ("Subjective
-Experiment Setup"), BT.500 screening + z-score MOS (eq. 1, "Subjective Data Processing"), overall =
-VQ^0.3 IF^0.4 AP^0.3 (eq. 2), and the 3:1:1 train/validation/test split ("Implementation Details"; made
-3:1:1 within each task and as a whole by default, see :mod:`~modeling_miescore.data.builders.mie_bench_split`).
+Output: ``data/{train,validation,test}-XXXXX-of-YYYYY.parquet`` + ``README.md`` (``configs``, ``dataset_info``,
+statistics) + ``screening_report.json``; one row per edited image (columns:
+:data:`.mie_bench_card.COLUMNS`). Paper (MIEScore): 16 tasks in 3 categories, 12 editing models (Table 2), three
+0-5 dimensions and 15 raters per image, BT.500 screening + z-score MOS (eq. 1), overall = VQ^0.3 IF^0.4 AP^0.3
+(eq. 2), the 3:1:1 split (:mod:`.mie_bench_split`).
 """
 
 from __future__ import annotations
@@ -32,26 +27,194 @@ import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from ..schema import DIMENSION_ABBREVIATIONS, DIMENSIONS, MIE_SPLITS, TASK_CATEGORY, TASKS
+from ...utils.numbers import finite_float
+from ..schema import DIMENSION_ABBREVIATIONS, DIMENSIONS, MIE_SPLITS, MOS_RANGE, RATING_RANGE, TASK_CATEGORY, TASKS
 from . import mie_bench_card
 from .base import BuildSummary, BuildUsageError, DatasetBuilder
-from .mie_bench_raw import (INSTANCES, MOS_SOURCES, Edit, Instance, read_edits, read_instances, read_mos_csv,
-                            read_ratings)
 from .mie_bench_split import (DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file, small_split_warnings, split_of,
-                               stratified_splits)
-from .parquet_writing import file_size, format_bytes, image_struct
-from ...utils.numbers import finite_float
-from .raw_files import ImageChecker, ProblemCollector
+                              stratified_splits)
+from .output_folder import file_size, format_bytes, image_struct
+from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
+                        unique_records)
 
-__all__ = [
-    "LICENSE",
-    "MIEBenchBuilder",
-    "MIEBenchSummary",
-    "build_mie_bench",
-    "mie_bench_features",
-]
+MOS_SOURCES = ("auto", "ratings", "mos")
+INSTANCES, EDITS, RATINGS, MOS_CSV = "instances.jsonl", "edits.jsonl", "ratings.csv", "mos.csv"
+
+# Spellings of the rating dimensions accepted in ratings.csv (lower-cased): names, abbreviations, prose.
+_DIMENSION_ALIASES = {
+    **{d: d for d in DIMENSIONS},
+    **{short: d for d, short in DIMENSION_ABBREVIATIONS.items()},
+    **{d.replace("_", " "): d for d in DIMENSIONS},
+}
+
+
+@dataclass
+class Instance:
+    instance_id: str
+    task: str
+    instruction: str
+    sources: list  # [(rel, Path)]
+    line: int
+
+
+@dataclass
+class Edit:
+    edit_id: str
+    instance_id: str
+    editing_model: str
+    image: tuple  # (rel, Path)
+    line: int
+
+
+def normalise_task(value: Any) -> str | None:
+    """The task name for ``value`` (case, ``-`` and spaces forgiven), or ``None`` when it is not a task."""
+    if not isinstance(value, str):
+        return None
+    key = value.strip().lower().replace("-", "_").replace(" ", "_")
+    return key if key in TASK_CATEGORY else None
+
+
+def _check_sources(check: RecordCheck, instance_id: str, sources: Any) -> list:
+    if isinstance(sources, str):
+        sources = [sources]
+    if not isinstance(sources, list):
+        check.fail(f"instance {instance_id!r}: 'sources' must be a list of image paths, got {type(sources).__name__}")
+        return []
+    if not sources:
+        check.fail(f"instance {instance_id!r} has no sources (an MIE instance needs at least one source image)")
+        return []
+    resolved = []
+    for j, rel in enumerate(sources, start=1):
+        path = check.image(rel, f"instance {instance_id!r}, source {j}")
+        if path is not None:
+            resolved.append((rel, path))
+    return resolved
+
+
+def read_instances(raw: Path, problems: ProblemCollector, images: ImageChecker, bar: Callable):
+    """``({instance_id: Instance}, declared ids)`` from ``instances.jsonl``."""
+    entries = read_jsonl(raw / INSTANCES, problems, required=("instance_id", "task", "instruction", "sources"))
+    declared: set[str] = set()
+    out: dict[str, Instance] = {}
+    for line, obj, iid in unique_records(bar(entries, desc="checking instances"), problems, INSTANCES,
+                                         "instance_id", declared):
+        check = RecordCheck(problems, INSTANCES, line, images)
+        task = normalise_task(obj["task"])
+        if task is None:
+            check.fail(f"unknown task {obj['task']!r} for instance {iid!r}; expected one of: {', '.join(TASKS)}")
+        instruction = check.instruction(obj["instruction"], f"instance {iid!r}")
+        sources = _check_sources(check, iid, obj["sources"])
+        if check.ok:
+            out[iid] = Instance(iid, task, instruction, sources, line)
+    return out, declared
+
+
+def read_edits(raw: Path, problems: ProblemCollector, images: ImageChecker, declared_instances: set, bar: Callable):
+    """``({edit_id: Edit}, declared ids)`` from ``edits.jsonl``."""
+    records, declared = read_edited_images(raw / EDITS, problems, images, id_key="edit_id", what="edit",
+                                           parent_key="instance_id", parent_file=INSTANCES,
+                                           declared_parents=declared_instances, bar=bar)
+    return {eid: Edit(eid, iid, model, image, line) for line, eid, iid, model, image in records}, declared
+
+
+def _check_rating(check: RecordCheck, row: dict, declared_edits: set) -> tuple[str | None, float | None]:
+    if not row["subject_id"]:
+        check.fail("empty subject_id")
+    check.known(row["edit_id"], declared_edits, f"rating for unknown edit_id {row['edit_id']!r} (not in {EDITS})")
+    dimension = _DIMENSION_ALIASES.get(row["dimension"].strip().lower())
+    if dimension is None:
+        check.fail(f"unknown dimension {row['dimension']!r}; expected one of: {', '.join(DIMENSIONS)}")
+    value = finite_float(row["rating"])
+    lo, hi = RATING_RANGE  # "Subjective Experiment Setup": a 0-5 continuous scale
+    if value is None:
+        check.fail(f"rating {row['rating']!r} is not a number")
+    elif not lo <= value <= hi:
+        check.fail(f"rating {value:g} out of range [{lo:g}, {hi:g}]")
+    return dimension, value
+
+
+def read_ratings(raw: Path, problems: ProblemCollector, declared_edits: set, bar: Callable) -> dict | None:
+    """Columns ``subject_id, item_id, dimension, rating`` (for :func:`~modeling_miescore.data.mos.compute_mos`)
+    from ``ratings.csv``; ``None`` when the file is missing or unusable."""
+    rows = read_csv(raw / RATINGS, problems, required=("subject_id", "edit_id", "dimension", "rating"))
+    if rows is None:
+        return None
+    first_line: dict[tuple, int] = {}
+    columns: dict[str, list] = {"subject_id": [], "item_id": [], "dimension": [], "rating": []}
+    for line, row in bar(rows, desc="checking ratings"):
+        check = RecordCheck(problems, RATINGS, line)
+        dimension, value = _check_rating(check, row, declared_edits)
+        if not check.ok:
+            continue
+        subject, edit_id = row["subject_id"], row["edit_id"]
+        key = (subject, edit_id, dimension)
+        if key in first_line:
+            check.fail(f"duplicate rating of edit {edit_id!r} ({dimension}) by subject {subject!r} "
+                       f"(first on line {first_line[key]})")
+            continue
+        first_line[key] = line
+        for column, v in zip(columns, (subject, edit_id, dimension, value)):
+            columns[column].append(v)
+    return columns
+
+
+def _optional_count(check: RecordCheck, text: str, column: str) -> int | None:
+    if not text:
+        return None
+    value = finite_float(text)
+    if value is None or value < 0 or value != int(value):
+        check.fail(f"{column} {text!r} must be a non-negative integer or empty")
+        return None
+    return int(value)
+
+
+def _optional_spread(check: RecordCheck, text: str, column: str) -> float | None:
+    if not text:
+        return None
+    value = finite_float(text)
+    if value is None or value < 0:
+        check.fail(f"{column} {text!r} must be a non-negative number or empty")
+    return value
+
+
+def _mos_record(check: RecordCheck, row: dict) -> dict:
+    record: dict[str, Any] = {}
+    lo, hi = MOS_RANGE
+    for short in DIMENSION_ABBREVIATIONS.values():
+        text = row[f"mos_{short}"]
+        value = finite_float(text)
+        if value is None:
+            check.fail(f"mos_{short} {text!r} is not a number")
+        elif not lo <= value <= hi:
+            check.fail(f"mos_{short} {value:g} out of range [{lo:g}, {hi:g}]")
+        record[f"mos_{short}"] = value
+        record[f"std_{short}"] = _optional_spread(check, row.get(f"std_{short}", ""), f"std_{short}")
+        record[f"n_{short}"] = _optional_count(check, row.get(f"n_{short}", ""), f"n_{short}")
+    return record
+
+
+def read_mos_csv(raw: Path, problems: ProblemCollector, declared_edits: set) -> tuple[dict | None, set]:
+    """``({edit_id: {mos_*, std_*, n_*}}, edit ids mentioned)`` from ``mos.csv`` (``None`` when unusable)."""
+    rows = read_csv(raw / MOS_CSV, problems, required=("edit_id", "mos_vq", "mos_if", "mos_ap"))
+    if rows is None:
+        return None, set()
+    out: dict[str, dict] = {}
+    first_line: dict[str, int] = {}
+    for line, row in rows:
+        check = RecordCheck(problems, MOS_CSV, line)
+        edit_id = row["edit_id"]
+        check.known(edit_id, declared_edits, f"MOS for unknown edit_id {edit_id!r} (not in {EDITS})")
+        if edit_id in first_line:
+            check.fail(f"duplicate edit_id {edit_id!r} (first on line {first_line[edit_id]})")
+            continue
+        record = _mos_record(check, row)
+        first_line[edit_id] = line
+        if check.ok:
+            out[edit_id] = record
+    return out, set(first_line)
+
 
 # MIEScore paper, "Ethics Statement": the images, prompts and source images are released under CC BY 4.0, and the
 # annotators consented to the use of their annotations for non-commercial research only. Every row carries MOS
@@ -110,7 +273,7 @@ def _mos_from_ratings(ratings: dict, rule: str) -> tuple[dict, Any]:
     """MOS per edit from raw ratings: BT.500 screening and z-score MOS (paper eq. 1), overall (eq. 2)."""
     import pandas as pd
 
-    from ..mos import compute_mos, pivot_mos
+    from ..mos import compute_mos, pivot_mos  # deferred: loads pandas
 
     mos_table, report = compute_mos(pd.DataFrame(ratings), rule=rule)
     mos = {}
@@ -124,7 +287,7 @@ def _mos_from_ratings(ratings: dict, rule: str) -> tuple[dict, Any]:
 
 def _mos_with_overall(mos_rows: dict) -> dict:
     """MOS given in ``mos.csv``, plus the overall score (paper eq. 2)."""
-    from ..mos import overall_mos
+    from ..mos import overall_mos  # deferred: loads pandas
 
     return {edit_id: dict(rec, mos_overall=float(overall_mos(rec["mos_vq"], rec["mos_if"], rec["mos_ap"])))
             for edit_id, rec in mos_rows.items()}
@@ -133,19 +296,11 @@ def _mos_with_overall(mos_rows: dict) -> dict:
 class MIEBenchBuilder(DatasetBuilder):
     """Validate a raw MIE-Bench release and write it as a Hub-native Parquet dataset.
 
-    Options besides the common ones of :class:`~modeling_miescore.data.builders.base.DatasetBuilder`:
-
-    * ``rule``: subject-screening rule passed to :func:`modeling_miescore.data.mos.compute_mos`
-      (``"bt500"`` or ``"paper"``).
-    * ``mos_source``: ``"ratings"`` (raw ratings -> screening -> MOS), ``"mos"`` (``mos.csv`` as given) or
-      ``"auto"`` (``ratings.csv`` when present, else ``mos.csv``).
-    * ``split_method``: ``"stratified"`` (exactly 3:1:1 within each task, the default) or ``"hash"`` (a hash
-      bucket of the instance id: additions never move an instance); see
-      :mod:`~modeling_miescore.data.builders.mie_bench_split`.
-    * ``split_file``: a CSV (``instance_id,split``) or JSON (``{instance_id: split}``) file that assigns every
-      instance, e.g. a release's official split; replaces ``split_method``.
-    * ``split_salt``: salt of the instance-id hash that orders (``"stratified"``) or assigns (``"hash"``)
-      instances. Keep the default to reproduce published builds.
+    Options besides the common ones of :class:`~.base.DatasetBuilder`: ``rule`` (subject screening of
+    :func:`modeling_miescore.data.mos.compute_mos`: ``"bt500"`` or ``"paper"``), ``mos_source`` (``"ratings"``,
+    ``"mos"`` as given, or ``"auto"``: ratings.csv when present), ``split_method`` (``"stratified"`` or ``"hash"``,
+    :mod:`.mie_bench_split`), ``split_file`` (CSV or JSON assigning every instance; replaces ``split_method``) and
+    ``split_salt`` (of the instance-id hash; keep the default to reproduce published builds).
     """
 
     title = "MIE-Bench"
@@ -160,7 +315,7 @@ class MIEBenchBuilder(DatasetBuilder):
                  split_method: str | None = None, split_file: str | os.PathLike | None = None,
                  split_salt: str = DEFAULT_SPLIT_SALT, **common):
         super().__init__(raw_dir, out_dir, **common)
-        from ..mos import RULES
+        from ..mos import RULES  # deferred: loads pandas
 
         if rule not in RULES:
             raise BuildUsageError(f"unknown screening rule {rule!r}; expected one of {list(RULES)}")
@@ -351,27 +506,11 @@ class MIEBenchBuilder(DatasetBuilder):
 
 
 def build_mie_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MIEBenchSummary:
-    """Validate a raw MIE-Bench release and write it as a Hub-native Parquet dataset.
-
-    Args:
-        raw_dir: folder with ``instances.jsonl``, ``edits.jsonl`` and ``ratings.csv`` (or ``mos.csv``).
-        out_dir: output folder; written atomically (temporary folder beside it, then renamed).
-        **options: see :class:`MIEBenchBuilder` (``rule``, ``mos_source``, ``split_method``, ``split_file``,
-            ``split_salt``) and the common
-            options of :class:`~modeling_miescore.data.builders.base.DatasetBuilder` (``overwrite``,
-            ``max_shard_bytes``, ``license``, ``push_to_hub``, ``progress``, ...).
-
-    Returns:
-        :class:`MIEBenchSummary`.
-
-    Raises:
-        DatasetValidationError: the raw release has problems; ``.problems`` lists every one with
-            file and line. Nothing is written.
-        BuildUsageError: an unusable option, or ``out_dir`` is (or contains) the raw folder.
-        OutputExistsError: ``out_dir`` exists and ``overwrite`` is false (checked before any work).
-        OutputBusyError: another build is writing ``out_dir``.
-        HubPushUnavailableError: ``push_to_hub`` cannot work (bad id, offline, no token, Hub unreachable);
-            checked before building.
-        HubPushError: the upload failed after the build (the local dataset is then complete).
-    """
+    """Validate a raw MIE-Bench release (``instances.jsonl``, ``edits.jsonl``, ``ratings.csv`` or ``mos.csv``) and
+    write it to ``out_dir`` as a Hub-native Parquet dataset. ``options``: :class:`MIEBenchBuilder`'s and the common
+    ones of :class:`~.base.DatasetBuilder`; errors as :meth:`~.base.DatasetBuilder.build` raises them."""
     return MIEBenchBuilder(raw_dir, out_dir, **options).build()
+
+
+__all__ = ["Edit", "Instance", "LICENSE", "MIEBenchBuilder", "MIEBenchSummary", "MOS_SOURCES", "build_mie_bench",
+           "mie_bench_features", "read_edits", "read_instances", "read_mos_csv", "read_ratings"]

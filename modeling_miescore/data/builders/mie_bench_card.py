@@ -6,11 +6,10 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from ...model_card import MIESCORE_BIBTEX
+from ...hub.model_card import MIESCORE_BIBTEX
 from ..schema import (DIMENSION_ABBREVIATIONS, MIE_CATEGORIES, MIE_SPLITS, MOS_COLUMN_OF, SCORE_KEYS, TASK_CATEGORY,
                       TASKS)
-from .dataset_card import CardSpec, md_table
-from .parquet_writing import format_bytes
+from .output_folder import CardSpec, format_bytes, md_table
 
 __all__ = ["CARD", "COLUMNS", "MIE_BENCH_CARD_TEMPLATE", "card_context"]
 

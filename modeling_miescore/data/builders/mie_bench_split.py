@@ -1,26 +1,17 @@
 """MIE-Bench train / validation / test splits: by instance, 3:1:1 within each task, a hash, or a split file.
 
-The MIEScore paper ("Implementation Details") splits MIE-Bench 3:1:1 into train, validation and test. All edits of
-an instance are always in one split. Three ways to assign instances:
+The MIEScore paper ("Implementation Details") splits MIE-Bench 3:1:1. All edits of an instance are in one split.
 
-* ``"stratified"`` (the default): 3:1:1 within each task, and the whole build as close to 3:1:1 as integers
-  allow. A task with ``n`` instances gets the whole part of each share ``n * (3/5, 1/5, 1/5)``; its instances left
-  over (at most two) each go to a split whose share has a fractional part, so every split of every task is within
-  one instance of its share (a task whose ``n`` is a multiple of 5 is exact). Which split gets them is decided
-  across tasks: the splits of the whole build get the largest-remainder rounding of ``N * (3/5, 1/5, 1/5)``
-  (equal remainders in the order train, validation, test), and the leftovers fill those totals, first where a
-  task's fractional part is largest (tasks in the order of :data:`~modeling_miescore.data.schema.TASKS`). So 8
-  tasks of one instance give 5 / 2 / 1, not 8 / 0 / 0; with the paper's 3,000 instances every task is split by
-  its own largest remainders wherever that adds up. Within a task the instances are ordered by
-  ``sha256(salt + ":" + instance_id)`` and taken in that order: train, then validation, then test.
-  Deterministic, and independent of the order of the raw files; adding instances to a task may move existing
-  ones (the counts change).
-* ``"hash"``: each instance by a hash bucket of its id alone (:func:`split_of`): 3:1:1 only on average and not
-  per task, but adding instances never moves existing ones.
-* a split file (``split_file``), e.g. an official split of a release: CSV with the columns
-  ``instance_id,split``, or a JSON object ``{"<instance_id>": "<split>", ...}``; split names are
-  ``train``, ``validation``, ``test``. Every instance of ``instances.jsonl`` must be listed once and every listed
-  id must be an instance; problems are reported with file and line.
+* ``"stratified"`` (default): 3:1:1 within each task and as a whole as closely as integers allow. A task of ``n``
+  instances gets the whole part of ``n * (3/5, 1/5, 1/5)``; its at most two leftovers go to splits whose share has
+  a fractional part, chosen across tasks so that the whole build gets the largest-remainder rounding of
+  ``N * (3/5, 1/5, 1/5)`` (:func:`stratified_counts`; 8 tasks of one instance give 5 / 2 / 1, not 8 / 0 / 0).
+  Within a task instances are ordered by ``sha256(salt + ":" + instance_id)``: train, then validation, then test.
+  Deterministic and independent of the raw files' order; adding instances may move existing ones.
+* ``"hash"``: a hash bucket of the id alone (:func:`split_of`): 3:1:1 only on average, but additions never move
+  an instance.
+* a split file (``split_file``): CSV ``instance_id,split`` or JSON ``{"<instance_id>": "<split>"}``; every instance
+  listed once, every listed id an instance; problems reported with file and line.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Reading and checking a raw benchmark release: every problem found, with file and line, before anything is written.
 
-* :class:`Problem` / :class:`ProblemCollector` / :class:`DatasetValidationError`: collect *every* problem of a
-  raw release (file + line + message) and raise them together, once.
-* :func:`read_jsonl` / :func:`read_csv`: readers that keep line numbers for those messages.
-* :func:`unique_records` / :class:`RecordCheck`: the checks every record of a raw file goes through (an id that
-  is a non-empty string and appears once; text fields; references to other files; images).
-* :func:`check_image` / :class:`ImageChecker`: an image exists, stays inside the raw folder and decodes
-  (truncated files, decompression bombs and non-images are caught here, not on the user's first
-  ``load_dataset``).
-* :func:`link_leaving`: symbolic links. A raw file or image whose path stays inside the raw folder but whose
-  symlink target lies outside it is a problem (the build would read data from elsewhere on the machine)
-  unless ``follow_symlinks=True``; links that stay inside are always fine.
-
-Nothing here unpickles anything: inputs are JSON Lines, CSV and image files.
+:class:`ProblemCollector` collects every problem (file + line + message) and :class:`DatasetValidationError`
+raises them together; :func:`read_jsonl` / :func:`read_csv` keep line numbers; :func:`unique_records` /
+:class:`RecordCheck` check each record (ids, text fields, references, images); :class:`ImageChecker` checks that
+an image exists, stays inside the raw folder and decodes (truncated files and decompression bombs are caught here,
+not on the user's first ``load_dataset``); :func:`link_leaving` refuses a symbolic link whose target leaves the raw
+folder unless ``follow_symlinks=True``. Nothing is unpickled: inputs are JSON Lines, CSV and images.
 """
 
 from __future__ import annotations
@@ -25,6 +18,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
+from ...hub.processing_miescore import check_instruction
+from ...utils.text_hygiene import control_characters_problem
 
 __all__ = [
     "DatasetValidationError",
@@ -315,10 +312,6 @@ class RecordCheck:
         ``MAX_INSTRUCTION_CHARS``, no chat-control token: ``processing_miescore.check_instruction``; no control
         character such as NUL: ``utils.text_hygiene.control_characters_problem``), else
         ``None`` and a problem naming ``what`` (e.g. ``"instance 'x'"``)."""
-        from ...image_io import MIEScoreInputError
-        from ...processing_miescore import check_instruction
-        from ...utils.text_hygiene import control_characters_problem
-
         text = self.text(value, f"{what}: instruction must be a non-empty string")
         if text is None:
             return None
@@ -420,8 +413,6 @@ def _outside_link(target: Path) -> str:
 
 def check_image(path: Path, rel: str, max_image_pixels: int | None = None) -> str | None:
     """Return ``None`` when ``path`` is a decodable image, else a one-line reason naming ``rel``."""
-    from ...image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
-
     if not path.exists():
         if path.is_symlink():
             return f"image path {rel!r} {_LINK_LOOP if _is_loop(path) else 'is a broken symbolic link'}"

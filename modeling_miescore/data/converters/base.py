@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..builders.base import BuildSummary, DatasetBuilder
-from ..builders.dataset_card import write_dataset_card
-from ..builders.parquet_writing import format_bytes, write_parquet_split
+from ..builders.output_folder import format_bytes, write_dataset_card, write_parquet_split
 from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from .converted_card import card_context, card_spec, converted_card_data
 from .schema import (

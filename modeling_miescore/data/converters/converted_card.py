@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..builders.dataset_card import (
+from ..builders.output_folder import (
     EDIT_RATING_TASK_CATEGORIES,
     CardSpec,
     dataset_card_data,

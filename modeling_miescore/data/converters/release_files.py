@@ -27,6 +27,7 @@ from typing import Any, Iterator, Sequence
 
 from ..builders.raw_files import TOO_DEEP, ProblemCollector, record_problem
 from .schema import ImageRef
+from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
 
 __all__ = ["check_image_bytes", "embedded_image", "read_json_keyed_records", "read_json_records", "read_parquet_rows",
            "read_saved_dataset", "read_tsv"]
@@ -266,7 +267,6 @@ def check_image_bytes(data: bytes, max_image_pixels: int | None = None) -> str |
 
     from PIL import Image
 
-    from ...image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
 
     try:
         with warnings.catch_warnings():

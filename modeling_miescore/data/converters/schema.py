@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..schema import SCORE_KEYS
+from ...hub.image_io import read_image_file
+from ...utils.import_spec import import_attribute
 
 __all__ = [
     "CONFIGS",
@@ -62,9 +64,7 @@ class ImageRef:
 
     def struct(self) -> dict:
         """The ``datasets.Image`` storage value: the original bytes (a regular file of a bounded size,
-        :func:`~modeling_miescore.image_io.read_image_file`) and the name."""
-        from ...image_io import read_image_file
-
+        :func:`~modeling_miescore.hub.image_io.read_image_file`) and the name."""
         return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
 
     def size(self) -> int:
@@ -158,6 +158,7 @@ class JudgeRequestSettings:
     image_quality: int | None = None
     max_pixels: int | None = None
     source: str = ""
+    seed: int | None = None  # sent as the request's ``seed`` when set (the released scripts send none)
 
     def __post_init__(self):
         if self.parts_order not in PARTS_ORDERS:
@@ -170,7 +171,8 @@ class JudgeRequestSettings:
                 "max_tokens": "not sent" if self.max_tokens is None else str(self.max_tokens),
                 "temperature": "not sent" if self.temperature is None else f"{self.temperature:g}",
                 "images": f"{self.image_format.upper()}{f' quality {self.image_quality}' if lossy else ''}, "
-                          f"{'full size' if self.max_pixels is None else f'at most {self.max_pixels} pixels'}"}
+                          f"{'full size' if self.max_pixels is None else f'at most {self.max_pixels} pixels'}",
+                **({} if self.seed is None else {"seed": str(self.seed)})}
 
     def label(self) -> str:
         """One line naming these settings (every judgement record carries it; a resumed run must match)."""
@@ -179,7 +181,7 @@ class JudgeRequestSettings:
     def differences(self, released: "JudgeRequestSettings") -> list[str]:
         """``"setting: ours (released: theirs)"`` for each setting that differs from ``released``."""
         ours, theirs = self.describe(), released.describe()
-        return [f"{k}: {ours[k]} (released: {theirs[k]})" for k in ours if ours[k] != theirs[k]]
+        return [f"{k}: {ours[k]} (released: {theirs.get(k, 'not sent')})" for k in ours if ours[k] != theirs.get(k)]
 
 
 @dataclass(frozen=True)
@@ -222,14 +224,10 @@ class EditorBenchmark:
 
     def judge_class(self):
         """The MLLM judge class this protocol runs (imported on first use)."""
-        from ...utils.lazy_registry import import_attribute
-
         return import_attribute(self.judge, EDITOR_JUDGES_PACKAGE)
 
     def report_renderer(self):
         """The function rendering ``report.md`` of one editor's run on this benchmark (imported on first use)."""
-        from ...utils.lazy_registry import import_attribute
-
         return import_attribute(self.report, EDITOR_JUDGES_PACKAGE)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ...image_io import MIEScoreInputError, load_image
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import load_image
 from ..schema import TIERS
 from .annotation_store import AnnotationSample, AnnotationStore
 

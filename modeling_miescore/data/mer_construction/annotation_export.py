@@ -24,11 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.output_paths import OutputPathError, check_folder_apart, ensure_folder
-from ..builders.mer_bench import DEFAULT_GROUPS_PER_TYPE
-from ..builders.mer_bench_groups import sample_groups, vote
-from ..builders.mer_bench_raw import Candidate
+from ..builders.mer_bench import Candidate, DEFAULT_GROUPS_PER_TYPE, sample_groups, vote
 from ..schema import GROUP_SIZES, MER_TIER_DIMENSIONS
 from .annotation_store import AnnotationStore
 

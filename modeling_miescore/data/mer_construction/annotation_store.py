@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 
 from filelock import FileLock
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ..schema import MER_TIER_DIMENSIONS, TIERS
 from .candidate_generation import CANDIDATES
 from .instruction_synthesis import INSTRUCTIONS

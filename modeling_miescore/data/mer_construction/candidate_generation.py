@@ -29,7 +29,8 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from ...image_io import MIEScoreInputError, load_image
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import load_image
 from ...utils.atomic_files import write_bytes_atomic
 from ...utils.import_spec import import_callable
 from ...utils.output_lock import exclusive_output

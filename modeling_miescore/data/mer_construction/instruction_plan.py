@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from .instruction_prompts import MER_SUBTASKS
 
 __all__ = ["InstructionJob", "MIN_EDITS", "MAX_EDITS", "SourceImage", "plan_jobs", "read_sources"]

@@ -7,7 +7,7 @@ for word, and the subtask taxonomy they are planned with.
 Normalisation, the same as for the D.1 and D.2 prompts: HTML entities of the paper's rendering are unescaped,
 typographic quotes are ASCII (``person’s`` -> ``person's``) and the listings' line breaks, lost in text
 extraction, are restored at heading and list boundaries. Nothing else changes:
-``tests/test_mer_construction.py`` diffs both prompts against the paper's text with whitespace collapsed.
+``tests/data/mer_construction/test_mer_construction.py`` diffs both prompts against the paper's text with whitespace collapsed.
 Placeholders are filled by plain replacement (:func:`~modeling_miescore.data.spatialreward_pipeline.prompts.fill`):
 the prompts contain JSON braces.
 

@@ -12,7 +12,7 @@ Output folder (the construction project, shared with the later stages)::
                               (15) and the operation counts (2-5) of the accepted instructions
 
 The answer is the writer's **final** JSON object with ``is_editable``
-(:func:`~modeling_miescore.spatialreward_relaxed_json.final_json_object`); several that disagree, or a key written twice with different values, are ``ambiguous``.
+(:func:`~modeling_miescore.hub.spatialreward_relaxed_json.final_json_object`); several that disagree, or a key written twice with different values, are ``ambiguous``.
 An instruction, region description or reason holding a chat-control token (``<|im_end|>``, ``<|image_pad|>``,
 ...) or a control character (NUL, ...) is ``control_token``: it would become a real control token when a model
 is trained or evaluated on it (:mod:`modeling_miescore.utils.text_hygiene`).
@@ -32,9 +32,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from ...image_io import MIEScoreInputError, load_image
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import load_image
 from ...judges.call_engine import CallEngine, ChatRequest
-from ...spatialreward_relaxed_json import final_json_object
+from ...hub.spatialreward_relaxed_json import final_json_object
 from ...utils.text_hygiene import training_text_problem
 from ...utils.atomic_files import write_text_atomic
 from ...utils.output_lock import exclusive_output

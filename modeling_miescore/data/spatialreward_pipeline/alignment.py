@@ -38,9 +38,9 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...judges.call_engine import ChatRequest
-from ...spatialreward_relaxed_json import strip_reasoning_and_fences
-from ...spatialreward_parsing import parse_sc_output
-from ...spatialreward_tokens import GROUNDING_TOKEN_RE
+from ...hub.spatialreward_relaxed_json import strip_reasoning_and_fences
+from ...hub.spatialreward_parsing import parse_sc_output
+from ...hub.spatialreward_tokens import GROUNDING_TOKEN_RE
 from ..spatialreward_chat_examples import check_row, control_token_problem
 from ...utils.text_hygiene import training_text_problem
 from .grounding import labelled_images

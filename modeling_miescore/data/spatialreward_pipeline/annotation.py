@@ -19,7 +19,7 @@ is *general*. (An older rule counted any body-part word; ``human_words=`` restor
   source in turn (the same box on each image's own size: D.2.1 boxes removals in the original and additions in
   the edited image, so no single source is "the" before image).
 * General SC (the paper: GPT-5, "visual bounding box overlays"): D.2.2 "General Domain" with the boxes drawn on
-  the original image(s) and the edited image (:func:`modeling_miescore.spatialreward_drawing.draw_regions`: one
+  the original image(s) and the edited image (:func:`modeling_miescore.hub.spatialreward_drawing.draw_regions`: one
   colour and an ``id: label`` tag per region), as its "Both images contain visual annotations" says.
   ``annotate_sources=False`` draws on / crops from the edited image only (``--edited-only-annotations``).
 * PQ (the paper: GPT-5, "independently evaluated"): D.2.2 "Perceptual Quality" with the edited image alone
@@ -41,9 +41,9 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...data.schema import MER_CATEGORIES
-from ...spatialreward_drawing import bbox_to_pixels, draw_regions
+from ...hub.spatialreward_drawing import bbox_to_pixels, draw_regions
 from ...judges.call_engine import ChatRequest
-from ...spatialreward_parsing import parse_pq_output, parse_sc_output
+from ...hub.spatialreward_parsing import parse_pq_output, parse_sc_output
 from ...utils.text_hygiene import training_text_problem, valid_text
 from .prompts import PQ_PROMPT, SC_GENERAL_PROMPT, SC_HUMAN_PROMPT, fill, user_text
 from .report import Outcome

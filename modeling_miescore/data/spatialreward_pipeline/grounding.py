@@ -11,7 +11,7 @@ single-source edit, one integrated element per source for a fusion, as D.1.2 cou
 :data:`GROUNDER_DECIDES` instead of a number.
 
 Its answer ``{"edit_region": [{"id", "label", "bbox_2d"}]}`` is read with the SpatialReward parser
-(:func:`modeling_miescore.spatialreward_parsing.parse_sc_output`: strict JSON first, relaxed repairs, boxes clamped to
+(:func:`modeling_miescore.hub.spatialreward_parsing.parse_sc_output`: strict JSON first, relaxed repairs, boxes clamped to
 [0, 1000] and ordered). Rejected: an empty answer or no complete JSON object with an ``edit_region`` list
 (``grounding_unparsable``), a region
 without a valid 4-number box or with a repeated id (``grounding_invalid_region``), a box of zero width or height
@@ -26,8 +26,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from ...judges.call_engine import ChatRequest
-from ...spatialreward_parsing import parse_sc_output
-from ...spatialreward_tokens import MAX_BBOX_ID
+from ...hub.spatialreward_parsing import parse_sc_output
+from ...hub.spatialreward_tokens import MAX_BBOX_ID
 from ...utils.text_hygiene import valid_text
 from .prompts import GROUNDING_PROMPT, fill, user_text
 from .report import Outcome

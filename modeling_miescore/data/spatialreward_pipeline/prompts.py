@@ -13,7 +13,7 @@ Normalisation, the same as for the D.1 prompts in ``configuration_spatialreward`
 rendering are unescaped (``&lt;|global|&gt;`` -> ``<|global|>``, ``&amp;`` -> ``&``), typographic quotes are
 ASCII (``’score1’`` -> ``'score1'``, ``‘check_result: true‘`` -> ``'check_result: true'``), and the listings'
 line breaks, lost in text extraction, are restored at sentence, heading and list boundaries. Nothing else
-changes, typos included ("editeded", "wheather", "evaluata", "metioned"): ``tests/test_spatialreward_pipeline.py``
+changes, typos included ("editeded", "wheather", "evaluata", "metioned"): ``tests/data/spatialreward_pipeline/test_spatialreward_pipeline.py``
 diffs every prompt against the paper's text with whitespace collapsed.
 
 Placeholders are filled with plain string replacement (:func:`fill`), never ``str.format``: the prompts contain

@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...judges.call_engine import CallEngine, run_together
 from ...scoring.jsonl_scoring import read_predictions
 from ...utils.atomic_files import atomic_write, write_text_atomic

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from ...image_io import MIEScoreInputError
-from ...processing_miescore import EditSample
+from ...hub.errors import MIEScoreInputError
+from ...hub.processing_miescore import EditSample
+from ...scoring.jsonl_scoring import iter_input, line_entries, record_to_sample
+from ..dataset_edits import export_dataset_edits
 
 __all__ = ["EditRecord", "read_edit_records"]
 
@@ -57,8 +59,6 @@ def _hints(record: dict) -> Tuple[Optional[str], Optional[str], Optional[int]]:
 
 
 def _read_jsonl(path: Path) -> Tuple[List[EditRecord], List[Tuple[str, str]]]:
-    from ...scoring.jsonl_scoring import iter_input, line_entries, record_to_sample
-
     records, problems = [], []
     for number, record, error, sample_id in line_entries(iter_input(path)):
         if error is None:
@@ -76,8 +76,6 @@ def _read_jsonl(path: Path) -> Tuple[List[EditRecord], List[Tuple[str, str]]]:
 
 
 def _read_dataset(dataset: str, split: Optional[str], work_dir: Path, progress: bool):
-    from ..dataset_edits import export_dataset_edits
-
     inputs, categories = export_dataset_edits(dataset, work_dir, split=split, progress=progress)
     records, problems = _read_jsonl(inputs)
     for record in records:

@@ -7,8 +7,9 @@ dataset's rows, selection, sources), :mod:`.edit_files` (an editor's outputs mat
 (what the MLLM judges share), :mod:`.gedit_judge` (VIEScore ``tie``), :mod:`.imgedit_judge` (the per-type rubric),
 :mod:`.judge_run` (resumable judging), :mod:`.reward_judges` (MIEScore / SpatialReward as judges),
 :mod:`.scores` (aggregation), :mod:`.editor_report` (one editor's report), :mod:`.editor_run` (the whole run,
-what ``miescore benchmark gedit`` / ``imgedit`` call), :mod:`.editor_comparison` and :mod:`.comparison_grid`
-(``miescore benchmark editors``).
+what ``miescore benchmark gedit`` / ``imgedit`` call), :mod:`.run_protocol` (a run's protocol and fingerprint),
+:mod:`.recheck` (``--recheck N``: the judge's drift), :mod:`.editor_comparison` and :mod:`.comparison_grid`
+(``miescore benchmark editors``; runs of unlike protocols refused).
 """
 
 from __future__ import annotations

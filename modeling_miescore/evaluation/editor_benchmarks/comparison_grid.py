@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List
 
-from ...image_io import MIEScoreInputError, load_image
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import load_image
 from ...utils.atomic_files import atomic_write
 
 __all__ = ["draw_case", "gain_loss_cases"]

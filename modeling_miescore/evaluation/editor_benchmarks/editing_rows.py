@@ -15,6 +15,9 @@ from typing import Sequence
 from ...data.converters.schema import EDITING_COLUMNS, SPLIT
 from ...data.errors import EXAMPLES, BenchmarkInputError
 from .protocols import EditorBenchmark
+from ...data.converters.converted_card import read_benchmark_metadata
+from ...data.dataset_splits import load_split
+from ...data.input_export import safe_file_name, store_image
 
 __all__ = ["EditingRows", "export_sources", "load_editing_rows", "select_rows"]
 
@@ -36,9 +39,6 @@ class EditingRows:
 def load_editing_rows(dataset: str, benchmark: EditorBenchmark) -> EditingRows:
     """Open ``dataset`` (a folder or Hub repo from ``miescore convert-benchmark <benchmark.dataset>``)."""
     import pandas as pd
-
-    from ...data.converters.converted_card import read_benchmark_metadata
-    from ...data.dataset_splits import load_split
 
     metadata = read_benchmark_metadata(dataset)
     if metadata is None or "editing" not in metadata.get("kinds", []):
@@ -90,7 +90,6 @@ def export_sources(rows: EditingRows, ids: Sequence[str], folder: Path, progress
     from datasets import Image, List
     from tqdm.auto import tqdm
 
-    from ...data.input_export import safe_file_name, store_image
 
     wanted = set(ids)
     positions = [i for i, row_id in enumerate(rows.frame["id"]) if row_id in wanted]

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ...data.builders.output_folder import AtomicOutputDir
-from ...image_io import regular_file_problem
+from ...hub.image_io import regular_file_problem
 from ...utils.output_paths import check_folder_apart, output_writes
 from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings, with_ci
@@ -44,7 +44,9 @@ from ..report_parts import fmt_ci, legend_below, new_figure, notes_section, repo
 from .comparison_grid import draw_case, gain_loss_cases
 from .editor_report import NOT_COMPARABLE
 from .protocols import EDITOR_BENCHMARKS
+from .run_protocol import check_like_protocols, comparison_protocol
 from .scores import MetricNotes, summarize
+from .reward_judges import REWARD_JUDGES, reward_view
 
 __all__ = ["VIEW_NAMES", "compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "report_columns",
            "sign_flip_p_value", "table3_columns", "write_comparison"]
@@ -183,8 +185,6 @@ def _frame(per_row: list, folder: Path, kind: str):
 def _source(report: dict, kind: str, by: Optional[str], name: str):
     """``(per_row, selection, protocol, bounds)`` of a report as ``by`` reads it: the MLLM judge's (None) or the
     reward model of that kind (``--by miescore``); ``bounds``: each score's ``(low, high)``."""
-    from .reward_judges import REWARD_JUDGES, reward_view
-
     benchmark = EDITOR_BENCHMARKS[kind]
     if by is None:
         if not report.get("results"):
@@ -285,13 +285,19 @@ def _delta(base, run, benchmark, bootstrap: BootstrapSettings) -> dict:
 
 
 def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[str] = None,
-                    bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4, by: Optional[str] = None) -> dict:
+                    bootstrap: Optional[BootstrapSettings] = None, grid_size: int = 4, by: Optional[str] = None,
+                    allow_protocol_differences: bool = False) -> dict:
     """The comparison report dict (module docstring); pictures of the largest gains and losses go to ``out_dir``
     (an existing folder: :func:`write_comparison` makes it, apart from the runs). ``by``: compare the reward model
     of that kind's scores (``miescore``, ``spatialreward``) instead of the MLLM judge's. The runs' reports' labels
-    (``--label``, e.g. random weights) carry over to the comparison."""
+    (``--label``, e.g. random weights) carry over to the comparison. Runs whose protocols differ in anything but
+    the editor are refused (every differing setting listed, run by run) unless ``allow_protocol_differences``; then
+    every table of the report says so."""
     bootstrap = bootstrap or BootstrapSettings(n=0)
     loaded = _load(runs)
+    protocols = {f"{name} {kind}": report.get("protocol") for name, kinds in loaded.items()
+                 for kind, (report, _) in kinds.items()}
+    allowed = check_like_protocols(protocols, allow_protocol_differences)
     entries, selectors = _entries(loaded, by)
     if len(entries) < 2:
         raise BenchmarkInputError("--runs needs at least two runs (a baseline and one to compare), or one run of "
@@ -304,7 +310,12 @@ def compare_editors(runs: Dict[str, List[Path]], out_dir, *, baseline: Optional[
     labels = sorted({report.get("label") for kinds in loaded.values() for report, _ in kinds.values()} - {None})
     return {**report, "by": by, "selectors": selectors, "label": "; ".join(labels) or None,
             "published": SPATIALREWARD_TABLE3 if by is None else {}, "notes": notes.lines,
-            "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
+            "run": {"created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                    "inputs": {"runs": {name: [str(Path(f).resolve()) for f in folders]
+                                        for name, folders in runs.items()},
+                               "baseline": baseline, "by": by, "grid_size": grid_size,
+                               "allow_protocol_differences": allow_protocol_differences}},
+            "protocol": comparison_protocol(protocols, by=by, bootstrap=bootstrap, allowed=allowed),
             "meta": {"bootstrap": bootstrap.describe("keys")}}
 
 
@@ -429,7 +440,7 @@ def table3_columns() -> Dict[str, dict]:
     """``column key -> {"kind", "value", "header"}``: the paper's Table 3 columns, then those of registered editor
     benchmarks the paper does not report, each filled by the editor benchmark (``kind``) that declares it
     (``BenchmarkSpec.columns["editors"]``) with one of its scores or ``delta`` (Δ of its overall)."""
-    from ..converted_benchmarks import declared_benchmarks, report_columns
+    from ..converted_benchmarks import declared_benchmarks, report_columns  # deferred: name clash
 
     declared = declared_benchmarks()
     columns = {}
@@ -487,6 +498,16 @@ def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
     return rows
 
 
+def _protocol_caveat(report: dict) -> List[str]:
+    """The line under every table of a comparison of runs of different protocols (--allow-protocol-differences)."""
+    allowed = ((report.get("protocol") or {}).get("comparison") or {}).get("allowed_differences")
+    if not allowed:
+        return []
+    return [f"> **Runs of different protocols** (--allow-protocol-differences): {', '.join(allowed)} differ from the "
+            "first run in settings that decide the numbers (listed at the top); the Δ mixes the editor's effect with "
+            "theirs.", ""]
+
+
 def comparison_markdown(report: dict) -> str:
     """``report.md`` of ``miescore benchmark editors`` (module docstring)."""
     own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
@@ -508,7 +529,7 @@ def comparison_markdown(report: dict) -> str:
             report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)), "",
             ("The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). " if not report.get("by")
              else "") + "Brackets: bootstrap CIs over keys; p: paired sign-flip permutation test over the keys both "
-            "runs judged (n).", ""]
+            "runs judged (n).", "", *_protocol_caveat(report)]
     for kind, by_run in report["per_category"].items():
         benchmark = EDITOR_BENCHMARKS[kind]
         overall_label = report.get("scores", {}).get(kind, {}).get("labels", benchmark.labels)[
@@ -520,7 +541,7 @@ def comparison_markdown(report: dict) -> str:
         rows = [[title_case(c), *[_num(by_run[n].get(c)) for n in names],
                  *[_diff(by_run[n].get(c), base.get(c)) for n in names if n != report["baseline"]]] for c in cats]
         out += [f"## {benchmark.title}: {overall_label} per {benchmark.category_label.lower()}",
-                "", report_table(header, rows), ""]
+                "", report_table(header, rows), "", *_protocol_caveat(report)]
         plot = report.get("plots", {}).get(f"per_category_{kind}")
         out += [f"![{benchmark.title} per {benchmark.category_label.lower()}]({plot})", ""] if plot else []
     for kind, by_run in report["cases"].items():

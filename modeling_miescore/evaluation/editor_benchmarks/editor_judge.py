@@ -83,8 +83,9 @@ class EditorJudge:
         images, as GEdit's ``GPT4o.prepare_prompt`` and ImgEdit's ``basic_bench.py``; ``images-first``: as GEdit's
         Qwen2.5-VL path)."""
         parts = [text, *images] if self.settings.parts_order == "text-first" else [*images, text]
+        seed = self.settings.seed
         return ChatRequest(parts, max_tokens=self.settings.max_tokens, temperature=self.settings.temperature,
-                           stage=stage)
+                           extra={} if seed is None else {"seed": seed}, stage=stage)
 
     def _record(self, results: List[CallResult], stages: List[str], input_id: str, category: str):
         failed = [(s, r) for s, r in zip(stages, results) if not r.ok and r.error_kind != "refusal"]
@@ -102,7 +103,9 @@ class EditorJudge:
         if record["failed"]:
             record["raw"] = {s: (r.text if r.ok else r.error)[:500] for s, r in zip(stages, results)}
         self.counts["flagged" if record["failed"] else "judged"] += 1
+        reported = sorted({r.model for r in results if r.model})
         return {**record, "issues": issues, "judge": self.name, "prompts": self.prompts.label,
+                **({"endpoint_model": ", ".join(reported)} if reported else {}),
                 "request": self.settings.label(), "edited_sha256": self.info.get(input_id, {}).get("edited_sha256")}
 
     def score_batch(self, samples: Sequence[Any], batch_size: int = 0) -> List[Any]:

@@ -21,8 +21,10 @@ from ..metrics.bootstrap import bootstrap_ci
 from ..report_parts import (error_bar_note, error_bars, fmt_ci, legend_below, new_figure, notes_section,
                             plot_value, report_table, run_lines, save_figure, title_case)
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
+from .recheck import recheck_markdown
 from .reward_judges import REWARD_JUDGES, reward_view
 from .scores import benchmark_results, row_records
+from ..metrics.inputs import is_constant
 
 __all__ = ["NOT_COMPARABLE", "build_editor_report", "editor_markdown", "editor_plots", "reward_judge_summary"]
 
@@ -34,8 +36,7 @@ _LISTED = 50  # entries of a list shown in a report (all of them stay in report.
 def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings, names: tuple[str, str] = ("", "")) -> dict:
     """Spearman correlation of ``x`` and ``y`` with its CI; none (a ``note`` says why) with fewer than 3 keys or
     when one side is constant (``names`` say which: the benchmarks have no MOS)."""
-    from ..metrics.correlation import srcc
-    from ..metrics.inputs import is_constant
+    from ..metrics.correlation import srcc  # deferred: loads scipy
 
     if len(x) < 3:
         return {"value": None, "ci": [None, None], "n": int(len(x)), "note": "fewer than 3 keys"}
@@ -205,6 +206,7 @@ def editor_markdown(report: dict) -> str:
     if report["results"]:
         out += _headline(report, benchmark) + _per_category(report, benchmark)
     out += _reward_section(report, benchmark)
+    out += recheck_markdown(report, benchmark.labels)
     out += ["## Missing and failed", ""]
     out += _listing("Keys without an edit (left out of every mean)", report["missing_edits"], "none")
     out += _listing("Flagged judgements (an answer without every score; left out)",

@@ -4,7 +4,9 @@
 export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec``: a
 :class:`~modeling_miescore.cli.model_calls.ModelCallRun` and a
 :class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
-``report.json``, ``report.md``, ``report.html`` and ``plots/`` (rendered first, then written atomically). Every
+``report.json`` (with the run's protocol and fingerprint, :mod:`.run_protocol`), ``report.md``, ``report.html`` and
+``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation alone, from the
+judgements on disk (what ``miescore benchmark rescore`` runs again). Every
 judging step resumes (:mod:`.judge_run`). Bad input raises
 :class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
 """
@@ -18,15 +20,21 @@ from typing import Optional, Sequence
 
 from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings
+from ..protocol import package_version
 from .edit_files import resolve_edits
 from .editing_rows import export_sources, load_editing_rows, select_rows
 from .editor_report import build_editor_report, editor_plots, reward_judge_summary
 from .judge_run import read_records, run_mllm_judge, write_judge_inputs
 from .protocols import EditorBenchmark
-from .reward_judges import parse_reward_judge, reward_view, run_reward_judge
+from .reward_judges import parse_reward_judge, reward_judge_name, reward_view, run_reward_judge
+from .recheck import recheck_judgements
+from .run_protocol import run_protocol
 from .scores import MetricNotes, row_frame, sample_frame, selection_views
+from ...utils.credentials import redacted_url
+from ...scoring.jsonl_scoring import make_output_folder
+from ..report import write_report
 
-__all__ = ["EditorRunOptions", "evaluate_editor", "load_prompts"]
+__all__ = ["EditorRunOptions", "RunContext", "aggregate_run", "evaluate_editor", "load_prompts"]
 
 
 @dataclass
@@ -35,7 +43,8 @@ class EditorRunOptions:
     prompts), name and ``request`` settings (a :class:`~modeling_miescore.data.converters.schema.
     JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
     ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
-    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights")."""
+    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights"); ``recheck``: judge
+    this many judged edits again without the answer cache and report the drift (:mod:`.recheck`)."""
 
     calls: object = None
     spec: object = None
@@ -51,6 +60,7 @@ class EditorRunOptions:
     plots: bool = True
     progress: bool = True
     label: Optional[str] = None
+    recheck: int = 0
 
 
 def load_prompts(benchmark: EditorBenchmark, path: Optional[str], categories: Sequence[str]):
@@ -61,20 +71,9 @@ def load_prompts(benchmark: EditorBenchmark, path: Optional[str], categories: Se
 def _judge_lines(spec, settings, benchmark: EditorBenchmark) -> dict:
     """Where the judge ran (the endpoint's base URL, credentials masked, or the local model) and how its requests
     were sent, with every difference from the benchmark's released script."""
-    from ...utils.credentials import redacted_url
-
     where = redacted_url(spec.base_url) if spec.kind == "openai" else f"local transformers model {spec.model}"
     return {"judge_endpoint": where, "request": settings.label(),
             "request_differences": settings.differences(benchmark.request) if benchmark.request else []}
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("miescore")
-    except Exception:  # noqa: BLE001 - informational only
-        return ""
 
 
 def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_dir, *,
@@ -85,9 +84,6 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
     Returns ``(report, unfinished)``: ``unfinished`` lists what a rerun should retry (edits whose request failed
     for good, reward-model lines that could not be scored); the report covers everything judged so far.
     """
-    from ...scoring.jsonl_scoring import make_output_folder
-    from ..report import write_report
-
     options = options or EditorRunOptions()
     if options.spec is None and not options.reward_judges:
         raise BenchmarkInputError("nothing to judge with: give the MLLM judge (--backend ...) and/or a reward model "
@@ -107,24 +103,62 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
 
     settings = options.request or benchmark.request
     unfinished: list[str] = []
-    judge_name = _mllm_judge(benchmark, options, settings, inputs, out, info, prompts, unfinished)
+    judge_name, recheck = _mllm_judge(benchmark, options, settings, inputs, out, info, prompts, unfinished)
+    for kind, ckpt in kinds:
+        _run_reward_judge(kind, ckpt, options, benchmark, inputs, out, info, unfinished)
+    context = RunContext(dataset=dataset, edits=edits, languages=languages, categories=categories, rows=rows,
+                         selected=selected, resolved=resolved, sources=sources, kinds=kinds)
+    report = aggregate_run(benchmark, context, out, options, judge_name, settings, prompts)
+    records = read_records(out / "judgements.jsonl") if judge_name else {}
+    reported = sorted({r["endpoint_model"] for r in records.values() if r.get("endpoint_model")})
+    report["protocol"] = run_protocol(
+        benchmark, dataset=dataset, rows=rows, selected=selected, options=options, settings=settings, prompts=prompts,
+        judge_name=judge_name, reported=reported, reward_models=kinds, mode=report["run"]["inputs"]["mode"])
+    if recheck is not None:
+        report["recheck"] = recheck
+    report["plots"] = editor_plots(report, out) if options.plots else {}
+    write_report(out, report)
+    return report, unfinished
+
+
+@dataclass
+class RunContext:
+    """What a run judged: the inputs as given, the dataset's rows, the selection, the matched edits, the sources'
+    files and the reward models (``[(kind, checkpoint)]``); :func:`aggregate_run` turns it and the judgements on
+    disk into the report (``miescore benchmark rescore`` rebuilds it from a report)."""
+
+    dataset: str
+    edits: str
+    languages: Optional[Sequence[str]]
+    categories: Optional[Sequence[str]]
+    rows: object
+    selected: object
+    resolved: object
+    sources: dict
+    kinds: list
+
+
+def aggregate_run(benchmark: EditorBenchmark, context: RunContext, out: Path, options: EditorRunOptions,
+                  judge_name: Optional[str], settings, prompts) -> dict:
+    """The report of a run from the judgements under ``out`` (``judgements.jsonl``, ``reward-<kind>.jsonl``):
+    every aggregate and the counts; no judge is called."""
+    rows, selected, resolved, sources = context.rows, context.selected, context.resolved, context.sources
     shape = _RunShape(mode="best" if options.best_of_n else "selected" if resolved.selector else "mean",
                       order=sorted(set(rows.frame["category"])), selector=resolved.selector,
                       expected={language: sorted(set(part["category"]))
                                 for language, part in selected.groupby("language")},
                       sources={row: [p if Path(p).is_absolute() else f"inputs/{p}" for p in paths]
                                for row, paths in sources.items()})
+    records = read_records(out / "judgements.jsonl") if judge_name else {}
     with MetricNotes() as notes:
-        samples = sample_frame(selected, resolved, read_records(out / "judgements.jsonl") if judge_name else {},
-                               benchmark, rows.flags)
+        samples = sample_frame(selected, resolved, records, benchmark, rows.flags)
         judge_rows = row_frame(samples, benchmark, shape.mode) if judge_name else None
         reward = {}
-        for kind, ckpt in kinds:
-            name, reward[name] = _reward_judge(benchmark, kind, ckpt, options, shape, inputs, out, info, selected,
-                                               resolved, rows, judge_rows, unfinished)
+        for kind, ckpt in context.kinds:
+            reward[reward_judge_name(kind, ckpt)] = _reward_summary(benchmark, kind, options, shape, out, selected,
+                                                                    resolved, rows, judge_rows)
         report = build_editor_report(
-            benchmark, run=_run_info(dataset, edits, rows, resolved, judge_name, options, settings, benchmark,
-                                     prompts, languages, categories),
+            benchmark, run=_run_info(context, judge_name, options, settings, benchmark, prompts, shape.mode),
             samples=samples, rows=judge_rows if judge_rows is not None else samples.iloc[0:0],
             missing=resolved.missing, outside_selection=resolved.outside_selection, prompts=prompts,
             bootstrap=options.bootstrap, reward=reward, judge_ran=judge_name is not None, order=shape.order,
@@ -134,9 +168,7 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
                 samples, benchmark, options.bootstrap, shape.order, shape.expected, shape.sources)}
     report["notes"] = notes.lines
     report["label"] = options.label
-    report["plots"] = editor_plots(report, out) if options.plots else {}
-    write_report(out, report)
-    return report, unfinished
+    return report
 
 
 @dataclass
@@ -152,31 +184,42 @@ class _RunShape:
 
 
 def _mllm_judge(benchmark, options: EditorRunOptions, settings, inputs: Path, out: Path, info: dict, prompts,
-                unfinished: list) -> Optional[str]:
-    """Run the MLLM judge when one is given; its name (None: none)."""
+                unfinished: list) -> tuple[Optional[str], Optional[dict]]:
+    """Run the MLLM judge when one is given, and its re-check (``--recheck``); ``(its name, the re-check)``
+    (None: none)."""
     if options.spec is None:
-        return None
+        return None, None
     spec = options.spec
     judge_name = options.judge_name or (Path(spec.model).name if spec.kind == "transformers" else spec.model)
+    recheck = None
     with options.calls:
         batch, _ = run_mllm_judge(benchmark, options.calls, spec, inputs, out / "judgements.jsonl", info, prompts,
                                   name=judge_name, settings=settings, progress=options.progress)
+        if options.recheck:
+            recheck = recheck_judgements(benchmark, options.calls, spec, inputs, out / "judgements.jsonl", info,
+                                         prompts, name=judge_name, settings=settings, n=options.recheck,
+                                         bootstrap=options.bootstrap)
     if batch.errors:
         unfinished.append(f"{len(batch.errors)} edits were not judged (their request failed; listed above)")
-    return judge_name
+    return judge_name, recheck
 
 
-def _reward_judge(benchmark, kind, ckpt: str, options: EditorRunOptions, shape: _RunShape, inputs: Path, out: Path,
-                  info: dict, selected, resolved, rows, judge_rows, unfinished: list) -> tuple[str, dict]:
-    """Score the edits with one reward model; ``(its name, its summary for the report)``."""
-    output = out / f"reward-{kind.name}.jsonl"
-    batch, name = run_reward_judge(kind, ckpt, inputs, output, info, resize=benchmark.resize_to_source,
-                                   device=options.device, dtype=options.dtype, batch_size=options.batch_size,
-                                   progress=options.progress)
+def _run_reward_judge(kind, ckpt: str, options: EditorRunOptions, benchmark, inputs: Path, out: Path, info: dict,
+                      unfinished: list) -> None:
+    """Score the edits with one reward model into ``out/reward-<kind>.jsonl`` (resumable)."""
+    batch, name = run_reward_judge(kind, ckpt, inputs, out / f"reward-{kind.name}.jsonl", info,
+                                   resize=benchmark.resize_to_source, device=options.device, dtype=options.dtype,
+                                   batch_size=options.batch_size, progress=options.progress)
     if batch.errors:
         unfinished.append(f"{len(batch.errors)} edits were not scored by {name}")
+
+
+def _reward_summary(benchmark, kind, options: EditorRunOptions, shape: _RunShape, out: Path, selected, resolved,
+                    rows, judge_rows) -> dict:
+    """One reward model's summary for the report, from its scores on disk."""
     view = reward_view(benchmark, kind)
-    reward_samples = sample_frame(selected, resolved, read_records(output), view, rows.flags)
+    reward_samples = sample_frame(selected, resolved, read_records(out / f"reward-{kind.name}.jsonl"), view,
+                                  rows.flags)
     summary = reward_judge_summary(kind, row_frame(reward_samples, view, shape.mode), judge_rows, benchmark,
                                    options.bootstrap, shape.order, shape.expected, shape.sources)
     summary["counts"] = {"scored": int((reward_samples["judged"] & ~reward_samples["failed"]).sum()),
@@ -185,17 +228,29 @@ def _reward_judge(benchmark, kind, ckpt: str, options: EditorRunOptions, shape: 
     if shape.selector:
         summary["selection"] = {"selector": shape.selector, "views": selection_views(
             reward_samples, view, options.bootstrap, shape.order, shape.expected, shape.sources)}
-    return name, summary
+    return summary
 
 
-def _run_info(dataset, edits, rows, resolved, judge_name, options: EditorRunOptions, settings, benchmark, prompts,
-              languages, categories) -> dict:
+def _local_path(path: str) -> str:
+    """A local input's absolute path (what ``rescore`` reopens from another folder); a Hub id as given."""
+    local = Path(path).expanduser()
+    return str(local.resolve()) if local.exists() else path
+
+
+def _run_info(context: RunContext, judge_name, options: EditorRunOptions, settings, benchmark, prompts,
+              mode: str) -> dict:
+    resolved = context.resolved
     samples = ("best of N (max overall per key)" if options.best_of_n else
                f"the sample selected by {resolved.selector}" if resolved.selector else "mean over each key's samples")
-    return {"dataset": dataset, "release": rows.release, "edits": f"{edits} ({resolved.form})",
-            "miescore_version": _version(), "judge": judge_name or "none (reward models only)",
+    given = (("language", context.languages or []), ("category", context.categories or []))
+    return {"dataset": context.dataset, "release": context.rows.release, "edits": f"{context.edits} ({resolved.form})",
+            "miescore_version": package_version(), "judge": judge_name or "none (reward models only)",
             **(_judge_lines(options.spec, settings, benchmark) if options.spec is not None else {}),
             "prompts": prompts.label if prompts else None, "samples": samples,
-            "selection": ", ".join(f"{k} {', '.join(v)}" for k, v in (("language", languages or []),
-                                                                      ("category", categories or [])) if v),
+            "selection": ", ".join(f"{k} {', '.join(v)}" for k, v in given if v),
+            "inputs": {"dataset": _local_path(context.dataset), "edits": _local_path(context.edits),
+                       "languages": list(context.languages or []), "categories": list(context.categories or []),
+                       "prompts": _local_path(options.prompts_path) if options.prompts_path else None,
+                       "reward_judges": [f"{kind.name}:{_local_path(ckpt)}" for kind, ckpt in context.kinds],
+                       "best_of_n": options.best_of_n, "mode": mode},
             "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

@@ -18,7 +18,7 @@ the four module-level strings that the ``tie`` task joins are read: ``_context_n
 ``--prompts`` the judge uses :data:`OWN_PROMPTS`, our wording of the same protocol (same inputs, criteria, 0-10
 scales and JSON answer); such reports say "own prompts — not comparable with published numbers".
 
-Parsing: the final JSON object with a ``"score"`` key (:func:`~modeling_miescore.spatialreward_relaxed_json.
+Parsing: the final JSON object with a ``"score"`` key (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.
 final_json_object`; several that disagree, or ``score`` written twice, are a flagged failure; an object nested
 inside another JSON value is not the answer: ``nested_answer``), whose ``score`` must be a list of exactly two
 integers in [0, 10]. The prompts ask for integer scores ("A score from 0 to 10", the examples ``[5, 10]``) and
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ...image_io import MIEScoreInputError
-from ...spatialreward_relaxed_json import final_json_object
+from ...hub.errors import MIEScoreInputError
+from ...hub.spatialreward_relaxed_json import final_json_object
 from .editor_judge import EditorJudge
 from .protocols import EDITOR_BENCHMARKS
 

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ...data.converters.imgedit_bench import IMGEDIT_RELEASES, IMGEDIT_TYPES
-from ...image_io import MIEScoreInputError
-from ...spatialreward_relaxed_json import strip_reasoning_and_fences
+from ...hub.errors import MIEScoreInputError
+from ...hub.spatialreward_relaxed_json import strip_reasoning_and_fences
 from .editor_judge import EditorJudge
 from .protocols import EDITOR_BENCHMARKS
 

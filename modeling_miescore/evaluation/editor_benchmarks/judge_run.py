@@ -18,24 +18,17 @@ was made for another edited image (its ``edited_sha256`` differs) is refused: pa
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Dict
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
 from ...data.errors import EXAMPLES
+from ..protocol import file_sha256
+from ...scoring.jsonl_scoring import read_predictions, BatchReport, score_jsonl
 
 __all__ = ["check_resumable", "file_sha256", "read_records", "run_mllm_judge", "write_judge_inputs"]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_judge_inputs(folder: Path, edits, rows, sources: Dict[str, list]) -> tuple[Path, Dict[str, dict]]:
@@ -52,8 +45,6 @@ def write_judge_inputs(folder: Path, edits, rows, sources: Dict[str, list]) -> t
 
 def read_records(path: Path) -> Dict[str, dict]:
     """``{id: record}`` of a judgements / reward file (missing file: empty); an incomplete last line is ignored."""
-    from ...scoring.jsonl_scoring import read_predictions
-
     return {key: json.loads(raw) for key, raw in read_predictions(Path(path), repair=False)[0].items()}
 
 
@@ -82,8 +73,6 @@ def run_mllm_judge(benchmark, calls, spec, inputs: Path, output: Path, info: Dic
     ``spec`` (from ``calls``, a :class:`~modeling_miescore.cli.model_calls.ModelCallRun`), its requests sent as
     ``settings`` say (:class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`); returns
     ``(BatchReport, judge)``."""
-    from ...scoring.jsonl_scoring import BatchReport, score_jsonl
-
     check_resumable(output, {"judge": name, "prompts": prompts.label, "request": settings.label()}, info)
     if set(info) <= set(read_records(output)):  # a finished run: report again without starting the judge model
         return BatchReport(skipped_existing=len(info)), None

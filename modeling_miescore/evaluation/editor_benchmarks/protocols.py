@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from typing import Iterator
 
 from ...data.converters.schema import EditorBenchmark
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
+from ...data.converters import editor_protocols
 
 __all__ = ["EDITOR_BENCHMARKS", "EditorBenchmark", "editor_benchmark"]
 
@@ -41,8 +42,6 @@ class _EditorBenchmarks(Mapping):
 
     @functools.cached_property
     def _all(self) -> dict[str, EditorBenchmark]:
-        from ...data.converters import editor_protocols
-
         return editor_protocols()
 
     def __getitem__(self, name: str) -> EditorBenchmark:

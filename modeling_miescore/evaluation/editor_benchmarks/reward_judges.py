@@ -20,11 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from .editor_judge import prepare_edited
 from .judge_run import check_resumable
+from ...hub.processing_miescore import EditSample
+from ...scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config
+from ...scoring.jsonl_scoring import BatchReport, read_done_ids, score_jsonl
 
-__all__ = ["REWARD_JUDGES", "RewardJudgeKind", "parse_reward_judge", "reward_view", "run_reward_judge"]
+__all__ = ["REWARD_JUDGES", "RewardJudgeKind", "parse_reward_judge", "reward_judge_name", "reward_view",
+           "run_reward_judge"]
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,6 @@ def parse_reward_judge(text: str) -> tuple[RewardJudgeKind, str]:
 
 
 def _resized(samples, resize: bool) -> List[Any]:
-    from ...processing_miescore import EditSample
-
     return [EditSample(sources=s.sources, edited=prepare_edited(s, resize), instruction=s.instruction, id=s.id)
             for s in samples]
 
@@ -95,8 +97,6 @@ def _scorer(kind: RewardJudgeKind, model, name: str, resize: bool, info: Dict[st
 
 
 def _load(kind: RewardJudgeKind, ckpt: str, device: str, dtype: str):
-    from ...scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config
-
     model_type = read_checkpoint_config(ckpt).get("model_type")  # a ModelLoadError is a one-line input error
     wanted = {"miescore": ("miescore",), "spatialreward": ("spatialreward", "qwen3_vl")}[kind.name]
     if model_type not in wanted:
@@ -105,14 +105,17 @@ def _load(kind: RewardJudgeKind, ckpt: str, device: str, dtype: str):
     return load(ckpt, device=device, dtype=dtype)
 
 
+def reward_judge_name(kind: RewardJudgeKind, ckpt: str) -> str:
+    """The judge's name in its records and in the report: ``<kind>:<checkpoint's absolute path or Hub id>``."""
+    ref = Path(ckpt).expanduser()
+    return f"{kind.name}:{ref.resolve() if ref.exists() else ckpt}"
+
+
 def run_reward_judge(kind: RewardJudgeKind, ckpt: str, inputs: Path, output: Path, info: Dict[str, dict], *,
                      resize: bool, device: str = "auto", dtype: str = "auto", batch_size: int = 4,
                      progress: bool = True):
     """Score every edit of ``inputs`` not yet in ``output`` with the checkpoint; returns the ``BatchReport``."""
-    from ...scoring.jsonl_scoring import BatchReport, read_done_ids, score_jsonl
-
-    ref = Path(ckpt).expanduser()
-    name = f"{kind.name}:{ref.resolve() if ref.exists() else ckpt}"
+    name = reward_judge_name(kind, ckpt)
     check_resumable(output, {"judge": name}, info)
     done, _ = read_done_ids(output, repair=False)
     if set(info) <= done:  # a finished run: report again without loading the model

@@ -32,6 +32,7 @@ import numpy as np
 from ..instance_bootstrap import BootstrapSettings, with_ci
 from ..metrics.bootstrap import bootstrap_ci
 from .protocols import EditorBenchmark
+from ..metrics.inputs import MetricWarning
 
 ROW_MODES = ("mean", "best", "first", "selected")
 
@@ -45,8 +46,6 @@ class MetricNotes:
     lists them under its notes."""
 
     def __enter__(self) -> "MetricNotes":
-        from ..metrics.inputs import MetricWarning
-
         self._catcher = warnings.catch_warnings(record=True)
         self._caught = self._catcher.__enter__()
         warnings.simplefilter("always", MetricWarning)
@@ -54,8 +53,6 @@ class MetricNotes:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        from ..metrics.inputs import MetricWarning
-
         self._catcher.__exit__(*exc_info)
         for caught in self._caught:
             if issubclass(caught.category, MetricWarning):

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from .external_images import jpeg_bytes, source_photo
+from ...data.converters.imgedit_bench import IMGEDIT_RELEASES
 
 __all__ = ["IMGEDIT_PROMPTS_KEYS", "make_raw_gedit_bench", "make_raw_imgedit_bench", "write_imgedit_prompts_json",
            "write_vie_prompts_module"]
@@ -99,8 +100,6 @@ def make_raw_imgedit_bench(dir: str | os.PathLike, types=("add", "remove", "comp
     spellings (``prompts.json``'s keys); the file spells them as ``release`` does (``c14480a``: ``adjust`` is
     written ``alter``). Returns one dict per key: ``key``, ``id``, ``prompt``, ``edit_type`` (as written),
     ``category`` (the current spelling), ``source_size``."""
-    from ...data.converters.imgedit_bench import IMGEDIT_RELEASES
-
     written = {category: spelling for spelling, category in IMGEDIT_RELEASES[release].spellings().items()}
     root = Path(dir)
     entries, truth = {}, []

@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.atomic_files import write_text_atomic
 from .config import RESUMABLE_FIELDS
 
@@ -92,7 +92,7 @@ RUN_FILE = "run.json"
 # what a run writes besides its checkpoints, removed with them on an overwrite (so a new run that stops early never
 # leaves the old run's adapter beside its own checkpoints)
 RUN_OUTPUTS = ("metrics.jsonl", "samples", "rollouts", "pytorch_lora_weights.safetensors", "README.md", "transformer",
-               "transformer.safetensors")
+               "transformer.safetensors", "evals.jsonl", "eval_curves.png")
 
 
 def latest_checkpoint(output_dir) -> Optional[Path]:
@@ -464,7 +464,8 @@ def _load_tensors(path: Path, finite: bool = False) -> Dict[str, torch.Tensor]:
 
 def truncate_metrics(metrics_file, last_step: int) -> None:
     """Drop the lines of ``metrics_file`` for steps after ``last_step`` (and a torn last line): after a resume
-    from ``checkpoint-<last_step>`` those steps run again, so none is logged twice."""
+    from ``checkpoint-<last_step>`` those steps run again, so none is logged twice. Step 0 (the evals before
+    training) is kept unless ``last_step`` is -1 (the run starts over)."""
     path = Path(metrics_file)
     if not path.is_file():
         return
@@ -475,7 +476,7 @@ def truncate_metrics(metrics_file, last_step: int) -> None:
         except (ValueError, RecursionError):
             continue  # a torn or damaged line: the steps it held are redone
         step = record.get("step") if isinstance(record, dict) else None
-        if isinstance(step, int) and not isinstance(step, bool) and 1 <= step <= last_step:
+        if isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= last_step:
             kept.append(line)
     with run_writes(path.name, path.parent):
         write_text_atomic(path, "".join(k + "\n" for k in kept))
@@ -523,8 +524,8 @@ class TrainerResume:
         cfg, main = self.config, self.accelerator.is_main_process
         if self.resume_from is None:
             if self.resuming and main:
-                truncate_metrics(self.out / "metrics.jsonl", 0)  # killed before its first checkpoint: start over
-                self.rollout_log.truncate(0)
+                truncate_metrics(self.out / "metrics.jsonl", -1)  # killed before its first checkpoint: start over
+                self.rollout_log.truncate(-1)
                 logger.info("No checkpoint in %s yet: the run starts again from step 0", self.out)
             return 0
         optimizer = self.optimizer

@@ -12,7 +12,7 @@ Deprecated spellings still read, with a ``FutureWarning``: ``gradient_accumulati
 
 **Declaring a new field.** What a field accepts is written in its type (:mod:`modeling_miescore.utils.field_checks`;
 the parser reads the type without it), and :meth:`FlowGRPOConfig.validate` checks every field before anything is
-loaded, each bad value one :class:`~modeling_miescore.image_io.MIEScoreInputError` line naming the field, the value
+loaded, each bad value one :class:`~modeling_miescore.hub.image_io.MIEScoreInputError` line naming the field, the value
 and what is allowed::
 
     my_steps: Annotated[int, Bounds(ge=1)] = field(default=4, metadata={"help": "..."})      # integer >= 1
@@ -30,17 +30,24 @@ logged) into :data:`RESUMABLE_FIELDS`.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from dataclasses import asdict, dataclass, field, fields
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...scoring.loading import DTYPES
+from ...utils.credentials import redact
 from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_problems
+from ...utils.suggestions import did_you_mean
 from .objective import STD_LEVELS, STEP_WEIGHTINGS
 from .schedule import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, resolve_train_steps
+from ...rewards.specs import reward_spec_problem, RUNTIME_REWARD_OPTIONS, reward_identity
+from .schedule import make_step_plan
+from .editors import editor_option_problems
 
-__all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO"]
+__all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "JUDGE_KINDS", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO",
+           "TRAIN_REWARD", "evaluation_problems"]
 
 GRID_SCHEDULES = ("trained", "pipeline")
 
@@ -138,6 +145,10 @@ class FlowGRPOConfig:
         "help": "none | tempflow (OmniGen2-RL policy_loss_reweighting @6e0f1b9: step k's policy loss x K s_k / "
                 "mean s, the weights average K, the trained steps) | tempflow_mean_one (the same shape, averaging 1: "
                 "beta K times stronger relative to the policy term)."})
+    grpo_guard: bool = field(default=False, metadata={
+        "help": "GRPO-Guard (arXiv 2510.22319): each trained step's log-ratio is normalised, s (log p - log p_old) + "
+                "|mu - mu_old|^2 / (2 s) with s the step's noise std, which centres the ratio at 1 and scales its "
+                "gradient by s (X-GenGroup/Flow-Factory GRPOGuardTrainer._guard_ratio @b30dc00); sde_type sde only."})
     # --- optimisation -------------------------------------------------------------------------------------------
     finetuning: Annotated[str, OneOf("lora", "full")] = field(default="lora", metadata={
         "help": "lora | full (every transformer weight trained; the KL reference is a frozen copy; DDP or one "
@@ -215,10 +226,42 @@ class FlowGRPOConfig:
     report_to: Annotated[str, OneOf(REPORT_TO)] = field(default="none", metadata={
         "help": "none | tensorboard | wandb | all (or another accelerate tracker)."})
     progress: bool = field(default=True, metadata={"help": "A progress bar; --no_progress: one log line per step."})
+    # --- held-out evaluation, the hacking alarm, the best checkpoint (.evaluation) --------------------------------
+    eval_dataset: Optional[str] = field(default=None, metadata={
+        "help": "Held-out editing requests (a path, like dataset), edited and scored at each eval, never trained on."})
+    eval_split_size: Annotated[int, NON_NEGATIVE] = field(default=0, metadata={
+        "help": "Hold out this many requests of dataset instead (drawn with the seed, never trained on, listed in "
+                "run.json); 0: none."})
+    eval_steps: Annotated[int, NON_NEGATIVE] = field(default=0, metadata={
+        "help": "Evaluate every N steps, and at step 0 and at the end (0: evaluation off)."})
+    eval_rewards: Optional[dict | str] = field(default=None, metadata={
+        "help": "{name: reward spec} (JSON on the command line): the gold rewards of the evals, the --reward grammar "
+                "plus gedit-judge:MODEL@URL; never used for advantages. The training reward is scored on the same "
+                "edits as eval/train_reward."})
+    eval_images_per_request: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
+        "help": "Edits per eval request, each with its own fixed seed (the paired comparisons pair edit with edit)."})
+    eval_sde_noise: bool = field(default=False, metadata={
+        "help": "Eval edits with the rollouts' SDE noise (seeded, so still deterministic); false: the grids' ODE."})
+    hacking_patience: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
+        "help": "Raise the hacking alarm when, over this many consecutive evals, the training reward on the eval "
+                "edits rises while an eval reward falls (each change a paired bootstrap over the eval edits)."})
+    stop_on_hacking: bool = field(default=False, metadata={
+        "help": "End the run at a hacking alarm (exit 0; the reason in run.json and the card)."})
+    metric_for_best_model: Optional[str] = field(default=None, metadata={
+        "help": "eval/<name> (an eval_rewards name, or eval/train_reward) that picks the best checkpoint "
+                "(transformers' TrainingArguments); every eval step is then checkpointed."})
+    greater_is_better: Optional[bool] = field(default=None, metadata={
+        "help": "Whether a larger metric_for_best_model is better (None: true, rewards are higher-is-better)."})
+    load_best_model_at_end: bool = field(default=False, metadata={
+        "help": "Export the best checkpoint by metric_for_best_model (adapter, card, miescore edit --lora RUN), not "
+                "the last."})
+    save_total_limit: Annotated[Optional[int], AT_LEAST_1] = field(default=None, metadata={
+        "help": "Keep at most N checkpoints (the oldest go first); the best one and the last are never deleted."})
 
     def __post_init__(self):
         self.editor_options = _json_option(self.editor_options, "editor_options")
         self.reward_options = _json_option(self.reward_options, "reward_options")
+        self.eval_rewards = _json_option(self.eval_rewards, "eval_rewards")
         old = self.gradient_accumulation_steps
         if isinstance(old, int) and not isinstance(old, bool) and old >= 1:  # else validate() names the bad value
             if self.rollout_batches_per_step not in (1, old):
@@ -250,6 +293,9 @@ class FlowGRPOConfig:
         if self.fsdp and self.ema_decay > 0:
             problems.append("ema_decay > 0 is not supported with fsdp (the EMA would hold sharded copies); set "
                             "ema_decay: 0")
+        if self.grpo_guard and self.sde_type != "sde":
+            problems.append(f"grpo_guard normalises the Gaussian log-ratio of sde_type sde; sde_type is "
+                            f"{self.sde_type!r}: drop grpo_guard or use sde_type: sde")
         if self.train_steps == "fast" and not self.same_latent:
             problems.append("train_steps fast branches one shared trajectory per group, so the group shares its "
                             "initial noise: drop same_latent: false, or use train_steps sde_window (each member "
@@ -261,7 +307,8 @@ class FlowGRPOConfig:
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
-        return problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+        return (problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+                + evaluation_problems(self))
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
         """Whole groups per step, the global batch, the micro-batches (:mod:`.schedule`'s layout). With
@@ -308,7 +355,6 @@ class FlowGRPOConfig:
         """What :func:`~.schedule.make_step_plan` refuses for these settings (a window without room...)."""
         import random
 
-        from .schedule import make_step_plan
 
         try:
             make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,
@@ -332,15 +378,12 @@ class FlowGRPOConfig:
         return []
 
     def _reward_problems(self) -> list:
-        from ...rewards.specs import reward_spec_problem
-
         problem = reward_spec_problem(self.reward) if self.reward else None
         return [f"--reward {self.reward!r}: {problem}"] if problem else []
 
     def _editor_option_problems(self) -> list:
         if not self.editor_options:
             return []
-        from .editors import editor_option_problems
 
         return editor_option_problems(self.editor, self.editor_options)
 
@@ -358,11 +401,10 @@ class FlowGRPOConfig:
     def identity(self) -> dict:
         """The values of :data:`RUN_IDENTITY_FIELDS` as JSON values; the reward without where it is served
         (:func:`~.rewards.specs.reward_identity`: a ``serve:`` replica may move) and without its runtime options."""
-        from ...rewards.specs import RUNTIME_REWARD_OPTIONS, reward_identity
-
         data = self.public_dict()
         identity = {k: data[k] for k in RUN_IDENTITY_FIELDS}
         identity["reward"] = reward_identity(self.reward)
+        identity["eval_rewards"] = {k: reward_identity(v) for k, v in data["eval_rewards"].items()}
         identity["reward_options"] = {k: v for k, v in data["reward_options"].items()
                                       if k not in RUNTIME_REWARD_OPTIONS}
         return identity
@@ -384,14 +426,14 @@ RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate"
                     "global_batch_size", "max_steps", "output_dir", "save_steps", "resume", "resume_from_checkpoint",
                     "overwrite_output_dir", "push_to_hub", "hub_model_id", "hub_private_repo",
                     "sample_grid_steps", "sample_grid_groups", "sample_grid_images", "sample_grid_schedule",
-                    "save_rollouts_steps", "report_to", "progress",
+                    "save_rollouts_steps", "report_to", "progress", "eval_steps", "hacking_patience",
+                    "stop_on_hacking", "metric_for_best_model", "greater_is_better", "load_best_model_at_end",
+                    "save_total_limit",
                     "gradient_accumulation_steps")  # a deprecated alias, moved into rollout_batches_per_step
 RUN_IDENTITY_FIELDS = tuple(f.name for f in fields(FlowGRPOConfig) if f.name not in RESUMABLE_FIELDS)
 
 
 def _redacted(value):
-    from ...utils.credentials import redact
-
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
@@ -413,3 +455,53 @@ def _json_option(value, name: str) -> dict:
     if not isinstance(parsed, dict):
         raise MIEScoreInputError(f"{name} must be a JSON object, got {value!r}")
     return parsed
+
+
+# ------------------------------------------------------------------------------------------- evaluation
+TRAIN_REWARD = "train_reward"  # the training reward's name among the eval rewards (eval/train_reward)
+NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+JUDGE_PATTERN = re.compile(r"^(.+)@(https?://\S+)$")
+# eval-only reward kinds besides the --reward grammar: KIND:MODEL@URL, an editor benchmark's judge on an endpoint
+JUDGE_KINDS = ("gedit-judge",)
+
+
+def _spec_problem(spec) -> Optional[str]:
+    if isinstance(spec, str) and spec.partition(":")[0] in JUDGE_KINDS:
+        kind, _, argument = spec.partition(":")
+        return None if JUDGE_PATTERN.match(argument.strip()) else f"write {kind}:MODEL@URL (URL with its /v1)"
+    return reward_spec_problem(spec)
+
+
+def evaluation_problems(config) -> List[str]:
+    """What is wrong with a config's evaluation fields (each one line), for :meth:`~.config.FlowGRPOConfig.validate`."""
+    problems, specs = [], dict(config.eval_rewards or {})
+    evaluating, held_out = config.eval_steps > 0, bool(config.eval_dataset) or config.eval_split_size > 0
+    if config.eval_dataset and config.eval_split_size:
+        problems.append("eval_dataset and eval_split_size both name the eval requests; give one of them")
+    if evaluating and not held_out:
+        problems.append(f"eval_steps {config.eval_steps} evaluates held-out requests: give eval_dataset (a path) or "
+                        "eval_split_size (how many requests of dataset to hold out)")
+    if held_out and not evaluating:
+        problems.append("eval requests are given but eval_steps is 0 (evaluation off): set eval_steps")
+    for name, spec in specs.items():
+        if not NAME.match(str(name)) or name == TRAIN_REWARD:
+            problems.append(f"eval_rewards name {name!r} must be letters, digits, '_', '.' or '-' and not "
+                            f"{TRAIN_REWARD!r} (the training reward's own eval name)")
+        problem = _spec_problem(spec)
+        if problem:
+            problems.append(f"eval_rewards {name}: {redact(str(spec))!r}: {problem}")
+    if specs and not evaluating:
+        problems.append("eval_rewards are scored at the evals: set eval_steps (and eval_dataset or eval_split_size)")
+    if config.stop_on_hacking and not specs:
+        problems.append("stop_on_hacking needs a gold reward to compare the training reward with: give eval_rewards")
+    metric = config.metric_for_best_model
+    if metric:
+        names = [f"eval/{n}" for n in (TRAIN_REWARD, *specs)]
+        if metric not in names:
+            problems.append(f"metric_for_best_model {metric!r} is not an eval metric of this run; it takes "
+                            f"{', '.join(names)}{did_you_mean(metric, names)}")
+        elif not evaluating:
+            problems.append(f"metric_for_best_model {metric} needs evals: set eval_steps")
+    if config.load_best_model_at_end and not metric:
+        problems.append("load_best_model_at_end needs metric_for_best_model (e.g. eval/<an eval_rewards name>)")
+    return problems

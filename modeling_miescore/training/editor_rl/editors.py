@@ -43,9 +43,11 @@ from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.field_checks import Bounds, field_problems, suggestion
 from ...utils.import_spec import import_callable
+from .policy import save_lora_safetensors, load_lora_safetensors, check_lora_file
+from ...hub.image_io import open_image, open_image_bytes
 
 __all__ = ["EDITORS", "EditorAdapter", "EditorOptionValues", "EditorSpecError", "DiffusersEditor",
            "editor_option_problems", "load_editor", "register_editor"]
@@ -126,13 +128,9 @@ class EditorAdapter:
     def save_lora(self, directory, state_dict: dict, metadata: dict) -> None:
         """Write the LoRA ``state_dict`` of the transformer (keys without a ``transformer.`` prefix) to
         ``directory/pytorch_lora_weights.safetensors`` (diffusers' LoRA format)."""
-        from .policy import save_lora_safetensors
-
         save_lora_safetensors(directory, state_dict, metadata)
 
     def load_lora(self, directory) -> None:
-        from .policy import load_lora_safetensors
-
         load_lora_safetensors(self.transformer, directory)
 
 
@@ -147,8 +145,6 @@ class DiffusersEditor(EditorAdapter):
 
     def load_lora(self, directory) -> None:
         """diffusers' ``load_lora_weights`` on an adapter file checked first (:func:`~.policy.check_lora_file`)."""
-        from .policy import check_lora_file
-
         check_lora_file(directory)
         self.pipeline.load_lora_weights(str(directory))
 
@@ -223,7 +219,6 @@ class Flux2KleinEditor(DiffusersEditor):
         check = getattr(getattr(self.pipeline, "image_processor", None), "check_image_input", None)
         if check is None:
             return
-        from ...image_io import open_image, open_image_bytes
 
         for k, source in enumerate(sources):
             what = f"{where}: source {k + 1}"

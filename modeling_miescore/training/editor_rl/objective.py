@@ -171,12 +171,15 @@ class StepLoss:
 
 def step_loss(policy: StepStats, old_log_prob: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
               clip_range: Tuple[float, float], beta: float = 0.0, reference: StepStats = None,
-              kl_keep_dt: bool = False, weight: float = 1.0) -> StepLoss:
+              kl_keep_dt: bool = False, weight: float = 1.0, old_mean: Optional[torch.Tensor] = None) -> StepLoss:
     """One trained step. ``advantages``/``mask``: (B,) (mask 1 where the sample has an advantage);
-    ``reference``: the reference policy's stats of the same step (needed when ``beta > 0``)."""
+    ``reference``: the reference policy's stats of the same step (needed when ``beta > 0``); ``old_mean``: the
+    rollout's step means, for GRPO-Guard's normalised ratio (:func:`guard_log_ratio`)."""
     count = mask.sum()
     denominator = count.clamp(min=1)
     log_ratio = policy.log_prob - old_log_prob.detach()
+    if old_mean is not None:
+        log_ratio = guard_log_ratio(log_ratio, policy.mean, old_mean, policy.std)
     ratio = torch.exp(log_ratio)
     low, high = clip_range
     unclipped = -advantages * ratio
@@ -195,6 +198,20 @@ def step_loss(policy: StepStats, old_log_prob: torch.Tensor, advantages: torch.T
         loss = loss + beta * kl_term
         stats["kl_sum"] = kl_term.detach() * count
     return StepLoss(loss, stats)
+
+
+def guard_log_ratio(log_ratio: torch.Tensor, mean: torch.Tensor, old_mean: torch.Tensor,
+                    std: torch.Tensor) -> torch.Tensor:
+    """GRPO-Guard's normalised log-ratio of one step (arXiv 2510.22319, RatioNorm with its gradient reweighting;
+    X-GenGroup/Flow-Factory ``src/flow_factory/trainers/rl/grpo.py`` @b30dc00, ``GRPOGuardTrainer._guard_ratio``):
+    ``s * (log p - log p_old) + mean_elems((mu - mu_old)^2) / (2 s)`` with ``s`` the step's noise std
+    (``sigma_t sqrt(|dt|)``). For the per-element-mean Gaussian log-density this is ``mean_elems((mu - mu_old)
+    (x' - mu_old)) / s``: the ``-|mu - mu_old|^2 / (2 s^2)`` term that drags the plain ratio's mean below 1 (most at
+    the low-noise steps) is gone, and the step's gradient is scaled by ``s``, so every step's ratio has mean 1 and a
+    spread set by how far the mean moved in noise units, not by the step's noise level. ``log_ratio``: the plain one
+    (B,); ``mean`` / ``old_mean``: (B, ...) the policy's and the rollout's step means."""
+    mse = (mean - old_mean.detach().to(mean.dtype)).flatten(1).pow(2).mean(dim=1)
+    return log_ratio * std + mse / (2 * std)
 
 
 def tempflow_weights(steps: Sequence, noise_levels: Sequence[float], *, mean_one: bool = False) -> list:
@@ -312,9 +329,10 @@ def _unit_loss(unit: TrainingUnit, index: int, model, raw_model, editor: EditorA
                 with reference_policy(raw_model):
                     reference = recompute_step(raw_model, editor, step, plan, unit.rows)
     old = step.sampled.log_prob[unit.rows]
+    old_mean = step.sampled.mean[unit.rows] if getattr(settings, "grpo_guard", False) else None
     return step_loss(policy, old, unit.advantages, unit.mask, clip_range=(settings.clip_range_low,
                      settings.clip_range_high), beta=settings.beta, reference=reference,
-                     kl_keep_dt=settings.kl_keep_dt, weight=weight)
+                     kl_keep_dt=settings.kl_keep_dt, weight=weight, old_mean=old_mean)
 
 
 def update_figures(passes: List[tuple], norm) -> Tuple[float, float]:

@@ -40,9 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.atomic_files import atomic_write
 from .checkpoints import truncate_metrics
+from ...rewards.specs import reward_model_folders
+from ...utils.output_paths import check_folder_apart, OutputPathError, ensure_folder
+from ...scoring.loading import model_reference
+from ...utils.credentials import redact
+from .checkpoints import read_run_file
 
 __all__ = ["GridRow", "MetricsLog", "check_output_dir", "finite_or_null", "prepare_output_dir", "run_inputs",
            "save_sample_grid", "SAMPLING_FIELDS", "read_sampling", "sampling_record", "TRACKER_TAGS",
@@ -55,7 +60,6 @@ def run_inputs(config, rows) -> dict:
     checkpoints and the requests' source image files."""
     import os
 
-    from ...rewards.specs import reward_model_folders
 
     inputs = {"dataset": config.dataset if os.path.exists(os.path.expanduser(config.dataset)) else None,
               "model_name_or_path (the editor)": config.model_name_or_path
@@ -73,8 +77,6 @@ def check_output_dir(config, rows) -> None:
     (:mod:`~modeling_miescore.utils.output_paths`; a run replaces its ``README.md``, ``transformer/`` and
     checkpoints, and ``--overwrite_output_dir`` removes them); nothing is created (the trainer checks this before
     it loads anything). Raises :class:`~modeling_miescore.utils.output_paths.OutputPathError`."""
-    from ...utils.output_paths import check_folder_apart
-
     check_folder_apart(config.output_dir, run_inputs(config, rows), out_label="output_dir")
 
 
@@ -83,7 +85,6 @@ def prepare_output_dir(config, rows) -> Path:
     writable. Raises :class:`~modeling_miescore.utils.output_paths.OutputPathError` (exit 2 from the recipe)."""
     import os
 
-    from ...utils.output_paths import OutputPathError, ensure_folder
 
     check_output_dir(config, rows)
     folder = ensure_folder(config.output_dir, "output_dir", named=True)
@@ -223,9 +224,6 @@ SAMPLING_FIELDS = {
 def sampling_record(config, editor) -> dict:
     """``{"sampling": {...}}`` for ``run.json``: :data:`SAMPLING_FIELDS` of ``config`` (a
     :class:`~.config.FlowGRPOConfig`) and ``editor`` (the loaded :class:`~.editors.EditorAdapter`)."""
-    from ...scoring.loading import model_reference
-    from ...utils.credentials import redact
-
     shown = config.public_dict()  # run.json is shown and pushed: no credential in it
     record = {"editor": shown["editor"], "model_name_or_path": redact(model_reference(config.model_name_or_path)),
               "base_model_id": shown["base_model_id"], "editor_options": dict(shown["editor_options"] or {}),
@@ -239,8 +237,6 @@ def sampling_record(config, editor) -> dict:
 def read_sampling(run_dir) -> Optional[dict]:
     """The ``"sampling"`` record of the run in ``run_dir``, or None when the folder holds no ``run.json`` with one
     (an adapter from elsewhere, or a run written before runs recorded it)."""
-    from .checkpoints import read_run_file
-
     stored = read_run_file(run_dir)
     sampling = (stored or {}).get("sampling")
     if sampling is None:
@@ -316,6 +312,8 @@ def tracker_values(record: dict) -> Dict[str, float]:
     for key, value in record.items():
         if key in TRACKER_TAGS:
             tag = TRACKER_TAGS[key]
+        elif key.startswith("eval/"):  # the evals' rows (.evaluation): eval/<reward>[/ci_low ...]
+            tag = key
         elif key.startswith("seconds_"):
             tag = f"time/{key[len('seconds_'):]}"
         else:
@@ -344,9 +342,9 @@ def step_line(record: dict, max_steps: int) -> str:
     return " ".join(parts)
 
 
-def log_grid_image(accelerator, path, step: int) -> List[str]:
-    """Send the grid PNG at ``path`` to every tracker of ``accelerator`` that takes images (TensorBoard: one HWC
-    image under ``samples/grid``; W&B: a ``wandb.Image``); returns the trackers' names."""
+def log_grid_image(accelerator, path, step: int, tag: str = "samples/grid") -> List[str]:
+    """Send the PNG at ``path`` (a grid; the eval curves) to every tracker of ``accelerator`` that takes images
+    (TensorBoard: one HWC image under ``tag``; W&B: a ``wandb.Image``); returns the trackers' names."""
     import numpy as np
     from PIL import Image
 
@@ -355,9 +353,9 @@ def log_grid_image(accelerator, path, step: int) -> List[str]:
     for tracker in getattr(accelerator, "trackers", None) or []:
         name = getattr(tracker, "name", type(tracker).__name__)
         if name == "tensorboard":
-            tracker.log_images({"samples/grid": np.asarray(image)[None]}, step=step, dataformats="NHWC")
+            tracker.log_images({tag: np.asarray(image)[None]}, step=step, dataformats="NHWC")
         elif hasattr(tracker, "log_images"):
-            tracker.log_images({"samples/grid": [image]}, step=step)
+            tracker.log_images({tag: [image]}, step=step)
         else:
             continue
         sent.append(name)

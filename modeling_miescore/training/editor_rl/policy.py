@@ -37,7 +37,8 @@ from typing import Dict, Iterable, List, Sequence
 
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import regular_file_problem
 
 __all__ = ["LORA_WEIGHTS_NAME", "add_lora", "check_lora_file", "lora_state_dict", "load_lora_safetensors",
            "non_finite_tensors", "reference_policy", "save_lora_safetensors", "set_lora_state_dict",
@@ -149,7 +150,6 @@ def check_lora_file(directory) -> tuple:
     adapter makes black or noisy images without a word)."""
     from safetensors import SafetensorError, safe_open
 
-    from ...image_io import regular_file_problem
 
     path = Path(directory) / LORA_WEIGHTS_NAME
     problem = regular_file_problem(path, "LoRA file")

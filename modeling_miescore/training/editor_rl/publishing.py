@@ -19,10 +19,10 @@ without a widget:
 
 **The push**: the adapter, its card, ``run.json``, ``metrics.jsonl`` and the sample grids go to a Hub model
 repository in one commit (``upload_folder``); checkpoints and rollouts stay local. It is checked before training
-starts (:func:`modeling_miescore.data.builders.hub_push.check_hub_push`): a push that cannot work is one error and
+starts (:func:`modeling_miescore.data.builders.output_folder.check_hub_push`): a push that cannot work is one error and
 exit status 2 before anything is trained. The repository defaults to ``output_dir``'s folder name in the token's
 namespace (``hub_model_id`` names another). An upload that fails after training raises
-:class:`~modeling_miescore.data.builders.hub_push.HubPushError` (the run's folder is complete; exit status 1).
+:class:`~modeling_miescore.data.builders.output_folder.HubPushError` (the run's folder is complete; exit status 1).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...rewards.groups import EditGroup, group_key
 from ...utils.atomic_files import write_text_atomic
 from ...utils.markdown_table import markdown_table
@@ -43,6 +43,11 @@ from .objective import TrainingDivergedError
 from .outputs import GridRow, log_grid_image, save_sample_grid
 from .policy import lora_metadata, lora_state_dict, non_finite_tensors
 from .schedule import derived_seed
+from ...hub.model_card import BASE_PLACEHOLDER, hub_repo_id
+from ...scoring.loading import model_reference
+from ...utils.atomic_files import atomic_write
+from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push, push_folder_to_hub
+from .rollout import sample_with_schedule
 
 __all__ = ["CARD_SETTINGS", "EXAMPLE_SOURCE", "write_adapter_card", "PUSHED_FILES", "check_run_push", "push_run",
            "TrainerOutputs"]
@@ -126,16 +131,13 @@ def _metadata(config, base_id: Optional[str]) -> str:
 
 def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lora: Optional[dict] = None,
                        example: Optional[tuple] = None, grid: Optional[str] = None,
-                       repo_id: Optional[str] = None) -> Path:
+                       repo_id: Optional[str] = None, sections: Sequence[str] = ()) -> Path:
     """``directory/README.md`` for the adapter trained by ``config`` (a :class:`~.config.FlowGRPOConfig`) with
     ``editor`` (its :class:`~.editors.EditorAdapter`). ``example``: ``(sources, instruction)`` the usage block
     edits (the sources are saved beside the card); ``grid``: the sample grid's path relative to ``directory``;
-    ``repo_id``: the Hub repository the card is pushed to (None: the card names the run folder). A card is meant
+    ``repo_id``: the Hub repository the card is pushed to (None: the card names the run folder); ``sections``:
+    Markdown lines placed before the license (the evaluation, :mod:`.evaluation`). A card is meant
     to be pushed, so every setting is shown without credentials (:meth:`~.config.FlowGRPOConfig.public_dict`)."""
-    from ...model_card import BASE_PLACEHOLDER, hub_repo_id
-    from ...scoring.loading import model_reference
-    from ...utils.atomic_files import atomic_write
-
     out = Path(directory)
     base_id = config.base_model_id or hub_repo_id(config.model_name_or_path)
     adapter = repo_id or str(out.resolve())
@@ -150,6 +152,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
     settings = [[f"`{k}`", f"`{shown_config[k]}`"] for k in CARD_SETTINGS]
     if lora:
         settings.append(["LoRA targets", f"`{', '.join(lora.get('target_modules', []))}`"])
+    metrics = [m for m in metrics if "reward_mean" in m]  # the training steps' rows (not the evals')
     if metrics:
         first, last = metrics[0], metrics[-1]
         shown = lambda value: "none" if value is None else f"{value:.4f}"  # noqa: E731 - null: no valid reward
@@ -176,6 +179,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
               "```bash", *fetch, f"miescore edit --lora {Path(repo_id).name if repo_id else adapter} "
               "--input rows.jsonl --out edits/", "```", "",
               "## Training", "", markdown_table(["setting", "value"], settings), "", "## Run", "", run, "",
+              *sections,
               "## License", "", f"The adapter follows the license of its base model `{base}`; read it on that "
               "model's card before use.", ""]
     return write_text_atomic(out / "README.md", f"---\n{_metadata(config, base_id)}\n---\n\n" + "\n".join(lines))
@@ -183,14 +187,13 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
 
 # what goes to the Hub (upload_folder allow_patterns): the adapter (or the full transformer), card, record, logs
 PUSHED_FILES = ["pytorch_lora_weights.safetensors", "README.md", "run.json", "metrics.jsonl", "samples/*",
+                "eval_curves.png", "evals.jsonl",
                 "transformer/*", "transformer.safetensors"]
 
 
 def check_run_push(config) -> str:
     """The full repository id (``namespace/name``) the run will push to; :class:`MIEScoreInputError` when the
     push cannot work (no token, offline, unreachable Hub, a bad id), before anything is trained."""
-    from ...data.builders.hub_push import HubPushUnavailableError, check_hub_push
-
     repo_id = config.hub_model_id or Path(config.output_dir).name
     try:
         user = check_hub_push(repo_id)
@@ -203,8 +206,6 @@ def check_run_push(config) -> str:
 
 def push_run(output_dir, repo_id: str, *, private=None) -> str:
     """Upload the run's :data:`PUSHED_FILES` to ``repo_id`` in one commit; returns the commit URL."""
-    from ...data.builders.hub_push import push_folder_to_hub
-
     return push_folder_to_hub(output_dir, repo_id, private=private, repo_type="model",
                               commit_message="Upload Flow-GRPO adapter (miescore)", allow_patterns=PUSHED_FILES)
 
@@ -218,8 +219,6 @@ class TrainerOutputs:
         """The sample grid of ``step`` (written by the main process; ODE sampling with a fixed seed, guided as
         ``sample_grid_schedule`` says: by default on the steps the rollouts guide), each edit with its reward, and
         logged to the trackers. A sharded transformer samples on every process (its forwards are collectives)."""
-        from .rollout import sample_with_schedule
-
         cfg, main = self.config, self.accelerator.is_main_process
         if not self.grid_rows or not (main or self.sharded):
             return None
@@ -320,7 +319,7 @@ class TrainerOutputs:
         return write_adapter_card(self.out, config=self.config, editor=self.editor, metrics=self.metrics.read(),
                                   lora=lora_metadata(self.raw_model) if self.config.finetuning == "lora" else None,
                                   example=example, grid=grid.relative_to(self.out).as_posix() if grid else None,
-                                  repo_id=repo_id)
+                                  repo_id=repo_id, sections=getattr(self, "evaluation_card_lines", list)())
 
     def push_to_hub(self) -> Optional[str]:
         """Upload the adapter, its card (naming the Hub repository), ``run.json``, ``metrics.jsonl`` and the

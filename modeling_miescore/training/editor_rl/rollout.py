@@ -144,7 +144,8 @@ def gaussian_kl_on_means(mean: torch.Tensor, mean_ref: torch.Tensor, sigma_t: to
 class SampledStep:
     """One recorded step. ``sample``/``next_sample``: (B, N, C) fp32 latents before/after the step;
     ``log_prob``: (B,) per-element mean log-density of ``next_sample`` under the rollout policy; the sigmas are
-    the schedule's values at this step, the next one and index 1 (the ``sigma = 1`` substitution)."""
+    the schedule's values at this step, the next one and index 1 (the ``sigma = 1`` substitution); ``mean``: the
+    step's mean under the rollout policy (kept only for GRPO-Guard's ratio, :mod:`.objective`)."""
 
     index: int
     sigma: float
@@ -153,6 +154,7 @@ class SampledStep:
     sample: torch.Tensor
     next_sample: torch.Tensor
     log_prob: torch.Tensor
+    mean: Optional[torch.Tensor] = None
 
 
 class LogProbScheduler(FlowMatchEulerDiscreteScheduler):
@@ -162,9 +164,11 @@ class LogProbScheduler(FlowMatchEulerDiscreteScheduler):
     generator: Optional[torch.Generator] = None
     host_sigmas: Optional[tuple] = None  # (self.sigmas, their floats): see _sigma_values
     recorded: Dict[int, SampledStep]
+    keep_means: bool = False
 
-    def begin_rollout(self, plan: StepPlan, generator: torch.Generator) -> None:
+    def begin_rollout(self, plan: StepPlan, generator: torch.Generator, keep_means: bool = False) -> None:
         self.plan, self.generator, self.recorded, self.host_sigmas = plan, generator, {}, None
+        self.keep_means = keep_means
 
     def end_rollout(self) -> Dict[int, SampledStep]:
         recorded, self.plan, self.generator, self.recorded = getattr(self, "recorded", {}), None, None, {}
@@ -194,7 +198,8 @@ class LogProbScheduler(FlowMatchEulerDiscreteScheduler):
         next_sample = stats.next_sample
         if index in self.plan.trained:
             self.recorded[index] = SampledStep(index, sigma, sigma_next, sigma_max,
-                                               sample.detach().float(), next_sample.detach(), stats.log_prob)
+                                               sample.detach().float(), next_sample.detach(), stats.log_prob,
+                                               stats.mean.detach() if self.keep_means else None)
         self._step_index += 1
         prev_sample = next_sample.to(model_output.dtype)  # as the stock step: back to the model's dtype
         if not return_dict:
@@ -344,7 +349,7 @@ def initial_noise_generators(seed: int, num_images: int, shared: bool):
 
 def sample_group(editor: EditorAdapter, *, key: str, sources: Sequence, source_ids: Sequence[str], instruction: str,
                  num_images: int, plan: StepPlan, seed: int, guided: bool = True, shared_noise: bool = False,
-                 sde_seed: Optional[int] = None) -> GroupRollout:
+                 sde_seed: Optional[int] = None, keep_means: bool = False) -> GroupRollout:
     """Run the editor once for ``num_images`` edits under ``plan``; ``seed`` seeds the initial noise (the
     pipeline's generator; with ``shared_noise`` every member gets the same) and, unless ``sde_seed`` is given,
     the SDE noise (the scheduler's), on CPU so a rollout is the same on every device. A plan with a
@@ -355,7 +360,7 @@ def sample_group(editor: EditorAdapter, *, key: str, sources: Sequence, source_i
     noise = initial_noise_generators(seed, num_images, shared_noise)
     sde_noise = torch.Generator("cpu").manual_seed(seed + 1_000_003 if sde_seed is None else sde_seed)
     calls = TransformerCalls(scheduler, plan, editor.batched_kwargs)
-    scheduler.begin_rollout(plan, sde_noise)
+    scheduler.begin_rollout(plan, sde_noise, keep_means)
     try:
         with torch.no_grad(), calls.attached(editor.transformer):
             images = editor(list(sources), instruction, num_images=num_images, num_steps=plan.num_steps,

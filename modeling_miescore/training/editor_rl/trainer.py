@@ -41,12 +41,13 @@ from typing import List, Optional
 
 import torch
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...rewards.groups import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from ...rewards.worker import RewardWorker, reward_error
 from .checkpoints import TrainerResume, check_run_folder, run_writes
 from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
+from .evaluation import TrainerEvaluation
 from .objective import UPDATE_STAT_KEYS, group_advantages, make_units, pad_units, run_updates
 from .outputs import (MetricsLog, RolloutLog, check_output_dir, component_means, component_totals, prepare_output_dir,
                       step_line, training_summary)
@@ -54,6 +55,11 @@ from .policy import OptimizerStepEMA, add_lora
 from .publishing import TrainerOutputs
 from .rollout import GroupRollout, sample_group
 from .schedule import PIPELINE_SCHEDULE, GroupSchedule, Piece, SamplingSchedule, derived_seed, make_step_plan
+from ...data.editing_inputs import read_editing_inputs
+from ...rewards.specs import build_reward
+from ...scoring.loading import resolve_dtype
+from .outputs import sampling_record
+from .checkpoints import latest_checkpoint
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError", "TrainingInterrupted"]
 
@@ -65,7 +71,7 @@ def _has_accelerator() -> bool:
     return torch.cuda.is_available() or bool(mps and mps.is_available()) or bool(xpu and xpu.is_available())
 
 
-class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
+class FlowGRPOEditorTrainer(TrainerEvaluation, TrainerResume, TrainerOutputs):
     """Train ``config.editor`` with ``config.reward`` (module docstring). ``reward`` / ``editor``: prebuilt
     objects instead of the config's specs (tests, Python use). ``reward_worker_class``: what runs the reward
     (a subclass whose ``submit`` waits gives the sequential baseline ``benchmarks/bench_editor_rl.py`` measures
@@ -90,10 +96,6 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
     def _setup(self):
         """Check and load everything the run needs, then claim ``output_dir``: nothing is written there (and no
         tracker started) before the inputs, the editor, the reward and a ``--push_to_hub`` have been checked."""
-        from ...data.editing_inputs import read_editing_inputs
-        from ...rewards.specs import build_reward
-        from ...scoring.loading import resolve_dtype
-
         cfg, acc = self.config, self.accelerator
         if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
             raise MIEScoreInputError(
@@ -101,8 +103,8 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
                 "accelerator.prepare wraps): launch with plain DDP (trainers/configs/accelerate_ddp.yaml) and set "
                 "finetuning: full + fsdp: true in the config, which shards the transformer with torch's FSDP2")
         self.sharded = cfg.fsdp and acc.num_processes > 1  # one process: nothing to shard over
-        self.rows = read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows)
-        check_output_dir(cfg, self.rows)  # apart from every input; created only once all is loaded
+        self.rows = self.split_eval_rows(read_editing_inputs(cfg.dataset, cfg.dataset_split, cfg.max_train_rows))
+        check_output_dir(cfg, [*self.rows, *self.eval_rows])  # apart from every input; created only once all is loaded
         self.out = Path(cfg.output_dir)
         # read-only: refuse another run's folder (or an existing run without --resume / --overwrite) up front
         self.resume_from, self.resuming = check_run_folder(self.out, cfg.identity(), resume=cfg.resume_target,
@@ -117,8 +119,9 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
                                                   options=cfg.editor_options)
         if cfg.cfg_scale is not None:
             self.editor.cfg_scale = float(cfg.cfg_scale)
-        for row in self.rows:
+        for row in [*self.rows, *self.eval_rows]:
             self.editor.check_sources(row.sources, f"request {row.id!r}")
+        self.reward_from_spec = self._reward is None
         if self._reward is None:
             try:
                 self._reward = build_reward(cfg.reward, **{"device": str(acc.device), **cfg.reward_options})
@@ -126,12 +129,13 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
                 raise MIEScoreInputError(f"--reward {cfg.public_dict()['reward']!r}: {error}") from None
         self.reward = self._reward
         self.reward_name = getattr(self.reward, "name", type(self.reward).__name__)
+        self.grid_schedule = (SamplingSchedule.trained(cfg.to_dict()) if cfg.sample_grid_schedule == "trained"
+                              else PIPELINE_SCHEDULE)
+        self.build_eval_rewards()
         self._claim_output_dir()
         self._setup_policy()
         self.schedule = GroupSchedule(len(self.rows), cfg.per_device_batch_size, cfg.rollout_batches_per_step,
                                       cfg.num_generations, acc.num_processes, cfg.seed)
-        self.grid_schedule = (SamplingSchedule.trained(cfg.to_dict()) if cfg.sample_grid_schedule == "trained"
-                              else PIPELINE_SCHEDULE)
         if cfg.dtype in ("bfloat16", "float16") and (cfg.train_batch_size or cfg.num_generations) < cfg.num_generations:
             logger.warning("train_batch_size %d is smaller than the rollout's batch of %d: in %s the recomputed "
                            "log-probs differ from the rollout's, so the on-policy ratio is not exactly 1 (flow_grpo "
@@ -148,15 +152,14 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         """Create ``output_dir``; the main process writes ``run.json`` (the run's identity and how it samples) for
         a fresh run, replacing an old run's outputs only with ``overwrite_output_dir`` (a resumed run's folder and
         checkpoint were checked in :meth:`_setup`: nothing is written for it here, nothing read again)."""
-        from .outputs import sampling_record
-
         cfg, acc = self.config, self.accelerator
         acc.wait_for_everyone()
         if acc.is_main_process:
             prepare_output_dir(cfg, self.rows)  # created, writable
             if not self.resuming:
                 check_run_folder(self.out, cfg.identity(), resume=None, overwrite=cfg.overwrite_output_dir,
-                                 is_main=True, settings=cfg.public_dict(), record=sampling_record(cfg, self.editor))
+                                 is_main=True, settings=cfg.public_dict(),
+                                 record={**sampling_record(cfg, self.editor), **self.evaluation_record()})
         acc.wait_for_everyone()
 
     def _setup_policy(self):
@@ -231,7 +234,8 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         rollout = sample_group(self.editor, key=group_key(row.source_ids, row.instruction), sources=row.load_sources(),
                                source_ids=row.source_ids, instruction=row.instruction, num_images=piece.size,
                                plan=self._plan(step, index), seed=group_seed if cfg.same_latent else piece_seed,
-                               shared_noise=cfg.same_latent, sde_seed=None if whole else piece_seed + 1_000_003)
+                               shared_noise=cfg.same_latent, sde_seed=None if whole else piece_seed + 1_000_003,
+                               keep_means=cfg.grpo_guard)
         rollout.first_member = piece.first
         return rollout
 
@@ -381,10 +385,14 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
         cfg, acc = self.config, self.accelerator
         self._setup()
         try:
-            result = self._train_from(self._resume())
+            start = self._resume()
+            self.restore_evaluation(start)
+            result = self._train_from(start)
         except BaseException:  # stopped (the reward, the disk, a Ctrl-C): its trackers are closed, not left open
             self._finish_trackers()
             raise
+        finally:
+            self.close_eval_rewards()
         if cfg.trackers():
             acc.end_training()
         return result
@@ -410,27 +418,43 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
 
             progress = tqdm(total=cfg.max_steps, initial=start, desc="flow-grpo", unit="step")
         step = start + 1  # the step under way (for the message of a Ctrl-C)
+        stop = None
         try:
             if start == 0 and cfg.sample_grid_steps:
                 self.save_grid(0)
+            if self.eval_due(start):  # step 0, or an eval a kill cut off before it was scored
+                self.start_eval(start)
+                if start == 0 and self.keeps_eval_checkpoint(0):
+                    self._checkpoint(0)  # the untrained adapter, a candidate for the best
+                if not self.eval_remote:
+                    self.collect_evals()
             with self.reward_worker_class(self.reward) as worker:
                 for step in range(start + 1, cfg.max_steps + 1):
-                    self._step_and_report(step, worker, progress)
+                    stop = self._step_and_report(step, worker, progress)
+                    if stop:
+                        break
+            stop = stop or self.collect_evals()
         except KeyboardInterrupt:
             raise TrainingInterrupted(self.out, step) from None
         finally:
             if progress is not None:
                 progress.close()
+        self.load_best_for_export()
         self.save_adapter()
-        result = {"step": cfg.max_steps, "metrics": self.metrics.read() if acc.is_main_process else []}
+        result = {"step": step, "metrics": self.metrics.read() if acc.is_main_process else [],
+                  "hacking_alarms": self.hacking_alarms, "best_model": self.best_model, "stopped": stop}
         if self.hub_repo:
             result["hub_url"] = self.push_to_hub()
         return result
 
-    def _step_and_report(self, step: int, worker: RewardWorker, progress) -> None:
-        """One step, its progress (bar or log line) and its checkpoint."""
+    def _step_and_report(self, step: int, worker: RewardWorker, progress) -> Optional[dict]:
+        """One step, its progress (bar or log line), its eval and its checkpoint; the reason to stop (a hacking
+        alarm with ``stop_on_hacking``) or None."""
         cfg, acc = self.config, self.accelerator
         record = self._train_step(step, worker)
+        stop = self.collect_evals()  # the previous eval's scores, computed while this step trained
+        if not stop and self.eval_due(step):
+            self.start_eval(step)
         if progress is not None:
             progress.update(1)
             shown = {"reward": f"{record['reward_mean']:.4f}"}
@@ -439,8 +463,12 @@ class FlowGRPOEditorTrainer(TrainerResume, TrainerOutputs):
             progress.set_postfix(shown)
         elif acc.is_main_process:
             logger.info("%s", step_line(record, cfg.max_steps))
-        if step % cfg.save_steps == 0 or step == cfg.max_steps:
+        if step % cfg.save_steps == 0 or step == cfg.max_steps or self.keeps_eval_checkpoint(step):
             self._checkpoint(step)
+            self.after_checkpoint()
+        if not self.eval_remote:  # scored at once: logged now (after its checkpoint, a candidate for the best)
+            stop = stop or self.collect_evals()
+        return stop
 
     def _train_step(self, step: int, worker: RewardWorker) -> dict:
         """One step (module docstring): rollouts, rewards, advantages, update, grid; its ``metrics.jsonl`` record."""
@@ -468,8 +496,6 @@ class TrainingInterrupted(KeyboardInterrupt):
     from which checkpoint a ``--resume`` continues (only complete checkpoints are kept) and how."""
 
     def __init__(self, output_dir, step: int):
-        from .checkpoints import latest_checkpoint
-
         last = latest_checkpoint(output_dir)
         where = f"--resume continues from '{last}'" if last else "no checkpoint was written yet (--resume starts over)"
         super().__init__(f"interrupted during step {step}; only complete files were kept and {where}: rerun the "

@@ -1,7 +1,7 @@
 """Skill optimisation: the first training stage of MIEScore (paper, section "Skill Optimization", eqs. 5-8).
 
 A *skill* is the textual evaluation rubric placed at the start of every prompt (``config.skill`` of a
-MIEScore checkpoint; default :data:`modeling_miescore.skill_miescore.DEFAULT_SKILL`). Skill optimisation
+MIEScore checkpoint; default :data:`modeling_miescore.hub.skill_miescore.DEFAULT_SKILL`). Skill optimisation
 refines it with a frozen generative evaluator and an optimiser model:
 
 * eq. 5, ``y_hat = f(S, x)``: :class:`SkillEvaluator` prompts a generative multimodal model with the skill,

@@ -1,6 +1,6 @@
 """Reading the models' answers: the evaluator's three scores (eq. 5, :func:`parse_evaluator_output`) and the
 optimiser's candidate edits (eq. 7, :func:`parse_optimizer_output`). Both are strict: JSON only (found with
-:func:`~modeling_miescore.spatialreward_relaxed_json.extract_json`, the final score object), never clamped,
+:func:`~modeling_miescore.hub.spatialreward_relaxed_json.extract_json`, the final score object), never clamped,
 guessed or taken from prose; every rejection carries an error code."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ...spatialreward_relaxed_json import extract_first_json, extract_json, is_unclosed, strip_reasoning_and_fences
+from ...hub.spatialreward_relaxed_json import extract_first_json, extract_json, is_unclosed, strip_reasoning_and_fences
 from .edits import Edit, EditBounds, SkillEditError, apply_edits
 
 __all__ = ["Candidate", "EvaluatorParse", "parse_edits", "parse_evaluator_output", "parse_optimizer_output"]

@@ -13,6 +13,7 @@ from typing import Any, List, Optional, Protocol, Sequence
 
 from ...judges.call_engine import CallEngine, ChatRequest
 from .prompts import Part
+from ...judges.chat_backends import TransformersChatBackend, OpenAIChatBackend
 
 __all__ = ["Generation", "GenerativeBackend", "OpenAIBackend", "TransformersBackend"]
 
@@ -64,8 +65,6 @@ class TransformersBackend(_EngineBackend):
 
     def __init__(self, model: Any, processor: Any = None, device: str = "auto", dtype: str = "auto",
                  batch_size: int = 1, max_pixels: Optional[int] = 1_048_576, min_pixels: Optional[int] = None):
-        from ...judges.chat_backends import TransformersChatBackend
-
         super().__init__(TransformersChatBackend(model, processor, device=device, dtype=dtype, batch_size=batch_size,
                                                  max_pixels=max_pixels, min_pixels=min_pixels))
 
@@ -81,8 +80,6 @@ class OpenAIBackend(_EngineBackend):
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
                  max_retries: int = 2, num_workers: int = 4, temperature: float = 0.0, image_format: str = "PNG",
                  max_pixels: Optional[int] = 1_048_576, client: Any = None):
-        from ...judges.chat_backends import OpenAIChatBackend
-
         self.temperature = float(temperature)
         super().__init__(OpenAIChatBackend(base_url, model, api_key_env=api_key_env, timeout=timeout,
                                            max_retries=max_retries, backoff=0.5, max_backoff=30.0,

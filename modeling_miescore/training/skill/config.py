@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from .edits import EditBounds
 
 __all__ = ["RESUME_KEYS", "SkillOptConfig"]

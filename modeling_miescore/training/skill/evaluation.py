@@ -122,7 +122,7 @@ def validation_srcc(records: Sequence[EvalRecord], min_coverage: float = 0.5) ->
     lucky subset. A dimension whose predictions are constant has no ranking information: its SRCC is
     reported as None and counts as 0 in the mean.
     """
-    from ...evaluation.metrics.correlation import srcc
+    from ...evaluation.metrics.correlation import srcc  # deferred: loads scipy
 
     n = len(records)
     ok = [r for r in records if r.pred is not None]

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from ...utils.atomic_files import atomic_write
 from .config import RESUME_KEYS, SkillOptConfig
 from .evaluation import EvalRecord

@@ -9,13 +9,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 from .answers import Candidate
 from .config import SkillOptConfig
 from .evaluation import EvalRecord, SkillEvaluator, select_failures, select_successes, validation_srcc
 from .history import records_dicts, resume_history, run_fingerprint, write_history
 from .optimizer import SkillOptimizer
 from .samples import SkillSample, SkillSampleSplit
+from ...hub.skill_miescore import DEFAULT_SKILL
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +118,6 @@ class _Run:
 def _check_setup(evaluator: SkillEvaluator, optimizer: SkillOptimizer, config: SkillOptConfig,
                  initial_skill: Optional[str]) -> str:
     """Validate the settings against the models; returns the initial skill S^(0)."""
-    from ...skill_miescore import DEFAULT_SKILL
-
     config.validate()
     if evaluator.score_max != config.score_max:
         raise ValueError(f"evaluator.score_max={evaluator.score_max} but config.score_max={config.score_max}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Optional, Sequence
 
 from ...data.schema import DIMENSIONS, MOS_SCALE
-from ...lm_digit_scores import answer_format
+from ...hub.lm_digit_scores import answer_format
 from .edits import EditBounds, number_lines
 from .samples import SkillSample
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping, Tuple
 
 from ...data.schema import MOS_COLUMNS
-from ...image_io import MIEScoreInputError
+from ...hub.errors import MIEScoreInputError
 
 __all__ = ["SkillSample", "SkillSampleSplit", "to_skill_sample"]
 

@@ -1,6 +1,6 @@
 """MIEScore on vLLM's pooling runner: vLLM's own Qwen3-VL (vision tower, deepstack, M-RoPE, paged attention, prefix
 caching) with the package's regression head on the last prompt token, ``hidden -> head_hidden_size -> 3``
-(``modeling_miescore.miescore_score_heads.RegressionScoreHead``: dense, GELU, out_proj; the sigmoid and the
+(``modeling_miescore.hub.miescore_score_heads.RegressionScoreHead``: dense, GELU, out_proj; the sigmoid and the
 0-100 scale are applied by the client, which asks for the raw outputs with ``use_activation: false``).
 
 The checkpoint is the export of ``miescore export-vllm``: the backbone's tensors renamed to Qwen3-VL's
@@ -16,7 +16,7 @@ from vllm.model_executor.models.qwen3_vl import Qwen3VLForConditionalGeneration
 
 
 class MIEScoreHead(nn.Module):
-    """``modeling_miescore.miescore_score_heads.RegressionScoreHead`` without its dropout (inference)."""
+    """``modeling_miescore.hub.miescore_score_heads.RegressionScoreHead`` without its dropout (inference)."""
 
     def __init__(self, hidden_size: int, head_hidden_size: int, num_scores: int, dtype: torch.dtype):
         super().__init__()

@@ -1,0 +1,81 @@
+"""An editor benchmark's MLLM judge as a reward: ``gedit-judge:MODEL@URL`` (GEdit-Bench's VIEScore ``tie`` judge,
+:class:`~modeling_miescore.evaluation.editor_benchmarks.gedit_judge.GEditJudge`, behind an OpenAI-compatible
+endpoint such as ``vllm serve`` or the OpenAI API).
+
+Each edit is judged as ``miescore benchmark gedit`` judges it (the protocol's request settings, the edit resized to
+the first source's size, the benchmark's prompts: our own wording by default, ``prompts=PATH`` for the user's copy
+of VIEScore's ``vie_prompts.py``); the reward is the judge's overall ``O = sqrt(SC x PQ)`` on 0-10, with ``sc`` and
+``pq`` as components. A request that failed after its retries (``request_failed``) or an answer the judge flags
+(refusal, unparsable, out of scale: ``judge_flagged``) is a failed sample, never a number. The editor-RL trainer
+takes it as an ``eval_rewards`` gold (``modeling_miescore.training.editor_rl.evaluation``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Sequence
+
+from ...rewards.groups import EditGroup, GroupScores, checked_value, flat_samples, regroup
+from .protocols import editor_benchmark
+from ...utils.credentials import redact
+from ...hub.processing_miescore import EditSample
+
+__all__ = ["BenchmarkJudgeReward", "build_gedit_judge_reward"]
+
+
+class BenchmarkJudgeReward:
+    """``benchmark``'s judge (a :class:`~modeling_miescore.data.converters.schema.EditorBenchmark` name) on the
+    engine of ``backend`` as an :class:`~modeling_miescore.rewards.groups.EditorReward` (module docstring)."""
+
+    def __init__(self, benchmark: str, backend, *, name: str, prompts: Optional[str] = None):
+        from ...judges.call_engine import CallEngine  # deferred: loads httpcore, httpx
+
+        self.benchmark = editor_benchmark(benchmark)
+        self.engine = CallEngine(backend)
+        judge_class = self.benchmark.judge_class()
+        self.judge = judge_class(self.engine, judge_class.read_prompts(prompts, ()), name=name, info={},
+                                 settings=self.benchmark.request)
+        self.name = name
+        self.reward_range = tuple(float(v) for v in self.benchmark.scale)
+
+    def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
+        samples, _ = flat_samples(groups)
+        edits = [EditSample(sources=s["sources"], edited=s["edited"], instruction=s["instruction"], id=f"e{k}")
+                 for k, s in enumerate(samples)]
+        records = self.judge.score_batch(edits)
+        rewards, failures = [], []
+        components = {name: [] for name in self.benchmark.scores if name != self.benchmark.overall}
+        for record in records:
+            if not isinstance(record, dict):  # a JudgeRequestError: the request failed for good
+                value, reason = None, "request_failed"
+            elif record.get("failed"):
+                value, reason = None, "judge_flagged"
+            else:
+                value, reason = checked_value(record.get(self.benchmark.overall), self.reward_range)
+            rewards.append(value)
+            failures.append(reason)
+            for part, values in components.items():
+                values.append(record.get(part) if isinstance(record, dict) and value is not None else None)
+        return regroup(groups, rewards, failures, components)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def build_gedit_judge_reward(argument: str, device=None, dtype=None, prompts: Optional[str] = None,
+                             max_concurrency: int = 8, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
+                             max_retries: int = 2) -> BenchmarkJudgeReward:
+    """``gedit-judge:MODEL@URL`` (``URL`` with its API prefix, e.g. ``http://127.0.0.1:8000/v1``) -> the GEdit
+    judge on that endpoint, its images sent as GEdit's released script sends them."""
+    from ...judges.chat_backends import OpenAIChatBackend  # deferred: loads httpcore, httpx
+
+    match = re.match(r"^(.+)@(https?://\S+)$", argument.strip())
+    if match is None:
+        raise ValueError(f"gedit-judge:{argument} must be gedit-judge:MODEL@URL, e.g. "
+                         "gedit-judge:gpt-4.1@https://api.openai.com/v1")
+    model, url = match.groups()
+    request = editor_benchmark("gedit").request
+    backend = OpenAIChatBackend(url, model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
+                                max_concurrency=max_concurrency, image_format=request.image_format,
+                                max_pixels=request.max_pixels, image_quality=request.image_quality or 90)
+    return BenchmarkJudgeReward("gedit", backend, name=redact(f"gedit-judge:{argument}"), prompts=prompts)

@@ -27,6 +27,12 @@ rows; c6d6d54 (main before issue 22) for issue 22's local cases (``corpus.bad_in
 the ``trainer`` and ``edit`` rows, ``--entries trainer,edit``; the cases that could exhaust the machine's memory
 on the old code run in a child process with 6 GB of address space) and for the ``editor-benchmarks`` group.
 
+Issue 41's groups (``--entries "export-vllm,benchmark editors,edit --select"``; ``corpus.bad_input_export``,
+``corpus.bad_input_comparison``, ``corpus.bad_input_select``; about 2 minutes) have their "before" at 2f0e4de (main
+before issue 41), which imports this checkout's corpus as it is; their cases that could fill the disk or the memory
+on the old code (``/dev/zero``, a 257 MiB file, a full disk, ``--num-images`` of 40 digits) and the rewards that exit
+run in a child process with bounded file size (RLIMIT_FSIZE) and memory.
+
 ``--endpoints`` also runs the bad-endpoint corpus of issue 22 (``corpus.bad_endpoint_corpus``: ``judge``,
 ``spatialreward-data`` and ``mer-bench synthesize`` against the bad server of ``tests/local_http.py``) and prints
 its own table; ``--only-endpoints`` runs that corpus alone.

@@ -15,8 +15,10 @@ A case is *clean* when it ends with the documented status and nothing else went 
 
 Besides: *unclear message* when the error lacks the case's needle (or contains its ``avoid`` text), *hang* when
 the run is not over within the timeout (a FIFO is then released), *code ran* when a tampered checkpoint's code
-or Ghostscript ran. Both corpora run their cases with :class:`CaseRunner`. ``benchmarks/bad_input_table.py``
-prints the table; ``tests/corpus/test_bad_input_corpus.py`` asserts every case is clean.
+or Ghostscript ran, *secrets copied* when a run wrote ``/etc/passwd`` or the environment into a file (issue 41's
+groups: ``corpus.bad_input_export``). Both corpora run their cases with :class:`CaseRunner`.
+``benchmarks/bad_input_table.py`` prints the table; ``tests/corpus/test_bad_input_corpus.py`` asserts every case is
+clean.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from .bad_inputs import BadInput, image_bytes, install_fake_ghostscript, release
 from .tampered_checkpoint import tamper_checkpoint
 
 ENTRIES = ("api", "cli", "score-batch", "server")
-COLUMNS = ("traceback", "wrong_status", "unclear_message", "hang", "data_lost", "code_ran")
+COLUMNS = ("traceback", "wrong_status", "unclear_message", "hang", "data_lost", "code_ran", "secrets_copied")
 GOOD_INSTRUCTION = "make the sky blue"
 # credentials the cases hand to commands; none may be printed or written
 SECRET_KEY, SECRET_PASSWORD = "sk-corpus-secret-1234", "hunter2-corpus"

@@ -32,15 +32,16 @@ from modeling_miescore.testing.raw_benchmarks import (make_raw_gedit_bench, make
 
 from .bad_input_corpus import SECRET_KEY, Case, Outcome, check_message, run_cli
 
-__all__ = ["EDITOR_BENCHMARKS_ENTRY", "editor_benchmark_cases", "editor_benchmark_endpoint_cases"]
+__all__ = ["EDITOR_BENCHMARKS_ENTRY", "editor_benchmark_cases", "editor_benchmark_endpoint_cases", "fresh_case_folder"]
 
 EDITOR_BENCHMARKS_ENTRY = "editor-benchmarks"
 LONG = "x" * 10_000
 
 
-def _fresh(corpus, name: str) -> Path:
-    """An empty folder for one case, named by a digest of the case (a name in a path would match needles)."""
-    folder = corpus.folder / "editor-benchmarks" / hashlib.sha256(name.encode()).hexdigest()[:12]
+def fresh_case_folder(corpus, name: str, group: str = "editor-benchmarks") -> Path:
+    """An empty folder for one case of ``group``, named by a digest of the case (a name in a path would match
+    needles)."""
+    folder = corpus.folder / group / hashlib.sha256(name.encode()).hexdigest()[:12]
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     return folder
@@ -76,7 +77,7 @@ def _gedit_release(folder: Path, instruction: str) -> Path:
 
 
 def _convert(name: str, make, expected: int, needle, corpus, outcome: Outcome) -> None:
-    folder = _fresh(corpus, outcome.case)
+    folder = fresh_case_folder(corpus, outcome.case)
     raw = make(folder)
     out = folder / "out"
     status, stdout, err = run_cli(["convert-benchmark", name, "--raw", raw, "--out", out, "--no-progress"], outcome)

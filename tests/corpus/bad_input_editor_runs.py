@@ -77,23 +77,32 @@ def os_exit_reward(images, instructions, sources):
     os._exit(0)
 
 
+def value_error_reward(images, instructions, sources):
+    raise ValueError("cannot score an image of 64x64 pixels")
+
+
 # ---------------------------------------------------------------------------------------------- inputs
 
 
 class EditorInputs:
-    """The toy editor, four requests and a finished 2-step run (checkpoints after each step), built once."""
+    """The toy editor, four requests and a finished 2-step run (checkpoints after each step; trained on first use),
+    built once."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.model = build_toy_editor(folder / "models" / "toy")
         self.rows = write_editing_requests(folder / "data" / "rows.jsonl")
         (self.rows.parent / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# the dataset's own card\n")
-        self.run = folder / "finished-run"
-        if not (self.run / "pytorch_lora_weights.safetensors").is_file():
-            shutil.rmtree(self.run, ignore_errors=True)
-            status = in_process(lambda: recipe_cli(["--config", write_config(folder, self.run, max_steps=2)]))[0]
+
+    @property
+    def run(self) -> Path:
+        run = self.folder / "finished-run"
+        if not (run / "pytorch_lora_weights.safetensors").is_file():
+            shutil.rmtree(run, ignore_errors=True)
+            status = in_process(lambda: recipe_cli(["--config", write_config(self.folder, run, max_steps=2)]))[0]
             if status != 0:
                 raise RuntimeError(f"the corpus's base run failed (exit {status})")
+        return run
 
 
 def inputs(corpus) -> EditorInputs:
@@ -146,14 +155,18 @@ def recipe_cli(argv: list) -> int:
 
 
 def in_child(argv: list, env: dict | None = None, timeout: float = 300,
-             main: str = "flow_grpo_editor:cli") -> tuple:
+             main: str = "flow_grpo_editor:cli", file_size: int = -1) -> tuple:
     """``main`` (``module:function`` taking the arguments; by default the recipe, ``modeling_miescore.cli.main:main``
-    for ``miescore``) in a child process with :data:`CHILD_ADDRESS_SPACE`: ``(status, stderr)``."""
+    for ``miescore``) in a child process with :data:`CHILD_ADDRESS_SPACE` and files of at most ``file_size`` bytes
+    (-1: unbounded; a larger write fails with EFBIG, as on a full disk): ``(status, stderr)``."""
     module, function = main.split(":")
     code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (%d, %d))\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (%d, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
             "sys.path.insert(0, %r)\nfrom %s import %s\nsys.exit(%s(sys.argv[1:]))\n"
-            % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, str(ROOT / "trainers"), module, function, function))
-    path = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
+            % (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE, file_size, str(ROOT / "trainers"), module, function,
+               function))
+    # PYTHONPATH first: the package under test (an older checkout's, for a "before" column), then this checkout
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT), str(ROOT / "tests")]))
     child_env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
     done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], env=child_env, capture_output=True,
                           text=True, timeout=timeout)
@@ -163,7 +176,8 @@ def in_child(argv: list, env: dict | None = None, timeout: float = 300,
 def judge_run(outcome: Outcome, status, err: str, escaped, expect: int, needle: str | None) -> None:
     """The rules of the module docstring for one recipe or ``edit`` run."""
     outcome.expected, outcome.got = f"exit {expect}", f"exit {status}"
-    lines = [line for line in err.splitlines() if line.startswith(("flow_grpo_editor: ", "miescore edit: error"))]
+    lines = [line for line in err.splitlines()
+             if line.startswith(("flow_grpo_editor: ", "miescore edit: error", "miescore edit: reward "))]
     outcome.message = " | ".join(lines)[:300] or (f"{type(escaped).__name__}: {escaped}" if escaped else err[-300:])
     outcome.flag("traceback", escaped is not None or "Traceback (most recent call last)" in err)
     outcome.flag("wrong_status", status != expect)

@@ -5,17 +5,20 @@ run by :class:`.bad_endpoint_corpus.EndpointCorpus`)."""
 from __future__ import annotations
 
 from .bad_endpoint_corpus import judge_cases, mer_cases, pipeline_cases
+from .bad_input_comparison import comparison_cases
 from .bad_input_editor import editor_cases
 from .bad_input_editor_benchmarks import editor_benchmark_cases, editor_benchmark_endpoint_cases
+from .bad_input_export import export_cases
 from .bad_input_local import local_cases
 from .bad_input_runners import api_cases, cli_cases, score_batch_cases, server_cases
+from .bad_input_select import select_cases
 
 __all__ = ["all_cases", "endpoint_cases"]
 
 
 def all_cases() -> list:
     return [*api_cases(), *cli_cases(), *score_batch_cases(), *server_cases(), *local_cases(), *editor_cases(),
-            *editor_benchmark_cases()]
+            *editor_benchmark_cases(), *export_cases(), *comparison_cases(), *select_cases()]
 
 
 def endpoint_cases() -> list:

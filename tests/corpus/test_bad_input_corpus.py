@@ -46,9 +46,24 @@ DEFAULT_ISSUE_31 = {
 }
 
 
+# Issue 41's cases that start a child process (a reward that exits, a FIFO, files bounded by RLIMIT_FSIZE: 7-12 s
+# each) are slow; the others (export-vllm, benchmark editors, edit --select) take about 20 s together
+SLOW_ISSUE_41 = {
+    ("export-vllm", "C/vocab.json -> /dev/zero"), ("export-vllm", "C/vocab.json of 257 MiB (sparse)"),
+    ("export-vllm", "C/vocab.json a FIFO"), ("export-vllm", "C/tokenizer.json a FIFO"),
+    ("export-vllm", "C/model.safetensors a FIFO"),
+    ("export-vllm", "SpatialReward: a full disk"), ("export-vllm", "MIEScore: a full disk"),
+    ("benchmark editors", "a full disk, an earlier comparison in --out"),
+    ("edit --select", "a reward raising SystemExit(0)"), ("edit --select", "a reward calling os._exit(0)"),
+    ("edit --select", "--num-images of 40 digits"),
+}
+
+
 def _marks(case) -> tuple:
     if case.entry == "editor-benchmarks":  # issues 31 / 33: eight small conversions, about 2 s in all
         return ()
+    if case.item.startswith("41."):
+        return (pytest.mark.slow,) if (case.entry, case.name) in SLOW_ISSUE_41 else ()
     issue = case.item.split(".")[0]
     default = {"22": DEFAULT_ISSUE_22, "31": DEFAULT_ISSUE_31}.get(issue)
     return (pytest.mark.slow,) if default is not None and (case.entry, case.name) not in default else ()
@@ -79,6 +94,8 @@ def test_the_corpus_covers_every_entry_point_and_item():
     assert issue_22 <= {case.item for case in CASES if (case.entry, case.name) in DEFAULT_ISSUE_22} | {"22.1", "22.14"}
     assert DEFAULT_ISSUE_22 | DEFAULT_ISSUE_31 <= {(case.entry, case.name) for case in CASES}
     assert {"31.1", "31.2", "31.3", "31.4", "31.5", "31.M"} <= items  # issue 31: the trainer and edit rows
+    assert {"41.vllm", "41.editors", "41.select"} <= items  # issue 41: export-vllm, benchmark editors, edit --select
+    assert SLOW_ISSUE_41 <= {(case.entry, case.name) for case in CASES}
     assert len({(case.entry, case.name) for case in CASES}) == len(CASES)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus.bad_input_comparison import TAMPERED_REPORTS, set_row, tamper_report
 from editor_bench_helpers import GEDIT_RUNS, make_editor_runs
 
 from modeling_miescore.cli.main import main
@@ -143,44 +144,11 @@ def test_out_that_is_inside_or_contains_a_run_is_refused_and_every_input_intact(
     assert _files(parent) == before and not (base / "cmp").exists()
 
 
-def _tamper(folder: Path, change) -> None:
-    path = folder / "report.json"
-    report = json.loads(path.read_text())
-    path.write_text(json.dumps(change(report)))
-
-
-def _set_row(index: int, **values):
-    def change(report):
-        report["per_row"][index].update(values)
-        report["per_row"][index] = {k: v for k, v in report["per_row"][index].items() if v != "DROP"}
-        return report
-    return change
-
-
-TAMPERED = {
-    "a list": (lambda r: [r], "is a JSON list, not a report"),
-    "no category": (_set_row(0, category="DROP"), "has no category"),
-    "no language": (_set_row(1, language="DROP"), "has no language"),
-    "no row": (_set_row(2, row="DROP"), "has no row"),
-    "a string overall": (_set_row(0, o="7.5"), 'has o = "7.5", not a finite number'),
-    "a bool overall": (_set_row(0, o=True), "has o = true, not a finite number"),
-    "an overall of 1e300": (_set_row(0, o=1e300), "has o = 1e+300, off the 0-10 scale"),
-    "a negative score": (_set_row(0, sc=-3), "has sc = -3, off the 0-10 scale"),
-    "a duplicated row": (lambda r: {**r, "per_row": r["per_row"] + r["per_row"]}, "lists a key listed before"),
-    "a source out of its folder": (_set_row(0, sources=["/etc/passwd"]), "sources that are not paths inside"),
-    "a selection without views": (lambda r: {**r, "selection": {"selector": "redness"}}, "has no selector or not"),
-    "per_row not a list": (lambda r: {**r, "per_row": {"a": 1}}, "not a report of 'miescore benchmark gedit'"),
-    "a category the report does not list": (_set_row(0, category="sky"), "category 'sky', which its report's"),
-    "categories a string": (lambda r: {**r, "categories": "abc"}, "of the wrong type"),
-    "a number as label": (lambda r: {**r, "label": 3}, "of the wrong type"),
-}
-
-
-@pytest.mark.parametrize("case", list(TAMPERED))
+@pytest.mark.parametrize("case", list(TAMPERED_REPORTS))
 def test_a_tampered_report_is_one_line_naming_the_run_and_row(case, own_runs, tmp_path, capsys):
     reports, _ = own_runs
-    change, needle = TAMPERED[case]
-    _tamper(reports[("gedit", "tuned")], change)
+    change, needle = TAMPERED_REPORTS[case]
+    tamper_report(reports[("gedit", "tuned")], change)
     assert main(_args(reports, tmp_path / "cmp")) == 2
     err = _one_line(capsys, needle)
     assert "--runs tuned" in err and [p.name for p in tmp_path.iterdir()] == ["runs"]  # no --out, no temporary
@@ -188,7 +156,7 @@ def test_a_tampered_report_is_one_line_naming_the_run_and_row(case, own_runs, tm
 
 def test_an_imgedit_score_off_its_1_to_5_scale_is_refused(own_runs, tmp_path, capsys):
     reports, _ = own_runs
-    _tamper(reports[("imgedit", "base")], _set_row(0, mean=0.5))
+    tamper_report(reports[("imgedit", "base")], set_row(0, mean=0.5))
     assert main(_args(reports, tmp_path / "cmp")) == 2
     assert "--runs base" in _one_line(capsys, "has mean = 0.5, off the 1-5 scale")
 
@@ -204,7 +172,7 @@ def test_fifos_in_a_report_folder_or_as_an_edit_never_block(own_runs, tmp_path, 
     """A FIFO as report.json is refused; a report row whose edit is a FIFO gets an 'image not found' panel."""
     reports, _ = own_runs
     os.mkfifo(tmp_path / "edit.png")
-    _tamper(reports[("gedit", "tuned")], lambda r: {**r, "per_row": [{**row, "edited": str(tmp_path / "edit.png")}
+    tamper_report(reports[("gedit", "tuned")], lambda r: {**r, "per_row": [{**row, "edited": str(tmp_path / "edit.png")}
                                                                      for row in r["per_row"]]})
     assert main(_args(reports, tmp_path / "cmp", "--grid-size", "1", "--no-plots")) == 0
     report = json.loads((tmp_path / "cmp" / "report.json").read_text())

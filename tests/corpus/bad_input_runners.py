@@ -12,6 +12,7 @@ from unittest import mock
 from transformers import AutoModel
 
 from modeling_miescore.hub.errors import MIEScoreInputError
+from modeling_miescore.cli import score as cli_score
 from modeling_miescore.scoring import loading
 from modeling_miescore.serving.backends import MIEScoreBackend, load_backend
 from modeling_miescore.serving.app import serve_in_background
@@ -31,7 +32,9 @@ def good_files(corpus) -> tuple[list, Path]:
 @contextlib.contextmanager
 def preloaded_scorer(corpus):
     """The CLI's ``load_scorer`` returns the corpus's loaded model (bad-input cases do not test loading)."""
-    with mock.patch.object(loading, "load_scorer", lambda *args, **kwargs: corpus.model):
+    # the loader as the CLI reaches it: its command module's name (today's code) and the loading module's (older code)
+    with mock.patch.object(loading, "load_scorer", lambda *args, **kwargs: corpus.model), \
+            mock.patch.object(cli_score, "load_scorer", lambda *args, **kwargs: corpus.model, create=True):
         yield
 
 

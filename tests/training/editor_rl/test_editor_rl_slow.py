@@ -90,6 +90,43 @@ def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy_editor
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
+def test_kill_9_then_resume_keeps_the_eval_history_the_alarms_and_the_best_checkpoint(tmp_path, toy_editor_path,
+                                                                                       editing_requests):
+    """Held-out evals with a gold reward that prefers the opposite of the proxy: a run killed with SIGKILL after its
+    second checkpoint and resumed ends as the uninterrupted run (evals, alarms, best checkpoint, exported adapter)."""
+    from safetensors.torch import load_file
+
+    golds = "modeling_miescore.testing.editor_rewards"
+    common = dict(max_steps=6, save_steps=2, eval_dataset=str(editing_requests), eval_steps=2,
+                  eval_images_per_request=3, eval_rewards={"gold": f"{golds}:low_redness"}, hacking_patience=1,
+                  metric_for_best_model="eval/gold", load_best_model_at_end=True, save_total_limit=2)
+    runs = {}
+    for name in ("full", "killed"):
+        runs[name] = write_run_yaml(tmp_path / f"{name}.yaml",
+                                    toy_config(toy_editor_path, editing_requests, tmp_path / name, **common))
+    assert subprocess.run([sys.executable, str(RECIPE), "--config", runs["full"]], env=_recipe_env(), cwd=ROOT,
+                          capture_output=True, text=True, timeout=600).returncode == 0
+    killed = tmp_path / "killed"
+    process = _run_toy_recipe(runs["killed"], _recipe_env(MIESCORE_TEST_REWARD_DELAY="0.3"))
+    deadline = time.monotonic() + 600
+    while not (killed / "checkpoint-4").is_dir() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into step 5
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    done = subprocess.run([sys.executable, str(RECIPE), "--config", runs["killed"], "--resume", "true"],
+                          env=_recipe_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    full = tmp_path / "full"
+    assert (full / "evals.jsonl").read_text() == (killed / "evals.jsonl").read_text()
+    first, second = (json.loads((folder / "run.json").read_text()) for folder in (full, killed))
+    assert first["hacking_alarms"] and first["hacking_alarms"] == second["hacking_alarms"]
+    assert first["best_model"] == second["best_model"] and (killed / second["best_model"]["checkpoint"]).is_dir()
+    a, b = (load_file(str(folder / "pytorch_lora_weights.safetensors")) for folder in (full, killed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_two_accelerate_processes_train_like_one(tmp_path, toy_editor_path, editing_requests):
     """2 processes x 1 group = 1 process x 2 groups: the same groups, seeds and gathered advantages, DDP-averaged
     gradients equal to the one-process mean, so the adapters agree to float rounding."""

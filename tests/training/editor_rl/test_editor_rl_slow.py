@@ -61,31 +61,38 @@ def _run_toy_recipe(config_path, env, timeout=600):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy_editor_path, editing_requests):
+def _full_then_killed_and_resumed(tmp_path, toy_editor_path, editing_requests, kill_after: str, delay: str,
+                                  **settings):
+    """The toy recipe run whole into ``tmp_path/full``, and again into ``tmp_path/killed``, SIGKILLed just after its
+    ``kill_after`` checkpoint and resumed to the end. Returns ``(full, killed)`` folders and ``adapters_equal``."""
     from safetensors.torch import load_file
 
-    common = dict(max_steps=6, save_steps=2)
-    full = write_run_yaml(tmp_path / "full.yaml",
-                          toy_config(toy_editor_path, editing_requests, tmp_path / "full", **common))
-    assert subprocess.run([sys.executable, str(RECIPE), "--config", full], env=_recipe_env(), cwd=ROOT,
+    runs = {name: write_run_yaml(tmp_path / f"{name}.yaml",
+                                 toy_config(toy_editor_path, editing_requests, tmp_path / name, **settings))
+            for name in ("full", "killed")}
+    assert subprocess.run([sys.executable, str(RECIPE), "--config", runs["full"]], env=_recipe_env(), cwd=ROOT,
                           capture_output=True, text=True, timeout=600).returncode == 0
-    killed = tmp_path / "killed"
-    config = write_run_yaml(tmp_path / "killed.yaml", toy_config(toy_editor_path, editing_requests, killed, **common))
-    process = _run_toy_recipe(config, _recipe_env(MIESCORE_TEST_REWARD_DELAY="0.5"))
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    process = _run_toy_recipe(runs["killed"], _recipe_env(MIESCORE_TEST_REWARD_DELAY=delay))
     deadline = time.monotonic() + 600
-    while not (killed / "checkpoint-2").is_dir() and process.poll() is None and time.monotonic() < deadline:
+    while not (killed / kill_after).is_dir() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.7)  # into step 3
+    time.sleep(float(delay) + 0.2)  # into the next step
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     assert not (killed / "pytorch_lora_weights.safetensors").exists()
-    done = subprocess.run([sys.executable, str(RECIPE), "--config", config, "--resume", "true"], env=_recipe_env(),
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(RECIPE), "--config", runs["killed"], "--resume", "true"],
+                          env=_recipe_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    a = load_file(str(tmp_path / "full" / "pytorch_lora_weights.safetensors"))
-    b = load_file(str(killed / "pytorch_lora_weights.safetensors"))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    a, b = (load_file(str(folder / "pytorch_lora_weights.safetensors")) for folder in (full, killed))
+    return full, killed, a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_kill_9_then_resume_gives_the_uninterrupted_adapter(tmp_path, toy_editor_path, editing_requests):
+    _, killed, adapters_equal = _full_then_killed_and_resumed(tmp_path, toy_editor_path, editing_requests,
+                                                              "checkpoint-2", "0.5", max_steps=6, save_steps=2)
+    assert adapters_equal
     steps = [json.loads(line)["step"] for line in (killed / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5, 6]
 
@@ -94,37 +101,17 @@ def test_kill_9_then_resume_keeps_the_eval_history_the_alarms_and_the_best_check
                                                                                        editing_requests):
     """Held-out evals with a gold reward that prefers the opposite of the proxy: a run killed with SIGKILL after its
     second checkpoint and resumed ends as the uninterrupted run (evals, alarms, best checkpoint, exported adapter)."""
-    from safetensors.torch import load_file
-
     golds = "modeling_miescore.testing.editor_rewards"
-    common = dict(max_steps=6, save_steps=2, eval_dataset=str(editing_requests), eval_steps=2,
-                  eval_images_per_request=3, eval_rewards={"gold": f"{golds}:low_redness"}, hacking_patience=1,
-                  metric_for_best_model="eval/gold", load_best_model_at_end=True, save_total_limit=2)
-    runs = {}
-    for name in ("full", "killed"):
-        runs[name] = write_run_yaml(tmp_path / f"{name}.yaml",
-                                    toy_config(toy_editor_path, editing_requests, tmp_path / name, **common))
-    assert subprocess.run([sys.executable, str(RECIPE), "--config", runs["full"]], env=_recipe_env(), cwd=ROOT,
-                          capture_output=True, text=True, timeout=600).returncode == 0
-    killed = tmp_path / "killed"
-    process = _run_toy_recipe(runs["killed"], _recipe_env(MIESCORE_TEST_REWARD_DELAY="0.3"))
-    deadline = time.monotonic() + 600
-    while not (killed / "checkpoint-4").is_dir() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # into step 5
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    done = subprocess.run([sys.executable, str(RECIPE), "--config", runs["killed"], "--resume", "true"],
-                          env=_recipe_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    full = tmp_path / "full"
+    full, killed, adapters_equal = _full_then_killed_and_resumed(
+        tmp_path, toy_editor_path, editing_requests, "checkpoint-4", "0.3", max_steps=6, save_steps=2,
+        eval_dataset=str(editing_requests), eval_steps=2, eval_images_per_request=3,
+        eval_rewards={"gold": f"{golds}:low_redness"}, hacking_patience=1, metric_for_best_model="eval/gold",
+        load_best_model_at_end=True, save_total_limit=2)
+    assert adapters_equal
     assert (full / "evals.jsonl").read_text() == (killed / "evals.jsonl").read_text()
     first, second = (json.loads((folder / "run.json").read_text()) for folder in (full, killed))
     assert first["hacking_alarms"] and first["hacking_alarms"] == second["hacking_alarms"]
     assert first["best_model"] == second["best_model"] and (killed / second["best_model"]["checkpoint"]).is_dir()
-    a, b = (load_file(str(folder / "pytorch_lora_weights.safetensors")) for folder in (full, killed))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_two_accelerate_processes_train_like_one(tmp_path, toy_editor_path, editing_requests):

@@ -112,6 +112,14 @@ def _size_problem(size: int, path, what: str, max_bytes: int) -> str | None:
     return None
 
 
+def open_without_blocking(path):
+    """``(file, os.stat_result)`` of ``path`` opened for reading without blocking, so that a FIFO swapped in after a
+    check cannot hang the open; the caller checks ``stat.S_ISREG(result.st_mode)`` on what was opened and closes the
+    file. ``OSError`` when it cannot be opened."""
+    handle = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+    return handle, os.fstat(handle.fileno())
+
+
 def read_image_file(path, what: str = "image", max_bytes: int = MAX_IMAGE_FILE_BYTES) -> bytes:
     """The bytes of the image file ``path``: a regular file (links resolved) of at most ``max_bytes``, checked on
     the opened file itself (opened without blocking, so a FIFO swapped in after a ``stat`` cannot hang it), and
@@ -120,11 +128,10 @@ def read_image_file(path, what: str = "image", max_bytes: int = MAX_IMAGE_FILE_B
     if problem is not None:
         raise ImageLoadError(problem)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        handle, info = open_without_blocking(path)
     except OSError as err:
         raise ImageLoadError(f"cannot read {what} '{os.fspath(path)}': {err.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    with handle:
         problem = (f"{what} '{os.fspath(path)}' is not a regular file (a pipe, socket or device); pass a file"
                    if not stat.S_ISREG(info.st_mode) else _size_problem(info.st_size, path, what, max_bytes))
         if problem is not None:

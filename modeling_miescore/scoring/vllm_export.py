@@ -41,6 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ..hub.image_io import open_without_blocking
 from ..utils.output_paths import OutputPathError, check_folder_apart, output_writes
 from .checkpoint_files import (ModelLoadError, checkpoint_file_problem, read_config_file, read_json_object,
                                validate_checkpoint_folder)
@@ -144,11 +145,10 @@ def _copy_file(folder: Path, name: str, target: Path) -> None:
     (opened without blocking: a FIFO swapped in meanwhile cannot hang it) and never more bytes than its size."""
     path = folder / name
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        source, info = open_without_blocking(path)
     except OSError as err:
         raise ModelLoadError(f"cannot read '{path}' ({err.strerror})") from None
-    with os.fdopen(fd, "rb") as source:
-        info = os.fstat(source.fileno())
+    with source:
         if not stat.S_ISREG(info.st_mode):
             raise ModelLoadError(f"'{path}' is not a regular file (a pipe, socket or device); miescore export-vllm "
                                  "copies only the checkpoint's own files")

@@ -86,7 +86,7 @@ def cmd_serve(args) -> int:
         raise MIEScoreInputError(f"--port {args.port} is not a valid port (0-65535)")
     import uvicorn
 
-    from ..serving.app import create_app  # deferred: loads prometheus_client, pydantic, pydantic_cor
+    from ..serving.app import create_app  # deferred: loads prometheus_client, pydantic
     from ..serving.app import raise_fd_limit, uvicorn_options  # deferred: start-up
     from ..serving.monitoring import install_log_rate_limit  # deferred: loads prometheus_client
 

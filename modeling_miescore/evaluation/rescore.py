@@ -87,7 +87,8 @@ def _bootstrap(report: dict) -> BootstrapSettings:
 
 
 def _rescore_run(folder: Path, report: dict) -> dict:
-    from .editor_benchmarks.editor_run import EditorRunOptions, RunContext, aggregate_run, load_prompts  # deferred (start-up: pulls httpcore, httpx)
+    # deferred: loads httpx
+    from .editor_benchmarks.editor_run import EditorRunOptions, RunContext, aggregate_run, load_prompts
     from .editor_benchmarks.reward_judges import parse_reward_judge  # deferred: loads httpcore, httpx
 
     protocol, inputs = report["protocol"], report["run"]["inputs"]

@@ -298,7 +298,7 @@ def build_reward(spec, **options):
         raise ValueError(f"reward option {', '.join(unknown)} is taken by no reward of {spec!r}; "
                          + "; ".join(f"{k} takes {', '.join(REWARD_KINDS[k].options) or 'none'}"
                                      for k in dict.fromkeys(kind for kind, _ in kinds)))
-    from .backends import WeightedSumReward  # deferred: loads httpcore, httpx, pydantic, torch, transfo
+    from .backends import WeightedSumReward  # deferred: loads torch, transformers
 
     rewards = []
     try:

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import COMMAND_HELP, EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
+from .main import COMMAND_HELP, add_device_args, finish_run, number_arg, quiet_transformers
 from ..analysis.attention_maps import (DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS,
                                        TOP_FRACTION, extract_attention_maps, use_eager_attention)
 from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
@@ -172,10 +172,8 @@ def cmd_analyze_attention(args) -> int:
     if fallback:
         print(f"note: {fallback} of {len(results)} answers had no reasoning string; all their generated tokens "
               "were used (see 'note' per sample)", file=sys.stderr)
-    print(f"analysed {len(results)} edits -> {out_dir / 'metrics.json'}, {out_dir / 'table.md'}, "
-          f"{out_dir / 'maps.npz'}" + (f", {len(overlays)} overlays in {out_dir / 'overlays'}" if draw else ""),
-          file=sys.stderr)
-    if lines.failed:
-        print(f"{len(lines.failed)} input lines were skipped (listed above); fix them and rerun", file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    drawn = f", {len(overlays)} overlays in {out_dir / 'overlays'}" if draw else ""
+    return finish_run(f"analysed {len(results)} edits -> {out_dir / 'metrics.json'}, {out_dir / 'table.md'}, "
+                      f"{out_dir / 'maps.npz'}{drawn}",
+                      f"{len(lines.failed)} input lines were skipped (listed above); fix them and rerun" if lines.failed
+                      else None)

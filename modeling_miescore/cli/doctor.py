@@ -19,16 +19,12 @@ from __future__ import annotations
 import json
 import sys
 
-from .main import COMMAND_HELP, add_device_args
+from .main import COMMAND_HELP, add_device_args, quiet_transformers
 from ..diagnostics.doctor import diagnose_checkpoint, format_report
 
 
 def cmd_doctor(args) -> int:
-    import transformers
-
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
 
     def progress(result):
         print(f"doctor: {result.name}: {result.status} ({result.seconds:.1f} s)", file=sys.stderr, flush=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import COMMAND_HELP, EXIT_PARTIAL, finish_run, number_arg
+from .main import COMMAND_HELP, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
 from ..data.mer_construction import (plan_jobs, read_sources, synthesize_instructions, generate_candidates,
                                      parse_system_spec, AnnotationStore, build_annotation_app, export_raw_release)
@@ -125,14 +125,11 @@ def cmd_candidates(args) -> int:
     systems = [parse_system_spec(text) for text in args.system]
     run = generate_candidates(folder, systems, per_instruction=args.per_instruction, seed=args.seed,
                               device=args.device, progress=not args.no_progress)
-    print(f"made {run.made} candidates now, {run.already_done} before, in '{folder / 'candidates.jsonl'}'",
-          file=sys.stderr)
     for cid, error in run.failed[:20]:
         print(f"failed {cid}: {error}", file=sys.stderr)
-    if run.failed:
-        print(f"{len(run.failed)} candidates failed; rerun the same command to retry them", file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    return finish_run(f"made {run.made} candidates now, {run.already_done} before, in '{folder / 'candidates.jsonl'}'",
+                      f"{len(run.failed)} candidates failed; rerun the same command to retry them" if run.failed
+                      else None)
 
 
 def cmd_annotate(args) -> int:

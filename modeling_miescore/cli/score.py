@@ -21,12 +21,8 @@ from ..data.example_edits import example_edits
 def register(sub) -> None:
     score = sub.add_parser("score", help=COMMAND_HELP["score"])
     add_model_args(score)
-    score.add_argument("--source", action="append", default=[], metavar="IMAGE",
-                       help="a source image; repeat for several sources, in order")
-    score.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
-    score.add_argument("--instruction", required=True, help="the editing instruction")
+    add_edit_args(score)
     score.add_argument("--json", action="store_true", help="print the scores as JSON")
-    add_pixel_budget_arg(score)
     score.set_defaults(func=cmd_score)
 
     batch = sub.add_parser("score-batch", help=COMMAND_HELP["score-batch"])
@@ -46,6 +42,16 @@ def register(sub) -> None:
     demo.add_argument("--workdir", help="where to build the tiny demo checkpoint (default: a temporary folder)")
     demo.add_argument("--json", action="store_true", help="print one JSON object per example instead of a table")
     demo.set_defaults(func=cmd_demo)
+
+
+def add_edit_args(parser) -> None:
+    """``--source`` (repeated), ``--edited``, ``--instruction`` and ``--max-sample-pixels``: one edit
+    (:func:`load_cli_edit`)."""
+    parser.add_argument("--source", action="append", default=[], metavar="IMAGE",
+                        help="a source image; repeat for several sources, in order")
+    parser.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
+    parser.add_argument("--instruction", required=True, help="the editing instruction")
+    add_pixel_budget_arg(parser)
 
 
 def _format_scores(scores: dict) -> str:

@@ -25,7 +25,7 @@ import re
 
 from ..hub.errors import MIEScoreInputError
 from ..diagnostics import token_budget
-from .main import COMMAND_HELP, number_arg
+from .main import COMMAND_HELP, number_arg, quiet_transformers
 
 _SIZE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
@@ -46,9 +46,7 @@ def cmd_tokens(args) -> int:
     if not instruction.strip():
         raise MIEScoreInputError("--instruction is empty; pass the editing instruction to count")
 
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
+    quiet_transformers()
     kind, config, processor = token_budget.load_config_and_processor(args.model)
     budgets = token_budget.checkpoint_budgets(args.model, sources, sizes, args.max_pixels, instruction,
                                               loaded=(kind, config, processor))

@@ -75,10 +75,7 @@ def _log(message: str) -> None:
 
 
 def _output_folder(out, overlays: bool) -> Path:
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder for the report")
-    ensure_folder(path, "--out", named=True)
+    path = ensure_folder(out, "--out", named=True)
     if overlays:
         ensure_folder(path / "overlays", "--out", note=lambda _: None)  # part of the report, not worth a note
     return path

@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 
 from ..hub.errors import MIEScoreInputError
-from .main import COMMAND_HELP, finish_run
+from .main import COMMAND_HELP, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 from ..scoring.jsonl_scoring import read_predictions, check_input_file, check_output_file, score_jsonl
 from ..data.dataset_edits import export_dataset_edits
@@ -50,7 +50,7 @@ def register(sub) -> None:
     parser.add_argument("--split", help="split of --dataset (default: test; MER-Bench: every split)")
     parser.add_argument("--output", required=True, help="predictions JSONL; appended to, ids already there skipped")
     parser.add_argument("--judge-name", help="the 'judge' field of every prediction (default: the model name)")
-    parser.add_argument("--max-tokens", type=int, default=512, help="answer budget in tokens (default 512)")
+    parser.add_argument("--max-tokens", type=number_arg(int, minimum=1), default=512, help="answer budget in tokens (default 512)")
     parser.add_argument("--on-error", choices=["skip", "stop"], default="skip",
                         help="a bad input line or failed request is reported and skipped (default) or stops the run")
     add_call_args(parser)

@@ -1,12 +1,6 @@
 """``miescore analyze-attention``: where a generative judge looks while it reasons (SpatialReward paper sec. 5.4,
 Table 5; appendix C.1).
 
-::
-
-    miescore analyze-attention --model SpatialReward/SpatialReward-8B --input edits.jsonl --out attention/ \
-        [--label SpatialReward] [--tokens reasoning|all] [--layers 5] [--grid 24] [--resize area|bilinear] \
-        [--limit 776] [--max-new-tokens N] [--no-overlays] [--on-error skip|stop]
-
 Input lines as for ``score-batch``: ``{"id", "sources": [...], "edited", "instruction"}``, paths relative to
 the input file. For each edit the judge generates its SC answer once (greedy) and the attention of its
 reasoning tokens over each image is averaged over the last 5 layers and all heads on a 24 x 24 grid. The

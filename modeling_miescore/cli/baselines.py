@@ -1,13 +1,5 @@
 """``miescore baselines``: the Table 3 baseline metrics per edit of a MIE-Bench split, as predictions files.
 
-::
-
-    miescore baselines --dataset DIR_OR_REPO --split test --metrics ssim,ms_ssim --out 'preds-{metric}.jsonl'
-    miescore benchmark mie-bench --dataset DIR_OR_REPO --split test --predictions preds-ssim.jsonl --out report-ssim
-    miescore baselines --dataset DIR --split test --evaluator pkg.module:function [--evaluator-option K=V ...] \
-        --out preds-evaluator.jsonl       # a single-source evaluator (Table 3's star rows), averaged over sources
-    miescore baselines --list             # every Table 3 row: whether it runs here, and how
-
 Resumable (rerun the same command), one file per metric; see :mod:`modeling_miescore.baselines`.
 """
 

@@ -1,16 +1,5 @@
 """``miescore benchmark``: evaluate an evaluator on MIE-Bench / MER-Bench, or rank editing models.
 
-::
-
-    miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR \
-        [--grid [--grid-split S]]
-    miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`, registered under
-                                              this command: ``PARENT_COMMAND`` in :mod:`.main`)
-    miescore benchmark gedit / imgedit / editors ...  (an image editor on the editor benchmarks, SpatialReward
-                                                   Table 3: :mod:`.editor_benchmarks`, registered the same way)
-
 Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
 ``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
 rerunning the same command resumes from that file. The images exported for a MIEScore run are a cache under

@@ -1,10 +1,5 @@
 """``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.doctor`)
 
-::
-
-    miescore doctor CKPT [--device auto] [--dtype auto] [--json] [--skip-fresh-process] [--quick]
-                         [--trust-remote-code]
-
 Runs the checks one by one (progress on stderr), then prints a table of them, or with ``--json`` the list of
 records and a summary. Exit status: 0 healthy, 1 warnings, 2 broken. User errors (a missing folder, a folder
 that is not a MIEScore or SpatialReward checkpoint, a bad --device) print one line and exit 2.

@@ -1,11 +1,5 @@
 """``miescore edit``: make edits with an image editor (a diffusers editing pipeline or an editor adapter), e.g.
-one trained by ``trainers/flow_grpo_editor.py``::
-
-    miescore edit --pipeline qwen-image-edit-plus --model Qwen/Qwen-Image-Edit-2509 [--lora RUN_DIR] \
-        (--input rows.jsonl | --dataset DIR [--split S]) --out DIR [--seed 0] [--num-images 1] [--steps 28] \
-        [--cfg-fraction 0.6] [--noise-level 0.7 --last-step deterministic]
-    # an adapter trained by trainers/flow_grpo_editor.py: its run.json says how it samples
-    miescore edit --lora runs/flow-grpo-tiny --input rows.jsonl --out DIR
+one trained by ``trainers/flow_grpo_editor.py`` (synopsis: docs/cli.md).
 
 With ``--lora RUN`` of a training run, the run's ``run.json`` supplies the editor, the base model, the editor
 options, T, the CFG scale and schedule (``--cfg-fraction``), the SDE and last-step mode used with

@@ -1,15 +1,6 @@
 """``miescore benchmark gedit`` / ``imgedit`` / ``editors``: an image editor on the editor benchmarks, and editors
 compared in the SpatialReward paper's Table 3 layout.
 
-::
-
-    miescore convert-benchmark gedit-bench --raw GEdit-Bench/ --out data/gedit
-    miescore benchmark gedit --dataset data/gedit --edits outputs/ --out report-base/ --language en \
-        --backend openai --base-url https://api.openai.com/v1 --model gpt-4.1 --prompts viescore/vie_prompts.py
-    miescore benchmark imgedit --dataset data/imgedit --edits edits.jsonl --out report-img/ \
-        --backend transformers --model /ckpt/Qwen2.5-VL-7B-Instruct --judge miescore:/ckpt/miescore
-    miescore benchmark editors --runs base=report-base,report-img tuned=report-tuned,report-img-tuned --out cmp/
-
 ``--edits``: a folder of ``<key>.png``, GEdit's ``fullset/<task>/<lang>/<key>.png``, or a JSONL (``{"id",
 "edited"}``, as ``miescore edit`` writes). The MLLM judge (``--backend``) uses the benchmark's own prompts only when
 ``--prompts`` names the user's copy of them; otherwise our wording, and the report says the numbers are not
@@ -219,8 +210,8 @@ def _headline(results: dict, labels: dict, overall: str, prefix: str = "") -> li
 def cmd_editors(args) -> int:
     out = Path(args.out).expanduser()
     report = write_comparison(parse_runs(args.runs), out, label=args.label, plots=not args.no_plots,
-                              baseline=args.baseline, bootstrap=bootstrap_settings(args), grid_size=args.grid_size, by=args.by,
-                              allow_protocol_differences=args.allow_protocol_differences)
+                              baseline=args.baseline, bootstrap=bootstrap_settings(args), grid_size=args.grid_size,
+                              by=args.by, allow_protocol_differences=args.allow_protocol_differences)
     label = f"{report['label']}: " if report["label"] else ""
     return finish_run(f"{label}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")

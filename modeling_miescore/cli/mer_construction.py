@@ -1,13 +1,6 @@
 """``miescore mer-bench``: construct a MER-Bench release (SpatialReward paper sec. 4.2-4.3, appendix A.1, prompts
-D.3; :mod:`modeling_miescore.data.mer_construction`). Four stages over one construction folder::
-
-    miescore mer-bench synthesize --sources sources.jsonl --folder mer-work --total 800 \
-        --model Qwen/Qwen3-VL-235B-A22B-Instruct@http://127.0.0.1:8000/v1
-    miescore mer-bench candidates --folder mer-work \
-        --system FLUX-Dev=diffusers:black-forest-labs/FLUX.1-Kontext-dev --system Seedream-4.0=my_api:seedream
-    miescore mer-bench annotate --folder mer-work --port 7860      # five annotators per sample
-    miescore mer-bench export --folder mer-work --out mer-raw
-    miescore build-dataset mer-bench --raw mer-raw --out MER-Bench
+D.3; :mod:`modeling_miescore.data.mer_construction`). Four stages over one construction folder: ``synthesize``,
+``candidates``, ``annotate`` (the Gradio app) and ``export`` (for ``miescore build-dataset mer-bench``).
 
 Every stage resumes: rerun the same command after a kill or a failure. Exit status 1 while requests or
 editors failed for good (rerun to retry them), 2 for bad input (nothing written).

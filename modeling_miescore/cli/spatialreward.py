@@ -1,11 +1,5 @@
 """``miescore spatialreward``: judge one edit with SpatialReward (boxes, reasoning, sub-scores, reward).
 
-::
-
-    miescore spatialreward --model SpatialReward/SpatialReward-8B --source in.png --edited out.png \
-        --instruction "add a red hat" [--json] [--draw boxes.png]
-    miescore spatialreward --api-base http://127.0.0.1:8000/v1 --model SpatialReward/SpatialReward-8B ...
-
 User errors (missing images, empty instruction, wrong checkpoint, bad --draw path) print one line and exit 2.
 A generation that cannot be parsed is not a user error: it is reported (``failed``) and the exit status is 0.
 """

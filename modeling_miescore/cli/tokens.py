@@ -1,10 +1,5 @@
 """``miescore tokens``: the token budget of a checkpoint's prompts, part by part.
 
-::
-
-    miescore tokens --model CKPT [--sources N] [--size WxH] [--max-pixels P] [--max-length L]
-                    [--instruction TEXT] [--json]
-
 For a MIEScore checkpoint one row per (image size, number of sources); for a SpatialReward checkpoint the SC
 rows, then one PQ row per size. Columns: the rubric / D.1 prompt, the instruction, the labels, the chat markup,
 one image (markers included), the total, the total against the training length (the checkpoint's own, from its

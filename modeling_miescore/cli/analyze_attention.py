@@ -28,7 +28,7 @@ from .main import COMMAND_HELP, add_device_args, finish_run, number_arg, quiet_t
 from ..analysis.attention_maps import (DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS,
                                        TOP_FRACTION, extract_attention_maps, use_eager_attention)
 from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
-from ..scoring.jsonl_scoring import check_input_file, iter_input, record_to_sample
+from ..scoring.jsonl_scoring import check_input_file, iter_input, line_entries, record_to_sample
 from ..scoring.loading import load_spatialreward
 
 __all__ = ["cmd_analyze_attention", "register"]
@@ -90,20 +90,15 @@ class _Lines:
 
     def samples(self):
         """``(line number, EditSample)`` per usable line; ids must be unique (overlays are named by id)."""
-        first_line = {}
-        for number, record, error in iter_input(self.input_path):
-            if error is None:
-                try:
-                    sample = record_to_sample(record, self.input_path.parent)
-                except MIEScoreInputError as err:
-                    error = str(err)
-            if error is None and sample.id in first_line:
-                error = f"duplicate id '{sample.id}' (first on line {first_line[sample.id]})"
-            if error is not None:
+        for number, record, error, _ in line_entries(iter_input(self.input_path)):
+            try:
+                sample = None if error else record_to_sample(record, self.input_path.parent)
+            except MIEScoreInputError as err:
+                error = str(err)
+            if error:
                 self.fail(number, error)
-                continue
-            first_line[sample.id] = number
-            yield number, sample
+            else:
+                yield number, sample
 
 
 def _is_fatal(err: BaseException) -> bool:

@@ -140,22 +140,6 @@ def _cache_dir_arg(parser: argparse.ArgumentParser) -> None:
                              "between runs (default: $HF_HOME/miescore, beside the Hugging Face caches)")
 
 
-# ---------------------------------------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _run_info(args, **extra) -> dict:
-    info = {"dataset": args.dataset, "split": args.split, "miescore_version": package_version(),
-            "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    if args.predictions:
-        info["predictions"] = str(Path(args.predictions))
-    if args.model:
-        info["model"] = args.model
-    info.update(extra)
-    return info
-
-
 def _score_with_miescore(ds, args, out: Path) -> Path:
     """Score a MIE-Bench-format split with a MIEScore checkpoint into ``out/predictions.jsonl`` (resumable)."""
     config = read_checkpoint_config(args.model)
@@ -200,7 +184,9 @@ def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots
     """Record the run (and the id alignment), draw the plots unless --no-plots, write report.json/report.md."""
     if alignment is not None:
         report["alignment"] = alignment.to_dict()
-    report["run"] = _run_info(args, predictions=str(preds_path))
+    report["run"] = {"dataset": args.dataset, "split": args.split, "miescore_version": package_version(),
+                     "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                     **({"model": args.model} if args.model else {}), "predictions": str(preds_path)}
     report["protocol"] = scores_protocol(
         report["benchmark"], datasets=[{"dataset": args.dataset, "split": args.split,
                                         "keys": alignment.n_matched if alignment is not None else None}],
@@ -237,11 +223,6 @@ def _warn_unusable_fits(report: dict) -> None:
 
 def _headline(name: str, metric: dict, digits: int = 4) -> str:
     return f"  {name:<28}{fmt_ci(metric, digits)}"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# commands
-# ---------------------------------------------------------------------------------------------------------
 
 
 def cmd_mie_bench(args) -> int:

@@ -78,12 +78,11 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
             if not sep or not model or len(parts) != 2:
                 raise ValueError
             pair = (float(parts[0]), float(parts[1]))
+            if not all(math.isfinite(p) and p >= 0 for p in pair):
+                raise ValueError
         except ValueError:
-            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT (USD per 1000 prompt and completion "
-                                     "tokens, e.g. gpt-5=1.25,10)") from None
-        if not all(math.isfinite(p) and p >= 0 for p in pair):
-            raise MIEScoreInputError(f"--price '{item}': prices must be finite numbers >= 0 (USD per 1000 prompt "
-                                     "and completion tokens, e.g. gpt-5=1.25,10)")
+            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT with prices finite and >= 0 (USD per 1000 "
+                                     "prompt and completion tokens, e.g. gpt-5=1.25,10)") from None
         prices[model] = pair
     return prices
 

@@ -197,13 +197,9 @@ class CommandParser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def defer_options(parser: argparse.ArgumentParser, add) -> None:
-    """Call ``add(parser)`` when ``parser`` first parses or formats its help (at once if it is no
-    :class:`CommandParser`)."""
-    if isinstance(parser, CommandParser):
-        parser.deferred_options.append(add)
-    else:
-        add(parser)
+def defer_options(parser: CommandParser, add) -> None:
+    """Call ``add(parser)`` when ``parser`` (a command's parser) first parses or formats its help."""
+    parser.deferred_options.append(add)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

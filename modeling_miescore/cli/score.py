@@ -16,6 +16,7 @@ from ..scoring.loading import load_scorer, read_checkpoint_config, model_referen
 from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
                                      read_predictions, score_jsonl)
 from ..data.example_edits import example_edits
+from ..data.schema import SHORT_NAMES
 
 
 def register(sub) -> None:
@@ -169,8 +170,7 @@ def _demo_table(examples: list[dict], results: list[dict]) -> str:
 
 def _scale_note(config) -> str:
     """What the columns mean, with the overall weighting read from this checkpoint's config."""
-    abbreviations = {"visual_quality": "VQ", "instruction_following": "IF", "attribute_preservation": "AP"}
-    terms = " * ".join(f"{abbreviations.get(n, n)}^{w:g}" for n, w in zip(config.score_names, config.overall_weights))
+    terms = " * ".join(f"{SHORT_NAMES.get(n, n)}^{w:g}" for n, w in zip(config.score_names, config.overall_weights))
     return ("Scores are on the 0-100 MOS scale: visual_quality (how the edited image looks), "
             "instruction_following (did the edit do what was asked), attribute_preservation (was what should "
             f"carry over from each source kept), overall = {terms} (weights from this checkpoint's config).")

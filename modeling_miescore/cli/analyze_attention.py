@@ -68,13 +68,6 @@ def _log(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
-def _output_folder(out, overlays: bool) -> Path:
-    path = ensure_folder(out, "--out", named=True)
-    if overlays:
-        ensure_folder(path / "overlays", "--out", note=lambda _: None)  # part of the report, not worth a note
-    return path
-
-
 class _Lines:
     """The input's edits, with every bad line reported (skip) or raised (stop) with its number."""
 
@@ -109,7 +102,9 @@ def _is_fatal(err: BaseException) -> bool:
 def cmd_analyze_attention(args) -> int:
     input_path = check_input_file(args.input)
     draw = not args.no_overlays
-    out_dir = _output_folder(args.out, draw)
+    out_dir = ensure_folder(args.out, "--out", named=True)
+    if draw:
+        ensure_folder(out_dir / "overlays", "--out", note=lambda _: None)  # part of the report, not worth a note
     if draw and importlib.util.find_spec("matplotlib") is None:
         raise MIEScoreInputError("overlays need matplotlib: pip install 'miescore[plots]', or pass --no-overlays")
     quiet_transformers()

@@ -57,14 +57,6 @@ def _check_same_judge(output: Path, name: str) -> None:
                                      "--output (or the same --judge-name) to resume")
 
 
-def _inputs(args, output: Path) -> Path:
-    """The score-batch JSONL to judge: --input, or the edits of --dataset exported beside the output."""
-    if args.input:
-        return check_input_file(args.input)
-    return export_dataset_edits(args.dataset, output.with_name(output.name + ".inputs"), split=args.split,
-                                progress=not args.no_progress)[0]
-
-
 def cmd_judge(args) -> int:
     spec = judge_spec(args)
     output = check_output_file(args.output)
@@ -74,7 +66,8 @@ def cmd_judge(args) -> int:
                          output.with_name(output.name + ".usage.jsonl"),
                          {"judge": name, "spec": str(spec), "output": str(output)},
                          files={"--input": args.input, "--output": output})
-    inputs = _inputs(args, output)
+    inputs = check_input_file(args.input) if args.input else export_dataset_edits(  # --dataset: exported beside
+        args.dataset, output.with_name(output.name + ".inputs"), split=args.split, progress=not args.no_progress)[0]
     with calls:
         engine = calls.engine(spec)
         judge = MLLMJudge(engine, name=name, max_tokens=args.max_tokens)

@@ -55,11 +55,6 @@ def add_edit_args(parser) -> None:
     add_pixel_budget_arg(parser)
 
 
-def _format_scores(scores: dict) -> str:
-    width = max(len(k) for k in scores)
-    return "\n".join(f"{name:<{width}}  {value:6.2f}" for name, value in scores.items())
-
-
 def load_cli_edit(args, target_pixels: int | None = None):
     """``--source``/``--edited``/``--instruction`` -> a loaded :class:`EditSample`; every image header is
     checked (format, size, aspect ratio, the per-sample pixel budget) before any image is decoded."""
@@ -80,7 +75,8 @@ def cmd_score(args) -> int:
     if fault:  # not a number to print: the model is broken (exit 1, as a failed edit in score-batch)
         print(f"miescore score: error: {fault}", file=sys.stderr)
         return EXIT_PARTIAL
-    print(json.dumps(scores) if args.json else _format_scores(scores))
+    width = max(map(len, scores))
+    print(json.dumps(scores) if args.json else "\n".join(f"{k:<{width}}  {v:6.2f}" for k, v in scores.items()))
     return 0
 
 

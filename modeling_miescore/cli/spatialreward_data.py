@@ -61,12 +61,6 @@ def register(sub) -> None:
     parser.set_defaults(func=cmd_spatialreward_data)
 
 
-def _specs(args) -> dict:
-    """Judge name -> JudgeSpec (the aligner defaults to the grounder); parsed before any work starts."""
-    return {name: parse_judge_spec(getattr(args, name) or args.grounder, "--" + name.replace("_", "-"))
-            for name, _ in _JUDGES}
-
-
 def _judges(specs: dict, calls):
     """The pipeline's judges, each the call engine of its spec (judges named twice share one engine)."""
     named = {name: calls.engine(spec) for name, spec in specs.items()}
@@ -78,7 +72,8 @@ def cmd_spatialreward_data(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder")
-    specs = _specs(args)
+    specs = {name: parse_judge_spec(getattr(args, name) or args.grounder, "--" + name.replace("_", "-"))
+             for name, _ in _JUDGES}  # before any work starts; the aligner defaults to the grounder
     calls = ModelCallRun(args, "spatialreward-data", out / "calls.sqlite", out / "usage.jsonl",  # checks --price
                          {"judges": {name: str(spec) for name, spec in specs.items()}},
                          files={"--input": args.input, "the SFT rows": out / "sft_rows.jsonl"})

@@ -125,23 +125,16 @@ def cmd_demo(args) -> int:
     from ..testing import build_tiny_miescore  # deferred: loads httpcore, httpx
 
     quiet_transformers()
-    tmp = None
     if args.model is None:
         print("No --model given: building a tiny random-weight MIEScore checkpoint locally (no download).\n"
               "Its scores are MEANINGLESS (random weights); this run only shows the pipeline end to end.\n"
               "For real scores pass --model with a trained MIEScore checkpoint (a local folder or Hub repo id).\n",
               file=sys.stderr)
-        tmp = tempfile.TemporaryDirectory(prefix="miescore-demo-")
-        model_path = build_tiny_miescore(Path(args.workdir or tmp.name) / "tiny-miescore")
-    else:
-        model_path = args.model
-    try:
+    with tempfile.TemporaryDirectory(prefix="miescore-demo-") as tmp:
+        model_path = args.model or build_tiny_miescore(Path(args.workdir or tmp) / "tiny-miescore")
         model = load_scorer(str(model_path), device=args.device, dtype=args.dtype)
         examples = example_edits()
         results = model.score_batch(examples, batch_size=len(examples))
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     if args.json:
         print(json.dumps([{"id": e["id"], **r} for e, r in zip(examples, results)], indent=2))
         return 0

@@ -8,11 +8,14 @@ import dataclasses
 import typing
 
 import pytest
+from pydantic import Field
+from pydantic.fields import FieldInfo
 
 from editor_rl_runs import recipe_cli, toy_config, write_run_yaml
 from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.training.editor_rl.config import RESUMABLE_FIELDS, RUN_IDENTITY_FIELDS, FlowGRPOConfig
-from modeling_miescore.utils.field_checks import Bounds, OneOf, field_problems, suggestion
+from modeling_miescore.utils.declared_settings import field_problems, one_of
+from modeling_miescore.utils.suggestions import suggestion
 
 GOOD = dict(editor="pkg.editor:make", model_name_or_path="model", dataset="rows.jsonl", reward="pkg.rewards:fn",
             output_dir="out", num_generations=4, per_device_batch_size=8)
@@ -117,8 +120,8 @@ def test_every_number_field_declares_its_range_and_every_field_its_resume_role()
         inner = typing.get_args(declared)[0] if typing.get_origin(declared) is typing.Annotated else declared
         members = typing.get_args(inner) or (inner,)
         if int in members or float in members:
-            assert typing.get_origin(declared) is typing.Annotated, f"{field.name} declares no Bounds"
-            assert any(isinstance(c, Bounds) for c in typing.get_args(declared)[1:]), field.name
+            assert typing.get_origin(declared) is typing.Annotated, f"{field.name} declares no bounds"
+            assert any(isinstance(c, FieldInfo) and c.metadata for c in typing.get_args(declared)[1:]), field.name
         assert (field.name in RUN_IDENTITY_FIELDS) != (field.name in RESUMABLE_FIELDS), field.name
 
 
@@ -139,8 +142,8 @@ def test_the_recipe_refuses_before_it_builds_or_writes_anything(toy_editor_path,
 def test_field_checks_read_the_declared_types():
     @dataclasses.dataclass
     class Settings:
-        size: typing.Annotated[typing.Optional[int], Bounds(ge=1)] = None
-        mode: typing.Annotated[str, OneOf("sde", "cps")] = "sde"
+        size: typing.Annotated[typing.Optional[int], Field(ge=1)] = None
+        mode: typing.Annotated[str, one_of("sde", "cps")] = "sde"
         names: typing.Optional[list[str]] = None
         flag: bool = False
 

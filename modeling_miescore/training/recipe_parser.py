@@ -9,7 +9,7 @@ line) with the recipes' contract for argument mistakes: one line and exit status
 - **A missing or unreadable** ``--config`` file, or one that is not a YAML mapping, is one line.
 - Argparse's own errors (a value of the wrong type, a missing value) are one line too, with a pointer to
   ``--help`` instead of the full usage (a recipe has ~80 options), and so is a value that a dataclass refuses
-  when it is built (a ``ValueError`` from its ``__post_init__``: ``huber_delta must be > 0``).
+  when it is built (a ``ValueError`` from its ``__post_init__``).
 - :attr:`RecipeParser.given` names the fields given **on the command line** (not by the YAML), so a recipe can
   treat a typed path differently from the config's own default (``trainers/flow_grpo_editor.py``: the tiny
   builders write only where the config or the command line asked).

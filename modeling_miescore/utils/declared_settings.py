@@ -43,8 +43,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, cre
 
 from .suggestions import suggestion
 
-__all__ = ["DeclaredSettings", "REQUIRED", "SettingsError", "add_setting_options", "env_name", "field_problems",
-           "one_of", "option_name", "settings_from_options"]
+__all__ = ["DeclaredSettings", "REQUIRED", "SettingsError", "add_setting_options", "check_fields", "env_name",
+           "field_problems", "one_of", "option_name", "settings_from_options"]
 
 STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 
@@ -92,6 +92,14 @@ def field_problems(settings: Any) -> List[str]:
         return [_field_problem(name, getattr(settings, name), checker.model_fields[name], bad[name])
                 for name in checker.model_fields if name in bad]
     return []
+
+
+def check_fields(settings: Any) -> None:
+    """Raise a ``ValueError`` naming every bad field of the dataclass ``settings`` in one line (:func:`field_problems`;
+    for a ``__post_init__``)."""
+    problems = field_problems(settings)
+    if problems:
+        raise ValueError(f"{type(settings).__name__}: {'; '.join(problems)}")
 
 
 def _field_problem(name: str, value: Any, info, error: dict) -> str:

@@ -168,7 +168,7 @@ def test_the_other_recipes_share_the_parser(capsys):
 
 
 @pytest.mark.parametrize("recipe,args,message", [
-    ("train_miescore", ["--huber_delta", "-1"], "huber_delta must be > 0"),
+    ("train_miescore", ["--huber_delta", "-1"], "LossConfig: huber_delta must be a finite number > 0, got -1.0"),
     ("flow_grpo_editor", ["--editor_options", "{x"], "editor_options must be a JSON object, got '{x'"),
 ])
 def test_a_value_a_dataclass_refuses_is_one_line_and_exit_2(capsys, recipe, args, message):

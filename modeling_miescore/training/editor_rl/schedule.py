@@ -65,11 +65,7 @@ import math
 import random
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Annotated, List, Mapping, Sequence, Tuple
-
-from pydantic import Field
-
-from ...utils.declared_settings import check_fields, one_of
+from typing import List, Mapping, Sequence, Tuple
 
 __all__ = ["DEPRECATED_TRAIN_STEPS", "LAST_STEP_MODES", "SDE_TYPES", "StepPlan", "TRAIN_STEP_MODES", "cfg_steps",
            "last_step_levels", "make_step_plan", "mixgrpo_window", "resolve_train_steps", "PIPELINE_SCHEDULE",
@@ -198,13 +194,20 @@ class SamplingSchedule:
     ``a`` on every step (0: Euler ODE); ``sde_type``: ``sde`` | ``cps``; ``last_step``: ``stochastic`` |
     ``deterministic`` (matters only with ``noise_level > 0``)."""
 
-    cfg_fraction: Annotated[float, Field(ge=0, le=1)] = 1.0
-    noise_level: Annotated[float, Field(ge=0)] = 0.0
-    sde_type: Annotated[str, one_of(SDE_TYPES)] = "sde"
-    last_step: Annotated[str, one_of(LAST_STEP_MODES)] = "stochastic"
+    cfg_fraction: float = 1.0
+    noise_level: float = 0.0
+    sde_type: str = "sde"
+    last_step: str = "stochastic"
 
     def __post_init__(self):
-        check_fields(self)
+        if not 0 <= self.cfg_fraction <= 1:
+            raise ValueError(f"cfg_fraction must be in [0, 1], got {self.cfg_fraction}")
+        if self.noise_level < 0:
+            raise ValueError(f"noise_level must be >= 0, got {self.noise_level}")
+        if self.sde_type not in SDE_TYPES:
+            raise ValueError(f"sde_type must be one of {', '.join(SDE_TYPES)}, got {self.sde_type!r}")
+        if self.last_step not in LAST_STEP_MODES:
+            raise ValueError(f"last_step must be one of {', '.join(LAST_STEP_MODES)}, got {self.last_step!r}")
 
     @classmethod
     def trained(cls, config: Mapping, *, noise: bool = False) -> "SamplingSchedule":

@@ -30,6 +30,7 @@ logged) into :data:`RESUMABLE_FIELDS`.
 from __future__ import annotations
 
 import json
+import random
 import re
 import warnings
 from dataclasses import asdict, dataclass, field, fields
@@ -43,9 +44,9 @@ from ...utils.credentials import redact
 from ...utils.declared_settings import REQUIRED, field_problems, one_of
 from ...utils.suggestions import did_you_mean
 from .objective import STD_LEVELS, STEP_WEIGHTINGS
-from .schedule import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, resolve_train_steps
+from .schedule import (LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, make_step_plan,
+                       resolve_train_steps)
 from ...rewards.specs import reward_spec_problem, RUNTIME_REWARD_OPTIONS, reward_identity
-from .schedule import make_step_plan
 from .editors import editor_option_problems
 
 __all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "JUDGE_KINDS", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO",
@@ -309,7 +310,10 @@ class FlowGRPOConfig:
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
-        return (problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+        reward_problem = reward_spec_problem(self.reward) if self.reward else None
+        return (problems + self._tracker_problems()
+                + (editor_option_problems(self.editor, self.editor_options) if self.editor_options else [])
+                + ([f"--reward {self.reward!r}: {reward_problem}"] if reward_problem else [])
                 + evaluation_problems(self))
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
@@ -355,9 +359,6 @@ class FlowGRPOConfig:
 
     def _step_plan_problems(self) -> list:
         """What :func:`~.schedule.make_step_plan` refuses for these settings (a window without room...)."""
-        import random
-
-
         try:
             make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,
                            train_steps=self.train_steps, train_fraction=self.train_fraction,
@@ -378,16 +379,6 @@ class FlowGRPOConfig:
             return [f"report_to {self.report_to!r}: that tracker is not installed here (pip install "
                     f"{self.report_to.replace('_', '-')}), or set report_to: none"]
         return []
-
-    def _reward_problems(self) -> list:
-        problem = reward_spec_problem(self.reward) if self.reward else None
-        return [f"--reward {self.reward!r}: {problem}"] if problem else []
-
-    def _editor_option_problems(self) -> list:
-        if not self.editor_options:
-            return []
-
-        return editor_option_problems(self.editor, self.editor_options)
 
     @property
     def resume_target(self) -> Optional[str]:

@@ -46,7 +46,7 @@ from .suggestions import suggestion
 __all__ = ["DeclaredSettings", "REQUIRED", "SettingsError", "add_setting_options", "check_fields", "env_name",
            "field_problems", "one_of", "option_name", "settings_from_options"]
 
-STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 
 
 def one_of(*choices) -> AfterValidator:
@@ -75,7 +75,7 @@ REQUIRED = AfterValidator(_required)  # a value besides None, "", spaces or []
 def _field_checker(cls: type) -> type[BaseModel]:
     """A strict pydantic model with the fields of the dataclass ``cls`` as it declares them."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    return create_model(cls.__name__, __config__=STRICT,
+    return create_model(cls.__name__, __config__=_STRICT,
                         **{item.name: (hints[item.name], ...) for item in dataclasses.fields(cls)})
 
 

@@ -106,12 +106,12 @@ def _field_problem(name: str, value: Any, info, error: dict) -> str:
     if error["type"] == "value_error":  # one_of / REQUIRED: their own words
         return f"{name} {error['ctx']['error']}"
     members = _members(info.annotation)
-    if value is None and type(None) not in members:
+    optional = type(None) in members and REQUIRED not in info.metadata
+    if value is None and not optional:
         return f"{name} is required"
     bounds = {key: getattr(c, key) for c in info.metadata for key in ("ge", "gt", "le", "lt") if hasattr(c, key)}
     accepted = " or ".join(_noun(m) for m in members if m is not type(None))
-    return (f"{name} must be {accepted}{_range(**bounds)}{' or None' if type(None) in members else ''}, "
-            f"got {value!r}")
+    return f"{name} must be {accepted}{_range(**bounds)}{' or None' if optional else ''}, got {value!r}"
 
 
 def _members(kind: Any) -> tuple:

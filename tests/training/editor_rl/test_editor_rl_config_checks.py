@@ -79,6 +79,7 @@ BAD = [  # (override, what the one line must say)
     (dict(progress="yes"), "progress must be true or false, got 'yes'"),
     (dict(dataset=""), "dataset is required"),
     (dict(reward="  "), "reward is required"),
+    (dict(reward=3), "reward must be a list or a string, got 3"),  # a YAML list of terms, or one spec
     (dict(finetuning="ful"), "finetuning must be one of lora, full, got 'ful' (did you mean 'full'?)"),
     (dict(dtype="bf16"), "dtype must be one of auto, float32, bfloat16, float16, got 'bf16'"),
     (dict(max_reward_failure_rate=1.5), "max_reward_failure_rate must be a finite number in [0, 1], got 1.5"),

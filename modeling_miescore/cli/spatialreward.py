@@ -24,26 +24,19 @@ def _fmt(value) -> str:
 
 def format_result(result) -> str:
     """Human-readable summary of a SpatialRewardResult."""
-    lines = []
     status = "FAILED (" + ", ".join(result.failure_reasons) + ")" if result.failed else "ok"
-    lines.append(f"reward           {result.reward:8.4f}   [{status}]")
-    lines.append(f"instruction (IF) {_fmt(result.s_if)} / 25    consistency (CON) {_fmt(result.s_con)} / 25")
-    lines.append(f"naturalness      {_fmt(result.s_nat)} / 25    artifacts         {_fmt(result.s_art)} / 25")
-    lines.append(f"SC               {_fmt(result.sc)} / 25    PQ                {_fmt(result.pq)} / 25")
-    if result.regions:
-        lines.append("edit regions (id, label, box 0-1000 -> pixels):")
-        for region in result.regions:
-            lines.append(f"  {region['id']:>2}  {region['label'] or '-':<30} {region['bbox_2d']} -> "
-                         f"{region['bbox_pixels']}")
-    else:
-        lines.append("edit regions: none")
-    if result.reasoning:
-        lines.append("SC reasoning: " + result.reasoning)
-    if result.pq_reasoning:
-        lines.append("PQ reasoning: " + result.pq_reasoning)
+    lines = [f"reward           {result.reward:8.4f}   [{status}]",
+             f"instruction (IF) {_fmt(result.s_if)} / 25    consistency (CON) {_fmt(result.s_con)} / 25",
+             f"naturalness      {_fmt(result.s_nat)} / 25    artifacts         {_fmt(result.s_art)} / 25",
+             f"SC               {_fmt(result.sc)} / 25    PQ                {_fmt(result.pq)} / 25",
+             "edit regions (id, label, box 0-1000 -> pixels):" if result.regions else "edit regions: none"]
+    lines += [f"  {region['id']:>2}  {region['label'] or '-':<30} {region['bbox_2d']} -> {region['bbox_pixels']}"
+              for region in result.regions]
     issues = [f"{stream}:{code}" for stream, codes in result.issues.items() for code in codes]
-    if issues:
-        lines.append("parser issues: " + ", ".join(issues))
+    for label, text in (("SC reasoning: ", result.reasoning), ("PQ reasoning: ", result.pq_reasoning),
+                        ("parser issues: ", ", ".join(issues))):
+        if text:
+            lines.append(label + text)
     return "\n".join(lines)
 
 

@@ -46,6 +46,11 @@ class BootstrapSettings:
         return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling,
                 "min_units": MIN_RESAMPLING_UNITS}
 
+    def interval(self, fn: Callable[[np.ndarray], Any], idx: np.ndarray) -> Any:
+        """``fn(idx)`` as ``{"value", "ci"}`` metrics (:func:`with_ci`), the CI a percentile bootstrap over the
+        positions ``idx`` (none when ``n`` is 0)."""
+        return with_ci(bootstrap_ci(fn, idx, n=self.n, seed=self.seed, level=self.level) if self.n > 0 else fn(idx))
+
 
 def with_ci(tree: Any) -> Any:
     """Nested dict of :class:`CI` -> nested dict of ``{"value", "ci": [low, high]}`` (NaN -> None)."""

@@ -27,7 +27,7 @@ from .protocol import fingerprint
 from .report import as_json
 from .editor_benchmarks.edit_files import resolve_edits
 from .editor_benchmarks.editing_rows import load_editing_rows, select_rows
-from .editor_benchmarks.judge_run import read_records
+from .editor_benchmarks.judge_run import parse_reward_judge, read_records
 from .editor_benchmarks.protocols import editor_benchmark
 from .editor_benchmarks.run_protocol import dataset_sha256
 
@@ -89,7 +89,6 @@ def _bootstrap(report: dict) -> BootstrapSettings:
 def _rescore_run(folder: Path, report: dict) -> dict:
     # deferred: loads httpx
     from .editor_benchmarks.editor_run import EditorRunOptions, RunContext, aggregate_run, load_prompts
-    from .editor_benchmarks.reward_judges import parse_reward_judge  # deferred: loads httpcore, httpx
 
     protocol, inputs = report["protocol"], report["run"]["inputs"]
     benchmark = dataclasses.replace(editor_benchmark(report["benchmark"]),

@@ -36,8 +36,7 @@ from ...data.builders.output_folder import AtomicOutputDir
 from ...hub.image_io import regular_file_problem
 from ...utils.output_paths import check_folder_apart, output_writes
 from ...data.errors import BenchmarkInputError
-from ..instance_bootstrap import BootstrapSettings, with_ci
-from ..metrics.bootstrap import bootstrap_ci
+from ..instance_bootstrap import BootstrapSettings
 from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUMNS
 from ..report import write_report
 from ..report_parts import fmt_ci, legend_below, new_figure, notes_section, report_table, save_figure, title_case
@@ -46,7 +45,7 @@ from .editor_report import NOT_COMPARABLE
 from .protocols import EDITOR_BENCHMARKS
 from .run_protocol import check_like_protocols, comparison_protocol
 from .scores import MetricNotes, summarize
-from .reward_judges import REWARD_JUDGES, reward_view
+from .judge_run import REWARD_JUDGES, reward_view
 
 __all__ = ["VIEW_NAMES", "compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "report_columns",
            "sign_flip_p_value", "table3_columns", "write_comparison"]
@@ -277,9 +276,7 @@ def _delta(base, run, benchmark, bootstrap: BootstrapSettings) -> dict:
     def paired(idx):
         return float(_macro_diff(codes[idx], len(order), diffs[idx])[0])
 
-    idx = np.arange(len(both))
-    cell = bootstrap_ci(paired, idx, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level) if bootstrap.n else None
-    out["delta_paired"] = with_ci(cell if cell is not None else paired(idx))
+    out["delta_paired"] = bootstrap.interval(paired, np.arange(len(both)))
     out["p_value"] = sign_flip_p_value(codes, diffs, seed=bootstrap.seed)
     return out
 

@@ -16,13 +16,11 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ..instance_bootstrap import BootstrapSettings, with_ci
-from ..metrics.bootstrap import bootstrap_ci
+from ..instance_bootstrap import BootstrapSettings
 from ..report_parts import (error_bar_note, error_bars, fmt_ci, legend_below, new_figure, notes_section,
                             plot_value, report_table, run_lines, save_figure, title_case)
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
-from .recheck import recheck_markdown
-from .reward_judges import REWARD_JUDGES, reward_view
+from .judge_run import REWARD_JUDGES, recheck_markdown, reward_view
 from .scores import benchmark_results, row_records
 from ..metrics.inputs import is_constant
 
@@ -48,9 +46,7 @@ def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings, names: 
     def fn(idx):
         return srcc(x[idx], y[idx])
 
-    idx = np.arange(len(x))
-    cell = bootstrap_ci(fn, idx, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level) if bootstrap.n else fn(idx)
-    return {**with_ci(cell), "n": int(len(x))}
+    return {**bootstrap.interval(fn, np.arange(len(x))), "n": int(len(x))}
 
 
 def reward_judge_summary(kind, reward_rows, judge_rows, benchmark: EditorBenchmark,

@@ -24,10 +24,9 @@ from ..protocol import package_version
 from .edit_files import resolve_edits
 from .editing_rows import export_sources, load_editing_rows, select_rows
 from .editor_report import build_editor_report, editor_plots, reward_judge_summary
-from .judge_run import read_records, run_mllm_judge, write_judge_inputs
+from .judge_run import (parse_reward_judge, read_records, recheck_judgements, reward_judge_name, reward_view,
+                        run_mllm_judge, run_reward_judge, write_judge_inputs)
 from .protocols import EditorBenchmark
-from .reward_judges import parse_reward_judge, reward_judge_name, reward_view, run_reward_judge
-from .recheck import recheck_judgements
 from .run_protocol import run_protocol
 from .scores import MetricNotes, row_frame, sample_frame, selection_views
 from ...utils.credentials import redacted_url
@@ -44,7 +43,7 @@ class EditorRunOptions:
     JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
     ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
     bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights"); ``recheck``: judge
-    this many judged edits again without the answer cache and report the drift (:mod:`.recheck`)."""
+    this many judged edits again without the answer cache and report the drift (:func:`~.judge_run.recheck_judgements`)."""
 
     calls: object = None
     spec: object = None

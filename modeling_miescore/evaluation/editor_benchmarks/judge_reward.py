@@ -1,5 +1,5 @@
 """An editor benchmark's MLLM judge as a reward: ``gedit-judge:MODEL@URL`` (GEdit-Bench's VIEScore ``tie`` judge,
-:class:`~modeling_miescore.evaluation.editor_benchmarks.gedit_judge.GEditJudge`, behind an OpenAI-compatible
+:class:`~modeling_miescore.evaluation.editor_benchmarks.judges.GEditJudge`, behind an OpenAI-compatible
 endpoint such as ``vllm serve`` or the OpenAI API).
 
 Each edit is judged as ``miescore benchmark gedit`` judges it (the protocol's request settings, the edit resized to

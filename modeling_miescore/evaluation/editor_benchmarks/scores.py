@@ -29,8 +29,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..instance_bootstrap import BootstrapSettings, with_ci
-from ..metrics.bootstrap import bootstrap_ci
+from ..instance_bootstrap import BootstrapSettings
 from .protocols import EditorBenchmark
 from ..metrics.inputs import MetricWarning
 
@@ -159,8 +158,7 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
 
     positions = np.arange(len(frame))
     if not empty:
-        out.update(with_ci(bootstrap_ci(macro, positions, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
-                           if bootstrap.n > 0 else macro(positions)))
+        out.update(bootstrap.interval(macro, positions))
     by_category = {}
     for code, name in enumerate(order):
         rows = positions[codes == code]
@@ -170,9 +168,8 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
         def means(idx):
             return {k: _round(float(table[idx, j].mean()), benchmark.round_to) for j, k in enumerate(benchmark.scores)}
 
-        cell = (bootstrap_ci(means, rows, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
-                if bootstrap.n > 0 and len(rows) > 1 else means(rows))
-        by_category[name] = {"n": int(len(rows)), **with_ci(cell)}
+        settings = bootstrap if len(rows) > 1 else BootstrapSettings(n=0)  # one row: no interval
+        by_category[name] = {"n": int(len(rows)), **settings.interval(means, rows)}
     out["by_category"] = by_category
     return out
 

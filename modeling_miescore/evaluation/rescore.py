@@ -25,11 +25,9 @@ from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import BootstrapSettings
 from .protocol import fingerprint
 from .report import as_json
-from .editor_benchmarks.edit_files import resolve_edits
-from .editor_benchmarks.editing_rows import load_editing_rows, select_rows
+from .editor_benchmarks.editing_rows import load_editing_rows, resolve_edits, select_rows
 from .editor_benchmarks.judge_run import parse_reward_judge, read_records
-from .editor_benchmarks.protocols import editor_benchmark
-from .editor_benchmarks.run_protocol import dataset_sha256
+from .editor_benchmarks.protocols import dataset_sha256, editor_benchmark
 
 __all__ = ["COMPARED", "compare_numbers", "rescore_report"]
 

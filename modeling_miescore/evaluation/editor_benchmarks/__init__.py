@@ -2,13 +2,13 @@
 protocols, by an MLLM judge (an OpenAI-compatible endpoint or a local transformers VLM) and/or by our reward models,
 and editors compared in the SpatialReward paper's Table 3 layout.
 
-Modules: :mod:`.protocols` (each benchmark's protocol, declared once), :mod:`.editing_rows` (the converted
-dataset's rows, selection, sources), :mod:`.edit_files` (an editor's outputs matched to rows), :mod:`.judges` (the
-MLLM judges: what they share, VIEScore ``tie``, ImgEdit's per-type rubric), :mod:`.judge_run` (resumable judging,
-MIEScore / SpatialReward as judges, ``--recheck N``: the judge's drift), :mod:`.scores` (aggregation),
-:mod:`.editor_report` (one editor's report), :mod:`.editor_run` (the whole run, what ``miescore benchmark gedit`` /
-``imgedit`` call), :mod:`.run_protocol` (a run's protocol and fingerprint), :mod:`.editor_comparison` and
-:mod:`.comparison_grid` (``miescore benchmark editors``; runs of unlike protocols refused).
+Modules: :mod:`.protocols` (each benchmark's protocol, declared once), :mod:`.editing_rows` (the converted dataset's
+rows, selection, sources; an editor's outputs matched to the rows), :mod:`.judges` (the MLLM judges: what they share,
+VIEScore ``tie``, ImgEdit's per-type rubric), :mod:`.judge_run` (resumable judging, MIEScore / SpatialReward as
+judges, ``--recheck N``: the judge's drift), :mod:`.scores` (aggregation), :mod:`.editor_report` (one editor's
+report), :mod:`.editor_run` (the whole run, what ``miescore benchmark gedit`` / ``imgedit`` call),
+:mod:`.editor_comparison` and :mod:`.comparison_grid` (``miescore benchmark editors``; runs of unlike protocols
+refused).
 """
 
 from __future__ import annotations

@@ -42,8 +42,7 @@ from ..report import write_report
 from ..report_parts import fmt_ci, legend_below, new_figure, notes_section, report_table, save_figure, title_case
 from .comparison_grid import draw_case, gain_loss_cases
 from .editor_report import NOT_COMPARABLE
-from .protocols import EDITOR_BENCHMARKS
-from .run_protocol import check_like_protocols, comparison_protocol
+from .protocols import EDITOR_BENCHMARKS, check_like_protocols, comparison_protocol
 from .scores import MetricNotes, summarize
 from .judge_run import REWARD_JUDGES, reward_view
 

@@ -4,7 +4,7 @@
 export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec``: a
 :class:`~modeling_miescore.cli.model_calls.ModelCallRun` and a
 :class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
-``report.json`` (with the run's protocol and fingerprint, :mod:`.run_protocol`), ``report.md``, ``report.html`` and
+``report.json`` (with the run's protocol and fingerprint, :func:`~.protocols.run_protocol`), ``report.md``, ``report.html`` and
 ``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation alone, from the
 judgements on disk (what ``miescore benchmark rescore`` runs again). Every
 judging step resumes (:mod:`.judge_run`). Bad input raises
@@ -21,13 +21,11 @@ from typing import Optional, Sequence
 from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings
 from ..protocol import package_version
-from .edit_files import resolve_edits
-from .editing_rows import export_sources, load_editing_rows, select_rows
+from .editing_rows import export_sources, load_editing_rows, resolve_edits, select_rows
 from .editor_report import build_editor_report, editor_plots, reward_judge_summary
 from .judge_run import (parse_reward_judge, read_records, recheck_judgements, reward_judge_name, reward_view,
                         run_mllm_judge, run_reward_judge, write_judge_inputs)
-from .protocols import EditorBenchmark
-from .run_protocol import run_protocol
+from .protocols import EditorBenchmark, run_protocol
 from .scores import MetricNotes, row_frame, sample_frame, selection_views
 from ...utils.credentials import redacted_url
 from ...scoring.jsonl_scoring import make_output_folder

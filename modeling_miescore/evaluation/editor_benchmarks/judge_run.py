@@ -67,7 +67,7 @@ __all__ = ["REWARD_JUDGES", "RewardJudgeKind", "check_resumable", "file_sha256",
 
 
 def write_judge_inputs(folder: Path, edits, rows, sources: Dict[str, list]) -> tuple[Path, Dict[str, dict]]:
-    """``folder/judge_inputs.jsonl`` for ``edits`` (:class:`~.edit_files.ResolvedEdits`) and ``{input id:
+    """``folder/judge_inputs.jsonl`` for ``edits`` (:class:`~.editing_rows.ResolvedEdits`) and ``{input id:
     {"category", "edited_sha256"}}`` for the judges."""
     lines, info = [], {}
     for ref in edits.edits:

@@ -62,7 +62,7 @@ class MetricNotes:
 
 
 def sample_frame(rows, edits, judgements: dict, benchmark: EditorBenchmark, flags: Iterable[str] = ()):
-    """One row per edit of ``edits`` (:class:`~.edit_files.ResolvedEdits`), with ``rows``' metadata and the
+    """One row per edit of ``edits`` (:class:`~.editing_rows.ResolvedEdits`), with ``rows``' metadata and the
     ``judgements`` (input id -> record) scores; ``judged`` False where no record exists (a failed request)."""
     import pandas as pd
 

@@ -237,7 +237,7 @@ def test_best_of_n_keeps_the_sample_with_the_highest_overall(gedit, tmp_path):
     assert report["counts"]["edits"] == 4 and report["counts"]["rows_evaluated"] == 2
     # the default: every sample counts, a key's value is the mean over its samples
     from modeling_miescore.evaluation.editor_benchmarks import editor_benchmark
-    from modeling_miescore.evaluation.editor_benchmarks.edit_files import resolve_edits
+    from modeling_miescore.evaluation.editor_benchmarks.editing_rows import resolve_edits
     from modeling_miescore.evaluation.editor_benchmarks.editing_rows import load_editing_rows, select_rows
     from modeling_miescore.evaluation.editor_benchmarks.judge_run import read_records
     from modeling_miescore.evaluation.editor_benchmarks.scores import row_frame, sample_frame

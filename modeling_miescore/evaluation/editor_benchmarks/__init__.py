@@ -6,9 +6,8 @@ Modules: :mod:`.protocols` (each benchmark's protocol, declared once), :mod:`.ed
 rows, selection, sources; an editor's outputs matched to the rows), :mod:`.judges` (the MLLM judges: what they share,
 VIEScore ``tie``, ImgEdit's per-type rubric), :mod:`.judge_run` (resumable judging, MIEScore / SpatialReward as
 judges, ``--recheck N``: the judge's drift), :mod:`.scores` (aggregation), :mod:`.editor_report` (one editor's
-report), :mod:`.editor_run` (the whole run, what ``miescore benchmark gedit`` / ``imgedit`` call),
-:mod:`.editor_comparison` and :mod:`.comparison_grid` (``miescore benchmark editors``; runs of unlike protocols
-refused).
+report, a comparison's Markdown and plots), :mod:`.editor_run` (the whole run, what ``miescore benchmark gedit`` /
+``imgedit`` call), :mod:`.editor_comparison` (``miescore benchmark editors``; runs of unlike protocols refused).
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ from ..metrics.inputs import MetricWarning
 
 ROW_MODES = ("mean", "best", "first", "selected")
 
-__all__ = ["MetricNotes", "ROW_MODES", "SELECTION_VIEWS", "benchmark_results", "category_means", "row_frame",
-           "row_records", "sample_frame", "selection_views", "summarize"]
+__all__ = ["MetricNotes", "ROW_MODES", "SELECTION_VIEWS", "VIEW_NAMES", "benchmark_results", "category_means",
+           "row_frame", "row_records", "sample_frame", "selection_views", "summarize"]
 
 
 class MetricNotes:
@@ -194,6 +194,8 @@ def benchmark_results(rows, benchmark: EditorBenchmark, bootstrap: BootstrapSett
 SELECTION_VIEWS = {"first": ("first", "the first sample (one draw, no selection)"),
                    "selected": ("selected", "the sample the reward selected"),
                    "oracle": ("best", "the judge's own best of N (the oracle: the best any selector could do)")}
+# their short names in a comparison's run names ("<run>: <short name>")
+VIEW_NAMES = {"first": "first sample", "selected": "selected", "oracle": "judge's best of N"}
 
 
 def row_records(frame, sources: dict | None = None) -> list[dict]:

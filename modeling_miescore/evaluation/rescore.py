@@ -25,7 +25,6 @@ from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import BootstrapSettings
 from .protocol import fingerprint
 from .report import as_json
-from .editor_benchmarks.editing_rows import load_editing_rows, resolve_edits, select_rows
 from .editor_benchmarks.judge_run import parse_reward_judge, read_records
 from .editor_benchmarks.protocols import dataset_sha256, editor_benchmark
 
@@ -94,17 +93,14 @@ def _rescore_run(folder: Path, report: dict) -> dict:
     if dataset_sha256(inputs["dataset"]) != protocol["dataset"]["data_sha256"]:
         raise BenchmarkInputError(f"the dataset '{inputs['dataset']}' is not the one the report was made from (its "
                                   "data files hash differently, or it is gone); rescore needs the same dataset")
-    rows = load_editing_rows(inputs["dataset"], benchmark)
-    selected = select_rows(rows, inputs["languages"] or None, inputs["categories"] or None)
-    resolved = resolve_edits(inputs["edits"], rows.frame, selected)
-    sources = {r["row"]: r["sources"] for r in read_records(folder / "inputs" / "judge_inputs.jsonl").values()}
+    context = RunContext.open(benchmark, inputs["dataset"], inputs["edits"], inputs["languages"] or None,
+                              inputs["categories"] or None, [parse_reward_judge(t) for t in inputs["reward_judges"]])
+    context.sources = {r["row"]: r["sources"]
+                       for r in read_records(folder / "inputs" / "judge_inputs.jsonl").values()}
     judge_ran = report.get("comparable") is not None
-    prompts = load_prompts(benchmark, inputs["prompts"], selected["category"]) if judge_ran else None
+    prompts = load_prompts(benchmark, inputs["prompts"], context.selected["category"]) if judge_ran else None
     options = EditorRunOptions(prompts_path=inputs["prompts"], best_of_n=inputs["best_of_n"],
                                bootstrap=_bootstrap(report), progress=False, plots=False)
-    context = RunContext(dataset=inputs["dataset"], edits=inputs["edits"], languages=inputs["languages"] or None,
-                         categories=inputs["categories"] or None, rows=rows, selected=selected, resolved=resolved,
-                         sources=sources, kinds=[parse_reward_judge(text) for text in inputs["reward_judges"]])
     return aggregate_run(benchmark, context, folder, options, report["run"]["judge"] if judge_ran else None, None,
                          prompts)
 

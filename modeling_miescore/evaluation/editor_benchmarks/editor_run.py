@@ -87,24 +87,21 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
                                   "(--judge miescore:CKPT / spatialreward:CKPT)")
     kinds = [parse_reward_judge(text) for text in options.reward_judges]
     out = Path(out_dir)
-    rows = load_editing_rows(dataset, benchmark)
-    selected = select_rows(rows, languages, categories)
-    resolved = resolve_edits(edits, rows.frame, selected)
+    context = RunContext.open(benchmark, dataset, edits, languages, categories, kinds)
+    rows, selected, resolved = context.rows, context.selected, context.resolved
     if not resolved.edits:
         raise BenchmarkInputError(f"--edits '{edits}' holds no edit of the {len(selected)} selected rows "
                                   f"({resolved.outside_selection} edits of other rows); check the filters")
     prompts = load_prompts(benchmark, options.prompts_path, selected["category"]) if options.spec else None
     make_output_folder(out, "out_dir: ")  # only once the input is known to be usable: bad input writes nothing
-    sources = export_sources(rows, sorted({r.row for r in resolved.edits}), out / "inputs", options.progress)
-    inputs, info = write_judge_inputs(out / "inputs", resolved, rows.frame, sources)
+    context.sources = export_sources(rows, sorted({r.row for r in resolved.edits}), out / "inputs", options.progress)
+    inputs, info = write_judge_inputs(out / "inputs", resolved, rows.frame, context.sources)
 
     settings = options.request or benchmark.request
     unfinished: list[str] = []
     judge_name, recheck = _mllm_judge(benchmark, options, settings, inputs, out, info, prompts, unfinished)
     for kind, ckpt in kinds:
         _run_reward_judge(kind, ckpt, options, benchmark, inputs, out, info, unfinished)
-    context = RunContext(dataset=dataset, edits=edits, languages=languages, categories=categories, rows=rows,
-                         selected=selected, resolved=resolved, sources=sources, kinds=kinds)
     report = aggregate_run(benchmark, context, out, options, judge_name, settings, prompts)
     records = read_records(out / "judgements.jsonl") if judge_name else {}
     reported = sorted({r["endpoint_model"] for r in records.values() if r.get("endpoint_model")})
@@ -133,6 +130,15 @@ class RunContext:
     resolved: object
     sources: dict
     kinds: list
+
+    @classmethod
+    def open(cls, benchmark: EditorBenchmark, dataset: str, edits: str, languages: Optional[Sequence[str]],
+             categories: Optional[Sequence[str]], kinds: list) -> "RunContext":
+        """The dataset's rows, the selection and the edits matched to it (``sources``: empty, filled by the run)."""
+        rows = load_editing_rows(dataset, benchmark)
+        selected = select_rows(rows, languages, categories)
+        return cls(dataset=dataset, edits=edits, languages=languages, categories=categories, rows=rows,
+                   selected=selected, resolved=resolve_edits(edits, rows.frame, selected), sources={}, kinds=kinds)
 
 
 def aggregate_run(benchmark: EditorBenchmark, context: RunContext, out: Path, options: EditorRunOptions,

@@ -11,7 +11,6 @@ report's ``meta["bootstrap"]`` says so (``omitted``).
 
 from __future__ import annotations
 
-import math
 import sys
 import warnings
 from collections.abc import Callable
@@ -70,14 +69,6 @@ def without_ci(tree: Any) -> Any:
     return tree
 
 
-def _point_only(tree: Any) -> Any:
-    """A result tree of numbers as a tree of :class:`CI` without bounds."""
-    if isinstance(tree, dict):
-        return {k: _point_only(v) for k, v in tree.items()}
-    v = finite_float(tree)
-    return CI(math.nan if v is None else v, math.nan, math.nan)
-
-
 class InstanceBootstrap:
     """Runs :func:`bootstrap_ci` over row indices resampled by instance, with a progress bar and collected notes.
 
@@ -121,7 +112,7 @@ class InstanceBootstrap:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", MetricWarning)
             if n == 0:
-                result = with_ci(_point_only(fn(idx)))
+                result = with_ci(fn(idx))  # point estimates only
             else:
                 result = self._resampled(fn, desc, idx, groups, n)
         if record_notes:

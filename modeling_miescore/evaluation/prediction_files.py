@@ -50,6 +50,23 @@ def _iter_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
         raise BenchmarkInputError(str(err).replace("input file", "predictions file")) from None
 
 
+def _keyed_lines(path: Path, key: str, what: str = "", hint: str = "") -> Iterable[tuple[int, str, dict]]:
+    """``(line number, the line's key, record)``: a line without ``key`` (``what`` says what it is) or repeating one
+    (``hint`` says what to do) stops the read, and so does a file without a line."""
+    first_line: dict[str, int] = {}
+    for number, record in _iter_jsonl(path):
+        if record.get(key) in (None, ""):
+            raise BenchmarkInputError(f"{path}:{number}: missing '{key}'{what}")
+        ident = str(record[key])
+        if ident in first_line:
+            raise BenchmarkInputError(f"{path}:{number}: duplicate {key} '{ident}' (first at line {first_line[ident]})"
+                                      f"{hint}")
+        first_line[ident] = number
+        yield number, ident, record
+    if not first_line:
+        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
+
+
 def _as_score(value: Any, where: str) -> float:
     if value is None:
         return math.nan
@@ -82,25 +99,14 @@ def read_score_predictions(path, keys: Sequence[str] = SCORE_KEYS):
 
     path = Path(path)
     ids: list[str] = []
-    first_line: dict[str, int] = {}
     rows: list[dict] = []
-    for number, record in _iter_jsonl(path):
-        if record.get("id") in (None, ""):
-            raise BenchmarkInputError(f"{path}:{number}: missing 'id' (the dataset's id column)")
-        sid = str(record["id"])
-        if sid in first_line:
-            raise BenchmarkInputError(
-                f"{path}:{number}: duplicate id '{sid}' (first at line {first_line[sid]}); keep one prediction per id"
-            )
-        first_line[sid] = number
+    for number, sid, record in _keyed_lines(path, "id", " (the dataset's id column)", "; keep one prediction per id"):
         row = {k: _as_score(record[k], f"{path}:{number}: '{k}'") for k in keys if k in record}
         for k in _META_KEYS:
             if k in record and record[k] is not None:
                 row[k] = str(record[k])
         ids.append(sid)
         rows.append(row)
-    if not rows:
-        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
     df = pd.DataFrame(rows, index=pd.Index(ids, name="id"))
     present = [k for k in keys if k in df.columns]
     if not present:
@@ -127,14 +133,7 @@ def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
     path = Path(path)
     sizes = dict(zip(frame["pair_id"], frame["k"]))
     out: dict[str, np.ndarray] = {}
-    first_line: dict[str, int] = {}
-    for number, record in _iter_jsonl(path):
-        if record.get("pair_id") in (None, ""):
-            raise BenchmarkInputError(f"{path}:{number}: missing 'pair_id'")
-        pid = str(record["pair_id"])
-        if pid in first_line:
-            raise BenchmarkInputError(f"{path}:{number}: duplicate pair_id '{pid}' (first at line {first_line[pid]})")
-        first_line[pid] = number
+    for number, pid, record in _keyed_lines(path, "pair_id"):
         scores = record.get("scores")
         if not isinstance(scores, list):
             raise BenchmarkInputError(
@@ -148,8 +147,6 @@ def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
                 f"{path}:{number}: pair '{pid}' has {k} edited images but {values.shape[0]} scores"
             )
         out[pid] = values
-    if not out:
-        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
     return out
 
 

@@ -69,15 +69,21 @@ def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
     return runs
 
 
-def _read_report(name: str, folder: Path) -> dict:
+def _report_json(folder: Path) -> tuple[object, Optional[str]]:
+    """``(folder/report.json read, None)`` or ``(None, why it cannot be read)``; a link, a FIFO or a file above
+    :data:`MAX_REPORT_BYTES` is refused unread."""
     path = folder / "report.json"
     problem = regular_file_problem(path, "report.json")
     if problem is None and os.path.getsize(path) > MAX_REPORT_BYTES:
         problem = f"'{path}' is above {MAX_REPORT_BYTES:,} bytes"
     try:
-        report = json.loads(path.read_text(encoding="utf-8")) if problem is None else None
+        return (None, problem) if problem else (json.loads(path.read_text(encoding="utf-8")), None)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        problem = str(err)[:200]
+        return None, str(err)[:200]
+
+
+def _read_report(name: str, folder: Path) -> dict:
+    report, problem = _report_json(folder)
     if problem is not None:
         raise BenchmarkInputError(f"--runs {name}: '{folder}' has no readable report.json ({problem}); pass the "
                                   "--out folder of 'miescore benchmark gedit' or 'imgedit'")
@@ -320,12 +326,8 @@ def _replaceable(out: Path) -> bool:
         return False
     if not out.is_dir():
         raise BenchmarkInputError(f"--out '{out}' is a file, not a folder; pass a folder")
-    report = out / "report.json"
-    try:
-        earlier = (regular_file_problem(report) is None and os.path.getsize(report) <= MAX_REPORT_BYTES
-                   and json.loads(report.read_text(encoding="utf-8")).get("benchmark") == "editors")
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, AttributeError):
-        earlier = False
+    report, _ = _report_json(out)
+    earlier = isinstance(report, dict) and report.get("benchmark") == "editors"
     if any(out.iterdir()) and not earlier:
         raise BenchmarkInputError(f"--out '{out}' holds files that are not a comparison of 'miescore benchmark "
                                   "editors'; give a new or empty folder (a rerun replaces only an earlier comparison)")

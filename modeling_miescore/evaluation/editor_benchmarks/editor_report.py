@@ -21,7 +21,7 @@ from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings
 from ..published_results import SPATIALREWARD_TABLE3_COLUMNS
 from ..report_parts import (error_bar_note, error_bars, fmt_ci, legend_below, new_figure, notes_section,
-                            plot_value, report_table, run_lines, save_figure, title_case)
+                            plot_lines, plot_value, report_table, run_lines, save_figure, title_case)
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
 from .judge_run import REWARD_JUDGES, recheck_markdown, reward_view
 from .scores import VIEW_NAMES, benchmark_results, row_records
@@ -145,9 +145,8 @@ def _per_category(report: dict, benchmark: EditorBenchmark) -> List[str]:
         out += [f"## Per {benchmark.category_label.lower()} ({language.upper()}, full set)", "",
                 report_table([benchmark.category_label, "Keys", *[benchmark.labels[k] for k in benchmark.scores]],
                              rows), ""]
-    plot = report.get("plots", {}).get("per_category")
-    return out + ([f"![{benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}]({plot})", ""]
-                  if plot else [])
+    return out + plot_lines(report, "per_category",
+                            f"{benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}")
 
 
 def _reward_section(report: dict, benchmark: EditorBenchmark) -> List[str]:
@@ -331,9 +330,11 @@ def comparison_markdown(report: dict) -> str:
     for name, selector in report.get("selectors", {}).items():
         out += [f"Reward-guided best of N: **{name}: first sample** is one draw, **{name}: selected** the candidate "
                 f"{selector} scored highest, **{name}: {VIEW_NAMES['oracle']}** the candidate the judge scored "
-                "highest (the oracle: the best any selector could do); the Δ of each are paired over the same keys.", ""]
+                "highest (the oracle: the best any selector could do); the Δ of each are paired over the same keys.",
+                ""]
     out += ["## Table 3 layout", "",
-            report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)), "",
+            report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)),
+            "",
             ("The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). " if not report.get("by")
              else "") + "Brackets: bootstrap CIs over keys; p: paired sign-flip permutation test over the keys both "
             "runs judged (n).", "", *_protocol_caveat(report)]
@@ -345,12 +346,11 @@ def comparison_markdown(report: dict) -> str:
         cats = sorted({c for values in by_run.values() for c in values})
         base = by_run.get(report["baseline"], {})
         header = [benchmark.category_label, *names, *[f"Δ {n}" for n in names if n != report["baseline"]]]
-        rows = [[title_case(c), *[_num(by_run[n].get(c)) for n in names],
+        rows = [[title_case(c), *[fmt_ci(by_run[n].get(c), 2) for n in names],
                  *[_diff(by_run[n].get(c), base.get(c)) for n in names if n != report["baseline"]]] for c in cats]
         out += [f"## {benchmark.title}: {overall_label} per {benchmark.category_label.lower()}",
                 "", report_table(header, rows), "", *_protocol_caveat(report)]
-        plot = report.get("plots", {}).get(f"per_category_{kind}")
-        out += [f"![{benchmark.title} per {benchmark.category_label.lower()}]({plot})", ""] if plot else []
+        out += plot_lines(report, f"per_category_{kind}", f"{benchmark.title} per {benchmark.category_label.lower()}")
     for kind, by_run in report["cases"].items():
         benchmark = EDITOR_BENCHMARKS[kind]
         for name, picks in by_run.items():
@@ -364,10 +364,6 @@ def comparison_markdown(report: dict) -> str:
                 out += ["No key changed.", ""]
     notes = ["Δ = Overall(run) − Overall(baseline), as the paper's Δ column."]
     return "\n".join(out + notes_section(report, notes))
-
-
-def _num(x) -> str:
-    return "—" if x is None else f"{x:.2f}"
 
 
 def _diff(x, y) -> str:

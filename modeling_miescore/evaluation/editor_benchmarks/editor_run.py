@@ -4,11 +4,11 @@
 export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec``: a
 :class:`~modeling_miescore.cli.model_calls.ModelCallRun` and a
 :class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
-``report.json`` (with the run's protocol and fingerprint, :func:`~.protocols.run_protocol`), ``report.md``, ``report.html`` and
-``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation alone, from the
-judgements on disk (what ``miescore benchmark rescore`` runs again). Every
-judging step resumes (:mod:`.judge_run`). Bad input raises
-:class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
+``report.json`` (with the run's protocol and fingerprint, :func:`~.protocols.run_protocol`), ``report.md``,
+``report.html`` and ``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation
+alone, from the judgements on disk (what ``miescore benchmark rescore`` runs again). Every judging step resumes
+(:mod:`.judge_run`). Bad input raises :class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is
+judged.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class EditorRunOptions:
     JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
     ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
     bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights"); ``recheck``: judge
-    this many judged edits again without the answer cache and report the drift (:func:`~.judge_run.recheck_judgements`)."""
+    this many judged edits again without the answer cache and report the drift
+    (:func:`~.judge_run.recheck_judgements`)."""
 
     calls: object = None
     spec: object = None

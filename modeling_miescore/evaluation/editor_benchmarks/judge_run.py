@@ -269,7 +269,8 @@ def recheck_markdown(report: dict, labels: dict) -> List[str]:
     if not check:
         return []
     rows = [[labels.get(k, k), fmt_ci(v["mean_change"], 3),
-             "—" if v["largest_change"] is None else f"{v['largest_change']:+.3f}"] for k, v in check["drift"].items()]
+             "—" if v["largest_change"] is None else f"{v['largest_change']:+.3f}"]
+            for k, v in check["drift"].items()]
     shown = ", ".join(f"`{c['id']}`" for c in check["changed"][:_LISTED])
     more = f" … and {len(check['changed']) - _LISTED} more (report.json)" if len(check["changed"]) > _LISTED else ""
     return [f"## Judge drift (--recheck {check['requested']})", "",

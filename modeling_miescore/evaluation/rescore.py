@@ -19,11 +19,10 @@ import dataclasses
 import json
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
 from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import BootstrapSettings
-from .protocol import fingerprint
+from .protocol import fingerprint, flatten
 from .report import as_json
 from .editor_benchmarks.judge_run import parse_reward_judge, read_records
 from .editor_benchmarks.protocols import dataset_sha256, editor_benchmark
@@ -36,17 +35,6 @@ COMPARED = {"editors": ("table3", "per_category", "cases", "selectors", "runs", 
                     "missing_edits", "categories", "expected_categories")}
 
 
-def _leaves(tree, path: str = "") -> Iterator[tuple[str, object]]:
-    if isinstance(tree, dict):
-        for key in sorted(tree):
-            yield from _leaves(tree[key], f"{path}.{key}" if path else str(key))
-    elif isinstance(tree, list):
-        for i, value in enumerate(tree):
-            yield from _leaves(value, f"{path}[{i}]")
-    else:
-        yield path, tree
-
-
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -55,8 +43,8 @@ def compare_numbers(stored: dict, recomputed: dict, sections) -> tuple[int, list
     """``(numbers checked, ["path: report X, recomputed Y"])`` over the numbers of ``sections`` of two reports (as
     JSON holds them): equal bit for bit means the same type (an int is not a float) and the same value; a number
     on one side only (absent or null on the other) is a mismatch too. Text (paths, names) is not compared."""
-    old = dict(_leaves({k: stored.get(k) for k in sections}))
-    new = dict(_leaves(as_json({k: recomputed.get(k) for k in sections})))
+    old = flatten({k: stored.get(k) for k in sections}, lists=True)
+    new = flatten(as_json({k: recomputed.get(k) for k in sections}), lists=True)
     paths = sorted(p for p in set(old) | set(new) if _is_number(old.get(p)) or _is_number(new.get(p)))
     mismatches = [f"{path}: report {old.get(path, 'absent')!r}, recomputed {new.get(path, 'absent')!r}"
                   for path in paths if not (type(old.get(path)) is type(new.get(path)) and old[path] == new[path])]

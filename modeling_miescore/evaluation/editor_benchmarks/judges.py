@@ -149,7 +149,7 @@ class EditorJudge:
     def requests(self, sample, edited, category: str) -> List[ChatRequest]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def read_answers(self, texts: Dict[str, Optional[str]], category: str) -> Dict[str, Any]:  # pragma: no cover
+    def read_answers(self, texts: Dict[str, Optional[str]]) -> Dict[str, Any]:  # pragma: no cover
         """A record (scores, ``failed``, ``issues``, ``reasoning``) from the answers by request stage (``None`` for
         a refused request)."""
         raise NotImplementedError
@@ -165,12 +165,12 @@ class EditorJudge:
         return ChatRequest(parts, max_tokens=self.settings.max_tokens, temperature=self.settings.temperature,
                            extra={} if seed is None else {"seed": seed}, stage=stage)
 
-    def _record(self, results: List[CallResult], stages: List[str], input_id: str, category: str):
+    def _record(self, results: List[CallResult], stages: List[str], input_id: str):
         failed = [(s, r) for s, r in zip(stages, results) if not r.ok and r.error_kind != "refusal"]
         if failed:
             self.counts["request_failed"] += 1
             return JudgeRequestError("; ".join(f"{s} request failed: {r.error}" for s, r in failed))
-        record = self.read_answers({s: (r.text if r.ok else None) for s, r in zip(stages, results)}, category)
+        record = self.read_answers({s: (r.text if r.ok else None) for s, r in zip(stages, results)})
         issues = list(record.get("issues", []))
         for stage, result in zip(stages, results):
             if not result.ok:
@@ -188,17 +188,14 @@ class EditorJudge:
 
     def score_batch(self, samples: Sequence[Any], batch_size: int = 0) -> List[Any]:
         """One record (or :class:`JudgeRequestError`) per loaded sample, in order."""
-        plans = []
-        for sample in samples:
-            category = self.info.get(sample.id, {}).get("category", "")
-            reqs = self.requests(sample, prepare_edited(sample, self.resize_to_source), category)
-            plans.append((sample.id, category, reqs))
-        results = self.engine.run([r for _, _, reqs in plans for r in reqs])
+        plans = [(sample.id, self.requests(sample, prepare_edited(sample, self.resize_to_source),
+                                           self.info.get(sample.id, {}).get("category", ""))) for sample in samples]
+        results = self.engine.run([r for _, reqs in plans for r in reqs])
         out, start = [], 0
-        for input_id, category, reqs in plans:
+        for input_id, reqs in plans:
             chunk = results[start:start + len(reqs)]
             start += len(reqs)
-            out.append(self._record(chunk, [r.stage for r in reqs], input_id, category))
+            out.append(self._record(chunk, [r.stage for r in reqs], input_id))
         return out
 
 
@@ -323,7 +320,7 @@ class GEditJudge(EditorJudge):
         return [self.request(sc_text, [sample.sources[0], edited], "gedit-sc"),
                 self.request(self.prompts.pq, [edited], "gedit-pq")]
 
-    def read_answers(self, texts: Dict[str, Optional[str]], category: str) -> Dict[str, Any]:
+    def read_answers(self, texts: Dict[str, Optional[str]]) -> Dict[str, Any]:
         sc_scores, sc_issues, sc_reason = parse_score_list(texts.get("gedit-sc"))
         pq_scores, pq_issues, pq_reason = parse_score_list(texts.get("gedit-pq"))
         issues = [f"{i}:sc" for i in sc_issues] + [f"{i}:pq" for i in pq_issues]
@@ -485,7 +482,7 @@ class ImgEditJudge(EditorJudge):
         rubric = self.prompts.rubrics[rubric_type(category)].replace("<edit_prompt>", sample.instruction)
         return [self.request(rubric, [sample.sources[0], edited], "imgedit")]
 
-    def read_answers(self, texts: Dict[str, Optional[str]], category: str) -> Dict[str, Any]:
+    def read_answers(self, texts: Dict[str, Optional[str]]) -> Dict[str, Any]:
         criteria, issues, reasoning = parse_criteria(texts.get("imgedit"), self.prompts.criteria)
         mean = sum(criteria.values()) / len(criteria) if criteria else None
         return {"criteria": criteria, "mean": mean, "failed": criteria is None, "issues": issues,

@@ -1,14 +1,8 @@
 """``miescore benchmark``: evaluate an evaluator on MIE-Bench / MER-Bench, or rank editing models.
 
-Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
-``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
-rerunning the same command resumes from that file. The images exported for a MIEScore run are a cache under
-``$HF_HOME/miescore`` (or ``--cache-dir``), not in ``DIR``. ``mer-bench --grid`` re-aggregates the sub-scores
-of SpatialReward predictions over a grid of aggregation weights (``DIR/grid.json``, ``DIR/grid.png``); the best
-cell is picked only on held-out splits (``--grid-split``, disjoint from ``--split``), as the paper searches on a
-disjoint validation set (B.1.3).
-Prediction file formats are documented in :mod:`modeling_miescore.evaluation.prediction_files`. Bad input: one
-line on stderr, exit status 2.
+With ``--model`` the scores are kept in ``DIR/predictions.jsonl`` and a rerun resumes from it. ``mer-bench --grid``
+picks its best cell only on held-out splits, as the paper searches on a disjoint validation set (B.1.3).
+Bad input: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations

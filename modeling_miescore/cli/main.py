@@ -1,19 +1,9 @@
 """The ``miescore`` command line: the parser, shared argument types and ``main``.
 
-Every command lives in a module of this package, named in ``COMMANDS`` below (``score`` holds ``score``,
-``score-batch`` and ``demo``; ``external_benchmarks`` the ``benchmark zero-shot`` and ``benchmark reward``
-subcommands, ``editor_benchmarks`` ``benchmark gedit`` / ``imgedit`` / ``editors``); ``miescore --help`` lists them.
-The helpers below are what command modules share: argument types (:func:`number_arg`), ``--model`` / ``--device``
-/ ``--dtype`` (:func:`add_model_args`, :func:`add_device_args`), :func:`quiet_transformers` and :func:`finish_run`.
-Options shared by the commands that call large models (``judge``, ``spatialreward-data``) are in :mod:`.model_calls`;
-the server's options are generated from its settings declaration (:mod:`modeling_miescore.serving.settings`) when
-``serve`` is parsed (:func:`defer_options`).
-
-User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
-problem and the fix and exit with status 2; no traceback. An output the machine cannot write (a full disk: an
-``OutputWriteError``) prints one line and exits with status 1. Options are matched exactly (``allow_abbrev=False`` on
-every parser: ``--num-image`` is not ``--num-images``); an unknown option prints the usage of the (sub)command it
-was given to and the closest real option; a missing extra (``diffusers`` for ``edit``) names the extra to install.
+User errors print one line naming the problem and the fix and exit with status 2; no traceback. An output the
+machine cannot write (an ``OutputWriteError``) prints one line and exits with status 1. Options are matched exactly
+(``allow_abbrev=False`` on every parser); an unknown option prints the usage of the (sub)command it was given to and
+the closest real option; a missing extra names the extra to install.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Options and helpers shared by the commands that call large models through the call engine
-(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``, ``miescore benchmark
-gedit`` / ``imgedit``): endpoint settings, the judge spec of ``--backend`` / ``--model`` (:func:`judge_spec`),
-and :class:`ModelCallRun` (the answer cache, prices and the usage log of one run;
-:mod:`modeling_miescore.judges.call_engine`)."""
+(:mod:`modeling_miescore.judges.call_engine`).
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Confidence intervals for the benchmark reports: :func:`~.metrics.bootstrap.bootstrap_ci` over row indices,
 resampling whole instances, with a progress bar and the metric warnings collected as report notes.
 
-Edits of one MIE-Bench instance share sources and instruction (and the groups of one MER-Bench sample share
-the original image), so they are not independent: the reports resample instances, never single rows. Every
-section uses the same seed, so all sections see the same resamples. Report metrics come out as
-``{"value": x, "ci": [low, high]}`` with NaN written as ``None``. A metric over fewer than
-:data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances gets no interval (``ci`` ``[None, None]``), and the
-report's ``meta["bootstrap"]`` says so (``omitted``).
+Edits of one MIE-Bench instance share sources and instruction (and the groups of one MER-Bench sample share the
+original image), so they are not independent: the reports resample instances, never single rows. Every section uses
+the same seed, so all sections see the same resamples.
 """
 
 from __future__ import annotations

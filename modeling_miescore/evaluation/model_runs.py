@@ -1,10 +1,5 @@
 """Run a checkpoint over a benchmark into a resumable predictions file: the cache identity check, and scoring
 MER-Bench groups with a SpatialReward checkpoint.
-
-A predictions file under ``--out`` is resumed by a rerun of the same command; :func:`check_prediction_cache`
-refuses to resume one made with another model, dataset or split (the run's identity is kept beside it, in
-``predictions_source.json``). (MIE-Bench splits are scored with a MIEScore checkpoint through the ``score-batch``
-JSONL scorer; :mod:`.input_export` writes its input, in the Hugging Face cache.)
 """
 
 from __future__ import annotations

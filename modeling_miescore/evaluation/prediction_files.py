@@ -1,21 +1,7 @@
-"""Read prediction files (JSON Lines, one object per line) for the benchmark reports.
-
-* MIE-Bench / editing models (:func:`read_score_predictions`): ``{"id": <dataset id>, "visual_quality": x,
-  "instruction_following": x, "attribute_preservation": x, "overall": x}`` (the output of
-  ``miescore score-batch``). Any subset of the four score keys works; a missing ``overall`` is computed from the
-  three dimensions with the MIEScore paper's eq. 2. ``null`` means "no prediction" for that item.
-* MER-Bench (:func:`read_group_predictions`): ``{"pair_id": <dataset pair_id>, "scores": [s_1, ..., s_K]}`` with
-  one score per edited image in the dataset's order (best first); higher = better; ``null`` entries (e.g. a
-  failed parse) count as wrong. A line may also carry ``"sub_scores": [{"s_if": x, "s_con": x, "naturalness": x,
-  "artifacts": x}, ...]``, SpatialReward's four 0-25 sub-scores per edited image in the same order (written by
-  ``miescore benchmark mer-bench --model``); :func:`read_group_sub_scores` reads them for ``--grid``.
-
-A malformed line stops the read with :class:`~.errors.BenchmarkInputError` naming the file and line.
-
-Prediction ids are then matched with dataset ids (:func:`align_predictions`, :func:`join_scores`: counts and examples
-of missing and extra ids, and the joined frame). A mismatch stops the run with :class:`PredictionMismatchError`
-unless the caller allows missing predictions, in which case the ids present in both are evaluated and the report
-says how many were left out.
+"""Read prediction files (JSON Lines, one object per line) for the benchmark reports, and match their ids with the
+dataset's. ``null`` means "no prediction"; in a MER-Bench group it counts as wrong. A malformed line stops the read
+with :class:`~modeling_miescore.data.errors.BenchmarkInputError` naming the file and line; a mismatch of ids stops
+the run with :class:`PredictionMismatchError` unless the caller allows missing predictions.
 """
 
 from __future__ import annotations

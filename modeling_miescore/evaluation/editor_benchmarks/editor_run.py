@@ -1,14 +1,6 @@
 """One editor on one editor benchmark, end to end: what ``miescore benchmark gedit`` / ``imgedit`` run.
-
-:func:`evaluate_editor`: open the converted dataset, select rows (``languages``, ``categories``), match the edits,
-export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec``: a
-:class:`~modeling_miescore.cli.model_calls.ModelCallRun` and a
-:class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
-``report.json`` (with the run's protocol and fingerprint, :func:`~.protocols.run_protocol`), ``report.md``,
-``report.html`` and ``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation
-alone, from the judgements on disk (what ``miescore benchmark rescore`` runs again). Every judging step resumes
-(:mod:`.judge_run`). Bad input raises :class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is
-judged.
+:func:`aggregate_run` is the aggregation alone, from the judgements on disk (what ``miescore benchmark rescore``
+runs again). Bad input raises :class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
 """
 
 from __future__ import annotations

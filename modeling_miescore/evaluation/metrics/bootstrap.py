@@ -1,7 +1,5 @@
-"""Percentile bootstrap confidence intervals of any metric, optionally resampling whole instances.
-
-:func:`bootstrap_ci` resamples rows (or groups of rows: the 12 edits of one MIE-Bench instance, the
-candidates of one MER-Bench group) and returns a :class:`CI` per numeric result.
+"""Percentile bootstrap confidence intervals of any metric, optionally resampling whole instances (the 12 edits of
+one MIE-Bench instance, the candidates of one MER-Bench group).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 """Correlation between predictions and MOS (MIEScore paper, table 3): SRCC, KRCC, PLCC, and PLCC after a
-monotonic 4-parameter logistic fit.
-
-:func:`correlations` gives all four at once; :func:`srcc`, :func:`krcc`, :func:`plcc` give single numbers (cheap
-inside :func:`~modeling_miescore.evaluation.metrics.bootstrap.bootstrap_ci`); :func:`fit_logistic` (from
-:mod:`.logistic_fit`, which also guards against degenerate fits) returns the fitted curve, e.g. to draw it on a
-scatter plot.
+monotonic 4-parameter logistic fit (:mod:`.logistic_fit`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """K-pair group metrics (MER-Bench: SpatialReward paper, sec. 4 and tables 1-2): exact-order group accuracy and
-per-group Kendall tau, overall, per group size and per category.
-
-Each group lists the predicted scores of its candidates in human order (best first).
+per-group Kendall tau; each group lists the predicted scores of its candidates in human order (best first).
 """
 
 from __future__ import annotations

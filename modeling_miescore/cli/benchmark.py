@@ -159,11 +159,8 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
 
 
 def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
-    """The MIE-Bench split joined with its predictions (from --predictions, or scored with --model).
-
-    Returns ``(joined frame, predictions frame, predictions path, Alignment)``; a mismatch allowed by
-    --allow-missing is reported on stderr ("warning: ...; <verb> the N matched ids").
-    """
+    """``(joined frame, predictions frame, predictions path, Alignment)`` of the MIE-Bench split and its
+    predictions (from --predictions, or scored with --model)."""
     ds = load_split(args.dataset, args.split)
     frame = mie_bench_frame(ds, require_mos=require_mos)
     preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
@@ -282,11 +279,8 @@ def _grid_split_names(args, reported: list[str]) -> list[str]:
 
 
 def _mer_grid(args, out: Path, frame, preds_path: Path, grid_frame=None):
-    """``--grid``: accuracy over the aggregation-weight grid from the predictions' sub-scores; writes grid.json.
-
-    ``grid_frame``: the held-out groups (``--grid-split``) to search on; None searches the reported ``frame`` and
-    picks no best cell. Returns ``(cells, summary)``; prints the best cell and the paper's two readings.
-    """
+    """``--grid``: ``(cells, summary)`` of the aggregation-weight grid, written to grid.json; searched on the
+    held-out ``grid_frame`` (``--grid-split``), or in-sample on ``frame`` with no best cell picked."""
     alphas = parse_grid_values(args.grid_alpha, "--grid-alpha") if args.grid_alpha else DEFAULT_GRID
     w_cons = parse_grid_values(args.grid_w_con, "--grid-w-con") if args.grid_w_con else DEFAULT_GRID
     search = frame if grid_frame is None else grid_frame

@@ -83,11 +83,8 @@ def run_builder(builder, flags: Mapping[str, tuple[str, bool]], args: argparse.N
 
 def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, lookup=None,
                             help_format: str = "build {title} from its raw release") -> None:
-    """One subcommand per registered builder under ``parser``, each with ``func(args) -> exit status``.
-
-    ``registry`` / ``lookup``: a ``name -> "module:Class"`` registry and its lookup function (default: the dataset
-    builders); ``help_format``: each subcommand's help, with the builder's ``{title}``.
-    """
+    """One subcommand per builder of ``registry`` (``name -> "module:Class"``, with its ``lookup``; default: the
+    dataset builders) under ``parser``."""
     if registry is None:
         from ..data.builders import BUILDERS as registry
         from ..data.builders import get_builder as lookup

@@ -25,13 +25,10 @@ EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
 EXIT_WRITE_FAILED = 1
 
-# Every command: the module(s) that add it and its one-line help, shown by `miescore --help` and by the command's own
-# parser. Each module defines `register(subparsers)`, which adds its parser(s) with `set_defaults(func=...)`;
-# `func(args) -> int` may raise MIEScoreInputError for user errors. A command with subcommands of its own returns their
-# `add_subparsers()` action from `register`; a module adding subcommands under it names that module in
-# `PARENT_COMMAND` and is listed after it: its `register` runs when that command is first parsed (or its help shown).
-# A run imports only the modules of the command it names (:func:`command_modules_for`), so command modules import what
-# they need at the top; `miescore --help` (or a mistyped command) imports none: it lists :data:`COMMAND_HELP`.
+# Every command: the module(s) that add it and its one-line help. Each module's `register(subparsers)` adds its
+# parser(s) with `set_defaults(func=...)`; a command with subcommands returns its `add_subparsers()` action, and a
+# module adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it (registered when
+# that command is first parsed). A run imports only the modules of its command; `miescore --help` imports none.
 COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("score", "score one edit"),
     "score-batch": ("score", "score a JSONL file of edits, resumable"),
@@ -238,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise
         print(f"miescore {args.command}: error: {message}", file=sys.stderr)
         return EXIT_WRITE_FAILED if isinstance(err, OutputWriteError) else EXIT_USER_ERROR
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -54,8 +54,7 @@ def set_skill(checkpoint: str | os.PathLike, skill: str) -> tuple[int, int]:
                                  "checkpoints carry a skill in their config")
     old = config.get("skill") or ""
     config["skill"] = skill
-    # transformers writes config.json with indent=2 and sorted keys; we keep the file's own key order. The
-    # replacement keeps config.json's permission bits.
+    # transformers writes config.json with indent=2 and sorted keys; we keep the file's own key order
     write_text_atomic(config_file, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     return len(old), len(skill)
 

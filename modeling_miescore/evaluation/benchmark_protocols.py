@@ -112,12 +112,10 @@ def _mer_values(details: dict) -> dict:
 
 @dataclass(frozen=True)
 class ScoringProtocol:
-    """How one kind of benchmark is scored: the config it reads, what it measures (``accuracy``: a share of pairs
-    or groups, Table 6 prints it in %; ``srcc``), ``run(frame, dimensions, bootstrap=None) -> details`` (only the
-    protocols with intervals use ``bootstrap``) and ``values(details) -> {name: number or None}``, the named
-    numbers a benchmark's report columns take (``BenchmarkSpec.columns``). ``unit``: what one line of its
-    predictions scores, ``"edit"`` (an edited image: the ``score-batch`` format) or ``"group"`` (a K-pair group:
-    ``{"pair_id", "scores"}``); it decides how predictions are read and how a checkpoint scores the benchmark."""
+    """How one kind of benchmark is scored. ``measure``: ``accuracy`` (a share of pairs or groups, Table 6 prints
+    it in %) or ``srcc``; ``values(details)``: the named numbers a benchmark's report columns take
+    (``BenchmarkSpec.columns``); ``unit``: what one predictions line scores, ``"edit"`` (the ``score-batch``
+    format) or ``"group"`` (``{"pair_id", "scores"}``)."""
 
     name: str
     config: str

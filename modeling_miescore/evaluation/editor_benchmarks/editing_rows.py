@@ -125,7 +125,6 @@ def export_sources(rows: EditingRows, ids: Sequence[str], folder: Path, progress
     return out
 
 
-
 @dataclass(frozen=True)
 class EditRef:
     """One edited image: ``sample`` ``k`` of row ``row`` at ``path``; ``input_id`` = ``"<row>#<k>"``;

@@ -46,7 +46,6 @@ PANEL_HEIGHT = 224  # a picture's panels (source | baseline | compared run)
 _LABEL = 34
 
 
-
 def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
     """``["base=DIR", "tuned=DIR1,DIR2"]`` -> ``{name: [report folders]}`` (names unique, in order)."""
     runs: Dict[str, List[Path]] = {}
@@ -397,9 +396,6 @@ def _pictures(base_frame, frame, benchmark, names: tuple, kind: str, grid_size: 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60]
-
-
-# ------------------------------------------------------------------------------------------------ pictures
 
 
 def gain_loss_cases(base_rows, run_rows, overall: str, k: int) -> List[Dict]:

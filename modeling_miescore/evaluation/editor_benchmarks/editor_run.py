@@ -28,13 +28,9 @@ __all__ = ["EditorRunOptions", "RunContext", "aggregate_run", "evaluate_editor",
 
 @dataclass
 class EditorRunOptions:
-    """How a run judges: the MLLM judge (``spec`` on ``calls``; None: none), its ``prompts_path`` (None: our own
-    prompts), name and ``request`` settings (a :class:`~modeling_miescore.data.converters.schema.
-    JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
-    ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
-    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights"); ``recheck``: judge
-    this many judged edits again without the answer cache and report the drift
-    (:func:`~.judge_run.recheck_judgements`)."""
+    """How a run judges. None means: no MLLM judge (``spec``), our own prompts (``prompts_path``), the benchmark's
+    released request settings (``request``). ``label``: a line shown at the top of the report (e.g. "random
+    weights"); ``recheck``: :func:`~.judge_run.recheck_judgements`."""
 
     calls: object = None
     spec: object = None

@@ -75,10 +75,7 @@ def check_resumable(path: Path, expected: Dict[str, object], info: Dict[str, dic
 
 def run_mllm_judge(benchmark, calls, spec, inputs: Path, output: Path, info: Dict[str, dict], prompts, *, name: str,
                    settings, progress: bool):
-    """Judge every edit of ``inputs`` not yet in ``output`` with the benchmark's MLLM judge on the engine of
-    ``spec`` (from ``calls``, a :class:`~modeling_miescore.cli.model_calls.ModelCallRun`), its requests sent as
-    ``settings`` say (:class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`); returns
-    ``(BatchReport, judge)``."""
+    """Judge every edit of ``inputs`` not yet in ``output`` with the benchmark's MLLM judge: ``(report, judge)``."""
     check_resumable(output, {"judge": name, "prompts": prompts.label, "request": settings.label()}, info)
     if set(info) <= set(read_records(output)):  # a finished run: report again without starting the judge model
         return BatchReport(skipped_existing=len(info)), None

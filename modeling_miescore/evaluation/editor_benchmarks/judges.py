@@ -74,16 +74,8 @@ def prepare_edited(sample, resize_to_source: bool):
 
 
 class EditorJudge:
-    """Base of the GEdit / ImgEdit MLLM judges (module docstring).
-
-    Args:
-        engine: the call engine of the judge model.
-        prompts: the benchmark's prompt set (own wording, or read from the user's copy of the benchmark's files).
-        name: the ``judge`` field of every record.
-        info: per input id, ``{"category", "edited_sha256"}`` (the rows' task types and the edited files' digests).
-        settings: how requests are sent (:class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`:
-            parts order, ``max_tokens``, ``temperature``; the image settings are the backend's).
-    """
+    """Base of the GEdit / ImgEdit MLLM judges (module docstring); ``info``: per input id, ``{"category",
+    "edited_sha256"}``; ``settings``: a :class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`."""
 
     resize_to_source = False
     stage = "editor-judge"
@@ -91,8 +83,6 @@ class EditorJudge:
     def __init__(self, engine: CallEngine, prompts: Any, *, name: str, info: Dict[str, dict], settings):
         self.engine, self.prompts, self.name, self.info, self.settings = engine, prompts, name, info, settings
         self.counts = {"judged": 0, "flagged": 0, "request_failed": 0}
-
-    # ------------------------------------------------------------------------------ subclass hooks
 
     @classmethod
     def read_prompts(cls, path: Optional[str], categories: Sequence[str]) -> Any:  # pragma: no cover - abstract
@@ -107,8 +97,6 @@ class EditorJudge:
         """A record (scores, ``failed``, ``issues``, ``reasoning``) from the answers by request stage (``None`` for
         a refused request)."""
         raise NotImplementedError
-
-    # ------------------------------------------------------------------------------ shared
 
     def request(self, text: str, images: Sequence[Any], stage: str) -> ChatRequest:
         """One request: ``text`` and ``images`` in the settings' order (``text-first``: the text part, then the
@@ -152,8 +140,6 @@ class EditorJudge:
             out.append(self._record(chunk, [r.stage for r in reqs], input_id))
         return out
 
-
-# ------------------------------------------------------------------------------------------------ GEdit-Bench
 
 VIESCORE_NAMES = ("_context_no_delimit", "_prompts_0shot_two_image_edit_rule", "_prompts_0shot_tie_rule_SC",
                   "_prompts_0shot_rule_PQ")
@@ -285,8 +271,6 @@ class GEditJudge(EditorJudge):
                 "sc_scores": sc_scores, "pq_scores": pq_scores, "failed": not ok, "issues": issues,
                 "reasoning": {"sc": sc_reason, "pq": pq_reason}}
 
-
-# ---------------------------------------------------------------------------------------- ImgEdit-Bench Basic
 
 IMGEDIT_SCALE = EDITOR_BENCHMARKS["imgedit"].scale
 OWN_CRITERIA = ("Instruction Adherence", "Editing Quality", "Detail Preservation")

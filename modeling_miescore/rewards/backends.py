@@ -51,9 +51,10 @@ from ..hub.configuration_miescore import SCORE_NAMES
 from ..hub.miescore_overall import overall_score
 from ..serving.reward_client import RewardClient, RewardServerError, ScoringFailure
 from ..hub.spatialreward_aggregation import SCORE_RANGE, spatial_reward
-from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
-                     result_components, reward_range_of, score_isolating)
+from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, reward_range_of,
+                     rewarded, score_isolating)
 from ..scoring.loading import load_scorer, load_spatialreward
+from ..serving.backends import takes_group_ids
 from ..judges.spatialreward_api import SpatialRewardAPI
 from ..utils.credentials import redact
 from ..hub.errors import MIEScoreInputError
@@ -154,16 +155,8 @@ class MIEScoreReward:
         batch_size = self.batch_size or max(len(g.edits) for g in groups)
         samples, keys = flat_samples(groups)
         outcomes = score_isolating(lambda s, k: self._score(s, k, batch_size), samples, keys)
-        rewards, failures = [], []
-        for result, reason in outcomes:
-            value = None
-            if result is not None:
-                value, reason = miescore_value(result, self.weights, self.scale, self.score_names, self.score_scale)
-            rewards.append(value)
-            failures.append(reason)
-        components = result_components([r if f is None else None for (r, _), f in zip(outcomes, failures)],
-                                       self.score_names)
-        return regroup(groups, rewards, failures, components)
+        return rewarded(groups, outcomes, self.score_names, lambda result: miescore_value(
+            result, self.weights, self.scale, self.score_names, self.score_scale))
 
     def close(self) -> None:
         pass
@@ -215,12 +208,6 @@ def spatialreward_value(result: dict, aggregation: Optional[str] = None, config=
     return checked_value(spatial_reward(*subscores, mode=aggregation, **kwargs), (0.0, 1.0))
 
 
-def _takes_group_ids(method) -> bool:
-    import inspect
-
-    return "groups" in inspect.signature(method).parameters
-
-
 class SpatialRewardReward:
     """A SpatialReward scorer (``SpatialRewardModel`` or ``SpatialRewardAPI``) as an
     :class:`~.groups.EditorReward`.
@@ -240,7 +227,7 @@ class SpatialRewardReward:
         self.batch_size = batch_size
         self.name = name
         self.reward_range = (0.0, 1.0)  # sec. 3.1: every aggregation lies in [0, 1]
-        self._groups_kwarg = _takes_group_ids(scorer.evaluate_edits)
+        self._groups_kwarg = takes_group_ids(scorer.evaluate_edits)
 
     def _score(self, samples: list, keys: list, batch_size: int) -> list:
         kwargs = {"groups": keys} if self._groups_kwarg else {}
@@ -260,14 +247,10 @@ class SpatialRewardReward:
         if refused:
             raise RewardUnavailableError(self.name, refused)
         config = getattr(self.scorer, "config", None)
-        rewards, failures, kept = [], [], []
-        for result, reason in outcomes:
-            value, why = (None, reason) if result is None else spatialreward_value(result, self.aggregation, config)
-            rewards.append(value)
-            failures.append(why)
-            kept.append(result if why is None else None)
-        self._check_reachable(failures)
-        return regroup(groups, rewards, failures, result_components(kept, SPATIALREWARD_COMPONENTS))
+        scores = rewarded(groups, outcomes, SPATIALREWARD_COMPONENTS,
+                          lambda result: spatialreward_value(result, self.aggregation, config))
+        self._check_reachable([reason for group in scores for reason in group.failures])
+        return scores
 
     def _check_reachable(self, failures: List[Optional[str]]) -> None:
         if failures and all(f is not None and any(u in f for u in _UNREACHABLE) for f in failures):
@@ -378,13 +361,7 @@ class ServedReward:
             for group_slots, group_results in zip(slots, results):
                 for slot, result in zip(group_slots, group_results):
                     flat[slot] = result
-        rewards, failures, kept = [], [], []
-        for result in flat:
-            value, reason = self._value(result)
-            rewards.append(value)
-            failures.append(reason)
-            kept.append(result if reason is None else None)
-        return regroup(groups, rewards, failures, self._components(kept))
+        return rewarded(groups, [(result, None) for result in flat], self._component_names, self._value)
 
     def _value(self, result):
         if result is None:
@@ -399,11 +376,9 @@ class ServedReward:
                                                 f"(SpatialReward): keys {sorted(result)}; is it `miescore serve`?")
 
     @staticmethod
-    def _components(kept: List[Optional[dict]]) -> dict:
+    def _component_names(kept: List[Optional[dict]]) -> Sequence[str]:
         present = [r for r in kept if r is not None]
-        if not present:
-            return {}
-        return result_components(kept, SCORE_NAMES if "overall" in present[0] else SPATIALREWARD_COMPONENTS)
+        return () if not present else SCORE_NAMES if "overall" in present[0] else SPATIALREWARD_COMPONENTS
 
     def close(self) -> None:
         self.client.close()

@@ -26,8 +26,8 @@ from ..hub.image_io import ImageLoadError
 from ..utils.credentials import redact
 
 __all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError", "group_key", "checked_rewards",
-           "checked_scores", "checked_value", "flat_samples", "regroup", "reward_range_of", "score_isolating",
-           "result_components"]
+           "checked_scores", "checked_value", "flat_samples", "regroup", "reward_range_of", "rewarded",
+           "score_isolating", "result_components"]
 
 
 class RewardUnavailableError(RuntimeError):
@@ -208,6 +208,20 @@ def regroup(groups: Sequence[EditGroup], rewards: Sequence[Optional[float]], fai
     if start != len(rewards):
         raise ValueError(f"regroup: {len(rewards)} outcomes for {start} edits")
     return out
+
+
+def rewarded(groups: Sequence[EditGroup], outcomes: Sequence[Tuple[Any, Optional[str]]], names,
+             value_of: Callable[[Any], Tuple[Optional[float], Optional[str]]]) -> List[GroupScores]:
+    """Per-edit ``(result, failure reason)`` (in :func:`flat_samples` order) -> one :class:`GroupScores` per group:
+    a result's reward is ``value_of(result)`` (``(reward, None)`` or ``(None, reason)``); the components are
+    ``names`` (or ``names(kept results)``) of the results that gave a reward (:func:`result_components`)."""
+    rewards, failures, kept = [], [], []
+    for result, reason in outcomes:
+        value, reason = value_of(result) if reason is None else (None, reason)
+        rewards.append(value)
+        failures.append(reason)
+        kept.append(result if reason is None else None)
+    return regroup(groups, rewards, failures, result_components(kept, names(kept) if callable(names) else names))
 
 
 def score_isolating(score: Callable[[List[Any], List[Any]], List[Any]], samples: List[Any],

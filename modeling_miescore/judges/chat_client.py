@@ -39,6 +39,7 @@ bounded thread pool.
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import logging
@@ -49,6 +50,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
+
+from ..utils import http_bounds
 from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_bounds import Attempted, RetryPolicy, send_with_retries
@@ -57,8 +61,8 @@ from ..hub.image_io import resize_to_budget, to_rgb
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "endpoint_url", "image_to_data_url",
-           "refusal_hint", "server_error_text", "user_message", "RETRY_STATUSES"]
+__all__ = ["BoundedHTTPClient", "ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "endpoint_url",
+           "image_to_data_url", "refusal_hint", "server_error_text", "user_message", "RETRY_STATUSES"]
 
 # 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and every 5xx.
 RETRY_STATUSES = frozenset({408, 409, 429, *range(500, 600)})
@@ -164,7 +168,52 @@ class ChatCompletion:
                    model=valid_text(model)[:200] if isinstance(model, str) else None)
 
 
-class ChatClient(ClosesOnExit):
+class BoundedHTTPClient(ClosesOnExit):
+    """An ``httpx`` client for a server we do not control, within :mod:`~modeling_miescore.utils.http_bounds`: each
+    attempt takes at most ``timeout`` seconds in all, each answer at most ``max_answer_bytes``, retried as
+    ``retry_policy`` says; ``api_key`` goes as a Bearer token, and :meth:`masked` hides it and the ``urls``'
+    credentials (servers echo them). The chat client and the reward client (``serving.reward_client``) are ones."""
+
+    def __init__(self, urls: Sequence[str], api_key: Optional[str], api_key_env: str, timeout: float,
+                 max_answer_bytes: int, retry_policy: RetryPolicy, headers: Optional[Dict[str, str]] = None,
+                 transport=None, **client_args: Any):
+        request_headers = {"Accept-Encoding": http_bounds.accept_encoding(), **(headers or {})}
+        if api_key:
+            request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
+        # the URLs' passwords, query keys and the Basic auth httpx sends for them
+        self._secrets = tuple(s for s in (api_key, *(s for url in urls for s in url_secrets(url))) if s)
+        self.timeout, self.max_answer_bytes = float(timeout), int(max_answer_bytes)
+        self.retry_policy = retry_policy
+        # a test's transport (httpx.MockTransport) has no connection pool to bound; real ones go through the deadline
+        make = functools.partial(httpx.Client, transport=transport) if transport else http_bounds.deadline_client
+        self._client = make(timeout=httpx.Timeout(self.timeout), headers=request_headers, **client_args)
+
+    def masked(self, text: Any) -> str:
+        return redact(str(text), self._secrets)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def exchange(self, method: str, url: str, on_retry=None, **request_args: Any) -> Attempted:
+        """One request under :attr:`retry_policy`, each attempt within the deadline and the byte limit. A retryable
+        failure still there after the retries is returned (:class:`~modeling_miescore.utils.http_bounds.Attempted`);
+        ``AnswerTooLarge`` and ``BadBody`` are raised with the requests sent as their ``attempts``."""
+        attempts = 0
+
+        def send():
+            nonlocal attempts
+            attempts += 1
+            with http_bounds.request_deadline(self.timeout), self._client.stream(method, url, **request_args) as answer:
+                return http_bounds.read_bounded_body(answer, self.max_answer_bytes)
+
+        try:
+            return send_with_retries(send, self.retry_policy, on_retry=on_retry)
+        except (http_bounds.AnswerTooLarge, http_bounds.BadBody) as err:
+            err.attempts = attempts
+            raise
+
+
+class ChatClient(BoundedHTTPClient):
     """Client for ``POST {base_url}/chat/completions``.
 
     Args:
@@ -192,33 +241,18 @@ class ChatClient(ClosesOnExit):
             raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
         if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int) or max_answer_bytes < 1:
             raise ValueError(f"max_answer_bytes must be a positive integer, got {max_answer_bytes!r}")
-        try:
-            import httpx
-
-            from ..utils import http_bounds
-        except ImportError as err:  # pragma: no cover - httpx is in the serve/train extras
-            raise ImportError("ChatClient needs httpx: pip install 'miescore[serve]'") from err
-        self._httpx, self._bounds = httpx, http_bounds
         self.base_url = base_url.rstrip("/")
         self.url = endpoint_url(self.base_url, "chat/completions")
         self.shown_url = redacted_url(self.url)  # what messages, logs and reprs show
         self.model = model
         self.api_key_env = api_key_env
-        self.timeout = float(timeout)
-        self.max_answer_bytes = int(max_answer_bytes)
-        self.retry_policy = RetryPolicy(max_retries=int(max_retries), backoff=float(backoff),
-                                        max_backoff=float(max_backoff), statuses=RETRY_STATUSES,
-                                        exceptions=(httpx.TransportError,))  # timeouts included
-        request_headers = {"Content-Type": "application/json", "Accept-Encoding": http_bounds.accept_encoding(),
-                           **(headers or {})}
         api_key = os.environ.get(api_key_env, "") if api_key_env else ""
-        if api_key:
-            request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.has_api_key = bool(api_key)
-        # the URL's password, query keys and the Basic auth httpx sends for them: servers echo them
-        self._secrets = tuple(s for s in (api_key, *url_secrets(self.base_url)) if s)
-        self._client = http_bounds.deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
-                                       limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        super().__init__([self.base_url], api_key, api_key_env, timeout, max_answer_bytes, RetryPolicy(
+            max_retries=int(max_retries), backoff=float(backoff), max_backoff=float(max_backoff),
+            statuses=RETRY_STATUSES, exceptions=(httpx.TransportError,)),  # timeouts included
+            headers={"Content-Type": "application/json", **(headers or {})},
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
 
     def __repr__(self) -> str:  # never shows the key
         return (f"ChatClient(base_url={redacted_url(self.base_url)!r}, model={self.model!r}, "
@@ -227,11 +261,7 @@ class ChatClient(ClosesOnExit):
 
     def _shown(self, text: Any) -> str:
         """One excerpt line of ``text`` with the key and URL credentials masked."""
-        return _excerpt(redact(str(text), self._secrets))
-
-    # -- lifecycle ----------------------------------------------------------------------------------------------
-    def close(self) -> None:
-        self._client.close()
+        return _excerpt(self.masked(text))
 
     # -- requests -----------------------------------------------------------------------------------------------
     def chat(self, messages: Sequence[Dict[str, Any]], temperature: float = 0.0, max_tokens: int = 1024,
@@ -272,23 +302,14 @@ class ChatClient(ClosesOnExit):
             url = endpoint_url(self.base_url, path)
         shown = redacted_url(url)
         content = json.dumps(body, allow_nan=False).encode("ascii")  # ASCII: a lone surrogate is an escape
-        bounds = self._bounds
-        attempts = 0
-
-        def send():
-            nonlocal attempts
-            attempts += 1
-            with bounds.request_deadline(self.timeout), self._client.stream("POST", url, content=content) as answer:
-                return bounds.read_bounded_body(answer, self.max_answer_bytes)
-
         try:
-            outcome = send_with_retries(send, self.retry_policy, on_retry=self._log_retry)
-        except bounds.AnswerTooLarge as err:
+            outcome = self.exchange("POST", url, self._log_retry, content=content)
+        except http_bounds.AnswerTooLarge as err:
             raise ChatError(f"{shown}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
-                            "line, if such answers are expected)", "too_large", attempts=attempts) from None
-        except bounds.BadBody as err:
+                            "line, if such answers are expected)", "too_large", attempts=err.attempts) from None
+        except http_bounds.BadBody as err:
             raise ChatError(f"{shown}: the answer's body cannot be decoded: {self._shown(err)}",
-                            "bad_response", attempts=attempts) from None
+                            "bad_response", attempts=err.attempts) from None
         if outcome.error is not None:
             raise self._transport_error(outcome.error, outcome.attempts, shown)
         response, status = outcome.response, outcome.response.status_code
@@ -307,7 +328,7 @@ class ChatClient(ClosesOnExit):
 
     def _transport_error(self, error: BaseException, attempts: int, shown: Optional[str] = None) -> ChatError:
         shown = shown or self.shown_url
-        if isinstance(error, self._httpx.TimeoutException):
+        if isinstance(error, httpx.TimeoutException):
             return ChatError(f"{shown}: no complete answer within {self.timeout:g} s "
                              f"({type(error).__name__}); raise the timeout or check the server load", "timeout",
                              attempts=attempts)

@@ -37,11 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Set
 
+import httpx
 import numpy as np
 
+from ..judges.chat_client import BoundedHTTPClient, endpoint_url
 from ..utils import http_bounds
-from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
-from ..utils.http_bounds import RetryPolicy, send_with_retries
+from ..utils.credentials import redacted_url
+from ..utils.http_bounds import RetryPolicy
 from .settings import ServerSettings
 from ..hub.image_io import load_image
 from ..hub.spatialreward_relaxed_json import loads_noting_duplicates
@@ -328,7 +330,7 @@ def base_urls(base_url) -> list[str]:
     return urls
 
 
-class RewardClient:
+class RewardClient(BoundedHTTPClient):
     """Talks to ``miescore serve`` over HTTP (JSON with base64 images; never pickle).
 
     Args:
@@ -355,8 +357,6 @@ class RewardClient:
                  max_pixels_per_request: int = ServerSettings.model_fields["max_request_pixels"].default,
                  retry_statuses=RETRY_STATUSES, replica_cooldown_s: float = 30.0, balance_slack: float = 0.1,
                  max_answer_bytes: int = MAX_ANSWER_BYTES, api_key_env: str = "API key"):
-        import httpx
-
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if max_samples_per_request < 1 or max_pixels_per_request < 1:
@@ -364,51 +364,25 @@ class RewardClient:
                              f"{max_samples_per_request} and {max_pixels_per_request}")
         if not float(timeout) > 0 or int(max_answer_bytes) < 1:
             raise ValueError(f"timeout and max_answer_bytes must be > 0, got {timeout} and {max_answer_bytes}")
-        headers = {"Accept-Encoding": http_bounds.accept_encoding()}
-        if api_key:
-            headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.base_urls = base_urls(base_url)
         self.base_url = self.base_urls[0]
         self.shown_urls = [redacted_url(u) for u in self.base_urls]  # what messages and logs show
-        self.timeout = float(timeout)
-        self.max_answer_bytes = int(max_answer_bytes)
-        # the URLs' passwords, query keys and the Basic auth httpx sends for them, which a server may echo: masked
-        self._secrets = tuple(dict.fromkeys(s for u in self.base_urls for s in url_secrets(u)))
-        self._secrets += (api_key,) if api_key else ()
         # timeouts are not retried on the same replica: it may still be scoring, and a retry would double its load
-        self.retry_policy = RetryPolicy(
+        super().__init__(self.base_urls, api_key, api_key_env, timeout, max_answer_bytes, RetryPolicy(
             max_retries=max_retries, backoff=backoff, max_backoff=max_retry_wait, statuses=frozenset(retry_statuses),
             exceptions=(httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError),
-            retryable=_names_no_sample)
+            retryable=_names_no_sample), transport=transport)
         self.max_samples_per_request = max_samples_per_request
         self.max_pixels_per_request = max_pixels_per_request
         self.balance_slack = float(balance_slack)
         self.replicas = ReplicaHealth(self.base_urls, replica_cooldown_s)
-        self._httpx = httpx
-        # a test's transport (httpx.MockTransport) has no connection pool to bound; real ones go through the deadline
-        make = (lambda **kw: httpx.Client(transport=transport, **kw)) if transport is not None else \
-            http_bounds.deadline_client
-        self._clients = [make(base_url=url, headers=headers, timeout=timeout) for url in self.base_urls]
-
-    # -- plumbing
-
-    def close(self):
-        for client in self._clients:
-            client.close()
-
-    def __enter__(self) -> "RewardClient":
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _shown(self, text) -> str:
-        return redact(str(text), self._secrets)[:500]
+        return self.masked(text)[:500]
 
     def _request(self, method: str, path: str, replica: int = 0, **kwargs) -> http_bounds.BoundedResponse:
         """One request (retried as :attr:`retry_policy` says), each attempt within ``timeout`` in total and its
         answer within ``max_answer_bytes``; a 3xx or 4xx/5xx answer raises :class:`RewardServerError`."""
-        httpx = self._httpx
         url = self.shown_urls[replica]
 
         def on_retry(outcome, wait: float):
@@ -416,14 +390,8 @@ class RewardClient:
             logger.info("reward server %s%s: %s; retry %d/%d in %.2f s", url, path, self._shown(what),
                         outcome.attempts, self.retry_policy.max_retries, wait)
 
-        client = self._clients[replica]
-
-        def send():
-            with http_bounds.request_deadline(self.timeout), client.stream(method, path, **kwargs) as answer:
-                return http_bounds.read_bounded_body(answer, self.max_answer_bytes)
-
         try:
-            outcome = send_with_retries(send, self.retry_policy, on_retry=on_retry)
+            outcome = self.exchange(method, endpoint_url(self.base_urls[replica], path), on_retry, **kwargs)
         except httpx.TimeoutException:
             raise RewardServerError(0, f"no complete answer from {url}{path} within the client timeout "
                                        f"({self.timeout:g} s for connecting, sending and reading the whole answer); "

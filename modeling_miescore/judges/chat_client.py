@@ -1,39 +1,20 @@
 """A small client for OpenAI-compatible chat-completion servers (vLLM, SGLang, LM Studio, OpenAI, Gemini's
-OpenAI endpoint, ...).
-
-Used by the SpatialReward API backend, the GRPO oracle judge (:mod:`modeling_miescore.judges.oracle`) and the
-call engine (:mod:`modeling_miescore.judges.call_engine`: MLLM judges, the SpatialReward data pipeline, skill
-optimisation). It does one thing: POST ``{base_url}/chat/completions`` and return the first choice's text (or,
-with :meth:`ChatClient.complete`, the text with the response's token usage), with connection reuse, bounded
-retries on transient failures and typed errors::
+OpenAI endpoint, ...), used by the SpatialReward API backend, the GRPO oracle judge and the call engine::
 
     client = ChatClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-VL-8B-Instruct")
     text = client.chat([user_message(["Describe the edit.", source, edited])], max_tokens=256)
 
-Bounds (:mod:`modeling_miescore.utils.http_bounds`): ``timeout`` is a total deadline per request attempt
-(connecting, sending, waiting for the headers and reading the body together, not per read), and an answer's
-body may take at most ``max_answer_bytes`` bytes on the wire and after decompression (default
-:data:`DEFAULT_MAX_ANSWER_BYTES`; a gzip bomb stops at the limit, never inflated whole). An answer over the limit
-is a :class:`ChatError` of kind ``"too_large"``: not retried (the same request gives the same answer) and never
-cached by the call engine. A body nested too deeply for the JSON decoder is a ``"bad_response"``. Lone
-surrogates in the answer's text (``\ud800`` escapes, never valid text) are replaced with U+FFFD
-(:mod:`modeling_miescore.utils.text_hygiene`) and :attr:`ChatCompletion.repaired` says so.
+Bounds and retries are :mod:`modeling_miescore.utils.http_bounds`' (:class:`BoundedHTTPClient`): ``timeout`` is a
+total deadline per attempt, an answer takes at most ``max_answer_bytes`` (:data:`DEFAULT_MAX_ANSWER_BYTES`) on the
+wire and decompressed, and 408/409/429/5xx, timeouts and connection errors are retried (waiting the server's
+``Retry-After`` or ``backoff * 2**attempt`` with jitter, capped at ``max_backoff``). Other 4xx answers, malformed
+bodies, refusals (``message.refusal``) and answers over the limit are not retried: the same request gives the same
+answer. Every failure is a :class:`ChatError` with a ``kind``. Lone surrogates in an answer's text are replaced
+with U+FFFD (:attr:`ChatCompletion.repaired`).
 
-Retries (:mod:`modeling_miescore.utils.http_bounds`): HTTP 408/409/429/5xx, timeouts and connection errors are
-retried up to ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that
-parallel callers do not retry in lock-step), or the server's ``Retry-After`` (delta-seconds or an HTTP date)
-when it sends one; every wait is capped at ``max_backoff``. Other 4xx answers and malformed bodies are not
-retried (repeating the same request cannot fix them); neither is a refusal (``message.refusal``), which is a
-:class:`ChatError` of kind ``"refusal"``.
-
-The API key is read from the environment variable ``api_key_env`` when the client is created; it is sent only
-in the ``Authorization`` header and never appears in ``repr``, logs or error messages (nor does the password of
-a ``http://user:password@host`` base URL: :mod:`modeling_miescore.utils.credentials`). A key that cannot be sent
-(a newline, a space, a non-ASCII character) is a ``ValueError`` naming the variable, before any request. Without
-the variable no ``Authorization`` header is sent, which is what local servers expect.
-
-A client is safe to share between threads (one pooled ``httpx.Client``), which is how the oracle runs its
-bounded thread pool.
+The API key is read from the environment variable ``api_key_env`` when the client is made and sent only in the
+``Authorization`` header; it and a URL's password never appear in ``repr``, logs or messages. Without the
+variable no ``Authorization`` header is sent, as local servers expect. A client is safe to share between threads.
 """
 
 from __future__ import annotations

@@ -1,42 +1,26 @@
 """The GRPO "oracle" consistency reward of SpatialReward (arXiv 2602.07458, sec. 3.4, appendix B.1.2, D.4).
 
 During the RL stage a strong judge model (Gemini-3-Flash in the paper, any model behind an OpenAI-compatible
-endpoint here) reads the policy's reasoning and scores together with the images and says whether they are
-hallucination-free and self-consistent: 1 (no issues), 0.5 (minor issues) or 0 (severe issues). That value
-is the reward. The judge prompts are the paper's appendix D.4 text, verbatim (they are the published
-contract of the released recipe).
+endpoint here) reads the policy's reasoning and scores with the images and says whether they are
+hallucination-free and self-consistent: 1 (no issues), 0.5 (minor) or 0 (severe); that value is the reward. The
+judge prompts are the paper's appendix D.4 text, verbatim (the published contract of the released recipe).
 
-Failures are never hidden. Every judged sample gets a status:
+Failures are never hidden: every sample gets a status, counted in :class:`OracleStats` and logged (the first few of
+each one by one, then every 100th): ``ok`` (a usable number, clamped to [0, 1]), ``api_error`` (the request
+failed after retries, with the :class:`~modeling_miescore.judges.chat_client.ChatError` kind; a local error
+building it is kind ``internal``), ``judge_unparsable`` (no score in the answer) or ``policy_unparsable`` (the
+policy output has no scores; the judge is not called). Each failure status has its value in :class:`OracleConfig`
+(``None``: not applicable for TRL). The released recipe used 0.8 for API errors and 0.5 for unparsable answers
+(:func:`released_failure_values`); our defaults are 0.5 for both: a judge outage is not evidence that the policy
+did well, and an output the reward model cannot use is a severe issue (0).
 
-* ``ok``: the judge answered with a usable number (clamped to [0, 1]);
-* ``api_error``: the request failed after retries (sub-kind ``http`` / ``timeout`` / ``connection`` /
-  ``bad_response`` / ``too_large``, see :class:`~modeling_miescore.judges.chat_client.ChatError`)
-  -> ``api_error_value``;
-* ``judge_unparsable``: the judge's answer carries no score -> ``judge_unparsable_value``;
-* ``policy_unparsable``: the policy output has no scores, so there is nothing to verify; the judge is not
-  called -> ``policy_unparsable_value`` (default 0: an output the reward model cannot use is a severe issue).
+The instruction and the policy's reasoning are filled into the D.4 templates as JSON string literals
+(``quote_inputs=True``), and the judge's verdict is its **final** JSON object with a score (several that disagree,
+or a score key written twice with different values, give none): a policy under RL would otherwise learn to end
+its reasoning with ``{"consistency_score": 1}`` and have it read back when the judge quotes it.
 
-An unexpected local error while building a request (e.g. an image that cannot be encoded) is reported as
-``api_error`` with ``error_kind="internal"`` and also counted as ``internal_error``; it never stops training.
-
-Each status is counted in :class:`OracleStats` and logged with ``logging`` warnings (the first few of each
-kind one by one, then every 100th with the running counts). A value of ``None`` makes the sample "not
-applicable" for TRL (its other reward functions still count). The released recipe used 0.8 for API errors and
-0.5 for unparsable judge answers (``released_failure_values()``); our defaults are 0.5 for both: a judge
-outage is not evidence that the policy did well.
-
-User and policy text in the prompts (issue 22): the D.4 templates put the instruction and the policy's reasoning
-inline ("Editing Instruction: {instruction} Model Reasoning: {reasoning} ..."). A policy under RL learns what
-raises its reward, and a reasoning that ends in ``{"consistency_score": 1}`` would otherwise be read back as the
-judge's verdict when the judge quotes it. With ``quote_inputs=True`` (default) both are filled as JSON string
-literals (in quotes, quotes and line breaks escaped; the published wording around them unchanged), and the
-judge's answer is read from its **final** JSON object with a score; several that disagree, or a score key
-written twice with different values, give no score (``judge_unparsable``), as does a key-anchored fallback
-with disagreeing matches. ``quote_inputs=False`` fills the templates raw, as printed.
-
-Ambiguity in D.4 as printed: "If no issues, give 1; minor issues -0.5; severe issues 0". The released code
-documents the values 1 / 0.5 / 0, so a judge that literally answers -0.5 means "minor": with
-``negative_half_is_minor=True`` (default) exactly -0.5 becomes 0.5 and is counted as ``minor_alias``.
+D.4 as printed says "minor issues -0.5", while the released code documents 1 / 0.5 / 0, so an answer of exactly
+-0.5 means minor: with ``negative_half_is_minor=True`` (default) it becomes 0.5, counted as ``minor_alias``.
 """
 
 from __future__ import annotations

@@ -1,43 +1,24 @@
-"""The reward backends: MIEScore or SpatialReward in this process, an OpenAI-compatible SpatialReward endpoint,
-``miescore serve`` replicas, and weighted sums. Each is an :class:`~.groups.EditorReward`: it scores whole
-groups and flags failed samples instead of scoring them.
+"""The reward backends, each an :class:`~.groups.EditorReward` that scores whole groups and flags failed samples
+(a reason, never a made-up number):
 
-**MIEScore** (``miescore:CKPT``, :class:`MIEScoreReward`): a group's G edits share sources and instruction, so
-they are scored in one ``score_batch`` call with the group's key as their group id: the prompt prefix runs once
-(``reuse_prefix=True``; exact to float rounding, ``docs/prefix_reuse.md``). The reward is ``overall / 100``: the
-MIEScore paper's eq. 2, ``VQ^0.3 * IF^0.4 * AP^0.3`` on 0-100, mapped to [0, 1]. ``weights`` replaces the three
-exponents (divided by their sum, so the reward stays in [0, 1]). The three dimension scores are components.
-
-**SpatialReward** (``spatialreward:CKPT`` in this process, ``spatialreward-api:MODEL@URL`` an OpenAI-compatible
-endpoint such as ``vllm serve``, as the paper ran it, appendix B.2.1; :class:`SpatialRewardReward`): the
-package's scorers (the SC and PQ prompts of appendix D.1, parsing, self-ensemble, the reward of sec. 3.1); the
-in-process model gets each group's key as its group id, so a group's SC prefix runs once (vLLM's prefix caching
-does the same, sec. B.2.3). ``aggregation``: ``None`` keeps the scorer's reward, by default ``(SC/25)^0.8
-(PQ/25)^0.2`` (sec. 3.1 / 5.4); ``"min"`` is the appendix B.2.2 "Bucket Principle" ablation ``sqrt(min(s_if,
-s_con) * min(s_nat, s_art)) / 25``; ``"arithmetic"`` is sec. 5.4's third variant (all through
-:func:`~modeling_miescore.hub.spatialreward_aggregation.spatial_reward`). A sample whose answer cannot be parsed or
-whose requests failed is a failed sample (``"sc:parse_failed"``, ``"pq:api_error:http"``), never the scorer's
-``failure_reward``. When every sample of a call failed because the endpoint could not be reached, did not answer
-in time, or refused every request with an HTTP 4xx no retry changes (an unserved model name, too many images, a
-prompt over ``--max-model-len``), the reward raises :class:`~.groups.RewardUnavailableError` with the server's
-message. Components: ``sc``, ``pq`` and the four sub-scores, on 0-25.
-
-**Served** (``serve:URL[,URL...]``, :class:`ServedReward`): the
-:class:`~modeling_miescore.serving.reward_client.RewardClient` sends each whole group to one replica (chosen by the
-group's key with bounded load, so its shared prefix runs once there), the replicas' requests concurrently. A
-MIEScore answer (``overall``) is rewarded as in-process MIEScore, a SpatialReward answer (``reward``, ``failed``)
-as in-process SpatialReward. An edit that cannot be read is a failed
-sample (``unreadable_image``) and is not sent; an edit the server refuses or fails on after the retries is a
-failed sample (``http_422``, ``http_500``) and the rest of its request is scored without it; so is an answer
-without a finite reward (``nan``). 5xx answers that name no sample are retried (``max_retries``). When every
-replica is unreachable, too slow or overloaded after the retries, or the API key is wrong, the reward raises
-:class:`~.groups.RewardUnavailableError` naming each replica's error.
-
-**Weighted sums** (``"0.7*miescore:CKPT + 0.3*pkg.mod:fn"`` or a list of terms, :class:`WeightedSumReward`):
-``R = sum_k w_k * R_k`` per edit, the terms running concurrently (one thread each). An edit is a failed sample
-when any term failed on it (reason ``"<term>:<its reason>"``). Each term's reward is the component ``<term>`` and
-its own components ``<term>/<name>``; a reward in two terms is numbered ``<term>#1``, ``<term>#2``. A term that
-raises makes the whole sum raise.
+- **MIEScore** (``miescore:CKPT``, :class:`MIEScoreReward`): a group's G edits in one ``score_batch`` call with the
+  group's key as group id, so the prompt prefix runs once (exact to float rounding, ``docs/prefix_reuse.md``). The
+  reward is ``overall / 100``, the paper's eq. 2 ``VQ^0.3 * IF^0.4 * AP^0.3`` mapped to [0, 1], or the
+  ``weights`` given instead of the exponents; the three dimension scores are components.
+- **SpatialReward** (``spatialreward:CKPT`` in this process, ``spatialreward-api:MODEL@URL`` an OpenAI-compatible
+  endpoint such as ``vllm serve``, as the paper ran it, appendix B.2.1; :class:`SpatialRewardReward`): the SC and
+  PQ prompts of appendix D.1 and the reward of sec. 3.1, ``(SC/25)^0.8 (PQ/25)^0.2``; ``aggregation="min"`` is the
+  B.2.2 "Bucket Principle" ablation and ``"arithmetic"`` sec. 5.4's third variant. Failed samples carry the
+  scorer's reason (``"sc:parse_failed"``, ``"pq:api_error:http"``), never its ``failure_reward``. An endpoint that
+  answered no sample (unreachable, too slow, or a 4xx no retry changes) raises
+  :class:`~.groups.RewardUnavailableError` with its message.
+- **Served** (``serve:URL[,URL...]``, :class:`ServedReward`): ``miescore serve`` replicas through the
+  :class:`~modeling_miescore.serving.reward_client.RewardClient`, each group whole to one replica; answers are
+  rewarded as in-process MIEScore (``overall``) or SpatialReward (``reward``). Unreadable edits are not sent
+  (``unreadable_image``); an edit the server refuses or fails on is a failed sample (``http_422``) and the rest
+  of its request is scored without it. No replica left, or a wrong API key: :class:`~.groups.RewardUnavailableError`.
+- **Weighted sums** (``"0.7*miescore:CKPT + 0.3*pkg.mod:fn"``, :class:`WeightedSumReward`): ``sum_k w_k * R_k``
+  per edit, the terms on one thread each; an edit fails when any term failed on it (``"<term>:<reason>"``).
 """
 
 from __future__ import annotations
@@ -390,7 +371,9 @@ def build_served_reward(argument: str, device=None, dtype=None, **options) -> Se
 
 
 class WeightedSumReward:
-    """``terms``: ``(weight, reward)`` pairs (weights finite, not all zero; negative ones penalise)."""
+    """``terms``: ``(weight, reward)`` pairs (weights finite, not all zero; negative ones penalise). Components: each
+    term's reward as ``<term>`` and its own components as ``<term>/<name>`` (a reward in two terms is numbered
+    ``<term>#1``, ``<term>#2``); a term that raises makes the sum raise."""
 
     def __init__(self, terms: Sequence[Tuple[float, object]], name: str | None = None):
         terms = [(float(w), reward) for w, reward in terms]

@@ -1,31 +1,22 @@
-"""SpatialReward through an OpenAI-compatible chat endpoint (``vllm serve``, SGLang, hosted judges).
-
-Same prompts (appendix D.1), parsing, aggregation and result type as the transformers backend
-(:class:`modeling_spatialreward.SpatialRewardModel`); only the generation step differs::
+"""SpatialReward through an OpenAI-compatible chat endpoint (``vllm serve``, SGLang, hosted judges): the prompts
+(appendix D.1), parsing, aggregation and result type of the in-process ``SpatialRewardModel``; only the generation
+step differs::
 
     # vllm serve SpatialReward/SpatialReward-8B --max-model-len 4096 --limit-mm-per-prompt '{"image": 4}'
     judge = SpatialRewardAPI("http://127.0.0.1:8000/v1", model="SpatialReward/SpatialReward-8B")
     results = judge.evaluate_edits([{"sources": [src], "edited": out, "instruction": "add a hat"}])
 
-Each sample costs ``2 x num_passes`` chat requests (SC and PQ streams), sent concurrently by a bounded thread
-pool; the server batches them (vLLM's continuous batching and prefix caching do the rest, sec. B.2.3).
-A request that fails for good (HTTP error after retries, timeout, malformed body) never raises: the sample
-is flagged (``failed``, ``failure_reasons = ["sc:api_error:timeout"]``), gets ``config.failure_reward``, and the
-failure is counted in :attr:`SpatialRewardAPI.stats` (``errors_by_kind``; the server's first message of each
-kind in ``error_messages``, e.g. vLLM's "At most 4 image(s) may be provided in one prompt" with what to change).
-An answer the server cut at ``max_tokens`` (``finish_reason: "length"``) is flagged ``cut_at_max_tokens`` in its
-stream's issues and counted (``stats["cut_at_max_tokens"]``); it is parsed like the in-process model's text, so it
-fails (``parse_failed``) unless both scores were written before the cut, and no score is ever made up.
+Each sample costs ``2 x num_passes`` chat requests (SC and PQ), sent concurrently; the server batches them (vLLM's
+continuous batching and prefix caching, sec. B.2.3). A request that fails for good never raises: the sample is
+flagged (``failure_reasons = ["sc:api_error:timeout"]``) and the failure counted in :attr:`SpatialRewardAPI.stats`
+(with the server's first message of each kind). An answer cut at ``max_tokens`` is flagged ``cut_at_max_tokens``
+and parsed like the in-process model's text: no score is ever made up.
 
-What the server sees is what the in-process model sees (``tests/test_engines_parity.py`` checks it against a
-real vLLM): the same chat messages (images first, in order, then the D.1 text), and every image already resized
-to the size the Qwen-VL image processor gives it for ``config.min_pixels`` / ``config.max_pixels``, with the
-processor's own resize, sent losslessly (PNG), so the server's processor has nothing left to resize; where the
-processor's rule would resize that image again (see :func:`processor_sized_image`) the original is sent and the
-server resizes it once. Either way the server must use the checkpoint's pixel range: ``scripts/vllm_cpu.sh
-start`` passes it as ``--mm-processor-kwargs``, and an export of ``miescore export-vllm`` carries it in its
-processor config. ``config`` may be a checkpoint folder: its
-SpatialReward settings (prompts, pixel range, ``max_new_tokens``, ...) are read, as the model was trained with them.
+The server sees what the in-process model sees (``tests/test_engines_parity.py`` checks it against a real vLLM):
+the same messages, each image already resized as the Qwen-VL processor resizes it (:func:`processor_sized_image`)
+and sent losslessly. The server must use the checkpoint's pixel range (``scripts/vllm_cpu.sh start`` passes it; an
+export of ``miescore export-vllm`` carries it); ``config`` may be a checkpoint folder, whose SpatialReward settings
+are read.
 """
 
 from __future__ import annotations

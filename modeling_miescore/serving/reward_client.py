@@ -12,13 +12,9 @@ With several replicas each group goes whole to one replica (its shared prompt pr
 chosen by rendezvous hashing of the group's key with bounded loads (each replica capped at ``(1 + slack)`` times
 its even share of the edits; Mirrokni, Thorup and Zadimoghaddam, SODA 2018). A replica that is unreachable, too
 slow or still overloaded after the retries is skipped for a while; when none is left, :class:`RewardReplicasDown`
-names each replica's last error.
-
-Images (file paths, bytes, ``PIL.Image``, numpy arrays (H, W[, C]) or torch tensors ((C, H, W) or (H, W, C),
-floats in [0, 1] or uint8)) are sent as base64 of their file bytes, or as lossless PNG. 429 / 503 answers and
-connection failures are retried and answers are read within ``utils.http_bounds`` (a total
-deadline per attempt, at most ``max_answer_bytes`` off the wire and out of the decompressor, no redirect
-followed). Results are matched to edits by their ``group`` / ``index`` labels; URLs are shown without credentials.
+names each replica's last error. Images (paths, bytes, PIL, numpy arrays or torch tensors) go as base64 of their
+file bytes or as lossless PNG; answers are read within ``utils.http_bounds`` (:class:`BoundedHTTPClient`, no
+redirect followed) and matched to edits by their ``group`` / ``index`` labels.
 """
 
 from __future__ import annotations
@@ -465,23 +461,18 @@ class RewardClient(BoundedHTTPClient):
         Consecutive samples with the same sources objects and instruction are sent as one group, so their
         sources are encoded and uploaded once.
         """
-        encode = EncodeCache()
         groups: list[dict] = []
         positions: list[tuple[int, int]] = []  # sample -> (group, index in group)
-        previous_key = None
         for sample in samples:
-            if isinstance(sample, dict):
-                sources, edited, instruction = sample["sources"], sample["edited"], sample["instruction"]
-            else:
-                sources, edited, instruction = sample
+            sources, edited, instruction = ((sample["sources"], sample["edited"], sample["instruction"])
+                                            if isinstance(sample, dict) else sample)
             sources = source_list(sources)
-            key = (tuple(id(s) for s in sources), instruction)
-            if key != previous_key:
-                groups.append({"sources": [encode(s) for s in sources], "instruction": instruction, "edited": []})
-                previous_key = key
+            if not groups or (groups[-1]["instruction"], list(map(id, groups[-1]["sources"]))) != (
+                    instruction, list(map(id, sources))):
+                groups.append({"sources": sources, "instruction": instruction, "edited": []})
             positions.append((len(groups) - 1, len(groups[-1]["edited"])))
-            groups[-1]["edited"].append(encode(edited))
-        grouped = self._score_encoded_groups(groups, encode.pixels)
+            groups[-1]["edited"].append(edited)
+        grouped = self.score_groups(groups)
         return [grouped[g][e] for g, e in positions]
 
     def score_groups(self, groups: Sequence[dict], keys: Sequence[str] | None = None,

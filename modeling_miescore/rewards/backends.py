@@ -30,7 +30,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..hub.configuration_miescore import SCORE_NAMES
 from ..hub.miescore_overall import overall_score
-from ..serving.reward_client import RewardClient, RewardServerError, ScoringFailure
+from ..serving.reward_client import RewardClient, RewardServerError
 from ..hub.spatialreward_aggregation import SCORE_RANGE, spatial_reward
 from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, reward_range_of,
                      rewarded, score_isolating)
@@ -323,7 +323,7 @@ class ServedReward:
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
         groups = list(groups)
-        flat: List[object] = []  # per edit: a result dict, a ScoringFailure, or None for an unreadable image
+        flat: List[object] = []  # per edit: a result dict, a RewardServerError, or None for an unreadable image
         payload, keys, slots = [], [], []
         for group in groups:
             readable = [(len(flat) + e, image) for e, image in enumerate(map(_readable, group.edits))
@@ -347,7 +347,7 @@ class ServedReward:
     def _value(self, result):
         if result is None:
             return None, "unreadable_image"
-        if isinstance(result, ScoringFailure):
+        if isinstance(result, RewardServerError):
             return None, f"http_{result.status}" if result.kind != "ambiguous" else result.message
         if "reward" in result and "failed" in result:  # a SpatialReward server
             return spatialreward_value(result, self.aggregation)

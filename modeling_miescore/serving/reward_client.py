@@ -30,7 +30,6 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 import httpx
@@ -68,16 +67,6 @@ class RewardReplicasDown(RewardServerError):
             message = (f"no reward replica could score the request ({len(self.errors)} tried): "
                        + "; ".join(f"{url}: {error.message}" for url, error in self.errors.items()))
         super().__init__(last.status, message, last.field, last.kind)
-
-
-@dataclass(frozen=True)
-class ScoringFailure:
-    """Stands in a result list (``score_groups(..., isolate_failures=True)``) for one edit the server refused or
-    failed on after the retries: its HTTP ``status``, the server's error ``kind`` and ``message``."""
-
-    status: int
-    kind: str | None
-    message: str
 
 
 def results_by_label(results, batch: list[tuple], where: str) -> list[list[dict]]:
@@ -485,8 +474,8 @@ class RewardClient(BoundedHTTPClient):
                 its instruction).
             isolate_failures: when the server refuses or fails on some edits (a 4xx/5xx naming the sample, or
                 one that names none), the others are scored without them and each such edit's slot holds a
-                :class:`ScoringFailure`; otherwise the first such error raises :class:`RewardServerError`.
-                Either way a wrong API key or URL raises, and so does :class:`RewardReplicasDown`.
+                :class:`RewardServerError` (its ``status``, ``kind`` and ``message``); otherwise the first such
+                error raises. Either way a wrong API key or URL raises, and so does :class:`RewardReplicasDown`.
         """
         encode = EncodeCache()
         encoded = []
@@ -615,7 +604,7 @@ class RewardClient(BoundedHTTPClient):
                 raise RewardServerError(200, f"{where} answered with 'results' twice: ambiguous", kind="ambiguous")
             for g, _, positions in batch:  # nothing says which list holds the scores: every edit fails
                 for position in positions:
-                    out[g][position] = ScoringFailure(200, "ambiguous", "duplicate_key:results")
+                    out[g][position] = RewardServerError(200, "duplicate_key:results", kind="ambiguous")
             return
         for (g, _, positions), labelled in zip(batch, results_by_label(results, batch, where)):
             for position, result in zip(positions, labelled):
@@ -624,12 +613,12 @@ class RewardClient(BoundedHTTPClient):
                     raise RewardServerError(200, f"{where}: a result repeats {', '.join(twice)}: ambiguous",
                                             kind="ambiguous")
                 result = {k: v for k, v in result.items() if k not in ("group", "index")}
-                out[g][position] = ScoringFailure(200, "ambiguous", f"duplicate_key:{twice[0]}") if twice else result
+                out[g][position] = RewardServerError(200, f"duplicate_key:{twice[0]}", kind="ambiguous") if twice \
+                    else result
 
     def _isolate(self, replica: int, batch: list[tuple], error: RewardServerError, out: list[list]) -> None:
         """After an error of a request: the edits it names fail, and the rest is sent again; an error naming
         nothing splits the request (groups apart, then one edit at a time) until the failing edits are found."""
-        failure = ScoringFailure(error.status, error.kind, error.message)
         match = _SAMPLE_FIELD.match(error.field or "")
         named = int(match.group(1)) if match and match.group(1) is not None else None
         if named is not None and named < len(batch):
@@ -637,7 +626,7 @@ class RewardClient(BoundedHTTPClient):
             edit = int(match.group(2)) if match.group(2) is not None else None
             failing = range(len(positions)) if edit is None or edit >= len(positions) else [edit]
             for j in failing:
-                out[g][positions[j]] = failure
+                out[g][positions[j]] = error
             kept = [j for j in range(len(positions)) if j not in failing]
             rest = batch[:named] + batch[named + 1:]
             if kept:
@@ -648,7 +637,7 @@ class RewardClient(BoundedHTTPClient):
             return
         if len(batch) == 1 and len(batch[0][2]) == 1:
             g, _, positions = batch[0]
-            out[g][positions[0]] = failure
+            out[g][positions[0]] = error
             return
         if len(batch) > 1:
             pieces = [[entry] for entry in batch]
@@ -661,5 +650,5 @@ class RewardClient(BoundedHTTPClient):
 
 
 __all__ = ["EncodeCache", "ReplicaHealth", "RewardClient", "RewardReplicasDown", "RewardServerError",
-           "ScoringFailure", "as_image_list", "assign_groups", "encode_image", "preference_order",
+           "as_image_list", "assign_groups", "encode_image", "preference_order",
            "results_by_label", "server_error", "source_list"]

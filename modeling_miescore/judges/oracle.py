@@ -118,13 +118,9 @@ def released_failure_values() -> Dict[str, float]:
 
 @dataclass
 class OracleConfig:
-    """Where the judge is and what failures are worth.
-
-    ``temperature`` 0.3 is the released recipe's judge setting. ``max_workers`` bounds the concurrent requests.
-    Images go to the judge as data URLs, downscaled to ``max_pixels`` and encoded as ``image_format``.
-    ``timeout`` is the total deadline of one request attempt, ``max_answer_bytes`` the byte limit of an answer
-    (:class:`~modeling_miescore.judges.chat_client.ChatClient`); ``quote_inputs``: see the module docstring.
-    """
+    """Where the judge is (the :class:`~modeling_miescore.judges.chat_client.ChatClient` arguments) and what
+    failures are worth. ``temperature`` 0.3 is the released recipe's judge setting; ``max_workers`` bounds the
+    concurrent requests; images go as data URLs, downscaled to ``max_pixels``, encoded as ``image_format``."""
 
     base_url: str
     model: str

@@ -95,21 +95,16 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
     """SpatialReward judge served behind ``POST {base_url}/chat/completions``.
 
     Args:
-        base_url: server root with the API prefix, e.g. ``http://127.0.0.1:8000/v1``.
-        model: the model name the server expects.
-        api_key_env: environment variable holding the API key (unset: no Authorization header).
-        timeout: seconds one request attempt may take in all (connecting, sending, the headers and the body); a
-            request never waits longer than ``timeout x (max_retries + 1)`` plus the retry back-off.
-        max_retries: extra attempts for transient failures (429, 5xx, timeouts, connection errors).
+        base_url, model, api_key_env, timeout, max_retries, max_answer_bytes: for the
+            :class:`~modeling_miescore.judges.chat_client.ChatClient` (or pass ``client``); a request never waits
+            longer than ``timeout x (max_retries + 1)`` plus the back-off, and an answer over the byte limit is a
+            failed request (``sc:api_error:too_large``).
         config: a :class:`SpatialRewardConfig` (prompts, score range, aggregation, sampling, ``max_pixels``,
             ``failure_reward``), or a checkpoint folder / ``config.json`` to read it from
             (:func:`spatialreward_settings`); default: the paper's settings. ``config_overrides`` replace single
             fields.
         max_concurrency: requests in flight at once.
         image_format: ``"PNG"`` (lossless, default) or ``"JPEG"`` / ``"WEBP"`` (smaller requests).
-        client: an existing ``ChatClient`` (tests, custom headers); base_url/model/... are then ignored.
-        max_answer_bytes: the byte limit of one answer, on the wire and decompressed (an answer over it is a
-            failed request, ``sc:api_error:too_large``).
     """
 
     backend = "openai"

@@ -222,16 +222,11 @@ _SCORE_RE = re.compile(r"[\"']?(consistency_score|quality_score)[\"']?\s*[:=]\s*
 
 
 def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
-    """Read the judge's JSON answer (D.4 format).
-
-    Returns ``{"score": float | None, "reasoning": str}``. The score key is ``consistency_score`` (SC) or
-    ``quality_score`` (PQ); the other one and a plain ``score`` are accepted too (judges mix them up). The
-    judge's **final** JSON object with a usable score is its answer
-    (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.extract_json`: Markdown fences and thinking text are ignored);
-    objects that disagree on the score, or a score key written twice with different values, give None. When
-    none parses, a key-anchored ``"..._score": x`` pattern is searched in the same stripped text (disagreeing
-    matches give None). Numbers are returned unclamped.
-    """
+    """Read the judge's JSON answer (D.4 format; the rules in the module docstring) -> ``{"score": float | None,
+    "reasoning": str}``, the score unclamped. The score key is ``consistency_score`` (SC) or ``quality_score`` (PQ);
+    the other one and a plain ``score`` are accepted too (judges mix them up). When no JSON object parses
+    (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.extract_json`), a key-anchored ``"..._score": x``
+    pattern is searched in the same text without thinking and fences (disagreeing matches give None)."""
     if not isinstance(text, str):
         return {"score": None, "reasoning": ""}
     preferred = "consistency_score" if task == "sc" else "quality_score"

@@ -6,12 +6,8 @@ can run the group's shared prompt prefix once (MIEScore ``score_batch(reuse_pref
 (unreadable output, unparsable judge answer, HTTP error after retries, NaN) is ``None`` with a reason: the
 trainer excludes it from its group's statistics and counts it; it is never replaced by a number. A reward
 that cannot score at all after its retries (every replica down, an endpoint that does not answer in time)
-raises :class:`RewardUnavailableError`, which the trainer catches to stop cleanly.
-
-The helpers at the end are for reward implementations: :func:`flat_samples` (the groups' edits as scoring
-samples, in order), :func:`regroup` (per-edit outcomes back into one :class:`GroupScores` per group),
-:func:`result_components` (the named parts of each result, for logging) and :func:`score_isolating` (a scorer's
-batch call, retried edit by edit when an input is unusable).
+raises :class:`RewardUnavailableError`, which the trainer catches to stop cleanly. The helpers at the end are for
+reward implementations.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
@@ -187,16 +188,15 @@ class OracleStats:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._counts: Dict[str, int] = {}
+        self._counts: Counter = Counter()
 
     def add(self, key: str, n: int = 1) -> int:
         with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + n
+            self._counts[key] += n
             return self._counts[key]
 
     def __getitem__(self, key: str) -> int:
-        with self._lock:
-            return self._counts.get(key, 0)
+        return self._counts[key]
 
     def as_dict(self) -> Dict[str, int]:
         with self._lock:

@@ -35,7 +35,8 @@ from ..hub.processing_miescore import EditSample, resized_image_size
 from ..hub.spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from ..hub.spatialreward_tokens import strip_control_tokens
 from ..utils.closing import ClosesOnExit
-from .chat_client import DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url
+from .chat_client import (DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url,
+                          user_message)
 from ..hub.image_io import to_rgb
 from ..scoring.checkpoint_files import read_config_file
 
@@ -177,11 +178,11 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
         server stopped the answer at ``max_tokens``."""
         config = self.config
         sample = bool(config.do_sample) or int(config.num_passes) > 1
-        content = [{"type": "image_url", "image_url": {"url": url}} for url in urls]
-        content.append({"type": "text", "text": text})  # images first, as in the released inference code
+        # images first, as in the released inference code
+        message = user_message([*({"type": "image_url", "image_url": {"url": url}} for url in urls), text])
         extra = {"top_p": float(config.sampling_top_p)} if sample else {}
         try:
-            answer = self.client.complete([{"role": "user", "content": content}],
+            answer = self.client.complete([message],
                                           temperature=float(config.sampling_temperature) if sample else 0.0,
                                           max_tokens=int(config.max_new_tokens), **extra)
         except ChatError as err:

@@ -29,15 +29,11 @@ from PIL import Image, ImageFilter
 
 from ..data.example_edits import example_edits, save_example_files
 from ..hub.errors import MIEScoreInputError
-from ..scoring.checkpoint_files import PICKLE_SUFFIXES
-from ..scoring.loading import read_checkpoint_config, SPATIALREWARD_MODEL_TYPES, resolve_device, resolve_dtype
-from ..scoring.checkpoint_files import ModelLoadError, validate_checkpoint_folder
+from ..scoring.loading import read_checkpoint_config, resolve_device, resolve_dtype
+from ..scoring.checkpoint_files import ModelLoadError, PICKLE_SUFFIXES, validate_checkpoint_folder
 from ..hub.processing_miescore import image_size_kwargs, num_image_tokens
 from ..hub.spatialreward_tokens import GROUNDING_TOKENS
-from .token_budget import load_config_and_processor
-from . import token_budget
-from . import isolated_load
-from .isolated_load import IsolatedLoadJob, IsolatedRunError
+from . import isolated_load, token_budget
 
 STATUSES = ("ok", "warn", "error", "skip")
 
@@ -51,20 +47,11 @@ class Finding:
     details: dict = field(default_factory=dict)
 
 
-def ok(message: str, **details) -> Finding:
-    return Finding("ok", message, details)
+def _finding(status: str) -> Callable:
+    return lambda message, **details: Finding(status, message, details)
 
 
-def warn(message: str, **details) -> Finding:
-    return Finding("warn", message, details)
-
-
-def error(message: str, **details) -> Finding:
-    return Finding("error", message, details)
-
-
-def skip(message: str, **details) -> Finding:
-    return Finding("skip", message, details)
+ok, warn, error, skip = map(_finding, STATUSES)  # ok(message, **details) -> Finding("ok", message, details)
 
 
 class CheckSkipped(Exception):
@@ -242,11 +229,6 @@ VISION_TOKENS = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_p
 _SAMPLE_INSTRUCTION = "Put the cat from image 2 on the table of image 1."
 
 
-def _hub_files_folder():
-    """The installed package's Hub files (``modeling_miescore/hub/``), which a checkpoint's code files copy."""
-    return Path(__file__).resolve().parents[1] / "hub"
-
-
 def remote_code_closure(folder, auto_map: dict) -> tuple:
     """``(needed, missing)``: the code files ``trust_remote_code`` would import for ``auto_map`` (its modules and
     their relative imports, in the order found) and those of them the folder lacks."""
@@ -272,25 +254,10 @@ def remote_code_files(folder) -> list:
     """``[{"file", "sha256"}]`` of the code files that ``AutoModel.from_pretrained(folder, trust_remote_code=True)``
     would run (config.json's ``auto_map`` and their relative imports), sorted by name: what a user trusts."""
     folder = Path(folder)
-    auto_map = read_config_json(folder).get("auto_map") or {}
+    auto_map = read_checkpoint_config(str(folder)).get("auto_map") or {}
     needed, missing = remote_code_closure(folder, auto_map)
     return [{"file": name, "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest()}
             for name in sorted(set(needed) - set(missing))]
-
-
-def read_config_json(folder) -> dict:
-    """``config.json`` of a checkpoint folder as a dict (the loading checks have validated it)."""
-    return read_checkpoint_config(str(folder))
-
-
-def _code_files(ctx: DoctorContext, auto_map: dict) -> tuple:
-    """``(missing, differing)``: code files that ``auto_map`` needs but the folder lacks, and code files that
-    differ from the installed package's copy."""
-    _, missing = remote_code_closure(ctx.path, auto_map)
-    root = _hub_files_folder()
-    differing = sorted(p.name for p in ctx.path.glob("*.py")
-                       if (root / p.name).is_file() and (root / p.name).read_bytes() != p.read_bytes())
-    return missing, differing
 
 
 # Processor files whose auto_map would make AutoProcessor / AutoTokenizer(trust_remote_code=True) run code.
@@ -319,7 +286,7 @@ def check_files(ctx: DoctorContext):
     names = sorted(p.name for p in ctx.path.iterdir())
     weights = [n for n in names if n.endswith(".safetensors")]
     pickles = [n for n in names if n.endswith(PICKLE_SUFFIXES)]
-    config = read_config_json(ctx.path)
+    config = read_checkpoint_config(str(ctx.path))
     auto_map = config.get("auto_map") or {}
     details = {"weights": weights, "pickle_files": pickles, "auto_map": auto_map,
                "remote_code": remote_code_files(ctx.path), "processor_code": _processor_code(ctx.path)}
@@ -328,7 +295,10 @@ def check_files(ctx: DoctorContext):
         validate_checkpoint_folder(ctx.path, config)
     except ModelLoadError as err:
         return error(str(err), **details)
-    missing, differing = _code_files(ctx, auto_map)
+    _, missing = remote_code_closure(ctx.path, auto_map)
+    hub = Path(__file__).resolve().parents[1] / "hub"  # the installed Hub files, which a checkpoint's code copies
+    differing = sorted(p.name for p in ctx.path.glob("*.py")
+                       if (hub / p.name).is_file() and (hub / p.name).read_bytes() != p.read_bytes())
     details.update(missing_code=missing, code_differs_from_installed_package=differing)
     if ctx.kind == "miescore" and "AutoModel" not in auto_map:
         return error("config.json has no auto_map['AutoModel']: AutoModel.from_pretrained(..., "
@@ -358,7 +328,7 @@ def check_config_processor(ctx: DoctorContext):
     """The config (the package's config class) and the processor saved beside the weights both load."""
     ctx.need_sound("files")
 
-    _, ctx.config, ctx.processor = load_config_and_processor(str(ctx.path))
+    _, ctx.config, ctx.processor = token_budget.load_config_and_processor(str(ctx.path))
     processor = ctx.processor
     return ok(f"{type(ctx.config).__name__} and {type(processor).__name__} "
               f"({type(processor.tokenizer).__name__}, {type(processor.image_processor).__name__}) load",
@@ -510,18 +480,14 @@ def check_grounding_tokens(ctx: DoctorContext):
 def _typical_rows(ctx: DoctorContext, limit: int) -> list:
     """Prompt lengths of the typical inputs (1-4 sources at 512 and 1024 px): MIEScore's prompt, SpatialReward's
     SC prompt plus ``max_new_tokens``; MIEScore rows say at which ``max_pixels`` the trainer fit them in ``limit``."""
+    budgets = token_budget.checkpoint_budgets(str(ctx.path), loaded=(ctx.kind, ctx.config, ctx.processor))
     rows = []
-    for size in token_budget.DEFAULT_SIZES:
-        for sources in token_budget.DEFAULT_SOURCES:
-            if ctx.kind == "miescore":
-                budget = token_budget.miescore_budget(ctx.processor, ctx.config, sources, size)
-                total, shrink = budget.total, token_budget.shrink_to_fit(budget, limit)
-            else:
-                budget = token_budget.spatialreward_budgets(ctx.processor, ctx.config, sources, size)[0]
-                total, shrink = budget.total + int(ctx.config.max_new_tokens), None
-            rows.append({"sources": sources, "size": "{}x{}".format(*size), "tokens": total, "limit": limit,
-                         "shrink": shrink.action if shrink else None,
-                         "shrink_max_pixels": shrink.max_pixels if shrink else None})
+    for budget in (b for b in budgets if b.num_sources):  # SpatialReward's PQ prompts have no sources
+        shrink = token_budget.shrink_to_fit(budget, limit) if ctx.kind == "miescore" else None
+        answer = 0 if ctx.kind == "miescore" else int(ctx.config.max_new_tokens)
+        rows.append({"sources": budget.num_sources, "size": "{}x{}".format(*budget.image_size),
+                     "tokens": budget.total + answer, "limit": limit, "shrink": shrink and shrink.action,
+                     "shrink_max_pixels": shrink and shrink.max_pixels})
     return rows
 
 
@@ -579,12 +545,6 @@ SAME_REWARD = {"float32": 1e-4}
 SAME_REWARD_HALF = 0.02
 
 
-def _fresh_records(ctx: DoctorContext) -> list:
-    examples = [{"id": f"{e.example}-{e.variant}", "sources": e.sources, "edited": e.edited,
-                 "instruction": e.instruction} for e in ctx.originals()[:FRESH_EDITS]]
-    return save_example_files(examples, ctx.workdir)
-
-
 def _code_list(files: list) -> str:
     return ", ".join(f"{f['file']} (sha256 {f['sha256'][:12]}...)" for f in files) or "none"
 
@@ -596,18 +556,19 @@ def check_fresh_process(ctx: DoctorContext):
         return skip("skipped (--skip-fresh-process)")
     ctx.need_sound("files", "config_processor")
     code = remote_code_files(ctx.path)
-    has_auto_model = bool((read_config_json(ctx.path).get("auto_map") or {}).get("AutoModel"))
+    has_auto_model = bool((read_checkpoint_config(str(ctx.path)).get("auto_map") or {}).get("AutoModel"))
     if ctx.trust_remote_code and not has_auto_model:
         return skip("no auto_map: a plain checkpoint that only the installed package loads (no code to trust)")
-    records = _fresh_records(ctx)
-    job = IsolatedLoadJob(str(ctx.path), records, batch_size=FRESH_EDITS, device=ctx.device, dtype=ctx.dtype_name,
-                          kind=ctx.kind)
+    records = save_example_files([{"id": f"{e.example}-{e.variant}", "sources": e.sources, "edited": e.edited,
+                                   "instruction": e.instruction} for e in ctx.originals()[:FRESH_EDITS]], ctx.workdir)
+    job = isolated_load.IsolatedLoadJob(str(ctx.path), records, batch_size=FRESH_EDITS, device=ctx.device,
+                                        dtype=ctx.dtype_name, kind=ctx.kind)
     start = time.perf_counter()
     try:
         load = (isolated_load.load_and_score_without_package if ctx.trust_remote_code
                 else isolated_load.load_and_score_with_package)
         out = load([job])
-    except IsolatedRunError as err:
+    except isolated_load.IsolatedRunError as err:
         last = [line for line in str(err).splitlines() if line.strip()][-1]
         how = "trust_remote_code load without the package" if ctx.trust_remote_code else "load in a fresh process"
         return error(f"{how} fails: {last}", output=str(err)[-3000:], remote_code=code)
@@ -770,10 +731,6 @@ def _spread_problem(name: str, values: list, top: float) -> tuple:
     return None
 
 
-def _worst(problems: list) -> str:
-    return "error" if any(s == "error" for s, _ in problems) else "warn"
-
-
 def check_score_spread(ctx: DoctorContext):
     """MIEScore: every score over the examples and their perturbations is finite, varies, is not saturated."""
     ctx.need("model")
@@ -789,8 +746,8 @@ def check_score_spread(ctx: DoctorContext):
             problems.append(problem)
     details = {"edits": len(scores), "scores": stats}
     if problems:
-        finding = error if _worst(problems) == "error" else warn
-        return finding("; ".join(text for _, text in problems), **details)
+        worst = "error" if any(status == "error" for status, _ in problems) else "warn"
+        return Finding(worst, "; ".join(text for _, text in problems), details)
     ranges = ", ".join(f"{name} {s['min']:.1f}-{s['max']:.1f}" for name, s in stats.items())
     return ok(f"{len(scores)} edits: {ranges}", **details)
 
@@ -840,7 +797,7 @@ def check_reward_spread(ctx: DoctorContext):
     details = {"parsed": len(rewards), "min": min(rewards), "max": max(rewards)}
     problem = _spread_problem("the reward", rewards, 1.0)
     if problem:
-        return (error if problem[0] == "error" else warn)(problem[1], **details)
+        return Finding(*problem, details)
     return ok(f"{len(rewards)} parsed edits: reward {min(rewards):.3f}-{max(rewards):.3f}", **details)
 
 
@@ -997,13 +954,7 @@ def checkpoint_kind(path) -> str:
     if not folder.is_dir():
         raise MIEScoreInputError(f"checkpoint folder '{path}' does not exist; the doctor checks a local folder "
                                  "(download a Hub checkpoint first: hf download REPO --local-dir DIR)")
-    model_type = read_checkpoint_config(str(folder)).get("model_type")
-    if model_type == "miescore":
-        return "miescore"
-    if model_type in SPATIALREWARD_MODEL_TYPES:
-        return "spatialreward"
-    raise MIEScoreInputError(f"'{path}' is neither a MIEScore nor a SpatialReward checkpoint "
-                             f"(model_type={model_type!r}); pass a checkpoint folder of one of them")
+    return token_budget.checkpoint_kind(path, read_checkpoint_config(str(folder)))
 
 
 def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_process: bool = True,

@@ -25,7 +25,7 @@ from ..hub.control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level voca
 from ..hub.errors import MIEScoreInputError
 from ..utils.markdown_table import markdown_table
 from ..hub.processing_miescore import resized_image_size, build_messages, load_checkpoint_processor
-from ..scoring.loading import read_checkpoint_config
+from ..scoring.loading import read_checkpoint_config, SPATIALREWARD_MODEL_TYPES
 from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
 
 # A typical MIE-Bench-length instruction (the counts for another one: --instruction / instruction=...).
@@ -389,14 +389,11 @@ def load_config_and_processor(model: str) -> tuple:
     Raises ``MIEScoreInputError`` naming the problem for anything else.
     """
     config_dict = read_checkpoint_config(model)
-    model_type = config_dict.get("model_type")
-    if model_type == "miescore":
+    kind = checkpoint_kind(model, config_dict)
+    if kind == "miescore":
         from ..hub.configuration_miescore import MIEScoreConfig as config_class
-    elif model_type in ("spatialreward", "qwen3_vl"):
-        from ..hub.configuration_spatialreward import SpatialRewardConfig as config_class
     else:
-        raise MIEScoreInputError(f"'{model}' is neither a MIEScore nor a SpatialReward checkpoint "
-                                 f"(model_type={model_type!r}); pass a checkpoint folder of one of them")
+        from ..hub.configuration_spatialreward import SpatialRewardConfig as config_class
     if Path(model).expanduser().is_dir():
         validate_checkpoint_folder(Path(model).expanduser(), config_dict, weights=False)
     try:
@@ -405,7 +402,17 @@ def load_config_and_processor(model: str) -> tuple:
     except (OSError, ValueError) as err:
         raise MIEScoreInputError(f"cannot read '{model}': {err}") from None
     check_processor(processor, model)
-    return ("miescore" if model_type == "miescore" else "spatialreward"), config, processor
+    return kind, config, processor
+
+
+def checkpoint_kind(model: str, config: dict) -> str:
+    """``"miescore"`` or ``"spatialreward"`` (ours, or the authors' plain Qwen3-VL release) for the checkpoint
+    ``model`` whose config.json is ``config``; anything else is a user error."""
+    model_type = config.get("model_type")
+    if model_type in ("miescore", *SPATIALREWARD_MODEL_TYPES):
+        return "miescore" if model_type == "miescore" else "spatialreward"
+    raise MIEScoreInputError(f"'{model}' is neither a MIEScore nor a SpatialReward checkpoint "
+                             f"(model_type={model_type!r}); pass a checkpoint folder of one of them")
 
 
 def checkpoint_budgets(model: str, sources: Sequence[int] = DEFAULT_SOURCES,
@@ -487,6 +494,6 @@ def _describe(result: ShrinkResult) -> str:
 
 
 __all__ = ["DEFAULT_INSTRUCTION", "MIESCORE_TRAIN_MAX_LENGTH", "PAPER_TRAINING_LENGTH", "PromptBudget",
-           "SPATIALREWARD_SFT_MAX_LENGTH", "ShrinkResult", "TrainingLength", "budget_legend", "checkpoint_budgets",
+           "SPATIALREWARD_SFT_MAX_LENGTH", "ShrinkResult", "TrainingLength", "budget_legend", "checkpoint_budgets", "checkpoint_kind",
            "format_budget_table", "load_config_and_processor", "miescore_budget", "patch_factor", "position_limit",
            "resized_size", "shrink_to_fit", "spatialreward_budgets", "training_length", "vocabulary_note"]

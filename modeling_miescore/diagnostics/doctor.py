@@ -1,7 +1,7 @@
 """``miescore doctor CKPT``: is this checkpoint sane? Run before trusting a downloaded or freshly trained one.
 
 The checks (listed in ``docs/scoring.md``) run in order; each gives ``ok``, ``warn``, ``error`` or ``skip``. A
-check is a function ``check(ctx: DoctorContext) -> Finding``; one that needs what an earlier check failed to load
+check is a function ``check(ctx: DoctorContext) -> CheckResult``; one that needs what an earlier check failed to load
 calls :meth:`DoctorContext.need` and is skipped, so one fault is reported once. An exception inside a check
 becomes an ``error`` for that check, never a crash. Exit status: 0 healthy, 1 warnings, 2 broken.
 
@@ -39,19 +39,26 @@ STATUSES = ("ok", "warn", "error", "skip")
 
 
 @dataclass
-class Finding:
-    """What one check found: ``status`` (one of :data:`STATUSES`), a one-line ``message`` and ``details``."""
+class CheckResult:
+    """One check's record: ``status`` (one of :data:`STATUSES`), a one-line ``message``, ``details``; the runner
+    (:func:`run_check`) fills in the check's ``name`` and ``seconds``."""
 
     status: str
     message: str
     details: dict = field(default_factory=dict)
+    name: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "message": self.message,
+                "details": jsonable(self.details), "seconds": round(self.seconds, 3)}
 
 
 def _finding(status: str) -> Callable:
-    return lambda message, **details: Finding(status, message, details)
+    return lambda message, **details: CheckResult(status, message, details)
 
 
-ok, warn, error, skip = map(_finding, STATUSES)  # ok(message, **details) -> Finding("ok", message, details)
+ok, warn, error, skip = map(_finding, STATUSES)  # ok(message, **details) -> CheckResult("ok", message, details)
 
 
 class CheckSkipped(Exception):
@@ -747,7 +754,7 @@ def check_score_spread(ctx: DoctorContext):
     details = {"edits": len(scores), "scores": stats}
     if problems:
         worst = "error" if any(status == "error" for status, _ in problems) else "warn"
-        return Finding(worst, "; ".join(text for _, text in problems), details)
+        return CheckResult(worst, "; ".join(text for _, text in problems), details)
     ranges = ", ".join(f"{name} {s['min']:.1f}-{s['max']:.1f}" for name, s in stats.items())
     return ok(f"{len(scores)} edits: {ranges}", **details)
 
@@ -797,7 +804,7 @@ def check_reward_spread(ctx: DoctorContext):
     details = {"parsed": len(rewards), "min": min(rewards), "max": max(rewards)}
     problem = _spread_problem("the reward", rewards, 1.0)
     if problem:
-        return Finding(*problem, details)
+        return CheckResult(*problem, details)
     return ok(f"{len(rewards)} parsed edits: reward {min(rewards):.3f}-{max(rewards):.3f}", **details)
 
 
@@ -882,21 +889,6 @@ def _checks(kind: str) -> list:
 
 
 @dataclass
-class CheckResult:
-    """One check's record: ``name``, ``status`` (ok / warn / error / skip), ``message``, ``details``, ``seconds``."""
-
-    name: str
-    status: str
-    message: str
-    details: dict = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "message": self.message,
-                "details": jsonable(self.details), "seconds": round(self.seconds, 3)}
-
-
-@dataclass
 class DoctorReport:
     """The checks of one checkpoint. ``verdict``: healthy / warnings / broken; ``exit_code``: 0 / 1 / 2."""
 
@@ -932,14 +924,13 @@ def run_check(name: str, check: Callable, ctx: DoctorContext) -> CheckResult:
     """Run one check; a skip or an exception becomes its result instead of leaving the run."""
     start = time.perf_counter()
     try:
-        finding = check(ctx)
-        result = CheckResult(name, finding.status, finding.message, finding.details)
+        result = check(ctx)
     except CheckSkipped as err:
-        result = CheckResult(name, "skip", str(err))
+        result = skip(str(err))
     except Exception as err:  # one broken part must not hide the others
-        result = CheckResult(name, "error", f"{type(err).__name__}: {err}".splitlines()[0][:500],
-                             {"exception": type(err).__name__, "text": str(err)[-3000:]})
-    result.seconds = time.perf_counter() - start
+        result = error(f"{type(err).__name__}: {err}".splitlines()[0][:500], exception=type(err).__name__,
+                       text=str(err)[-3000:])
+    result.name, result.seconds = name, time.perf_counter() - start
     if result.status == "error":
         ctx.faults[name] = result.message
     return result
@@ -1013,7 +1004,7 @@ def format_report(report: DoctorReport) -> str:
 
 
 __all__ = ["BLUR_FRACTION", "CheckResult", "CheckSkipped", "DIRECTIONS", "Direction", "DoctorContext", "DoctorEdit",
-           "DoctorReport", "Finding", "NOISE_SIGMA", "STATUSES", "VARIANTS", "add_noise", "blur", "check_boxes",
+           "DoctorReport", "NOISE_SIGMA", "STATUSES", "VARIANTS", "add_noise", "blur", "check_boxes",
            "check_chat_template", "check_config_processor", "check_direction", "check_files", "check_fresh_process",
            "check_grounding_tokens", "check_load", "check_parse_rate", "check_pixel_budget", "check_reward_spread",
            "check_score_spread", "check_throughput", "check_token_budget", "check_token_ids",

@@ -29,9 +29,9 @@ from PIL import Image, ImageFilter
 
 from ..data.example_edits import example_edits, save_example_files
 from ..hub.errors import MIEScoreInputError
-from ..scoring.loading import read_checkpoint_config, resolve_device, resolve_dtype
+from ..scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config, resolve_device, resolve_dtype
 from ..scoring.checkpoint_files import ModelLoadError, PICKLE_SUFFIXES, validate_checkpoint_folder
-from ..hub.processing_miescore import image_size_kwargs, num_image_tokens
+from ..hub.processing_miescore import build_messages, image_size_kwargs, num_image_tokens
 from ..hub.spatialreward_tokens import GROUNDING_TOKENS
 from . import isolated_load, token_budget
 
@@ -94,16 +94,8 @@ class DoctorContext:
         self.fresh: dict | None = None
         self._workdir = tempfile.TemporaryDirectory(prefix="miescore-doctor-")
         self.workdir = Path(self._workdir.name)
-        self._edits = None
         self._scores: list | None = None
         self._scoring_error: str | None = None
-
-    def prepare(self) -> None:
-        """Make the example edits (:func:`doctor_edits`) unless made: the runner calls it before any
-        check, so a missing scikit-image is one user error (``MIEScoreInputError``), not a failure of every check
-        that scores."""
-        if self._edits is None:
-            self._edits = doctor_edits(quick=self.quick)
 
     def close(self) -> None:
         self._workdir.cleanup()
@@ -121,11 +113,12 @@ class DoctorContext:
             if getattr(self, name) is None:
                 raise CheckSkipped(f"needs the {name}, which did not load (see '{_PROVIDERS[name]}')")
 
-    @property
+    @functools.cached_property
     def edits(self) -> list:
-        """The edits every score check uses, originals first."""
-        self.prepare()
-        return self._edits
+        """The edits every score check uses, originals first (:func:`doctor_edits`). The runner makes them before
+        any check, so a missing scikit-image is one user error (``MIEScoreInputError``), not a failure of every
+        check that scores."""
+        return doctor_edits(quick=self.quick)
 
     def originals(self) -> list:
         return [edit for edit in self.edits if edit.variant == "original"]
@@ -403,8 +396,6 @@ def check_vision_geometry(ctx: DoctorContext):
 
 def _prompt_messages(ctx: DoctorContext, num_sources: int) -> list:
     if ctx.kind == "miescore":
-        from ..hub.processing_miescore import build_messages
-
         return build_messages(num_sources, _SAMPLE_INSTRUCTION, ctx.config)[0]
     from ..hub.modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
 
@@ -545,11 +536,9 @@ def check_token_budget(ctx: DoctorContext):
 
 FRESH_EDITS = 2  # edits the fresh process scores and the installed package scores again
 # Largest difference (score points, or reward) between the fresh process and the installed package that counts
-# as the same: float32 runs the same kernels on the same inputs; half precision rounds to ~1e-2 per layer.
-SAME_SCORE = {"float32": 1e-3}
-SAME_SCORE_HALF = 0.5
-SAME_REWARD = {"float32": 1e-4}
-SAME_REWARD_HALF = 0.02
+# as the same, (in float32, in half precision): float32 runs the same kernels on the same inputs; half precision
+# rounds to ~1e-2 per layer.
+SAME_OUTPUT = {"miescore": (1e-3, 0.5), "spatialreward": (1e-4, 0.02)}
 
 
 def _code_list(files: list) -> str:
@@ -615,11 +604,11 @@ def _compare_with_fresh(ctx: DoctorContext) -> tuple:
     mine = ctx.score(records, batch_size=ctx.fresh["batch_size"])
     if ctx.kind == "miescore":
         diff = max(abs(a[k] - b[k]) for a, b in zip(result["scores"], mine, strict=True) for k in b)
-        return diff, SAME_SCORE.get(ctx.dtype_name, SAME_SCORE_HALF), True
+        return diff, SAME_OUTPUT["miescore"][ctx.dtype_name != "float32"], True
     theirs = result["judgements"]
     diff = max(abs(float(a["reward"]) - float(b.reward)) for a, b in zip(theirs, mine, strict=True))
     same_texts = all(a["raw_sc"] == b.raw_sc and a["raw_pq"] == b.raw_pq for a, b in zip(theirs, mine, strict=True))
-    return diff, SAME_REWARD.get(ctx.dtype_name, SAME_REWARD_HALF), same_texts
+    return diff, SAME_OUTPUT["spatialreward"][ctx.dtype_name != "float32"], same_texts
 
 
 def check_load(ctx: DoctorContext):
@@ -627,8 +616,6 @@ def check_load(ctx: DoctorContext):
     start = time.perf_counter()
     if ctx.model is None:
         ctx.need_sound("files", "config_processor")
-        from ..scoring.loading import load_scorer, load_spatialreward
-
         load = load_scorer if ctx.kind == "miescore" else load_spatialreward
         ctx.model = load(str(ctx.path), device=ctx.device, dtype=ctx.dtype_name)
     model = ctx.model
@@ -975,7 +962,7 @@ def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_p
                         model=model, trust_remote_code=trust_remote_code)
     results = []
     try:
-        ctx.prepare()
+        ctx.edits  # made before any check (see DoctorContext.edits)
         for name, check in _checks(kind):
             results.append(run_check(name, check, ctx))
             if on_result is not None:

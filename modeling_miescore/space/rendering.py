@@ -79,12 +79,8 @@ def pixel_box(region: Mapping[str, Any], width: int, height: int) -> tuple[int, 
 
 def annotations(regions: Sequence[Mapping[str, Any]], width: int, height: int) -> list[tuple[tuple, str]]:
     """``gr.AnnotatedImage`` annotations: ``[((x1, y1, x2, y2), category), ...]`` in pixels."""
-    out = []
-    for i, region in enumerate(regions):
-        box = pixel_box(region, width, height)
-        if box is not None:
-            out.append((box, region_category(region, i)))
-    return out
+    boxes = [(pixel_box(region, width, height), region_category(region, i)) for i, region in enumerate(regions)]
+    return [(box, category) for box, category in boxes if box is not None]
 
 
 def highlight_reasoning(reasoning: str, regions: Sequence[Mapping[str, Any]]) -> list[tuple[str, str | None]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -120,8 +120,7 @@ class ShrinkResult:
     total: int | None
 
     def to_dict(self) -> dict:
-        return {"max_length": self.max_length, "action": self.action, "max_pixels": self.max_pixels,
-                "resized_size": None if self.resized_size is None else list(self.resized_size), "total": self.total}
+        return asdict(self) | {"resized_size": self.resized_size and list(self.resized_size)}
 
 
 def patch_factor(processor) -> int:
@@ -348,12 +347,11 @@ class TrainingLength:
         return f"{self.tokens:,} tokens ({where})"
 
 
-def training_length(model: str, kind: str, config: dict | None = None) -> TrainingLength:
+def training_length(model: str, kind: str) -> TrainingLength:
     """The checkpoint's own training length: an integer ``max_length`` in its config.json, or the
     ``max_length`` row of its model card's training table (``trainers/train_miescore.py`` writes it); else the
-    paper's (:data:`PAPER_TRAINING_LENGTH`). ``config``: config.json as a dict, when already read."""
-    config = read_checkpoint_config(model) if config is None else config
-    value = config.get("max_length")
+    paper's (:data:`PAPER_TRAINING_LENGTH`)."""
+    value = read_checkpoint_config(model).get("max_length")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return TrainingLength(value, "config.json")
     card = Path(model).expanduser() / "README.md"

@@ -94,23 +94,10 @@ def highlight_reasoning(reasoning: str, regions: Sequence[Mapping[str, Any]]) ->
     by_id = {}
     for i, region in enumerate(regions):
         by_id.setdefault(str(region.get("id", i)), region_category(region, i))
-    pieces: list[tuple[str, str | None]] = []
-    category: str | None = None
-    position = 0
-    for match in GROUNDING_TOKEN_RE.finditer(reasoning or ""):
-        text = reasoning[position:match.start()]
-        if text.strip():
-            pieces.append((text, category))
-        if match.group(2):
-            category = GLOBAL_CATEGORY
-        else:
-            region_id = str(int(match.group(1)))
-            category = by_id.get(region_id, f"[{region_id}] (no box)")
-        position = match.end()
-    tail = (reasoning or "")[position:]
-    if tail.strip():
-        pieces.append((tail, category))
-    return pieces
+    parts = GROUNDING_TOKEN_RE.split(reasoning or "")  # text, bbox id, "global", text, ... (None: not that token)
+    categories = [None] + [GLOBAL_CATEGORY if is_global else by_id.get(str(int(i)), f"[{int(i)}] (no box)")
+                           for i, is_global in zip(parts[1::3], parts[2::3])]
+    return [(text, category) for text, category in zip(parts[::3], categories) if text.strip()]
 
 
 def reasoning_pieces(result: Any) -> list[tuple[str, str | None]]:

@@ -28,6 +28,7 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from ..data.example_edits import example_edits, save_example_files
+from ..hub.backbone_families import backbone_config_of
 from ..hub.errors import MIEScoreInputError
 from ..scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config, resolve_device, resolve_dtype
 from ..scoring.checkpoint_files import ModelLoadError, PICKLE_SUFFIXES, validate_checkpoint_folder
@@ -335,12 +336,6 @@ def check_config_processor(ctx: DoctorContext):
               config=type(ctx.config).__name__, processor=type(processor).__name__)
 
 
-def model_configs(config, kind: str) -> tuple:
-    """``(holder of the vision token ids, vision config, text config)`` of a MIEScore or SpatialReward config."""
-    backbone = config.backbone_config if kind == "miescore" else config
-    return backbone, backbone.vision_config, backbone.get_text_config()
-
-
 def _single_token_id(tokenizer, token: str):
     ids = tokenizer.encode(token, add_special_tokens=False)
     return int(ids[0]) if len(ids) == 1 else None
@@ -349,7 +344,8 @@ def _single_token_id(tokenizer, token: str):
 def check_token_ids(ctx: DoctorContext):
     """Config vision-token ids = the tokenizer's and processor's; token ids fit the embedding; a pad token."""
     ctx.need("config", "processor")
-    holder, _, text_config = model_configs(ctx.config, ctx.kind)
+    holder = backbone_config_of(ctx.config)  # the holder of the vision token ids
+    text_config = holder.get_text_config()
     tokenizer = ctx.processor.tokenizer
     problems, ids = [], {}
     for name, token in VISION_TOKENS.items():
@@ -379,7 +375,7 @@ def check_token_ids(ctx: DoctorContext):
 def check_vision_geometry(ctx: DoctorContext):
     """The image processor cuts patches the way the vision tower was built for."""
     ctx.need("config", "processor")
-    _, vision, _ = model_configs(ctx.config, ctx.kind)
+    vision = backbone_config_of(ctx.config).vision_config
     image_processor = ctx.processor.image_processor
     pairs = {"patch_size": ("patch_size", "patch_size"), "merge_size": ("merge_size", "spatial_merge_size"),
              "temporal_patch_size": ("temporal_patch_size", "temporal_patch_size")}
@@ -430,7 +426,7 @@ def check_pixel_budget(ctx: DoctorContext):
     """The processor, called as the models call it, gives the image tokens the config's pixel budget implies."""
     ctx.need("config", "processor")
 
-    _, vision, _ = model_configs(ctx.config, ctx.kind)
+    vision = backbone_config_of(ctx.config).vision_config
     merge = int(vision.spatial_merge_size)
     factor = int(vision.patch_size) * merge
     budget = {"min_pixels": int(ctx.config.min_pixels), "max_pixels": int(ctx.config.max_pixels)}
@@ -459,7 +455,7 @@ def check_grounding_tokens(ctx: DoctorContext):
     ctx.need("config", "processor")
 
     tokenizer = ctx.processor.tokenizer
-    rows = int(model_configs(ctx.config, ctx.kind)[2].vocab_size)
+    rows = int(backbone_config_of(ctx.config).get_text_config().vocab_size)
     single = {token: _single_token_id(tokenizer, token) for token in GROUNDING_TOKENS}
     registered = {token: i for token, i in single.items() if i is not None}
     details = {"registered": registered, "embedding_rows": rows}
@@ -497,7 +493,7 @@ def check_token_budget(ctx: DoctorContext):
     ctx.need("config", "processor")
 
     training = token_budget.training_length(str(ctx.path), ctx.kind)
-    positions = token_budget.position_limit(ctx.config, ctx.kind)
+    positions = token_budget.position_limit(ctx.config)
     rows = _typical_rows(ctx, training.tokens)
     longest = max(rows, key=lambda r: r["tokens"])
     over = [r for r in rows if r["tokens"] > training.tokens]
@@ -996,5 +992,5 @@ __all__ = ["BLUR_FRACTION", "CheckResult", "CheckSkipped", "DIRECTIONS", "Direct
            "check_grounding_tokens", "check_load", "check_parse_rate", "check_pixel_budget", "check_reward_spread",
            "check_score_spread", "check_throughput", "check_token_budget", "check_token_ids",
            "check_vision_geometry", "check_weights", "checkpoint_kind", "device_name", "diagnose_checkpoint",
-           "doctor_edits", "error", "format_report", "format_result", "jsonable", "model_configs", "ok", "perturb",
+           "doctor_edits", "error", "format_report", "format_result", "jsonable", "ok", "perturb",
            "run_check", "skip", "warn"]

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..hub.backbone_families import backbone_config_of
 from ..hub.control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
 from ..hub.errors import MIEScoreInputError
 from ..utils.markdown_table import markdown_table
@@ -364,10 +365,9 @@ def training_length(model: str, kind: str) -> TrainingLength:
     return TrainingLength(PAPER_TRAINING_LENGTH[kind], "the paper")
 
 
-def position_limit(config, kind: str) -> int | None:
+def position_limit(config) -> int | None:
     """The language model's position limit (``max_position_embeddings`` of its text config), or None."""
-    backbone = config.backbone_config if kind == "miescore" else config
-    value = getattr(backbone.get_text_config(), "max_position_embeddings", None)
+    value = getattr(backbone_config_of(config).get_text_config(), "max_position_embeddings", None)
     return int(value) if isinstance(value, int) and value > 0 else None
 
 

@@ -18,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from .. import __version__
 from ..hub.errors import MIEScoreInputError
@@ -71,8 +74,6 @@ def suggested_hardware(kind: str, n_models: int) -> str:
 
 
 def _gradio_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("gradio")
     except PackageNotFoundError:
@@ -136,8 +137,6 @@ def requirements_text(source_requirements: Path, requirement: str) -> str:
 
 def _split_requirements(source_requirements: Path) -> tuple[str, list[str]]:
     """``(extras of its miescore line, e.g. "[space]", the other requirement lines)``."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     lines = [line.strip() for line in source_requirements.read_text(encoding="utf-8").splitlines()]
     extras, others = None, []
     for line in (line for line in lines if line and not line.startswith("#")):

@@ -116,15 +116,13 @@ def reasoning_pieces(result: Any) -> list[tuple[str, str | None]]:
 def reasoning_color_map(pieces: Iterable[tuple[str, str | None]], regions: Sequence[Mapping[str, Any]]) -> dict:
     """Colours of exactly the categories used in ``pieces``: each region's box colour (a region mentioned
     without a box still gets its id's colour), grey for the overall assessment and the PQ reasoning."""
-    boxes = region_color_map(regions)
+    known = region_color_map(regions) | {PQ_CATEGORY: PQ_COLOR}
     colors = {}
     for _, category in pieces:
         if not category or category in colors:
             continue
-        if category in boxes:
-            colors[category] = boxes[category]
-        elif category == PQ_CATEGORY:
-            colors[category] = PQ_COLOR
+        if category in known:
+            colors[category] = known[category]
         else:
             match = re.match(r"\[(\d+)\]", category)
             colors[category] = region_color(int(match.group(1)) if match else None, len(colors))

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
-from .mie_bench_markdown import logistic_status
 from .report_parts import (CATEGORY_COLOURS, ci_state, error_bar_note, error_bars, fmt_ci, has_ci, legend_below,
-                           mer_categories_in_order, new_figure, plot_value, save_figure, title_case, y_floor)
+                           logistic_status, mer_categories_in_order, new_figure, plot_value, save_figure, title_case,
+                           y_floor)
 
 __all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots", "scatter_plots",
            "srcc_per_task_plot"]

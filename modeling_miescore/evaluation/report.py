@@ -34,9 +34,9 @@ __all__ = ["REPORT_FILES", "REPORT_KINDS", "as_json", "render_markdown", "report
 # The Markdown renderer of each report kind that is not an editor benchmark's run (``module:function``, relative
 # to this package, imported when a report of that kind is rendered).
 REPORT_KINDS = {
-    "mie-bench": ".mie_bench_markdown:mie_bench_markdown",
-    "mer-bench": ".mer_bench_markdown:mer_bench_markdown",
-    "editing-models": ".editing_models_markdown:editing_models_markdown",
+    "mie-bench": ".mie_bench_report:mie_bench_markdown",
+    "mer-bench": ".mer_bench_report:mer_bench_markdown",
+    "editing-models": ".editing_models_report:editing_models_markdown",
     "editors": ".editor_benchmarks.editor_comparison:comparison_markdown",  # ``miescore benchmark editors``
 }
 

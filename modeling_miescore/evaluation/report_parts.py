@@ -3,8 +3,8 @@ the CI sentence, notes, plot links, counts, CI formatting, subsets) and its figu
 canvas, saving, values and error bars of ``{"value", "ci"}`` metrics, the error-bar note, the legend below the
 axes).
 
-Each report kind builds on these: the MIE-Bench, MER-Bench and editing-model reports (:mod:`.mie_bench_markdown`,
-:mod:`.mer_bench_markdown`, :mod:`.editing_models_markdown`, :mod:`.plots`), the editor benchmarks'
+Each report kind builds on these: the MIE-Bench, MER-Bench and editing-model reports (:mod:`.mie_bench_report`,
+:mod:`.mer_bench_report`, :mod:`.editing_models_report`, :mod:`.plots`), the editor benchmarks'
 (:mod:`.editor_benchmarks.editor_report`, :mod:`.editor_benchmarks.editor_comparison`), and :mod:`.report` writes
 them. A metric is a number or ``{"value", "ci": [low, high]}``; a report's bootstrap settings are in
 ``report["meta"]["bootstrap"]``.
@@ -32,7 +32,8 @@ from .metrics.bootstrap import MIN_RESAMPLING_UNITS
 
 __all__ = [
     "CATEGORY_COLOURS", "SOURCE_SUBSETS", "alignment_lines", "ci_level", "ci_sentence", "ci_state", "counts_phrase",
-    "error_bar_note", "error_bars", "fmt_ci", "has_ci", "legend_below", "mer_categories_in_order", "metric_value",
+    "error_bar_note", "error_bars", "fmt_ci", "has_ci", "legend_below", "logistic_status", "mer_categories_in_order",
+    "metric_value",
     "new_figure", "notes_section", "plot_lines", "plot_value", "report_header", "report_table", "run_lines",
     "save_figure", "title_case", "y_floor",
 ]
@@ -64,6 +65,13 @@ def fmt_ci(metric: Any, digits: int = 4, ci: bool = True) -> str:
         if lo is not None and hi is not None:
             text += f" [{lo:.{digits}f}, {hi:.{digits}f}]"
     return text
+
+
+def logistic_status(c: dict) -> str:
+    """The logistic fit's status of one dimension's correlations (``metrics.logistic_fit.FIT_STATUSES``)."""
+    lg = c.get("logistic") or {}
+    return lg.get("status") or ("fitted" if lg.get("success", True) else "failed")
+
 
 
 def ci_state(report: dict) -> tuple[str, dict]:

@@ -131,12 +131,9 @@ def counts_phrase(meta: dict, *parts: str) -> str:
 def run_lines(report: dict) -> list[str]:
     """The Run section's lines: dataset, split, predictions, model and package version, where the run has them."""
     run = report.get("run", {})
-    lines = []
-    for key, label in (("dataset", "Dataset"), ("split", "Split"), ("predictions", "Predictions"), ("model", "Model"),
-                       ("miescore_version", "miescore")):
-        if run.get(key):
-            lines.append(f"- **{label}:** `{run[key]}`")
-    return lines
+    labels = {"dataset": "Dataset", "split": "Split", "predictions": "Predictions", "model": "Model",
+              "miescore_version": "miescore"}
+    return [f"- **{label}:** `{run[key]}`" for key, label in labels.items() if run.get(key)]
 
 
 def alignment_lines(report: dict, what: str = "ids") -> list[str]:
@@ -146,12 +143,11 @@ def alignment_lines(report: dict, what: str = "ids") -> list[str]:
         return []
     lines = [f"- **Matched {what}:** {al['n_matched']} of {al['n_dataset']} in the split "
              f"({al['n_predictions']} predictions)"]
-    if al.get("n_missing"):
-        lines.append(f"- **Without prediction (left out):** {al['n_missing']}, e.g. "
-                     + ", ".join(f"`{x}`" for x in al.get("missing_examples", [])))
-    if al.get("n_extra"):
-        lines.append(f"- **Predictions not in the split (ignored):** {al['n_extra']}, e.g. "
-                     + ", ".join(f"`{x}`" for x in al.get("extra_examples", [])))
+    for key, label in (("missing", "Without prediction (left out)"),
+                       ("extra", "Predictions not in the split (ignored)")):
+        if al.get(f"n_{key}"):
+            examples = ", ".join(f"`{x}`" for x in al.get(f"{key}_examples", []))
+            lines.append(f"- **{label}:** {al[f'n_{key}']}, e.g. {examples}")
     return lines
 
 
@@ -179,12 +175,12 @@ def notes_section(report: dict, extra: Sequence[str] = ()) -> list[str]:
 # ------------------------------------------------------------------------------------------------ figures
 
 
-def new_figure(width: float, height: float):
+def new_figure(width: float, height: float, dpi: int = FIGURE_DPI):
     """A matplotlib ``Figure`` on the Agg canvas (constrained layout), ``width`` x ``height`` inches."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=FIGURE_DPI, layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 

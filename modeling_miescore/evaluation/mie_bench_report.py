@@ -205,11 +205,8 @@ def mie_bench_markdown(report: dict) -> str:
 def _mie_correlation_lines(report: dict, dims: Sequence[str]) -> list[str]:
     """Paper table 3: SRCC / KRCC / PLCC per dimension, and the one-row paper layout."""
     out = [f"## Correlation with human MOS (paper table 3): {counts_phrase(report['meta'], 'items', 'instances')}", ""]
-    rows = []
-    for d in dims:
-        c = report["correlations"][d]
-        rows.append([LONG_NAMES[d], c.get("n", ""), fmt_ci(c["srcc"]), fmt_ci(c["krcc"]), fmt_ci(c["plcc"]),
-                     _logistic_cell(c)])
+    rows = [[LONG_NAMES[d], c.get("n", ""), fmt_ci(c["srcc"]), fmt_ci(c["krcc"]), fmt_ci(c["plcc"]), _logistic_cell(c)]
+            for d, c in ((d, report["correlations"][d]) for d in dims)]
     out += [report_table(["Dimension", "n (edits)", "SRCC", "KRCC", "PLCC", "PLCC (logistic)"], rows), ""]
     header = [f"Method (n = {counts_phrase(report['meta'], 'items')})"] + [f"{SHORT_NAMES[d]} {s}" for d in dims
                                                                     for s in ("ρs", "ρk", "ρp")]
@@ -235,13 +232,10 @@ def _mie_per_task_lines(report: dict, dims: Sequence[str]) -> list[str]:
     pt = report["per_task"]
     meta = report["meta"]
     out = [f"## SRCC per task (paper tables 12–15): {counts_phrase(meta, 'tasks', 'items', 'instances')}", ""]
-    rows = []
-    for t in pt["tasks"]:
-        rows.append([title_case(t["task"]), t["category"], t["n_items"], t.get("n_instances", "")]
-                    + [fmt_ci(pt["srcc"][d]["tasks"].get(t["task"]), digits=3) for d in dims])
-    for c in pt["categories"]:
-        rows.append([f"**{title_case(c)} (all tasks)**", c, "", ""]
-                    + [fmt_ci(pt["srcc"][d]["categories"].get(c), digits=3) for d in dims])
+    rows = [[title_case(t["task"]), t["category"], t["n_items"], t.get("n_instances", "")]
+            + [fmt_ci(pt["srcc"][d]["tasks"].get(t["task"]), digits=3) for d in dims] for t in pt["tasks"]]
+    rows += [[f"**{title_case(c)} (all tasks)**", c, "", ""]
+             + [fmt_ci(pt["srcc"][d]["categories"].get(c), digits=3) for d in dims] for c in pt["categories"]]
     minimum = meta.get("bootstrap", {}).get("min_units", 2)
     out += [report_table(["Task", "Category", "Edits", "Instances", *[SHORT_NAMES[d] for d in dims]], rows), "",
             "Per-task and per-category intervals resample the instances of that task (category) only; a task "
@@ -257,25 +251,13 @@ def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
     if not mr.get("available"):
         return out + [f"Not computed: {mr.get('reason', 'too few editing models')}.", ""]
     order_dim = "overall" if "overall" in dims else dims[-1]
-    header = ["Model"]
-    for d in dims:
-        header += [f"{SHORT_NAMES[d]} Human", f"{SHORT_NAMES[d]} Pred"]
-    header += ["Rank Human", "Rank Pred"]
-    rows = []
+    header = ["Model", *[f"{SHORT_NAMES[d]} {who}" for d in dims for who in ("Human", "Pred")], "Rank Human",
+              "Rank Pred"]
     per_dim = {d: {r["model"]: r for r in mr[d]["table"]} for d in dims}
-    for r in mr[order_dim]["table"]:
-        m = r["model"]
-        cells = [m]
-        for d in dims:
-            e = per_dim[d][m]
-            cells += [fmt_ci(e["human"], 2, ci=False), fmt_ci(e["pred"], 2, ci=False)]
-        cells += [r["rank_human"], r["rank_pred"]]
-        rows.append(cells)
-    srow, krow = ["**SRCC to human ↑**"], ["KRCC to human"]
-    for d in dims:
-        srow += ["", fmt_ci(mr[d]["srcc"], 3)]
-        krow += ["", fmt_ci(mr[d]["krcc"], 3)]
-    rows += [srow + ["", ""], krow + ["", ""]]
+    rows = [[r["model"], *[fmt_ci(per_dim[d][r["model"]][who], 2, ci=False) for d in dims for who in ("human", "pred")],
+             r["rank_human"], r["rank_pred"]] for r in mr[order_dim]["table"]]
+    rows += [[label, *[c for d in dims for c in ("", fmt_ci(mr[d][key], 3))], "", ""]
+             for label, key in (("**SRCC to human ↑**", "srcc"), ("KRCC to human", "krcc"))]
     short = SHORT_NAMES[order_dim]
     out += [report_table(header, rows), "",
             f"Models are sorted by human {short} MOS; ranks are by {short} (1 = best). "
@@ -285,11 +267,8 @@ def _mie_ranking_lines(report: dict, dims: Sequence[str]) -> list[str]:
     out += plot_lines(report, "leaderboard", "Editing-model leaderboard, human vs predicted")
     with_cis = ci_state(report)[0] == "on"
     out += [f"<details><summary>Per-model means{' with confidence intervals' if with_cis else ''}</summary>", ""]
-    rows = []
-    for r in mr[order_dim]["table"]:
-        m = r["model"]
-        rows.append([m] + [f"{fmt_ci(per_dim[d][m]['human'], 2)} / {fmt_ci(per_dim[d][m]['pred'], 2)}"
-                           for d in dims])
+    rows = [[r["model"], *[f"{fmt_ci(per_dim[d][r['model']]['human'], 2)} / {fmt_ci(per_dim[d][r['model']]['pred'], 2)}"
+                           for d in dims]] for r in mr[order_dim]["table"]]
     header = ["Model", *[f"{SHORT_NAMES[d]} human / pred" for d in dims]]
     return out + [report_table(header, rows), "", "</details>", ""]
 

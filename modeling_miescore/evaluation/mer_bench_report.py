@@ -32,8 +32,7 @@ def mer_bench_report(frame, scores: dict[str, np.ndarray], *,
     scores in the dataset's order, best first}``. A group is correct only if its scores strictly decrease (ties
     and NaN are wrong); ``tau`` is the mean per-group Kendall tau-a with predicted ties scored 0
     (:func:`~.metrics.group_ranking.group_kendall_tau`), ``tau_as_released`` the same with ties scored +1 (the
-    authors' script), for comparison with the paper. CIs resample samples (``sample_id``): the groups cut from one
-    original image and instruction move together.
+    authors' script), for comparison with the paper. CIs resample samples (``sample_id``).
     """
     groups = [scores[p] for p in frame["pair_id"]]
     sizes = frame["k"].to_numpy(dtype=np.int64)

@@ -5,12 +5,8 @@ Input: a report dict (:mod:`.mie_bench_report`, :mod:`.mer_bench_report`, :mod:`
 benchmark's run or comparison), optionally with ``report["plots"] = {name: relative PNG path}`` and
 ``report["run"]`` (dataset, split, predictions / model). Metrics are ``{"value", "ci": [low, high]}``. Files are
 written atomically (:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report. A report's
-``protocol`` (:mod:`.protocol`: the settings that decide its numbers and their fingerprint) heads its Markdown.
-
-Each report kind's Markdown is rendered by the function its declaration names (:func:`render_markdown`): the
-kinds of :data:`REPORT_KINDS`, and each editor benchmark's runs by the renderer of its protocol
-(``EditorBenchmark.report``, declared with the benchmark's converter); all of them are built from the parts in
-:mod:`.report_parts`.
+``protocol`` (:mod:`.protocol`: the settings that decide its numbers and their fingerprint) heads its Markdown,
+which the renderer of its kind writes (:func:`report_renderer`) from the parts in :mod:`.report_parts`.
 """
 
 from __future__ import annotations

@@ -3,10 +3,7 @@ the CI sentence, notes, plot links, counts, CI formatting, subsets) and its figu
 canvas, saving, values and error bars of ``{"value", "ci"}`` metrics, the error-bar note, the legend below the
 axes).
 
-Each report kind builds on these: the MIE-Bench, MER-Bench and editing-model reports (:mod:`.mie_bench_report`,
-:mod:`.mer_bench_report`, :mod:`.editing_models_report`, :mod:`.plots`), the editor benchmarks'
-(:mod:`.editor_benchmarks.editor_report`, :mod:`.editor_benchmarks.editor_comparison`), and :mod:`.report` writes
-them. A metric is a number or ``{"value", "ci": [low, high]}``; a report's bootstrap settings are in
+A metric is a number or ``{"value", "ci": [low, high]}``; a report's bootstrap settings are in
 ``report["meta"]["bootstrap"]``.
 
 Figures: matplotlib is imported inside the functions and only its object-oriented API is used (``Figure`` +

@@ -1,10 +1,6 @@
-"""One Markdown (GitHub pipe) table builder for every report, card and benchmark outside the Hub files.
-
-``markdown_table(header, rows, align=None, pad=False)``: cells are converted with ``str``, a ``|`` in a cell is
-escaped (``\\|``) and newlines are flattened to spaces, so a cell can never break the table; ``align`` gives each
-column's alignment row mark; ``pad`` widens every column to its longest cell (for tables read as plain text in a
-terminal). A row whose length differs from the header's is a ``ValueError`` naming the row, never a silently
-shifted column. (The Hub files cannot import this module; ``model_card.py`` keeps its own few lines.)
+"""One Markdown (GitHub pipe) table builder for every report, card and benchmark outside the Hub files: a cell can
+never break the table (``|`` escaped, newlines flattened), a ragged row is an error, never a shifted column. (The
+Hub files cannot import this module; ``model_card.py`` keeps its own few lines.)
 """
 
 from __future__ import annotations

@@ -210,14 +210,13 @@ def _accuracy_by_size_plot(report: dict, out: Path) -> str:
 
     acc, meta = report["accuracy"], report["meta"]
     sizes = sorted(acc["by_size"], key=int)
-    series = [("Accuracy", acc, "#4C72B0"), ("Kendall τ (tie = 0)", report["tau"], "#DD8452"),
-              ("Kendall τ as released (tie = +1)", report.get("tau_as_released"), "#F2C49B")]
-    series = [s for s in series if s[1] is not None]
+    named = (("Accuracy", acc, "#4C72B0"), ("Kendall τ (tie = 0)", report["tau"], "#DD8452"),
+             ("Kendall τ as released (tie = +1)", report.get("tau_as_released"), "#F2C49B"))
+    series = [(label, [metric["by_size"][k] for k in sizes] + [metric["overall"]], colour)
+              for label, metric, colour in named if metric is not None]
     fig = new_figure(6.4, 4.0)
     ax = fig.add_subplot()
     x = np.arange(len(sizes) + 1)
-    series = [(label, [metric["by_size"][k] for k in sizes] + [metric["overall"]], colour)
-              for label, metric, colour in series]
     _bars(ax, x, series, 3)
     width = 0.8 / len(series)
     for i, size in enumerate(sizes):  # exact-order accuracy of a random ranking: 1 / K!

@@ -117,21 +117,17 @@ def mer_bench_markdown(report: dict) -> str:
     out = report_header(report, "MER-Bench evaluation report", intro, what="pair ids")
 
     counts = counts_phrase(meta, "groups", "samples")
-    out += [f"## Accuracy by group size (paper table 1, MER-Bench columns): {counts}", ""]
-    header = [f"{k}-P" for k in sizes] + ["Overall", "τ", "τ (as released)"]
-    row = [fmt_ci(acc["by_size"][k], 3) for k in sizes] + [fmt_ci(acc["overall"], 3), fmt_ci(tau["overall"], 3),
-                                                            fmt_ci(tau_rel["overall"], 3)]
-    nrow = [meta["n_by_size"].get(k, "") for k in sizes] + [meta["n_groups"]] * 3
-    out += [report_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), "",
+    out += [f"## Accuracy by group size (paper table 1, MER-Bench columns): {counts}", "",
+            _accuracy_table([f"{k}-P" for k in sizes] + ["Overall", "τ", "τ (as released)"],
+                            [acc["by_size"][k] for k in sizes] + [acc["overall"], tau["overall"], tau_rel["overall"]],
+                            [meta["n_by_size"].get(k, "") for k in sizes] + [meta["n_groups"]] * 3), "",
             "τ scores a predicted tie 0; τ (as released) scores it +1 as the authors' script does, and is the "
             "one to compare with the paper's table 1.", ""]
     out += plot_lines(report, "accuracy_by_size", "Accuracy by group size")
 
-    out += [f"## Accuracy by editing category (paper table 2): {counts}", ""]
-    header = labels + ["Overall"]
-    row = [fmt_ci(acc["by_category"][c], 3) for c in cats] + [fmt_ci(acc["overall"], 3)]
-    nrow = [meta["n_by_category"].get(c, "") for c in cats] + [meta["n_groups"]]
-    out += [report_table(["", *header], [["Accuracy", *row], ["Groups", *nrow]]), ""]
+    out += [f"## Accuracy by editing category (paper table 2): {counts}", "",
+            _accuracy_table(labels + ["Overall"], [acc["by_category"][c] for c in cats] + [acc["overall"]],
+                            [meta["n_by_category"].get(c, "") for c in cats] + [meta["n_groups"]]), ""]
     out += plot_lines(report, "accuracy_by_category", "Accuracy by category")
 
     out += [f"## Kendall τ by group size and category: {counts}", ""]
@@ -140,10 +136,8 @@ def mer_bench_markdown(report: dict) -> str:
     out += [report_table(["", *[f"{k}-P" for k in sizes], *labels], rows), ""]
 
     out += [f"## Accuracy by group size and category: {counts}", ""]
-    rows = []
-    for k in sizes:
-        cells = report["accuracy_by_size_and_category"].get(k, {})
-        rows.append([f"{k}-P"] + [fmt_ci(cells.get(c), 3, ci=False) for c in cats])
+    by_size = report["accuracy_by_size_and_category"]
+    rows = [[f"{k}-P"] + [fmt_ci(by_size.get(k, {}).get(c), 3, ci=False) for c in cats] for k in sizes]
     out += [report_table(["Size", *labels], rows), ""]
     out += _mer_grid_lines(report)
 
@@ -152,6 +146,10 @@ def mer_bench_markdown(report: dict) -> str:
              f"Groups with tied predicted scores (counted wrong): {meta['groups_with_tied_scores']}; "
              f"groups with a missing (null) score (counted wrong): {meta['groups_with_missing_scores']}."]
     return "\n".join(out + notes_section(report, extra))
+
+
+def _accuracy_table(header: list[str], metrics: list, n_groups: list) -> str:
+    return report_table(["", *header], [["Accuracy", *(fmt_ci(m, 3) for m in metrics)], ["Groups", *n_groups]])
 
 
 def _mer_grid_lines(report: dict) -> list[str]:
@@ -174,11 +172,10 @@ def _mer_grid_lines(report: dict) -> list[str]:
     if not held_out:
         out += [f"No best cell is picked: {grid.get('best_refused', '')}.", ""]
     best = grid["best"]
-    reported = (lambda c: f"{c['reported_accuracy']:.3f}") if held_out else None
-    rows = [["**Best**" + (f" ({len(best)} cells tie)" if len(best) > 1 else ""), fmt(c["alpha"]), fmt(c["w_if"]),
-             fmt(c["w_con"]), f"{c['accuracy']:.3f}", *([reported(c)] if reported else [])] for c in best[:5]]
-    rows += [[r["label"], fmt(r["alpha"]), fmt(r["w_if"]), fmt(r["w_con"]), f"{r['accuracy']:.3f}",
-              *([reported(r)] if reported else [])] for r in grid["paper_readings"].values()]
+    labelled = [("**Best**" + (f" ({len(best)} cells tie)" if len(best) > 1 else ""), c) for c in best[:5]]
+    rows = [[label, fmt(c["alpha"]), fmt(c["w_if"]), fmt(c["w_con"]), f"{c['accuracy']:.3f}",
+             *([f"{c['reported_accuracy']:.3f}"] if held_out else [])]
+            for label, c in labelled + [(r["label"], r) for r in grid["paper_readings"].values()]]
     header = ["Cell", "α", "w_if", "w_con", "Accuracy (search)" if held_out else "Accuracy",
               *(["Accuracy (reported)"] if held_out else [])]
     out += [report_table(header, rows), ""]

@@ -161,9 +161,8 @@ def editing_models_markdown(report: dict) -> str:
     counts = counts_phrase(meta, "editing_models", "items", "instances", "tasks")
     out += [f"## Leaderboard: {counts}", ""]
     by_dim = {d: {r["model"]: r for r in lb[d]} for d in dims}
-    rows = []
-    for r in lb[order_dim]:
-        rows.append([r["rank"], r["model"], r["n_items"]] + [fmt_ci(by_dim[d][r["model"]]["all"], 2) for d in dims])
+    rows = [[r["rank"], r["model"], r["n_items"]] + [fmt_ci(by_dim[d][r["model"]]["all"], 2) for d in dims]
+            for r in lb[order_dim]]
     out += [report_table(["Rank", "Model", "n (edits)", *[SHORT_NAMES[d] for d in dims]], rows,
                    "rl" + "r" * (len(dims) + 1)), ""]
     out += [f"Ranked by mean predicted {SHORT_NAMES[order_dim]}.", ""]

@@ -277,19 +277,16 @@ def _mie_distribution_lines(report: dict, dims: Sequence[str]) -> list[str]:
     """Paper figure 2 as a table: MOS summary per dimension for all edits, 2 sources, 3 or more sources."""
     dist = report["mos_distribution"]
     out = [f"## MOS distributions (paper figure 2): {counts_phrase(report['meta'], 'items')}", ""]
-    rows = []
-    for d in dims:
-        if d not in dist:
-            continue
-        for key, label in SOURCE_SUBSETS.items():
-            s = dist[d].get(key, {})
-            if not s.get("n"):
-                rows.append([LONG_NAMES[d], label, 0, "—", "—", "—", "—"])
-                continue
-            rows.append([LONG_NAMES[d], label, s["n"], f"{s['mean']:.2f}", f"{s['std']:.2f}", f"{s['median']:.2f}",
-                         f"{s['min']:.1f}–{s['max']:.1f}"])
+    rows = [[LONG_NAMES[d], label, *_summary_cells(dist[d].get(key, {}))]
+            for d in dims if d in dist for key, label in SOURCE_SUBSETS.items()]
     out += [report_table(["Dimension", "Subset", "n", "Mean", "Std", "Median", "Range"], rows), ""]
     return out + plot_lines(report, "mos_distribution", "MOS distributions")
+
+
+def _summary_cells(s: dict) -> list:
+    if not s.get("n"):
+        return [0, "—", "—", "—", "—"]
+    return [s["n"], f"{s['mean']:.2f}", f"{s['std']:.2f}", f"{s['median']:.2f}", f"{s['min']:.1f}–{s['max']:.1f}"]
 
 
 def _mie_notes(report: dict, dims: Sequence[str]) -> list[str]:

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..evaluation.report_parts import new_figure
 from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
 from ..utils.markdown_table import markdown_table
 from ..utils.numbers import json_safe
-from ..evaluation.report_parts import new_figure
 from .attention_maps import SampleAttention, source_map, stability_per_sample, stability_summary, summarize
 from .attention_maps import entropy
 

@@ -92,17 +92,14 @@ def _model_means_fn(frame, dims: list[str], model_names: list[str], task_names: 
 
 def _drop_thin_cis(res: dict, boot: InstanceBootstrap, frame, models: np.ndarray) -> None:
     """Remove the intervals of the model, model x task and model x category means over too few instances."""
+    labels = {"tasks": frame["task"].astype(str).to_numpy(), "categories": frame["category"].astype(str).to_numpy()}
     for dim_res in res.values():
-        for model in dim_res["all"]:
-            if boot.too_few(np.flatnonzero(models == model)):
-                dim_res["all"][model] = without_ci(dim_res["all"][model])
-    for key, column in (("tasks", "task"), ("categories", "category")):
-        labels = frame[column].astype(str).to_numpy()
-        for dim_res in res.values():
-            for model, cells in dim_res[key].items():
-                for label in cells:
-                    if boot.too_few(np.flatnonzero((models == model) & (labels == label))):
-                        cells[label] = without_ci(cells[label])
+        means = [(dim_res["all"], model, models == model) for model in dim_res["all"]]
+        means += [(cells, label, (models == model) & (labels[key] == label))
+                  for key in labels for model, cells in dim_res[key].items() for label in cells]
+        for block, name, rows in means:
+            if boot.too_few(np.flatnonzero(rows)):
+                block[name] = without_ci(block[name])
 
 
 def _ranked_rows(res: dict, models: np.ndarray, model_names: list[str], task_names: list[str],

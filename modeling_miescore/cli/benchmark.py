@@ -37,9 +37,9 @@ from ..evaluation.model_runs import check_prediction_cache, score_mer_with_spati
 from ..scoring.jsonl_scoring import read_done_ids, score_jsonl, make_output_folder
 from ..scoring.loading import load_scorer, model_reference, read_checkpoint_config
 from ..evaluation.instance_bootstrap import BootstrapSettings
-from ..evaluation.alignment import join_scores, align_predictions
 from ..data.dataset_splits import load_split, mie_bench_frame, mer_split_names, mer_bench_frame
-from ..evaluation.prediction_files import read_score_predictions, read_group_sub_scores, read_group_predictions
+from ..evaluation.prediction_files import (align_predictions, join_scores, read_group_predictions,
+                                           read_group_sub_scores, read_score_predictions)
 from ..evaluation.protocol import scores_protocol
 from ..evaluation.report import write_report, REPORT_FILES, write_json
 from ..evaluation.report_parts import ci_state, fmt_ci, logistic_status

@@ -31,8 +31,7 @@ from .model_calls import ModelCallRun, add_call_args, judge_spec
 from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS, editor_benchmark
 from ..evaluation.instance_bootstrap import BootstrapSettings
 from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
-from ..evaluation.editor_benchmarks.recheck import recheck_line
-from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
+from ..evaluation.editor_benchmarks.judge_run import REWARD_JUDGES, recheck_line
 from ..evaluation.editor_benchmarks.editor_comparison import parse_runs, write_comparison
 from ..evaluation.rescore import rescore_report
 from .editors_demo import DEMO_LABEL, run_offline_demo

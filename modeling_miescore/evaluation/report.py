@@ -33,7 +33,7 @@ REPORT_KINDS = {
     "mie-bench": ".mie_bench_report:mie_bench_markdown",
     "mer-bench": ".mer_bench_report:mer_bench_markdown",
     "editing-models": ".editing_models_report:editing_models_markdown",
-    "editors": ".editor_benchmarks.editor_comparison:comparison_markdown",  # ``miescore benchmark editors``
+    "editors": ".editor_benchmarks.editor_report:comparison_markdown",  # ``miescore benchmark editors``
 }
 
 

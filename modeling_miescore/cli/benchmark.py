@@ -25,9 +25,8 @@ from ..evaluation.prediction_files import (align_predictions, join_scores, read_
                                            read_group_sub_scores, read_score_predictions)
 from ..evaluation.protocol import package_version, scores_protocol
 from ..evaluation.report import write_report, REPORT_FILES, write_json
-from ..evaluation.report_parts import ci_state, fmt_ci
+from ..evaluation.report_parts import ci_state, fmt_ci, logistic_status
 from ..data.schema import SHORT_NAMES
-from ..evaluation.mie_bench_markdown import logistic_status
 from ..evaluation.plots import mie_bench_plots, aggregation_grid_plot, mer_bench_plots, editing_models_plots
 from ..evaluation.aggregation_grid import DEFAULT_GRID, aggregation_grid, grid_summary, parse_grid_values
 from ..evaluation.mer_bench_report import mer_bench_report

@@ -115,7 +115,7 @@ def _protocol(kind: str, args, benchmarks, paths, results, aggregation: dict) ->
 
 
 def cmd_zero_shot(args) -> int:
-    from ..evaluation.zero_shot_report import evaluate_zero_shot, write_zero_shot_report  # deferred: loads scipy
+    from ..evaluation.paper_tables import evaluate_zero_shot, write_zero_shot_report  # deferred: loads scipy
 
     out, benchmarks, paths, row_name, run = _prepare(args)
     results = [evaluate_zero_shot(data, read_score_predictions(path), allow_missing=args.allow_missing,
@@ -129,7 +129,7 @@ def cmd_zero_shot(args) -> int:
 
 
 def cmd_reward(args) -> int:
-    from ..evaluation.reward_bench_report import evaluate_reward, write_reward_report  # deferred: loads scipy
+    from ..evaluation.paper_tables import evaluate_reward, write_reward_report  # deferred: loads scipy
 
     out, benchmarks, paths, row_name, run = _prepare(args)
     settings = BootstrapSettings(n=args.bootstrap, progress=not args.no_progress)

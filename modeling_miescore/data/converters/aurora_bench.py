@@ -86,7 +86,7 @@ class AuroraBenchConverter(StripPrefixOption, BenchmarkConverter):
                                f"{scores} (there {first_scores})")
                 continue
             seen[item_id] = (line, scores)
-            source, first, second = (self.file_image(check, path, key)
+            source, first, second = (check.image(path, key)
                                      for path, key in zip(paths, ("path_src", "path1", "path2")))
             if not check.ok:
                 continue

@@ -19,23 +19,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..builders.base import BuildSummary, DatasetBuilder
-from ..builders.output_folder import format_bytes, write_dataset_card, write_parquet_split
-from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from ..builders.output_folder import format_bytes
+from ..builders.raw_files import ImageChecker, ProblemCollector
 from .converted_card import card_context, card_spec, converted_card_data
-from .schema import (
-    CONFIGS,
-    HUMAN_COLUMNS,
-    LABELS,
-    SPLIT,
-    BenchmarkSpec,
-    EditingItem,
-    EditItem,
-    ImageRef,
-    PairItem,
-    editing_features,
-    pairwise_features,
-    pointwise_features,
-)
+from .schema import (CONFIGS, HUMAN_COLUMNS, LABELS, SPLIT, BenchmarkSpec, EditingItem, EditItem, PairItem,
+                     editing_features, pairwise_features, pointwise_features)
 
 __all__ = ["BenchmarkConverter", "ConversionSummary", "StripPrefixOption", "content_key"]
 
@@ -129,40 +117,6 @@ class BenchmarkConverter(DatasetBuilder):
             problems.add(pattern, None, f"no file matches {pattern!r} in the raw folder; {self.raw_help}")
         return files
 
-    @staticmethod
-    def record_text(value: Any, field: str, where: tuple[str, int | None], problems: ProblemCollector) -> str | None:
-        """``value`` stripped when it is a non-empty string, else None and a problem at ``where`` naming ``field``."""
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-        problems.add(where[0], where[1], f"{field} must be a non-empty string")
-        return None
-
-    @staticmethod
-    def record_instruction(value: Any, field: str, where: tuple[str, int | None],
-                           problems: ProblemCollector) -> str | None:
-        """``value`` stripped when the dataset builders would take it as an instruction (a non-empty string of at
-        most ``MAX_INSTRUCTION_CHARS``, no chat-control token, no control character such as NUL:
-        :meth:`~..builders.raw_files.RecordCheck.instruction`), else None and a problem at ``where`` naming
-        ``field``."""
-        text = RecordCheck(problems, where[0], where[1]).instruction(value, field)
-        return text.strip() if text is not None else None
-
-    @staticmethod
-    def record_choice(table: dict, value: Any, field: str, where: tuple[str, int | None],
-                      problems: ProblemCollector, key: Any = None) -> Any:
-        """``table[key]`` (``key``: ``value`` unless given), else None and a problem naming ``field``, ``value`` and
-        the allowed values."""
-        found = table.get(value if key is None else key)
-        if found is None:
-            problems.add(where[0], where[1], f"{field} {value!r} is not one of {', '.join(table)}")
-        return found
-
-    @staticmethod
-    def file_image(check: RecordCheck, rel: Any, label: str) -> ImageRef | None:
-        """A file image of the release (checked: inside the raw folder, decodable), or None and a problem."""
-        path = check.image(rel, label)
-        return ImageRef(rel=str(rel).replace("\\", "/"), path=path) if path is not None else None
-
     # ------------------------------------------------------------------------------ builder stages
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:  # pragma: no cover - abstract
@@ -178,10 +132,9 @@ class BenchmarkConverter(DatasetBuilder):
     def empty_dataset_problem(self) -> tuple[str, str]:
         return self.main_file, "no usable record found; is this the benchmark's release folder?"
 
-    def features(self):
-        return self.config_features(self.spec.kinds[0])
-
-    def config_features(self, config: str):
+    def features(self, split: str | None = None):
+        """The features of a row of config ``split`` (the first of the spec's kinds when None)."""
+        config = split or self.spec.kinds[0]
         if config == "editing":
             return editing_features(self.spec.subset_flags)
         return pointwise_features() if config == "pointwise" else pairwise_features()
@@ -209,28 +162,16 @@ class BenchmarkConverter(DatasetBuilder):
             images = [item.edited] if isinstance(item, EditItem) else [item.edited_a, item.edited_b]
         return sum(image.size() for image in (*item.sources, *images)) + 512
 
-    def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:
-        """One ``data/<config>/test-*.parquet`` set per config that has rows."""
-        info: dict[str, dict] = {}
-        total = sum(len(rows) for rows in rows_by_split.values())
-        with self.progress_bar(desc=f"writing {self.title}", total=total) as bar:
-            for config, items in rows_by_split.items():
-                if not items:
-                    continue
-                info[config] = write_parquet_split(
-                    folder, SPLIT, items, self.config_features(config), make_row=self.make_row,
-                    row_size=self.row_size, bar=bar, max_shard_bytes=self.max_shard_bytes,
-                    rows_per_group=self.rows_per_group, data_dir=f"data/{config}")
-                info[config]["pattern"] = f"data/{config}/{SPLIT}-*.parquet"
-        return info
+    def shard_location(self, split: str) -> tuple[str, str]:
+        """Each config (the builder's "split") in its own folder, as its one ``test`` split:
+        ``data/<config>/test-*.parquet``."""
+        return f"data/{split}", SPLIT
 
-    def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
-        features = {config: self.config_features(config) for config in split_info}
+    def card_data(self, split_info: dict[str, dict]):
+        features = {config: self.features(config) for config in split_info}
         card_data = converted_card_data(self.spec, features, split_info, self.license)
         card_data.miescore_benchmark.update(self.release_metadata())
-        write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
-                           warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
-                           **self.card_context(split_info))
+        return card_data
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
         return {**card_context(self.spec, split_info), **self.release_metadata()}

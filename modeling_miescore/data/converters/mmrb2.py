@@ -96,8 +96,8 @@ class MMRB2Converter(BenchmarkConverter):
             if any(len(out) > 1 for out in outputs):
                 several.append(pair_id)
                 continue
-            sources = [self.file_image(check, path, f"prompt image {k + 1}") for k, path in enumerate(source_paths)]
-            edited = [self.file_image(check, out[0], f"response_{side} image") for side, out in zip("ab", outputs)]
+            sources = [check.image(path, f"prompt image {k + 1}") for k, path in enumerate(source_paths)]
+            edited = [check.image(out[0], f"response_{side} image") for side, out in zip("ab", outputs)]
             if not check.ok:
                 continue
             instruction = "\n".join(t.strip() for t in texts)

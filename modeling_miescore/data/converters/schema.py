@@ -11,12 +11,10 @@ dataset card records part of it, ending with the citation that :func:`bibtex` wr
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+from ..builders.raw_files import ImageRef
 from ..schema import SCORE_KEYS
-from ...hub.image_io import read_image_file
 from ...utils.import_spec import import_attribute
 
 __all__ = [
@@ -30,7 +28,6 @@ __all__ = [
     "EditorBenchmark",
     "REPORTS",
     "EditingItem",
-    "ImageRef",
     "PairItem",
     "JudgeRequestSettings",
     "SPLIT",
@@ -52,36 +49,6 @@ HUMAN_COLUMNS = {key: f"human_{key}" for key in SCORE_KEYS}
 # the benchmark's own subset flags (``BenchmarkSpec.subset_flags``, one bool column each). ``id`` is unique in the
 # dataset; ``key`` is the benchmark's own key (the same as ``id`` unless the release repeats a key across languages).
 EDITING_COLUMNS = ("id", "key", "source_images", "instruction", "category", "language")
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """An image of a raw release: a file (``path`` + ``rel``, read when the row is written) or embedded ``data``."""
-
-    rel: str  # the name written into the dataset (``Image`` storage ``path``): relative path or a stable name
-    path: Path | None = None
-    data: bytes | None = None
-
-    def struct(self) -> dict:
-        """The ``datasets.Image`` storage value: the original bytes (a regular file of a bounded size,
-        :func:`~modeling_miescore.hub.image_io.read_image_file`) and the name."""
-        return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
-
-    def size(self) -> int:
-        """Bytes (for shard-size estimates; 0 when the file cannot be read)."""
-        if self.data is not None:
-            return len(self.data)
-        try:
-            return self.path.stat().st_size
-        except OSError:
-            return 0
-
-    @staticmethod
-    def embedded(data: bytes, name: str | None, fallback: str) -> "ImageRef":
-        """An embedded image; ``name`` (the release's own file name) or ``fallback`` + a short content hash."""
-        if name:
-            return ImageRef(rel=str(name), data=data)
-        return ImageRef(rel=f"{fallback}-{hashlib.sha1(data).hexdigest()[:10]}", data=data)
 
 
 @dataclass

@@ -3,9 +3,9 @@ schema of :mod:`.schema` as configs (``pointwise``, ``pairwise``; an editor benc
 ``test`` split.
 
 A converter declares its :class:`~.schema.BenchmarkSpec` and implements :meth:`read` (parse the release, report
-every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add_edit` /
-:meth:`add_pair` / :meth:`add_editing`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
-exit status 2 for bad raw data) is the builder machinery; the spec's release folder layout gives the ``--raw`` help
+every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add`). Everything else
+(checks before building, atomic output folder, Parquet shards, card, CLI, exit status 2 for bad raw data) is the
+builder machinery; the spec's release folder layout gives the ``--raw`` help
 and, for a release of several files or splits, the ``--file`` / ``--split`` option (``self.choice``).
 """
 
@@ -73,42 +73,28 @@ class BenchmarkConverter(DatasetBuilder):
         self.choice = chosen or default
         if option == "file":
             self.main_file = self.choice
-        self.edits: list[EditItem] = []
-        self.pairs: list[PairItem] = []
-        self.editing: list[EditingItem] = []
-        self._seen: dict[tuple[str, str], str] = {}
+        self.rows: dict[str, list] = {config: [] for config in CONFIGS}
+        self.first_at: dict[tuple[str, str], str] = {}  # (config, row id) -> where it was first read
 
     # ------------------------------------------------------------------------------ helpers for read()
 
-    def _unique(self, kind: str, item_id: str, where: tuple[str, int | None], problems: ProblemCollector) -> bool:
-        key = (kind, item_id)
-        if key in self._seen:
-            problems.add(where[0], where[1], f"duplicate {kind} id {item_id!r} (first at {self._seen[key]})")
-            return False
-        self._seen[key] = f"{where[0]}:{where[1]}" if where[1] is not None else where[0]
-        return True
-
-    def add_edit(self, item: EditItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
-        """Add a pointwise row unless its id repeats (reported at ``where``)."""
-        unknown = set(item.human) - set(HUMAN_COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown score keys {sorted(unknown)}")
-        if self._unique("edit", item.id, where, problems):
-            self.edits.append(item)
-
-    def add_pair(self, item: PairItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
-        """Add a pairwise row unless its id repeats (reported at ``where``)."""
-        if item.label not in LABELS:
+    def add(self, item: EditItem | PairItem | EditingItem, where: tuple[str, int | None],
+            problems: ProblemCollector) -> None:
+        """Add a row of its config (pointwise, pairwise, editing) unless its id repeats there (reported at
+        ``where``)."""
+        config, kind = {EditItem: ("pointwise", "edit"), PairItem: ("pairwise", "pair"),
+                        EditingItem: ("editing", "editing")}[type(item)]
+        if set(getattr(item, "human", ())) - set(HUMAN_COLUMNS):
+            raise ValueError(f"unknown score keys {sorted(set(item.human) - set(HUMAN_COLUMNS))}")
+        if config == "pairwise" and item.label not in LABELS:
             raise ValueError(f"label must be one of {LABELS}, got {item.label!r}")
-        if self._unique("pair", item.id, where, problems):
-            self.pairs.append(item)
-
-    def add_editing(self, item: EditingItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
-        """Add an editing row unless its id repeats (reported at ``where``)."""
-        if set(item.flags) != set(self.spec.subset_flags):
+        if config == "editing" and set(item.flags) != set(self.spec.subset_flags):
             raise ValueError(f"editing row flags {sorted(item.flags)} differ from the spec's {self.spec.subset_flags}")
-        if self._unique("editing", item.id, where, problems):
-            self.editing.append(item)
+        if (config, item.id) in self.first_at:
+            problems.add(*where, f"duplicate {kind} id {item.id!r} (first at {self.first_at[config, item.id]})")
+            return
+        self.first_at[config, item.id] = f"{where[0]}:{where[1]}" if where[1] is not None else where[0]
+        self.rows[config].append(item)
 
     def release_files(self, pattern: str, problems: ProblemCollector) -> list[Path]:
         """The files of the raw folder matching ``pattern`` (sorted); none is a problem naming the pattern."""
@@ -126,8 +112,7 @@ class BenchmarkConverter(DatasetBuilder):
         """Labels are read from the release as they are; nothing to compute."""
 
     def split(self) -> dict[str, list]:
-        rows = {"pointwise": self.edits, "pairwise": self.pairs, "editing": self.editing}
-        return {config: rows[config] for config in CONFIGS if config in self.spec.kinds}
+        return {config: self.rows[config] for config in CONFIGS if config in self.spec.kinds}
 
     def empty_dataset_problem(self) -> tuple[str, str]:
         return self.main_file, "no usable record found; is this the benchmark's release folder?"

@@ -69,4 +69,4 @@ class EBenchConverter(StripPrefixOption, BenchmarkConverter):
                 lines.add(RecordCheck(problems, name, line, images), record, dimension)
         by_dimension = {d: f for f, d in FILES.items()}
         for item, where in lines.edits(problems, lambda missing: ", ".join(by_dimension[d] for d in missing)):
-            self.add_edit(item, where, problems)
+            self.add(item, where, problems)

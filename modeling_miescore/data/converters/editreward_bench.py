@@ -98,7 +98,7 @@ class EditRewardBenchConverter(BenchmarkConverter):
             self._read_row(RecordCheck(problems, file, row, images), record, candidates)
         for item, where in candidates.values():
             file, _, row = where.rpartition(":")
-            self.add_edit(item, (file, int(row)), problems)
+            self.add(item, (file, int(row)), problems)
 
     def _read_row(self, check: RecordCheck, record: dict, candidates: dict) -> None:
         problems, file, row = check.problems, check.file, check.line
@@ -122,10 +122,9 @@ class EditRewardBenchConverter(BenchmarkConverter):
             return
         ids = [f"{group}_{letter}" for letter in letters]
         models = [str(record.get(f"model_{k}") or "") for k in (1, 2)]
-        self.add_pair(PairItem(id=row_id, sources=[source], instruction=instruction.strip(), edited_a=edited[0],
-                               edited_b=edited[1], edited_a_id=ids[0], edited_b_id=ids[1], label=label,
-                               model_a=models[0], model_b=models[1], subset=subset, group_id=group),
-                      (file, row), problems)
+        self.add(PairItem(id=row_id, sources=[source], instruction=instruction.strip(), edited_a=edited[0],
+                          edited_b=edited[1], edited_a_id=ids[0], edited_b_id=ids[1], label=label, model_a=models[0],
+                          model_b=models[1], subset=subset, group_id=group), (file, row), problems)
         for k in (0, 1):
             known = candidates.get(ids[k])
             if known is not None and known[0].human["overall"] != scores[k]:

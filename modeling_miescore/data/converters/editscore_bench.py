@@ -88,7 +88,7 @@ class EditScoreBenchConverter(BenchmarkConverter):
             edited = [embedded_image(check, value, keys[i], f"output_images[{i}]") for i, value in enumerate(outputs)]
             if not check.ok:
                 continue
-            self.add_pair(PairItem(
+            self.add(PairItem(
                 id=f"{keys[0]}|{keys[1]}|{record['dimension']}", sources=[source], instruction=instruction.strip(),
                 edited_a=edited[0], edited_b=edited[1], edited_a_id=keys[0], edited_b_id=keys[1], label="a",
                 dimension=dimension, subset=str(record["task_type"] or "")), (file, row), problems)

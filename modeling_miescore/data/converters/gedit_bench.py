@@ -141,4 +141,4 @@ class GEditBenchConverter(BenchmarkConverter):
         for where, item in items:
             if shared:
                 item.id = f"{item.key}_{item.language}"
-            self.add_editing(item, where, problems)
+            self.add(item, where, problems)

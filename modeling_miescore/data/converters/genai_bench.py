@@ -71,7 +71,7 @@ class GenAIBenchConverter(BenchmarkConverter):
             right = embedded_image(check, record["right_output_image"], f"{item_id}-right", "right_output_image")
             if not check.ok:
                 continue
-            self.add_pair(PairItem(
+            self.add(PairItem(
                 id=item_id, sources=[source], instruction=instruction.strip(), edited_a=left, edited_b=right,
                 edited_a_id=f"{item_id}-left", edited_b_id=f"{item_id}-right", label=label,
                 model_a=str(record["left_model"] or ""), model_b=str(record["right_model"] or ""),

@@ -78,4 +78,4 @@ class IEQAConverter(StripPrefixOption, BenchmarkConverter):
         by_key = {key: words for words, key in DIMENSIONS.items()}
         for item, where in lines.edits(problems, lambda missing: "a usable line asking for " + ", ".join(
                 repr(by_key[d]) for d in missing)):
-            self.add_edit(item, where, problems)
+            self.add(item, where, problems)

@@ -127,7 +127,7 @@ class ImagenHubConverter(BenchmarkConverter):
             pq = sum(v[1] for v in votes) / len(votes)
             overall = sum(math.sqrt(v[0] * v[1]) for v in votes) / len(votes)  # per rater cell, then the mean
             source, instruction = inputs[key]
-            self.add_edit(EditItem(
+            self.add(EditItem(
                 id=f"{model}/{uid}", sources=[source], edited=edited, instruction=instruction,
                 human={"instruction_following": sc, "visual_quality": pq, "overall": overall},
                 editing_model=model, group_id=uid), (file, int(line)), problems)

@@ -176,5 +176,5 @@ class ImgEditBenchConverter(BenchmarkConverter):
                                      f"{key!r}: source image")
             if not check.ok:
                 continue
-            self.add_editing(EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
-                                         category=edit_type, language="en"), (FILE, line), problems)
+            self.add(EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
+                                 category=edit_type, language="en"), (FILE, line), problems)

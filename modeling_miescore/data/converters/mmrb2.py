@@ -103,7 +103,7 @@ class MMRB2Converter(BenchmarkConverter):
             instruction = "\n".join(t.strip() for t in texts)
             models = [str(r.get("model_name", r.get("model")) or "") for r in responses]
             origin = str(record.get("prompt_source") or "mmrb2")
-            self.add_pair(PairItem(
+            self.add(PairItem(
                 id=pair_id, sources=sources, instruction=instruction, edited_a=edited[0],
                 edited_b=edited[1], edited_a_id=f"{pair_id}_A", edited_b_id=f"{pair_id}_B", label=chosen.lower(),
                 model_a=models[0], model_b=models[1], subset="single" if len(sources) == 1 else "multi",

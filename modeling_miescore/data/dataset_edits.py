@@ -23,7 +23,7 @@ from typing import Dict, Optional, Tuple
 
 from ..hub.errors import MIEScoreInputError
 from .schema import MER_SPLITS
-from .dataset_splits import load_split
+from .dataset_splits import load_split, split_names
 from .converters.converted_card import read_benchmark_metadata
 from .converters.schema import SPLIT
 from .input_export import export_mie_inputs
@@ -108,8 +108,6 @@ def _flat(ds, kind: str):
 
 def _splits(dataset: str, split: Optional[str]):
     """``[(loaded split, kind)]`` of a dataset (module docstring)."""
-    import datasets
-
     metadata = read_benchmark_metadata(dataset)
     if metadata is not None and "editing" in metadata.get("kinds", []):
         raise MIEScoreInputError(f"dataset '{dataset}' is an editor benchmark (editing inputs, no edited images); "
@@ -117,10 +115,7 @@ def _splits(dataset: str, split: Optional[str]):
                                  f"{str(metadata.get('name')).split('-')[0]} --edits ...'")
     if metadata is not None:
         return [(load_split(dataset, split or SPLIT, config), config) for config in metadata.get("kinds", [])]
-    try:
-        names = set(datasets.get_dataset_split_names(dataset))
-    except Exception:  # noqa: BLE001 - reported by load_split below with a one-line error
-        names = set()
+    names = split_names(dataset)
     present = [name for name in MER_SPLITS if name in names]
     if present:  # MER-Bench: every K-pair split it has (a release may lack one, as `benchmark mer-bench` allows)
         missing = [name for name in MER_SPLITS if name not in names]

@@ -160,23 +160,15 @@ def read_ratings(raw: Path, problems: ProblemCollector, declared_edits: set, bar
     return columns
 
 
-def _optional_count(check: RecordCheck, text: str, column: str) -> int | None:
+def _optional_number(check: RecordCheck, text: str, column: str, integer: bool = False) -> float | int | None:
+    """An optional ``std_*`` (a number) or ``n_*`` (``integer``) column: None when empty."""
     if not text:
         return None
     value = finite_float(text)
-    if value is None or value < 0 or value != int(value):
-        check.fail(f"{column} {text!r} must be a non-negative integer or empty")
+    if value is None or value < 0 or (integer and value != int(value)):
+        check.fail(f"{column} {text!r} must be a non-negative {'integer' if integer else 'number'} or empty")
         return None
-    return int(value)
-
-
-def _optional_spread(check: RecordCheck, text: str, column: str) -> float | None:
-    if not text:
-        return None
-    value = finite_float(text)
-    if value is None or value < 0:
-        check.fail(f"{column} {text!r} must be a non-negative number or empty")
-    return value
+    return int(value) if integer else value
 
 
 def _mos_record(check: RecordCheck, row: dict) -> dict:
@@ -190,8 +182,8 @@ def _mos_record(check: RecordCheck, row: dict) -> dict:
         elif not lo <= value <= hi:
             check.fail(f"mos_{short} {value:g} out of range [{lo:g}, {hi:g}]")
         record[f"mos_{short}"] = value
-        record[f"std_{short}"] = _optional_spread(check, row.get(f"std_{short}", ""), f"std_{short}")
-        record[f"n_{short}"] = _optional_count(check, row.get(f"n_{short}", ""), f"n_{short}")
+        record[f"std_{short}"] = _optional_number(check, row.get(f"std_{short}", ""), f"std_{short}")
+        record[f"n_{short}"] = _optional_number(check, row.get(f"n_{short}", ""), f"n_{short}", integer=True)
     return record
 
 

@@ -463,11 +463,7 @@ class MERBenchBuilder(DatasetBuilder):
         return sum(image.size() for image in (s.image, *(c.image for c in group))) + len(s.instruction.encode()) + 512
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
-        return mer_bench_card.card_context(
-            split_info=split_info, groups=self.groups, samples=self.samples, candidates=self.candidates,
-            valid=self.valid, needs_review=self.needs_review, targets=self.targets, seed=self.seed,
-            min_agreement=self.min_agreement, n_annotators=self.n_annotators, stratified=self.stratify_categories,
-        )
+        return mer_bench_card.card_context(self, split_info)
 
     def write_extra_files(self, folder: Path) -> None:
         mer_bench_card.write_needs_review(folder / "needs_review.csv", self.needs_review)

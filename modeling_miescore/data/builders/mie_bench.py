@@ -456,10 +456,7 @@ class MIEBenchBuilder(DatasetBuilder):
         return info
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
-        return mie_bench_card.card_context(split_info=split_info, rows_by_split=self.rows_by_split, mos=self.mos,
-                                           screening=self.screening, mos_source=self.source, rule=self.rule,
-                                           split_method=self.split_method, salt=self.split_salt,
-                                           split_file=self.split_file.name if self.split_file else None)
+        return mie_bench_card.card_context(self, split_info)
 
     def write_extra_files(self, folder: Path) -> None:
         if self.screening is not None:  # ScreeningReport.to_dict() is JSON-ready (NaN -> None)

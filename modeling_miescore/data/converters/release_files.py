@@ -18,14 +18,13 @@ are :func:`~modeling_miescore.data.builders.raw_files.read_jsonl` and
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..builders.raw_files import (TOO_DEEP, ImageRef, ProblemCollector, RecordCheck, json_members, json_object_entries,
                                   line_at, read_text, record_problem, skip_space)
-from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
+from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image, open_image_bytes
 
 __all__ = ["check_image_bytes", "embedded_image", "read_json_keyed_records", "read_json_records", "read_parquet_rows",
            "read_saved_dataset"]
@@ -179,17 +178,10 @@ def read_saved_dataset(folder: Path, problems: ProblemCollector, *,
 
 
 def check_image_bytes(data: bytes, max_image_pixels: int | None = None) -> str | None:
-    """``None`` when ``data`` decodes as an image, else a one-line reason."""
-    import warnings
-
-    from PIL import Image
-
-
+    """``None`` when ``data`` decodes as an image (of the formats every image reader accepts,
+    :func:`~modeling_miescore.hub.image_io.open_image_bytes`), else a one-line reason."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-        load_image(image, max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS)
+        load_image(open_image_bytes(data, "the stored file"), max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS)
     except ImageLoadError as err:
         return str(err)
     except Exception as err:  # noqa: BLE001 - any decoder failure is a data problem

@@ -42,17 +42,18 @@ def _features():
                      "category": Value("string"), "num_edits": Value("int32")})
 
 
+def _add(out: dict, *values) -> None:
+    """One flattened edit: a value per column of :data:`_COLUMNS`, in that order."""
+    for name, value in zip(_COLUMNS, values, strict=True):
+        out[name].append(value)
+
+
 def _flat_pairs(batch) -> dict:
     out = {name: [] for name in _COLUMNS}
     for i in range(len(batch["instruction"])):
         for side in ("a", "b"):
-            out["id"].append(str(batch[f"edited_{side}_id"][i]))
-            out["instance_id"].append(str(batch["group_id"][i] or batch["id"][i]))
-            out["instruction"].append(batch["instruction"][i])
-            out["source_images"].append(batch["source_images"][i])
-            out["edited_image"].append(batch[f"edited_{side}"][i])
-            out["category"].append("")
-            out["num_edits"].append(None)
+            _add(out, str(batch[f"edited_{side}_id"][i]), str(batch["group_id"][i] or batch["id"][i]),
+                 batch["instruction"][i], batch["source_images"][i], batch[f"edited_{side}"][i], "", None)
     return out
 
 
@@ -67,13 +68,8 @@ def _flat_groups(batch) -> dict:
         edited = batch["edited_images"][i]
         ids = candidate_ids[i] or [f"{batch['pair_id'][i]}-{k}" for k in range(len(edited))]
         for candidate, image in zip(ids, edited):
-            out["id"].append(str(candidate))
-            out["instance_id"].append(str(samples[i]))
-            out["instruction"].append(batch["instruction"][i])
-            out["source_images"].append([batch["original_image"][i]])
-            out["edited_image"].append(image)
-            out["category"].append(str(categories[i] or ""))
-            out["num_edits"].append(num_edits[i])
+            _add(out, str(candidate), str(samples[i]), batch["instruction"][i], [batch["original_image"][i]], image,
+                 str(categories[i] or ""), num_edits[i])
     return out
 
 

@@ -26,7 +26,7 @@ from .base import BenchmarkConverter
 from .release_files import embedded_image, read_saved_dataset
 from .schema import BenchmarkSpec, PairItem, bibtex
 
-__all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC", "TASK_GROUPS"]
+__all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC"]
 
 SPEC = BenchmarkSpec(
     name="editscore-bench", title="EditScore's EditReward-Bench", kinds=("pairwise",), license="apache-2.0",
@@ -54,13 +54,6 @@ SPEC = BenchmarkSpec(
                     "(EditReward-Bench PF / Cons. / Ovrl.)",
 )
 DIMENSIONS = dict(SPEC.dimensions)  # the release's dimension -> MIEScore score key
-# SpatialReward's calculate_accuracy.py groups the 13 task types into four families for its grouped table.
-TASK_GROUPS = {
-    "object": ("subject-add", "subject-remove", "subject-replace"),
-    "appearance": ("color_alter", "material_alter", "style_change", "tone_transfer"),
-    "scene": ("background_change", "extract"),
-    "advanced": ("ps_human", "text_change", "motion_change", "compose"),
-}
 COLUMNS = ("key", "instruction", "input_image", "output_images", "task_type", "dimension")
 
 

@@ -23,7 +23,7 @@ from ..builders.output_folder import format_bytes
 from ..builders.raw_files import ImageChecker, ProblemCollector
 from .converted_card import card_context, card_spec, converted_card_data
 from .schema import (CONFIGS, HUMAN_COLUMNS, LABELS, SPLIT, BenchmarkSpec, EditingItem, EditItem, PairItem,
-                     editing_features, pairwise_features, pointwise_features)
+                     config_features)
 
 __all__ = ["BenchmarkConverter", "ConversionSummary", "StripPrefixOption", "content_key"]
 
@@ -119,10 +119,7 @@ class BenchmarkConverter(DatasetBuilder):
 
     def features(self, split: str | None = None):
         """The features of a row of config ``split`` (the first of the spec's kinds when None)."""
-        config = split or self.spec.kinds[0]
-        if config == "editing":
-            return editing_features(self.spec.subset_flags)
-        return pointwise_features() if config == "pointwise" else pairwise_features()
+        return config_features(split or self.spec.kinds[0], self.spec.subset_flags)
 
     def make_row(self, item) -> dict:
         if isinstance(item, EditingItem):

@@ -12,6 +12,7 @@ dataset card records part of it, ending with the citation that :func:`bibtex` wr
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 from ..builders.raw_files import ImageRef
 from ..schema import SCORE_KEYS
@@ -33,9 +34,7 @@ __all__ = [
     "SPLIT",
     "bibtex",
     "check_declaration",
-    "editing_features",
-    "pairwise_features",
-    "pointwise_features",
+    "config_features",
 ]
 
 CONFIGS = ("pointwise", "pairwise", "editing")
@@ -302,53 +301,20 @@ def check_declaration(name: str, protocol: str, columns: dict, column_headers: d
                          f"{sorted(set(column_headers) - declared)}")
 
 
-def pointwise_features():
-    """``datasets.Features`` of a pointwise row."""
-    from datasets import Features, Image, List, Value
-
-    return Features({
-        "id": Value("string"),
-        "source_images": List(Image()),
-        "edited_image": Image(),
-        "instruction": Value("string"),
-        "editing_model": Value("string"),
-        "group_id": Value("string"),
-        "subset": Value("string"),
-        **{column: Value("float64") for column in HUMAN_COLUMNS.values()},
-    })
-
-
-def pairwise_features():
-    """``datasets.Features`` of a pairwise row."""
+def config_features(config: str, flags: Sequence[str] = ()):
+    """``datasets.Features`` of a row of ``config``: ``pointwise``, ``pairwise`` or ``editing`` (the
+    :data:`EDITING_COLUMNS`, then one bool column per subset flag of ``flags``)."""
     from datasets import ClassLabel, Features, Image, List, Value
 
-    return Features({
-        "id": Value("string"),
-        "source_images": List(Image()),
-        "instruction": Value("string"),
-        "edited_a": Image(),
-        "edited_b": Image(),
-        "edited_a_id": Value("string"),
-        "edited_b_id": Value("string"),
-        "model_a": Value("string"),
-        "model_b": Value("string"),
-        "label": ClassLabel(names=list(LABELS)),
-        "dimension": Value("string"),
-        "subset": Value("string"),
-        "group_id": Value("string"),
-    })
-
-
-def editing_features(flags=()):
-    """``datasets.Features`` of an ``editing`` row (:data:`EDITING_COLUMNS` + one bool column per subset flag)."""
-    from datasets import Features, Image, List, Value
-
-    return Features({
-        "id": Value("string"),
-        "key": Value("string"),
-        "source_images": List(Image()),
-        "instruction": Value("string"),
-        "category": Value("string"),
-        "language": Value("string"),
-        **{flag: Value("bool") for flag in flags},
-    })
+    text = Value("string")
+    if config == "pointwise":
+        return Features({"id": text, "source_images": List(Image()), "edited_image": Image(), "instruction": text,
+                         "editing_model": text, "group_id": text, "subset": text,
+                         **{column: Value("float64") for column in HUMAN_COLUMNS.values()}})
+    if config == "pairwise":
+        return Features({"id": text, "source_images": List(Image()), "instruction": text, "edited_a": Image(),
+                         "edited_b": Image(), "edited_a_id": text, "edited_b_id": text, "model_a": text,
+                         "model_b": text, "label": ClassLabel(names=list(LABELS)), "dimension": text, "subset": text,
+                         "group_id": text})
+    return Features({**dict.fromkeys(EDITING_COLUMNS, text), "source_images": List(Image()),
+                     **{flag: Value("bool") for flag in flags}})

@@ -1,10 +1,5 @@
 """``miescore benchmark zero-shot`` and ``miescore benchmark reward``: an evaluator on external benchmarks.
 
-::
-
-    miescore benchmark zero-shot --dataset DIR [--dataset DIR ...] (--model CKPT | --predictions P [...]) --out DIR
-    miescore benchmark reward    --dataset DIR [--dataset DIR ...] (--model CKPT | --predictions P [...]) --out DIR
-
 Each ``--dataset`` is a folder from ``miescore convert-benchmark`` (its card says which benchmark it is) or, for
 ``reward``, a MER-Bench build; ``--predictions`` files pair with the datasets in order (score files keyed by
 edited-image id, :mod:`modeling_miescore.evaluation.converted_benchmarks`; MER-Bench: group files). With

@@ -5,7 +5,7 @@ Metrics (numpy/scipy only): :mod:`.metrics` (correlation, model_ranking, group_r
 The benchmark runner, one module per step:
 
 * :mod:`.dataset_splits`: load a split, per-item metadata frames; :mod:`.prediction_files`: read predictions
-  JSONL (formats documented there); :mod:`.alignment`: match prediction ids with dataset ids.
+  JSONL (formats documented there) and match prediction ids with dataset ids.
 * :mod:`.mie_bench_report`, :mod:`.mer_bench_report`, :mod:`.editing_models_report`: the numbers of the three
   reports (plain JSON-serialisable dicts), with :mod:`.instance_bootstrap` for CIs that resample instances.
 * :mod:`.report`: ``report.json`` and ``report.md``; :mod:`.report_html`: ``report.html`` (plots embedded);

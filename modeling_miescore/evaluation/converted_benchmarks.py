@@ -19,17 +19,16 @@ import numpy as np
 
 from ..data.converters.schema import HUMAN_COLUMNS, LABELS, SPLIT
 from ..data.schema import MER_SPLITS
-from .alignment import Alignment, align_predictions
 from ..data.dataset_splits import load_split
 from ..data.errors import BenchmarkInputError
 from ..data.builders.mer_bench import MERBenchBuilder
 from ..data.converters import CONVERTERS
 from ..data.converters.converted_card import read_benchmark_metadata
 from ..data.dataset_splits import mer_bench_frame
-from .prediction_files import read_group_predictions, read_score_predictions
+from .prediction_files import Alignment, align_predictions, read_group_predictions, read_score_predictions
 
-__all__ = ["BenchmarkData", "attach_predictions", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
-           "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
+__all__ = ["BenchmarkData", "attach_predictions", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids",
+           "load_benchmark", "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
 
 
 @dataclass

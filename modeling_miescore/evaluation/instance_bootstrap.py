@@ -11,7 +11,6 @@ report's ``meta["bootstrap"]`` says so (``omitted``).
 
 from __future__ import annotations
 
-import math
 import sys
 import warnings
 from collections.abc import Callable
@@ -46,6 +45,11 @@ class BootstrapSettings:
         return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling,
                 "min_units": MIN_RESAMPLING_UNITS}
 
+    def interval(self, fn: Callable[[np.ndarray], Any], idx: np.ndarray) -> Any:
+        """``fn(idx)`` as ``{"value", "ci"}`` metrics (:func:`with_ci`), the CI a percentile bootstrap over the
+        positions ``idx`` (none when ``n`` is 0)."""
+        return with_ci(bootstrap_ci(fn, idx, n=self.n, seed=self.seed, level=self.level) if self.n > 0 else fn(idx))
+
 
 def with_ci(tree: Any) -> Any:
     """Nested dict of :class:`CI` -> nested dict of ``{"value", "ci": [low, high]}`` (NaN -> None)."""
@@ -63,14 +67,6 @@ def without_ci(tree: Any) -> Any:
     if isinstance(tree, dict):
         return {k: without_ci(v) for k, v in tree.items()}
     return tree
-
-
-def _point_only(tree: Any) -> Any:
-    """A result tree of numbers as a tree of :class:`CI` without bounds."""
-    if isinstance(tree, dict):
-        return {k: _point_only(v) for k, v in tree.items()}
-    v = finite_float(tree)
-    return CI(math.nan if v is None else v, math.nan, math.nan)
 
 
 class InstanceBootstrap:
@@ -116,7 +112,7 @@ class InstanceBootstrap:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", MetricWarning)
             if n == 0:
-                result = with_ci(_point_only(fn(idx)))
+                result = with_ci(fn(idx))  # point estimates only
             else:
                 result = self._resampled(fn, desc, idx, groups, n)
         if record_notes:

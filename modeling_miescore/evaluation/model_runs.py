@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from ..utils.atomic_files import write_text_atomic
 from ..data.errors import BenchmarkInputError
 from .prediction_files import SUB_SCORE_KEYS
+from ..scoring.jsonl_scoring import complete_lines
 from ..scoring.loading import load_spatialreward
 
 __all__ = ["check_prediction_cache", "read_done_pairs", "score_mer_with_spatialreward"]
@@ -45,14 +46,7 @@ def check_prediction_cache(out_dir, identity: dict) -> None:
 
 def read_done_pairs(path: Path) -> set[str]:
     """pair ids already in a MER predictions cache; cuts off an incomplete last line left by a crash."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as handle:
-            handle.truncate(cut)
-        data = data[:cut]
+    data, _ = complete_lines(path)
     done = set()
     for number, raw in enumerate(data.splitlines(), start=1):
         if raw.strip():

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Optional
 
-__all__ = ["PROTOCOL_GROUPS", "canonical", "differences", "fingerprint", "folder_sha256", "make_protocol",
+__all__ = ["PROTOCOL_GROUPS", "canonical", "differences", "fingerprint", "flatten", "folder_sha256", "make_protocol",
            "file_sha256", "package_version", "protocol_header", "prompts_setting", "scores_protocol", "weights_sha256",
            "with_protocol_header"]
 
@@ -72,17 +72,22 @@ def fingerprint(settings: dict) -> str:
     return hashlib.sha256(canonical(kept).encode()).hexdigest()
 
 
-def _flatten(tree, prefix: str = "") -> dict:
+def flatten(tree, prefix: str = "", *, lists: bool = False) -> dict:
+    """``{"a.b": leaf}`` of a nested dict (with ``lists``, list items too: ``"a.b[0]"``); an empty one is a leaf."""
     if isinstance(tree, dict) and tree:
-        out = {}
-        for key, value in tree.items():
-            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: tree}
+        items = ((f"{prefix}.{key}" if prefix else str(key), value) for key, value in tree.items())
+    elif lists and isinstance(tree, list) and tree:
+        items = ((f"{prefix}[{i}]", value) for i, value in enumerate(tree))
+    else:
+        return {prefix: tree}
+    out = {}
+    for path, value in items:
+        out.update(flatten(value, path, lists=lists))
+    return out
 
 
 def _check_no_credentials(settings: dict) -> None:
-    for path in _flatten(settings):
+    for path in flatten(settings):
         if _CREDENTIAL.search(path):
             raise ValueError(f"protocol setting {path!r} looks like a credential; credentials are never recorded")
 
@@ -110,7 +115,7 @@ def differences(a: dict, b: dict, *, ignore: Iterable[str] = (), names=("a", "b"
     (``names`` label the two sides); settings under a path of ``ignore`` (e.g. ``editor``) and the derived keys
     are not compared. With ``names[1] == "released"`` only the settings ``b`` declares are compared."""
     ignored = tuple(ignore) + _DERIVED
-    flat_a, flat_b = _flatten(a), _flatten(b)
+    flat_a, flat_b = flatten(a), flatten(b)
     keys = flat_b if names[1] == "released" else {**flat_a, **flat_b}
     out = []
     for key in sorted(keys):

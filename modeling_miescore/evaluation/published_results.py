@@ -13,19 +13,8 @@ MER-Bench "Ovrl." from its 2-P / 3-P / 4-P columns and says which rows follow th
 
 from __future__ import annotations
 
-__all__ = [
-    "SPATIALREWARD_TABLE3",
-    "SPATIALREWARD_TABLE3_COLUMNS",
-    "TABLE1",
-    "TABLE1_COLUMNS",
-    "TABLE2",
-    "TABLE6",
-    "TABLE6_COLUMNS",
-    "keyed_row",
-    "mer_category_averaging",
-    "mer_overall_averaging",
-    "table3_delta_check",
-]
+__all__ = ["SPATIALREWARD_TABLE3", "SPATIALREWARD_TABLE3_COLUMNS", "TABLE1", "TABLE1_COLUMNS", "TABLE2", "TABLE6",
+           "TABLE6_COLUMNS", "keyed_row", "mer_category_averaging", "mer_overall_averaging", "table3_delta_check"]
 
 
 def keyed_row(columns, values, what: str) -> dict:

@@ -37,7 +37,7 @@ REPORT_KINDS = {
     "mie-bench": ".mie_bench_markdown:mie_bench_markdown",
     "mer-bench": ".mer_bench_markdown:mer_bench_markdown",
     "editing-models": ".editing_models_markdown:editing_models_markdown",
-    "editors": ".editor_benchmarks.editor_comparison:comparison_markdown",  # ``miescore benchmark editors``
+    "editors": ".editor_benchmarks.editor_report:comparison_markdown",  # ``miescore benchmark editors``
 }
 
 

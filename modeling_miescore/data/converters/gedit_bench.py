@@ -63,7 +63,7 @@ SPEC = BenchmarkSpec(
     paper_reference="SpatialReward paper, Table 3 (GEdit-EN SC / PQ / Ovrl.)",
     editor=EditorBenchmark(
         name="gedit", scores=("sc", "pq", "o"), overall="o", labels={"sc": "SC", "pq": "PQ", "o": "O"},
-        scale=(0.0, 10.0), judge=".gedit_judge:GEditJudge", category_label="Task type", published_judge="gpt-4.1",
+        scale=(0.0, 10.0), judge=".judges:GEditJudge", category_label="Task type", published_judge="gpt-4.1",
         prompts_expected="VIEScore's prompt module viescore/vie_prompts.py (a Python file assigning the strings "
                          "_context_no_delimit, _prompts_0shot_two_image_edit_rule, _prompts_0shot_tie_rule_SC and "
                          "_prompts_0shot_rule_PQ)",

@@ -67,7 +67,7 @@ SPEC = BenchmarkSpec(
     paper_reference="SpatialReward paper, Table 3 (ImgEdit Ovrl.)",
     editor=EditorBenchmark(
         name="imgedit", scores=("mean",), overall="mean", labels={"mean": "Score"}, scale=(1.0, 5.0),
-        judge=".imgedit_judge:ImgEditJudge", category_label="Edit type", published_judge="gpt-4.1",
+        judge=".judges:ImgEditJudge", category_label="Edit type", published_judge="gpt-4.1",
         prompts_expected="ImgEdit's prompts.json (a JSON object {edit_type: rubric text containing <edit_prompt>})",
         round_to=2,
         overall_note="Overall = the mean over edit types of the per-type means, as ImgEdit's leaderboard defines it "

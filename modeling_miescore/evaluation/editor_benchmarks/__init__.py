@@ -2,14 +2,12 @@
 protocols, by an MLLM judge (an OpenAI-compatible endpoint or a local transformers VLM) and/or by our reward models,
 and editors compared in the SpatialReward paper's Table 3 layout.
 
-Modules: :mod:`.protocols` (each benchmark's protocol, declared once), :mod:`.editing_rows` (the converted
-dataset's rows, selection, sources), :mod:`.edit_files` (an editor's outputs matched to rows), :mod:`.editor_judge`
-(what the MLLM judges share), :mod:`.gedit_judge` (VIEScore ``tie``), :mod:`.imgedit_judge` (the per-type rubric),
-:mod:`.judge_run` (resumable judging), :mod:`.reward_judges` (MIEScore / SpatialReward as judges),
-:mod:`.scores` (aggregation), :mod:`.editor_report` (one editor's report), :mod:`.editor_run` (the whole run,
-what ``miescore benchmark gedit`` / ``imgedit`` call), :mod:`.run_protocol` (a run's protocol and fingerprint),
-:mod:`.recheck` (``--recheck N``: the judge's drift), :mod:`.editor_comparison` and :mod:`.comparison_grid`
-(``miescore benchmark editors``; runs of unlike protocols refused).
+Modules: :mod:`.protocols` (each benchmark's protocol, declared once), :mod:`.editing_rows` (the converted dataset's
+rows, selection, sources; an editor's outputs matched to the rows), :mod:`.judges` (the MLLM judges: what they share,
+VIEScore ``tie``, ImgEdit's per-type rubric), :mod:`.judge_run` (resumable judging, MIEScore / SpatialReward as
+judges, ``--recheck N``: the judge's drift), :mod:`.scores` (aggregation), :mod:`.editor_report` (one editor's
+report, a comparison's Markdown and plots), :mod:`.editor_run` (the whole run, what ``miescore benchmark gedit`` /
+``imgedit`` call), :mod:`.editor_comparison` (``miescore benchmark editors``; runs of unlike protocols refused).
 """
 
 from __future__ import annotations

@@ -29,15 +29,14 @@ from typing import Iterable
 
 import numpy as np
 
-from ..instance_bootstrap import BootstrapSettings, with_ci
-from ..metrics.bootstrap import bootstrap_ci
+from ..instance_bootstrap import BootstrapSettings
 from .protocols import EditorBenchmark
 from ..metrics.inputs import MetricWarning
 
 ROW_MODES = ("mean", "best", "first", "selected")
 
-__all__ = ["MetricNotes", "ROW_MODES", "SELECTION_VIEWS", "benchmark_results", "category_means", "row_frame",
-           "row_records", "sample_frame", "selection_views", "summarize"]
+__all__ = ["MetricNotes", "ROW_MODES", "SELECTION_VIEWS", "VIEW_NAMES", "benchmark_results", "category_means",
+           "row_frame", "row_records", "sample_frame", "selection_views", "summarize"]
 
 
 class MetricNotes:
@@ -63,7 +62,7 @@ class MetricNotes:
 
 
 def sample_frame(rows, edits, judgements: dict, benchmark: EditorBenchmark, flags: Iterable[str] = ()):
-    """One row per edit of ``edits`` (:class:`~.edit_files.ResolvedEdits`), with ``rows``' metadata and the
+    """One row per edit of ``edits`` (:class:`~.editing_rows.ResolvedEdits`), with ``rows``' metadata and the
     ``judgements`` (input id -> record) scores; ``judged`` False where no record exists (a failed request)."""
     import pandas as pd
 
@@ -159,8 +158,7 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
 
     positions = np.arange(len(frame))
     if not empty:
-        out.update(with_ci(bootstrap_ci(macro, positions, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
-                           if bootstrap.n > 0 else macro(positions)))
+        out.update(bootstrap.interval(macro, positions))
     by_category = {}
     for code, name in enumerate(order):
         rows = positions[codes == code]
@@ -170,9 +168,8 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
         def means(idx):
             return {k: _round(float(table[idx, j].mean()), benchmark.round_to) for j, k in enumerate(benchmark.scores)}
 
-        cell = (bootstrap_ci(means, rows, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
-                if bootstrap.n > 0 and len(rows) > 1 else means(rows))
-        by_category[name] = {"n": int(len(rows)), **with_ci(cell)}
+        settings = bootstrap if len(rows) > 1 else BootstrapSettings(n=0)  # one row: no interval
+        by_category[name] = {"n": int(len(rows)), **settings.interval(means, rows)}
     out["by_category"] = by_category
     return out
 
@@ -197,6 +194,8 @@ def benchmark_results(rows, benchmark: EditorBenchmark, bootstrap: BootstrapSett
 SELECTION_VIEWS = {"first": ("first", "the first sample (one draw, no selection)"),
                    "selected": ("selected", "the sample the reward selected"),
                    "oracle": ("best", "the judge's own best of N (the oracle: the best any selector could do)")}
+# their short names in a comparison's run names ("<run>: <short name>")
+VIEW_NAMES = {"first": "first sample", "selected": "selected", "oracle": "judge's best of N"}
 
 
 def row_records(frame, sources: dict | None = None) -> list[dict]:

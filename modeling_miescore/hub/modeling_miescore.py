@@ -31,9 +31,9 @@ from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .miescore_overall import overall_score
 from .miescore_score_heads import last_token_indices, score_head_class
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
-from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
-                                  load_stock_processor, prepare_inputs)
-from .model_card import save_checkpoint_folder
+from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_stock_processor,
+                                  prepare_inputs)
+from .model_card import CheckpointModel
 
 
 @dataclass
@@ -69,7 +69,7 @@ class PreparedScoring:
         return len(self.slots)
 
 
-class MIEScoreModel(PreTrainedModel):
+class MIEScoreModel(CheckpointModel, PreTrainedModel):
     """Scores a multi-source edit on visual quality, instruction following and attribute preservation.
 
     The backbone (``AutoModel.from_config(config.backbone_config)``: a ``Qwen3VLModel`` in the paper, or another
@@ -94,13 +94,6 @@ class MIEScoreModel(PreTrainedModel):
         self.head = score_head_class(config.score_head).from_config(config, hidden_size)
         self.processor = None  # the backbone's processor; loaded from the checkpoint folder on first use
         self.post_init()
-
-    @property
-    def is_gradient_checkpointing(self) -> bool:
-        """Whether activation checkpointing is on. transformers 5 deprecates this name with a FutureWarning, but
-        peft (``get_peft_model``, ``PeftModel.from_pretrained``) and TRL still read it on every LoRA run: answered
-        here without the warning (``is_activation_checkpointing`` is the current name)."""
-        return self.is_activation_checkpointing
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear) and any(module is m for m in self.head.modules()):
@@ -158,12 +151,6 @@ class MIEScoreModel(PreTrainedModel):
         return MIEScoreOutput(scores=scores, logits=logits, pooled_hidden_state=pooled)
 
     # ------------------------------------------------------------------ scoring API
-
-    def get_processor(self):
-        """The processor used by :meth:`score`; loaded from the checkpoint folder the first time."""
-        if self.processor is None:
-            self.processor = load_checkpoint_processor(self.config.name_or_path)
-        return self.processor
 
     def scores_to_dicts(self, scores: torch.Tensor) -> list[dict[str, float]]:
         """(B, num_scores) sigmoid outputs -> list of ``{score_name: value, "overall": value}`` on the MOS scale."""
@@ -341,12 +328,6 @@ class MIEScoreModel(PreTrainedModel):
             model.head.init_from_backbone(output_layer, config, model._init_weights)
         model.processor = processor
         return model
-
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
-        ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
-        (README.md, unless the folder has one): ``model_card.save_checkpoint_folder``."""
-        save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, **kwargs)
 
 
 MIEScoreConfig.register_for_auto_class()

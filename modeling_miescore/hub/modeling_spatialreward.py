@@ -33,11 +33,10 @@ from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, scor
 from .configuration_spatialreward import SpatialRewardConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .prefix_reuse import build_prefix_cache, generate_from_prefix, pack_rows_after_prefix, rope_positions
-from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_size_kwargs, load_checkpoint_processor,
-                                  num_image_tokens)
+from .processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_size_kwargs, num_image_tokens
 from .spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from .spatialreward_tokens import strip_control_tokens
-from .model_card import save_checkpoint_folder
+from .model_card import CheckpointModel
 
 # ------------------------------------------------------------------------------------------------------------
 # Prompts of the two streams (appendix D.1) and the SC prefix that edits of one group share
@@ -148,7 +147,7 @@ def _decode_rows(new_tokens: torch.Tensor, tokenizer, passes: int) -> List[List[
 # ------------------------------------------------------------------------------------------------------------
 
 
-class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGeneration):
+class SpatialRewardModel(SpatialRewardScoringMixin, CheckpointModel, Qwen3VLForConditionalGeneration):
     """Qwen3-VL judge with SpatialReward's prompts, parsing and aggregation (paper sec. 3, appendix D.1).
 
     Loads our checkpoints (``trust_remote_code``: config with ``auto_map``, code and processor beside the
@@ -158,24 +157,15 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
     """
 
     config_class = SpatialRewardConfig
+    checkpoint_auto_map = {
+        "AutoConfig": "configuration_spatialreward.SpatialRewardConfig",
+        "AutoModel": "modeling_spatialreward.SpatialRewardModel",
+        "AutoModelForImageTextToText": "modeling_spatialreward.SpatialRewardModel",
+    }
 
     def __init__(self, config: SpatialRewardConfig):
         super().__init__(config)
         self.processor = None  # a Qwen3VLProcessor; loaded from the checkpoint folder on first use
-
-    @property
-    def is_gradient_checkpointing(self) -> bool:
-        """Whether activation checkpointing is on. transformers 5 deprecates this name with a FutureWarning, but
-        peft (``get_peft_model``, ``PeftModel.from_pretrained``) and TRL still read it on every LoRA run: answered
-        here without the warning (``is_activation_checkpointing`` is the current name)."""
-        return self.is_activation_checkpointing
-
-    # -- processor ----------------------------------------------------------------------------------------------
-    def get_processor(self):
-        """The processor used by :meth:`evaluate_edits`; loaded from the checkpoint folder the first time."""
-        if self.processor is None:
-            self.processor = load_checkpoint_processor(self.config.name_or_path)
-        return self.processor
 
     # -- generation ---------------------------------------------------------------------------------------------
     def _generation_config(self, tokenizer) -> GenerationConfig:
@@ -217,7 +207,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         texts = [processor.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for _, m in prompts]
         images = [image for imgs, _ in prompts for image in imgs]
         batch = processor(text=texts, images=images, padding=True, padding_side="left", return_tensors="pt",
-                          size={"shortest_edge": int(config.min_pixels), "longest_edge": int(config.max_pixels)})
+                          **image_size_kwargs(config))
         batch = batch.to(self.device)
         if batch.get("pixel_values") is not None:
             batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
@@ -335,17 +325,6 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         texts = self._generate_texts(prompts, processor)
         return [assemble_result(self.config, len(s.sources), s.edited.size, texts[k], texts[len(samples) + k],
                                 sample_id=s.id, backend="transformers") for k, s in enumerate(samples)]
-
-    # -- saving -------------------------------------------------------------------------------------------------
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors), the config with ``auto_map`` and ``custom_pipelines`` (the
-        ``image-edit-scoring`` pipeline), the model code, the processor beside and a model card (README.md,
-        unless the folder has one): ``model_card.save_checkpoint_folder``."""
-        save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, auto_map={
-            "AutoConfig": "configuration_spatialreward.SpatialRewardConfig",
-            "AutoModel": "modeling_spatialreward.SpatialRewardModel",
-            "AutoModelForImageTextToText": "modeling_spatialreward.SpatialRewardModel",
-        }, **kwargs)
 
 
 SpatialRewardConfig.register_for_auto_class()

@@ -1,23 +1,16 @@
 """Reading the JSON in a model's answer: the package's one reader (a Hub file that SpatialReward checkpoints
 carry, so it imports only the standard library).
 
-* :func:`strip_thinking_and_fences` drops ``<think>...</think>`` blocks (a lone ``</think>``: the thinking prefix
-  whose opening tag was in the prompt; an unclosed ``<think>``: everything after it) and code fences.
 * **Relaxed** (SpatialReward's SC / PQ outputs, ``spatialreward_parsing``): :func:`find_output_object` takes the
-  first ``{...}`` (outside string literals; quotes in prose are ignored) holding an output key, parsed strictly
-  or after repairs (single quotes, trailing commas, Python literals, unquoted keys, unescaped inner quotes); a
-  cut-off one is closed. A reward must be read from whatever was written; every repair or oddity is reported
-  through ``notes.add_issue(code, message)`` (``parsing.ISSUE_CODES``). At most 32 candidates, truncation
-  repair only below 64 KiB.
+  first ``{...}`` holding an output key, parsed strictly or after repairs (single quotes, trailing commas, Python
+  literals, unquoted keys, unescaped inner quotes); a cut-off one is closed. A reward must be read from whatever was
+  written; every repair or oddity is reported as an issue (``parsing.ISSUE_CODES``).
 * **Strict** (judges, the GRPO oracle, MER-Bench synthesis, skill optimisation, benchmark judges): nothing is
-  repaired, a model that cannot write JSON fails visibly. :func:`final_json_object` ``(text, keys) -> (obj,
-  issues)`` is the answer object: the **final** one holding one of ``keys`` (answers quote objects, so the first
-  is not the answer); candidates that disagree on a key give None (``conflicting_json_objects``), a key written
-  twice with different values is removed (``duplicate_key:<key>``), a scan stopped early gives None
-  (``too_many_json_candidates``), and with ``top_level`` so does an object inside another (``nested_answer``).
-  :func:`extract_json` lists every accepted value for callers with their own rules, :func:`extract_first_json`
-  the first. Values nested too deeply are skipped (no ``RecursionError``); lone surrogates become U+FFFD
-  (:func:`valid_strings`), so what is returned can be stored and written.
+  repaired, a model that cannot write JSON fails visibly. The answer is the **final** object holding a key
+  (answers quote objects, so the first is not the answer); candidates that disagree, or a key written twice with
+  different values, are refused (:func:`final_json_object`).
+
+Both bound their work on degenerate answers; lone surrogates become U+FFFD, so what is returned can be stored.
 """
 
 from __future__ import annotations
@@ -49,7 +42,8 @@ _FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*")
 
 
 def strip_thinking_and_fences(text: str, res: Optional[IssueNotes] = None) -> str:
-    """``text`` without thinking blocks and code fences (fence markers become spaces; module docstring)."""
+    """``text`` without ``<think>...</think>`` blocks (a lone ``</think>``: the thinking prefix whose opening tag
+    was in the prompt; an unclosed ``<think>``: everything after it) and code fences (markers become spaces)."""
     note = res.add_issue if res is not None else (lambda code, message="": None)
     if _THINK_CLOSE_RE.search(text):
         text, n = _THINK_BLOCK_RE.subn(" ", text)
@@ -532,8 +526,10 @@ def disagree(values: Sequence[Any], keys_of: Callable[[Any], Dict[str, Any]]) ->
 
 def final_json_object(text: str, keys: Sequence[str], accept: Optional[Callable[[Any], bool]] = None,
                       max_tries: int = 64, top_level: bool = False) -> Tuple[Optional[Dict[str, Any]], List[str]]:
-    """The answer object and its issue codes (module docstring): the final JSON object holding one of ``keys``
-    (or that ``accept`` likes); keys written twice with different values are removed."""
+    """The answer object and its issue codes: the final JSON object holding one of ``keys`` (or that ``accept``
+    likes). Candidates that disagree on a key give None (``conflicting_json_objects``), a key written twice with
+    different values is removed (``duplicate_key:<key>``), a scan stopped early gives None
+    (``too_many_json_candidates``), and with ``top_level`` so does an object inside another (``nested_answer``)."""
     keys = tuple(keys)
     test = accept or (lambda value: isinstance(value, dict) and any(k in value for k in keys))
     found = extract_json(text, test, max_tries=max_tries)

@@ -392,6 +392,6 @@ class CheckpointModel:
             save_default_model_card(self, save_directory)
 
 
-__all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "CheckpointModel", "MIESCORE_BIBTEX", "ModelCardInfo",
-           "REPO_PLACEHOLDER", "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id", "render_model_card",
-           "save_default_model_card", "write_model_card"]
+__all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "CheckpointModel", "MIESCORE_BIBTEX",
+           "ModelCardInfo", "REPO_PLACEHOLDER", "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id",
+           "render_model_card", "save_default_model_card", "write_model_card"]

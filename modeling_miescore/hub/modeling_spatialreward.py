@@ -120,8 +120,9 @@ class SharedPromptPrefix:
         self.prefix_ids, self.closing = ids[:cut], ids[cut + edit_tokens:]
         self.prefix_positions = rope_positions(model.model, ids, grids)[:, :cut]
         source_rows = int(self.source_grids.prod(-1).sum())
-        self.cache = build_prefix_cache(model.model, self.prefix_ids, full["pixel_values"][:source_rows],
-                                        self.source_grids.to(model.device), self.prefix_positions)
+        self.cache = build_prefix_cache(model.model, self.prefix_ids, self.prefix_positions[:, None],
+                                        pixel_values=full["pixel_values"][:source_rows].to(model.device, model.dtype),
+                                        image_grid_thw=self.source_grids.to(model.device))
 
 
 def _decode_rows(new_tokens: torch.Tensor, tokenizer, passes: int) -> List[List[str]]:

@@ -213,10 +213,8 @@ def shared_prefix_hidden_states(backbone, inputs: SharedPrefixInputs, batch_size
     """The last-token hidden state of each edit of a prepared group, `(G, hidden_size)`: the prefix once, then the
     suffixes ``batch_size`` at a time on copies of its KV cache."""
     device, dtype = backbone.device, backbone.dtype
-    cache = DynamicCache(config=backbone.config)
-    backbone(input_ids=inputs.prefix_ids.to(device),
-             position_ids=inputs.model_positions(inputs.prefix_positions, device), cache=cache, use_cache=True,
-             **inputs.images.vision_inputs(range(inputs.num_sources), device, dtype))
+    cache = build_prefix_cache(backbone, inputs.prefix_ids[0], inputs.model_positions(inputs.prefix_positions, device),
+                               **inputs.images.vision_inputs(range(inputs.num_sources), device, dtype))
     hidden = []
     for start in range(0, len(inputs), batch_size):
         idx = list(range(start, min(start + batch_size, len(inputs))))
@@ -260,16 +258,14 @@ def rope_positions(base_model, input_ids: torch.Tensor, image_grid_thw: torch.Te
 
 
 @torch.inference_mode()
-def build_prefix_cache(base_model, input_ids: torch.Tensor, pixel_values: torch.Tensor | None,
-                       image_grid_thw: torch.Tensor | None, positions: torch.Tensor) -> DynamicCache:
-    """The batch-1 KV cache of a prefix `(P,)` with its own images and `(3, P)` positions sliced from the full
-    sequence's; never pass it to ``generate`` itself (it is extended in place): ``generate_from_prefix`` copies it."""
+def build_prefix_cache(base_model, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                       **vision_inputs) -> DynamicCache:
+    """The batch-1 KV cache of a prefix `(P,)` run with its own images (``vision_inputs``, on the model's device)
+    and ``position_ids`` as the model takes them, sliced from the full sequence's. Never pass it to ``generate``
+    itself (it is extended in place): ``generate_from_prefix`` copies it."""
     cache = DynamicCache(config=base_model.config)
-    if pixel_values is not None:
-        pixel_values = pixel_values.to(base_model.device, base_model.dtype)
-    base_model(input_ids=input_ids[None].to(base_model.device), pixel_values=pixel_values,
-               image_grid_thw=image_grid_thw, position_ids=positions[:, None].to(base_model.device),
-               cache=cache, use_cache=True)
+    base_model(input_ids=input_ids[None].to(base_model.device), position_ids=position_ids.to(base_model.device),
+               cache=cache, use_cache=True, **vision_inputs)
     return cache
 
 

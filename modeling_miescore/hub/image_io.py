@@ -136,7 +136,7 @@ def check_image_complete(source, what: str = "image") -> None:
     decoding a pixel (Pillow's ``verify``: memory stays small whatever size the header claims); other formats
     are left to decoding. Raises :class:`ImageLoadError`."""
     data = io.BytesIO(bytes(source)) if isinstance(source, (bytes, bytearray)) else Path(source)
-    image = _open_checked(lambda: Image.open(data, formats=ALLOWED_IMAGE_FORMATS), what)
+    image = _identify(data, what)
     try:
         if image.format == "PNG":
             image.verify()
@@ -240,12 +240,13 @@ def check_image_size(width: int, height: int, what: str, max_image_pixels: int =
         check_aspect_ratio(width, height, what, max_aspect_ratio)
 
 
-def _open_checked(opener, what: str) -> Image.Image:
+def _identify(source, what: str) -> Image.Image:
+    """The header of an image file (a path or a binary file object), in an allowed format only."""
     try:
         with warnings.catch_warnings():
             # Pillow warns above ~89 Mpx; our own limit decides, with a clearer message.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            return opener()
+            return Image.open(source, formats=ALLOWED_IMAGE_FORMATS)
     except Image.DecompressionBombError as err:
         raise ImageLoadError(
             f"{what} is above the safety limit for decoding (decompression-bomb guard: {err}); downscale it"
@@ -276,7 +277,7 @@ def open_image_bytes(data: bytes, what: str = "image data") -> Image.Image:
     """Identify in-memory image file bytes (data URLs, uploads, dataset rows); header only, allowlist only."""
     if not data:
         raise ImageLoadError(f"{what} is empty (zero bytes)")
-    return _open_checked(lambda: Image.open(io.BytesIO(data), formats=ALLOWED_IMAGE_FORMATS), what)
+    return _identify(io.BytesIO(data), what)
 
 
 def open_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
@@ -298,7 +299,7 @@ def open_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
                                                                  MAX_IMAGE_FILE_BYTES)
         if problem:
             raise ImageLoadError(problem)
-        image = _open_checked(lambda: Image.open(Path(source), formats=ALLOWED_IMAGE_FORMATS), what)
+        image = _identify(Path(source), what)
     else:
         raise ImageLoadError(
             f"unsupported image type {type(source).__name__}; pass a file path, a PIL.Image or a numpy array"

@@ -1,5 +1,8 @@
 """``miescore build-dataset <name>``: one subcommand per builder of the registry
-(:data:`modeling_miescore.data.builders.BUILDERS`); ``dataset_scripts/build_dataset.py`` is the same command.
+(:data:`modeling_miescore.data.builders.BUILDERS`); ``dataset_scripts/build_dataset.py`` is the same command. And
+``miescore convert-benchmark NAME --raw DIR --out DIR``: one subcommand per converter of
+:data:`modeling_miescore.data.converters.CONVERTERS`, the same way (a raw release with problems: every one listed with
+file:line, exit status 2).
 
 Exit status, one rule:
 
@@ -28,6 +31,7 @@ from ..data.builders.output_folder import HubPushError, HubPushUnavailableError,
 from ..data.builders.raw_files import DatasetValidationError
 from ..utils.output_lock import OutputBusyError
 from .main import COMMAND_HELP, defer_options
+from ..data.converters import CONVERTERS, get_converter
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -106,3 +110,10 @@ def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, look
 def register(sub) -> None:
     parser = sub.add_parser("build-dataset", help=COMMAND_HELP["build-dataset"])
     defer_options(parser, add_builder_subcommands)  # the builders' modules are imported only when it is used
+    parser = sub.add_parser("convert-benchmark", help=COMMAND_HELP["convert-benchmark"],
+                            description="Convert a benchmark's public release (Table 6 of the MIEScore paper, "
+                                        "Tables 1 and 3 of the SpatialReward paper) into pointwise / pairwise / "
+                                        "editing Parquet configs with a card, for 'miescore benchmark zero-shot', "
+                                        "'reward', 'gedit' and 'imgedit'.")
+    defer_options(parser, lambda parser: add_builder_subcommands(parser, CONVERTERS, get_converter,
+                                                                 help_format="convert {title}"))

@@ -51,7 +51,8 @@ def add_call_args(parser: argparse.ArgumentParser, image_defaults: Optional[dict
     group.add_argument("--image-quality", type=number_arg(int, minimum=1, maximum=100),
                        default=images["image_quality"],
                        help=f"JPEG / WEBP quality of the images sent (default {images['image_quality']}{why})")
-    group.add_argument("--max-pixels", type=_max_pixels, default=images["max_pixels"],
+    group.add_argument("--max-pixels", type=lambda text: number_arg(int, minimum=0)(text) or None,  # 0: full size
+                       default=images["max_pixels"],
                        help="images are downscaled to at most this many pixels; 0 = sent at full size (default "
                             f"{images['max_pixels'] or 'full size'}{why})")
     add_device_args(group, when="local models: ")
@@ -66,12 +67,6 @@ def add_call_args(parser: argparse.ArgumentParser, image_defaults: Optional[dict
     group.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
-def _max_pixels(text: str):
-    """``--max-pixels``: a positive pixel count, or 0 for full size (None)."""
-    value = number_arg(int, minimum=0)(text)
-    return value or None
-
-
 def parse_prices(items) -> Dict[str, Tuple[float, float]]:
     """``["gpt-5=1.25,10"]`` -> ``{"gpt-5": (1.25, 10.0)}``; a one-line error for anything else (prices are
     finite and not negative: ``nan``, ``inf`` and ``-1`` are refused)."""
@@ -83,12 +78,11 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
             if not sep or not model or len(parts) != 2:
                 raise ValueError
             pair = (float(parts[0]), float(parts[1]))
+            if not all(math.isfinite(p) and p >= 0 for p in pair):
+                raise ValueError
         except ValueError:
-            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT (USD per 1000 prompt and completion "
-                                     "tokens, e.g. gpt-5=1.25,10)") from None
-        if not all(math.isfinite(p) and p >= 0 for p in pair):
-            raise MIEScoreInputError(f"--price '{item}': prices must be finite numbers >= 0 (USD per 1000 prompt "
-                                     "and completion tokens, e.g. gpt-5=1.25,10)")
+            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT with prices finite and >= 0 (USD per 1000 "
+                                     "prompt and completion tokens, e.g. gpt-5=1.25,10)") from None
         prices[model] = pair
     return prices
 
@@ -104,9 +98,7 @@ def open_cache(args, default: Path):
 
 def judge_spec(args):
     """The :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` of a command's ``--backend``, ``--model``,
-    ``--base-url`` and ``--max-tokens``; one-line errors for a combination that cannot work."""
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise MIEScoreInputError("--max-tokens must be >= 1")
+    ``--base-url``; one-line errors for a combination that cannot work."""
     if args.backend == "openai":
         if not args.base_url or not args.base_url.startswith(("http://", "https://")):
             raise MIEScoreInputError("--backend openai needs --base-url http(s)://HOST:PORT/v1")

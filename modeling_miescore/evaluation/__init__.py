@@ -19,6 +19,6 @@ The benchmark runner, one module per step:
 External benchmarks (``miescore benchmark zero-shot`` / ``reward``, datasets from ``miescore convert-benchmark``):
 :mod:`.converted_benchmarks` (open one, attach predictions by edited-image id), :mod:`.benchmark_protocols` (each
 benchmark's accuracy / SRCC and tie rule), :mod:`.converted_scoring` (score one with a checkpoint),
-:mod:`.zero_shot_report` (MIEScore paper Table 6), :mod:`.reward_bench_report` (SpatialReward paper Table 1) and
-:mod:`.published_results` (the papers' rows as data).
+:mod:`.paper_tables` (the zero-shot report, MIEScore paper Table 6, and the reward report, SpatialReward paper
+Table 1) and :mod:`.published_results` (the papers' rows as data).
 """

@@ -67,21 +67,15 @@ class ScreeningReport:
     """Outcome of outlier removal and subject screening in :func:`compute_mos`.
 
     Attributes:
-        rule: screening rule used (``"bt500"`` or ``"paper"``).
-        rejected_subjects: ids of the rejected subjects, in ``subject_stats`` order.
-        removed_fraction: share of all input ratings that were removed, i.e. outlier ratings
-            *plus* every rating of a rejected subject (a rating that is both counts once).
-        n_ratings: number of input ratings.
-        n_outliers: number of outlier ratings (over all subjects, rejected ones included).
-        n_removed: number of removed ratings (``removed_fraction * n_ratings``).
+        removed_fraction: share of input ratings removed: outliers plus every rating of a rejected
+            subject (a rating that is both counts once).
+        n_outliers: outlier ratings over all subjects, rejected ones included.
         subject_stats: one row per subject: ``subject, n, P, Q, ratio, asymmetry, rejected``
             where ``n`` is the subject's number of ratings over all dimensions, ``ratio`` is
             ``(P+Q)/n`` and ``asymmetry`` is ``|P-Q|/(P+Q)`` (NaN when ``P+Q == 0``).
         item_stats: one row per (item, dimension) cell: ``item_id, dimension, n, mean, sigma,
             kurtosis, normal, bound, n_outliers`` (``sigma`` with ddof=0, ``kurtosis`` NaN when
             ``sigma == 0``, ``bound`` already multiplied by ``sigma``).
-        warnings: conditions that probably need the user's attention.
-        notes: informational messages (degenerate cases handled, choices made).
     """
 
     rule: str
@@ -229,10 +223,7 @@ class _Groups:
 
 
 def _zscores(r: np.ndarray, groups: _Groups, keep: np.ndarray, ddof: int, notes: list) -> np.ndarray:
-    """Step 3, paper eq. 1: ``z = (r - mu_subject) / sigma_subject`` per subject and dimension, on the kept ratings.
-
-    A subject/dimension with zero variance or too few ratings for ``ddof`` gets ``z = 0`` (noted).
-    """
+    """Step 3, paper eq. 1: ``z = (r - mu_subject) / sigma_subject`` per subject and dimension, on the kept ratings."""
     n_dims = len(groups.dims)
     codes, keys = pd.factorize((groups.subject.astype(np.int64) * n_dims + groups.dim)[keep], sort=True)
     kept = r[keep]
@@ -311,31 +302,15 @@ def _check_mos(mos_table: pd.DataFrame, report_warnings: list, notes: list) -> N
 def compute_mos(ratings, rule: str = "bt500", *, zscore_ddof: int = 1):
     """Screen raw ratings and turn them into MOS on the paper's 0–100 scale (the steps of the module docstring).
 
-    Args:
-        ratings: a DataFrame (or anything ``pd.DataFrame(...)`` accepts, e.g. a list of dicts) with columns
-            ``subject_id, item_id, dimension, rating``. One row per rating; other columns are ignored. A
-            single-dimension study needs a constant ``dimension`` column.
-        rule: subject-rejection rule, computed on P/Q/n pooled over all of a subject's ratings:
-            ``"bt500"`` (default; ITU-R BT.500 Annex 2 §2.3.1: ``(P+Q)/n > 0.05`` **and**
-            ``|P-Q|/(P+Q) < 0.3``, which keeps a consistently harsh or lenient rater, whose bias z-scoring
-            removes anyway, and rejects erratic ones) or ``"paper"`` (the MIEScore paper's literal "over 5% of
-            their ratings are outliers": ``(P+Q)/n > 0.05`` alone; on the Netflix public raw dataset, 26
-            subjects and 79 items, it rejects 8 subjects where BT.500 rejects one). If every subject would be
-            rejected, none is, and the report carries a warning and a note.
-        zscore_ddof: delta degrees of freedom of each subject's standard deviation in the z-scores
-            (1 = sample std, as sureal's ``ZS_MOS``; 0 = population std).
+    ``ratings``: one row per rating with columns ``subject_id, item_id, dimension, rating`` (others ignored).
+    ``rule="bt500"`` keeps a consistently harsh or lenient rater, whose bias z-scoring removes anyway, and
+    rejects erratic ones; ``"paper"`` is the paper's literal "over 5% of their ratings are outliers" (on the
+    Netflix public raw dataset, 26 subjects and 79 items, it rejects 8 subjects where BT.500 rejects one).
+    ``zscore_ddof``: 1 = sample std, as sureal's ``ZS_MOS``; 0 = population std.
 
-    Returns:
-        ``(mos_table, report)``. ``mos_table`` has one row per (item, dimension) with columns ``item_id,
-        dimension, mos, std, n_ratings``: ``mos = 100 * (mean(z) + 3) / 6`` (paper eq. 1, not clipped);
-        ``std = 100 * std(z) / 6`` (ddof=1; the spread of opinions, not the standard error; NaN when
-        ``n_ratings < 2``); ``n_ratings`` = valid ratings left. A cell whose ratings were all removed keeps
-        ``mos`` NaN and ``n_ratings`` 0 (and a warning). ``report`` is a :class:`ScreeningReport`. A cell with
-        one rating or equal ratings has no outliers; a subject/dimension with zero variance gets ``z = 0``.
-
-    Raises:
-        ValueError: unknown ``rule``; missing columns; NaN / non-numeric / infinite ratings; NaN ids; an
-            empty table.
+    Returns ``(mos_table, report)``: one row per (item, dimension) with columns ``item_id, dimension, mos, std,
+    n_ratings``, where ``std = 100 * std(z) / 6`` is the spread of opinions (not the standard error; NaN when
+    ``n_ratings < 2``) and a cell whose ratings were all removed has ``mos`` NaN; and a :class:`ScreeningReport`.
     """
     if rule not in RULES:
         raise ValueError(f"compute_mos: unknown rule {rule!r}; allowed values are {list(RULES)}.")
@@ -392,9 +367,8 @@ def _summary_notes(report: ScreeningReport, outliers: CellOutliers, n_dims: int)
 def overall_mos(mos_vq, mos_if, mos_ap, weights=OVERALL_WEIGHTS):
     """Paper eq. 2: ``MOS_VQ**w0 * MOS_IF**w1 * MOS_AP**w2`` with weights (0.3, 0.4, 0.3).
 
-    Works on scalars or array-likes (broadcast). Each MOS is clipped at 0 first, since eq. 1 can
-    give a (rare) negative MOS when an item's mean z-score is below -3 and a negative base has no
-    real fractional power. NaN inputs give NaN.
+    Each MOS is clipped at 0 first: eq. 1 gives a negative MOS when an item's mean z-score is below -3, and a
+    negative base has no real fractional power.
     """
     if len(weights) != 3:
         raise ValueError(f"overall_mos: weights must have 3 entries (VQ, IF, AP), got {weights!r}.")
@@ -406,10 +380,7 @@ def overall_mos(mos_vq, mos_if, mos_ap, weights=OVERALL_WEIGHTS):
 def pivot_mos(mos_table: pd.DataFrame, weights=OVERALL_WEIGHTS) -> pd.DataFrame:
     """One row per item: ``item_id``, then ``mos_<dim>``, ``std_<dim>``, ``n_<dim>`` per dimension.
 
-    When the three dimensions ``visual_quality, instruction_following, attribute_preservation``
-    are all present, ``mos_overall`` = :func:`overall_mos` of them (paper eq. 2, MOS clipped at
-    0 before the weighted geometric mean; NaN when an item lacks one of the three). Items with no
-    rating in some dimension get NaN there (``n_<dim>`` = 0).
+    ``mos_overall`` (:func:`overall_mos`) is added when the three paper dimensions are all present.
     """
     missing = [c for c in ("item_id", "dimension", "mos", "std", "n_ratings") if c not in mos_table.columns]
     if missing:

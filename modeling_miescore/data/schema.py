@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..hub.miescore_overall import DIMENSIONS, MOS_SCALE
 
-# ---------------------------------------------------------------------------------------------- MIE-Bench
+
 # MIEScore paper, appendix "Editing Tasks Define": 8 regional, 4 global and 4 complex-reasoning tasks.
 REGIONAL_TASKS = (
     "attribute_transfer", "character_composition", "object_composition", "object_replacement",
@@ -46,7 +46,7 @@ LONG_NAMES = {
 # "Implementation Details": train/validation/test = 3:1:1, by instance.
 MIE_SPLITS = ("train", "validation", "test")
 
-# ---------------------------------------------------------------------------------------------- MER-Bench
+
 # SpatialReward paper sec. 4.2: general, human-basic and human-fine instructions in a 2:1:1 ratio.
 MER_CATEGORIES = ("general", "human_basic", "human_fine")
 MER_CATEGORY_LABELS = {"general": "General", "human_basic": "Human-B.", "human_fine": "Human-F."}  # table 2

@@ -116,10 +116,6 @@ def _prompt_config(model_or_config=None):
     return default_prompt_config()  # a plain Qwen3-VL base (e.g. Qwen3-VL-8B-Instruct, B.1.1)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Row checks
-# ---------------------------------------------------------------------------------------------------------------
-
 def _number(x: float):
     x = float(x)
     return int(x) if x.is_integer() else x
@@ -212,10 +208,6 @@ def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
     return (issues[0] if issues else None), issues
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Images and lengths
-# ---------------------------------------------------------------------------------------------------------------
-
 def _to_pil(image: Any, max_pixels: Optional[int]):
     """Any accepted image form -> upright RGB PIL image within ``max_pixels``; ``info["source_format"]`` keeps
     the original encoding (JPEG, PNG, ...) so that storage can keep lossy sources lossy."""
@@ -284,10 +276,6 @@ def estimate_num_tokens(example: Dict[str, Any], processor=None) -> int:
                    for im in example["images"])
     return n_text + n_images + _TEMPLATE_OVERHEAD
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# Examples
-# ---------------------------------------------------------------------------------------------------------------
 
 def prompt_messages(task: str, num_sources: int, instruction: str, prompt_config=None) -> List[dict]:
     """The user turn (as a one-message list) with ``{"type": "image"}`` placeholders, filled by TRL from the

@@ -111,8 +111,6 @@ class DatasetBuilder(ABC):
         self.progress = progress
         self.warnings: list[str] = []
 
-    # ------------------------------------------------------------------------------ the run
-
     def build(self) -> BuildSummary:
         """Run every stage; return the summary. Nothing is written unless every stage before the write succeeds.
 
@@ -224,8 +222,6 @@ class DatasetBuilder(ABC):
     def write_extra_files(self, folder: Path) -> None:
         """Files beside the data and the card (reports); none by default."""
 
-    # ------------------------------------------------------------------------------ the data-specific stages
-
     @abstractmethod
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         """Parse the raw files, reporting every bad record to ``problems``."""
@@ -264,8 +260,6 @@ class DatasetBuilder(ABC):
     @abstractmethod
     def summary(self, split_info: dict[str, dict]) -> BuildSummary:
         """The build's summary (sizes, warnings and timing are filled in by :meth:`build`)."""
-
-    # ------------------------------------------------------------------------------ command line
 
     @classmethod
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

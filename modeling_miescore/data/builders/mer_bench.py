@@ -371,8 +371,6 @@ class MERBenchBuilder(DatasetBuilder):
             raise BuildUsageError(f"min_agreement={min_agreement} is not a majority of n_annotators={n_annotators}")
         self.seed, self.n_annotators, self.min_agreement = seed, n_annotators, min_agreement
 
-    # ------------------------------------------------------------------ read -> validate
-
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         bar = self.progress_bar
         self.samples, declared_samples = read_samples(self.raw, problems, images, bar)
@@ -394,8 +392,6 @@ class MERBenchBuilder(DatasetBuilder):
             elif n < self.min_agreement:
                 problems.add(CANDIDATES, c.line, f"candidate {c.candidate_id!r} has {n} annotation(s); a majority "
                                                  f"needs at least {self.min_agreement}")
-
-    # ------------------------------------------------------------------ labels -> split
 
     def label(self) -> None:
         self.valid, self.needs_review = vote(self.candidates, self.samples, self.min_agreement)
@@ -433,8 +429,6 @@ class MERBenchBuilder(DatasetBuilder):
     def empty_dataset_problem(self) -> tuple[str, str]:
         return "annotations.csv", ("no valid group can be formed (need candidates of different majority tiers "
                                    "within a sample)")
-
-    # ------------------------------------------------------------------ write -> card
 
     def features(self, split=None):
         return mer_bench_features()
@@ -480,8 +474,6 @@ class MERBenchBuilder(DatasetBuilder):
             needs_review=self.needs_review,
             shortfall=self.shortfall,
         )
-
-    # ------------------------------------------------------------------ command line
 
     @classmethod
     def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -325,8 +325,6 @@ class MIEBenchBuilder(DatasetBuilder):
         self.mos_rows: dict | None = None
         self.screening: dict | None = None
 
-    # ------------------------------------------------------------------ read -> validate
-
     def _source(self) -> str:
         if self.mos_source != "auto":
             return self.mos_source
@@ -384,8 +382,6 @@ class MIEBenchBuilder(DatasetBuilder):
             if inst.instance_id not in self.split_entries:
                 problems.add(INSTANCES, inst.line, f"instance {inst.instance_id!r} has no split in {name}")
 
-    # ------------------------------------------------------------------ MOS -> split
-
     def label(self) -> None:
         if self.source == "ratings":
             self.mos, report = _mos_from_ratings(self.ratings, self.rule)
@@ -424,8 +420,6 @@ class MIEBenchBuilder(DatasetBuilder):
 
     def empty_dataset_problem(self) -> tuple[str, str]:
         return "edits.jsonl", "no edits: the dataset would be empty"
-
-    # ------------------------------------------------------------------ write -> card
 
     def features(self, split=None):
         return mie_bench_features()
@@ -474,8 +468,6 @@ class MIEBenchBuilder(DatasetBuilder):
             num_instances=sum(self.split_instances.values()),
             screening=self.screening,
         )
-
-    # ------------------------------------------------------------------ command line
 
     @classmethod
     def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -158,9 +158,6 @@ def stratified_splits(instance_tasks: Mapping[str, str], salt: str = DEFAULT_SPL
     return out
 
 
-# --------------------------------------------------------------------------------------------- split files
-
-
 def _split_file_entries(path: Path, problems: ProblemCollector) -> list[tuple[int, object, object]] | None:
     name = path.name
     if path.suffix.lower() == ".csv":

@@ -55,11 +55,6 @@ TOO_DEEP = "JSON nested too deeply to be a record (arrays or objects thousands o
 _LINK_LOOP = "is a symbolic link loop (or a chain of links too long to follow); point it at a real file"
 
 
-# --------------------------------------------------------------------------------------------
-# Problems
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Problem:
     """One problem in a raw release: the file (relative to the raw folder), 1-based line, message."""
@@ -146,11 +141,6 @@ class ProblemCollector:
             return False
         self.add(path, None, problem)
         return True
-
-
-# --------------------------------------------------------------------------------------------
-# Readers that keep line numbers
-# --------------------------------------------------------------------------------------------
 
 
 def read_jsonl(path: Path, problems: ProblemCollector, *, required: Sequence[str] = ()) -> list[tuple[int, dict]]:
@@ -301,11 +291,6 @@ def _csv_rows(reader, name: str, problems: ProblemCollector, required: Sequence[
     return rows
 
 
-# --------------------------------------------------------------------------------------------
-# Records
-# --------------------------------------------------------------------------------------------
-
-
 def _nonempty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
@@ -433,11 +418,6 @@ def read_edited_images(path: Path, problems: ProblemCollector, images: "ImageChe
         if check.ok:
             out.append((line, record_id, parent, model.strip(), image))
     return out, declared
-
-
-# --------------------------------------------------------------------------------------------
-# Images
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

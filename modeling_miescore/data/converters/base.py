@@ -76,8 +76,6 @@ class BenchmarkConverter(DatasetBuilder):
         self.rows: dict[str, list] = {config: [] for config in CONFIGS}
         self.first_at: dict[tuple[str, str], str] = {}  # (config, row id) -> where it was first read
 
-    # ------------------------------------------------------------------------------ helpers for read()
-
     def add(self, item: EditItem | PairItem | EditingItem, where: tuple[str, int | None],
             problems: ProblemCollector) -> None:
         """Add a row of its config (pointwise, pairwise, editing) unless its id repeats there (reported at
@@ -102,8 +100,6 @@ class BenchmarkConverter(DatasetBuilder):
         if not files:
             problems.add(pattern, None, f"no file matches {pattern!r} in the raw folder; {self.raw_help}")
         return files
-
-    # ------------------------------------------------------------------------------ builder stages
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -167,8 +163,6 @@ class BenchmarkConverter(DatasetBuilder):
     def summary(self, split_info: dict[str, dict]) -> ConversionSummary:
         return ConversionSummary(out_dir=str(self.out), splits=split_info, benchmark=self.spec.name,
                                  title=self.spec.title)
-
-    # ------------------------------------------------------------------------------ command line
 
     @classmethod
     def add_builder_arguments(cls, parser: argparse.ArgumentParser) -> None:

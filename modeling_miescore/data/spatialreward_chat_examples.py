@@ -18,18 +18,10 @@ Training-row schema (one row = one pass; a Hub dataset, a list of dicts or a ``d
 Images may be PIL images, file paths or ``{"bytes": ..., "path": ...}`` dicts (undecoded ``datasets.Image``).
 Other columns are ignored.
 
-Each row becomes the paper's input contract: one user turn with the images first (SC: sources then edited;
-PQ: edited only) followed by the D.1 prompt text from the model's ``SpatialRewardConfig`` (D.1.1 for one source,
-D.1.2 for several, D.1.3 for PQ), and one assistant turn holding the target JSON
-``{"edit_region": [...], "reasoning": "...", "score": [a, b]}`` (PQ without ``edit_region``), i.e. Y = (B, T, s).
-
-Interleaving check (D.2.3 "Complete Coverage", the rules the paper's data pipeline enforces). A row is dropped,
-with a reason, when its target JSON parsed back with :func:`parse_sc_output` / :func:`parse_pq_output` shows
-any grounding issue or does not round-trip its scores: for a single-source SC row exactly one ``<|global|>``;
-for every SC row one ``<|bbox_i|>`` per region, no token without a region, ids <= 15, valid boxes; no grounding
-tokens in PQ. Multi-source SC rows may omit ``<|global|>`` (D.1.2 does not ask for it) but not repeat it.
-Rows with missing fields, no images or scores outside [0, 25] are dropped the same way. The reasons are
-counted in a :class:`DropReport`, logged and returned; nothing is silently discarded.
+Each row becomes one user turn (images, then the D.1.1 / D.1.2 / D.1.3 prompt) and one assistant turn holding the
+target JSON, i.e. Y = (B, T, s). A row whose target JSON, parsed back, breaks D.2.3 "Complete Coverage" (the rules
+the paper's data pipeline enforces) or does not round-trip its scores is dropped with a reason, counted in a
+:class:`DropReport`, logged and returned; nothing is silently discarded.
 
 Length: images are downscaled to ``max_pixels`` (aspect ratio kept) instead of truncating token sequences
 (truncation inside image tokens breaks Qwen3-VL, and a truncated target teaches broken JSON). Rows still
@@ -170,11 +162,9 @@ def _input_issues(row: Dict[str, Any], task: str) -> List[str]:
 
 def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
     """Validate one training row. Returns ``(reason, issues)``: reason None when the row is usable, else the
-    first problem's code; ``issues`` lists every code found (parser issue codes, see
-    ``spatialreward_parsing.ISSUE_CODES``, plus ``bad_task``, ``missing_field:<name>``, ``no_sources``,
-    ``no_edited_image``, ``bad_scores``,
-    ``scores_roundtrip`` and ``control_token``: a chat-control token such as ``<|im_end|>`` or a NUL in the
-    reasoning, instruction or a region label, which the tokenizer would turn into the real control token)."""
+    first problem's code; ``issues`` lists every code found (``spatialreward_parsing.ISSUE_CODES`` and this
+    module's own). ``control_token``: a chat-control token such as ``<|im_end|>`` or a NUL in a text, which the
+    tokenizer would turn into the real control token."""
     task = str(row.get("task", "")).lower()
     if task not in ("sc", "pq"):
         return "bad_task", ["bad_task"]
@@ -257,10 +247,8 @@ def processor_pixel_range(processor) -> Tuple[int, int]:
 def estimate_num_tokens(example: Dict[str, Any], processor=None) -> int:
     """Estimated sequence length of a prepared example (``messages`` + ``images``).
 
-    Text: the tokenizer's count when ``processor`` (or a tokenizer) is given, else characters / 3. Images:
-    :func:`~modeling_miescore.hub.processing_miescore.num_image_tokens` (transformers' Qwen-VL resize rule) within
-    the processor's pixel range, plus the two vision start/end markers. Raises ValueError for an image whose
-    aspect ratio the processor rejects (above 200).
+    Text: the tokenizer's count when ``processor`` (or a tokenizer) is given, else characters / 3. Raises
+    ValueError for an image whose aspect ratio the processor rejects (above 200).
     """
     texts = [part.get("text") or "" for message in example["messages"] for part in message["content"]
              if part.get("type") == "text"]
@@ -279,10 +267,8 @@ def estimate_num_tokens(example: Dict[str, Any], processor=None) -> int:
 
 def prompt_messages(task: str, num_sources: int, instruction: str, prompt_config=None) -> List[dict]:
     """The user turn (as a one-message list) with ``{"type": "image"}`` placeholders, filled by TRL from the
-    ``images`` column: SC = N sources + edited image + D.1.1/D.1.2 text; PQ = edited image + D.1.3 text.
-
-    Built by the model's own ``sc_messages`` / ``pq_messages``, so training sees exactly the inference layout.
-    """
+    ``images`` column; built by the model's own ``sc_messages`` / ``pq_messages``, so training sees exactly the
+    inference layout."""
     from ..hub.modeling_spatialreward import pq_messages, sc_messages  # deferred: loads torch, transformers
 
     cfg = _prompt_config(prompt_config)
@@ -422,9 +408,7 @@ def prepare_sft_dataset(data, prompt_config=None, max_pixels: Optional[int] = No
                         max_seq_tokens: Optional[int] = None, processor=None, num_proc: Optional[int] = None):
     """Rows (list or ``datasets.Dataset``) -> (``Dataset`` with ``messages`` + ``images``, :class:`DropReport`).
 
-    ``prompt_config``: a ``SpatialRewardConfig`` or a model carrying one (default prompts otherwise).
-    ``max_pixels``: per-image pixel cap (downscale only). ``max_seq_tokens``: drop rows estimated longer
-    (``processor`` makes the estimate exact for text). Raises ValueError when no row is usable.
+    ``prompt_config``: a ``SpatialRewardConfig`` or a model carrying one. Raises ValueError when no row is usable.
     """
     return _prepare(data, "sft", prompt_config, max_pixels, max_seq_tokens, processor, num_proc)
 

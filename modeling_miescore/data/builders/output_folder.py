@@ -1,19 +1,8 @@
 """What a build writes: the folder, all at once; its Parquet shards and card the Hub way; the push to the Hub.
 
-:class:`AtomicOutputDir` builds in a temporary folder beside the output and renames it into place, so a failed
-build leaves nothing behind and an existing dataset is replaced only with ``overwrite=True``. A killed build's
-``.<name>.tmp-*`` folder is removed by :meth:`AtomicOutputDir.remove_stale`, which the builder calls while it
-holds the output's lock (``utils.output_lock.exclusive_output``), so each such folder belongs to a dead build.
-
-:func:`write_parquet_split` writes ``data/<split>-00000-of-00003.parquet``, size-bounded, one row group at a time
-(bounded memory with large images), the ``datasets`` features in each shard's schema metadata (key
-``huggingface``). ``pyarrow`` is imported only when a split is written. The card (:func:`write_dataset_card`) is
-``DatasetCardData`` metadata (``configs``, ``dataset_info`` with the features in the Hub's card format) rendered
-through a Jinja template, so ``datasets.load_dataset(folder)`` needs no loading script.
-
-:func:`check_hub_push` runs before anything is read: a bad repository id, offline mode, no token or an unreachable
-Hub raise :class:`HubPushUnavailableError`; a failed upload after the local build raises :class:`HubPushError`.
-Messages name the API parameter (``push_to_hub``); the command line rewords it as ``--push-to-hub``.
+Shards carry the ``datasets`` features in their schema metadata (key ``huggingface``) and the card carries
+``configs`` / ``dataset_info``, so ``datasets.load_dataset(folder)`` needs no loading script. Messages name the API
+parameters (``push_to_hub``, ``out_dir``); the command line rewords them as flags.
 """
 
 from __future__ import annotations
@@ -42,13 +31,8 @@ def _is_empty_dir(path: Path) -> bool:
 class AtomicOutputDir:
     """Context manager: write into a hidden temporary folder beside ``target``, rename on success.
 
-    * On an exception the temporary folder is deleted and ``target`` is untouched.
-    * If ``target`` exists (and is not an empty folder) it is replaced only with ``overwrite=True``:
-      the old folder is first renamed aside, the new one renamed in, then the old one deleted, so a
-      crash in between leaves either the old or the new dataset under a recognisable name.
-
-    Call :meth:`check` early (before the expensive work) to fail fast on an existing target. Messages name
-    the API parameters (``out_dir``, ``overwrite=True``); the command line rewords them as flags.
+    An existing ``target`` is replaced only with ``overwrite=True``: renamed aside, the new one renamed in, then
+    the old one deleted, so a crash in between leaves either dataset under a recognisable name.
     """
 
     def __init__(self, target: str | os.PathLike, *, overwrite: bool = False):
@@ -177,10 +161,7 @@ def format_bytes(n: float) -> str:
 
 
 def plan_shards(sizes: Sequence[int], max_shard_bytes: int) -> list[range]:
-    """Cut consecutive rows into shards whose estimated size stays under ``max_shard_bytes``.
-
-    A single row larger than the bound gets a shard of its own. Always returns at least one shard.
-    """
+    """Cut consecutive rows into shards whose estimated size stays under ``max_shard_bytes`` (at least one)."""
     shards: list[range] = []
     start, acc = 0, 0
     for i, s in enumerate(sizes):
@@ -219,10 +200,8 @@ def write_parquet_split(
 ) -> dict:
     """Write one row per item of ``items`` as ``<data_dir>/<split>-XXXXX-of-YYYYY.parquet``.
 
-    ``make_row(item)`` returns the row as a dict in ``features`` storage format (images as
-    ``{"bytes", "path"}``); ``row_size(item)`` estimates its size for the shard and row-group bounds (at
-    most ``rows_per_group`` rows and ``max_group_bytes`` per row group). ``bar`` (a tqdm bar) advances by
-    the rows written. Returns ``{"files", "num_examples", "num_bytes", "file_bytes"}`` where
+    ``make_row(item)`` returns the row in ``features`` storage format (images as ``{"bytes", "path"}``);
+    ``row_size(item)`` estimates its size. Returns ``{"files", "num_examples", "num_bytes", "file_bytes"}`` where
     ``num_bytes`` is the Arrow (uncompressed) size, as ``datasets`` records it.
     """
     import pyarrow as pa
@@ -344,10 +323,7 @@ def push_folder_to_hub(
     allow_patterns: list[str] | None = None,
 ) -> str:
     """Upload a finished folder (a dataset, or with ``repo_type="model"`` a model / adapter) as **one commit**
-    (all files or none) and return its URL. ``allow_patterns``: only the files matching these globs.
-
-    Raises :class:`HubPushError` with a one-line reason on any failure (network, auth, HTTP).
-    """
+    (all files or none) and return its URL; :class:`HubPushError` with a one-line reason on any failure."""
     what = "dataset" if repo_type == "dataset" else "folder"
     created = False
     try:
@@ -386,9 +362,7 @@ EDIT_RATING_TASK_CATEGORIES = ("image-to-image", "image-text-to-text")
 class CardSpec:
     """What a dataset's card says besides its data: the Jinja template and the Hub metadata.
 
-    Every template also gets ``repo_id`` (the ``push_to_hub`` repository, else ``repo_placeholder``) and
-    ``splits`` (the splits this build has, in order) for its usage snippet, and ``column_table`` (``columns``
-    as a Markdown table).
+    Every template also gets ``repo_id`` (else ``repo_placeholder``), ``splits`` and ``column_table``.
     """
 
     template: str  # ``{{ card_data }}`` is the YAML metadata; the builder's card_context fills the rest
@@ -490,10 +464,7 @@ def dataset_card_data(
 
 def write_dataset_card(out_dir: Path, card_data, spec: CardSpec, **context) -> Path:
     """Render ``spec.template`` (Jinja; ``{{ card_data }}`` is the YAML metadata) with ``context`` and the
-    column table, then the citation, into ``out_dir/README.md``.
-
-    Deterministic: no timestamps, and the same metadata gives the same YAML.
-    """
+    column table, then the citation, into ``out_dir/README.md``; deterministic (no timestamps)."""
     from huggingface_hub import DatasetCard
 
     card = DatasetCard.from_template(card_data, template_str=spec.template.rstrip("\n") + "\n" + _CITATION_SECTION,

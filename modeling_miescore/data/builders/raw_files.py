@@ -1,11 +1,7 @@
 """Reading and checking a raw benchmark release: every problem found, with file and line, before anything is written.
 
-:class:`ProblemCollector` collects every problem (file + line + message) and :class:`DatasetValidationError`
-raises them together; :func:`read_jsonl` / :func:`read_csv` keep line numbers; :func:`unique_records` /
-:class:`RecordCheck` check each record (ids, text fields, references, images); :class:`ImageChecker` checks that
-an image exists, stays inside the raw folder and decodes (truncated files and decompression bombs are caught here,
-not on the user's first ``load_dataset``); :func:`link_leaving` refuses a symbolic link whose target leaves the raw
-folder unless ``follow_symlinks=True``. Nothing is unpickled: inputs are JSON Lines, CSV and images.
+Images are decoded here, so truncated files and decompression bombs are caught before the build, not on the user's
+first ``load_dataset``. Nothing is unpickled: inputs are JSON Lines, CSV and images.
 """
 
 from __future__ import annotations
@@ -90,11 +86,7 @@ class DatasetValidationError(ValueError):
 
 
 class ProblemCollector:
-    """Accumulates :class:`Problem` s about the raw folder ``root``; :meth:`raise_if_any` raises them all at once.
-
-    ``follow_symlinks=False`` makes the readers refuse raw files that leave ``root`` through a symbolic link
-    (:meth:`refuses_link`).
-    """
+    """Accumulates :class:`Problem` s about the raw folder ``root``; :meth:`raise_if_any` raises them all at once."""
 
     def __init__(self, root: str | os.PathLike | None = None, *, follow_symlinks: bool = False):
         self.root = Path(root) if root is not None else None
@@ -144,11 +136,7 @@ class ProblemCollector:
 
 
 def read_jsonl(path: Path, problems: ProblemCollector, *, required: Sequence[str] = ()) -> list[tuple[int, dict]]:
-    """Parse a JSON Lines file into ``[(line_number, object), ...]``.
-
-    Blank lines are skipped. Malformed lines, lines that are not JSON objects and objects missing a
-    ``required`` key are reported to ``problems`` (with the line) and left out of the result.
-    """
+    """Parse a JSON Lines file into ``[(line_number, object), ...]``; bad lines are reported and left out."""
     name = path.name
     if not problems.readable(path):
         return []
@@ -251,9 +239,8 @@ def read_csv(path: Path, problems: ProblemCollector, *, required: Sequence[str],
              delimiter: str = ",") -> list[tuple[int, dict[str, str]]] | None:
     """Parse a CSV file (a TSV file with ``delimiter="\\t"``) with a header into ``[(line_number, {column: text})]``.
 
-    A missing or unreadable file, or missing required columns, is reported (line 1 for the header)
-    and gives ``None`` (so that callers can skip checks that would only repeat the problem); rows with
-    too few or too many fields are reported and skipped.
+    A missing or unreadable file, or missing required columns, gives ``None`` (so that callers can skip checks
+    that would only repeat the problem); rows with too few or too many fields are reported and skipped.
     """
     name = path.name
     if not problems.readable(path):
@@ -309,9 +296,8 @@ def unique_records(entries: Iterable[tuple[int, dict]], problems: ProblemCollect
                    declared: set[str]) -> Iterator[tuple[int, dict, str]]:
     """``(line, record, id)`` for each record whose ``id_key`` is a non-empty string seen for the first time.
 
-    Every well-formed id goes into ``declared`` (also those of records that fail other checks, so that
-    references to them are not reported a second time as unknown); a repeated id is reported with the
-    line of its first occurrence.
+    Every well-formed id goes into ``declared``, also those of records that fail other checks, so that references
+    to them are not reported a second time as unknown.
     """
     first_line: dict[str, int] = {}
     for line, obj in entries:
@@ -399,9 +385,7 @@ def read_edited_images(path: Path, problems: ProblemCollector, images: "ImageChe
                        parent_key: str, parent_file: str, declared_parents: set[str], bar):
     """Records of edited images (MIE-Bench ``edits.jsonl``, MER-Bench ``candidates.jsonl``), each checked.
 
-    Every record has ``id_key``, ``parent_key`` (the instance or sample it edits, declared in ``parent_file``),
-    ``editing_model`` and ``image``. Returns ``([(line, id, parent_id, editing_model, ImageRef), ...],
-    declared ids)`` for the good records; ``what`` names a record in the messages (``"edit"``).
+    Returns ``([(line, id, parent_id, editing_model, ImageRef), ...], declared ids)`` for the good records.
     """
     file = path.name
     entries = read_jsonl(path, problems, required=(id_key, parent_key, "editing_model", "image"))
@@ -515,11 +499,7 @@ def _is_loop(path: Path) -> bool:
 
 
 class ImageChecker:
-    """Memoised :func:`check_image` (a source photo is often shared by several instances).
-
-    With ``follow_symlinks=False`` an image whose symbolic link (or a linked folder on its path) leads outside
-    the raw folder is refused.
-    """
+    """Memoised :func:`check_image` (a source photo is often shared by several instances)."""
 
     def __init__(self, root: Path, max_image_pixels: int | None = None, *, follow_symlinks: bool = False):
         self.root = root

@@ -1,12 +1,7 @@
 """The common output schema of converted benchmarks: pointwise and pairwise rows of single-source edits, and
 editing inputs (sources + instruction, no edited image) of the editor benchmarks.
 
-Rows are built from :class:`EditItem` / :class:`PairItem` / :class:`EditingItem`; images are :class:`ImageRef` s (a file of the raw
-release, or bytes embedded in a Parquet/Arrow release) that are written as ``datasets.Image`` storage values
-(original bytes, never re-encoded). :class:`BenchmarkSpec` is what the registry knows about a benchmark
-(format source, release folder, kinds, dimension mapping, tie rule, the protocol that scores it, the report columns
-it fills; an editor benchmark's judge protocol, :class:`EditorBenchmark`), declared in its converter module; the
-dataset card records part of it, ending with the citation that :func:`bibtex` writes.
+Images are written as ``datasets.Image`` storage values holding the original bytes, never re-encoded.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The builder base: what building MIE-Bench and MER-Bench have in common.
 
-A build runs in stages, each a method: :meth:`~DatasetBuilder.read` (each record checked) ->
-:meth:`~DatasetBuilder.validate` (checks across files; every problem raised at once, before anything is written)
--> :meth:`~DatasetBuilder.label` -> :meth:`~DatasetBuilder.split` -> :meth:`~DatasetBuilder.write_splits`
-(Parquet shards in a temporary folder) -> :meth:`~DatasetBuilder.write_card` -> rename into place -> optional push
-to the Hub. Subclasses implement the data-specific stages and declare their name, options and card.
-
-Before reading anything a build checks what would stop it (raw folder, output path, ``push_to_hub``), then holds
-the output's lock (``utils.output_lock.exclusive_output``) until the dataset is in place and pushed, removing the
-temporary folders of killed builds. Errors name the API parameters (``out_dir``, ``overwrite=True``); the command
-line (:mod:`modeling_miescore.cli.dataset`) rewords them as flags.
+A build runs in stages, each a method (read -> validate -> label -> split -> write_splits -> write_card), in a
+temporary folder renamed into place; subclasses implement the data-specific stages and declare their name, options
+and card. Errors name the API parameters (``out_dir``); :mod:`modeling_miescore.cli.dataset` rewords them as flags.
 """
 
 from __future__ import annotations
@@ -72,13 +65,8 @@ class BuildSummary:
 class DatasetBuilder(ABC):
     """One raw release -> one Hub-native Parquet dataset folder (see the module docstring for the stages).
 
-    Common options (every builder): ``overwrite`` (replace an existing non-empty ``out_dir``),
-    ``max_shard_bytes`` (upper bound of a Parquet shard, estimated from image file sizes; an int or a string
-    such as ``"256MB"``), ``rows_per_group``, ``license`` (card license id; the builder's default when
-    ``None``), ``max_image_pixels`` (decompression-bomb guard of the image check), ``follow_symlinks`` (read
-    raw files and images whose symbolic links lead outside the raw folder; refused by default),
-    ``push_to_hub`` (``"user/name"``: checked before building, then after the local build succeeds the folder
-    is uploaded as one commit), ``private``, ``token`` and ``progress`` (tqdm bars on stderr).
+    ``max_shard_bytes`` is estimated from image file sizes (an int or a string such as ``"256MB"``); ``license``
+    ``None`` is the builder's default; ``push_to_hub`` (``"user/name"``) is checked before building.
     """
 
     # (the CLI name of a builder is its key in the registry, modeling_miescore.data.builders.BUILDERS)

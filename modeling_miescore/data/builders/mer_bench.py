@@ -173,8 +173,7 @@ def majority_tier(votes, min_agreement: int = 3) -> str | None:
 def vote(candidates: dict[str, Candidate], sample_ids, min_agreement: int) -> tuple[dict, list]:
     """Set each candidate's majority ``tiers``; returns ``(valid candidates per sample, needs review)``.
 
-    A candidate without a majority in some dimension is left out of the groups and listed for review
-    (the paper sends it to expert review) with its votes; the valid ones are sorted by id.
+    A candidate without a majority in some dimension is listed for review (the paper sends it to expert review).
     """
     needs_review = []
     valid: dict[str, list[Candidate]] = defaultdict(list)
@@ -233,10 +232,8 @@ def sample_groups(by_sample: dict[str, list[Candidate]], sample_order: list[str]
                   categories: dict[str, str] | None = None):
     """Sample up to ``targets[k]`` groups of each size; each candidate is used at most once.
 
-    Sizes are filled most constrained first (4, 3, 2); samples are visited in a seeded random order, round after
-    round, each visit forming at most one group chosen uniformly among its valid groups of unused candidates. With
-    ``categories`` (``{sample_id: category}``) each category fills its 2:1:1 quota (:func:`category_quotas`) first,
-    the others then fill what is left. Deterministic. Returns ``{k: [(pair_id, group), ...]}``.
+    Sizes are filled most constrained first (4, 3, 2), samples visited in a seeded random order. Returns
+    ``{k: [(pair_id, group), ...]}``.
     """
     rng = random.Random(seed)
     order = list(sample_order)
@@ -338,10 +335,8 @@ def _group_targets(groups_per_type: int | dict) -> dict[int, int]:
 class MERBenchBuilder(DatasetBuilder):
     """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset.
 
-    Options besides the common ones of :class:`~.base.DatasetBuilder`: ``seed`` (same seed + input = same
-    groups), ``groups_per_type`` (per size, paper 200; an int or ``{2: n2, 3: n3, 4: n4}``; a shortfall is
-    reported), ``n_annotators`` (per candidate, paper 5; ``None``: any number >= ``min_agreement``),
-    ``min_agreement`` (paper 3 of 5) and ``stratify_categories`` (2:1:1 over the categories, default).
+    Paper values: ``groups_per_type`` 200 per size (an int or ``{2: n2, 3: n3, 4: n4}``), ``n_annotators`` 5
+    (``None``: any number >= ``min_agreement``), ``min_agreement`` 3.
     """
 
     title = "MER-Bench"
@@ -378,10 +373,7 @@ class MERBenchBuilder(DatasetBuilder):
         self.n_annotations = read_annotations(self.raw, problems, self.candidates, declared_candidates, bar)
 
     def validate(self, problems: ProblemCollector) -> None:
-        """Every candidate has the expected number of annotations (enough for a majority).
-
-        (An unusable annotations file is already reported; nothing to count against it.)
-        """
+        """Every candidate has the expected number of annotations (enough for a majority)."""
         if self.n_annotations is None:
             return
         for c in self.candidates.values():
@@ -489,9 +481,7 @@ class MERBenchBuilder(DatasetBuilder):
 
 
 def build_mer_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MERBenchSummary:
-    """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset to ``out_dir``.
-    ``options``: :class:`MERBenchBuilder`'s and the common ones of :class:`~.base.DatasetBuilder`; errors as
-    :meth:`~.base.DatasetBuilder.build` raises them."""
+    """Validate a raw MER-Bench release, vote, form 2/3/4-pair groups and write the Parquet dataset to ``out_dir``."""
     return MERBenchBuilder(raw_dir, out_dir, **options).build()
 
 

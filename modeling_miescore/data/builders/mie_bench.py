@@ -288,11 +288,8 @@ def _mos_with_overall(mos_rows: dict) -> dict:
 class MIEBenchBuilder(DatasetBuilder):
     """Validate a raw MIE-Bench release and write it as a Hub-native Parquet dataset.
 
-    Options besides the common ones of :class:`~.base.DatasetBuilder`: ``rule`` (subject screening of
-    :func:`modeling_miescore.data.mos.compute_mos`: ``"bt500"`` or ``"paper"``), ``mos_source`` (``"ratings"``,
-    ``"mos"`` as given, or ``"auto"``: ratings.csv when present), ``split_method`` (``"stratified"`` or ``"hash"``,
-    :mod:`.mie_bench_split`), ``split_file`` (CSV or JSON assigning every instance; replaces ``split_method``) and
-    ``split_salt`` (of the instance-id hash; keep the default to reproduce published builds).
+    ``mos_source="auto"`` reads ratings.csv when present, else mos.csv; ``split_file`` (CSV or JSON assigning every
+    instance) replaces ``split_method``; keep the default ``split_salt`` to reproduce published builds.
     """
 
     title = "MIE-Bench"
@@ -353,10 +350,7 @@ class MIEBenchBuilder(DatasetBuilder):
 
     def validate(self, problems: ProblemCollector) -> None:
         """Every edit has MOS input (ratings in all three dimensions, or a row of ``mos.csv``), and a split file
-        names exactly the instances.
-
-        (An unusable ratings, MOS or split file is already reported; nothing to check against it.)
-        """
+        names exactly the instances."""
         if self.split_entries is not None:
             self._validate_split_file(problems)
         if self.ratings is not None:
@@ -486,9 +480,7 @@ class MIEBenchBuilder(DatasetBuilder):
 
 
 def build_mie_bench(raw_dir: str | os.PathLike, out_dir: str | os.PathLike, **options) -> MIEBenchSummary:
-    """Validate a raw MIE-Bench release (``instances.jsonl``, ``edits.jsonl``, ``ratings.csv`` or ``mos.csv``) and
-    write it to ``out_dir`` as a Hub-native Parquet dataset. ``options``: :class:`MIEBenchBuilder`'s and the common
-    ones of :class:`~.base.DatasetBuilder`; errors as :meth:`~.base.DatasetBuilder.build` raises them."""
+    """Validate a raw MIE-Bench release and write it to ``out_dir`` as a Hub-native Parquet dataset."""
     return MIEBenchBuilder(raw_dir, out_dir, **options).build()
 
 

@@ -4,17 +4,11 @@ and the editor benchmarks' editing inputs that ``miescore benchmark gedit`` / ``
 
 ``miescore convert-benchmark NAME --raw DIR --out DIR`` (or ``get_converter(NAME)(raw, out).build()``) runs one.
 
-Registry (:data:`CONVERTERS`, ``name -> converter class``). Each converter module declares its benchmark once, next
-to the converter: the class carries its :class:`~.schema.BenchmarkSpec` (``spec``: title, kinds, the release format's
-source URL, what the release folder holds and the file or split converted by default, dimension mapping, tie rule,
-the protocol that scores it, the report columns it fills, an editor benchmark's judge protocol, the citation) and
-registers with ``@register_converter``; the module's docstring cites how the release is laid out. The registry
-(:class:`ConverterRegistry`, the pyiqa / timm pattern) imports this package's modules by name on first use (as
-pyiqa's arch registry scans its folder), so there is no central list. Adding a benchmark: one converter module here and one fixture writing its
-release (``make_raw_<module>`` in ``modeling_miescore.testing.raw_benchmarks``); the tests iterate the registry.
-
-``miescore convert-benchmark --help`` lists the registered benchmarks (MIEScore Table 6, SpatialReward Tables 1
-and 3). MER-Bench (SpatialReward Table 1) is built by ``miescore build-dataset mer-bench`` (its own K-pair schema).
+Each converter module declares its benchmark once (a :class:`~.schema.BenchmarkSpec`, ``@register_converter``); the
+registry (:data:`CONVERTERS`, the pyiqa / timm pattern) imports this package's modules on first use, so there is no
+central list. Adding a benchmark: one converter module here and one fixture writing its release (``make_raw_<module>``
+in ``modeling_miescore.testing.raw_benchmarks``); the tests iterate the registry. MER-Bench is built by
+``miescore build-dataset mer-bench`` (its own K-pair schema).
 
 Common output schema. Two configs, each one ``test`` split, written under ``data/<config>/``:
 
@@ -34,9 +28,7 @@ Common output schema. Two configs, each one ``test`` split, written under ``data
   task type), ``language`` (instruction language) and one bool column per subset flag of the spec
   (GEdit-Bench: ``intersection_exist``). ``miescore benchmark gedit`` / ``imgedit`` judge an editor's outputs.
 
-The card's metadata holds a ``miescore_benchmark`` block (name, kinds, dimension mapping, tie rule, format source)
-that the benchmark runner reads. Bad raw data: every problem is listed with file:line (Parquet/Arrow: file:row)
-and nothing is written (CLI exit status 2).
+The card's metadata holds a ``miescore_benchmark`` block that the benchmark runner reads.
 """
 
 from __future__ import annotations

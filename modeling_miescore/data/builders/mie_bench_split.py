@@ -47,11 +47,7 @@ DEFAULT_SPLIT_SALT = "mie-bench-v1"
 
 
 def hash_bucket(key: str, salt: str) -> float:
-    """A stable uniform number in [0, 1) from ``sha256(salt + ":" + key)``.
-
-    Depends on nothing but the key and the salt, so a rebuild gives the same value and adding keys
-    never moves the old ones.
-    """
+    """A stable uniform number in [0, 1) from ``sha256(salt + ":" + key)``: adding keys never moves the old ones."""
     digest = hashlib.sha256(f"{salt}:{key}".encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / 2.0**64
 

@@ -1,19 +1,8 @@
 """Readers for the file formats benchmark releases come in, each reporting problems with file and line (or row).
 
-* :func:`read_json_records`: a JSON array, or the array under one key of a JSON object (``{"pairs": [...]}``), as
-  ``[(line, record)]`` with the line where each record starts.
-* :func:`read_json_keyed_records`: a JSON object of records keyed by id (``{"1082": {...}, ...}``), as
-  ``[(line, key, record)]``; a repeated key is a problem (``json.load`` would silently keep the last one).
-* :func:`read_parquet_rows`: the rows of Parquet shards (``datasets`` Hub layout), ``[(file, row, record)]``;
-  images stay ``{"bytes", "path"}`` structs, never decoded here.
-* :func:`read_saved_dataset`: a ``datasets.Dataset.save_to_disk`` folder (``state.json`` + ``data-*.arrow``), read
-  with pyarrow's IPC reader (no pickle, no ``datasets`` cache), as ``[(file, row, record)]``.
-* :func:`embedded_image`: an image stored inside a Parquet/Arrow release -> an ``ImageRef``, checked.
-
-Files that leave the raw folder through a symbolic link are refused (reported) unless the build follows links
-(:meth:`~modeling_miescore.data.builders.raw_files.ProblemCollector.refuses_link`). JSON Lines, CSV and TSV readers
-are :func:`~modeling_miescore.data.builders.raw_files.read_jsonl` and
-:func:`~modeling_miescore.data.builders.raw_files.read_csv`. Row numbers are 1-based, like line numbers.
+A repeated JSON key is a problem (``json.load`` would silently keep the last one); a ``save_to_disk`` folder is read
+with pyarrow's IPC reader (no pickle, no ``datasets`` cache). Row numbers are 1-based, like line numbers. The JSON
+Lines and CSV readers are in :mod:`modeling_miescore.data.builders.raw_files`.
 """
 
 from __future__ import annotations
@@ -56,8 +45,7 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
                       required: Sequence[str] = ()) -> list[tuple[int, dict]]:
     """The objects of a JSON array file (or of the array under ``key``), with the line where each starts.
 
-    Records that are not objects or lack a ``required`` key are reported (with their line) and left out; a file
-    that is not valid JSON gives one problem at the line of the error.
+    Bad records are reported and left out; a file that is not valid JSON gives one problem at the error's line.
     """
     name = path.name
     text = read_text(path, problems)
@@ -90,8 +78,7 @@ def read_json_keyed_records(path: Path, problems: ProblemCollector, *,
                             required: Sequence[str] = ()) -> list[tuple[int, str, dict]]:
     """The members of a JSON object file ``{key: record}``, with the line where each key stands.
 
-    A record that is not an object or lacks a ``required`` key, and a key seen before, are reported (with their
-    line) and left out; a file that is not valid JSON gives one problem at the line of the error.
+    Bad records and repeated keys are reported and left out.
     """
     name = path.name
     text = read_text(path, problems)

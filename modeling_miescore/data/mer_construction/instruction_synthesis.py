@@ -2,25 +2,13 @@
 planned source image, asked of a vision-language model (paper: Qwen-3-VL-235B-A22B-Instruct) through the call
 engine (:mod:`modeling_miescore.judges.call_engine`: concurrency, retries, answer cache, usage log).
 
-Output folder (the construction project, shared with the later stages)::
-
-    instructions.jsonl        the ledger: one line per finished job, ``status`` ``ok`` (the instruction, its
-                              regions) or ``rejected`` (``reason``: not_editable, refusal, malformed,
-                              ambiguous, wrong_num_edits, bad_regions, control_token); appended and fsynced
-                              per chunk
-    synthesis_report.json     counts by status and reason, the category ratio against 2:1:1, subtask coverage
-                              (15) and the operation counts (2-5) of the accepted instructions: whether the
-                              accepted instructions keep the paper's composition (sec. 4.2)
-
-The answer is the writer's **final** JSON object with ``is_editable``
-(:func:`~modeling_miescore.hub.spatialreward_relaxed_json.final_json_object`); several that disagree, or a key written twice with different values, are ``ambiguous``.
+Writes the ledger ``instructions.jsonl`` (appended and fsynced per chunk) and ``synthesis_report.json`` into the
+construction project (``docs/mer_bench_construction.md``). The answer is the writer's **final** JSON object with
+``is_editable`` (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.final_json_object`); several that
+disagree, or a key written twice with different values, are ``ambiguous``.
 An instruction, region description or reason holding a chat-control token (``<|im_end|>``, ``<|image_pad|>``,
 ...) or a control character (NUL, ...) is ``control_token``: it would become a real control token when a model
 is trained or evaluated on it (:mod:`modeling_miescore.utils.text_hygiene`).
-
-A request that failed for good (HTTP error after retries, timeout, unreadable body) leaves its job out of the
-ledger: the next run asks again and finds every answer it already received in the answer cache, so a killed
-run loses at most the requests in flight.
 """
 
 from __future__ import annotations

@@ -2,18 +2,9 @@
 edits in, checked SFT rows out (the schema of ``training/spatialreward_chat_examples.py``, which
 ``trainers/sft_spatialreward.py`` trains on), with a per-stage rejection report.
 
-Stages (one module each; every model call goes through the call engine,
-:mod:`modeling_miescore.judges.call_engine`: cache, concurrency, retries, usage log):
-
-1. :mod:`.grounding`: boxes ``B`` (``bbox_2d`` on 0-1000) for every sample, prompt D.2.1;
-2. :mod:`.annotation`: routing (human-centric vs general edits), the SC rationale and scores from the face
-   judge (crops) or the object judge (box overlays), and PQ from the PQ judge, prompts D.2.2;
-3. :mod:`.alignment`: the consistency check (hallucinations discarded) and the token interleaving
-   (``<|bbox_i|>``, ``<|global|>``), prompt D.2.3, then the token-coverage verification of each row.
-
-:mod:`.prompts` holds the D.2 prompts word for word; :mod:`.samples` reads the inputs (score-batch JSONL,
-MIE-Bench / MER-Bench / converted-benchmark dataset folders); :mod:`.report` defines the outcomes and the report;
-:mod:`.runner` runs the stages chunk by chunk with resume. From Python::
+Stages I-III are :mod:`.grounding` (D.2.1), :mod:`.annotation` (D.2.2) and :mod:`.alignment` (D.2.3); every model
+call goes through :mod:`modeling_miescore.judges.call_engine`. The stages are described in ``docs/model_calls.md``.
+From Python::
 
     from modeling_miescore.data.spatialreward_pipeline import PipelineJudges, read_edit_records, run_pipeline
     from modeling_miescore.judges.call_cache import CallCache

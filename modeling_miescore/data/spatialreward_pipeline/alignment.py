@@ -1,10 +1,7 @@
 """Stage III, alignment and verification (paper sec. 3.3 "Step III", prompt D.2.3), and the training rows.
 
-The aligner (the paper: Qwen-3-VL-235B, the grounder again) sees the source image(s) and the edited image
-("Images (Before/After)"), then the D.2.3 text followed by the inputs it lists: the instruction, the stage-I
-regions and the stage-II reasoning (:func:`~.prompts.alignment_inputs_text`). It answers
-``check_result: false`` (the reasoning contradicts the images: a hallucination, the sample is discarded) or
-``check_result: true`` and the reasoning with ``<|bbox_i|>`` / ``<|global|>`` inserted.
+The aligner (the paper: Qwen-3-VL-235B, the grounder again) answers ``check_result: false`` (a hallucination, the
+sample is discarded) or ``check_result: true`` and the reasoning with ``<|bbox_i|>`` / ``<|global|>`` inserted.
 
 Checks on the answer (reason codes):
 
@@ -20,12 +17,8 @@ Checks on the answer (reason codes):
   taken out, the refined text must match the stage-II reasoning word for word to at least ``min_similarity``
   (default 0.6, difflib ratio over words; the aligner may add one short sentence per uncovered region);
 * verification: the SFT row is checked with :func:`modeling_miescore.data.spatialreward_chat_examples.check_row`
-  (exactly one ``<|global|>`` for one source, one ``<|bbox_i|>`` per region, no token without a region, ids
-  <= 15, scores round-trip, no chat-control token in the reasoning, instruction or region labels) and, as D.2.3
-  requires for every sample, exactly one ``<|global|>`` also with several sources; a failing row is rejected
-  with check_row's first issue code (e.g. ``region_without_bbox_token``, ``control_token``).
-
-The instruction in the inputs text is a JSON string literal, as the reasoning is (:func:`~.prompts.alignment_inputs_text`).
+  and, as D.2.3 requires for every sample, exactly one ``<|global|>`` also with several sources; a failing row is
+  rejected with check_row's first issue code (e.g. ``region_without_bbox_token``, ``control_token``).
 
 Token spellings the parser tolerates (``<| bbox_0 |>``, ``&lt;|global|&gt;``) are written in canonical form.
 """

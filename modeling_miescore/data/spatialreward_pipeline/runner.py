@@ -1,19 +1,9 @@
 """Running the three stages over a dataset, chunk by chunk, resumable, with the outputs and the report.
 
-Output folder::
-
-    samples.jsonl      the ledger: one line per finished sample (its route, both streams' outcomes, its rows);
-                       appended per chunk (flushed and fsynced); a rerun skips the ids already there
-    sft_rows.jsonl     the training rows, SC and PQ, in input order (rewritten from the ledger at the end of
-                       every run): the format `trainers/sft_spatialreward.py` reads (`--dataset_name` this file)
-    rejections.jsonl   one line per rejected stream: sample id, stream, stage, reason, detail
-    report.json        per-stream, per-stage counts: entered, passed, rejected by reason (with example ids)
-
-A sample is finished when both streams ended (a row, or a rejection; a refusal is a rejection). A request that
-failed for good (HTTP error after its retries, timeout, malformed body) leaves the sample unfinished: it is not
-in the ledger and the next run tries it again, finding every answer it already received in the answer cache
-(:class:`~modeling_miescore.judges.call_cache.CallCache`), so a run killed at any point loses at most the
-requests in flight. An exclusive lock on the ledger stops a second run on the same folder.
+The output files are listed in ``docs/model_calls.md``. ``samples.jsonl`` is the ledger, appended and fsynced per
+chunk; ``sft_rows.jsonl`` is rewritten from it at the end of every run. A request that failed for good leaves its
+sample out of the ledger, so the next run asks again (answers already received come from the answer cache) and a
+killed run loses at most the requests in flight. An exclusive lock on the ledger stops a second run on the folder.
 """
 
 from __future__ import annotations
@@ -62,14 +52,9 @@ class PipelineJudges:
 
 @dataclass
 class PipelineConfig:
-    """Generation budget, region count, crops and overlays, our two answer filters, the routing vocabulary (see the
-    stage modules) and ``quote_user_text`` (instructions in the prompts as JSON string literals; False: raw, as
-    printed; see :mod:`.prompts`).
-
-    ``box_num_mode``: ``"edits"`` (one region per edit of the record, else per source) or ``"grounder"``
-    (:mod:`.grounding`); ``annotate_sources``: boxes drawn on / "before" crops cut from the source images as the
-    D.2.2 prompts describe, or the edited image only (:mod:`.annotation`); ``reject_unclean_scores`` and
-    ``min_similarity`` (0 = off): our filters of repaired scores and rewritten reasoning, not the paper's.
+    """Generation budget, region count, crops and overlays, our two answer filters, the routing vocabulary and
+    ``quote_user_text``; each is explained in its stage module. ``reject_unclean_scores`` and ``min_similarity``
+    (0 = off) are our filters, not the paper's.
     """
 
     max_tokens: int = 1024

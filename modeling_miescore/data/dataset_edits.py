@@ -1,18 +1,9 @@
 """Every edited image of one of the package's datasets as a ``score-batch`` input file: what ``miescore judge``
 and ``miescore spatialreward-data`` read when given a dataset instead of a JSONL file.
 
-* MIE-Bench (``id, instance_id, source_images, edited_image, instruction``): one edit per row of the split.
-* A converted benchmark (``miescore convert-benchmark``; its card names it; split ``test``): every config of the
-  card, the ``pointwise`` rows as they are (``group_id`` shares the sources), each ``pairwise`` row as its two
-  edits ``edited_a_id`` / ``edited_b_id`` (an image in several pairs once).
-* MER-Bench (splits ``2pair`` / ``3pair`` / ``4pair``, those it has; a missing one is named): each candidate of a group is one single-source edit (id
-  ``candidate_ids[k]``; a candidate in several groups once), its ``category`` kept (``general``, ``human_basic``,
-  ``human_fine``) and its instruction's ``num_edits`` when the dataset has them (the pipeline then asks the
-  grounder for one region per edit).
-
-The images are written once, as their original bytes, by
-:func:`modeling_miescore.data.input_export.export_mie_inputs`; rows are flattened with ``datasets.map`` so a
-large split never sits in memory.
+An edited image in several pairs or groups is exported once. MER-Bench candidates keep their ``category`` and
+their instruction's ``num_edits`` (the pipeline then asks the grounder for one region per edit). Rows are flattened
+with ``datasets.map`` so a large split never sits in memory.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Export a construction folder's annotations to the raw MER-Bench release the builder reads
 (:mod:`modeling_miescore.data.builders.mer_bench`), and preview what the builder will make of it.
 
-Written (one folder, made beside the target and renamed into place: never half-written)::
-
-    samples.jsonl     {"sample_id", "instruction", "original_image", "category", "subtask", "num_edits"}
-    candidates.jsonl  {"candidate_id", "sample_id", "editing_model", "image"}
-    annotations.csv   annotator_id,candidate_id,overall,sc,pq   (one row per annotator and candidate)
-    originals/        candidates/      the images (copied)
-    export_report.json
-
-Only samples with all their annotators (paper: 5) are exported; the others are counted as incomplete. The
-preview runs the builder's own steps (sec. 4.3, A.1): per-dimension majority vote (>= 3 of 5; a candidate
-without one goes to expert review), ranking by overall tier then SC then PQ, and the seeded 2/3/4-pair group
-sampling, and reports how many groups of each size the release can give against the paper's 200.
+The release (its layout is in :mod:`~modeling_miescore.data.builders.mer_bench`, plus the copied images and
+``export_report.json``) is made beside the target and renamed into place, never half-written. Only samples with all
+their annotators (paper: 5) are exported. The preview runs the builder's own vote and group sampling (sec. 4.3,
+A.1) and reports how many groups of each size the release can give against the paper's 200.
 """
 
 from __future__ import annotations

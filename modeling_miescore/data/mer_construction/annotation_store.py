@@ -1,9 +1,7 @@
 """The MER-Bench annotation store: append-only answers of the hierarchical ranking protocol (SpatialReward paper
 sec. 4.3, appendix A.1), resumable per annotator.
 
-A task unit is one sample: its original image, its multi-edit instruction and its candidates (paper: 6). An
-annotator rates every candidate's semantic consistency (SC) and perceptual quality (PQ) as auxiliary references,
-then its overall quality tier (good / medium / poor; A.1 calls poor "bad"); five annotators per sample.
+A task unit is one sample; the tiers are good / medium / poor (A.1 calls poor "bad").
 
 ``annotations.jsonl`` in the construction folder holds one line per (annotator, sample) submission::
 

@@ -1,19 +1,10 @@
 """MER-Bench candidate generation (SpatialReward paper sec. 4.2): 6 edited images per accepted instruction, each
 from a system drawn from a pool (paper: 11 systems, Step1X, Qwen-Edit, OmniGen, FLUX, Bagel, Seedream).
 
-An editing system is named ``NAME=SPEC``:
-
-* ``NAME=package.module:function``: a Python callable ``function(image, instruction, *, seed) -> PIL.Image``
-  (a hosted API client, a local pipeline wrapper, ...);
-* ``NAME=diffusers:PIPELINE`` (a Hub id or folder): ``diffusers.DiffusionPipeline.from_pretrained(PIPELINE)``
-  called as ``pipe(image=image, prompt=instruction, generator=torch.Generator().manual_seed(seed))``
-  (diffusers is imported only here, only when such a system is used; ``device`` places it).
-
-Each sample gets ``per_instruction`` distinct systems (seeded by the seed and the sample id; fewer systems than
-candidates are reused with different seeds). Candidates are made system after system (one pipeline loaded at a
-time). Each image is written atomically to ``candidates/<candidate_id>.png`` and only then appended (fsynced)
-to the ledger ``candidates.jsonl``; a rerun skips the candidates in the ledger, so a kill loses at most the
-image in progress and never duplicates one. An editor that raises leaves its candidate for the next run.
+An editing system is named ``NAME=package.module:function`` or ``NAME=diffusers:PIPELINE`` (the forms are in
+``docs/mer_bench_construction.md``). Systems run one after the other, so one pipeline is loaded at a time. Each
+image is written atomically and only then appended (fsynced) to the ledger ``candidates.jsonl``, so a kill loses
+at most the image in progress and never duplicates one.
 """
 
 from __future__ import annotations

@@ -10,11 +10,8 @@ SpatialReward paper sec. 4.2: source images from laion2B-en-aesthetic and CC12M 
 (``image`` relative to the manifest's folder or absolute; ``domain`` ``general`` or ``human``). A folder with
 ``general/`` and ``human/`` subfolders of images is read as the same manifest.
 
-:func:`plan_jobs` gives general images the D.3.1 prompt and human images the D.3.2 prompt, alternating
-human-basic and human-fine; with ``total`` it takes ``total / 2`` general and ``total / 2`` human images so the
-plan is 2:1:1. Within a category the subtasks are dealt round-robin in a seeded order; each job's number of
-operations is drawn uniformly from 2-5 with a generator seeded by the seed and the image id, so a plan (and
-a resumed run) is the same whatever else is in the manifest.
+Each job's number of operations is seeded by the seed and the image id, so a plan (and a resumed run) is the same
+whatever else is in the manifest.
 """
 
 from __future__ import annotations

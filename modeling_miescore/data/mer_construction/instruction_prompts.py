@@ -1,9 +1,6 @@
 """The MER-Bench instruction-synthesis prompts, appendix D.3 of the SpatialReward paper (arXiv 2602.07458), word
 for word, and the subtask taxonomy they are planned with.
 
-* :data:`GENERAL_PROMPT`: D.3.1 "General Multi-Edit Instruction Synthesis"; placeholder ``{num_edits}``.
-* :data:`HUMAN_PROMPT`: D.3.2 "Human-Centric Multi-Edit Instruction Synthesis"; placeholder ``{num_edits}``.
-
 Normalisation, the same as for the D.1 and D.2 prompts: HTML entities of the paper's rendering are unescaped,
 typographic quotes are ASCII (``person’s`` -> ``person's``) and the listings' line breaks, lost in text
 extraction, are restored at heading and list boundaries. Nothing else changes:

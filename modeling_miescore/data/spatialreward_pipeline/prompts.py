@@ -1,13 +1,7 @@
 """The prompts of SpatialReward's data pipeline, appendix D.2 of the paper (arXiv 2602.07458), word for word.
 
-* :data:`GROUNDING_PROMPT`: D.2.1 "Edit Region Grounding" (stage I); placeholders ``{instruction}``, ``{box_num}``.
-* :data:`SC_GENERAL_PROMPT`, :data:`SC_HUMAN_PROMPT`: D.2.2 "SC Reasoning Generation" for the general domain
-  (images with box overlays) and the human domain (full images + before/after crops); placeholder
-  ``{instruction}``.
-* :data:`PQ_PROMPT`: D.2.2 "Perceptual Quality (PQ) Scoring"; no placeholder.
-* :data:`ALIGNMENT_PROMPT`: D.2.3 "Reasoning Consistency Check & Token Interleaving" (stage III). The paper's
-  text has no placeholders: it lists its inputs (images, instruction, regions, original reasoning), which
-  :func:`alignment_inputs_text` appends after it (our layout).
+:data:`ALIGNMENT_PROMPT` (D.2.3) has no placeholders: it lists its inputs, which :func:`alignment_inputs_text`
+appends after it (our layout).
 
 Normalisation, the same as for the D.1 prompts in ``configuration_spatialreward``: HTML entities of the paper's
 rendering are unescaped (``&lt;|global|&gt;`` -> ``<|global|>``, ``&amp;`` -> ``&``), typographic quotes are

@@ -12,13 +12,9 @@ file or a dataset folder. The one reader for the editor-RL trainer and ``miescor
     (``sample_id``, ``original_image``, ``instruction``), across the splits or the one given;
   * MIE-Bench (default split ``train``): every instance once (``instance_id``, ``source_images``, ``instruction``).
 
-Every request is checked before anything runs: ids and instructions without NUL bytes or other control characters
-(an instruction also without chat-control tokens, ``utils.text_hygiene``: it becomes the policy's training text);
-sources present, regular files (a FIFO or ``/dev/zero`` is refused at once, never read) of at most
-``image_io.MAX_IMAGE_FILE_BYTES``, readable as images (headers; a PNG's chunks are verified too, so a truncated one
-is reported without decoding it), instruction a non-empty string of at most ``MAX_INSTRUCTION_CHARS``, ids unique.
-Problems are reported together, each with its line or row, as one
-:class:`~modeling_miescore.hub.image_io.MIEScoreInputError`.
+Every request is checked before anything runs (an instruction becomes the policy's training text, so chat-control
+tokens are refused; a FIFO or ``/dev/zero`` source is refused at once, never read); problems are reported together,
+each with its line or row, as one :class:`~modeling_miescore.hub.image_io.MIEScoreInputError`.
 
 ``source_ids`` name the sources for grouping: a content hash of each file (JSONL) or ``<row id>:<k>`` (datasets).
 """

@@ -74,14 +74,11 @@ def _largest_remainder(n: int, ratio: Sequence[int]) -> list[int]:
 
 
 def stratified_counts(sizes: Sequence[int], ratio: Sequence[int] = SPLIT_RATIO) -> list[tuple[int, ...]]:
-    """Instances per split for groups (tasks) of ``sizes`` (see the module docstring): each group within one of
-    its shares ``n * ratio / sum(ratio)``, the totals the largest-remainder rounding of the whole.
+    """Instances per split for groups (tasks) of ``sizes`` (see the module docstring).
 
-    Integer arithmetic throughout (shares kept as multiples of ``1 / sum(ratio)``). The leftovers are placed as
-    a transport problem: group ``g`` has ``n_g - sum(floors)`` instances to place, split ``s`` needs
-    ``total_s - sum(floors)``, a (group, split) cell may take one if its share has a fractional part. Cells are
-    filled by decreasing fractional part, then augmenting paths move earlier choices until every leftover is
-    placed (a rounding with these margins always exists: controlled rounding of a two-way table).
+    Integer arithmetic throughout. The leftovers are placed as a transport problem, greedily by decreasing
+    fractional part, then by augmenting paths (a rounding with these margins always exists: controlled rounding
+    of a two-way table).
     """
     total_weight = sum(ratio)
     splits = range(len(ratio))

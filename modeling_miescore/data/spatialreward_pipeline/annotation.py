@@ -25,14 +25,9 @@ is *general*. (An older rule counted any body-part word; ``human_words=`` restor
 * PQ (the paper: GPT-5, "independently evaluated"): D.2.2 "Perceptual Quality" with the edited image alone
   (sec. 3.2 input isolation), whatever the route.
 
-Answers ``{"reasoning", "score": [a, b]}`` are read with the SpatialReward parser. Rejected (reason codes):
-``<stream>_unparsable`` (not both scores), ``<stream>_no_reasoning``, ``<stream>_control_token`` (the reasoning
-holds a chat-control token or a control character: :func:`modeling_miescore.utils.text_hygiene.
-training_text_problem`), and (ours, on by default, ``reject_unclean=False`` / ``--keep-unclean-scores`` turns it
-off) ``<stream>_score_not_clean``: a score that had to be clamped, rescaled from another scale, or read from broken
-JSON, or an answer whose JSON is ambiguous (a key written twice, or several answer objects, of which the parser
-would take the first, e.g. one quoted from the instruction), so that no repaired number becomes a training target;
-the paper says nothing about such answers. The instruction in the prompt is a JSON string literal (:mod:`.prompts`).
+``<stream>_score_not_clean`` (ours; ``reject_unclean=False`` / ``--keep-unclean-scores`` turns it off) rejects a
+score that had to be repaired, or an answer whose JSON is ambiguous (several answer objects, e.g. one quoted from
+the instruction), so that no repaired number becomes a training target; the paper says nothing about such answers.
 """
 
 from __future__ import annotations

@@ -10,15 +10,10 @@ single-source edit, one integrated element per source for a fusion, as D.1.2 cou
 ``box_num_mode="grounder"`` (``--box-num grounder``) lets the grounder decide: ``{box_num}`` is filled with
 :data:`GROUNDER_DECIDES` instead of a number.
 
-Its answer ``{"edit_region": [{"id", "label", "bbox_2d"}]}`` is read with the SpatialReward parser
-(:func:`modeling_miescore.hub.spatialreward_parsing.parse_sc_output`: strict JSON first, relaxed repairs, boxes clamped to
-[0, 1000] and ordered). Rejected: an empty answer or no complete JSON object with an ``edit_region`` list
-(``grounding_unparsable``), a region
-without a valid 4-number box or with a repeated id (``grounding_invalid_region``), a box of zero width or height
-(``grounding_degenerate_box``), more than 16 regions (``too_many_regions``: the model has 16 box tokens), a label longer than
-:data:`MAX_LABEL_CHARS` (``label_too_long``). The
-regions are renumbered 0..n-1 in the grounder's order (it writes ids as ``"0~n"`` strings, sometimes from 1), so
-region ``k`` is ``<|bbox_k|>``. An empty list is kept: a failed edit has no edited region (D.1.1).
+Its answer is read with :func:`modeling_miescore.hub.spatialreward_parsing.parse_sc_output`. More than 16 regions
+are rejected because the model has 16 box tokens. The regions are renumbered 0..n-1 in the grounder's order (it
+writes ids as ``"0~n"`` strings, sometimes from 1), so region ``k`` is ``<|bbox_k|>``. An empty list is kept: a
+failed edit has no edited region (D.1.1).
 """
 
 from __future__ import annotations

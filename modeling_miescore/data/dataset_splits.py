@@ -1,8 +1,4 @@
-"""Load MIE-Bench / MER-Bench dataset splits and turn them into per-item metadata frames (images never decoded).
-
-:func:`load_split` wraps ``datasets.load_dataset`` with one-line errors for the usual mistakes;
-:func:`mie_bench_frame` gives one row per edited image, :func:`mer_bench_frame` one row per K-pair group.
-"""
+"""Load MIE-Bench / MER-Bench dataset splits and turn them into per-item metadata frames (images never decoded)."""
 
 from __future__ import annotations
 
@@ -42,11 +38,7 @@ def _cannot_load(dataset: str, err: Exception) -> BenchmarkInputError:
 
 
 def load_split(dataset: str, split: str, config: str | None = None):
-    """``datasets.load_dataset(dataset, config, split=split)`` with one-line errors for the usual mistakes.
-
-    ``dataset``: a local Hub-native folder (Parquet + README) or a Hub repo id (``user/name``); ``config``: the
-    dataset config (``None``: the default one).
-    """
+    """``datasets.load_dataset(dataset, config, split=split)`` with one-line errors for the usual mistakes."""
     import datasets
 
     ref = _dataset_ref(dataset)

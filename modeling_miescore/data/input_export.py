@@ -1,9 +1,7 @@
 """Export a MIE-Bench split to files that ``score-batch`` reads: the images (exact bytes) and an input JSONL.
 
-Scoring a split with a MIEScore checkpoint goes through the same resumable JSONL scorer as
-``miescore score-batch`` (:mod:`modeling_miescore.scoring.jsonl_scoring`); this module writes its input.
-The files are a cache, kept out of the report folder: :func:`input_cache_dir` puts them under the Hugging Face
-cache (``$HF_HOME/miescore/``), keyed by the dataset split's fingerprint, or under ``--cache-dir``.
+Scoring a split goes through the same resumable JSONL scorer as ``miescore score-batch``; the files are a cache,
+kept out of the report folder.
 """
 
 from __future__ import annotations
@@ -60,11 +58,9 @@ def store_image(entry: dict, images: Path, stem: str) -> str:
 def input_cache_dir(ds, cache_dir: str | os.PathLike | None = None) -> Path:
     """The folder that holds a split's exported images and ``inputs.jsonl``.
 
-    ``<cache_dir>/mie-bench-inputs/<fingerprint>``, where ``cache_dir`` defaults to ``$HF_HOME/miescore``
-    (``huggingface_hub.constants.HF_HOME``: ``~/.cache/huggingface`` unless ``HF_HOME`` is set), beside the hub
-    and datasets caches. ``<fingerprint>`` is the split's ``datasets`` fingerprint (the key ``datasets`` itself
-    caches the split under; no public accessor), so the same split resumes into the same folder, from any
-    report folder, and a rebuilt dataset gets a fresh one.
+    ``cache_dir`` defaults to ``$HF_HOME/miescore``, beside the hub and datasets caches. The key is the split's
+    ``datasets`` fingerprint (no public accessor), so the same split resumes into the same folder, from any report
+    folder, and a rebuilt dataset gets a fresh one.
     """
     from huggingface_hub import constants
 
@@ -79,10 +75,8 @@ def input_cache_dir(ds, cache_dir: str | os.PathLike | None = None) -> Path:
 def export_mie_inputs(ds, cache_dir, *, progress: bool = True, hint_columns: tuple = ()) -> Path:
     """Write a MIE-Bench split's images (exact bytes, no re-encoding) and a ``score-batch`` input JSONL.
 
-    Layout: ``cache_dir/images/<instance>_s<k>.<ext>`` (sources, once per instance), ``<id>_edited.<ext>`` and
-    ``cache_dir/inputs.jsonl`` (``{"id", "sources", "edited", "instruction"}``, paths relative to it, plus each
-    of ``hint_columns`` the row has a value for, e.g. ``category`` or ``num_edits``). Images already written are
-    kept, so a rerun only writes what is missing. Returns the JSONL path.
+    Sources are written once per instance; images already written are kept, so a rerun only writes what is
+    missing. Returns the JSONL path.
     """
     from datasets import Image, List
 

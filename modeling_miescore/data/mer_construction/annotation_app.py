@@ -1,14 +1,7 @@
 """The MER-Bench annotation app (Gradio): the hierarchical ranking protocol of SpatialReward sec. 4.3 / A.1.
 
-An annotator enters their id and gets the next sample they have not annotated: the original image, the
-multi-edit instruction and the candidates (paper: 6). For each candidate they rate semantic consistency (SC)
-and perceptual quality (PQ) as auxiliary references, then the overall quality tier (Good / Medium / Poor), and
-submit; the submission is stored (:class:`~.annotation_store.AnnotationStore`, append-only, fsynced) before the
-next sample appears. Closing the page or a crash loses at most the sample on screen; entering the same id again
-continues at the next unannotated sample.
-
 :class:`AnnotationSession` holds the callbacks (plain Python, tested without a browser); :func:`build_annotation_app`
-wires them to Gradio components. Run it with ``miescore mer-bench annotate --folder FOLDER``.
+wires them to Gradio components. The protocol, as annotators see it, is in ``docs/mer_bench_construction.md``.
 """
 
 from __future__ import annotations

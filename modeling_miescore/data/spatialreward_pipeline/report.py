@@ -1,11 +1,8 @@
 """Stage outcomes and the per-stage rejection report of the SpatialReward data pipeline.
 
-Every sample ends with one :class:`Outcome` per stream (``sc``: grounding -> annotation -> alignment ->
-verification; ``pq``: annotation -> verification): ``ok`` (a training row was written), or ``rejected`` at a
-stage for a reason (a refusal is one: ``refusal``). A request that failed for good (HTTP error after retries,
-timeout, malformed body) is not a final outcome: the sample is left for the next run. :func:`build_report`
-counts, per stream and stage, the samples that entered, passed and were rejected (by reason, with up to five
-example ids), from the whole ledger, so a report after a resumed run covers every sample.
+Every sample ends with one :class:`Outcome` per stream; a request that failed for good is not an outcome (the
+sample is left for the next run). The report is counted from the whole ledger, so a report after a resumed run
+covers every sample.
 """
 
 from __future__ import annotations

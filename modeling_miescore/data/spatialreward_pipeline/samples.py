@@ -1,15 +1,9 @@
 """The pipeline's input: edits with sources, edited image and instruction, from any of the package's formats.
 
-* a ``score-batch`` JSONL file: ``{"id", "sources": [path, ...], "edited": path, "instruction"}`` per line (paths
-  relative to the file), with optional ``domain`` (``"human"`` / ``"general"``: forces the stage-II route),
-  ``category`` (e.g. MER-Bench's ``human_basic``) and ``num_regions`` (or ``num_edits``: the ``{box_num}`` of the
-  grounding prompt);
-* a dataset folder or Hub repo: MIE-Bench, a converted benchmark (``miescore convert-benchmark``: pointwise and
-  pairwise edits) or MER-Bench (each candidate one single-source edit, its MER category kept), exported once into
-  the output folder by :func:`modeling_miescore.data.dataset_edits.export_dataset_edits`.
-
-A line that cannot be used (not JSON, no id, a repeated id, no instruction) is returned as an input problem with
-its line number; the run reports it in the rejection report and goes on.
+A ``score-batch`` JSONL line may add ``domain`` (``"human"`` / ``"general"``: forces the stage-II route),
+``category`` (e.g. MER-Bench's ``human_basic``) and ``num_regions`` (or ``num_edits``: the grounding prompt's
+``{box_num}``). A dataset is exported once into the output folder. An unusable line is returned as an input problem
+with its line number; the run reports it and goes on.
 """
 
 from __future__ import annotations

@@ -147,12 +147,8 @@ RESIZE_MODES = ("area", "bilinear")
 
 @dataclass
 class SampleAttention:
-    """The attention maps of one edit.
-
-    ``token_maps``: per image (sources, then edited), the mean attention on its merged token grid before resizing;
-    not normalised: ``token_maps[k].sum()`` is the share of the query tokens' attention on image k
-    (``image_shares``; the rest goes to text, chat and vision-marker tokens).
-    """
+    """The attention maps of one edit; ``token_maps[k]``: image k's mean attention on its merged token grid before
+    resizing, not normalised (its sum is ``image_shares[k]``; the rest goes to text, chat and marker tokens)."""
 
     id: str | None
     source_maps: list[np.ndarray]  # grid x grid, each summing to 1
@@ -298,10 +294,8 @@ def reasoning_char_span(text: str) -> tuple[int, int] | None:
 
 def reasoning_token_mask(token_ids: Sequence[int], tokenizer) -> list[bool] | None:
     """Per generated token, whether it overlaps the reasoning string; None when the answer has none (or it is empty).
-
-    Token ``k`` covers the characters between the lengths of the decoded prefixes ``ids[:k]`` and ``ids[:k + 1]``
-    (so multi-token characters count as the full decode counts them); the reasoning tokens are one run, found by
-    bisection (a few decodes, not one per token).
+    Token ``k`` covers the characters between the decoded lengths of ``ids[:k]`` and ``ids[:k + 1]`` (so multi-token
+    characters count as the full decode counts them); the run is found by bisection (a few decodes, not one per token).
     """
     token_ids = [int(t) for t in token_ids]
     span = reasoning_char_span(tokenizer.decode(token_ids, skip_special_tokens=False))

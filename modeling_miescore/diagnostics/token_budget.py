@@ -34,7 +34,6 @@ MIESCORE_TRAIN_MAX_LENGTH = 4096
 # SpatialReward, appendix B.1.1 / Table 6: SFT "Max Length 8192" (prompt and answer).
 SPATIALREWARD_SFT_MAX_LENGTH = 8192
 PAPER_TRAINING_LENGTH = {"miescore": MIESCORE_TRAIN_MAX_LENGTH, "spatialreward": SPATIALREWARD_SFT_MAX_LENGTH}
-# What training does with a longer row (MIEScore: training.miescore_data "shrink"; SpatialReward SFT drops it).
 OVER_LENGTH_POLICY = {"miescore": "MIEScore's trainer shrinks their images to fit",
                       "spatialreward": "SpatialReward SFT drops such rows"}
 _CARD_MAX_LENGTH = re.compile(r"^\|\s*max_length\s*\|\s*`?(\d+)`?\s*\|", re.MULTILINE)
@@ -190,7 +189,6 @@ def _measure(processor, messages: list, image_names: list, fields: dict, text_pa
 
 
 def _with_pixels(config, max_pixels: int | None):
-    """The config, or a copy whose images get at most ``max_pixels`` (min_pixels lowered to it when above)."""
     if max_pixels is None:
         return config
     if int(max_pixels) < 1:
@@ -297,9 +295,8 @@ class TrainingLength:
 
 
 def training_length(model: str, kind: str) -> TrainingLength:
-    """The checkpoint's own training length: an integer ``max_length`` in its config.json, or the
-    ``max_length`` row of its model card's training table (``trainers/train_miescore.py`` writes it); else the
-    paper's (:data:`PAPER_TRAINING_LENGTH`)."""
+    """The checkpoint's own training length (config.json, or the ``max_length`` row of the model card's training
+    table that ``trainers/train_miescore.py`` writes), else the paper's."""
     value = read_checkpoint_config(model).get("max_length")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return TrainingLength(value, "config.json")
@@ -348,8 +345,7 @@ def load_config_and_processor(model: str) -> tuple:
 
 
 def checkpoint_kind(model: str, config: dict) -> str:
-    """``"miescore"`` or ``"spatialreward"`` (ours, or the authors' plain Qwen3-VL release) for the checkpoint
-    ``model`` whose config.json is ``config``; anything else is a user error."""
+    """``"miescore"`` or ``"spatialreward"`` (ours, or the authors' plain Qwen3-VL release) from its config.json."""
     model_type = config.get("model_type")
     if model_type in ("miescore", *SPATIALREWARD_MODEL_TYPES):
         return "miescore" if model_type == "miescore" else "spatialreward"

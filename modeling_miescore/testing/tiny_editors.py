@@ -80,11 +80,10 @@ def build_tiny_qwen_image_edit_plus(path, seed: int = 0) -> Path:
     return Path(path)
 
 
-def _klein_chat_template() -> str:
-    # Qwen3-style ChatML that accepts `enable_thinking` (Flux2KleinPipeline passes enable_thinking=False).
-    return ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and not "
-            "enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+# Qwen3-style ChatML that accepts `enable_thinking` (Flux2KleinPipeline passes enable_thinking=False).
+KLEIN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                       "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and not "
+                       "enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
 
 
 def tiny_colour_vae(vae_class, seed: int, **extra):
@@ -119,7 +118,7 @@ def build_tiny_flux2_klein(path, seed: int = 0) -> Path:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     tokenizer = train_tiny_tokenizer(400)
-    tokenizer.chat_template = _klein_chat_template()
+    tokenizer.chat_template = KLEIN_CHAT_TEMPLATE
     torch.manual_seed(seed)
     text_encoder = Qwen3ForCausalLM(Qwen3Config(
         vocab_size=len(tokenizer), hidden_size=16, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,

@@ -1,9 +1,10 @@
 """JSONL batch scoring with resume: ``edits.jsonl`` in, ``preds.jsonl`` out, one line per edit (docs/scoring.md).
 
 Every output line is written with one ``write`` call and flushed + fsynced per chunk, so a crash can at worst leave
-one incomplete final line, which the next run cuts off before appending. Every problem with one input line is
-reported with its line number and handled by ``on_error`` (``"skip"`` or ``"stop"``); the same input gives the same
-reports on a first run and on a rerun.
+one incomplete final line, which the next run cuts off before appending; a rerun skips ids already present, and an
+exclusive lock on the output (or the rank's shard) stops a second run on it at once. Every problem with one input
+line is reported with its line number and handled by ``on_error`` (``"skip"`` or ``"stop"``); the same input gives
+the same reports on a first run and on a rerun.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """``miescore analyze-attention``: where a generative judge looks while it reasons (SpatialReward paper sec. 5.4,
-Table 5; appendix C.1).
-
-Input lines as for ``score-batch``: ``{"id", "sources": [...], "edited", "instruction"}``, paths relative to
-the input file. For each edit the judge generates its SC answer once (greedy) and the attention of its
-reasoning tokens over each image is averaged over the last 5 layers and all heads on a 24 x 24 grid. The
-language model is switched to eager attention (the only implementation that returns weights); the command
-says so. Writes ``DIR/metrics.json`` (entropy_gap, source_entropy, concentration, stability as ``{"mean",
-"std"}`` plus per-sample values), ``DIR/table.md`` (Table 5 layout), ``DIR/maps.npz`` and
-``DIR/overlays/<id>.png``. Works with any Qwen3-VL judge that loads as a SpatialReward model (a plain
-Qwen3-VL checkpoint gets the SpatialReward prompts), e.g. to compare a baseline with SpatialReward.
-
-Bad input lines are reported with their line number and skipped (exit status 1 at the end) or stop the run
+Table 5; appendix C.1). The language model is switched to eager attention, the only implementation that returns
+attention weights. Bad input lines are reported and skipped (exit status 1 at the end) or stop the run
 (``--on-error stop``, exit 2); user errors print one line and exit 2.
 """
 

@@ -1,6 +1,5 @@
-"""``miescore baselines``: the Table 3 baseline metrics per edit of a MIE-Bench split, as predictions files.
-
-Resumable (rerun the same command), one file per metric; see :mod:`modeling_miescore.baselines`.
+"""``miescore baselines``: the Table 3 baseline metrics per edit of a MIE-Bench split, one resumable predictions file
+per metric (:mod:`modeling_miescore.baselines`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """``miescore benchmark``: evaluate an evaluator on MIE-Bench / MER-Bench, or rank editing models.
 
-Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
-``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
-rerunning the same command resumes from that file. The images exported for a MIEScore run are a cache under
-``$HF_HOME/miescore`` (or ``--cache-dir``), not in ``DIR``. ``mer-bench --grid`` re-aggregates the sub-scores
-of SpatialReward predictions over a grid of aggregation weights (``DIR/grid.json``, ``DIR/grid.png``); the best
-cell is picked only on held-out splits (``--grid-split``, disjoint from ``--split``), as the paper searches on a
-disjoint validation set (B.1.3).
-Prediction file formats are documented in :mod:`modeling_miescore.evaluation.prediction_files`. Bad input: one
-line on stderr, exit status 2.
+With ``--model`` the scores are kept in ``DIR/predictions.jsonl`` and a rerun resumes from it. ``mer-bench --grid``
+picks its best cell only on held-out splits, as the paper searches on a disjoint validation set (B.1.3).
+Bad input: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -31,9 +25,8 @@ from ..evaluation.prediction_files import (align_predictions, join_scores, read_
                                            read_group_sub_scores, read_score_predictions)
 from ..evaluation.protocol import package_version, scores_protocol
 from ..evaluation.report import write_report, REPORT_FILES, write_json
-from ..evaluation.report_parts import ci_state, fmt_ci
+from ..evaluation.report_parts import ci_state, fmt_ci, logistic_status
 from ..data.schema import SHORT_NAMES
-from ..evaluation.mie_bench_markdown import logistic_status
 from ..evaluation.plots import mie_bench_plots, aggregation_grid_plot, mer_bench_plots, editing_models_plots
 from ..evaluation.aggregation_grid import DEFAULT_GRID, aggregation_grid, grid_summary, parse_grid_values
 from ..evaluation.mer_bench_report import mer_bench_report
@@ -165,11 +158,8 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
 
 
 def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
-    """The MIE-Bench split joined with its predictions (from --predictions, or scored with --model).
-
-    Returns ``(joined frame, predictions frame, predictions path, Alignment)``; a mismatch allowed by
-    --allow-missing is reported on stderr ("warning: ...; <verb> the N matched ids").
-    """
+    """``(joined frame, predictions frame, predictions path, Alignment)`` of the MIE-Bench split and its
+    predictions (from --predictions, or scored with --model)."""
     ds = load_split(args.dataset, args.split)
     frame = mie_bench_frame(ds, require_mos=require_mos)
     preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
@@ -288,11 +278,8 @@ def _grid_split_names(args, reported: list[str]) -> list[str]:
 
 
 def _mer_grid(args, out: Path, frame, preds_path: Path, grid_frame=None):
-    """``--grid``: accuracy over the aggregation-weight grid from the predictions' sub-scores; writes grid.json.
-
-    ``grid_frame``: the held-out groups (``--grid-split``) to search on; None searches the reported ``frame`` and
-    picks no best cell. Returns ``(cells, summary)``; prints the best cell and the paper's two readings.
-    """
+    """``--grid``: ``(cells, summary)`` of the aggregation-weight grid, written to grid.json; searched on the
+    held-out ``grid_frame`` (``--grid-split``), or in-sample on ``frame`` with no best cell picked."""
     alphas = parse_grid_values(args.grid_alpha, "--grid-alpha") if args.grid_alpha else DEFAULT_GRID
     w_cons = parse_grid_values(args.grid_w_con, "--grid-w-con") if args.grid_w_con else DEFAULT_GRID
     search = frame if grid_frame is None else grid_frame

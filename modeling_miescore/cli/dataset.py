@@ -1,10 +1,7 @@
-"""``miescore build-dataset <name>``: one subcommand per builder of the registry
-(:data:`modeling_miescore.data.builders.BUILDERS`); ``dataset_scripts/build_dataset.py`` is the same command. And
-``miescore convert-benchmark NAME --raw DIR --out DIR``: one subcommand per converter of
-:data:`modeling_miescore.data.converters.CONVERTERS`, the same way (a raw release with problems: every one listed with
-file:line, exit status 2).
+"""``miescore build-dataset <name>`` (one subcommand per :data:`modeling_miescore.data.builders.BUILDERS` entry) and
+``miescore convert-benchmark NAME`` (one per :data:`modeling_miescore.data.converters.CONVERTERS` entry).
 
-Exit status, one rule:
+Exit status:
 
 * **0**: the dataset was built (and pushed, with ``--push-to-hub``).
 * **2**: the command cannot run as given, and nothing was built: a bad option; a missing or invalid raw
@@ -13,9 +10,6 @@ Exit status, one rule:
   token, or a reachable Hub (all checked before building).
 * **1**: the build ran and a later step failed: the push after a successful build (the local dataset is
   complete), or a write error such as a full disk (nothing is left half-written).
-
-The builders' exceptions name their API parameters (``overwrite=True``, ``groups_per_type``); this module
-prints them with the flags instead (``--overwrite``, ``--groups-per-type``), see :func:`flag_wording`.
 """
 
 from __future__ import annotations
@@ -89,11 +83,8 @@ def run_builder(builder, flags: Mapping[str, tuple[str, bool]], args: argparse.N
 
 def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, lookup=None,
                             help_format: str = "build {title} from its raw release") -> None:
-    """One subcommand per registered builder under ``parser``, each with ``func(args) -> exit status``.
-
-    ``registry`` / ``lookup``: a ``name -> "module:Class"`` registry and its lookup function (default: the dataset
-    builders); ``help_format``: each subcommand's help, with the builder's ``{title}``.
-    """
+    """One subcommand per builder of ``registry`` (``name -> "module:Class"``, with its ``lookup``; default: the
+    dataset builders) under ``parser``."""
     if registry is None:
         from ..data.builders import BUILDERS as registry
         from ..data.builders import get_builder as lookup

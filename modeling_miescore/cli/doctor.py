@@ -1,12 +1,7 @@
 """``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.doctor`)
 
-Runs the checks one by one (progress on stderr), then prints a table of them, or with ``--json`` the list of
-records and a summary. Exit status: 0 healthy, 1 warnings, 2 broken. User errors (a missing folder, a folder
-that is not a MIEScore or SpatialReward checkpoint, a bad --device) print one line and exit 2.
-
-Nothing from the checkpoint folder runs unless ``--trust-remote-code`` is given: the fresh-process check then
-loads it with ``AutoModel.from_pretrained(CKPT, trust_remote_code=True)`` as a stranger would, running the code
-files that the report names with their sha256 (run it only on a checkpoint whose code you trust).
+Exit status: 0 healthy, 1 warnings, 2 broken; user errors print one line and exit 2. Nothing from the checkpoint
+folder runs unless ``--trust-remote-code`` is given (then the fresh-process check loads it as a stranger would).
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """``miescore edit``: make edits with an image editor (a diffusers editing pipeline or an editor adapter), e.g.
 one trained by ``trainers/flow_grpo_editor.py`` (synopsis: docs/cli.md).
 
-With ``--lora RUN`` of a training run, the run's ``run.json`` supplies the editor, the base model, the editor
-options, T, the CFG scale and schedule (``--cfg-fraction``), the SDE and last-step mode used with
-``--noise-level``, and the dtype (:mod:`modeling_miescore.training.editor_rl.outputs`); an option given here
-overrides its value (``--editor-options`` keys replace the run's one by one).
-
-Reward-guided best-of-N: ``--num-images N --select SPEC`` (a ``--reward`` spec of the trainer:
-``miescore:CKPT``, ``spatialreward:CKPT``, ``module:function``, ...) makes N candidates per request
-(``DIR/candidates.jsonl``), scores each request's N together (one group: its prompt prefix runs once) and writes
-the best to ``DIR/edits.jsonl`` with every candidate and its reward
-(:mod:`modeling_miescore.editing.selection`).
-
-Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
-MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
-``score-batch`` input format (``miescore score-batch --input DIR/edits.jsonl`` scores them, and the editor
-benchmarks read ``{"id", "edited"}``); rerunning resumes. The sampling schedule (``--cfg-fraction``: guide only
-steps i/T <= F, as a Flow-GRPO run guided its rollouts; ``--noise-level`` > 0: the training SDE instead of Euler
-ODE steps, ``--last-step`` its final step) is printed and written to ``DIR/sampling.json``
-(:mod:`modeling_miescore.training.editor_rl.schedule`). Exit status: 0 done, 1 some requests failed (listed),
-2 bad input.
+With ``--lora RUN`` the run's ``run.json`` supplies the editor and its sampling settings
+(:mod:`modeling_miescore.training.editor_rl.outputs`); an option given here overrides its value. Reward-guided
+best-of-N (``--num-images N --select SPEC``): :mod:`modeling_miescore.editing.selection`. Rerunning resumes.
+Exit status: 0 done, 1 some requests failed (listed), 2 bad input.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """``miescore benchmark gedit`` / ``imgedit`` / ``editors``: an image editor on the editor benchmarks, and editors
 compared in the SpatialReward paper's Table 3 layout.
 
-``--edits``: a folder of ``<key>.png``, GEdit's ``fullset/<task>/<lang>/<key>.png``, or a JSONL (``{"id",
-"edited"}``, as ``miescore edit`` writes). The MLLM judge (``--backend``) uses the benchmark's own prompts only when
-``--prompts`` names the user's copy of them; otherwise our wording, and the report says the numbers are not
-comparable with published ones. ``--judge KIND:CKPT`` adds MIEScore or SpatialReward as judges of the same edits.
 Everything resumes: rerun the same command after a kill or a failed request. Bad input: one line, exit status 2;
 edits left unjudged (a request that failed for good): exit status 1, the report covers the rest.
 """

@@ -1,17 +1,8 @@
 """``miescore judge``: a general multimodal chat model as a zero-shot judge of edits (VQ, IF, AP on 0-100).
 
-Input: a ``score-batch`` JSONL (``{"id", "sources", "edited", "instruction"}``) or a dataset (``--dataset DIR
-[--split test]``: MIE-Bench, a converted benchmark from ``miescore convert-benchmark``, or MER-Bench; its images
-are exported once beside the output, :mod:`modeling_miescore.data.dataset_edits`). Output: one prediction per line,
-``{"id", "visual_quality", "instruction_following", "attribute_preservation", "overall", "judge", "failed", "issues",
-"reasoning"}``, the format ``miescore benchmark mie-bench --predictions`` (or ``zero-shot``) reads (a flagged answer
-has ``null`` scores).
-
-Resumable: ids already in the output are skipped, and every answer received is kept in the SQLite answer cache
-(``<output>.cache.sqlite`` unless ``--cache``), so a rerun after a kill sends only what was never answered. A
-request that failed for good (HTTP error after retries, timeout, malformed body) is reported with its input line
-and the exit status is 1; rerun to retry it. A refusal is a flagged prediction (``issues: ["refusal"]``). Each
-run appends its usage (requests, cache hits, failures, retries, tokens, cost) to ``<output>.usage.jsonl``.
+Resumable: ids already in the output are skipped and every answer received is cached, so a rerun after a kill sends
+only what was never answered. A request that failed for good is reported with its input line and the exit status
+is 1; a refusal is a flagged prediction (``null`` scores), never a number.
 """
 
 from __future__ import annotations

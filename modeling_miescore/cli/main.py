@@ -1,19 +1,9 @@
 """The ``miescore`` command line: the parser, shared argument types and ``main``.
 
-Every command lives in a module of this package, named in ``COMMANDS`` below (``score`` holds ``score``,
-``score-batch`` and ``demo``; ``external_benchmarks`` the ``benchmark zero-shot`` and ``benchmark reward``
-subcommands, ``editor_benchmarks`` ``benchmark gedit`` / ``imgedit`` / ``editors``); ``miescore --help`` lists them.
-The helpers below are what command modules share: argument types (:func:`number_arg`), ``--model`` / ``--device``
-/ ``--dtype`` (:func:`add_model_args`, :func:`add_device_args`), :func:`quiet_transformers` and :func:`finish_run`.
-Options shared by the commands that call large models (``judge``, ``spatialreward-data``) are in :mod:`.model_calls`;
-the server's options are generated from its settings declaration (:mod:`modeling_miescore.serving.settings`) when
-``serve`` is parsed (:func:`defer_options`).
-
-User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
-problem and the fix and exit with status 2; no traceback. An output the machine cannot write (a full disk: an
-``OutputWriteError``) prints one line and exits with status 1. Options are matched exactly (``allow_abbrev=False`` on
-every parser: ``--num-image`` is not ``--num-images``); an unknown option prints the usage of the (sub)command it
-was given to and the closest real option; a missing extra (``diffusers`` for ``edit``) names the extra to install.
+User errors print one line naming the problem and the fix and exit with status 2; no traceback. An output the
+machine cannot write (an ``OutputWriteError``) prints one line and exits with status 1. Options are matched exactly
+(``allow_abbrev=False`` on every parser); an unknown option prints the usage of the (sub)command it was given to and
+the closest real option; a missing extra names the extra to install.
 """
 
 from __future__ import annotations
@@ -35,13 +25,10 @@ EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
 EXIT_WRITE_FAILED = 1
 
-# Every command: the module(s) that add it and its one-line help, shown by `miescore --help` and by the command's own
-# parser. Each module defines `register(subparsers)`, which adds its parser(s) with `set_defaults(func=...)`;
-# `func(args) -> int` may raise MIEScoreInputError for user errors. A command with subcommands of its own returns their
-# `add_subparsers()` action from `register`; a module adding subcommands under it names that module in
-# `PARENT_COMMAND` and is listed after it: its `register` runs when that command is first parsed (or its help shown).
-# A run imports only the modules of the command it names (:func:`command_modules_for`), so command modules import what
-# they need at the top; `miescore --help` (or a mistyped command) imports none: it lists :data:`COMMAND_HELP`.
+# Every command: the module(s) that add it and its one-line help. Each module's `register(subparsers)` adds its
+# parser(s) with `set_defaults(func=...)`; a command with subcommands returns its `add_subparsers()` action, and a
+# module adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it (registered when
+# that command is first parsed). A run imports only the modules of its command; `miescore --help` imports none.
 COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("score", "score one edit"),
     "score-batch": ("score", "score a JSONL file of edits, resumable"),
@@ -248,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise
         print(f"miescore {args.command}: error: {message}", file=sys.stderr)
         return EXIT_WRITE_FAILED if isinstance(err, OutputWriteError) else EXIT_USER_ERROR
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,5 @@
 """``miescore mer-bench``: construct a MER-Bench release (SpatialReward paper sec. 4.2-4.3, appendix A.1, prompts
-D.3; :mod:`modeling_miescore.data.mer_construction`). Four stages over one construction folder: ``synthesize``,
-``candidates``, ``annotate`` (the Gradio app) and ``export`` (for ``miescore build-dataset mer-bench``).
-
-Every stage resumes: rerun the same command after a kill or a failure. Exit status 1 while requests or
+D.3; :mod:`modeling_miescore.data.mer_construction`). Every stage resumes. Exit status 1 while requests or
 editors failed for good (rerun to retry them), 2 for bad input (nothing written).
 """
 

@@ -1,8 +1,6 @@
 """Options and helpers shared by the commands that call large models through the call engine
-(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``, ``miescore benchmark
-gedit`` / ``imgedit``): endpoint settings, the judge spec of ``--backend`` / ``--model`` (:func:`judge_spec`),
-and :class:`ModelCallRun` (the answer cache, prices and the usage log of one run;
-:mod:`modeling_miescore.judges.call_engine`)."""
+(:mod:`modeling_miescore.judges.call_engine`).
+"""
 
 from __future__ import annotations
 
@@ -121,16 +119,11 @@ def build_judge_backend(spec, args):
 
 
 class ModelCallRun:
-    """The model calls of one command run: the answer cache the options name, one usage log priced by
-    ``--price``, and the call engines built on them (one per distinct judge, so a judge named twice shares its
-    connection pool). As a context manager, leaving it (also on errors and Ctrl-C) appends the run's line to
-    the usage log ``log`` (its counters, ``extra`` and the cache's token totals), prints the summary line to
-    stderr and closes the engines and the cache. The cache is opened with the first engine, so a run that
-    fails before building one (a bad price, model path or endpoint) writes neither file.
-
-    ``cache_default``: the cache file used when ``--cache`` is not given (none with ``--no-cache``).
-    ``files``: the command's other files (``{"--input": path, "--output": path}``): the cache and the usage log
-    must be none of them (``--cache X --output X`` would corrupt both).
+    """The model calls of one command run: the answer cache, one usage log priced by ``--price``, and one call
+    engine per distinct judge (a judge named twice shares its connection pool). Leaving the context (also on
+    errors and Ctrl-C) appends the run's usage line, prints the summary and closes everything. The cache is opened
+    with the first engine, so a run that fails before building one writes neither file. ``files``: the command's
+    other files, which the cache and the usage log must not be (``--cache X --output X`` would corrupt both).
     """
 
     def __init__(self, args, command: str, cache_default: Path, log: Path, extra: Optional[dict] = None,

@@ -1,13 +1,7 @@
 """``miescore spatialreward-data``: build SpatialReward SFT rows with the spatial-prior data pipeline (paper
-sec. 3.3, prompts D.2; :mod:`modeling_miescore.data.spatialreward_pipeline`).
-
-A judge is ``MODEL@URL`` (an OpenAI-compatible endpoint; ``#ENV_VAR`` names the variable holding its API key)
-or ``transformers:PATH`` (a local model). ``--aligner`` (stage III) defaults to the grounder, as in the paper.
-``--input`` is a score-batch JSONL or a dataset folder / Hub repo (MIE-Bench, MER-Bench, converted benchmarks;
-``--split``; :mod:`modeling_miescore.data.dataset_edits`). Outputs in ``--out``: ``sft_rows.jsonl`` (the rows of
-``trainers/sft_spatialreward.py --dataset_name``), ``rejections.jsonl``, ``report.json``, the ledger ``samples.jsonl``,
-the answer cache ``calls.sqlite`` and the usage log ``usage.jsonl``. Rerunning the same command resumes; samples
-whose requests failed for good are retried (exit status 1 while some remain).
+sec. 3.3, prompts D.2; :mod:`modeling_miescore.data.spatialreward_pipeline`). ``--aligner`` (stage III) defaults
+to the grounder, as in the paper. Rerunning resumes; samples whose requests failed for good are retried (exit
+status 1 while some remain).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""``miescore tokens``: the token budget of a checkpoint's prompts, part by part.
-
-For a MIEScore checkpoint one row per (image size, number of sources); for a SpatialReward checkpoint the SC
-rows, then one PQ row per size; the parts of each prompt (:mod:`modeling_miescore.diagnostics.token_budget`), the
-total against the training length, and prefix reuse, with a legend under the table. Only the config and the
-processor are read, never the weights.
-
-User errors (bad --size, not a checkpoint, unreadable processor) print one line and exit 2.
+"""``miescore tokens``: the token budget of a checkpoint's prompts, part by part
+(:mod:`modeling_miescore.diagnostics.token_budget`). Only the config and the processor are read, never the
+weights. User errors print one line and exit 2.
 """
 
 from __future__ import annotations

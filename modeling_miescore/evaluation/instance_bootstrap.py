@@ -1,12 +1,9 @@
 """Confidence intervals for the benchmark reports: :func:`~.metrics.bootstrap.bootstrap_ci` over row indices,
 resampling whole instances, with a progress bar and the metric warnings collected as report notes.
 
-Edits of one MIE-Bench instance share sources and instruction (and the groups of one MER-Bench sample share
-the original image), so they are not independent: the reports resample instances, never single rows. Every
-section uses the same seed, so all sections see the same resamples. Report metrics come out as
-``{"value": x, "ci": [low, high]}`` with NaN written as ``None``. A metric over fewer than
-:data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances gets no interval (``ci`` ``[None, None]``), and the
-report's ``meta["bootstrap"]`` says so (``omitted``).
+Edits of one MIE-Bench instance share sources and instruction (and the groups of one MER-Bench sample share the
+original image), so they are not independent: the reports resample instances, never single rows. Every section uses
+the same seed, so all sections see the same resamples.
 """
 
 from __future__ import annotations
@@ -70,13 +67,9 @@ def without_ci(tree: Any) -> Any:
 
 
 class InstanceBootstrap:
-    """Runs :func:`bootstrap_ci` over row indices resampled by instance, with a progress bar and collected notes.
-
-    ``groups``: the instance id of every row; ``settings`` default to :class:`BootstrapSettings` ``()``;
-    ``unit``: what one group is, for the messages ("instances", "samples").
-    ``settings.n == 0`` computes point estimates only (CIs ``None``); so does a call over fewer than
-    :data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances (with a note saying why).
-    ``notes`` collects the metric warnings (e.g. resamples that gave NaN) as report lines.
+    """Runs :func:`bootstrap_ci` over row indices resampled by instance (``groups``: each row's instance id), with a
+    progress bar; ``notes`` collects the metric warnings as report lines. ``settings.n == 0``, or fewer than
+    :data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances (with a note), gives point estimates only.
     """
 
     def __init__(self, groups: np.ndarray, settings: BootstrapSettings | None = None, unit: str = "instances"):

@@ -1,21 +1,7 @@
-"""Read prediction files (JSON Lines, one object per line) for the benchmark reports.
-
-* MIE-Bench / editing models (:func:`read_score_predictions`): ``{"id": <dataset id>, "visual_quality": x,
-  "instruction_following": x, "attribute_preservation": x, "overall": x}`` (the output of
-  ``miescore score-batch``). Any subset of the four score keys works; a missing ``overall`` is computed from the
-  three dimensions with the MIEScore paper's eq. 2. ``null`` means "no prediction" for that item.
-* MER-Bench (:func:`read_group_predictions`): ``{"pair_id": <dataset pair_id>, "scores": [s_1, ..., s_K]}`` with
-  one score per edited image in the dataset's order (best first); higher = better; ``null`` entries (e.g. a
-  failed parse) count as wrong. A line may also carry ``"sub_scores": [{"s_if": x, "s_con": x, "naturalness": x,
-  "artifacts": x}, ...]``, SpatialReward's four 0-25 sub-scores per edited image in the same order (written by
-  ``miescore benchmark mer-bench --model``); :func:`read_group_sub_scores` reads them for ``--grid``.
-
-A malformed line stops the read with :class:`~.errors.BenchmarkInputError` naming the file and line.
-
-Prediction ids are then matched with dataset ids (:func:`align_predictions`, :func:`join_scores`: counts and examples
-of missing and extra ids, and the joined frame). A mismatch stops the run with :class:`PredictionMismatchError`
-unless the caller allows missing predictions, in which case the ids present in both are evaluated and the report
-says how many were left out.
+"""Read prediction files (JSON Lines, one object per line) for the benchmark reports, and match their ids with the
+dataset's. ``null`` means "no prediction"; in a MER-Bench group it counts as wrong. A malformed line stops the read
+with :class:`~modeling_miescore.data.errors.BenchmarkInputError` naming the file and line; a mismatch of ids stops
+the run with :class:`PredictionMismatchError` unless the caller allows missing predictions.
 """
 
 from __future__ import annotations
@@ -94,13 +80,10 @@ _META_KEYS = ("editing_model", "task", "instance_id", "category")
 
 
 def read_score_predictions(path, keys: Sequence[str] = SCORE_KEYS):
-    """Read a score predictions JSONL file into a DataFrame indexed by ``id``.
+    """Read a score predictions JSONL file (``{"id", <score keys>}``, any subset) into a DataFrame indexed by ``id``.
 
-    Columns: the score keys found in the file (a key absent from a line is NaN there), plus any of
-    ``editing_model, task, instance_id, category`` present in the lines. When ``overall`` is absent and the
-    three dimensions are present, ``overall`` is computed with the MIEScore paper's eq. 2 and the frame's
-    ``attrs["overall_computed"]`` is True. Raises :class:`BenchmarkInputError` for malformed lines, missing ids,
-    duplicated ids, non-numeric scores, or a file with none of ``keys``.
+    A missing ``overall`` is computed from the three dimensions with the MIEScore paper's eq. 2 (the frame's
+    ``attrs["overall_computed"]`` is then True).
     """
     import pandas as pd
 
@@ -132,11 +115,8 @@ def read_score_predictions(path, keys: Sequence[str] = SCORE_KEYS):
 
 
 def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
-    """Read MER-Bench predictions ``{"pair_id", "scores": [...]}``; returns ``{pair_id: scores (K,)}``.
-
-    Every ``scores`` list must have the group's K entries (from ``frame``, the :func:`mer_bench_frame`), numbers
-    or ``null`` (NaN: counted wrong). Unknown pair ids are kept here and reported by the alignment.
-    """
+    """Read MER-Bench predictions ``{"pair_id", "scores": [s_1, ..., s_K]}`` (the dataset's order, best first;
+    ``null``: NaN, counted wrong) into ``{pair_id: scores (K,)}``; unknown pair ids are left to the alignment."""
     path = Path(path)
     sizes = dict(zip(frame["pair_id"], frame["k"]))
     out: dict[str, np.ndarray] = {}
@@ -169,13 +149,9 @@ def _as_sub_score(value: Any, where: str, score_range: float) -> float:
 
 
 def read_group_sub_scores(path, frame, score_range: float = 25) -> dict[str, np.ndarray]:
-    """Read the ``sub_scores`` of MER-Bench predictions; returns ``{pair_id: (K, 4) array}`` for the groups of
-    ``frame``, columns in :data:`SUB_SCORE_KEYS` order (``null`` -> NaN, which makes the group wrong).
-
-    Every line of a group in ``frame`` needs a ``sub_scores`` list with the group's K entries, each an object with
-    the four keys, each a number on 0..``score_range`` (SpatialReward's D.1 scale, 0-25) or null; otherwise
-    :class:`BenchmarkInputError` names the line.
-    """
+    """Read the ``sub_scores`` of MER-Bench predictions (per image ``{"s_if", "s_con", "naturalness",
+    "artifacts"}``, SpatialReward's D.1 scale 0-25, ``null`` -> NaN) into ``{pair_id: (K, 4) array}`` for
+    ``frame``'s groups, columns in :data:`SUB_SCORE_KEYS` order."""
     path = Path(path)
     sizes = dict(zip(frame["pair_id"], frame["k"]))
     out: dict[str, np.ndarray] = {}
@@ -201,9 +177,6 @@ def read_group_sub_scores(path, frame, score_range: float = 25) -> dict[str, np.
     if missing:
         raise BenchmarkInputError(f"'{path}' has no line for {len(missing)} evaluated pair(s), e.g. {missing[0]}")
     return out
-
-
-# ------------------------------------------------------------------------------------ matching to the dataset
 
 
 @dataclass
@@ -249,10 +222,8 @@ class PredictionMismatchError(BenchmarkInputError):
 
 def align_predictions(dataset_ids: Sequence[str], prediction_ids: Iterable[str], *, allow_missing: bool,
                       source: str = "predictions", what: str = "id") -> Alignment:
-    """Compare ids; raise :class:`PredictionMismatchError` on any difference unless ``allow_missing``.
-
-    With ``allow_missing`` the caller evaluates the ``n_matched`` ids present in both (never zero).
-    """
+    """Compare ids; raise :class:`PredictionMismatchError` on any difference unless ``allow_missing`` (then the
+    caller evaluates the ``n_matched`` ids present in both, never zero)."""
     pred = list(prediction_ids)
     pset = set(pred)
     dset = set(dataset_ids)
@@ -270,11 +241,8 @@ def align_predictions(dataset_ids: Sequence[str], prediction_ids: Iterable[str],
 
 
 def join_scores(frame, preds, *, allow_missing: bool, source: str):
-    """Align a score-predictions frame (:func:`~.prediction_files.read_score_predictions`) with dataset rows.
-
-    Returns ``(joined frame with pred_<dim> columns, Alignment)``. Predictions whose scores are all NaN count as
-    missing. Raises :class:`PredictionMismatchError` unless ``allow_missing``.
-    """
+    """``(dataset rows joined with pred_<dim> columns, Alignment)``; predictions whose scores are all NaN count as
+    missing."""
     dims = [k for k in SCORE_KEYS if k in preds.columns]
     has_any = preds[dims].notna().any(axis=1)
     al = align_predictions(frame["id"].tolist(), preds.index[has_any].tolist(), allow_missing=allow_missing,

@@ -1,23 +1,10 @@
 """A report's protocol: every setting that decides its numbers, in ``report.json`` under ``protocol``, with
-``protocol.fingerprint`` = the sha256 of a canonical form of those settings (``json.dumps(sort_keys=True,
-separators=(",", ":"))``): same inputs and settings, same fingerprint; any changed setting, another fingerprint.
-
-Which setting groups each report kind records is declared once, in :data:`PROTOCOL_GROUPS`:
-
-* ``dataset``: the converted release (a hash of its data files, not its path), the release part, subsets,
-  languages, split and how many keys were selected;
-* ``judge``: the MLLM judge (backend, model name, the model name the endpoint reports, a weight hash for a local
-  model, sampling: temperature and seed) and the reward models used as judges (kind, weight hash);
-* ``request``: how a request is sent (message order, image format / quality / size limit, ``max_tokens``);
-* ``prompts``: ``own prompts`` or the hash of the user's copy of the benchmark's prompt file;
-* ``aggregation``: rounding, per key then per category then the unweighted mean over categories, failures left
-  out, the bootstrap's resamples / seed / level;
-* ``package``: the MIEScore version.
+``protocol.fingerprint`` = the sha256 of a canonical form of those settings: same inputs and settings, same
+fingerprint; any changed setting, another fingerprint. Which setting groups each report kind records is declared
+once, in :data:`PROTOCOL_GROUPS`.
 
 Paths, creation times, endpoints' credentials and the editor's outputs are never part of it: the editor is what a
-comparison compares (:func:`differences` ignores it), the rest does not decide a number. :func:`differences`
-lists every differing setting of two protocols (``miescore benchmark editors`` refuses unlike runs with it, and
-the report headers list the settings that differ from the released protocol, :func:`protocol_header`).
+comparison compares (:func:`differences` ignores it), the rest does not decide a number.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""``miescore benchmark rescore REPORT_DIR``: every aggregate of a report recomputed from what is on disk, without
-calling a judge, and each number compared with the report's bit for bit.
-
-* A run of ``miescore benchmark gedit`` / ``imgedit``: the per-sample judgements (``judgements.jsonl``,
-  ``reward-<kind>.jsonl``) in the report folder, the converted dataset and the edits the report names (its
-  ``run.inputs``; the dataset must still hash to the protocol's ``dataset.data_sha256``) go through the run's own
-  aggregation (:func:`~.editor_benchmarks.editor_run.aggregate_run`, the code that made the report), with the
-  protocol's rounding, per-key mode and bootstrap.
-* A comparison (``miescore benchmark editors``): :func:`~.editor_benchmarks.editor_comparison.compare_editors` again
-  over the runs' report folders, its pictures drawn into a temporary folder.
-
-The protocol's fingerprint is checked against its settings too (a report edited by hand no longer matches).
-:func:`rescore_report` returns ``(numbers checked, mismatches)``; nothing is written.
+"""``miescore benchmark rescore REPORT_DIR``: every aggregate of a report (an editor-benchmark run or a comparison)
+recomputed from what is on disk, without calling a judge, through the code that made the report, and each number
+compared with the report's bit for bit. The protocol's fingerprint is checked against its settings too (a report
+edited by hand no longer matches). Nothing is written.
 """
 
 from __future__ import annotations

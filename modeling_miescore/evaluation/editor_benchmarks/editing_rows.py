@@ -1,32 +1,20 @@
-"""The rows of a converted editor benchmark (the ``editing`` config of ``miescore convert-benchmark gedit-bench`` /
-``imgedit-bench``): metadata as a frame (images never decoded), the ``--language`` / ``--category`` selection, and
-the source images written once as files for the judges.
-
-Columns read (:data:`~modeling_miescore.data.converters.schema.EDITING_COLUMNS` and the card's subset flags):
-``id``, ``key``, ``source_images``, ``instruction``, ``category``, ``language``, e.g. ``intersection_exist``.
-
-An editor's outputs (``--edits``) matched to those rows (:func:`resolve_edits`). Accepted forms:
+"""The rows of a converted editor benchmark: metadata as a frame (images never decoded), the ``--language`` /
+``--category`` selection, the source images written once as files for the judges, and an editor's outputs
+(``--edits``) matched to those rows (:func:`resolve_edits`). Accepted forms of ``--edits``:
 
 * a folder of ``<key>.png`` (or ``.jpg`` / ``.jpeg`` / ``.webp``; ImgEdit's ``basic_bench.py`` reads
   ``<result_img_folder>/<key>.png``);
 * GEdit's own layout, ``fullset/<task_type>/<language>/<key>.png`` (Step1X-Edit ``GEdit-Bench/
-  generate_image_example.py``), under ``DIR`` or ``DIR`` itself named ``fullset``; the ``<key>_SRCIMG.png`` files
-  beside the edits are the saved sources and are skipped;
+  generate_image_example.py``); the ``<key>_SRCIMG.png`` files beside the edits are the saved sources and are skipped;
 * in both folder forms, ``<key>_sample<k>.png`` is sample ``k`` of a key (EditScore's best-of-N layout,
   ``examples/OmniGen2-RL/evaluation/GEdit-Bench``: sample 0 is ``<key>.png``);
-* a JSONL of ``{"id": "<key>", "edited": "path"}`` lines (paths relative to the JSONL's folder), which includes
-  what ``miescore edit`` writes (``{"id", "sources", "edited", "instruction"}``; with several samples per key the ids
-  are ``<key>#<k>`` with fields ``"key"`` and ``"sample"``). A line of ``miescore edit --select`` (reward-guided
-  best-of-N) names its selected sample (``"sample"``, ``"selected_by"``) and lists every candidate
-  (``"candidates": [{"sample", "edited", "reward"}, ...]``): each candidate is a sample of the key, the selected one
-  marked (:attr:`EditRef.selected`), so a report can compare the first sample, the selected one and the judge's
-  own best of N.
+* a JSONL of ``{"id": "<key>", "edited": "path"}`` lines, which includes what ``miescore edit`` writes (with several
+  samples per key, ids ``<key>#<k>``; with ``--select``, every candidate is a sample of the key, the selected one
+  marked, so a report can compare the first sample, the selected one and the judge's own best of N).
 
-A name matches a row by its ``id``, else by its benchmark ``key`` (with the folder's language in GEdit's layout).
 Edits named by keys the benchmark lacks are an error that lists them (exit status 2), and so are two files for
 one (row, sample) and, when the selection holds one key in two languages, a bare ``<key>.png``. Edits of rows
-outside the ``--language`` / ``--category`` selection are counted and left out; selected rows without any edit
-are listed as missing (the report names them; they are left out of every mean).
+outside the selection are counted and left out; selected rows without any edit are listed as missing.
 """
 
 from __future__ import annotations
@@ -135,7 +123,6 @@ def export_sources(rows: EditingRows, ids: Sequence[str], folder: Path, progress
         raise BenchmarkInputError(f"{len(lost)} rows have no source image in the dataset, e.g. "
                                   f"{', '.join(sorted(lost)[:EXAMPLES])}")
     return out
-
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,14 @@
 """Several editors compared on GEdit-Bench and ImgEdit-Bench in the SpatialReward paper's Table 3 layout
 (``miescore benchmark editors --runs base=DIR tuned=DIR ...``).
 
-Each run is one or two report folders of ``miescore benchmark gedit`` / ``imgedit`` (``NAME=DIR[,DIR]``); the first
-run (or ``baseline``) is the base of every Δ. For each run: GEdit-EN SC, PQ and Overall (full set, language ``en``)
-and ImgEdit Overall, recomputed from the per-key values the run's ``report.json`` keeps, each with a
-percentile-bootstrap CI over keys; each Δ = Overall(run) − Overall(baseline), as the paper's Δ column, with a
-bootstrap CI and a two-sided paired sign-flip permutation test over the keys both runs judged (per key the two runs'
-values are swapped at random; the statistic is the difference of the unweighted means over categories; ``p = (1 +
-#{|Δ*| >= |Δ|}) / (1 + permutations)``). Per-category tables follow, then the keys with the largest gains and losses
-as source | baseline | run pictures (:func:`gain_loss_cases`, :func:`draw_case`; the paper's Fig. 7 / C.2 view). The
-paper's own rows (:data:`~modeling_miescore.evaluation.published_results.SPATIALREWARD_TABLE3`) stand above ours.
+Each Δ = Overall(run) − Overall(baseline), as the paper's Δ column, with a bootstrap CI and a two-sided paired
+sign-flip permutation test over the keys both runs judged (per key the two runs' values are swapped at random; the
+statistic is the difference of the unweighted means over categories; ``p = (1 + #{|Δ*| >= |Δ|}) / (1 +
+permutations)``). The keys with the largest gains and losses are drawn as source | baseline | run pictures (the
+paper's Fig. 7 / C.2 view).
 
-The runs' reports are checked before anything is computed: a ``report.json`` that is not a report of
-``miescore benchmark gedit`` / ``imgedit`` (a list, a ``selection`` without its views), a row without its key,
-category or language, a score that is not a number or lies off its judge's scale (GEdit 0-10, ImgEdit 1-5,
-MIEScore 0-100, ...), a key listed twice (a row would be paired twice): one line naming the run, the file and
-the row. :func:`write_comparison` writes the comparison as one folder, built beside ``--out`` and renamed in
-when complete; ``--out`` is apart from every run folder (not one of them, inside one or containing one) and is
+The runs' reports are checked before anything is computed (one line naming the run, the file and the row). The
+comparison is built beside ``--out`` and renamed in when complete; ``--out`` is apart from every run folder and is
 new, empty or an earlier comparison, which it replaces.
 """
 
@@ -52,7 +44,6 @@ __all__ = ["compare_editors", "draw_case", "gain_loss_cases", "parse_runs", "sig
 MAX_REPORT_BYTES = 1 << 30  # a run's report.json is read whole
 PANEL_HEIGHT = 224  # a picture's panels (source | baseline | compared run)
 _LABEL = 34
-
 
 
 def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
@@ -405,9 +396,6 @@ def _pictures(base_frame, frame, benchmark, names: tuple, kind: str, grid_size: 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60]
-
-
-# ------------------------------------------------------------------------------------------------ pictures
 
 
 def gain_loss_cases(base_rows, run_rows, overall: str, k: int) -> List[Dict]:

@@ -1,14 +1,6 @@
 """One editor on one editor benchmark, end to end: what ``miescore benchmark gedit`` / ``imgedit`` run.
-
-:func:`evaluate_editor`: open the converted dataset, select rows (``languages``, ``categories``), match the edits,
-export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec``: a
-:class:`~modeling_miescore.cli.model_calls.ModelCallRun` and a
-:class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
-``report.json`` (with the run's protocol and fingerprint, :func:`~.protocols.run_protocol`), ``report.md``,
-``report.html`` and ``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation
-alone, from the judgements on disk (what ``miescore benchmark rescore`` runs again). Every judging step resumes
-(:mod:`.judge_run`). Bad input raises :class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is
-judged.
+:func:`aggregate_run` is the aggregation alone, from the judgements on disk (what ``miescore benchmark rescore``
+runs again). Bad input raises :class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
 """
 
 from __future__ import annotations
@@ -36,13 +28,9 @@ __all__ = ["EditorRunOptions", "RunContext", "aggregate_run", "evaluate_editor",
 
 @dataclass
 class EditorRunOptions:
-    """How a run judges: the MLLM judge (``spec`` on ``calls``; None: none), its ``prompts_path`` (None: our own
-    prompts), name and ``request`` settings (a :class:`~modeling_miescore.data.converters.schema.
-    JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
-    ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
-    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights"); ``recheck``: judge
-    this many judged edits again without the answer cache and report the drift
-    (:func:`~.judge_run.recheck_judgements`)."""
+    """How a run judges. None means: no MLLM judge (``spec``), our own prompts (``prompts_path``), the benchmark's
+    released request settings (``request``). ``label``: a line shown at the top of the report (e.g. "random
+    weights"); ``recheck``: :func:`~.judge_run.recheck_judgements`."""
 
     calls: object = None
     spec: object = None

@@ -1,13 +1,9 @@
-"""An editor benchmark's MLLM judge as a reward: ``gedit-judge:MODEL@URL`` (GEdit-Bench's VIEScore ``tie`` judge,
-:class:`~modeling_miescore.evaluation.editor_benchmarks.judges.GEditJudge`, behind an OpenAI-compatible
-endpoint such as ``vllm serve`` or the OpenAI API).
+"""An editor benchmark's MLLM judge as a reward: ``gedit-judge:MODEL@URL`` (GEdit-Bench's VIEScore ``tie`` judge
+behind an OpenAI-compatible endpoint), for the editor-RL trainer's ``eval_rewards``.
 
-Each edit is judged as ``miescore benchmark gedit`` judges it (the protocol's request settings, the edit resized to
-the first source's size, our own wording of the benchmark's prompts); the reward is the judge's overall ``O = sqrt(SC
-x PQ)`` on 0-10, with ``sc`` and ``pq`` as components. A request that failed after its retries (``request_failed``)
-or an answer the judge flags (refusal, unparsable, out of scale: ``judge_flagged``) is a failed sample, never a
-number. The editor-RL trainer takes it as an ``eval_rewards`` gold
-(``modeling_miescore.training.editor_rl.evaluation``).
+Each edit is judged as ``miescore benchmark gedit`` judges it; the reward is the judge's overall ``O = sqrt(SC x PQ)``
+on 0-10, with ``sc`` and ``pq`` as components. A request that failed after its retries (``request_failed``) or an
+answer the judge flags (``judge_flagged``) is a failed sample, never a number.
 """
 
 from __future__ import annotations

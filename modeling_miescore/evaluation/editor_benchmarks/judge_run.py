@@ -1,43 +1,14 @@
-"""Running judges over an editor's outputs, resumably: the judges' input file, the MLLM judge through
-:class:`~modeling_miescore.cli.model_calls.ModelCallRun`'s engine, our reward models as judges, the checks that keep
-a resumed run honest, and ``--recheck N`` (the judge's drift).
+"""Running judges over an editor's outputs, resumably: the judges' input file, the MLLM judge, our reward models as
+judges (:data:`REWARD_JUDGES`), the checks that keep a resumed run honest, and ``--recheck N``.
 
-Files under ``OUT`` (all resumable; a rerun of the same command sends only what has no answer yet):
+A rerun of the same command sends only what has no answer yet. A judgements file made by another judge, with other
+prompts or other request settings is never extended, and one whose record of an edit was made for another edited
+image (its ``edited_sha256`` differs) is refused: pass another ``--out``. A SpatialReward judgement that could not
+be parsed is flagged (``failed``), never given ``config.failure_reward``.
 
-* ``inputs/judge_inputs.jsonl`` and ``inputs/images/``: one ``score-batch`` line per edit (``{"id": "<row>#<k>",
-  "row", "sample", "sources", "edited", "instruction"}``), the sources exported from the dataset (written atomically
-  on every run, the same for the same input);
-* ``judgements.jsonl``: the MLLM judge's records (:mod:`.judges`), appended through
-  :func:`~modeling_miescore.scoring.jsonl_scoring.score_jsonl` (locked, fsynced per chunk, an incomplete last line
-  cut off on resume), beside its answer cache ``judgements.jsonl.cache.sqlite`` and usage log
-  ``judgements.jsonl.usage.jsonl``;
-* ``reward-<kind>.jsonl``: a reward model's scores (:data:`REWARD_JUDGES`, below).
-
-A judgements file made by another judge, with other prompts or other request settings is never extended, and one
-whose record of an edit was made for another edited image (its ``edited_sha256`` differs) is refused: pass another
-``--out``.
-
-Reward models as judges: ours, on an editor's outputs (``--judge miescore:CKPT`` / ``--judge spatialreward:CKPT``),
-beside the benchmark's MLLM judge, on the same edits (GEdit: the edited image resized to the source's size too).
-
-Each kind is declared once in :data:`REWARD_JUDGES`: its scores, their scale, the one compared with the
-benchmark's overall (by Spearman rank correlation per row, in the report) and how a checkpoint is loaded and run.
-
-* ``miescore``: MIEScore's three dimensions and overall (0-100 MOS scale, ``score_batch``);
-* ``spatialreward``: SpatialReward's SC and PQ (0-25) and reward (0-1, ``evaluate_edits``); a judgement that
-  could not be parsed is flagged (``failed``), never given ``config.failure_reward``.
-
-Scores go to ``OUT/reward-<kind>.jsonl`` through :func:`~modeling_miescore.scoring.jsonl_scoring.score_jsonl`
-(resumable; every record names its ``judge``, ``<kind>:<checkpoint>``, and a file of another checkpoint is never
-extended).
-
-``--recheck N`` of ``miescore benchmark gedit`` / ``imgedit``: the judge's drift since the run's judgements were
-made. A fixed random sample of N already-judged edits (drawn with ``--seed``, the same N and seed draw the same
-edits) is judged again through a call engine with no answer cache, and each new judgement is compared with the
-one on disk (``judgements.jsonl``, never changed): per score the mean change (new − old) with a bootstrap CI over
-the edits, the largest change, and every edit whose scores changed. An answer that could not be read on the
-re-check is flagged and counted, never a number. Run it before comparing with a number judged months ago: zero
-drift means the judge still answers as it did.
+``--recheck N``: the judge's drift since the run's judgements were made. A fixed random sample of N judged edits
+(``--seed``) is judged again with no answer cache and compared with the judgements on disk (never changed). Run it
+before comparing with a number judged months ago: zero drift means the judge still answers as it did.
 """
 
 from __future__ import annotations
@@ -104,10 +75,7 @@ def check_resumable(path: Path, expected: Dict[str, object], info: Dict[str, dic
 
 def run_mllm_judge(benchmark, calls, spec, inputs: Path, output: Path, info: Dict[str, dict], prompts, *, name: str,
                    settings, progress: bool):
-    """Judge every edit of ``inputs`` not yet in ``output`` with the benchmark's MLLM judge on the engine of
-    ``spec`` (from ``calls``, a :class:`~modeling_miescore.cli.model_calls.ModelCallRun`), its requests sent as
-    ``settings`` say (:class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`); returns
-    ``(BatchReport, judge)``."""
+    """Judge every edit of ``inputs`` not yet in ``output`` with the benchmark's MLLM judge: ``(report, judge)``."""
     check_resumable(output, {"judge": name, "prompts": prompts.label, "request": settings.label()}, info)
     if set(info) <= set(read_records(output)):  # a finished run: report again without starting the judge model
         return BatchReport(skipped_existing=len(info)), None

@@ -1,83 +1,37 @@
 """The editor benchmarks' MLLM judges: what they share (:class:`EditorJudge`), GEdit-Bench's VIEScore ``tie``
 judge (:class:`GEditJudge`) and ImgEdit-Bench Basic's per-type rubric (:class:`ImgEditJudge`).
 
-Shared: requests through the call engine
-(:class:`~modeling_miescore.judges.call_engine.CallEngine`: concurrency, retries with ``Retry-After``, the answer
-cache, the usage log), the protocol's image preparation, and the rules for failures.
+:meth:`EditorJudge.score_batch` is the callable :func:`~modeling_miescore.scoring.jsonl_scoring.score_jsonl` takes,
+so a run is resumable, locked and reports bad lines like ``score-batch``. Failures:
 
-A judge (:class:`EditorJudge` subclass) builds the chat requests of one edit (:meth:`~EditorJudge.requests`) and
-turns their answers into one judgement record (:meth:`~EditorJudge.read_answers`). :meth:`EditorJudge.score_batch`
-is the callable :func:`~modeling_miescore.scoring.jsonl_scoring.score_jsonl` takes, so a run is resumable, locked
-and reports bad lines like ``score-batch``:
-
-* a request that failed for good (HTTP error after its retries, timeout, malformed body) gives no record (a
-  :class:`~modeling_miescore.judges.mllm_judge.JudgeRequestError` for that edit): it is reported, and a rerun asks
-  again (the other request of a GEdit edit is answered from the cache);
+* a request that failed for good gives no record (a :class:`~modeling_miescore.judges.mllm_judge.JudgeRequestError`):
+  it is reported, and a rerun asks again;
 * a refusal, an answer without every score, a score out of the scale or not a finite number: a flagged record
-  (``failed: true``, the scores ``null``, ``issues`` naming what was wrong, the answer in ``raw``), counted, listed
-  and left out of every mean; never a number read from elsewhere;
+  (``failed: true``, the scores ``null``, ``issues`` naming what was wrong, the answer in ``raw``), counted and left
+  out of every mean; never a number read from elsewhere;
 * an answer cut off by the token budget is flagged ``truncated`` (and fails when its scores are incomplete).
 
-Requests follow the run's :class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings` (by default the
-benchmark's released script: the order of text and images, ``max_tokens``, ``temperature``; None = not sent).
+GEdit-Bench protocol (TIGER-AI-Lab/VIEScore ``viescore/__init__.py`` @2cbea4e, task ``tie``, which GEdit's scorer
+runs): the SC request sends the text part first, as ``GPT4o.prepare_prompt`` of Step1X-Edit's
+``GEdit-Bench/viescore/mllm_tools/openai.py`` @570eba6 builds it for the published GPT-4.1 judge
+(``--parts-order images-first`` as its Qwen2.5-VL path); SC = min of its two scores, PQ = min of the two of the PQ
+request, O = sqrt(SC * PQ) (GEdit's ``calculate_statistics.py``). Published numbers are comparable only with
+VIEScore's own prompts (the user's ``viescore/vie_prompts.py`` as ``--prompts``, parsed as text with :mod:`ast`,
+never imported or run); without it :data:`GEDIT_OWN_PROMPTS` is our wording of the same protocol. A score must be
+an integer in [0, 10], as the prompts ask and VIEScore's own list checks take (``viescore/utils.py``:
+``is_str_a_list_of_ints_0_to_10``), so a 7.5 is flagged (``score_not_integer``) rather than averaged. VIEScore's
+parser also accepts a bare ``[a, b]`` list, repairs broken JSON and, on a second failure, *guesses a random score*;
+this judge does none of that.
 
-Every record carries ``judge`` (the judge's name), ``prompts`` (which prompts made it), ``request`` (the request
-settings' label) and ``edited_sha256`` (the edited file's digest), which a resumed run checks.
-
-GEdit-Bench's judge: VIEScore's ``tie`` task (semantic consistency and perceptual quality, 0-10).
-
-Protocol (TIGER-AI-Lab/VIEScore ``viescore/__init__.py`` @2cbea4e, task ``tie``, which GEdit's scorer runs):
-
-* SC request: the SC prompt = the shared context, the two-image-edit rule and the SC rule, joined by newlines,
-  ``<instruction>`` replaced by the instruction, with the source and the edited image (in that order; the text
-  part first, as ``GPT4o.prepare_prompt`` of Step1X-Edit's ``GEdit-Bench/viescore/mllm_tools/openai.py`` @570eba6
-  builds it for the published GPT-4.1 judge; ``--parts-order images-first`` as its Qwen2.5-VL path). The answer
-  ``{"score": [editing success, over-editing], "reasoning": ...}``; SC = min of the two.
-* PQ request: the edited image alone, with the PQ prompt = the context and the PQ rule. The answer
-  ``{"score": [naturalness, artifacts], ...}``; PQ = min of the two.
-* O = sqrt(SC * PQ) (GEdit's ``calculate_statistics.py``); the edited image is first resized to the source's size.
-
-Prompts. The published numbers are comparable only with VIEScore's own prompts: pass the user's copy of
-``viescore/vie_prompts.py`` as ``--prompts``; it is parsed as text with :mod:`ast` (never imported or run) and
-the four module-level strings that the ``tie`` task joins are read: ``_context_no_delimit``,
-``_prompts_0shot_two_image_edit_rule``, ``_prompts_0shot_tie_rule_SC``, ``_prompts_0shot_rule_PQ``. Without
-``--prompts`` the judge uses :data:`GEDIT_OWN_PROMPTS`, our wording of the same protocol (same inputs, criteria, 0-10
-scales and JSON answer); such reports say "own prompts — not comparable with published numbers".
-
-Parsing: the final JSON object with a ``"score"`` key (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.
-final_json_object`; several that disagree, or ``score`` written twice, are a flagged failure; an object nested
-inside another JSON value is not the answer: ``nested_answer``), whose ``score`` must be a list of exactly two
-integers in [0, 10]. The prompts ask for integer scores ("A score from 0 to 10", the examples ``[5, 10]``) and
-VIEScore's own checks of a score list take integers only (``viescore/utils.py``: ``is_str_a_list_of_ints_0_to_10``,
-the bare-list pattern ``^\[\d+, ?\d+\]$``), so a 7.5 is flagged (``score_not_integer``) rather than averaged.
-(Its JSON path would take a 7.5 through ``json.loads``; an integral float such as ``7.0`` is read as 7.)
-VIEScore's parser also accepts a bare ``[a, b]`` list, repairs broken JSON and, on a second failure, *guesses a
-random score*; this judge does none of that: such an answer is a flagged failure.
-
-ImgEdit-Bench Basic's judge: a per-type rubric of three 1-5 criteria.
-
-Protocol (PKU-YuanGroup/ImgEdit ``Benchmark/Basic/basic_bench.py`` @547185d, unchanged in substance since c14480a):
-one request per edit, the text first (the type's rubric ``prompts[edit_type]`` with ``<edit_prompt>`` replaced by
-the instruction), then the source image, then the edited image; no ``max_tokens`` and no ``temperature`` sent. The
-script names ``gpt-4o``; the published numbers (ImgEdit's leaderboard, ``assets/leaderboard.png`` @2051b15, and the
-SpatialReward paper's Table 3) use GPT-4.1. The answer is a few lines (``basic_bench_readme.md``: ``Brief reasoning:
-...`` and three ``<Criterion>: <score>`` lines, e.g. ``Prompt Compliance: 4``); ``step1_get_avgscore.py`` keeps the
-lines whose value is a whole number and takes their mean, rounded to 2 places.
-
-Prompts. Only ImgEdit's own ``prompts.json`` (``{edit_type: rubric}``; its keys ``replace, add, adjust, remove,
-style, action, extract, background, compose`` are the rows' categories) gives numbers comparable with published
-ones: pass the user's copy as ``--prompts``. A dataset converted before the type names were mapped (category
-``alter``, ImgEdit c14480a's spelling) is judged with the ``adjust`` rubric. Without it the judge uses
-:data:`OWN_RUBRICS`, our wording of a three-criterion rubric per type (instruction adherence, editing quality,
-detail preservation: the three aspects ``basic_bench_readme.md`` names), with the same inputs, 1-5 scale and line
-format; such reports say "own prompts — not comparable with published numbers".
-
-Parsing (:func:`parse_criteria`): ``Name: <value>`` lines after thinking text and code fences are removed
-(Markdown bold around names or values is tolerated); a value that is a whole number is a score. A judgement needs
-exactly three distinct criteria, each an integer in [1, 5] (with our own rubric: the three names it asks for);
-a number outside the scale or a non-integer / NaN value on a criterion line, a criterion given twice with
-different values, or more or fewer than three criteria make it a flagged failure. (The released script averages
-whatever whole-number lines it finds; this stricter reading never averages a partial answer.)
+ImgEdit-Bench Basic protocol (PKU-YuanGroup/ImgEdit ``Benchmark/Basic/basic_bench.py`` @547185d, unchanged in
+substance since c14480a): one request per edit, the type's rubric, then the source, then the edited image; no
+``max_tokens`` and no ``temperature`` sent. The published numbers (ImgEdit's leaderboard, ``assets/leaderboard.png``
+@2051b15, and the SpatialReward paper's Table 3) use GPT-4.1. Only ImgEdit's own ``prompts.json`` (``--prompts``)
+gives comparable numbers; a dataset converted with ImgEdit c14480a's category ``alter`` is judged with the ``adjust``
+rubric; without it :data:`OWN_RUBRICS` is our wording of the three aspects ``basic_bench_readme.md`` names. A
+judgement needs exactly three distinct criteria, each an integer in [1, 5] (:func:`parse_criteria`): the released
+``step1_get_avgscore.py`` averages whatever whole-number lines it finds; this stricter reading never averages a
+partial answer.
 """
 
 from __future__ import annotations
@@ -120,16 +74,8 @@ def prepare_edited(sample, resize_to_source: bool):
 
 
 class EditorJudge:
-    """Base of the GEdit / ImgEdit MLLM judges (module docstring).
-
-    Args:
-        engine: the call engine of the judge model.
-        prompts: the benchmark's prompt set (own wording, or read from the user's copy of the benchmark's files).
-        name: the ``judge`` field of every record.
-        info: per input id, ``{"category", "edited_sha256"}`` (the rows' task types and the edited files' digests).
-        settings: how requests are sent (:class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`:
-            parts order, ``max_tokens``, ``temperature``; the image settings are the backend's).
-    """
+    """Base of the GEdit / ImgEdit MLLM judges (module docstring); ``info``: per input id, ``{"category",
+    "edited_sha256"}``; ``settings``: a :class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`."""
 
     resize_to_source = False
     stage = "editor-judge"
@@ -137,8 +83,6 @@ class EditorJudge:
     def __init__(self, engine: CallEngine, prompts: Any, *, name: str, info: Dict[str, dict], settings):
         self.engine, self.prompts, self.name, self.info, self.settings = engine, prompts, name, info, settings
         self.counts = {"judged": 0, "flagged": 0, "request_failed": 0}
-
-    # ------------------------------------------------------------------------------ subclass hooks
 
     @classmethod
     def read_prompts(cls, path: Optional[str], categories: Sequence[str]) -> Any:  # pragma: no cover - abstract
@@ -153,8 +97,6 @@ class EditorJudge:
         """A record (scores, ``failed``, ``issues``, ``reasoning``) from the answers by request stage (``None`` for
         a refused request)."""
         raise NotImplementedError
-
-    # ------------------------------------------------------------------------------ shared
 
     def request(self, text: str, images: Sequence[Any], stage: str) -> ChatRequest:
         """One request: ``text`` and ``images`` in the settings' order (``text-first``: the text part, then the
@@ -198,8 +140,6 @@ class EditorJudge:
             out.append(self._record(chunk, [r.stage for r in reqs], input_id))
         return out
 
-
-# ------------------------------------------------------------------------------------------------ GEdit-Bench
 
 VIESCORE_NAMES = ("_context_no_delimit", "_prompts_0shot_two_image_edit_rule", "_prompts_0shot_tie_rule_SC",
                   "_prompts_0shot_rule_PQ")
@@ -331,8 +271,6 @@ class GEditJudge(EditorJudge):
                 "sc_scores": sc_scores, "pq_scores": pq_scores, "failed": not ok, "issues": issues,
                 "reasoning": {"sc": sc_reason, "pq": pq_reason}}
 
-
-# ---------------------------------------------------------------------------------------- ImgEdit-Bench Basic
 
 IMGEDIT_SCALE = EDITOR_BENCHMARKS["imgedit"].scale
 OWN_CRITERIA = ("Instruction Adherence", "Editing Quality", "Detail Preservation")

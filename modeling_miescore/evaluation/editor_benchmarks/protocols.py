@@ -1,17 +1,13 @@
 """The editor benchmarks' protocols: :data:`EDITOR_BENCHMARKS` (``gedit``, ``imgedit``), each an
-:class:`~modeling_miescore.data.converters.schema.EditorBenchmark` declared once, in its converter module, as the
-``editor`` of the benchmark's spec (:mod:`modeling_miescore.data.converters.gedit_bench`, ``imgedit_bench``): its
-MLLM judge (``module:Class``, which also reads the benchmark's prompt file), the per-sample scores the judge writes
-and how they are aggregated. The command line, the judging run, the aggregation and the reports dispatch on these
-declarations; this module looks them up.
+:class:`~modeling_miescore.data.converters.schema.EditorBenchmark` declared once, in its converter module; the
+command line, the judging run, the aggregation and the reports dispatch on these declarations.
 
 GEdit-Bench (VIEScore task ``tie``; TIGER-AI-Lab/VIEScore ``viescore/__init__.py``, the GEdit scorer's copy of it
 in Step1X-Edit's ``GEdit-Bench/``): SC = min of two 0-10 scores from [source, edited] + instruction, PQ = min of
 two 0-10 scores from the edited image, O = sqrt(SC * PQ) per sample (``calculate_statistics.py``); the edited
 image is resized to the source's size before judging (``test_gedit_score.py``: ``.resize(source.size)``); means
-per task type, then the unweighted mean over the task types; full set and ``Intersection_exist`` subset, per
-instruction language. The published numbers use ``gpt-4.1`` (SpatialReward paper, sec. 5.3: "GPT-4.1 serves as
-the ground truth standard evaluator").
+per task type, then the unweighted mean over the task types. The published numbers use ``gpt-4.1`` (SpatialReward
+paper, sec. 5.3: "GPT-4.1 serves as the ground truth standard evaluator").
 
 ImgEdit-Bench Basic (PKU-YuanGroup/ImgEdit ``Benchmark/Basic/``): one request per edit with the type's rubric,
 source and edited image (``basic_bench.py``); three ``Name: <1-5>`` lines; per-image mean rounded to 2 places
@@ -19,15 +15,8 @@ source and edited image (``basic_bench.py``); three ``Name: <1-5>`` lines; per-i
 the types, as ImgEdit's leaderboard defines it, judged by GPT-4.1 (``assets/leaderboard.png`` @2051b15: "'Overall'
 is calculated by averaging all scores across tasks. We use GPT-4.1 for evaluation."; the script names ``gpt-4o``).
 
-How each benchmark's released script sends a request (the order of text and images, ``max_tokens``,
-``temperature``, image format and size) is declared with it too (``EditorBenchmark.request``).
-
-The protocol of an editor-benchmark run (``miescore benchmark gedit`` / ``imgedit``) and of a comparison of runs
-(``miescore benchmark editors``), built with :mod:`modeling_miescore.evaluation.protocol`: :func:`run_protocol`: the
-settings of one run (dataset, judge, request, prompts, aggregation, package) and what differs from the benchmark's
-released protocol (:func:`released_settings`: the published judge, the released script's requests, the benchmark's
-own prompts, its rounding). :func:`check_like_protocols`: the runs of a comparison must agree on everything but the
-editor; :func:`comparison_protocol`: the comparison's own.
+Also the protocol of a run and of a comparison of runs (:mod:`modeling_miescore.evaluation.protocol`): the runs of a
+comparison must agree on everything but the editor (:func:`check_like_protocols`).
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """From judgements to benchmark numbers: per-sample table, per-row values (one key), category means, the unweighted
 mean over categories, subsets and languages, with percentile-bootstrap CIs over rows.
 
-* :func:`sample_frame`: one row per edit (``<row>#<sample>``): the row's metadata, the judge's scores, and whether
-  it was judged (``judged``) and flagged (``failed``).
-* :func:`row_frame`: one value per key from its judged, unflagged samples: the mean over samples (``mode="mean"``:
-  the expected score of one draw), the sample with the highest overall (``mode="best"``: best-of-N, as EditScore's
-  GEdit statistics script keeps ``max(samples, key=overall)``; the first sample wins a tie; with a reward's
-  selection it is the judge's own best of N, the oracle), sample 0 (``mode="first"``: what one draw gives) or the
-  sample a reward selected (``mode="selected"``: ``miescore edit --select``); a key whose chosen sample was not
-  judged or was flagged has no value in that view. ImgEdit's per-image mean is rounded to 2 places first
-  (``step1_get_avgscore.py``).
-* :func:`summarize`: per category the mean of each score (ImgEdit: rounded to 2 places, ``step2_typescore.py``),
-  then the unweighted mean over the categories; CIs resample rows with replacement (per category: that
-  category's rows only); ``n`` resamples, ``seed`` and ``level`` from :class:`~..instance_bootstrap.BootstrapSettings`.
-  A category that is expected (it has selected rows) but has no usable row, e.g. no ``Intersection_exist`` key of a
-  task type, makes the released average NaN (GEdit's ``calculate_statistics.py`` takes ``np.mean`` over all task
-  types): the summary's scores are then None with ``not_computable`` naming the empty categories, never the mean
-  of the others.
-* :func:`benchmark_results`: :func:`summarize` per language and subset (GEdit: full set and ``intersection``).
-* :class:`MetricNotes`: the metric warnings of an aggregation (too few keys for a CI, failed resamples) collected
-  as report notes instead of being printed.
+``mode="best"`` of :func:`row_frame` is best-of-N as EditScore's GEdit statistics script keeps it
+(``max(samples, key=overall)``; the first sample wins a tie). ImgEdit's per-image mean and per-category means are
+rounded to 2 places (``step1_get_avgscore.py``, ``step2_typescore.py``). A category that is expected but has no
+usable row makes the released average NaN (GEdit's ``calculate_statistics.py`` takes ``np.mean`` over all task
+types): the summary's scores are then None with ``not_computable`` naming the empty categories, never the mean of
+the others.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Input checks shared by the metric modules, and the warning classes they issue.
-
-The helpers turn user input into float vectors with a clear ``ValueError`` (which argument, what is wrong,
-how to fix it); the metric functions call them first and then work on plain numpy arrays.
+"""Input checks shared by the metric modules (a clear ``ValueError``: which argument, what is wrong, how to fix it),
+and the warning classes they issue.
 """
 
 from __future__ import annotations

@@ -79,8 +79,8 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
             if not all(math.isfinite(p) and p >= 0 for p in pair):
                 raise ValueError
         except ValueError:
-            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT with prices finite and >= 0 (USD per 1000 "
-                                     "prompt and completion tokens, e.g. gpt-5=1.25,10)") from None
+            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT with prices finite numbers >= 0 (USD per "
+                                     "1000 prompt and completion tokens, e.g. gpt-5=1.25,10)") from None
         prices[model] = pair
     return prices
 

@@ -172,9 +172,9 @@ class ImgEditBenchConverter(BenchmarkConverter):
             if not isinstance(rel, str) or not rel.strip():
                 check.fail(f"{key!r}: id must be the source image's path (<folder>/<file>.jpg), got {rel!r}")
                 continue
-            source = self.file_image(check, f"{self.images_dir}/{rel}" if self.images_dir else rel,
+            source = check.image(f"{self.images_dir}/{rel}" if self.images_dir else rel,
                                      f"{key!r}: source image")
             if not check.ok:
                 continue
-            self.add_editing(EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
-                                         category=edit_type, language="en"), (FILE, line), problems)
+            self.add(EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
+                                 category=edit_type, language="en"), (FILE, line), problems)

@@ -1,25 +1,10 @@
 """Attention maps of a Qwen3-VL generative judge over its input images, and the attention-collapse metrics on them
 (SpatialReward paper, arXiv 2602.07458, sec. 5.4 / Table 5, appendix C.1).
 
-:func:`extract_attention_maps` builds C.1's map per image for one edit: the attention from the generated reasoning
-tokens to the image tokens, averaged over the last 5 layers and all heads, on a 24 x 24 grid.
-
-1. The SC prompt is built and generated as :meth:`SpatialRewardModel.evaluate_edits` does (greedy, one pass).
-2. Attention weights exist only in eager attention, so the language model is switched to it once, with a message
-   (:func:`use_eager_attention`); the switch stays on the model.
-3. Hooks on the last ``num_layers`` decoder layers keep, per decoding step, only the new token's row over the
-   image-token columns, averaged over heads (``output_attentions`` is never requested, so memory stays small).
-4. Query tokens: ``tokens="reasoning"`` (default, as C.1) keeps the tokens of the SC answer's ``"reasoning"``
-   string; without one (an untrained judge) all generated tokens are used and ``SampleAttention.note`` says so.
-5. Each image's tokens (``<|image_pad|>``, split by ``image_grid_thw``) are reshaped to their merged grid, resized
-   to ``grid_size x grid_size`` (``resize_mode="area"`` by default, or ``"bilinear"``; the paper names none) and
-   normalised to sum 1.
-
-The metrics are pure numpy on maps of any 2-D shape, each normalised to sum 1 first: :func:`entropy` (nats, so a
-uniform 24 x 24 map gives ``log(576)``), :func:`entropy_gap` (``|H(A_src) - H(A_edit)|``),
-:func:`concentration_index` (mass of the top 10 % of cells), :func:`inter_sample_stability` (mean Pearson
-correlation between distinct samples' source maps; constant maps left out), :func:`source_map` (the mean of the
-per-source maps for an edit with several sources) and :func:`summarize` (mean and population std, ``ddof=0``).
+C.1's map: the attention from the generated reasoning tokens to each image's tokens, averaged over the last 5
+layers and all heads, on a 24 x 24 grid. Hooks keep per decoding step only the new token's row over the image
+columns (``output_attentions`` is never requested, so memory stays small). The metrics are pure numpy on maps of
+any 2-D shape, each normalised to sum 1 first.
 """
 
 from __future__ import annotations
@@ -137,7 +122,7 @@ def sample_metrics(source_maps: Sequence, edited_map) -> dict:
 
 
 def summarize(values: Iterable[float]) -> dict:
-    """``{"mean", "std", "n"}`` over the finite values (None for mean / std when there are none)."""
+    """``{"mean", "std", "n"}`` over the finite values (population std, ``ddof=0``; None when there are none)."""
     array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
     if array.size == 0:
         return {"mean": None, "std": None, "n": 0}
@@ -162,45 +147,26 @@ RESIZE_MODES = ("area", "bilinear")
 
 @dataclass
 class SampleAttention:
-    """The attention maps of one edit.
-
-    Fields:
-        id: the sample's id (None when it had none).
-        source_maps, edited_map: ``grid x grid`` float64 maps summing to 1, one per source, and the edited one.
-        token_maps: per image (sources, then edited), the mean attention on its merged token grid
-            (``h/merge x w/merge``) before resizing; not normalised: ``token_maps[k].sum()`` is the share of the
-            query tokens' attention that lands on image k (``image_shares``).
-        image_shares: those shares (the rest goes to text, chat and vision-marker tokens).
-        query_positions: positions in ``sequence_ids`` of the averaged query tokens.
-        token_selection: ``"reasoning"`` or ``"all"`` (what was averaged; see ``note``).
-        note: why the selection differs from the request (no reasoning string found), else None.
-        layers: indices of the decoder layers averaged.
-        sequence_ids: prompt + generated token ids; ``prompt_length`` of them are the prompt.
-        generated_text: the SC answer (special tokens kept).
-    """
+    """The attention maps of one edit; ``token_maps[k]``: image k's mean attention on its merged token grid before
+    resizing, not normalised (its sum is ``image_shares[k]``; the rest goes to text, chat and marker tokens)."""
 
     id: str | None
-    source_maps: list[np.ndarray]
+    source_maps: list[np.ndarray]  # grid x grid, each summing to 1
     edited_map: np.ndarray
     token_maps: list[np.ndarray]
     image_shares: list[float]
-    query_positions: list[int]
-    token_selection: str
+    query_positions: list[int]  # in sequence_ids
+    token_selection: str  # "reasoning" or "all" (what was averaged; see note)
     layers: list[int]
-    sequence_ids: list[int]
+    sequence_ids: list[int]  # prompt + generated token ids
     prompt_length: int
-    generated_text: str
-    note: str | None = None
+    generated_text: str  # the SC answer, special tokens kept
+    note: str | None = None  # why the selection differs from the request (no reasoning string found)
     metrics: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.metrics:
             self.metrics = sample_metrics(self.source_maps, self.edited_map)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Prompt, image tokens and the attention implementation
-# ----------------------------------------------------------------------------------------------------------
 
 
 def sc_prompt_inputs(model, processor, sample):
@@ -218,11 +184,8 @@ def sc_prompt_inputs(model, processor, sample):
 
 def image_token_spans(input_ids: torch.Tensor, image_grid_thw: torch.Tensor, image_token_id: int,
                       merge_size: int) -> list[tuple[torch.Tensor, tuple[int, int, int]]]:
-    """Per image, in prompt order: the positions of its ``<|image_pad|>`` tokens and its merged grid ``(t, h, w)``.
-
-    ``input_ids`` is one sequence. The tokens of consecutive images are told apart by counting:
-    ``t * h * w / merge_size**2`` per image, from ``image_grid_thw`` (patch units).
-    """
+    """Per image, in prompt order: the positions of its ``<|image_pad|>`` tokens and its merged grid ``(t, h, w)``
+    (consecutive images told apart by counting, from ``image_grid_thw`` in patch units)."""
     positions = (input_ids.reshape(-1) == image_token_id).nonzero().flatten()
     grids = [(int(t), int(h) // merge_size, int(w) // merge_size) for t, h, w in image_grid_thw.tolist()]
     counts = [t * h * w for t, h, w in grids]
@@ -256,20 +219,10 @@ def use_eager_attention(model, log: Callable[[str], None] | None = print) -> boo
     return True
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Hooks that keep only the generated tokens' rows
-# ----------------------------------------------------------------------------------------------------------
-
-
 class GeneratedRowRecorder:
-    """Context manager: forward hooks that keep the generated tokens' attention rows over ``columns``.
-
-    ``modules``: ``(index, self-attention module)`` pairs (eager attention: they return ``(output, weights)``
-    with weights ``(1, heads, queries, keys)``). A call's queries sit at positions ``keys - queries ...
-    keys - 1`` (causal attention with a cache, one sequence, no padding); rows at positions
-    ``>= prompt_length`` are kept, averaged over heads, as float32. :meth:`rows` returns ``(positions,
-    (tokens, columns) mean over the layers)``.
-    """
+    """Context manager: forward hooks that keep the generated tokens' attention rows over ``columns``, averaged
+    over heads. A call's queries sit at positions ``keys - queries ... keys - 1`` (causal attention with a cache,
+    one sequence, no padding)."""
 
     def __init__(self, modules: Sequence[tuple[int, torch.nn.Module]], prompt_length: int, columns: torch.Tensor):
         self.modules, self.prompt_length, self.columns = list(modules), int(prompt_length), columns
@@ -319,18 +272,12 @@ class GeneratedRowRecorder:
         return list(positions), torch.stack(per_layer).mean(0)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Which generated tokens are reasoning tokens
-# ----------------------------------------------------------------------------------------------------------
-
 _REASONING_KEY = re.compile(r'"reasoning"\s*:\s*"')
 
 
 def reasoning_char_span(text: str) -> tuple[int, int] | None:
-    """Character span of the ``"reasoning"`` string's content in a JSON-like answer, or None without one.
-
-    The string ends at the first unescaped quote, or at the end of the text when the generation stopped inside it.
-    """
+    """Character span of the ``"reasoning"`` string's content in a JSON-like answer (to the end of the text when
+    the generation stopped inside it), or None without one."""
     match = _REASONING_KEY.search(text)
     if match is None:
         return None
@@ -347,10 +294,8 @@ def reasoning_char_span(text: str) -> tuple[int, int] | None:
 
 def reasoning_token_mask(token_ids: Sequence[int], tokenizer) -> list[bool] | None:
     """Per generated token, whether it overlaps the reasoning string; None when the answer has none (or it is empty).
-
-    Token ``k`` covers the characters between the lengths of the decoded prefixes ``ids[:k]`` and
-    ``ids[:k + 1]`` (so multi-token characters and special tokens count as the full decode counts them); the
-    reasoning tokens are one run, found by bisection (a few decodes, not one per token).
+    Token ``k`` covers the characters between the decoded lengths of ``ids[:k]`` and ``ids[:k + 1]`` (so multi-token
+    characters count as the full decode counts them); the run is found by bisection (a few decodes, not one per token).
     """
     token_ids = [int(t) for t in token_ids]
     span = reasoning_char_span(tokenizer.decode(token_ids, skip_special_tokens=False))
@@ -366,13 +311,8 @@ def reasoning_token_mask(token_ids: Sequence[int], tokenizer) -> list[bool] | No
     return [first <= k <= last for k in tokens]
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Maps
-# ----------------------------------------------------------------------------------------------------------
-
-
 def resize_to_grid(token_map, grid_size: int = DEFAULT_GRID_SIZE, mode: str = "area") -> np.ndarray:
-    """A 2-D attention map resized to ``grid_size x grid_size`` (``interpolate``, see the module doc), sum 1."""
+    """A 2-D attention map resized to ``grid_size x grid_size``, sum 1 (C.1 names no resampling; area by default)."""
     if mode not in RESIZE_MODES:
         raise ValueError(f"resize mode must be one of {RESIZE_MODES}, got {mode!r}")
     import torch
@@ -420,19 +360,10 @@ def extract_attention_maps(
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
     log: Callable[[str], None] | None = print,
 ) -> SampleAttention:
-    """Generate the SC answer for one edit and return its C.1 attention maps (see the module docstring).
+    """Generate the SC answer for one edit (greedy, as ``evaluate_edits``) and return its C.1 attention maps.
 
-    Args:
-        model: a ``SpatialRewardModel`` (ours, or a plain Qwen3-VL checkpoint loaded as one).
-        sample: ``{"sources", "edited", "instruction"[, "id"]}`` or an ``EditSample``; images as paths, PIL or arrays.
-        processor: default ``model.get_processor()``.
-        num_layers: the last ``num_layers`` decoder layers are averaged (all of them when the model has fewer).
-        grid_size, resize_mode: the output grid (C.1: 24) and its resampling (``"area"`` or ``"bilinear"``).
-        tokens: ``"reasoning"`` (C.1) or ``"all"`` generated tokens as queries.
-        max_new_tokens: override the checkpoint's generation budget.
-        log: where the one-time eager-attention message goes (None: silent).
-    Raises:
-        ``MIEScoreInputError`` for unusable inputs; ``ValueError`` when nothing was generated to take rows from.
+    ``tokens``: ``"reasoning"`` (C.1: the SC answer's reasoning string; all generated tokens, with a ``note``, when
+    an untrained judge writes none) or ``"all"``. ``log``: where the one-time eager-attention message goes.
     """
     if tokens not in TOKEN_SELECTIONS:
         raise ValueError(f"tokens must be one of {TOKEN_SELECTIONS}, got {tokens!r}")

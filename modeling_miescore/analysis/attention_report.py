@@ -1,14 +1,8 @@
-"""The attention analysis report: ``metrics.json``, a Table-5-style ``table.md``, ``maps.npz`` and overlay PNGs.
+"""The attention analysis report (SpatialReward sec. 5.4, Table 5): ``metrics.json``, a Table-5-style ``table.md``,
+``maps.npz`` and overlay PNGs (the ``plots`` extra).
 
-``metrics.json``: ``{"entropy_gap" | "source_entropy" | "concentration" | "stability" | "edited_entropy" |
-"edited_concentration": {"mean", "std", "n"}, "n": edits, "samples": [per-edit values], "settings": {...}}``
-(SpatialReward sec. 5.4, Table 5; definitions in :mod:`.attention_maps`). Stability's mean and std are over the
-distinct pairs of source maps, each sample's ``stability`` its mean correlation with the others; other means are
-over the edits. Non-finite values are written as null.
-
-``maps.npz`` (plain arrays, read with ``allow_pickle=False``): ``ids``, ``source_maps``, ``edited_maps``,
-``num_sources`` and ``per_source_maps`` (``num_sources[i]`` maps for edit i, in order). Overlays (the ``plots``
-extra; matplotlib's object API on an Agg canvas): each image with its map upsampled over it in ``jet``.
+In ``metrics.json`` stability's mean and std are over the distinct pairs of source maps, each sample's
+``stability`` its mean correlation with the others; other means are over the edits; non-finite values are null.
 """
 
 from __future__ import annotations
@@ -38,10 +32,7 @@ _OVERLAY_ALPHA = 0.5
 
 def attention_metrics(results: Sequence[SampleAttention], settings: dict | None = None,
                       overlays: dict[str, str] | None = None) -> dict:
-    """The ``metrics.json`` content for analysed edits (see the module docstring).
-
-    ``overlays``: ``{sample id: overlay path relative to the report folder}``, recorded per sample.
-    """
+    """The ``metrics.json`` content for analysed edits; ``overlays``: ``{sample id: path relative to the report}``."""
     if not results:
         raise ValueError("no analysed edits to summarise")
     sources = [source_map(r.source_maps) for r in results]
@@ -75,7 +66,8 @@ def attention_table(rows: Sequence[tuple[str, dict]]) -> str:
 
 
 def save_attention_maps(path, results: Sequence[SampleAttention]) -> Path:
-    """Write the maps of analysed edits to an ``.npz`` of plain arrays (atomically; see the module docstring)."""
+    """Write the maps of analysed edits to an ``.npz`` of plain arrays (atomically; ``allow_pickle=False`` reads it);
+    ``per_source_maps`` holds ``num_sources[i]`` maps for edit i, in order."""
     buffer = io.BytesIO()
     np.savez_compressed(
         buffer,
@@ -129,11 +121,8 @@ def write_overlay(path, sample, result: SampleAttention) -> Path:
 
 def write_attention_report(out_dir, results: Sequence[SampleAttention], settings: dict | None = None,
                            label: str = "model", overlays: dict[str, str] | None = None) -> dict:
-    """Write ``metrics.json``, ``table.md`` and ``maps.npz`` into ``out_dir``; returns the metrics dict.
-
-    Overlays are written separately (:func:`write_overlay`, while each edit's images are loaded); pass their
-    relative paths as ``overlays`` to record them per sample.
-    """
+    """Write ``metrics.json``, ``table.md`` and ``maps.npz`` into ``out_dir``; returns the metrics dict. Overlays
+    are written separately (:func:`write_overlay`, while each edit's images are loaded)."""
     out_dir = Path(out_dir)
     metrics = attention_metrics(results, settings, overlays)
     write_text_atomic(out_dir / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False)

@@ -1,8 +1,5 @@
-"""Checks a user runs on a checkpoint: ``token_budget`` (``miescore tokens``: tokens per prompt part, the shared
-prefix, what a training length limit does to the pixel budget), ``doctor`` (``miescore doctor``: is the checkpoint
-sane) and ``isolated_load`` (a fresh interpreter loads it through the installed package, or without this package
-with ``trust_remote_code``: the Hub-boundary test and ``doctor --trust-remote-code``).
-"""
+"""Checks a user runs on a checkpoint: ``miescore tokens`` (``token_budget``) and ``miescore doctor`` (``doctor``,
+``isolated_load``)."""
 
 from .doctor import CheckResult, DoctorReport, diagnose_checkpoint, format_report
 from .isolated_load import (IsolatedLoadJob, load_and_score_with_package, load_and_score_without_package,

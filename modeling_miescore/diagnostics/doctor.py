@@ -1,13 +1,8 @@
 """``miescore doctor CKPT``: is this checkpoint sane? Run before trusting a downloaded or freshly trained one.
 
-The checks (listed in ``docs/scoring.md``) run in order; each gives ``ok``, ``warn``, ``error`` or ``skip``. A
-check is a function ``check(ctx: DoctorContext) -> CheckResult``; one that needs what an earlier check failed to load
-calls :meth:`DoctorContext.need` and is skipped, so one fault is reported once. An exception inside a check
-becomes an ``error`` for that check, never a crash. Exit status: 0 healthy, 1 warnings, 2 broken.
-
-The example edits are scored as made and perturbed so that a scorer reading its inputs must react: the edited
-image replaced by a source (instruction following drops), heavy noise and blur (visual quality drops), the
-sources swapped (attribute preservation moves). Directions not observed are warnings only.
+The checks (listed in ``docs/scoring.md``) run in order. One that needs what an earlier check failed to load is
+skipped, so one fault is reported once; an exception inside a check becomes an ``error`` for that check, never a
+crash. The example edits are scored as made and perturbed, so that a scorer reading its inputs must react.
 """
 
 from __future__ import annotations
@@ -41,10 +36,9 @@ STATUSES = ("ok", "warn", "error", "skip")
 
 @dataclass
 class CheckResult:
-    """One check's record: ``status`` (one of :data:`STATUSES`), a one-line ``message``, ``details``; the runner
-    (:func:`run_check`) fills in the check's ``name`` and ``seconds``."""
+    """One check's record; :func:`run_check` fills in ``name`` and ``seconds``."""
 
-    status: str
+    status: str  # one of STATUSES
     message: str
     details: dict = field(default_factory=dict)
     name: str = ""
@@ -66,23 +60,12 @@ class CheckSkipped(Exception):
     """A check cannot run because something it needs did not load; the message says what and where."""
 
 
-# what DoctorContext.need(name) waits for -> the check that provides it
 _PROVIDERS = {"config": "config_processor", "processor": "config_processor", "model": "load"}
 
 
 class DoctorContext:
-    """The state the checks of one run share.
-
-    Attributes:
-        path / kind: the checkpoint folder and ``"miescore"`` or ``"spatialreward"``.
-        device / dtype: where and in which torch dtype the model runs (``dtype_name``: e.g. ``"float32"``).
-        quick / fresh_process / trust_remote_code: the run's options (``trust_remote_code``: the fresh process
-            loads with the checkpoint's own code, as a stranger would). workdir: a temporary folder for images.
-        faults: ``{check name: message}`` of the checks that gave an error so far (later checks that would only
-            repeat one, such as the perturbation directions of constant scores, skip).
-        config / processor / model: set by the checks that load them (None until then, or when they failed).
-        fresh: what the fresh-process load scored (``{"records", "result", "batch_size"}``), when it ran.
-    """
+    """The state the checks of one run share; ``config`` / ``processor`` / ``model`` stay None until a check loads
+    them, ``faults`` holds the error message of each check that failed so far."""
 
     def __init__(self, path, kind: str, device: str, dtype, quick: bool = False, fresh_process: bool = True,
                  model=None, trust_remote_code: bool = False):
@@ -102,8 +85,7 @@ class DoctorContext:
         self._workdir.cleanup()
 
     def need_sound(self, *checks: str) -> None:
-        """Raise :class:`CheckSkipped` when one of ``checks`` gave an error (its result already says what is
-        wrong, and what follows from it would only repeat it)."""
+        """Raise :class:`CheckSkipped` when one of ``checks`` gave an error (what follows would only repeat it)."""
         for name in checks:
             if name in self.faults:
                 raise CheckSkipped(f"not meaningful after the error of '{name}' ({self.faults[name][:120]})")
@@ -116,9 +98,8 @@ class DoctorContext:
 
     @functools.cached_property
     def edits(self) -> list:
-        """The edits every score check uses, originals first (:func:`doctor_edits`). The runner makes them before
-        any check, so a missing scikit-image is one user error (``MIEScoreInputError``), not a failure of every
-        check that scores."""
+        """The edits every score check uses, originals first. The runner makes them before any check, so a missing
+        scikit-image is one user error, not a failure of every check that scores."""
         return doctor_edits(quick=self.quick)
 
     def originals(self) -> list:
@@ -212,8 +193,7 @@ def perturb(example: dict, variant: str, seed: int = 0) -> DoctorEdit:
 
 
 def doctor_edits(quick: bool = False) -> list[DoctorEdit]:
-    """Every example in every variant, originals first. ``quick``: three examples at 128 px instead of all five at
-    256 px. Needs scikit-image (the photos); a missing one is a user error naming the fix."""
+    """Every example in every variant, originals first; ``quick``: three examples at 128 px instead of five at 256."""
     try:
         examples = example_edits(max_side=128 if quick else 256)
     except (ImportError, RuntimeError) as err:
@@ -231,8 +211,8 @@ _SAMPLE_INSTRUCTION = "Put the cat from image 2 on the table of image 1."
 
 
 def remote_code_closure(folder, auto_map: dict) -> tuple:
-    """``(needed, missing)``: the code files ``trust_remote_code`` would import for ``auto_map`` (its modules and
-    their relative imports, in the order found) and those of them the folder lacks."""
+    """``(needed, missing)``: the code files ``trust_remote_code`` would import for ``auto_map`` (with their
+    relative imports) and those of them the folder lacks."""
     from transformers.dynamic_module_utils import get_relative_imports
 
     folder = Path(folder)
@@ -472,8 +452,8 @@ def check_grounding_tokens(ctx: DoctorContext):
 
 
 def _typical_rows(ctx: DoctorContext, limit: int) -> list:
-    """Prompt lengths of the typical inputs (1-4 sources at 512 and 1024 px): MIEScore's prompt, SpatialReward's
-    SC prompt plus ``max_new_tokens``; MIEScore rows say at which ``max_pixels`` the trainer fit them in ``limit``."""
+    """Prompt lengths of the typical inputs (SpatialReward's SC prompt plus ``max_new_tokens``); MIEScore rows say
+    at which ``max_pixels`` the trainer fit them in ``limit``."""
     budgets = token_budget.checkpoint_budgets(str(ctx.path), loaded=(ctx.kind, ctx.config, ctx.processor))
     rows = []
     for budget in (b for b in budgets if b.num_sources):  # SpatialReward's PQ prompts have no sources
@@ -486,10 +466,8 @@ def _typical_rows(ctx: DoctorContext, limit: int) -> list:
 
 
 def check_token_budget(ctx: DoctorContext):
-    """Prompt lengths of typical inputs against the training length (information: what training did with longer
-    ones) and the model's position limit. Warnings only for defects: an input beyond the position limit, or a
-    recorded training length that contradicts the pixel budget (a typical input that cannot fit it at any
-    image size, or a length beyond the position limit)."""
+    """Prompt lengths of typical inputs against the training length (information) and the position limit; warnings
+    only for defects (beyond the position limit, a recorded training length that contradicts the pixel budget)."""
     ctx.need("config", "processor")
 
     training = token_budget.training_length(str(ctx.path), ctx.kind)
@@ -531,9 +509,8 @@ def check_token_budget(ctx: DoctorContext):
 
 
 FRESH_EDITS = 2  # edits the fresh process scores and the installed package scores again
-# Largest difference (score points, or reward) between the fresh process and the installed package that counts
-# as the same, (in float32, in half precision): float32 runs the same kernels on the same inputs; half precision
-# rounds to ~1e-2 per layer.
+# Largest difference (score points, or reward) that counts as the same, (in float32, in half precision): float32
+# runs the same kernels on the same inputs; half precision rounds to ~1e-2 per layer.
 SAME_OUTPUT = {"miescore": (1e-3, 0.5), "spatialreward": (1e-4, 0.02)}
 
 
@@ -542,8 +519,7 @@ def _code_list(files: list) -> str:
 
 
 def check_fresh_process(ctx: DoctorContext):
-    """A fresh interpreter loads the checkpoint (through the installed package, or with ``trust_remote_code``
-    without it: ``isolated_load``) and scores 2 edits."""
+    """A fresh interpreter loads the checkpoint (``trust_remote_code``: without this package) and scores 2 edits."""
     if not ctx.fresh_process:
         return skip("skipped (--skip-fresh-process)")
     ctx.need_sound("files", "config_processor")
@@ -595,7 +571,7 @@ def _stranger_finding(ctx: DoctorContext, out: dict, result: dict, records: list
 
 
 def _compare_with_fresh(ctx: DoctorContext) -> tuple:
-    """``(largest difference, tolerance, texts equal)`` between the fresh process and the installed package."""
+    """``(largest difference, tolerance, texts equal)`` between the fresh process and this one."""
     records, result = ctx.fresh["records"], ctx.fresh["result"]
     mine = ctx.score(records, batch_size=ctx.fresh["batch_size"])
     if ctx.kind == "miescore":
@@ -644,8 +620,7 @@ def _all_zero(tensor) -> bool:
 
 
 def check_weights(ctx: DoctorContext):
-    """Every weight is finite; the output layer (MIEScore's regression head, SpatialReward's LM head) is not all
-    zeros, which would make every output the same."""
+    """Every weight is finite; the output layer is not all zeros, which would make every output the same."""
     ctx.need("model")
     import torch
 
@@ -676,7 +651,7 @@ def device_name(device) -> str:
 
 
 def check_throughput(ctx: DoctorContext):
-    """Edits per second on this machine: the example edits scored again (warm), once with --quick, else twice."""
+    """Edits per second on this machine: the example edits scored again (warm)."""
     ctx.need("model")
     samples = [edit.as_sample() for edit in ctx.originals()]
     repeats = 1 if ctx.quick else 2
@@ -826,8 +801,7 @@ def _pairs(ctx: DoctorContext, direction: Direction) -> tuple:
 
 
 def check_direction(ctx: DoctorContext, direction: Direction):
-    """A perturbation changes its score as expected for most examples (warning otherwise); skipped after an error
-    of the weights or of the scores themselves (constant, NaN, never parsed), which it would only repeat."""
+    """A perturbation changes its score as expected for most examples (warning otherwise)."""
     ctx.need("model")
     ctx.need_sound(*BROKEN_SCORE_CHECKS)
     name, scale, pairs = _pairs(ctx, direction)
@@ -873,7 +847,7 @@ def _checks(kind: str) -> list:
 
 @dataclass
 class DoctorReport:
-    """The checks of one checkpoint. ``verdict``: healthy / warnings / broken; ``exit_code``: 0 / 1 / 2."""
+    """The checks of one checkpoint."""
 
     checkpoint: str
     kind: str
@@ -893,7 +867,6 @@ class DoctorReport:
         return EXIT_CODES[self.verdict]
 
     def named(self, status: str) -> list:
-        """Names of the checks with ``status``."""
         return [check.name for check in self.checks if check.status == status]
 
     def to_dict(self) -> dict:
@@ -904,7 +877,7 @@ class DoctorReport:
 
 
 def run_check(name: str, check: Callable, ctx: DoctorContext) -> CheckResult:
-    """Run one check; a skip or an exception becomes its result instead of leaving the run."""
+    """Run one check; a skip or an exception becomes its result."""
     start = time.perf_counter()
     try:
         result = check(ctx)
@@ -934,20 +907,11 @@ def checkpoint_kind(path) -> str:
 def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_process: bool = True,
                         quick: bool = False, model=None, on_result: Callable | None = None,
                         trust_remote_code: bool = False) -> DoctorReport:
-    """Run every check on the checkpoint folder ``path`` (see the module docstring).
+    """Run every check on the checkpoint folder ``path``; only bad arguments raise, everything else is a result.
 
-    Args:
-        device / dtype: as ``load_scorer`` takes them (``"auto"``: CUDA if available; bfloat16 there, else float32).
-        fresh_process: run the ``fresh_process`` check (a second interpreter loads the checkpoint: slow).
-        trust_remote_code: that interpreter loads the checkpoint as a stranger would, with
-            ``AutoModel.from_pretrained(path, trust_remote_code=True)``: **the checkpoint's code runs** (the report
-            names each file with its sha256). Default: through the installed package, nothing from the folder runs.
-        quick: three examples at 128 px instead of five at 256 px; one throughput pass.
-        model: an already loaded model of this checkpoint (skips loading it again).
-        on_result: called with each :class:`CheckResult` as soon as it is done (progress).
-    Raises:
-        MIEScoreInputError: the folder is missing or not a MIEScore / SpatialReward checkpoint; a bad device or
-            dtype. Everything else is a check result.
+    ``trust_remote_code``: the fresh interpreter loads the checkpoint as a stranger would, with
+    ``AutoModel.from_pretrained(path, trust_remote_code=True)``: **the checkpoint's code runs** (the report names
+    each file with its sha256). ``on_result`` is called with each :class:`CheckResult` as soon as it is done.
     """
     kind = checkpoint_kind(path)
     device = resolve_device(device)
@@ -972,7 +936,6 @@ _LABELS = {"ok": "ok", "warn": "WARN", "error": "ERROR", "skip": "skip"}
 
 
 def format_result(result: CheckResult) -> str:
-    """One line: status, name, message."""
     return f"{_LABELS[result.status]:<6} {result.name:<28} {result.message}"
 
 

@@ -2,13 +2,9 @@
 checkpoint's own code run), or through the installed package with nothing from the folder run.
 
 A checkpoint must work with ``AutoModel.from_pretrained(path, trust_remote_code=True)`` alone: its Hub code files
-may import only each other, torch, transformers, numpy, Pillow, tqdm and the standard library.
-:func:`run_without_package` runs a script in a child interpreter where ``modeling_miescore`` cannot be imported (a
-meta-path finder refuses it; ``PYTHONPATH`` emptied, a fresh working folder) and :data:`BLOCKED_PACKAGES` are
-missing (a ``None`` entry in ``sys.modules``, so ``find_spec`` answers None as when not installed). What
-transformers itself needs to load a Qwen3-VL checkpoint is not blocked. The child is offline, copies the
-checkpoint's code into a temporary ``HF_MODULES_CACHE``, takes its values as one JSON argument and answers with
-the JSON its ``report(result)`` prints last.
+may import only each other, torch, transformers, numpy, Pillow, tqdm and the standard library. The blocked
+packages get a ``None`` entry in ``sys.modules``, so ``find_spec`` answers None as when not installed; what
+transformers itself needs to load a Qwen3-VL checkpoint is not blocked.
 """
 
 from __future__ import annotations
@@ -58,7 +54,6 @@ def report(result):
     print(json.dumps(result))
 """
 
-# Scores ``job["records"]`` with ``model`` into ``out`` (shared by both load scripts).
 _SCORE_JOB = """
 def score_job(model, job, out):
     if hasattr(model, "score_batch"):
@@ -118,39 +113,27 @@ class IsolatedRunError(RuntimeError):
 
 @dataclass
 class IsolatedLoadJob:
-    """One checkpoint for :func:`load_and_score_without_package`.
-
-    Fields:
-        path: the checkpoint folder.
-        records: edits to score, ``{"sources": [paths], "edited": path, "instruction": text}``.
-        auto_classes: transformers auto classes to load it with, in order; the first one scores.
-        batch_size / device / dtype: how it scores (dtype a torch dtype name such as ``"float32"``).
-        kind: ``"miescore"`` or ``"spatialreward"``: which installed loader :func:`load_and_score_with_package`
-            uses (the auto classes are for :func:`load_and_score_without_package`).
-    """
+    """One checkpoint to load and score in a fresh interpreter."""
 
     path: str
-    records: list
-    auto_classes: Sequence[str] = ("AutoModel",)
+    records: list  # edits to score: {"sources": [paths], "edited": path, "instruction": text}
+    auto_classes: Sequence[str] = ("AutoModel",)  # without the package: loaded in order, the first one scores
     batch_size: int = 8
     device: str = "cpu"
-    dtype: str = "float32"
-    kind: str = "miescore"
+    dtype: str = "float32"  # a torch dtype name
+    kind: str = "miescore"  # or "spatialreward": the installed loader used with the package
 
 
 def run_without_package(body: str, values: dict, timeout: float = 600,
                         blocked: Sequence[str] = BLOCKED_PACKAGES) -> dict:
     """Run ``body`` after the blocking preamble in a fresh, offline interpreter; return what it ``report``-ed.
-
-    ``body`` sees ``values`` (this dict, JSON round-tripped, plus ``"blocked"``) and must end with
-    ``report(result)``. Raises :class:`IsolatedRunError` when the child fails or runs past ``timeout`` seconds.
-    """
+    ``body`` sees ``values`` (JSON round-tripped, plus ``"blocked"``) and must end with ``report(result)``."""
     return _run_child(_WITHOUT_PACKAGE + body, {**values, "blocked": list(blocked)}, "", timeout)
 
 
 def _run_child(script: str, values: dict, python_path: str, timeout: float) -> dict:
     """Run ``script`` with ``values`` as its JSON argument in a fresh, offline interpreter (a temporary working
-    folder and modules cache; ``PYTHONPATH`` set to ``python_path``); the JSON object its last line prints."""
+    folder and modules cache); the JSON object its last line prints."""
     with tempfile.TemporaryDirectory(prefix="miescore-isolated-") as workdir:
         env = {**os.environ, "PYTHONPATH": python_path, "HF_HUB_OFFLINE": "1",
                "HF_MODULES_CACHE": str(Path(workdir) / "modules")}
@@ -168,13 +151,7 @@ def _run_child(script: str, values: dict, python_path: str, timeout: float) -> d
 
 def load_and_score_without_package(jobs: Sequence[IsolatedLoadJob], timeout: float = 600) -> dict:
     """Load and score each job's checkpoint with ``trust_remote_code`` in one fresh interpreter (the Hub-boundary
-    test, ``miescore doctor --trust-remote-code``).
-
-    Returns ``{"results": [...], "loaded": [blocked packages imported anyway]}``, one result per job:
-    ``{"config": the AutoConfig as a dict, "classes": {auto class: "module.Class"}, "scores": [...]}`` for a
-    MIEScore checkpoint (``score_batch``'s dicts) or ``"judgements": [{"reward", "failed", "raw_sc", "raw_pq"}]``
-    for a SpatialReward one.
-    """
+    test, ``miescore doctor --trust-remote-code``); ``"loaded"``: the blocked packages imported anyway."""
     return run_without_package(_LOAD_AND_SCORE, {"jobs": _payload(jobs)}, timeout=timeout)
 
 
@@ -184,14 +161,7 @@ def _payload(jobs: Sequence[IsolatedLoadJob]) -> list:
 
 def load_and_score_with_package(jobs: Sequence[IsolatedLoadJob], timeout: float = 600) -> dict:
     """Load and score each job's checkpoint through the installed package in one fresh interpreter (the doctor's
-    default).
-
-    Nothing from the checkpoint folder is imported (``load_scorer`` / ``load_spatialreward`` use the package's
-    classes and the stock processor). Returns ``{"results": [...], "checkpoint_modules": [...]}``: per job
-    ``{"classes": {"installed": "module.Class"}, "scores" | "judgements": ...}`` as
-    :func:`load_and_score_without_package` gives them, and the ``transformers_modules.*`` modules that were
-    imported anyway (checkpoint code; must be empty).
-    """
+    default); ``"checkpoint_modules"``: the ``transformers_modules.*`` imported anyway (must be empty)."""
     package_root = str(Path(__file__).resolve().parents[2])  # the folder holding modeling_miescore/
     return _run_child(_LOAD_WITH_PACKAGE, {"jobs": _payload(jobs)}, package_root, timeout)
 

@@ -1,16 +1,9 @@
 """Token budgets of MIEScore and SpatialReward prompts, measured with a checkpoint's own processor and config.
 
-The counts are exact: the chat template's rendering of the messages the models build, tokenised by the
-checkpoint's tokenizer, plus what its image processor makes of each image (``smart_resize``: one placeholder per
-(patch x merge)^2 pixels, plus ``<|vision_start|>`` / ``<|vision_end|>``); the parts add up to the models'
-``input_ids``. Parts (``PromptBudget.components``, in order): ``prompt`` (MIEScore's rubric; SpatialReward's D.1
-text), ``instruction``, ``labels`` (MIEScore's image labels and template words), ``chat`` (the chat markup),
-``source 1`` ... ``source N`` and ``edited``. A token belongs to the part holding its first non-space character.
-
-Prefix reuse: the shared prefix P is everything before the edited image's first placeholder, the suffix S the
-rest; G edits of one group run P + G*S tokens instead of G*L. :func:`shrink_to_fit` applies the MIEScore
-trainer's ``"shrink"`` length policy: the largest per-image pixel budget at which a prompt fits ``max_length``
-(bisection, as the trainer searches), or dropped when it cannot fit even at one token per image.
+The counts are exact (they add up to the models' ``input_ids``). Parts: ``prompt`` (MIEScore's rubric;
+SpatialReward's D.1 text), ``instruction``, ``labels`` (MIEScore's image labels and template words), ``chat`` (the
+chat markup), ``source 1`` ... ``source N`` and ``edited``; a token belongs to the part holding its first non-space
+character. The shared prefix P is everything before the edited image's first placeholder, the suffix S the rest.
 """
 
 from __future__ import annotations
@@ -41,7 +34,6 @@ MIESCORE_TRAIN_MAX_LENGTH = 4096
 # SpatialReward, appendix B.1.1 / Table 6: SFT "Max Length 8192" (prompt and answer).
 SPATIALREWARD_SFT_MAX_LENGTH = 8192
 PAPER_TRAINING_LENGTH = {"miescore": MIESCORE_TRAIN_MAX_LENGTH, "spatialreward": SPATIALREWARD_SFT_MAX_LENGTH}
-# What training does with a longer row (MIEScore: training.miescore_data "shrink"; SpatialReward SFT drops it).
 OVER_LENGTH_POLICY = {"miescore": "MIEScore's trainer shrinks their images to fit",
                       "spatialreward": "SpatialReward SFT drops such rows"}
 _CARD_MAX_LENGTH = re.compile(r"^\|\s*max_length\s*\|\s*`?(\d+)`?\s*\|", re.MULTILINE)
@@ -49,25 +41,17 @@ _CARD_MAX_LENGTH = re.compile(r"^\|\s*max_length\s*\|\s*`?(\d+)`?\s*\|", re.MULT
 
 @dataclass(frozen=True)
 class PromptBudget:
-    """The tokens of one prompt, by part (see the module docstring).
+    """The tokens of one prompt, by part (see the module docstring)."""
 
-    Fields:
-        prompt: ``"MIEScore"``, ``"SC (D.1.1)"``, ``"SC (D.1.2)"`` or ``"PQ (D.1.3)"``.
-        num_sources: source images in the prompt (0 for PQ, which sees the edited image only).
-        image_size / resized_size: ``(width, height)`` of every input image, and after the processor's resize.
-        min_pixels / max_pixels: the per-image pixel range used; factor: pixels per token side (patch x merge).
-        components: part -> tokens; prefix: P, or None when the prompt has no shared prefix to reuse.
-    """
-
-    prompt: str
-    num_sources: int
-    image_size: tuple
-    resized_size: tuple
+    prompt: str  # "MIEScore", "SC (D.1.1)", "SC (D.1.2)" or "PQ (D.1.3)"
+    num_sources: int  # 0 for PQ, which sees the edited image only
+    image_size: tuple  # (width, height) of every input image
+    resized_size: tuple  # ... after the processor's resize
     min_pixels: int
     max_pixels: int
-    factor: int
-    components: dict
-    prefix: int | None
+    factor: int  # pixels per token side (patch x merge)
+    components: dict  # part -> tokens
+    prefix: int | None  # P, or None when the prompt has no shared prefix to reuse
 
     @property
     def total(self) -> int:
@@ -108,14 +92,10 @@ class PromptBudget:
 
 @dataclass(frozen=True)
 class ShrinkResult:
-    """What the trainer's "shrink" policy does to a prompt at ``max_length`` tokens.
-
-    ``action``: ``"fits"`` (unchanged), ``"shrunk"`` (images get ``max_pixels`` each, ending up ``resized_size``
-    and the prompt ``total`` tokens) or ``"dropped"`` (too long even at one token per image).
-    """
+    """What the trainer's "shrink" policy does to a prompt at ``max_length`` tokens."""
 
     max_length: int
-    action: str
+    action: str  # "fits", "shrunk" (to max_pixels per image) or "dropped" (too long even at one token per image)
     max_pixels: int | None
     resized_size: tuple | None
     total: int | None
@@ -131,8 +111,8 @@ def patch_factor(processor) -> int:
 
 
 def resized_size(size: Sequence[int], factor: int, min_pixels: int, max_pixels: int) -> tuple:
-    """``(width, height)`` that the Qwen-VL image processor resizes a ``(width, height)`` image to
-    (``processing_miescore.resized_image_size``, i.e. transformers' ``smart_resize``); bad sizes are user errors."""
+    """``(width, height)`` that the Qwen-VL image processor (``smart_resize``) resizes a ``(width, height)`` image
+    to."""
     width, height = (int(v) for v in size)
     if width < 1 or height < 1:
         raise MIEScoreInputError(f"image size {width}x{height} is empty; give a width and height of at least 1")
@@ -142,11 +122,6 @@ def resized_size(size: Sequence[int], factor: int, min_pixels: int, max_pixels: 
     except ValueError as err:  # an aspect ratio over 200
         raise MIEScoreInputError(f"image size {size[0]}x{size[1]} cannot be processed: {err}") from None
     return width, height
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Measuring one rendered prompt
-# ------------------------------------------------------------------------------------------------------------
 
 
 def _field_spans(rendered_with_marker: str, marker: str, value: str, part: str) -> list:
@@ -161,8 +136,7 @@ def _field_spans(rendered_with_marker: str, marker: str, value: str, part: str) 
 
 def _content_spans(text: str, messages: list, image_names: list, text_part: str, processor) -> tuple:
     """Spans of each message part in the rendered ``text`` (images with their markers) and each image's
-    placeholder position. The Qwen3-VL template writes texts verbatim and each image as
-    ``<|vision_start|><|image_pad|><|vision_end|>``."""
+    placeholder position."""
     image_token = processor.image_token
     vision_start = getattr(processor, "vision_start_token", "<|vision_start|>")
     vision_end = getattr(processor, "vision_end_token", "<|vision_end|>")
@@ -188,11 +162,8 @@ def _content_spans(text: str, messages: list, image_names: list, text_part: str,
 
 def _measure(processor, messages: list, image_names: list, fields: dict, text_part: str, placeholders: int,
              reusable: bool):
-    """Tokens per part of one prompt and, when it is ``reusable`` (the edited image comes last, after the
-    sources), its shared prefix P.
-
-    ``fields``: part -> ``(value, marker, messages with the marker in place of the value)``.
-    """
+    """Tokens per part of one prompt and, when it is ``reusable`` (the edited image comes last), its prefix P;
+    ``fields``: part -> ``(value, marker, messages with the marker in place of the value)``."""
     def render(chat):
         return processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
 
@@ -218,7 +189,6 @@ def _measure(processor, messages: list, image_names: list, fields: dict, text_pa
 
 
 def _with_pixels(config, max_pixels: int | None):
-    """The config, or a copy whose images get at most ``max_pixels`` (min_pixels lowered to it when above)."""
     if max_pixels is None:
         return config
     if int(max_pixels) < 1:
@@ -248,19 +218,9 @@ def _budget(prompt: str, processor, config, num_sources: int, size, messages, im
                         factor=factor, components=counts, prefix=prefix)
 
 
-# ------------------------------------------------------------------------------------------------------------
-# The two models
-# ------------------------------------------------------------------------------------------------------------
-
-
 def miescore_budget(processor, config, num_sources: int, size: Sequence[int] = (1024, 1024),
                     instruction: str = DEFAULT_INSTRUCTION, max_pixels: int | None = None) -> PromptBudget:
-    """Tokens of a MIEScore prompt (``prepare_inputs``) with ``num_sources`` sources, every image ``size``.
-
-    Args:
-        processor / config: the checkpoint's ``Qwen3VLProcessor`` and ``MIEScoreConfig``.
-        size: ``(width, height)`` of every image; max_pixels: override ``config.max_pixels``.
-    """
+    """Tokens of a MIEScore prompt (``prepare_inputs``) with ``num_sources`` sources, every image ``size``."""
     instruction = _checked(num_sources, instruction)
     config = _with_pixels(config, max_pixels)
     messages, roles = build_messages(num_sources, instruction, config)
@@ -276,11 +236,7 @@ def miescore_budget(processor, config, num_sources: int, size: Sequence[int] = (
 
 def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[int] = (1024, 1024),
                           instruction: str = DEFAULT_INSTRUCTION, max_pixels: int | None = None) -> tuple:
-    """Tokens of SpatialReward's two prompts for one edit: ``(SC, PQ)``.
-
-    SC is D.1.1 for one source and D.1.2 for several (``sc_messages``); PQ is D.1.3 on the edited image alone
-    (``pq_messages``). Arguments as :func:`miescore_budget`, with a ``SpatialRewardConfig``.
-    """
+    """Tokens of SpatialReward's two prompts for one edit: ``(SC, PQ)`` (SC: D.1.1 / D.1.2; PQ: D.1.3)."""
     from ..hub.modeling_spatialreward import pq_messages, sc_messages  # deferred: loads torch, transformers
 
     instruction = _checked(num_sources, instruction)
@@ -296,11 +252,6 @@ def spatialreward_budgets(processor, config, num_sources: int, size: Sequence[in
     return sc, pq
 
 
-# ------------------------------------------------------------------------------------------------------------
-# Length limits
-# ------------------------------------------------------------------------------------------------------------
-
-
 def _length_at(budget: PromptBudget, pixels: int) -> tuple:
     """``(total tokens, resized size)`` of ``budget``'s prompt when every image gets at most ``pixels``."""
     resized = resized_size(budget.image_size, budget.factor, min(budget.min_pixels, pixels), pixels)
@@ -309,7 +260,8 @@ def _length_at(budget: PromptBudget, pixels: int) -> tuple:
 
 
 def shrink_to_fit(budget: PromptBudget, max_length: int) -> ShrinkResult:
-    """The trainer's "shrink" length policy applied to one prompt (see the module docstring)."""
+    """The MIEScore trainer's "shrink" length policy: the largest per-image pixel budget at which the prompt fits
+    ``max_length`` (bisection, as the trainer searches), or dropped when it cannot fit at one token per image."""
     if budget.total <= max_length:
         return ShrinkResult(max_length, "fits", budget.max_pixels, budget.resized_size, budget.total)
     floor = budget.factor**2  # one token per image
@@ -326,18 +278,12 @@ def shrink_to_fit(budget: PromptBudget, max_length: int) -> ShrinkResult:
     return ShrinkResult(max_length, "shrunk", fitting, resized, total)
 
 
-# ------------------------------------------------------------------------------------------------------------
-# A checkpoint
-# ------------------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class TrainingLength:
-    """The sequence length a checkpoint was trained at: ``tokens``, and ``source``: where it was read
-    (``"config.json"``, ``"the model card"``) or ``"the paper"`` when the checkpoint records none."""
+    """The sequence length a checkpoint was trained at."""
 
     tokens: int
-    source: str
+    source: str  # "config.json", "the model card" or "the paper" (the checkpoint records none)
 
     @property
     def recorded(self) -> bool:
@@ -349,9 +295,8 @@ class TrainingLength:
 
 
 def training_length(model: str, kind: str) -> TrainingLength:
-    """The checkpoint's own training length: an integer ``max_length`` in its config.json, or the
-    ``max_length`` row of its model card's training table (``trainers/train_miescore.py`` writes it); else the
-    paper's (:data:`PAPER_TRAINING_LENGTH`)."""
+    """The checkpoint's own training length (config.json, or the ``max_length`` row of the model card's training
+    table that ``trainers/train_miescore.py`` writes), else the paper's."""
     value = read_checkpoint_config(model).get("max_length")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return TrainingLength(value, "config.json")
@@ -381,11 +326,7 @@ def vocabulary_note(tokenizer) -> str | None:
 
 
 def load_config_and_processor(model: str) -> tuple:
-    """``(kind, config, processor)`` of a MIEScore or SpatialReward checkpoint (no weights are loaded).
-
-    ``kind`` is ``"miescore"`` or ``"spatialreward"`` (our checkpoints or the authors' plain Qwen3-VL release).
-    Raises ``MIEScoreInputError`` naming the problem for anything else.
-    """
+    """``(kind, config, processor)`` of a MIEScore or SpatialReward checkpoint (no weights are loaded)."""
     config_dict = read_checkpoint_config(model)
     kind = checkpoint_kind(model, config_dict)
     if kind == "miescore":
@@ -404,8 +345,7 @@ def load_config_and_processor(model: str) -> tuple:
 
 
 def checkpoint_kind(model: str, config: dict) -> str:
-    """``"miescore"`` or ``"spatialreward"`` (ours, or the authors' plain Qwen3-VL release) for the checkpoint
-    ``model`` whose config.json is ``config``; anything else is a user error."""
+    """``"miescore"`` or ``"spatialreward"`` (ours, or the authors' plain Qwen3-VL release) from its config.json."""
     model_type = config.get("model_type")
     if model_type in ("miescore", *SPATIALREWARD_MODEL_TYPES):
         return "miescore" if model_type == "miescore" else "spatialreward"
@@ -416,11 +356,8 @@ def checkpoint_kind(model: str, config: dict) -> str:
 def checkpoint_budgets(model: str, sources: Sequence[int] = DEFAULT_SOURCES,
                        sizes: Sequence[Sequence[int]] = DEFAULT_SIZES, max_pixels: int | None = None,
                        instruction: str = DEFAULT_INSTRUCTION, loaded: tuple | None = None) -> list:
-    """The budgets of a checkpoint's prompts for every number of sources and image size.
-
-    MIEScore: one prompt per (size, sources). SpatialReward: the SC prompts, then one PQ prompt per size (PQ
-    does not depend on the sources). ``loaded``: :func:`load_config_and_processor`'s answer, when already read.
-    """
+    """The budgets of a checkpoint's prompts for every number of sources and image size (SpatialReward: the SC
+    prompts, then one PQ prompt per size). ``loaded``: :func:`load_config_and_processor`'s answer, if read."""
     kind, config, processor = loaded or load_config_and_processor(model)
     budgets, pq_budgets = [], []
     for size in sizes:
@@ -437,10 +374,8 @@ def checkpoint_budgets(model: str, sources: Sequence[int] = DEFAULT_SOURCES,
 
 def format_budget_table(budgets: Sequence[PromptBudget], group_size: int = 12, max_length: int | None = None,
                         training: TrainingLength | None = None, answer_tokens: int = 0) -> str:
-    """A Markdown table of budgets (one row each), columns named for what they count (:func:`budget_legend`
-    explains them); with ``training``, each total plus ``answer_tokens`` (SpatialReward's ``max_new_tokens``:
-    SFT sequences hold the answer too) against that length; with ``max_length``, what the shrink policy does
-    per row."""
+    """A Markdown table of budgets, one row each (:func:`budget_legend` explains the columns); ``answer_tokens``:
+    SpatialReward's ``max_new_tokens`` (SFT sequences hold the answer too)."""
     header = ["prompt", "sources", "image", "resized to", "max_pixels", "rubric / D.1 text", "instruction",
               "labels", "chat markup", "per image", "total"]
     if training is not None:
@@ -492,6 +427,7 @@ def _describe(result: ShrinkResult) -> str:
 
 
 __all__ = ["DEFAULT_INSTRUCTION", "MIESCORE_TRAIN_MAX_LENGTH", "PAPER_TRAINING_LENGTH", "PromptBudget",
-           "SPATIALREWARD_SFT_MAX_LENGTH", "ShrinkResult", "TrainingLength", "budget_legend", "checkpoint_budgets", "checkpoint_kind",
-           "format_budget_table", "load_config_and_processor", "miescore_budget", "patch_factor", "position_limit",
-           "resized_size", "shrink_to_fit", "spatialreward_budgets", "training_length", "vocabulary_note"]
+           "SPATIALREWARD_SFT_MAX_LENGTH", "ShrinkResult", "TrainingLength", "budget_legend", "checkpoint_budgets",
+           "checkpoint_kind", "format_budget_table", "load_config_and_processor", "miescore_budget", "patch_factor",
+           "position_limit", "resized_size", "shrink_to_fit", "spatialreward_budgets", "training_length",
+           "vocabulary_note"]

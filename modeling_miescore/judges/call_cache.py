@@ -1,18 +1,11 @@
 """The on-disk answer cache of the call engine (:mod:`modeling_miescore.judges.call_engine`).
 
-One SQLite file (the standard library's ``sqlite3``, write-ahead log) maps a request key (a sha256 of the
-canonical request, see :func:`~modeling_miescore.judges.call_engine.request_key`) to the model's answer and its
-token usage. Every answer is committed on its own as soon as it arrives, so a run killed at any point (even with
-``kill -9``) keeps every answer it received; the next run finds them and sends only the rest. Only answers are
-stored: a request that failed (HTTP error, timeout, refusal, an answer over the byte limit) is not, so a rerun
-tries it again. An answer is stored as received, whatever its consumer makes of it: an answer that a judge or a
-pipeline stage could not use (no scores, bad JSON) gives the same flagged prediction or rejection on every rerun
-(that is its final outcome); to ask the model again, pass ``--no-cache`` or another ``--cache`` file (and, for
-``judge``, remove those lines from the output). Text is stored as valid UTF-8 (lone surrogates were replaced by
-the chat client; :mod:`modeling_miescore.utils.text_hygiene`).
-
-The cache is shared safely by the threads of one process (one connection behind a lock) and by several
-processes (SQLite's file locking; writers wait up to 60 s for each other).
+One SQLite file (write-ahead log) maps a request key to the model's answer and its token usage. Every answer is
+committed as soon as it arrives, so a run killed at any point (even ``kill -9``) keeps every answer it received.
+Only answers are stored, as received: a failed request is not (a rerun tries it again), while an answer a judge or
+stage could not use gives the same flagged outcome on every rerun (``--no-cache`` or another ``--cache`` file asks
+again). Shared safely by the threads of one process (one connection behind a lock) and by several processes
+(SQLite's file locking; writers wait up to 60 s for each other).
 """
 
 from __future__ import annotations

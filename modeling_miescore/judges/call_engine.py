@@ -1,13 +1,6 @@
 """The one engine for "many calls to a large model": request keys, an on-disk answer cache, concurrency,
 usage and cost accounting, and a progress bar, for the zero-shot MLLM judges, the SpatialReward data pipeline and
-skill optimisation::
-
-    backend = OpenAIChatBackend("http://127.0.0.1:8000/v1", "Qwen/Qwen3-VL-8B-Instruct", max_concurrency=16)
-    engine = CallEngine(backend, cache=CallCache("calls.sqlite"))
-    results = engine.run([ChatRequest(["Source image 1:", src, "Edited image:", out, "Rate it."], stage="judge")],
-                         progress=True)
-    results[0].text, results[0].error, results[0].cached
-    engine.usage.as_dict()   # requests, cache hits, failures by kind, retries, tokens, cost
+skill optimisation.
 
 A request's key (:func:`request_key`) covers everything that decides the answer (the backend's identity, the text,
 each image's pixels, ``max_tokens``, ``temperature``, the extra body fields), not the stage or the endpoint URL:
@@ -45,13 +38,9 @@ _KEY_VERSION = 1  # bump when the canonical form changes (old cache entries then
 @dataclass
 class ChatRequest:
     """One user turn: ``parts`` (``str``, ``PIL.Image`` or ready content-part dicts, in order) and how to answer.
-
-    ``max_tokens`` / ``temperature`` None: the field is not sent (the endpoint's default applies; a local model
-    decodes greedily, at most :data:`~modeling_miescore.judges.chat_backends.LOCAL_MAX_TOKENS` tokens), as the
-    editor benchmarks' released scripts do.
-    ``extra`` is merged into an OpenAI request body (``top_p``, ``seed``, ``response_format``...).
-    ``stage`` names the request's stage in the usage log (not part of the key).
-    """
+    ``max_tokens`` / ``temperature`` None: not sent (the endpoint's default; a local model decodes greedily, at
+    most ``LOCAL_MAX_TOKENS``), as the editor benchmarks' released scripts do. ``extra`` is merged into an OpenAI
+    request body; ``stage`` names the usage-log row (not part of the key)."""
 
     parts: Sequence[Any]
     max_tokens: Optional[int] = 1024
@@ -97,8 +86,6 @@ class ChatBackend(Protocol):
         """One :class:`ChatCompletion` or exception per request, in order; never raises for a failed request."""
 
 
-# ------------------------------------------------------------------------------------------------ request keys
-
 
 def image_digest(image) -> str:
     """sha256 of an image's mode, size and raw pixel bytes (two equal images give one digest, whatever file
@@ -130,16 +117,12 @@ def request_key(identity: Mapping[str, Any], request: ChatRequest) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is still a key
 
 
-# ------------------------------------------------------------------------------------------------ usage log
-
 _COUNTERS = ("requests", "cache_hits", "duplicates", "sent", "ok", "failed", "retries", "prompt_tokens",
              "completion_tokens", "answers_without_usage", "repaired_text")
 
 
 class UsageLog:
-    """Thread-safe counters per ``(model, stage)``: requests asked for, cache hits, requests sent, answers,
-    failures (by kind: ``timeout``, ``too_large``, ...), retries, prompt/completion tokens of sent requests,
-    answers whose text had to be repaired (``repaired_text``: lone surrogates), and seconds spent.
+    """Thread-safe counters per ``(model, stage)`` (:data:`_COUNTERS`, failures by kind, seconds spent).
 
     ``prices``: ``{model: (usd_per_1k_prompt_tokens, usd_per_1k_completion_tokens)}``; models without a price
     get ``cost_usd: None``. Cached answers cost nothing (their tokens were paid when they were first sent).
@@ -217,8 +200,6 @@ class UsageLog:
                 f"{t['completion_tokens']} completion tokens{cost}")
 
 
-# ------------------------------------------------------------------------------------------------ the engine
-
 
 def _error_result(key: str, error: BaseException) -> CallResult:
     message = " ".join(str(error).split())[:500]
@@ -234,16 +215,8 @@ def _answer_result(key: str, answer: ChatCompletion, cached: bool) -> CallResult
 
 
 class CallEngine:
-    """Runs many :class:`ChatRequest` through one backend with a cache and a usage log (module docstring).
-
-    Args:
-        backend: an :class:`~modeling_miescore.judges.chat_backends.OpenAIChatBackend`,
-            :class:`~modeling_miescore.judges.chat_backends.TransformersChatBackend` or anything with the
-            :class:`ChatBackend` attributes.
-        cache: a :class:`CallCache` (several engines may share one), or None for no cache.
-        usage: a :class:`UsageLog` (several engines may share one); a new one by default.
-        name: shown on the progress bar (default: the backend's model).
-    """
+    """Runs many :class:`ChatRequest` through one backend (a :class:`ChatBackend`) with a cache and a usage log,
+    either of which several engines may share; ``name`` is shown on the progress bar."""
 
     def __init__(self, backend: ChatBackend, cache: Optional[CallCache] = None, usage: Optional[UsageLog] = None,
                  name: Optional[str] = None):

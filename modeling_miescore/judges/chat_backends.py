@@ -1,12 +1,6 @@
-"""Backends of the call engine (:mod:`modeling_miescore.judges.call_engine`): where the answers come from.
-
-* :class:`OpenAIChatBackend`: any OpenAI-compatible chat-completions endpoint (``vllm serve``, SGLang, OpenAI,
-  Gemini's OpenAI endpoint, ...) through :class:`~modeling_miescore.judges.chat_client.ChatClient` (connection
-  pool, retries with ``Retry-After``, typed errors, token usage). One request per call, ``max_concurrency`` in
-  flight; images travel as data URLs (``image_format``, downscaled to ``max_pixels``).
-* :class:`TransformersChatBackend`: a local ``AutoModelForImageTextToText`` + ``AutoProcessor`` (Qwen3-VL and
-  other chat VLMs), ``batch_size`` prompts per left-padded ``generate`` call, greedy unless a request asks for a
-  temperature. Token usage is counted from the tokenised prompt and the generated tokens.
+"""Backends of the call engine (:mod:`modeling_miescore.judges.call_engine`): where the answers come from, an
+OpenAI-compatible endpoint (:class:`OpenAIChatBackend`, one request per call, ``max_concurrency`` in flight) or a
+local chat VLM (:class:`TransformersChatBackend`, ``batch_size`` prompts per left-padded ``generate`` call).
 
 A judge is named on the command line by a spec (:func:`parse_judge_spec`): ``MODEL@URL`` (an OpenAI-compatible
 endpoint; ``MODEL@URL#ENV_VAR`` reads the API key from ``ENV_VAR``) or ``transformers:PATH_OR_HUB_ID``.
@@ -123,16 +117,9 @@ def _local_settings(request: ChatRequest) -> Tuple[int, float]:
 
 
 class TransformersChatBackend:
-    """A local generative VLM (``AutoModelForImageTextToText``), batched.
-
-    Args:
-        model: checkpoint folder or Hub id, or a loaded model (then pass ``processor``).
-        processor: the model's processor (loaded from ``model`` when it is a path).
-        device, dtype: see :func:`modeling_miescore.scoring.loading.resolve_device` / ``resolve_dtype``.
-        batch_size: prompts per ``generate`` call (left padding).
-        max_pixels, min_pixels: pixel budget per image for the image processor (None: its default).
-        name: the model name in cache keys and usage logs (default: the path, or the model's ``name_or_path``).
-    """
+    """A local generative VLM (``AutoModelForImageTextToText``), batched: ``model`` is a checkpoint folder or Hub
+    id, or a loaded model with its ``processor``; ``max_pixels`` / ``min_pixels`` the image processor's pixel
+    budget per image (None: its default); ``name`` the model name in cache keys and usage logs."""
 
     max_concurrency = 1  # one generate call at a time; batching is the parallelism
 
@@ -140,7 +127,6 @@ class TransformersChatBackend:
                  batch_size: int = 4, max_pixels: Optional[int] = 1_048_576, min_pixels: Optional[int] = None,
                  name: Optional[str] = None):
         import torch  # noqa: F401  (fail early if torch is missing)
-
 
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -248,8 +234,6 @@ class TransformersChatBackend:
     def close(self) -> None:
         pass
 
-
-# ------------------------------------------------------------------------------------------------ judge specs
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,14 @@
 """A small client for OpenAI-compatible chat-completion servers (vLLM, SGLang, LM Studio, OpenAI, Gemini's
-OpenAI endpoint, ...), used by the SpatialReward API backend, the GRPO oracle judge and the call engine::
+OpenAI endpoint, ...), used by the SpatialReward API backend, the GRPO oracle judge and the call engine.
 
-    client = ChatClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-VL-8B-Instruct")
-    text = client.chat([user_message(["Describe the edit.", source, edited])], max_tokens=256)
-
-Bounds and retries are :mod:`modeling_miescore.utils.http_bounds`' (:class:`BoundedHTTPClient`): ``timeout`` is a
-total deadline per attempt, an answer takes at most ``max_answer_bytes`` (:data:`DEFAULT_MAX_ANSWER_BYTES`) on the
-wire and decompressed, and 408/409/429/5xx, timeouts and connection errors are retried (waiting the server's
-``Retry-After`` or ``backoff * 2**attempt`` with jitter, capped at ``max_backoff``). Other 4xx answers, malformed
-bodies, refusals (``message.refusal``) and answers over the limit are not retried: the same request gives the same
-answer. Every failure is a :class:`ChatError` with a ``kind``. Lone surrogates in an answer's text are replaced
-with U+FFFD (:attr:`ChatCompletion.repaired`).
+Bounds and retries are :mod:`modeling_miescore.utils.http_bounds`' (:class:`BoundedHTTPClient`): 408/409/429/5xx,
+timeouts and connection errors are retried; other 4xx answers, malformed bodies, refusals (``message.refusal``)
+and answers over ``max_answer_bytes`` are not: the same request gives the same answer. Every failure is a
+:class:`ChatError` with a ``kind``. Lone surrogates in an answer are replaced (:attr:`ChatCompletion.repaired`).
 
 The API key is read from the environment variable ``api_key_env`` when the client is made and sent only in the
-``Authorization`` header; it and a URL's password never appear in ``repr``, logs or messages. Without the
-variable no ``Authorization`` header is sent, as local servers expect. A client is safe to share between threads.
+``Authorization`` header; it and a URL's password never appear in ``repr``, logs or messages. A client is safe to
+share between threads.
 """
 
 from __future__ import annotations
@@ -61,13 +55,9 @@ _BODY_EXCERPT = 300  # characters of a server's error body kept in a ChatError m
 class ChatError(RuntimeError):
     """A chat request failed for good (after the retries, if the failure was transient).
 
-    Attributes:
-        kind: ``"http"`` (non-2xx status), ``"timeout"`` (the request's deadline passed), ``"connection"``
-            (refused / reset / DNS), ``"bad_response"`` (2xx with a body that is not a chat completion),
-            ``"refusal"`` (the model declined: the message has a ``refusal`` text and no content) or
-            ``"too_large"`` (the body is over ``max_answer_bytes``).
-        status: the HTTP status code for ``"http"``, ``"bad_response"`` and ``"refusal"``, else None.
-        attempts: number of requests sent.
+    ``kind``: ``"http"`` (non-2xx), ``"timeout"``, ``"connection"`` (refused / reset / DNS), ``"bad_response"``
+    (2xx that is not a chat completion), ``"refusal"`` (``message.refusal`` and no content) or ``"too_large"``;
+    ``status`` is the HTTP status for ``http``, ``bad_response`` and ``refusal``; ``attempts`` the requests sent.
     """
 
     def __init__(self, message: str, kind: str, status: Optional[int] = None, attempts: int = 1):
@@ -195,19 +185,13 @@ class BoundedHTTPClient(ClosesOnExit):
 
 
 class ChatClient(BoundedHTTPClient):
-    """Client for ``POST {base_url}/chat/completions``.
+    """Client for ``POST {base_url}/chat/completions`` (``base_url`` with the API prefix, e.g.
+    ``http://127.0.0.1:8000/v1``).
 
-    Args:
-        base_url: server root including the API prefix, e.g. ``http://127.0.0.1:8000/v1``.
-        model: model name sent in every request.
-        api_key_env: environment variable holding the API key (read once, here). Unset or empty: no
-            ``Authorization`` header (local servers). A key that cannot be sent is a ``ValueError``.
-        timeout: seconds one request attempt may take in all: connecting, sending, the headers and the body.
-        max_retries: extra attempts after the first one for transient failures (0 disables retries).
-        backoff: first retry wait in seconds; doubles per attempt.
-        max_backoff: cap of any single wait, including a server's ``Retry-After``.
-        headers: extra HTTP headers (e.g. an organisation id).
-        max_answer_bytes: the most bytes one answer's body may take, on the wire and decompressed.
+    ``api_key_env`` is read once, here; unset or empty: no ``Authorization`` header (local servers). ``timeout`` is
+    seconds per attempt in all (connecting, sending, headers and body); ``max_retries`` extra attempts for transient
+    failures; ``backoff`` the first wait (s), doubled per attempt; ``max_backoff`` caps any wait, ``Retry-After``
+    included; ``max_answer_bytes`` bounds one body, on the wire and decompressed.
     """
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
@@ -244,7 +228,6 @@ class ChatClient(BoundedHTTPClient):
         """One excerpt line of ``text`` with the key and URL credentials masked."""
         return _excerpt(self.masked(text))
 
-    # -- requests -----------------------------------------------------------------------------------------------
     def chat(self, messages: Sequence[Dict[str, Any]], temperature: float = 0.0, max_tokens: int = 1024,
              **extra: Any) -> str:
         """Send one chat completion request and return the first choice's message text.
@@ -373,13 +356,8 @@ def endpoint_url(base_url: str, path: str) -> str:
 
 
 def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] = None, quality: int = 90) -> str:
-    """Encode a PIL image as a ``data:image/...;base64,`` URL for an ``image_url`` content part.
-
-    ``format``: ``"PNG"`` (lossless) or ``"JPEG"``/``"WEBP"`` (``quality`` applies; about 5-10x smaller requests).
-    ``max_pixels``: if given, the image is first downscaled (aspect ratio kept) to at most that many pixels
-    (:func:`~modeling_miescore.hub.image_io.resize_to_budget`).
-    Modes other than RGB/L (RGBA, P, CMYK, 16-bit, ...) are converted to RGB.
-    """
+    """A PIL image as a ``data:image/...;base64,`` URL for an ``image_url`` content part: PNG (lossless) or
+    JPEG / WEBP (``quality``; about 5-10x smaller requests), first downscaled to ``max_pixels`` when given."""
     from PIL import Image
 
     if not isinstance(pil_image, Image.Image):
@@ -403,12 +381,8 @@ def image_to_data_url(pil_image, format: str = "PNG", max_pixels: Optional[int] 
 
 
 def user_message(text_and_images: List[Any], image_format: str = "PNG", max_pixels: Optional[int] = None) -> dict:
-    """A ``{"role": "user", "content": [...]}`` message from strings and PIL images, in the given order.
-
-    Strings become ``{"type": "text", "text": ...}`` parts; PIL images become
-    ``{"type": "image_url", "image_url": {"url": data_url}}`` parts (see :func:`image_to_data_url`).
-    Already-built content-part dicts are passed through.
-    """
+    """A ``{"role": "user", "content": [...]}`` message from strings, PIL images (as data URLs) and ready
+    content-part dicts, in the given order."""
     from PIL import Image
 
     if isinstance(text_and_images, (str, Image.Image)):

@@ -25,13 +25,9 @@ __all__ = ["MIEScoreAPI"]
 
 
 class MIEScoreAPI(ClosesOnExit):
-    """MIEScore behind vLLM's ``/classify`` (a server of an exported checkpoint with the plugin installed).
-
-    Args:
-        base_url: the server's OpenAI root, e.g. ``http://127.0.0.1:8000/v1`` (``/classify`` is at the server root).
-        model: the served model name.
-        checkpoint: the export folder (its ``miescore_config.json`` gives the prompt and the score settings).
-        timeout, max_retries, max_concurrency, image_format: as for ``SpatialRewardAPI``.
+    """MIEScore behind vLLM's ``/classify`` (a server of an exported checkpoint with the plugin installed):
+    ``base_url`` is the server's OpenAI root (``/classify`` is at the server root), ``checkpoint`` the export folder
+    (its ``miescore_config.json`` gives the prompt and the score settings); the rest as for ``SpatialRewardAPI``.
     """
 
     def __init__(self, base_url: str, model: str, checkpoint, timeout: float = 120.0, max_retries: int = 2,

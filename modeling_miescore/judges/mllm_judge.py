@@ -1,11 +1,5 @@
 """Zero-shot general MLLM judges of multi-source edits (MIEScore paper: Table 3, the general-purpose MLLM rows;
-Table 6, the ChatGPT / Gemini / Qwen3-VL / InternVL rows), through the call engine::
-
-    engine = CallEngine(OpenAIChatBackend(url, "gpt-5", max_concurrency=16), cache=CallCache("calls.sqlite"))
-    judge = MLLMJudge(engine, name="gpt-5")
-    judge.judge([{"sources": [a, b], "edited": out, "instruction": "Put the cat from image 2 on the sofa"}])
-    # [{"visual_quality": 72.0, "instruction_following": 65.0, "attribute_preservation": 58.0,
-    #   "overall": 64.9, "judge": "gpt-5", "failed": False, "issues": [], "reasoning": "..."}]
+Table 6, the ChatGPT / Gemini / Qwen3-VL / InternVL rows), through the call engine.
 
 The prompt (:data:`JUDGE_RUBRIC`, :func:`judge_prompt_parts`) is ours: the three dimensions and their score bands
 in the words of the paper's annotation criteria (appendix "Annotation Dimension and Criteria"; the raters' 0-5
@@ -85,8 +79,6 @@ def judge_prompt_parts(sources: Sequence[Any], edited: Any, instruction: str) ->
     parts += [f"Editing instruction: {quoted(instruction)}\n\nEdited image:", edited, "\n" + ANSWER_FORMAT]
     return parts
 
-
-# ------------------------------------------------------------------------------------------------ parsing
 
 
 @dataclass
@@ -198,22 +190,15 @@ def parse_mos_answer(text: str) -> MOSAnswer:
     return answer
 
 
-# ------------------------------------------------------------------------------------------------ the judge
-
 
 class JudgeRequestError(RuntimeError):
     """The judge's request failed for good (after retries): no answer to parse, so no prediction."""
 
 
 class MLLMJudge:
-    """A zero-shot judge of multi-source edits on top of a :class:`CallEngine` (module docstring).
-
-    Args:
-        engine: the call engine (its backend is the judge model; its cache makes runs resumable).
-        name: written as ``"judge"`` in every prediction (default: the backend's model name).
-        max_tokens: answer budget (the JSON with a short reasoning is ~100 tokens; thinking models need more).
-        temperature: 0 (default) decodes greedily, which makes the judge deterministic and its cache exact.
-    """
+    """A zero-shot judge of multi-source edits on top of a :class:`CallEngine` (whose cache makes runs
+    resumable); ``name`` is written as ``"judge"`` in every prediction. ``max_tokens``: the JSON with a short
+    reasoning is ~100 tokens, thinking models need more; ``temperature`` 0 makes the judge and its cache exact."""
 
     def __init__(self, engine: CallEngine, name: Optional[str] = None, max_tokens: int = 512,
                  temperature: float = 0.0):

@@ -154,11 +154,8 @@ class OracleConfig:
 
 @dataclass
 class OracleRequest:
-    """One policy output to verify.
-
-    ``task``: ``"sc"`` (needs ``sources``, ``edited``, ``instruction``) or ``"pq"`` (needs ``edited``).
-    ``completion``: the policy's raw generation. ``num_sources`` defaults to ``len(sources)``.
-    """
+    """One policy output (``completion``, raw) to verify: ``task`` ``"sc"`` (needs ``sources``, ``edited``,
+    ``instruction``) or ``"pq"`` (needs ``edited``); ``num_sources`` defaults to ``len(sources)``."""
 
     task: str
     completion: str
@@ -269,7 +266,6 @@ class OracleJudge:
     def close(self) -> None:
         self.client.close()
 
-    # -- one request --------------------------------------------------------------------------------------------
     def _messages(self, request: OracleRequest, prompt: str) -> List[dict]:
         parts: List[Any] = []
         if self.config.send_images:
@@ -331,7 +327,6 @@ class OracleJudge:
         return self._finish(OracleResult(value, "ok", judge_score=score, judge_reasoning=judged["reasoning"],
                                          raw_answer=answer), context)
 
-    # -- many requests ------------------------------------------------------------------------------------------
     def judge(self, requests: Sequence[OracleRequest]) -> List[OracleResult]:
         """Judge many requests concurrently (at most ``config.max_workers`` at a time), results in order."""
         requests = list(requests)

@@ -1,10 +1,6 @@
 """SpatialReward through an OpenAI-compatible chat endpoint (``vllm serve``, SGLang, hosted judges): the prompts
 (appendix D.1), parsing, aggregation and result type of the in-process ``SpatialRewardModel``; only the generation
-step differs::
-
-    # vllm serve SpatialReward/SpatialReward-8B --max-model-len 4096 --limit-mm-per-prompt '{"image": 4}'
-    judge = SpatialRewardAPI("http://127.0.0.1:8000/v1", model="SpatialReward/SpatialReward-8B")
-    results = judge.evaluate_edits([{"sources": [src], "edited": out, "instruction": "add a hat"}])
+step differs.
 
 Each sample costs ``2 x num_passes`` chat requests (SC and PQ), sent concurrently; the server batches them (vLLM's
 continuous batching and prefix caching, sec. B.2.3). A request that fails for good never raises: the sample is
@@ -66,7 +62,6 @@ def processor_sized_image(image, min_pixels: int, max_pixels: int, factor: int =
     from PIL import Image
     from torchvision.transforms.v2 import functional as tvF
 
-
     pixels = torch.from_numpy(np.array(to_rgb(image) if image.mode != "RGB" else image)).permute(2, 0, 1)[None]
     resized = tvF.resize(pixels.contiguous(), [height, width], interpolation=tvF.InterpolationMode.BICUBIC,
                          antialias=True)
@@ -78,7 +73,6 @@ def spatialreward_settings(source) -> SpatialRewardConfig:
     authors' plain Qwen3-VL one, which gets the paper's defaults) or of its ``config.json``; only the JSON is read.
     ``MIEScoreInputError`` names a path that holds no readable config."""
     from pathlib import Path
-
 
     path = Path(source)
     folder = path.parent if path.name == "config.json" else path
@@ -95,17 +89,11 @@ def spatialreward_settings(source) -> SpatialRewardConfig:
 class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
     """SpatialReward judge served behind ``POST {base_url}/chat/completions``.
 
-    Args:
-        base_url, model, api_key_env, timeout, max_retries, max_answer_bytes: for the
-            :class:`~modeling_miescore.judges.chat_client.ChatClient` (or pass ``client``); a request never waits
-            longer than ``timeout x (max_retries + 1)`` plus the back-off, and an answer over the byte limit is a
-            failed request (``sc:api_error:too_large``).
-        config: a :class:`SpatialRewardConfig` (prompts, score range, aggregation, sampling, ``max_pixels``,
-            ``failure_reward``), or a checkpoint folder / ``config.json`` to read it from
-            (:func:`spatialreward_settings`); default: the paper's settings. ``config_overrides`` replace single
-            fields.
-        max_concurrency: requests in flight at once.
-        image_format: ``"PNG"`` (lossless, default) or ``"JPEG"`` / ``"WEBP"`` (smaller requests).
+    The connection arguments (or ``client``) make its :class:`~modeling_miescore.judges.chat_client.ChatClient`: a
+    request never waits longer than ``timeout x (max_retries + 1)`` plus the back-off, and an answer over the byte
+    limit is a failed request (``sc:api_error:too_large``). ``config``: a :class:`SpatialRewardConfig`, or a
+    checkpoint folder / ``config.json`` to read it from (default: the paper's settings); ``config_overrides``
+    replace single fields. ``image_format`` PNG is lossless; JPEG / WEBP make smaller requests.
     """
 
     backend = "openai"
@@ -141,7 +129,6 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
     def close(self) -> None:
         self.client.close()
 
-    # -- requests -----------------------------------------------------------------------------------------------
     def _count(self, error: Optional[str], message: str = "", cut: bool = False, status: Optional[int] = None) -> None:
         with self._lock:
             self.stats["requests"] += 1

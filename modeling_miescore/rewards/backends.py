@@ -102,16 +102,9 @@ def miescore_value(result: dict, weights: Optional[tuple], scale: float = 0.01,
 
 
 class MIEScoreReward:
-    """A loaded :class:`~modeling_miescore.hub.modeling_miescore.MIEScoreModel` as an
-    :class:`~.groups.EditorReward`.
-
-    Args:
-        model: the scorer (``load_scorer(path, device=..., dtype=...)``).
-        weights: ``None`` (``overall``) or exponents over VQ / IF / AP (see :func:`parse_score_weights`).
-        scale: multiplies the 0-100 score (0.01 -> [0, 1]).
-        batch_size: edits per forward pass (default: the largest group, so a group's suffixes run together).
-        reuse_prefix: run each group's shared prefix once (off only to measure what it saves).
-    """
+    """A loaded :class:`~modeling_miescore.hub.modeling_miescore.MIEScoreModel` as an :class:`~.groups.EditorReward`:
+    ``weights`` None (``overall``) or exponents over VQ / IF / AP, ``scale`` multiplies the 0-100 score, ``batch_size``
+    defaults to the largest group (its suffixes run together); ``reuse_prefix`` off only to measure what it saves."""
 
     def __init__(self, model, weights=None, scale: float = 0.01, batch_size: Optional[int] = None,
                  reuse_prefix: bool = True, name: str = "miescore"):
@@ -190,15 +183,9 @@ def spatialreward_value(result: dict, aggregation: Optional[str] = None, config=
 
 
 class SpatialRewardReward:
-    """A SpatialReward scorer (``SpatialRewardModel`` or ``SpatialRewardAPI``) as an
-    :class:`~.groups.EditorReward`.
-
-    Args:
-        scorer: anything with ``evaluate_edits`` returning ``SpatialRewardResult`` objects.
-        aggregation: ``None``, ``"weighted"``, ``"min"`` or ``"arithmetic"`` (module docstring).
-        batch_size: samples per ``generate`` call (model; default the largest group) or in flight at once (API;
-            default every sample of the call, bounded by the API's ``max_concurrency``).
-    """
+    """A SpatialReward scorer (anything with ``evaluate_edits``: ``SpatialRewardModel`` or ``SpatialRewardAPI``) as
+    an :class:`~.groups.EditorReward`. ``batch_size``: samples per ``generate`` call (model; default the largest
+    group) or in flight at once (API; default every sample of the call, bounded by its ``max_concurrency``)."""
 
     def __init__(self, scorer, aggregation=None, batch_size: Optional[int] = None, name: str = "spatialreward"):
         if not hasattr(scorer, "evaluate_edits"):
@@ -260,8 +247,6 @@ def build_spatialreward_api_reward(argument: str, device=None, dtype=None, aggre
     :class:`~modeling_miescore.judges.spatialreward_api.SpatialRewardAPI` with the paper's config, or with the
     settings of the checkpoint folder ``config`` (e.g. the ``miescore export-vllm`` folder the server serves: its
     prompts, pixel range and ``max_new_tokens``); ``max_concurrency`` requests in flight (vLLM batches them)."""
-    import re
-
     match = re.match(r"^(.+)@(https?://\S+)$", argument.strip())
     if match is None:
         raise ValueError(f"spatialreward-api:{argument} must be spatialreward-api:MODEL@URL, e.g. "
@@ -289,24 +274,14 @@ def _readable(image):
 
 
 class ServedReward:
-    """``miescore serve`` replicas as an :class:`~.groups.EditorReward`.
-
-    Args:
-        base_urls: one URL, a comma-separated string or a list (``http://host:8000``).
-        api_key_env: environment variable holding the servers' API key (``miescore serve --api-key-env``).
-        weights: for a MIEScore server, exponents over VQ / IF / AP (default: ``overall``).
-        scale: for a MIEScore server, multiplies the 0-100 score (default 0.01).
-        aggregation: for a SpatialReward server, ``"weighted"`` / ``"min"`` / ``"arithmetic"`` recomputed from
-            its sub-scores (default: the server's reward).
-        timeout, max_retries, client options: for :class:`RewardClient` (``max_samples_per_request``,
-            ``replica_cooldown_s``, ``balance_slack``, ...).
-    """
+    """``miescore serve`` replicas as an :class:`~.groups.EditorReward`. ``weights`` / ``scale`` apply to a MIEScore
+    server (default ``overall`` x 0.01), ``aggregation`` to a SpatialReward server (recomputed from its sub-scores;
+    default: the server's reward); the other options go to :class:`RewardClient`."""
 
     def __init__(self, base_urls, api_key_env: Optional[str] = None, weights=None, scale: float = 0.01,
                  aggregation=None, timeout: float = 300.0, max_retries: int = 3, name: Optional[str] = None,
                  **client_options):
         import os
-
 
         api_key = None
         if api_key_env:

@@ -1,13 +1,6 @@
 """Reward callables for online RL of image editors (Flow-GRPO, DanceGRPO, TRL-style loops):
-``reward_fn(edited_images, instructions, source_images)``.
-
-- :class:`SpatialRewardFunction`: a SpatialReward scorer in this process (``SpatialRewardModel`` or
-  ``SpatialRewardAPI``) -> ``(rewards, details)``; an unusable sample gets ``failure_reward`` and is counted in
-  ``details`` (``n_failed``, ``failure_reasons``, ``issues``), only caller bugs (mismatched lengths) raise.
-- :func:`make_reward_fn`: any model behind ``miescore serve`` (one replica or several) -> ``list[float]``.
-
-These reward *image editors*; the GRPO rewards that train the SpatialReward judge itself are in
-:mod:`modeling_miescore.training.spatialreward_grpo_rewards`.
+``reward_fn(edited_images, instructions, source_images)``. These reward *image editors*; the GRPO rewards that
+train the SpatialReward judge itself are in :mod:`modeling_miescore.training.spatialreward_grpo_rewards`.
 """
 
 from __future__ import annotations
@@ -31,21 +24,10 @@ def _input_failure(value: float, num_sources: int, backend: str) -> SpatialRewar
 
 
 class SpatialRewardFunction:
-    """Batched, never-crashing reward callable around a SpatialReward scorer.
-
-    Args:
-        scorer: a ``SpatialRewardModel`` or ``SpatialRewardAPI`` (anything with ``evaluate_edits`` and
-            ``config``).
-        batch_size: samples per generate call / per in-flight API batch.
-        failure_reward: value for failed samples (default: ``scorer.config.failure_reward``, 0.0).
-
-    Calling ``fn(images, instructions, sources)`` returns ``(rewards, details)``:
-        rewards: list of floats, one per edited image, in input order.
-        details: ``{"results": [SpatialRewardResult], "n", "n_failed", "failure_rate", "failure_reasons":
-        {reason: count}, "issues": {"sc:<code>"|"pq:<code>": number of samples}, "input_errors": {index:
-        message}, "mean_reward" (over non-failed samples, None if all failed), "elapsed_s"}``.
-    :attr:`totals` accumulates ``n``, ``n_failed``, ``failure_reasons`` and ``issues`` over all calls.
-    """
+    """Batched, never-crashing reward callable around a SpatialReward scorer (anything with ``evaluate_edits`` and
+    ``config``): ``fn(images, instructions, sources) -> (rewards, details)``. An unusable sample gets
+    ``failure_reward`` (default ``scorer.config.failure_reward``) and is counted in ``details``; only caller bugs
+    (mismatched lengths) raise. :attr:`totals` accumulates the counts over all calls."""
 
     def __init__(self, scorer, batch_size: int = 8, failure_reward: Optional[float] = None):
         if not hasattr(scorer, "evaluate_edits"):
@@ -153,32 +135,20 @@ class SpatialRewardFunction:
         return spatialreward
 
 
-
-# ---------------------------------------------------------------------------------------------- over HTTP
-
-
 def make_reward_fn(base_url: str, key: str = "overall", scale: float = 0.01, api_key: str | None = None,
                    on_error: float | None = None, **client_kwargs) -> Callable[..., list[float]]:
     """A reward callable on a ``miescore serve`` server: ``reward_fn(images, instructions, sources) -> list[float]``.
 
-    ``base_url`` may name several replicas (a list or ``"http://a:8000,http://b:8000"``): each group of
-    candidates goes whole to one of them (:class:`~modeling_miescore.serving.reward_client.RewardClient`).
+    ``base_url`` may name several replicas (a list or ``"http://a:8000,http://b:8000"``). ``key`` is the result
+    field read as the reward (``overall`` for MIEScore; ``reward`` with ``scale=1.0`` for a SpatialReward server);
+    ``scale`` 0.01 maps MIEScore's 0-100 scale to [0, 1]. ``on_error`` None raises :class:`RewardServerError`
+    when the server cannot score; a float is returned for every sample of a failed call instead (the failure is
+    then silent: log it).
 
-    Args:
-        key: which result field is the reward (``overall`` for MIEScore; ``reward`` with ``scale=1.0`` for a
-            SpatialReward server, whose reward is already in [0, 1]).
-        scale: multiplies it (0.01 maps MIEScore's 0-100 scale to [0, 1]).
-        on_error: ``None`` (default) raises :class:`RewardServerError` when the server cannot score; a float
-            is returned for every sample of a failed call instead (the failure is then silent: log it).
-        client_kwargs: for :class:`~modeling_miescore.serving.reward_client.RewardClient` (``timeout``,
-            ``max_retries``, ``max_retry_wait``, ...).
-
-    ``images`` is a list (or a 4-D array/tensor) of edited images and ``instructions`` one string per image
-    (or one string for all). ``sources`` is one list of source images per image; a flat list of images is
-    read as one source per image when its length equals the number of images, else as the sources shared by
-    all images (to share exactly ``len(images)`` sources, pass ``[shared] * len(images)``). Candidates of one
-    prompt that share the same sources objects and instruction go to the server as one group.
-    ``reward_fn.client`` is the client (``reward_fn.client.close()`` when done).
+    ``sources`` is one list of source images per image; a flat list is read as one source per image when its
+    length equals the number of images, else as the sources shared by all images (to share exactly
+    ``len(images)`` sources, pass ``[shared] * len(images)``). ``reward_fn.client`` is the client (close it when
+    done).
     """
     client = RewardClient(base_url, api_key=api_key, **client_kwargs)
 

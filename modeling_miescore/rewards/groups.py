@@ -48,15 +48,9 @@ def group_key(source_ids: Sequence[str], instruction: str) -> str:
 
 @dataclass(frozen=True)
 class EditGroup:
-    """One group to reward.
-
-    Attributes:
-        key: :func:`group_key` of ``source_ids`` and ``instruction``.
-        sources: the group's source images (PIL, RGB), in the order the instruction refers to them.
-        instruction: the editing instruction.
-        edits: the G edited images (PIL, RGB) produced by the policy.
-        source_ids: stable ids of the sources (dataset ids or file hashes), for routing and logging.
-    """
+    """One group to reward: ``sources`` (PIL, RGB, in the order the instruction refers to them) and the G ``edits``
+    (PIL, RGB) the policy made; ``source_ids`` are stable ids (dataset ids or file hashes) for routing and logging,
+    ``key`` is their :func:`group_key` with the instruction."""
 
     key: str
     sources: tuple
@@ -67,14 +61,9 @@ class EditGroup:
 
 @dataclass
 class GroupScores:
-    """Rewards of one group, aligned with ``group.edits``.
-
-    Attributes:
-        rewards: one float per edit (higher is better; the reward's own scale), or ``None`` where it failed.
-        failures: ``None`` for a valid sample, else a short reason (``"http_error"``, ``"unparsable"``,
-            ``"nan"``, ``"unreadable_image"``, ...).
-        components: optional named parts per edit for logging (``"visual_quality"``, ``"sc"``, ``"pq"`` ...).
-    """
+    """Rewards of one group, aligned with ``group.edits``: a float per edit (higher is better; the reward's own
+    scale) or ``None`` with a short reason in ``failures`` (``"http_error"``, ``"nan"``, ``"unreadable_image"``, ...);
+    ``components`` are optional named parts per edit for logging (``"visual_quality"``, ``"sc"``, ...)."""
 
     rewards: List[Optional[float]]
     failures: List[Optional[str]]

@@ -1,9 +1,7 @@
-"""``--reward`` specs -> :class:`~.groups.EditorReward` objects, one registry of reward kinds.
+"""``--reward`` specs -> :class:`~.groups.EditorReward` objects, one registry of reward kinds (:data:`REWARD_KINDS`).
 
-A spec is ``KIND:ARGUMENT``; each kind is declared once in :data:`REWARD_KINDS` with its builder, the options it
-takes, its syntax and its help (``miescore:CKPT``, ``spatialreward:CKPT``, ``spatialreward-api:MODEL@URL``,
-``serve:URL[,URL...]``, :mod:`.backends`), and ``module:function`` is a plain ``fn(images, instructions, sources)
--> list[float]`` (a non-finite value or a non-number is a failed sample, a wrong length an error).
+A spec is ``KIND:ARGUMENT``, or ``module:function`` for a plain ``fn(images, instructions, sources) -> list[float]``
+(a non-finite value or a non-number is a failed sample, a wrong length an error).
 
 A **weighted sum** is ``W*SPEC + W*SPEC ...`` (``"0.7*miescore:ckpt + 0.3*my_pkg.rewards:redness"``; a term
 starts at a ``+`` followed by ``NUMBER*``), or a list of terms (a Python list from a YAML config, a JSON/YAML list
@@ -142,7 +140,6 @@ def _check_not_a_mistyped_kind(spec: str, kind: str) -> None:
     """``spatialreword:CKPT`` is not read as ``module:function``: a prefix that is no importable module and is
     close to a kind's name is reported with that kind."""
     import importlib.util
-
 
     if "." in kind or not kind.isidentifier() and "-" not in kind:
         return  # a dotted module path: a callable (import_callable reports it if it is not there)

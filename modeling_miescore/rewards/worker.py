@@ -1,15 +1,8 @@
 """Rewards computed in the background: batch k is scored while batch k+1 is sampled.
 
-:class:`RewardWorker` runs an :class:`~.groups.EditorReward` on one worker thread (a reward model on
-another device, an HTTP reward server, a callable); :meth:`RewardWorker.submit` returns a :class:`RewardFuture`
-(a ``concurrent.futures.Future``) of the groups' scores. Calls run one at a time, in submission order::
-
-    with RewardWorker(build_reward("serve:http://gpu-a:8000,http://gpu-b:8000")) as worker:
-        pending = worker.submit(groups_k)          # scored while the policy samples batch k+1
-        groups_next = sample(batch_k_plus_1)
-        scores = pending.result()                  # raises what the reward raised (RewardUnavailableError, ...)
-        log(reward_s=pending.reward_seconds, waited_s=pending.waited_seconds)
-    worker.timing.hidden_fraction                  # share of the reward time the sampling hid
+Runs an :class:`~.groups.EditorReward` on one worker thread (a reward model on another device, an HTTP reward
+server, a callable): :meth:`RewardWorker.submit` returns a :class:`RewardFuture` of the groups' scores; calls run
+one at a time, in submission order.
 
 A reward's exception, any ``BaseException``, reaches the caller through the future's ``result()``: a reward that
 raises ``SystemExit``, or calls ``os._exit`` (:class:`RewardExitError`; one from C code cannot be caught), fails its
@@ -133,10 +126,8 @@ def check_scores(scores, groups: Sequence[EditGroup], name: str, value_range=Non
 
 
 class RewardWorker:
-    """``submit(groups) -> RewardFuture`` on one background thread (calls run in submission order). Use as a
-    context manager, or call :meth:`close`: it waits for pending calls, then closes the reward; leaving the
-    ``with`` block by an exception cancels calls not started yet and waits at most ``drain_seconds`` for the
-    running one (module docstring)."""
+    """``submit(groups) -> RewardFuture`` on one background thread; a context manager, or call :meth:`close`
+    (waits for pending calls, then closes the reward)."""
 
     def __init__(self, reward: EditorReward, drain_seconds: float = 60.0):
         self.reward = reward

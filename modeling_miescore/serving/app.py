@@ -1,19 +1,16 @@
 """The HTTP reward server (``miescore serve``): the Starlette app, the connection guard below it, and a server on
 a background thread (tests, notebooks, a reward server inside a training job).
 
-Endpoints (:func:`create_app`): ``POST /v1/score`` (one edit, JSON or multipart), ``POST /v1/score_groups``
-(``{"groups": [...], "samples": [...]}`` -> ``{"results": [...]}``, groups first), ``GET /health`` (503 while
-draining; model, queue and limits only with the key when one is set) and ``GET /metrics`` (Prometheus; with the
-key unless ``public_metrics``). Every accepted request gets exactly one response; errors are ``{"error":
-{"field", "message", "kind"}}`` with a 4xx/5xx status, and a client that went away is recorded as 499. No pickle
-bodies (they run code on the server), no model call per request: every sample goes on one queue
-(:mod:`.reward_service`). Starlette rather than FastAPI, because the handlers read the body themselves (byte
-limit while streaming, body timeout, disconnects, multipart part limits) and answer errors in their own shape.
+Endpoints (:func:`create_app`): ``POST /v1/score``, ``POST /v1/score_groups``, ``GET /health`` (503 while
+draining) and ``GET /metrics`` (with the key unless ``public_metrics``). Every accepted request gets exactly one
+response; errors are ``{"error": {"field", "message", "kind"}}`` with a 4xx/5xx status, and a client that went
+away is recorded as 499. No pickle bodies (they run code on the server). Starlette rather than FastAPI, because
+the handlers read the body themselves (byte limit while streaming, body timeout, disconnects, multipart part
+limits) and answer errors in their own shape.
 
-Below the app, :func:`guarded_protocol` (uvicorn's h11 protocol, whatever parser is installed) closes a connection
-whose request headers are not complete ``header_timeout_s`` after it connected (408 once part of a request
-arrived) and answers 503 to a connection beyond ``max_connections``, a cap kept below the file-descriptor limit:
-uvicorn's own timers leave stalled sockets open until ``accept()`` fails with EMFILE.
+:func:`guarded_protocol` times out stalled request headers (408 once part of a request arrived) and answers 503
+beyond a connection cap kept below the file-descriptor limit: uvicorn's own timers leave stalled sockets open
+until ``accept()`` fails with EMFILE.
 """
 
 from __future__ import annotations
@@ -103,8 +100,6 @@ class _MetricsMiddleware:
             record()
 
 
-# ---------------------------------------------------------------------------------------------- routes
-
 
 async def _scored(request: Request, endpoint: str) -> Response:
     service: RewardService = request.app.state.service
@@ -169,11 +164,8 @@ async def _lifespan(app: Starlette):
 
 
 def create_app(backend: ScorerBackend, settings: ServerSettings | None = None) -> Starlette:
-    """The Starlette app serving ``backend``; ``app.state.service`` is its
-    :class:`~modeling_miescore.serving.reward_service.RewardService`.
-
-    The batching worker starts and stops with the app's lifespan (uvicorn runs it; so does
-    ``starlette.testclient.TestClient`` used as a context manager).
+    """The Starlette app serving ``backend``; ``app.state.service`` is its RewardService. The batching worker
+    starts and stops with the app's lifespan (uvicorn, or ``starlette.testclient.TestClient`` as a context manager).
     """
     settings = settings or ServerSettings()
     service = RewardService(backend, settings)
@@ -347,11 +339,8 @@ def uvicorn_options(settings: ServerSettings, metrics=None) -> dict:
 
 
 class BackgroundServer:
-    """A uvicorn server on a background thread; a context manager (start on enter, graceful stop on exit).
-
-    For an app from :func:`~modeling_miescore.serving.app.create_app`, the connection guard of its settings
-    (header timeout, connection cap, keep-alive timeout) applies, as in ``miescore serve``.
-    """
+    """A uvicorn server on a background thread; a context manager (start on enter, graceful stop on exit). For an
+    app from :func:`create_app`, its settings' connection guard applies, as in ``miescore serve``."""
 
     def __init__(self, app, host: str = "127.0.0.1", port: int = 0, **config_kwargs):
         import uvicorn
@@ -406,11 +395,7 @@ class BackgroundServer:
 def serve_in_background(backend_or_app, settings: ServerSettings | None = None, host: str = "127.0.0.1",
                         port: int = 0, **config_kwargs) -> BackgroundServer:
     """A reward server on a thread, started by ``with`` (or :meth:`BackgroundServer.start`); ``port=0`` picks a
-    free port.
-
-    ``backend_or_app``: a :class:`~modeling_miescore.serving.backends.ScorerBackend` (served with ``settings``)
-    or an app from :func:`~modeling_miescore.serving.app.create_app`.
-    """
+    free port. ``backend_or_app``: a ScorerBackend (served with ``settings``) or an app from :func:`create_app`."""
     app = backend_or_app if hasattr(backend_or_app, "state") else create_app(backend_or_app, settings)
     return BackgroundServer(app, host=host, port=port, **config_kwargs)
 

@@ -18,22 +18,14 @@ __all__ = ["ScorerBackend", "MIEScoreBackend", "SpatialRewardBackend", "Callable
 
 
 class ScorerBackend:
-    """What the server needs from a model: score a list of loaded samples, in order.
+    """What the server needs from a model: :meth:`score_samples` on a list of loaded samples, in order.
 
-    Subclasses implement :meth:`score_samples`; it runs in one worker thread (never concurrently with
-    itself), gets at most ``max_batch`` samples whose images are already RGB ``PIL.Image`` objects, and
-    returns one JSON-serialisable dict per sample, in input order. Raising fails the batch; the server then
-    retries each sample alone so that one bad sample does not fail the others.
-
-    :meth:`prepare` splits a batch into the work before the model (on the server's preparing thread) and the
-    model call; a backend whose ``prepare`` does real work sets ``prepares = True``.
-
-    ``max_pixels`` is the model's pixel budget per image (its processor resizes every image to at most that);
-    the server decodes larger uploads reduced towards it (never below it). None: decode at full size.
-
-    A backend with ``accepts_group_ids = True`` is called as ``score_samples(samples, group_ids=...)``: one
-    id per sample, equal for samples that share sources and instruction (a content hash of the uploaded
-    source bytes and the instruction), so it can run their shared prefix once.
+    It runs in one worker thread (never concurrently with itself), gets at most ``max_batch`` samples with RGB
+    ``PIL.Image`` images and returns one JSON-serialisable dict per sample; raising fails the batch, which the
+    server then retries sample by sample so that one bad sample does not fail the others. ``max_pixels`` is the
+    model's pixel budget per image: the server decodes larger uploads reduced towards it (None: full size). With
+    ``accepts_group_ids`` it is called with ``group_ids=``, equal for samples sharing sources and instruction (a
+    content hash of the uploaded source bytes and the instruction), so it can run their shared prefix once.
     """
 
     name = "backend"
@@ -45,12 +37,8 @@ class ScorerBackend:
         raise NotImplementedError
 
     def prepare(self, samples: list[EditSample], group_ids: list | None = None) -> Callable[[], list]:
-        """The work before the model for one batch; returns the call that scores it.
-
-        The server runs ``prepare`` on its preparing thread, while the model thread may still run the previous
-        batch, and then the returned call on the model thread. Default: nothing to prepare, the call is
-        :meth:`score_samples` (with ``group_ids`` when the backend takes them).
-        """
+        """The work before the model for one batch (on the preparing thread, while the model thread may still
+        run the previous batch); returns the call that scores it. Default: :meth:`score_samples`."""
         if group_ids is not None and self.accepts_group_ids:
             return functools.partial(self.score_samples, samples, group_ids=group_ids)
         return functools.partial(self.score_samples, samples)
@@ -60,12 +48,9 @@ class ScorerBackend:
 
 
 class MIEScoreBackend(ScorerBackend):
-    """A loaded :class:`MIEScoreModel`: ``score_batch`` per server batch (see :func:`score_by_shared_prefix`).
-
-    :meth:`prepare` builds the model inputs (``prepare_batch``: tokenising, image preprocessing, prefix groups)
-    on the server's preparing thread, so the model thread only runs ``score_prepared``; checkpoints whose code
-    predates that split are scored by ``score_batch`` on the model thread.
-    """
+    """A loaded :class:`MIEScoreModel`: ``score_batch`` per server batch. :meth:`prepare` runs ``prepare_batch``
+    on the preparing thread so the model thread only runs ``score_prepared``; checkpoints whose code predates that
+    split are scored by ``score_batch`` on the model thread."""
 
     name = "miescore"
 

@@ -1,32 +1,12 @@
-"""The reward server's monitoring: Prometheus metrics (one ``CollectorRegistry`` per server, so two servers in
-one process never share counts) and rate-limited logs.
+"""The reward server's monitoring: Prometheus metrics at ``GET /metrics`` (one ``CollectorRegistry`` per server,
+so two servers in one process never share counts) and rate-limited logs.
 
-Exposed at ``GET /metrics`` (Prometheus text format, :data:`CONTENT_TYPE`):
+``miescore_requests_total`` has status 499 for a client that went away; ``miescore_failures_total`` counts by
+``kind`` (:data:`FAILURE_KINDS`, all present from the first scrape at 0), ``header_timeout`` and
+``too_many_connections`` counting connections closed before a request reached the app.
 
-====================================  =========  ============================================================
-name                                  type       meaning
-====================================  =========  ============================================================
-miescore_requests_total               counter    HTTP responses, labels ``endpoint`` (a route path or
-                                                 ``other``) and ``status`` (499 = the client went away)
-miescore_request_duration_seconds     histogram  request start to response, label ``endpoint``
-miescore_batch_size                   histogram  samples per model call (dynamic batching)
-miescore_batch_duration_seconds       histogram  wall time of one model call
-miescore_queue_wait_seconds           histogram  time a sample waits before its model call
-miescore_queue_depth                  gauge      samples waiting for a model call
-miescore_inflight_requests            gauge      requests being handled now (a /metrics scrape counts itself)
-miescore_open_connections             gauge      HTTP connections open now (refused ones included until closed)
-miescore_samples_scored_total         counter    samples the model scored
-miescore_failures_total               counter    failed requests or samples, label ``kind`` (:data:`FAILURE_KINDS`,
-                                                 all present from the first scrape at 0); ``header_timeout`` and
-                                                 ``too_many_connections`` count connections closed before a
-                                                 request reached the app
-miescore_draining                     gauge      1 while the server shuts down (new requests get 503)
-====================================  =========  ============================================================
-
-:func:`install_log_rate_limit` puts a :class:`RepeatedMessageFilter` on the loggers the server writes to
-(asyncio's, uvicorn's, ours): a flood of identical errors (EMFILE on ``accept()``, a client hammering a broken
-request) lets ``burst`` records of one kind through per ``interval_s``, then one summary line, then none; the
-next interval says how many were dropped.
+:func:`install_log_rate_limit`: a flood of identical errors (EMFILE on ``accept()``, a client hammering a broken
+request) lets ``burst`` records of one kind through per ``interval_s``, then one summary line, then none.
 """
 
 from __future__ import annotations
@@ -53,11 +33,7 @@ FAILURE_KINDS = (
 
 
 class ServerMetrics:
-    """The metrics of one reward server, in their own registry; :meth:`render` gives the text exposition.
-
-    The attributes are ``prometheus_client`` metrics: ``metrics.requests.labels(endpoint=..., status=...)
-    .inc()``, ``metrics.batch_size.observe(n)``, ``metrics.queue_depth.set(n)``. They are thread-safe.
-    """
+    """The metrics of one reward server (thread-safe ``prometheus_client`` metrics) in their own registry."""
 
     def __init__(self, prefix: str = "miescore"):
         self.registry = CollectorRegistry(auto_describe=True)

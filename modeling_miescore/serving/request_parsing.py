@@ -1,13 +1,8 @@
 """Score requests -> decoded samples at bounded cost, and the one error type the server answers with.
 
-The JSON bodies of ``/v1/score`` and ``/v1/score_groups`` are validated by pydantic models; multipart uploads to
-``/v1/score`` are read into the same form. An image is first opened lazily (:class:`UploadedImage`: format and
-size from the header, the per-image limits checked), then the request's pixel budgets are checked from the headers
-before anything is decoded (:func:`check_pixel_budgets`), then ``image_io.decode_image`` decodes it, reduced
-towards the model's ``max_pixels`` while decoding so the model's own resize does the final step.
-
-Every problem is a :class:`RequestError` naming the field (``"sources[1]"``, ``"groups[0].edited[2]"``,
-``"body"``): 413 ``too_large`` for a limit, 415 for a media type, 422 for malformed content.
+An image's header is read, and its limits and the request's pixel budgets checked, before anything is decoded.
+Every problem is a :class:`RequestError` naming the field: 413 ``too_large`` for a limit, 415 for a media type,
+422 for malformed content.
 """
 
 from __future__ import annotations
@@ -35,11 +30,8 @@ STATUS_CLIENT_CLOSED = 499  # nginx's "client closed request": recorded, never s
 
 
 class RequestError(Exception):
-    """An error answered to the client as ``{"error": {"field", "message", "kind"}}`` with ``status``.
-
-    ``kind`` is one of :data:`~modeling_miescore.serving.monitoring.FAILURE_KINDS`; ``field`` names the
-    offending part of the request (``"sources[1]"``, ``"groups[0].edited[2]"``, ``"body"``, a header) or is None.
-    """
+    """An error answered to the client as ``{"error": {"field", "message", "kind"}}`` with ``status``; ``kind`` is
+    one of :data:`~modeling_miescore.serving.monitoring.FAILURE_KINDS`, ``field`` the offending part or None."""
 
     def __init__(self, status: int, kind: str, message: str, field: str | None = None,
                  headers: dict[str, str] | None = None):
@@ -154,8 +146,6 @@ class ParsedSample:
     field: str | None = None
 
 
-# ---------------------------------------------------------------------------------------------- field types
-
 
 def _settings(info: ValidationInfo) -> ServerSettings:
     return info.context["settings"]
@@ -232,8 +222,6 @@ Instruction = Annotated[str, AfterValidator(_instruction)]
 SourceImages = Annotated[list[ImageData], BeforeValidator(_source_list)]
 
 
-# ---------------------------------------------------------------------------------------------- request models
-
 
 class ScoreBody(BaseModel):
     """``POST /v1/score``: one edit. Fields are validated in this order; unknown fields are ignored."""
@@ -266,8 +254,6 @@ class ScoreGroupsBody(BaseModel):
     groups: list[EditGroup] = []
     samples: list[GroupedSample] = []
 
-
-# ---------------------------------------------------------------------------------------------- validation errors
 
 
 def _field_name(loc: tuple) -> str:
@@ -305,8 +291,6 @@ def _validate(model: type[BaseModel], data, settings: ServerSettings, *, json_te
     except ValidationError as err:
         raise _as_request_error(err) from None
 
-
-# ---------------------------------------------------------------------------------------------- images
 
 
 @dataclasses.dataclass
@@ -393,8 +377,6 @@ def _decoded(pending: list[_UndecodedSample], settings: ServerSettings,
     check_pixel_budgets(([*one.sources, one.edited] for one in pending), settings)
     return [one.decoded(target_pixels) for one in pending]
 
-
-# ---------------------------------------------------------------------------------------------- the request body
 
 
 def parse_json_body(body: bytes, endpoint: str, settings: ServerSettings,

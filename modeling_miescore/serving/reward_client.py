@@ -1,20 +1,8 @@
-"""Client for the MIEScore reward server (``miescore serve``), one replica or several::
+"""Client for the MIEScore reward server (``miescore serve``), one replica or several (docs/serving.md).
 
-    from modeling_miescore.serving.reward_client import RewardClient
-
-    with RewardClient("http://127.0.0.1:8000") as client:
-        client.score(["src.png"], "edited.png", "Put the cat from image 1 on the sofa")   # -> dict of scores
-
-    with RewardClient(["http://gpu-a:8000", "http://gpu-b:8000"]) as client:          # replicas
-        client.score_groups([{"sources": [...], "instruction": "...", "edited": [...]}])  # one list per group
-
-With several replicas each group goes whole to one replica (its shared prompt prefix then runs once there),
-chosen by rendezvous hashing of the group's key with bounded loads (each replica capped at ``(1 + slack)`` times
-its even share of the edits; Mirrokni, Thorup and Zadimoghaddam, SODA 2018). A replica that is unreachable, too
-slow or still overloaded after the retries is skipped for a while; when none is left, :class:`RewardReplicasDown`
-names each replica's last error. Images (paths, bytes, PIL, numpy arrays or torch tensors) go as base64 of their
-file bytes or as lossless PNG; answers are read within ``utils.http_bounds`` (:class:`BoundedHTTPClient`, no
-redirect followed) and matched to edits by their ``group`` / ``index`` labels.
+Each group goes whole to one replica, chosen by rendezvous hashing of its key with bounded loads (Mirrokni,
+Thorup and Zadimoghaddam, SODA 2018), so its shared prompt prefix runs once there. Images go as base64 of their
+file bytes or as lossless PNG.
 """
 
 from __future__ import annotations
@@ -197,16 +185,10 @@ def preference_order(key: str, urls: Sequence[str]) -> List[int]:
 
 def assign_groups(keys: Sequence[str], sizes: Sequence[int], candidates: Sequence[Sequence[int]],
                   urls: Sequence[str], slack: float = 0.1) -> List[int]:
-    """One replica index per group.
-
-    Args:
-        keys: a stable key per group (the editor-RL group key, or a content hash of sources + instruction).
-        sizes: edits per group (the load a group puts on its replica).
-        candidates: per group, the replicas it may go to (the live ones it has not failed on yet); non-empty.
-        urls: every replica's URL (the hashing is over URLs, so indices may change, preferences do not).
-        slack: each replica takes at most ``ceil((1 + slack) * total / replicas)`` edits (never less than the
-            largest group), largest groups placed first; a group that fits nowhere goes to its least-loaded
-            candidate.
+    """One replica index per group: ``keys`` a stable key per group, ``sizes`` its edits, ``candidates`` the
+    replicas it may go to (non-empty). Each replica takes at most ``ceil((1 + slack) * total / replicas)`` edits
+    (never less than the largest group), largest groups first; a group that fits nowhere goes to its least-loaded
+    candidate.
     """
     if slack < 0:
         raise ValueError(f"slack must be >= 0, got {slack}")
@@ -318,22 +300,14 @@ def base_urls(base_url) -> list[str]:
 class RewardClient(BoundedHTTPClient):
     """Talks to ``miescore serve`` over HTTP (JSON with base64 images; never pickle).
 
-    Args:
-        base_url: e.g. ``http://127.0.0.1:8000``; several replicas as a list or a comma-separated string.
-        api_key: sent as ``Authorization: Bearer <key>`` (for servers started with ``--api-key-env``).
-        timeout: seconds for one HTTP call (connect + send + wait for scores).
-        max_retries: extra attempts after a retryable answer (``retry_statuses``) or a connection failure.
-        max_retry_wait: upper bound (s) on one wait between attempts, whatever ``Retry-After`` says.
-        backoff: first wait (s) when the server sends no ``Retry-After``; doubles per attempt.
-        max_samples_per_request: larger batches are split into several requests.
-        max_pixels_per_request: so are batches whose images (width x height, a group's sources once) add up to
-            more: the server's ``--max-request-pixels`` (its default here); a group is split only if it alone
-            is larger.
-        transport: an ``httpx`` transport (tests pass ``httpx.MockTransport``).
-        retry_statuses: statuses retried on the same replica (default 429 and 503, which the server answers
-            with a ``Retry-After``); an error that names the one sample it is about is never retried.
-        replica_cooldown_s: a replica that failed is skipped this long (unless no other is left).
-        balance_slack: a replica takes at most ``1 + balance_slack`` times its even share of a call's edits.
+    ``base_url`` is one URL, a list or a comma-separated string of replicas. ``timeout`` is seconds for one HTTP
+    call (connect + send + wait for scores); ``max_retry_wait`` bounds one wait between attempts (s) whatever
+    ``Retry-After`` says, ``backoff`` is the first wait (s) without one, doubled per attempt. Larger batches are
+    split to fit ``max_samples_per_request`` and ``max_pixels_per_request`` (width x height, a group's sources
+    counted once; the server's ``--max-request-pixels``); a group is split only if it alone is larger.
+    ``retry_statuses`` are retried on the same replica, except an error naming the one sample it is about. A failed
+    replica is skipped for ``replica_cooldown_s`` (unless no other is left); a replica takes at most
+    ``1 + balance_slack`` times its even share of a call's edits.
     """
 
     def __init__(self, base_url, api_key: str | None = None, timeout: float = 300.0, max_retries: int = 5,
@@ -431,8 +405,6 @@ class RewardClient(BoundedHTTPClient):
             return result
         raise RewardReplicasDown(errors)
 
-    # -- API
-
     def health(self, replica: int = 0) -> dict:
         """``GET /health`` of one replica (the first by default)."""
         return self._json(self._request("GET", "/health", replica=replica), replica, "/health")[0]
@@ -469,13 +441,10 @@ class RewardClient(BoundedHTTPClient):
         """Score groups ``{"sources", "instruction", "edited": [images]}`` (e.g. the G candidates of one RL
         prompt) -> one list of results per group, in the order of its edited images.
 
-        Args:
-            keys: one stable key per group for choosing its replica (default: a hash of its sources' bytes and
-                its instruction).
-            isolate_failures: when the server refuses or fails on some edits (a 4xx/5xx naming the sample, or
-                one that names none), the others are scored without them and each such edit's slot holds a
-                :class:`RewardServerError` (its ``status``, ``kind`` and ``message``); otherwise the first such
-                error raises. Either way a wrong API key or URL raises, and so does :class:`RewardReplicasDown`.
+        ``keys`` (default: a hash of sources' bytes and instruction) choose each group's replica. With
+        ``isolate_failures`` an edit the server refuses or fails on holds a :class:`RewardServerError` in its slot
+        and the others are scored without it; otherwise the first such error raises. A wrong API key or URL raises
+        either way, and so does :class:`RewardReplicasDown`.
         """
         encode = EncodeCache()
         encoded = []
@@ -487,8 +456,6 @@ class RewardClient(BoundedHTTPClient):
                             "instruction": group["instruction"],
                             "edited": [encode(e) for e in as_image_list(group["edited"])]})
         return self._score_encoded_groups(encoded, encode.pixels, keys, isolate_failures)
-
-    # -- groups over replicas
 
     def _group_parts(self, group: dict, pixels: dict[str, int]) -> list[tuple[dict, list[int], int]]:
         """A group as ``(part, edit positions, pixels)`` pieces within the per-request limits (one piece unless

@@ -1,13 +1,5 @@
 """The reward server's request lifecycle apart from HTTP routing: body limits, decoding, dynamic batching,
-waiting for the scores, graceful drain.
-
-:class:`BatchScheduler` keeps one queue of samples and one worker: it takes the oldest sample and waits until
-``max_batch`` samples are queued or ``max_wait_ms`` has passed (a little longer for requests that arrived by then
-but are still being decoded), prepares the batch on the preparing thread (tokenising, image preprocessing,
-prefix groups) and scores it on the model thread, which runs nothing but the model. An editor's G candidates
-sent as concurrent requests are thus one model call. :class:`RewardService` reads a body within its size and time
-limits, decodes it on other threads, waits for its scores (bounded by a timeout and by the client going away),
-and on shutdown answers new requests 503 while every accepted request is answered.
+waiting for the scores, graceful drain (new requests get 503 while every accepted one is answered).
 """
 
 from __future__ import annotations
@@ -76,9 +68,10 @@ class Job:
 
 
 class BatchScheduler:
-    """Dynamic batching (module docstring): one asyncio queue of samples, one worker, one model call at a time in
-    a thread. Samples with the same prefix (sources + instruction) stay adjacent in a batch, in arrival order, so
-    ``score_batch`` can reuse their prefix."""
+    """Dynamic batching: one queue of samples, one worker. A batch waits for ``max_batch`` samples or
+    ``max_wait_ms``, is prepared on the preparing thread and scored on the model thread, which runs nothing but
+    the model, so an editor's G candidates sent as concurrent requests are one model call. Samples with the same
+    prefix (sources + instruction) stay adjacent, in arrival order, so ``score_batch`` can reuse their prefix."""
 
     def __init__(self, backend: ScorerBackend, settings: ServerSettings, metrics: ServerMetrics):
         self.backend, self.settings, self.metrics = backend, settings, metrics
@@ -96,8 +89,6 @@ class BatchScheduler:
         self._decoding: list[float] = []  # arrival times of requests being parsed and decoded now
         self._last_call_s = DECODE_GRACE_S[1]  # duration of the last model call
         self.loop: asyncio.AbstractEventLoop | None = None
-
-    # -- lifecycle (called on the event loop)
 
     def start(self):
         self.loop = asyncio.get_running_loop()
@@ -138,8 +129,6 @@ class BatchScheduler:
                 job.future.set_exception(JobFailed(error))
         self._pending.clear()
         self._update_depth()
-
-    # -- submission
 
     @property
     def depth(self) -> int:
@@ -193,8 +182,6 @@ class BatchScheduler:
         for job in jobs:
             if not job.future.done():
                 job.future.cancel()
-
-    # -- the worker
 
     def _take(self) -> list[Job]:
         batch: list[Job] = []
@@ -358,8 +345,6 @@ class RewardService:
         self._drain_timer: asyncio.TimerHandle | None = None
         self._decoders: ThreadPoolExecutor | None = None
 
-    # -- lifecycle
-
     async def startup(self):
         self._decoders = ThreadPoolExecutor(self.settings.decode_workers, thread_name_prefix="miescore-decode")
         self.scheduler.start()
@@ -388,8 +373,6 @@ class RewardService:
             self._drain_timer = self.scheduler.loop.call_later(delay, self.scheduler.fail_all, RequestError(
                 503, "shutting_down", "server shut down before this request was scored; retry on another replica",
                 None, {"Retry-After": str(self.settings.retry_after_s)}))
-
-    # -- request steps
 
     def check_accepting(self):
         if self.draining:

@@ -1,8 +1,6 @@
-"""The Space's inputs: Gradio values (gallery entries, uploads, inline data URLs) -> checked RGB images + text,
-and the example edits as PNG files (Gradio examples need files).
-
-Errors are :class:`SpaceInputError` / ``image_io.ImageLoadError`` with a message for an end user: images are
-named by their role ("Source image 2"), never by the temporary upload path.
+"""The Space's inputs: Gradio values -> checked RGB images + text, and the example edits as PNG files (Gradio
+examples need files). Error messages are for an end user: images are named by their role ("Source image 2"), never
+by the temporary upload path.
 """
 
 from __future__ import annotations
@@ -31,11 +29,8 @@ class SpaceInputError(MIEScoreInputError):
 
 
 def _file_image(value: Any) -> Any:
-    """An image as Gradio hands it over unprocessed -> something :func:`load_image` reads.
-
-    ``FileData``-like dicts give their ``path`` (Gradio has already checked that it is an upload or cache
-    file); inline ``data:`` URLs are decoded in memory; paths, PIL images and arrays pass through.
-    """
+    """An image as Gradio hands it over unprocessed -> something ``open_image`` reads. A ``FileData``-like dict
+    gives its ``path`` (Gradio has already checked that it is an upload or cache file)."""
     if isinstance(value, Mapping):
         if value.get("path"):
             return value["path"]
@@ -47,7 +42,7 @@ def _file_image(value: Any) -> Any:
 
 
 def _decode_data_url(url: str):
-    """An inline ``data:`` URL -> a lazily decoded image, identified among ``image_io``'s allowed formats only."""
+    """An inline ``data:`` URL -> a lazily decoded image (``image_io``'s allowed formats only)."""
     try:
         raw = base64.b64decode(url.split(",", 1)[1], validate=False)
         return open_image_bytes(raw, "inline image data")
@@ -56,8 +51,8 @@ def _decode_data_url(url: str):
 
 
 def _gallery_item_path(item: Any) -> Any:
-    """A gallery entry -> the image it holds: ``(media, caption)`` tuples, ``{"image": FileData, "caption"}``
-    dicts (Gradio's unprocessed gallery value) and bare paths / PIL images / arrays are all accepted."""
+    """A gallery entry (a ``(media, caption)`` tuple, Gradio's unprocessed ``{"image", "caption"}`` dict or a bare
+    image) -> the image it holds."""
     if isinstance(item, (tuple, list)) and item:
         item = item[0]
     if isinstance(item, Mapping) and ("image" in item or "video" in item):
@@ -97,13 +92,8 @@ def load_edit_inputs(
     max_image_pixels: int = SPACE_MAX_IMAGE_PIXELS,
     max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS,
 ) -> tuple[list, Any, str]:
-    """Check and load the Space's inputs.
-
-    Returns ``(source_images, edited_image, instruction)`` with RGB PIL images at full size (regions are drawn
-    on the edited one). Every header is checked (format, size, aspect ratio, the pixels of all images together
-    against ``max_sample_pixels``) before any image is decoded. Raises :class:`SpaceInputError` (or
-    :class:`ImageLoadError` with the image named by its role) with a message fit for an end user.
-    """
+    """``(source_images, edited_image, instruction)``, RGB PIL images at full size (regions are drawn on the edited
+    one); every header is checked before any image is decoded."""
     images = gallery_images(sources)
     if not images:
         raise SpaceInputError("No source images: add 1 to %d source images (the inputs of the edit)." % max_sources)
@@ -147,7 +137,7 @@ def _as_role(role: str, space_limit: int, step, image: Any, *args, **kwargs):
 
 @dataclass
 class ExampleRow:
-    """One example edit as files: its id, source PNG paths, edited PNG path, instruction and a one-line note."""
+    """One example edit as files (PNG paths)."""
 
     id: str
     sources: list[str]
@@ -157,11 +147,8 @@ class ExampleRow:
 
 
 def write_example_files(folder: str | os.PathLike, max_side: int = 384) -> list[ExampleRow]:
-    """Write the bundled example edits (real photos, :func:`modeling_miescore.data.example_edits.example_edits`) as PNG.
-
-    Files already written by an earlier start are reused; each file is written atomically
-    (``utils.atomic_files``), so two processes starting together never see a half-written PNG.
-    """
+    """Write the bundled example edits as PNG; files of an earlier start are reused, each written atomically (two
+    processes starting together never see a half-written PNG)."""
     folder = Path(folder) / f"max{max_side}"  # a different size never reuses stale files
     folder.mkdir(parents=True, exist_ok=True)
     rows = []

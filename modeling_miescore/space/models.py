@@ -1,10 +1,8 @@
 """The Space's models: which repos it serves (``space_models.json``), loading on first use, ZeroGPU.
 
-``space_models.json`` sits beside the Space's ``app.py`` (``{"model": "org/miescore-8b" | null,
-"spatialreward_model": ...}``); the app uses it when the environment (``MIESCORE_MODEL``,
-``SPATIALREWARD_MODEL``) names no model. On ZeroGPU hardware a GPU is attached only while a function decorated
-with ``spaces.GPU`` runs (the platform sets ``SPACES_ZERO_GPU``): models load at start-up on ``"cuda"`` and every
-model call is decorated; elsewhere :func:`gpu_function` returns the function unchanged.
+``space_models.json`` sits beside the Space's ``app.py``; the app uses it when the environment
+(``MIESCORE_MODEL``, ``SPATIALREWARD_MODEL``) names no model. On ZeroGPU hardware a GPU is attached only while a
+function decorated with ``spaces.GPU`` runs: models load at start-up on ``"cuda"`` and every model call is decorated.
 """
 
 from __future__ import annotations
@@ -28,10 +26,7 @@ def space_models_text(model: str | None, spatialreward_model: str | None) -> str
 
 
 def read_space_models(folder: str | os.PathLike) -> dict:
-    """``{"model": ..., "spatialreward_model": ...}`` from ``folder/space_models.json``; ``{}`` when absent.
-
-    Raises :class:`MIEScoreInputError` naming the file when it is not the expected JSON object.
-    """
+    """``{"model": ..., "spatialreward_model": ...}`` from ``folder/space_models.json``; ``{}`` when absent."""
     path = Path(folder) / SPACE_MODELS_FILE
     if not path.is_file():
         return {}
@@ -50,19 +45,15 @@ MIESCORE_CHOICE, SPATIALREWARD_CHOICE = "MIEScore", "SpatialReward"
 
 def model_choices(model: str | None, spatialreward_model: str | None) -> tuple[list[str], str]:
     """``(choices, default)`` of the Space's model choice: the configured models only, so nobody picks a model that
-    is not there and learns it from an error. With one choice (or none configured: then MIEScore, whose panel says
-    how to configure one) the app hides the choice; the status line names the model that is missing."""
+    is not there and learns it from an error (none configured: MIEScore, whose panel says how to configure one)."""
     choices = [name for name, ref in ((MIESCORE_CHOICE, model), (SPATIALREWARD_CHOICE, spatialreward_model)) if ref]
     choices = choices or [MIESCORE_CHOICE]
     return choices, choices[0]
 
 
 class LazyModel:
-    """Load a model on first use, once, from several threads safely; remember a failed load's message.
-
-    ``loader(reference)`` returns the model. ``reference`` None means not configured: :meth:`get` then raises
-    :class:`SpaceInputError` with ``not_configured`` as the message.
-    """
+    """Load a model on first use, once, from several threads safely; ``reference`` None: not configured (:meth:`get`
+    raises :class:`SpaceInputError` with ``not_configured``)."""
 
     def __init__(self, reference: str | None, loader: Callable[[str], Any], not_configured: str):
         self.reference = reference or None
@@ -103,12 +94,8 @@ def on_zero_gpu() -> bool:
 
 
 def gpu_function(duration: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A decorator: ``spaces.GPU(duration=duration)`` when ``import spaces`` works, else the identity.
-
-    The import happens when the decorator is made (when the Space builds its Blocks), not when this module is
-    imported. A ``spaces`` without ``GPU`` (e.g. this repository's ``spaces/`` folder, importable as a namespace
-    package from the checkout's root) counts as absent.
-    """
+    """A decorator: ``spaces.GPU(duration=duration)`` when ``import spaces`` works, else the identity. A ``spaces``
+    without ``GPU`` (this repository's ``spaces/`` folder, a namespace package from the checkout's root) is absent."""
     try:
         from spaces import GPU
     except ImportError:

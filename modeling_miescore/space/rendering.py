@@ -1,9 +1,5 @@
-"""The Space's result panels: score bars as HTML, JSON results, SpatialReward's regions and reasoning.
-
-Bars are 0-100 / 0-25 rows with inline styles only, each carrying ``data-key`` and ``data-value``; all text is
-HTML-escaped. JSON results are JSON-safe (``utils.numbers.json_safe``). A region's colour is its id's colour in
-``spatialreward_drawing.PALETTE`` everywhere (drawn boxes, ``gr.AnnotatedImage`` overlays, ``gr.HighlightedText``
-reasoning); grounding tokens and boxes are read with the model's own pattern and conversion.
+"""The Space's result panels: score bars as HTML (inline styles only, all text escaped), JSON results,
+SpatialReward's regions and reasoning (read with the model's own grounding-token pattern and box conversion).
 """
 
 from __future__ import annotations
@@ -54,12 +50,8 @@ def region_color_map(regions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def pixel_box(region: Mapping[str, Any], width: int, height: int) -> tuple[int, int, int, int] | None:
-    """The region's box in pixels ``(x1, y1, x2, y2)``, clipped to the image; None when unusable or empty.
-
-    Uses the pixel box the model already gave (``bbox_pixels``, as ``SpatialRewardResult`` has), else converts
-    ``bbox_2d`` (0-1000 normalised, SpatialReward paper appendix D.1) with ``spatialreward_drawing.bbox_to_pixels``, the
-    conversion the model uses, so the Space shows the model's own boxes.
-    """
+    """The region's box in pixels ``(x1, y1, x2, y2)``, clipped to the image; None when unusable or empty. Takes
+    the model's own pixel box, else converts ``bbox_2d`` (0-1000, SpatialReward appendix D.1) as the model does."""
     for key in ("bbox_pixels", "bbox_px", "box_px", "pixel_box"):
         if region.get(key) is not None:
             box, convert = region[key], clamp_pixel_box
@@ -84,13 +76,8 @@ def annotations(regions: Sequence[Mapping[str, Any]], width: int, height: int) -
 
 
 def highlight_reasoning(reasoning: str, regions: Sequence[Mapping[str, Any]]) -> list[tuple[str, str | None]]:
-    """Split SC reasoning at its grounding tokens for ``gr.HighlightedText``.
-
-    The text after ``<|bbox_i|>`` (up to the next token) is tagged with region i's category, so it is shown
-    in its box's colour; text after ``<|global|>`` is tagged :data:`GLOBAL_CATEGORY`; text before the first
-    token is untagged. The tokens themselves are dropped (the category chip replaces them). A token whose
-    region is unknown is tagged ``"[i] (no box)"``.
-    """
+    """Split SC reasoning at its grounding tokens for ``gr.HighlightedText``: the text after ``<|bbox_i|>`` is
+    tagged with region i's category; the tokens themselves are dropped (the category chip replaces them)."""
     by_id = {}
     for i, region in enumerate(regions):
         by_id.setdefault(str(region.get("id", i)), region_category(region, i))
@@ -101,8 +88,7 @@ def highlight_reasoning(reasoning: str, regions: Sequence[Mapping[str, Any]]) ->
 
 
 def reasoning_pieces(result: Any) -> list[tuple[str, str | None]]:
-    """All reasoning of a SpatialReward result for ``gr.HighlightedText``: the SC reasoning split by region
-    (:func:`highlight_reasoning`), then the PQ reasoning tagged :data:`PQ_CATEGORY`."""
+    """All reasoning of a SpatialReward result for ``gr.HighlightedText``: SC split by region, then PQ."""
     regions = result_value(result, "regions") or []
     pieces = highlight_reasoning(result_value(result, "reasoning") or "", regions)
     pq = (result_value(result, "pq_reasoning") or "").strip()
@@ -191,10 +177,8 @@ def _bar_row(key: str, title: str, value: Any, scale: float, meaning: str, digit
 
 
 def miescore_html(scores: Mapping[str, float], note: str | None = None) -> str:
-    """The MIEScore result as labelled 0-100 bars with a one-line meaning each (HTML, inline styles only).
-
-    Every row carries ``data-key`` and ``data-value`` attributes so that scripts and tests can read values.
-    """
+    """The MIEScore result as labelled 0-100 bars with a one-line meaning each; every row carries ``data-key`` and
+    ``data-value`` so that scripts and tests can read values."""
     rows = [_bar_row(key, title, scores.get(key), 100.0, meaning, 1, key == "overall")
             for key, title, meaning in MIESCORE_DIMENSIONS]
     extra = f'<div style="font-size:.85em;opacity:.75;margin-top:4px">{html.escape(note)}</div>' if note else ""
@@ -226,7 +210,7 @@ def _flat_issues(issues: Any) -> list[str]:
 
 
 def spatialreward_html(result: Any) -> str:
-    """The four 0-25 sub-scores, SC, PQ and the reward as labelled bars (HTML, inline styles only)."""
+    """The four 0-25 sub-scores, SC, PQ and the reward as labelled bars."""
     rows = [_bar_row(key, title, result_value(result, key), scale, meaning, 3 if scale <= 1 else 1, key == "reward")
             for key, title, scale, meaning in SPATIAL_SCORES]
     warning = ""

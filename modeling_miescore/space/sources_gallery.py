@@ -1,10 +1,9 @@
 """The Space's source-images gallery: ``gr.Gallery`` that also takes the shapes API callers naturally send.
 
 Gradio checks a gallery payload against ``GalleryData`` before any handler runs, so a bare list of
-``gradio_client.handle_file(...)`` failed with a generic error. :func:`sources_gallery` also accepts a list of files,
-a list of ``[file, caption]`` pairs (older Gradio) and one file on its own, and answers anything else with a
-``gr.Error`` naming the expected shape. Plain strings are refused: only files uploaded through ``handle_file`` pass
-Gradio's upload-folder check. The only module of ``modeling_miescore.space`` that imports gradio.
+``gradio_client.handle_file(...)`` failed with a generic error; anything still unreadable gets a ``gr.Error`` naming
+the expected shape. Plain strings are refused: only files uploaded through ``handle_file`` pass Gradio's
+upload-folder check.
 """
 
 from __future__ import annotations
@@ -55,8 +54,7 @@ def gallery_payload(value: Any) -> Any:
 
 
 class SourcesGalleryData(GradioRootModel):
-    """``GalleryData`` that first brings the accepted shapes to the gallery form, and turns a shape it still
-    cannot read into a ``gr.Error`` naming the expected one (Gradio would answer a generic error)."""
+    """``GalleryData`` that first brings the accepted shapes to the gallery form (:func:`gallery_payload`)."""
 
     root: list[Union[GalleryImage, GalleryVideo]]
 
@@ -69,11 +67,8 @@ class SourcesGalleryData(GradioRootModel):
 
 
 def sources_gallery(**kwargs) -> gr.Gallery:
-    """``gr.Gallery(**kwargs)`` whose payload check is :class:`SourcesGalleryData`; the browser sees a plain gallery.
-
-    The data model is set on the instance: a ``gr.Gallery`` subclass would make Gradio's component metaclass
-    write a ``.pyi`` stub next to this module every time it is imported.
-    """
+    """``gr.Gallery(**kwargs)`` whose payload check is :class:`SourcesGalleryData`. The data model is set on the
+    instance: a ``gr.Gallery`` subclass would make Gradio's metaclass write a ``.pyi`` stub next to this module."""
     gallery = gr.Gallery(**kwargs)
     gallery.data_model = SourcesGalleryData  # read by Gradio as ``block.data_model`` before any handler runs
     return gallery

@@ -1,11 +1,7 @@
 """Assemble a ready-to-push Hugging Face Space folder from this checkout (``miescore space build``).
 
-Two kinds: ``scorer`` (the Gradio Space of ``spaces/miescore``) and ``metric`` (the ``evaluate`` metric Space of
-``spaces/miescore_metric``). The folder gets the Space's files as they are, plus ``README.md`` with its front
-matter completed through ``huggingface_hub.SpaceCard`` (``sdk_version``, ``suggested_hardware``, the scorer's
-``models``), ``requirements.txt`` with the ``miescore[...]`` line pinned to this version or to a wheel of this
-checkout (``wheel=True``), ``space_models.json`` (scorer) and the metric script named after the folder, which must
-be the Space's name (``evaluate.load("ORG/NAME")`` reads ``NAME.py``). Front matter keys and hardware flavours:
+The Space's files as they are, plus its README front matter completed, ``requirements.txt`` pinned to this version
+(or a wheel of this checkout) and ``space_models.json``. Front matter keys and hardware flavours:
 https://huggingface.co/docs/hub/spaces-config-reference. The folder is written beside ``out`` and renamed into
 place, so an interrupted build leaves nothing half-written.
 """
@@ -179,8 +175,7 @@ def build_wheel(into: Path, root: Path | None = None) -> Path:
 
 
 def metric_script_name(space_name: str) -> str:
-    """``evaluate.load("ORG/NAME")`` (and ``evaluate.load(folder)``) reads ``NAME.py``: the metric script is
-    named after the Space; raises :class:`MIEScoreInputError` when ``space_name`` cannot be a Space name."""
+    """The metric script's name: ``evaluate.load("ORG/NAME")`` (and ``evaluate.load(folder)``) reads ``NAME.py``."""
     if _repo_id_problem(f"org/{space_name}"):
         raise MIEScoreInputError(f"'{space_name}' cannot be a Space name: the metric folder is named after its "
                                  "Space (evaluate.load('ORG/NAME') reads NAME.py); use letters, digits, '-', "
@@ -220,11 +215,8 @@ def _write_space_files(folder: Path, kind: str, models: dict, placeholders: list
 def build_space_folder(out: str | os.PathLike, kind: str = "scorer", *, model: str | None = None,
                        spatialreward_model: str | None = None, hardware: str | None = None, wheel: bool = False,
                        overwrite: bool = False) -> SpaceFolder:
-    """Assemble the ``kind`` Space into ``out`` (see the module docstring); raises :class:`MIEScoreInputError`
-    for an unknown kind or hardware flavour, a bad repo id, or an existing ``out`` without ``overwrite``.
-
-    The metric script is named after the folder (``out.name``), which must be the Space's name.
-    """
+    """Assemble the ``kind`` Space into ``out``; the metric script is named after the folder (``out.name``), which
+    must be the Space's name."""
     if kind not in KINDS:
         raise MIEScoreInputError(f"unknown Space kind '{kind}'; choose one of {sorted(KINDS)}")
     given, out = out, real_path(out, "--out")

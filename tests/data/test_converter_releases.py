@@ -47,9 +47,10 @@ def test_input_export_keeps_each_rows_sources_even_when_an_instance_mixes_them(t
     import datasets
 
     from modeling_miescore.data.input_export import export_mie_inputs
-    from modeling_miescore.testing.raw_benchmarks.external_images import jpeg_bytes, source_photo
+    from modeling_miescore.testing.raw_benchmarks.external_images import source_photo
+    from modeling_miescore.testing.raw_benchmarks.photos import image_bytes
 
-    images = [jpeg_bytes(source_photo(k)) for k in range(4)]
+    images = [image_bytes(source_photo(k)) for k in range(4)]
     ds = datasets.Dataset.from_dict(
         {"id": ["e1", "e2", "e3"], "instance_id": ["same", "same", "same"], "instruction": ["x"] * 3,
          "source_images": [[{"bytes": images[0], "path": "a.jpg"}], [{"bytes": images[1], "path": "b.jpg"}],

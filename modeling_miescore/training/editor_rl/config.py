@@ -6,25 +6,13 @@ T 20, beta 0.04, advantage clip 5) and, where the paper is silent, EditScore's O
 (``examples/OmniGen2-RL/options/omnigen2_edit_rl_4machine_editscore7b_avg4.yml`` and ``train.py`` @6e0f1b9, the
 v0.2 release; the pinned 5562c05 differs only in ``policy_loss_reweighting``: "OmniGen2-RL" below).
 
-Deprecated spellings still read, with a ``FutureWarning``: ``gradient_accumulation_steps`` (now
-``rollout_batches_per_step``: it never was an optimizer knob here) and ``train_steps: window`` (now
-``sde_window``).
+Deprecated spellings (``gradient_accumulation_steps``: never an optimizer knob here; ``train_steps: window``)
+still read, with a ``FutureWarning``.
 
 **Declaring a new field.** What a field accepts is declared in its type with pydantic constraints
-(:mod:`modeling_miescore.utils.declared_settings`; the parser reads the type without them), and
-:meth:`FlowGRPOConfig.validate` checks every field before anything is loaded, each bad value one
-:class:`~modeling_miescore.hub.image_io.MIEScoreInputError` line naming the field, the value and what is allowed::
-
-    my_steps: Annotated[int, Field(ge=1)] = field(default=4, metadata={"help": "..."})       # integer >= 1
-    my_rate: Annotated[float, Field(gt=0, le=1)] = 0.5                                       # finite, in (0, 1]
-    my_mode: Annotated[str, one_of("a", "b")] = "a"                                          # did you mean ...
-    my_size: Annotated[Optional[int], Field(ge=1)] = None                                    # None or >= 1
-
-The type alone already refuses the wrong kind (``1.5`` or ``True`` for an ``int``, NaN / inf / strings for a
-``float``). A rule that ties fields together goes into :meth:`FlowGRPOConfig.cross_field_problems`. A field that
-makes two runs different runs (a ``--resume`` with another value is refused) goes into
-:data:`RUN_IDENTITY_FIELDS`; one that may change between a run and its resume (how fast or where it runs, what is
-logged) into :data:`RESUMABLE_FIELDS`.
+(:mod:`modeling_miescore.utils.declared_settings` shows how); a rule that ties fields together goes into
+:meth:`FlowGRPOConfig.cross_field_problems`. A field that makes two runs different runs goes into
+:data:`RUN_IDENTITY_FIELDS`; one that may change between a run and its resume into :data:`RESUMABLE_FIELDS`.
 """
 
 from __future__ import annotations
@@ -157,9 +145,8 @@ class FlowGRPOConfig:
         "help": "lora | full (every transformer weight trained; the KL reference is a frozen copy; DDP or one "
                 "process unless fsdp)."})
     fsdp: bool = field(default=False, metadata={"help": "With finetuning full: shard the transformer (and its frozen "
-                       "reference) over the processes with torch FSDP2 fully_shard, for full fine-tuning of editors "
-                       "too large for one device; every group of a step then shares one step "
-                       "plan. LoRA runs use DDP (the adapter is small)."})
+                       "reference) over the processes with torch FSDP2 fully_shard, for editors too large for one "
+                       "device; every group of a step then shares one step plan. LoRA runs use DDP."})
     lora_rank: Annotated[int, AT_LEAST_1] = 32
     lora_alpha: Annotated[float, POSITIVE] = 64.0
     lora_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
@@ -208,8 +195,7 @@ class FlowGRPOConfig:
         "help": "Replace the run already in output_dir (its checkpoints, adapter, metrics and samples)."})
     push_to_hub: bool = field(default=False, metadata={
         "help": "Upload the adapter, its card, run.json, metrics.jsonl and the sample grids to the Hub in one commit "
-                "after training (huggingface_hub upload_folder); the token and the network are checked before "
-                "training starts."})
+                "after training; the token and the network are checked before training starts."})
     hub_model_id: Optional[str] = field(default=None, metadata={
         "help": "The Hub repository of --push_to_hub (default: output_dir's folder name in your namespace, as "
                 "diffusers' scripts)."})
@@ -280,15 +266,13 @@ class FlowGRPOConfig:
             self.same_latent = self.train_steps in ("fast", "mixgrpo")
 
     def validate(self, num_processes: Optional[int] = None) -> None:
-        """Every bad setting in one :class:`MIEScoreInputError` line, before anything is loaded: first each field
-        against what it declares (module docstring), then :meth:`cross_field_problems`."""
+        """Every bad setting in one :class:`MIEScoreInputError` line, before anything is loaded."""
         problems = field_problems(self) or self.cross_field_problems(num_processes)
         if problems:
             raise MIEScoreInputError("; ".join(problems))
 
     def cross_field_problems(self, num_processes: Optional[int] = None) -> list:
-        """The rules that tie fields together (every field already holds a value it accepts); ``num_processes``
-        (None: not known yet, checked as 1 except for ``global_batch_size``)."""
+        """The rules that tie fields together (each field already valid); ``num_processes`` None: not known yet."""
         problems = self._batch_problems(num_processes)
         if self.fsdp and self.finetuning != "full":
             problems.append(f"fsdp shards a full fine-tuning run; finetuning is {self.finetuning!r}: set "
@@ -317,9 +301,8 @@ class FlowGRPOConfig:
                 + evaluation_problems(self))
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
-        """Whole groups per step, the global batch, the micro-batches (:mod:`.schedule`'s layout). With
-        ``num_processes`` unknown (None), what depends on it waits: a batch that splits groups may be whole
-        groups on several processes."""
+        """Whole groups per step, the global batch, the micro-batches. With ``num_processes`` unknown, what depends
+        on it waits: a batch that splits groups may be whole groups on several processes."""
         g, per_batch, batches = self.num_generations, self.per_device_batch_size, self.rollout_batches_per_step
         micro = self.train_batch_size or g
         if g % micro:
@@ -382,8 +365,7 @@ class FlowGRPOConfig:
 
     @property
     def resume_target(self) -> Optional[str]:
-        """None (a fresh run), ``"latest"`` (``resume`` or ``resume_from_checkpoint: latest``) or a checkpoint
-        path."""
+        """None (a fresh run), ``"latest"`` or a checkpoint path."""
         target = (self.resume_from_checkpoint or "").strip()
         return target or ("latest" if self.resume else None)
 
@@ -406,15 +388,12 @@ class FlowGRPOConfig:
         return json.loads(json.dumps(asdict(self), default=str))
 
     def public_dict(self) -> dict:
-        """:meth:`to_dict` with every credential masked (``user:pw@`` in URLs, ``?api_key=`` / ``key=`` /
-        ``token=`` query values; :func:`~modeling_miescore.utils.credentials.redact`): what run records, model
-        cards, trackers and logs show."""
+        """:meth:`to_dict` with every credential masked: what run records, model cards, trackers and logs show."""
         return _redacted(self.to_dict())
 
 
-# Fields that may change between a run and its --resume: how long it runs, how it waits for and checks its reward,
-# what it writes and shows, where it runs. Every other field defines the run (RUN_IDENTITY_FIELDS): a --resume with
-# another value is refused with the list of differences.
+# Fields that may change between a run and its --resume; every other field defines the run (RUN_IDENTITY_FIELDS):
+# a --resume with another value is refused with the list of differences.
 RESUMABLE_FIELDS = ("base_model_id", "reward_timeout", "max_reward_failure_rate", "gradient_checkpointing",
                     "global_batch_size", "max_steps", "output_dir", "save_steps", "resume", "resume_from_checkpoint",
                     "overwrite_output_dir", "push_to_hub", "hub_model_id", "hub_private_repo",
@@ -450,7 +429,6 @@ def _json_option(value, name: str) -> dict:
     return parsed
 
 
-# ------------------------------------------------------------------------------------------- evaluation
 TRAIN_REWARD = "train_reward"  # the training reward's name among the eval rewards (eval/train_reward)
 NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 JUDGE_PATTERN = re.compile(r"^(.+)@(https?://\S+)$")
@@ -466,7 +444,7 @@ def _spec_problem(spec) -> Optional[str]:
 
 
 def evaluation_problems(config) -> List[str]:
-    """What is wrong with a config's evaluation fields (each one line), for :meth:`~.config.FlowGRPOConfig.validate`."""
+    """What is wrong with a config's evaluation fields (each one line)."""
     problems, specs = [], dict(config.eval_rewards or {})
     evaluating, held_out = config.eval_steps > 0, bool(config.eval_dataset) or config.eval_split_size > 0
     if config.eval_dataset and config.eval_split_size:

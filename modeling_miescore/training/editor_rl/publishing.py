@@ -35,7 +35,6 @@ from typing import Optional, Sequence
 import torch
 
 from ...hub.errors import MIEScoreInputError
-from ...rewards.groups import EditGroup, group_key
 from ...utils.atomic_files import write_text_atomic
 from ...utils.markdown_table import markdown_table
 from .checkpoints import run_writes, save_checkpoint
@@ -47,7 +46,7 @@ from ...hub.model_card import BASE_PLACEHOLDER, hub_repo_id
 from ...scoring.loading import model_reference
 from ...utils.atomic_files import atomic_write
 from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push, push_folder_to_hub
-from .rollout import sample_with_schedule
+from .rollout import sample_request
 
 __all__ = ["CARD_SETTINGS", "EXAMPLE_SOURCE", "write_adapter_card", "PUSHED_FILES", "check_run_push", "push_run",
            "TrainerOutputs"]
@@ -224,26 +223,20 @@ class TrainerOutputs:
             return None
         if step == 0 and main:
             logger.info("sample grids (samples/step-N.png): %s", self.grid_schedule.describe(cfg.num_inference_steps))
-        made = []
         with torch.no_grad():
-            for k, row in enumerate(self.grid_rows):
-                sources = row.load_sources()
-                edits = sample_with_schedule(self.editor, sources, row.instruction, num_images=cfg.sample_grid_images,
-                                             num_steps=cfg.num_inference_steps, schedule=self.grid_schedule,
-                                             seed=derived_seed(cfg.seed, "grid", k))
-                made.append((row, sources, edits))
+            groups = [sample_request(self.editor, row, num_images=cfg.sample_grid_images,
+                                     num_steps=cfg.num_inference_steps, schedule=self.grid_schedule,
+                                     seed=derived_seed(cfg.seed, "grid", k)) for k, row in enumerate(self.grid_rows)]
         if not main:
             return None
-        groups = [EditGroup(group_key(row.source_ids, row.instruction), tuple(sources), row.instruction,
-                            tuple(edits), row.source_ids) for row, sources, edits in made]
         try:
             scores = self.reward.score_groups(groups)
         except Exception as error:  # noqa: BLE001 - a grid without rewards says why; the run goes on
             logger.warning("the sample grid of step %d has no rewards: %s: %s", step, type(error).__name__, error)
             scores = [None] * len(groups)
-        rows = [GridRow(f"{row.id}: {row.instruction}", sources, edits, score.rewards if score else (),
-                        score.failures if score else ("reward unavailable",) * len(edits))
-                for (row, sources, edits), score in zip(made, scores)]
+        rows = [GridRow(f"{row.id}: {row.instruction}", group.sources, group.edits, score.rewards if score else (),
+                        score.failures if score else ("reward unavailable",) * len(group.edits))
+                for row, group, score in zip(self.grid_rows, groups, scores)]
         with run_writes(f"the sample grid of step {step}", self.out):
             path = save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows, step=step)
         self.last_grid = path

@@ -39,12 +39,11 @@ from ...utils.atomic_files import write_text_atomic
 from ...utils.markdown_table import markdown_table
 from .checkpoints import run_writes, save_checkpoint
 from .objective import TrainingDivergedError
-from .outputs import GridRow, log_grid_image, save_sample_grid
+from .outputs import GridRow, log_grid_image, save_png, save_sample_grid
 from .policy import lora_metadata, lora_state_dict, non_finite_tensors
 from .schedule import derived_seed
 from ...hub.model_card import BASE_PLACEHOLDER, hub_repo_id
 from ...scoring.loading import model_reference
-from ...utils.atomic_files import atomic_write
 from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push, push_folder_to_hub
 from .rollout import sample_request
 
@@ -144,8 +143,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
     local = [n for n, v in (("ADAPTER", adapter), ("BASE", base)) if Path(v).is_absolute()]
     sources, instruction = example or ((), "")
     for k, image in enumerate(sources):
-        with atomic_write(out / EXAMPLE_SOURCE.format(k=k), "wb") as handle:
-            image.convert("RGB").save(handle, format="PNG")
+        save_png(out / EXAMPLE_SOURCE.format(k=k), image.convert("RGB"))
     dtype = "bfloat16" if config.dtype == "auto" else config.dtype
     shown_config = config.public_dict()
     settings = [[f"`{k}`", f"`{shown_config[k]}`"] for k in CARD_SETTINGS]

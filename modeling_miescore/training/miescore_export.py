@@ -24,8 +24,7 @@ __all__ = ["export_model"]
 
 def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_dir: str | os.PathLike, *,
                  card: ModelCardInfo | None = None, dtype: torch.dtype | str | None = None,
-                 base_config_overrides: Mapping[str, Any] | None = None, merged_name: str = "merged",
-                 adapter_name: str = "adapter") -> dict[str, str]:
+                 base_config_overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Write ``output_dir/merged`` (a Hub-native MIEScore checkpoint: weights, config with ``auto_map``, code,
     processor, README.md) and, for LoRA runs, ``output_dir/adapter`` (the PEFT adapter, its processor, the run's
     ``base_config_overrides`` as ``base_config_overrides.json``, the model code and README.md: the card's recipe
@@ -43,7 +42,7 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    merged_dir, adapter_out = out / merged_name, out / adapter_name
+    merged_dir, adapter_out = out / "merged", out / "adapter"
     card = card or ModelCardInfo(base_model=hub_repo_id(os.fspath(base_model)))
     adapter_dir = Path(adapter_dir) if adapter_dir is not None else None
     is_adapter = adapter_dir is not None and (adapter_dir / "adapter_config.json").is_file()

@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from ..hub.model_card import ModelCardInfo, render_model_card
+from ..hub.model_card import ModelCardInfo
 from ..utils.atomic_files import write_text_atomic
-from .card_inputs import card_repo_ids, local_folder, save_adapter_extras, training_settings
+from .card_inputs import card_repo_ids, local_folder, training_settings, write_adapter_card, write_card
 from ..data.spatialreward_chat_examples import processor_pixel_range, set_pixel_range
 from ..hub.processing_miescore import load_stock_processor
 from ..hub.spatialreward_tokens import add_grounding_tokens, grounding_token_ids
@@ -183,16 +183,12 @@ def write_run_cards(output_dir, card: ModelCardInfo, base_config_overrides: Mapp
     ``base_config_overrides.json`` and the model code for its card's recipe -- and of ``merged_dir`` if given."""
     from ..hub.modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
 
-    output_dir = Path(output_dir)
-    adapter = (output_dir / "adapter_config.json").is_file()
-    if adapter and copy_code:
-        save_adapter_extras(output_dir, SpatialRewardModel, base_config_overrides)
-    own = (dataclasses.replace(card, adapter_base=card.base_model, adapter_folder=str(output_dir.resolve()))
-           if adapter else card)  # no Hub id for the base: the card's code loads this run's folders
-    write_text_atomic(output_dir / "README.md", render_model_card("spatialreward", own, adapter=adapter))
+    if (Path(output_dir) / "adapter_config.json").is_file():
+        write_adapter_card(output_dir, "spatialreward", card, SpatialRewardModel, base_config_overrides, copy_code)
+    else:
+        write_card(output_dir, "spatialreward", card)
     if merged_dir:
-        merged = dataclasses.replace(card, repo_id=None, resized_vocabulary=None)
-        write_text_atomic(Path(merged_dir) / "README.md", render_model_card("spatialreward", merged))
+        write_card(merged_dir, "spatialreward", dataclasses.replace(card, repo_id=None, resized_vocabulary=None))
 
 
 def run_card(stage: str, trainer, card_args, model_args, dataset_name: str, report,

@@ -40,7 +40,7 @@ from ...utils.markdown_table import markdown_table
 from .checkpoints import run_writes, save_checkpoint
 from .objective import TrainingDivergedError
 from .outputs import GridRow, log_grid_image, save_png, save_sample_grid
-from .policy import lora_metadata, lora_state_dict, non_finite_tensors
+from .policy import lora_metadata, lora_state_dict, non_finite_tensors, save_full_transformer
 from .schedule import derived_seed
 from ...hub.model_card import BASE_PLACEHOLDER, hub_repo_id
 from ...scoring.loading import model_reference
@@ -281,24 +281,16 @@ class TrainerOutputs:
     def _write_adapter(self, full) -> None:
         """The main process writes the adapter (or the transformer) and the card."""
         with run_writes("the trained adapter and its card", self.out):
-            if full is not None:
-                from .policy import save_full_transformer
-
-                save_full_transformer(self.raw_model, full, self.out / "transformer")
-            elif self.config.finetuning == "lora":
+            if self.config.finetuning == "lora":
                 state = lora_state_dict(self.raw_model)
                 bad = non_finite_tensors(state)
                 if bad:  # never written: such an adapter edits black images without a word
                     raise TrainingDivergedError(f"the trained LoRA holds non-finite values (in {len(bad)} tensor(s), "
                                                 f"e.g. {bad[0]}); lower learning_rate and resume from a checkpoint")
                 self.editor.save_lora(self.out, state, lora_metadata(self.raw_model))
-            elif hasattr(self.raw_model, "save_pretrained"):
-                self.raw_model.save_pretrained(self.out / "transformer")
-            else:
-                from safetensors.torch import save_file
-
-                save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
-                          str(self.out / "transformer.safetensors"))
+            else:  # the whole transformer (gathered from its shards under FSDP2)
+                save_full_transformer(self.raw_model, self.raw_model.state_dict() if full is None else full,
+                                      self.out / "transformer")
             self._write_card(repo_id=None)
 
     def _write_card(self, repo_id: Optional[str]) -> Path:

@@ -412,11 +412,20 @@ class TrainerEvaluation:
         stop = self.stop_reason if self.accelerator.is_main_process else None
         return self._from_every_process(stop)[0]
 
-    def record_eval(self, result: EvalResult) -> None:
-        cfg = self.config
+    def add_eval(self, result: EvalResult) -> tuple:
+        """``result`` joins the history (the alarms it raises, the best checkpoint); its ``metrics.jsonl`` row and
+        its alarms."""
         before = self.eval_history[-1] if self.eval_history else None
         self.eval_history.append(result)
-        row = eval_row(result, cfg.seed)
+        row = eval_row(result, self.config.seed)
+        alarms = self.monitor.observe(before, result) if before is not None else []
+        self.hacking_alarms.extend(alarms)
+        self.track_best(result, row)
+        return row, alarms
+
+    def record_eval(self, result: EvalResult) -> None:
+        cfg = self.config
+        row, alarms = self.add_eval(result)
         with run_writes(f"the eval of step {result.step}", self.out):
             with open(self.out / EVALS_FILE, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(result.to_json()) + "\n")
@@ -425,13 +434,10 @@ class TrainerEvaluation:
             f"{name} {row[f'eval/{name}']:.4g} [{_shown(row[f'eval/{name}/ci_low'])}, "
             f"{_shown(row[f'eval/{name}/ci_high'])}]" if row[f"eval/{name}"] is not None else f"{name} failed"
             for name in result.values))
-        alarms = self.monitor.observe(before, result) if before is not None else []
         for alarm in alarms:
             logger.warning("%s", alarm_line(alarm))
             with run_writes("metrics.jsonl (hacking alarm)", self.out):
                 self.metrics.write({"step": result.step, "hacking_alarm": alarm})
-        self.hacking_alarms.extend(alarms)
-        self.track_best(result, row)
         record = {"hacking_alarms": self.hacking_alarms, "best_model": self.best_model}
         if alarms and cfg.stop_on_hacking:
             self.stop_reason = {"step": result.step, "reason": "stop_on_hacking: " + alarm_line(alarms[0])}
@@ -467,12 +473,7 @@ class TrainerEvaluation:
             truncate_metrics(path, start if self.resume_from is not None else -1)
         lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
         for line in lines:
-            result = EvalResult.from_json(json.loads(line))
-            before = self.eval_history[-1] if self.eval_history else None
-            self.eval_history.append(result)
-            if before is not None:
-                self.hacking_alarms.extend(self.monitor.observe(before, result))
-            self.track_best(result, eval_row(result, self.config.seed))
+            self.add_eval(EvalResult.from_json(json.loads(line)))
         if self.resuming:
             update_run_record(self.out, hacking_alarms=self.hacking_alarms, best_model=self.best_model,
                               stopped=None)

@@ -45,8 +45,8 @@ SAMPLING_FILE = "sampling.json"
 
 @dataclass
 class EditRun:
-    """What :func:`generate_edits` did: ``written`` edits, ``skipped`` (already there), ``failed`` requests
-    (``(id, message)``)."""
+    """What :func:`generate_edits` (or :func:`~.selection.select_edits`) did: ``written`` edits (selected
+    requests), ``skipped`` (already there), ``failed`` requests (``(id, message)``)."""
 
     written: int = 0
     skipped: int = 0

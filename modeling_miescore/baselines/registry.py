@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -293,8 +294,6 @@ def _locate_hub_file(requirement: HubSnapshot) -> WeightsFile:
 
 def _check_loadable(weights: WeightsFile) -> None:
     """Refuse a pickled checkpoint that torch's weights-only loader cannot open."""
-    import pickle
-
     import torch
 
     try:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,12 +43,11 @@ from typing import Dict, List, Optional, Sequence
 
 from ...hub.errors import MIEScoreInputError
 from ...utils.atomic_files import atomic_write
-from .checkpoints import truncate_metrics
 from ...rewards.specs import reward_model_folders
 from ...utils.output_paths import check_folder_apart, OutputPathError, ensure_folder
 from ...scoring.loading import model_reference
 from ...utils.credentials import redact
-from .checkpoints import read_run_file
+from .checkpoints import read_run_file, truncate_metrics
 
 __all__ = ["GridRow", "MetricsLog", "check_output_dir", "finite_or_null", "prepare_output_dir", "run_inputs",
            "save_png", "save_sample_grid", "save_sources", "SAMPLING_FIELDS", "read_sampling", "sampling_record", "TRACKER_TAGS",
@@ -58,9 +58,6 @@ __all__ = ["GridRow", "MetricsLog", "check_output_dir", "finite_or_null", "prepa
 def run_inputs(config, rows) -> dict:
     """``{label: path}`` of what a run reads from disk: the dataset, the editor's model folder, in-process reward
     checkpoints and the requests' source image files."""
-    import os
-
-
     inputs = {"dataset": config.dataset if os.path.exists(os.path.expanduser(config.dataset)) else None,
               "model_name_or_path (the editor)": config.model_name_or_path
               if os.path.exists(os.path.expanduser(config.model_name_or_path)) else None,
@@ -83,9 +80,6 @@ def check_output_dir(config, rows) -> None:
 def prepare_output_dir(config, rows) -> Path:
     """``config.output_dir`` as a folder this run may write into: :func:`check_output_dir`, created when missing,
     writable. Raises :class:`~modeling_miescore.utils.output_paths.OutputPathError` (exit 2 from the recipe)."""
-    import os
-
-
     check_output_dir(config, rows)
     folder = ensure_folder(config.output_dir, "output_dir", named=True)
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -127,11 +127,10 @@ def _build(flag: str, kind, path) -> None:
 
 
 def main(script: ScriptArguments, config: FlowGRPOConfig, given=frozenset()) -> dict:
-    config.validate()  # every setting before anything is built, loaded or imported (torch's stack: seconds)
-    prepare_tiny_inputs(script, config, given)
     from modeling_miescore.training.editor_rl.trainer import FlowGRPOEditorTrainer
 
-    trainer = FlowGRPOEditorTrainer(config)
+    trainer = FlowGRPOEditorTrainer(config)  # checks every setting, before anything is built or loaded
+    prepare_tiny_inputs(script, config, given)
     result = trainer.train()
     steps = [m for m in result["metrics"] if "reward_mean" in m]  # the training steps' rows, not the evals'
     if steps:

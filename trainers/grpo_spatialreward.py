@@ -70,16 +70,18 @@ class SpatialRewardGRPOArguments(ModelCardArguments):
         "help": "Fill the D.4 prompts' instruction and reasoning as JSON string literals, so that they cannot pose "
                 "as prompt text or as the judge's answer (False: raw, as the paper prints the template)."})
 
+    def __post_init__(self):  # a mistake here is the parser's one line and exit status 2
+        if bool(self.oracle_base_url) != bool(self.oracle_model):
+            raise ValueError("set both oracle_base_url and oracle_model (an OpenAI-compatible judge)")
+
 
 def make_parser() -> RecipeParser:
     return RecipeParser((ScriptArguments, SpatialRewardGRPOArguments, GRPOConfig, ModelConfig))
 
 
 def oracle_config(args: SpatialRewardGRPOArguments) -> OracleConfig | None:
-    if not args.oracle_base_url and not args.oracle_model:
+    if not args.oracle_base_url:  # both or neither (__post_init__)
         return None
-    if not (args.oracle_base_url and args.oracle_model):
-        raise SystemExit("error: set both oracle_base_url and oracle_model (an OpenAI-compatible judge)")
     return OracleConfig(base_url=args.oracle_base_url, model=args.oracle_model, api_key_env=args.oracle_api_key_env,
                         temperature=args.oracle_temperature, max_tokens=args.oracle_max_tokens,
                         timeout=args.oracle_timeout, max_retries=args.oracle_max_retries,

@@ -66,6 +66,10 @@ class ScriptArguments(ModelCardArguments):
         "help": "False: no fine-tuning; evaluate and export the starting model (Table 5 row 4, with score_head "
                 "lm_digits and the optimised skill)."})
 
+    def __post_init__(self):  # a mistake here is the parser's one line and exit status 2
+        if not self.dataset:
+            raise ValueError("--dataset is required (in the YAML or on the command line)")
+
 
 @dataclass
 class ModelArguments:
@@ -98,6 +102,10 @@ class ModelArguments:
     modules_to_save: list[str] = field(default_factory=lambda: ["head"], metadata={
         "help": "Modules trained in full beside LoRA (with score_head lm_digits there is no head: 'head' is left "
                 "out, the LM's digit rows stay as pretrained)."})
+
+    def __post_init__(self):
+        if not self.model_name_or_path:
+            raise ValueError("--model_name_or_path is required (in the YAML or on the command line)")
 
 
 def make_parser() -> RecipeParser:
@@ -141,8 +149,6 @@ def check_splits(script_args, data) -> None:
 
 
 def main(script_args, model_args, loss_config: LossConfig, training_args) -> dict:
-    if not script_args.dataset or not model_args.model_name_or_path:
-        raise SystemExit("error: --dataset and --model_name_or_path are required (in the YAML or on the command line)")
     training_args.remove_unused_columns = False  # the collator needs the image columns
     training_args.label_names = ["labels"]
     push, training_args.push_to_hub = training_args.push_to_hub, False  # push the merged export, not checkpoints

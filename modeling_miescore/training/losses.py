@@ -16,24 +16,28 @@ with its own stored copy.
 Choices where the paper is silent are marked "not in the paper" below.
 
 The queues are :class:`~modeling_miescore.training.memory_queue.MemoryQueue`. Like it, this module depends on
-torch only. ``LossConfig`` doubles as the loss section of ``trainers/train_miescore.py``'s arguments (the
-recipe hands it to ``TrlParser``), so every field can be set in the YAML or on the command line.
+torch (and pydantic, which checks the settings' declared bounds). ``LossConfig`` doubles as the loss section of
+``trainers/train_miescore.py``'s arguments (the recipe hands it to ``TrlParser``), so every field can be set in the
+YAML or on the command line.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
+from ..utils.declared_settings import check_fields
 from .memory_queue import MemoryQueue, state_int
 
 __all__ = ["LossConfig", "MIEScoreLoss", "huber_loss", "rank_loss", "plcc_loss"]
 
 _STATE_FORMAT_VERSION = 1
+NON_NEGATIVE, POSITIVE = Field(ge=0), Field(gt=0)
 
 
 # ---------------------------------------------------------------------------------------------- configuration
@@ -42,16 +46,16 @@ class LossConfig:
     """Every constant used by `MIEScoreLoss`. Defaults follow the paper wherever it gives a value."""
 
     # Supplement "Supervised Fine-Tuning": lambda_h = 4.0, lambda_r = 0.05, lambda_p = 0.05.
-    lambda_huber: float = 4.0
-    lambda_rank: float = 0.05
-    lambda_plcc: float = 0.05
+    lambda_huber: Annotated[float, NON_NEGATIVE] = 4.0
+    lambda_rank: Annotated[float, NON_NEGATIVE] = 0.05
+    lambda_plcc: Annotated[float, NON_NEGATIVE] = 0.05
     # Same section: "During the final training stage, the weights of ranking and PLCC losses
     # are increased by a factor of 1.5".
-    final_stage_factor: float = 1.5
+    final_stage_factor: Annotated[float, NON_NEGATIVE] = 1.5
     # Not in the paper: where the "final training stage" starts, as a fraction of training
     # progress (step / total_steps or epoch / num_epochs). 0.8 is the start of the last of the
     # paper's 5 epochs. None disables automatic switching; `set_stage` still works.
-    final_stage_start: float | None = 0.8
+    final_stage_start: Annotated[float | None, Field(ge=0, le=1)] = 0.8
     # Not in the paper: predictions stored under the earlier stage's weights are dropped when
     # the stage changes (as CrossBatchMemory's reset_queue).
     reset_queues_on_stage_change: bool = True
@@ -59,40 +63,29 @@ class LossConfig:
     # make the loss plain 0.5 * MSE, because |error| <= 1 always. With 0.1, errors up to
     # 10 MOS points (of 100) are penalised quadratically and larger ones (label noise, outliers)
     # only linearly.
-    huber_delta: float = 0.1
+    huber_delta: Annotated[float, POSITIVE] = 0.1
     # Supplement "Supervised Fine-Tuning": "The ranking queue size is set to 4096 with a label
     # margin of 0.03".
-    rank_queue_size: int = 4096
-    rank_label_margin: float = 0.03
+    rank_queue_size: Annotated[int, NON_NEGATIVE] = 4096
+    rank_label_margin: Annotated[float, NON_NEGATIVE] = 0.03
     # Not in the paper: the margin of the hinge on predicted differences. The label margin is
     # reused, so a pair costs nothing once its prediction order is right by at least 0.03.
-    rank_hinge_margin: float = 0.03
+    rank_hinge_margin: Annotated[float, NON_NEGATIVE] = 0.03
     # Supplement "Supervised Fine-Tuning": "the PLCC queue size is set to 256".
-    plcc_queue_size: int = 256
+    plcc_queue_size: Annotated[int, NON_NEGATIVE] = 256
     # Not in the paper: variance floor (on the [0, 1] scale, i.e. a std floor of 1e-3) used by
     # the PLCC loss. See `plcc_loss`.
-    plcc_var_eps: float = 1e-6
+    plcc_var_eps: Annotated[float, POSITIVE] = 1e-6
     # Eq. 10-12: three dimensions, VQ / IF / AP, in this column order. Declared as a list so that TrlParser can
     # read it from the command line (--dim_names vq if ap); stored as a tuple.
     dim_names: list[str] = field(default_factory=lambda: ["vq", "if", "ap"])
 
     def __post_init__(self) -> None:
-        self.dim_names = tuple(self.dim_names)
+        self.dim_names = list(self.dim_names)
+        check_fields(self)
         if not self.dim_names:
             raise ValueError("dim_names must not be empty")
-        for name in ("lambda_huber", "lambda_rank", "lambda_plcc", "final_stage_factor"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
-        for name in ("huber_delta", "plcc_var_eps"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0")
-        for name in ("rank_queue_size", "plcc_queue_size"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be a non-negative integer")
-        if self.rank_label_margin < 0 or self.rank_hinge_margin < 0:
-            raise ValueError("rank margins must be >= 0")
-        if self.final_stage_start is not None and not 0.0 <= self.final_stage_start <= 1.0:
-            raise ValueError("final_stage_start must be in [0, 1] or None")
+        self.dim_names = tuple(self.dim_names)
 
     @property
     def num_dims(self) -> int:

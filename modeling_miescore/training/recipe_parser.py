@@ -8,7 +8,8 @@ line) with the recipes' contract for argument mistakes: one line and exit status
   ``ValueError`` with a traceback for both.
 - **A missing or unreadable** ``--config`` file, or one that is not a YAML mapping, is one line.
 - Argparse's own errors (a value of the wrong type, a missing value) are one line too, with a pointer to
-  ``--help`` instead of the full usage (a recipe has ~80 options).
+  ``--help`` instead of the full usage (a recipe has ~80 options), and so is a value that a dataclass refuses
+  when it is built (a ``ValueError`` from its ``__post_init__``).
 - :attr:`RecipeParser.given` names the fields given **on the command line** (not by the YAML), so a recipe can
   treat a typed path differently from the config's own default (``trainers/flow_grpo_editor.py``: the tiny
   builders write only where the config or the command line asked).
@@ -113,7 +114,11 @@ class RecipeParser(TrlParser):
     def parse_args_into_dataclasses(self, args=None, return_remaining_strings=False, look_for_args_file=False,
                                     args_filename=None, args_file_flag=None):
         # look_for_args_file off: a stray `<script>.args` file beside the recipe never adds arguments silently
-        output = super().parse_args_into_dataclasses(args, True, look_for_args_file, args_filename, args_file_flag)
+        try:
+            output = super().parse_args_into_dataclasses(args, True, look_for_args_file, args_filename,
+                                                         args_file_flag)
+        except ValueError as err:  # a value a dataclass refuses when it is built (its __post_init__)
+            self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {' '.join(str(err).split())}\n")
         *parsed, remaining = output
         if return_remaining_strings:
             return output

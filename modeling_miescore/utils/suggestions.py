@@ -24,6 +24,15 @@ def did_you_mean(word: str, names: Iterable[str], cutoff: float = 0.6) -> str:
     return f"; did you mean {match}?" if match else ""
 
 
+def suggestion(value, choices: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the choice closest to ``value`` (ignoring case), or ``""`` when none is close."""
+    if not isinstance(value, str):
+        return ""
+    lowered = {str(c).lower(): str(c) for c in choices}
+    match = closest_name(value.strip().lower(), lowered)
+    return f" (did you mean {lowered[match]!r}?)" if match else ""
+
+
 EXTRAS: Dict[str, Tuple[str, ...]] = {
     "train": ("trl", "peft", "accelerate", "datasets", "pyyaml", "httpx"),
     "data": ("datasets", "pandas", "pyarrow"),
@@ -54,4 +63,4 @@ def missing_extra_message(error: ModuleNotFoundError, extra: Optional[str] = Non
     return f"{distribution} is not installed; install the {chosen} extra: pip install 'miescore[{chosen}]'"
 
 
-__all__ = ["EXTRAS", "IMPORT_NAMES", "closest_name", "did_you_mean", "missing_extra_message"]
+__all__ = ["EXTRAS", "IMPORT_NAMES", "closest_name", "did_you_mean", "missing_extra_message", "suggestion"]

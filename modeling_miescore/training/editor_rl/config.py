@@ -10,15 +10,15 @@ Deprecated spellings still read, with a ``FutureWarning``: ``gradient_accumulati
 ``rollout_batches_per_step``: it never was an optimizer knob here) and ``train_steps: window`` (now
 ``sde_window``).
 
-**Declaring a new field.** What a field accepts is written in its type (:mod:`modeling_miescore.utils.field_checks`;
-the parser reads the type without it), and :meth:`FlowGRPOConfig.validate` checks every field before anything is
-loaded, each bad value one :class:`~modeling_miescore.hub.image_io.MIEScoreInputError` line naming the field, the value
-and what is allowed::
+**Declaring a new field.** What a field accepts is declared in its type with pydantic constraints
+(:mod:`modeling_miescore.utils.declared_settings`; the parser reads the type without them), and
+:meth:`FlowGRPOConfig.validate` checks every field before anything is loaded, each bad value one
+:class:`~modeling_miescore.hub.image_io.MIEScoreInputError` line naming the field, the value and what is allowed::
 
-    my_steps: Annotated[int, Bounds(ge=1)] = field(default=4, metadata={"help": "..."})      # integer >= 1
-    my_rate: Annotated[float, Bounds(gt=0, le=1)] = 0.5                                      # finite, in (0, 1]
-    my_mode: Annotated[str, OneOf("a", "b")] = "a"                                           # did you mean ...
-    my_size: Annotated[Optional[int], Bounds(ge=1)] = None                                   # None or >= 1
+    my_steps: Annotated[int, Field(ge=1)] = field(default=4, metadata={"help": "..."})       # integer >= 1
+    my_rate: Annotated[float, Field(gt=0, le=1)] = 0.5                                       # finite, in (0, 1]
+    my_mode: Annotated[str, one_of("a", "b")] = "a"                                          # did you mean ...
+    my_size: Annotated[Optional[int], Field(ge=1)] = None                                    # None or >= 1
 
 The type alone already refuses the wrong kind (``1.5`` or ``True`` for an ``int``, NaN / inf / strings for a
 ``float``). A rule that ties fields together goes into :meth:`FlowGRPOConfig.cross_field_problems`. A field that
@@ -30,20 +30,23 @@ logged) into :data:`RESUMABLE_FIELDS`.
 from __future__ import annotations
 
 import json
+import random
 import re
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, List, Optional
 
+from pydantic import Field
+
 from ...hub.errors import MIEScoreInputError
 from ...scoring.loading import DTYPES
 from ...utils.credentials import redact
-from ...utils.field_checks import Accepts, Bounds, OneOf, Required, field_problems
+from ...utils.declared_settings import REQUIRED, field_problems, one_of
 from ...utils.suggestions import did_you_mean
 from .objective import STD_LEVELS, STEP_WEIGHTINGS
-from .schedule import LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, resolve_train_steps
+from .schedule import (LAST_STEP_MODES, SDE_TYPES, TRAIN_STEP_MODES, GroupSchedule, make_step_plan,
+                       resolve_train_steps)
 from ...rewards.specs import reward_spec_problem, RUNTIME_REWARD_OPTIONS, reward_identity
-from .schedule import make_step_plan
 from .editors import editor_option_problems
 
 __all__ = ["FlowGRPOConfig", "GRID_SCHEDULES", "JUDGE_KINDS", "RESUMABLE_FIELDS", "RUN_IDENTITY_FIELDS", "REPORT_TO",
@@ -54,32 +57,32 @@ GRID_SCHEDULES = ("trained", "pipeline")
 # accelerate's trackers (accelerate.utils.LoggerType) and "none"
 REPORT_TO = ("none", "all", "tensorboard", "wandb", "trackio", "aim", "comet_ml", "mlflow", "clearml", "dvclive",
              "swanlab")
-UNIT = Bounds(ge=0, le=1)
-POSITIVE = Bounds(gt=0)
-AT_LEAST_1 = Bounds(ge=1)
-NON_NEGATIVE = Bounds(ge=0)
+UNIT = Field(ge=0, le=1)
+POSITIVE = Field(gt=0)
+AT_LEAST_1 = Field(ge=1)
+NON_NEGATIVE = Field(ge=0)
 
 @dataclass
 class FlowGRPOConfig:
     # --- editor -----------------------------------------------------------------------------------------------
-    editor: Annotated[str, Required()] = field(default="qwen-image-edit-plus", metadata={
+    editor: Annotated[str, REQUIRED] = field(default="qwen-image-edit-plus", metadata={
         "help": "qwen-image-edit-plus | flux2-klein | flux-kontext, or package.module:function returning an "
                 "EditorAdapter."})
-    model_name_or_path: Annotated[str, Required()] = field(default="", metadata={
+    model_name_or_path: Annotated[str, REQUIRED] = field(default="", metadata={
         "help": "The editor's pipeline folder or Hub id."})
     base_model_id: Optional[str] = field(default=None, metadata={"help": "Hub id for the card when the model is "
                                          "a local folder."})
     editor_options: Optional[dict | str] = field(default=None, metadata={"help": "Adapter options (JSON on the "
                                                  "command line): height, width, cfg_scale, call_kwargs, ..."})
-    dtype: Annotated[str, OneOf(DTYPES)] = field(default="bfloat16", metadata={
+    dtype: Annotated[str, one_of(DTYPES)] = field(default="bfloat16", metadata={
         "help": "Editor weights dtype: float32 | bfloat16 | float16 | auto (OmniGen2-RL: bf16); the SDE math and "
                 "LoRA weights are always fp32."})
     # --- data and reward ----------------------------------------------------------------------------------------
-    dataset: Annotated[str, Required()] = field(default="", metadata={
+    dataset: Annotated[str, REQUIRED] = field(default="", metadata={
         "help": "Editing requests: a JSONL file or a dataset folder."})
     dataset_split: Optional[str] = None
     max_train_rows: Annotated[Optional[int], AT_LEAST_1] = None
-    reward: Annotated[str, Accepts(str, list), Required()] = field(default="", metadata={
+    reward: Annotated[Optional[list | str], REQUIRED] = field(default="", metadata={
         "help": "--reward spec (modeling_miescore.rewards.specs; a YAML list of terms in a "
                 "config); package.module:function for a callable."})
     reward_options: Optional[dict | str] = field(default=None, metadata={"help": "Options of the reward (JSON on "
@@ -89,21 +92,21 @@ class FlowGRPOConfig:
     max_reward_failure_rate: Annotated[float, UNIT] = field(default=0.25, metadata={
         "help": "Stop when more of a step's samples than this fail to get a reward."})
     # --- sampling (Flow-GRPO SDE) -------------------------------------------------------------------------------
-    num_generations: Annotated[int, Bounds(ge=2)] = field(default=12, metadata={
+    num_generations: Annotated[int, Field(ge=2)] = field(default=12, metadata={
         "help": "G, edits per group (paper B.2.1: 12; at least 2, GRPO normalises rewards within a group)."})
-    num_inference_steps: Annotated[int, Bounds(ge=2)] = field(default=20, metadata={
+    num_inference_steps: Annotated[int, Field(ge=2)] = field(default=20, metadata={
         "help": "T (paper B.2.1: 20; at least 2, the last step is never trained)."})
     noise_level: Annotated[float, NON_NEGATIVE] = field(default=0.7, metadata={
         "help": "SDE noise level a (OmniGen2-RL sigma_coef 0.7)."})
-    sde_type: Annotated[str, OneOf(SDE_TYPES)] = field(default="sde", metadata={
+    sde_type: Annotated[str, one_of(SDE_TYPES)] = field(default="sde", metadata={
         "help": "sde (Flow-GRPO) | cps (arXiv 2509.05952)."})
-    train_steps: Annotated[str, OneOf(TRAIN_STEP_MODES)] = field(
+    train_steps: Annotated[str, one_of(TRAIN_STEP_MODES)] = field(
         default="fraction", metadata={
             "help": "fraction (OmniGen2-RL: SDE everywhere, a random share trained) | sde_window (flow_grpo Qwen: a "
                     "random SDE window, each member its own ODE prefix; 'window' is its deprecated spelling) | fast "
                     "(Flow-GRPO-Fast: one shared ODE prefix per group, branching into G in the window) | mixgrpo "
                     "(MixGRPO's sliding window, moving with the iteration)."})
-    train_fraction: Annotated[float, Bounds(gt=0, le=1)] = field(default=0.6, metadata={
+    train_fraction: Annotated[float, Field(gt=0, le=1)] = field(default=0.6, metadata={
         "help": "Trained share of the steps (OmniGen2-RL 0.6)."})
     window_size: Annotated[int, AT_LEAST_1] = field(default=2, metadata={
         "help": "SDE + trained steps of a window (flow_grpo Qwen-Image 2; MixGRPO 4)."})
@@ -118,7 +121,7 @@ class FlowGRPOConfig:
     same_latent: Optional[bool] = field(default=None, metadata={
         "help": "A group shares one initial noise (flow_grpo same_latent, DanceGRPO / MixGRPO init_same_noise). "
                 "None: true for fast (required) and mixgrpo (MixGRPO's script), false otherwise (OmniGen2-RL)."})
-    last_step: Annotated[str, OneOf(LAST_STEP_MODES)] = field(default="stochastic", metadata={
+    last_step: Annotated[str, one_of(LAST_STEP_MODES)] = field(default="stochastic", metadata={
         "help": "The final (never trained) step: stochastic (OmniGen2-RL: the SDE on every step) | deterministic "
                 "(flow_grpo Qwen-Image-Edit: an ODE last step, so rewarded images carry no final-step noise)."})
     cfg_scale: Annotated[Optional[float], POSITIVE] = field(default=None, metadata={
@@ -129,19 +132,19 @@ class FlowGRPOConfig:
         "help": "Training recomputes the unconditional CFG branch without gradients (flow_grpo SD3 train_sd3.py); "
                 "false: gradients through both (OmniGen2-RL, flow_grpo Qwen-Image-Edit)."})
     # --- objective ----------------------------------------------------------------------------------------------
-    clip_range_low: Annotated[float, Bounds(ge=0, lt=1)] = field(default=1e-4, metadata={
+    clip_range_low: Annotated[float, Field(ge=0, lt=1)] = field(default=1e-4, metadata={
         "help": "Ratio clip below 1 (OmniGen2-RL 1e-4)."})
     clip_range_high: Annotated[float, NON_NEGATIVE] = field(default=5e-4, metadata={
         "help": "Ratio clip above 1 (OmniGen2-RL 5e-4)."})
     advantage_clip: Annotated[float, POSITIVE] = field(default=5.0, metadata={"help": "Paper B.2.1: 5."})
-    std_level: Annotated[str, OneOf(STD_LEVELS)] = field(default="group", metadata={
+    std_level: Annotated[str, one_of(STD_LEVELS)] = field(default="group", metadata={
         "help": "group | batch std (OmniGen2-RL default: group)."})
     drop_zero_std_groups: bool = field(default=False, metadata={"help": "Drop groups whose rewards are all equal "
                                        "(flow_grpo drops them; OmniGen2-RL keeps them)."})
     beta: Annotated[float, NON_NEGATIVE] = field(default=0.04, metadata={"help": "KL weight (paper B.2.1: 0.04)."})
     kl_keep_dt: bool = field(default=False, metadata={"help": "Exact Gaussian KL (divide by sigma_t^2 |dt|); the "
                              "anchors drop |dt|, which makes the same beta ~T times stronger."})
-    step_weighting: Annotated[str, OneOf(STEP_WEIGHTINGS)] = field(default="tempflow", metadata={
+    step_weighting: Annotated[str, one_of(STEP_WEIGHTINGS)] = field(default="tempflow", metadata={
         "help": "none | tempflow (OmniGen2-RL policy_loss_reweighting @6e0f1b9: step k's policy loss x K s_k / "
                 "mean s, the weights average K, the trained steps) | tempflow_mean_one (the same shape, averaging 1: "
                 "beta K times stronger relative to the policy term)."})
@@ -150,7 +153,7 @@ class FlowGRPOConfig:
                 "|mu - mu_old|^2 / (2 s) with s the step's noise std, which centres the ratio at 1 and scales its "
                 "gradient by s (X-GenGroup/Flow-Factory GRPOGuardTrainer._guard_ratio @b30dc00); sde_type sde only."})
     # --- optimisation -------------------------------------------------------------------------------------------
-    finetuning: Annotated[str, OneOf("lora", "full")] = field(default="lora", metadata={
+    finetuning: Annotated[str, one_of("lora", "full")] = field(default="lora", metadata={
         "help": "lora | full (every transformer weight trained; the KL reference is a frozen copy; DDP or one "
                 "process unless fsdp)."})
     fsdp: bool = field(default=False, metadata={"help": "With finetuning full: shard the transformer (and its frozen "
@@ -159,11 +162,11 @@ class FlowGRPOConfig:
                        "plan. LoRA runs use DDP (the adapter is small)."})
     lora_rank: Annotated[int, AT_LEAST_1] = 32
     lora_alpha: Annotated[float, POSITIVE] = 64.0
-    lora_dropout: Annotated[float, Bounds(ge=0, lt=1)] = 0.0
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
     lora_targets: Optional[list[str]] = field(default=None, metadata={"help": "Module names (None: the editor's)."})
     learning_rate: Annotated[float, POSITIVE] = 4e-4
-    adam_beta1: Annotated[float, Bounds(ge=0, lt=1)] = 0.9
-    adam_beta2: Annotated[float, Bounds(ge=0, lt=1)] = 0.95
+    adam_beta1: Annotated[float, Field(ge=0, lt=1)] = 0.9
+    adam_beta2: Annotated[float, Field(ge=0, lt=1)] = 0.95
     weight_decay: Annotated[float, NON_NEGATIVE] = 0.01
     adam_epsilon: Annotated[float, POSITIVE] = 1e-8
     max_grad_norm: Annotated[float, POSITIVE] = 1.0
@@ -186,13 +189,13 @@ class FlowGRPOConfig:
         "help": "Optimizer updates per rollout (OmniGen2-RL num_update_steps_per_sampling 2)."})
     max_steps: Annotated[int, AT_LEAST_1] = field(default=1000, metadata={
         "help": "Paper B.2.1: 1,000 (checkpoint of step 800 kept)."})
-    ema_decay: Annotated[float, Bounds(ge=0, lt=1)] = field(default=0.0, metadata={
+    ema_decay: Annotated[float, Field(ge=0, lt=1)] = field(default=0.0, metadata={
         "help": "0 = off (OmniGen2-RL); flow_grpo 0.9."})
     ema_update_interval: Annotated[int, AT_LEAST_1] = field(default=8, metadata={
         "help": "An EMA update every N optimizer steps (flow_grpo ema.py: 8, counted in optimizer steps)."})
-    seed: Annotated[int, Bounds(ge=0, lt=2 ** 63)] = 0
+    seed: Annotated[int, Field(ge=0, lt=2 ** 63)] = 0
     # --- outputs ------------------------------------------------------------------------------------------------
-    output_dir: Annotated[str, Required()] = ""
+    output_dir: Annotated[str, REQUIRED] = ""
     save_steps: Annotated[int, AT_LEAST_1] = field(default=50, metadata={
         "help": "Checkpoint every N steps (OmniGen2-RL 50)."})
     resume: bool = field(default=False, metadata={"help": "Continue the run in output_dir from its last checkpoint "
@@ -217,13 +220,13 @@ class FlowGRPOConfig:
     sample_grid_groups: Annotated[int, NON_NEGATIVE] = field(default=3, metadata={
         "help": "Fixed groups in the grid (OmniGen2-RL 3)."})
     sample_grid_images: Annotated[int, AT_LEAST_1] = 4
-    sample_grid_schedule: Annotated[str, OneOf(GRID_SCHEDULES)] = field(default="trained", metadata={
+    sample_grid_schedule: Annotated[str, one_of(GRID_SCHEDULES)] = field(default="trained", metadata={
         "help": "trained: CFG on the steps the rollouts guide (cfg_fraction), ODE | pipeline: CFG on every step, "
                 "ODE."})
     save_rollouts_steps: Annotated[int, NON_NEGATIVE] = field(default=0, metadata={
         "help": "Every N steps, write the step's edits (PNG) with their rewards and advantages to rollouts/ "
                 "(score-batch JSONL); 0 off."})
-    report_to: Annotated[str, OneOf(REPORT_TO)] = field(default="none", metadata={
+    report_to: Annotated[str, one_of(REPORT_TO)] = field(default="none", metadata={
         "help": "none | tensorboard | wandb | all (or another accelerate tracker)."})
     progress: bool = field(default=True, metadata={"help": "A progress bar; --no_progress: one log line per step."})
     # --- held-out evaluation, the hacking alarm, the best checkpoint (.evaluation) --------------------------------
@@ -307,7 +310,10 @@ class FlowGRPOConfig:
         if self.resume_target and self.overwrite_output_dir:
             problems.append("resuming (--resume / --resume_from_checkpoint) and overwrite_output_dir exclude each "
                             "other; drop one")
-        return (problems + self._tracker_problems() + self._editor_option_problems() + self._reward_problems()
+        reward_problem = reward_spec_problem(self.reward) if self.reward else None
+        return (problems + self._tracker_problems()
+                + (editor_option_problems(self.editor, self.editor_options) if self.editor_options else [])
+                + ([f"--reward {self.reward!r}: {reward_problem}"] if reward_problem else [])
                 + evaluation_problems(self))
 
     def _batch_problems(self, num_processes: Optional[int]) -> list:
@@ -353,9 +359,6 @@ class FlowGRPOConfig:
 
     def _step_plan_problems(self) -> list:
         """What :func:`~.schedule.make_step_plan` refuses for these settings (a window without room...)."""
-        import random
-
-
         try:
             make_step_plan(self.num_inference_steps, random.Random(0), noise_level=self.noise_level,
                            train_steps=self.train_steps, train_fraction=self.train_fraction,
@@ -376,16 +379,6 @@ class FlowGRPOConfig:
             return [f"report_to {self.report_to!r}: that tracker is not installed here (pip install "
                     f"{self.report_to.replace('_', '-')}), or set report_to: none"]
         return []
-
-    def _reward_problems(self) -> list:
-        problem = reward_spec_problem(self.reward) if self.reward else None
-        return [f"--reward {self.reward!r}: {problem}"] if problem else []
-
-    def _editor_option_problems(self) -> list:
-        if not self.editor_options:
-            return []
-
-        return editor_option_problems(self.editor, self.editor_options)
 
     @property
     def resume_target(self) -> Optional[str]:

@@ -42,9 +42,11 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Dict, Optional, Sequence, Tuple, Type
 
 import torch
+from pydantic import Field
 
 from ...hub.errors import MIEScoreInputError
-from ...utils.field_checks import Bounds, field_problems, suggestion
+from ...utils.declared_settings import field_problems
+from ...utils.suggestions import suggestion
 from ...utils.import_spec import import_callable
 from .policy import save_lora_safetensors, load_lora_safetensors, check_lora_file
 from ...hub.image_io import open_image, open_image_bytes
@@ -258,13 +260,13 @@ class FluxKontextEditor(DiffusersEditor):
 class EditorOptionValues:
     """What the adapters' options accept (checked before any weights load, :func:`editor_option_problems`)."""
 
-    height: Annotated[Optional[int], Bounds(ge=1)] = None
-    width: Annotated[Optional[int], Bounds(ge=1)] = None
-    cfg_scale: Annotated[Optional[float], Bounds(gt=0)] = None
+    height: Annotated[Optional[int], Field(ge=1)] = None
+    width: Annotated[Optional[int], Field(ge=1)] = None
+    cfg_scale: Annotated[Optional[float], Field(gt=0)] = None
     negative_prompt: Optional[str] = None
     call_kwargs: Optional[dict] = None
-    vae_image_size: Annotated[Optional[int], Bounds(ge=1)] = None
-    condition_image_size: Annotated[Optional[int], Bounds(ge=1)] = None
+    vae_image_size: Annotated[Optional[int], Field(ge=1)] = None
+    condition_image_size: Annotated[Optional[int], Field(ge=1)] = None
 
 
 def editor_option_problems(pipeline: str, options: dict) -> list:

@@ -80,15 +80,15 @@ class FlowGRPOEditorTrainer(TrainerEvaluation, TrainerResume, TrainerOutputs):
 
     def __init__(self, config: FlowGRPOConfig, *, reward: Optional[EditorReward] = None,
                  editor: Optional[EditorAdapter] = None, accelerator=None):
-        from accelerate import Accelerator
+        from accelerate import Accelerator, PartialState
 
         self.config = config
-        config.validate()  # before the Accelerator: its trackers and project folder come from the config
-        trackers = config.trackers()
         # on a machine without an accelerator, `accelerate launch` processes meet over gloo only with cpu=True
-        self.accelerator = accelerator or Accelerator(log_with=trackers, project_dir=config.output_dir or None,
-                                                      cpu=not _has_accelerator())
-        config.validate(self.accelerator.num_processes)
+        cpu = not _has_accelerator()
+        # once, with the number of processes, before the Accelerator: its trackers and project folder come from it
+        config.validate((accelerator or PartialState(cpu=cpu)).num_processes)
+        self.accelerator = accelerator or Accelerator(log_with=config.trackers(), project_dir=config.output_dir or None,
+                                                      cpu=cpu)
         self._reward, self._editor = reward, editor
 
     # ---------------------------------------------------------------------------------------------- setup

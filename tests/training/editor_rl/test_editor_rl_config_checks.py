@@ -8,11 +8,14 @@ import dataclasses
 import typing
 
 import pytest
+from pydantic import Field
+from pydantic.fields import FieldInfo
 
 from editor_rl_runs import recipe_cli, toy_config, write_run_yaml
 from modeling_miescore.hub.errors import MIEScoreInputError
 from modeling_miescore.training.editor_rl.config import RESUMABLE_FIELDS, RUN_IDENTITY_FIELDS, FlowGRPOConfig
-from modeling_miescore.utils.field_checks import Bounds, OneOf, field_problems, suggestion
+from modeling_miescore.utils.declared_settings import field_problems, one_of
+from modeling_miescore.utils.suggestions import suggestion
 
 GOOD = dict(editor="pkg.editor:make", model_name_or_path="model", dataset="rows.jsonl", reward="pkg.rewards:fn",
             output_dir="out", num_generations=4, per_device_batch_size=8)
@@ -76,6 +79,7 @@ BAD = [  # (override, what the one line must say)
     (dict(progress="yes"), "progress must be true or false, got 'yes'"),
     (dict(dataset=""), "dataset is required"),
     (dict(reward="  "), "reward is required"),
+    (dict(reward=3), "reward must be a list or a string, got 3"),  # a YAML list of terms, or one spec
     (dict(finetuning="ful"), "finetuning must be one of lora, full, got 'ful' (did you mean 'full'?)"),
     (dict(dtype="bf16"), "dtype must be one of auto, float32, bfloat16, float16, got 'bf16'"),
     (dict(max_reward_failure_rate=1.5), "max_reward_failure_rate must be a finite number in [0, 1], got 1.5"),
@@ -117,8 +121,8 @@ def test_every_number_field_declares_its_range_and_every_field_its_resume_role()
         inner = typing.get_args(declared)[0] if typing.get_origin(declared) is typing.Annotated else declared
         members = typing.get_args(inner) or (inner,)
         if int in members or float in members:
-            assert typing.get_origin(declared) is typing.Annotated, f"{field.name} declares no Bounds"
-            assert any(isinstance(c, Bounds) for c in typing.get_args(declared)[1:]), field.name
+            assert typing.get_origin(declared) is typing.Annotated, f"{field.name} declares no bounds"
+            assert any(isinstance(c, FieldInfo) and c.metadata for c in typing.get_args(declared)[1:]), field.name
         assert (field.name in RUN_IDENTITY_FIELDS) != (field.name in RESUMABLE_FIELDS), field.name
 
 
@@ -139,8 +143,8 @@ def test_the_recipe_refuses_before_it_builds_or_writes_anything(toy_editor_path,
 def test_field_checks_read_the_declared_types():
     @dataclasses.dataclass
     class Settings:
-        size: typing.Annotated[typing.Optional[int], Bounds(ge=1)] = None
-        mode: typing.Annotated[str, OneOf("sde", "cps")] = "sde"
+        size: typing.Annotated[typing.Optional[int], Field(ge=1)] = None
+        mode: typing.Annotated[str, one_of("sde", "cps")] = "sde"
         names: typing.Optional[list[str]] = None
         flag: bool = False
 

@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 
+from bench_common import best_time
+
 from modeling_miescore.evaluation.metrics.bootstrap import bootstrap_ci
 from modeling_miescore.evaluation.metrics.correlation import correlations, fit_logistic, krcc, plcc, srcc
 from modeling_miescore.evaluation.metrics.group_ranking import group_accuracy, kendall_tau_groups
@@ -115,14 +117,9 @@ def naive_grouped_bootstrap(fn, xs, ys, inst, n, seed=0):
 
 
 # ------------------------------------------------------------------------------------------ harness
-def best_time(fn, repeats):
+def timed(fn, repeats):
     fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+    return best_time(fn, repeats)[0]
 
 
 ROWS = []
@@ -137,15 +134,15 @@ def report(name, ours, naive=None, note=""):
 
 def bench_correlations(pred, mos, models, r: int, sub: int) -> None:
     pl, ml = pred.tolist(), mos.tolist()
-    report("SRCC (36k)", best_time(lambda: srcc(pred, mos), r), best_time(lambda: naive_srcc(pl, ml), 1))
-    report("PLCC raw (36k)", best_time(lambda: plcc(pred, mos), r), best_time(lambda: naive_pearson(pl, ml), 1))
-    report("KRCC tau-b (36k)", best_time(lambda: krcc(pred, mos), r))
+    report("SRCC (36k)", timed(lambda: srcc(pred, mos), r), timed(lambda: naive_srcc(pl, ml), 1))
+    report("PLCC raw (36k)", timed(lambda: plcc(pred, mos), r), timed(lambda: naive_pearson(pl, ml), 1))
+    report("KRCC tau-b (36k)", timed(lambda: krcc(pred, mos), r))
     ps, ms = pred[:sub], mos[:sub]
-    report(f"KRCC tau-b ({sub} items, naive O(n^2) loop)", best_time(lambda: krcc(ps, ms), r),
-           best_time(lambda: naive_kendall_b(ps.tolist(), ms.tolist()), 1))
-    report("4-parameter logistic fit (36k)", best_time(lambda: fit_logistic(pred, mos), r))
-    report("correlations(): srcc+krcc+plcc+plcc_logistic (36k)", best_time(lambda: correlations(pred, mos), r))
-    report("model-ranking SRCC (36k items, 12 models)", best_time(lambda: model_ranking_srcc(pred, mos, models), r))
+    report(f"KRCC tau-b ({sub} items, naive O(n^2) loop)", timed(lambda: krcc(ps, ms), r),
+           timed(lambda: naive_kendall_b(ps.tolist(), ms.tolist()), 1))
+    report("4-parameter logistic fit (36k)", timed(lambda: fit_logistic(pred, mos), r))
+    report("correlations(): srcc+krcc+plcc+plcc_logistic (36k)", timed(lambda: correlations(pred, mos), r))
+    report("model-ranking SRCC (36k items, 12 models)", timed(lambda: model_ranking_srcc(pred, mos, models), r))
 
 
 def bench_groups(rng, n: int, r: int) -> list:
@@ -153,15 +150,15 @@ def bench_groups(rng, n: int, r: int) -> list:
     sizes = [2] * 200 + [3] * 200 + [4] * 200
     mer = [np.round(rng.normal(size=k) - 0.5 * np.arange(k), 1).tolist() for k in sizes]
     report("group accuracy + Kendall tau (600 MER groups)",
-           best_time(lambda: (group_accuracy(mer), kendall_tau_groups(mer)), r),
-           best_time(lambda: naive_group_metrics(mer), r))
+           timed(lambda: (group_accuracy(mer), kendall_tau_groups(mer)), r),
+           timed(lambda: naive_group_metrics(mer), r))
     big = np.round(rng.normal(size=(n // 3, 3)) - 0.5 * np.arange(3), 1)
     big_l = big.tolist()
     report(f"group accuracy + Kendall tau ({n // 3} groups, lists)",
-           best_time(lambda: (group_accuracy(big_l), kendall_tau_groups(big_l)), r),
-           best_time(lambda: naive_group_metrics(big_l), 1))
+           timed(lambda: (group_accuracy(big_l), kendall_tau_groups(big_l)), r),
+           timed(lambda: naive_group_metrics(big_l), 1))
     report(f"group accuracy + Kendall tau ({n // 3} groups, 2-D array)",
-           best_time(lambda: (group_accuracy(big), kendall_tau_groups(big)), r))
+           timed(lambda: (group_accuracy(big), kendall_tau_groups(big)), r))
     return mer
 
 
@@ -171,10 +168,10 @@ def bench_pairwise(pred, mos, n: int, r: int, sub: int) -> None:
     hd = mos[: n // 2] - mos[n // 2 : 2 * (n // 2)]
     pref = np.where(np.abs(hd) < 5, 0, np.sign(hd)).astype(int)
     report(f"pairwise accuracy, epsilon search ({n // 2} pairs)",
-           best_time(lambda: pairwise_accuracy(a, b, pref, tie_policy="calibrated"), r))
+           timed(lambda: pairwise_accuracy(a, b, pref, tie_policy="calibrated"), r))
     report(f"pairwise accuracy, epsilon search ({sub} pairs, naive)",
-           best_time(lambda: pairwise_accuracy(a[:sub], b[:sub], pref[:sub], tie_policy="calibrated"), r),
-           best_time(lambda: naive_epsilon_search(a[:sub].tolist(), b[:sub].tolist(), pref[:sub].tolist()), 1))
+           timed(lambda: pairwise_accuracy(a[:sub], b[:sub], pref[:sub], tie_policy="calibrated"), r),
+           timed(lambda: naive_epsilon_search(a[:sub].tolist(), b[:sub].tolist(), pref[:sub].tolist()), 1))
 
 
 def bench_bootstrap(pred, mos, inst, mer, nb: int) -> None:

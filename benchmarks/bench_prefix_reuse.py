@@ -12,18 +12,8 @@ instead gives G*L^2/2 / (P^2/2 + G*S*(P + S/2)).
 
 from __future__ import annotations
 
-
-
 from bench_common import benchmark_args, group_of_edits, interleaved_best, real_photos, tiny_scorer
-
-
-def token_counts(model, sample) -> tuple[int, int, int]:
-    from modeling_miescore.hub.processing_miescore import as_edit_sample, prepare_inputs
-
-    loaded = as_edit_sample(sample).load()
-    ids = prepare_inputs(model.get_processor(), [loaded], model.config)["input_ids"][0]
-    prefix = int((ids == model.config.backbone_config.vision_start_token_id).nonzero()[-1]) + 1
-    return len(ids), prefix, len(ids) - prefix
+from realistic_costs import token_counts
 
 
 def main():
@@ -41,7 +31,7 @@ def main():
         (full_t, full_cpu, full), (reuse_t, reuse_cpu, reused) = interleaved_best(
             [lambda: model.score_batch(samples, batch_size=args.batch_size, reuse_prefix=False),
              lambda: model.score_batch(samples, batch_size=args.batch_size)], args.repeats)
-        length, prefix, suffix = token_counts(model, samples[0])
+        length, prefix, suffix, _ = token_counts(model, samples[0])
         ceiling = args.group_size * length / (prefix + args.group_size * suffix)
         pairs = args.group_size * length**2 / 2 / (prefix**2 / 2 + args.group_size * suffix * (prefix + suffix / 2))
         diff = max(abs(a[k] - b[k]) for a, b in zip(full, reused) for k in a)

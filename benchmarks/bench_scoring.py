@@ -9,7 +9,6 @@ and their ratio.
 
 from __future__ import annotations
 
-
 from bench_common import benchmark_args, interleaved_best, photo_samples, tiny_scorer
 
 

@@ -18,25 +18,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
-from bench_common import benchmark_args, interleaved_best, real_photos
-
-
-def token_counts(model, sample) -> tuple[int, int, int]:
-    """(L, P, S): SC prompt length, shared prefix, per-edit suffix."""
-    from modeling_miescore.hub.modeling_spatialreward import sc_messages
-    from modeling_miescore.hub.processing_miescore import as_edit_sample, image_size_kwargs
-
-    loaded = as_edit_sample(sample).load()
-    processor = model.get_processor()
-    text = processor.apply_chat_template(sc_messages(model.config, len(loaded.sources), loaded.instruction),
-                                         tokenize=False, add_generation_prompt=True)
-    ids = processor(text=[text], images=[*loaded.sources, loaded.edited], return_tensors="pt",
-                    **image_size_kwargs(model.config))["input_ids"][0]
-    prefix = int((ids == model.config.vision_start_token_id).nonzero()[-1]) + 1
-    return len(ids), prefix, len(ids) - prefix
+from bench_common import benchmark_args, group_of_edits, interleaved_best, real_photos
+from realistic_costs import spatialreward_token_counts
 
 
 def main():
@@ -55,23 +38,18 @@ def main():
         model = SpatialRewardModel.from_pretrained(path).eval()
         model.get_processor()
     images = real_photos(args.size)
-    rng = np.random.default_rng(0)
     print(f"tiny SpatialReward (sharpened), CPU {args.threads} threads, G={args.group_size} edits per group, "
           f"images {args.size}x{args.size}, batch {args.batch_size}, greedy, max_new_tokens {args.max_new_tokens}")
     print(f"{'sources':>7} {'L':>6} {'P':>6} {'S':>6} {'prefill ratio':>13} {'plain s':>8} {'reuse s':>8} "
           f"{'speed-up':>9} {'plain cpu s':>11} {'reuse cpu s':>11} {'cpu speed-up':>12} {'identical texts':>16}")
     for num_sources in (2, 3):
-        sources = images[:num_sources]
-        edits = [Image.fromarray(np.clip(np.asarray(images[(num_sources + i) % len(images)], dtype=np.int16)
-                                         + rng.integers(-20, 20, (args.size, args.size, 3)), 0, 255).astype(np.uint8))
-                 for i in range(args.group_size)]
-        samples = [{"sources": sources, "edited": e, "instruction": "Compose the subjects of the source images "
-                    "into one scene, keeping the background of image 1."} for e in edits]
+        samples = group_of_edits(images, num_sources, args.group_size)
         model.evaluate_edits(samples[:2], batch_size=2, reuse_prefix=False)  # warm-up
         (plain_t, plain_cpu, plain), (reuse_t, reuse_cpu, reused) = interleaved_best(
             [lambda: model.evaluate_edits(samples, batch_size=args.batch_size, reuse_prefix=False),
              lambda: model.evaluate_edits(samples, batch_size=args.batch_size, reuse_prefix=True)], args.repeats)
-        length, prefix, suffix = token_counts(model, samples[0])
+        length, prefix, _ = spatialreward_token_counts(model, samples[0])
+        suffix = length - prefix
         ratio = (2 * args.group_size * length) / (prefix + 2 * args.group_size * suffix)  # prefix runs once
         identical = all(a.raw_sc == b.raw_sc and a.raw_pq == b.raw_pq for a, b in zip(plain, reused))
         distinct = len({r.raw_sc[0] for r in plain})

@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 from bench_common import benchmark_args, group_of_edits, real_photos
+from realistic_costs import spatialreward_token_counts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servable_checkpoints: a test fixture
 
@@ -173,25 +174,6 @@ def in_process(export: Path, groups, args, reuse: bool, model) -> dict:
     return {"seconds": seconds, "texts": texts}
 
 
-def prompt_arithmetic(model, sample) -> tuple[int, int, int]:
-    """``(SC length, shared SC prefix, PQ length)`` of one edit's prompts, as the in-process model builds them."""
-    from modeling_miescore.hub.modeling_spatialreward import pq_messages, sc_messages
-    from modeling_miescore.hub.processing_miescore import as_edit_sample, image_size_kwargs
-
-    loaded = as_edit_sample(sample).load()
-    processor = model.get_processor()
-
-    def ids(messages, images):
-        text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return processor(text=[text], images=images, return_tensors="pt", **image_size_kwargs(model.config))[
-            "input_ids"][0]
-
-    sc = ids(sc_messages(model.config, len(loaded.sources), loaded.instruction), [*loaded.sources, loaded.edited])
-    pq = ids(pq_messages(model.config), [loaded.edited])
-    prefix = int((sc == model.config.vision_start_token_id).nonzero()[-1]) + 1
-    return len(sc), prefix, len(pq)
-
-
 def main():
     _, args = benchmark_args(__doc__, [
         ("--group-size", int, 12, "edits per group (G)"), ("--groups", int, 3, "timed groups per path"),
@@ -213,7 +195,7 @@ def main():
     model.config.max_new_tokens = args.max_new_tokens
     reuse = in_process(export, groups, args, True, model)
     full = in_process(export, groups, args, False, model)
-    sc, prefix, pq = prompt_arithmetic(model, groups[1][0])
+    sc, prefix, pq = spatialreward_token_counts(model, groups[1][0])
     g, n = args.group_size, args.groups
     computed = {"reuse": n * (prefix + g * (sc - prefix + pq)), "full": n * g * (sc + pq)}
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -35,12 +34,9 @@ import threading
 import time
 from pathlib import Path
 
+from peak_rss import memory_mib
+
 TESTS = Path(__file__).resolve().parent.parent / "tests"
-
-
-def _memory_kib() -> dict:
-    status = Path("/proc/self/status").read_text()
-    return {key: int(re.search(rf"{key}:\s+(\d+)", status).group(1)) for key in ("VmRSS", "VmHWM")}
 
 
 def _backend(url: str, timeout: float, concurrency: int, retries: int):
@@ -83,7 +79,7 @@ def scenario(name: str, inflated: int, timeout: float, cap: float, concurrency: 
         requests = [ChatRequest([f"rate edit {i}"]) for i in range(n)]
         with open("/proc/self/clear_refs", "w") as clear:
             clear.write("5")
-        before = _memory_kib()["VmRSS"]
+        before = memory_mib()["VmRSS"]
         started = time.monotonic()
         try:
             results = engine.run(requests)
@@ -91,11 +87,11 @@ def scenario(name: str, inflated: int, timeout: float, cap: float, concurrency: 
         except Exception as err:  # noqa: BLE001 - the old code can crash: that is a result too
             outcome = [f"raised {type(err).__name__}"]
         seconds = time.monotonic() - started
-        peak = _memory_kib()["VmHWM"]
+        peak = memory_mib()["VmHWM"]
         row = _cache_row_bytes(Path(tmp) / "calls.sqlite")
         cache.close()
     return {"scenario": name if n == 1 else f"gzip x {n}", "compressed_bytes": size, "seconds": round(seconds, 1),
-            "peak_extra_mib": round((peak - before) / 1024), "cache_row_bytes": row, "outcome": ", ".join(outcome)}
+            "peak_extra_mib": round(peak - before), "cache_row_bytes": row, "outcome": ", ".join(outcome)}
 
 
 def main(argv=None) -> int:

@@ -28,30 +28,20 @@ import numpy as np
 import torch
 from PIL import Image
 
-# Qwen3-VL-8B-Instruct dimensions (its published config.json; restated here because the GPU machine has no
-# network). Vision: 27 blocks of width 1152, 16-px patches merged 2x2, deepstack taps at blocks 8/16/24.
-QWEN3_VL_8B_TEXT = dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-                        num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=262144,
-                        rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20],
-                                         "mrope_interleaved": True})
-QWEN3_VL_8B_VISION = dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, patch_size=16,
-                          spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=4096,
-                          num_position_embeddings=2304, deepstack_visual_indexes=[8, 16, 24])
 H200_BF16_DENSE_FLOPS = 989e12  # NVIDIA H200 SXM spec sheet, dense BF16 tensor-core peak
 
 
 def backbone_config(tokenizer, smoke: bool):
-    from transformers import Qwen3VLConfig
-
+    """The tiny test backbone (``--smoke``), else Qwen3-VL-8B-Instruct at its released widths and depth (its
+    published config.json as ``qwen3vl_shapes.QWEN3_VL_8B`` restates it: the GPU machine has no network)."""
+    from modeling_miescore.testing.qwen3vl_shapes import QWEN3_VL_8B, shaped_qwen3vl_config
+    from modeling_miescore.testing.qwen_vocab import QWEN3_VL_VOCAB_SIZE
     from modeling_miescore.testing.tiny_models import tiny_qwen3vl_config
 
     if smoke:
         return tiny_qwen3vl_config(tokenizer)
-    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
-    text = dict(QWEN3_VL_8B_TEXT, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    return Qwen3VLConfig(text_config=text, vision_config=dict(QWEN3_VL_8B_VISION), tie_word_embeddings=False, **ids)
+    return shaped_qwen3vl_config(tokenizer, "8b", QWEN3_VL_8B["text"]["num_hidden_layers"],
+                                 QWEN3_VL_8B["vision"]["depth"], vocab_size=QWEN3_VL_VOCAB_SIZE)
 
 
 def make_samples(num_sources: int, size: int, instances: int, edits_per_instance: int, seed: int = 0):

@@ -1,4 +1,4 @@
-"""Token counts and a FLOP model of MIEScore scoring with and without prefix reuse (for bench_realistic.py).
+"""Token counts (MIEScore, SpatialReward) and a FLOP model of MIEScore scoring with and without prefix reuse.
 
 The FLOP model counts the matrix products (2 FLOPs per weight and token or patch) and attention (4 FLOPs per
 head dimension and query-key pair; causal in the language model, full inside each image in the vision tower):
@@ -27,6 +27,26 @@ def token_counts(model, sample) -> tuple[int, int, int, int]:
     ids = batch["input_ids"][0]
     prefix = int((ids == model.config.backbone_config.vision_start_token_id).nonzero()[-1]) + 1
     return len(ids), prefix, len(ids) - prefix, int(batch["image_grid_thw"][-1].prod())
+
+
+def spatialreward_token_counts(model, sample) -> tuple[int, int, int]:
+    """``(SC length, shared SC prefix, PQ length)`` of one edit's SpatialReward prompts, as the in-process
+    model builds them (the prefix is cut after the edited image's ``<|vision_start|>``)."""
+    from modeling_miescore.hub.modeling_spatialreward import pq_messages, sc_messages
+    from modeling_miescore.hub.processing_miescore import as_edit_sample, image_size_kwargs
+
+    loaded = as_edit_sample(sample).load()
+    processor = model.get_processor()
+
+    def ids(messages, images):
+        text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return processor(text=[text], images=images, return_tensors="pt", **image_size_kwargs(model.config))[
+            "input_ids"][0]
+
+    sc = ids(sc_messages(model.config, len(loaded.sources), loaded.instruction), [*loaded.sources, loaded.edited])
+    pq = ids(pq_messages(model.config), [loaded.edited])
+    prefix = int((sc == model.config.vision_start_token_id).nonzero()[-1]) + 1
+    return len(sc), prefix, len(pq)
 
 
 def language_flops(text: dict, tokens: float, pairs: float) -> float:

@@ -109,7 +109,7 @@ def random_servable_spatialreward(cache_dir=None) -> Path:
 
 def random_servable_miescore(cache_dir=None) -> Path:
     """The exported random MIEScore (real Qwen vocabulary, head_dim 64, a widened regression head whose scores
-    depend on the input) for vLLM's pooling runner with the package's plugin (``scoring.vllm_miescore``)."""
+    depend on the input) for vLLM's pooling runner with the package's plugin (``scoring.vllm_export``)."""
     def build(staging: Path) -> None:
         build_tiny_miescore(staging / "checkpoint", vocab="qwen", vocab_cache_dir=cache_dir or default_cache_dir(),
                             geometry="vllm", **MIESCORE_SETTINGS)

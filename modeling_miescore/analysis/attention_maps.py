@@ -229,11 +229,7 @@ def image_token_spans(input_ids: torch.Tensor, image_grid_thw: torch.Tensor, ima
     if sum(counts) != positions.numel():
         raise ValueError(f"the prompt has {positions.numel()} image tokens but image_grid_thw describes "
                          f"{sum(counts)}; the processor and the model disagree on the image token")
-    spans, start = [], 0
-    for count, grid in zip(counts, grids):
-        spans.append((positions[start:start + count], grid))
-        start += count
-    return spans
+    return list(zip(positions.split(counts), grids))
 
 
 def decoder_attention_layers(model, num_layers: int) -> list[tuple[int, torch.nn.Module]]:
@@ -464,11 +460,8 @@ def extract_attention_maps(
         raise ValueError("the model generated a single token, so no generated token attended to the images")
     positions, rows, selection, note = _query_rows(positions, rows, generated, prompt_length, tokens,
                                                    processor.tokenizer)
-    mean_row = rows.mean(0).double().cpu()
-    token_maps, start = [], 0
-    for image_positions, (t, h, w) in spans:
-        token_maps.append(mean_row[start:start + image_positions.numel()].reshape(t, h, w).sum(0).numpy())
-        start += image_positions.numel()
+    per_image = rows.mean(0).double().cpu().split([image.numel() for image, _ in spans])
+    token_maps = [row.reshape(grid).sum(0).numpy() for row, (_, grid) in zip(per_image, spans)]
     grid_maps = [resize_to_grid(m, grid_size, resize_mode) for m in token_maps]
     return SampleAttention(
         id=sample.id, source_maps=grid_maps[:-1], edited_map=grid_maps[-1], token_maps=token_maps,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..evaluation.report_parts import new_figure
 from ..utils.atomic_files import write_bytes_atomic, write_text_atomic
 from ..utils.markdown_table import markdown_table
 from ..utils.numbers import json_safe
@@ -99,11 +100,7 @@ def overlay_file_name(sample_id, taken: set) -> str:
 
 def draw_attention_overlay(images: Sequence, maps: Sequence[np.ndarray], titles: Sequence[str]):
     """A matplotlib ``Figure``: one panel per image with its attention map over it (``jet``, half transparent)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(3.2 * len(images), 3.6), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(3.2 * len(images), 3.6, dpi=100)
     axes = fig.subplots(1, len(images), squeeze=False)[0]
     for ax, image, attention, title in zip(axes, images, maps, titles):
         width, height = image.size

@@ -1,22 +1,6 @@
 """``miescore analyze-attention``: where a generative judge looks while it reasons (SpatialReward paper sec. 5.4,
-Table 5; appendix C.1).
-
-::
-
-    miescore analyze-attention --model SpatialReward/SpatialReward-8B --input edits.jsonl --out attention/ \
-        [--label SpatialReward] [--tokens reasoning|all] [--layers 5] [--grid 24] [--resize area|bilinear] \
-        [--limit 776] [--max-new-tokens N] [--no-overlays] [--on-error skip|stop]
-
-Input lines as for ``score-batch``: ``{"id", "sources": [...], "edited", "instruction"}``, paths relative to
-the input file. For each edit the judge generates its SC answer once (greedy) and the attention of its
-reasoning tokens over each image is averaged over the last 5 layers and all heads on a 24 x 24 grid. The
-language model is switched to eager attention (the only implementation that returns weights); the command
-says so. Writes ``DIR/metrics.json`` (entropy_gap, source_entropy, concentration, stability as ``{"mean",
-"std"}`` plus per-sample values), ``DIR/table.md`` (Table 5 layout), ``DIR/maps.npz`` and
-``DIR/overlays/<id>.png``. Works with any Qwen3-VL judge that loads as a SpatialReward model (a plain
-Qwen3-VL checkpoint gets the SpatialReward prompts), e.g. to compare a baseline with SpatialReward.
-
-Bad input lines are reported with their line number and skipped (exit status 1 at the end) or stop the run
+Table 5; appendix C.1). The language model is switched to eager attention, the only implementation that returns
+attention weights. Bad input lines are reported and skipped (exit status 1 at the end) or stop the run
 (``--on-error stop``, exit 2); user errors print one line and exit 2.
 """
 
@@ -30,11 +14,11 @@ from tqdm.auto import tqdm
 
 from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import COMMAND_HELP, EXIT_PARTIAL, add_device_args, number_arg, quiet_transformers
+from .main import COMMAND_HELP, add_device_args, finish_run, number_arg, quiet_transformers
 from ..analysis.attention_maps import (DEFAULT_GRID_SIZE, DEFAULT_NUM_LAYERS, RESIZE_MODES, TOKEN_SELECTIONS,
                                        TOP_FRACTION, extract_attention_maps, use_eager_attention)
 from ..analysis.attention_report import attention_table, overlay_file_name, write_attention_report, write_overlay
-from ..scoring.jsonl_scoring import check_input_file, iter_input, record_to_sample
+from ..scoring.jsonl_scoring import check_input_file, iter_input, line_entries, record_to_sample
 from ..scoring.loading import load_spatialreward
 
 __all__ = ["cmd_analyze_attention", "register"]
@@ -74,16 +58,6 @@ def _log(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
-def _output_folder(out, overlays: bool) -> Path:
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder for the report")
-    ensure_folder(path, "--out", named=True)
-    if overlays:
-        ensure_folder(path / "overlays", "--out", note=lambda _: None)  # part of the report, not worth a note
-    return path
-
-
 class _Lines:
     """The input's edits, with every bad line reported (skip) or raised (stop) with its number."""
 
@@ -99,20 +73,15 @@ class _Lines:
 
     def samples(self):
         """``(line number, EditSample)`` per usable line; ids must be unique (overlays are named by id)."""
-        first_line = {}
-        for number, record, error in iter_input(self.input_path):
-            if error is None:
-                try:
-                    sample = record_to_sample(record, self.input_path.parent)
-                except MIEScoreInputError as err:
-                    error = str(err)
-            if error is None and sample.id in first_line:
-                error = f"duplicate id '{sample.id}' (first on line {first_line[sample.id]})"
-            if error is not None:
+        for number, record, error, _ in line_entries(iter_input(self.input_path)):
+            try:
+                sample = None if error else record_to_sample(record, self.input_path.parent)
+            except MIEScoreInputError as err:
+                error = str(err)
+            if error:
                 self.fail(number, error)
-                continue
-            first_line[sample.id] = number
-            yield number, sample
+            else:
+                yield number, sample
 
 
 def _is_fatal(err: BaseException) -> bool:
@@ -123,7 +92,9 @@ def _is_fatal(err: BaseException) -> bool:
 def cmd_analyze_attention(args) -> int:
     input_path = check_input_file(args.input)
     draw = not args.no_overlays
-    out_dir = _output_folder(args.out, draw)
+    out_dir = ensure_folder(args.out, "--out", named=True)
+    if draw:
+        ensure_folder(out_dir / "overlays", "--out", note=lambda _: None)  # part of the report, not worth a note
     if draw and importlib.util.find_spec("matplotlib") is None:
         raise MIEScoreInputError("overlays need matplotlib: pip install 'miescore[plots]', or pass --no-overlays")
     quiet_transformers()
@@ -172,10 +143,8 @@ def cmd_analyze_attention(args) -> int:
     if fallback:
         print(f"note: {fallback} of {len(results)} answers had no reasoning string; all their generated tokens "
               "were used (see 'note' per sample)", file=sys.stderr)
-    print(f"analysed {len(results)} edits -> {out_dir / 'metrics.json'}, {out_dir / 'table.md'}, "
-          f"{out_dir / 'maps.npz'}" + (f", {len(overlays)} overlays in {out_dir / 'overlays'}" if draw else ""),
-          file=sys.stderr)
-    if lines.failed:
-        print(f"{len(lines.failed)} input lines were skipped (listed above); fix them and rerun", file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    drawn = f", {len(overlays)} overlays in {out_dir / 'overlays'}" if draw else ""
+    return finish_run(f"analysed {len(results)} edits -> {out_dir / 'metrics.json'}, {out_dir / 'table.md'}, "
+                      f"{out_dir / 'maps.npz'}{drawn}",
+                      f"{len(lines.failed)} input lines were skipped (listed above); fix them and rerun" if lines.failed
+                      else None)

@@ -1,22 +1,12 @@
-"""``miescore baselines``: the Table 3 baseline metrics per edit of a MIE-Bench split, as predictions files.
-
-::
-
-    miescore baselines --dataset DIR_OR_REPO --split test --metrics ssim,ms_ssim --out 'preds-{metric}.jsonl'
-    miescore benchmark mie-bench --dataset DIR_OR_REPO --split test --predictions preds-ssim.jsonl --out report-ssim
-    miescore baselines --dataset DIR --split test --evaluator pkg.module:function [--evaluator-option K=V ...] \
-        --out preds-evaluator.jsonl       # a single-source evaluator (Table 3's star rows), averaged over sources
-    miescore baselines --list             # every Table 3 row: whether it runs here, and how
-
-Resumable (rerun the same command), one file per metric; see :mod:`modeling_miescore.baselines`.
+"""``miescore baselines``: the Table 3 baseline metrics per edit of a MIE-Bench split, one resumable predictions file
+per metric (:mod:`modeling_miescore.baselines`).
 """
 
 from __future__ import annotations
 
-import sys
 
 from ..hub.errors import MIEScoreInputError
-from .main import COMMAND_HELP, EXIT_PARTIAL
+from .main import COMMAND_HELP, finish_run
 from ..baselines.registry import BASELINES
 from ..baselines.compute import output_paths, compute_mie_bench_baselines
 from ..baselines.scorers import load_evaluator, parse_evaluator_options
@@ -97,11 +87,7 @@ def cmd_baselines(args) -> int:
     evaluator = _evaluator(args) if args.evaluator else None
     report = compute_mie_bench_baselines(args.dataset, args.split, args.metrics, args.out, device=args.device,
                                          progress=not args.no_progress, evaluator=evaluator)
-    for name, path in report.outputs.items():
-        print(f"{name}: wrote {report.written[name]} edits, skipped {report.skipped_existing[name]} already in "
-              f"'{path}'", file=sys.stderr)
-    if report.errors:
-        print(f"{len(report.errors)} edit/metric pairs could not be computed (listed above); fix them and rerun "
-              "the same command to compute them", file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    return finish_run("\n".join(f"{name}: wrote {report.written[name]} edits, skipped {report.skipped_existing[name]} "
+                                 f"already in '{path}'" for name, path in report.outputs.items()),
+                      f"{len(report.errors)} edit/metric pairs could not be computed (listed above); fix them and "
+                      "rerun the same command to compute them" if report.errors else None)

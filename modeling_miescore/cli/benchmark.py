@@ -1,25 +1,8 @@
 """``miescore benchmark``: evaluate an evaluator on MIE-Bench / MER-Bench, or rank editing models.
 
-::
-
-    miescore benchmark mie-bench --dataset DIR_OR_REPO --split test (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark mer-bench --dataset DIR_OR_REPO (--predictions P.jsonl | --model M) --out DIR \
-        [--grid [--grid-split S]]
-    miescore benchmark editing-models [--dataset DIR_OR_REPO] (--predictions P.jsonl | --model M) --out DIR
-    miescore benchmark zero-shot / reward ...  (external benchmarks: :mod:`.external_benchmarks`, registered under
-                                              this command: ``PARENT_COMMAND`` in :mod:`.main`)
-    miescore benchmark gedit / imgedit / editors ...  (an image editor on the editor benchmarks, SpatialReward
-                                                   Table 3: :mod:`.editor_benchmarks`, registered the same way)
-
-Each writes ``DIR/report.md``, ``DIR/report.json``, ``DIR/report.html`` (the same page, plots embedded) and
-``DIR/plots/*.png``. With ``--model`` the scores are computed first and kept in ``DIR/predictions.jsonl``;
-rerunning the same command resumes from that file. The images exported for a MIEScore run are a cache under
-``$HF_HOME/miescore`` (or ``--cache-dir``), not in ``DIR``. ``mer-bench --grid`` re-aggregates the sub-scores
-of SpatialReward predictions over a grid of aggregation weights (``DIR/grid.json``, ``DIR/grid.png``); the best
-cell is picked only on held-out splits (``--grid-split``, disjoint from ``--split``), as the paper searches on a
-disjoint validation set (B.1.3).
-Prediction file formats are documented in :mod:`modeling_miescore.evaluation.prediction_files`. Bad input: one
-line on stderr, exit status 2.
+With ``--model`` the scores are kept in ``DIR/predictions.jsonl`` and a rerun resumes from it. ``mer-bench --grid``
+picks its best cell only on held-out splits, as the paper searches on a disjoint validation set (B.1.3).
+Bad input: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -37,14 +20,13 @@ from ..evaluation.model_runs import check_prediction_cache, score_mer_with_spati
 from ..scoring.jsonl_scoring import read_done_ids, score_jsonl, make_output_folder
 from ..scoring.loading import load_scorer, model_reference, read_checkpoint_config
 from ..evaluation.instance_bootstrap import BootstrapSettings
-from ..evaluation.alignment import join_scores, align_predictions
 from ..data.dataset_splits import load_split, mie_bench_frame, mer_split_names, mer_bench_frame
-from ..evaluation.prediction_files import read_score_predictions, read_group_sub_scores, read_group_predictions
-from ..evaluation.protocol import scores_protocol
+from ..evaluation.prediction_files import (align_predictions, join_scores, read_group_predictions,
+                                           read_group_sub_scores, read_score_predictions)
+from ..evaluation.protocol import package_version, scores_protocol
 from ..evaluation.report import write_report, REPORT_FILES, write_json
-from ..evaluation.report_parts import ci_state, fmt_ci
+from ..evaluation.report_parts import ci_state, fmt_ci, logistic_status
 from ..data.schema import SHORT_NAMES
-from ..evaluation.mie_bench_markdown import logistic_status
 from ..evaluation.plots import mie_bench_plots, aggregation_grid_plot, mer_bench_plots, editing_models_plots
 from ..evaluation.aggregation_grid import DEFAULT_GRID, aggregation_grid, grid_summary, parse_grid_values
 from ..evaluation.mer_bench_report import mer_bench_report
@@ -57,10 +39,6 @@ _PRED_HELP_MER = ('JSONL, one line per group: {"pair_id": <dataset pair_id>, "sc
                   '(counted wrong); optional "sub_scores" (SpatialReward\'s four sub-scores per image) for --grid')
 
 
-_non_negative_int = number_arg(int, minimum=0)
-_level = number_arg(float, minimum=0.0, maximum=1.0, exclusive=True)
-
-
 def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str, dataset_required: bool = True,
             split_default: str = "test", split_help: str = "dataset split (default: %(default)s)") -> None:
     parser.add_argument("--dataset", required=dataset_required, metavar="DIR_OR_REPO",
@@ -70,13 +48,25 @@ def _common(parser: argparse.ArgumentParser, *, pred_help: str, model_help: str,
     source.add_argument("--predictions", metavar="JSONL", help=pred_help)
     source.add_argument("--model", metavar="CKPT", help=model_help)
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder for report.md, report.json, plots/")
-    parser.add_argument("--bootstrap", type=_non_negative_int, default=1000, metavar="N",
-                        help="bootstrap resamples of instances for the confidence intervals; 0 = no CIs "
-                             "(default: %(default)s)")
-    parser.add_argument("--level", type=_level, default=0.95, help="confidence level (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
-    parser.add_argument("--no-plots", action="store_true", help="write report.md/report.json only")
+    add_report_args(parser, "instances")
     add_evaluation_run_args(parser)
+
+
+def add_report_args(parser: argparse.ArgumentParser, resampled: str) -> None:
+    """The confidence intervals and plots of a report (here and in :mod:`.editor_benchmarks`): ``--bootstrap``
+    (resamples of the ``resampled`` units), ``--level``, ``--seed``, ``--no-plots``."""
+    parser.add_argument("--bootstrap", type=number_arg(int, minimum=0), default=1000, metavar="N",
+                        help=f"bootstrap resamples of {resampled} for the confidence intervals; 0 = none "
+                             "(default: %(default)s)")
+    parser.add_argument("--level", type=number_arg(float, minimum=0.0, maximum=1.0, exclusive=True), default=0.95,
+                        help="confidence level (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    parser.add_argument("--no-plots", action="store_true", help="no plots: report.md/report.json only")
+
+
+def bootstrap_settings(args) -> BootstrapSettings:
+    """The :class:`BootstrapSettings` of :func:`add_report_args`' options (and ``--no-progress``)."""
+    return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
 
 
 def add_evaluation_run_args(parser: argparse.ArgumentParser) -> None:
@@ -110,7 +100,19 @@ def register(subparsers) -> None:
                                        "(SpatialReward paper tables 1-2).")
     _common(mer, pred_help=_PRED_HELP_MER, model_help="a SpatialReward checkpoint to score the groups with",
             split_default=None, split_help="comma-separated splits (default: every <K>pair split the dataset has)")
-    _grid_args(mer)
+    mer.add_argument("--grid", action="store_true",
+                     help="re-aggregate the predictions' sub_scores (SpatialReward: s_if, s_con, naturalness, "
+                          "artifacts) over a grid of alpha and SC weights, without the model (paper B.1.3, "
+                          "figure 10): writes grid.json, grid.png and the best cell in the report")
+    mer.add_argument("--grid-alpha", default=None, metavar="LIST",
+                     help="with --grid: comma-separated alpha values in [0, 1] (default: 0, 0.1, ..., 1)")
+    mer.add_argument("--grid-w-con", default=None, metavar="LIST",
+                     help="with --grid: comma-separated source-consistency weights in [0, 1], w_if = 1 - w_con "
+                          "(default: 0, 0.1, ..., 1)")
+    mer.add_argument("--grid-split", default=None, metavar="SPLITS",
+                     help="with --grid: search the grid on these splits of --dataset, held out of --split (the "
+                          "paper searches on a disjoint validation set), and report the best cell there and on "
+                          "--split; without it the grid runs on the reported groups and no best cell is picked")
     mer.set_defaults(func=cmd_mer_bench)
 
     ed = kinds.add_parser("editing-models", help="leaderboard of editing models by predicted scores per task",
@@ -129,47 +131,6 @@ def _cache_dir_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="with --model: where the split's images are exported for scoring, a cache kept "
                              "between runs (default: $HF_HOME/miescore, beside the Hugging Face caches)")
-
-
-def _grid_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--grid", action="store_true",
-                        help="re-aggregate the predictions' sub_scores (SpatialReward: s_if, s_con, naturalness, "
-                             "artifacts) over a grid of alpha and SC weights, without the model (paper B.1.3, "
-                             "figure 10): writes grid.json, grid.png and the best cell in the report")
-    parser.add_argument("--grid-alpha", default=None, metavar="LIST",
-                        help="with --grid: comma-separated alpha values in [0, 1] (default: 0, 0.1, ..., 1)")
-    parser.add_argument("--grid-w-con", default=None, metavar="LIST",
-                        help="with --grid: comma-separated source-consistency weights in [0, 1], w_if = 1 - w_con "
-                             "(default: 0, 0.1, ..., 1)")
-    parser.add_argument("--grid-split", default=None, metavar="SPLITS",
-                        help="with --grid: search the grid on these splits of --dataset, held out of --split (the "
-                             "paper searches on a disjoint validation set), and report the best cell there and on "
-                             "--split; without it the grid runs on the reported groups and no best cell is picked")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("miescore")
-    except Exception:  # noqa: BLE001 - informational only
-        return ""
-
-
-def _run_info(args, **extra) -> dict:
-    info = {"dataset": args.dataset, "split": args.split, "miescore_version": _version(),
-            "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    if args.predictions:
-        info["predictions"] = str(Path(args.predictions))
-    if args.model:
-        info["model"] = args.model
-    info.update(extra)
-    return info
 
 
 def _score_with_miescore(ds, args, out: Path) -> Path:
@@ -196,16 +157,9 @@ def _score_with_miescore(ds, args, out: Path) -> Path:
     return preds
 
 
-def _bootstrap_settings(args):
-    return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
-
-
 def _mie_predictions(args, out: Path, *, require_mos: bool, verb: str):
-    """The MIE-Bench split joined with its predictions (from --predictions, or scored with --model).
-
-    Returns ``(joined frame, predictions frame, predictions path, Alignment)``; a mismatch allowed by
-    --allow-missing is reported on stderr ("warning: ...; <verb> the N matched ids").
-    """
+    """``(joined frame, predictions frame, predictions path, Alignment)`` of the MIE-Bench split and its
+    predictions (from --predictions, or scored with --model)."""
     ds = load_split(args.dataset, args.split)
     frame = mie_bench_frame(ds, require_mos=require_mos)
     preds_path = _score_with_miescore(ds, args, out) if args.model else Path(args.predictions)
@@ -220,7 +174,9 @@ def _finish(args, out: Path, report: dict, *, preds_path: Path, alignment, plots
     """Record the run (and the id alignment), draw the plots unless --no-plots, write report.json/report.md."""
     if alignment is not None:
         report["alignment"] = alignment.to_dict()
-    report["run"] = _run_info(args, predictions=str(preds_path))
+    report["run"] = {"dataset": args.dataset, "split": args.split, "miescore_version": package_version(),
+                     "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                     **({"model": args.model} if args.model else {}), "predictions": str(preds_path)}
     report["protocol"] = scores_protocol(
         report["benchmark"], datasets=[{"dataset": args.dataset, "split": args.split,
                                         "keys": alignment.n_matched if alignment is not None else None}],
@@ -259,16 +215,11 @@ def _headline(name: str, metric: dict, digits: int = 4) -> str:
     return f"  {name:<28}{fmt_ci(metric, digits)}"
 
 
-# ---------------------------------------------------------------------------------------------------------
-# commands
-# ---------------------------------------------------------------------------------------------------------
-
-
 def cmd_mie_bench(args) -> int:
     from ..evaluation.mie_bench_report import mie_bench_report  # deferred: loads scipy
     out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     joined, preds, preds_path, alignment = _mie_predictions(args, out, require_mos=True, verb="evaluating")
-    report = mie_bench_report(joined, bootstrap=_bootstrap_settings(args))
+    report = mie_bench_report(joined, bootstrap=bootstrap_settings(args))
     report["overall_computed"] = bool(preds.attrs.get("overall_computed"))
     _warn_without_cis(report)
     _warn_unusable_fits(report)
@@ -327,11 +278,8 @@ def _grid_split_names(args, reported: list[str]) -> list[str]:
 
 
 def _mer_grid(args, out: Path, frame, preds_path: Path, grid_frame=None):
-    """``--grid``: accuracy over the aggregation-weight grid from the predictions' sub-scores; writes grid.json.
-
-    ``grid_frame``: the held-out groups (``--grid-split``) to search on; None searches the reported ``frame`` and
-    picks no best cell. Returns ``(cells, summary)``; prints the best cell and the paper's two readings.
-    """
+    """``--grid``: ``(cells, summary)`` of the aggregation-weight grid, written to grid.json; searched on the
+    held-out ``grid_frame`` (``--grid-split``), or in-sample on ``frame`` with no best cell picked."""
     alphas = parse_grid_values(args.grid_alpha, "--grid-alpha") if args.grid_alpha else DEFAULT_GRID
     w_cons = parse_grid_values(args.grid_w_con, "--grid-w-con") if args.grid_w_con else DEFAULT_GRID
     search = frame if grid_frame is None else grid_frame
@@ -397,7 +345,7 @@ def cmd_mer_bench(args) -> int:
         print(f"warning: {alignment.describe('pair id')}; evaluating the {alignment.n_matched} matched groups",
               file=sys.stderr)
     frame = frame[frame["pair_id"].isin(set(scores))].reset_index(drop=True)
-    report = mer_bench_report(frame, scores, bootstrap=_bootstrap_settings(args))
+    report = mer_bench_report(frame, scores, bootstrap=bootstrap_settings(args))
     _print_mer_summary(args, report)
     grid = _mer_grid(args, out, frame, preds_path, grid_frame) if args.grid else None
     if grid:
@@ -413,10 +361,7 @@ def cmd_mer_bench(args) -> int:
 
 
 def cmd_editing_models(args) -> int:
-    from ..evaluation.editing_models_report import (
-        editing_models_report,
-        frame_from_predictions,
-    )  # deferred: loads scipy
+    from ..evaluation.editing_models_report import editing_models_report, frame_from_predictions  # deferred: scipy
     out = make_output_folder(args.out, "--out: ", {"--predictions": args.predictions}, REPORT_FILES)
     alignment = None
     if args.dataset is None:
@@ -426,7 +371,7 @@ def cmd_editing_models(args) -> int:
         frame = frame_from_predictions(read_score_predictions(args.predictions), args.predictions)
     else:
         frame, _, preds_path, alignment = _mie_predictions(args, out, require_mos=False, verb="ranking on")
-    report = editing_models_report(frame, bootstrap=_bootstrap_settings(args))
+    report = editing_models_report(frame, bootstrap=bootstrap_settings(args))
     dims = report["meta"]["dimensions"]
     order = "overall" if "overall" in dims else dims[-1]
     _warn_without_cis(report)

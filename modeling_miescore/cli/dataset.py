@@ -1,7 +1,7 @@
-"""``miescore build-dataset <name>``: one subcommand per builder of the registry
-(:data:`modeling_miescore.data.builders.BUILDERS`); ``dataset_scripts/build_dataset.py`` is the same command.
+"""``miescore build-dataset <name>`` (one subcommand per :data:`modeling_miescore.data.builders.BUILDERS` entry) and
+``miescore convert-benchmark NAME`` (one per :data:`modeling_miescore.data.converters.CONVERTERS` entry).
 
-Exit status, one rule:
+Exit status:
 
 * **0**: the dataset was built (and pushed, with ``--push-to-hub``).
 * **2**: the command cannot run as given, and nothing was built: a bad option; a missing or invalid raw
@@ -10,9 +10,6 @@ Exit status, one rule:
   token, or a reachable Hub (all checked before building).
 * **1**: the build ran and a later step failed: the push after a successful build (the local dataset is
   complete), or a write error such as a full disk (nothing is left half-written).
-
-The builders' exceptions name their API parameters (``overwrite=True``, ``groups_per_type``); this module
-prints them with the flags instead (``--overwrite``, ``--groups-per-type``), see :func:`flag_wording`.
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ from ..data.builders.output_folder import HubPushError, HubPushUnavailableError,
 from ..data.builders.raw_files import DatasetValidationError
 from ..utils.output_lock import OutputBusyError
 from .main import COMMAND_HELP, defer_options
+from ..data.converters import CONVERTERS, get_converter
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -85,11 +83,8 @@ def run_builder(builder, flags: Mapping[str, tuple[str, bool]], args: argparse.N
 
 def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, lookup=None,
                             help_format: str = "build {title} from its raw release") -> None:
-    """One subcommand per registered builder under ``parser``, each with ``func(args) -> exit status``.
-
-    ``registry`` / ``lookup``: a ``name -> "module:Class"`` registry and its lookup function (default: the dataset
-    builders); ``help_format``: each subcommand's help, with the builder's ``{title}``.
-    """
+    """One subcommand per builder of ``registry`` (``name -> "module:Class"``, with its ``lookup``; default: the
+    dataset builders) under ``parser``."""
     if registry is None:
         from ..data.builders import BUILDERS as registry
         from ..data.builders import get_builder as lookup
@@ -106,3 +101,10 @@ def add_builder_subcommands(parser: argparse.ArgumentParser, registry=None, look
 def register(sub) -> None:
     parser = sub.add_parser("build-dataset", help=COMMAND_HELP["build-dataset"])
     defer_options(parser, add_builder_subcommands)  # the builders' modules are imported only when it is used
+    parser = sub.add_parser("convert-benchmark", help=COMMAND_HELP["convert-benchmark"],
+                            description="Convert a benchmark's public release (Table 6 of the MIEScore paper, "
+                                        "Tables 1 and 3 of the SpatialReward paper) into pointwise / pairwise / "
+                                        "editing Parquet configs with a card, for 'miescore benchmark zero-shot', "
+                                        "'reward', 'gedit' and 'imgedit'.")
+    defer_options(parser, lambda parser: add_builder_subcommands(parser, CONVERTERS, get_converter,
+                                                                 help_format="convert {title}"))

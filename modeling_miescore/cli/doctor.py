@@ -1,17 +1,7 @@
 """``miescore doctor CKPT``: is this checkpoint sane? (:mod:`modeling_miescore.diagnostics.doctor`)
 
-::
-
-    miescore doctor CKPT [--device auto] [--dtype auto] [--json] [--skip-fresh-process] [--quick]
-                         [--trust-remote-code]
-
-Runs the checks one by one (progress on stderr), then prints a table of them, or with ``--json`` the list of
-records and a summary. Exit status: 0 healthy, 1 warnings, 2 broken. User errors (a missing folder, a folder
-that is not a MIEScore or SpatialReward checkpoint, a bad --device) print one line and exit 2.
-
-Nothing from the checkpoint folder runs unless ``--trust-remote-code`` is given: the fresh-process check then
-loads it with ``AutoModel.from_pretrained(CKPT, trust_remote_code=True)`` as a stranger would, running the code
-files that the report names with their sha256 (run it only on a checkpoint whose code you trust).
+Exit status: 0 healthy, 1 warnings, 2 broken; user errors print one line and exit 2. Nothing from the checkpoint
+folder runs unless ``--trust-remote-code`` is given (then the fresh-process check loads it as a stranger would).
 """
 
 from __future__ import annotations
@@ -19,16 +9,12 @@ from __future__ import annotations
 import json
 import sys
 
-from .main import COMMAND_HELP, add_device_args
+from .main import COMMAND_HELP, add_device_args, quiet_transformers
 from ..diagnostics.doctor import diagnose_checkpoint, format_report
 
 
 def cmd_doctor(args) -> int:
-    import transformers
-
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
 
     def progress(result):
         print(f"doctor: {result.name}: {result.status} ({result.seconds:.1f} s)", file=sys.stderr, flush=True)

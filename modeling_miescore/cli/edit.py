@@ -1,37 +1,17 @@
 """``miescore edit``: make edits with an image editor (a diffusers editing pipeline or an editor adapter), e.g.
-one trained by ``trainers/flow_grpo_editor.py``::
+one trained by ``trainers/flow_grpo_editor.py`` (synopsis: docs/cli.md).
 
-    miescore edit --pipeline qwen-image-edit-plus --model Qwen/Qwen-Image-Edit-2509 [--lora RUN_DIR] \
-        (--input rows.jsonl | --dataset DIR [--split S]) --out DIR [--seed 0] [--num-images 1] [--steps 28] \
-        [--cfg-fraction 0.6] [--noise-level 0.7 --last-step deterministic]
-    # an adapter trained by trainers/flow_grpo_editor.py: its run.json says how it samples
-    miescore edit --lora runs/flow-grpo-tiny --input rows.jsonl --out DIR
-
-With ``--lora RUN`` of a training run, the run's ``run.json`` supplies the editor, the base model, the editor
-options, T, the CFG scale and schedule (``--cfg-fraction``), the SDE and last-step mode used with
-``--noise-level``, and the dtype (:mod:`modeling_miescore.training.editor_rl.outputs`); an option given here
-overrides its value (``--editor-options`` keys replace the run's one by one).
-
-Reward-guided best-of-N: ``--num-images N --select SPEC`` (a ``--reward`` spec of the trainer:
-``miescore:CKPT``, ``spatialreward:CKPT``, ``module:function``, ...) makes N candidates per request
-(``DIR/candidates.jsonl``), scores each request's N together (one group: its prompt prefix runs once) and writes
-the best to ``DIR/edits.jsonl`` with every candidate and its reward
-(:mod:`modeling_miescore.editing.selection`).
-
-Requests: ``{"id"?, "sources": [...], "instruction"}`` JSONL (paths relative to the file) or a MIE-Bench /
-MER-Bench / converted editing-benchmark dataset. Writes ``DIR/images/`` and ``DIR/edits.jsonl`` in the
-``score-batch`` input format (``miescore score-batch --input DIR/edits.jsonl`` scores them, and the editor
-benchmarks read ``{"id", "edited"}``); rerunning resumes. The sampling schedule (``--cfg-fraction``: guide only
-steps i/T <= F, as a Flow-GRPO run guided its rollouts; ``--noise-level`` > 0: the training SDE instead of Euler
-ODE steps, ``--last-step`` its final step) is printed and written to ``DIR/sampling.json``
-(:mod:`modeling_miescore.training.editor_rl.schedule`). Exit status: 0 done, 1 some requests failed (listed),
-2 bad input.
+With ``--lora RUN`` the run's ``run.json`` supplies the editor and its sampling settings
+(:mod:`modeling_miescore.training.editor_rl.outputs`); an option given here overrides its value. Reward-guided
+best-of-N (``--num-images N --select SPEC``): :mod:`modeling_miescore.editing.selection`. Rerunning resumes.
+Exit status: 0 done, 1 some requests failed (listed), 2 bad input.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from ..hub.errors import MIEScoreInputError
 from .main import COMMAND_HELP, add_device_args, finish_run, number_arg, quiet_transformers
@@ -117,71 +97,49 @@ def _options(text):
 
 
 def resolve_run_settings(args) -> list:
-    """Fill ``args`` from the ``--lora`` run's sampling record where an option was not given (module docstring);
-    the settings taken from the run, as ``name value`` strings (empty without a record)."""
-    from pathlib import Path
-
+    """Fill ``args`` from the ``--lora`` run's sampling record where an option was not given (module docstring),
+    then the stock pipeline's settings; the settings taken from the run, as ``name value`` strings (empty without a
+    record)."""
     from ..training.editor_rl.outputs import read_sampling  # deferred: loads diffusers, torch
 
     sampling = read_sampling(args.lora) if args.lora else None
     options = _options(args.editor_options)
-    if sampling is None:
-        missing = [name for name in ("--pipeline", "--model") if getattr(args, name[2:]) is None]
-        if missing:
-            where = (f"the --lora folder '{args.lora}' has no run.json from a training run" if args.lora
-                     else "no --lora run gives them")
-            raise MIEScoreInputError(f"{' and '.join(missing)} needed: {where}")
-        args.editor_options, args.steps = options, args.steps or 28
-        _schedule_defaults(args)
-        return []
-    taken = []
-    if args.pipeline is None:
-        args.pipeline = sampling["editor"]
-        taken.append(f"pipeline {args.pipeline}")
-    if args.model is None:
-        model = sampling["model_name_or_path"]
-        if not Path(model).expanduser().exists() and sampling.get("base_model_id"):
-            model = sampling["base_model_id"]  # the run's machine had it locally: its Hub id here
-        args.model = model
-        taken.append(f"model {model}")
+    missing = [name for name in ("--pipeline", "--model") if getattr(args, name[2:]) is None]
+    if sampling is None and missing:
+        where = (f"the --lora folder '{args.lora}' has no run.json from a training run" if args.lora
+                 else "no --lora run gives them")
+        raise MIEScoreInputError(f"{' and '.join(missing)} needed: {where}")
+    sampling = dict(sampling or {})
+    model = sampling.get("model_name_or_path")
+    if model and not Path(model).expanduser().exists() and sampling.get("base_model_id"):
+        sampling["model_name_or_path"] = sampling["base_model_id"]  # the run's machine had it locally: its Hub id
     recorded = dict(sampling.get("editor_options") or {})
-    if recorded:
-        taken.append(f"editor options {json.dumps(recorded)}")
+    taken = [f"editor options {json.dumps(recorded)}"] if recorded else []
     args.editor_options = {**recorded, **options}
-    for name, key in (("steps", "num_inference_steps"), ("cfg_scale", "cfg_scale"), ("cfg_fraction", "cfg_fraction"),
-                      ("sde_type", "sde_type"), ("last_step", "last_step")):
+    for name, key in (("pipeline", "editor"), ("model", "model_name_or_path"), ("steps", "num_inference_steps"),
+                      ("cfg_scale", "cfg_scale"), ("cfg_fraction", "cfg_fraction"), ("sde_type", "sde_type"),
+                      ("last_step", "last_step")):
         if getattr(args, name) is None and sampling.get(key) is not None:
             setattr(args, name, sampling[key])
             taken.append(f"{name.replace('_', '-')} {sampling[key]}")
     if args.dtype == "auto" and sampling.get("dtype") not in (None, "auto"):
         args.dtype = sampling["dtype"]
         taken.append(f"dtype {args.dtype}")
-    args.steps = args.steps or 28
-    _schedule_defaults(args)
-    return taken
-
-
-def _schedule_defaults(args) -> None:
-    """The sampling-schedule flags not given and not in a run: the stock pipeline's schedule."""
-    for name, default in (("cfg_fraction", 1.0), ("sde_type", "sde"), ("last_step", "stochastic")):
-        if getattr(args, name) is None:
+    for name, default in (("steps", 28), ("cfg_fraction", 1.0), ("sde_type", "sde"), ("last_step", "stochastic")):
+        if getattr(args, name) is None:  # not given and not in a run: the stock pipeline's schedule
             setattr(args, name, default)
+    return taken
 
 
 def _check_out_apart(args) -> None:
     """``--out`` is none of the inputs and holds none of them (it may lie inside one: nothing there is replaced);
     ``--input`` is never the ``edits.jsonl`` this run appends to."""
-    from pathlib import Path
-
-
     local = lambda path: path if path and Path(path).expanduser().exists() else None  # noqa: E731 - Hub ids
     check_folder_apart(args.out, {"--input": args.input, "--dataset": local(args.dataset), "--model": local(args.model),
                                   "--lora": args.lora}, "--out", allow_inside=True)
 
 
 def cmd_edit(args) -> int:
-    from pathlib import Path
-
     from tqdm.auto import tqdm
 
     from ..editing.generation import generate_edits, record_sampling  # deferred: loads diffusers, torch
@@ -239,7 +197,6 @@ def _selection(args):
     """``(spec, name)`` of ``--select`` (checked before anything is loaded), or None."""
     if args.select is None:
         return None
-
     if args.num_images < 2:
         raise MIEScoreInputError("--select chooses among several candidates: pass --num-images N with N >= 2")
     problem = reward_spec_problem(args.select, imports=True)  # before any candidate is made or recorded

@@ -1,19 +1,6 @@
 """``miescore benchmark gedit`` / ``imgedit`` / ``editors``: an image editor on the editor benchmarks, and editors
 compared in the SpatialReward paper's Table 3 layout.
 
-::
-
-    miescore convert-benchmark gedit-bench --raw GEdit-Bench/ --out data/gedit
-    miescore benchmark gedit --dataset data/gedit --edits outputs/ --out report-base/ --language en \
-        --backend openai --base-url https://api.openai.com/v1 --model gpt-4.1 --prompts viescore/vie_prompts.py
-    miescore benchmark imgedit --dataset data/imgedit --edits edits.jsonl --out report-img/ \
-        --backend transformers --model /ckpt/Qwen2.5-VL-7B-Instruct --judge miescore:/ckpt/miescore
-    miescore benchmark editors --runs base=report-base,report-img tuned=report-tuned,report-img-tuned --out cmp/
-
-``--edits``: a folder of ``<key>.png``, GEdit's ``fullset/<task>/<lang>/<key>.png``, or a JSONL (``{"id",
-"edited"}``, as ``miescore edit`` writes). The MLLM judge (``--backend``) uses the benchmark's own prompts only when
-``--prompts`` names the user's copy of them; otherwise our wording, and the report says the numbers are not
-comparable with published ones. ``--judge KIND:CKPT`` adds MIEScore or SpatialReward as judges of the same edits.
 Everything resumes: rerun the same command after a kill or a failed request. Bad input: one line, exit status 2;
 edits left unjudged (a request that failed for good): exit status 1, the report covers the rest.
 """
@@ -26,13 +13,12 @@ import sys
 from pathlib import Path
 
 from ..hub.errors import MIEScoreInputError
+from .benchmark import add_report_args, bootstrap_settings
 from .main import finish_run, number_arg, quiet_transformers
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 from ..evaluation.editor_benchmarks.protocols import EDITOR_BENCHMARKS, editor_benchmark
-from ..evaluation.instance_bootstrap import BootstrapSettings
 from ..evaluation.editor_benchmarks.editor_run import EditorRunOptions, evaluate_editor
-from ..evaluation.editor_benchmarks.recheck import recheck_line
-from ..evaluation.editor_benchmarks.reward_judges import REWARD_JUDGES
+from ..evaluation.editor_benchmarks.judge_run import REWARD_JUDGES, recheck_line
 from ..evaluation.editor_benchmarks.editor_comparison import parse_runs, write_comparison
 from ..evaluation.rescore import rescore_report
 from .editors_demo import DEMO_LABEL, run_offline_demo
@@ -100,12 +86,7 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", default=None, metavar="TEXT",
                         help="a line shown at the top of the report and of the closing summary (e.g. 'random "
                              "weights')")
-    parser.add_argument("--bootstrap", type=number_arg(int, minimum=0), default=1000, metavar="N",
-                        help="bootstrap resamples of keys for the CIs; 0 = none (default: %(default)s)")
-    parser.add_argument("--level", type=number_arg(float, minimum=0.0, maximum=1.0, exclusive=True), default=0.95,
-                        help="confidence level (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
-    parser.add_argument("--no-plots", action="store_true", help="no plots")
+    add_report_args(parser, "keys")
 
 
 def register(kinds) -> None:
@@ -158,10 +139,6 @@ def register(kinds) -> None:
     demo.set_defaults(func=cmd_editors_demo, extra="rl")
 
 
-def _bootstrap(args):
-    return BootstrapSettings(n=args.bootstrap, seed=args.seed, level=args.level, progress=not args.no_progress)
-
-
 def request_settings(args, benchmark):
     """The run's :class:`~modeling_miescore.data.converters.schema.JudgeRequestSettings`: the benchmark's released
     ones with the options given."""
@@ -194,7 +171,7 @@ def cmd_editor_benchmark(args) -> int:
     options = EditorRunOptions(calls=calls, spec=spec, prompts_path=args.prompts, judge_name=args.judge_name,
                                request=request_settings(args, benchmark), reward_judges=args.judge,
                                best_of_n=args.best_of_n, device=args.device, dtype=args.dtype,
-                               batch_size=args.batch_size, bootstrap=_bootstrap(args), plots=not args.no_plots,
+                               batch_size=args.batch_size, bootstrap=bootstrap_settings(args), plots=not args.no_plots,
                                progress=not args.no_progress, label=args.label, recheck=args.recheck or 0)
     report, unfinished = evaluate_editor(benchmark, args.dataset, args.edits, out, languages=args.language,
                                          categories=args.category, options=options)
@@ -228,8 +205,8 @@ def _headline(results: dict, labels: dict, overall: str, prefix: str = "") -> li
 def cmd_editors(args) -> int:
     out = Path(args.out).expanduser()
     report = write_comparison(parse_runs(args.runs), out, label=args.label, plots=not args.no_plots,
-                              baseline=args.baseline, bootstrap=_bootstrap(args), grid_size=args.grid_size, by=args.by,
-                              allow_protocol_differences=args.allow_protocol_differences)
+                              baseline=args.baseline, bootstrap=bootstrap_settings(args), grid_size=args.grid_size,
+                              by=args.by, allow_protocol_differences=args.allow_protocol_differences)
     label = f"{report['label']}: " if report["label"] else ""
     return finish_run(f"{label}compared {len(report['runs'])} runs against {report['baseline']}; report: "
                       f"'{out / 'report.md'}'")

@@ -1,21 +1,10 @@
 """``miescore benchmark editors-demo``: the editor benchmarks end to end with nothing downloaded, as ``miescore demo``
 is for scoring. Every number it prints comes from **random weights**: it shows the path, not a result.
 
-Steps (each one a ``miescore`` command run in this process, printed as it runs, so the run is the documented path):
-
-1. tiny GEdit-Bench and ImgEdit-Bench releases in their released formats (``testing.raw_benchmarks``; ImgEdit with
-   the current type names), converted by ``miescore convert-benchmark`` into ``OUT/data/``;
-2. a tiny random MIEScore checkpoint (``OUT/models/tiny-miescore``), the judge: ``--judge miescore:CKPT``, no MLLM
-   judge and no server;
-3. edits of both benchmarks by a tiny editor: with ``--lora RUN`` (a run of ``trainers/flow_grpo_editor.py``, e.g.
-   the tiny CPU config) the run's base editor and the run's adapter, each once per key (``OUT/edits/<benchmark>-base``
-   and ``-tuned``); without, a tiny random Flux2-Klein (``OUT/models/flux2-klein``) making two candidates per key,
-   the redder kept (``miescore edit --num-images 2 --select``, the reward-guided best-of-N path);
-4. ``miescore benchmark gedit`` / ``imgedit`` with ``--judge miescore:CKPT`` into ``OUT/reports/<benchmark>-<run>``;
-5. ``miescore benchmark editors --by miescore`` into ``OUT/reports/comparison`` (base vs tuned, or the first sample
-   vs the selected one vs the judge's own best of 2).
-
-Every report carries the label :data:`DEMO_LABEL`. ``OUT`` must be new or empty (nothing is overwritten).
+Each step is a ``miescore`` command run in this process and printed as it runs, so the run is the documented path:
+tiny GEdit / ImgEdit releases converted, a tiny random MIEScore judge, edits by a tiny editor (base and tuned with
+``--lora RUN``, otherwise best-of-2 with ``--select``), both benchmarks, then ``benchmark editors``. Every report
+carries the label :data:`DEMO_LABEL`. ``OUT`` must be new or empty (nothing is overwritten).
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""``miescore export-vllm CKPT OUT``: a SpatialReward checkpoint of this package in the plain Qwen3-VL layout, which
-vLLM serves without running any code from the folder, or a MIEScore (regression-head) checkpoint in the layout of
-the MIEScore vLLM plugin (``scripts/vllm_plugin``, pooling runner) (:mod:`modeling_miescore.scoring.vllm_export`).
-
-::
-
-    miescore export-vllm runs/sft/merged exports/spatialreward-vllm
-    scripts/vllm_cpu.sh start exports/spatialreward-vllm --name spatialreward   # or: vllm serve exports/...
-    miescore spatialreward --api-base http://127.0.0.1:8000/v1 --model spatialreward \
-        --config exports/spatialreward-vllm --source in.png --edited out.png --instruction "..."
-
-User errors (a missing folder, a LoRA-adapter folder, a checkpoint of another kind, a tokenizer that does not load,
-a file linked out of the checkpoint folder, an OUT that exists or lies inside the checkpoint) print one line and
-exit 2; a disk that refuses the export (full) prints one line and exits 1, leaving nothing behind.
+"""``miescore export-vllm CKPT OUT``: a SpatialReward checkpoint in the plain Qwen3-VL layout (vLLM serves it without
+running code from the folder), or a MIEScore checkpoint in the layout of the MIEScore vLLM plugin
+(:mod:`modeling_miescore.scoring.vllm_export`). User errors print one line and exit 2; a disk that refuses the
+export (full) prints one line and exits 1, leaving nothing behind.
 """
 
 from __future__ import annotations

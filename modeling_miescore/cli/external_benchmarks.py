@@ -1,16 +1,6 @@
-"""``miescore benchmark zero-shot`` and ``miescore benchmark reward``: an evaluator on external benchmarks.
-
-::
-
-    miescore benchmark zero-shot --dataset DIR [--dataset DIR ...] (--model CKPT | --predictions P [...]) --out DIR
-    miescore benchmark reward    --dataset DIR [--dataset DIR ...] (--model CKPT | --predictions P [...]) --out DIR
-
-Each ``--dataset`` is a folder from ``miescore convert-benchmark`` (its card says which benchmark it is) or, for
-``reward``, a MER-Bench build; ``--predictions`` files pair with the datasets in order (score files keyed by
-edited-image id, :mod:`modeling_miescore.evaluation.converted_benchmarks`; MER-Bench: group files). With
-``--model`` (a MIEScore or SpatialReward checkpoint) every dataset is scored into ``DIR/<benchmark>/predictions.jsonl``
-first (resumable); MIEScore uses its single-source prompt variant for one-source edits. Writes ``DIR/report.md``
-(the paper's Table 6 / Table 1 layout with the published rows) and ``DIR/report.json``.
+"""``miescore benchmark zero-shot`` and ``miescore benchmark reward``: an evaluator on external benchmarks (the
+paper's Table 6 / Table 1 layout with the published rows). With ``--model`` each dataset is scored first into
+``DIR/<benchmark>/predictions.jsonl`` (resumable).
 """
 
 from __future__ import annotations
@@ -125,7 +115,7 @@ def _protocol(kind: str, args, benchmarks, paths, results, aggregation: dict) ->
 
 
 def cmd_zero_shot(args) -> int:
-    from ..evaluation.zero_shot_report import evaluate_zero_shot, write_zero_shot_report  # deferred: loads scipy
+    from ..evaluation.paper_tables import evaluate_zero_shot, write_zero_shot_report  # deferred: loads scipy
 
     out, benchmarks, paths, row_name, run = _prepare(args)
     results = [evaluate_zero_shot(data, read_score_predictions(path), allow_missing=args.allow_missing,
@@ -139,7 +129,7 @@ def cmd_zero_shot(args) -> int:
 
 
 def cmd_reward(args) -> int:
-    from ..evaluation.reward_bench_report import evaluate_reward, write_reward_report  # deferred: loads scipy
+    from ..evaluation.paper_tables import evaluate_reward, write_reward_report  # deferred: loads scipy
 
     out, benchmarks, paths, row_name, run = _prepare(args)
     settings = BootstrapSettings(n=args.bootstrap, progress=not args.no_progress)

@@ -1,27 +1,8 @@
 """``miescore judge``: a general multimodal chat model as a zero-shot judge of edits (VQ, IF, AP on 0-100).
 
-::
-
-    miescore judge --backend openai --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-VL-8B-Instruct \
-        --input edits.jsonl --output qwen3vl.jsonl
-    miescore judge --backend openai --base-url https://api.openai.com/v1 --model gpt-5 \
-        --dataset data/mie-bench --split test --output gpt5.jsonl --price gpt-5=1.25,10
-    miescore judge --backend transformers --model /ckpt/Qwen3-VL-8B-Instruct --input edits.jsonl --output q.jsonl
-    miescore benchmark mie-bench --dataset data/mie-bench --predictions gpt5.jsonl --out report/
-    miescore judge ... --dataset data/imagenhub --output ih.jsonl     # a converted benchmark (Table 6)
-    miescore benchmark zero-shot --dataset data/imagenhub --predictions ih.jsonl --out report-ih/
-
-Input: a ``score-batch`` JSONL (``{"id", "sources", "edited", "instruction"}``) or a dataset (``--dataset DIR
-[--split test]``: MIE-Bench, a converted benchmark from ``miescore convert-benchmark``, or MER-Bench; its images
-are exported once beside the output, :mod:`modeling_miescore.data.dataset_edits`). Output: one prediction per line, ``{"id", "visual_quality",
-"instruction_following", "attribute_preservation", "overall", "judge", "failed", "issues", "reasoning"}``, the
-format ``miescore benchmark mie-bench --predictions`` reads (a flagged answer has ``null`` scores).
-
-Resumable: ids already in the output are skipped, and every answer received is kept in the SQLite answer cache
-(``<output>.cache.sqlite`` unless ``--cache``), so a rerun after a kill sends only what was never answered. A
-request that failed for good (HTTP error after retries, timeout, malformed body) is reported with its input line
-and the exit status is 1; rerun to retry it. A refusal is a flagged prediction (``issues: ["refusal"]``). Each
-run appends its usage (requests, cache hits, failures, retries, tokens, cost) to ``<output>.usage.jsonl``.
+Resumable: ids already in the output are skipped and every answer received is cached, so a rerun after a kill sends
+only what was never answered. A request that failed for good is reported with its input line and the exit status
+is 1; a refusal is a flagged prediction (``null`` scores), never a number.
 """
 
 from __future__ import annotations
@@ -30,7 +11,7 @@ import json
 from pathlib import Path
 
 from ..hub.errors import MIEScoreInputError
-from .main import COMMAND_HELP, finish_run
+from .main import COMMAND_HELP, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args, judge_spec
 from ..scoring.jsonl_scoring import read_predictions, check_input_file, check_output_file, score_jsonl
 from ..data.dataset_edits import export_dataset_edits
@@ -50,7 +31,8 @@ def register(sub) -> None:
     parser.add_argument("--split", help="split of --dataset (default: test; MER-Bench: every split)")
     parser.add_argument("--output", required=True, help="predictions JSONL; appended to, ids already there skipped")
     parser.add_argument("--judge-name", help="the 'judge' field of every prediction (default: the model name)")
-    parser.add_argument("--max-tokens", type=int, default=512, help="answer budget in tokens (default 512)")
+    parser.add_argument("--max-tokens", type=number_arg(int, minimum=1), default=512,
+                        help="answer budget in tokens (default 512)")
     parser.add_argument("--on-error", choices=["skip", "stop"], default="skip",
                         help="a bad input line or failed request is reported and skipped (default) or stops the run")
     add_call_args(parser)
@@ -66,14 +48,6 @@ def _check_same_judge(output: Path, name: str) -> None:
                                      "--output (or the same --judge-name) to resume")
 
 
-def _inputs(args, output: Path) -> Path:
-    """The score-batch JSONL to judge: --input, or the edits of --dataset exported beside the output."""
-    if args.input:
-        return check_input_file(args.input)
-    return export_dataset_edits(args.dataset, output.with_name(output.name + ".inputs"), split=args.split,
-                                progress=not args.no_progress)[0]
-
-
 def cmd_judge(args) -> int:
     spec = judge_spec(args)
     output = check_output_file(args.output)
@@ -83,7 +57,8 @@ def cmd_judge(args) -> int:
                          output.with_name(output.name + ".usage.jsonl"),
                          {"judge": name, "spec": str(spec), "output": str(output)},
                          files={"--input": args.input, "--output": output})
-    inputs = _inputs(args, output)
+    inputs = check_input_file(args.input) if args.input else export_dataset_edits(  # --dataset: exported beside
+        args.dataset, output.with_name(output.name + ".inputs"), split=args.split, progress=not args.no_progress)[0]
     with calls:
         engine = calls.engine(spec)
         judge = MLLMJudge(engine, name=name, max_tokens=args.max_tokens)

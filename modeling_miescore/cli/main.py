@@ -1,20 +1,9 @@
 """The ``miescore`` command line: the parser, shared argument types and ``main``.
 
-Every command lives in its own module of this package, named in ``COMMAND_MODULES`` below (``score`` holds
-``score``, ``score-batch`` and ``demo``; ``external_benchmarks`` the ``benchmark zero-shot`` and ``benchmark reward``
-subcommands, ``editor_benchmarks`` ``benchmark gedit`` / ``imgedit`` / ``editors``; the others hold the command of
-their name); ``miescore --help`` lists them. The helpers below are
-what command modules share: argument types (:func:`number_arg`), ``--model`` / ``--device`` / ``--dtype``
-(:func:`add_model_args`, :func:`add_device_args`), :func:`quiet_transformers` and :func:`finish_run`. Options
-shared by the commands that call large models (``judge``, ``spatialreward-data``) are in :mod:`.model_calls`; the
-server's options are generated from its settings declaration (:mod:`modeling_miescore.serving.settings`) when
-``serve`` is parsed (:func:`defer_options`).
-
-User errors (bad paths, unreadable images, wrong checkpoints, bad input lines) print one line naming the
-problem and the fix and exit with status 2; no traceback. An output the machine cannot write (a full disk: an
-``OutputWriteError``) prints one line and exits with status 1. Options are matched exactly (``allow_abbrev=False`` on
-every parser: ``--num-image`` is not ``--num-images``); an unknown option prints the usage of the (sub)command it
-was given to and the closest real option; a missing extra (``diffusers`` for ``edit``) names the extra to install.
+User errors print one line naming the problem and the fix and exit with status 2; no traceback. An output the
+machine cannot write (an ``OutputWriteError``) prints one line and exits with status 1. Options are matched exactly
+(``allow_abbrev=False`` on every parser); an unknown option prints the usage of the (sub)command it was given to and
+the closest real option; a missing extra names the extra to install.
 """
 
 from __future__ import annotations
@@ -30,67 +19,50 @@ from ..scoring.loading import DTYPES
 from ..hub.processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS
 from .. import __version__
 from ..utils.third_party_logs import quiet_third_party_logs
-from ..utils.suggestions import did_you_mean
+from ..utils.suggestions import did_you_mean, missing_extra_message
 
 EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 1
 EXIT_WRITE_FAILED = 1
 
-# Subcommands that live in their own modules, with the top-level commands each adds: each module defines
-# `register(subparsers)`, which adds its parser(s) with `set_defaults(func=...)`; `func(args) -> int` may raise
-# MIEScoreInputError for user errors. A command with subcommands of its own returns their `add_subparsers()` action
-# from `register`; a module adding subcommands under it names that module in `PARENT_COMMAND` and is listed after
-# it: its `register` runs when that command is first parsed (or its help shown). A run imports only the modules of
-# the command it names (:func:`command_modules_for`), so command modules import what they need at the top;
-# `miescore --help` (or a mistyped command) imports none: it lists :data:`COMMAND_HELP`.
-COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "score": ("score", "score-batch", "demo",),
-    "serve": ("serve",),
-    "skill": ("set-skill",),
-    "spatialreward": ("spatialreward",),
-    "benchmark": ("benchmark",),
-    "external_benchmarks": ("benchmark",),
-    "editor_benchmarks": ("benchmark",),
-    "dataset": ("build-dataset",),
-    "convert_benchmark": ("convert-benchmark",),
-    "analyze_attention": ("analyze-attention",),
-    "baselines": ("baselines",),
-    "tokens": ("tokens",),
-    "space": ("space",),
-    "judge": ("judge",),
-    "spatialreward_data": ("spatialreward-data",),
-    "doctor": ("doctor",),
-    "mer_construction": ("mer-bench",),
-    "edit": ("edit",),
-    "export_vllm": ("export-vllm",),
+# Every command: the module(s) that add it and its one-line help. Each module's `register(subparsers)` adds its
+# parser(s) with `set_defaults(func=...)`; a command with subcommands returns its `add_subparsers()` action, and a
+# module adding subcommands under it names that module in `PARENT_COMMAND` and is listed after it (registered when
+# that command is first parsed). A run imports only the modules of its command; `miescore --help` imports none.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "score": ("score", "score one edit"),
+    "score-batch": ("score", "score a JSONL file of edits, resumable"),
+    "demo": ("score", "score the bundled example edits end to end"),
+    "serve": ("serve", "run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)"),
+    "set-skill": ("skill", "write a skill (rubric) text file into a MIEScore checkpoint's config"),
+    "spatialreward": ("spatialreward", "judge one edit with SpatialReward (edit regions, reasoning, sub-scores, "
+                                       "reward)"),
+    "benchmark": ("benchmark external_benchmarks editor_benchmarks",
+                  "benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models"),
+    "build-dataset": ("dataset", "build a Hub-native dataset (Parquet + card) from a raw release"),
+    "convert-benchmark": ("dataset", "convert an external editing benchmark's release into the common Parquet schema"),
+    "analyze-attention": ("analyze_attention", "attention of a generative judge's reasoning over each image: maps, "
+                                               "Table-5 metrics, overlays"),
+    "baselines": ("baselines", "compute Table 3 baseline metrics (SSIM, LPIPS, BRISQUE, CLIPScore, ...) per edit"),
+    "tokens": ("tokens", "token budget of a checkpoint's prompts: rubric, instruction, labels, images, prefix reuse, "
+                         "length limits"),
+    "space": ("space", "assemble a ready-to-push Hugging Face Space folder"),
+    "judge": ("judge", "score edits with a general MLLM as a zero-shot judge (resumable)"),
+    "spatialreward-data": ("spatialreward_data", "build SpatialReward SFT rows with the D.2 data pipeline (grounding, "
+                                                 "expert annotation, alignment; resumable)"),
+    "doctor": ("doctor", "is this checkpoint sane? loading, processor consistency, token budget, score spread and "
+                         "directions, parsing, throughput"),
+    "mer-bench": ("mer_construction", "construct a MER-Bench release: synthesize instructions, generate candidates, "
+                                      "annotate (Gradio), export the raw release"),
+    "edit": ("edit", "make edits with an image editor (optionally with a trained LoRA)"),
+    "export-vllm": ("export_vllm", "write a SpatialReward checkpoint in the plain Qwen3-VL layout that vLLM serves (no "
+                                   "custom code; the reward settings kept), or a MIEScore one for the MIEScore vLLM "
+                                   "plugin"),
 }
-# each command's one-line help, shown by `miescore --help` and by the command's own parser
-COMMAND_HELP: dict[str, str] = {
-    "score": "score one edit",
-    "score-batch": "score a JSONL file of edits, resumable",
-    "demo": "score the bundled example edits end to end",
-    "serve": "run the HTTP reward server (dynamic batching, JSON API, Prometheus metrics)",
-    "set-skill": "write a skill (rubric) text file into a MIEScore checkpoint's config",
-    "spatialreward": "judge one edit with SpatialReward (edit regions, reasoning, sub-scores, reward)",
-    "benchmark": "benchmark an evaluator (MIE-Bench, MER-Bench) or rank editing models",
-    "build-dataset": "build a Hub-native dataset (Parquet + card) from a raw release",
-    "convert-benchmark": "convert an external editing benchmark's release into the common Parquet schema",
-    "analyze-attention": "attention of a generative judge's reasoning over each image: maps, Table-5 metrics, overlays",
-    "baselines": "compute Table 3 baseline metrics (SSIM, LPIPS, BRISQUE, CLIPScore, ...) per edit",
-    "tokens": ("token budget of a checkpoint's prompts: rubric, instruction, labels, images, prefix reuse, "
-               "length limits"),
-    "space": "assemble a ready-to-push Hugging Face Space folder",
-    "judge": "score edits with a general MLLM as a zero-shot judge (resumable)",
-    "spatialreward-data": ("build SpatialReward SFT rows with the D.2 data pipeline (grounding, expert annotation, "
-                           "alignment; resumable)"),
-    "doctor": ("is this checkpoint sane? loading, processor consistency, token budget, score spread and directions, "
-               "parsing, throughput"),
-    "mer-bench": ("construct a MER-Bench release: synthesize instructions, generate candidates, annotate (Gradio), "
-                  "export the raw release"),
-    "edit": "make edits with an image editor (optionally with a trained LoRA)",
-    "export-vllm": ("write a SpatialReward checkpoint in the plain Qwen3-VL layout that vLLM serves (no custom code; "
-                    "the reward settings kept), or a MIEScore one for the MIEScore vLLM plugin"),
-}
+COMMAND_HELP: dict[str, str] = {command: text for command, (_, text) in COMMANDS.items()}
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {  # module -> the top-level commands it adds (or adds under)
+    module: tuple(c for c, (names, _) in COMMANDS.items() if module in names.split())
+    for names, _ in COMMANDS.values() for module in names.split()}
 
 
 def command_modules_for(argv: list[str] | None) -> list[str]:
@@ -212,13 +184,9 @@ class CommandParser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def defer_options(parser: argparse.ArgumentParser, add) -> None:
-    """Call ``add(parser)`` when ``parser`` first parses or formats its help (at once if it is no
-    :class:`CommandParser`)."""
-    if isinstance(parser, CommandParser):
-        parser.deferred_options.append(add)
-    else:
-        add(parser)
+def defer_options(parser: CommandParser, add) -> None:
+    """Call ``add(parser)`` when ``parser`` (a command's parser) first parses or formats its help."""
+    parser.deferred_options.append(add)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -256,23 +224,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except MIEScoreInputError as err:
-        print(f"miescore {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except OutputWriteError as err:
-        print(f"miescore {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_WRITE_FAILED
     except KeyboardInterrupt:
         print(f"miescore {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
-    except ModuleNotFoundError as err:
-        from ..utils.suggestions import missing_extra_message
-
-        message = missing_extra_message(err, getattr(args, "extra", None))
-        if message is None:
-            raise
+    except (MIEScoreInputError, OutputWriteError, ModuleNotFoundError) as err:
+        message = str(err)
+        if isinstance(err, ModuleNotFoundError):
+            message = missing_extra_message(err, getattr(args, "extra", None))
+            if message is None:
+                raise
         print(f"miescore {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return EXIT_WRITE_FAILED if isinstance(err, OutputWriteError) else EXIT_USER_ERROR
 
 
 if __name__ == "__main__":

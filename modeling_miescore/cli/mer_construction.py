@@ -1,15 +1,5 @@
 """``miescore mer-bench``: construct a MER-Bench release (SpatialReward paper sec. 4.2-4.3, appendix A.1, prompts
-D.3; :mod:`modeling_miescore.data.mer_construction`). Four stages over one construction folder::
-
-    miescore mer-bench synthesize --sources sources.jsonl --folder mer-work --total 800 \
-        --model Qwen/Qwen3-VL-235B-A22B-Instruct@http://127.0.0.1:8000/v1
-    miescore mer-bench candidates --folder mer-work \
-        --system FLUX-Dev=diffusers:black-forest-labs/FLUX.1-Kontext-dev --system Seedream-4.0=my_api:seedream
-    miescore mer-bench annotate --folder mer-work --port 7860      # five annotators per sample
-    miescore mer-bench export --folder mer-work --out mer-raw
-    miescore build-dataset mer-bench --raw mer-raw --out MER-Bench
-
-Every stage resumes: rerun the same command after a kill or a failure. Exit status 1 while requests or
+D.3; :mod:`modeling_miescore.data.mer_construction`). Every stage resumes. Exit status 1 while requests or
 editors failed for good (rerun to retry them), 2 for bad input (nothing written).
 """
 
@@ -20,7 +10,7 @@ from pathlib import Path
 
 from ..hub.errors import MIEScoreInputError
 from ..utils.output_paths import ensure_folder
-from .main import COMMAND_HELP, EXIT_PARTIAL, finish_run, number_arg
+from .main import COMMAND_HELP, finish_run, number_arg
 from .model_calls import ModelCallRun, add_call_args
 from ..data.mer_construction import (plan_jobs, read_sources, synthesize_instructions, generate_candidates,
                                      parse_system_spec, AnnotationStore, build_annotation_app, export_raw_release)
@@ -28,24 +18,20 @@ from ..judges.chat_backends import parse_judge_spec
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("mer-bench", help=COMMAND_HELP["mer-bench"])
-    stages = parser.add_subparsers(dest="stage", required=True)
-    _register_synthesize(stages)
-    _register_candidates(stages)
-    _register_annotate(stages)
-    _register_export(stages)
-
-
-def _folder_arg(parser, must_exist: bool = True) -> None:
-    parser.add_argument("--folder", required=True, help="the construction folder" +
-                        (" (made by `synthesize`)" if must_exist else " (resumed when it holds a previous run)"))
-
-
-def _register_synthesize(stages) -> None:
-    p = stages.add_parser("synthesize", help="multi-edit instructions with the D.3 prompts (2:1:1, 2-5 edits)")
+    stages = sub.add_parser("mer-bench", help=COMMAND_HELP["mer-bench"]).add_subparsers(dest="stage", required=True)
+    stage = {}
+    for name, text, func in (
+            ("synthesize", "multi-edit instructions with the D.3 prompts (2:1:1, 2-5 edits)", cmd_synthesize),
+            ("candidates", "6 edited images per instruction from a pool of editing systems", cmd_candidates),
+            ("annotate", "the Gradio annotation app (hierarchical ranking protocol)", cmd_annotate),
+            ("export", "write the raw MER-Bench release (for `build-dataset mer-bench`)", cmd_export)):
+        stage[name] = p = stages.add_parser(name, help=text)
+        p.add_argument("--folder", required=True, help="the construction folder" + (
+            " (resumed when it holds a previous run)" if name == "synthesize" else " (made by `synthesize`)"))
+        p.set_defaults(func=func)
+    p = stage["synthesize"]
     p.add_argument("--sources", required=True, help="JSONL manifest {image_id, image, domain: general|human}, "
                                                     "or a folder with general/ and human/ subfolders")
-    _folder_arg(p, must_exist=False)
     p.add_argument("--model", required=True, metavar="MODEL@URL", help="the instruction writer (paper: "
                    "Qwen-3-VL-235B-A22B-Instruct); MODEL@URL[#API_KEY_ENV] or transformers:PATH")
     p.add_argument("--total", type=number_arg(int, minimum=1), help="instructions to plan, kept 2:1:1 "
@@ -57,12 +43,7 @@ def _register_synthesize(stages) -> None:
     p.add_argument("--chunk-size", type=number_arg(int, minimum=1), default=32,
                    help="jobs per chunk; the ledger is written after each (default 32)")
     add_call_args(p)
-    p.set_defaults(func=cmd_synthesize)
-
-
-def _register_candidates(stages) -> None:
-    p = stages.add_parser("candidates", help="6 edited images per instruction from a pool of editing systems")
-    _folder_arg(p)
+    p = stage["candidates"]
     p.add_argument("--system", action="append", default=[], required=True, metavar="NAME=SPEC",
                    help="an editing system: NAME=module:function or NAME=diffusers:PIPELINE; repeat for the pool")
     p.add_argument("--per-instruction", type=number_arg(int, minimum=2), default=6,
@@ -70,28 +51,17 @@ def _register_candidates(stages) -> None:
     p.add_argument("--seed", type=int, default=0, help="system draw and generation seeds (default 0)")
     p.add_argument("--device", default="auto", help="diffusers pipelines: cpu, cuda, cuda:1 (default auto)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=cmd_candidates)
-
-
-def _register_annotate(stages) -> None:
-    p = stages.add_parser("annotate", help="the Gradio annotation app (hierarchical ranking protocol)")
-    _folder_arg(p)
-    p.add_argument("--annotators-per-sample", type=number_arg(int, minimum=1), default=5, help="paper: 5")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=number_arg(int, minimum=1, maximum=65535), default=7860, help="default 7860")
-    p.set_defaults(func=cmd_annotate)
-
-
-def _register_export(stages) -> None:
-    p = stages.add_parser("export", help="write the raw MER-Bench release (for `build-dataset mer-bench`)")
-    _folder_arg(p)
+    p = stage["export"]
     p.add_argument("--out", required=True, help="the raw release folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    p.add_argument("--annotators-per-sample", type=number_arg(int, minimum=1), default=5, help="paper: 5")
     p.add_argument("--groups-per-type", type=number_arg(int, minimum=1), default=200,
                    help="group target of the preview (paper: 200 per size)")
     p.add_argument("--seed", type=int, default=0, help="group sampling seed of the preview (default 0)")
-    p.set_defaults(func=cmd_export)
+    for p in (stage["annotate"], stage["export"]):
+        p.add_argument("--annotators-per-sample", type=number_arg(int, minimum=1), default=5, help="paper: 5")
+    stage["annotate"].add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    stage["annotate"].add_argument("--port", type=number_arg(int, minimum=1, maximum=65535), default=7860,
+                                   help="default 7860")
 
 
 def _existing_folder(path: str) -> Path:
@@ -125,14 +95,11 @@ def cmd_candidates(args) -> int:
     systems = [parse_system_spec(text) for text in args.system]
     run = generate_candidates(folder, systems, per_instruction=args.per_instruction, seed=args.seed,
                               device=args.device, progress=not args.no_progress)
-    print(f"made {run.made} candidates now, {run.already_done} before, in '{folder / 'candidates.jsonl'}'",
-          file=sys.stderr)
     for cid, error in run.failed[:20]:
         print(f"failed {cid}: {error}", file=sys.stderr)
-    if run.failed:
-        print(f"{len(run.failed)} candidates failed; rerun the same command to retry them", file=sys.stderr)
-        return EXIT_PARTIAL
-    return 0
+    return finish_run(f"made {run.made} candidates now, {run.already_done} before, in '{folder / 'candidates.jsonl'}'",
+                      f"{len(run.failed)} candidates failed; rerun the same command to retry them" if run.failed
+                      else None)
 
 
 def cmd_annotate(args) -> int:

@@ -1,8 +1,6 @@
 """Options and helpers shared by the commands that call large models through the call engine
-(``miescore judge``, ``miescore spatialreward-data``, ``miescore mer-bench synthesize``, ``miescore benchmark
-gedit`` / ``imgedit``): endpoint settings, the judge spec of ``--backend`` / ``--model`` (:func:`judge_spec`),
-and :class:`ModelCallRun` (the answer cache, prices and the usage log of one run;
-:mod:`modeling_miescore.judges.call_engine`)."""
+(:mod:`modeling_miescore.judges.call_engine`).
+"""
 
 from __future__ import annotations
 
@@ -51,7 +49,8 @@ def add_call_args(parser: argparse.ArgumentParser, image_defaults: Optional[dict
     group.add_argument("--image-quality", type=number_arg(int, minimum=1, maximum=100),
                        default=images["image_quality"],
                        help=f"JPEG / WEBP quality of the images sent (default {images['image_quality']}{why})")
-    group.add_argument("--max-pixels", type=_max_pixels, default=images["max_pixels"],
+    group.add_argument("--max-pixels", type=lambda text: number_arg(int, minimum=0)(text) or None,  # 0: full size
+                       default=images["max_pixels"],
                        help="images are downscaled to at most this many pixels; 0 = sent at full size (default "
                             f"{images['max_pixels'] or 'full size'}{why})")
     add_device_args(group, when="local models: ")
@@ -66,12 +65,6 @@ def add_call_args(parser: argparse.ArgumentParser, image_defaults: Optional[dict
     group.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
-def _max_pixels(text: str):
-    """``--max-pixels``: a positive pixel count, or 0 for full size (None)."""
-    value = number_arg(int, minimum=0)(text)
-    return value or None
-
-
 def parse_prices(items) -> Dict[str, Tuple[float, float]]:
     """``["gpt-5=1.25,10"]`` -> ``{"gpt-5": (1.25, 10.0)}``; a one-line error for anything else (prices are
     finite and not negative: ``nan``, ``inf`` and ``-1`` are refused)."""
@@ -83,12 +76,11 @@ def parse_prices(items) -> Dict[str, Tuple[float, float]]:
             if not sep or not model or len(parts) != 2:
                 raise ValueError
             pair = (float(parts[0]), float(parts[1]))
+            if not all(math.isfinite(p) and p >= 0 for p in pair):
+                raise ValueError
         except ValueError:
-            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT (USD per 1000 prompt and completion "
-                                     "tokens, e.g. gpt-5=1.25,10)") from None
-        if not all(math.isfinite(p) and p >= 0 for p in pair):
-            raise MIEScoreInputError(f"--price '{item}': prices must be finite numbers >= 0 (USD per 1000 prompt "
-                                     "and completion tokens, e.g. gpt-5=1.25,10)")
+            raise MIEScoreInputError(f"--price '{item}' is not MODEL=IN,OUT with prices finite numbers >= 0 (USD per "
+                                     "1000 prompt and completion tokens, e.g. gpt-5=1.25,10)") from None
         prices[model] = pair
     return prices
 
@@ -104,9 +96,7 @@ def open_cache(args, default: Path):
 
 def judge_spec(args):
     """The :class:`~modeling_miescore.judges.chat_backends.JudgeSpec` of a command's ``--backend``, ``--model``,
-    ``--base-url`` and ``--max-tokens``; one-line errors for a combination that cannot work."""
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise MIEScoreInputError("--max-tokens must be >= 1")
+    ``--base-url``; one-line errors for a combination that cannot work."""
     if args.backend == "openai":
         if not args.base_url or not args.base_url.startswith(("http://", "https://")):
             raise MIEScoreInputError("--backend openai needs --base-url http(s)://HOST:PORT/v1")
@@ -129,16 +119,11 @@ def build_judge_backend(spec, args):
 
 
 class ModelCallRun:
-    """The model calls of one command run: the answer cache the options name, one usage log priced by
-    ``--price``, and the call engines built on them (one per distinct judge, so a judge named twice shares its
-    connection pool). As a context manager, leaving it (also on errors and Ctrl-C) appends the run's line to
-    the usage log ``log`` (its counters, ``extra`` and the cache's token totals), prints the summary line to
-    stderr and closes the engines and the cache. The cache is opened with the first engine, so a run that
-    fails before building one (a bad price, model path or endpoint) writes neither file.
-
-    ``cache_default``: the cache file used when ``--cache`` is not given (none with ``--no-cache``).
-    ``files``: the command's other files (``{"--input": path, "--output": path}``): the cache and the usage log
-    must be none of them (``--cache X --output X`` would corrupt both).
+    """The model calls of one command run: the answer cache, one usage log priced by ``--price``, and one call
+    engine per distinct judge (a judge named twice shares its connection pool). Leaving the context (also on
+    errors and Ctrl-C) appends the run's usage line, prints the summary and closes everything. The cache is opened
+    with the first engine, so a run that fails before building one writes neither file. ``files``: the command's
+    other files, which the cache and the usage log must not be (``--cache X --output X`` would corrupt both).
     """
 
     def __init__(self, args, command: str, cache_default: Path, log: Path, extra: Optional[dict] = None,

@@ -16,17 +16,14 @@ from ..scoring.loading import load_scorer, read_checkpoint_config, model_referen
 from ..scoring.jsonl_scoring import (check_input_file, check_output_file, check_producer, merge_shards,
                                      read_predictions, score_jsonl)
 from ..data.example_edits import example_edits
+from ..data.schema import SHORT_NAMES
 
 
 def register(sub) -> None:
     score = sub.add_parser("score", help=COMMAND_HELP["score"])
     add_model_args(score)
-    score.add_argument("--source", action="append", default=[], metavar="IMAGE",
-                       help="a source image; repeat for several sources, in order")
-    score.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
-    score.add_argument("--instruction", required=True, help="the editing instruction")
+    add_edit_args(score)
     score.add_argument("--json", action="store_true", help="print the scores as JSON")
-    add_pixel_budget_arg(score)
     score.set_defaults(func=cmd_score)
 
     batch = sub.add_parser("score-batch", help=COMMAND_HELP["score-batch"])
@@ -48,9 +45,14 @@ def register(sub) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
-def _format_scores(scores: dict) -> str:
-    width = max(len(k) for k in scores)
-    return "\n".join(f"{name:<{width}}  {value:6.2f}" for name, value in scores.items())
+def add_edit_args(parser) -> None:
+    """``--source`` (repeated), ``--edited``, ``--instruction`` and ``--max-sample-pixels``: one edit
+    (:func:`load_cli_edit`)."""
+    parser.add_argument("--source", action="append", default=[], metavar="IMAGE",
+                        help="a source image; repeat for several sources, in order")
+    parser.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
+    parser.add_argument("--instruction", required=True, help="the editing instruction")
+    add_pixel_budget_arg(parser)
 
 
 def load_cli_edit(args, target_pixels: int | None = None):
@@ -73,7 +75,8 @@ def cmd_score(args) -> int:
     if fault:  # not a number to print: the model is broken (exit 1, as a failed edit in score-batch)
         print(f"miescore score: error: {fault}", file=sys.stderr)
         return EXIT_PARTIAL
-    print(json.dumps(scores) if args.json else _format_scores(scores))
+    width = max(map(len, scores))
+    print(json.dumps(scores) if args.json else "\n".join(f"{k:<{width}}  {v:6.2f}" for k, v in scores.items()))
     return 0
 
 
@@ -122,23 +125,16 @@ def cmd_demo(args) -> int:
     from ..testing import build_tiny_miescore  # deferred: loads httpcore, httpx
 
     quiet_transformers()
-    tmp = None
     if args.model is None:
         print("No --model given: building a tiny random-weight MIEScore checkpoint locally (no download).\n"
               "Its scores are MEANINGLESS (random weights); this run only shows the pipeline end to end.\n"
               "For real scores pass --model with a trained MIEScore checkpoint (a local folder or Hub repo id).\n",
               file=sys.stderr)
-        tmp = tempfile.TemporaryDirectory(prefix="miescore-demo-")
-        model_path = build_tiny_miescore(Path(args.workdir or tmp.name) / "tiny-miescore")
-    else:
-        model_path = args.model
-    try:
+    with tempfile.TemporaryDirectory(prefix="miescore-demo-") as tmp:
+        model_path = args.model or build_tiny_miescore(Path(args.workdir or tmp) / "tiny-miescore")
         model = load_scorer(str(model_path), device=args.device, dtype=args.dtype)
         examples = example_edits()
         results = model.score_batch(examples, batch_size=len(examples))
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     if args.json:
         print(json.dumps([{"id": e["id"], **r} for e, r in zip(examples, results)], indent=2))
         return 0
@@ -163,8 +159,7 @@ def _demo_table(examples: list[dict], results: list[dict]) -> str:
 
 def _scale_note(config) -> str:
     """What the columns mean, with the overall weighting read from this checkpoint's config."""
-    abbreviations = {"visual_quality": "VQ", "instruction_following": "IF", "attribute_preservation": "AP"}
-    terms = " * ".join(f"{abbreviations.get(n, n)}^{w:g}" for n, w in zip(config.score_names, config.overall_weights))
+    terms = " * ".join(f"{SHORT_NAMES.get(n, n)}^{w:g}" for n, w in zip(config.score_names, config.overall_weights))
     return ("Scores are on the 0-100 MOS scale: visual_quality (how the edited image looks), "
             "instruction_following (did the edit do what was asked), attribute_preservation (was what should "
             f"carry over from each source kept), overall = {terms} (weights from this checkpoint's config).")

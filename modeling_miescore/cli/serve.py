@@ -1,11 +1,6 @@
-"""``miescore serve``: the HTTP reward server (see :mod:`modeling_miescore.serving.app`).
-
-On SIGTERM / Ctrl-C the server drains: new requests get 503, queued work finishes (up to
-``--drain-timeout`` s), every accepted request is answered, then the process exits.
-
-The limits, timeouts and batching options are built from their one declaration,
-:class:`~modeling_miescore.serving.settings.ServerSettings` (each also read from ``MIESCORE_SERVE_<OPTION>``); a
-setting added there is an option here without editing this module.
+"""``miescore serve``: the HTTP reward server (:mod:`modeling_miescore.serving.app`). Its limits, timeouts and
+batching options are generated from :class:`~modeling_miescore.serving.settings.ServerSettings`, so a setting added
+there is an option here without editing this module.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``miescore set-skill CHECKPOINT SKILL_TXT``: put an (optimised) skill into a MIEScore checkpoint's config.
 
-The skill is the rubric at the start of every prompt (``config.skill``); the checkpoint reads it from
-``config.json``, so replacing it there is all that is needed. Only the ``skill`` key changes; every other
-key and its order stay as they are. ``config.json`` is replaced atomically with its permission bits kept
-(:func:`~modeling_miescore.utils.atomic_files.write_text_atomic`), so an interrupted run never leaves a
-half-written config.
+Only the ``skill`` key of ``config.json`` changes (other keys and their order stay); the file is replaced
+atomically with its permission bits kept, so an interrupted run never leaves a half-written config.
 """
 
 from __future__ import annotations
@@ -57,8 +54,7 @@ def set_skill(checkpoint: str | os.PathLike, skill: str) -> tuple[int, int]:
                                  "checkpoints carry a skill in their config")
     old = config.get("skill") or ""
     config["skill"] = skill
-    # transformers writes config.json with indent=2 and sorted keys; we keep the file's own key order. The
-    # replacement keeps config.json's permission bits.
+    # transformers writes config.json with indent=2 and sorted keys; we keep the file's own key order
     write_text_atomic(config_file, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     return len(old), len(skill)
 

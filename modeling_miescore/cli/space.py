@@ -1,6 +1,5 @@
-"""``miescore space build``: assemble a ready-to-push Hugging Face Space folder from this checkout.
-
-The work is :func:`modeling_miescore.space.space_folder.build_space_folder`; this module is its command line.
+"""``miescore space build``: assemble a ready-to-push Hugging Face Space folder from this checkout
+(:func:`modeling_miescore.space.space_folder.build_space_folder`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """``miescore spatialreward``: judge one edit with SpatialReward (boxes, reasoning, sub-scores, reward).
 
-::
-
-    miescore spatialreward --model SpatialReward/SpatialReward-8B --source in.png --edited out.png \
-        --instruction "add a red hat" [--json] [--draw boxes.png]
-    miescore spatialreward --api-base http://127.0.0.1:8000/v1 --model SpatialReward/SpatialReward-8B ...
-
 User errors (missing images, empty instruction, wrong checkpoint, bad --draw path) print one line and exit 2.
 A generation that cannot be parsed is not a user error: it is reported (``failed``) and the exit status is 0.
 """
@@ -18,8 +12,8 @@ from pathlib import Path
 
 from ..hub.errors import MIEScoreInputError
 from ..judges.chat_client import DEFAULT_MAX_ANSWER_BYTES
-from .main import COMMAND_HELP, add_device_args, add_pixel_budget_arg, number_arg
-from .score import load_cli_edit
+from .main import COMMAND_HELP, add_device_args, number_arg, quiet_transformers
+from .score import add_edit_args, load_cli_edit
 
 _DRAW_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 
@@ -30,26 +24,19 @@ def _fmt(value) -> str:
 
 def format_result(result) -> str:
     """Human-readable summary of a SpatialRewardResult."""
-    lines = []
     status = "FAILED (" + ", ".join(result.failure_reasons) + ")" if result.failed else "ok"
-    lines.append(f"reward           {result.reward:8.4f}   [{status}]")
-    lines.append(f"instruction (IF) {_fmt(result.s_if)} / 25    consistency (CON) {_fmt(result.s_con)} / 25")
-    lines.append(f"naturalness      {_fmt(result.s_nat)} / 25    artifacts         {_fmt(result.s_art)} / 25")
-    lines.append(f"SC               {_fmt(result.sc)} / 25    PQ                {_fmt(result.pq)} / 25")
-    if result.regions:
-        lines.append("edit regions (id, label, box 0-1000 -> pixels):")
-        for region in result.regions:
-            lines.append(f"  {region['id']:>2}  {region['label'] or '-':<30} {region['bbox_2d']} -> "
-                         f"{region['bbox_pixels']}")
-    else:
-        lines.append("edit regions: none")
-    if result.reasoning:
-        lines.append("SC reasoning: " + result.reasoning)
-    if result.pq_reasoning:
-        lines.append("PQ reasoning: " + result.pq_reasoning)
+    lines = [f"reward           {result.reward:8.4f}   [{status}]",
+             f"instruction (IF) {_fmt(result.s_if)} / 25    consistency (CON) {_fmt(result.s_con)} / 25",
+             f"naturalness      {_fmt(result.s_nat)} / 25    artifacts         {_fmt(result.s_art)} / 25",
+             f"SC               {_fmt(result.sc)} / 25    PQ                {_fmt(result.pq)} / 25",
+             "edit regions (id, label, box 0-1000 -> pixels):" if result.regions else "edit regions: none"]
+    lines += [f"  {region['id']:>2}  {region['label'] or '-':<30} {region['bbox_2d']} -> {region['bbox_pixels']}"
+              for region in result.regions]
     issues = [f"{stream}:{code}" for stream, codes in result.issues.items() for code in codes]
-    if issues:
-        lines.append("parser issues: " + ", ".join(issues))
+    for label, text in (("SC reasoning: ", result.reasoning), ("PQ reasoning: ", result.pq_reasoning),
+                        ("parser issues: ", ", ".join(issues))):
+        if text:
+            lines.append(label + text)
     return "\n".join(lines)
 
 
@@ -63,15 +50,9 @@ def cmd_spatialreward(args) -> int:
             raise MIEScoreInputError(f"--draw '{args.draw}': folder '{draw_path.parent}' does not exist")
     if args.config and not args.api_base:
         raise MIEScoreInputError("--config goes with --api-base (local weights carry their own settings)")
-    if args.max_new_tokens is not None and args.max_new_tokens < 1:
-        raise MIEScoreInputError("--max-new-tokens must be >= 1")
     sample = load_cli_edit(args)  # full size: region boxes are given in the edited image's pixels
     sources, edited = sample.sources, sample.edited
-
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
     if args.api_base:
         from ..judges.spatialreward_api import SpatialRewardAPI
 
@@ -85,7 +66,7 @@ def cmd_spatialreward(args) -> int:
 
         scorer = load_spatialreward(args.model, device=args.device, dtype=args.dtype)
     if args.max_new_tokens is not None:
-        scorer.config.max_new_tokens = int(args.max_new_tokens)
+        scorer.config.max_new_tokens = args.max_new_tokens
     budget = {} if args.api_base else {"max_sample_pixels": args.max_sample_pixels}  # the API checks no budget
     result = scorer.evaluate_edit(sources, edited, sample.instruction, **budget)
     refused = scorer.refusal() if args.api_base else None
@@ -126,19 +107,16 @@ def register(subparsers) -> None:
                         help="with --api-base: read the SpatialReward settings (prompts, pixel range, max_new_tokens) "
                              "from this checkpoint folder or config.json, e.g. the export the server serves "
                              "(default: the paper's)")
-    parser.add_argument("--timeout", type=float, default=120.0,
+    parser.add_argument("--timeout", type=number_arg(float, minimum=0, exclusive=True), default=120.0,
                         help="seconds one API request attempt may take in all, the answer included (with --api-base)")
     parser.add_argument("--max-answer-bytes", type=number_arg(int, minimum=1), default=DEFAULT_MAX_ANSWER_BYTES,
                         help=f"the most bytes one API answer may take (with --api-base; default "
                              f"{DEFAULT_MAX_ANSWER_BYTES})")
-    parser.add_argument("--source", action="append", default=[], metavar="IMAGE",
-                        help="a source image; repeat for several sources, in order")
-    parser.add_argument("--edited", required=True, metavar="IMAGE", help="the edited image")
-    parser.add_argument("--instruction", required=True, help="the editing instruction")
+    add_edit_args(parser)
     parser.add_argument("--json", action="store_true", help="print the full result as one JSON object")
     parser.add_argument("--draw", metavar="OUT.png", help="write the edited image with the edit regions drawn")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="override the config's generation budget")
-    add_pixel_budget_arg(parser)
+    parser.add_argument("--max-new-tokens", type=number_arg(int, minimum=1), default=None,
+                        help="override the config's generation budget")
     add_device_args(parser)
     parser.set_defaults(func=cmd_spatialreward)
 

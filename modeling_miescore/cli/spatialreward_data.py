@@ -1,21 +1,7 @@
 """``miescore spatialreward-data``: build SpatialReward SFT rows with the spatial-prior data pipeline (paper
-sec. 3.3, prompts D.2; :mod:`modeling_miescore.data.spatialreward_pipeline`).
-
-::
-
-    miescore spatialreward-data --input edits.jsonl --out sr-data \
-        --grounder Qwen/Qwen3-VL-235B-A22B-Instruct@http://127.0.0.1:8000/v1 \
-        --face-judge 'gemini-2.5-pro@https://generativelanguage.googleapis.com/v1beta/openai#GEMINI_API_KEY' \
-        --object-judge 'gpt-5@https://api.openai.com/v1#OPENAI_API_KEY' \
-        --pq-judge 'gpt-5@https://api.openai.com/v1#OPENAI_API_KEY'
-    python trainers/sft_spatialreward.py --config ... --dataset_name sr-data/sft_rows.jsonl
-
-A judge is ``MODEL@URL`` (an OpenAI-compatible endpoint; ``#ENV_VAR`` names the variable holding its API key)
-or ``transformers:PATH`` (a local model). ``--aligner`` (stage III) defaults to the grounder, as in the paper.
-``--input`` is a score-batch JSONL or a dataset folder / Hub repo (MIE-Bench, MER-Bench, converted benchmarks;
-``--split``; :mod:`modeling_miescore.data.dataset_edits`). Outputs in ``--out``: ``sft_rows.jsonl``, ``rejections.jsonl``, ``report.json``, the ledger
-``samples.jsonl``, the answer cache ``calls.sqlite`` and the usage log ``usage.jsonl``. Rerunning the same
-command resumes; samples whose requests failed for good are retried (exit status 1 while some remain).
+sec. 3.3, prompts D.2; :mod:`modeling_miescore.data.spatialreward_pipeline`). ``--aligner`` (stage III) defaults
+to the grounder, as in the paper. Rerunning resumes; samples whose requests failed for good are retried (exit
+status 1 while some remain).
 """
 
 from __future__ import annotations
@@ -39,7 +25,8 @@ _JUDGES = (("grounder", "stage I grounding (paper: Qwen-3-VL-235B-A22B-Instruct)
 
 def register(sub) -> None:
     parser = sub.add_parser("spatialreward-data", help=COMMAND_HELP["spatialreward-data"])
-    parser.add_argument("--input", required=True, help="score-batch JSONL, or a MIE-Bench / converted-benchmark / MER-Bench dataset")
+    parser.add_argument("--input", required=True,
+                        help="score-batch JSONL, or a MIE-Bench / converted-benchmark / MER-Bench dataset")
     parser.add_argument("--split", help="split of a dataset --input (default: test; MER-Bench: every split)")
     parser.add_argument("--out", required=True, help="output folder (resumed when it holds a previous run)")
     for name, help_text in _JUDGES:
@@ -68,12 +55,6 @@ def register(sub) -> None:
     parser.set_defaults(func=cmd_spatialreward_data)
 
 
-def _specs(args) -> dict:
-    """Judge name -> JudgeSpec (the aligner defaults to the grounder); parsed before any work starts."""
-    return {name: parse_judge_spec(getattr(args, name) or args.grounder, "--" + name.replace("_", "-"))
-            for name, _ in _JUDGES}
-
-
 def _judges(specs: dict, calls):
     """The pipeline's judges, each the call engine of its spec (judges named twice share one engine)."""
     named = {name: calls.engine(spec) for name, spec in specs.items()}
@@ -85,7 +66,8 @@ def cmd_spatialreward_data(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MIEScoreInputError(f"--out '{out}' is a file; pass a folder")
-    specs = _specs(args)
+    specs = {name: parse_judge_spec(getattr(args, name) or args.grounder, "--" + name.replace("_", "-"))
+             for name, _ in _JUDGES}  # before any work starts; the aligner defaults to the grounder
     calls = ModelCallRun(args, "spatialreward-data", out / "calls.sqlite", out / "usage.jsonl",  # checks --price
                          {"judges": {name: str(spec) for name, spec in specs.items()}},
                          files={"--input": args.input, "the SFT rows": out / "sft_rows.jsonl"})

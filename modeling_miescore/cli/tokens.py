@@ -1,21 +1,6 @@
-"""``miescore tokens``: the token budget of a checkpoint's prompts, part by part.
-
-::
-
-    miescore tokens --model CKPT [--sources N] [--size WxH] [--max-pixels P] [--max-length L]
-                    [--instruction TEXT] [--json]
-
-For a MIEScore checkpoint one row per (image size, number of sources); for a SpatialReward checkpoint the SC
-rows, then one PQ row per size. Columns: the rubric / D.1 prompt, the instruction, the labels, the chat markup,
-one image (markers included), the total, the total against the training length (the checkpoint's own, from its
-config or model card, else the paper's 4,096 / 8,192), the shared prefix P and per-edit suffix S of prefix reuse,
-and its token ceiling for G = 12 edits; a legend under the table says what each means. The header says whether
-the instruction counted is the built-in default or ``--instruction``'s, and marks a tokenizer that is not the Qwen
-vocabulary (a test checkpoint's: its text counts are not a released model's). ``--max-length`` adds what
-training's "shrink" policy does to each row. Only the config and the processor are read, never the weights
-(:mod:`modeling_miescore.diagnostics.token_budget`).
-
-User errors (bad --size, not a checkpoint, unreadable processor) print one line and exit 2.
+"""``miescore tokens``: the token budget of a checkpoint's prompts, part by part
+(:mod:`modeling_miescore.diagnostics.token_budget`). Only the config and the processor are read, never the
+weights. User errors print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -25,7 +10,7 @@ import re
 
 from ..hub.errors import MIEScoreInputError
 from ..diagnostics import token_budget
-from .main import COMMAND_HELP, number_arg
+from .main import COMMAND_HELP, number_arg, quiet_transformers
 
 _SIZE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
@@ -46,9 +31,7 @@ def cmd_tokens(args) -> int:
     if not instruction.strip():
         raise MIEScoreInputError("--instruction is empty; pass the editing instruction to count")
 
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
+    quiet_transformers()
     kind, config, processor = token_budget.load_config_and_processor(args.model)
     budgets = token_budget.checkpoint_budgets(args.model, sources, sizes, args.max_pixels, instruction,
                                               loaded=(kind, config, processor))

@@ -23,7 +23,7 @@ from typing import Dict, Optional, Tuple
 
 from ..hub.errors import MIEScoreInputError
 from .schema import MER_SPLITS
-from .dataset_splits import load_split
+from .dataset_splits import load_split, split_names
 from .converters.converted_card import read_benchmark_metadata
 from .converters.schema import SPLIT
 from .input_export import export_mie_inputs
@@ -42,17 +42,18 @@ def _features():
                      "category": Value("string"), "num_edits": Value("int32")})
 
 
+def _add(out: dict, *values) -> None:
+    """One flattened edit: a value per column of :data:`_COLUMNS`, in that order."""
+    for name, value in zip(_COLUMNS, values, strict=True):
+        out[name].append(value)
+
+
 def _flat_pairs(batch) -> dict:
     out = {name: [] for name in _COLUMNS}
     for i in range(len(batch["instruction"])):
         for side in ("a", "b"):
-            out["id"].append(str(batch[f"edited_{side}_id"][i]))
-            out["instance_id"].append(str(batch["group_id"][i] or batch["id"][i]))
-            out["instruction"].append(batch["instruction"][i])
-            out["source_images"].append(batch["source_images"][i])
-            out["edited_image"].append(batch[f"edited_{side}"][i])
-            out["category"].append("")
-            out["num_edits"].append(None)
+            _add(out, str(batch[f"edited_{side}_id"][i]), str(batch["group_id"][i] or batch["id"][i]),
+                 batch["instruction"][i], batch["source_images"][i], batch[f"edited_{side}"][i], "", None)
     return out
 
 
@@ -67,13 +68,8 @@ def _flat_groups(batch) -> dict:
         edited = batch["edited_images"][i]
         ids = candidate_ids[i] or [f"{batch['pair_id'][i]}-{k}" for k in range(len(edited))]
         for candidate, image in zip(ids, edited):
-            out["id"].append(str(candidate))
-            out["instance_id"].append(str(samples[i]))
-            out["instruction"].append(batch["instruction"][i])
-            out["source_images"].append([batch["original_image"][i]])
-            out["edited_image"].append(image)
-            out["category"].append(str(categories[i] or ""))
-            out["num_edits"].append(num_edits[i])
+            _add(out, str(candidate), str(samples[i]), batch["instruction"][i], [batch["original_image"][i]], image,
+                 str(categories[i] or ""), num_edits[i])
     return out
 
 
@@ -108,8 +104,6 @@ def _flat(ds, kind: str):
 
 def _splits(dataset: str, split: Optional[str]):
     """``[(loaded split, kind)]`` of a dataset (module docstring)."""
-    import datasets
-
     metadata = read_benchmark_metadata(dataset)
     if metadata is not None and "editing" in metadata.get("kinds", []):
         raise MIEScoreInputError(f"dataset '{dataset}' is an editor benchmark (editing inputs, no edited images); "
@@ -117,10 +111,7 @@ def _splits(dataset: str, split: Optional[str]):
                                  f"{str(metadata.get('name')).split('-')[0]} --edits ...'")
     if metadata is not None:
         return [(load_split(dataset, split or SPLIT, config), config) for config in metadata.get("kinds", [])]
-    try:
-        names = set(datasets.get_dataset_split_names(dataset))
-    except Exception:  # noqa: BLE001 - reported by load_split below with a one-line error
-        names = set()
+    names = split_names(dataset)
     present = [name for name in MER_SPLITS if name in names]
     if present:  # MER-Bench: every K-pair split it has (a release may lack one, as `benchmark mer-bench` allows)
         missing = [name for name in MER_SPLITS if name not in names]

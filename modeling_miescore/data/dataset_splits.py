@@ -13,7 +13,7 @@ from pathlib import Path
 from .schema import MOS_COLUMN_OF, MOS_COLUMNS, TASK_CATEGORY
 from .errors import EXAMPLES, BenchmarkInputError
 
-__all__ = ["load_split", "mer_bench_frame", "mer_split_names", "mie_bench_frame", "ordered_labels"]
+__all__ = ["load_split", "mer_bench_frame", "mer_split_names", "mie_bench_frame", "ordered_labels", "split_names"]
 
 
 def _looks_like_repo(ref: str) -> bool:
@@ -63,6 +63,16 @@ def load_split(dataset: str, split: str, config: str | None = None):
         raise BenchmarkInputError(f"cannot load dataset '{dataset}': {err}") from None
     except Exception as err:  # noqa: BLE001 - datasets raises many types for unusable folders
         raise _cannot_load(dataset, err) from None
+
+
+def split_names(dataset: str) -> set[str]:
+    """The splits of ``dataset``; none when it cannot be read (:func:`load_split` then says why, in one line)."""
+    import datasets
+
+    try:
+        return set(datasets.get_dataset_split_names(_dataset_ref(dataset)))
+    except Exception:  # noqa: BLE001 - datasets raises many types for unusable folders
+        return set()
 
 
 def mer_split_names(dataset: str) -> list[str]:

@@ -35,7 +35,7 @@ from ..hub.image_io import check_image_complete, decode_image, load_image, open_
 from ..hub.processing_miescore import check_instruction
 from ..utils.text_hygiene import training_text_problem
 from ..scoring.jsonl_scoring import iter_input
-from .dataset_splits import load_split
+from .dataset_splits import load_split, split_names
 from .converters.converted_card import read_benchmark_metadata
 from .schema import MER_SPLITS
 
@@ -191,8 +191,6 @@ def _row_entries(ds, *, id_column: str, sources_column: str, single_source: bool
 
 
 def _read_dataset(dataset: str, split: Optional[str]) -> List[EditingInput]:
-    import datasets
-
     metadata = read_benchmark_metadata(dataset)
     if metadata is not None:
         if "editing" not in metadata.get("kinds", []):
@@ -202,11 +200,7 @@ def _read_dataset(dataset: str, split: Optional[str]) -> List[EditingInput]:
         ds = load_split(dataset, split or "test", "editing")
         return _validated(_row_entries(ds, id_column="id", sources_column="source_images", single_source=False,
                                        dedupe=False, origin=f"{dataset} [editing]"), dataset)
-    try:
-        names = set(datasets.get_dataset_split_names(str(Path(dataset).expanduser())
-                                                     if Path(dataset).expanduser().exists() else dataset))
-    except Exception:  # noqa: BLE001 - reported by load_split below with a one-line error
-        names = set()
+    names = split_names(dataset)
     if set(MER_SPLITS) & names and "train" not in names:
         entries, seen = [], set()
         for name in [split] if split else [s for s in MER_SPLITS if s in names]:

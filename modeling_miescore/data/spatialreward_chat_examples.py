@@ -162,6 +162,16 @@ def control_token_problem(row: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def _input_issues(row: Dict[str, Any], task: str) -> List[str]:
+    """What makes the inputs of a row of ``task`` unusable (the edited image; SC: sources and instruction)."""
+    issues = [] if row.get("edited") is not None else ["no_edited_image"]
+    if task == "sc" and not row.get("sources"):
+        issues.append("no_sources")
+    if task == "sc" and not (isinstance(row.get("instruction"), str) and row["instruction"].strip()):
+        issues.append("missing_field:instruction")
+    return issues
+
+
 def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
     """Validate one training row. Returns ``(reason, issues)``: reason None when the row is usable, else the
     first problem's code; ``issues`` lists every code found (parser issue codes, see
@@ -169,22 +179,13 @@ def check_row(row: Dict[str, Any]) -> Tuple[Optional[str], List[str]]:
     ``no_edited_image``, ``bad_scores``,
     ``scores_roundtrip`` and ``control_token``: a chat-control token such as ``<|im_end|>`` or a NUL in the
     reasoning, instruction or a region label, which the tokenizer would turn into the real control token)."""
-    issues: List[str] = []
     task = str(row.get("task", "")).lower()
     if task not in ("sc", "pq"):
         return "bad_task", ["bad_task"]
-    for name in ("reasoning", "scores"):
-        if row.get(name) is None:
-            issues.append(f"missing_field:{name}")
-    if row.get("edited") is None:
-        issues.append("no_edited_image")
-    if task == "sc":
-        if not row.get("sources"):
-            issues.append("no_sources")
-        if not isinstance(row.get("instruction"), str) or not row["instruction"].strip():
-            issues.append("missing_field:instruction")
-        if row.get("regions") is None:
-            issues.append("missing_field:regions")
+    issues = [f"missing_field:{name}" for name in ("reasoning", "scores") if row.get(name) is None]
+    issues += _input_issues(row, task)
+    if task == "sc" and row.get("regions") is None:
+        issues.append("missing_field:regions")
     if issues:
         return issues[0], issues
     if not isinstance(row["reasoning"], str):
@@ -365,15 +366,7 @@ def _empty(kind: str) -> Dict[str, Any]:
 def _grpo_reason(row: Dict[str, Any]) -> Optional[str]:
     """GRPO prompts need no target; only the inputs must be usable."""
     task = str(row.get("task", "")).lower()
-    if task not in ("sc", "pq"):
-        return "bad_task"
-    if row.get("edited") is None:
-        return "no_edited_image"
-    if task == "sc" and not row.get("sources"):
-        return "no_sources"
-    if task == "sc" and not (isinstance(row.get("instruction"), str) and row["instruction"].strip()):
-        return "missing_field:instruction"
-    return None
+    return "bad_task" if task not in ("sc", "pq") else next(iter(_input_issues(row, task)), None)
 
 
 def _length_reason(example: Dict[str, Any], processor, max_seq_tokens: int) -> Optional[str]:

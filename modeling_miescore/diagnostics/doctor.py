@@ -1,7 +1,7 @@
 """``miescore doctor CKPT``: is this checkpoint sane? Run before trusting a downloaded or freshly trained one.
 
 The checks (listed in ``docs/scoring.md``) run in order; each gives ``ok``, ``warn``, ``error`` or ``skip``. A
-check is a function ``check(ctx: DoctorContext) -> Finding``; one that needs what an earlier check failed to load
+check is a function ``check(ctx: DoctorContext) -> CheckResult``; one that needs what an earlier check failed to load
 calls :meth:`DoctorContext.need` and is skipped, so one fault is reported once. An exception inside a check
 becomes an ``error`` for that check, never a crash. Exit status: 0 healthy, 1 warnings, 2 broken.
 
@@ -28,43 +28,38 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from ..data.example_edits import example_edits, save_example_files
+from ..hub.backbone_families import backbone_config_of
 from ..hub.errors import MIEScoreInputError
-from ..scoring.checkpoint_files import PICKLE_SUFFIXES
-from ..scoring.loading import read_checkpoint_config, SPATIALREWARD_MODEL_TYPES, resolve_device, resolve_dtype
-from ..scoring.checkpoint_files import ModelLoadError, validate_checkpoint_folder
-from ..hub.processing_miescore import image_size_kwargs, num_image_tokens
+from ..scoring.loading import load_scorer, load_spatialreward, read_checkpoint_config, resolve_device, resolve_dtype
+from ..scoring.checkpoint_files import ModelLoadError, PICKLE_SUFFIXES, validate_checkpoint_folder
+from ..hub.processing_miescore import build_messages, image_size_kwargs, num_image_tokens
 from ..hub.spatialreward_tokens import GROUNDING_TOKENS
-from .token_budget import load_config_and_processor
-from . import token_budget
-from . import isolated_load
-from .isolated_load import IsolatedLoadJob, IsolatedRunError
+from . import isolated_load, token_budget
 
 STATUSES = ("ok", "warn", "error", "skip")
 
 
 @dataclass
-class Finding:
-    """What one check found: ``status`` (one of :data:`STATUSES`), a one-line ``message`` and ``details``."""
+class CheckResult:
+    """One check's record: ``status`` (one of :data:`STATUSES`), a one-line ``message``, ``details``; the runner
+    (:func:`run_check`) fills in the check's ``name`` and ``seconds``."""
 
     status: str
     message: str
     details: dict = field(default_factory=dict)
+    name: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "message": self.message,
+                "details": jsonable(self.details), "seconds": round(self.seconds, 3)}
 
 
-def ok(message: str, **details) -> Finding:
-    return Finding("ok", message, details)
+def _finding(status: str) -> Callable:
+    return lambda message, **details: CheckResult(status, message, details)
 
 
-def warn(message: str, **details) -> Finding:
-    return Finding("warn", message, details)
-
-
-def error(message: str, **details) -> Finding:
-    return Finding("error", message, details)
-
-
-def skip(message: str, **details) -> Finding:
-    return Finding("skip", message, details)
+ok, warn, error, skip = map(_finding, STATUSES)  # ok(message, **details) -> CheckResult("ok", message, details)
 
 
 class CheckSkipped(Exception):
@@ -100,16 +95,8 @@ class DoctorContext:
         self.fresh: dict | None = None
         self._workdir = tempfile.TemporaryDirectory(prefix="miescore-doctor-")
         self.workdir = Path(self._workdir.name)
-        self._edits = None
         self._scores: list | None = None
         self._scoring_error: str | None = None
-
-    def prepare(self) -> None:
-        """Make the example edits (:func:`doctor_edits`) unless made: the runner calls it before any
-        check, so a missing scikit-image is one user error (``MIEScoreInputError``), not a failure of every check
-        that scores."""
-        if self._edits is None:
-            self._edits = doctor_edits(quick=self.quick)
 
     def close(self) -> None:
         self._workdir.cleanup()
@@ -127,11 +114,12 @@ class DoctorContext:
             if getattr(self, name) is None:
                 raise CheckSkipped(f"needs the {name}, which did not load (see '{_PROVIDERS[name]}')")
 
-    @property
+    @functools.cached_property
     def edits(self) -> list:
-        """The edits every score check uses, originals first."""
-        self.prepare()
-        return self._edits
+        """The edits every score check uses, originals first (:func:`doctor_edits`). The runner makes them before
+        any check, so a missing scikit-image is one user error (``MIEScoreInputError``), not a failure of every
+        check that scores."""
+        return doctor_edits(quick=self.quick)
 
     def originals(self) -> list:
         return [edit for edit in self.edits if edit.variant == "original"]
@@ -242,11 +230,6 @@ VISION_TOKENS = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_p
 _SAMPLE_INSTRUCTION = "Put the cat from image 2 on the table of image 1."
 
 
-def _hub_files_folder():
-    """The installed package's Hub files (``modeling_miescore/hub/``), which a checkpoint's code files copy."""
-    return Path(__file__).resolve().parents[1] / "hub"
-
-
 def remote_code_closure(folder, auto_map: dict) -> tuple:
     """``(needed, missing)``: the code files ``trust_remote_code`` would import for ``auto_map`` (its modules and
     their relative imports, in the order found) and those of them the folder lacks."""
@@ -272,25 +255,10 @@ def remote_code_files(folder) -> list:
     """``[{"file", "sha256"}]`` of the code files that ``AutoModel.from_pretrained(folder, trust_remote_code=True)``
     would run (config.json's ``auto_map`` and their relative imports), sorted by name: what a user trusts."""
     folder = Path(folder)
-    auto_map = read_config_json(folder).get("auto_map") or {}
+    auto_map = read_checkpoint_config(str(folder)).get("auto_map") or {}
     needed, missing = remote_code_closure(folder, auto_map)
     return [{"file": name, "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest()}
             for name in sorted(set(needed) - set(missing))]
-
-
-def read_config_json(folder) -> dict:
-    """``config.json`` of a checkpoint folder as a dict (the loading checks have validated it)."""
-    return read_checkpoint_config(str(folder))
-
-
-def _code_files(ctx: DoctorContext, auto_map: dict) -> tuple:
-    """``(missing, differing)``: code files that ``auto_map`` needs but the folder lacks, and code files that
-    differ from the installed package's copy."""
-    _, missing = remote_code_closure(ctx.path, auto_map)
-    root = _hub_files_folder()
-    differing = sorted(p.name for p in ctx.path.glob("*.py")
-                       if (root / p.name).is_file() and (root / p.name).read_bytes() != p.read_bytes())
-    return missing, differing
 
 
 # Processor files whose auto_map would make AutoProcessor / AutoTokenizer(trust_remote_code=True) run code.
@@ -319,7 +287,7 @@ def check_files(ctx: DoctorContext):
     names = sorted(p.name for p in ctx.path.iterdir())
     weights = [n for n in names if n.endswith(".safetensors")]
     pickles = [n for n in names if n.endswith(PICKLE_SUFFIXES)]
-    config = read_config_json(ctx.path)
+    config = read_checkpoint_config(str(ctx.path))
     auto_map = config.get("auto_map") or {}
     details = {"weights": weights, "pickle_files": pickles, "auto_map": auto_map,
                "remote_code": remote_code_files(ctx.path), "processor_code": _processor_code(ctx.path)}
@@ -328,7 +296,10 @@ def check_files(ctx: DoctorContext):
         validate_checkpoint_folder(ctx.path, config)
     except ModelLoadError as err:
         return error(str(err), **details)
-    missing, differing = _code_files(ctx, auto_map)
+    _, missing = remote_code_closure(ctx.path, auto_map)
+    hub = Path(__file__).resolve().parents[1] / "hub"  # the installed Hub files, which a checkpoint's code copies
+    differing = sorted(p.name for p in ctx.path.glob("*.py")
+                       if (hub / p.name).is_file() and (hub / p.name).read_bytes() != p.read_bytes())
     details.update(missing_code=missing, code_differs_from_installed_package=differing)
     if ctx.kind == "miescore" and "AutoModel" not in auto_map:
         return error("config.json has no auto_map['AutoModel']: AutoModel.from_pretrained(..., "
@@ -358,17 +329,11 @@ def check_config_processor(ctx: DoctorContext):
     """The config (the package's config class) and the processor saved beside the weights both load."""
     ctx.need_sound("files")
 
-    _, ctx.config, ctx.processor = load_config_and_processor(str(ctx.path))
+    _, ctx.config, ctx.processor = token_budget.load_config_and_processor(str(ctx.path))
     processor = ctx.processor
     return ok(f"{type(ctx.config).__name__} and {type(processor).__name__} "
               f"({type(processor.tokenizer).__name__}, {type(processor.image_processor).__name__}) load",
               config=type(ctx.config).__name__, processor=type(processor).__name__)
-
-
-def model_configs(config, kind: str) -> tuple:
-    """``(holder of the vision token ids, vision config, text config)`` of a MIEScore or SpatialReward config."""
-    backbone = config.backbone_config if kind == "miescore" else config
-    return backbone, backbone.vision_config, backbone.get_text_config()
 
 
 def _single_token_id(tokenizer, token: str):
@@ -379,7 +344,8 @@ def _single_token_id(tokenizer, token: str):
 def check_token_ids(ctx: DoctorContext):
     """Config vision-token ids = the tokenizer's and processor's; token ids fit the embedding; a pad token."""
     ctx.need("config", "processor")
-    holder, _, text_config = model_configs(ctx.config, ctx.kind)
+    holder = backbone_config_of(ctx.config)  # the holder of the vision token ids
+    text_config = holder.get_text_config()
     tokenizer = ctx.processor.tokenizer
     problems, ids = [], {}
     for name, token in VISION_TOKENS.items():
@@ -409,7 +375,7 @@ def check_token_ids(ctx: DoctorContext):
 def check_vision_geometry(ctx: DoctorContext):
     """The image processor cuts patches the way the vision tower was built for."""
     ctx.need("config", "processor")
-    _, vision, _ = model_configs(ctx.config, ctx.kind)
+    vision = backbone_config_of(ctx.config).vision_config
     image_processor = ctx.processor.image_processor
     pairs = {"patch_size": ("patch_size", "patch_size"), "merge_size": ("merge_size", "spatial_merge_size"),
              "temporal_patch_size": ("temporal_patch_size", "temporal_patch_size")}
@@ -426,8 +392,6 @@ def check_vision_geometry(ctx: DoctorContext):
 
 def _prompt_messages(ctx: DoctorContext, num_sources: int) -> list:
     if ctx.kind == "miescore":
-        from ..hub.processing_miescore import build_messages
-
         return build_messages(num_sources, _SAMPLE_INSTRUCTION, ctx.config)[0]
     from ..hub.modeling_spatialreward import sc_messages  # deferred: loads torch, transformers
 
@@ -462,7 +426,7 @@ def check_pixel_budget(ctx: DoctorContext):
     """The processor, called as the models call it, gives the image tokens the config's pixel budget implies."""
     ctx.need("config", "processor")
 
-    _, vision, _ = model_configs(ctx.config, ctx.kind)
+    vision = backbone_config_of(ctx.config).vision_config
     merge = int(vision.spatial_merge_size)
     factor = int(vision.patch_size) * merge
     budget = {"min_pixels": int(ctx.config.min_pixels), "max_pixels": int(ctx.config.max_pixels)}
@@ -491,7 +455,7 @@ def check_grounding_tokens(ctx: DoctorContext):
     ctx.need("config", "processor")
 
     tokenizer = ctx.processor.tokenizer
-    rows = int(model_configs(ctx.config, ctx.kind)[2].vocab_size)
+    rows = int(backbone_config_of(ctx.config).get_text_config().vocab_size)
     single = {token: _single_token_id(tokenizer, token) for token in GROUNDING_TOKENS}
     registered = {token: i for token, i in single.items() if i is not None}
     details = {"registered": registered, "embedding_rows": rows}
@@ -510,18 +474,14 @@ def check_grounding_tokens(ctx: DoctorContext):
 def _typical_rows(ctx: DoctorContext, limit: int) -> list:
     """Prompt lengths of the typical inputs (1-4 sources at 512 and 1024 px): MIEScore's prompt, SpatialReward's
     SC prompt plus ``max_new_tokens``; MIEScore rows say at which ``max_pixels`` the trainer fit them in ``limit``."""
+    budgets = token_budget.checkpoint_budgets(str(ctx.path), loaded=(ctx.kind, ctx.config, ctx.processor))
     rows = []
-    for size in token_budget.DEFAULT_SIZES:
-        for sources in token_budget.DEFAULT_SOURCES:
-            if ctx.kind == "miescore":
-                budget = token_budget.miescore_budget(ctx.processor, ctx.config, sources, size)
-                total, shrink = budget.total, token_budget.shrink_to_fit(budget, limit)
-            else:
-                budget = token_budget.spatialreward_budgets(ctx.processor, ctx.config, sources, size)[0]
-                total, shrink = budget.total + int(ctx.config.max_new_tokens), None
-            rows.append({"sources": sources, "size": "{}x{}".format(*size), "tokens": total, "limit": limit,
-                         "shrink": shrink.action if shrink else None,
-                         "shrink_max_pixels": shrink.max_pixels if shrink else None})
+    for budget in (b for b in budgets if b.num_sources):  # SpatialReward's PQ prompts have no sources
+        shrink = token_budget.shrink_to_fit(budget, limit) if ctx.kind == "miescore" else None
+        answer = 0 if ctx.kind == "miescore" else int(ctx.config.max_new_tokens)
+        rows.append({"sources": budget.num_sources, "size": "{}x{}".format(*budget.image_size),
+                     "tokens": budget.total + answer, "limit": limit, "shrink": shrink and shrink.action,
+                     "shrink_max_pixels": shrink and shrink.max_pixels})
     return rows
 
 
@@ -533,7 +493,7 @@ def check_token_budget(ctx: DoctorContext):
     ctx.need("config", "processor")
 
     training = token_budget.training_length(str(ctx.path), ctx.kind)
-    positions = token_budget.position_limit(ctx.config, ctx.kind)
+    positions = token_budget.position_limit(ctx.config)
     rows = _typical_rows(ctx, training.tokens)
     longest = max(rows, key=lambda r: r["tokens"])
     over = [r for r in rows if r["tokens"] > training.tokens]
@@ -572,17 +532,9 @@ def check_token_budget(ctx: DoctorContext):
 
 FRESH_EDITS = 2  # edits the fresh process scores and the installed package scores again
 # Largest difference (score points, or reward) between the fresh process and the installed package that counts
-# as the same: float32 runs the same kernels on the same inputs; half precision rounds to ~1e-2 per layer.
-SAME_SCORE = {"float32": 1e-3}
-SAME_SCORE_HALF = 0.5
-SAME_REWARD = {"float32": 1e-4}
-SAME_REWARD_HALF = 0.02
-
-
-def _fresh_records(ctx: DoctorContext) -> list:
-    examples = [{"id": f"{e.example}-{e.variant}", "sources": e.sources, "edited": e.edited,
-                 "instruction": e.instruction} for e in ctx.originals()[:FRESH_EDITS]]
-    return save_example_files(examples, ctx.workdir)
+# as the same, (in float32, in half precision): float32 runs the same kernels on the same inputs; half precision
+# rounds to ~1e-2 per layer.
+SAME_OUTPUT = {"miescore": (1e-3, 0.5), "spatialreward": (1e-4, 0.02)}
 
 
 def _code_list(files: list) -> str:
@@ -596,18 +548,19 @@ def check_fresh_process(ctx: DoctorContext):
         return skip("skipped (--skip-fresh-process)")
     ctx.need_sound("files", "config_processor")
     code = remote_code_files(ctx.path)
-    has_auto_model = bool((read_config_json(ctx.path).get("auto_map") or {}).get("AutoModel"))
+    has_auto_model = bool((read_checkpoint_config(str(ctx.path)).get("auto_map") or {}).get("AutoModel"))
     if ctx.trust_remote_code and not has_auto_model:
         return skip("no auto_map: a plain checkpoint that only the installed package loads (no code to trust)")
-    records = _fresh_records(ctx)
-    job = IsolatedLoadJob(str(ctx.path), records, batch_size=FRESH_EDITS, device=ctx.device, dtype=ctx.dtype_name,
-                          kind=ctx.kind)
+    records = save_example_files([{"id": f"{e.example}-{e.variant}", "sources": e.sources, "edited": e.edited,
+                                   "instruction": e.instruction} for e in ctx.originals()[:FRESH_EDITS]], ctx.workdir)
+    job = isolated_load.IsolatedLoadJob(str(ctx.path), records, batch_size=FRESH_EDITS, device=ctx.device,
+                                        dtype=ctx.dtype_name, kind=ctx.kind)
     start = time.perf_counter()
     try:
         load = (isolated_load.load_and_score_without_package if ctx.trust_remote_code
                 else isolated_load.load_and_score_with_package)
         out = load([job])
-    except IsolatedRunError as err:
+    except isolated_load.IsolatedRunError as err:
         last = [line for line in str(err).splitlines() if line.strip()][-1]
         how = "trust_remote_code load without the package" if ctx.trust_remote_code else "load in a fresh process"
         return error(f"{how} fails: {last}", output=str(err)[-3000:], remote_code=code)
@@ -647,11 +600,11 @@ def _compare_with_fresh(ctx: DoctorContext) -> tuple:
     mine = ctx.score(records, batch_size=ctx.fresh["batch_size"])
     if ctx.kind == "miescore":
         diff = max(abs(a[k] - b[k]) for a, b in zip(result["scores"], mine, strict=True) for k in b)
-        return diff, SAME_SCORE.get(ctx.dtype_name, SAME_SCORE_HALF), True
+        return diff, SAME_OUTPUT["miescore"][ctx.dtype_name != "float32"], True
     theirs = result["judgements"]
     diff = max(abs(float(a["reward"]) - float(b.reward)) for a, b in zip(theirs, mine, strict=True))
     same_texts = all(a["raw_sc"] == b.raw_sc and a["raw_pq"] == b.raw_pq for a, b in zip(theirs, mine, strict=True))
-    return diff, SAME_REWARD.get(ctx.dtype_name, SAME_REWARD_HALF), same_texts
+    return diff, SAME_OUTPUT["spatialreward"][ctx.dtype_name != "float32"], same_texts
 
 
 def check_load(ctx: DoctorContext):
@@ -659,8 +612,6 @@ def check_load(ctx: DoctorContext):
     start = time.perf_counter()
     if ctx.model is None:
         ctx.need_sound("files", "config_processor")
-        from ..scoring.loading import load_scorer, load_spatialreward
-
         load = load_scorer if ctx.kind == "miescore" else load_spatialreward
         ctx.model = load(str(ctx.path), device=ctx.device, dtype=ctx.dtype_name)
     model = ctx.model
@@ -770,10 +721,6 @@ def _spread_problem(name: str, values: list, top: float) -> tuple:
     return None
 
 
-def _worst(problems: list) -> str:
-    return "error" if any(s == "error" for s, _ in problems) else "warn"
-
-
 def check_score_spread(ctx: DoctorContext):
     """MIEScore: every score over the examples and their perturbations is finite, varies, is not saturated."""
     ctx.need("model")
@@ -789,8 +736,8 @@ def check_score_spread(ctx: DoctorContext):
             problems.append(problem)
     details = {"edits": len(scores), "scores": stats}
     if problems:
-        finding = error if _worst(problems) == "error" else warn
-        return finding("; ".join(text for _, text in problems), **details)
+        worst = "error" if any(status == "error" for status, _ in problems) else "warn"
+        return CheckResult(worst, "; ".join(text for _, text in problems), details)
     ranges = ", ".join(f"{name} {s['min']:.1f}-{s['max']:.1f}" for name, s in stats.items())
     return ok(f"{len(scores)} edits: {ranges}", **details)
 
@@ -840,7 +787,7 @@ def check_reward_spread(ctx: DoctorContext):
     details = {"parsed": len(rewards), "min": min(rewards), "max": max(rewards)}
     problem = _spread_problem("the reward", rewards, 1.0)
     if problem:
-        return (error if problem[0] == "error" else warn)(problem[1], **details)
+        return CheckResult(*problem, details)
     return ok(f"{len(rewards)} parsed edits: reward {min(rewards):.3f}-{max(rewards):.3f}", **details)
 
 
@@ -925,21 +872,6 @@ def _checks(kind: str) -> list:
 
 
 @dataclass
-class CheckResult:
-    """One check's record: ``name``, ``status`` (ok / warn / error / skip), ``message``, ``details``, ``seconds``."""
-
-    name: str
-    status: str
-    message: str
-    details: dict = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "message": self.message,
-                "details": jsonable(self.details), "seconds": round(self.seconds, 3)}
-
-
-@dataclass
 class DoctorReport:
     """The checks of one checkpoint. ``verdict``: healthy / warnings / broken; ``exit_code``: 0 / 1 / 2."""
 
@@ -975,14 +907,13 @@ def run_check(name: str, check: Callable, ctx: DoctorContext) -> CheckResult:
     """Run one check; a skip or an exception becomes its result instead of leaving the run."""
     start = time.perf_counter()
     try:
-        finding = check(ctx)
-        result = CheckResult(name, finding.status, finding.message, finding.details)
+        result = check(ctx)
     except CheckSkipped as err:
-        result = CheckResult(name, "skip", str(err))
+        result = skip(str(err))
     except Exception as err:  # one broken part must not hide the others
-        result = CheckResult(name, "error", f"{type(err).__name__}: {err}".splitlines()[0][:500],
-                             {"exception": type(err).__name__, "text": str(err)[-3000:]})
-    result.seconds = time.perf_counter() - start
+        result = error(f"{type(err).__name__}: {err}".splitlines()[0][:500], exception=type(err).__name__,
+                       text=str(err)[-3000:])
+    result.name, result.seconds = name, time.perf_counter() - start
     if result.status == "error":
         ctx.faults[name] = result.message
     return result
@@ -997,13 +928,7 @@ def checkpoint_kind(path) -> str:
     if not folder.is_dir():
         raise MIEScoreInputError(f"checkpoint folder '{path}' does not exist; the doctor checks a local folder "
                                  "(download a Hub checkpoint first: hf download REPO --local-dir DIR)")
-    model_type = read_checkpoint_config(str(folder)).get("model_type")
-    if model_type == "miescore":
-        return "miescore"
-    if model_type in SPATIALREWARD_MODEL_TYPES:
-        return "spatialreward"
-    raise MIEScoreInputError(f"'{path}' is neither a MIEScore nor a SpatialReward checkpoint "
-                             f"(model_type={model_type!r}); pass a checkpoint folder of one of them")
+    return token_budget.checkpoint_kind(path, read_checkpoint_config(str(folder)))
 
 
 def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_process: bool = True,
@@ -1033,7 +958,7 @@ def diagnose_checkpoint(path, device: str = "auto", dtype: str = "auto", fresh_p
                         model=model, trust_remote_code=trust_remote_code)
     results = []
     try:
-        ctx.prepare()
+        ctx.edits  # made before any check (see DoctorContext.edits)
         for name, check in _checks(kind):
             results.append(run_check(name, check, ctx))
             if on_result is not None:
@@ -1062,10 +987,10 @@ def format_report(report: DoctorReport) -> str:
 
 
 __all__ = ["BLUR_FRACTION", "CheckResult", "CheckSkipped", "DIRECTIONS", "Direction", "DoctorContext", "DoctorEdit",
-           "DoctorReport", "Finding", "NOISE_SIGMA", "STATUSES", "VARIANTS", "add_noise", "blur", "check_boxes",
+           "DoctorReport", "NOISE_SIGMA", "STATUSES", "VARIANTS", "add_noise", "blur", "check_boxes",
            "check_chat_template", "check_config_processor", "check_direction", "check_files", "check_fresh_process",
            "check_grounding_tokens", "check_load", "check_parse_rate", "check_pixel_budget", "check_reward_spread",
            "check_score_spread", "check_throughput", "check_token_budget", "check_token_ids",
            "check_vision_geometry", "check_weights", "checkpoint_kind", "device_name", "diagnose_checkpoint",
-           "doctor_edits", "error", "format_report", "format_result", "jsonable", "model_configs", "ok", "perturb",
+           "doctor_edits", "error", "format_report", "format_result", "jsonable", "ok", "perturb",
            "run_check", "skip", "warn"]

@@ -9,11 +9,6 @@ missing (a ``None`` entry in ``sys.modules``, so ``find_spec`` answers None as w
 transformers itself needs to load a Qwen3-VL checkpoint is not blocked. The child is offline, copies the
 checkpoint's code into a temporary ``HF_MODULES_CACHE``, takes its values as one JSON argument and answers with
 the JSON its ``report(result)`` prints last.
-
-:func:`load_and_score_without_package` (the Hub-boundary test, ``miescore doctor --trust-remote-code``) loads each
-checkpoint with the named auto classes and scores the given edits; :func:`load_and_score_with_package` (the
-doctor's default) loads it with ``load_scorer`` / ``load_spatialreward`` in a fresh interpreter that imports this
-package, and lists the ``transformers_modules.*`` modules imported anyway (must be empty).
 """
 
 from __future__ import annotations
@@ -172,7 +167,8 @@ def _run_child(script: str, values: dict, python_path: str, timeout: float) -> d
 
 
 def load_and_score_without_package(jobs: Sequence[IsolatedLoadJob], timeout: float = 600) -> dict:
-    """Load and score each job's checkpoint with ``trust_remote_code`` in one fresh interpreter.
+    """Load and score each job's checkpoint with ``trust_remote_code`` in one fresh interpreter (the Hub-boundary
+    test, ``miescore doctor --trust-remote-code``).
 
     Returns ``{"results": [...], "loaded": [blocked packages imported anyway]}``, one result per job:
     ``{"config": the AutoConfig as a dict, "classes": {auto class: "module.Class"}, "scores": [...]}`` for a
@@ -187,7 +183,8 @@ def _payload(jobs: Sequence[IsolatedLoadJob]) -> list:
 
 
 def load_and_score_with_package(jobs: Sequence[IsolatedLoadJob], timeout: float = 600) -> dict:
-    """Load and score each job's checkpoint through the installed package in one fresh interpreter.
+    """Load and score each job's checkpoint through the installed package in one fresh interpreter (the doctor's
+    default).
 
     Nothing from the checkpoint folder is imported (``load_scorer`` / ``load_spatialreward`` use the package's
     classes and the stock processor). Returns ``{"results": [...], "checkpoint_modules": [...]}``: per job

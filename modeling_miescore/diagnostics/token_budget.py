@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..hub.backbone_families import backbone_config_of
 from ..hub.control_tokens import QWEN_FIRST_ADDED_ID  # the Qwen byte-level vocabulary's ranks, then <|endoftext|>
 from ..hub.errors import MIEScoreInputError
 from ..utils.markdown_table import markdown_table
 from ..hub.processing_miescore import resized_image_size, build_messages, load_checkpoint_processor
-from ..scoring.loading import read_checkpoint_config
+from ..scoring.loading import read_checkpoint_config, SPATIALREWARD_MODEL_TYPES
 from ..scoring.checkpoint_files import check_processor, validate_checkpoint_folder
 
 # A typical MIE-Bench-length instruction (the counts for another one: --instruction / instruction=...).
@@ -120,8 +121,7 @@ class ShrinkResult:
     total: int | None
 
     def to_dict(self) -> dict:
-        return {"max_length": self.max_length, "action": self.action, "max_pixels": self.max_pixels,
-                "resized_size": None if self.resized_size is None else list(self.resized_size), "total": self.total}
+        return asdict(self) | {"resized_size": self.resized_size and list(self.resized_size)}
 
 
 def patch_factor(processor) -> int:
@@ -348,12 +348,11 @@ class TrainingLength:
         return f"{self.tokens:,} tokens ({where})"
 
 
-def training_length(model: str, kind: str, config: dict | None = None) -> TrainingLength:
+def training_length(model: str, kind: str) -> TrainingLength:
     """The checkpoint's own training length: an integer ``max_length`` in its config.json, or the
     ``max_length`` row of its model card's training table (``trainers/train_miescore.py`` writes it); else the
-    paper's (:data:`PAPER_TRAINING_LENGTH`). ``config``: config.json as a dict, when already read."""
-    config = read_checkpoint_config(model) if config is None else config
-    value = config.get("max_length")
+    paper's (:data:`PAPER_TRAINING_LENGTH`)."""
+    value = read_checkpoint_config(model).get("max_length")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return TrainingLength(value, "config.json")
     card = Path(model).expanduser() / "README.md"
@@ -366,10 +365,9 @@ def training_length(model: str, kind: str, config: dict | None = None) -> Traini
     return TrainingLength(PAPER_TRAINING_LENGTH[kind], "the paper")
 
 
-def position_limit(config, kind: str) -> int | None:
+def position_limit(config) -> int | None:
     """The language model's position limit (``max_position_embeddings`` of its text config), or None."""
-    backbone = config.backbone_config if kind == "miescore" else config
-    value = getattr(backbone.get_text_config(), "max_position_embeddings", None)
+    value = getattr(backbone_config_of(config).get_text_config(), "max_position_embeddings", None)
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
@@ -389,14 +387,11 @@ def load_config_and_processor(model: str) -> tuple:
     Raises ``MIEScoreInputError`` naming the problem for anything else.
     """
     config_dict = read_checkpoint_config(model)
-    model_type = config_dict.get("model_type")
-    if model_type == "miescore":
+    kind = checkpoint_kind(model, config_dict)
+    if kind == "miescore":
         from ..hub.configuration_miescore import MIEScoreConfig as config_class
-    elif model_type in ("spatialreward", "qwen3_vl"):
-        from ..hub.configuration_spatialreward import SpatialRewardConfig as config_class
     else:
-        raise MIEScoreInputError(f"'{model}' is neither a MIEScore nor a SpatialReward checkpoint "
-                                 f"(model_type={model_type!r}); pass a checkpoint folder of one of them")
+        from ..hub.configuration_spatialreward import SpatialRewardConfig as config_class
     if Path(model).expanduser().is_dir():
         validate_checkpoint_folder(Path(model).expanduser(), config_dict, weights=False)
     try:
@@ -405,7 +400,17 @@ def load_config_and_processor(model: str) -> tuple:
     except (OSError, ValueError) as err:
         raise MIEScoreInputError(f"cannot read '{model}': {err}") from None
     check_processor(processor, model)
-    return ("miescore" if model_type == "miescore" else "spatialreward"), config, processor
+    return kind, config, processor
+
+
+def checkpoint_kind(model: str, config: dict) -> str:
+    """``"miescore"`` or ``"spatialreward"`` (ours, or the authors' plain Qwen3-VL release) for the checkpoint
+    ``model`` whose config.json is ``config``; anything else is a user error."""
+    model_type = config.get("model_type")
+    if model_type in ("miescore", *SPATIALREWARD_MODEL_TYPES):
+        return "miescore" if model_type == "miescore" else "spatialreward"
+    raise MIEScoreInputError(f"'{model}' is neither a MIEScore nor a SpatialReward checkpoint "
+                             f"(model_type={model_type!r}); pass a checkpoint folder of one of them")
 
 
 def checkpoint_budgets(model: str, sources: Sequence[int] = DEFAULT_SOURCES,
@@ -487,6 +492,6 @@ def _describe(result: ShrinkResult) -> str:
 
 
 __all__ = ["DEFAULT_INSTRUCTION", "MIESCORE_TRAIN_MAX_LENGTH", "PAPER_TRAINING_LENGTH", "PromptBudget",
-           "SPATIALREWARD_SFT_MAX_LENGTH", "ShrinkResult", "TrainingLength", "budget_legend", "checkpoint_budgets",
+           "SPATIALREWARD_SFT_MAX_LENGTH", "ShrinkResult", "TrainingLength", "budget_legend", "checkpoint_budgets", "checkpoint_kind",
            "format_budget_table", "load_config_and_processor", "miescore_budget", "patch_factor", "position_limit",
            "resized_size", "shrink_to_fit", "spatialreward_budgets", "training_length", "vocabulary_note"]

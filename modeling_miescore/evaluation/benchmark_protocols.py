@@ -1,22 +1,15 @@
-"""The scoring protocols of the converted benchmarks, applied to rows with predictions attached
-(:func:`~.converted_benchmarks.attach_scores`): :data:`PROTOCOLS`, ``name -> ScoringProtocol``. A benchmark names
-its protocol in its declaration (``BenchmarkSpec.protocol``, in its converter module) and the reports dispatch on
-that name; the converters' ``SPEC.tie_rule`` cites the source of each rule.
+"""The scoring protocols of the converted benchmarks, applied to rows with predictions attached: :data:`PROTOCOLS`,
+``name -> ScoringProtocol``. A benchmark names its protocol in its declaration (``BenchmarkSpec.protocol``) and the
+reports dispatch on that name; the converters' ``SPEC.tie_rule`` cites the source of each rule.
 
 * ``calibrated`` (GenAI-Bench, AURORA-Bench): human ties (and GenAI-Bench's both-bad votes) are ties; a prediction
   is a tie when ``|score_a - score_b| <= epsilon`` with epsilon tie-calibrated on the data (Deutsch et al. 2023),
-  the "accuracy with ties" of EditReward's ``eval_bench.py``. Value ``accuracy``.
-* ``strict``: no human ties; correct iff the preferred edit scores strictly higher (a predicted tie is wrong).
-  Value ``accuracy``.
+  the "accuracy with ties" of EditReward's ``eval_bench.py``.
+* ``strict``: no human ties; a predicted tie is wrong.
 * ``editscore`` (EditScore's EditReward-Bench): strict, per task type, averaged over task types, per dimension.
-  Values: each benchmark dimension's accuracy, and ``mean`` over the dimensions.
 * ``mmrb2``: strict; ``single`` / ``multi`` (pairs with one / several input images) / ``overall`` (micro).
-* ``srcc`` (pointwise benchmarks): SRCC per dimension (average ranks for ties); values: each dimension's SRCC and
-  ``mean`` over the benchmark's dimensions.
-* ``mer`` (MER-Bench, declared by its builder): K-pair groups, one predictions line per group (``unit="group"``:
-  ``{"pair_id", "scores"}``, what the SpatialReward group scorer writes); exact-order group accuracy per group size
-  and overall and the mean per-group Kendall τ, both tie rules (:func:`~.mer_bench_report.mer_bench_report`, with
-  bootstrap CIs over samples). Values ``2`` / ``3`` / ``4`` / ``overall`` / ``tau_as_released`` / ``tau_ties0``.
+* ``srcc`` (pointwise benchmarks): SRCC per dimension (average ranks for ties).
+* ``mer`` (MER-Bench): K-pair groups, one predictions line per group (:func:`~.mer_bench_report.mer_bench_report`).
 
 A missing score (NaN) is always wrong / left out of the correlation (it only happens with ``--allow-missing``).
 """
@@ -119,12 +112,10 @@ def _mer_values(details: dict) -> dict:
 
 @dataclass(frozen=True)
 class ScoringProtocol:
-    """How one kind of benchmark is scored: the config it reads, what it measures (``accuracy``: a share of pairs
-    or groups, Table 6 prints it in %; ``srcc``), ``run(frame, dimensions, bootstrap=None) -> details`` (only the
-    protocols with intervals use ``bootstrap``) and ``values(details) -> {name: number or None}``, the named
-    numbers a benchmark's report columns take (``BenchmarkSpec.columns``). ``unit``: what one line of its
-    predictions scores, ``"edit"`` (an edited image: the ``score-batch`` format) or ``"group"`` (a K-pair group:
-    ``{"pair_id", "scores"}``); it decides how predictions are read and how a checkpoint scores the benchmark."""
+    """How one kind of benchmark is scored. ``measure``: ``accuracy`` (a share of pairs or groups, Table 6 prints
+    it in %) or ``srcc``; ``values(details)``: the named numbers a benchmark's report columns take
+    (``BenchmarkSpec.columns``); ``unit``: what one predictions line scores, ``"edit"`` (the ``score-batch``
+    format) or ``"group"`` (``{"pair_id", "scores"}``)."""
 
     name: str
     config: str

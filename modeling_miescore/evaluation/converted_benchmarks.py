@@ -1,14 +1,9 @@
 """Converted external benchmarks (``miescore convert-benchmark``) and MER-Bench, as the benchmark runner reads them:
 which benchmark a dataset folder is, its rows as metadata frames (images never decoded), and predictions joined
-onto them by edit id.
+onto them by **edited-image id** (the pointwise ``id``, or a pairwise row's ``edited_a_id`` / ``edited_b_id``).
 
-Prediction files for converted benchmarks are score files keyed by **edited-image id** (the pointwise ``id``, or a
-pairwise row's ``edited_a_id`` / ``edited_b_id``): ``{"id": ..., "visual_quality": x, "instruction_following": x,
-"attribute_preservation": x, "overall": x}`` per line, the format of ``miescore score-batch`` (any subset of the
-keys; a benchmark dimension needs its key). MER-Bench takes its own group predictions (``{"pair_id", "scores"}``).
-
-How a benchmark is scored and which report columns it fills come from its declaration (:func:`declared_benchmarks`:
-the converters' specs, and MER-Bench's builder), never from its name.
+How a benchmark is scored and which report columns it fills come from its declaration (:func:`declared_benchmarks`),
+never from its name.
 """
 
 from __future__ import annotations
@@ -19,17 +14,16 @@ import numpy as np
 
 from ..data.converters.schema import HUMAN_COLUMNS, LABELS, SPLIT
 from ..data.schema import MER_SPLITS
-from .alignment import Alignment, align_predictions
 from ..data.dataset_splits import load_split
 from ..data.errors import BenchmarkInputError
 from ..data.builders.mer_bench import MERBenchBuilder
 from ..data.converters import CONVERTERS
 from ..data.converters.converted_card import read_benchmark_metadata
 from ..data.dataset_splits import mer_bench_frame
-from .prediction_files import read_group_predictions, read_score_predictions
+from .prediction_files import Alignment, align_predictions, read_group_predictions, read_score_predictions
 
-__all__ = ["BenchmarkData", "attach_predictions", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids", "load_benchmark",
-           "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
+__all__ = ["BenchmarkData", "attach_predictions", "attach_scores", "benchmarks_in", "declared_benchmarks", "edit_ids",
+           "load_benchmark", "pairwise_frame", "pointwise_frame", "report_columns", "require_report"]
 
 
 @dataclass

@@ -1,19 +1,9 @@
 """Score a converted benchmark (or MER-Bench) with a model into a resumable predictions file.
 
-Scorers:
-
-* a MIEScore model: ``score_batch`` (the config's single-source prompt
-  variant for one-source edits, the checkpoint's own prompt otherwise); its four scores are written as they are.
-* anything with SpatialReward's ``evaluate_edits`` (a :class:`SpatialRewardModel`, or the OpenAI-compatible
-  :class:`~modeling_miescore.judges.spatialreward_api.SpatialRewardAPI` for an MLLM judge): its result fields are
-  mapped onto the score keys as ``instruction_following`` = ``s_if`` (SC stream, editing success),
-  ``attribute_preservation`` = ``s_con`` (SC stream, consistency / over-editing), ``visual_quality`` = ``pq``,
-  ``overall`` = ``reward``; a failed parse writes ``null`` (a missing prediction, never a made-up number).
-
-Converted datasets give one line per edited image (``{"id", <score keys>}``, the format of
-:mod:`.converted_benchmarks`); each image is scored once even when it is in several pairs. MER-Bench gives one
-line per group (``{"pair_id", "scores"}``), through :func:`~.model_runs.score_mer_with_spatialreward` (a MIEScore
-model is wrapped so that its overall score, divided by 100, is the reward).
+SpatialReward's result fields map onto the score keys as ``instruction_following`` = ``s_if`` (SC stream, editing
+success), ``attribute_preservation`` = ``s_con`` (SC stream, consistency / over-editing), ``visual_quality`` =
+``pq``, ``overall`` = ``reward``; a failed parse writes ``null`` (a missing prediction, never a made-up number).
+Each edited image is scored once even when it is in several pairs.
 """
 
 from __future__ import annotations

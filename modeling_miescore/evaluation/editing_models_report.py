@@ -2,7 +2,8 @@
 
 Mean predicted VQ/IF/AP/overall per editing model, task and category (layout of the MIEScore paper's tables
 8-11), with CIs that resample instances. The rows come from a MIE-Bench split joined with predictions, or
-from the predictions alone (:func:`frame_from_predictions`).
+from the predictions alone (:func:`frame_from_predictions`). :func:`editing_models_markdown` lays the result out
+as those tables; :mod:`.report` writes it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..data.schema import MIE_CATEGORIES, SCORE_KEYS, TASK_CATEGORY, TASKS
+from ..data.schema import LONG_NAMES, MIE_CATEGORIES, SCORE_KEYS, SHORT_NAMES, TASK_CATEGORY, TASKS
 from ..data.dataset_splits import ordered_labels
 from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import NO_VALUE, BootstrapSettings, InstanceBootstrap, without_ci
 from .metrics.model_ranking import per_model_means
+from .report_parts import counts_phrase, fmt_ci, notes_section, plot_lines, report_header, report_table, title_case
 
-__all__ = ["editing_models_report", "frame_from_predictions"]
+__all__ = ["editing_models_markdown", "editing_models_report", "frame_from_predictions"]
 
 
 def editing_models_report(frame, dims: Sequence[str] | None = None, *,
@@ -90,17 +92,14 @@ def _model_means_fn(frame, dims: list[str], model_names: list[str], task_names: 
 
 def _drop_thin_cis(res: dict, boot: InstanceBootstrap, frame, models: np.ndarray) -> None:
     """Remove the intervals of the model, model x task and model x category means over too few instances."""
+    labels = {"tasks": frame["task"].astype(str).to_numpy(), "categories": frame["category"].astype(str).to_numpy()}
     for dim_res in res.values():
-        for model in dim_res["all"]:
-            if boot.too_few(np.flatnonzero(models == model)):
-                dim_res["all"][model] = without_ci(dim_res["all"][model])
-    for key, column in (("tasks", "task"), ("categories", "category")):
-        labels = frame[column].astype(str).to_numpy()
-        for dim_res in res.values():
-            for model, cells in dim_res[key].items():
-                for label in cells:
-                    if boot.too_few(np.flatnonzero((models == model) & (labels == label))):
-                        cells[label] = without_ci(cells[label])
+        means = [(dim_res["all"], model, models == model) for model in dim_res["all"]]
+        means += [(cells, label, (models == model) & (labels[key] == label))
+                  for key in labels for model, cells in dim_res[key].items() for label in cells]
+        for block, name, rows in means:
+            if boot.too_few(np.flatnonzero(rows)):
+                block[name] = without_ci(block[name])
 
 
 def _ranked_rows(res: dict, models: np.ndarray, model_names: list[str], task_names: list[str],
@@ -145,3 +144,42 @@ def frame_from_predictions(preds, source: str):
         if d in preds.columns:
             df[f"pred_{d}"] = preds[d].to_numpy(dtype=np.float64)
     return df
+
+
+def editing_models_markdown(report: dict) -> str:
+    meta = report["meta"]
+    dims = meta["dimensions"]
+    lb = report["leaderboard"]
+    order_dim = "overall" if "overall" in dims else dims[-1]
+    out = report_header(report, "Editing-model leaderboard (predicted scores)",
+                  f"{meta['n_editing_models']} editing models ranked by the evaluator's mean predicted score over "
+                  f"{meta['n_items']} edits ({meta['n_instances']} instances, {len(meta['tasks'])} tasks). ")
+
+    counts = counts_phrase(meta, "editing_models", "items", "instances", "tasks")
+    out += [f"## Leaderboard: {counts}", ""]
+    by_dim = {d: {r["model"]: r for r in lb[d]} for d in dims}
+    rows = [[r["rank"], r["model"], r["n_items"]] + [fmt_ci(by_dim[d][r["model"]]["all"], 2) for d in dims]
+            for r in lb[order_dim]]
+    out += [report_table(["Rank", "Model", "n (edits)", *[SHORT_NAMES[d] for d in dims]], rows,
+                   "rl" + "r" * (len(dims) + 1)), ""]
+    out += [f"Ranked by mean predicted {SHORT_NAMES[order_dim]}.", ""]
+    out += plot_lines(report, "editing_models", "Mean predicted score per editing model")
+
+    cats = meta["categories"]
+    tcat = meta["task_category"]
+    for d in dims:
+        out += [f"## {LONG_NAMES[d]} per task (paper tables 8–11 layout): {counts}", ""]
+        for cgroup in ([c for c in cats if c == "regional"], [c for c in cats if c != "regional"]):
+            tasks = [t for t in meta["tasks"] if tcat.get(t) in cgroup]
+            if not tasks:
+                continue
+            label = " + ".join(title_case(c) for c in cgroup)
+            rows = [[r["model"]] + [fmt_ci(r["tasks"][t], 2, ci=False) for t in tasks] for r in lb[d]]
+            out += [f"**{label} editing**", "", report_table(["Model/Task", *[title_case(t) for t in tasks]], rows), ""]
+        rows = [[r["model"]] + [fmt_ci(r["categories"][c], 2) for c in cats] + [fmt_ci(r["all"], 2)] for r in lb[d]]
+        out += ["**By category**", "", report_table(["Model", *[title_case(c) for c in cats], "All"], rows), ""]
+        out += plot_lines(report, f"heatmap_{d}", f"Mean predicted {SHORT_NAMES[d]} per model and task")
+
+    extra = ["Scores are the evaluator's predictions on the 0–100 MOS scale, not human ratings; a model's score is "
+             "the mean over its edits (per task: over its edits of that task)."]
+    return "\n".join(out + notes_section(report, extra))

@@ -1,17 +1,13 @@
 """Confidence intervals for the benchmark reports: :func:`~.metrics.bootstrap.bootstrap_ci` over row indices,
 resampling whole instances, with a progress bar and the metric warnings collected as report notes.
 
-Edits of one MIE-Bench instance share sources and instruction (and the groups of one MER-Bench sample share
-the original image), so they are not independent: the reports resample instances, never single rows. Every
-section uses the same seed, so all sections see the same resamples. Report metrics come out as
-``{"value": x, "ci": [low, high]}`` with NaN written as ``None``. A metric over fewer than
-:data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances gets no interval (``ci`` ``[None, None]``), and the
-report's ``meta["bootstrap"]`` says so (``omitted``).
+Edits of one MIE-Bench instance share sources and instruction (and the groups of one MER-Bench sample share the
+original image), so they are not independent: the reports resample instances, never single rows. Every section uses
+the same seed, so all sections see the same resamples.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import warnings
 from collections.abc import Callable
@@ -46,6 +42,11 @@ class BootstrapSettings:
         return {"n": int(self.n), "seed": int(self.seed), "level": float(self.level), "resampling": resampling,
                 "min_units": MIN_RESAMPLING_UNITS}
 
+    def interval(self, fn: Callable[[np.ndarray], Any], idx: np.ndarray) -> Any:
+        """``fn(idx)`` as ``{"value", "ci"}`` metrics (:func:`with_ci`), the CI a percentile bootstrap over the
+        positions ``idx`` (none when ``n`` is 0)."""
+        return with_ci(bootstrap_ci(fn, idx, n=self.n, seed=self.seed, level=self.level) if self.n > 0 else fn(idx))
+
 
 def with_ci(tree: Any) -> Any:
     """Nested dict of :class:`CI` -> nested dict of ``{"value", "ci": [low, high]}`` (NaN -> None)."""
@@ -65,22 +66,10 @@ def without_ci(tree: Any) -> Any:
     return tree
 
 
-def _point_only(tree: Any) -> Any:
-    """A result tree of numbers as a tree of :class:`CI` without bounds."""
-    if isinstance(tree, dict):
-        return {k: _point_only(v) for k, v in tree.items()}
-    v = finite_float(tree)
-    return CI(math.nan if v is None else v, math.nan, math.nan)
-
-
 class InstanceBootstrap:
-    """Runs :func:`bootstrap_ci` over row indices resampled by instance, with a progress bar and collected notes.
-
-    ``groups``: the instance id of every row; ``settings`` default to :class:`BootstrapSettings` ``()``;
-    ``unit``: what one group is, for the messages ("instances", "samples").
-    ``settings.n == 0`` computes point estimates only (CIs ``None``); so does a call over fewer than
-    :data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances (with a note saying why).
-    ``notes`` collects the metric warnings (e.g. resamples that gave NaN) as report lines.
+    """Runs :func:`bootstrap_ci` over row indices resampled by instance (``groups``: each row's instance id), with a
+    progress bar; ``notes`` collects the metric warnings as report lines. ``settings.n == 0``, or fewer than
+    :data:`~.metrics.bootstrap.MIN_RESAMPLING_UNITS` instances (with a note), gives point estimates only.
     """
 
     def __init__(self, groups: np.ndarray, settings: BootstrapSettings | None = None, unit: str = "instances"):
@@ -116,7 +105,7 @@ class InstanceBootstrap:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", MetricWarning)
             if n == 0:
-                result = with_ci(_point_only(fn(idx)))
+                result = with_ci(fn(idx))  # point estimates only
             else:
                 result = self._resampled(fn, desc, idx, groups, n)
         if record_notes:

@@ -1,10 +1,5 @@
 """Run a checkpoint over a benchmark into a resumable predictions file: the cache identity check, and scoring
 MER-Bench groups with a SpatialReward checkpoint.
-
-A predictions file under ``--out`` is resumed by a rerun of the same command; :func:`check_prediction_cache`
-refuses to resume one made with another model, dataset or split (the run's identity is kept beside it, in
-``predictions_source.json``). (MIE-Bench splits are scored with a MIEScore checkpoint through the ``score-batch``
-JSONL scorer; :mod:`.input_export` writes its input, in the Hugging Face cache.)
 """
 
 from __future__ import annotations
@@ -19,6 +14,7 @@ from tqdm.auto import tqdm
 from ..utils.atomic_files import write_text_atomic
 from ..data.errors import BenchmarkInputError
 from .prediction_files import SUB_SCORE_KEYS
+from ..scoring.jsonl_scoring import complete_lines
 from ..scoring.loading import load_spatialreward
 
 __all__ = ["check_prediction_cache", "read_done_pairs", "score_mer_with_spatialreward"]
@@ -45,14 +41,7 @@ def check_prediction_cache(out_dir, identity: dict) -> None:
 
 def read_done_pairs(path: Path) -> set[str]:
     """pair ids already in a MER predictions cache; cuts off an incomplete last line left by a crash."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as handle:
-            handle.truncate(cut)
-        data = data[:cut]
+    data, _ = complete_lines(path)
     done = set()
     for number, raw in enumerate(data.splitlines(), start=1):
         if raw.strip():
@@ -95,15 +84,11 @@ def _sub_scores(result) -> dict:
 def score_mer_with_spatialreward(splits: dict, model: str, out_dir, *, device: str = "auto", dtype: str = "auto",
                                  batch_size: int = 8, progress: bool = True, identity: dict | None = None,
                                  scorer=None) -> Path:
-    """Score every MER-Bench group with a SpatialReward checkpoint into ``out_dir/predictions.jsonl``.
+    """Score every MER-Bench group with a SpatialReward checkpoint into ``out_dir/predictions.jsonl`` (resumable).
 
-    One line per group, ``{"pair_id", "scores": [reward per edited image, dataset order], "failed": [bool],
-    "sub_scores": [{"s_if", "s_con", "naturalness", "artifacts"} per edited image]}``; a candidate whose
-    judgement could not be parsed gets ``null`` (counted wrong by the group metrics, never a made-up number).
-    The sub-scores let ``--grid`` re-aggregate the reward with other weights without running the model again.
-    Written group by group with fsync per chunk, so a rerun resumes after the last full line.
-    ``scorer``: an already loaded object with SpatialReward's ``evaluate_edits`` (results with ``reward`` and
-    ``failed``) to use instead of loading ``model``.
+    A candidate whose judgement could not be parsed gets ``null`` (counted wrong, never a made-up number). The
+    sub-scores are kept so that ``--grid`` re-aggregates the reward with other weights without the model.
+    ``scorer``: an already loaded object with SpatialReward's ``evaluate_edits``, used instead of loading ``model``.
     """
     out = Path(out_dir)
     preds = out / "predictions.jsonl"

@@ -11,12 +11,30 @@ from pathlib import Path
 import numpy as np
 
 from ..data.schema import LONG_NAMES, MER_CATEGORY_LABELS, MOS_COLUMN_OF, SHORT_NAMES
-from .mie_bench_markdown import logistic_status
 from .report_parts import (CATEGORY_COLOURS, ci_state, error_bar_note, error_bars, fmt_ci, has_ci, legend_below,
-                           mer_categories_in_order, new_figure, plot_value, save_figure, title_case, y_floor)
+                           logistic_status, mer_categories_in_order, new_figure, plot_value, save_figure, title_case,
+                           y_floor)
 
 __all__ = ["aggregation_grid_plot", "editing_models_plots", "mer_bench_plots", "mie_bench_plots", "scatter_plots",
            "srcc_per_task_plot"]
+
+
+
+def _bars(ax, x, series, capsize: int) -> None:
+    """Bars side by side at each ``x``, one per ``(label, metrics, colour)`` of ``series``, with their CIs."""
+    width = 0.8 / len(series)
+    for j, (label, ms, colour) in enumerate(series):
+        ax.bar(x - 0.4 + width * (j + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=capsize,
+               label=label, color=colour)
+
+
+def _cell_values(ax, mat: np.ndarray, lo: float, hi: float, fmt: str) -> None:
+    """Each finite cell's value written on a heat map of at most 400 cells (dark text on viridis' bright end)."""
+    for (i, j), v in np.ndenumerate(mat if mat.size <= 400 else []):
+        if np.isfinite(v):
+            ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=6,
+                    color="black" if v - lo > 0.6 * (hi - lo) else "white")
+
 
 # ---------------------------------------------------------------------------------------------------------
 # MIE-Bench
@@ -133,19 +151,14 @@ def _leaderboard_plot(report: dict, dims: list[str], out: Path) -> str:
     models = [r["model"] for r in mr[order_dim]["table"]]
     fig = new_figure(max(7.0, 0.6 * len(models) + 2), 2.6 * len(dims) + 1.0)
     axes = fig.subplots(len(dims), 1, squeeze=False)[:, 0]
-    x = np.arange(len(models))
     for ax, d in zip(axes, dims):
         rows = {r["model"]: r for r in mr[d]["table"]}
-        hum = [rows[m]["human"] for m in models]
-        prd = [rows[m]["pred"] for m in models]
-        ax.bar(x - 0.2, [plot_value(v) for v in hum], 0.4, yerr=error_bars(hum), capsize=2, label="Human MOS",
-               color="#8C8C8C")
-        ax.bar(x + 0.2, [plot_value(v) for v in prd], 0.4, yerr=error_bars(prd), capsize=2, label="Predicted",
-               color="#4C72B0")
+        _bars(ax, np.arange(len(models)), [("Human MOS", [rows[m]["human"] for m in models], "#8C8C8C"),
+                                           ("Predicted", [rows[m]["pred"] for m in models], "#4C72B0")], 2)
         ax.set_ylabel(SHORT_NAMES[d])
         ax.set_title(f"{LONG_NAMES[d]}: SRCC to human {fmt_ci(mr[d]['srcc'], 3)}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-        ax.set_xticks(x)
+        ax.set_xticks(np.arange(len(models)))
         ax.set_xticklabels(models if ax is axes[-1] else [], rotation=30, ha="right", fontsize=7)
     legend_below(fig, axes[0].get_legend_handles_labels()[0], ncol=2)  # one entry per series, not per panel
     fig.suptitle(f"Editing models sorted by human {SHORT_NAMES[order_dim]} MOS ({error_bar_note(report)})", fontsize=9)
@@ -197,26 +210,22 @@ def _accuracy_by_size_plot(report: dict, out: Path) -> str:
 
     acc, meta = report["accuracy"], report["meta"]
     sizes = sorted(acc["by_size"], key=int)
-    series = [("Accuracy", acc, "#4C72B0"), ("Kendall τ (tie = 0)", report["tau"], "#DD8452"),
-              ("Kendall τ as released (tie = +1)", report.get("tau_as_released"), "#F2C49B")]
-    series = [s for s in series if s[1] is not None]
+    named = (("Accuracy", acc, "#4C72B0"), ("Kendall τ (tie = 0)", report["tau"], "#DD8452"),
+             ("Kendall τ as released (tie = +1)", report.get("tau_as_released"), "#F2C49B"))
+    series = [(label, [metric["by_size"][k] for k in sizes] + [metric["overall"]], colour)
+              for label, metric, colour in named if metric is not None]
     fig = new_figure(6.4, 4.0)
     ax = fig.add_subplot()
     x = np.arange(len(sizes) + 1)
+    _bars(ax, x, series, 3)
     width = 0.8 / len(series)
-    shown = []
-    for j, (label, metric, colour) in enumerate(series):
-        ms = [metric["by_size"][k] for k in sizes] + [metric["overall"]]
-        ax.bar(x - 0.4 + width * (j + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=3,
-               label=label, color=colour)
-        shown += ms
     for i, size in enumerate(sizes):  # exact-order accuracy of a random ranking: 1 / K!
         ax.hlines(1.0 / factorial(int(size)), i - 0.4, i - 0.4 + width, colors="#C44E52", linestyles="--", lw=2,
                   label="chance accuracy 1/K!" if i == 0 else None)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{k}-P\n(n={meta['n_by_size'].get(k, '?')})" for k in sizes]
                        + [f"Overall\n(n={meta['n_groups']})"])
-    ax.set_ylim(y_floor(shown), 1.05)
+    ax.set_ylim(y_floor([m for _, ms, _ in series for m in ms]), 1.05)
     ax.axhline(0, color="black", lw=0.6)
     ax.grid(axis="y", alpha=0.3)
     legend_below(fig, ncol=2)
@@ -256,19 +265,15 @@ def aggregation_grid_plot(cells: list[dict], summary: dict, out_dir) -> str:
     ax = fig.add_subplot()
     im = ax.imshow(mat, origin="lower", aspect="auto", cmap="viridis")
     lo, hi = im.get_clim()
-    if mat.size <= 400:
-        for (i, j), v in np.ndenumerate(mat):
-            bright = hi > lo and (v - lo) > 0.6 * (hi - lo)  # dark text on the bright end of viridis
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="black" if bright else "white")
+    _cell_values(ax, mat, lo, hi, ".2f")
     for c in summary["best"]:
         ax.add_patch(Rectangle((w_cons.index(c["w_con"]) - 0.5, alphas.index(c["alpha"]) - 0.5), 1, 1, fill=False,
                                edgecolor="#C44E52", lw=2))
     for key, r in summary["paper_readings"].items():
         col, row = w_cons.index(r["w_con"]), alphas.index(r["alpha"])
         ax.plot(col, row + 0.32, marker="v", color="white", markeredgecolor="black", markersize=6)
-        bright = r["accuracy"] - lo > 0.6 * (hi - lo)
         ax.annotate("§3.1" if key == "sec_3_1" else "B.1.3", (col, row - 0.3), ha="center", va="center",
-                    fontsize=5.5, color="black" if bright else "white")
+                    fontsize=5.5, color="black" if r["accuracy"] - lo > 0.6 * (hi - lo) else "white")
     ax.set_xticks(np.arange(len(w_cons)), [f"{w:g}" for w in w_cons], fontsize=7)
     ax.set_yticks(np.arange(len(alphas)), [f"{a:g}" for a in alphas], fontsize=7)
     ax.set_xlabel("w_con: weight of source consistency in SC (figure 10's $w_{SC}^{(0)}$); w_if = 1 − w_con",
@@ -299,29 +304,23 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
     lb = report["leaderboard"]
     order_dim = "overall" if "overall" in dims else dims[-1]
     models = [r["model"] for r in lb[order_dim]]
-    paths = {}
     fig = new_figure(max(6.5, 0.6 * len(models) + 2), 3.8)
     ax = fig.add_subplot()
     x = np.arange(len(models))
-    width = 0.8 / len(dims)
     colours = ["#4C72B0", "#DD8452", "#55A868", "#555555"]
-    for k, d in enumerate(dims):
-        rows = {r["model"]: r for r in lb[d]}
-        ms = [rows[m]["all"] for m in models]
-        ax.bar(x - 0.4 + width * (k + 0.5), [plot_value(m) for m in ms], width, yerr=error_bars(ms), capsize=2,
-               label=SHORT_NAMES[d], color=colours[k % len(colours)])
+    rows = [{r["model"]: r for r in lb[d]} for d in dims]
+    _bars(ax, x, [(SHORT_NAMES[d], [rows[k][m]["all"] for m in models], colours[k % len(colours)])
+                  for k, d in enumerate(dims)], 2)
     ax.set_xticks(x)
     ax.set_xticklabels(models, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("mean predicted score (0–100)")
     ax.grid(axis="y", alpha=0.3)
     legend_below(fig, ncol=len(dims))
     fig.suptitle(f"Editing models ranked by predicted {SHORT_NAMES[order_dim]} ({error_bar_note(report)})", fontsize=9)
-    paths["editing_models"] = save_figure(fig, out, "editing_models")
-
+    paths = {"editing_models": save_figure(fig, out, "editing_models")}
     tasks = meta["tasks"]
-    for d in dims:
-        rows = {r["model"]: r for r in lb[d]}
-        mat = np.array([[plot_value(rows[m]["tasks"][t]) for t in tasks] for m in models], dtype=float)
+    for d, by_model in zip(dims, rows):
+        mat = np.array([[plot_value(by_model[m]["tasks"][t]) for t in tasks] for m in models], dtype=float)
         fig = new_figure(max(6.5, 0.5 * len(tasks) + 3), 0.35 * len(models) + 2.2)
         ax = fig.add_subplot()
         # one fixed 0-100 (MOS) colour scale for every dimension: colours compare across heat maps, and a
@@ -331,14 +330,7 @@ def editing_models_plots(report: dict, out_dir) -> dict[str, str]:
         ax.set_xticklabels([title_case(t) for t in tasks], rotation=45, ha="right", fontsize=7)
         ax.set_yticks(np.arange(len(models)))
         ax.set_yticklabels(models, fontsize=7)
-        if mat.size <= 400:
-            lo, hi = im.get_clim()
-            for i in range(mat.shape[0]):
-                for j in range(mat.shape[1]):
-                    if np.isfinite(mat[i, j]):  # dark text on the bright (yellow) end of viridis
-                        bright = (mat[i, j] - lo) > 0.6 * (hi - lo)
-                        ax.text(j, i, f"{mat[i, j]:.0f}", ha="center", va="center", fontsize=6,
-                                color="black" if bright else "white")
+        _cell_values(ax, mat, *im.get_clim(), ".0f")
         below, above = np.nanmin(mat) < 0, np.nanmax(mat) > 100  # arrows when predictions leave the 0-100 scale
         fig.colorbar(im, ax=ax, label=f"mean predicted {SHORT_NAMES[d]}",
                      extend={(True, True): "both", (True, False): "min", (False, True): "max"}.get((below, above),

@@ -1,16 +1,7 @@
-"""Read prediction files (JSON Lines, one object per line) for the benchmark reports.
-
-* MIE-Bench / editing models (:func:`read_score_predictions`): ``{"id": <dataset id>, "visual_quality": x,
-  "instruction_following": x, "attribute_preservation": x, "overall": x}`` (the output of
-  ``miescore score-batch``). Any subset of the four score keys works; a missing ``overall`` is computed from the
-  three dimensions with the MIEScore paper's eq. 2. ``null`` means "no prediction" for that item.
-* MER-Bench (:func:`read_group_predictions`): ``{"pair_id": <dataset pair_id>, "scores": [s_1, ..., s_K]}`` with
-  one score per edited image in the dataset's order (best first); higher = better; ``null`` entries (e.g. a
-  failed parse) count as wrong. A line may also carry ``"sub_scores": [{"s_if": x, "s_con": x, "naturalness": x,
-  "artifacts": x}, ...]``, SpatialReward's four 0-25 sub-scores per edited image in the same order (written by
-  ``miescore benchmark mer-bench --model``); :func:`read_group_sub_scores` reads them for ``--grid``.
-
-A malformed line stops the read with :class:`~.errors.BenchmarkInputError` naming the file and line.
+"""Read prediction files (JSON Lines, one object per line) for the benchmark reports, and match their ids with the
+dataset's. ``null`` means "no prediction"; in a MER-Bench group it counts as wrong. A malformed line stops the read
+with :class:`~modeling_miescore.data.errors.BenchmarkInputError` naming the file and line; a mismatch of ids stops
+the run with :class:`PredictionMismatchError` unless the caller allows missing predictions.
 """
 
 from __future__ import annotations
@@ -18,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +18,10 @@ import numpy as np
 from ..data.schema import DIMENSIONS, SCORE_KEYS
 from ..hub.errors import MIEScoreInputError
 from ..scoring.jsonl_scoring import iter_input
-from ..data.errors import BenchmarkInputError
+from ..data.errors import EXAMPLES, BenchmarkInputError
 
-__all__ = ["SUB_SCORE_KEYS", "read_group_predictions", "read_group_sub_scores", "read_score_predictions"]
+__all__ = ["Alignment", "PredictionMismatchError", "SUB_SCORE_KEYS", "align_predictions", "join_scores",
+           "read_group_predictions", "read_group_sub_scores", "read_score_predictions"]
 
 # SpatialReward's sub-scores (paper sec. 3.1): instruction following, source consistency (SC); naturalness,
 # artifacts (PQ). The order is the argument order of ``aggregation.spatial_reward``.
@@ -48,6 +41,23 @@ def _iter_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
         if isinstance(err, BenchmarkInputError):
             raise
         raise BenchmarkInputError(str(err).replace("input file", "predictions file")) from None
+
+
+def _keyed_lines(path: Path, key: str, what: str = "", hint: str = "") -> Iterable[tuple[int, str, dict]]:
+    """``(line number, the line's key, record)``: a line without ``key`` (``what`` says what it is) or repeating one
+    (``hint`` says what to do) stops the read, and so does a file without a line."""
+    first_line: dict[str, int] = {}
+    for number, record in _iter_jsonl(path):
+        if record.get(key) in (None, ""):
+            raise BenchmarkInputError(f"{path}:{number}: missing '{key}'{what}")
+        ident = str(record[key])
+        if ident in first_line:
+            raise BenchmarkInputError(f"{path}:{number}: duplicate {key} '{ident}' (first at line {first_line[ident]})"
+                                      f"{hint}")
+        first_line[ident] = number
+        yield number, ident, record
+    if not first_line:
+        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
 
 
 def _as_score(value: Any, where: str) -> float:
@@ -70,37 +80,23 @@ _META_KEYS = ("editing_model", "task", "instance_id", "category")
 
 
 def read_score_predictions(path, keys: Sequence[str] = SCORE_KEYS):
-    """Read a score predictions JSONL file into a DataFrame indexed by ``id``.
+    """Read a score predictions JSONL file (``{"id", <score keys>}``, any subset) into a DataFrame indexed by ``id``.
 
-    Columns: the score keys found in the file (a key absent from a line is NaN there), plus any of
-    ``editing_model, task, instance_id, category`` present in the lines. When ``overall`` is absent and the
-    three dimensions are present, ``overall`` is computed with the MIEScore paper's eq. 2 and the frame's
-    ``attrs["overall_computed"]`` is True. Raises :class:`BenchmarkInputError` for malformed lines, missing ids,
-    duplicated ids, non-numeric scores, or a file with none of ``keys``.
+    A missing ``overall`` is computed from the three dimensions with the MIEScore paper's eq. 2 (the frame's
+    ``attrs["overall_computed"]`` is then True).
     """
     import pandas as pd
 
     path = Path(path)
     ids: list[str] = []
-    first_line: dict[str, int] = {}
     rows: list[dict] = []
-    for number, record in _iter_jsonl(path):
-        if record.get("id") in (None, ""):
-            raise BenchmarkInputError(f"{path}:{number}: missing 'id' (the dataset's id column)")
-        sid = str(record["id"])
-        if sid in first_line:
-            raise BenchmarkInputError(
-                f"{path}:{number}: duplicate id '{sid}' (first at line {first_line[sid]}); keep one prediction per id"
-            )
-        first_line[sid] = number
+    for number, sid, record in _keyed_lines(path, "id", " (the dataset's id column)", "; keep one prediction per id"):
         row = {k: _as_score(record[k], f"{path}:{number}: '{k}'") for k in keys if k in record}
         for k in _META_KEYS:
             if k in record and record[k] is not None:
                 row[k] = str(record[k])
         ids.append(sid)
         rows.append(row)
-    if not rows:
-        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
     df = pd.DataFrame(rows, index=pd.Index(ids, name="id"))
     present = [k for k in keys if k in df.columns]
     if not present:
@@ -119,22 +115,12 @@ def read_score_predictions(path, keys: Sequence[str] = SCORE_KEYS):
 
 
 def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
-    """Read MER-Bench predictions ``{"pair_id", "scores": [...]}``; returns ``{pair_id: scores (K,)}``.
-
-    Every ``scores`` list must have the group's K entries (from ``frame``, the :func:`mer_bench_frame`), numbers
-    or ``null`` (NaN: counted wrong). Unknown pair ids are kept here and reported by the alignment.
-    """
+    """Read MER-Bench predictions ``{"pair_id", "scores": [s_1, ..., s_K]}`` (the dataset's order, best first;
+    ``null``: NaN, counted wrong) into ``{pair_id: scores (K,)}``; unknown pair ids are left to the alignment."""
     path = Path(path)
     sizes = dict(zip(frame["pair_id"], frame["k"]))
     out: dict[str, np.ndarray] = {}
-    first_line: dict[str, int] = {}
-    for number, record in _iter_jsonl(path):
-        if record.get("pair_id") in (None, ""):
-            raise BenchmarkInputError(f"{path}:{number}: missing 'pair_id'")
-        pid = str(record["pair_id"])
-        if pid in first_line:
-            raise BenchmarkInputError(f"{path}:{number}: duplicate pair_id '{pid}' (first at line {first_line[pid]})")
-        first_line[pid] = number
+    for number, pid, record in _keyed_lines(path, "pair_id"):
         scores = record.get("scores")
         if not isinstance(scores, list):
             raise BenchmarkInputError(
@@ -148,8 +134,6 @@ def read_group_predictions(path, frame) -> dict[str, np.ndarray]:
                 f"{path}:{number}: pair '{pid}' has {k} edited images but {values.shape[0]} scores"
             )
         out[pid] = values
-    if not out:
-        raise BenchmarkInputError(f"predictions file '{path}' has no prediction lines")
     return out
 
 
@@ -165,13 +149,9 @@ def _as_sub_score(value: Any, where: str, score_range: float) -> float:
 
 
 def read_group_sub_scores(path, frame, score_range: float = 25) -> dict[str, np.ndarray]:
-    """Read the ``sub_scores`` of MER-Bench predictions; returns ``{pair_id: (K, 4) array}`` for the groups of
-    ``frame``, columns in :data:`SUB_SCORE_KEYS` order (``null`` -> NaN, which makes the group wrong).
-
-    Every line of a group in ``frame`` needs a ``sub_scores`` list with the group's K entries, each an object with
-    the four keys, each a number on 0..``score_range`` (SpatialReward's D.1 scale, 0-25) or null; otherwise
-    :class:`BenchmarkInputError` names the line.
-    """
+    """Read the ``sub_scores`` of MER-Bench predictions (per image ``{"s_if", "s_con", "naturalness",
+    "artifacts"}``, SpatialReward's D.1 scale 0-25, ``null`` -> NaN) into ``{pair_id: (K, 4) array}`` for
+    ``frame``'s groups, columns in :data:`SUB_SCORE_KEYS` order."""
     path = Path(path)
     sizes = dict(zip(frame["pair_id"], frame["k"]))
     out: dict[str, np.ndarray] = {}
@@ -197,3 +177,88 @@ def read_group_sub_scores(path, frame, score_range: float = 25) -> dict[str, np.
     if missing:
         raise BenchmarkInputError(f"'{path}' has no line for {len(missing)} evaluated pair(s), e.g. {missing[0]}")
     return out
+
+
+@dataclass
+class Alignment:
+    """How prediction ids match dataset ids."""
+
+    n_dataset: int
+    n_predictions: int
+    n_matched: int
+    missing: list = field(default_factory=list)  # dataset ids without a prediction
+    extra: list = field(default_factory=list)  # prediction ids not in the dataset split
+    allowed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.extra
+
+    def describe(self, what: str = "id") -> str:
+        parts = []
+        if self.missing:
+            ex = ", ".join(map(str, self.missing[:EXAMPLES]))
+            parts.append(f"{len(self.missing)} of {self.n_dataset} dataset {what}s have no prediction (e.g. {ex})")
+        if self.extra:
+            ex = ", ".join(map(str, self.extra[:EXAMPLES]))
+            parts.append(f"{len(self.extra)} of {self.n_predictions} prediction {what}s are not in the split "
+                         f"(e.g. {ex})")
+        return "; ".join(parts) if parts else f"all {self.n_dataset} {what}s matched"
+
+    def to_dict(self) -> dict:
+        return {"n_dataset": self.n_dataset, "n_predictions": self.n_predictions, "n_matched": self.n_matched,
+                "n_missing": len(self.missing), "n_extra": len(self.extra),
+                "missing_examples": list(map(str, self.missing[:EXAMPLES])),
+                "extra_examples": list(map(str, self.extra[:EXAMPLES])), "allow_missing": self.allowed}
+
+
+class PredictionMismatchError(BenchmarkInputError):
+    """Prediction ids and dataset ids differ; ``alignment`` holds the counts and examples."""
+
+    def __init__(self, message: str, alignment: Alignment):
+        super().__init__(message)
+        self.alignment = alignment
+
+
+def align_predictions(dataset_ids: Sequence[str], prediction_ids: Iterable[str], *, allow_missing: bool,
+                      source: str = "predictions", what: str = "id") -> Alignment:
+    """Compare ids; raise :class:`PredictionMismatchError` on any difference unless ``allow_missing`` (then the
+    caller evaluates the ``n_matched`` ids present in both, never zero)."""
+    pred = list(prediction_ids)
+    pset = set(pred)
+    dset = set(dataset_ids)
+    missing = [i for i in dataset_ids if i not in pset]
+    extra = [i for i in pred if i not in dset]
+    al = Alignment(len(dataset_ids), len(pred), len(dset & pset), missing, extra, allowed=allow_missing)
+    if al.n_matched == 0:
+        raise PredictionMismatchError(
+            f"no {what} of '{source}' is in the dataset split ({al.describe(what)}); wrong split or wrong file?", al)
+    if not al.ok and not allow_missing:
+        raise PredictionMismatchError(
+            f"'{source}' does not match the dataset split: {al.describe(what)}. Fix the file, or pass "
+            f"--allow-missing to evaluate the {al.n_matched} {what}s present in both", al)
+    return al
+
+
+def join_scores(frame, preds, *, allow_missing: bool, source: str):
+    """``(dataset rows joined with pred_<dim> columns, Alignment)``; predictions whose scores are all NaN count as
+    missing."""
+    dims = [k for k in SCORE_KEYS if k in preds.columns]
+    has_any = preds[dims].notna().any(axis=1)
+    al = align_predictions(frame["id"].tolist(), preds.index[has_any].tolist(), allow_missing=allow_missing,
+                           source=source)
+    extra_ids = set(preds.index[~has_any])
+    if extra_ids and not allow_missing:  # lines with only nulls
+        raise PredictionMismatchError(
+            f"'{source}' has {len(extra_ids)} prediction(s) with only null scores (e.g. "
+            f"{', '.join(sorted(extra_ids)[:EXAMPLES])}); fix them or pass --allow-missing", al)
+    joined = frame[frame["id"].isin(set(preds.index[has_any]))].copy()
+    sub = preds.loc[joined["id"], dims]
+    for d in dims:
+        joined[f"pred_{d}"] = sub[d].to_numpy(dtype=np.float64)
+    partial = {d: int(np.isnan(joined[f"pred_{d}"]).sum()) for d in dims}
+    if any(partial.values()) and not allow_missing:
+        worst = max(partial, key=partial.get)
+        raise PredictionMismatchError(
+            f"'{source}' has null '{worst}' for {partial[worst]} id(s); fix them or pass --allow-missing", al)
+    return joined.reset_index(drop=True), al

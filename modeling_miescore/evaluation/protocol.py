@@ -1,23 +1,10 @@
 """A report's protocol: every setting that decides its numbers, in ``report.json`` under ``protocol``, with
-``protocol.fingerprint`` = the sha256 of a canonical form of those settings (``json.dumps(sort_keys=True,
-separators=(",", ":"))``): same inputs and settings, same fingerprint; any changed setting, another fingerprint.
-
-Which setting groups each report kind records is declared once, in :data:`PROTOCOL_GROUPS`:
-
-* ``dataset``: the converted release (a hash of its data files, not its path), the release part, subsets,
-  languages, split and how many keys were selected;
-* ``judge``: the MLLM judge (backend, model name, the model name the endpoint reports, a weight hash for a local
-  model, sampling: temperature and seed) and the reward models used as judges (kind, weight hash);
-* ``request``: how a request is sent (message order, image format / quality / size limit, ``max_tokens``);
-* ``prompts``: ``own prompts`` or the hash of the user's copy of the benchmark's prompt file;
-* ``aggregation``: rounding, per key then per category then the unweighted mean over categories, failures left
-  out, the bootstrap's resamples / seed / level;
-* ``package``: the MIEScore version.
+``protocol.fingerprint`` = the sha256 of a canonical form of those settings: same inputs and settings, same
+fingerprint; any changed setting, another fingerprint. Which setting groups each report kind records is declared
+once, in :data:`PROTOCOL_GROUPS`.
 
 Paths, creation times, endpoints' credentials and the editor's outputs are never part of it: the editor is what a
-comparison compares (:func:`differences` ignores it), the rest does not decide a number. :func:`differences`
-lists every differing setting of two protocols (``miescore benchmark editors`` refuses unlike runs with it, and
-the report headers list the settings that differ from the released protocol, :func:`protocol_header`).
+comparison compares (:func:`differences` ignores it), the rest does not decide a number.
 """
 
 from __future__ import annotations
@@ -28,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Optional
 
-__all__ = ["PROTOCOL_GROUPS", "canonical", "differences", "fingerprint", "folder_sha256", "make_protocol",
+__all__ = ["PROTOCOL_GROUPS", "canonical", "differences", "fingerprint", "flatten", "folder_sha256", "make_protocol",
            "file_sha256", "package_version", "protocol_header", "prompts_setting", "scores_protocol", "weights_sha256",
            "with_protocol_header"]
 
@@ -72,17 +59,22 @@ def fingerprint(settings: dict) -> str:
     return hashlib.sha256(canonical(kept).encode()).hexdigest()
 
 
-def _flatten(tree, prefix: str = "") -> dict:
+def flatten(tree, prefix: str = "", *, lists: bool = False) -> dict:
+    """``{"a.b": leaf}`` of a nested dict (with ``lists``, list items too: ``"a.b[0]"``); an empty one is a leaf."""
     if isinstance(tree, dict) and tree:
-        out = {}
-        for key, value in tree.items():
-            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: tree}
+        items = ((f"{prefix}.{key}" if prefix else str(key), value) for key, value in tree.items())
+    elif lists and isinstance(tree, list) and tree:
+        items = ((f"{prefix}[{i}]", value) for i, value in enumerate(tree))
+    else:
+        return {prefix: tree}
+    out = {}
+    for path, value in items:
+        out.update(flatten(value, path, lists=lists))
+    return out
 
 
 def _check_no_credentials(settings: dict) -> None:
-    for path in _flatten(settings):
+    for path in flatten(settings):
         if _CREDENTIAL.search(path):
             raise ValueError(f"protocol setting {path!r} looks like a credential; credentials are never recorded")
 
@@ -110,7 +102,7 @@ def differences(a: dict, b: dict, *, ignore: Iterable[str] = (), names=("a", "b"
     (``names`` label the two sides); settings under a path of ``ignore`` (e.g. ``editor``) and the derived keys
     are not compared. With ``names[1] == "released"`` only the settings ``b`` declares are compared."""
     ignored = tuple(ignore) + _DERIVED
-    flat_a, flat_b = _flatten(a), _flatten(b)
+    flat_a, flat_b = flatten(a), flatten(b)
     keys = flat_b if names[1] == "released" else {**flat_a, **flat_b}
     out = []
     for key in sorted(keys):

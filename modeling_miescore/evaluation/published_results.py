@@ -1,31 +1,16 @@
 """Published results as data: MIEScore paper Table 6 (zero-shot on other editing benchmarks) and SpatialReward
 paper Tables 1-2 (reward benchmarks) and Table 3 (online RL of image editors, :data:`SPATIALREWARD_TABLE3`; not the
-MIEScore paper's Table 3 of baselines, which :mod:`modeling_miescore.baselines` computes), shown beside our runs in
-the reports.
+MIEScore paper's Table 3 of baselines, which :mod:`modeling_miescore.baselines` computes).
 
 Numbers are copied from the papers (``None`` where the paper prints "-": the model was trained on that benchmark,
-or, for EditReward's Cons., the benchmark cannot evaluate it). Each row is keyed by column name: the printed
-values are zipped with the table's column keys strictly (:func:`keyed_row`), so a row with a value too few or too many
-fails at import. Which benchmark fills which column is its declaration (``BenchmarkSpec.columns``); a test checks
-that every published column has one. :func:`mer_overall_averaging` re-derives Table 1's
-MER-Bench "Ovrl." from its 2-P / 3-P / 4-P columns and says which rows follow the plain mean.
+or, for EditReward's Cons., the benchmark cannot evaluate it). Rows are zipped with the column keys strictly
+(:func:`keyed_row`), so a row with a value too few or too many fails at import.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "SPATIALREWARD_TABLE3",
-    "SPATIALREWARD_TABLE3_COLUMNS",
-    "TABLE1",
-    "TABLE1_COLUMNS",
-    "TABLE2",
-    "TABLE6",
-    "TABLE6_COLUMNS",
-    "keyed_row",
-    "mer_category_averaging",
-    "mer_overall_averaging",
-    "table3_delta_check",
-]
+__all__ = ["SPATIALREWARD_TABLE3", "SPATIALREWARD_TABLE3_COLUMNS", "TABLE1", "TABLE1_COLUMNS", "TABLE2", "TABLE6",
+           "TABLE6_COLUMNS", "keyed_row", "mer_category_averaging", "mer_overall_averaging", "table3_delta_check"]
 
 
 def keyed_row(columns, values, what: str) -> dict:

@@ -5,12 +5,8 @@ Input: a report dict (:mod:`.mie_bench_report`, :mod:`.mer_bench_report`, :mod:`
 benchmark's run or comparison), optionally with ``report["plots"] = {name: relative PNG path}`` and
 ``report["run"]`` (dataset, split, predictions / model). Metrics are ``{"value", "ci": [low, high]}``. Files are
 written atomically (:mod:`modeling_miescore.utils.atomic_files`): a crash never leaves half a report. A report's
-``protocol`` (:mod:`.protocol`: the settings that decide its numbers and their fingerprint) heads its Markdown.
-
-Each report kind's Markdown is rendered by the function its declaration names (:func:`render_markdown`): the
-kinds of :data:`REPORT_KINDS`, and each editor benchmark's runs by the renderer of its protocol
-(``EditorBenchmark.report``, declared with the benchmark's converter); all of them are built from the parts in
-:mod:`.report_parts`.
+``protocol`` (:mod:`.protocol`: the settings that decide its numbers and their fingerprint) heads its Markdown,
+which the renderer of its kind writes (:func:`report_renderer`) from the parts in :mod:`.report_parts`.
 """
 
 from __future__ import annotations
@@ -34,10 +30,10 @@ __all__ = ["REPORT_FILES", "REPORT_KINDS", "as_json", "render_markdown", "report
 # The Markdown renderer of each report kind that is not an editor benchmark's run (``module:function``, relative
 # to this package, imported when a report of that kind is rendered).
 REPORT_KINDS = {
-    "mie-bench": ".mie_bench_markdown:mie_bench_markdown",
-    "mer-bench": ".mer_bench_markdown:mer_bench_markdown",
-    "editing-models": ".editing_models_markdown:editing_models_markdown",
-    "editors": ".editor_benchmarks.editor_comparison:comparison_markdown",  # ``miescore benchmark editors``
+    "mie-bench": ".mie_bench_report:mie_bench_markdown",
+    "mer-bench": ".mer_bench_report:mer_bench_markdown",
+    "editing-models": ".editing_models_report:editing_models_markdown",
+    "editors": ".editor_benchmarks.editor_report:comparison_markdown",  # ``miescore benchmark editors``
 }
 
 

@@ -3,10 +3,7 @@ the CI sentence, notes, plot links, counts, CI formatting, subsets) and its figu
 canvas, saving, values and error bars of ``{"value", "ci"}`` metrics, the error-bar note, the legend below the
 axes).
 
-Each report kind builds on these: the MIE-Bench, MER-Bench and editing-model reports (:mod:`.mie_bench_markdown`,
-:mod:`.mer_bench_markdown`, :mod:`.editing_models_markdown`, :mod:`.plots`), the editor benchmarks'
-(:mod:`.editor_benchmarks.editor_report`, :mod:`.editor_benchmarks.editor_comparison`), and :mod:`.report` writes
-them. A metric is a number or ``{"value", "ci": [low, high]}``; a report's bootstrap settings are in
+A metric is a number or ``{"value", "ci": [low, high]}``; a report's bootstrap settings are in
 ``report["meta"]["bootstrap"]``.
 
 Figures: matplotlib is imported inside the functions and only its object-oriented API is used (``Figure`` +
@@ -32,7 +29,8 @@ from .metrics.bootstrap import MIN_RESAMPLING_UNITS
 
 __all__ = [
     "CATEGORY_COLOURS", "SOURCE_SUBSETS", "alignment_lines", "ci_level", "ci_sentence", "ci_state", "counts_phrase",
-    "error_bar_note", "error_bars", "fmt_ci", "has_ci", "legend_below", "mer_categories_in_order", "metric_value",
+    "error_bar_note", "error_bars", "fmt_ci", "has_ci", "legend_below", "logistic_status", "mer_categories_in_order",
+    "metric_value",
     "new_figure", "notes_section", "plot_lines", "plot_value", "report_header", "report_table", "run_lines",
     "save_figure", "title_case", "y_floor",
 ]
@@ -64,6 +62,13 @@ def fmt_ci(metric: Any, digits: int = 4, ci: bool = True) -> str:
         if lo is not None and hi is not None:
             text += f" [{lo:.{digits}f}, {hi:.{digits}f}]"
     return text
+
+
+def logistic_status(c: dict) -> str:
+    """The logistic fit's status of one dimension's correlations (``metrics.logistic_fit.FIT_STATUSES``)."""
+    lg = c.get("logistic") or {}
+    return lg.get("status") or ("fitted" if lg.get("success", True) else "failed")
+
 
 
 def ci_state(report: dict) -> tuple[str, dict]:
@@ -123,12 +128,9 @@ def counts_phrase(meta: dict, *parts: str) -> str:
 def run_lines(report: dict) -> list[str]:
     """The Run section's lines: dataset, split, predictions, model and package version, where the run has them."""
     run = report.get("run", {})
-    lines = []
-    for key, label in (("dataset", "Dataset"), ("split", "Split"), ("predictions", "Predictions"), ("model", "Model"),
-                       ("miescore_version", "miescore")):
-        if run.get(key):
-            lines.append(f"- **{label}:** `{run[key]}`")
-    return lines
+    labels = {"dataset": "Dataset", "split": "Split", "predictions": "Predictions", "model": "Model",
+              "miescore_version": "miescore"}
+    return [f"- **{label}:** `{run[key]}`" for key, label in labels.items() if run.get(key)]
 
 
 def alignment_lines(report: dict, what: str = "ids") -> list[str]:
@@ -138,12 +140,11 @@ def alignment_lines(report: dict, what: str = "ids") -> list[str]:
         return []
     lines = [f"- **Matched {what}:** {al['n_matched']} of {al['n_dataset']} in the split "
              f"({al['n_predictions']} predictions)"]
-    if al.get("n_missing"):
-        lines.append(f"- **Without prediction (left out):** {al['n_missing']}, e.g. "
-                     + ", ".join(f"`{x}`" for x in al.get("missing_examples", [])))
-    if al.get("n_extra"):
-        lines.append(f"- **Predictions not in the split (ignored):** {al['n_extra']}, e.g. "
-                     + ", ".join(f"`{x}`" for x in al.get("extra_examples", [])))
+    for key, label in (("missing", "Without prediction (left out)"),
+                       ("extra", "Predictions not in the split (ignored)")):
+        if al.get(f"n_{key}"):
+            examples = ", ".join(f"`{x}`" for x in al.get(f"{key}_examples", []))
+            lines.append(f"- **{label}:** {al[f'n_{key}']}, e.g. {examples}")
     return lines
 
 
@@ -171,12 +172,12 @@ def notes_section(report: dict, extra: Sequence[str] = ()) -> list[str]:
 # ------------------------------------------------------------------------------------------------ figures
 
 
-def new_figure(width: float, height: float):
+def new_figure(width: float, height: float, dpi: int = FIGURE_DPI):
     """A matplotlib ``Figure`` on the Agg canvas (constrained layout), ``width`` x ``height`` inches."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=FIGURE_DPI, layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 

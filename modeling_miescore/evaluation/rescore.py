@@ -1,16 +1,7 @@
-"""``miescore benchmark rescore REPORT_DIR``: every aggregate of a report recomputed from what is on disk, without
-calling a judge, and each number compared with the report's bit for bit.
-
-* A run of ``miescore benchmark gedit`` / ``imgedit``: the per-sample judgements (``judgements.jsonl``,
-  ``reward-<kind>.jsonl``) in the report folder, the converted dataset and the edits the report names (its
-  ``run.inputs``; the dataset must still hash to the protocol's ``dataset.data_sha256``) go through the run's own
-  aggregation (:func:`~.editor_benchmarks.editor_run.aggregate_run`, the code that made the report), with the
-  protocol's rounding, per-key mode and bootstrap.
-* A comparison (``miescore benchmark editors``): :func:`~.editor_benchmarks.editor_comparison.compare_editors` again
-  over the runs' report folders, its pictures drawn into a temporary folder.
-
-The protocol's fingerprint is checked against its settings too (a report edited by hand no longer matches).
-:func:`rescore_report` returns ``(numbers checked, mismatches)``; nothing is written.
+"""``miescore benchmark rescore REPORT_DIR``: every aggregate of a report (an editor-benchmark run or a comparison)
+recomputed from what is on disk, without calling a judge, through the code that made the report, and each number
+compared with the report's bit for bit. The protocol's fingerprint is checked against its settings too (a report
+edited by hand no longer matches). Nothing is written.
 """
 
 from __future__ import annotations
@@ -19,17 +10,13 @@ import dataclasses
 import json
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
 from ..data.errors import BenchmarkInputError
 from .instance_bootstrap import BootstrapSettings
-from .protocol import fingerprint
+from .protocol import fingerprint, flatten
 from .report import as_json
-from .editor_benchmarks.edit_files import resolve_edits
-from .editor_benchmarks.editing_rows import load_editing_rows, select_rows
-from .editor_benchmarks.judge_run import read_records
-from .editor_benchmarks.protocols import editor_benchmark
-from .editor_benchmarks.run_protocol import dataset_sha256
+from .editor_benchmarks.judge_run import parse_reward_judge, read_records
+from .editor_benchmarks.protocols import dataset_sha256, editor_benchmark
 
 __all__ = ["COMPARED", "compare_numbers", "rescore_report"]
 
@@ -37,17 +24,6 @@ __all__ = ["COMPARED", "compare_numbers", "rescore_report"]
 COMPARED = {"editors": ("table3", "per_category", "cases", "selectors", "runs", "baseline"),
             "run": ("results", "per_row", "counts", "reward_judges", "selection", "flagged", "not_judged",
                     "missing_edits", "categories", "expected_categories")}
-
-
-def _leaves(tree, path: str = "") -> Iterator[tuple[str, object]]:
-    if isinstance(tree, dict):
-        for key in sorted(tree):
-            yield from _leaves(tree[key], f"{path}.{key}" if path else str(key))
-    elif isinstance(tree, list):
-        for i, value in enumerate(tree):
-            yield from _leaves(value, f"{path}[{i}]")
-    else:
-        yield path, tree
 
 
 def _is_number(value) -> bool:
@@ -58,8 +34,8 @@ def compare_numbers(stored: dict, recomputed: dict, sections) -> tuple[int, list
     """``(numbers checked, ["path: report X, recomputed Y"])`` over the numbers of ``sections`` of two reports (as
     JSON holds them): equal bit for bit means the same type (an int is not a float) and the same value; a number
     on one side only (absent or null on the other) is a mismatch too. Text (paths, names) is not compared."""
-    old = dict(_leaves({k: stored.get(k) for k in sections}))
-    new = dict(_leaves(as_json({k: recomputed.get(k) for k in sections})))
+    old = flatten({k: stored.get(k) for k in sections}, lists=True)
+    new = flatten(as_json({k: recomputed.get(k) for k in sections}), lists=True)
     paths = sorted(p for p in set(old) | set(new) if _is_number(old.get(p)) or _is_number(new.get(p)))
     mismatches = [f"{path}: report {old.get(path, 'absent')!r}, recomputed {new.get(path, 'absent')!r}"
                   for path in paths if not (type(old.get(path)) is type(new.get(path)) and old[path] == new[path])]
@@ -89,7 +65,6 @@ def _bootstrap(report: dict) -> BootstrapSettings:
 def _rescore_run(folder: Path, report: dict) -> dict:
     # deferred: loads httpx
     from .editor_benchmarks.editor_run import EditorRunOptions, RunContext, aggregate_run, load_prompts
-    from .editor_benchmarks.reward_judges import parse_reward_judge  # deferred: loads httpcore, httpx
 
     protocol, inputs = report["protocol"], report["run"]["inputs"]
     benchmark = dataclasses.replace(editor_benchmark(report["benchmark"]),
@@ -97,17 +72,14 @@ def _rescore_run(folder: Path, report: dict) -> dict:
     if dataset_sha256(inputs["dataset"]) != protocol["dataset"]["data_sha256"]:
         raise BenchmarkInputError(f"the dataset '{inputs['dataset']}' is not the one the report was made from (its "
                                   "data files hash differently, or it is gone); rescore needs the same dataset")
-    rows = load_editing_rows(inputs["dataset"], benchmark)
-    selected = select_rows(rows, inputs["languages"] or None, inputs["categories"] or None)
-    resolved = resolve_edits(inputs["edits"], rows.frame, selected)
-    sources = {r["row"]: r["sources"] for r in read_records(folder / "inputs" / "judge_inputs.jsonl").values()}
+    context = RunContext.open(benchmark, inputs["dataset"], inputs["edits"], inputs["languages"] or None,
+                              inputs["categories"] or None, [parse_reward_judge(t) for t in inputs["reward_judges"]])
+    context.sources = {r["row"]: r["sources"]
+                       for r in read_records(folder / "inputs" / "judge_inputs.jsonl").values()}
     judge_ran = report.get("comparable") is not None
-    prompts = load_prompts(benchmark, inputs["prompts"], selected["category"]) if judge_ran else None
+    prompts = load_prompts(benchmark, inputs["prompts"], context.selected["category"]) if judge_ran else None
     options = EditorRunOptions(prompts_path=inputs["prompts"], best_of_n=inputs["best_of_n"],
                                bootstrap=_bootstrap(report), progress=False, plots=False)
-    context = RunContext(dataset=inputs["dataset"], edits=inputs["edits"], languages=inputs["languages"] or None,
-                         categories=inputs["categories"] or None, rows=rows, selected=selected, resolved=resolved,
-                         sources=sources, kinds=[parse_reward_judge(text) for text in inputs["reward_judges"]])
     return aggregate_run(benchmark, context, folder, options, report["run"]["judge"] if judge_ran else None, None,
                          prompts)
 

@@ -1,16 +1,9 @@
 """The batched scoring loop shared by both models and the SpatialReward API backend.
 
-``MIEScoreModel.score_batch``, ``SpatialRewardModel.evaluate_edits`` and ``judges.SpatialRewardAPI`` all score a
-list of edits the same way; only the call that scores one batch differs. :func:`score_in_batches` does the rest:
-
-1. checks the arguments and normalises every sample (``processing_miescore.as_edit_sample``);
-2. decodes the images chunk by chunk (``chunk_size`` samples at a time, default ``16 x batch_size``), a shared
-   image once per chunk (``processing_miescore.load_samples``);
-3. with a :class:`PrefixGrouping`, finds the edits of a chunk that share sources and instruction
-   (``prefix_reuse.find_groups``, which also checks caller-given group ids) and scores each such group with its
-   own handle (one shared prompt prefix per group);
-4. sorts the remaining samples by estimated length (``length``) so that a batch holds similar lengths;
-5. shows a progress bar (``tqdm``, off unless ``progress``) and returns the results in input order.
+``MIEScoreModel.score_batch``, ``SpatialRewardModel.evaluate_edits`` and the API backends score a list of edits
+the same way; only the call that scores one batch differs. Images are decoded chunk by chunk (bounded memory); in
+each chunk the edits that share sources and instruction are scored as groups (one shared prompt prefix each), the
+rest sorted by estimated length so that a batch holds similar lengths.
 
 Hub file: copied into every saved checkpoint. It imports only the standard library, tqdm (a hard dependency of
 transformers) and its flat siblings.
@@ -36,17 +29,10 @@ CHUNK_BATCHES = 16
 
 @dataclass
 class PrefixGrouping:
-    """How edits that share sources and instruction are scored together (prefix reuse).
-
-    Args:
-        share: score groups of two or more edits with a shared handle. False: groups are only found (so
-            explicit ids are still checked) and every sample runs as an independent one.
-        batch_size: members per ``score`` call, sorted by length first; None: a whole group in one call, in
-            input order.
-        open: ``open(first_member)`` returns the group's handle (e.g. a shared prompt prefix), passed to
-            every ``score`` call of the group; default: True.
-        close: called with the handle after the group's last call (e.g. to free a prefix KV cache).
-    """
+    """How edits that share sources and instruction are scored together (prefix reuse): ``open(first_member)``
+    gives the handle (e.g. a shared prompt prefix) every ``score`` call of the group gets, ``close(handle)`` follows
+    its last call. ``share=False``: groups are only found (explicit ids still checked), every sample runs alone;
+    ``batch_size`` None: a whole group in one call."""
 
     share: bool = True
     batch_size: Optional[int] = None
@@ -77,11 +63,8 @@ def _batches(indices: Sequence[int], size: int) -> Iterator[List[int]]:
 
 def plan_chunk(loaded: Sequence[EditSample], batch_size: int, length: Optional[Callable[[EditSample], float]],
                grouping: Optional[PrefixGrouping], group_ids: Optional[Sequence]) -> List[Tuple[List[int], Any]]:
-    """The ``score`` calls of one chunk: ``(indices into loaded, group members or None)`` in running order.
-
-    Shared groups come first, in order of first appearance, each split by ``grouping.batch_size``; then the
-    other samples, sorted by ``length`` (stable: equal lengths keep input order) and cut into ``batch_size``.
-    """
+    """The ``score`` calls of one chunk, ``(indices into loaded, group members or None)``, in running order:
+    shared groups first, then the other samples sorted by ``length`` (stable)."""
     def by_length(indices):
         return sorted(indices, key=lambda i: length(loaded[i])) if length is not None else list(indices)
 
@@ -117,26 +100,9 @@ def score_in_batches(
 ) -> list:
     """Score many edits in batches; one result per sample, in input order.
 
-    Args:
-        samples: dicts ``{"sources", "edited", "instruction"}`` (optional ``"id"``), :class:`EditSample` objects
-            or ``(sources, edited, instruction)`` tuples; images as paths, PIL images or numpy arrays.
-        score: ``score(loaded_samples, handle)`` returns one result per sample; ``handle`` is None for
-            independent samples, else the group's handle from ``grouping.open``.
-        batch_size: samples per ``score`` call (independent samples).
-        max_image_pixels: decompression-bomb guard for every image (``image_io.load_image``).
-        max_sample_pixels: decoded pixels one sample's images may cost together, checked from their headers
-            (``processing_miescore.EditSample.load``).
-        target_pixels: the model's pixel budget per image: a much larger image is reduced while decoding
-            (``image_io.decode_image``); None decodes at full size (needed when results refer to pixel positions).
-        chunk_size: samples whose images are decoded at once (default ``CHUNK_BATCHES x batch_size``); groups
-            are found and lengths sorted inside a chunk.
-        length: estimated sequence length of a loaded sample, to sort batches by; None keeps input order.
-        group_ids: one hashable id per sample, used by ``grouping`` instead of grouping by content (checked:
-            ``ValueError`` when members of one group differ in sources or instruction).
-        grouping: score edits that share sources and instruction together (see :class:`PrefixGrouping`).
-        progress: show a ``tqdm`` bar labelled ``desc``.
-    Raises:
-        ``ValueError`` for a bad ``batch_size`` or group ids; ``MIEScoreInputError`` for unusable samples.
+    ``score(loaded_samples, handle)`` returns one result per sample (``handle``: None, or the group's from
+    ``grouping.open``). ``target_pixels`` None decodes at full size (needed when results refer to pixel positions).
+    ``ValueError`` for a bad ``batch_size`` or group ids; ``MIEScoreInputError`` for unusable samples.
     """
     batch_size = checked_batch_size(batch_size)
     normalised = normalise_samples(samples, group_ids)

@@ -75,10 +75,8 @@ def describe_image(source) -> str:
 
 
 def regular_file_problem(path, what: str = "image") -> str | None:
-    """Why ``path`` cannot be read as a regular file (missing, a folder, a symlink loop, a FIFO...), or None.
-
-    Uses ``stat`` only: a FIFO or a device is never opened (opening a FIFO blocks until a writer appears).
-    """
+    """Why ``path`` cannot be read as a regular file (missing, a folder, a symlink loop, a FIFO...), or None;
+    ``stat`` only: a FIFO is never opened (opening one blocks until a writer appears)."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -92,15 +90,6 @@ def regular_file_problem(path, what: str = "image") -> str | None:
     if not stat.S_ISREG(info.st_mode):
         return f"{what} '{os.fspath(path)}' is not a regular file (a pipe, socket or device); pass a file"
     return None
-
-
-def image_file_problem(path, what: str = "image", max_bytes: int = MAX_IMAGE_FILE_BYTES) -> str | None:
-    """:func:`regular_file_problem`, or why the file's size rules it out (empty, above ``max_bytes``), or None;
-    ``stat`` only."""
-    problem = regular_file_problem(path, what)
-    if problem is not None:
-        return problem
-    return _size_problem(os.path.getsize(path), path, what, max_bytes)
 
 
 def _size_problem(size: int, path, what: str, max_bytes: int) -> str | None:
@@ -147,7 +136,7 @@ def check_image_complete(source, what: str = "image") -> None:
     decoding a pixel (Pillow's ``verify``: memory stays small whatever size the header claims); other formats
     are left to decoding. Raises :class:`ImageLoadError`."""
     data = io.BytesIO(bytes(source)) if isinstance(source, (bytes, bytearray)) else Path(source)
-    image = _open_checked(lambda: Image.open(data, formats=ALLOWED_IMAGE_FORMATS), what)
+    image = _identify(data, what)
     try:
         if image.format == "PNG":
             image.verify()
@@ -231,11 +220,8 @@ def _too_large(what: str, width: int, height: int, limit: int) -> str:
 
 
 def check_aspect_ratio(width: int, height: int, where: str, limit: int = MAX_ASPECT_RATIO) -> None:
-    """Raise :class:`ImageLoadError` naming ``where`` when the longer side is over ``limit`` times the shorter.
-
-    The Qwen-VL processor cannot take such an image (transformers raises a bare ``ValueError`` deep inside
-    the batch); the server uses this same check.
-    """
+    """Raise :class:`ImageLoadError` naming ``where`` when the longer side is over ``limit`` times the shorter
+    (the Qwen-VL processor would raise a bare ``ValueError`` deep inside the batch)."""
     if width and height and max(width, height) / min(width, height) > limit:
         raise ImageLoadError(
             f"{where} is {width}x{height}, an aspect ratio of {max(width, height) / min(width, height):.0f}:1, "
@@ -254,12 +240,13 @@ def check_image_size(width: int, height: int, what: str, max_image_pixels: int =
         check_aspect_ratio(width, height, what, max_aspect_ratio)
 
 
-def _open_checked(opener, what: str) -> Image.Image:
+def _identify(source, what: str) -> Image.Image:
+    """The header of an image file (a path or a binary file object), in an allowed format only."""
     try:
         with warnings.catch_warnings():
             # Pillow warns above ~89 Mpx; our own limit decides, with a clearer message.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            return opener()
+            return Image.open(source, formats=ALLOWED_IMAGE_FORMATS)
     except Image.DecompressionBombError as err:
         raise ImageLoadError(
             f"{what} is above the safety limit for decoding (decompression-bomb guard: {err}); downscale it"
@@ -290,16 +277,13 @@ def open_image_bytes(data: bytes, what: str = "image data") -> Image.Image:
     """Identify in-memory image file bytes (data URLs, uploads, dataset rows); header only, allowlist only."""
     if not data:
         raise ImageLoadError(f"{what} is empty (zero bytes)")
-    return _open_checked(lambda: Image.open(io.BytesIO(data), formats=ALLOWED_IMAGE_FORMATS), what)
+    return _identify(io.BytesIO(data), what)
 
 
 def open_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
                max_aspect_ratio: int | None = MAX_ASPECT_RATIO):
-    """Read an image's header without decoding pixels; every check that needs no pixels runs here.
-
-    Returns a lazily decoded ``PIL.Image`` for paths (format from :data:`ALLOWED_IMAGE_FORMATS`), the image
-    itself for a ``PIL.Image`` and the array for a numpy array. Raises :class:`ImageLoadError`.
-    """
+    """Read an image's header without decoding pixels (a lazily decoded ``PIL.Image`` for a path; a given image or
+    array as it is); every check that needs no pixels runs here. Raises :class:`ImageLoadError`."""
     what = describe_image(source)
     if isinstance(source, np.ndarray):
         if source.ndim >= 2:
@@ -311,10 +295,11 @@ def open_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
             raise ImageLoadError("PIL image is closed; pass an open image (not one used after .close() or after "
                                  "its `with Image.open(...)` block ended)")
     elif isinstance(source, (str, os.PathLike)):
-        problem = image_file_problem(source)
+        problem = regular_file_problem(source) or _size_problem(os.path.getsize(source), source, "image",
+                                                                 MAX_IMAGE_FILE_BYTES)
         if problem:
             raise ImageLoadError(problem)
-        image = _open_checked(lambda: Image.open(Path(source), formats=ALLOWED_IMAGE_FORMATS), what)
+        image = _identify(Path(source), what)
     else:
         raise ImageLoadError(
             f"unsupported image type {type(source).__name__}; pass a file path, a PIL.Image or a numpy array"
@@ -416,22 +401,8 @@ def decode_image(image, what: str = "image", target_pixels: int | None = None) -
 
 def load_image(source, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, target_pixels: int | None = None,
                max_aspect_ratio: int | None = MAX_ASPECT_RATIO) -> Image.Image:
-    """Load one image as an upright RGB ``PIL.Image``.
-
-    Args:
-        source: a file path (``str`` / ``os.PathLike``, a regular file in one of
-            :data:`ALLOWED_IMAGE_FORMATS`), a ``PIL.Image.Image`` or a numpy array of shape (H, W), (H, W, 1),
-            (H, W, 3) or (H, W, 4) with dtype uint8, uint16, bool or float in [0, 1].
-        max_image_pixels: images with more pixels than this are refused before decoding
-            (decompression-bomb guard).
-        target_pixels: the model's pixel budget per image; a much larger image is reduced while decoding
-            (:func:`decode_image`). None decodes at full size.
-        max_aspect_ratio: longer/shorter side limit (None: no limit).
-
-    EXIF orientation is applied, and every Pillow mode (P, LA, RGBA with alpha over white, CMYK, I;16,
-    I, F, 1, ...) is converted to 8-bit RGB. Raises :class:`ImageLoadError` with a message naming the
-    image and the fix.
-    """
+    """Load one image (a path, a ``PIL.Image`` or a channels-last numpy array) as an upright 8-bit RGB
+    ``PIL.Image``: :func:`open_image`, then :func:`decode_image` (``target_pixels``: the model's budget)."""
     what = describe_image(source)
     opened = open_image(source, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
     return decode_image(opened, what, target_pixels)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .processing_miescore import strip_auto_maps
+from .processing_miescore import load_checkpoint_processor, strip_auto_maps
 
 # BibTeX from the papers' first pages. The MIEScore paper's text names neither authors nor an arXiv id, only the
 # project page, so its entry is a @misc with that URL.
@@ -356,32 +356,42 @@ def save_default_model_card(model, folder: str | os.PathLike) -> Path | None:
     return write_model_card(folder, render_model_card(kind, ModelCardInfo(base_model=hub_repo_id(base))))
 
 
-def save_processor_and_card(model, folder: str | os.PathLike) -> None:
-    """What both models' ``save_pretrained`` adds beside the weights: the stock processor (its files naming no
-    code: every ``auto_map`` stripped) and the default card (:func:`save_default_model_card`)."""
-    if model.processor is not None:
-        model.processor.save_pretrained(folder)
-        strip_auto_maps(folder)
-    save_default_model_card(model, folder)
+class CheckpointModel:
+    """What both models add to their transformers class: the stock processor saved beside the weights and a
+    ``save_pretrained`` that writes the whole checkpoint folder."""
+
+    checkpoint_auto_map: dict | None = None  # ``auto_map`` entries beside those ``register_for_auto_class`` adds
+
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        """Whether activation checkpointing is on. transformers 5 deprecates this name with a FutureWarning, but
+        peft (``get_peft_model``, ``PeftModel.from_pretrained``) and TRL still read it on every LoRA run: answered
+        here without the warning (``is_activation_checkpointing`` is the current name)."""
+        return self.is_activation_checkpointing
+
+    def get_processor(self):
+        """The processor used for scoring; loaded from the checkpoint folder the first time."""
+        if self.processor is None:
+            self.processor = load_checkpoint_processor(self.config.name_or_path)
+        return self.processor
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Weights (safetensors), the config with ``auto_map`` and ``custom_pipelines`` (the
+        ``image-edit-scoring`` pipeline) and the model code; then, on the main process, the stock processor (its
+        files naming no code: every ``auto_map`` stripped) and the default card (:func:`save_default_model_card`)."""
+        from .pipeline_miescore import CUSTOM_PIPELINES  # deferred: loads transformers
+
+        self.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
+        if self.checkpoint_auto_map:
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **self.checkpoint_auto_map}
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True):
+            if self.processor is not None:
+                self.processor.save_pretrained(save_directory)
+                strip_auto_maps(save_directory)
+            save_default_model_card(self, save_directory)
 
 
-def save_checkpoint_folder(model, save_weights, save_directory, *args, auto_map: dict | None = None,
-                           **kwargs) -> None:
-    """Both models' ``save_pretrained``: the config gains ``custom_pipelines`` (the ``image-edit-scoring``
-    pipeline) and the ``auto_map`` entries given (beside those ``register_for_auto_class`` adds), then
-    ``save_weights`` (the ``PreTrainedModel.save_pretrained`` the model inherits, called with ``save_directory,
-    *args, **kwargs``) writes weights, config and model code, and the main process adds the processor and the
-    default card (:func:`save_processor_and_card`)."""
-    from .pipeline_miescore import CUSTOM_PIPELINES  # deferred: loads transformers
-
-    model.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
-    if auto_map:
-        model.config.auto_map = {**(getattr(model.config, "auto_map", None) or {}), **auto_map}
-    save_weights(save_directory, *args, **kwargs)
-    if kwargs.get("is_main_process", True):
-        save_processor_and_card(model, save_directory)
-
-
-__all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "MIESCORE_BIBTEX", "ModelCardInfo",
-           "REPO_PLACEHOLDER", "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id", "render_model_card",
-           "save_checkpoint_folder", "save_default_model_card", "save_processor_and_card", "write_model_card"]
+__all__ = ["ADAPTER_SUFFIX", "BASE_CONFIG_OVERRIDES", "BASE_PLACEHOLDER", "CheckpointModel", "MIESCORE_BIBTEX",
+           "ModelCardInfo", "REPO_PLACEHOLDER", "SPATIALREWARD_BIBTEX", "card_metadata", "hub_repo_id",
+           "render_model_card", "save_default_model_card", "write_model_card"]

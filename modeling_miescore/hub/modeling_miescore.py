@@ -31,9 +31,9 @@ from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .miescore_overall import overall_score
 from .miescore_score_heads import last_token_indices, score_head_class
 from .prefix_reuse import SharedPrefixInputs, prepare_shared_prefix, shared_prefix_hidden_states
-from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_checkpoint_processor,
-                                  load_stock_processor, prepare_inputs)
-from .model_card import save_checkpoint_folder
+from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, estimate_num_tokens, load_stock_processor,
+                                  prepare_inputs)
+from .model_card import CheckpointModel
 
 
 @dataclass
@@ -69,13 +69,9 @@ class PreparedScoring:
         return len(self.slots)
 
 
-class MIEScoreModel(PreTrainedModel):
-    """Scores a multi-source edit on visual quality, instruction following and attribute preservation.
-
-    The backbone (``AutoModel.from_config(config.backbone_config)``: a ``Qwen3VLModel`` in the paper, or another
-    VLM's base model) reads the labelled source images, the instruction and the edited image; the score head
-    (``self.head``, declared in ``miescore_score_heads``) turns it into ``len(config.score_names)`` scores in [0, 1].
-    """
+class MIEScoreModel(CheckpointModel, PreTrainedModel):
+    """Scores a multi-source edit on visual quality, instruction following and attribute preservation: the
+    backbone reads the labelled sources, the instruction and the edited image; the head gives scores in [0, 1]."""
 
     config_class = MIEScoreConfig
     base_model_prefix = "backbone"
@@ -94,13 +90,6 @@ class MIEScoreModel(PreTrainedModel):
         self.head = score_head_class(config.score_head).from_config(config, hidden_size)
         self.processor = None  # the backbone's processor; loaded from the checkpoint folder on first use
         self.post_init()
-
-    @property
-    def is_gradient_checkpointing(self) -> bool:
-        """Whether activation checkpointing is on. transformers 5 deprecates this name with a FutureWarning, but
-        peft (``get_peft_model``, ``PeftModel.from_pretrained``) and TRL still read it on every LoRA run: answered
-        here without the warning (``is_activation_checkpointing`` is the current name)."""
-        return self.is_activation_checkpointing
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear) and any(module is m for m in self.head.modules()):
@@ -129,20 +118,10 @@ class MIEScoreModel(PreTrainedModel):
         answer_digits: torch.LongTensor | None = None,
         **kwargs,
     ) -> MIEScoreOutput:
-        """Score a batch prepared by :func:`processing_miescore.prepare_inputs`.
+        """Score a batch prepared by :func:`processing_miescore.prepare_inputs` (the backbone processor's inputs).
 
-        Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): token ids, left or right padded.
-            attention_mask (`torch.Tensor` of shape `(batch_size, seq_len)`): 1 for real tokens, 0 for pads.
-            pixel_values (`torch.Tensor`): the images of the batch in prompt order, as the backbone's processor
-                makes them (Qwen-VL: `(total_patches, channels * temporal_patch * patch**2)`; InternVL:
-                `(total_tiles, channels, tile, tile)`).
-            image_grid_thw (`torch.LongTensor` of shape `(num_images, 3)`): Qwen-VL: patch grid of each image.
-            mm_token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): Qwen-VL: needed for M-RoPE.
-            answer_digits (`torch.LongTensor` of shape `(batch_size, num_scores)`): `lm_digits` training only:
-                the digits written into the teacher-forced answer (ignored in eval mode).
-            kwargs: any other input of the backbone's processor, passed on to the backbone. Inputs that are None
-                are not passed, so each family gets only what its forward takes.
+        ``answer_digits`` `(batch_size, num_scores)`: `lm_digits` training only, the digits written into the
+        teacher-forced answer. Inputs that are None are not passed, so each family gets only what its forward takes.
         """
         if attention_mask is None:
             batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
@@ -159,12 +138,6 @@ class MIEScoreModel(PreTrainedModel):
 
     # ------------------------------------------------------------------ scoring API
 
-    def get_processor(self):
-        """The processor used by :meth:`score`; loaded from the checkpoint folder the first time."""
-        if self.processor is None:
-            self.processor = load_checkpoint_processor(self.config.name_or_path)
-        return self.processor
-
     def scores_to_dicts(self, scores: torch.Tensor) -> list[dict[str, float]]:
         """(B, num_scores) sigmoid outputs -> list of ``{score_name: value, "overall": value}`` on the MOS scale."""
         scaled = scores.float().cpu() * float(self.config.score_scale)
@@ -178,16 +151,8 @@ class MIEScoreModel(PreTrainedModel):
         return results
 
     def score(self, sources, edited, instruction: str, processor=None, **kwargs) -> dict[str, float]:
-        """Score one edit.
-
-        Args:
-            sources: the source images (a list of paths, PIL images or numpy arrays; one image is accepted too).
-            edited: the edited image.
-            instruction: the editing instruction.
-        Returns:
-            ``{"visual_quality", "instruction_following", "attribute_preservation", "overall"}`` as floats on
-            the 0-100 scale (the names follow ``config.score_names``).
-        """
+        """Score one edit (images as paths, PIL images or numpy arrays; one source may be given bare):
+        ``{"visual_quality", "instruction_following", "attribute_preservation", "overall"}`` on the 0-100 scale."""
         kwargs.setdefault("reuse_prefix", False)  # one edit: no prefix to share
         return self.score_batch([{"sources": sources, "edited": edited, "instruction": instruction}],
                                 batch_size=1, processor=processor, **kwargs)[0]
@@ -196,21 +161,13 @@ class MIEScoreModel(PreTrainedModel):
                     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
                     groups: Sequence | None = None,
                     max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS) -> list[dict[str, float]]:
-        """Score many edits; results come back in input order.
+        """Score many edits (dicts ``{"sources", "edited", "instruction"}``, :class:`EditSample` or 3-tuples);
+        results in input order.
 
-        Samples are dicts ``{"sources", "edited", "instruction"}`` (or :class:`EditSample` / 3-tuples). They are
-        read in chunks and run under ``torch.inference_mode`` on the model's device and dtype. Edits that share
-        sources and instruction (found automatically, or given as ``groups``: one group id per sample) run their
-        shared prompt prefix once (``reuse_prefix``); the other samples are sorted by estimated sequence length
-        inside each chunk so that a batch holds samples of similar length.
-
-        Prefix reuse is exact (tested) for Qwen-VL and InternVL backbones with the regression head; elsewhere
-        (:attr:`prefix_reuse_available` is False) ``reuse_prefix=True`` warns once with the reason and every edit
-        runs its full prompt.
-
-        Images are checked from their headers before decoding (``max_image_pixels`` per image,
-        ``max_sample_pixels`` per sample, aspect ratio) and an image of 4x ``config.max_pixels`` or more is
-        reduced while decoding (the processor brings it to ``max_pixels`` anyway); unusable input raises
+        Edits that share sources and instruction (found by content, or one ``groups`` id per sample) run their
+        shared prompt prefix once (``reuse_prefix``; exact, tested, for Qwen-VL and InternVL backbones with the
+        regression head; elsewhere it warns once with the reason). Images are checked from their headers before
+        decoding (``max_image_pixels``, ``max_sample_pixels``, aspect ratio); unusable input raises
         ``MIEScoreInputError`` naming the sample or image.
         """
         checked_batch_size(batch_size)
@@ -228,13 +185,9 @@ class MIEScoreModel(PreTrainedModel):
                       max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
                       groups: Sequence | None = None,
                       max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS) -> PreparedScoring:
-        """Everything :meth:`score_batch` does before the forward passes (reading images, finding groups,
-        tokenising, image preprocessing, M-RoPE positions), for all samples at once; CPU tensors.
-
-        ``score_prepared(prepare_batch(samples, ...))`` returns what ``score_batch(samples, ...)`` returns. The
-        split lets a server prepare batch N+1 on another thread while the model runs batch N; unlike
-        :meth:`score_batch` it holds every sample's model inputs in memory at once.
-        """
+        """Everything :meth:`score_batch` does before the forward passes, for all samples at once (CPU tensors):
+        ``score_prepared(prepare_batch(samples, ...)) == score_batch(samples, ...)``, so a server can prepare batch
+        N+1 on another thread while the model runs batch N."""
         checked_batch_size(batch_size)
         processor = processor or self.get_processor()
         share = self._shares_prefix(reuse_prefix)
@@ -306,20 +259,11 @@ class MIEScoreModel(PreTrainedModel):
 
     @classmethod
     def from_backbone(cls, backbone, processor=None, dtype=None, **config_kwargs) -> "MIEScoreModel":
-        """Start a new scorer (random head) from a plain VLM checkpoint.
-
-        Args:
-            backbone: path or repo id of a transformers-native image-text-to-text checkpoint: Qwen3-VL as in the
-                paper (``Qwen/Qwen3-VL-8B-Instruct``), Qwen2.5-VL (``Qwen/Qwen2.5-VL-7B-Instruct``), InternVL3.5
-                (``OpenGVLab/InternVL3_5-8B-HF``) or any other whose base model returns ``last_hidden_state``;
-                or an already loaded model (the ``*ForConditionalGeneration`` or its base model).
-            processor: its processor; loaded from the same path when not given.
-            config_kwargs: any :class:`MIEScoreConfig` field (skill, max_pixels, score_head, ...). The head
-                initialises itself (``ScoreHead.init_from_backbone``): the regression head at random; with
-                ``score_head="lm_digits"`` there is no new head: the language model's output rows of the digit
-                tokens are kept (the model must then be the ``*ForConditionalGeneration`` and come with its
-                processor, whose tokenizer gives the answer tokens).
-        """
+        """Start a new scorer from a plain VLM checkpoint (path, repo id or loaded model): Qwen3-VL as in the paper
+        (``Qwen/Qwen3-VL-8B-Instruct``), Qwen2.5-VL, InternVL3.5 (``OpenGVLab/InternVL3_5-8B-HF``) or any other whose
+        base model returns ``last_hidden_state``. ``config_kwargs``: any :class:`MIEScoreConfig` field; the head
+        initialises itself (``ScoreHead.init_from_backbone``; ``lm_digits`` keeps the language model's digit rows
+        and needs the ``*ForConditionalGeneration`` with its processor)."""
         head = score_head_class(config_kwargs.get("score_head", cls.config_class.score_head))
         if isinstance(backbone, (str, os.PathLike)):
             path = os.fspath(backbone)
@@ -341,12 +285,6 @@ class MIEScoreModel(PreTrainedModel):
             model.head.init_from_backbone(output_layer, config, model._init_weights)
         model.processor = processor
         return model
-
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors, the only format transformers 5 writes), the config with ``auto_map`` and
-        ``custom_pipelines`` (the ``image-edit-scoring`` pipeline), the model code, the processor and a model card
-        (README.md, unless the folder has one): ``model_card.save_checkpoint_folder``."""
-        save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, **kwargs)
 
 
 MIEScoreConfig.register_for_auto_class()

@@ -33,11 +33,10 @@ from .batched_scoring import PrefixGrouping, checked_batch_size, eval_mode, scor
 from .configuration_spatialreward import SpatialRewardConfig
 from .image_io import DEFAULT_MAX_IMAGE_PIXELS
 from .prefix_reuse import build_prefix_cache, generate_from_prefix, pack_rows_after_prefix, rope_positions
-from .processing_miescore import (DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_size_kwargs, load_checkpoint_processor,
-                                  num_image_tokens)
+from .processing_miescore import DEFAULT_MAX_SAMPLE_PIXELS, EditSample, image_size_kwargs, num_image_tokens
 from .spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from .spatialreward_tokens import strip_control_tokens
-from .model_card import save_checkpoint_folder
+from .model_card import CheckpointModel
 
 # ------------------------------------------------------------------------------------------------------------
 # Prompts of the two streams (appendix D.1) and the SC prefix that edits of one group share
@@ -45,11 +44,8 @@ from .model_card import save_checkpoint_folder
 
 
 def sc_messages(config, num_sources: int, instruction: str) -> List[Dict[str, Any]]:
-    """Chat messages of the SC stream: the source images, the edited image, then the D.1.1/D.1.2 text.
-
-    Images precede the text as in the released inference code; ``{"type": "image"}`` entries are placeholders
-    filled in order with ``[*sources, edited]``.
-    """
+    """Chat messages of the SC stream: the source images, the edited image, then the D.1.1/D.1.2 text (images
+    first, as in the released inference code)."""
     content = [{"type": "image"} for _ in range(num_sources + 1)]
     content.append({"type": "text", "text": config.sc_text(instruction, num_sources)})
     return [{"role": "user", "content": content}]
@@ -74,13 +70,9 @@ class _Prompt(tuple):
 
 
 class SharedPromptPrefix:
-    """The SC prompt prefix shared by edits of the same sources and instruction, run once into a KV cache.
-
-    The SC prompt is ``[chat start, source images, <|vision_start|>] + [edited image, <|vision_end|>, D.1 text,
-    assistant start]``; only the edited image's placeholders differ between edits of one group, so the first part
-    is cached once (prefix_reuse.build_prefix_cache) and each edit's row is its placeholders + the constant
-    closing tokens. Built lazily by :meth:`prepare` on the first ``generate`` that needs it, so code that
-    replaces ``_generate_texts`` never runs the model.
+    """The SC prompt prefix ``[chat start, source images, <|vision_start|>]`` shared by edits of the same sources
+    and instruction, run once into a KV cache; each edit's row is its image placeholders + the constant closing
+    tokens. Built lazily (:meth:`prepare`), so code that replaces ``_generate_texts`` never runs the model.
     """
 
     def __init__(self, sample: EditSample):
@@ -128,15 +120,14 @@ class SharedPromptPrefix:
         self.prefix_ids, self.closing = ids[:cut], ids[cut + edit_tokens:]
         self.prefix_positions = rope_positions(model.model, ids, grids)[:, :cut]
         source_rows = int(self.source_grids.prod(-1).sum())
-        self.cache = build_prefix_cache(model.model, self.prefix_ids, full["pixel_values"][:source_rows],
-                                        self.source_grids.to(model.device), self.prefix_positions)
+        self.cache = build_prefix_cache(model.model, self.prefix_ids, self.prefix_positions[:, None],
+                                        pixel_values=full["pixel_values"][:source_rows].to(model.device, model.dtype),
+                                        image_grid_thw=self.source_grids.to(model.device))
 
 
 def _decode_rows(new_tokens: torch.Tensor, tokenizer, passes: int) -> List[List[str]]:
-    """Generated tokens `(prompts * passes, new)` -> per prompt, ``passes`` texts without chat-control tokens.
-
-    Special tokens are kept (grounding tokens may be registered as such); pads and end markers are stripped.
-    """
+    """Generated tokens `(prompts * passes, new)` -> per prompt, ``passes`` texts without chat-control tokens
+    (special tokens are kept: grounding tokens may be registered as such)."""
     extra = [tokenizer.pad_token] if tokenizer.pad_token else []
     decoded = [strip_control_tokens(tokenizer.decode(row, skip_special_tokens=False), extra)
                for row in new_tokens.cpu()]
@@ -148,34 +139,20 @@ def _decode_rows(new_tokens: torch.Tensor, tokenizer, passes: int) -> List[List[
 # ------------------------------------------------------------------------------------------------------------
 
 
-class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGeneration):
-    """Qwen3-VL judge with SpatialReward's prompts, parsing and aggregation (paper sec. 3, appendix D.1).
-
-    Loads our checkpoints (``trust_remote_code``: config with ``auto_map``, code and processor beside the
-    weights) and the authors' plain Qwen3-VL checkpoints (``SpatialRewardModel.from_pretrained(path)`` builds
-    a :class:`SpatialRewardConfig` from the plain config, with the paper's defaults). The weights layout is
-    ``Qwen3VLForConditionalGeneration``'s, unchanged.
-    """
+class SpatialRewardModel(SpatialRewardScoringMixin, CheckpointModel, Qwen3VLForConditionalGeneration):
+    """Qwen3-VL judge with SpatialReward's prompts, parsing and aggregation (paper sec. 3, appendix D.1). Loads
+    our checkpoints and the authors' plain Qwen3-VL ones (same weights layout; the paper's defaults as config)."""
 
     config_class = SpatialRewardConfig
+    checkpoint_auto_map = {
+        "AutoConfig": "configuration_spatialreward.SpatialRewardConfig",
+        "AutoModel": "modeling_spatialreward.SpatialRewardModel",
+        "AutoModelForImageTextToText": "modeling_spatialreward.SpatialRewardModel",
+    }
 
     def __init__(self, config: SpatialRewardConfig):
         super().__init__(config)
         self.processor = None  # a Qwen3VLProcessor; loaded from the checkpoint folder on first use
-
-    @property
-    def is_gradient_checkpointing(self) -> bool:
-        """Whether activation checkpointing is on. transformers 5 deprecates this name with a FutureWarning, but
-        peft (``get_peft_model``, ``PeftModel.from_pretrained``) and TRL still read it on every LoRA run: answered
-        here without the warning (``is_activation_checkpointing`` is the current name)."""
-        return self.is_activation_checkpointing
-
-    # -- processor ----------------------------------------------------------------------------------------------
-    def get_processor(self):
-        """The processor used by :meth:`evaluate_edits`; loaded from the checkpoint folder the first time."""
-        if self.processor is None:
-            self.processor = load_checkpoint_processor(self.config.name_or_path)
-        return self.processor
 
     # -- generation ---------------------------------------------------------------------------------------------
     def _generation_config(self, tokenizer) -> GenerationConfig:
@@ -199,14 +176,8 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
 
     @torch.inference_mode()
     def _generate_texts(self, prompts: List[Tuple[List[Any], List[Dict[str, Any]]]], processor) -> List[List[str]]:
-        """Generate for a list of ``(images, messages)`` prompts in ONE ``generate`` call.
-
-        Prompts that carry a shared prefix (``SharedPromptPrefix.prompt``; all the same one) continue copies of
-        its KV cache; the others run as independent rows of the same call (see ``_generate_after_prefix``).
-        Without such prompts this is one left-padded call over the full prompts.
-        Returns, per prompt, ``config.num_passes`` decoded texts. Decoding keeps special tokens (grounding
-        tokens may be registered as such) and strips only chat-control tokens.
-        """
+        """Per ``(images, messages)`` prompt, ``config.num_passes`` decoded texts, from ONE ``generate`` call
+        (prompts carrying a ``SharedPromptPrefix`` continue copies of its KV cache: ``_generate_after_prefix``)."""
         shared = {id(p.shared): p.shared for p in prompts if getattr(p, "shared", None) is not None}
         if shared:
             if len(shared) > 1:
@@ -217,7 +188,7 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         texts = [processor.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for _, m in prompts]
         images = [image for imgs, _ in prompts for image in imgs]
         batch = processor(text=texts, images=images, padding=True, padding_side="left", return_tensors="pt",
-                          size={"shortest_edge": int(config.min_pixels), "longest_edge": int(config.max_pixels)})
+                          **image_size_kwargs(config))
         batch = batch.to(self.device)
         if batch.get("pixel_values") is not None:
             batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
@@ -229,12 +200,8 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         return _decode_rows(output[:, batch["input_ids"].shape[1]:], tokenizer, n)
 
     def _reuse_is_exact(self) -> bool:
-        """Prefix reuse is used only where it reproduces the plain path's texts: greedy decoding.
-
-        With sampling (``do_sample`` or ``num_passes > 1``) each row's random draws depend on how the batch is
-        composed, so the plain path is kept there. A checkpoint generation config that forces a
-        ``cache_implementation`` conflicts with passing our own cache, so it also keeps the plain path.
-        """
+        """Prefix reuse is used only where it reproduces the plain path's texts: greedy decoding (a sampled row's
+        draws depend on the batch's composition) and no forced ``cache_implementation`` (it conflicts with ours)."""
         config = self.config
         sampling = bool(config.do_sample) or int(config.num_passes) > 1
         forced_cache = getattr(self.generation_config, "cache_implementation", None) is not None
@@ -242,14 +209,9 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
 
     @torch.inference_mode()
     def _generate_after_prefix(self, prompts, processor, shared: SharedPromptPrefix) -> List[List[str]]:
-        """One greedy ``generate`` call: prompts of ``shared`` continue its cached prefix, the rest run alone.
-
-        Row layout (``prefix_reuse.pack_rows_after_prefix``; why it is exact: ``prefix_reuse``'s docstring):
-        ``[prefix | pads | suffix]`` for continuing rows and ``[masked prefix | pads | prompt]`` for the others,
-        which then attend to exactly what a left-padded row of the plain path attends to. Positions are explicit:
-        ``get_rope_index`` over each row's full sequence. Only the rows' own images are passed, so the vision
-        tower and deepstack see each edited image once per row, as in the plain path.
-        """
+        """One greedy ``generate`` call: prompts of ``shared`` continue its cached prefix, the rest run alone
+        (row layout: ``prefix_reuse.pack_rows_after_prefix``; why it is exact: ``prefix_reuse``'s docstring). Only
+        the rows' own images are passed, so each edited image is encoded once per row, as in the plain path."""
         if not self._reuse_is_exact():
             raise ValueError("prefix reuse needs greedy decoding (do_sample=False, num_passes=1)")
         tokenizer = processor.tokenizer
@@ -290,27 +252,14 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
                        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, reuse_prefix: bool = True,
                        groups: Optional[Sequence] = None,
                        max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS) -> List[SpatialRewardResult]:
-        """Judge many edits; one :class:`SpatialRewardResult` per sample, in input order.
+        """Judge many edits (as :meth:`MIEScoreModel.score_batch` takes them); one :class:`SpatialRewardResult`
+        per sample, in input order. Each ``generate`` call runs the SC and PQ prompts of ``batch_size`` samples.
 
-        Args:
-            samples: dicts ``{"sources": [...], "edited": ..., "instruction": ...}`` (images as paths, PIL images
-                or numpy arrays; one source may be given bare), ``EditSample`` objects or 3-tuples.
-            batch_size: samples per ``generate`` call; each call runs the SC and PQ prompts of its samples
-                together (2 x batch_size left-padded sequences, times ``num_passes`` when sampling). Samples are
-                sorted by image tokens first so that a batch holds similar lengths.
-            processor: a ``Qwen3VLProcessor`` (default: the one saved beside the weights).
-            reuse_prefix: edits that share sources and instruction (found by content, or given by ``groups``) run
-                their common SC prefix (chat start + source images) once and generate from copies of its KV
-                cache; their PQ prompts join the same ``generate`` calls. Greedy texts equal the plain path's (to
-                float rounding: fp32 logits differ by ~1e-6, so only exact near-ties could flip; in bf16 the
-                rounding is ~1e-2). Sampling (``do_sample`` / ``num_passes > 1``) always uses the plain path.
-            groups: one hashable group id per sample; samples of one group must share sources and instruction
-                (checked: ``ValueError`` otherwise). Default: grouped by content.
-            max_image_pixels, max_sample_pixels: limits checked from the image headers before decoding (per
-                image, per sample). Images are decoded at full size: region boxes are given in its pixels.
-        Raises:
-            ``MIEScoreInputError`` for unusable inputs (missing image, empty instruction, ...). Strange
-            generations never raise: they give ``config.failure_reward`` and ``failed=True``.
+        ``reuse_prefix``: edits that share sources and instruction (by content, or one ``groups`` id per sample,
+        checked) run their common SC prefix once; greedy texts equal the plain path's to float rounding (fp32 logits
+        differ by ~1e-6, so only exact near-ties could flip; bf16 ~1e-2); sampling always uses the plain path.
+        Images are decoded at full size (region boxes are given in its pixels). ``MIEScoreInputError`` for unusable
+        inputs; strange generations never raise: they give ``config.failure_reward`` and ``failed=True``.
         """
         batch_size = checked_batch_size(batch_size)
         processor = processor or self.get_processor()
@@ -335,17 +284,6 @@ class SpatialRewardModel(SpatialRewardScoringMixin, Qwen3VLForConditionalGenerat
         texts = self._generate_texts(prompts, processor)
         return [assemble_result(self.config, len(s.sources), s.edited.size, texts[k], texts[len(samples) + k],
                                 sample_id=s.id, backend="transformers") for k, s in enumerate(samples)]
-
-    # -- saving -------------------------------------------------------------------------------------------------
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save weights (safetensors), the config with ``auto_map`` and ``custom_pipelines`` (the
-        ``image-edit-scoring`` pipeline), the model code, the processor beside and a model card (README.md,
-        unless the folder has one): ``model_card.save_checkpoint_folder``."""
-        save_checkpoint_folder(self, super().save_pretrained, save_directory, *args, auto_map={
-            "AutoConfig": "configuration_spatialreward.SpatialRewardConfig",
-            "AutoModel": "modeling_spatialreward.SpatialRewardModel",
-            "AutoModelForImageTextToText": "modeling_spatialreward.SpatialRewardModel",
-        }, **kwargs)
 
 
 SpatialRewardConfig.register_for_auto_class()

@@ -56,11 +56,8 @@ def _pixel_digest(image) -> bytes:
 
 
 def group_key(sample: EditSample, image_digests: dict | None = None) -> str:
-    """Content key of what an edit shares with its siblings: the instruction and the source pixels.
-
-    ``image_digests`` (optional, for one call's samples) remembers the digest of each image object, so sources
-    that several samples share as one object (``load_samples`` makes them so) are hashed once.
-    """
+    """Content key of what an edit shares with its siblings: the instruction and the source pixels (each image
+    object hashed once per ``image_digests``)."""
     digests = {} if image_digests is None else image_digests
     key = hashlib.blake2b(sample.instruction.encode("utf-8"), digest_size=16)
     for image in sample.sources:
@@ -72,11 +69,8 @@ def group_key(sample: EditSample, image_digests: dict | None = None) -> str:
 
 
 def find_groups(samples: Sequence[EditSample], group_ids: Sequence | None = None) -> list[list[int]]:
-    """Indices of samples that share sources and instruction, in order of first appearance.
-
-    With ``group_ids`` (one id per sample) the grouping is taken from the caller, and checked: samples of one
-    group must really share sources and instruction, otherwise a ``ValueError`` names them.
-    """
+    """Indices of samples that share sources and instruction, in order of first appearance (or as ``group_ids``
+    says, checked: ``ValueError`` naming two samples of one group that differ)."""
     image_digests: dict = {}
     keys = [group_key(s, image_digests) for s in samples]
     groups: dict = {}
@@ -98,10 +92,7 @@ def find_groups(samples: Sequence[EditSample], group_ids: Sequence | None = None
 
 
 def _prefix_length(input_ids: torch.Tensor, cut_token_id: int) -> int:
-    """Length of the shared prefix: everything up to and including the token that opens the edited image.
-
-    Cutting at a special token keeps BPE merges identical on both sides of the cut.
-    """
+    """Length of the shared prefix: everything up to and including the token that opens the edited image."""
     starts = (input_ids == cut_token_id).nonzero()
     return int(starts[-1]) + 1
 
@@ -144,10 +135,8 @@ def _full_positions(family, backbone, full_ids: torch.Tensor, grids: torch.Tenso
 
 def _suffixes(family, backbone, prefix_ids: torch.Tensor, closing: torch.Tensor, images: _EncodedImages,
               num_sources: int):
-    """Suffix tokens and (R, S) positions of every edit, and the (R, P) positions of the prefix.
-
-    Both depend only on the edited image's grid or tile count, so edits of one size share them.
-    """
+    """Suffix tokens and (R, S) positions of every edit (computed once per edited-image grid or tile count), and
+    the (R, P) positions of the prefix."""
     image_token_id = backbone.config.image_token_id
     by_key, suffixes, positions = {}, [], []
     for i in range(num_sources, len(images.tokens)):
@@ -177,14 +166,9 @@ def _pack_suffixes(suffixes: Sequence[torch.Tensor], positions: Sequence[torch.T
 
 @dataclass
 class SharedPrefixInputs:
-    """Model inputs of a group of edits that share their prompt prefix, built by :func:`prepare_shared_prefix`
-    (on the CPU, no forward pass) and run by :func:`shared_prefix_hidden_states`.
-
-    ``prefix_ids`` `(1, P)` and ``prefix_positions`` `(R, 1, P)`: the prefix call; ``images``: the sources'
-    (first ``num_sources``) and every edit's pixels; ``suffixes[i]`` / ``positions[i]`` `(R, S_i)`: edit i's
-    suffix tokens and positions (R = 3 M-RoPE rows for Qwen-VL, 1 for InternVL, whose backbone takes them flat,
-    ``flat_positions``); ``pad_id`` pads suffixes of different lengths.
-    """
+    """CPU model inputs of a group of edits that share their prompt prefix (:func:`prepare_shared_prefix`): the
+    prefix `(1, P)` and its positions `(R, 1, P)`, the sources' then every edit's pixels, and each edit's suffix
+    and positions `(R, S_i)` (R = 3 M-RoPE rows for Qwen-VL, 1 for InternVL, whose backbone takes them flat)."""
 
     prefix_ids: torch.Tensor
     prefix_positions: torch.Tensor
@@ -204,9 +188,8 @@ class SharedPrefixInputs:
 
 
 def prepare_shared_prefix(backbone, processor, samples: Sequence[EditSample], config) -> SharedPrefixInputs:
-    """The inputs of :func:`suffix_hidden_states` for a group of edits, on the CPU: everything but the forward
-    passes (tokenising, image preprocessing, positions). Needs only ``backbone.config`` and (Qwen-VL)
-    ``backbone.get_rope_index``, so it can run on another thread while the model runs an earlier batch."""
+    """The inputs of :func:`suffix_hidden_states` for a group of edits, on the CPU (no forward pass, so it can run
+    on another thread while the model runs an earlier batch)."""
     family = family_of(config)
     if config.image_order != "sources_first" or not family.prefix_reuse:
         raise ValueError("prefix reuse needs a Qwen-VL or InternVL backbone and the edited image last "
@@ -227,13 +210,11 @@ def prepare_shared_prefix(backbone, processor, samples: Sequence[EditSample], co
 
 @torch.inference_mode()
 def shared_prefix_hidden_states(backbone, inputs: SharedPrefixInputs, batch_size: int) -> torch.Tensor:
-    """Run a prepared group (:func:`prepare_shared_prefix`): the prefix once, then the suffixes ``batch_size``
-    at a time on copies of its KV cache. Returns the last-token hidden state of each edit, `(G, hidden_size)`."""
+    """The last-token hidden state of each edit of a prepared group, `(G, hidden_size)`: the prefix once, then the
+    suffixes ``batch_size`` at a time on copies of its KV cache."""
     device, dtype = backbone.device, backbone.dtype
-    cache = DynamicCache(config=backbone.config)
-    backbone(input_ids=inputs.prefix_ids.to(device),
-             position_ids=inputs.model_positions(inputs.prefix_positions, device), cache=cache, use_cache=True,
-             **inputs.images.vision_inputs(range(inputs.num_sources), device, dtype))
+    cache = build_prefix_cache(backbone, inputs.prefix_ids[0], inputs.model_positions(inputs.prefix_positions, device),
+                               **inputs.images.vision_inputs(range(inputs.num_sources), device, dtype))
     hidden = []
     for start in range(0, len(inputs), batch_size):
         idx = list(range(start, min(start + batch_size, len(inputs))))
@@ -250,18 +231,8 @@ def shared_prefix_hidden_states(backbone, inputs: SharedPrefixInputs, batch_size
 
 
 def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], config, batch_size: int) -> torch.Tensor:
-    """Last-token hidden states of a group of edits sharing sources and instruction.
-
-    Args:
-        backbone: the base model of a Qwen-VL (``Qwen3VLModel``, ``Qwen2_5_VLModel``, ...) or InternVL backbone.
-        samples: loaded :class:`EditSample` objects with identical sources and instruction; the prompt must put
-            the edited image last (``config.image_order == "sources_first"``).
-        batch_size: how many suffixes run together on copies of the prefix cache.
-    Returns:
-        `torch.FloatTensor` of shape `(len(samples), hidden_size)`, equal to the hidden state of each sample's
-        last token in a full forward pass. (:func:`prepare_shared_prefix`, then
-        :func:`shared_prefix_hidden_states`.)
-    """
+    """Last-token hidden states `(len(samples), hidden_size)` of loaded edits sharing sources and instruction,
+    equal to those of full forward passes (Qwen-VL or InternVL base model, edited image last)."""
     return shared_prefix_hidden_states(backbone, prepare_shared_prefix(backbone, processor, samples, config),
                                        batch_size)
 
@@ -277,15 +248,7 @@ def suffix_hidden_states(backbone, processor, samples: Sequence[EditSample], con
 
 
 def rope_positions(base_model, input_ids: torch.Tensor, image_grid_thw: torch.Tensor | None) -> torch.Tensor:
-    """3-D M-RoPE positions of one unpadded sequence.
-
-    Args:
-        base_model: a ``Qwen3VLModel`` (its ``get_rope_index``).
-        input_ids: `torch.LongTensor` of shape `(L,)`, image placeholders already expanded.
-        image_grid_thw: `(num_images, 3)` grids of the images in the order they appear (None: text only).
-    Returns:
-        `torch.LongTensor` of shape `(3, L)`.
-    """
+    """`(3, L)` M-RoPE positions of one unpadded sequence `(L,)` (placeholders expanded; grids None: text only)."""
     ids = input_ids[None]
     if image_grid_thw is None or len(image_grid_thw) == 0:
         return torch.arange(ids.shape[1], device=ids.device).expand(3, -1).clone()
@@ -295,42 +258,24 @@ def rope_positions(base_model, input_ids: torch.Tensor, image_grid_thw: torch.Te
 
 
 @torch.inference_mode()
-def build_prefix_cache(base_model, input_ids: torch.Tensor, pixel_values: torch.Tensor | None,
-                       image_grid_thw: torch.Tensor | None, positions: torch.Tensor) -> DynamicCache:
-    """Run a shared prefix once and return its KV cache (batch 1).
-
-    Args:
-        base_model: a ``Qwen3VLModel``.
-        input_ids: `(P,)` prefix tokens; cut at a special token so BPE merges match the full prompt.
-        pixel_values / image_grid_thw: the rows and grids of the images inside the prefix only.
-        positions: `(3, P)`, sliced from the positions of the full sequence (``rope_positions``).
-    Returns:
-        a ``DynamicCache`` holding exactly P tokens; never pass it to ``generate`` itself (it is extended in place),
-        ``generate_from_prefix`` copies it.
-    """
+def build_prefix_cache(base_model, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                       **vision_inputs) -> DynamicCache:
+    """The batch-1 KV cache of a prefix `(P,)` run with its own images (``vision_inputs``, on the model's device)
+    and ``position_ids`` as the model takes them, sliced from the full sequence's. Never pass it to ``generate``
+    itself (it is extended in place): ``generate_from_prefix`` copies it."""
     cache = DynamicCache(config=base_model.config)
-    if pixel_values is not None:
-        pixel_values = pixel_values.to(base_model.device, base_model.dtype)
-    base_model(input_ids=input_ids[None].to(base_model.device), pixel_values=pixel_values,
-               image_grid_thw=image_grid_thw, position_ids=positions[:, None].to(base_model.device),
-               cache=cache, use_cache=True)
+    base_model(input_ids=input_ids[None].to(base_model.device), position_ids=position_ids.to(base_model.device),
+               cache=cache, use_cache=True, **vision_inputs)
     return cache
 
 
 def pack_rows_after_prefix(prefix_ids: torch.Tensor, prefix_positions: torch.Tensor, rows: Sequence, pad_id: int):
-    """Lay out generation rows behind a cached prefix: ``[prefix | pads | row tokens]``, all rows one width.
+    """Lay out generation rows ``(ids, positions (3, S_i), continues_prefix)`` behind a cached prefix:
+    ``[prefix | pads | row tokens]``, all rows one width; ``(input_ids, attention_mask, position_ids (4, B, P+W))``.
 
-    Args:
-        prefix_ids: `(P,)`; prefix_positions: `(3, P)`.
-        rows: ``(ids, positions, continues_prefix)`` per row: ids `(S_i,)`, positions `(3, S_i)` (for a continuing
-            row these are the suffix's slice of the full sequence's positions, for an independent row its own
-            positions from 0). A row with ``continues_prefix=False`` attends to none of the prefix (its part of
-            the mask is zero), exactly like a left-padded row of a plain batch.
-    Returns:
-        ``(input_ids (B, P+W), attention_mask (B, P+W), position_ids (4, B, P+W))`` with W the longest row; row 0
-        of the positions is the text index (what ``generate`` derives from the mask), rows 1-3 the M-RoPE
-        positions. Pads get position 0 and mask 0; the last column is every row's last real token, so
-        ``generate`` continues each row's positions correctly.
+    A row that does not continue the prefix attends to none of it (mask zero), exactly like a left-padded row of a
+    plain batch. Position row 0 is the text index (what ``generate`` derives from the mask), rows 1-3 M-RoPE; the
+    last column is every row's last real token, so ``generate`` continues each row's positions correctly.
     """
     prefix_len = len(prefix_ids)
     width = max(len(ids) for ids, _, _ in rows)
@@ -359,15 +304,8 @@ def pack_rows_after_prefix(prefix_ids: torch.Tensor, prefix_positions: torch.Ten
 def generate_from_prefix(model, prefix_cache: DynamicCache, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                          position_ids: torch.Tensor, pixel_values: torch.Tensor | None,
                          image_grid_thw: torch.Tensor | None, **generate_kwargs) -> torch.Tensor:
-    """``model.generate`` for rows packed by ``pack_rows_after_prefix`` on a copy of a batch-1 prefix cache.
-
-    Args:
-        model: a ``Qwen3VLForConditionalGeneration``.
-        prefix_cache: from ``build_prefix_cache``; left untouched (``generate`` extends the cache it gets).
-        pixel_values / image_grid_thw: the images of the row tokens only, in row order (never the prefix's).
-    Returns:
-        `torch.LongTensor` of shape `(B, new_tokens)`: the generated tokens of each row.
-    """
+    """The new tokens `(B, new)` of ``model.generate`` for rows packed by ``pack_rows_after_prefix`` on a copy of
+    a batch-1 prefix cache (left untouched), given the rows' own images only (never the prefix's)."""
     cache = copy.deepcopy(prefix_cache)
     cache.batch_repeat_interleave(input_ids.shape[0])
     device = model.device

@@ -82,14 +82,9 @@ class EditSample:
     def load(self, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, decoded: dict | None = None, *,
              max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS, target_pixels: int | None = None,
              where: str | None = None) -> "EditSample":
-        """The same sample with every image an RGB ``PIL.Image``.
-
-        Every image's header is read first; the images are decoded only when each passes ``image_io``'s checks
-        and their decoded pixels together stay within ``max_sample_pixels`` (:data:`DEFAULT_MAX_SAMPLE_PIXELS`).
-        ``target_pixels`` (the model's ``max_pixels``) lets a much larger image be reduced while decoding.
-        ``decoded`` (optional, shared across the samples of one chunk) remembers the images already loaded, by
-        file path or by object, so the sources that a group of edits shares are read once and are one object in
-        every sample.
+        """The same sample with every image an RGB ``PIL.Image``, decoded only when every header passes
+        ``image_io``'s checks and ``max_sample_pixels``. ``decoded`` (shared across one chunk's samples) makes the
+        sources a group of edits shares read once and one object in every sample (prefix grouping hashes them once).
         """
         decoded = {} if decoded is None else decoded
         images = [*self.sources, self.edited]
@@ -231,14 +226,9 @@ def _other_stock_processor_class(source: str, nested: dict):
 
 
 def load_stock_processor(source, revision: str | None = None, token=None, **hub_kwargs):
-    """A ``Qwen3VLProcessor`` built from the processor files of a checkpoint folder or Hub repo.
-
-    Works for our MIEScore / SpatialReward checkpoints and for plain Qwen3-VL ones. A checkpoint of another
-    backbone family (Qwen2.5-VL, InternVL, LLaVA, ...) gets the stock transformers class its
-    ``processor_config.json`` names, loaded with ``trust_remote_code=False``. Never prompts, never imports
-    code from the checkpoint, ignores every ``auto_map``. Raises ``OSError`` when the folder has no image
-    processor settings or no tokenizer, ``ValueError`` for unreadable files.
-    """
+    """A ``Qwen3VLProcessor`` built from the processor files of a checkpoint folder or Hub repo (another backbone
+    family: the stock transformers class its ``processor_config.json`` names). Never prompts, never imports code
+    from the checkpoint. ``OSError`` when it has no image processor settings or no tokenizer."""
     from transformers import Qwen2Tokenizer, Qwen3VLProcessor
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
@@ -267,10 +257,8 @@ def load_stock_processor(source, revision: str | None = None, token=None, **hub_
 
 
 def strip_auto_maps(folder) -> list[str]:
-    """Remove every ``auto_map`` from the processor files in ``folder``; returns the files changed.
-
-    Our processor is the stock one, so no processor file of a checkpoint should point at code.
-    """
+    """Remove every ``auto_map`` from the processor files in ``folder`` (ours is the stock processor, so none should
+    point at code); returns the files changed."""
     changed = []
     for name in PROCESSOR_JSON_FILES:
         path = os.path.join(os.fspath(folder), name)
@@ -290,10 +278,7 @@ def strip_auto_maps(folder) -> list[str]:
 
 
 def load_checkpoint_processor(source: str):
-    """The stock ``Qwen3VLProcessor`` saved beside a checkpoint, built without running any code from it.
-
-    See :func:`load_stock_processor`; raises ``ValueError`` with a clear message.
-    """
+    """:func:`load_stock_processor` of a checkpoint, with a ``ValueError`` saying how to attach a processor."""
     if not source:
         raise ValueError(
             "no processor attached to this model and no checkpoint path to load one from; "
@@ -352,14 +337,9 @@ def as_edit_sample(sample, where: str = "sample") -> EditSample:
 
 
 def build_messages(num_sources: int, instruction: str, config) -> tuple[list[dict], list[str]]:
-    """Chat messages for one sample and the role of each image placeholder, in prompt order.
-
-    Returns ``(messages, roles)`` where ``roles[i]`` is ``"source:k"`` (0-based k) or ``"edited"`` for the
-    i-th ``{"type": "image"}`` entry. The text comes from ``config.prompt_template``; ``{sources}`` expands to
-    ``config.source_label`` + image for each source, ``{edited}`` to ``config.edited_label`` + image. A sample with
-    exactly one source uses ``config.single_source_prompt_template`` and ``config.single_source_label`` when the
-    config has them (the paper's single-source variant; checkpoints saved before it have neither).
-    """
+    """Chat messages for one sample and the role (``"source:k"`` or ``"edited"``) of each image placeholder, in
+    prompt order. A one-source sample uses the single-source template and label where the config has them
+    (checkpoints saved before the paper's single-source variant have neither)."""
     single = num_sources == 1 and getattr(config, "single_source_prompt_template", None)
     template = config.single_source_prompt_template if single else config.prompt_template
     source_label = getattr(config, "single_source_label", config.source_label) if single else config.source_label
@@ -419,12 +399,7 @@ def image_size_kwargs(config) -> dict:
 
 
 def prepare_inputs(processor, samples: Sequence[EditSample], config, padding_side: str | None = None):
-    """Batch of loaded samples -> ``BatchFeature`` for ``MIEScoreModel.forward``.
-
-    Returns ``input_ids`` / ``attention_mask`` (B, L), ``mm_token_type_ids`` (B, L), ``pixel_values``
-    (sum of patches, C*T*P*P) and ``image_grid_thw`` (number of images, 3), images in prompt order.
-    Each image is resized to fit ``config.min_pixels``..``config.max_pixels``.
-    """
+    """Batch of loaded samples -> ``BatchFeature`` for ``MIEScoreModel.forward`` (images in prompt order)."""
     texts, images = [], []
     specials = [t for t in getattr(processor.tokenizer, "all_special_tokens", ()) if len(t) > 1]
     for sample in samples:
@@ -477,11 +452,7 @@ def image_prompt_tokens(width: int, height: int, config, max_pixels: int | None 
 
 
 def estimate_num_tokens(sample: EditSample, config) -> int:
-    """Cheap estimate of a loaded sample's sequence length (used to sort batches by length).
-
-    Image tokens come from :func:`image_prompt_tokens` with the config's pixel budget; the text is estimated
-    from its character count.
-    """
+    """Cheap estimate of a loaded sample's sequence length (to sort batches by length)."""
     total = len(sample.instruction) // 3 + len(config.skill or "") // 4
     for image in [*sample.sources, sample.edited]:
         total += image_prompt_tokens(*image.size, config)

@@ -1,12 +1,8 @@
 """What SpatialReward returns for one edit, and how the generated texts become it, for every backend.
 
-:class:`SpatialRewardResult` is the judgement of one edit; :func:`assemble_result` turns the SC and PQ texts of
-one edit (one per pass) into it: parse each text (``spatialreward_parsing``), average the passes that parsed
-(self-ensemble), aggregate the four sub-scores into the reward (``spatialreward_aggregation``, sec. 3.1 / 5.4), flag failures with
-``config.failure_reward`` and convert the region boxes to pixels (``spatialreward_drawing.bbox_to_pixels``).
-:class:`SpatialRewardScoringMixin` adds the conveniences built on ``evaluate_edits``. The transformers model
-(``modeling_spatialreward``) and the OpenAI-compatible backend (``judges.spatialreward_api``) share all of it;
-only the generation step differs.
+The transformers model (``modeling_spatialreward``) and the OpenAI-compatible backend (``judges.spatialreward_api``)
+share all of it; only the generation step differs. Passes are averaged over those that parsed (self-ensemble) and
+the sub-scores aggregated into the reward as in sec. 3.1 / 5.4.
 
 Hub file: copied into every saved SpatialReward checkpoint. It imports only the standard library and its flat
 siblings (numpy and Pillow through them).
@@ -25,28 +21,11 @@ from .spatialreward_parsing import ParsedOutput, parse_pq_output, parse_sc_outpu
 
 @dataclass
 class SpatialRewardResult:
-    """The judgement of one edit.
-
-    Fields:
-        reward: float in [0, 1] (``config.failure_reward`` when ``failed``).
-        failed: the SC or PQ output could not be parsed (or its API request failed); see ``failure_reasons``.
-        failure_reasons: e.g. ``["sc:parse_failed"]``, ``["pq:api_error:timeout"]``; empty when not failed.
-        s_if, s_con: instruction following and source consistency (SC stream, 0-25), None if missing.
-        s_nat, s_art: naturalness and artifacts (PQ stream, 0-25), None if missing.
-        sc, pq: the weighted sums ``w_sc . (s_if, s_con)`` and ``w_pq . (s_nat, s_art)`` on 0-25 (sec. 3.1).
-        regions: ``[{"id", "label", "bbox_2d": [x1, y1, x2, y2] in 0..1000, "bbox_pixels": [x1, y1, x2, y2] in
-            the edited image's pixels}]``.
-        reasoning: the SC reasoning, grounding tokens in canonical form (``<|bbox_i|>``, ``<|global|>``).
-        region_reasoning: ``{region id: the reasoning segment after its <|bbox_i|>}``.
-        global_reasoning: the segment after ``<|global|>`` (None when absent).
-        pq_reasoning: the PQ reasoning.
-        sc_parse_ok, pq_parse_ok: both scores of that stream were found (``parse_ok`` is both).
-        issues: ``{"sc": [...], "pq": [...]}`` parser issue codes (``spatialreward_parsing.ISSUE_CODES``) over all
-            passes, plus ``api_error:<kind>`` for failed requests.
-        raw_sc, raw_pq: the generated texts, one per pass (chat-control tokens stripped).
-        num_sources: number of source images; image_size: ``(width, height)`` of the edited image.
-        id: the sample's id when it had one; backend: ``"transformers"`` or ``"openai"``.
-    """
+    """The judgement of one edit: ``reward`` in [0, 1] (``config.failure_reward`` when ``failed``, with
+    ``failure_reasons`` such as ``"sc:parse_failed"`` or ``"pq:api_error:timeout"``); the sub-scores on 0-25 (None
+    if missing) and ``sc`` / ``pq``, their weighted sums (sec. 3.1); ``regions`` with ``bbox_2d`` in 0..1000 and
+    ``bbox_pixels`` in the edited image; the SC reasoning split as ``ParsedOutput`` splits it; ``issues`` per stream
+    over all passes (plus ``api_error:<kind>``); ``raw_sc`` / ``raw_pq``: the texts, one per pass."""
 
     reward: float
     failed: bool
@@ -161,11 +140,8 @@ def assemble_result(
     sample_id: Optional[str] = None,
     backend: str = "transformers",
 ) -> SpatialRewardResult:
-    """Parse the SC / PQ generations of one edit (one text per pass) and aggregate them into a result.
-
-    ``sc_errors`` / ``pq_errors``: per pass, None or an error kind (e.g. ``"timeout"``) when the text could not
-    be obtained at all (API backend). Never raises for any text.
-    """
+    """Parse the SC / PQ generations of one edit (one text per pass; ``*_errors``: per pass, None or the kind of
+    error when the text could not be obtained) and aggregate them into a result. Never raises for any text."""
     score_max = float(config.score_range)
     sc_errors = list(sc_errors) if sc_errors is not None else [None] * len(sc_texts)
     pq_errors = list(pq_errors) if pq_errors is not None else [None] * len(pq_texts)
@@ -220,17 +196,9 @@ class SpatialRewardScoringMixin:
 
     def score_candidates(self, sources, instruction: str, candidates: Sequence, batch_size: Optional[int] = None,
                          return_results: bool = False, **kwargs):
-        """Rewards of K candidate edits of one (sources, instruction): one MER-Bench group or one RL group.
-
-        Args:
-            sources: the source image (or list of source images) shared by the candidates.
-            instruction: the editing instruction.
-            candidates: the K edited images.
-            batch_size: samples per batch (default: all K at once, i.e. 2K prompts in one generate call).
-        Returns:
-            the K rewards (floats, input order), or ``(rewards, results)`` with ``return_results=True``.
-            Failed candidates get ``config.failure_reward`` and are flagged in their result.
-        """
+        """Rewards of K candidate edits of one (sources, instruction), one MER-Bench or RL group (default: all K
+        in one batch); ``(rewards, results)`` with ``return_results``. Failed candidates get
+        ``config.failure_reward`` and are flagged in their result."""
         candidates = list(candidates)
         if not candidates:
             return ([], []) if return_results else []

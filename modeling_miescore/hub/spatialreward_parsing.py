@@ -136,28 +136,12 @@ ISSUE_CODES: Dict[str, str] = {
 }
 
 # Issues that concern grounding only; they never affect parse_ok.
-GROUNDING_ISSUES = frozenset(
-    {
-        "token_normalized",
-        "missing_regions",
-        "regions_not_list",
-        "region_invalid",
-        "region_missing_id",
-        "region_missing_label",
-        "duplicate_region_id",
-        "bbox_clamped",
-        "bbox_reordered",
-        "bbox_degenerate",
-        "bbox_id_out_of_vocab",
-        "missing_global_token",
-        "global_token_repeated",
-        "bbox_token_without_region",
-        "region_without_bbox_token",
-        "bbox_token_repeated",
-        "unexpected_grounding_token",
-        "unexpected_regions",
-    }
-)
+GROUNDING_ISSUES = frozenset({
+    "token_normalized", "missing_regions", "regions_not_list", "region_invalid", "region_missing_id",
+    "region_missing_label", "duplicate_region_id", "bbox_clamped", "bbox_reordered", "bbox_degenerate",
+    "bbox_id_out_of_vocab", "missing_global_token", "global_token_repeated", "bbox_token_without_region",
+    "region_without_bbox_token", "bbox_token_repeated", "unexpected_grounding_token", "unexpected_regions",
+})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -172,26 +156,13 @@ def _score_property(name: str) -> property:
 
 @dataclass
 class ParsedOutput:
-    """Result of parsing one generation.
+    """Result of parsing one generation (``task`` ``"sc"`` or ``"pq"``; ``parse_ok``: module docstring).
 
-    Fields
-    ------
-    task: ``"sc"`` or ``"pq"``.
-    parse_ok: both scores of the pass were found (see module docstring).
-    scores: ``{"s_if", "s_con"}`` (SC) or ``{"naturalness", "artifacts"}`` (PQ) -> float in
-        [0, 25] or None.
-    regions: list of ``{"id": int, "label": str, "bbox_2d": [x1, y1, x2, y2]}`` (ints in
-        [0, 1000], x1 <= x2, y1 <= y2). Always empty for PQ.
-    reasoning: the reasoning string with special tokens in canonical form ("" if missing).
-    preamble: reasoning text before the first special token.
-    region_reasoning: ``{region_id: text}``: text following each ``<|bbox_i|>`` up to the next
-        special token (segments of a repeated token are joined with a space).
-    global_reasoning: text following ``<|global|>`` up to the next token, None if absent.
-    issues: unique issue codes in order of first occurrence (see ``ISSUE_CODES``).
-    issue_details: every occurrence as ``{"code": ..., "message": ...}``.
-    score_source: ``"json"``, ``"repaired_json"``, ``"fallback"`` or ``"none"``.
-    num_sources: the ``num_sources`` the SC output was checked against (None: single source).
-    raw: the input text, unchanged.
+    ``regions``: ``{"id", "label", "bbox_2d": [x1, y1, x2, y2]}`` with ints in [0, 1000], x1 <= x2, y1 <= y2 (empty
+    for PQ). ``reasoning`` holds the special tokens in canonical form; ``preamble`` is its text before the first
+    token, ``region_reasoning[i]`` the text after each ``<|bbox_i|>`` up to the next token (a repeated token's
+    segments joined), ``global_reasoning`` the text after ``<|global|>``. ``issues``: unique codes in order of first
+    occurrence; ``issue_details``: every occurrence. ``score_source``: json, repaired_json, fallback or none.
     """
 
     task: str
@@ -223,9 +194,6 @@ class ParsedOutput:
     def grounding_ok(self) -> bool:
         """No grounding issue was recorded (always True for a clean PQ output)."""
         return not any(code in GROUNDING_ISSUES for code in self.issues)
-
-    def has_issue(self, code: str) -> bool:
-        return code in self.issues
 
     def add_issue(self, code: str, message: str = "") -> None:
         if code not in self.issues:
@@ -640,13 +608,8 @@ def _parse_into(text, task, num_sources, score_max, res: ParsedOutput, names) ->
 def parse_sc_output(
     text: str, num_sources: Optional[int] = None, score_max: float = SCORE_MAX
 ) -> ParsedOutput:
-    """Parse a semantic-consistency (SC) generation (paper D.1.1 / D.1.2).
-
-    ``num_sources``: number of source images the prompt had; None or 1 means the single-source
-    prompt D.1.1 (``<|global|>`` required exactly once); >= 2 means the multi-source prompt
-    D.1.2 (``<|global|>`` optional, at most once). Scores: ``s_if`` (editing success) and
-    ``s_con`` (over-editing / fusion quality), floats in [0, score_max].
-    """
+    """Parse a semantic-consistency (SC) generation: ``num_sources`` None or 1 is the single-source prompt D.1.1
+    (``<|global|>`` required exactly once), >= 2 the multi-source prompt D.1.2 (``<|global|>`` optional)."""
     return _parse(text, "sc", num_sources, score_max)
 
 

@@ -1,23 +1,16 @@
 """Reading the JSON in a model's answer: the package's one reader (a Hub file that SpatialReward checkpoints
 carry, so it imports only the standard library).
 
-* :func:`strip_thinking_and_fences` drops ``<think>...</think>`` blocks (a lone ``</think>``: the thinking prefix
-  whose opening tag was in the prompt; an unclosed ``<think>``: everything after it) and code fences.
 * **Relaxed** (SpatialReward's SC / PQ outputs, ``spatialreward_parsing``): :func:`find_output_object` takes the
-  first ``{...}`` (outside string literals; quotes in prose are ignored) holding an output key, parsed strictly
-  or after repairs (single quotes, trailing commas, Python literals, unquoted keys, unescaped inner quotes); a
-  cut-off one is closed. A reward must be read from whatever was written; every repair or oddity is reported
-  through ``notes.add_issue(code, message)`` (``parsing.ISSUE_CODES``). At most 32 candidates, truncation
-  repair only below 64 KiB.
+  first ``{...}`` holding an output key, parsed strictly or after repairs (single quotes, trailing commas, Python
+  literals, unquoted keys, unescaped inner quotes); a cut-off one is closed. A reward must be read from whatever was
+  written; every repair or oddity is reported as an issue (``parsing.ISSUE_CODES``).
 * **Strict** (judges, the GRPO oracle, MER-Bench synthesis, skill optimisation, benchmark judges): nothing is
-  repaired, a model that cannot write JSON fails visibly. :func:`final_json_object` ``(text, keys) -> (obj,
-  issues)`` is the answer object: the **final** one holding one of ``keys`` (answers quote objects, so the first
-  is not the answer); candidates that disagree on a key give None (``conflicting_json_objects``), a key written
-  twice with different values is removed (``duplicate_key:<key>``), a scan stopped early gives None
-  (``too_many_json_candidates``), and with ``top_level`` so does an object inside another (``nested_answer``).
-  :func:`extract_json` lists every accepted value for callers with their own rules, :func:`extract_first_json`
-  the first. Values nested too deeply are skipped (no ``RecursionError``); lone surrogates become U+FFFD
-  (:func:`valid_strings`), so what is returned can be stored and written.
+  repaired, a model that cannot write JSON fails visibly. The answer is the **final** object holding a key
+  (answers quote objects, so the first is not the answer); candidates that disagree, or a key written twice with
+  different values, are refused (:func:`final_json_object`).
+
+Both bound their work on degenerate answers; lone surrogates become U+FFFD, so what is returned can be stored.
 """
 
 from __future__ import annotations
@@ -27,9 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-__all__ = ["IssueNotes", "JSONFind", "MAX_ANSWER_CHARS", "disagree", "extract_first_json", "extract_json",
-           "final_json_object", "find_output_object", "get_key", "is_unclosed", "loads_noting_duplicates",
-           "strip_reasoning_and_fences", "strip_thinking_and_fences", "valid_strings", "valid_text"]
+__all__ = ["IssueNotes", "JSONFind", "MAX_ANSWER_CHARS", "MAX_JSON_TRIES", "disagree", "extract_first_json",
+           "extract_json", "final_json_object", "find_output_object", "get_key", "is_unclosed",
+           "loads_noting_duplicates", "strip_reasoning_and_fences", "strip_thinking_and_fences", "valid_strings",
+           "valid_text"]
 
 
 class IssueNotes(Protocol):
@@ -49,7 +43,8 @@ _FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*")
 
 
 def strip_thinking_and_fences(text: str, res: Optional[IssueNotes] = None) -> str:
-    """``text`` without thinking blocks and code fences (fence markers become spaces; module docstring)."""
+    """``text`` without ``<think>...</think>`` blocks (a lone ``</think>``: the thinking prefix whose opening tag
+    was in the prompt; an unclosed ``<think>``: everything after it) and code fences (markers become spaces)."""
     note = res.add_issue if res is not None else (lambda code, message="": None)
     if _THINK_CLOSE_RE.search(text):
         text, n = _THINK_BLOCK_RE.subn(" ", text)
@@ -420,6 +415,7 @@ def find_output_object(text: str, res: IssueNotes, keys: Sequence[str]):
 # ----------------------------------------------------------------------------------------------
 
 MAX_ANSWER_CHARS = 200_000  # longer answers are degenerate; only their beginning is scanned (bounds run time)
+MAX_JSON_TRIES = 64  # balanced spans decoded per answer at most
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -466,7 +462,7 @@ class JSONFind:
     """What :func:`extract_json` found: the accepted ``values`` (outermost spans only, in the answer's order),
     for each the keys it repeats with *different* values (``duplicates[i]``: key -> the values in order) and
     whether it lies inside another decodable JSON value that was not accepted (``nested[i]``), and ``exhausted``
-    (``max_tries`` candidates were decoded before the end of the answer)."""
+    (:data:`MAX_JSON_TRIES` candidates were decoded before the end of the answer)."""
 
     values: List[Any] = field(default_factory=list)
     duplicates: List[Dict[str, List[Any]]] = field(default_factory=list)
@@ -479,10 +475,10 @@ class JSONFind:
         return self.values[-1] if self.values else None
 
 
-def extract_json(text: str, accept: Callable[[Any], bool], openers: str = "{", max_tries: int = 64) -> JSONFind:
+def extract_json(text: str, accept: Callable[[Any], bool], openers: str = "{") -> JSONFind:
     """Every balanced JSON value (starting with a character of ``openers``) of the stripped answer that strict
     ``json.loads`` accepts and ``accept(value)`` likes, outermost first (a value inside an accepted one is not
-    listed again). At most ``max_tries`` spans are decoded, so degenerate answers cost linear time."""
+    listed again). At most :data:`MAX_JSON_TRIES` spans are decoded, so degenerate answers cost linear time."""
     text = strip_reasoning_and_fences(text)
     found = JSONFind()
     tries = 0
@@ -491,7 +487,7 @@ def extract_json(text: str, accept: Callable[[Any], bool], openers: str = "{", m
     for start, end in sorted(_scan(text, strict=True)[0]):
         if text[start] not in openers or start < covered:
             continue
-        if tries >= max_tries:
+        if tries >= MAX_JSON_TRIES:
             found.exhausted = True
             break
         tries += 1
@@ -512,9 +508,9 @@ def extract_json(text: str, accept: Callable[[Any], bool], openers: str = "{", m
     return found
 
 
-def extract_first_json(text: str, accept: Callable[[Any], bool], openers: str = "{", max_tries: int = 64) -> Any:
+def extract_first_json(text: str, accept: Callable[[Any], bool], openers: str = "{") -> Any:
     """The first value :func:`extract_json` accepts (None if there is none)."""
-    found = extract_json(text, accept, openers=openers, max_tries=max_tries)
+    found = extract_json(text, accept, openers=openers)
     return found.values[0] if found.values else None
 
 
@@ -531,12 +527,14 @@ def disagree(values: Sequence[Any], keys_of: Callable[[Any], Dict[str, Any]]) ->
 
 
 def final_json_object(text: str, keys: Sequence[str], accept: Optional[Callable[[Any], bool]] = None,
-                      max_tries: int = 64, top_level: bool = False) -> Tuple[Optional[Dict[str, Any]], List[str]]:
-    """The answer object and its issue codes (module docstring): the final JSON object holding one of ``keys``
-    (or that ``accept`` likes); keys written twice with different values are removed."""
+                      top_level: bool = False) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+    """The answer object and its issue codes: the final JSON object holding one of ``keys`` (or that ``accept``
+    likes). Candidates that disagree on a key give None (``conflicting_json_objects``), a key written twice with
+    different values is removed (``duplicate_key:<key>``), a scan stopped early gives None
+    (``too_many_json_candidates``), and with ``top_level`` so does an object inside another (``nested_answer``)."""
     keys = tuple(keys)
     test = accept or (lambda value: isinstance(value, dict) and any(k in value for k in keys))
-    found = extract_json(text, test, max_tries=max_tries)
+    found = extract_json(text, test)
     if found.exhausted:
         return None, ["too_many_json_candidates"]
     if not found.values:

@@ -1,13 +1,6 @@
 """The one engine for "many calls to a large model": request keys, an on-disk answer cache, concurrency,
-retries, usage and cost accounting, and a progress bar.
-
-Every stage of the package that asks a multimodal chat model for many answers goes through it: the zero-shot
-MLLM judges (:mod:`modeling_miescore.judges.mllm_judge`), the SpatialReward data pipeline
-(:mod:`modeling_miescore.data.spatialreward_pipeline`) and skill optimisation. Usage::
-
-    from modeling_miescore.judges.call_engine import CallEngine, ChatRequest
-    from modeling_miescore.judges.call_cache import CallCache
-    from modeling_miescore.judges.chat_backends import OpenAIChatBackend
+usage and cost accounting, and a progress bar, for the zero-shot MLLM judges, the SpatialReward data pipeline and
+skill optimisation::
 
     backend = OpenAIChatBackend("http://127.0.0.1:8000/v1", "Qwen/Qwen3-VL-8B-Instruct", max_concurrency=16)
     engine = CallEngine(backend, cache=CallCache("calls.sqlite"))
@@ -16,22 +9,13 @@ MLLM judges (:mod:`modeling_miescore.judges.mllm_judge`), the SpatialReward data
     results[0].text, results[0].error, results[0].cached
     engine.usage.as_dict()   # requests, cache hits, failures by kind, retries, tokens, cost
 
-A request (:class:`ChatRequest`) is one user turn of text and PIL images plus generation settings. Its key
-(:func:`request_key`) is the sha256 of a canonical JSON form of everything that decides the answer: the
-backend's identity (kind, model name, how images are encoded), the text, each image's pixels (hashed: mode,
-size and raw bytes), ``max_tokens``, ``temperature`` and the extra body fields. The stage name and the endpoint
-URL are not part of it: the same model behind another server gives the same answer. (Changed the weights behind
-a name? Use another cache file.)
-
-``engine.run(requests)`` returns one :class:`CallResult` per request, in order, and never raises for a failed
-request: answers found in the cache are returned at once, identical requests are sent once, the others go to
-the backend (``backend.batch_size`` requests per call, ``backend.max_concurrency`` calls in flight; retries of
-transient HTTP failures happen inside :class:`~modeling_miescore.judges.chat_client.ChatClient`). Each answer
-is written to the cache the moment it arrives, so a killed run loses nothing it received. A failed request
-(after its retries) is a result with ``error`` set and is not cached, so a rerun tries it again.
-
-Backends (:mod:`modeling_miescore.judges.chat_backends`): any OpenAI-compatible endpoint (vLLM, SGLang, hosted
-APIs) and a local transformers VLM (``AutoModelForImageTextToText``, batched greedy generation).
+A request's key (:func:`request_key`) covers everything that decides the answer (the backend's identity, the text,
+each image's pixels, ``max_tokens``, ``temperature``, the extra body fields), not the stage or the endpoint URL:
+the same model behind another server gives the same answer (changed the weights behind a name? use another cache
+file). ``engine.run`` never raises for a failed request: cached answers come back at once, identical requests
+are sent once, each answer is cached the moment it arrives (a killed run loses nothing it received), and a
+request that failed after its retries (inside the chat client) is a result with ``error`` set, not cached, so a
+rerun tries it again.
 """
 
 from __future__ import annotations

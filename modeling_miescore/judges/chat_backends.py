@@ -61,11 +61,9 @@ class _DataURLs:
 
 
 class OpenAIChatBackend:
-    """An OpenAI-compatible endpoint. ``client`` may be passed (tests, custom headers); the other connection
-    arguments are then ignored. The API key comes from the environment variable ``api_key_env`` only.
-    ``timeout`` is the total deadline of one request attempt and ``max_answer_bytes`` the byte limit of one
-    answer (:class:`~modeling_miescore.judges.chat_client.ChatClient`); ``image_quality`` is the JPEG / WEBP
-    quality of the images sent (PNG is lossless)."""
+    """An OpenAI-compatible endpoint through a :class:`~modeling_miescore.judges.chat_client.ChatClient` made from
+    the connection arguments, or ``client`` (tests, custom headers); ``image_quality`` is the JPEG / WEBP quality
+    of the images sent (PNG is lossless)."""
 
     batch_size = 1
 

@@ -1,44 +1,26 @@
 """A small client for OpenAI-compatible chat-completion servers (vLLM, SGLang, LM Studio, OpenAI, Gemini's
-OpenAI endpoint, ...).
-
-Used by the SpatialReward API backend, the GRPO oracle judge (:mod:`modeling_miescore.judges.oracle`) and the
-call engine (:mod:`modeling_miescore.judges.call_engine`: MLLM judges, the SpatialReward data pipeline, skill
-optimisation). It does one thing: POST ``{base_url}/chat/completions`` and return the first choice's text (or,
-with :meth:`ChatClient.complete`, the text with the response's token usage), with connection reuse, bounded
-retries on transient failures and typed errors::
+OpenAI endpoint, ...), used by the SpatialReward API backend, the GRPO oracle judge and the call engine::
 
     client = ChatClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-VL-8B-Instruct")
     text = client.chat([user_message(["Describe the edit.", source, edited])], max_tokens=256)
 
-Bounds (:mod:`modeling_miescore.utils.http_bounds`): ``timeout`` is a total deadline per request attempt
-(connecting, sending, waiting for the headers and reading the body together, not per read), and an answer's
-body may take at most ``max_answer_bytes`` bytes on the wire and after decompression (default
-:data:`DEFAULT_MAX_ANSWER_BYTES`; a gzip bomb stops at the limit, never inflated whole). An answer over the limit
-is a :class:`ChatError` of kind ``"too_large"``: not retried (the same request gives the same answer) and never
-cached by the call engine. A body nested too deeply for the JSON decoder is a ``"bad_response"``. Lone
-surrogates in the answer's text (``\ud800`` escapes, never valid text) are replaced with U+FFFD
-(:mod:`modeling_miescore.utils.text_hygiene`) and :attr:`ChatCompletion.repaired` says so.
+Bounds and retries are :mod:`modeling_miescore.utils.http_bounds`' (:class:`BoundedHTTPClient`): ``timeout`` is a
+total deadline per attempt, an answer takes at most ``max_answer_bytes`` (:data:`DEFAULT_MAX_ANSWER_BYTES`) on the
+wire and decompressed, and 408/409/429/5xx, timeouts and connection errors are retried (waiting the server's
+``Retry-After`` or ``backoff * 2**attempt`` with jitter, capped at ``max_backoff``). Other 4xx answers, malformed
+bodies, refusals (``message.refusal``) and answers over the limit are not retried: the same request gives the same
+answer. Every failure is a :class:`ChatError` with a ``kind``. Lone surrogates in an answer's text are replaced
+with U+FFFD (:attr:`ChatCompletion.repaired`).
 
-Retries (:mod:`modeling_miescore.utils.http_bounds`): HTTP 408/409/429/5xx, timeouts and connection errors are
-retried up to ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (+ up to 10 % jitter so that
-parallel callers do not retry in lock-step), or the server's ``Retry-After`` (delta-seconds or an HTTP date)
-when it sends one; every wait is capped at ``max_backoff``. Other 4xx answers and malformed bodies are not
-retried (repeating the same request cannot fix them); neither is a refusal (``message.refusal``), which is a
-:class:`ChatError` of kind ``"refusal"``.
-
-The API key is read from the environment variable ``api_key_env`` when the client is created; it is sent only
-in the ``Authorization`` header and never appears in ``repr``, logs or error messages (nor does the password of
-a ``http://user:password@host`` base URL: :mod:`modeling_miescore.utils.credentials`). A key that cannot be sent
-(a newline, a space, a non-ASCII character) is a ``ValueError`` naming the variable, before any request. Without
-the variable no ``Authorization`` header is sent, which is what local servers expect.
-
-A client is safe to share between threads (one pooled ``httpx.Client``), which is how the oracle runs its
-bounded thread pool.
+The API key is read from the environment variable ``api_key_env`` when the client is made and sent only in the
+``Authorization`` header; it and a URL's password never appear in ``repr``, logs or messages. Without the
+variable no ``Authorization`` header is sent, as local servers expect. A client is safe to share between threads.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import logging
@@ -49,6 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
+
+from ..utils import http_bounds
 from ..utils.closing import ClosesOnExit
 from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
 from ..utils.http_bounds import Attempted, RetryPolicy, send_with_retries
@@ -57,8 +42,8 @@ from ..hub.image_io import resize_to_budget, to_rgb
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "endpoint_url", "image_to_data_url",
-           "refusal_hint", "server_error_text", "user_message", "RETRY_STATUSES"]
+__all__ = ["BoundedHTTPClient", "ChatClient", "ChatCompletion", "ChatError", "DEFAULT_MAX_ANSWER_BYTES", "endpoint_url",
+           "image_to_data_url", "refusal_hint", "server_error_text", "user_message", "RETRY_STATUSES"]
 
 # 408 request timeout, 409 (vLLM answers it while a LoRA is being swapped), 429 rate limit, and every 5xx.
 RETRY_STATUSES = frozenset({408, 409, 429, *range(500, 600)})
@@ -164,7 +149,52 @@ class ChatCompletion:
                    model=valid_text(model)[:200] if isinstance(model, str) else None)
 
 
-class ChatClient(ClosesOnExit):
+class BoundedHTTPClient(ClosesOnExit):
+    """An ``httpx`` client for a server we do not control, within :mod:`~modeling_miescore.utils.http_bounds`: each
+    attempt takes at most ``timeout`` seconds in all, each answer at most ``max_answer_bytes``, retried as
+    ``retry_policy`` says; ``api_key`` goes as a Bearer token, and :meth:`masked` hides it and the ``urls``'
+    credentials (servers echo them). The chat client and the reward client (``serving.reward_client``) are ones."""
+
+    def __init__(self, urls: Sequence[str], api_key: Optional[str], api_key_env: str, timeout: float,
+                 max_answer_bytes: int, retry_policy: RetryPolicy, headers: Optional[Dict[str, str]] = None,
+                 transport=None, **client_args: Any):
+        request_headers = {"Accept-Encoding": http_bounds.accept_encoding(), **(headers or {})}
+        if api_key:
+            request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
+        # the URLs' passwords, query keys and the Basic auth httpx sends for them
+        self._secrets = tuple(s for s in (api_key, *(s for url in urls for s in url_secrets(url))) if s)
+        self.timeout, self.max_answer_bytes = float(timeout), int(max_answer_bytes)
+        self.retry_policy = retry_policy
+        # a test's transport (httpx.MockTransport) has no connection pool to bound; real ones go through the deadline
+        make = functools.partial(httpx.Client, transport=transport) if transport else http_bounds.deadline_client
+        self._client = make(timeout=httpx.Timeout(self.timeout), headers=request_headers, **client_args)
+
+    def masked(self, text: Any) -> str:
+        return redact(str(text), self._secrets)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def exchange(self, method: str, url: str, on_retry=None, **request_args: Any) -> Attempted:
+        """One request under :attr:`retry_policy`, each attempt within the deadline and the byte limit. A retryable
+        failure still there after the retries is returned (:class:`~modeling_miescore.utils.http_bounds.Attempted`);
+        ``AnswerTooLarge`` and ``BadBody`` are raised with the requests sent as their ``attempts``."""
+        attempts = 0
+
+        def send():
+            nonlocal attempts
+            attempts += 1
+            with http_bounds.request_deadline(self.timeout), self._client.stream(method, url, **request_args) as answer:
+                return http_bounds.read_bounded_body(answer, self.max_answer_bytes)
+
+        try:
+            return send_with_retries(send, self.retry_policy, on_retry=on_retry)
+        except (http_bounds.AnswerTooLarge, http_bounds.BadBody) as err:
+            err.attempts = attempts
+            raise
+
+
+class ChatClient(BoundedHTTPClient):
     """Client for ``POST {base_url}/chat/completions``.
 
     Args:
@@ -192,33 +222,18 @@ class ChatClient(ClosesOnExit):
             raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
         if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int) or max_answer_bytes < 1:
             raise ValueError(f"max_answer_bytes must be a positive integer, got {max_answer_bytes!r}")
-        try:
-            import httpx
-
-            from ..utils import http_bounds
-        except ImportError as err:  # pragma: no cover - httpx is in the serve/train extras
-            raise ImportError("ChatClient needs httpx: pip install 'miescore[serve]'") from err
-        self._httpx, self._bounds = httpx, http_bounds
         self.base_url = base_url.rstrip("/")
         self.url = endpoint_url(self.base_url, "chat/completions")
         self.shown_url = redacted_url(self.url)  # what messages, logs and reprs show
         self.model = model
         self.api_key_env = api_key_env
-        self.timeout = float(timeout)
-        self.max_answer_bytes = int(max_answer_bytes)
-        self.retry_policy = RetryPolicy(max_retries=int(max_retries), backoff=float(backoff),
-                                        max_backoff=float(max_backoff), statuses=RETRY_STATUSES,
-                                        exceptions=(httpx.TransportError,))  # timeouts included
-        request_headers = {"Content-Type": "application/json", "Accept-Encoding": http_bounds.accept_encoding(),
-                           **(headers or {})}
         api_key = os.environ.get(api_key_env, "") if api_key_env else ""
-        if api_key:
-            request_headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.has_api_key = bool(api_key)
-        # the URL's password, query keys and the Basic auth httpx sends for them: servers echo them
-        self._secrets = tuple(s for s in (api_key, *url_secrets(self.base_url)) if s)
-        self._client = http_bounds.deadline_client(timeout=httpx.Timeout(self.timeout), headers=request_headers,
-                                       limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        super().__init__([self.base_url], api_key, api_key_env, timeout, max_answer_bytes, RetryPolicy(
+            max_retries=int(max_retries), backoff=float(backoff), max_backoff=float(max_backoff),
+            statuses=RETRY_STATUSES, exceptions=(httpx.TransportError,)),  # timeouts included
+            headers={"Content-Type": "application/json", **(headers or {})},
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
 
     def __repr__(self) -> str:  # never shows the key
         return (f"ChatClient(base_url={redacted_url(self.base_url)!r}, model={self.model!r}, "
@@ -227,11 +242,7 @@ class ChatClient(ClosesOnExit):
 
     def _shown(self, text: Any) -> str:
         """One excerpt line of ``text`` with the key and URL credentials masked."""
-        return _excerpt(redact(str(text), self._secrets))
-
-    # -- lifecycle ----------------------------------------------------------------------------------------------
-    def close(self) -> None:
-        self._client.close()
+        return _excerpt(self.masked(text))
 
     # -- requests -----------------------------------------------------------------------------------------------
     def chat(self, messages: Sequence[Dict[str, Any]], temperature: float = 0.0, max_tokens: int = 1024,
@@ -272,23 +283,14 @@ class ChatClient(ClosesOnExit):
             url = endpoint_url(self.base_url, path)
         shown = redacted_url(url)
         content = json.dumps(body, allow_nan=False).encode("ascii")  # ASCII: a lone surrogate is an escape
-        bounds = self._bounds
-        attempts = 0
-
-        def send():
-            nonlocal attempts
-            attempts += 1
-            with bounds.request_deadline(self.timeout), self._client.stream("POST", url, content=content) as answer:
-                return bounds.read_bounded_body(answer, self.max_answer_bytes)
-
         try:
-            outcome = send_with_retries(send, self.retry_policy, on_retry=self._log_retry)
-        except bounds.AnswerTooLarge as err:
+            outcome = self.exchange("POST", url, self._log_retry, content=content)
+        except http_bounds.AnswerTooLarge as err:
             raise ChatError(f"{shown}: {err} (raise max_answer_bytes, --max-answer-bytes on the command "
-                            "line, if such answers are expected)", "too_large", attempts=attempts) from None
-        except bounds.BadBody as err:
+                            "line, if such answers are expected)", "too_large", attempts=err.attempts) from None
+        except http_bounds.BadBody as err:
             raise ChatError(f"{shown}: the answer's body cannot be decoded: {self._shown(err)}",
-                            "bad_response", attempts=attempts) from None
+                            "bad_response", attempts=err.attempts) from None
         if outcome.error is not None:
             raise self._transport_error(outcome.error, outcome.attempts, shown)
         response, status = outcome.response, outcome.response.status_code
@@ -307,7 +309,7 @@ class ChatClient(ClosesOnExit):
 
     def _transport_error(self, error: BaseException, attempts: int, shown: Optional[str] = None) -> ChatError:
         shown = shown or self.shown_url
-        if isinstance(error, self._httpx.TimeoutException):
+        if isinstance(error, httpx.TimeoutException):
             return ChatError(f"{shown}: no complete answer within {self.timeout:g} s "
                              f"({type(error).__name__}); raise the timeout or check the server load", "timeout",
                              attempts=attempts)

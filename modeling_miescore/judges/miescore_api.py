@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..scoring.vllm_miescore import MIESCORE_CONFIG_FILE
+from ..scoring.vllm_export import MIESCORE_CONFIG_FILE
 from ..utils.closing import ClosesOnExit
 from ..hub.backbone_families import qwen_patch_factor
 from ..hub.processing_miescore import build_messages, ordered_images

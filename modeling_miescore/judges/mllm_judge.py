@@ -1,9 +1,5 @@
 """Zero-shot general MLLM judges of multi-source edits (MIEScore paper: Table 3, the general-purpose MLLM rows;
-Table 6, the ChatGPT / Gemini / Qwen3-VL / InternVL rows).
-
-A multimodal chat model (behind any OpenAI-compatible endpoint, or a local transformers VLM; both through the
-call engine, :mod:`modeling_miescore.judges.call_engine`) is asked for the three MIE-Bench dimensions on the
-0-100 MOS scale::
+Table 6, the ChatGPT / Gemini / Qwen3-VL / InternVL rows), through the call engine::
 
     engine = CallEngine(OpenAIChatBackend(url, "gpt-5", max_concurrency=16), cache=CallCache("calls.sqlite"))
     judge = MLLMJudge(engine, name="gpt-5")
@@ -11,30 +7,23 @@ call engine, :mod:`modeling_miescore.judges.call_engine`) is asked for the three
     # [{"visual_quality": 72.0, "instruction_following": 65.0, "attribute_preservation": 58.0,
     #   "overall": 64.9, "judge": "gpt-5", "failed": False, "issues": [], "reasoning": "..."}]
 
-The prompt (:data:`JUDGE_RUBRIC`, :func:`judge_prompt_parts`) is ours: it states the three dimensions and their
-score bands in the words of the paper's annotation criteria (appendix "Annotation Dimension and Criteria"; the
-raters' 0-5 Likert bands become 20-point bands of the 0-100 MOS, eq. 1), then shows the images labelled as
-MIEScore's own prompt does ("Source image k:", "Editing instruction:", "Edited image:"), then fixes the answer
-format: one JSON object with a short ``reasoning`` and the three scores. The instruction is the user's text:
-it is written as a JSON string literal (in quotes, its quotes and line breaks escaped), and the rubric says
-that it is data, so an instruction cannot pose as the end of the prompt or as the answer object (issue 22).
+The prompt (:data:`JUDGE_RUBRIC`, :func:`judge_prompt_parts`) is ours: the three dimensions and their score bands
+in the words of the paper's annotation criteria (appendix "Annotation Dimension and Criteria"; the raters' 0-5
+Likert bands become 20-point bands of the 0-100 MOS, eq. 1), the images labelled as MIEScore's own prompt does,
+then the answer format: one JSON object with a short ``reasoning`` and the three scores. The instruction is
+written as a JSON string literal and the rubric says it is data, so it cannot pose as the end of the prompt or as
+the answer object.
 
-Parsing (:func:`parse_mos_answer`) gives the same guarantees as SpatialReward's parser
-(:mod:`modeling_miescore.hub.spatialreward_parsing`): a score is read only from its JSON key (``visual_quality``,
-``instruction_following``, ``attribute_preservation``; letter case, spaces and hyphens in the key are tolerated
-and flagged ``key_alias``) in the model's **final** JSON object that has one (an answer may quote the
-instruction, which may carry such an object); thinking text and code fences are ignored. Several such objects
-that disagree on a score give no score at all (``conflicting_json_objects``), a key written twice with
-different values in the object gives none for that dimension (``duplicate_key:<dim>``), as do the
-key-anchored fallbacks: only when no such object parses is a ``"visual_quality": 70`` pattern used
-(``score_from_fallback``; two different matches are ``fallback_ambiguous`` and give nothing). A number is never
-taken from anywhere else.
-A value that is not a finite number (a 400-digit integer included), or lies outside [0, 100], is no score
-(``score_invalid``, ``score_out_of_range``). An answer without all three scores is a flagged failure (``failed: true``, the missing
-scores ``null``, ``overall`` null), and so is a refusal (``issues: ["refusal"]``); a request that failed for good
-(HTTP error after retries, timeout, malformed body) gives no record at all (:class:`JudgeRequestError`), so a
-rerun asks again. ``overall`` is the paper's eq. 2
-(:func:`modeling_miescore.hub.miescore_overall.overall_score`).
+Parsing (:func:`parse_mos_answer`) gives SpatialReward's parser's guarantees
+(:mod:`modeling_miescore.hub.spatialreward_parsing`): a score is read only from its JSON key (letter case, spaces
+and hyphens tolerated, flagged ``key_alias``) in the **final** JSON object that has one, thinking text and code
+fences ignored; objects that disagree give no score (``conflicting_json_objects``), a key written twice with
+different values none for that dimension (``duplicate_key:<dim>``); only when no object parses is a
+``"visual_quality": 70`` pattern used (``score_from_fallback``; two different matches: ``fallback_ambiguous``). A
+value that is not a finite number in [0, 100] is no score (``score_invalid``, ``score_out_of_range``). An answer
+without all three scores, or a refusal, is a flagged failure (``failed: true``, ``overall`` null); a request that
+failed for good gives no record (:class:`JudgeRequestError`), so a rerun asks again. ``overall`` is the paper's
+eq. 2 (:func:`modeling_miescore.hub.miescore_overall.overall_score`).
 """
 
 from __future__ import annotations

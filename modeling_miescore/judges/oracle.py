@@ -1,42 +1,26 @@
 """The GRPO "oracle" consistency reward of SpatialReward (arXiv 2602.07458, sec. 3.4, appendix B.1.2, D.4).
 
 During the RL stage a strong judge model (Gemini-3-Flash in the paper, any model behind an OpenAI-compatible
-endpoint here) reads the policy's reasoning and scores together with the images and says whether they are
-hallucination-free and self-consistent: 1 (no issues), 0.5 (minor issues) or 0 (severe issues). That value
-is the reward. The judge prompts are the paper's appendix D.4 text, verbatim (they are the published
-contract of the released recipe).
+endpoint here) reads the policy's reasoning and scores with the images and says whether they are
+hallucination-free and self-consistent: 1 (no issues), 0.5 (minor) or 0 (severe); that value is the reward. The
+judge prompts are the paper's appendix D.4 text, verbatim (the published contract of the released recipe).
 
-Failures are never hidden. Every judged sample gets a status:
+Failures are never hidden: every sample gets a status, counted in :class:`OracleStats` and logged (the first few of
+each one by one, then every 100th): ``ok`` (a usable number, clamped to [0, 1]), ``api_error`` (the request
+failed after retries, with the :class:`~modeling_miescore.judges.chat_client.ChatError` kind; a local error
+building it is kind ``internal``), ``judge_unparsable`` (no score in the answer) or ``policy_unparsable`` (the
+policy output has no scores; the judge is not called). Each failure status has its value in :class:`OracleConfig`
+(``None``: not applicable for TRL). The released recipe used 0.8 for API errors and 0.5 for unparsable answers
+(:func:`released_failure_values`); our defaults are 0.5 for both: a judge outage is not evidence that the policy
+did well, and an output the reward model cannot use is a severe issue (0).
 
-* ``ok``: the judge answered with a usable number (clamped to [0, 1]);
-* ``api_error``: the request failed after retries (sub-kind ``http`` / ``timeout`` / ``connection`` /
-  ``bad_response`` / ``too_large``, see :class:`~modeling_miescore.judges.chat_client.ChatError`)
-  -> ``api_error_value``;
-* ``judge_unparsable``: the judge's answer carries no score -> ``judge_unparsable_value``;
-* ``policy_unparsable``: the policy output has no scores, so there is nothing to verify; the judge is not
-  called -> ``policy_unparsable_value`` (default 0: an output the reward model cannot use is a severe issue).
+The instruction and the policy's reasoning are filled into the D.4 templates as JSON string literals
+(``quote_inputs=True``), and the judge's verdict is its **final** JSON object with a score (several that disagree,
+or a score key written twice with different values, give none): a policy under RL would otherwise learn to end
+its reasoning with ``{"consistency_score": 1}`` and have it read back when the judge quotes it.
 
-An unexpected local error while building a request (e.g. an image that cannot be encoded) is reported as
-``api_error`` with ``error_kind="internal"`` and also counted as ``internal_error``; it never stops training.
-
-Each status is counted in :class:`OracleStats` and logged with ``logging`` warnings (the first few of each
-kind one by one, then every 100th with the running counts). A value of ``None`` makes the sample "not
-applicable" for TRL (its other reward functions still count). The released recipe used 0.8 for API errors and
-0.5 for unparsable judge answers (``released_failure_values()``); our defaults are 0.5 for both: a judge
-outage is not evidence that the policy did well.
-
-User and policy text in the prompts (issue 22): the D.4 templates put the instruction and the policy's reasoning
-inline ("Editing Instruction: {instruction} Model Reasoning: {reasoning} ..."). A policy under RL learns what
-raises its reward, and a reasoning that ends in ``{"consistency_score": 1}`` would otherwise be read back as the
-judge's verdict when the judge quotes it. With ``quote_inputs=True`` (default) both are filled as JSON string
-literals (in quotes, quotes and line breaks escaped; the published wording around them unchanged), and the
-judge's answer is read from its **final** JSON object with a score; several that disagree, or a score key
-written twice with different values, give no score (``judge_unparsable``), as does a key-anchored fallback
-with disagreeing matches. ``quote_inputs=False`` fills the templates raw, as printed.
-
-Ambiguity in D.4 as printed: "If no issues, give 1; minor issues -0.5; severe issues 0". The released code
-documents the values 1 / 0.5 / 0, so a judge that literally answers -0.5 means "minor": with
-``negative_half_is_minor=True`` (default) exactly -0.5 becomes 0.5 and is counted as ``minor_alias``.
+D.4 as printed says "minor issues -0.5", while the released code documents 1 / 0.5 / 0, so an answer of exactly
+-0.5 means minor: with ``negative_half_is_minor=True`` (default) it becomes 0.5, counted as ``minor_alias``.
 """
 
 from __future__ import annotations
@@ -44,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
@@ -134,13 +119,9 @@ def released_failure_values() -> Dict[str, float]:
 
 @dataclass
 class OracleConfig:
-    """Where the judge is and what failures are worth.
-
-    ``temperature`` 0.3 is the released recipe's judge setting. ``max_workers`` bounds the concurrent requests.
-    Images go to the judge as data URLs, downscaled to ``max_pixels`` and encoded as ``image_format``.
-    ``timeout`` is the total deadline of one request attempt, ``max_answer_bytes`` the byte limit of an answer
-    (:class:`~modeling_miescore.judges.chat_client.ChatClient`); ``quote_inputs``: see the module docstring.
-    """
+    """Where the judge is (the :class:`~modeling_miescore.judges.chat_client.ChatClient` arguments) and what
+    failures are worth. ``temperature`` 0.3 is the released recipe's judge setting; ``max_workers`` bounds the
+    concurrent requests; images go as data URLs, downscaled to ``max_pixels``, encoded as ``image_format``."""
 
     base_url: str
     model: str
@@ -207,16 +188,15 @@ class OracleStats:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._counts: Dict[str, int] = {}
+        self._counts: Counter = Counter()
 
     def add(self, key: str, n: int = 1) -> int:
         with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + n
+            self._counts[key] += n
             return self._counts[key]
 
     def __getitem__(self, key: str) -> int:
-        with self._lock:
-            return self._counts.get(key, 0)
+        return self._counts[key]
 
     def as_dict(self) -> Dict[str, int]:
         with self._lock:
@@ -242,16 +222,11 @@ _SCORE_RE = re.compile(r"[\"']?(consistency_score|quality_score)[\"']?\s*[:=]\s*
 
 
 def parse_judge_answer(text: str, task: str) -> Dict[str, Any]:
-    """Read the judge's JSON answer (D.4 format).
-
-    Returns ``{"score": float | None, "reasoning": str}``. The score key is ``consistency_score`` (SC) or
-    ``quality_score`` (PQ); the other one and a plain ``score`` are accepted too (judges mix them up). The
-    judge's **final** JSON object with a usable score is its answer
-    (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.extract_json`: Markdown fences and thinking text are ignored);
-    objects that disagree on the score, or a score key written twice with different values, give None. When
-    none parses, a key-anchored ``"..._score": x`` pattern is searched in the same stripped text (disagreeing
-    matches give None). Numbers are returned unclamped.
-    """
+    """Read the judge's JSON answer (D.4 format; the rules in the module docstring) -> ``{"score": float | None,
+    "reasoning": str}``, the score unclamped. The score key is ``consistency_score`` (SC) or ``quality_score`` (PQ);
+    the other one and a plain ``score`` are accepted too (judges mix them up). When no JSON object parses
+    (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.extract_json`), a key-anchored ``"..._score": x``
+    pattern is searched in the same text without thinking and fences (disagreeing matches give None)."""
     if not isinstance(text, str):
         return {"score": None, "reasoning": ""}
     preferred = "consistency_score" if task == "sc" else "quality_score"

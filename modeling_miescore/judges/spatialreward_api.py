@@ -1,31 +1,22 @@
-"""SpatialReward through an OpenAI-compatible chat endpoint (``vllm serve``, SGLang, hosted judges).
-
-Same prompts (appendix D.1), parsing, aggregation and result type as the transformers backend
-(:class:`modeling_spatialreward.SpatialRewardModel`); only the generation step differs::
+"""SpatialReward through an OpenAI-compatible chat endpoint (``vllm serve``, SGLang, hosted judges): the prompts
+(appendix D.1), parsing, aggregation and result type of the in-process ``SpatialRewardModel``; only the generation
+step differs::
 
     # vllm serve SpatialReward/SpatialReward-8B --max-model-len 4096 --limit-mm-per-prompt '{"image": 4}'
     judge = SpatialRewardAPI("http://127.0.0.1:8000/v1", model="SpatialReward/SpatialReward-8B")
     results = judge.evaluate_edits([{"sources": [src], "edited": out, "instruction": "add a hat"}])
 
-Each sample costs ``2 x num_passes`` chat requests (SC and PQ streams), sent concurrently by a bounded thread
-pool; the server batches them (vLLM's continuous batching and prefix caching do the rest, sec. B.2.3).
-A request that fails for good (HTTP error after retries, timeout, malformed body) never raises: the sample
-is flagged (``failed``, ``failure_reasons = ["sc:api_error:timeout"]``), gets ``config.failure_reward``, and the
-failure is counted in :attr:`SpatialRewardAPI.stats` (``errors_by_kind``; the server's first message of each
-kind in ``error_messages``, e.g. vLLM's "At most 4 image(s) may be provided in one prompt" with what to change).
-An answer the server cut at ``max_tokens`` (``finish_reason: "length"``) is flagged ``cut_at_max_tokens`` in its
-stream's issues and counted (``stats["cut_at_max_tokens"]``); it is parsed like the in-process model's text, so it
-fails (``parse_failed``) unless both scores were written before the cut, and no score is ever made up.
+Each sample costs ``2 x num_passes`` chat requests (SC and PQ), sent concurrently; the server batches them (vLLM's
+continuous batching and prefix caching, sec. B.2.3). A request that fails for good never raises: the sample is
+flagged (``failure_reasons = ["sc:api_error:timeout"]``) and the failure counted in :attr:`SpatialRewardAPI.stats`
+(with the server's first message of each kind). An answer cut at ``max_tokens`` is flagged ``cut_at_max_tokens``
+and parsed like the in-process model's text: no score is ever made up.
 
-What the server sees is what the in-process model sees (``tests/test_engines_parity.py`` checks it against a
-real vLLM): the same chat messages (images first, in order, then the D.1 text), and every image already resized
-to the size the Qwen-VL image processor gives it for ``config.min_pixels`` / ``config.max_pixels``, with the
-processor's own resize, sent losslessly (PNG), so the server's processor has nothing left to resize; where the
-processor's rule would resize that image again (see :func:`processor_sized_image`) the original is sent and the
-server resizes it once. Either way the server must use the checkpoint's pixel range: ``scripts/vllm_cpu.sh
-start`` passes it as ``--mm-processor-kwargs``, and an export of ``miescore export-vllm`` carries it in its
-processor config. ``config`` may be a checkpoint folder: its
-SpatialReward settings (prompts, pixel range, ``max_new_tokens``, ...) are read, as the model was trained with them.
+The server sees what the in-process model sees (``tests/test_engines_parity.py`` checks it against a real vLLM):
+the same messages, each image already resized as the Qwen-VL processor resizes it (:func:`processor_sized_image`)
+and sent losslessly. The server must use the checkpoint's pixel range (``scripts/vllm_cpu.sh start`` passes it; an
+export of ``miescore export-vllm`` carries it); ``config`` may be a checkpoint folder, whose SpatialReward settings
+are read.
 """
 
 from __future__ import annotations
@@ -44,7 +35,8 @@ from ..hub.processing_miescore import EditSample, resized_image_size
 from ..hub.spatialreward_judgement import SpatialRewardResult, SpatialRewardScoringMixin, assemble_result
 from ..hub.spatialreward_tokens import strip_control_tokens
 from ..utils.closing import ClosesOnExit
-from .chat_client import DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url
+from .chat_client import (DEFAULT_MAX_ANSWER_BYTES, RETRY_STATUSES, ChatClient, ChatError, image_to_data_url,
+                          user_message)
 from ..hub.image_io import to_rgb
 from ..scoring.checkpoint_files import read_config_file
 
@@ -104,21 +96,16 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
     """SpatialReward judge served behind ``POST {base_url}/chat/completions``.
 
     Args:
-        base_url: server root with the API prefix, e.g. ``http://127.0.0.1:8000/v1``.
-        model: the model name the server expects.
-        api_key_env: environment variable holding the API key (unset: no Authorization header).
-        timeout: seconds one request attempt may take in all (connecting, sending, the headers and the body); a
-            request never waits longer than ``timeout x (max_retries + 1)`` plus the retry back-off.
-        max_retries: extra attempts for transient failures (429, 5xx, timeouts, connection errors).
+        base_url, model, api_key_env, timeout, max_retries, max_answer_bytes: for the
+            :class:`~modeling_miescore.judges.chat_client.ChatClient` (or pass ``client``); a request never waits
+            longer than ``timeout x (max_retries + 1)`` plus the back-off, and an answer over the byte limit is a
+            failed request (``sc:api_error:too_large``).
         config: a :class:`SpatialRewardConfig` (prompts, score range, aggregation, sampling, ``max_pixels``,
             ``failure_reward``), or a checkpoint folder / ``config.json`` to read it from
             (:func:`spatialreward_settings`); default: the paper's settings. ``config_overrides`` replace single
             fields.
         max_concurrency: requests in flight at once.
         image_format: ``"PNG"`` (lossless, default) or ``"JPEG"`` / ``"WEBP"`` (smaller requests).
-        client: an existing ``ChatClient`` (tests, custom headers); base_url/model/... are then ignored.
-        max_answer_bytes: the byte limit of one answer, on the wire and decompressed (an answer over it is a
-            failed request, ``sc:api_error:too_large``).
     """
 
     backend = "openai"
@@ -191,11 +178,11 @@ class SpatialRewardAPI(ClosesOnExit, SpatialRewardScoringMixin):
         server stopped the answer at ``max_tokens``."""
         config = self.config
         sample = bool(config.do_sample) or int(config.num_passes) > 1
-        content = [{"type": "image_url", "image_url": {"url": url}} for url in urls]
-        content.append({"type": "text", "text": text})  # images first, as in the released inference code
+        # images first, as in the released inference code
+        message = user_message([*({"type": "image_url", "image_url": {"url": url}} for url in urls), text])
         extra = {"top_p": float(config.sampling_top_p)} if sample else {}
         try:
-            answer = self.client.complete([{"role": "user", "content": content}],
+            answer = self.client.complete([message],
                                           temperature=float(config.sampling_temperature) if sample else 0.0,
                                           max_tokens=int(config.max_new_tokens), **extra)
         except ChatError as err:

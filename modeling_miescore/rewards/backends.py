@@ -1,43 +1,24 @@
-"""The reward backends: MIEScore or SpatialReward in this process, an OpenAI-compatible SpatialReward endpoint,
-``miescore serve`` replicas, and weighted sums. Each is an :class:`~.groups.EditorReward`: it scores whole
-groups and flags failed samples instead of scoring them.
+"""The reward backends, each an :class:`~.groups.EditorReward` that scores whole groups and flags failed samples
+(a reason, never a made-up number):
 
-**MIEScore** (``miescore:CKPT``, :class:`MIEScoreReward`): a group's G edits share sources and instruction, so
-they are scored in one ``score_batch`` call with the group's key as their group id: the prompt prefix runs once
-(``reuse_prefix=True``; exact to float rounding, ``docs/prefix_reuse.md``). The reward is ``overall / 100``: the
-MIEScore paper's eq. 2, ``VQ^0.3 * IF^0.4 * AP^0.3`` on 0-100, mapped to [0, 1]. ``weights`` replaces the three
-exponents (divided by their sum, so the reward stays in [0, 1]). The three dimension scores are components.
-
-**SpatialReward** (``spatialreward:CKPT`` in this process, ``spatialreward-api:MODEL@URL`` an OpenAI-compatible
-endpoint such as ``vllm serve``, as the paper ran it, appendix B.2.1; :class:`SpatialRewardReward`): the
-package's scorers (the SC and PQ prompts of appendix D.1, parsing, self-ensemble, the reward of sec. 3.1); the
-in-process model gets each group's key as its group id, so a group's SC prefix runs once (vLLM's prefix caching
-does the same, sec. B.2.3). ``aggregation``: ``None`` keeps the scorer's reward, by default ``(SC/25)^0.8
-(PQ/25)^0.2`` (sec. 3.1 / 5.4); ``"min"`` is the appendix B.2.2 "Bucket Principle" ablation ``sqrt(min(s_if,
-s_con) * min(s_nat, s_art)) / 25``; ``"arithmetic"`` is sec. 5.4's third variant (all through
-:func:`~modeling_miescore.hub.spatialreward_aggregation.spatial_reward`). A sample whose answer cannot be parsed or
-whose requests failed is a failed sample (``"sc:parse_failed"``, ``"pq:api_error:http"``), never the scorer's
-``failure_reward``. When every sample of a call failed because the endpoint could not be reached, did not answer
-in time, or refused every request with an HTTP 4xx no retry changes (an unserved model name, too many images, a
-prompt over ``--max-model-len``), the reward raises :class:`~.groups.RewardUnavailableError` with the server's
-message. Components: ``sc``, ``pq`` and the four sub-scores, on 0-25.
-
-**Served** (``serve:URL[,URL...]``, :class:`ServedReward`): the
-:class:`~modeling_miescore.serving.reward_client.RewardClient` sends each whole group to one replica (chosen by the
-group's key with bounded load, so its shared prefix runs once there), the replicas' requests concurrently. A
-MIEScore answer (``overall``) is rewarded as in-process MIEScore, a SpatialReward answer (``reward``, ``failed``)
-as in-process SpatialReward. An edit that cannot be read is a failed
-sample (``unreadable_image``) and is not sent; an edit the server refuses or fails on after the retries is a
-failed sample (``http_422``, ``http_500``) and the rest of its request is scored without it; so is an answer
-without a finite reward (``nan``). 5xx answers that name no sample are retried (``max_retries``). When every
-replica is unreachable, too slow or overloaded after the retries, or the API key is wrong, the reward raises
-:class:`~.groups.RewardUnavailableError` naming each replica's error.
-
-**Weighted sums** (``"0.7*miescore:CKPT + 0.3*pkg.mod:fn"`` or a list of terms, :class:`WeightedSumReward`):
-``R = sum_k w_k * R_k`` per edit, the terms running concurrently (one thread each). An edit is a failed sample
-when any term failed on it (reason ``"<term>:<its reason>"``). Each term's reward is the component ``<term>`` and
-its own components ``<term>/<name>``; a reward in two terms is numbered ``<term>#1``, ``<term>#2``. A term that
-raises makes the whole sum raise.
+- **MIEScore** (``miescore:CKPT``, :class:`MIEScoreReward`): a group's G edits in one ``score_batch`` call with the
+  group's key as group id, so the prompt prefix runs once (exact to float rounding, ``docs/prefix_reuse.md``). The
+  reward is ``overall / 100``, the paper's eq. 2 ``VQ^0.3 * IF^0.4 * AP^0.3`` mapped to [0, 1], or the
+  ``weights`` given instead of the exponents; the three dimension scores are components.
+- **SpatialReward** (``spatialreward:CKPT`` in this process, ``spatialreward-api:MODEL@URL`` an OpenAI-compatible
+  endpoint such as ``vllm serve``, as the paper ran it, appendix B.2.1; :class:`SpatialRewardReward`): the SC and
+  PQ prompts of appendix D.1 and the reward of sec. 3.1, ``(SC/25)^0.8 (PQ/25)^0.2``; ``aggregation="min"`` is the
+  B.2.2 "Bucket Principle" ablation and ``"arithmetic"`` sec. 5.4's third variant. Failed samples carry the
+  scorer's reason (``"sc:parse_failed"``, ``"pq:api_error:http"``), never its ``failure_reward``. An endpoint that
+  answered no sample (unreachable, too slow, or a 4xx no retry changes) raises
+  :class:`~.groups.RewardUnavailableError` with its message.
+- **Served** (``serve:URL[,URL...]``, :class:`ServedReward`): ``miescore serve`` replicas through the
+  :class:`~modeling_miescore.serving.reward_client.RewardClient`, each group whole to one replica; answers are
+  rewarded as in-process MIEScore (``overall``) or SpatialReward (``reward``). Unreadable edits are not sent
+  (``unreadable_image``); an edit the server refuses or fails on is a failed sample (``http_422``) and the rest
+  of its request is scored without it. No replica left, or a wrong API key: :class:`~.groups.RewardUnavailableError`.
+- **Weighted sums** (``"0.7*miescore:CKPT + 0.3*pkg.mod:fn"``, :class:`WeightedSumReward`): ``sum_k w_k * R_k``
+  per edit, the terms on one thread each; an edit fails when any term failed on it (``"<term>:<reason>"``).
 """
 
 from __future__ import annotations
@@ -49,11 +30,12 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..hub.configuration_miescore import SCORE_NAMES
 from ..hub.miescore_overall import overall_score
-from ..serving.reward_client import RewardClient, RewardServerError, ScoringFailure
+from ..serving.reward_client import RewardClient, RewardServerError
 from ..hub.spatialreward_aggregation import SCORE_RANGE, spatial_reward
-from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, regroup,
-                     result_components, reward_range_of, score_isolating)
+from .groups import (EditGroup, GroupScores, RewardUnavailableError, checked_value, flat_samples, reward_range_of,
+                     rewarded, score_isolating)
 from ..scoring.loading import load_scorer, load_spatialreward
+from ..serving.backends import takes_group_ids
 from ..judges.spatialreward_api import SpatialRewardAPI
 from ..utils.credentials import redact
 from ..hub.errors import MIEScoreInputError
@@ -154,16 +136,8 @@ class MIEScoreReward:
         batch_size = self.batch_size or max(len(g.edits) for g in groups)
         samples, keys = flat_samples(groups)
         outcomes = score_isolating(lambda s, k: self._score(s, k, batch_size), samples, keys)
-        rewards, failures = [], []
-        for result, reason in outcomes:
-            value = None
-            if result is not None:
-                value, reason = miescore_value(result, self.weights, self.scale, self.score_names, self.score_scale)
-            rewards.append(value)
-            failures.append(reason)
-        components = result_components([r if f is None else None for (r, _), f in zip(outcomes, failures)],
-                                       self.score_names)
-        return regroup(groups, rewards, failures, components)
+        return rewarded(groups, outcomes, self.score_names, lambda result: miescore_value(
+            result, self.weights, self.scale, self.score_names, self.score_scale))
 
     def close(self) -> None:
         pass
@@ -215,12 +189,6 @@ def spatialreward_value(result: dict, aggregation: Optional[str] = None, config=
     return checked_value(spatial_reward(*subscores, mode=aggregation, **kwargs), (0.0, 1.0))
 
 
-def _takes_group_ids(method) -> bool:
-    import inspect
-
-    return "groups" in inspect.signature(method).parameters
-
-
 class SpatialRewardReward:
     """A SpatialReward scorer (``SpatialRewardModel`` or ``SpatialRewardAPI``) as an
     :class:`~.groups.EditorReward`.
@@ -240,7 +208,7 @@ class SpatialRewardReward:
         self.batch_size = batch_size
         self.name = name
         self.reward_range = (0.0, 1.0)  # sec. 3.1: every aggregation lies in [0, 1]
-        self._groups_kwarg = _takes_group_ids(scorer.evaluate_edits)
+        self._groups_kwarg = takes_group_ids(scorer.evaluate_edits)
 
     def _score(self, samples: list, keys: list, batch_size: int) -> list:
         kwargs = {"groups": keys} if self._groups_kwarg else {}
@@ -260,14 +228,10 @@ class SpatialRewardReward:
         if refused:
             raise RewardUnavailableError(self.name, refused)
         config = getattr(self.scorer, "config", None)
-        rewards, failures, kept = [], [], []
-        for result, reason in outcomes:
-            value, why = (None, reason) if result is None else spatialreward_value(result, self.aggregation, config)
-            rewards.append(value)
-            failures.append(why)
-            kept.append(result if why is None else None)
-        self._check_reachable(failures)
-        return regroup(groups, rewards, failures, result_components(kept, SPATIALREWARD_COMPONENTS))
+        scores = rewarded(groups, outcomes, SPATIALREWARD_COMPONENTS,
+                          lambda result: spatialreward_value(result, self.aggregation, config))
+        self._check_reachable([reason for group in scores for reason in group.failures])
+        return scores
 
     def _check_reachable(self, failures: List[Optional[str]]) -> None:
         if failures and all(f is not None and any(u in f for u in _UNREACHABLE) for f in failures):
@@ -359,7 +323,7 @@ class ServedReward:
 
     def score_groups(self, groups: Sequence[EditGroup]) -> List[GroupScores]:
         groups = list(groups)
-        flat: List[object] = []  # per edit: a result dict, a ScoringFailure, or None for an unreadable image
+        flat: List[object] = []  # per edit: a result dict, a RewardServerError, or None for an unreadable image
         payload, keys, slots = [], [], []
         for group in groups:
             readable = [(len(flat) + e, image) for e, image in enumerate(map(_readable, group.edits))
@@ -378,18 +342,12 @@ class ServedReward:
             for group_slots, group_results in zip(slots, results):
                 for slot, result in zip(group_slots, group_results):
                     flat[slot] = result
-        rewards, failures, kept = [], [], []
-        for result in flat:
-            value, reason = self._value(result)
-            rewards.append(value)
-            failures.append(reason)
-            kept.append(result if reason is None else None)
-        return regroup(groups, rewards, failures, self._components(kept))
+        return rewarded(groups, [(result, None) for result in flat], self._component_names, self._value)
 
     def _value(self, result):
         if result is None:
             return None, "unreadable_image"
-        if isinstance(result, ScoringFailure):
+        if isinstance(result, RewardServerError):
             return None, f"http_{result.status}" if result.kind != "ambiguous" else result.message
         if "reward" in result and "failed" in result:  # a SpatialReward server
             return spatialreward_value(result, self.aggregation)
@@ -399,11 +357,9 @@ class ServedReward:
                                                 f"(SpatialReward): keys {sorted(result)}; is it `miescore serve`?")
 
     @staticmethod
-    def _components(kept: List[Optional[dict]]) -> dict:
+    def _component_names(kept: List[Optional[dict]]) -> Sequence[str]:
         present = [r for r in kept if r is not None]
-        if not present:
-            return {}
-        return result_components(kept, SCORE_NAMES if "overall" in present[0] else SPATIALREWARD_COMPONENTS)
+        return () if not present else SCORE_NAMES if "overall" in present[0] else SPATIALREWARD_COMPONENTS
 
     def close(self) -> None:
         self.client.close()
@@ -415,7 +371,9 @@ def build_served_reward(argument: str, device=None, dtype=None, **options) -> Se
 
 
 class WeightedSumReward:
-    """``terms``: ``(weight, reward)`` pairs (weights finite, not all zero; negative ones penalise)."""
+    """``terms``: ``(weight, reward)`` pairs (weights finite, not all zero; negative ones penalise). Components: each
+    term's reward as ``<term>`` and its own components as ``<term>/<name>`` (a reward in two terms is numbered
+    ``<term>#1``, ``<term>#2``); a term that raises makes the sum raise."""
 
     def __init__(self, terms: Sequence[Tuple[float, object]], name: str | None = None):
         terms = [(float(w), reward) for w, reward in terms]

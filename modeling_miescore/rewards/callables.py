@@ -1,28 +1,12 @@
-"""Reward callables for online RL of image editors (Flow-GRPO, DanceGRPO, TRL-style loops): MIEScore or
-SpatialReward turned into ``rewards = reward_fn(edited_images, instructions, source_images)``.
+"""Reward callables for online RL of image editors (Flow-GRPO, DanceGRPO, TRL-style loops):
+``reward_fn(edited_images, instructions, source_images)``.
 
-Two ways to get one:
+- :class:`SpatialRewardFunction`: a SpatialReward scorer in this process (``SpatialRewardModel`` or
+  ``SpatialRewardAPI``) -> ``(rewards, details)``; an unusable sample gets ``failure_reward`` and is counted in
+  ``details`` (``n_failed``, ``failure_reasons``, ``issues``), only caller bugs (mismatched lengths) raise.
+- :func:`make_reward_fn`: any model behind ``miescore serve`` (one replica or several) -> ``list[float]``.
 
-- :class:`SpatialRewardFunction`: a SpatialReward scorer in this process (a loaded ``SpatialRewardModel`` or
-  the OpenAI-compatible ``SpatialRewardAPI``); returns ``(rewards, details)`` and never raises because of
-  one unusable sample::
-
-      scorer = load_spatialreward("path/or/repo", device="cuda")          # or SpatialRewardAPI(...)
-      reward_fn = SpatialRewardFunction(scorer, batch_size=24)
-      rewards, details = reward_fn(edited_images, instructions, source_images)
-      details["n_failed"], details["issues"]                               # per-call statistics
-
-  A sample whose image cannot be read, whose judge output cannot be parsed or whose API request failed gets
-  ``failure_reward`` (the scorer's ``config.failure_reward`` unless overridden) and is counted in
-  ``details``. Errors that concern the whole call (mismatched list lengths) still raise: they are caller bugs.
-
-- :func:`make_reward_fn`: any model served by ``miescore serve`` (MIEScore or SpatialReward), over HTTP;
-  returns a list of floats::
-
-      reward_fn = make_reward_fn("http://127.0.0.1:8000")      # overall / 100 -> [0, 1]
-      rewards = reward_fn(images, instructions, sources)        # list[float], one per edited image
-
-These reward *image editors*. The TRL GRPO reward functions that train the SpatialReward judge itself are in
+These reward *image editors*; the GRPO rewards that train the SpatialReward judge itself are in
 :mod:`modeling_miescore.training.spatialreward_grpo_rewards`.
 """
 

@@ -6,12 +6,8 @@ can run the group's shared prompt prefix once (MIEScore ``score_batch(reuse_pref
 (unreadable output, unparsable judge answer, HTTP error after retries, NaN) is ``None`` with a reason: the
 trainer excludes it from its group's statistics and counts it; it is never replaced by a number. A reward
 that cannot score at all after its retries (every replica down, an endpoint that does not answer in time)
-raises :class:`RewardUnavailableError`, which the trainer catches to stop cleanly.
-
-The helpers at the end are for reward implementations: :func:`flat_samples` (the groups' edits as scoring
-samples, in order), :func:`regroup` (per-edit outcomes back into one :class:`GroupScores` per group),
-:func:`result_components` (the named parts of each result, for logging) and :func:`score_isolating` (a scorer's
-batch call, retried edit by edit when an input is unusable).
+raises :class:`RewardUnavailableError`, which the trainer catches to stop cleanly. The helpers at the end are for
+reward implementations.
 """
 
 from __future__ import annotations
@@ -26,8 +22,8 @@ from ..hub.image_io import ImageLoadError
 from ..utils.credentials import redact
 
 __all__ = ["EditGroup", "GroupScores", "EditorReward", "RewardUnavailableError", "group_key", "checked_rewards",
-           "checked_scores", "checked_value", "flat_samples", "regroup", "reward_range_of", "score_isolating",
-           "result_components"]
+           "checked_scores", "checked_value", "flat_samples", "regroup", "reward_range_of", "rewarded",
+           "score_isolating", "result_components"]
 
 
 class RewardUnavailableError(RuntimeError):
@@ -208,6 +204,20 @@ def regroup(groups: Sequence[EditGroup], rewards: Sequence[Optional[float]], fai
     if start != len(rewards):
         raise ValueError(f"regroup: {len(rewards)} outcomes for {start} edits")
     return out
+
+
+def rewarded(groups: Sequence[EditGroup], outcomes: Sequence[Tuple[Any, Optional[str]]], names,
+             value_of: Callable[[Any], Tuple[Optional[float], Optional[str]]]) -> List[GroupScores]:
+    """Per-edit ``(result, failure reason)`` (in :func:`flat_samples` order) -> one :class:`GroupScores` per group:
+    a result's reward is ``value_of(result)`` (``(reward, None)`` or ``(None, reason)``); the components are
+    ``names`` (or ``names(kept results)``) of the results that gave a reward (:func:`result_components`)."""
+    rewards, failures, kept = [], [], []
+    for result, reason in outcomes:
+        value, reason = value_of(result) if reason is None else (None, reason)
+        rewards.append(value)
+        failures.append(reason)
+        kept.append(result if reason is None else None)
+    return regroup(groups, rewards, failures, result_components(kept, names(kept) if callable(names) else names))
 
 
 def score_isolating(score: Callable[[List[Any], List[Any]], List[Any]], samples: List[Any],

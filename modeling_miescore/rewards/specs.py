@@ -1,27 +1,18 @@
 """``--reward`` specs -> :class:`~.groups.EditorReward` objects, one registry of reward kinds.
 
-A spec is ``KIND:ARGUMENT``; kinds are declared once in :data:`REWARD_KINDS`, each with its builder, the options
-it takes and its syntax:
-
-- ``miescore:CKPT``: MIEScore in this process, ``overall / 100`` (or ``weights`` over VQ / IF / AP), each group
-  scored with its shared prefix run once (:mod:`.backends`).
-- ``spatialreward:CKPT``: SpatialReward in this process; ``spatialreward-api:MODEL@URL``: SpatialReward behind an
-  OpenAI-compatible endpoint (``vllm serve``); ``aggregation="min"`` for the B.2.2 ablation
-  (:mod:`.backends`).
-- ``serve:URL[,URL...]``: ``miescore serve`` replicas over HTTP, each group whole to one replica
-  (:mod:`.backends`).
-- ``module:function`` (or ``callable:module:function``): ``fn(images, instructions, sources) -> list[float]``,
-  one float per edited image; non-finite values and non-numbers are failed samples, a wrong length an error.
+A spec is ``KIND:ARGUMENT``; each kind is declared once in :data:`REWARD_KINDS` with its builder, the options it
+takes, its syntax and its help (``miescore:CKPT``, ``spatialreward:CKPT``, ``spatialreward-api:MODEL@URL``,
+``serve:URL[,URL...]``, :mod:`.backends`), and ``module:function`` is a plain ``fn(images, instructions, sources)
+-> list[float]`` (a non-finite value or a non-number is a failed sample, a wrong length an error).
 
 A **weighted sum** is ``W*SPEC + W*SPEC ...`` (``"0.7*miescore:ckpt + 0.3*my_pkg.rewards:redness"``; a term
 starts at a ``+`` followed by ``NUMBER*``), or a list of terms (a Python list from a YAML config, a JSON/YAML list
 string, or a ``.json`` / ``.yaml`` file holding one): each term ``{"reward": SPEC, "weight": W, ...options}``
-(weight 1 when omitted; extra keys are that term's options) or a ``"W*SPEC"`` string (:mod:`.backends`).
+(weight 1 when omitted; extra keys are that term's options) or a ``"W*SPEC"`` string.
 
-Options (``build_reward(spec, **options)``): ``device`` and ``dtype`` go to every kind that loads a model; every
-other option must be one that some kind of the spec takes (:data:`REWARD_KINDS` ``[kind].options``) and goes to
-the kinds that take it, so ``aggregation="min"`` in ``0.5*miescore:A + 0.5*spatialreward:B`` reaches SpatialReward
-only. An option no kind takes is an error.
+Options (``build_reward(spec, **options)``): ``device`` and ``dtype`` go to every kind that loads a model; any
+other option goes to the kinds that take it, so ``aggregation="min"`` in ``0.5*miescore:A + 0.5*spatialreward:B``
+reaches SpatialReward only; an option no kind of the spec takes is an error.
 """
 
 from __future__ import annotations

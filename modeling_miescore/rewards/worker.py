@@ -11,11 +11,9 @@ another device, an HTTP reward server, a callable); :meth:`RewardWorker.submit` 
         log(reward_s=pending.reward_seconds, waited_s=pending.waited_seconds)
     worker.timing.hidden_fraction                  # share of the reward time the sampling hid
 
-A reward's exception reaches the caller through the future's ``result()`` - any ``BaseException``: a reward that
-raises ``SystemExit`` or ``KeyboardInterrupt`` fails its call, it does not end the run on the worker's behalf; a
-reward that calls ``os._exit`` while it runs on the worker gets :class:`RewardExitError` instead (the process goes
-on and the call fails; an ``_exit`` from C code cannot be caught). A result that does not fit the groups (wrong
-count, wrong length) is a ``ValueError`` there.
+A reward's exception, any ``BaseException``, reaches the caller through the future's ``result()``: a reward that
+raises ``SystemExit``, or calls ``os._exit`` (:class:`RewardExitError`; one from C code cannot be caught), fails its
+call and does not end the run. A result that does not fit the groups is a ``ValueError`` there.
 
 Leaving the ``with`` block by an exception cancels the calls not started and waits (up to ``drain_seconds``) for
 the running one: a reward thread still inside torch when the interpreter exits aborts the process ("terminate

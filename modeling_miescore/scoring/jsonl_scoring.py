@@ -34,9 +34,8 @@ from ..utils.output_lock import exclusive_output, lock_path_for
 from ..utils.output_paths import check_distinct_files, ensure_folder
 
 __all__ = ["BatchInputError", "BatchReport", "LineError", "check_input_file", "iter_input", "line_entries",
-           "check_producer", "complete_lines", "make_output_folder", "merge_shards", "producer_file", "read_done_ids", "read_predictions",
-           "record_to_sample",
-           "score_jsonl", "shard_path"]
+           "check_producer", "complete_lines", "make_output_folder", "merge_shards", "producer_file", "read_done_ids",
+           "read_predictions", "record_to_sample", "score_jsonl", "shard_path"]
 
 
 @dataclass
@@ -319,26 +318,19 @@ def score_jsonl(
     max_sample_pixels: int = DEFAULT_MAX_SAMPLE_PIXELS,
     producer: dict | None = None,
 ) -> BatchReport:
-    """Score every edit of ``input_path`` not yet in ``output_path`` and append the results.
+    """Score every edit of ``input_path`` not yet in ``output_path`` and append the results (module docstring).
 
     ``score_batch(samples, batch_size)`` returns one score dict per loaded sample, in order (e.g.
     ``lambda s, b: model.score_batch(s, batch_size=b)``), or an exception instance for a sample it could not
-    score (reported like a bad line and not written, so a rerun tries it again). A bad line is reported with its
-    number and skipped (``on_error="skip"``) or stops the run (``on_error="stop"``, raising :class:`BatchInputError`).
-    Results are written every ``chunk_size`` edits (default ``8 * batch_size``): a crash loses at most that many.
+    score (reported like a bad line and not written, so a rerun tries it again). Results are written every
+    ``chunk_size`` edits (default ``8 * batch_size``): a crash loses at most that many.
 
-    With ``world_size > 1`` this process takes the ``rank``-th contiguous slice of the input lines (contiguous,
-    so the edits of one instance stay together for prefix reuse) and appends to its own shard
-    ``<output>.rank<r>-of-<w>``, skipping ids already in the shard or in ``output``; :func:`merge_shards` then
-    writes the single output.
-
-    Each line's images are checked from their headers (``processing_miescore.EditSample.load``: format, size,
-    aspect ratio, the per-sample pixel budget) and decoded before scoring; ``target_pixels`` (the model's
-    ``max_pixels``) lets a much larger image be reduced while decoding; ``max_sample_pixels`` is the per-sample
-    budget (give the scorer the same value).
-
-    ``producer`` (e.g. ``{"command": "score-batch", "model": ...}``) names who writes the file: recorded beside it
-    (:func:`check_producer`), and a file that another command or model wrote is refused instead of extended.
+    With ``world_size > 1`` this process takes the ``rank``-th contiguous slice of the input lines (so the edits of
+    one instance stay together for prefix reuse) and appends to its shard ``<output>.rank<r>-of-<w>``;
+    :func:`merge_shards` then writes the single output. ``target_pixels`` (the model's ``max_pixels``) lets a much
+    larger image be reduced while decoding; ``max_sample_pixels`` is the per-sample budget (give the scorer the
+    same value). ``producer`` (``{"command": "score-batch", "model": ...}``) is recorded beside the output
+    (:func:`check_producer`): a file that another command or model wrote is refused instead of extended.
     """
     if on_error not in ("skip", "stop"):
         raise ValueError(f"on_error must be 'skip' or 'stop', got {on_error!r}")

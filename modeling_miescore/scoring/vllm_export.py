@@ -27,8 +27,20 @@ that fails for lack of space (one line, exit status 1), leaves no half folder. I
 lie inside the checkpoint folder after their links are resolved, within a size bound for the tokenizer and config
 files (a ``vocab.json`` linked to ``/etc/passwd`` or ``/dev/zero`` is refused, never copied into a folder meant
 to be served or pushed), and it checks that the exported tokenizer loads. ``OUT`` must be a new path outside the
-checkpoint folder. A MIEScore checkpoint (regression head) is exported for vLLM's pooling runner instead, with the
-package's plugin model: :mod:`.vllm_miescore`.
+checkpoint folder.
+
+**MIEScore** goes to vLLM's pooling runner instead. vLLM has no architecture for its regression head and its
+built-in classifier adapter (``as_seq_cls_model``) holds a single linear layer, while the head is ``dense -> GELU ->
+out_proj`` on the last prompt token; so it comes as an out-of-tree model, ``MIEScoreForImageScoring`` of the vLLM
+plugin in ``scripts/vllm_plugin/`` (entry point ``vllm.general_plugins``; ``scripts/vllm_cpu.sh provision``
+installs it): vLLM's own Qwen3-VL with that head as its pooler's classifier, so scoring gets vLLM's continuous
+batching and prefix caching. The export writes the backbone config as a plain Qwen3-VL config with ``architectures:
+[MIEScoreForImageScoring]``, ``num_labels`` (the number of scores) and ``head_hidden_size``; the tensors renamed
+(``backbone.`` -> ``model.``, ``head.`` -> ``score.``); the tokenizer and processor (its pixel range set to the
+checkpoint's) and the MIEScore config itself as ``miescore_config.json``, which the client
+(:class:`modeling_miescore.judges.miescore_api.MIEScoreAPI`) reads for the prompt, pixel range, score names, scale
+and overall weights. Only the regression head is exported: the ``lm_digits`` head reads the language model's digit
+logits at answer positions, which a pooling request does not give.
 """
 
 from __future__ import annotations
@@ -46,9 +58,13 @@ from ..utils.output_paths import OutputPathError, check_folder_apart, output_wri
 from .checkpoint_files import (ModelLoadError, checkpoint_file_problem, read_config_file, read_json_object,
                                validate_checkpoint_folder)
 
-__all__ = ["EXPORT_MARKER", "export_for_vllm", "plain_qwen3vl_config"]
+__all__ = ["EXPORT_MARKER", "MIESCORE_ARCHITECTURE", "MIESCORE_CONFIG_FILE", "export_for_vllm",
+           "miescore_plain_config", "plain_qwen3vl_config", "write_miescore_weights"]
 
 PLAIN_ARCHITECTURE = "Qwen3VLForConditionalGeneration"
+MIESCORE_ARCHITECTURE = "MIEScoreForImageScoring"  # scripts/vllm_plugin/miescore_vllm/__init__.py registers it
+MIESCORE_CONFIG_FILE = "miescore_config.json"
+_RENAMED = (("backbone.", "model."), ("head.", "score."))  # MIEScore's tensor names -> the plugin model's
 EXPORT_MARKER = "exported_by"  # config key naming the tool and the source folder
 # Files of a checkpoint folder that the export copies as they are (weights and tokenizer); the processor and
 # generation configs are rewritten, the code and card are not copied.
@@ -72,6 +88,38 @@ def plain_qwen3vl_config(config: Dict[str, Any], source: str) -> Dict[str, Any]:
     plain["architectures"] = [PLAIN_ARCHITECTURE]
     plain[EXPORT_MARKER] = f"miescore export-vllm {source}"
     return plain
+
+
+def miescore_plain_config(config: Dict[str, Any], source: str) -> Dict[str, Any]:
+    """The ``config.json`` of a MIEScore export: the backbone's Qwen3-VL config with the pooling model's
+    architecture and head size (module docstring)."""
+    plain = {k: v for k, v in config["backbone_config"].items() if k not in ("_name_or_path", "id2label", "label2id")}
+    plain.update(architectures=[MIESCORE_ARCHITECTURE], num_labels=len(config["score_names"]),
+                 head_hidden_size=int(config["head_hidden_size"]), min_pixels=int(config["min_pixels"]),
+                 max_pixels=int(config["max_pixels"]), exported_by=f"miescore export-vllm {source}")
+    return plain
+
+
+def write_miescore_weights(source: Path, staging: Path) -> None:
+    """A MIEScore checkpoint's tensors renamed for the plugin model (one file per shard, the index rewritten)."""
+    from safetensors.torch import load_file, save_file  # deferred: loads torch
+
+    index = source / "model.safetensors.index.json"
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else \
+        ["model.safetensors"]
+
+    def renamed(name: str) -> str:
+        return next((new + name[len(old):] for old, new in _RENAMED if name.startswith(old)), name)
+
+    weight_map = {}
+    for name in files:
+        tensors = {renamed(k): v for k, v in load_file(str(source / name)).items()}
+        save_file(tensors, str(staging / name), metadata={"format": "pt"})
+        weight_map.update({k: name for k in tensors})
+    if index.is_file():
+        data = json.loads(index.read_text())
+        data["weight_map"] = weight_map
+        (staging / index.name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def _checked_file(folder: Path, name: str) -> None:
@@ -248,8 +296,6 @@ def _write_export(source: Path, staging: Path, config: Dict[str, Any]) -> None:
             data = _processor_config(source / name, config)
             (staging / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if miescore:
-        from .vllm_miescore import MIESCORE_CONFIG_FILE, miescore_plain_config, write_miescore_weights
-
         plain = miescore_plain_config(config, str(source))
         write_miescore_weights(source, staging)
         _copy_file(source, "config.json", staging / MIESCORE_CONFIG_FILE)
@@ -264,7 +310,7 @@ def _write_export(source: Path, staging: Path, config: Dict[str, Any]) -> None:
 
 def export_for_vllm(checkpoint, out) -> Path:
     """Write SpatialReward ``checkpoint`` (a folder saved by this package) to ``out`` in the plain Qwen3-VL layout
-    (module docstring), or a MIEScore one in the plugin's layout (:mod:`.vllm_miescore`). ``out`` must be a new path
+    (module docstring), or a MIEScore one in the plugin's layout (module docstring). ``out`` must be a new path
     outside the checkpoint. Raises :class:`ModelLoadError` or :class:`OutputPathError` (``MIEScoreInputError``) for
     a folder that cannot be exported or an ``out`` that cannot be used, :class:`OutputWriteError` when the disk
     refuses the export (nothing is left behind). Returns ``out``."""

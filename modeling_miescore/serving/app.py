@@ -19,6 +19,7 @@ uvicorn's own timers leave stalled sockets open until ``accept()`` fails with EM
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -129,14 +130,6 @@ async def _scored(request: Request, endpoint: str) -> Response:
     return JSONResponse({"results": [{**r, "group": p.group, "index": p.index} for r, p in zip(results, parsed)]})
 
 
-async def _score(request: Request) -> Response:
-    return await _scored(request, "score")
-
-
-async def _score_groups(request: Request) -> Response:
-    return await _scored(request, "score_groups")
-
-
 async def _health(request: Request) -> Response:
     """``{"status"}`` for anyone; the model, device, queue and limits only with the API key (when one is set)."""
     service: RewardService = request.app.state.service
@@ -185,8 +178,8 @@ def create_app(backend: ScorerBackend, settings: ServerSettings | None = None) -
     settings = settings or ServerSettings()
     service = RewardService(backend, settings)
     routes = [
-        Route("/v1/score", _score, methods=["POST"]),
-        Route("/v1/score_groups", _score_groups, methods=["POST"]),
+        Route("/v1/score", functools.partial(_scored, endpoint="score"), methods=["POST"]),
+        Route("/v1/score_groups", functools.partial(_scored, endpoint="score_groups"), methods=["POST"]),
         Route("/health", _health, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
     ]

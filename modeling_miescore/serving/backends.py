@@ -14,7 +14,7 @@ from ..utils.numbers import json_safe
 from ..scoring.loading import ModelLoadError, load_scorer, load_spatialreward, read_checkpoint_config
 
 __all__ = ["ScorerBackend", "MIEScoreBackend", "SpatialRewardBackend", "CallableBackend", "load_backend",
-           "score_by_shared_prefix", "shared_prefix_parts"]
+           "score_by_shared_prefix", "shared_prefix_parts", "takes_group_ids"]
 
 
 class ScorerBackend:
@@ -74,7 +74,7 @@ class MIEScoreBackend(ScorerBackend):
         self.batch_size = batch_size
         self.max_image_pixels = max_image_pixels
         self.max_pixels = _config_max_pixels(model)
-        self.accepts_group_ids = _takes_group_ids(model.score_batch)
+        self.accepts_group_ids = takes_group_ids(model.score_batch)
         self.prepares = all(callable(getattr(model, name, None)) for name in ("prepare_batch", "score_prepared"))
         # the tokenizer sets its padding state on every call: one thread at a time uses the processor
         self._processor_lock = threading.Lock()
@@ -121,7 +121,7 @@ class SpatialRewardBackend(ScorerBackend):
         self.model = model
         self.batch_size = batch_size
         self.max_pixels = _config_max_pixels(model)
-        self.accepts_group_ids = _takes_group_ids(model.evaluate_edits)
+        self.accepts_group_ids = takes_group_ids(model.evaluate_edits)
 
     def score_samples(self, samples: list[EditSample], group_ids: list | None = None) -> list[dict]:
         if group_ids is None or not self.accepts_group_ids:
@@ -153,8 +153,9 @@ class CallableBackend(ScorerBackend):
         return self.fn(samples)
 
 
-def _takes_group_ids(method) -> bool:
-    """Whether a model's batch method takes ``groups`` and ``reuse_prefix`` (older remote code does not)."""
+def takes_group_ids(method) -> bool:
+    """Whether a scorer's batch method takes ``groups`` and ``reuse_prefix`` (older remote code and the API
+    scorers do not)."""
     return {"groups", "reuse_prefix"} <= set(inspect.signature(method).parameters)
 
 

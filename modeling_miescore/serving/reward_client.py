@@ -12,13 +12,9 @@ With several replicas each group goes whole to one replica (its shared prompt pr
 chosen by rendezvous hashing of the group's key with bounded loads (each replica capped at ``(1 + slack)`` times
 its even share of the edits; Mirrokni, Thorup and Zadimoghaddam, SODA 2018). A replica that is unreachable, too
 slow or still overloaded after the retries is skipped for a while; when none is left, :class:`RewardReplicasDown`
-names each replica's last error.
-
-Images (file paths, bytes, ``PIL.Image``, numpy arrays (H, W[, C]) or torch tensors ((C, H, W) or (H, W, C),
-floats in [0, 1] or uint8)) are sent as base64 of their file bytes, or as lossless PNG. 429 / 503 answers and
-connection failures are retried and answers are read within ``utils.http_bounds`` (a total
-deadline per attempt, at most ``max_answer_bytes`` off the wire and out of the decompressor, no redirect
-followed). Results are matched to edits by their ``group`` / ``index`` labels; URLs are shown without credentials.
+names each replica's last error. Images (paths, bytes, PIL, numpy arrays or torch tensors) go as base64 of their
+file bytes or as lossless PNG; answers are read within ``utils.http_bounds`` (:class:`BoundedHTTPClient`, no
+redirect followed) and matched to edits by their ``group`` / ``index`` labels.
 """
 
 from __future__ import annotations
@@ -34,14 +30,15 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Set
 
+import httpx
 import numpy as np
 
+from ..judges.chat_client import BoundedHTTPClient, endpoint_url
 from ..utils import http_bounds
-from ..utils.credentials import checked_api_key, redact, redacted_url, url_secrets
-from ..utils.http_bounds import RetryPolicy, send_with_retries
+from ..utils.credentials import redacted_url
+from ..utils.http_bounds import RetryPolicy
 from .settings import ServerSettings
 from ..hub.image_io import load_image
 from ..hub.spatialreward_relaxed_json import loads_noting_duplicates
@@ -70,16 +67,6 @@ class RewardReplicasDown(RewardServerError):
             message = (f"no reward replica could score the request ({len(self.errors)} tried): "
                        + "; ".join(f"{url}: {error.message}" for url, error in self.errors.items()))
         super().__init__(last.status, message, last.field, last.kind)
-
-
-@dataclass(frozen=True)
-class ScoringFailure:
-    """Stands in a result list (``score_groups(..., isolate_failures=True)``) for one edit the server refused or
-    failed on after the retries: its HTTP ``status``, the server's error ``kind`` and ``message``."""
-
-    status: int
-    kind: str | None
-    message: str
 
 
 def results_by_label(results, batch: list[tuple], where: str) -> list[list[dict]]:
@@ -328,7 +315,7 @@ def base_urls(base_url) -> list[str]:
     return urls
 
 
-class RewardClient:
+class RewardClient(BoundedHTTPClient):
     """Talks to ``miescore serve`` over HTTP (JSON with base64 images; never pickle).
 
     Args:
@@ -355,8 +342,6 @@ class RewardClient:
                  max_pixels_per_request: int = ServerSettings.model_fields["max_request_pixels"].default,
                  retry_statuses=RETRY_STATUSES, replica_cooldown_s: float = 30.0, balance_slack: float = 0.1,
                  max_answer_bytes: int = MAX_ANSWER_BYTES, api_key_env: str = "API key"):
-        import httpx
-
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if max_samples_per_request < 1 or max_pixels_per_request < 1:
@@ -364,51 +349,25 @@ class RewardClient:
                              f"{max_samples_per_request} and {max_pixels_per_request}")
         if not float(timeout) > 0 or int(max_answer_bytes) < 1:
             raise ValueError(f"timeout and max_answer_bytes must be > 0, got {timeout} and {max_answer_bytes}")
-        headers = {"Accept-Encoding": http_bounds.accept_encoding()}
-        if api_key:
-            headers["Authorization"] = f"Bearer {checked_api_key(api_key, api_key_env)}"
         self.base_urls = base_urls(base_url)
         self.base_url = self.base_urls[0]
         self.shown_urls = [redacted_url(u) for u in self.base_urls]  # what messages and logs show
-        self.timeout = float(timeout)
-        self.max_answer_bytes = int(max_answer_bytes)
-        # the URLs' passwords, query keys and the Basic auth httpx sends for them, which a server may echo: masked
-        self._secrets = tuple(dict.fromkeys(s for u in self.base_urls for s in url_secrets(u)))
-        self._secrets += (api_key,) if api_key else ()
         # timeouts are not retried on the same replica: it may still be scoring, and a retry would double its load
-        self.retry_policy = RetryPolicy(
+        super().__init__(self.base_urls, api_key, api_key_env, timeout, max_answer_bytes, RetryPolicy(
             max_retries=max_retries, backoff=backoff, max_backoff=max_retry_wait, statuses=frozenset(retry_statuses),
             exceptions=(httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError),
-            retryable=_names_no_sample)
+            retryable=_names_no_sample), transport=transport)
         self.max_samples_per_request = max_samples_per_request
         self.max_pixels_per_request = max_pixels_per_request
         self.balance_slack = float(balance_slack)
         self.replicas = ReplicaHealth(self.base_urls, replica_cooldown_s)
-        self._httpx = httpx
-        # a test's transport (httpx.MockTransport) has no connection pool to bound; real ones go through the deadline
-        make = (lambda **kw: httpx.Client(transport=transport, **kw)) if transport is not None else \
-            http_bounds.deadline_client
-        self._clients = [make(base_url=url, headers=headers, timeout=timeout) for url in self.base_urls]
-
-    # -- plumbing
-
-    def close(self):
-        for client in self._clients:
-            client.close()
-
-    def __enter__(self) -> "RewardClient":
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _shown(self, text) -> str:
-        return redact(str(text), self._secrets)[:500]
+        return self.masked(text)[:500]
 
     def _request(self, method: str, path: str, replica: int = 0, **kwargs) -> http_bounds.BoundedResponse:
         """One request (retried as :attr:`retry_policy` says), each attempt within ``timeout`` in total and its
         answer within ``max_answer_bytes``; a 3xx or 4xx/5xx answer raises :class:`RewardServerError`."""
-        httpx = self._httpx
         url = self.shown_urls[replica]
 
         def on_retry(outcome, wait: float):
@@ -416,14 +375,8 @@ class RewardClient:
             logger.info("reward server %s%s: %s; retry %d/%d in %.2f s", url, path, self._shown(what),
                         outcome.attempts, self.retry_policy.max_retries, wait)
 
-        client = self._clients[replica]
-
-        def send():
-            with http_bounds.request_deadline(self.timeout), client.stream(method, path, **kwargs) as answer:
-                return http_bounds.read_bounded_body(answer, self.max_answer_bytes)
-
         try:
-            outcome = send_with_retries(send, self.retry_policy, on_retry=on_retry)
+            outcome = self.exchange(method, endpoint_url(self.base_urls[replica], path), on_retry, **kwargs)
         except httpx.TimeoutException:
             raise RewardServerError(0, f"no complete answer from {url}{path} within the client timeout "
                                        f"({self.timeout:g} s for connecting, sending and reading the whole answer); "
@@ -497,23 +450,18 @@ class RewardClient:
         Consecutive samples with the same sources objects and instruction are sent as one group, so their
         sources are encoded and uploaded once.
         """
-        encode = EncodeCache()
         groups: list[dict] = []
         positions: list[tuple[int, int]] = []  # sample -> (group, index in group)
-        previous_key = None
         for sample in samples:
-            if isinstance(sample, dict):
-                sources, edited, instruction = sample["sources"], sample["edited"], sample["instruction"]
-            else:
-                sources, edited, instruction = sample
+            sources, edited, instruction = ((sample["sources"], sample["edited"], sample["instruction"])
+                                            if isinstance(sample, dict) else sample)
             sources = source_list(sources)
-            key = (tuple(id(s) for s in sources), instruction)
-            if key != previous_key:
-                groups.append({"sources": [encode(s) for s in sources], "instruction": instruction, "edited": []})
-                previous_key = key
+            if not groups or (groups[-1]["instruction"], list(map(id, groups[-1]["sources"]))) != (
+                    instruction, list(map(id, sources))):
+                groups.append({"sources": sources, "instruction": instruction, "edited": []})
             positions.append((len(groups) - 1, len(groups[-1]["edited"])))
-            groups[-1]["edited"].append(encode(edited))
-        grouped = self._score_encoded_groups(groups, encode.pixels)
+            groups[-1]["edited"].append(edited)
+        grouped = self.score_groups(groups)
         return [grouped[g][e] for g, e in positions]
 
     def score_groups(self, groups: Sequence[dict], keys: Sequence[str] | None = None,
@@ -526,8 +474,8 @@ class RewardClient:
                 its instruction).
             isolate_failures: when the server refuses or fails on some edits (a 4xx/5xx naming the sample, or
                 one that names none), the others are scored without them and each such edit's slot holds a
-                :class:`ScoringFailure`; otherwise the first such error raises :class:`RewardServerError`.
-                Either way a wrong API key or URL raises, and so does :class:`RewardReplicasDown`.
+                :class:`RewardServerError` (its ``status``, ``kind`` and ``message``); otherwise the first such
+                error raises. Either way a wrong API key or URL raises, and so does :class:`RewardReplicasDown`.
         """
         encode = EncodeCache()
         encoded = []
@@ -656,7 +604,7 @@ class RewardClient:
                 raise RewardServerError(200, f"{where} answered with 'results' twice: ambiguous", kind="ambiguous")
             for g, _, positions in batch:  # nothing says which list holds the scores: every edit fails
                 for position in positions:
-                    out[g][position] = ScoringFailure(200, "ambiguous", "duplicate_key:results")
+                    out[g][position] = RewardServerError(200, "duplicate_key:results", kind="ambiguous")
             return
         for (g, _, positions), labelled in zip(batch, results_by_label(results, batch, where)):
             for position, result in zip(positions, labelled):
@@ -665,12 +613,12 @@ class RewardClient:
                     raise RewardServerError(200, f"{where}: a result repeats {', '.join(twice)}: ambiguous",
                                             kind="ambiguous")
                 result = {k: v for k, v in result.items() if k not in ("group", "index")}
-                out[g][position] = ScoringFailure(200, "ambiguous", f"duplicate_key:{twice[0]}") if twice else result
+                out[g][position] = RewardServerError(200, f"duplicate_key:{twice[0]}", kind="ambiguous") if twice \
+                    else result
 
     def _isolate(self, replica: int, batch: list[tuple], error: RewardServerError, out: list[list]) -> None:
         """After an error of a request: the edits it names fail, and the rest is sent again; an error naming
         nothing splits the request (groups apart, then one edit at a time) until the failing edits are found."""
-        failure = ScoringFailure(error.status, error.kind, error.message)
         match = _SAMPLE_FIELD.match(error.field or "")
         named = int(match.group(1)) if match and match.group(1) is not None else None
         if named is not None and named < len(batch):
@@ -678,7 +626,7 @@ class RewardClient:
             edit = int(match.group(2)) if match.group(2) is not None else None
             failing = range(len(positions)) if edit is None or edit >= len(positions) else [edit]
             for j in failing:
-                out[g][positions[j]] = failure
+                out[g][positions[j]] = error
             kept = [j for j in range(len(positions)) if j not in failing]
             rest = batch[:named] + batch[named + 1:]
             if kept:
@@ -689,7 +637,7 @@ class RewardClient:
             return
         if len(batch) == 1 and len(batch[0][2]) == 1:
             g, _, positions = batch[0]
-            out[g][positions[0]] = failure
+            out[g][positions[0]] = error
             return
         if len(batch) > 1:
             pieces = [[entry] for entry in batch]
@@ -702,5 +650,5 @@ class RewardClient:
 
 
 __all__ = ["EncodeCache", "ReplicaHealth", "RewardClient", "RewardReplicasDown", "RewardServerError",
-           "ScoringFailure", "as_image_list", "assign_groups", "encode_image", "preference_order",
+           "as_image_list", "assign_groups", "encode_image", "preference_order",
            "results_by_label", "server_error", "source_list"]

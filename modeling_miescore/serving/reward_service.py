@@ -76,12 +76,9 @@ class Job:
 
 
 class BatchScheduler:
-    """Dynamic batching: one asyncio queue of samples, one worker, one model call at a time in a thread.
-
-    The worker takes the oldest sample and waits until ``max_batch`` samples are queued or ``max_wait_ms``
-    has passed since that sample arrived, whichever comes first. Samples with the same prefix (sources +
-    instruction) stay adjacent in the batch, in arrival order, so ``score_batch`` can reuse their prefix.
-    """
+    """Dynamic batching (module docstring): one asyncio queue of samples, one worker, one model call at a time in
+    a thread. Samples with the same prefix (sources + instruction) stay adjacent in a batch, in arrival order, so
+    ``score_batch`` can reuse their prefix."""
 
     def __init__(self, backend: ScorerBackend, settings: ServerSettings, metrics: ServerMetrics):
         self.backend, self.settings, self.metrics = backend, settings, metrics

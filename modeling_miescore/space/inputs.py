@@ -7,6 +7,8 @@ named by their role ("Source image 2"), never by the temporary upload path.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +48,6 @@ def _file_image(value: Any) -> Any:
 
 def _decode_data_url(url: str):
     """An inline ``data:`` URL -> a lazily decoded image, identified among ``image_io``'s allowed formats only."""
-    import base64
-    import binascii
-
     try:
         raw = base64.b64decode(url.split(",", 1)[1], validate=False)
         return open_image_bytes(raw, "inline image data")

@@ -110,15 +110,10 @@ def gpu_function(duration: int) -> Callable[[Callable[..., Any]], Callable[..., 
     package from the checkout's root) counts as absent.
     """
     try:
-        import spaces
+        from spaces import GPU
     except ImportError:
-        return _unchanged
-    gpu = getattr(spaces, "GPU", None)
-    return _unchanged if gpu is None else gpu(duration=duration)
-
-
-def _unchanged(function: Callable[..., Any]) -> Callable[..., Any]:
-    return function
+        return lambda function: function
+    return GPU(duration=duration)
 
 
 __all__ = ["LazyModel", "MIESCORE_CHOICE", "MIESCORE_GPU_SECONDS", "SPACE_MODELS_FILE", "SPATIALREWARD_CHOICE",

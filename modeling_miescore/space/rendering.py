@@ -79,12 +79,8 @@ def pixel_box(region: Mapping[str, Any], width: int, height: int) -> tuple[int, 
 
 def annotations(regions: Sequence[Mapping[str, Any]], width: int, height: int) -> list[tuple[tuple, str]]:
     """``gr.AnnotatedImage`` annotations: ``[((x1, y1, x2, y2), category), ...]`` in pixels."""
-    out = []
-    for i, region in enumerate(regions):
-        box = pixel_box(region, width, height)
-        if box is not None:
-            out.append((box, region_category(region, i)))
-    return out
+    boxes = [(pixel_box(region, width, height), region_category(region, i)) for i, region in enumerate(regions)]
+    return [(box, category) for box, category in boxes if box is not None]
 
 
 def highlight_reasoning(reasoning: str, regions: Sequence[Mapping[str, Any]]) -> list[tuple[str, str | None]]:
@@ -98,23 +94,10 @@ def highlight_reasoning(reasoning: str, regions: Sequence[Mapping[str, Any]]) ->
     by_id = {}
     for i, region in enumerate(regions):
         by_id.setdefault(str(region.get("id", i)), region_category(region, i))
-    pieces: list[tuple[str, str | None]] = []
-    category: str | None = None
-    position = 0
-    for match in GROUNDING_TOKEN_RE.finditer(reasoning or ""):
-        text = reasoning[position:match.start()]
-        if text.strip():
-            pieces.append((text, category))
-        if match.group(2):
-            category = GLOBAL_CATEGORY
-        else:
-            region_id = str(int(match.group(1)))
-            category = by_id.get(region_id, f"[{region_id}] (no box)")
-        position = match.end()
-    tail = (reasoning or "")[position:]
-    if tail.strip():
-        pieces.append((tail, category))
-    return pieces
+    parts = GROUNDING_TOKEN_RE.split(reasoning or "")  # text, bbox id, "global", text, ... (None: not that token)
+    categories = [None] + [GLOBAL_CATEGORY if is_global else by_id.get(str(int(i)), f"[{int(i)}] (no box)")
+                           for i, is_global in zip(parts[1::3], parts[2::3])]
+    return [(text, category) for text, category in zip(parts[::3], categories) if text.strip()]
 
 
 def reasoning_pieces(result: Any) -> list[tuple[str, str | None]]:
@@ -133,15 +116,13 @@ def reasoning_pieces(result: Any) -> list[tuple[str, str | None]]:
 def reasoning_color_map(pieces: Iterable[tuple[str, str | None]], regions: Sequence[Mapping[str, Any]]) -> dict:
     """Colours of exactly the categories used in ``pieces``: each region's box colour (a region mentioned
     without a box still gets its id's colour), grey for the overall assessment and the PQ reasoning."""
-    boxes = region_color_map(regions)
+    known = region_color_map(regions) | {PQ_CATEGORY: PQ_COLOR}
     colors = {}
     for _, category in pieces:
         if not category or category in colors:
             continue
-        if category in boxes:
-            colors[category] = boxes[category]
-        elif category == PQ_CATEGORY:
-            colors[category] = PQ_COLOR
+        if category in known:
+            colors[category] = known[category]
         else:
             match = re.match(r"\[(\d+)\]", category)
             colors[category] = region_color(int(match.group(1)) if match else None, len(colors))
@@ -183,10 +164,14 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return f"{float(value):.{digits}f}"
 
 
-def _bar_row(key: str, title: str, value: Any, scale: float, meaning: str, color: str, digits: int,
-             emphasis: bool = False) -> str:
+def _bar_row(key: str, title: str, value: Any, scale: float, meaning: str, digits: int, emphasis: bool) -> str:
+    """One labelled bar, coloured red (low) -> amber -> green (high) so that it reads at a glance."""
     ok = isinstance(value, (int, float)) and math.isfinite(float(value))
     fraction = min(max(float(value) / scale, 0.0), 1.0) if ok else 0.0
+    if fraction < 0.5:
+        color = f"rgb(220,{int(70 + 2 * fraction * 130)},60)"
+    else:
+        color = f"rgb({int(220 - (fraction - 0.5) * 2 * 170)},180,60)"
     weight = "700" if emphasis else "600"
     shown = _fmt(value, digits)
     data_value = f"{float(value):.4f}" if ok else ""
@@ -205,26 +190,13 @@ def _bar_row(key: str, title: str, value: Any, scale: float, meaning: str, color
     )
 
 
-def _score_color(fraction: float) -> str:
-    """Red (low) -> amber -> green (high), so a bar's colour reads at a glance."""
-    fraction = min(max(fraction, 0.0), 1.0) if math.isfinite(fraction) else 0.0
-    if fraction < 0.5:
-        r, g = 220, int(70 + 2 * fraction * 130)
-    else:
-        r, g = int(220 - (fraction - 0.5) * 2 * 170), 180
-    return f"rgb({r},{g},60)"
-
-
 def miescore_html(scores: Mapping[str, float], note: str | None = None) -> str:
     """The MIEScore result as labelled 0-100 bars with a one-line meaning each (HTML, inline styles only).
 
     Every row carries ``data-key`` and ``data-value`` attributes so that scripts and tests can read values.
     """
-    rows = []
-    for key, title, meaning in MIESCORE_DIMENSIONS:
-        value = scores.get(key)
-        fraction = float(value) / 100.0 if isinstance(value, (int, float)) else 0.0
-        rows.append(_bar_row(key, title, value, 100.0, meaning, _score_color(fraction), 1, key == "overall"))
+    rows = [_bar_row(key, title, scores.get(key), 100.0, meaning, 1, key == "overall")
+            for key, title, meaning in MIESCORE_DIMENSIONS]
     extra = f'<div style="font-size:.85em;opacity:.75;margin-top:4px">{html.escape(note)}</div>' if note else ""
     return ('<div class="miescore-scores" id="miescore-scores">' + "".join(rows)
             + '<div style="font-size:.8em;opacity:.7">0-100 MOS scale of MIE-Bench; higher is better.</div>'
@@ -255,13 +227,8 @@ def _flat_issues(issues: Any) -> list[str]:
 
 def spatialreward_html(result: Any) -> str:
     """The four 0-25 sub-scores, SC, PQ and the reward as labelled bars (HTML, inline styles only)."""
-    rows = []
-    for key, title, scale, meaning in SPATIAL_SCORES:
-        value = result_value(result, key)
-        ok = isinstance(value, (int, float)) and math.isfinite(float(value))
-        fraction = float(value) / scale if ok else 0.0
-        rows.append(_bar_row(key, title, value, scale, meaning, _score_color(fraction),
-                             3 if scale <= 1 else 1, key == "reward"))
+    rows = [_bar_row(key, title, result_value(result, key), scale, meaning, 3 if scale <= 1 else 1, key == "reward")
+            for key, title, scale, meaning in SPATIAL_SCORES]
     warning = ""
     if result_value(result, "failed", False) or not result_value(result, "parse_ok", True):
         reasons = list(result_value(result, "failure_reasons") or []) or _flat_issues(result_value(result, "issues"))

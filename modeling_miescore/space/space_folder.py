@@ -18,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from .. import __version__
 from ..hub.errors import MIEScoreInputError
@@ -71,8 +74,6 @@ def suggested_hardware(kind: str, n_models: int) -> str:
 
 
 def _gradio_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("gradio")
     except PackageNotFoundError:
@@ -80,14 +81,21 @@ def _gradio_version() -> str:
                                  "pip install -e \".[space]\"") from None
 
 
-def _check_repo_id(reference: str, option: str) -> str:
+def _repo_id_problem(reference: str) -> str | None:
+    """Why ``reference`` is no Hub repo id (``huggingface_hub``'s words), or None."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
         validate_repo_id(reference)
     except HFValidationError as err:
-        raise MIEScoreInputError(f"{option} '{reference}' is not a Hub repo id ({err}); a Space loads its models "
-                                 "from the Hub: pass ORG/NAME") from None
+        return str(err)
+    return None
+
+
+def _check_repo_id(reference: str, option: str) -> str:
+    if problem := _repo_id_problem(reference):
+        raise MIEScoreInputError(f"{option} '{reference}' is not a Hub repo id ({problem}); a Space loads its models "
+                                 "from the Hub: pass ORG/NAME")
     if "/" not in reference:
         raise MIEScoreInputError(f"{option} '{reference}' has no owner; pass ORG/NAME")
     return reference
@@ -122,32 +130,27 @@ def readme_text(source_readme: Path, *, kind: str, models: list[str], hardware: 
 
 def requirements_text(source_requirements: Path, requirement: str) -> str:
     """The checkout's requirements with its ``miescore[...]`` line replaced by ``requirement``."""
-    lines = [line.strip() for line in source_requirements.read_text(encoding="utf-8").splitlines()]
-    packages = [line for line in lines if line and not line.startswith("#")]
-    others = [line for line in packages if not _is_miescore(line)]
-    if len(others) == len(packages):
-        raise MIEScoreInputError(f"'{source_requirements}' has no miescore[...] line to pin")
+    _, others = _split_requirements(source_requirements)
     header = f"# Written by `miescore space build` (miescore {__version__}); the Space installs the library from here."
     return "\n".join([header, requirement, *others]) + "\n"
 
 
-def _is_miescore(line: str) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:
-        return Requirement(line).name == "miescore"
-    except InvalidRequirement:
-        return False
-
-
-def _extras(source_requirements: Path) -> str:
-    from packaging.requirements import Requirement
-
-    for line in source_requirements.read_text(encoding="utf-8").splitlines():
-        if line.strip() and not line.lstrip().startswith("#") and _is_miescore(line.strip()):
-            extras = sorted(Requirement(line.strip()).extras)
-            return f"[{','.join(extras)}]" if extras else ""
-    return ""
+def _split_requirements(source_requirements: Path) -> tuple[str, list[str]]:
+    """``(extras of its miescore line, e.g. "[space]", the other requirement lines)``."""
+    lines = [line.strip() for line in source_requirements.read_text(encoding="utf-8").splitlines()]
+    extras, others = None, []
+    for line in (line for line in lines if line and not line.startswith("#")):
+        try:
+            parsed = Requirement(line)
+        except InvalidRequirement:
+            parsed = None
+        if parsed is not None and parsed.name == "miescore" and extras is None:
+            extras = f"[{','.join(sorted(parsed.extras))}]" if parsed.extras else ""
+        elif parsed is None or parsed.name != "miescore":
+            others.append(line)
+    if extras is None:
+        raise MIEScoreInputError(f"'{source_requirements}' has no miescore[...] line to pin")
+    return extras, others
 
 
 def build_wheel(into: Path, root: Path | None = None) -> Path:
@@ -178,14 +181,10 @@ def build_wheel(into: Path, root: Path | None = None) -> Path:
 def metric_script_name(space_name: str) -> str:
     """``evaluate.load("ORG/NAME")`` (and ``evaluate.load(folder)``) reads ``NAME.py``: the metric script is
     named after the Space; raises :class:`MIEScoreInputError` when ``space_name`` cannot be a Space name."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(f"org/{space_name}")
-    except HFValidationError:
+    if _repo_id_problem(f"org/{space_name}"):
         raise MIEScoreInputError(f"'{space_name}' cannot be a Space name: the metric folder is named after its "
                                  "Space (evaluate.load('ORG/NAME') reads NAME.py); use letters, digits, '-', "
-                                 "'_' and '.'") from None
+                                 "'_' and '.'")
     if space_name == "app":
         raise MIEScoreInputError("a metric Space cannot be named 'app': its script would replace app.py")
     return f"{space_name}.py"
@@ -201,7 +200,7 @@ def _write_space_files(folder: Path, kind: str, models: dict, placeholders: list
             if kind == "metric" and path.name == f"{KINDS[kind]}.py":
                 target = metric_script_name(space_name)
             shutil.copy2(path, folder / target)
-    extras = _extras(source / "requirements.txt")
+    extras, _ = _split_requirements(source / "requirements.txt")
     if wheel:
         # pip reads a path with extras, relative to the folder it runs in (the Space repository's root).
         requirement = f"./{build_wheel(folder).name}{extras}"

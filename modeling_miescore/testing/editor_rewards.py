@@ -14,11 +14,13 @@ import numpy as np
 __all__ = ["mean_redness", "nan_reward", "wrong_length_reward", "failing_reward", "half_nan_reward", "text_reward",
            "bool_reward", "huge_reward", "out_of_range_reward", "constant_reward", "exiting_reward",
            "os_exit_reward", "interrupting_reward", "failing_then_busy_reward", "failing_on_rank_1_reward",
-           "value_error_reward", "disk_full_on_rank_1_reward", "low_redness", "fidelity_to_source", "red_share"]
+           "value_error_reward", "disk_full_on_rank_1_reward", "low_redness", "fidelity_to_source", "red_share",
+           "env_delay"]
 
 
-def _pause() -> None:
-    delay = float(os.environ.get("MIESCORE_TEST_REWARD_DELAY", "0") or 0)
+def env_delay(variable: str = "MIESCORE_TEST_REWARD_DELAY") -> None:
+    """Sleep for the seconds that environment variable ``variable`` holds (unset or 0: no pause)."""
+    delay = float(os.environ.get(variable, "0") or 0)
     if delay > 0:
         time.sleep(delay)
 
@@ -31,7 +33,7 @@ def redness(image) -> float:
 
 def mean_redness(images, instructions, sources) -> list:
     """Each edited image's :func:`redness`: a reward a colour-passing tiny editor can reach."""
-    _pause()
+    env_delay()
     return [redness(image) for image in images]
 
 

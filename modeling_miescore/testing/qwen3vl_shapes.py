@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from .qwen_vocab import QWEN3_VL_VOCAB_SIZE, build_processor
-from .tiny_models import tiny_qwen3vl_config, widen_random_head
+from .tiny_models import qwen_vl_token_ids, tiny_qwen3vl_config, widen_random_head
 
 # Fields the two released configs share (text: grouped-query attention with 128-wide heads and interleaved
 # M-RoPE; vision: 16-pixel patches merged 2x2).
@@ -68,11 +68,8 @@ def shaped_qwen3vl_config(tokenizer, shape: str, text_layers: int = 1, vision_la
         released["vision"]["deepstack_visual_indexes"], released["vision"]["depth"], vision_layers, text_layers)
     text = dict(released["text"], num_hidden_layers=text_layers, vocab_size=vocab_size or len(tokenizer),
                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
-    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
     return Qwen3VLConfig(text_config=text, vision_config=vision,
-                         tie_word_embeddings=released["tie_word_embeddings"], **ids)
+                         tie_word_embeddings=released["tie_word_embeddings"], **qwen_vl_token_ids(tokenizer))
 
 
 def build_shaped_miescore(path, shape: str, text_layers: int = 1, vision_layers: int = 1, vocab: str = "qwen",

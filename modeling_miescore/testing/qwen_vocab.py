@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ..hub.control_tokens import QWEN_CONTROL_TOKENS, QWEN_FIRST_ADDED_ID, QWEN_SPECIAL_TOKENS
-from .tiny_models import build_tiny_processor, qwen3_vl_chat_template, write_qwen3vl_checkpoint
+from .tiny_models import build_tiny_processor, qwen3vl_processor, write_qwen3vl_checkpoint
 
 # Qwen/Qwen3-VL-8B-Instruct config.json: the embedding has more rows than tokens (padded to a multiple of 128).
 QWEN3_VL_VOCAB_SIZE = 151936
@@ -88,21 +88,6 @@ def build_qwen_tokenizer():
     return tokenizer
 
 
-def _assemble_processor(tokenizer):
-    from transformers import Qwen3VLProcessor
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
-    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
-
-    template = qwen3_vl_chat_template()
-    tokenizer.chat_template = template
-    image_processor = Qwen2VLImageProcessor(patch_size=16, temporal_patch_size=2, merge_size=2, size=IMAGE_SIZE,
-                                            image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
-    video_processor = Qwen3VLVideoProcessor(patch_size=16, temporal_patch_size=2, merge_size=2, size=VIDEO_SIZE,
-                                            image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
-    return Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
-                            chat_template=template)
-
-
 def _cache_folder(cache_dir) -> Path:
     digest = hashlib.sha256(qwen_tiktoken_file().read_bytes()).hexdigest()[:16]
     return Path(cache_dir) / f"qwen3vl-processor-{digest}-v{_BUILD_VERSION}"
@@ -131,14 +116,14 @@ def build_qwen_processor(cache_dir: str | os.PathLike | None = None):
     folder.
     """
     if cache_dir is None:
-        return _assemble_processor(build_qwen_tokenizer())
+        return qwen3vl_processor(build_qwen_tokenizer(), IMAGE_SIZE, VIDEO_SIZE)
     folder = _cache_folder(cache_dir)
     if folder.is_dir():
         cached = _load_cached(folder)
         if cached is not None:
             return cached
         shutil.rmtree(folder, ignore_errors=True)  # stale or damaged
-    processor = _assemble_processor(build_qwen_tokenizer())
+    processor = qwen3vl_processor(build_qwen_tokenizer(), IMAGE_SIZE, VIDEO_SIZE)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:

@@ -16,10 +16,10 @@ chat template; only the sizes are small and the weights random:
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
-from .tiny_models import build_tiny_qwen3vl, save_random_checkpoint, train_tiny_tokenizer
+from .tiny_models import (build_tiny_qwen3vl, qwen_vl_token_ids, save_random_checkpoint, train_tiny_tokenizer,
+                          trl_chat_template)
 
 __all__ = ["INTERNVL_CHAT_TEMPLATE", "TINY_BACKBONE_BUILDERS", "build_tiny_backbone", "build_tiny_internvl",
            "build_tiny_internvl_processor", "build_tiny_llava", "build_tiny_qwen25vl", "build_tiny_qwen25vl_processor"]
@@ -54,21 +54,13 @@ _TILE, _PATCH, _TOKENS_PER_TILE = 64, 16, 4
 _MEAN_STD = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
 
 
-def _qwen25vl_chat_template() -> str:
-    try:
-        return resources.files("trl").joinpath("chat_templates/qwen2_5_vl.jinja").read_text()
-    except (ModuleNotFoundError, FileNotFoundError) as err:
-        raise RuntimeError("building a tiny Qwen2.5-VL checkpoint needs the Qwen2.5-VL chat template shipped with "
-                           "TRL; install it with: pip install 'miescore[train]'") from err
-
-
 def build_tiny_qwen25vl_processor(vocab_size: int = 1000):
     """A stock ``Qwen2_5_VLProcessor`` (14-px patches, 2x2 merge) with the tiny trained BPE tokenizer."""
     from transformers import Qwen2_5_VLProcessor
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
 
-    template = _qwen25vl_chat_template()
+    template = trl_chat_template("qwen2_5_vl", "Qwen2.5-VL")
     tokenizer = train_tiny_tokenizer(vocab_size)
     tokenizer.chat_template = template
     geometry = dict(patch_size=14, temporal_patch_size=2, merge_size=2, **_MEAN_STD)
@@ -83,9 +75,6 @@ def tiny_qwen25vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2):
     second vision block uses full attention, the first window attention (as the real tower alternates them)."""
     from transformers import Qwen2_5_VLConfig
 
-    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
     return Qwen2_5_VLConfig(
         text_config=dict(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                          num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
@@ -96,7 +85,7 @@ def tiny_qwen25vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2):
                            spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1],
                            out_hidden_size=hidden_size),
         tie_word_embeddings=True,
-        **ids,
+        **qwen_vl_token_ids(tokenizer),
     )
 
 

@@ -32,15 +32,23 @@ cat is placed on the table. <|global|> Overall the edit follows the instruction.
 attribute preservation naturalness artifacts consistency overall score good medium poor"""
 
 
-def qwen3_vl_chat_template() -> str:
-    """The stock Qwen3-VL chat template (TRL ships a byte-identical copy that it recognises)."""
+def trl_chat_template(name: str = "qwen3_vl", family: str = "Qwen3-VL") -> str:
+    """The stock chat template ``trl/chat_templates/<name>.jinja`` (TRL ships byte-identical copies that it
+    recognises)."""
     try:
-        return resources.files("trl").joinpath("chat_templates/qwen3_vl.jinja").read_text()
+        return resources.files("trl").joinpath(f"chat_templates/{name}.jinja").read_text()
     except (ModuleNotFoundError, FileNotFoundError) as err:
         raise RuntimeError(
-            "building a tiny Qwen3-VL checkpoint needs the Qwen3-VL chat template shipped with TRL; "
+            f"building a tiny {family} checkpoint needs the {family} chat template shipped with TRL; "
             "install it with: pip install 'miescore[train]'"
         ) from err
+
+
+def qwen_vl_token_ids(tokenizer) -> dict:
+    """The image / video / vision start and end token ids of a Qwen-VL config, read from ``tokenizer``."""
+    return {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
 
 
 def train_tiny_tokenizer(vocab_size: int, special_tokens=SPECIAL_TOKENS, extra_special_tokens: dict | None = None):
@@ -76,23 +84,23 @@ def train_tiny_tokenizer(vocab_size: int, special_tokens=SPECIAL_TOKENS, extra_s
 
 def build_tiny_processor(vocab_size: int = 1000):
     """A stock ``Qwen3VLProcessor`` with a freshly trained byte-level BPE tokenizer (deterministic)."""
+    return qwen3vl_processor(train_tiny_tokenizer(vocab_size),
+                             {"shortest_edge": 64 * 32 * 32, "longest_edge": 1024 * 32 * 32})
+
+
+def qwen3vl_processor(tokenizer, image_size: dict, video_size: dict | None = None):
+    """A stock ``Qwen3VLProcessor`` around ``tokenizer`` with the stock chat template and Qwen3-VL's geometry:
+    16-px patches merged 2x2 -> 32 px per token, normalised as the released model."""
     from transformers import Qwen3VLProcessor
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
-    template = qwen3_vl_chat_template()
-    tokenizer = train_tiny_tokenizer(vocab_size)
+    template = trl_chat_template()
     tokenizer.chat_template = template
-    # Qwen3-VL geometry: 16-px patches merged 2x2 -> 32 px per token; normalisation as the released model.
-    image_processor = Qwen2VLImageProcessor(
-        patch_size=16, temporal_patch_size=2, merge_size=2,
-        size={"shortest_edge": 64 * 32 * 32, "longest_edge": 1024 * 32 * 32},
-        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
-    )
-    video_processor = Qwen3VLVideoProcessor(patch_size=16, temporal_patch_size=2, merge_size=2,
-                                            image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
-    return Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                            video_processor=video_processor, chat_template=template)
+    geometry = dict(patch_size=16, temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    video = Qwen3VLVideoProcessor(**geometry, **({"size": video_size} if video_size else {}))
+    return Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(size=image_size, **geometry), tokenizer=tokenizer,
+                            video_processor=video, chat_template=template)
 
 
 # Attention geometries of the tiny language model: head_dim 16 is the smallest (fast CPU tests); vLLM's CPU
@@ -122,9 +130,6 @@ def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2, v
         raise ValueError(f"geometry must be one of {sorted(ATTENTION_GEOMETRIES)}, got {geometry!r}")
     shape = ATTENTION_GEOMETRIES[geometry]
     head_dim = shape["head_dim"]
-    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
     return Qwen3VLConfig(
         text_config=dict(
             vocab_size=vocab_size or len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
@@ -140,7 +145,7 @@ def tiny_qwen3vl_config(tokenizer, hidden_size: int = 64, num_layers: int = 2, v
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=hidden_size,
                            num_position_embeddings=256, deepstack_visual_indexes=[0, 1]),
         tie_word_embeddings=True,
-        **ids,
+        **qwen_vl_token_ids(tokenizer),
     )
 
 
@@ -198,13 +203,18 @@ def sharpen_language_model(model, seed: int = 0, std: float = 0.1):
     With std-0.02 weights almost any input gives the same scores; sharpened, a wrong position or a missing image
     changes them by whole points, so tests comparing two paths (prefix reuse vs full forward) can fail.
     """
+    redraw_matrices(model.backbone.get_decoder().named_parameters(), std, seed, keep="embed")
+    return model
+
+
+def redraw_matrices(named_parameters, std: float, seed: int, keep: str | None = None) -> None:
+    """Redraw every 2-D parameter whose name does not contain ``keep`` from N(0, std^2), seeded, in place."""
     import torch
 
     from ..utils.random_draws import randn_tensor  # deferred: loads torch
 
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, param in model.backbone.get_decoder().named_parameters():
-            if param.ndim == 2 and "embed" not in name:
+        for name, param in named_parameters:
+            if param.ndim == 2 and not (keep and keep in name):
                 param.copy_(randn_tensor(param.shape, generator=generator, device=param.device) * std)
-    return model

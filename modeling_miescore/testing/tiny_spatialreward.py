@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 from .qwen_vocab import build_processor, build_qwen3vl
+from .tiny_models import redraw_matrices
 
 # Small budgets keep CPU tests fast: 128 x 128 .. 256 x 256 pixels per image = 16 .. 64 visual tokens.
 TINY_DEFAULTS = {"max_new_tokens": 40, "min_pixels": 16_384, "max_pixels": 65_536}
@@ -18,15 +19,7 @@ def sharpen(model, std: float = 0.2, seed: int = 0) -> None:
     would let "batched equals unbatched" or "reloaded equals original" tests pass trivially
     (docs/prefix_reuse.md, "How exact").
     """
-    import torch
-
-    from ..utils.random_draws import randn_tensor  # deferred: loads torch
-
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for _, parameter in sorted(model.named_parameters()):
-            if parameter.dim() == 2:
-                parameter.copy_(randn_tensor(parameter.shape, generator=generator, device=parameter.device) * std)
+    redraw_matrices(sorted(model.named_parameters()), std, seed)
 
 
 def build_tiny_spatialreward(path, seed: int = 0, vocab: str = "tiny", vocab_cache_dir=None, hidden_size: int = 64,

@@ -5,24 +5,18 @@ edit, so a test can kill a run in the middle."""
 
 from __future__ import annotations
 
-import os
 import random
-import time
 
 from PIL import Image, ImageFilter, ImageOps
+
+from .editor_rewards import env_delay
 
 __all__ = ["blur", "mirror", "tint"]
 
 
-def _pause() -> None:
-    delay = float(os.environ.get("MIESCORE_TOY_EDITOR_DELAY", "0") or 0)
-    if delay > 0:
-        time.sleep(delay)
-
-
 def tint(image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
     """Blend a seeded colour over the image."""
-    _pause()
+    env_delay("MIESCORE_TOY_EDITOR_DELAY")
     rng = random.Random(seed)
     colour = Image.new("RGB", image.size, tuple(rng.randrange(256) for _ in range(3)))
     return Image.blend(image.convert("RGB"), colour, 0.35)
@@ -30,11 +24,11 @@ def tint(image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
 
 def mirror(image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
     """Flip the image left-right."""
-    _pause()
+    env_delay("MIESCORE_TOY_EDITOR_DELAY")
     return ImageOps.mirror(image.convert("RGB"))
 
 
 def blur(image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
     """Blur the image by a seeded radius."""
-    _pause()
+    env_delay("MIESCORE_TOY_EDITOR_DELAY")
     return image.convert("RGB").filter(ImageFilter.GaussianBlur(1 + seed % 3))

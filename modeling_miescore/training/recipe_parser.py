@@ -1,18 +1,13 @@
 """The recipes' argument parser: TRL's ``TrlParser`` (``--config x.yaml`` + every dataclass field on the command
-line) with the recipes' contract for argument mistakes: one line and exit status 2, no traceback.
+line) with the recipes' contract for argument mistakes: one line and exit status 2, no traceback (TRL raises a
+``ValueError`` with a traceback).
 
-- **No prefix matching** (``allow_abbrev=False``): ``--learning-rat 0.1`` is an unknown option, not
-  ``--learning_rate``.
-- **Unknown options and YAML keys** are named with the closest real one (``unknown option --max_stepz; did you
-  mean --max_steps?``, ``x.yaml: unknown key 'learning_rat'; did you mean learning_rate?``); TRL raises a
-  ``ValueError`` with a traceback for both.
-- **A missing or unreadable** ``--config`` file, or one that is not a YAML mapping, is one line.
-- Argparse's own errors (a value of the wrong type, a missing value) are one line too, with a pointer to
-  ``--help`` instead of the full usage (a recipe has ~80 options), and so is a value that a dataclass refuses
-  when it is built (a ``ValueError`` from its ``__post_init__``).
+- No prefix matching (``allow_abbrev=False``); unknown options and YAML keys are named with the closest real one.
+- A missing or unreadable ``--config`` file, or one that is not a YAML mapping, is one line.
+- Argparse's own errors point to ``--help`` instead of the full usage (a recipe has ~80 options), and so does a
+  value that a dataclass refuses when it is built (a ``ValueError`` from its ``__post_init__``).
 - :attr:`RecipeParser.given` names the fields given **on the command line** (not by the YAML), so a recipe can
-  treat a typed path differently from the config's own default (``trainers/flow_grpo_editor.py``: the tiny
-  builders write only where the config or the command line asked).
+  treat a typed path differently from the config's own default (``trainers/flow_grpo_editor.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +34,6 @@ class RecipeParser(TrlParser):
         self.given: FrozenSet[str] = frozenset()
         self.config_path: Optional[str] = None
 
-    # ------------------------------------------------------------------------------------------------ errors
     def error(self, message: str):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} ({self.prog} --help lists every option)\n")
 
@@ -53,7 +47,6 @@ class RecipeParser(TrlParser):
         self.error(f"unknown option {name}{did_you_mean(name, self.option_strings())}"
                    if name.startswith("-") else f"unexpected argument {name!r}")
 
-    # ------------------------------------------------------------------------------------------------ parsing
     def given_fields(self, args: Iterable[str]) -> FrozenSet[str]:
         """The destinations of the options present in ``args`` (exact option strings, or ``--opt=value``)."""
         by_option = {s: action.dest for action in self._actions for s in action.option_strings}

@@ -1,13 +1,7 @@
-"""Credentials that must never be printed: API keys and passwords in URLs.
-
-* :func:`checked_api_key`: a key read from the environment must be visible ASCII without spaces (what a Bearer
-  header can carry); a trailing newline, a space or a non-ASCII character is one error naming the variable and the
-  position, before any request (httpx would refuse the header on every attempt, with the key in the message).
-* :func:`redacted_url`: ``http://user:secret@host/v1?api_key=K`` -> ``http://user:***@host/v1?api_key=***`` for
-  every URL the package shows; query values named as credentials (:data:`SECRET_QUERY_NAMES`) are masked too.
-* :func:`redact`: any text with every given secret, URL password and such query value replaced by ``***``.
-* :func:`redact_library_logs`: the same for the request lines third-party HTTP clients log (httpx logs full URLs).
-* :func:`url_secrets`: a URL's secrets, so that a client can mask them where a server echoes them.
+"""Credentials that must never be printed: API keys and passwords in URLs
+(``http://user:secret@host/v1?api_key=K`` is shown as ``http://user:***@host/v1?api_key=***``), also in the request
+lines third-party HTTP clients log. An API key is checked before any request: httpx would refuse a header with a
+newline or a space on every attempt, with the key in the message.
 """
 
 from __future__ import annotations

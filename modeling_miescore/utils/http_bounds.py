@@ -56,17 +56,9 @@ def retry_after_seconds(value: Optional[str], now: Optional[float] = None) -> Op
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """What to retry and how long to wait.
-
-    Args:
-        max_retries: extra attempts after the first (0 disables retries).
-        backoff: first wait in seconds when the server gives no ``Retry-After``; doubles per attempt.
-        max_backoff: cap on any single wait, a server's ``Retry-After`` included.
-        statuses: HTTP statuses that are retried.
-        exceptions: exception types that are retried (e.g. ``httpx.TransportError``).
-        retryable: an optional further test on a response whose status is in ``statuses`` (False: answer it
-            as it is; e.g. a 500 that names the one sample the model failed on will fail again).
-    """
+    """What to retry and how long to wait (module docstring). ``retryable``: an optional further test on a
+    response whose status is in ``statuses`` (False: answer it as it is; e.g. a 500 that names the one sample the
+    model failed on will fail again)."""
 
     max_retries: int = 2
     backoff: float = 0.5
@@ -100,12 +92,9 @@ class Attempted:
 def send_with_retries(send: Callable[[], Any], policy: RetryPolicy, *,
                       on_retry: Optional[Callable[[Attempted, float], None]] = None,
                       sleep: Callable[[float], None] = time.sleep) -> Attempted:
-    """Call ``send()`` (returns an object with ``status_code`` and ``headers``) under ``policy``.
-
-    Exceptions outside ``policy.exceptions`` propagate at once; a retryable exception or status that is still
-    there after the last attempt is returned in :class:`Attempted`, never raised. ``on_retry(outcome, wait)``
-    is called before each wait (for logging).
-    """
+    """Call ``send()`` (returns an object with ``status_code`` and ``headers``) under ``policy``; a retryable
+    exception or status still there after the last attempt is returned in :class:`Attempted`, never raised (other
+    exceptions propagate at once). ``on_retry(outcome, wait)`` is called before each wait."""
 
     def wait(state: RetryCallState) -> float:
         outcome = state.outcome
@@ -245,14 +234,6 @@ class BadBody(ValueError):
     """A body that cannot be decoded: an unsupported ``Content-Encoding`` or a corrupt compressed stream."""
 
 
-class _Identity:
-    def feed(self, data: bytes, room: int) -> bytes:
-        return data
-
-    def flush(self, room: int) -> bytes:
-        return b""
-
-
 class _Zlib:
     """gzip or deflate (zlib-wrapped, or raw as some servers send it), with bounded output."""
 
@@ -300,7 +281,7 @@ def _brotli_available() -> bool:
     return hasattr(brotli.Decompressor(), "can_accept_more_data")  # bounded output (brotli >= 1.1)
 
 
-_DECODERS = {"identity": _Identity, "gzip": lambda: _Zlib("gzip"), "x-gzip": lambda: _Zlib("gzip"),
+_DECODERS = {"identity": None, "gzip": lambda: _Zlib("gzip"), "x-gzip": lambda: _Zlib("gzip"),
              "deflate": lambda: _Zlib("deflate")}
 if _brotli_available():
     _DECODERS["br"] = _Brotli
@@ -316,7 +297,7 @@ def _decoders(response: httpx.Response) -> List[Any]:
     unknown = [n for n in names if n not in _DECODERS]
     if unknown:
         raise BadBody(f"Content-Encoding {', '.join(unknown)[:80]} is not supported (accepted: {accept_encoding()})")
-    return [_DECODERS[name]() for name in reversed(names)]  # the last encoding applied is undone first
+    return [_DECODERS[name]() for name in reversed(names) if _DECODERS[name]]  # the last applied is undone first
 
 
 @dataclass(frozen=True)

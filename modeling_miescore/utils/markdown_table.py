@@ -1,10 +1,6 @@
-"""One Markdown (GitHub pipe) table builder for every report, card and benchmark outside the Hub files.
-
-``markdown_table(header, rows, align=None, pad=False)``: cells are converted with ``str``, a ``|`` in a cell is
-escaped (``\\|``) and newlines are flattened to spaces, so a cell can never break the table; ``align`` gives each
-column's alignment row mark; ``pad`` widens every column to its longest cell (for tables read as plain text in a
-terminal). A row whose length differs from the header's is a ``ValueError`` naming the row, never a silently
-shifted column. (The Hub files cannot import this module; ``model_card.py`` keeps its own few lines.)
+"""One Markdown (GitHub pipe) table builder for every report, card and benchmark outside the Hub files: a cell can
+never break the table (``|`` escaped, newlines flattened), a ragged row is an error, never a shifted column. (The
+Hub files cannot import this module; ``model_card.py`` keeps its own few lines.)
 """
 
 from __future__ import annotations
@@ -21,28 +17,19 @@ def markdown_cell(value: Any) -> str:
 
 
 def _alignments(align: Union[str, Sequence[Optional[str]], None], n: int) -> list:
-    """Per-column alignment names (``None`` = unspecified): from ``None``, a sequence of names
-    (``"left" | "right" | "center" | None``), or a compact string with one letter per column (``"lrr"``; ``-`` =
-    unspecified)."""
-    if align is None:
-        return [None] * n
+    """Per-column alignment names (``None`` = unspecified) from ``None``, a sequence of names or one letter each."""
     if isinstance(align, str):
         unknown = sorted(set(align) - set(_LETTERS))
         if unknown:
             raise ValueError(f"markdown_table: align letters must be l, r, c or -, got {unknown} in {align!r}")
         align = [_LETTERS[a] for a in align]
-    align = list(align)
+    align = [None] * n if align is None else list(align)
     unknown = [a for a in align if a not in ALIGN_MARKS]
     if unknown:
         raise ValueError(f"markdown_table: align must be 'left', 'right', 'center' or None, got {unknown}")
     if len(align) != n:
         raise ValueError(f"markdown_table: {len(align)} alignments for {n} columns")
     return align
-
-
-def _padded_mark(alignment: Optional[str], width: int) -> str:
-    dashes = "-" * (width - (alignment in ("left", "center")) - (alignment in ("right", "center")))
-    return (":" if alignment in ("left", "center") else "") + dashes + (":" if alignment in ("right", "center") else "")
 
 
 def markdown_table(header: Sequence[Any], rows: Iterable[Sequence[Any]],
@@ -61,13 +48,11 @@ def markdown_table(header: Sequence[Any], rows: Iterable[Sequence[Any]],
             raise ValueError(f"markdown_table: row {index} has {len(cells)} cells, the header {len(head)} "
                              f"({head}); give every row one cell per column (an empty string for a blank)")
         body.append(cells)
-    alignments = _alignments(align, len(head))
-    if pad:
+    marks = [ALIGN_MARKS[a] for a in _alignments(align, len(head))]
+    if pad:  # every mark holds "---" once: widen it to the column
         widths = [max(3, *(len(r[i]) for r in [head, *body])) for i in range(len(head))]
-        marks = [_padded_mark(a, w) for a, w in zip(alignments, widths)]
+        marks = [m.replace("---", "-" * (w - len(m) + 3)) for m, w in zip(marks, widths)]
         head, *body = ([c.ljust(w) for c, w in zip(r, widths)] for r in [head, *body])
-    else:
-        marks = [ALIGN_MARKS[a] for a in alignments]
     return "\n".join("| " + " | ".join(line) + " |" for line in [head, marks, *body])
 
 

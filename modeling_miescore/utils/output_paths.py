@@ -1,17 +1,8 @@
 """Where a command may write: the checks every command makes before it writes or replaces a file or a folder.
 
-* **Paths are compared as real paths** (:func:`real_path`: ``~`` expanded, ``..`` and links resolved).
-* **An output folder is apart from every input** (:func:`check_folder_apart`): equal to, inside or containing an
-  input is refused before anything is read, moved or written.
-* **Two roles never share a file** (:func:`check_distinct_files`: ``--input X --output X``, also through a link).
-* **Missing folders above an output are created, and said** (:func:`ensure_folder`): the folder a command is given
-  (``--out DIR``) is made as asked; every other folder made on the way is named in one ``note:`` line on stderr. A
-  file in the way, a folder that cannot be made or a path with a NUL byte is one :class:`OutputPathError`.
-* **A write the machine refuses is one line** (:func:`output_writes`): a full disk, a quota or an I/O error is one
-  :class:`OutputWriteError` naming the output; writers leave nothing half-written (temporary file, then rename).
-
-:class:`OutputPathError` is a :class:`~modeling_miescore.hub.image_io.MIEScoreInputError` (exit status 2);
-:class:`OutputWriteError` (the machine, not the input) exits 1.
+Paths are compared as real paths; an output is never, inside or around an input, and two roles never share a file.
+:class:`OutputPathError` is a :class:`~modeling_miescore.hub.errors.MIEScoreInputError` (exit status 2);
+:class:`OutputWriteError` (the machine, not the input: a full disk, a quota) exits 1.
 """
 
 from __future__ import annotations
@@ -111,11 +102,9 @@ def _print_note(message: str) -> None:
 
 
 def ensure_folder(folder, label: str, note: Callable[[str], None] = _print_note, named: bool = False) -> Path:
-    """``folder`` (``~`` expanded) as an existing folder: the missing ones are created and named in one ``note``;
-    a file in the way or a folder that cannot be made is an :class:`OutputPathError` naming ``label``.
-
-    ``named``: ``folder`` is the output folder the user named (``--out DIR``): creating it is what was asked and
-    goes without a note; only folders above it are named."""
+    """``folder`` (``~`` expanded) as an existing folder: the missing ones are created and named in one ``note``
+    (``named``: the user named ``folder`` itself, so only the folders above it are); a file in the way or a folder
+    that cannot be made is an :class:`OutputPathError` naming ``label``."""
     folder = Path(os.fspath(folder)).expanduser()
     try:
         missing = []

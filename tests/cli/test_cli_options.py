@@ -29,6 +29,20 @@ def test_batch_size_is_checked_by_its_argument_type(kind, capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["spatialreward", "--model", "m", "--edited", "e.png", "--instruction", "x", "--timeout", "nan"],
+     "argument --timeout: expected a finite number, got 'nan'"),
+    (["spatialreward", "--model", "m", "--edited", "e.png", "--instruction", "x", "--timeout", "-1"],
+     "argument --timeout: must be > 0, got -1.0"),
+    (["judge", "--backend", "openai", "--model", "m", "--input", "i", "--output", "o", "--max-tokens", "0"],
+     "argument --max-tokens: must be >= 1, got 0")])
+def test_numbers_are_checked_by_their_argument_type(argv, message, capsys):
+    """A timeout that is no positive number (nan, -1) is refused when the options are parsed, as every count is."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and f"error: {message}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("unknown", [["--api-key", "SECRET"], ["--api-key=SECRET"]])
 def test_an_unknown_options_value_is_counted_never_echoed(unknown, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:

@@ -6,6 +6,7 @@ of a converted benchmark as scoring input, where every row must carry its own so
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -46,9 +47,10 @@ def test_input_export_keeps_each_rows_sources_even_when_an_instance_mixes_them(t
     import datasets
 
     from modeling_miescore.data.input_export import export_mie_inputs
-    from modeling_miescore.testing.raw_benchmarks.external_images import jpeg_bytes, source_photo
+    from modeling_miescore.testing.raw_benchmarks.external_images import source_photo
+    from modeling_miescore.testing.raw_benchmarks.photos import image_bytes
 
-    images = [jpeg_bytes(source_photo(k)) for k in range(4)]
+    images = [image_bytes(source_photo(k)) for k in range(4)]
     ds = datasets.Dataset.from_dict(
         {"id": ["e1", "e2", "e3"], "instance_id": ["same", "same", "same"], "instruction": ["x"] * 3,
          "source_images": [[{"bytes": images[0], "path": "a.jpg"}], [{"bytes": images[1], "path": "b.jpg"}],
@@ -163,3 +165,36 @@ def test_editreward_bench_groups_ids_without_underscore_by_their_first_10_charac
     # 2pair: three groups of 2 candidates; 3pair: one group of 3; 4pair: one group of 4 (not one group per row)
     assert sorted(sizes.values()) == [2, 2, 2, 3, 4]
     assert Path(tmp_path / "ds" / "README.md").is_file()
+
+
+def test_imgedit_refuses_text_after_the_json_object(tmp_path):
+    """A second object pasted after basic_edit.json's (json.load refuses it) is a problem with its line, not
+    silently ignored."""
+    rb.make_raw_imgedit_bench(tmp_path / "raw")
+    path = tmp_path / "raw" / "basic_edit.json"
+    lines = path.read_text().count("\n")
+    path.write_text(path.read_text() + '{"9999": {"id": "x.jpg", "prompt": "p", "edit_type": "add"}}\n')
+    with pytest.raises(DatasetValidationError) as err:
+        convert("imgedit-bench", tmp_path / "raw", tmp_path / "out")
+    [problem] = err.value.problems
+    assert (problem.file, problem.line) == ("basic_edit.json", lines + 1)
+    assert "extra data after the object" in problem.message
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_embedded_image_outside_the_accepted_formats_is_refused(tmp_path):
+    """Images stored in a Parquet / Arrow release pass the same format allowlist as image files (PNG, JPEG, WebP,
+    TIFF, BMP, GIF): a PPM is refused with the row and the column, as a PPM file would be."""
+    from PIL import Image
+
+    from modeling_miescore.data.builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+    from modeling_miescore.data.converters.release_files import embedded_image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), "red").save(buffer, format="PPM")
+    problems = ProblemCollector(tmp_path)
+    check = RecordCheck(problems, "data/test-00000-of-00001.parquet", 3, ImageChecker(tmp_path))
+    assert embedded_image(check, {"bytes": buffer.getvalue(), "path": "x.ppm"}, "x", "source_image") is None
+    [problem] = problems.problems
+    assert (problem.file, problem.line) == ("data/test-00000-of-00001.parquet", 3)
+    assert problem.message.startswith("source_image: unreadable image (") and "PNG, JPEG" in problem.message

@@ -1,6 +1,6 @@
 """MIEScore on vLLM's pooling runner (``-m engines``): the package's vLLM plugin (``scripts/vllm_plugin``, installed
 by ``scripts/vllm_cpu.sh provision``) serves an exported MIEScore checkpoint (``miescore export-vllm``), and its
-scores through ``/classify`` (:class:`~modeling_miescore.scoring.vllm_miescore.MIEScoreAPI`) equal the in-process
+scores through ``/classify`` (:class:`~modeling_miescore.judges.miescore_api.MIEScoreAPI`) equal the in-process
 ones. The checkpoint's head is random but widened, so its scores depend on the edit."""
 
 from __future__ import annotations

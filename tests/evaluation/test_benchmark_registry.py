@@ -141,8 +141,7 @@ def _perfect_predictions(data) -> dict[str, dict]:
 def test_every_benchmark_converts_from_its_fixture_and_scores_a_perfect_predictor_perfectly(name, tmp_path):
     from modeling_miescore.evaluation.converted_benchmarks import load_benchmark
     from modeling_miescore.evaluation.prediction_files import read_score_predictions
-    from modeling_miescore.evaluation.reward_bench_report import evaluate_reward
-    from modeling_miescore.evaluation.zero_shot_report import evaluate_zero_shot
+    from modeling_miescore.evaluation.paper_tables import evaluate_reward, evaluate_zero_shot
 
     spec = get_converter(name).spec
     rb.release_writer(MODULE_OF[name])(tmp_path / "raw")

@@ -15,7 +15,7 @@ def test_extract_first_json_is_bounded_on_degenerate_text():
 
     start = time.perf_counter()
     assert extract_first_json("{" * 150_000 + "[}" * 1000, lambda v: True) is None
-    assert extract_first_json('{"a": 1}' * 20_000, lambda v: v == {"b": 2}) is None  # max_tries bounds decoding
+    assert extract_first_json('{"a": 1}' * 20_000, lambda v: v == {"b": 2}) is None  # MAX_JSON_TRIES bounds decoding
     assert time.perf_counter() - start < 10
     assert extract_first_json('x {"a": "}{"} {"b": [1, {"c": 2}]}', lambda v: "b" in v) == {"b": [1, {"c": 2}]}
 

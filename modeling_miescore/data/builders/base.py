@@ -189,30 +189,37 @@ class DatasetBuilder(ABC):
                     dynamic_ncols=True, file=sys.stderr)
 
     def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:
-        """Write every split that has rows; ``{split: {files, num_examples, num_bytes, file_bytes, pattern}}``."""
-        features = self.features()
+        """Write every split that has rows (shards as :meth:`shard_location` names them);
+        ``{split: {files, num_examples, num_bytes, file_bytes, pattern}}``."""
         info: dict[str, dict] = {}
         total = sum(len(rows) for rows in rows_by_split.values())
         with self.progress_bar(desc=f"writing {self.title}", total=total) as bar:
             for split in self.split_names:
                 items = rows_by_split.get(split) or []
                 if items:
+                    data_dir, name = self.shard_location(split)
                     info[split] = write_parquet_split(
-                        folder, split, items, features, make_row=self.make_row, row_size=self.row_size, bar=bar,
-                        max_shard_bytes=self.max_shard_bytes, rows_per_group=self.rows_per_group,
-                    )
-                    info[split]["pattern"] = f"data/{split}-*.parquet"
+                        folder, name, items, self.features(split), make_row=self.make_row, row_size=self.row_size,
+                        bar=bar, max_shard_bytes=self.max_shard_bytes, rows_per_group=self.rows_per_group,
+                        data_dir=data_dir)
+                    info[split]["pattern"] = f"{data_dir}/{name}-*.parquet"
         return info
 
+    def shard_location(self, split: str) -> tuple[str, str]:
+        """``(folder, file prefix)`` of a split's shards: ``data/<split>-XXXXX-of-YYYYY.parquet``."""
+        return "data", split
+
     def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
-        card_data = dataset_card_data(
-            features=self.features(), splits=split_info, license=self.license, pretty_name=self.card.pretty_name,
-            task_categories=self.card.task_categories, tags=self.card.tags,
-        )
-        write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
+        write_dataset_card(folder, self.card_data(split_info), self.card, max_shard=format_bytes(self.max_shard_bytes),
                            warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
                            splits=list(split_info), default_license=self.default_license,
                            **self.card_context(split_info))
+
+    def card_data(self, split_info: dict[str, dict]):
+        """The card's metadata (``DatasetCardData``: configs, features, splits, license, tags)."""
+        return dataset_card_data(features=self.features(), splits=split_info, license=self.license,
+                                 pretty_name=self.card.pretty_name, task_categories=self.card.task_categories,
+                                 tags=self.card.tags)
 
     def write_extra_files(self, folder: Path) -> None:
         """Files beside the data and the card (reports); none by default."""
@@ -239,8 +246,8 @@ class DatasetBuilder(ABC):
         """``(file, message)`` of the problem raised when no split has a row."""
 
     @abstractmethod
-    def features(self):
-        """The ``datasets.Features`` of a row."""
+    def features(self, split: str | None = None):
+        """The ``datasets.Features`` of a row (of ``split``)."""
 
     @abstractmethod
     def make_row(self, item) -> dict:

@@ -38,9 +38,9 @@ from typing import Any, Callable
 from ..schema import GROUP_SIZES, MER_CATEGORIES, MER_SPLITS, MER_TIER_DIMENSIONS, TIERS
 from . import mer_bench_card
 from .base import BuildSummary, BuildUsageError, DatasetBuilder
-from .output_folder import file_size, format_bytes, image_struct
-from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
-                        unique_records)
+from .output_folder import format_bytes
+from .raw_files import (ImageChecker, ImageRef, ProblemCollector, RecordCheck, read_csv, read_edited_images,
+                        read_jsonl, unique_records)
 from .mie_bench_split import stratified_counts
 
 SAMPLES, CANDIDATES, ANNOTATIONS = "samples.jsonl", "candidates.jsonl", "annotations.csv"
@@ -59,7 +59,7 @@ TIER_RANK = {t: rank for rank, t in enumerate(TIERS)}  # good > medium > poor
 class Sample:
     sample_id: str
     instruction: str
-    image: tuple  # (rel, Path)
+    image: ImageRef
     category: str
     subtask: str
     line: int
@@ -72,7 +72,7 @@ class Candidate:
     candidate_id: str
     sample_id: str
     editing_model: str
-    image: tuple  # (rel, Path)
+    image: ImageRef
     line: int
     votes: dict = field(default_factory=lambda: {d: [] for d in MER_TIER_DIMENSIONS})
     tiers: dict = field(default_factory=dict)  # dimension -> majority tier (str) or None
@@ -106,10 +106,9 @@ def read_samples(raw: Path, problems: ProblemCollector, images: ImageChecker, ba
         if num_edits is not None and (isinstance(num_edits, bool) or not isinstance(num_edits, int)
                                       or not 1 <= num_edits <= 16):
             check.fail(f"sample {sid!r}: num_edits must be an integer from 1 to 16 (or absent), got {num_edits!r}")
-        path = check.image(obj["original_image"], f"sample {sid!r}, original_image")
+        image = check.image(obj["original_image"], f"sample {sid!r}, original_image")
         if check.ok:
-            out[sid] = Sample(sid, obj["instruction"], (obj["original_image"], path), category, subtask.strip(), line,
-                              len(out), num_edits)
+            out[sid] = Sample(sid, obj["instruction"], image, category, subtask.strip(), line, len(out), num_edits)
     return out, declared
 
 
@@ -437,7 +436,7 @@ class MERBenchBuilder(DatasetBuilder):
 
     # ------------------------------------------------------------------ write -> card
 
-    def features(self):
+    def features(self, split=None):
         return mer_bench_features()
 
     def make_row(self, item) -> dict:
@@ -446,8 +445,8 @@ class MERBenchBuilder(DatasetBuilder):
         return {
             "pair_id": pair_id,
             "instruction": s.instruction,
-            "original_image": image_struct(s.image[1], s.image[0]),
-            "edited_images": [image_struct(c.image[1], c.image[0]) for c in group],
+            "original_image": s.image.struct(),
+            "edited_images": [c.image.struct() for c in group],
             "label": s.category,
             "sample_id": s.sample_id,
             "category": s.category,
@@ -461,14 +460,10 @@ class MERBenchBuilder(DatasetBuilder):
     def row_size(self, item) -> int:
         _, group = item
         s = self.samples[group[0].sample_id]
-        return file_size(s.image[1]) + sum(file_size(c.image[1]) for c in group) + len(s.instruction.encode()) + 512
+        return sum(image.size() for image in (s.image, *(c.image for c in group))) + len(s.instruction.encode()) + 512
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
-        return mer_bench_card.card_context(
-            split_info=split_info, groups=self.groups, samples=self.samples, candidates=self.candidates,
-            valid=self.valid, needs_review=self.needs_review, targets=self.targets, seed=self.seed,
-            min_agreement=self.min_agreement, n_annotators=self.n_annotators, stratified=self.stratify_categories,
-        )
+        return mer_bench_card.card_context(self, split_info)
 
     def write_extra_files(self, folder: Path) -> None:
         mer_bench_card.write_needs_review(folder / "needs_review.csv", self.needs_review)

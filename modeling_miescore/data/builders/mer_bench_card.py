@@ -163,21 +163,21 @@ def _group_tables(groups: dict[int, list], samples: dict, splits: list[str]) -> 
     }
 
 
-def card_context(*, split_info: dict, groups: dict[int, list], samples: dict, candidates: dict, valid: dict,
-                 needs_review: list, targets: dict[int, int], seed: int, min_agreement: int,
-                 n_annotators: int | None, stratified: bool = True) -> dict[str, Any]:
-    """The variables of :data:`MER_BENCH_CARD_TEMPLATE` for one build."""
+def card_context(build, split_info: dict) -> dict[str, Any]:
+    """The variables of :data:`MER_BENCH_CARD_TEMPLATE` for a :class:`~.mer_bench.MERBenchBuilder` that has voted
+    and formed its groups."""
+    groups, samples, valid, needs_review = build.groups, build.samples, build.valid, build.needs_review
     shown = needs_review[:_REVIEWS_SHOWN]
     return {
         "n_groups": sum(v["num_examples"] for v in split_info.values()),
         "n_images": sum(len(g) for items in groups.values() for _, g in items),
         "n_samples": len(samples),
-        "n_candidates": len(candidates),
+        "n_candidates": len(build.candidates),
         "n_valid": sum(len(v) for v in valid.values()),
         "overall_tiers": Counter(c.tiers["overall"] for v in valid.values() for c in v),
         "split_table": md_table(
             ["split", "groups", "target", "shards", "Parquet size"],
-            [[k, v["num_examples"], targets.get(int(k[0]), "–"), len(v["files"]), format_bytes(v["file_bytes"])]
+            [[k, v["num_examples"], build.targets.get(int(k[0]), "–"), len(v["files"]), format_bytes(v["file_bytes"])]
              for k, v in split_info.items()],
         ),
         **_group_tables(groups, samples, list(split_info)),
@@ -188,10 +188,10 @@ def card_context(*, split_info: dict, groups: dict[int, list], samples: dict, ca
               ", ".join(f"{t} {n}" for t, n in r["votes"]["overall"].items())] for r in shown],
         ),
         "more_reviews": len(needs_review) - len(shown),
-        "seed": seed,
-        "min_agreement": min_agreement,
-        "n_annotators": n_annotators,
-        "stratified": stratified,
+        "seed": build.seed,
+        "min_agreement": build.min_agreement,
+        "n_annotators": build.n_annotators,
+        "stratified": build.stratify_categories,
     }
 
 

@@ -35,9 +35,9 @@ from . import mie_bench_card
 from .base import BuildSummary, BuildUsageError, DatasetBuilder
 from .mie_bench_split import (DEFAULT_SPLIT_SALT, SPLIT_METHODS, read_split_file, small_split_warnings, split_of,
                               stratified_splits)
-from .output_folder import file_size, format_bytes, image_struct
-from .raw_files import (ImageChecker, ProblemCollector, RecordCheck, read_csv, read_edited_images, read_jsonl,
-                        unique_records)
+from .output_folder import format_bytes
+from .raw_files import (ImageChecker, ImageRef, ProblemCollector, RecordCheck, read_csv, read_edited_images,
+                        read_jsonl, unique_records)
 
 MOS_SOURCES = ("auto", "ratings", "mos")
 INSTANCES, EDITS, RATINGS, MOS_CSV = "instances.jsonl", "edits.jsonl", "ratings.csv", "mos.csv"
@@ -55,7 +55,7 @@ class Instance:
     instance_id: str
     task: str
     instruction: str
-    sources: list  # [(rel, Path)]
+    sources: list  # [ImageRef]
     line: int
 
 
@@ -64,7 +64,7 @@ class Edit:
     edit_id: str
     instance_id: str
     editing_model: str
-    image: tuple  # (rel, Path)
+    image: ImageRef
     line: int
 
 
@@ -87,9 +87,9 @@ def _check_sources(check: RecordCheck, instance_id: str, sources: Any) -> list:
         return []
     resolved = []
     for j, rel in enumerate(sources, start=1):
-        path = check.image(rel, f"instance {instance_id!r}, source {j}")
-        if path is not None:
-            resolved.append((rel, path))
+        image = check.image(rel, f"instance {instance_id!r}, source {j}")
+        if image is not None:
+            resolved.append(image)
     return resolved
 
 
@@ -160,23 +160,15 @@ def read_ratings(raw: Path, problems: ProblemCollector, declared_edits: set, bar
     return columns
 
 
-def _optional_count(check: RecordCheck, text: str, column: str) -> int | None:
+def _optional_number(check: RecordCheck, text: str, column: str, integer: bool = False) -> float | int | None:
+    """An optional ``std_*`` (a number) or ``n_*`` (``integer``) column: None when empty."""
     if not text:
         return None
     value = finite_float(text)
-    if value is None or value < 0 or value != int(value):
-        check.fail(f"{column} {text!r} must be a non-negative integer or empty")
+    if value is None or value < 0 or (integer and value != int(value)):
+        check.fail(f"{column} {text!r} must be a non-negative {'integer' if integer else 'number'} or empty")
         return None
-    return int(value)
-
-
-def _optional_spread(check: RecordCheck, text: str, column: str) -> float | None:
-    if not text:
-        return None
-    value = finite_float(text)
-    if value is None or value < 0:
-        check.fail(f"{column} {text!r} must be a non-negative number or empty")
-    return value
+    return int(value) if integer else value
 
 
 def _mos_record(check: RecordCheck, row: dict) -> dict:
@@ -190,8 +182,8 @@ def _mos_record(check: RecordCheck, row: dict) -> dict:
         elif not lo <= value <= hi:
             check.fail(f"mos_{short} {value:g} out of range [{lo:g}, {hi:g}]")
         record[f"mos_{short}"] = value
-        record[f"std_{short}"] = _optional_spread(check, row.get(f"std_{short}", ""), f"std_{short}")
-        record[f"n_{short}"] = _optional_count(check, row.get(f"n_{short}", ""), f"n_{short}")
+        record[f"std_{short}"] = _optional_number(check, row.get(f"std_{short}", ""), f"std_{short}")
+        record[f"n_{short}"] = _optional_number(check, row.get(f"n_{short}", ""), f"n_{short}", integer=True)
     return record
 
 
@@ -435,7 +427,7 @@ class MIEBenchBuilder(DatasetBuilder):
 
     # ------------------------------------------------------------------ write -> card
 
-    def features(self):
+    def features(self, split=None):
         return mie_bench_features()
 
     def make_row(self, item: tuple[Instance, Edit]) -> dict:
@@ -446,17 +438,16 @@ class MIEBenchBuilder(DatasetBuilder):
             "task": TASKS.index(inst.task),
             "category": TASK_CATEGORY[inst.task],
             "instruction": inst.instruction,
-            "source_images": [image_struct(path, rel) for rel, path in inst.sources],
+            "source_images": [image.struct() for image in inst.sources],
             "num_sources": len(inst.sources),
-            "edited_image": image_struct(e.image[1], e.image[0]),
+            "edited_image": e.image.struct(),
             "editing_model": e.editing_model,
             **self.mos[e.edit_id],
         }
 
     def row_size(self, item: tuple[Instance, Edit]) -> int:
         inst, e = item
-        return (sum(file_size(p) for _, p in inst.sources) + file_size(e.image[1])
-                + len(inst.instruction.encode("utf-8")) + 256)
+        return sum(image.size() for image in (*inst.sources, e.image)) + len(inst.instruction.encode("utf-8")) + 256
 
     def write_splits(self, folder: Path, rows_by_split: dict) -> dict[str, dict]:
         info = super().write_splits(folder, rows_by_split)
@@ -465,10 +456,7 @@ class MIEBenchBuilder(DatasetBuilder):
         return info
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
-        return mie_bench_card.card_context(split_info=split_info, rows_by_split=self.rows_by_split, mos=self.mos,
-                                           screening=self.screening, mos_source=self.source, rule=self.rule,
-                                           split_method=self.split_method, salt=self.split_salt,
-                                           split_file=self.split_file.name if self.split_file else None)
+        return mie_bench_card.card_context(self, split_info)
 
     def write_extra_files(self, folder: Path) -> None:
         if self.screening is not None:  # ScreeningReport.to_dict() is JSON-ready (NaN -> None)

@@ -280,28 +280,28 @@ def _screening_context(screening: dict | None) -> dict[str, Any]:
     }
 
 
-def card_context(*, split_info: dict, rows_by_split: dict, mos: dict, screening: dict | None, mos_source: str,
-                 rule: str, split_method: str, salt: str, split_file: str | None) -> dict[str, Any]:
-    """The variables of :data:`MIE_BENCH_CARD_TEMPLATE` for one build (besides the shared ``repo_id``, ``splits``,
-    ``license``, ``max_shard`` and ``warnings``)."""
-    stats = _collect_stats(rows_by_split, mos)
+def card_context(build, split_info: dict) -> dict[str, Any]:
+    """The variables of :data:`MIE_BENCH_CARD_TEMPLATE` for a :class:`~.mie_bench.MIEBenchBuilder` that has
+    labelled and split its rows (besides the shared ``repo_id``, ``splits``, ``license``, ``max_shard`` and
+    ``warnings``)."""
+    stats = _collect_stats(build.rows_by_split, build.mos)
     return {
         "example_split": "test" if "test" in split_info else next(iter(split_info)),
-        "split_method": split_method,
-        "split_file": split_file,
+        "split_method": build.split_method,
+        "split_file": build.split_file.name if build.split_file else None,
         "n_rows": sum(v["num_examples"] for v in split_info.values()),
         "n_instances": sum(v["num_instances"] for v in split_info.values()),
         "n_models": len(stats["model"]),
         "n_tasks": len(stats["task"]),
-        "salt": salt,
+        "salt": build.split_salt,
         "split_table": md_table(
             ["split", "instances", "edited images", "shards", "Parquet size"],
             [[k, v["num_instances"], v["num_examples"], len(v["files"]), format_bytes(v["file_bytes"])]
              for k, v in split_info.items()],
         ),
         **_count_tables(stats),
-        "mos_source": mos_source,
-        "rule": rule,
+        "mos_source": build.source,
+        "rule": build.rule,
         "valid_ratings": ", ".join(f"{s.upper()} {_fmt(_mean(v), 1)}" for s, v in stats["n"].items()),
-        **_screening_context(screening),
+        **_screening_context(build.screening),
     }

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..schema import MIE_SPLITS, TASKS
-from .raw_files import TOO_DEEP, ProblemCollector, read_csv
+from .raw_files import TOO_DEEP, ProblemCollector, json_object_entries, read_csv, read_text
 
 __all__ = [
     "DEFAULT_SPLIT_SALT",
@@ -162,56 +161,6 @@ def stratified_splits(instance_tasks: Mapping[str, str], salt: str = DEFAULT_SPL
 # --------------------------------------------------------------------------------------------- split files
 
 
-class _JSONSyntaxError(ValueError):
-    def __init__(self, line: int, message: str):
-        super().__init__(message)
-        self.line = line
-
-
-def _json_object_entries(text: str) -> list[tuple[int, object, object]]:
-    """``[(line, key, value), ...]`` of a JSON object, in file order (duplicate keys kept, unlike ``json.loads``).
-
-    Raises :class:`_JSONSyntaxError` with the line of the first syntax error.
-    """
-    decoder = json.JSONDecoder()
-    space = re.compile(r"\s*")
-
-    def skip(pos: int) -> int:
-        return space.match(text, pos).end()
-
-    def fail(pos: int, what: str):
-        raise _JSONSyntaxError(text.count("\n", 0, pos) + 1, what)
-
-    def value_at(pos: int):
-        try:
-            return decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
-            fail(err.pos, f"malformed JSON: {err.msg}")
-        except RecursionError:
-            fail(pos, TOO_DEEP)
-
-    pos = skip(0)
-    if not text.startswith("{", pos):
-        fail(pos, 'expected a JSON object {"<instance_id>": "<split>", ...}')
-    entries, pos = [], skip(pos + 1)
-    while not text.startswith("}", pos):
-        line = text.count("\n", 0, pos) + 1
-        key, pos = value_at(pos)
-        pos = skip(pos)
-        if not text.startswith(":", pos):
-            fail(pos, "malformed JSON: expected ':' after the key")
-        value, pos = value_at(skip(pos + 1))
-        entries.append((line, key, value))
-        pos = skip(pos)
-        if text.startswith(",", pos):
-            pos = skip(pos + 1)
-        elif not text.startswith("}", pos):
-            fail(pos, "malformed JSON: expected ',' or '}'")
-    if skip(pos + 1) != len(text):
-        fail(skip(pos + 1), "malformed JSON: extra data after the object")
-    return entries
-
-
 def _split_file_entries(path: Path, problems: ProblemCollector) -> list[tuple[int, object, object]] | None:
     name = path.name
     if path.suffix.lower() == ".csv":
@@ -220,15 +169,13 @@ def _split_file_entries(path: Path, problems: ProblemCollector) -> list[tuple[in
     if path.suffix.lower() != ".json":
         problems.add(name, None, "a split file must be .csv (instance_id,split) or .json ({instance_id: split})")
         return None
-    if not path.is_file():
-        problems.add(name, None, f"file not found (expected at {path})")
-        return None
+    text = read_text(path, problems)
     try:
-        return _json_object_entries(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError) as err:
-        problems.add(name, None, f"cannot read file: {err}")
-    except _JSONSyntaxError as err:
-        problems.add(name, err.line, str(err))
+        return None if text is None else list(json_object_entries(text, 'a JSON object {"<instance_id>": "<split>"}'))
+    except json.JSONDecodeError as err:
+        problems.add(name, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})")
+    except RecursionError:
+        problems.add(name, None, TOO_DEEP)
     return None
 
 

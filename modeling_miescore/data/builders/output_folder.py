@@ -29,7 +29,6 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ...utils.markdown_table import markdown_table as md_table
 from ...utils.output_paths import OutputPathError, ensure_folder
-from ...hub.image_io import read_image_file
 
 
 class OutputExistsError(FileExistsError):
@@ -175,20 +174,6 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000.0
     return f"{n:.1f} TB"
-
-
-def file_size(path: Path) -> int:
-    """Size of ``path`` in bytes, 0 when it cannot be read (used only for shard-size estimates)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def image_struct(path: Path, rel: str) -> dict:
-    """The ``datasets.Image`` storage value: original file bytes (no re-encoding) + relative path; a regular file
-    of a bounded size only (:func:`~modeling_miescore.hub.image_io.read_image_file`)."""
-    return {"bytes": read_image_file(path), "path": rel}
 
 
 def plan_shards(sizes: Sequence[int], max_shard_bytes: int) -> list[range]:
@@ -520,6 +505,6 @@ def write_dataset_card(out_dir: Path, card_data, spec: CardSpec, **context) -> P
 
 __all__ = ["AtomicOutputDir", "CardSpec", "DEFAULT_MAX_GROUP_BYTES", "DEFAULT_MAX_SHARD_BYTES",
            "DEFAULT_ROWS_PER_GROUP", "EDIT_RATING_TASK_CATEGORIES", "HubPushError", "HubPushUnavailableError",
-           "OutputExistsError", "check_hub_push", "dataset_card_data", "features_yaml", "file_size", "format_bytes",
-           "hub_is_offline", "image_struct", "md_table", "parse_size", "plan_shards", "push_folder_to_hub",
+           "OutputExistsError", "check_hub_push", "dataset_card_data", "features_yaml", "format_bytes",
+           "hub_is_offline", "md_table", "parse_size", "plan_shards", "push_folder_to_hub",
            "size_arg", "size_category", "write_dataset_card", "write_parquet_split"]

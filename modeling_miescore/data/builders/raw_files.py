@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import hashlib
 import json
 import os
 import re
@@ -19,25 +20,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 from ...hub.errors import MIEScoreInputError
-from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
+from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image, read_image_file
 from ...hub.processing_miescore import check_instruction
 from ...utils.text_hygiene import control_characters_problem
 
 __all__ = [
     "DatasetValidationError",
     "ImageChecker",
+    "ImageRef",
     "Problem",
     "ProblemCollector",
     "RecordCheck",
     "check_image",
     "id_problem",
+    "json_members",
+    "json_object_entries",
+    "line_at",
     "link_leaving",
     "link_problem",
     "read_edited_images",
     "read_csv",
     "read_jsonl",
+    "read_text",
     "record_problem",
     "resolve_member",
+    "skip_space",
     "unique_records",
 ]
 
@@ -121,6 +128,14 @@ class ProblemCollector:
         if self.problems:
             raise DatasetValidationError(self.problems, source=self.root)
 
+    def readable(self, path: Path) -> bool:
+        """Whether the raw file ``path`` may be read: it is a file (else a problem) that no link takes out of the raw
+        folder (:meth:`refuses_link`)."""
+        if not path.is_file():
+            self.add(path.name, None, f"file not found (expected at {path})")
+            return False
+        return not self.refuses_link(path)
+
     def refuses_link(self, path: Path) -> bool:
         """True (and a problem reported) when ``path`` is in the raw folder but links outside it and links that
         leave are not followed."""
@@ -138,20 +153,14 @@ class ProblemCollector:
 # --------------------------------------------------------------------------------------------
 
 
-def read_jsonl(
-    path: Path, problems: ProblemCollector, *, required: Sequence[str] = (), missing_ok: bool = False
-) -> list[tuple[int, dict]]:
+def read_jsonl(path: Path, problems: ProblemCollector, *, required: Sequence[str] = ()) -> list[tuple[int, dict]]:
     """Parse a JSON Lines file into ``[(line_number, object), ...]``.
 
     Blank lines are skipped. Malformed lines, lines that are not JSON objects and objects missing a
     ``required`` key are reported to ``problems`` (with the line) and left out of the result.
     """
     name = path.name
-    if not path.is_file():
-        if not missing_ok:
-            problems.add(name, None, f"file not found (expected at {path})")
-        return []
-    if problems.refuses_link(path):
+    if not problems.readable(path):
         return []
     try:
         raw_lines = path.read_bytes().split(b"\n")
@@ -191,24 +200,77 @@ def record_problem(obj: Any, required: Sequence[str], unit: str = "record") -> s
     return f"missing key(s) {', '.join(map(repr, missing))}" if missing else None
 
 
-def read_csv(
-    path: Path, problems: ProblemCollector, *, required: Sequence[str]
-) -> list[tuple[int, dict[str, str]]] | None:
-    """Parse a CSV file with a header into ``[(line_number, {column: text}), ...]``.
+def read_text(path: Path, problems: ProblemCollector) -> str | None:
+    """The UTF-8 text of a raw file, or None and a problem (missing, unreadable, or a link leaving the raw folder)."""
+    if not problems.readable(path):
+        return None
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        problems.add(path.name, None, f"cannot read the file as UTF-8 text: {err}")
+        return None
+
+
+def line_at(text: str, position: int) -> int:
+    """The 1-based line of ``position`` in ``text``."""
+    return text.count("\n", 0, position) + 1
+
+
+def skip_space(text: str, position: int) -> int:
+    """The first position at or after ``position`` that is not JSON whitespace."""
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
+def json_members(text: str, decoder: json.JSONDecoder, what: str) -> Iterator[tuple[int, Any, int]]:
+    """``(line, key, start)`` of each member of the top-level JSON object ``text``, in file order (a repeated key
+    too, unlike ``json.loads``): ``start`` is where the member's value begins; the value is skipped once the
+    consumer asks for the next member. Raises ``json.JSONDecodeError`` (``what`` names the object expected when
+    ``text`` is none; text after the object is an error too)."""
+    position = skip_space(text, 0)
+    if not text.startswith("{", position):
+        raise json.JSONDecodeError(f"expected {what}", text, position)
+    position = skip_space(text, position + 1)
+    while not text.startswith("}", position):
+        key, position = decoder.raw_decode(text, position)
+        line = line_at(text, position)
+        position = skip_space(text, position)
+        if not text.startswith(":", position):
+            raise json.JSONDecodeError("expected ':' after a key", text, position)
+        position = skip_space(text, position + 1)
+        yield line, key, position
+        _, position = decoder.raw_decode(text, position)
+        position = skip_space(text, position)
+        if text.startswith(",", position):
+            position = skip_space(text, position + 1)
+        elif not text.startswith("}", position):
+            raise json.JSONDecodeError("expected ',' or '}' after a member", text, position)
+    if skip_space(text, position + 1) != len(text):
+        raise json.JSONDecodeError("extra data after the object", text, skip_space(text, position + 1))
+
+
+def json_object_entries(text: str, what: str) -> Iterator[tuple[int, Any, Any]]:
+    """``(line, key, value)`` of each member of the top-level JSON object ``text`` (:func:`json_members`)."""
+    decoder = json.JSONDecoder()
+    for line, key, start in json_members(text, decoder, what):
+        yield line, key, decoder.raw_decode(text, start)[0]
+
+
+def read_csv(path: Path, problems: ProblemCollector, *, required: Sequence[str],
+             delimiter: str = ",") -> list[tuple[int, dict[str, str]]] | None:
+    """Parse a CSV file (a TSV file with ``delimiter="\\t"``) with a header into ``[(line_number, {column: text})]``.
 
     A missing or unreadable file, or missing required columns, is reported (line 1 for the header)
     and gives ``None`` (so that callers can skip checks that would only repeat the problem); rows with
     too few or too many fields are reported and skipped.
     """
     name = path.name
-    if not path.is_file():
-        problems.add(name, None, f"file not found (expected at {path})")
-        return None
-    if problems.refuses_link(path):
+    if not problems.readable(path):
         return None
     try:
         with open(path, "r", encoding="utf-8-sig", newline="") as fh:
-            return _csv_rows(csv.reader(fh), name, problems, required)
+            return _csv_rows(csv.reader(fh, delimiter=delimiter), name, problems, required)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         problems.add(name, None, f"cannot read CSV: {err}")
         return None
@@ -326,18 +388,26 @@ class RecordCheck:
             return None
         return text
 
+    def choice(self, table: dict, value: Any, field: str, key: Any = None) -> Any:
+        """``table[key]`` (``key``: ``value`` unless given), else None and a problem naming ``field``, ``value`` and
+        the allowed values."""
+        found = table.get(value if key is None else key)
+        if found is None:
+            self.fail(f"{field} {value!r} is not one of {', '.join(table)}")
+        return found
+
     def known(self, value: Any, declared: set[str], message: str) -> None:
         """``value`` must be one of the ``declared`` ids (of another raw file)."""
         if not isinstance(value, str) or value not in declared:
             self.fail(message)
 
-    def image(self, rel: Any, label: str) -> Path | None:
-        """The path of the image ``rel`` when it is readable, else ``None`` and ``"<label>: <reason>"``."""
+    def image(self, rel: Any, label: str) -> "ImageRef | None":
+        """The image file ``rel`` of the release when it is readable, else ``None`` and ``"<label>: <reason>"``."""
         path, err = self.images(rel)
         if err:
             self.fail(f"{label}: {err}")
             return None
-        return path
+        return ImageRef(rel=str(rel).replace("\\", "/"), path=path)
 
 
 def read_edited_images(path: Path, problems: ProblemCollector, images: "ImageChecker", *, id_key: str, what: str,
@@ -345,7 +415,7 @@ def read_edited_images(path: Path, problems: ProblemCollector, images: "ImageChe
     """Records of edited images (MIE-Bench ``edits.jsonl``, MER-Bench ``candidates.jsonl``), each checked.
 
     Every record has ``id_key``, ``parent_key`` (the instance or sample it edits, declared in ``parent_file``),
-    ``editing_model`` and ``image``. Returns ``([(line, id, parent_id, editing_model, (rel, Path)), ...],
+    ``editing_model`` and ``image``. Returns ``([(line, id, parent_id, editing_model, ImageRef), ...],
     declared ids)`` for the good records; ``what`` names a record in the messages (``"edit"``).
     """
     file = path.name
@@ -359,15 +429,43 @@ def read_edited_images(path: Path, problems: ProblemCollector, images: "ImageChe
         check.known(parent, declared_parents,
                     f"{what} {record_id!r} points to unknown {parent_key} {parent!r} (not in {parent_file})")
         model = check.text(obj["editing_model"], f"{what} {record_id!r}: editing_model must be a non-empty string")
-        image_path = check.image(obj["image"], f"{what} {record_id!r}")
+        image = check.image(obj["image"], f"{what} {record_id!r}")
         if check.ok:
-            out.append((line, record_id, parent, model.strip(), (obj["image"], image_path)))
+            out.append((line, record_id, parent, model.strip(), image))
     return out, declared
 
 
 # --------------------------------------------------------------------------------------------
 # Images
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image of a raw release: a file (``path`` + ``rel``, read when the row is written) or embedded ``data``."""
+
+    rel: str  # the name written into the dataset (``Image`` storage ``path``): relative path or a stable name
+    path: Path | None = None
+    data: bytes | None = None
+
+    def struct(self) -> dict:
+        """The ``datasets.Image`` storage value: the original bytes (no re-encoding; a regular file of a bounded
+        size, :func:`~modeling_miescore.hub.image_io.read_image_file`) and the name."""
+        return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
+
+    def size(self) -> int:
+        """Bytes (for shard-size estimates; 0 when the file cannot be read)."""
+        if self.data is not None:
+            return len(self.data)
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    @staticmethod
+    def embedded(data: bytes, name: str | None, fallback: str) -> "ImageRef":
+        """An embedded image; ``name`` (the release's own file name) or ``fallback`` + a short content hash."""
+        return ImageRef(rel=str(name) if name else f"{fallback}-{hashlib.sha1(data).hexdigest()[:10]}", data=data)
 
 
 def resolve_member(root: Path, rel: Any) -> tuple[Path | None, str | None]:

@@ -9,8 +9,8 @@ to the converter: the class carries its :class:`~.schema.BenchmarkSpec` (``spec`
 source URL, what the release folder holds and the file or split converted by default, dimension mapping, tie rule,
 the protocol that scores it, the report columns it fills, an editor benchmark's judge protocol, the citation) and
 registers with ``@register_converter``; the module's docstring cites how the release is laid out. The registry
-imports this package's modules by name on first use (as pyiqa's arch registry scans its folder), so there is no
-central list. Adding a benchmark: one converter module here and one fixture writing its
+(:class:`ConverterRegistry`, the pyiqa / timm pattern) imports this package's modules by name on first use (as
+pyiqa's arch registry scans its folder), so there is no central list. Adding a benchmark: one converter module here and one fixture writing its
 release (``make_raw_<module>`` in ``modeling_miescore.testing.raw_benchmarks``); the tests iterate the registry.
 
 ``miescore convert-benchmark --help`` lists the registered benchmarks (MIEScore Table 6, SpatialReward Tables 1
@@ -41,9 +41,65 @@ and nothing is written (CLI exit status 2).
 
 from __future__ import annotations
 
-from .registry import ConverterRegistry
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from typing import Iterator
 
-__all__ = ["CONVERTERS", "benchmark_spec", "editor_protocols", "get_converter", "register_converter"]
+__all__ = ["CONVERTERS", "ConverterRegistry", "benchmark_spec", "editor_protocols", "get_converter",
+           "register_converter"]
+
+
+class ConverterRegistry(Mapping):
+    """``name -> converter class`` over the modules of ``package`` (at ``path``), imported on first use; ordered by
+    module name."""
+
+    def __init__(self, package: str, path):
+        self._package, self._path = package, [str(p) for p in path]
+        self._classes: dict[str, type] = {}
+        self._loaded = False
+
+    def register(self, cls: type) -> type:
+        """Class decorator: register a :class:`~.base.BenchmarkConverter` subclass under ``cls.spec.name``."""
+        name = cls.spec.name
+        if cls.__module__.rpartition(".")[0] != self._package:
+            raise ValueError(f"converter {name!r} is defined in {cls.__module__}, not in a module of {self._package}; "
+                             "put each converter module in that package")
+        taken = self._classes.get(name)
+        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"two converters register the benchmark name {name!r}: {taken.__module__}."
+                             f"{taken.__qualname__} and {cls.__module__}.{cls.__qualname__}")
+        self._classes[name] = cls
+        return cls
+
+    def modules(self) -> list[str]:
+        """The package's module names (every one is imported; the converter modules register a class)."""
+        return sorted(m.name for m in pkgutil.iter_modules(self._path) if not m.name.startswith("_"))
+
+    def _load(self) -> dict[str, type]:
+        if not self._loaded:
+            for module in self.modules():
+                importlib.import_module(f".{module}", self._package)
+            self._loaded = True
+            self._classes = dict(sorted(self._classes.items(), key=lambda item: item[1].__module__))
+        return self._classes
+
+    def __getitem__(self, name: str) -> type:
+        classes = self._load()
+        try:
+            return classes[name]
+        except KeyError:
+            raise ValueError(f"unknown benchmark {name!r}; choose one of: {', '.join(classes)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __contains__(self, name) -> bool:
+        return name in self._load()
+
 
 CONVERTERS = ConverterRegistry(__name__, __path__)
 register_converter = CONVERTERS.register

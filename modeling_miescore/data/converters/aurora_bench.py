@@ -86,12 +86,12 @@ class AuroraBenchConverter(StripPrefixOption, BenchmarkConverter):
                                f"{scores} (there {first_scores})")
                 continue
             seen[item_id] = (line, scores)
-            source, first, second = (self.file_image(check, path, key)
+            source, first, second = (check.image(path, key)
                                      for path, key in zip(paths, ("path_src", "path1", "path2")))
             if not check.ok:
                 continue
             label = "a" if scores[0] > scores[1] else "b" if scores[0] < scores[1] else "tie"
-            self.add_pair(PairItem(
+            self.add(PairItem(
                 id=item_id, sources=[source], instruction=instruction.strip(), edited_a=first, edited_b=second,
                 edited_a_id=first.rel, edited_b_id=second.rel, label=label,
                 model_a=str(record.get("model1") or ""), model_b=str(record.get("model2") or "")),

@@ -3,9 +3,9 @@ schema of :mod:`.schema` as configs (``pointwise``, ``pairwise``; an editor benc
 ``test`` split.
 
 A converter declares its :class:`~.schema.BenchmarkSpec` and implements :meth:`read` (parse the release, report
-every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add_edit` /
-:meth:`add_pair` / :meth:`add_editing`). Everything else (checks before building, atomic output folder, Parquet shards, card, CLI,
-exit status 2 for bad raw data) is the builder machinery; the spec's release folder layout gives the ``--raw`` help
+every bad record with file:line through the ``problems`` collector, and add rows with :meth:`add`). Everything else
+(checks before building, atomic output folder, Parquet shards, card, CLI, exit status 2 for bad raw data) is the
+builder machinery; the spec's release folder layout gives the ``--raw`` help
 and, for a release of several files or splits, the ``--file`` / ``--split`` option (``self.choice``).
 """
 
@@ -19,23 +19,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..builders.base import BuildSummary, DatasetBuilder
-from ..builders.output_folder import format_bytes, write_dataset_card, write_parquet_split
-from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from ..builders.output_folder import format_bytes
+from ..builders.raw_files import ImageChecker, ProblemCollector
 from .converted_card import card_context, card_spec, converted_card_data
-from .schema import (
-    CONFIGS,
-    HUMAN_COLUMNS,
-    LABELS,
-    SPLIT,
-    BenchmarkSpec,
-    EditingItem,
-    EditItem,
-    ImageRef,
-    PairItem,
-    editing_features,
-    pairwise_features,
-    pointwise_features,
-)
+from .schema import (CONFIGS, HUMAN_COLUMNS, LABELS, SPLIT, BenchmarkSpec, EditingItem, EditItem, PairItem,
+                     config_features)
 
 __all__ = ["BenchmarkConverter", "ConversionSummary", "StripPrefixOption", "content_key"]
 
@@ -85,42 +73,28 @@ class BenchmarkConverter(DatasetBuilder):
         self.choice = chosen or default
         if option == "file":
             self.main_file = self.choice
-        self.edits: list[EditItem] = []
-        self.pairs: list[PairItem] = []
-        self.editing: list[EditingItem] = []
-        self._seen: dict[tuple[str, str], str] = {}
+        self.rows: dict[str, list] = {config: [] for config in CONFIGS}
+        self.first_at: dict[tuple[str, str], str] = {}  # (config, row id) -> where it was first read
 
     # ------------------------------------------------------------------------------ helpers for read()
 
-    def _unique(self, kind: str, item_id: str, where: tuple[str, int | None], problems: ProblemCollector) -> bool:
-        key = (kind, item_id)
-        if key in self._seen:
-            problems.add(where[0], where[1], f"duplicate {kind} id {item_id!r} (first at {self._seen[key]})")
-            return False
-        self._seen[key] = f"{where[0]}:{where[1]}" if where[1] is not None else where[0]
-        return True
-
-    def add_edit(self, item: EditItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
-        """Add a pointwise row unless its id repeats (reported at ``where``)."""
-        unknown = set(item.human) - set(HUMAN_COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown score keys {sorted(unknown)}")
-        if self._unique("edit", item.id, where, problems):
-            self.edits.append(item)
-
-    def add_pair(self, item: PairItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
-        """Add a pairwise row unless its id repeats (reported at ``where``)."""
-        if item.label not in LABELS:
+    def add(self, item: EditItem | PairItem | EditingItem, where: tuple[str, int | None],
+            problems: ProblemCollector) -> None:
+        """Add a row of its config (pointwise, pairwise, editing) unless its id repeats there (reported at
+        ``where``)."""
+        config, kind = {EditItem: ("pointwise", "edit"), PairItem: ("pairwise", "pair"),
+                        EditingItem: ("editing", "editing")}[type(item)]
+        if set(getattr(item, "human", ())) - set(HUMAN_COLUMNS):
+            raise ValueError(f"unknown score keys {sorted(set(item.human) - set(HUMAN_COLUMNS))}")
+        if config == "pairwise" and item.label not in LABELS:
             raise ValueError(f"label must be one of {LABELS}, got {item.label!r}")
-        if self._unique("pair", item.id, where, problems):
-            self.pairs.append(item)
-
-    def add_editing(self, item: EditingItem, where: tuple[str, int | None], problems: ProblemCollector) -> None:
-        """Add an editing row unless its id repeats (reported at ``where``)."""
-        if set(item.flags) != set(self.spec.subset_flags):
+        if config == "editing" and set(item.flags) != set(self.spec.subset_flags):
             raise ValueError(f"editing row flags {sorted(item.flags)} differ from the spec's {self.spec.subset_flags}")
-        if self._unique("editing", item.id, where, problems):
-            self.editing.append(item)
+        if (config, item.id) in self.first_at:
+            problems.add(*where, f"duplicate {kind} id {item.id!r} (first at {self.first_at[config, item.id]})")
+            return
+        self.first_at[config, item.id] = f"{where[0]}:{where[1]}" if where[1] is not None else where[0]
+        self.rows[config].append(item)
 
     def release_files(self, pattern: str, problems: ProblemCollector) -> list[Path]:
         """The files of the raw folder matching ``pattern`` (sorted); none is a problem naming the pattern."""
@@ -128,40 +102,6 @@ class BenchmarkConverter(DatasetBuilder):
         if not files:
             problems.add(pattern, None, f"no file matches {pattern!r} in the raw folder; {self.raw_help}")
         return files
-
-    @staticmethod
-    def record_text(value: Any, field: str, where: tuple[str, int | None], problems: ProblemCollector) -> str | None:
-        """``value`` stripped when it is a non-empty string, else None and a problem at ``where`` naming ``field``."""
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-        problems.add(where[0], where[1], f"{field} must be a non-empty string")
-        return None
-
-    @staticmethod
-    def record_instruction(value: Any, field: str, where: tuple[str, int | None],
-                           problems: ProblemCollector) -> str | None:
-        """``value`` stripped when the dataset builders would take it as an instruction (a non-empty string of at
-        most ``MAX_INSTRUCTION_CHARS``, no chat-control token, no control character such as NUL:
-        :meth:`~..builders.raw_files.RecordCheck.instruction`), else None and a problem at ``where`` naming
-        ``field``."""
-        text = RecordCheck(problems, where[0], where[1]).instruction(value, field)
-        return text.strip() if text is not None else None
-
-    @staticmethod
-    def record_choice(table: dict, value: Any, field: str, where: tuple[str, int | None],
-                      problems: ProblemCollector, key: Any = None) -> Any:
-        """``table[key]`` (``key``: ``value`` unless given), else None and a problem naming ``field``, ``value`` and
-        the allowed values."""
-        found = table.get(value if key is None else key)
-        if found is None:
-            problems.add(where[0], where[1], f"{field} {value!r} is not one of {', '.join(table)}")
-        return found
-
-    @staticmethod
-    def file_image(check: RecordCheck, rel: Any, label: str) -> ImageRef | None:
-        """A file image of the release (checked: inside the raw folder, decodable), or None and a problem."""
-        path = check.image(rel, label)
-        return ImageRef(rel=str(rel).replace("\\", "/"), path=path) if path is not None else None
 
     # ------------------------------------------------------------------------------ builder stages
 
@@ -172,19 +112,14 @@ class BenchmarkConverter(DatasetBuilder):
         """Labels are read from the release as they are; nothing to compute."""
 
     def split(self) -> dict[str, list]:
-        rows = {"pointwise": self.edits, "pairwise": self.pairs, "editing": self.editing}
-        return {config: rows[config] for config in CONFIGS if config in self.spec.kinds}
+        return {config: self.rows[config] for config in CONFIGS if config in self.spec.kinds}
 
     def empty_dataset_problem(self) -> tuple[str, str]:
         return self.main_file, "no usable record found; is this the benchmark's release folder?"
 
-    def features(self):
-        return self.config_features(self.spec.kinds[0])
-
-    def config_features(self, config: str):
-        if config == "editing":
-            return editing_features(self.spec.subset_flags)
-        return pointwise_features() if config == "pointwise" else pairwise_features()
+    def features(self, split: str | None = None):
+        """The features of a row of config ``split`` (the first of the spec's kinds when None)."""
+        return config_features(split or self.spec.kinds[0], self.spec.subset_flags)
 
     def make_row(self, item) -> dict:
         if isinstance(item, EditingItem):
@@ -209,28 +144,16 @@ class BenchmarkConverter(DatasetBuilder):
             images = [item.edited] if isinstance(item, EditItem) else [item.edited_a, item.edited_b]
         return sum(image.size() for image in (*item.sources, *images)) + 512
 
-    def write_splits(self, folder: Path, rows_by_split: dict[str, list]) -> dict[str, dict]:
-        """One ``data/<config>/test-*.parquet`` set per config that has rows."""
-        info: dict[str, dict] = {}
-        total = sum(len(rows) for rows in rows_by_split.values())
-        with self.progress_bar(desc=f"writing {self.title}", total=total) as bar:
-            for config, items in rows_by_split.items():
-                if not items:
-                    continue
-                info[config] = write_parquet_split(
-                    folder, SPLIT, items, self.config_features(config), make_row=self.make_row,
-                    row_size=self.row_size, bar=bar, max_shard_bytes=self.max_shard_bytes,
-                    rows_per_group=self.rows_per_group, data_dir=f"data/{config}")
-                info[config]["pattern"] = f"data/{config}/{SPLIT}-*.parquet"
-        return info
+    def shard_location(self, split: str) -> tuple[str, str]:
+        """Each config (the builder's "split") in its own folder, as its one ``test`` split:
+        ``data/<config>/test-*.parquet``."""
+        return f"data/{split}", SPLIT
 
-    def write_card(self, folder: Path, split_info: dict[str, dict]) -> None:
-        features = {config: self.config_features(config) for config in split_info}
+    def card_data(self, split_info: dict[str, dict]):
+        features = {config: self.features(config) for config in split_info}
         card_data = converted_card_data(self.spec, features, split_info, self.license)
         card_data.miescore_benchmark.update(self.release_metadata())
-        write_dataset_card(folder, card_data, self.card, max_shard=format_bytes(self.max_shard_bytes),
-                           warnings=self.warnings, repo_id=self.push_to_hub or self.card.repo_placeholder,
-                           **self.card_context(split_info))
+        return card_data
 
     def card_context(self, split_info: dict[str, dict]) -> dict[str, Any]:
         return {**card_context(self.spec, split_info), **self.release_metadata()}

@@ -61,7 +61,7 @@ class EBenchConverter(StripPrefixOption, BenchmarkConverter):
     default_strip_prefix = "/mnt/data/xzt/MM/editing_all/"
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
-        lines = MOSLines(self.file_image, self.release_path, tuple(FILES.values()),
+        lines = MOSLines(self.release_path, tuple(FILES.values()),
                          subset_of=lambda rel: PurePosixPath(rel).parts[0])
         for name, dimension in FILES.items():
             records = read_jsonl(self.raw / name, problems, required=REQUIRED_KEYS)
@@ -69,4 +69,4 @@ class EBenchConverter(StripPrefixOption, BenchmarkConverter):
                 lines.add(RecordCheck(problems, name, line, images), record, dimension)
         by_dimension = {d: f for f, d in FILES.items()}
         for item, where in lines.edits(problems, lambda missing: ", ".join(by_dimension[d] for d in missing)):
-            self.add_edit(item, where, problems)
+            self.add(item, where, problems)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from ...utils.numbers import finite_float
-from ..builders.raw_files import ImageChecker, ProblemCollector
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows
@@ -95,13 +95,13 @@ class EditRewardBenchConverter(BenchmarkConverter):
         rows = read_parquet_rows(self.raw, files, problems, required=COLUMNS)
         candidates: dict[str, tuple[EditItem, str]] = {}
         for file, row, record in self.progress_bar(rows, desc="checking comparisons"):
-            self._read_row(file, row, record, candidates, problems)
+            self._read_row(RecordCheck(problems, file, row, images), record, candidates)
         for item, where in candidates.values():
             file, _, row = where.rpartition(":")
-            self.add_edit(item, (file, int(row)), problems)
+            self.add(item, (file, int(row)), problems)
 
-    def _read_row(self, file: str, row: int, record: dict, candidates: dict, problems: ProblemCollector) -> None:
-        where = (file, row)
+    def _read_row(self, check: RecordCheck, record: dict, candidates: dict) -> None:
+        problems, file, row = check.problems, check.file, check.line
         row_id, subset = str(record["id"] or ""), str(record["dataset"] or "")
         letters = _letters(record.get("comparison_type"), subset)
         label = _label(record["ranking"], letters) if letters else None
@@ -115,17 +115,16 @@ class EditRewardBenchConverter(BenchmarkConverter):
             problems.add(file, row, "instruction must be a non-empty string and score_1 / score_2 finite numbers")
             return
         group = f"{subset}-{group_of(row_id)}"
-        source = embedded_image(record["source_image"], f"{group}-source", where, "source_image", problems,
-                                self.max_image_pixels)
-        edited = [embedded_image(record[f"candidate_{k}"], f"{group}-{letters[k - 1]}", where, f"candidate_{k}",
-                                 problems, self.max_image_pixels) for k in (1, 2)]
-        if None in (source, *edited):
+        source = embedded_image(check, record["source_image"], f"{group}-source", "source_image")
+        edited = [embedded_image(check, record[f"candidate_{k}"], f"{group}-{letters[k - 1]}", f"candidate_{k}")
+                  for k in (1, 2)]
+        if not check.ok:
             return
         ids = [f"{group}_{letter}" for letter in letters]
         models = [str(record.get(f"model_{k}") or "") for k in (1, 2)]
-        self.add_pair(PairItem(id=row_id, sources=[source], instruction=instruction.strip(), edited_a=edited[0],
-                               edited_b=edited[1], edited_a_id=ids[0], edited_b_id=ids[1], label=label,
-                               model_a=models[0], model_b=models[1], subset=subset, group_id=group), where, problems)
+        self.add(PairItem(id=row_id, sources=[source], instruction=instruction.strip(), edited_a=edited[0],
+                          edited_b=edited[1], edited_a_id=ids[0], edited_b_id=ids[1], label=label, model_a=models[0],
+                          model_b=models[1], subset=subset, group_id=group), (file, row), problems)
         for k in (0, 1):
             known = candidates.get(ids[k])
             if known is not None and known[0].human["overall"] != scores[k]:

@@ -20,13 +20,13 @@ Rows: one pairwise row per record, ``edited_a`` = ``output_images[0]`` (label ``
 
 from __future__ import annotations
 
-from ..builders.raw_files import ImageChecker, ProblemCollector
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_saved_dataset
 from .schema import BenchmarkSpec, PairItem, bibtex
 
-__all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC", "TASK_GROUPS"]
+__all__ = ["DIMENSIONS", "EditScoreBenchConverter", "SPEC"]
 
 SPEC = BenchmarkSpec(
     name="editscore-bench", title="EditScore's EditReward-Bench", kinds=("pairwise",), license="apache-2.0",
@@ -54,13 +54,6 @@ SPEC = BenchmarkSpec(
                     "(EditReward-Bench PF / Cons. / Ovrl.)",
 )
 DIMENSIONS = dict(SPEC.dimensions)  # the release's dimension -> MIEScore score key
-# SpatialReward's calculate_accuracy.py groups the 13 task types into four families for its grouped table.
-TASK_GROUPS = {
-    "object": ("subject-add", "subject-remove", "subject-replace"),
-    "appearance": ("color_alter", "material_alter", "style_change", "tone_transfer"),
-    "scene": ("background_change", "extract"),
-    "advanced": ("ps_human", "text_change", "motion_change", "compose"),
-}
 COLUMNS = ("key", "instruction", "input_image", "output_images", "task_type", "dimension")
 
 
@@ -73,24 +66,22 @@ class EditScoreBenchConverter(BenchmarkConverter):
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
         rows = read_saved_dataset(self.raw, problems, required=COLUMNS)
         for file, row, record in self.progress_bar(rows, desc="checking pairs"):
-            where = (file, row)
+            check = RecordCheck(problems, file, row, images)
             keys = record["key"]
             if not (isinstance(keys, list) and len(keys) == 2 and all(isinstance(k, str) and k for k in keys)):
-                problems.add(file, row, f"key must hold two non-empty ids, got {keys!r}")
+                check.fail(f"key must hold two non-empty ids, got {keys!r}")
                 continue
-            dimension = self.record_choice(DIMENSIONS, record["dimension"], "dimension", where, problems)
-            instruction = self.record_text(record["instruction"], "instruction", where, problems)
+            dimension = check.choice(DIMENSIONS, record["dimension"], "dimension")
+            instruction = check.text(record["instruction"], "instruction must be a non-empty string")
             outputs = record["output_images"]
             if not isinstance(outputs, list) or len(outputs) != 2:
-                problems.add(file, row, "output_images must hold exactly two images (preferred first)")
+                check.fail("output_images must hold exactly two images (preferred first)")
                 continue
-            source = embedded_image(record["input_image"], f"{keys[0]}-input", where, "input_image", problems,
-                                    self.max_image_pixels)
-            edited = [embedded_image(value, keys[i], where, f"output_images[{i}]", problems, self.max_image_pixels)
-                      for i, value in enumerate(outputs)]
-            if None in (dimension, instruction, source, *edited):
+            source = embedded_image(check, record["input_image"], f"{keys[0]}-input", "input_image")
+            edited = [embedded_image(check, value, keys[i], f"output_images[{i}]") for i, value in enumerate(outputs)]
+            if not check.ok:
                 continue
-            self.add_pair(PairItem(
-                id=f"{keys[0]}|{keys[1]}|{record['dimension']}", sources=[source], instruction=instruction,
+            self.add(PairItem(
+                id=f"{keys[0]}|{keys[1]}|{record['dimension']}", sources=[source], instruction=instruction.strip(),
                 edited_a=edited[0], edited_b=edited[1], edited_a_id=keys[0], edited_b_id=keys[1], label="a",
-                dimension=dimension, subset=str(record["task_type"] or "")), where, problems)
+                dimension=dimension, subset=str(record["task_type"] or "")), (file, row), problems)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..builders.raw_files import ImageChecker, ProblemCollector, id_problem
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows, read_saved_dataset
@@ -63,7 +63,7 @@ SPEC = BenchmarkSpec(
     paper_reference="SpatialReward paper, Table 3 (GEdit-EN SC / PQ / Ovrl.)",
     editor=EditorBenchmark(
         name="gedit", scores=("sc", "pq", "o"), overall="o", labels={"sc": "SC", "pq": "PQ", "o": "O"},
-        scale=(0.0, 10.0), judge=".gedit_judge:GEditJudge", category_label="Task type", published_judge="gpt-4.1",
+        scale=(0.0, 10.0), judge=".judges:GEditJudge", category_label="Task type", published_judge="gpt-4.1",
         prompts_expected="VIEScore's prompt module viescore/vie_prompts.py (a Python file assigning the strings "
                          "_context_no_delimit, _prompts_0shot_two_image_edit_rule, _prompts_0shot_tie_rule_SC and "
                          "_prompts_0shot_rule_PQ)",
@@ -118,26 +118,22 @@ class GEditBenchConverter(BenchmarkConverter):
         rows = self._rows(problems)
         items: list[tuple[tuple[str, int], EditingItem]] = []
         for file, row, record in self.progress_bar(rows, desc="checking rows"):
-            where = (file, row)
-            key = self.record_text(record["key"], "key", where, problems)
-            if key is not None and (problem := id_problem(key, "key")):
-                problems.add(file, row, problem)
-                key = None
-            instruction = self.record_instruction(record["instruction"], "instruction", where, problems)
-            task = self.record_choice({t: t for t in GEDIT_TASK_TYPES}, record["task_type"], "task_type", where,
-                                      problems)
-            language = self.record_choice({x: x for x in GEDIT_LANGUAGES}, record["instruction_language"],
-                                          "instruction_language", where, problems)
+            check = RecordCheck(problems, file, row, images)
+            key = check.text(record["key"], "key must be a non-empty string")
+            key = check.record_id(key.strip(), "key") if key is not None else None
+            instruction = check.instruction(record["instruction"], "instruction")
+            task = check.choice({t: t for t in GEDIT_TASK_TYPES}, record["task_type"], "task_type")
+            language = check.choice({x: x for x in GEDIT_LANGUAGES}, record["instruction_language"],
+                                    "instruction_language")
             flag = record["Intersection_exist"]
             if not isinstance(flag, bool):
-                problems.add(file, row, f"Intersection_exist must be true or false, got {flag!r}")
-            source = embedded_image(record["input_image"], f"{key}-source", where, "input_image", problems,
-                                    self.max_image_pixels)
-            if None in (key, instruction, task, language, source) or not isinstance(flag, bool):
+                check.fail(f"Intersection_exist must be true or false, got {flag!r}")
+            source = embedded_image(check, record["input_image"], f"{key}-source", "input_image")
+            if not check.ok:
                 continue
-            items.append((where, EditingItem(id=key, key=key, sources=[source], instruction=instruction,
-                                             category=task, language=language,
-                                             flags={"intersection_exist": flag})))
+            items.append(((file, row), EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
+                                                   category=task, language=language,
+                                                   flags={"intersection_exist": flag})))
         per_key = Counter(item.key for _, item in items)
         shared = any(n > 1 for n in per_key.values())
         if shared:
@@ -145,4 +141,4 @@ class GEditBenchConverter(BenchmarkConverter):
         for where, item in items:
             if shared:
                 item.id = f"{item.key}_{item.language}"
-            self.add_editing(item, where, problems)
+            self.add(item, where, problems)

@@ -19,7 +19,7 @@ card's ``miescore_benchmark`` block and the zero-shot report name the split that
 
 from __future__ import annotations
 
-from ..builders.raw_files import ImageChecker, ProblemCollector
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
 from . import register_converter
 from .base import BenchmarkConverter
 from .release_files import embedded_image, read_parquet_rows
@@ -62,21 +62,17 @@ class GenAIBenchConverter(BenchmarkConverter):
         files = self.release_files(f"image_edition/{self.choice}-*.parquet", problems)
         rows = read_parquet_rows(self.raw, files, problems, required=COLUMNS)
         for number, (file, row, record) in enumerate(self.progress_bar(rows, desc="checking votes"), start=1):
-            where = (file, row)
+            check = RecordCheck(problems, file, row, images)
             item_id = f"{self.choice}-{number:05d}"
-            label = self.record_choice(VOTE_LABELS, record["vote_type"], "vote_type", where, problems,
-                                       key=str(record["vote_type"]).strip())
-            instruction = self.record_text(record["instruct_prompt"], "instruct_prompt", where, problems)
-            source = embedded_image(record["source_image"], f"{item_id}-source", where, "source_image", problems,
-                                    self.max_image_pixels)
-            left = embedded_image(record["left_output_image"], f"{item_id}-left", where, "left_output_image",
-                                  problems, self.max_image_pixels)
-            right = embedded_image(record["right_output_image"], f"{item_id}-right", where, "right_output_image",
-                                   problems, self.max_image_pixels)
-            if None in (label, instruction, source, left, right):
+            label = check.choice(VOTE_LABELS, record["vote_type"], "vote_type", key=str(record["vote_type"]).strip())
+            instruction = check.text(record["instruct_prompt"], "instruct_prompt must be a non-empty string")
+            source = embedded_image(check, record["source_image"], f"{item_id}-source", "source_image")
+            left = embedded_image(check, record["left_output_image"], f"{item_id}-left", "left_output_image")
+            right = embedded_image(check, record["right_output_image"], f"{item_id}-right", "right_output_image")
+            if not check.ok:
                 continue
-            self.add_pair(PairItem(
-                id=item_id, sources=[source], instruction=instruction, edited_a=left, edited_b=right,
+            self.add(PairItem(
+                id=item_id, sources=[source], instruction=instruction.strip(), edited_a=left, edited_b=right,
                 edited_a_id=f"{item_id}-left", edited_b_id=f"{item_id}-right", label=label,
                 model_a=str(record["left_model"] or ""), model_b=str(record["right_model"] or ""),
-                subset=self.choice), where, problems)
+                subset=self.choice), (file, row), problems)

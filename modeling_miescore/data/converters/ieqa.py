@@ -69,7 +69,7 @@ class IEQAConverter(StripPrefixOption, BenchmarkConverter):
     spec = SPEC
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
-        lines = MOSLines(self.file_image, self.release_path, tuple(DIMENSIONS.values()))
+        lines = MOSLines(self.release_path, tuple(DIMENSIONS.values()))
         for path in self.release_files(self.choice, problems):
             name = path.relative_to(self.raw).as_posix()
             for line, record in self.progress_bar(read_jsonl(path, problems, required=REQUIRED_KEYS),
@@ -78,4 +78,4 @@ class IEQAConverter(StripPrefixOption, BenchmarkConverter):
         by_key = {key: words for words, key in DIMENSIONS.items()}
         for item, where in lines.edits(problems, lambda missing: "a usable line asking for " + ", ".join(
                 repr(by_key[d]) for d in missing)):
-            self.add_edit(item, where, problems)
+            self.add(item, where, problems)

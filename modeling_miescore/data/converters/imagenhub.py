@@ -28,10 +28,10 @@ import math
 import re
 
 from ...utils.numbers import finite_float
-from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck
+from ..builders.raw_files import ImageChecker, ProblemCollector, RecordCheck, read_csv
 from . import register_converter
 from .base import BenchmarkConverter
-from .release_files import embedded_image, read_parquet_rows, read_tsv
+from .release_files import embedded_image, read_parquet_rows
 from .schema import BenchmarkSpec, EditItem, bibtex
 
 __all__ = ["ImagenHubConverter", "SPEC"]
@@ -78,7 +78,7 @@ class ImagenHubConverter(BenchmarkConverter):
 
     spec = SPEC
 
-    def _inputs(self, problems: ProblemCollector) -> dict[tuple[str, int], tuple]:
+    def _inputs(self, problems: ProblemCollector, images: ImageChecker) -> dict[tuple[str, int], tuple]:
         files = self.release_files(f"data/{self.choice}-*.parquet", problems)
         inputs = {}
         for file, row, record in read_parquet_rows(self.raw, files, problems,
@@ -87,12 +87,10 @@ class ImagenHubConverter(BenchmarkConverter):
                 problems.add(file, row, f"turn_index must be an integer, got {record['turn_index']!r}")
                 continue
             key = (str(record["img_id"]), record["turn_index"])
-            source = embedded_image(record["source_img"], f"source-{key[0]}-{key[1]}", (file, row), "source_img",
-                                    problems, self.max_image_pixels)
-            instruction = (self.record_text(record["instruction"], "instruction", (file, row), problems)
-                           if source is not None else None)
-            if instruction is not None:
-                inputs[key] = (source, instruction)
+            check = RecordCheck(problems, file, row, images)
+            source = embedded_image(check, record["source_img"], f"source-{key[0]}-{key[1]}", "source_img")
+            if check.ok and check.text(record["instruction"], "instruction must be a non-empty string"):
+                inputs[key] = (source, record["instruction"].strip())
         return inputs
 
     def _ratings(self, problems: ProblemCollector) -> dict[tuple[str, str], list]:
@@ -100,7 +98,7 @@ class ImagenHubConverter(BenchmarkConverter):
         ratings: dict[tuple[str, str], list] = {}
         for path in self.release_files(f"{RATINGS}/Text-Guided_IE_rater*.tsv", problems):
             file = path.relative_to(self.raw).as_posix()
-            for line, row in read_tsv(path, problems, required=("uid",)):
+            for line, row in read_csv(path, problems, required=("uid",), delimiter="\t") or []:
                 for model, text in row.items():
                     if model == "uid":
                         continue
@@ -112,7 +110,7 @@ class ImagenHubConverter(BenchmarkConverter):
         return ratings
 
     def read(self, problems: ProblemCollector, images: ImageChecker) -> None:
-        inputs = self._inputs(problems)
+        inputs = self._inputs(problems, images)
         for (uid, model), votes in self.progress_bar(self._ratings(problems).items(), desc="checking ratings"):
             file, _, line = votes[0][2].rpartition(":")
             match = _UID.match(uid)
@@ -122,14 +120,14 @@ class ImagenHubConverter(BenchmarkConverter):
                                               "(expected sample_<img_id>_<turn_index>.jpg)")
                 continue
             check = RecordCheck(problems, file, int(line), images)
-            edited = self.file_image(check, f"{OUTPUTS}/{model}/{uid}", f"output of {model} for {uid}")
+            edited = check.image(f"{OUTPUTS}/{model}/{uid}", f"output of {model} for {uid}")
             if edited is None:
                 continue
             sc = sum(v[0] for v in votes) / len(votes)
             pq = sum(v[1] for v in votes) / len(votes)
             overall = sum(math.sqrt(v[0] * v[1]) for v in votes) / len(votes)  # per rater cell, then the mean
             source, instruction = inputs[key]
-            self.add_edit(EditItem(
+            self.add(EditItem(
                 id=f"{model}/{uid}", sources=[source], edited=edited, instruction=instruction,
                 human={"instruction_following": sc, "visual_quality": pq, "overall": overall},
                 editing_model=model, group_id=uid), (file, int(line)), problems)

@@ -67,7 +67,7 @@ SPEC = BenchmarkSpec(
     paper_reference="SpatialReward paper, Table 3 (ImgEdit Ovrl.)",
     editor=EditorBenchmark(
         name="imgedit", scores=("mean",), overall="mean", labels={"mean": "Score"}, scale=(1.0, 5.0),
-        judge=".imgedit_judge:ImgEditJudge", category_label="Edit type", published_judge="gpt-4.1",
+        judge=".judges:ImgEditJudge", category_label="Edit type", published_judge="gpt-4.1",
         prompts_expected="ImgEdit's prompts.json (a JSON object {edit_type: rubric text containing <edit_prompt>})",
         round_to=2,
         overall_note="Overall = the mean over edit types of the per-type means, as ImgEdit's leaderboard defines it "
@@ -172,9 +172,9 @@ class ImgEditBenchConverter(BenchmarkConverter):
             if not isinstance(rel, str) or not rel.strip():
                 check.fail(f"{key!r}: id must be the source image's path (<folder>/<file>.jpg), got {rel!r}")
                 continue
-            source = self.file_image(check, f"{self.images_dir}/{rel}" if self.images_dir else rel,
+            source = check.image(f"{self.images_dir}/{rel}" if self.images_dir else rel,
                                      f"{key!r}: source image")
             if not check.ok:
                 continue
-            self.add_editing(EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
-                                         category=edit_type, language="en"), (FILE, line), problems)
+            self.add(EditingItem(id=key, key=key, sources=[source], instruction=instruction.strip(),
+                                 category=edit_type, language="en"), (FILE, line), problems)

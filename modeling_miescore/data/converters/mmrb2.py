@@ -96,14 +96,14 @@ class MMRB2Converter(BenchmarkConverter):
             if any(len(out) > 1 for out in outputs):
                 several.append(pair_id)
                 continue
-            sources = [self.file_image(check, path, f"prompt image {k + 1}") for k, path in enumerate(source_paths)]
-            edited = [self.file_image(check, out[0], f"response_{side} image") for side, out in zip("ab", outputs)]
+            sources = [check.image(path, f"prompt image {k + 1}") for k, path in enumerate(source_paths)]
+            edited = [check.image(out[0], f"response_{side} image") for side, out in zip("ab", outputs)]
             if not check.ok:
                 continue
             instruction = "\n".join(t.strip() for t in texts)
             models = [str(r.get("model_name", r.get("model")) or "") for r in responses]
             origin = str(record.get("prompt_source") or "mmrb2")
-            self.add_pair(PairItem(
+            self.add(PairItem(
                 id=pair_id, sources=sources, instruction=instruction, edited_a=edited[0],
                 edited_b=edited[1], edited_a_id=f"{pair_id}_A", edited_b_id=f"{pair_id}_B", label=chosen.lower(),
                 model_a=models[0], model_b=models[1], subset="single" if len(sources) == 1 else "multi",

@@ -24,9 +24,9 @@ from pathlib import PurePosixPath
 from typing import Any, Callable
 
 from ...utils.numbers import finite_float
-from ..builders.raw_files import ProblemCollector, RecordCheck
+from ..builders.raw_files import ImageRef, ProblemCollector, RecordCheck
 from .base import content_key
-from .schema import EditItem, ImageRef
+from .schema import EditItem
 
 __all__ = ["MOS_SCALE", "MOSLines", "MOS_TIE_RULE", "REQUIRED_KEYS", "instruction_of", "score_of"]
 
@@ -54,14 +54,13 @@ def score_of(response: Any) -> float | None:
 class MOSLines:
     """Lines of one release joined into edits: :meth:`add` each line, then :meth:`edits` gives every complete edit.
 
-    ``file_image(check, rel, label)`` is the converter's checked image reader; ``release_path`` maps a path of the
-    file to one relative to the raw folder; ``dimensions`` are the score keys every edit must have.
+    ``release_path`` maps a path of the file to one relative to the raw folder; ``dimensions`` are the score keys
+    every edit must have.
     """
 
-    def __init__(self, file_image: Callable, release_path: Callable, dimensions: tuple[str, ...],
+    def __init__(self, release_path: Callable, dimensions: tuple[str, ...],
                  subset_of: Callable[[str], str] = lambda rel: ""):
-        self.file_image, self.release_path, self.dimensions = file_image, release_path, dimensions
-        self.subset_of = subset_of
+        self.release_path, self.dimensions, self.subset_of = release_path, dimensions, subset_of
         self.entries: dict[str, dict] = {}
 
     def add(self, check: RecordCheck, record: dict, dimension: str | None) -> None:
@@ -84,8 +83,8 @@ class MOSLines:
         edit_id = str(rels[1])
         entry = self.entries.get(edit_id)
         if entry is None:
-            source = self.file_image(check, rels[0], "source image")
-            edited = self.file_image(check, rels[1], "target image")
+            source = check.image(rels[0], "source image")
+            edited = check.image(rels[1], "target image")
             if not check.ok:
                 return
             entry = self.entries[edit_id] = {"item": self._item(edit_id, source, edited, instruction),

@@ -4,103 +4,52 @@
   ``[(line, record)]`` with the line where each record starts.
 * :func:`read_json_keyed_records`: a JSON object of records keyed by id (``{"1082": {...}, ...}``), as
   ``[(line, key, record)]``; a repeated key is a problem (``json.load`` would silently keep the last one).
-* :func:`read_tsv`: a tab-separated file with a header, as ``[(line, {column: text})]``.
 * :func:`read_parquet_rows`: the rows of Parquet shards (``datasets`` Hub layout), ``[(file, row, record)]``;
   images stay ``{"bytes", "path"}`` structs, never decoded here.
 * :func:`read_saved_dataset`: a ``datasets.Dataset.save_to_disk`` folder (``state.json`` + ``data-*.arrow``), read
   with pyarrow's IPC reader (no pickle, no ``datasets`` cache), as ``[(file, row, record)]``.
-* :func:`embedded_image`: an image stored inside a Parquet/Arrow release -> :class:`~.schema.ImageRef`, checked.
+* :func:`embedded_image`: an image stored inside a Parquet/Arrow release -> an ``ImageRef``, checked.
 
 Files that leave the raw folder through a symbolic link are refused (reported) unless the build follows links
-(:meth:`~modeling_miescore.data.builders.raw_files.ProblemCollector.refuses_link`). JSON Lines and CSV readers
+(:meth:`~modeling_miescore.data.builders.raw_files.ProblemCollector.refuses_link`). JSON Lines, CSV and TSV readers
 are :func:`~modeling_miescore.data.builders.raw_files.read_jsonl` and
 :func:`~modeling_miescore.data.builders.raw_files.read_csv`. Row numbers are 1-based, like line numbers.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..builders.raw_files import TOO_DEEP, ProblemCollector, record_problem
-from .schema import ImageRef
-from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image
+from ..builders.raw_files import (TOO_DEEP, ImageRef, ProblemCollector, RecordCheck, json_members, json_object_entries,
+                                  line_at, read_text, record_problem, skip_space)
+from ...hub.image_io import DEFAULT_MAX_IMAGE_PIXELS, ImageLoadError, load_image, open_image_bytes
 
 __all__ = ["check_image_bytes", "embedded_image", "read_json_keyed_records", "read_json_records", "read_parquet_rows",
-           "read_saved_dataset", "read_tsv"]
-
-
-def _line_of(text: str, position: int) -> int:
-    return text.count("\n", 0, position) + 1
-
-
-def _skip_space(text: str, position: int) -> int:
-    while position < len(text) and text[position] in " \t\r\n":
-        position += 1
-    return position
+           "read_saved_dataset"]
 
 
 def _array_records(text: str, start: int, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
     """Records of the JSON array whose ``[`` is at ``start``: ``(line, value)``."""
-    position = _skip_space(text, start + 1)
+    position = skip_space(text, start + 1)
     if text.startswith("]", position):
         return
     while True:
         value, end = decoder.raw_decode(text, position)
-        yield _line_of(text, position), value
-        position = _skip_space(text, end)
+        yield line_at(text, position), value
+        position = skip_space(text, end)
         if text.startswith(",", position):
-            position = _skip_space(text, position + 1)
+            position = skip_space(text, position + 1)
             continue
         if text.startswith("]", position):
             return
         raise json.JSONDecodeError("expected ',' or ']' after a record", text, position)
 
 
-def _object_members(text: str, decoder: json.JSONDecoder, what: str) -> Iterator[tuple[int, Any, int]]:
-    """``(line, key, start)`` of each member of the top-level JSON object ``text`` (``what`` names the object in
-    the error when ``text`` is none): ``start`` is where the member's value begins; the value is skipped once the
-    consumer asks for the next member."""
-    position = _skip_space(text, 0)
-    if not text.startswith("{", position):
-        raise json.JSONDecodeError(f"expected {what}", text, position)
-    position = _skip_space(text, position + 1)
-    while not text.startswith("}", position):
-        key, position = decoder.raw_decode(text, position)
-        line = _line_of(text, position)
-        position = _skip_space(text, position)
-        if not text.startswith(":", position):
-            raise json.JSONDecodeError("expected ':' after a key", text, position)
-        position = _skip_space(text, position + 1)
-        yield line, key, position
-        _, position = decoder.raw_decode(text, position)
-        position = _skip_space(text, position)
-        if text.startswith(",", position):
-            position = _skip_space(text, position + 1)
-        elif not text.startswith("}", position):
-            raise json.JSONDecodeError("expected ',' or '}' after a member", text, position)
-
-
 def _find_key(text: str, key: str, decoder: json.JSONDecoder) -> int | None:
     """Position of the value of top-level ``key`` in the JSON object ``text`` (None when absent)."""
-    return next((start for _, name, start in _object_members(text, decoder, "a JSON object") if name == key), None)
-
-
-def _read_text(path: Path, problems: ProblemCollector) -> str | None:
-    """The UTF-8 text of a raw file, or None and a problem (missing, unreadable, or a link leaving the raw folder)."""
-    if not path.is_file():
-        problems.add(path.name, None, f"file not found (expected at {path})")
-        return None
-    if problems.refuses_link(path):
-        return None
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as err:
-        problems.add(path.name, None, f"cannot read the file as UTF-8 text: {err}")
-        return None
+    return next((start for _, name, start in json_members(text, decoder, "a JSON object") if name == key), None)
 
 
 def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None = None,
@@ -111,18 +60,18 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
     that is not valid JSON gives one problem at the line of the error.
     """
     name = path.name
-    text = _read_text(path, problems)
+    text = read_text(path, problems)
     if text is None:
         return []
     decoder = json.JSONDecoder()
     out: list[tuple[int, dict]] = []
     try:
-        start = _skip_space(text, 0) if key is None else _find_key(text, key, decoder)
+        start = skip_space(text, 0) if key is None else _find_key(text, key, decoder)
         if start is None:
             problems.add(name, 1, f"the JSON object has no key {key!r} (the list of records)")
             return []
         if not text.startswith("[", start):
-            problems.add(name, _line_of(text, start), "expected a JSON array of records")
+            problems.add(name, line_at(text, start), "expected a JSON array of records")
             return []
         for line, record in _array_records(text, start, decoder):
             problem = record_problem(record, required)
@@ -137,12 +86,6 @@ def read_json_records(path: Path, problems: ProblemCollector, *, key: str | None
     return out
 
 
-def _keyed_records(text: str, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any, Any]]:
-    """``(line, key, value)`` of each member of the top-level JSON object ``text``."""
-    for line, key, start in _object_members(text, decoder, "a JSON object of records keyed by id"):
-        yield line, key, decoder.raw_decode(text, start)[0]
-
-
 def read_json_keyed_records(path: Path, problems: ProblemCollector, *,
                             required: Sequence[str] = ()) -> list[tuple[int, str, dict]]:
     """The members of a JSON object file ``{key: record}``, with the line where each key stands.
@@ -151,13 +94,13 @@ def read_json_keyed_records(path: Path, problems: ProblemCollector, *,
     line) and left out; a file that is not valid JSON gives one problem at the line of the error.
     """
     name = path.name
-    text = _read_text(path, problems)
+    text = read_text(path, problems)
     if text is None:
         return []
     out: list[tuple[int, str, dict]] = []
     first: dict[str, int] = {}
     try:
-        for line, key, record in _keyed_records(text, json.JSONDecoder()):
+        for line, key, record in json_object_entries(text, "a JSON object of records keyed by id"):
             problem = record_problem(record, required)
             if key in first:
                 problem = f"duplicate key {key!r} (first on line {first[key]})"
@@ -171,33 +114,6 @@ def read_json_keyed_records(path: Path, problems: ProblemCollector, *,
     except RecursionError:
         problems.add(name, None, TOO_DEEP)
     return out
-
-
-def read_tsv(path: Path, problems: ProblemCollector, *, required: Sequence[str] = ()) -> list[tuple[int, dict]]:
-    """A tab-separated file with a header row -> ``[(line, {column: text})]`` (problems reported, rows skipped)."""
-    name = path.name
-    text = _read_text(path, problems)
-    if text is None:
-        return []
-    lines = text.splitlines()
-    if not lines:
-        problems.add(name, 1, "empty file; expected a header row")
-        return []
-    header = [h.strip() for h in next(csv.reader([lines[0]], delimiter="\t"))]
-    missing = [c for c in required if c not in header]
-    if missing:
-        problems.add(name, 1, f"missing column(s) {', '.join(map(repr, missing))} (header has {', '.join(header)})")
-        return []
-    rows = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        fields = next(csv.reader([line], delimiter="\t"))
-        if len(fields) != len(header):
-            problems.add(name, number, f"expected {len(header)} tab-separated fields, found {len(fields)}")
-            continue
-        rows.append((number, {h: f.strip() for h, f in zip(header, fields)}))
-    return rows
 
 
 def _table_rows(table, file: str, problems: ProblemCollector, required: Sequence[str]):
@@ -262,17 +178,10 @@ def read_saved_dataset(folder: Path, problems: ProblemCollector, *,
 
 
 def check_image_bytes(data: bytes, max_image_pixels: int | None = None) -> str | None:
-    """``None`` when ``data`` decodes as an image, else a one-line reason."""
-    import warnings
-
-    from PIL import Image
-
-
+    """``None`` when ``data`` decodes as an image (of the formats every image reader accepts,
+    :func:`~modeling_miescore.hub.image_io.open_image_bytes`), else a one-line reason."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-        load_image(image, max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS)
+        load_image(open_image_bytes(data, "the stored file"), max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS)
     except ImageLoadError as err:
         return str(err)
     except Exception as err:  # noqa: BLE001 - any decoder failure is a data problem
@@ -280,17 +189,16 @@ def check_image_bytes(data: bytes, max_image_pixels: int | None = None) -> str |
     return None
 
 
-def embedded_image(value: Any, fallback_name: str, where: tuple[str, int], label: str, problems: ProblemCollector,
-                   max_image_pixels: int | None = None) -> ImageRef | None:
-    """An image stored in a Parquet/Arrow release (``{"bytes", "path"}``) -> :class:`ImageRef`, or a problem."""
-    file, row = where
+def embedded_image(check: RecordCheck, value: Any, fallback_name: str, label: str) -> ImageRef | None:
+    """An image stored in a Parquet/Arrow release (``{"bytes", "path"}``) -> :class:`ImageRef`, or None and a
+    problem of ``check`` (decoded within the build's ``max_image_pixels``)."""
     data = value.get("bytes") if isinstance(value, dict) else None
     if not data:
-        problems.add(file, row, f"{label}: no embedded image bytes (got {type(value).__name__})")
+        check.fail(f"{label}: no embedded image bytes (got {type(value).__name__})")
         return None
-    reason = check_image_bytes(data, max_image_pixels)
+    reason = check_image_bytes(data, check.images.max_image_pixels)
     if reason:
-        problems.add(file, row, f"{label}: unreadable image ({reason})")
+        check.fail(f"{label}: unreadable image ({reason})")
         return None
     name = value.get("path")
     return ImageRef.embedded(data, Path(name).name if name else None, fallback_name)

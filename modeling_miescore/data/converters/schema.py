@@ -11,12 +11,11 @@ dataset card records part of it, ending with the citation that :func:`bibtex` wr
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from typing import Sequence
 
+from ..builders.raw_files import ImageRef
 from ..schema import SCORE_KEYS
-from ...hub.image_io import read_image_file
 from ...utils.import_spec import import_attribute
 
 __all__ = [
@@ -30,15 +29,12 @@ __all__ = [
     "EditorBenchmark",
     "REPORTS",
     "EditingItem",
-    "ImageRef",
     "PairItem",
     "JudgeRequestSettings",
     "SPLIT",
     "bibtex",
     "check_declaration",
-    "editing_features",
-    "pairwise_features",
-    "pointwise_features",
+    "config_features",
 ]
 
 CONFIGS = ("pointwise", "pairwise", "editing")
@@ -52,36 +48,6 @@ HUMAN_COLUMNS = {key: f"human_{key}" for key in SCORE_KEYS}
 # the benchmark's own subset flags (``BenchmarkSpec.subset_flags``, one bool column each). ``id`` is unique in the
 # dataset; ``key`` is the benchmark's own key (the same as ``id`` unless the release repeats a key across languages).
 EDITING_COLUMNS = ("id", "key", "source_images", "instruction", "category", "language")
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """An image of a raw release: a file (``path`` + ``rel``, read when the row is written) or embedded ``data``."""
-
-    rel: str  # the name written into the dataset (``Image`` storage ``path``): relative path or a stable name
-    path: Path | None = None
-    data: bytes | None = None
-
-    def struct(self) -> dict:
-        """The ``datasets.Image`` storage value: the original bytes (a regular file of a bounded size,
-        :func:`~modeling_miescore.hub.image_io.read_image_file`) and the name."""
-        return {"bytes": self.data if self.data is not None else read_image_file(self.path), "path": self.rel}
-
-    def size(self) -> int:
-        """Bytes (for shard-size estimates; 0 when the file cannot be read)."""
-        if self.data is not None:
-            return len(self.data)
-        try:
-            return self.path.stat().st_size
-        except OSError:
-            return 0
-
-    @staticmethod
-    def embedded(data: bytes, name: str | None, fallback: str) -> "ImageRef":
-        """An embedded image; ``name`` (the release's own file name) or ``fallback`` + a short content hash."""
-        if name:
-            return ImageRef(rel=str(name), data=data)
-        return ImageRef(rel=f"{fallback}-{hashlib.sha1(data).hexdigest()[:10]}", data=data)
 
 
 @dataclass
@@ -335,53 +301,20 @@ def check_declaration(name: str, protocol: str, columns: dict, column_headers: d
                          f"{sorted(set(column_headers) - declared)}")
 
 
-def pointwise_features():
-    """``datasets.Features`` of a pointwise row."""
-    from datasets import Features, Image, List, Value
-
-    return Features({
-        "id": Value("string"),
-        "source_images": List(Image()),
-        "edited_image": Image(),
-        "instruction": Value("string"),
-        "editing_model": Value("string"),
-        "group_id": Value("string"),
-        "subset": Value("string"),
-        **{column: Value("float64") for column in HUMAN_COLUMNS.values()},
-    })
-
-
-def pairwise_features():
-    """``datasets.Features`` of a pairwise row."""
+def config_features(config: str, flags: Sequence[str] = ()):
+    """``datasets.Features`` of a row of ``config``: ``pointwise``, ``pairwise`` or ``editing`` (the
+    :data:`EDITING_COLUMNS`, then one bool column per subset flag of ``flags``)."""
     from datasets import ClassLabel, Features, Image, List, Value
 
-    return Features({
-        "id": Value("string"),
-        "source_images": List(Image()),
-        "instruction": Value("string"),
-        "edited_a": Image(),
-        "edited_b": Image(),
-        "edited_a_id": Value("string"),
-        "edited_b_id": Value("string"),
-        "model_a": Value("string"),
-        "model_b": Value("string"),
-        "label": ClassLabel(names=list(LABELS)),
-        "dimension": Value("string"),
-        "subset": Value("string"),
-        "group_id": Value("string"),
-    })
-
-
-def editing_features(flags=()):
-    """``datasets.Features`` of an ``editing`` row (:data:`EDITING_COLUMNS` + one bool column per subset flag)."""
-    from datasets import Features, Image, List, Value
-
-    return Features({
-        "id": Value("string"),
-        "key": Value("string"),
-        "source_images": List(Image()),
-        "instruction": Value("string"),
-        "category": Value("string"),
-        "language": Value("string"),
-        **{flag: Value("bool") for flag in flags},
-    })
+    text = Value("string")
+    if config == "pointwise":
+        return Features({"id": text, "source_images": List(Image()), "edited_image": Image(), "instruction": text,
+                         "editing_model": text, "group_id": text, "subset": text,
+                         **{column: Value("float64") for column in HUMAN_COLUMNS.values()}})
+    if config == "pairwise":
+        return Features({"id": text, "source_images": List(Image()), "instruction": text, "edited_a": Image(),
+                         "edited_b": Image(), "edited_a_id": text, "edited_b_id": text, "model_a": text,
+                         "model_b": text, "label": ClassLabel(names=list(LABELS)), "dimension": text, "subset": text,
+                         "group_id": text})
+    return Features({**dict.fromkeys(EDITING_COLUMNS, text), "source_images": List(Image()),
+                     **{flag: Value("bool") for flag in flags}})

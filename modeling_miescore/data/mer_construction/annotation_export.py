@@ -26,6 +26,7 @@ from typing import Any, Dict, Optional
 
 from ...hub.errors import MIEScoreInputError
 from ...utils.output_paths import OutputPathError, check_folder_apart, ensure_folder
+from ..builders.raw_files import ImageRef
 from ..builders.mer_bench import Candidate, DEFAULT_GROUPS_PER_TYPE, sample_groups, vote
 from ..schema import GROUP_SIZES, MER_TIER_DIMENSIONS
 from .annotation_store import AnnotationStore
@@ -73,7 +74,7 @@ def preview_groups(samples: list, submissions: dict, groups_per_type: int, seed:
     for sample in samples:
         for c in sample.candidates:
             candidates[c["candidate_id"]] = Candidate(c["candidate_id"], sample.sample_id, c["editing_model"],
-                                                      ("", Path(c["image"])), 0)
+                                                      ImageRef(c["image"], Path(c["image"])), 0)
         for record in submissions[sample.sample_id]:
             for cid, tiers in record["ratings"].items():
                 for d in MER_TIER_DIMENSIONS:

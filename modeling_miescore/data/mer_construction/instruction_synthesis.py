@@ -9,7 +9,8 @@ Output folder (the construction project, shared with the later stages)::
                               ambiguous, wrong_num_edits, bad_regions, control_token); appended and fsynced
                               per chunk
     synthesis_report.json     counts by status and reason, the category ratio against 2:1:1, subtask coverage
-                              (15) and the operation counts (2-5) of the accepted instructions
+                              (15) and the operation counts (2-5) of the accepted instructions: whether the
+                              accepted instructions keep the paper's composition (sec. 4.2)
 
 The answer is the writer's **final** JSON object with ``is_editable``
 (:func:`~modeling_miescore.hub.spatialreward_relaxed_json.final_json_object`); several that disagree, or a key written twice with different values, are ``ambiguous``.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -39,13 +41,14 @@ from ...hub.spatialreward_relaxed_json import final_json_object
 from ...utils.text_hygiene import training_text_problem
 from ...utils.atomic_files import write_text_atomic
 from ...utils.output_lock import exclusive_output
+from ..schema import MER_CATEGORIES
 from ..spatialreward_pipeline.prompts import fill
-from .instruction_plan import InstructionJob
-from .instruction_prompts import PROMPT_OF_CATEGORY, subtask_hint
-from .instruction_report import build_synthesis_report, format_synthesis_report
+from .instruction_plan import MAX_EDITS, MIN_EDITS, InstructionJob
+from .instruction_prompts import MER_SUBTASKS, PROMPT_OF_CATEGORY, subtask_hint
 from .ledger import append_records, read_ledger
 
-__all__ = ["INSTRUCTIONS", "SynthesisRun", "parse_instruction", "synthesis_request", "synthesize_instructions"]
+__all__ = ["INSTRUCTIONS", "RATIO", "RATIO_TOLERANCE", "SynthesisRun", "build_synthesis_report",
+           "format_synthesis_report", "parse_instruction", "synthesis_request", "synthesize_instructions"]
 
 INSTRUCTIONS = "instructions.jsonl"
 REPORT = "synthesis_report.json"
@@ -153,6 +156,60 @@ def _chunk_records(chunk: Sequence[InstructionJob], engine: CallEngine, options:
     for job, result in zip(live, engine.run(requests)):
         records.append(_outcome(job, result, engine.backend.model))
     return records
+
+
+RATIO = {"general": 0.5, "human_basic": 0.25, "human_fine": 0.25}  # sec. 4.2: 2:1:1
+RATIO_TOLERANCE = 0.05  # each category's share of the accepted instructions may be off by 5 points
+
+
+def _checks(accepted: List[Dict[str, Any]], per_category: Counter, per_subtask: Counter, edits: Counter) -> Dict:
+    n = len(accepted)
+    shares = {c: (per_category[c] / n if n else 0.0) for c in MER_CATEGORIES}
+    all_subtasks = [(c, s) for c in MER_SUBTASKS for s in MER_SUBTASKS[c]]
+    missing = [f"{c}/{s}" for c, s in all_subtasks if per_subtask[f"{c}/{s}"] == 0]
+    return {
+        "ratio_2_1_1": {"ok": n > 0 and all(abs(shares[c] - RATIO[c]) <= RATIO_TOLERANCE for c in MER_CATEGORIES),
+                        "shares": {c: round(v, 4) for c, v in shares.items()}, "target": RATIO,
+                        "tolerance": RATIO_TOLERANCE},
+        "subtasks": {"ok": not missing, "covered": len(all_subtasks) - len(missing), "expected": len(all_subtasks),
+                     "missing": missing},
+        "num_edits": {"ok": n > 0 and set(edits) <= set(range(MIN_EDITS, MAX_EDITS + 1)),
+                      "range": [MIN_EDITS, MAX_EDITS]},
+    }
+
+
+def build_synthesis_report(records: Sequence[Dict[str, Any]], planned: int) -> Dict[str, Any]:
+    """Counts over the ledger ``records`` of this plan (``planned`` jobs in all)."""
+    accepted = [r for r in records if r["status"] == "ok"]
+    rejected = Counter(r["reason"] for r in records if r["status"] == "rejected")
+    per_category = Counter(r["category"] for r in accepted)
+    per_subtask = Counter(f"{r['category']}/{r['subtask']}" for r in accepted)
+    edits = Counter(r["num_edits"] for r in accepted)
+    return {
+        "planned": planned, "finished": len(records), "pending": planned - len(records),
+        "accepted": len(accepted), "rejected": dict(sorted(rejected.items())),
+        "per_category": {c: per_category[c] for c in MER_CATEGORIES},
+        "per_subtask": dict(sorted(per_subtask.items())),
+        "num_edits": {str(k): edits[k] for k in sorted(edits)},
+        "checks": _checks(accepted, per_category, per_subtask, edits),
+    }
+
+
+def format_synthesis_report(report: Dict[str, Any]) -> str:
+    """A few lines for the terminal."""
+    checks = report["checks"]
+    ratio, subtasks = checks["ratio_2_1_1"], checks["subtasks"]
+    shares = ", ".join(f"{c} {v:.0%}" for c, v in ratio["shares"].items())
+    lines = [
+        f"instructions: {report['accepted']} accepted, {sum(report['rejected'].values())} rejected "
+        f"{report['rejected'] or ''}, {report['pending']} pending of {report['planned']} planned",
+        f"2:1:1 ratio {'ok' if ratio['ok'] else 'OFF'}: {shares} (target 50/25/25 +- 5 points)",
+        f"subtasks {'ok' if subtasks['ok'] else 'MISSING'}: {subtasks['covered']} of {subtasks['expected']}"
+        + (f" (missing: {', '.join(subtasks['missing'])})" if subtasks["missing"] else ""),
+        f"operations per instruction: {report['num_edits']} "
+        f"({'ok' if checks['num_edits']['ok'] else 'OUT OF RANGE'}, paper: 2-5)",
+    ]
+    return "\n".join(lines)
 
 
 def synthesize_instructions(jobs: Sequence[InstructionJob], out_dir, engine: CallEngine, *, max_tokens: int = 1024,

@@ -75,14 +75,6 @@ def _read_jsonl(path: Path) -> Tuple[List[EditRecord], List[Tuple[str, str]]]:
     return records, problems
 
 
-def _read_dataset(dataset: str, split: Optional[str], work_dir: Path, progress: bool):
-    inputs, categories = export_dataset_edits(dataset, work_dir, split=split, progress=progress)
-    records, problems = _read_jsonl(inputs)
-    for record in records:
-        record.category = record.category or categories.get(record.id)
-    return records, problems
-
-
 def read_edit_records(source: str, split: Optional[str] = None, work_dir: Optional[Path] = None,
                       progress: bool = True) -> Tuple[List[EditRecord], List[Tuple[str, str]]]:
     """``(records, problems)`` of a JSONL file or a dataset (module docstring); ``problems`` are
@@ -94,4 +86,5 @@ def read_edit_records(source: str, split: Optional[str] = None, work_dir: Option
     if work_dir is None:
         raise ValueError("reading a dataset needs a work_dir for its exported images")
     print(f"exporting the images of '{source}' ({split}) to '{work_dir}'", file=sys.stderr)
-    return _read_dataset(source, split, Path(work_dir), progress)
+    # the export writes each edit's category into its line, where _read_jsonl reads it
+    return _read_jsonl(export_dataset_edits(source, Path(work_dir), split=split, progress=progress)[0])

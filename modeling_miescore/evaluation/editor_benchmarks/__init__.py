@@ -1,15 +1,6 @@
 """Editor benchmarks: an image editor judged on GEdit-Bench and ImgEdit-Bench Basic with the benchmarks' judge
-protocols, by an MLLM judge (an OpenAI-compatible endpoint or a local transformers VLM) and/or by our reward models,
-and editors compared in the SpatialReward paper's Table 3 layout.
-
-Modules: :mod:`.protocols` (each benchmark's protocol, declared once), :mod:`.editing_rows` (the converted
-dataset's rows, selection, sources), :mod:`.edit_files` (an editor's outputs matched to rows), :mod:`.editor_judge`
-(what the MLLM judges share), :mod:`.gedit_judge` (VIEScore ``tie``), :mod:`.imgedit_judge` (the per-type rubric),
-:mod:`.judge_run` (resumable judging), :mod:`.reward_judges` (MIEScore / SpatialReward as judges),
-:mod:`.scores` (aggregation), :mod:`.editor_report` (one editor's report), :mod:`.editor_run` (the whole run,
-what ``miescore benchmark gedit`` / ``imgedit`` call), :mod:`.run_protocol` (a run's protocol and fingerprint),
-:mod:`.recheck` (``--recheck N``: the judge's drift), :mod:`.editor_comparison` and :mod:`.comparison_grid`
-(``miescore benchmark editors``; runs of unlike protocols refused).
+protocols, by an MLLM judge and/or by our reward models, and editors compared in the SpatialReward paper's Table 3
+layout.
 """
 
 from __future__ import annotations

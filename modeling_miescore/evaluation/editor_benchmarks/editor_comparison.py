@@ -1,22 +1,14 @@
 """Several editors compared on GEdit-Bench and ImgEdit-Bench in the SpatialReward paper's Table 3 layout
 (``miescore benchmark editors --runs base=DIR tuned=DIR ...``).
 
-Each run is one or two report folders of ``miescore benchmark gedit`` / ``imgedit`` (``NAME=DIR[,DIR]``); the first
-run (or ``baseline``) is the base of every Δ. For each run: GEdit-EN SC, PQ and Overall (full set, language ``en``)
-and ImgEdit Overall, recomputed from the per-key values the run's ``report.json`` keeps, each with a
-percentile-bootstrap CI over keys; each Δ = Overall(run) − Overall(baseline), as the paper's Δ column, with a
-bootstrap CI and a two-sided paired sign-flip permutation test over the keys both runs judged (per key the two
-runs' values are swapped at random; the statistic is the difference of the unweighted means over categories;
-``p = (1 + #{|Δ*| >= |Δ|}) / (1 + permutations)``). Per-category tables follow, then the keys with the largest
-gains and losses as source | baseline | run pictures (:mod:`.comparison_grid`; the paper's Fig. 7 / C.2 view). The
-paper's own rows (:data:`~modeling_miescore.evaluation.published_results.SPATIALREWARD_TABLE3`) stand above ours.
+Each Δ = Overall(run) − Overall(baseline), as the paper's Δ column, with a bootstrap CI and a two-sided paired
+sign-flip permutation test over the keys both runs judged (per key the two runs' values are swapped at random; the
+statistic is the difference of the unweighted means over categories; ``p = (1 + #{|Δ*| >= |Δ|}) / (1 +
+permutations)``). The keys with the largest gains and losses are drawn as source | baseline | run pictures (the
+paper's Fig. 7 / C.2 view).
 
-The runs' reports are checked before anything is computed: a ``report.json`` that is not a report of
-``miescore benchmark gedit`` / ``imgedit`` (a list, a ``selection`` without its views), a row without its key,
-category or language, a score that is not a number or lies off its judge's scale (GEdit 0-10, ImgEdit 1-5,
-MIEScore 0-100, ...), a key listed twice (a row would be paired twice): one line naming the run, the file and
-the row. :func:`write_comparison` writes the comparison as one folder, built beside ``--out`` and renamed in
-when complete; ``--out`` is apart from every run folder (not one of them, inside one or containing one) and is
+The runs' reports are checked before anything is computed (one line naming the run, the file and the row). The
+comparison is built beside ``--out`` and renamed in when complete; ``--out`` is apart from every run folder and is
 new, empty or an earlier comparison, which it replaces.
 """
 
@@ -25,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,26 +26,24 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ...data.builders.output_folder import AtomicOutputDir
-from ...hub.image_io import regular_file_problem
-from ...utils.output_paths import check_folder_apart, output_writes
 from ...data.errors import BenchmarkInputError
-from ..instance_bootstrap import BootstrapSettings, with_ci
-from ..metrics.bootstrap import bootstrap_ci
-from ..published_results import SPATIALREWARD_TABLE3, SPATIALREWARD_TABLE3_COLUMNS
+from ...hub.errors import MIEScoreInputError
+from ...hub.image_io import load_image, regular_file_problem
+from ...utils.atomic_files import atomic_write
+from ...utils.output_paths import check_folder_apart, output_writes
+from ..instance_bootstrap import BootstrapSettings
+from ..published_results import SPATIALREWARD_TABLE3
 from ..report import write_report
-from ..report_parts import fmt_ci, legend_below, new_figure, notes_section, report_table, save_figure, title_case
-from .comparison_grid import draw_case, gain_loss_cases
-from .editor_report import NOT_COMPARABLE
-from .protocols import EDITOR_BENCHMARKS
-from .run_protocol import check_like_protocols, comparison_protocol
-from .scores import MetricNotes, summarize
-from .reward_judges import REWARD_JUDGES, reward_view
+from .editor_report import comparison_plots
+from .judge_run import REWARD_JUDGES, reward_view
+from .protocols import EDITOR_BENCHMARKS, check_like_protocols, comparison_protocol
+from .scores import VIEW_NAMES, MetricNotes, summarize
 
-__all__ = ["VIEW_NAMES", "compare_editors", "comparison_markdown", "comparison_plots", "parse_runs", "report_columns",
-           "sign_flip_p_value", "table3_columns", "write_comparison"]
+__all__ = ["compare_editors", "draw_case", "gain_loss_cases", "parse_runs", "sign_flip_p_value", "write_comparison"]
 
 MAX_REPORT_BYTES = 1 << 30  # a run's report.json is read whole
-
+PANEL_HEIGHT = 224  # a picture's panels (source | baseline | compared run)
+_LABEL = 34
 
 
 def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
@@ -69,15 +60,21 @@ def parse_runs(items: Sequence[str]) -> Dict[str, List[Path]]:
     return runs
 
 
-def _read_report(name: str, folder: Path) -> dict:
+def _report_json(folder: Path) -> tuple[object, Optional[str]]:
+    """``(folder/report.json read, None)`` or ``(None, why it cannot be read)``; a link, a FIFO or a file above
+    :data:`MAX_REPORT_BYTES` is refused unread."""
     path = folder / "report.json"
     problem = regular_file_problem(path, "report.json")
     if problem is None and os.path.getsize(path) > MAX_REPORT_BYTES:
         problem = f"'{path}' is above {MAX_REPORT_BYTES:,} bytes"
     try:
-        report = json.loads(path.read_text(encoding="utf-8")) if problem is None else None
+        return (None, problem) if problem else (json.loads(path.read_text(encoding="utf-8")), None)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        problem = str(err)[:200]
+        return None, str(err)[:200]
+
+
+def _read_report(name: str, folder: Path) -> dict:
+    report, problem = _report_json(folder)
     if problem is not None:
         raise BenchmarkInputError(f"--runs {name}: '{folder}' has no readable report.json ({problem}); pass the "
                                   "--out folder of 'miescore benchmark gedit' or 'imgedit'")
@@ -201,9 +198,6 @@ def _source(report: dict, kind: str, by: Optional[str], name: str):
     return found[0].get("per_row", []), found[0].get("selection"), reward_view(benchmark, judge), judge.bounds
 
 
-VIEW_NAMES = {"first": "first sample", "selected": "selected", "oracle": "judge's best of N"}
-
-
 def _selection_views(selection, where: str) -> Dict[str, list]:
     """``{view: per_row}`` of a report's ``selection`` (a run of ``miescore edit --select`` edits)."""
     views = selection.get("views") if isinstance(selection, dict) else None
@@ -277,9 +271,7 @@ def _delta(base, run, benchmark, bootstrap: BootstrapSettings) -> dict:
     def paired(idx):
         return float(_macro_diff(codes[idx], len(order), diffs[idx])[0])
 
-    idx = np.arange(len(both))
-    cell = bootstrap_ci(paired, idx, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level) if bootstrap.n else None
-    out["delta_paired"] = with_ci(cell if cell is not None else paired(idx))
+    out["delta_paired"] = bootstrap.interval(paired, np.arange(len(both)))
     out["p_value"] = sign_flip_p_value(codes, diffs, seed=bootstrap.seed)
     return out
 
@@ -325,12 +317,8 @@ def _replaceable(out: Path) -> bool:
         return False
     if not out.is_dir():
         raise BenchmarkInputError(f"--out '{out}' is a file, not a folder; pass a folder")
-    report = out / "report.json"
-    try:
-        earlier = (regular_file_problem(report) is None and os.path.getsize(report) <= MAX_REPORT_BYTES
-                   and json.loads(report.read_text(encoding="utf-8")).get("benchmark") == "editors")
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, AttributeError):
-        earlier = False
+    report, _ = _report_json(out)
+    earlier = isinstance(report, dict) and report.get("benchmark") == "editors"
     if any(out.iterdir()) and not earlier:
         raise BenchmarkInputError(f"--out '{out}' holds files that are not a comparison of 'miescore benchmark "
                                   "editors'; give a new or empty folder (a rerun replaces only an earlier comparison)")
@@ -407,187 +395,65 @@ def _pictures(base_frame, frame, benchmark, names: tuple, kind: str, grid_size: 
 
 
 def _safe(name: str) -> str:
-    import re
-
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60]
 
 
-# ------------------------------------------------------------------------------------------------ Markdown
-
-
-def _signed(metric: Optional[dict], digits: int = 2) -> str:
-    if not metric or metric.get("value") is None:
-        return "—"
-    text = f"{metric['value']:+.{digits}f}"
-    lo, hi = (metric.get("ci") or [None, None])[:2]
-    return text + (f" [{lo:+.{digits}f}, {hi:+.{digits}f}]" if lo is not None and hi is not None else "")
-
-
-def _delta_cell(cell: dict) -> str:
-    delta = cell.get("delta")
-    if not delta:
-        return "—"
-    if delta.get("not_computable"):
-        return "n/c"
-    paired = delta.get("delta_paired") or {}
-    text = _signed({"value": delta["value"], "ci": paired.get("ci")})
-    if delta.get("p_value") is not None:
-        text += f", p = {delta['p_value']:.3f} (n = {delta['n_paired']})"
-    return text
-
-
-def table3_columns() -> Dict[str, dict]:
-    """``column key -> {"kind", "value", "header"}``: the paper's Table 3 columns, then those of registered editor
-    benchmarks the paper does not report, each filled by the editor benchmark (``kind``) that declares it
-    (``BenchmarkSpec.columns["editors"]``) with one of its scores or ``delta`` (Δ of its overall)."""
-    from ..converted_benchmarks import declared_benchmarks, report_columns  # deferred: name clash
-
-    declared = declared_benchmarks()
-    columns = {}
-    for key, column in {**{k: None for k in SPATIALREWARD_TABLE3_COLUMNS}, **report_columns("editors")}.items():
-        if column is None:
-            raise BenchmarkInputError(f"no registered benchmark fills the published Table 3 column {key!r}")
-        header = column["header"] or SPATIALREWARD_TABLE3_COLUMNS.get(key) or key
-        columns[key] = {"kind": declared[column["benchmark"]].editor.name, "value": column["value"],
-                        "header": "Δ" if column["value"] == "delta" else header}
-    return columns
-
-
-def report_columns(report: dict) -> Dict[str, dict]:
-    """The comparison table's columns: the paper's Table 3 layout for the MLLM judge's scores; for a reward model's
-    (``--by KIND``) each of its scores per benchmark, then Δ of its overall."""
-    if not report.get("by"):
-        return table3_columns()
-    columns = {}
-    for kind, view in report["scores"].items():
-        title = EDITOR_BENCHMARKS[kind].title
-        for score in view["scores"]:
-            columns[f"{kind}_{score}"] = {"kind": kind, "value": score, "header": f"{title} {view['labels'][score]}"}
-        columns[f"{kind}_delta"] = {"kind": kind, "value": "delta", "header": "Δ"}
-    return columns
-
-
-def _published_cell(row: dict, key: str, value: str) -> str:
-    if key not in row:
-        return "—"  # a column the paper does not print
-    if value == "delta":
-        return "-" if row[key] is None else f"+{row[key]:.2f}"
-    return "—" if row[key] is None else f"{row[key]:.2f}"
-
-
-def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
-    blank = [""] * len(columns)
-    rows = []
-    for group, entries in report["published"].items():
-        rows.append([f"*{group}*", *blank])
-        for name, r in entries.items():
-            rows.append([name, *(_published_cell(r, key, c["value"]) for key, c in columns.items())])
-    rows.append(["*This comparison*", *blank])
-    for name in report["runs"]:
-        cells = report["table3"][name]
-        own = any(c.get("comparable") is False for c in cells.values())
-        label = f"{name}{' (baseline)' if name == report['baseline'] else ''}{' †' if own else ''}"
-        row = [label]
-        for column in columns.values():
-            cell = cells.get(column["kind"], {})
-            summary = cell.get("summary")
-            row.append(_delta_cell(cell) if column["value"] == "delta"
-                       else "—" if not summary else "n/c" if summary.get("not_computable")
-                       else fmt_ci(summary[column["value"]], 2))
-        rows.append(row)
-    return rows
-
-
-def _protocol_caveat(report: dict) -> List[str]:
-    """The line under every table of a comparison of runs of different protocols (--allow-protocol-differences)."""
-    allowed = ((report.get("protocol") or {}).get("comparison") or {}).get("allowed_differences")
-    if not allowed:
+def gain_loss_cases(base_rows, run_rows, overall: str, k: int) -> List[Dict]:
+    """The ``k`` largest gains and the ``k`` largest losses of ``run_rows`` over ``base_rows`` (per-row frames with
+    ``row``, ``category``, ``instruction``, ``edited``, ``sources``, ``run_dir`` and the ``overall`` score), as dicts
+    ``{"kind": "gain"|"loss", "row", "category", "instruction", "base", "run", "delta", "source", "base_edited",
+    "run_edited"}``."""
+    both = base_rows.merge(run_rows, on="row", suffixes=("_base", "_run"))
+    if both.empty or k <= 0:
         return []
-    return [f"> **Runs of different protocols** (--allow-protocol-differences): {', '.join(allowed)} differ from the "
-            "first run in settings that decide the numbers (listed at the top); the Δ mixes the editor's effect with "
-            "theirs.", ""]
+    both["delta"] = both[f"{overall}_run"] - both[f"{overall}_base"]
+    gains = both[both["delta"] > 0].sort_values("delta", ascending=False, kind="stable").head(k)
+    losses = both[both["delta"] < 0].sort_values("delta", kind="stable").head(k)
+    cases = []
+    for kind, part in (("gain", gains), ("loss", losses)):
+        for _, r in part.iterrows():
+            sources = r["sources_base"] or []
+            cases.append({"kind": kind, "row": r["row"], "category": r["category_base"],
+                          "instruction": r["instruction_base"], "base": float(r[f"{overall}_base"]),
+                          "run": float(r[f"{overall}_run"]), "delta": float(r["delta"]),
+                          "source": str(Path(r["run_dir_base"]) / sources[0]) if sources else None,
+                          "base_edited": r["edited_base"], "run_edited": r["edited_run"]})
+    return cases
 
 
-def comparison_markdown(report: dict) -> str:
-    """``report.md`` of ``miescore benchmark editors`` (module docstring)."""
-    own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
-    columns = report_columns(report)
-    out = ["# Editor comparison (SpatialReward paper, Table 3 layout)", ""]
-    if report.get("label"):
-        out += [f"> **{report['label']}**", ""]
-    if own and not report.get("by"):
-        out += [f"> **† {NOT_COMPARABLE.capitalize()}:** {', '.join(own)} were judged with our own prompts.", ""]
-    if report.get("by"):
-        out += [f"> Scores of the **{report['by']}** reward model as the judge (--by {report['by']}), not the "
-                "benchmark's MLLM judge: not comparable with published numbers.", ""]
-    out += [f"{len(report['runs'])} runs; Δ against **{report['baseline']}**.", ""]
-    for name, selector in report.get("selectors", {}).items():
-        out += [f"Reward-guided best of N: **{name}: first sample** is one draw, **{name}: selected** the candidate "
-                f"{selector} scored highest, **{name}: {VIEW_NAMES['oracle']}** the candidate the judge scored "
-                "highest (the oracle: the best any selector could do); the Δ of each are paired over the same keys.", ""]
-    out += ["## Table 3 layout", "",
-            report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)), "",
-            ("The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). " if not report.get("by")
-             else "") + "Brackets: bootstrap CIs over keys; p: paired sign-flip permutation test over the keys both "
-            "runs judged (n).", "", *_protocol_caveat(report)]
-    for kind, by_run in report["per_category"].items():
-        benchmark = EDITOR_BENCHMARKS[kind]
-        overall_label = report.get("scores", {}).get(kind, {}).get("labels", benchmark.labels)[
-            report.get("scores", {}).get(kind, {}).get("overall", benchmark.overall)]
-        names = list(by_run)
-        cats = sorted({c for values in by_run.values() for c in values})
-        base = by_run.get(report["baseline"], {})
-        header = [benchmark.category_label, *names, *[f"Δ {n}" for n in names if n != report["baseline"]]]
-        rows = [[title_case(c), *[_num(by_run[n].get(c)) for n in names],
-                 *[_diff(by_run[n].get(c), base.get(c)) for n in names if n != report["baseline"]]] for c in cats]
-        out += [f"## {benchmark.title}: {overall_label} per {benchmark.category_label.lower()}",
-                "", report_table(header, rows), "", *_protocol_caveat(report)]
-        plot = report.get("plots", {}).get(f"per_category_{kind}")
-        out += [f"![{benchmark.title} per {benchmark.category_label.lower()}]({plot})", ""] if plot else []
-    for kind, by_run in report["cases"].items():
-        benchmark = EDITOR_BENCHMARKS[kind]
-        for name, picks in by_run.items():
-            out += [f"## {benchmark.title}: largest gains and losses of {name} over {report['baseline']}", "",
-                    "Source | baseline | compared run (the paper's Fig. 7 / appendix C.2 view).", ""]
-            for case in picks:
-                out += [f"**{case['kind'].title()}** `{case['row']}` ({title_case(case['category'])}, "
-                        f"{case['delta']:+.2f}): {case['instruction']}", "",
-                        f"![{case['kind']} {case['row']}]({case['picture']})", ""]
-            if not picks:
-                out += ["No key changed.", ""]
-    notes = ["Δ = Overall(run) − Overall(baseline), as the paper's Δ column."]
-    return "\n".join(out + notes_section(report, notes))
+def _panel(path, label: str):
+    """One labelled panel; the image is read as every image of the package is (regular files only, a size and a
+    pixel bound: a report's path to a FIFO or a huge file cannot hang or exhaust the comparison)."""
+    from PIL import Image, ImageDraw
+
+    try:
+        image = load_image(path)
+    except (MIEScoreInputError, OSError, ValueError, TypeError):
+        image = Image.new("RGB", (PANEL_HEIGHT, PANEL_HEIGHT), (235, 235, 235))
+        label += " (image not found)"
+    width = max(1, round(image.width * PANEL_HEIGHT / max(1, image.height)))
+    image = image.resize((min(width, 3 * PANEL_HEIGHT), PANEL_HEIGHT))
+    panel = Image.new("RGB", (image.width, PANEL_HEIGHT + _LABEL), "white")
+    panel.paste(image, (0, _LABEL))
+    ImageDraw.Draw(panel).text((4, 4), label, fill=(20, 20, 20))
+    return panel
 
 
-def _num(x) -> str:
-    return "—" if x is None else f"{x:.2f}"
+def draw_case(case: Dict, names: tuple[str, str], score_label: str, out_dir, stem: str) -> str:
+    """One PNG ``grid/<stem>.png`` (source | baseline | compared run); returns its path relative to ``out_dir``."""
+    from PIL import Image
 
-
-def _diff(x, y) -> str:
-    return "—" if x is None or y is None else f"{x - y:+.2f}"
-
-
-def comparison_plots(report: dict, out_dir) -> Dict[str, str]:
-    """Per benchmark, the overall per category, one bar per run (``plots/per_category_<benchmark>.png``)."""
-    paths = {}
-    for kind, by_run in report["per_category"].items():
-        benchmark = EDITOR_BENCHMARKS[kind]
-        cats = sorted({c for values in by_run.values() for c in values})
-        fig = new_figure(max(6.0, 0.6 * len(cats) + 2.5), 3.6)
-        ax = fig.add_subplot()
-        x = np.arange(len(cats))
-        width = 0.8 / max(1, len(by_run))
-        for k, (name, values) in enumerate(by_run.items()):
-            ax.bar(x - 0.4 + width * (k + 0.5), [values.get(c, np.nan) for c in cats], width, label=name)
-        ax.set_xticks(x)
-        ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
-        view = report.get("scores", {}).get(kind, {})
-        if not report.get("by"):
-            ax.set_ylim(*benchmark.scale)  # a reward model's scale is its own
-        ax.set_ylabel(view.get("labels", benchmark.labels)[view.get("overall", benchmark.overall)])
-        ax.grid(axis="y", alpha=0.3)
-        legend_below(fig, ncol=max(1, len(by_run)))
-        fig.suptitle(f"{benchmark.title}: {view.get('labels', benchmark.labels)[view.get('overall', benchmark.overall)]}"
-                     f" per {benchmark.category_label.lower()} and run (no error bars)", fontsize=9)
-        paths[f"per_category_{kind}"] = save_figure(fig, Path(out_dir), f"per_category_{kind}")
-    return paths
+    base_name, run_name = names
+    panels = [_panel(case["source"], "source"),
+              _panel(case["base_edited"], f"{base_name}: {score_label} {case['base']:.2f}"),
+              _panel(case["run_edited"], f"{run_name}: {score_label} {case['run']:.2f} ({case['delta']:+.2f})")]
+    gap = 8
+    canvas = Image.new("RGB", (sum(p.width for p in panels) + gap * (len(panels) - 1), panels[0].height), "white")
+    x = 0
+    for panel in panels:
+        canvas.paste(panel, (x, 0))
+        x += panel.width + gap
+    rel = f"grid/{stem}.png"
+    with atomic_write(Path(out_dir) / rel, "wb") as handle:
+        canvas.save(handle, format="PNG")
+    return rel

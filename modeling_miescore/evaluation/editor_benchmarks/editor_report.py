@@ -1,6 +1,7 @@
 """The report of one editor on GEdit-Bench or ImgEdit-Bench: the report dict (``report.json``), its Markdown
 (``report.md`` / ``report.html``, through :func:`modeling_miescore.evaluation.report.write_report`) and its plot,
-built from the parts of :mod:`modeling_miescore.evaluation.report_parts`.
+built from the parts of :mod:`modeling_miescore.evaluation.report_parts`; and the Markdown and plots of a comparison
+of editors (:mod:`.editor_comparison`: :func:`comparison_markdown`, :func:`comparison_plots`).
 
 Sections: the run (dataset, edits, judge, prompts, counts); the headline table (GEdit: SC, PQ, O per language for
 the full set and the ``Intersection_exist`` subset; ImgEdit: the overall), as in the SpatialReward paper's Table 3;
@@ -16,17 +17,18 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ..instance_bootstrap import BootstrapSettings, with_ci
-from ..metrics.bootstrap import bootstrap_ci
+from ...data.errors import BenchmarkInputError
+from ..instance_bootstrap import BootstrapSettings
+from ..published_results import SPATIALREWARD_TABLE3_COLUMNS
 from ..report_parts import (error_bar_note, error_bars, fmt_ci, legend_below, new_figure, notes_section,
-                            plot_value, report_table, run_lines, save_figure, title_case)
+                            plot_lines, plot_value, report_table, run_lines, save_figure, title_case)
 from .protocols import EDITOR_BENCHMARKS, EditorBenchmark
-from .recheck import recheck_markdown
-from .reward_judges import REWARD_JUDGES, reward_view
-from .scores import benchmark_results, row_records
+from .judge_run import REWARD_JUDGES, recheck_markdown, reward_view
+from .scores import VIEW_NAMES, benchmark_results, row_records
 from ..metrics.inputs import is_constant
 
-__all__ = ["NOT_COMPARABLE", "build_editor_report", "editor_markdown", "editor_plots", "reward_judge_summary"]
+__all__ = ["NOT_COMPARABLE", "build_editor_report", "comparison_markdown", "comparison_plots", "editor_markdown",
+           "editor_plots", "report_columns", "reward_judge_summary", "table3_columns"]
 
 NOT_COMPARABLE = "own prompts — not comparable with published numbers"
 _SUBSET_NAMES = {"full": "Full set", "intersection": "Intersection"}
@@ -48,9 +50,7 @@ def _srcc_ci(x: np.ndarray, y: np.ndarray, bootstrap: BootstrapSettings, names: 
     def fn(idx):
         return srcc(x[idx], y[idx])
 
-    idx = np.arange(len(x))
-    cell = bootstrap_ci(fn, idx, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level) if bootstrap.n else fn(idx)
-    return {**with_ci(cell), "n": int(len(x))}
+    return {**bootstrap.interval(fn, np.arange(len(x))), "n": int(len(x))}
 
 
 def reward_judge_summary(kind, reward_rows, judge_rows, benchmark: EditorBenchmark,
@@ -145,9 +145,8 @@ def _per_category(report: dict, benchmark: EditorBenchmark) -> List[str]:
         out += [f"## Per {benchmark.category_label.lower()} ({language.upper()}, full set)", "",
                 report_table([benchmark.category_label, "Keys", *[benchmark.labels[k] for k in benchmark.scores]],
                              rows), ""]
-    plot = report.get("plots", {}).get("per_category")
-    return out + ([f"![{benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}]({plot})", ""]
-                  if plot else [])
+    return out + plot_lines(report, "per_category",
+                            f"{benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()}")
 
 
 def _reward_section(report: dict, benchmark: EditorBenchmark) -> List[str]:
@@ -219,7 +218,175 @@ def editor_markdown(report: dict) -> str:
     return "\n".join(out + notes_section(report, notes))
 
 
+# ---------------------------------------------------------------------------------- Markdown of a comparison
+
+
+def _signed(metric: Optional[dict], digits: int = 2) -> str:
+    if not metric or metric.get("value") is None:
+        return "—"
+    text = f"{metric['value']:+.{digits}f}"
+    lo, hi = (metric.get("ci") or [None, None])[:2]
+    return text + (f" [{lo:+.{digits}f}, {hi:+.{digits}f}]" if lo is not None and hi is not None else "")
+
+
+def _delta_cell(cell: dict) -> str:
+    delta = cell.get("delta")
+    if not delta:
+        return "—"
+    if delta.get("not_computable"):
+        return "n/c"
+    paired = delta.get("delta_paired") or {}
+    text = _signed({"value": delta["value"], "ci": paired.get("ci")})
+    if delta.get("p_value") is not None:
+        text += f", p = {delta['p_value']:.3f} (n = {delta['n_paired']})"
+    return text
+
+
+def table3_columns() -> Dict[str, dict]:
+    """``column key -> {"kind", "value", "header"}``: the paper's Table 3 columns, then those of registered editor
+    benchmarks the paper does not report, each filled by the editor benchmark (``kind``) that declares it
+    (``BenchmarkSpec.columns["editors"]``) with one of its scores or ``delta`` (Δ of its overall)."""
+    from ..converted_benchmarks import declared_benchmarks, report_columns  # deferred: the name is this module's too
+
+    declared = declared_benchmarks()
+    columns = {}
+    for key, column in {**{k: None for k in SPATIALREWARD_TABLE3_COLUMNS}, **report_columns("editors")}.items():
+        if column is None:
+            raise BenchmarkInputError(f"no registered benchmark fills the published Table 3 column {key!r}")
+        header = column["header"] or SPATIALREWARD_TABLE3_COLUMNS.get(key) or key
+        columns[key] = {"kind": declared[column["benchmark"]].editor.name, "value": column["value"],
+                        "header": "Δ" if column["value"] == "delta" else header}
+    return columns
+
+
+def report_columns(report: dict) -> Dict[str, dict]:
+    """The comparison table's columns: the paper's Table 3 layout for the MLLM judge's scores; for a reward model's
+    (``--by KIND``) each of its scores per benchmark, then Δ of its overall."""
+    if not report.get("by"):
+        return table3_columns()
+    columns = {}
+    for kind, view in report["scores"].items():
+        title = EDITOR_BENCHMARKS[kind].title
+        for score in view["scores"]:
+            columns[f"{kind}_{score}"] = {"kind": kind, "value": score, "header": f"{title} {view['labels'][score]}"}
+        columns[f"{kind}_delta"] = {"kind": kind, "value": "delta", "header": "Δ"}
+    return columns
+
+
+def _published_cell(row: dict, key: str, value: str) -> str:
+    if key not in row:
+        return "—"  # a column the paper does not print
+    if value == "delta":
+        return "-" if row[key] is None else f"+{row[key]:.2f}"
+    return "—" if row[key] is None else f"{row[key]:.2f}"
+
+
+def _table3_rows(report: dict, columns: Dict[str, dict]) -> List[List[str]]:
+    blank = [""] * len(columns)
+    rows = []
+    for group, entries in report["published"].items():
+        rows.append([f"*{group}*", *blank])
+        for name, r in entries.items():
+            rows.append([name, *(_published_cell(r, key, c["value"]) for key, c in columns.items())])
+    rows.append(["*This comparison*", *blank])
+    for name in report["runs"]:
+        cells = report["table3"][name]
+        own = any(c.get("comparable") is False for c in cells.values())
+        label = f"{name}{' (baseline)' if name == report['baseline'] else ''}{' †' if own else ''}"
+        row = [label]
+        for column in columns.values():
+            cell = cells.get(column["kind"], {})
+            summary = cell.get("summary")
+            row.append(_delta_cell(cell) if column["value"] == "delta"
+                       else "—" if not summary else "n/c" if summary.get("not_computable")
+                       else fmt_ci(summary[column["value"]], 2))
+        rows.append(row)
+    return rows
+
+
+def _protocol_caveat(report: dict) -> List[str]:
+    """The line under every table of a comparison of runs of different protocols (--allow-protocol-differences)."""
+    allowed = ((report.get("protocol") or {}).get("comparison") or {}).get("allowed_differences")
+    if not allowed:
+        return []
+    return [f"> **Runs of different protocols** (--allow-protocol-differences): {', '.join(allowed)} differ from the "
+            "first run in settings that decide the numbers (listed at the top); the Δ mixes the editor's effect with "
+            "theirs.", ""]
+
+
+def comparison_markdown(report: dict) -> str:
+    """``report.md`` of ``miescore benchmark editors`` (module docstring)."""
+    own = [n for n in report["runs"] if any(c.get("comparable") is False for c in report["table3"][n].values())]
+    columns = report_columns(report)
+    out = ["# Editor comparison (SpatialReward paper, Table 3 layout)", ""]
+    if report.get("label"):
+        out += [f"> **{report['label']}**", ""]
+    if own and not report.get("by"):
+        out += [f"> **† {NOT_COMPARABLE.capitalize()}:** {', '.join(own)} were judged with our own prompts.", ""]
+    if report.get("by"):
+        out += [f"> Scores of the **{report['by']}** reward model as the judge (--by {report['by']}), not the "
+                "benchmark's MLLM judge: not comparable with published numbers.", ""]
+    out += [f"{len(report['runs'])} runs; Δ against **{report['baseline']}**.", ""]
+    for name, selector in report.get("selectors", {}).items():
+        out += [f"Reward-guided best of N: **{name}: first sample** is one draw, **{name}: selected** the candidate "
+                f"{selector} scored highest, **{name}: {VIEW_NAMES['oracle']}** the candidate the judge scored "
+                "highest (the oracle: the best any selector could do); the Δ of each are paired over the same keys.",
+                ""]
+    out += ["## Table 3 layout", "",
+            report_table(["Configuration", *(c["header"] for c in columns.values())], _table3_rows(report, columns)),
+            "",
+            ("The paper's rows: SpatialReward paper, sec. 5.3, Table 3 (GPT-4.1 judge). " if not report.get("by")
+             else "") + "Brackets: bootstrap CIs over keys; p: paired sign-flip permutation test over the keys both "
+            "runs judged (n).", "", *_protocol_caveat(report)]
+    for kind, by_run in report["per_category"].items():
+        benchmark = EDITOR_BENCHMARKS[kind]
+        overall_label = report.get("scores", {}).get(kind, {}).get("labels", benchmark.labels)[
+            report.get("scores", {}).get(kind, {}).get("overall", benchmark.overall)]
+        names = list(by_run)
+        cats = sorted({c for values in by_run.values() for c in values})
+        base = by_run.get(report["baseline"], {})
+        header = [benchmark.category_label, *names, *[f"Δ {n}" for n in names if n != report["baseline"]]]
+        rows = [[title_case(c), *[fmt_ci(by_run[n].get(c), 2) for n in names],
+                 *[_diff(by_run[n].get(c), base.get(c)) for n in names if n != report["baseline"]]] for c in cats]
+        out += [f"## {benchmark.title}: {overall_label} per {benchmark.category_label.lower()}",
+                "", report_table(header, rows), "", *_protocol_caveat(report)]
+        out += plot_lines(report, f"per_category_{kind}", f"{benchmark.title} per {benchmark.category_label.lower()}")
+    for kind, by_run in report["cases"].items():
+        benchmark = EDITOR_BENCHMARKS[kind]
+        for name, picks in by_run.items():
+            out += [f"## {benchmark.title}: largest gains and losses of {name} over {report['baseline']}", "",
+                    "Source | baseline | compared run (the paper's Fig. 7 / appendix C.2 view).", ""]
+            for case in picks:
+                out += [f"**{case['kind'].title()}** `{case['row']}` ({title_case(case['category'])}, "
+                        f"{case['delta']:+.2f}): {case['instruction']}", "",
+                        f"![{case['kind']} {case['row']}]({case['picture']})", ""]
+            if not picks:
+                out += ["No key changed.", ""]
+    notes = ["Δ = Overall(run) − Overall(baseline), as the paper's Δ column."]
+    return "\n".join(out + notes_section(report, notes))
+
+
+def _diff(x, y) -> str:
+    return "—" if x is None or y is None else f"{x - y:+.2f}"
+
+
 # ------------------------------------------------------------------------------------------------ plots
+
+
+def _category_bars(cats: list, series: list, width_per_category: float):
+    """A figure of grouped bars, one group per category of ``cats`` and in it one bar per ``(label, values, yerr)``
+    of ``series``, the legend below; returns ``(figure, axes)``."""
+    fig = new_figure(max(6.0, width_per_category * len(cats) + 2.5), 3.6)
+    ax = fig.add_subplot()
+    x = np.arange(len(cats))
+    width = 0.8 / max(1, len(series))
+    for k, (label, values, err) in enumerate(series):
+        ax.bar(x - 0.4 + width * (k + 0.5), values, width, yerr=err, capsize=2, label=label)
+    ax.set_xticks(x)
+    ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    legend_below(fig, ncol=max(1, len(series)))
+    return fig, ax
 
 
 def editor_plots(report: dict, out_dir) -> Dict[str, str]:
@@ -229,28 +396,37 @@ def editor_plots(report: dict, out_dir) -> Dict[str, str]:
     if not report["results"]:
         return {}
     cats = report["categories"]
-    languages = list(report["results"])
-    fig = new_figure(max(6.0, 0.55 * len(cats) + 2.5), 3.6)
-    ax = fig.add_subplot()
-    x = np.arange(len(cats))
-    width = 0.8 / len(languages)
-    drawn = missing = 0
-    for k, language in enumerate(languages):
-        by_cat = report["results"][language]["full"]["by_category"]
-        ms = [by_cat.get(c, {}).get(benchmark.overall) for c in cats]
-        ms = [m if m is not None else {"value": None, "ci": [None, None]} for m in ms]
+    series, drawn, missing = [], 0, 0
+    for language, subsets in report["results"].items():
+        by_cat = subsets["full"]["by_category"]
+        ms = [by_cat.get(c, {}).get(benchmark.overall) or {"value": None, "ci": [None, None]} for c in cats]
         err = error_bars(ms)
         with_bar = 0 if err is None else int((~np.isnan(err[0])).sum())
         drawn += with_bar
         missing += sum(m["value"] is not None for m in ms) - with_bar
-        ax.bar(x - 0.4 + width * (k + 0.5), [plot_value(m) for m in ms], width, yerr=err, capsize=2,
-               label=language.upper())
-    ax.set_xticks(x)
-    ax.set_xticklabels([title_case(c) for c in cats], rotation=35, ha="right", fontsize=7)
+        series.append((language.upper(), [plot_value(m) for m in ms], err))
+    fig, ax = _category_bars(cats, series, 0.55)
     ax.set_ylim(benchmark.scale[0], benchmark.scale[1])
     ax.set_ylabel(f"{benchmark.labels[benchmark.overall]} ({benchmark.scale[0]:g}–{benchmark.scale[1]:g})")
-    ax.grid(axis="y", alpha=0.3)
-    legend_below(fig, ncol=max(1, len(languages)))
     fig.suptitle(f"{benchmark.title}: {benchmark.labels[benchmark.overall]} per {benchmark.category_label.lower()} "
                  f"({error_bar_note(report, drawn, missing)})", fontsize=9)
     return {"per_category": save_figure(fig, Path(out_dir), "per_category")}
+
+
+def comparison_plots(report: dict, out_dir) -> Dict[str, str]:
+    """Per benchmark, the overall per category, one bar per run (``plots/per_category_<benchmark>.png``)."""
+    paths = {}
+    for kind, by_run in report["per_category"].items():
+        benchmark = EDITOR_BENCHMARKS[kind]
+        cats = sorted({c for values in by_run.values() for c in values})
+        fig, ax = _category_bars(cats, [(name, [values.get(c, np.nan) for c in cats], None)
+                                        for name, values in by_run.items()], 0.6)
+        view = report.get("scores", {}).get(kind, {})
+        if not report.get("by"):
+            ax.set_ylim(*benchmark.scale)  # a reward model's scale is its own
+        label = view.get("labels", benchmark.labels)[view.get("overall", benchmark.overall)]
+        ax.set_ylabel(label)
+        fig.suptitle(f"{benchmark.title}: {label} per {benchmark.category_label.lower()} and run (no error bars)",
+                     fontsize=9)
+        paths[f"per_category_{kind}"] = save_figure(fig, Path(out_dir), f"per_category_{kind}")
+    return paths

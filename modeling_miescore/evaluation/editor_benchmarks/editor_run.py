@@ -1,14 +1,6 @@
 """One editor on one editor benchmark, end to end: what ``miescore benchmark gedit`` / ``imgedit`` run.
-
-:func:`evaluate_editor`: open the converted dataset, select rows (``languages``, ``categories``), match the edits,
-export the sources and the judges' input, run the MLLM judge (``calls`` + ``spec``: a
-:class:`~modeling_miescore.cli.model_calls.ModelCallRun` and a
-:class:`~modeling_miescore.judges.chat_backends.JudgeSpec`) and the reward models, aggregate, and write
-``report.json`` (with the run's protocol and fingerprint, :mod:`.run_protocol`), ``report.md``, ``report.html`` and
-``plots/`` (rendered first, then written atomically). :func:`aggregate_run` is the aggregation alone, from the
-judgements on disk (what ``miescore benchmark rescore`` runs again). Every
-judging step resumes (:mod:`.judge_run`). Bad input raises
-:class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
+:func:`aggregate_run` is the aggregation alone, from the judgements on disk (what ``miescore benchmark rescore``
+runs again). Bad input raises :class:`~modeling_miescore.data.errors.BenchmarkInputError` before anything is judged.
 """
 
 from __future__ import annotations
@@ -21,14 +13,11 @@ from typing import Optional, Sequence
 from ...data.errors import BenchmarkInputError
 from ..instance_bootstrap import BootstrapSettings
 from ..protocol import package_version
-from .edit_files import resolve_edits
-from .editing_rows import export_sources, load_editing_rows, select_rows
+from .editing_rows import export_sources, load_editing_rows, resolve_edits, select_rows
 from .editor_report import build_editor_report, editor_plots, reward_judge_summary
-from .judge_run import read_records, run_mllm_judge, write_judge_inputs
-from .protocols import EditorBenchmark
-from .reward_judges import parse_reward_judge, reward_judge_name, reward_view, run_reward_judge
-from .recheck import recheck_judgements
-from .run_protocol import run_protocol
+from .judge_run import (parse_reward_judge, read_records, recheck_judgements, reward_judge_name, reward_view,
+                        run_mllm_judge, run_reward_judge, write_judge_inputs)
+from .protocols import EditorBenchmark, run_protocol
 from .scores import MetricNotes, row_frame, sample_frame, selection_views
 from ...utils.credentials import redacted_url
 from ...scoring.jsonl_scoring import make_output_folder
@@ -39,12 +28,9 @@ __all__ = ["EditorRunOptions", "RunContext", "aggregate_run", "evaluate_editor",
 
 @dataclass
 class EditorRunOptions:
-    """How a run judges: the MLLM judge (``spec`` on ``calls``; None: none), its ``prompts_path`` (None: our own
-    prompts), name and ``request`` settings (a :class:`~modeling_miescore.data.converters.schema.
-    JudgeRequestSettings`; None: the benchmark's released ones); ``reward_judges`` (``"KIND:CKPT"``);
-    ``best_of_n`` (max overall per key instead of the mean over samples); device options for the reward models;
-    bootstrap; plots; ``label``: a line shown at the top of the report (e.g. "random weights"); ``recheck``: judge
-    this many judged edits again without the answer cache and report the drift (:mod:`.recheck`)."""
+    """How a run judges. None means: no MLLM judge (``spec``), our own prompts (``prompts_path``), the benchmark's
+    released request settings (``request``). ``label``: a line shown at the top of the report (e.g. "random
+    weights"); ``recheck``: :func:`~.judge_run.recheck_judgements`."""
 
     calls: object = None
     spec: object = None
@@ -90,24 +76,21 @@ def evaluate_editor(benchmark: EditorBenchmark, dataset: str, edits: str, out_di
                                   "(--judge miescore:CKPT / spatialreward:CKPT)")
     kinds = [parse_reward_judge(text) for text in options.reward_judges]
     out = Path(out_dir)
-    rows = load_editing_rows(dataset, benchmark)
-    selected = select_rows(rows, languages, categories)
-    resolved = resolve_edits(edits, rows.frame, selected)
+    context = RunContext.open(benchmark, dataset, edits, languages, categories, kinds)
+    rows, selected, resolved = context.rows, context.selected, context.resolved
     if not resolved.edits:
         raise BenchmarkInputError(f"--edits '{edits}' holds no edit of the {len(selected)} selected rows "
                                   f"({resolved.outside_selection} edits of other rows); check the filters")
     prompts = load_prompts(benchmark, options.prompts_path, selected["category"]) if options.spec else None
     make_output_folder(out, "out_dir: ")  # only once the input is known to be usable: bad input writes nothing
-    sources = export_sources(rows, sorted({r.row for r in resolved.edits}), out / "inputs", options.progress)
-    inputs, info = write_judge_inputs(out / "inputs", resolved, rows.frame, sources)
+    context.sources = export_sources(rows, sorted({r.row for r in resolved.edits}), out / "inputs", options.progress)
+    inputs, info = write_judge_inputs(out / "inputs", resolved, rows.frame, context.sources)
 
     settings = options.request or benchmark.request
     unfinished: list[str] = []
     judge_name, recheck = _mllm_judge(benchmark, options, settings, inputs, out, info, prompts, unfinished)
     for kind, ckpt in kinds:
         _run_reward_judge(kind, ckpt, options, benchmark, inputs, out, info, unfinished)
-    context = RunContext(dataset=dataset, edits=edits, languages=languages, categories=categories, rows=rows,
-                         selected=selected, resolved=resolved, sources=sources, kinds=kinds)
     report = aggregate_run(benchmark, context, out, options, judge_name, settings, prompts)
     records = read_records(out / "judgements.jsonl") if judge_name else {}
     reported = sorted({r["endpoint_model"] for r in records.values() if r.get("endpoint_model")})
@@ -136,6 +119,15 @@ class RunContext:
     resolved: object
     sources: dict
     kinds: list
+
+    @classmethod
+    def open(cls, benchmark: EditorBenchmark, dataset: str, edits: str, languages: Optional[Sequence[str]],
+             categories: Optional[Sequence[str]], kinds: list) -> "RunContext":
+        """The dataset's rows, the selection and the edits matched to it (``sources``: empty, filled by the run)."""
+        rows = load_editing_rows(dataset, benchmark)
+        selected = select_rows(rows, languages, categories)
+        return cls(dataset=dataset, edits=edits, languages=languages, categories=categories, rows=rows,
+                   selected=selected, resolved=resolve_edits(edits, rows.frame, selected), sources={}, kinds=kinds)
 
 
 def aggregate_run(benchmark: EditorBenchmark, context: RunContext, out: Path, options: EditorRunOptions,

@@ -1,19 +1,15 @@
-"""An editor benchmark's MLLM judge as a reward: ``gedit-judge:MODEL@URL`` (GEdit-Bench's VIEScore ``tie`` judge,
-:class:`~modeling_miescore.evaluation.editor_benchmarks.gedit_judge.GEditJudge`, behind an OpenAI-compatible
-endpoint such as ``vllm serve`` or the OpenAI API).
+"""An editor benchmark's MLLM judge as a reward: ``gedit-judge:MODEL@URL`` (GEdit-Bench's VIEScore ``tie`` judge
+behind an OpenAI-compatible endpoint), for the editor-RL trainer's ``eval_rewards``.
 
-Each edit is judged as ``miescore benchmark gedit`` judges it (the protocol's request settings, the edit resized to
-the first source's size, the benchmark's prompts: our own wording by default, ``prompts=PATH`` for the user's copy
-of VIEScore's ``vie_prompts.py``); the reward is the judge's overall ``O = sqrt(SC x PQ)`` on 0-10, with ``sc`` and
-``pq`` as components. A request that failed after its retries (``request_failed``) or an answer the judge flags
-(refusal, unparsable, out of scale: ``judge_flagged``) is a failed sample, never a number. The editor-RL trainer
-takes it as an ``eval_rewards`` gold (``modeling_miescore.training.editor_rl.evaluation``).
+Each edit is judged as ``miescore benchmark gedit`` judges it; the reward is the judge's overall ``O = sqrt(SC x PQ)``
+on 0-10, with ``sc`` and ``pq`` as components. A request that failed after its retries (``request_failed``) or an
+answer the judge flags (``judge_flagged``) is a failed sample, never a number.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from ...rewards.groups import EditGroup, GroupScores, checked_value, flat_samples, regroup
 from .protocols import editor_benchmark
@@ -27,13 +23,13 @@ class BenchmarkJudgeReward:
     """``benchmark``'s judge (a :class:`~modeling_miescore.data.converters.schema.EditorBenchmark` name) on the
     engine of ``backend`` as an :class:`~modeling_miescore.rewards.groups.EditorReward` (module docstring)."""
 
-    def __init__(self, benchmark: str, backend, *, name: str, prompts: Optional[str] = None):
+    def __init__(self, benchmark: str, backend, *, name: str):
         from ...judges.call_engine import CallEngine  # deferred: loads httpcore, httpx
 
         self.benchmark = editor_benchmark(benchmark)
         self.engine = CallEngine(backend)
         judge_class = self.benchmark.judge_class()
-        self.judge = judge_class(self.engine, judge_class.read_prompts(prompts, ()), name=name, info={},
+        self.judge = judge_class(self.engine, judge_class.read_prompts(None, ()), name=name, info={},
                                  settings=self.benchmark.request)
         self.name = name
         self.reward_range = tuple(float(v) for v in self.benchmark.scale)
@@ -62,11 +58,9 @@ class BenchmarkJudgeReward:
         self.engine.close()
 
 
-def build_gedit_judge_reward(argument: str, device=None, dtype=None, prompts: Optional[str] = None,
-                             max_concurrency: int = 8, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
-                             max_retries: int = 2) -> BenchmarkJudgeReward:
+def build_gedit_judge_reward(argument: str) -> BenchmarkJudgeReward:
     """``gedit-judge:MODEL@URL`` (``URL`` with its API prefix, e.g. ``http://127.0.0.1:8000/v1``) -> the GEdit
-    judge on that endpoint, its images sent as GEdit's released script sends them."""
+    judge on that endpoint (key from ``OPENAI_API_KEY``), its images sent as GEdit's released script sends them."""
     from ...judges.chat_backends import OpenAIChatBackend  # deferred: loads httpcore, httpx
 
     match = re.match(r"^(.+)@(https?://\S+)$", argument.strip())
@@ -75,7 +69,7 @@ def build_gedit_judge_reward(argument: str, device=None, dtype=None, prompts: Op
                          "gedit-judge:gpt-4.1@https://api.openai.com/v1")
     model, url = match.groups()
     request = editor_benchmark("gedit").request
-    backend = OpenAIChatBackend(url, model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
-                                max_concurrency=max_concurrency, image_format=request.image_format,
+    backend = OpenAIChatBackend(url, model, api_key_env="OPENAI_API_KEY", timeout=120.0, max_retries=2,
+                                max_concurrency=8, image_format=request.image_format,
                                 max_pixels=request.max_pixels, image_quality=request.image_quality or 90)
-    return BenchmarkJudgeReward("gedit", backend, name=redact(f"gedit-judge:{argument}"), prompts=prompts)
+    return BenchmarkJudgeReward("gedit", backend, name=redact(f"gedit-judge:{argument}"))

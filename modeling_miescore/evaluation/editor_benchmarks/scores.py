@@ -1,25 +1,12 @@
 """From judgements to benchmark numbers: per-sample table, per-row values (one key), category means, the unweighted
 mean over categories, subsets and languages, with percentile-bootstrap CIs over rows.
 
-* :func:`sample_frame`: one row per edit (``<row>#<sample>``): the row's metadata, the judge's scores, and whether
-  it was judged (``judged``) and flagged (``failed``).
-* :func:`row_frame`: one value per key from its judged, unflagged samples: the mean over samples (``mode="mean"``:
-  the expected score of one draw), the sample with the highest overall (``mode="best"``: best-of-N, as EditScore's
-  GEdit statistics script keeps ``max(samples, key=overall)``; the first sample wins a tie; with a reward's
-  selection it is the judge's own best of N, the oracle), sample 0 (``mode="first"``: what one draw gives) or the
-  sample a reward selected (``mode="selected"``: ``miescore edit --select``); a key whose chosen sample was not
-  judged or was flagged has no value in that view. ImgEdit's per-image mean is rounded to 2 places first
-  (``step1_get_avgscore.py``).
-* :func:`summarize`: per category the mean of each score (ImgEdit: rounded to 2 places, ``step2_typescore.py``),
-  then the unweighted mean over the categories; CIs resample rows with replacement (per category: that
-  category's rows only); ``n`` resamples, ``seed`` and ``level`` from :class:`~..instance_bootstrap.BootstrapSettings`.
-  A category that is expected (it has selected rows) but has no usable row, e.g. no ``Intersection_exist`` key of a
-  task type, makes the released average NaN (GEdit's ``calculate_statistics.py`` takes ``np.mean`` over all task
-  types): the summary's scores are then None with ``not_computable`` naming the empty categories, never the mean
-  of the others.
-* :func:`benchmark_results`: :func:`summarize` per language and subset (GEdit: full set and ``intersection``).
-* :class:`MetricNotes`: the metric warnings of an aggregation (too few keys for a CI, failed resamples) collected
-  as report notes instead of being printed.
+``mode="best"`` of :func:`row_frame` is best-of-N as EditScore's GEdit statistics script keeps it
+(``max(samples, key=overall)``; the first sample wins a tie). ImgEdit's per-image mean and per-category means are
+rounded to 2 places (``step1_get_avgscore.py``, ``step2_typescore.py``). A category that is expected but has no
+usable row makes the released average NaN (GEdit's ``calculate_statistics.py`` takes ``np.mean`` over all task
+types): the summary's scores are then None with ``not_computable`` naming the empty categories, never the mean of
+the others.
 """
 
 from __future__ import annotations
@@ -29,15 +16,14 @@ from typing import Iterable
 
 import numpy as np
 
-from ..instance_bootstrap import BootstrapSettings, with_ci
-from ..metrics.bootstrap import bootstrap_ci
+from ..instance_bootstrap import BootstrapSettings
 from .protocols import EditorBenchmark
 from ..metrics.inputs import MetricWarning
 
 ROW_MODES = ("mean", "best", "first", "selected")
 
-__all__ = ["MetricNotes", "ROW_MODES", "SELECTION_VIEWS", "benchmark_results", "category_means", "row_frame",
-           "row_records", "sample_frame", "selection_views", "summarize"]
+__all__ = ["MetricNotes", "ROW_MODES", "SELECTION_VIEWS", "VIEW_NAMES", "benchmark_results", "category_means",
+           "row_frame", "row_records", "sample_frame", "selection_views", "summarize"]
 
 
 class MetricNotes:
@@ -63,7 +49,7 @@ class MetricNotes:
 
 
 def sample_frame(rows, edits, judgements: dict, benchmark: EditorBenchmark, flags: Iterable[str] = ()):
-    """One row per edit of ``edits`` (:class:`~.edit_files.ResolvedEdits`), with ``rows``' metadata and the
+    """One row per edit of ``edits`` (:class:`~.editing_rows.ResolvedEdits`), with ``rows``' metadata and the
     ``judgements`` (input id -> record) scores; ``judged`` False where no record exists (a failed request)."""
     import pandas as pd
 
@@ -159,8 +145,7 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
 
     positions = np.arange(len(frame))
     if not empty:
-        out.update(with_ci(bootstrap_ci(macro, positions, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
-                           if bootstrap.n > 0 else macro(positions)))
+        out.update(bootstrap.interval(macro, positions))
     by_category = {}
     for code, name in enumerate(order):
         rows = positions[codes == code]
@@ -170,9 +155,8 @@ def summarize(frame, benchmark: EditorBenchmark, bootstrap: BootstrapSettings | 
         def means(idx):
             return {k: _round(float(table[idx, j].mean()), benchmark.round_to) for j, k in enumerate(benchmark.scores)}
 
-        cell = (bootstrap_ci(means, rows, n=bootstrap.n, seed=bootstrap.seed, level=bootstrap.level)
-                if bootstrap.n > 0 and len(rows) > 1 else means(rows))
-        by_category[name] = {"n": int(len(rows)), **with_ci(cell)}
+        settings = bootstrap if len(rows) > 1 else BootstrapSettings(n=0)  # one row: no interval
+        by_category[name] = {"n": int(len(rows)), **settings.interval(means, rows)}
     out["by_category"] = by_category
     return out
 
@@ -197,6 +181,8 @@ def benchmark_results(rows, benchmark: EditorBenchmark, bootstrap: BootstrapSett
 SELECTION_VIEWS = {"first": ("first", "the first sample (one draw, no selection)"),
                    "selected": ("selected", "the sample the reward selected"),
                    "oracle": ("best", "the judge's own best of N (the oracle: the best any selector could do)")}
+# their short names in a comparison's run names ("<run>: <short name>")
+VIEW_NAMES = {"first": "first sample", "selected": "selected", "oracle": "judge's best of N"}
 
 
 def row_records(frame, sources: dict | None = None) -> list[dict]:

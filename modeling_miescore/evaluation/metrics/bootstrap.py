@@ -1,7 +1,5 @@
-"""Percentile bootstrap confidence intervals of any metric, optionally resampling whole instances.
-
-:func:`bootstrap_ci` resamples rows (or groups of rows: the 12 edits of one MIE-Bench instance, the
-candidates of one MER-Bench group) and returns a :class:`CI` per numeric result.
+"""Percentile bootstrap confidence intervals of any metric, optionally resampling whole instances (the 12 edits of
+one MIE-Bench instance, the candidates of one MER-Bench group).
 """
 
 from __future__ import annotations
@@ -86,21 +84,12 @@ def bootstrap_ci(
     level: float = 0.95,
     min_units: int = MIN_RESAMPLING_UNITS,
 ) -> CI | dict[Any, Any]:
-    """Percentile bootstrap CI of ``fn(*arrays)``.
+    """Percentile bootstrap CI of ``fn(*arrays)`` (a number or a nested dict of numbers: a :class:`CI` per leaf).
 
-    Rows (axis 0, the same indices for every array) are resampled with replacement ``n`` times. With
-    ``groups`` (one id per row) whole instances are resampled instead: every row of a drawn group id comes
-    along, so correlated rows (the 12 edits of one MIE-Bench instance, the candidates of one MER group)
-    do not make the interval too narrow.
-
-    ``fn`` returns a number or a (nested) dict of numbers. Returns :class:`CI` ``(point, low, high)``, or the
-    same dict layout with a :class:`CI` per numeric leaf. ``point`` is ``fn`` on the original data;
-    ``low``/``high`` are the ``(1 - level)/2`` and ``(1 + level)/2`` percentiles of the resampled values
-    (resamples where ``fn`` gives NaN or fails with ``ValueError`` are left out; a :class:`MetricWarning`
-    reports how many). Arrays may be numpy arrays, pandas objects or lists (lists of ragged groups too).
-
-    With fewer than ``min_units`` distinct resampling units (rows, or group ids) no resampling happens: the bounds
-    are NaN and a :class:`MetricWarning` says why (module docstring; ``min_units=1`` resamples anyway).
+    Rows (axis 0) are resampled ``n`` times; with ``groups`` (one id per row) whole instances are, so correlated
+    rows do not make the interval too narrow. Resamples where ``fn`` gives NaN or raises ``ValueError`` are left
+    out, and a :class:`MetricWarning` reports how many. With fewer than ``min_units`` distinct resampling units
+    the bounds are NaN and a :class:`MetricWarning` says why (``min_units=1`` resamples anyway).
     """
     arrays, size = _checked_arrays(arrays, n, level)
     point_raw = fn(*arrays)

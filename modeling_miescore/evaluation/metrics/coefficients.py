@@ -1,7 +1,5 @@
-"""Pearson, Spearman and Kendall coefficients on already checked float vectors (no validation, no warnings).
-
-The user-facing functions (:mod:`.correlation`, :mod:`.model_ranking`) check their input with
-:mod:`.inputs` and then call these. A constant input gives NaN, silently.
+"""Pearson, Spearman and Kendall coefficients on already checked float vectors (no validation, no warnings; a constant
+input gives NaN, silently).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 """Correlation between predictions and MOS (MIEScore paper, table 3): SRCC, KRCC, PLCC, and PLCC after a
-monotonic 4-parameter logistic fit.
-
-:func:`correlations` gives all four at once; :func:`srcc`, :func:`krcc`, :func:`plcc` give single numbers (cheap
-inside :func:`~modeling_miescore.evaluation.metrics.bootstrap.bootstrap_ci`); :func:`fit_logistic` (from
-:mod:`.logistic_fit`, which also guards against degenerate fits) returns the fitted curve, e.g. to draw it on a
-scatter plot.
+monotonic 4-parameter logistic fit (:mod:`.logistic_fit`).
 """
 
 from __future__ import annotations
@@ -55,20 +50,10 @@ def correlations(
 ) -> dict[str, float]:
     """SRCC, KRCC and PLCC between predictions and MOS (MIEScore paper, table 3: rho_s, rho_k, rho_p).
 
-    Returns ``{"srcc", "krcc", "plcc", "plcc_logistic"}``:
-
-    * ``srcc``: Spearman (average ranks for ties), ``krcc``: Kendall tau-b, ``plcc``: Pearson; all three on
-      the raw predictions (the fit is monotonic, so it would not change SRCC/KRCC anyway).
-    * ``plcc_logistic``: Pearson between MOS and :func:`fit_logistic` (predictions), signed like the relation
-      (negative when the fitted curve decreases, so it reads like ``plcc``); the fit is the plain least-squares
-      one, or its bounded refit when the plain one is degenerate. If the fit fails (e.g. constant predictions) or
-      is degenerate even bounded (a step through a few points, asymptotes far outside the MOS range, see
-      :func:`~.logistic_fit.degeneracy`), it falls back to raw ``plcc`` with a :class:`LogisticFitWarning` that
-      says why. Left out when ``logistic=False`` (cheaper inside a bootstrap).
-
-    Constant inputs give NaN correlations and a :class:`ConstantInputWarning`.
-    ``nan_policy``: ``"raise"`` (default; the error names the argument and the NaN count) or ``"omit"``
-    (drop items where either value is NaN). Length mismatch or fewer than 3 items raise ``ValueError``.
+    SRCC, KRCC and PLCC are on the raw predictions (the fit is monotonic, so it would not change SRCC/KRCC).
+    ``plcc_logistic`` is signed like the relation, so it reads like ``plcc``; a failed or degenerate fit falls back
+    to raw ``plcc`` with a :class:`LogisticFitWarning` that says why. ``logistic=False`` leaves it out (cheaper
+    inside a bootstrap). Constant inputs give NaN and a :class:`ConstantInputWarning`.
     """
     x, y = paired(pred, mos, nan_policy=nan_policy)
     warn_constant(x, y, ("pred", "mos"))
@@ -88,4 +73,3 @@ def correlations(
             )
             out["plcc_logistic"] = out["plcc"]
     return out
-

@@ -1,7 +1,5 @@
 """K-pair group metrics (MER-Bench: SpatialReward paper, sec. 4 and tables 1-2): exact-order group accuracy and
-per-group Kendall tau, overall, per group size and per category.
-
-Each group lists the predicted scores of its candidates in human order (best first).
+per-group Kendall tau; each group lists the predicted scores of its candidates in human order (best first).
 """
 
 from __future__ import annotations
@@ -58,10 +56,8 @@ def _by_size(flat: np.ndarray, sizes: np.ndarray):
 def group_correct(groups: Any, sizes: Any = None) -> np.ndarray:
     """Per group: True if the predicted scores are strictly decreasing along the human order (best first).
 
-    MER-Bench exact match (SpatialReward ``calculate_accuracy.py``): the predicted order must equal the human
-    order and any duplicated predicted score makes the group wrong; a NaN score (failed parse) is wrong too.
-    ``groups``: a list of per-group score lists (each in human order), a 2-D array, or flat scores with
-    ``sizes`` (group lengths).
+    MER-Bench exact match (SpatialReward ``calculate_accuracy.py``): a duplicated or NaN score makes the group
+    wrong. ``groups``: per-group score lists, a 2-D array, or flat scores with ``sizes`` (group lengths).
     """
     flat, sz = _flatten_groups(groups, sizes)
     out = np.zeros(sz.shape[0], dtype=bool)
@@ -71,18 +67,12 @@ def group_correct(groups: Any, sizes: Any = None) -> np.ndarray:
 
 
 def group_kendall_tau(groups: Any, sizes: Any = None, *, tie_score: float = 0.0) -> np.ndarray:
-    """Per-group Kendall tau-a between the predicted order and the human order.
+    """Per-group Kendall tau-a between the predicted order and the human order; a tied or NaN pair scores
+    ``tie_score`` in [-1, 1].
 
-    For a group of K candidates (human order, best first) and each of the K(K-1)/2 pairs i < j: +1 if
-    pred_i > pred_j (concordant), -1 if pred_i < pred_j (discordant), ``tie_score`` if equal or NaN;
-    tau = sum / (K(K-1)/2) (MER-Bench averages tau per group).
-
-    Tie handling: the reference code breaks predicted ties by a stable sort in human order, i.e. scores a
-    tie as concordant (``tie_score=1``), so a constant predictor gets tau = 1. Here a tie scores 0 by default
-    (plain tau-a: ties are neither concordant nor discordant but stay in the denominator), so a constant
-    predictor gets tau = 0, chance level, and ties never raise tau above what the resolved pairs earn.
-    ``tie_score=-1`` counts ties as discordant (strictest); ``tie_score=TIE_SCORE_AS_RELEASED`` (1) reproduces the
-    reference code.
+    The reference code scores a tie as concordant (:data:`TIE_SCORE_AS_RELEASED`), so a constant predictor gets
+    tau = 1. The default 0 (plain tau-a) gives a constant predictor tau = 0, chance level, and ties never raise tau
+    above what the resolved pairs earn; -1 counts ties as discordant (strictest).
     """
     if not -1.0 <= float(tie_score) <= 1.0:
         raise ValueError(f"tie_score must lie in [-1, 1], got {tie_score}")
@@ -120,16 +110,11 @@ def _summarise(values: np.ndarray, sizes: np.ndarray, categories: Any) -> dict[s
 
 
 def group_accuracy(groups: Any, sizes: Any = None, categories: Any = None) -> dict[str, Any]:
-    """K-pair group accuracy (MER-Bench 2-/3-/4-pair accuracy, SpatialReward paper tables 1-2).
+    """K-pair group accuracy (MER-Bench 2-/3-/4-pair accuracy, SpatialReward paper tables 1-2) of
+    :func:`group_correct`, overall, per group size and per category (``categories``: a label per group).
 
-    Each group lists the predicted scores of its candidates in human order (best first); a group is correct
-    only if the scores are strictly decreasing (:func:`group_correct`; equal scores are wrong).
-    Input forms as in :func:`group_correct`; ``categories``: optional label per group.
-
-    Returns ``{"overall", "n_groups", "by_size", "n_by_size"}`` and, with categories,
-    ``{"by_category", "n_by_category"}``. ``overall`` is the mean over all groups (micro, as the reference
-    ``np.mean``; it equals the macro mean over sizes for MER-Bench's 200/200/200 groups); ``by_size`` maps
-    K (2, 3, 4) to accuracy.
+    ``overall`` is the mean over all groups (micro, as the reference ``np.mean``; it equals the macro mean over
+    sizes for MER-Bench's 200/200/200 groups).
     """
     flat, sz = _flatten_groups(groups, sizes)
     return _summarise(group_correct(flat, sz).astype(np.float64), sz, categories)
@@ -139,8 +124,7 @@ def kendall_tau_groups(
     groups: Any, sizes: Any = None, categories: Any = None, *, tie_score: float = 0.0
 ) -> dict[str, Any]:
     """Mean per-group Kendall tau (MER-Bench tau column, SpatialReward paper table 1), overall, per group
-    size and per category; same input and output layout as :func:`group_accuracy`. Tie handling is
-    documented in :func:`group_kendall_tau` (default: a predicted tie scores 0, never optimistic).
+    size and per category, as :func:`group_accuracy`; ``tie_score``: :func:`group_kendall_tau`.
     """
     flat, sz = _flatten_groups(groups, sizes)
     return _summarise(group_kendall_tau(flat, sz, tie_score=tie_score), sz, categories)

@@ -1,7 +1,5 @@
-"""Input checks shared by the metric modules, and the warning classes they issue.
-
-The helpers turn user input into float vectors with a clear ``ValueError`` (which argument, what is wrong,
-how to fix it); the metric functions call them first and then work on plain numpy arrays.
+"""Input checks shared by the metric modules (a clear ``ValueError``: which argument, what is wrong, how to fix it),
+and the warning classes they issue.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ __all__ = ["ConstantInputWarning", "MetricWarning", "as_float_1d", "check_nan_po
            "warn_constant"]
 
 NAN_POLICIES = ("raise", "omit")
+MIN_PAIRED = 3  # items a correlation needs
 
 
 class MetricWarning(UserWarning):
@@ -41,14 +40,10 @@ def check_nan_policy(nan_policy: str) -> None:
         raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
 
 
-def paired(
-    x: Any,
-    y: Any,
-    names: tuple[str, str] = ("pred", "mos"),
-    nan_policy: str = "raise",
-    min_n: int = 3,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Two equal-length float vectors with NaNs raised on or dropped (pairwise), and at least ``min_n`` items."""
+def paired(x: Any, y: Any, nan_policy: str = "raise") -> tuple[np.ndarray, np.ndarray]:
+    """``pred`` and ``mos`` as two equal-length float vectors with NaNs raised on or dropped (pairwise), and at least
+    :data:`MIN_PAIRED` items."""
+    names = ("pred", "mos")
     check_nan_policy(nan_policy)
     a = as_float_1d(x, names[0])
     b = as_float_1d(y, names[1])
@@ -68,8 +63,8 @@ def paired(
     for name, arr in ((names[0], a), (names[1], b)):
         if np.isinf(arr).any():
             raise ValueError(f"{name} has {int(np.isinf(arr).sum())} infinite value(s); remove or clip them")
-    if a.shape[0] < min_n:
-        raise ValueError(f"need at least {min_n} items with both {names[0]} and {names[1]}, got {a.shape[0]}")
+    if a.shape[0] < MIN_PAIRED:
+        raise ValueError(f"need at least {MIN_PAIRED} items with both {names[0]} and {names[1]}, got {a.shape[0]}")
     return a, b
 
 

@@ -9,18 +9,14 @@ stays monotonic).
 On small or weakly related data the least-squares optimum is often a *step* through one or two points, with
 asymptotes far outside the MOS range: PLCC after such a "fit" measures how well a two-level function separates a
 few points, not agreement (the report that motivated this module: PLCC (logistic) 0.51 beside SRCC 0.08 on a
-24-edit test split, β = (39.3, -4276, ...)). :func:`fit_logistic` therefore checks every fit (:func:`degeneracy`:
-a step, fitted values outside the MOS range, PLCC lifted far above |SRCC|) and, when the plain fit is degenerate,
-refits with bounded parameters (asymptotes within one MOS range of the observed MOS, the midpoint inside the
-predictions, a transition at least 1/16 of the predictions' range wide), starting again from the data. A bounded
-fit that is itself degenerate, or that rests on one of its bounds (the bound, not the data, decides its shape), is
-reported as degenerate: callers then report raw PLCC only, with the reason. Too few distinct predictions are
-degenerate without a fit. An asymptote far outside the MOS range alone is not degenerate (a convex relation uses
-only the lower part of the curve) but comes with a ``caveat``. The VQEG reports require the mapping to be
-monotonic; the numeric bounds and thresholds here are ours (module constants below), chosen so that simulated data
-with a clear relation (24 items at correlation 0.9 or more; 200 to 2,000 items at 0.6 or more; convex, or a sharp
-true sigmoid on 200 items) are never flagged, while most fits of a random-weight evaluator's near-constant scores
-are (``benchmarks/logistic_fit_guard.py`` prints these rates).
+24-edit test split, β = (39.3, -4276, ...)). :func:`fit_logistic` therefore checks every fit (:func:`degeneracy`)
+and refits a degenerate one with bounded parameters; a bounded fit that is itself degenerate, or that rests on one
+of its bounds (the bound, not the data, decides its shape), is reported as degenerate: callers then report raw PLCC
+only. An asymptote far outside the MOS range alone is not degenerate (a convex relation uses only the lower part of
+the curve) but comes with a ``caveat``. The numeric bounds and thresholds are ours (module constants), chosen so
+that simulated data with a clear relation (24 items at correlation 0.9 or more; 200 to 2,000 items at 0.6 or more;
+convex, or a sharp true sigmoid on 200 items) are never flagged, while most fits of a random-weight evaluator's
+near-constant scores are (``benchmarks/logistic_fit_guard.py`` prints these rates).
 """
 
 from __future__ import annotations
@@ -56,12 +52,7 @@ _AT_BOUND = 1e-3  # relative distance to a bound that counts as "on" it
 
 
 def logistic4(x: Any, b1: float, b2: float, b3: float, b4: float) -> np.ndarray:
-    """Monotonic 4-parameter logistic (VQEG style, |beta4| as in LIQE):
-
-    ``y = (b1 - b2) / (1 + exp(-(x - b3) / |b4|)) + b2``
-
-    Increasing when ``b1 > b2``. Written with ``scipy.special.expit`` so it never overflows.
-    """
+    """Monotonic 4-parameter logistic (module docstring), increasing when ``b1 > b2``; ``expit`` never overflows."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return (b1 - b2) * special.expit((x - b3) / (abs(b4) + 1e-300)) + b2
@@ -78,17 +69,11 @@ def _logistic4_jac(x: np.ndarray, b1: float, b2: float, b3: float, b4: float) ->
 
 @dataclass(frozen=True)
 class LogisticFit:
-    """Result of :func:`fit_logistic`.
+    """Result of :func:`fit_logistic`; calling it maps predictions to the MOS scale (NaN without ``success``).
 
-    ``status`` is one of :data:`FIT_STATUSES`: ``"fitted"`` (plain least squares), ``"constrained"`` (the plain
-    fit was degenerate, the bounded refit is used), ``"degenerate"`` or ``"failed"``. ``success`` is True for the
-    first two: only then is the curve meant to be used. ``params`` are ``(b1, b2, b3, b4)`` on the scale of the raw
-    predictions (a degenerate fit keeps the plain fit's, for inspection; NaN when there is none). ``message`` says
-    why a fit is degenerate or failed, or why the bounded refit was used. ``caveat`` is set on a usable fit whose
-    parameters are extreme without making it degenerate (an asymptote far outside the MOS range: over the
-    predictions the curve is only its tail, e.g. for a convex relation), so that nobody prints such a β without
-    a word. Calling the object maps predictions to the MOS scale, e.g. to draw the curve on a scatter plot; a fit
-    without ``success`` maps everything to NaN.
+    ``success`` is True for ``"fitted"`` and ``"constrained"``: only then is the curve meant to be used. ``params``
+    are on the scale of the raw predictions (a degenerate fit keeps the plain fit's, for inspection). ``caveat`` is
+    set on a usable fit with an asymptote far outside the MOS range, so that nobody prints such a β without a word.
     """
 
     params: tuple[float, float, float, float]
@@ -117,15 +102,8 @@ def _unusable(status: str, message: str, n: int, params=(math.nan,) * 4) -> Logi
 
 
 def degeneracy(pred: Any, mos: Any, params) -> str | None:
-    """Why the logistic ``params`` are a degenerate fit of ``mos`` from ``pred``, or None when they are not.
-
-    Degenerate: the fitted values on the data leave the MOS range by more than :data:`MAX_OUTSIDE_MOS` of it;
-    the curve is a step (fewer than :data:`MIN_POINTS_ON_RISE` predictions, or than :data:`MIN_FRACTION_ON_RISE`
-    of them, lie where it rises from 10% to 90% of its rise over the data; more than :data:`MAX_RISE_IN_ONE_GAP`
-    of that rise falls between two neighbouring predictions; or it happens within less than
-    :data:`MIN_RISE_WIDTH` of the predictions' range); or PLCC after the fit exceeds |SRCC| by more than
-    :data:`MAX_PLCC_ABOVE_SRCC`.
-    """
+    """Why the logistic ``params`` are a degenerate fit of ``mos`` from ``pred`` (off the MOS range, a step, or PLCC
+    far above |SRCC|; thresholds: the module constants), or None when they are not."""
     x, y = paired(pred, mos)
     fitted = logistic4(x, *params)
     if not np.all(np.isfinite(fitted)) or is_constant(fitted):
@@ -263,18 +241,11 @@ class _Problem:
 
 def fit_logistic(pred: Any, mos: Any, *, maxfev: int = 10000, nan_policy: str = "raise",
                  constrain: bool = True) -> LogisticFit:
-    """Fit :func:`logistic4` mapping predictions to MOS (least squares, ``scipy.optimize.curve_fit``), guarded.
+    """Fit :func:`logistic4` mapping predictions to MOS (least squares, ``scipy.optimize.curve_fit``), guarded
+    (module docstring); ``maxfev`` bounds the function evaluations of each start.
 
-    The plain fit (pyiqa / LIQE convention) runs on standardised predictions from data-driven starts: ``b1, b2``
-    = MOS max/min (swapped for a negative rank correlation), ``b3`` = mean prediction, ``b4`` = std/4 and std;
-    the lower-error fit wins. ``maxfev`` bounds the function evaluations of each start. If it is degenerate
-    (:func:`degeneracy`) and ``constrain``, the bounded refit (module docstring) replaces it when that one is
-    neither degenerate nor on a bound (``status="constrained"``); otherwise the result is ``"degenerate"``.
-    Fewer than :data:`MIN_DISTINCT_PREDICTIONS` distinct predictions are degenerate without a fit.
-
-    Never raises on a bad fit: returns ``success=False`` with a message (``"failed"``: constant predictions or
-    MOS, fewer than 5 items, no convergence, non-finite parameters; ``"degenerate"``: as above). Input errors
-    (length mismatch, NaN with ``nan_policy='raise'``) raise ``ValueError``.
+    Never raises on a bad fit: returns ``success=False`` with a message. Input errors (length mismatch, NaN with
+    ``nan_policy='raise'``) raise ``ValueError``.
     """
     x, y = paired(pred, mos, nan_policy=nan_policy)
     n = x.shape[0]

@@ -17,13 +17,8 @@ __all__ = ["ModelRanking", "model_ranking_srcc", "per_model_means"]
 
 
 def per_model_means(values: Any, models: Any, nan_policy: str = "raise") -> tuple[np.ndarray, np.ndarray]:
-    """Mean of ``values`` per model label.
-
-    ``values``: shape ``(n,)`` or ``(n, d)`` (e.g. the three dimensions); ``models``: ``n`` labels.
-    Returns ``(labels, means)``: the sorted unique labels and means of shape ``(n_models,)`` or
-    ``(n_models, d)``. With ``nan_policy="omit"`` NaNs are left out of their model's mean (a model whose
-    values are all NaN gets NaN).
-    """
+    """``(sorted unique labels, means)`` of ``values`` (``(n,)`` or ``(n, d)``) per model label; with
+    ``nan_policy="omit"`` NaNs are left out of their model's mean (all NaN gives NaN)."""
     check_nan_policy(nan_policy)
     vals = np.asarray(values, dtype=np.float64)
     if vals.ndim not in (1, 2):
@@ -54,11 +49,8 @@ def per_model_means(values: Any, models: Any, nan_policy: str = "raise") -> tupl
 
 
 class ModelRanking(NamedTuple):
-    """Result of :func:`model_ranking_srcc`.
-
-    ``table`` holds one dict per model (``model, mean_pred, mean_mos, rank_pred, rank_mos``; rank 1 = highest
-    mean, equal means share the better rank), sorted by human rank.
-    """
+    """Result of :func:`model_ranking_srcc`; ``table``: one dict per model by human rank (rank 1 = highest mean,
+    equal means share the better rank)."""
 
     srcc: float
     krcc: float
@@ -85,14 +77,8 @@ def model_ranking_srcc(pred: Any, mos: Any, models: Any = None, *, nan_policy: s
     """Agreement between the model ranking by predicted scores and by human MOS (MIEScore paper, table 4:
     "SRCC to human" = SRCC between the per-model mean prediction and the per-model mean MOS).
 
-    Two call forms:
-
-    * per item: ``model_ranking_srcc(pred, mos, models)``: three equal-length 1-D arrays, ``models`` holding
-      the editing model of each item; means are taken per model (:func:`per_model_means`).
-    * per model: ``model_ranking_srcc(pred_by_model, mos_by_model)``: two mappings ``{model: scores}`` where
-      ``scores`` is a number (an already averaged score) or a sequence of item scores; both need the same keys.
-
-    Returns :class:`ModelRanking` ``(srcc, krcc, table)``. Needs at least 3 models.
+    Per item (``pred, mos, models``: equal-length 1-D arrays) or per model (two ``{model: score or item scores}``
+    mappings with the same keys); needs at least 3 models.
     """
     if models is None:
         if not isinstance(pred, Mapping) or not isinstance(mos, Mapping):

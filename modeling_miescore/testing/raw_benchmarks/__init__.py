@@ -30,8 +30,6 @@ Raters: ``rating = clip(2.5 + scale·(latent − 2.5) + bias + noise, 0, 5)``, r
 (ids in ``truth.json``) are noisy but not wild, so BT.500 screening can catch them. Deterministic from ``seed``.
 """
 
-import importlib
-
 from .editor_benchmarks import (IMGEDIT_PROMPTS_KEYS, make_raw_gedit_bench, make_raw_imgedit_bench,
                                 write_imgedit_prompts_json, write_vie_prompts_module)
 from .external_files import make_raw_aurora_bench, make_raw_ebench, make_raw_ieqa, make_raw_mmrb2
@@ -39,22 +37,18 @@ from .external_hub import make_raw_editreward_bench, make_raw_editscore_bench, m
 from .mer_bench import MER_SUBTASKS, MER_SYSTEMS, make_raw_mer_bench
 from .mie_bench import MIE_EDITING_MODELS, MIE_FAULTS, make_raw_mie_bench
 
-__all__ = ["FIXTURE_MODULES", "IMGEDIT_PROMPTS_KEYS", "MER_SUBTASKS", "MER_SYSTEMS", "MIE_EDITING_MODELS", "MIE_FAULTS",
-           "make_raw_aurora_bench", "make_raw_ebench", "make_raw_editreward_bench", "make_raw_editscore_bench", "make_raw_gedit_bench",
-           "make_raw_genai_bench", "make_raw_ieqa", "make_raw_imagenhub", "make_raw_imgedit_bench",
+__all__ = ["IMGEDIT_PROMPTS_KEYS", "MER_SUBTASKS", "MER_SYSTEMS", "MIE_EDITING_MODELS", "MIE_FAULTS",
+           "make_raw_aurora_bench", "make_raw_ebench", "make_raw_editreward_bench", "make_raw_editscore_bench",
+           "make_raw_gedit_bench", "make_raw_genai_bench", "make_raw_ieqa", "make_raw_imagenhub", "make_raw_imgedit_bench",
            "make_raw_mer_bench", "make_raw_mie_bench", "make_raw_mmrb2", "write_imgedit_prompts_json",
            "release_writer", "write_vie_prompts_module"]
-
-# the modules of the converter fixtures: one ``make_raw_<converter module>(dir)`` each, found by that name
-FIXTURE_MODULES = ("external_hub", "external_files", "editor_benchmarks")
 
 
 def release_writer(converter_module: str):
     """The fixture writing a release of the benchmark that ``converter_module`` converts (``make_raw_<module>``
     with its defaults must give a release the converter accepts with its defaults)."""
-    for module in FIXTURE_MODULES:
-        found = getattr(importlib.import_module(f".{module}", __name__), f"make_raw_{converter_module}", None)
-        if found is not None:
-            return found
-    raise LookupError(f"no make_raw_{converter_module} in {', '.join(FIXTURE_MODULES)}: every converter module needs "
-                      "a fixture writing its release")
+    found = globals().get(f"make_raw_{converter_module}")
+    if found is None:
+        raise LookupError(f"no make_raw_{converter_module} in {__name__}: every converter module needs a fixture "
+                          "writing its release")
+    return found

@@ -15,12 +15,12 @@ Each ``make_raw_*`` returns the planted truth (one dict per row) so that tests c
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
 
-from .external_images import jpeg_bytes, source_photo
+from .external_images import source_photo, write_parquet
+from .photos import image_bytes, save_jpeg
 from ...data.converters.imgedit_bench import IMGEDIT_RELEASES
 
 __all__ = ["IMGEDIT_PROMPTS_KEYS", "make_raw_gedit_bench", "make_raw_imgedit_bench", "write_imgedit_prompts_json",
@@ -28,12 +28,6 @@ __all__ = ["IMGEDIT_PROMPTS_KEYS", "make_raw_gedit_bench", "make_raw_imgedit_ben
 
 GEDIT_FIXTURE_TASKS = {"background_change": 2, "subject-add": 2, "text_change": 1}
 IMGEDIT_FOLDERS = {"add": "for_add", "remove": "daily object", "compose": "compose/human"}
-
-
-def _png(image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def _gedit_features():
@@ -71,19 +65,14 @@ def make_raw_gedit_bench(dir: str | os.PathLike, tasks: dict[str, int] | None = 
                 instruction = f"{task.replace('_', ' ')} {i} ({language})"
                 rows.append({"task_type": task, "key": key, "instruction": instruction,
                              "instruction_language": language,
-                             "input_image": {"bytes": _png(source), "path": None},
-                             "input_image_raw": {"bytes": jpeg_bytes(raw), "path": None},
+                             "input_image": {"bytes": image_bytes(source, format="PNG"), "path": None},
+                             "input_image_raw": {"bytes": image_bytes(raw), "path": None},
                              "Intersection_exist": i % 2 == 0})
                 truth.append({"key": key, "task_type": task, "language": language, "instruction": instruction,
                               "intersection_exist": i % 2 == 0, "source_size": source.size})
     root = Path(dir)
     if layout == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        path = root / "data" / "train-00000-of-00001.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(rows, schema=_gedit_features().arrow_schema), path)
+        write_parquet(root / "data" / "train-00000-of-00001.parquet", rows, _gedit_features())
     elif layout == "arrow":
         from datasets import Dataset
 
@@ -110,9 +99,7 @@ def make_raw_imgedit_bench(dir: str | os.PathLike, types=("add", "remove", "comp
             key = str(1000 - 37 * (t * per_type + i))
             rel = f"{folder}/{t * per_type + i:09d}.jpg"
             source = source_photo(t * per_type + i, size=source_side)
-            path = root / images / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(jpeg_bytes(source))
+            save_jpeg(source, root / images / rel)
             entries[key] = {"id": rel, "prompt": f"{edit_type} something {i}.", "edit_type": edit_type}
             truth.append({"key": key, **entries[key], "category": category, "source_size": source.size})
     root.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,8 @@ import json
 import os
 from pathlib import Path
 
-from .external_images import edited_version, jpeg_bytes, source_photo
+from .external_images import edited_version, source_photo
+from .photos import save_jpeg
 
 __all__ = ["EBENCH_PREFIX", "make_raw_aurora_bench", "make_raw_ebench", "make_raw_ieqa", "make_raw_mmrb2"]
 
@@ -29,9 +30,7 @@ _EBENCH_FILES = {"test_v.json": "visual quality", "test_e.json": "editing corres
 
 
 def _save(root: Path, rel: str, image) -> str:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(jpeg_bytes(image))
+    save_jpeg(image, root / rel)
     return rel
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .external_images import edited_version, jpeg_bytes, source_photo
+from .external_images import edited_version, source_photo, write_parquet
+from .photos import image_bytes, save_jpeg
 
 __all__ = ["make_raw_editreward_bench", "make_raw_editscore_bench", "make_raw_genai_bench", "make_raw_imagenhub"]
 
@@ -19,15 +20,6 @@ VOTES = ("leftvote", "rightvote", "tievote", "bothbad_vote")
 
 def _image(data: bytes, name: str) -> dict:
     return {"bytes": data, "path": name}
-
-
-def _write_parquet(path: Path, rows: list[dict], features) -> None:
-    """One Parquet shard with the ``datasets`` features in its schema metadata (as ``push_to_hub`` writes them)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=features.arrow_schema), path)
 
 
 def make_raw_genai_bench(dir: str | os.PathLike, n_votes: int = 8, split: str = "test_v1",
@@ -57,12 +49,13 @@ def _genai_split(root: Path, split: str, n_votes: int, offset: int = 0) -> dict:
         good, bad = edited_version(source, 0.9, 10 * (i + offset)), edited_version(source, 0.2, 10 * (i + offset) + 1)
         left, right = (good, bad) if vote == "leftvote" else (bad, good)
         rows.append({"source_prompt": "a photo", "target_prompt": "a tinted photo",
-                     "instruct_prompt": f"give photo {i} a warm tint", "source_image": _image(jpeg_bytes(source), None),
-                     "left_model": "MagicBrush", "left_output_image": _image(jpeg_bytes(left), None),
-                     "right_model": "InstructPix2Pix", "right_output_image": _image(jpeg_bytes(right), None),
+                     "instruct_prompt": f"give photo {i} a warm tint",
+                     "source_image": _image(image_bytes(source), None),
+                     "left_model": "MagicBrush", "left_output_image": _image(image_bytes(left), None),
+                     "right_model": "InstructPix2Pix", "right_output_image": _image(image_bytes(right), None),
                      "vote_type": vote})
         votes.append(vote)
-    _write_parquet(root / "image_edition" / f"{split}-00000-of-00001.parquet", rows, features)
+    write_parquet(root / "image_edition" / f"{split}-00000-of-00001.parquet", rows, features)
     return {"votes": votes, "ids": [f"{split}-{i + 1:05d}" for i in range(n_votes)]}
 
 
@@ -103,17 +96,17 @@ def make_raw_editreward_bench(dir: str | os.PathLike) -> dict:
             index += 1
             group = f"erb{index:07d}"
             source = source_photo(index)
-            images = {k: jpeg_bytes(edited_version(source, s / 10, 100 * index + n))
+            images = {k: image_bytes(edited_version(source, s / 10, 100 * index + n))
                       for n, (k, s) in enumerate(sorted(scores.items()))}
             letters = sorted(scores)
             for i, a in enumerate(letters):
                 for b in letters[i + 1:]:
-                    row = _editreward_row(group, (a, b), subset, jpeg_bytes(source), images, scores)
+                    row = _editreward_row(group, (a, b), subset, image_bytes(source), images, scores)
                     rows.append(row)
                     truth["pairs"][row["id"]] = ("tie" if scores[a] == scores[b]
                                                  else "a" if scores[a] > scores[b] else "b")
             truth["candidates"].update({f"{subset}-{group}_{k}": s for k, s in scores.items()})
-        _write_parquet(Path(dir) / subset / "train-00000-of-00001.parquet", rows, features)
+        write_parquet(Path(dir) / subset / "train-00000-of-00001.parquet", rows, features)
     return truth
 
 
@@ -132,8 +125,8 @@ def make_raw_editscore_bench(dir: str | os.PathLike, n_pairs: int = 6) -> dict:
         keys = [f"k{i:03d}a", f"k{i:03d}b"]
         rows["key"].append(keys)
         rows["instruction"].append(f"recolour photo {i}")
-        rows["input_image"].append(_image(jpeg_bytes(source), f"{keys[0]}_input.jpg"))
-        rows["output_images"].append([_image(jpeg_bytes(edited_version(source, q, 20 * i + n)), f"{k}.jpg")
+        rows["input_image"].append(_image(image_bytes(source), f"{keys[0]}_input.jpg"))
+        rows["output_images"].append([_image(image_bytes(edited_version(source, q, 20 * i + n)), f"{k}.jpg")
                                       for n, (k, q) in enumerate(zip(keys, (0.9, 0.3)))])
         rows["task_type"].append(tasks[i % len(tasks)])
         rows["dimension"].append(dimensions[i % len(dimensions)])
@@ -148,8 +141,7 @@ def make_raw_editscore_bench(dir: str | os.PathLike, n_pairs: int = 6) -> dict:
 _IMAGENHUB_CELLS = ("[0, 1]", "[0.5, 0.5]", "[1,1]", "[0, 0.5]", "[1, 0.5]", "[0.5,1]", "[0, 0]", "[1 , 0]")
 
 
-def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("MagicBrush", "SDEdit"),
-                       n_raters: int = 3) -> dict:
+def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("MagicBrush", "SDEdit")) -> dict:
     """ImagenHub text-guided editing: ``data/filtered-*.parquet`` inputs, rater TSVs, ``<model>/sample_*.jpg`` outputs.
 
     Rater k gives model m on sample s the cell ``_IMAGENHUB_CELLS[(3s + 5m + 2k) % 8]``; the truth holds, per row,
@@ -167,21 +159,20 @@ def make_raw_imagenhub(dir: str | os.PathLike, n_samples: int = 4, models=("Magi
         source = source_photo(s)
         img_id, turn = str(1000 + s), 1 + s % 2
         uids.append(f"sample_{img_id}_{turn}.jpg")
-        inputs.append({"img_id": img_id, "turn_index": turn, "source_img": _image(jpeg_bytes(source), None),
+        inputs.append({"img_id": img_id, "turn_index": turn, "source_img": _image(image_bytes(source), None),
                        "instruction": f"make photo {s} warmer", "source_global_caption": "a photo",
                        "target_global_caption": "a warm photo"})
         for m, model in enumerate(models):
-            out = root / "ImagenHub_Text-Guided_IE" / model / uids[-1]
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(jpeg_bytes(edited_version(source, 0.3 + 0.3 * m, 7 * s + m)))
+            edited = edited_version(source, 0.3 + 0.3 * m, 7 * s + m)
+            save_jpeg(edited, root / "ImagenHub_Text-Guided_IE" / model / uids[-1])
     features = Features({"img_id": Value("string"), "turn_index": Value("int32"), "source_img": Image(),
                          "instruction": Value("string"), "source_global_caption": Value("string"),
                          "target_global_caption": Value("string")})
-    _write_parquet(root / "data" / "filtered-00000-of-00001.parquet", inputs, features)
+    write_parquet(root / "data" / "filtered-00000-of-00001.parquet", inputs, features)
     votes: dict[str, list] = {}
     ratings = root / "eval" / "human_ratings" / "Text-Guided_IE"
     ratings.mkdir(parents=True, exist_ok=True)
-    for k in range(n_raters):
+    for k in range(3):  # three raters
         lines = ["\t".join(["uid", *models])]
         for s, uid in enumerate(uids):
             cells = [_IMAGENHUB_CELLS[(3 * s + 5 * m + 2 * k) % len(_IMAGENHUB_CELLS)] for m in range(len(models))]

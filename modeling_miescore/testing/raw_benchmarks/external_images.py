@@ -6,14 +6,14 @@ it is degraded, so a fixture can plant a human preference that a sensible scorer
 
 from __future__ import annotations
 
-import io
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageFilter
 
 from .photos import SCENES, add_noise, colour_cast, photo_pool, scene_crop
 
-__all__ = ["edited_version", "jpeg_bytes", "source_photo"]
+__all__ = ["edited_version", "source_photo", "write_parquet"]
 
 
 def source_photo(index: int, size: int = 48) -> Image.Image:
@@ -33,8 +33,10 @@ def edited_version(source: Image.Image, quality: float, seed: int) -> Image.Imag
     return add_noise(image, 3.0 + 25.0 * severity, rng)
 
 
-def jpeg_bytes(image: Image.Image, quality: int = 90) -> bytes:
-    """The image encoded as JPEG (what the releases embed or store)."""
-    buffer = io.BytesIO()
-    image.save(buffer, format="JPEG", quality=quality)
-    return buffer.getvalue()
+def write_parquet(path: Path, rows: list[dict], features) -> None:
+    """One Parquet shard with the ``datasets`` features in its schema metadata (as ``push_to_hub`` writes them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=features.arrow_schema), path)

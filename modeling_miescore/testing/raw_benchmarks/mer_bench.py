@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from ...data.mer_construction.instruction_prompts import MER_SUBTASKS as _SUBTAS
 from ...data.schema import MER_TIER_DIMENSIONS, TIERS
 from .photos import COLOURS, SCENES, add_noise, colour_cast, crop_box, jpeg_roundtrip, photo_pool, save_jpeg, scene_crop
 
-__all__ = ["MER_SUBTASKS", "MER_SYSTEMS", "MERFixtureOptions", "make_raw_mer_bench"]
+__all__ = ["MER_SUBTASKS", "MER_SYSTEMS", "make_raw_mer_bench"]
 
 # SpatialReward paper section 4.2: 11 generation systems; 3 categories with 15 subtasks at 2:1:1.
 MER_SYSTEMS = (
@@ -128,38 +127,25 @@ def _make_sample(i: int, rng: np.random.Generator, pool: dict, image_size: int, 
     return record, original, [_REGION_BOXES[r] for r in regions], [COLOURS[c] for c in colour_names]
 
 
-@dataclass(frozen=True)
-class MERFixtureOptions:
-    """How :func:`make_raw_mer_bench` plants candidates and votes (paper sec. 4.2: 6 candidates, 5 annotators)."""
-
-    image_size: int = 128  # side of the square images (small keeps fixtures fast)
-    n_candidates: int = 6  # edits per sample, from distinct systems
-    n_annotators: int = 5  # annotators per candidate, drawn from the pool
-    annotator_pool: int = 8
-    p_no_majority: float = 0.06  # share of candidates whose overall votes are planted 2-2-1
-    p_correct_vote: float = 0.8  # chance that one vote is the candidate's true tier
-
-    def __post_init__(self):
-        if self.n_annotators > self.annotator_pool:
-            raise ValueError("n_annotators cannot exceed annotator_pool")
+# Paper sec. 4.2: 6 candidates per sample from distinct systems, 5 annotators each (drawn from a pool of 8). Planted
+# here: 6 % of the candidates get overall votes split 2-2-1; a vote is the candidate's true tier with chance 0.8.
+N_CANDIDATES, N_ANNOTATORS, ANNOTATOR_POOL, P_NO_MAJORITY, P_CORRECT_VOTE = 6, 5, 8, 0.06, 0.8
 
 
-def _overall_tiers(rng: np.random.Generator, n_candidates: int) -> list[int]:
+def _overall_tiers(rng: np.random.Generator) -> list[int]:
     """Mostly two of each tier (shuffled); sometimes random tiers."""
     if rng.random() < 0.75:
-        overall = [2, 2, 1, 1, 0, 0][:n_candidates] + [int(rng.integers(3)) for _ in range(max(0, n_candidates - 6))]
-        return [int(t) for t in rng.permutation(overall)]
-    return [int(rng.integers(3)) for _ in range(n_candidates)]
+        return [int(t) for t in rng.permutation([2, 2, 1, 1, 0, 0])]
+    return [int(rng.integers(3)) for _ in range(N_CANDIDATES)]
 
 
-def _make_candidates(sample: dict, original, boxes, colours, rng: np.random.Generator, opts: MERFixtureOptions,
-                     root: Path):
+def _make_candidates(sample: dict, original, boxes, colours, rng: np.random.Generator, size: int, root: Path):
     """The sample's candidates (saved) with their annotations; returns ``(candidates, annotations, truth)``."""
-    sid, n, size = sample["sample_id"], opts.n_annotators, opts.image_size
-    overall = _overall_tiers(rng, opts.n_candidates)
-    systems = rng.choice(len(MER_SYSTEMS), size=min(opts.n_candidates, len(MER_SYSTEMS)), replace=False).tolist()
+    sid, n = sample["sample_id"], N_ANNOTATORS
+    overall = _overall_tiers(rng)
+    systems = rng.choice(len(MER_SYSTEMS), size=N_CANDIDATES, replace=False).tolist()
     candidates, annotations, truth = [], [], []
-    for j in range(opts.n_candidates):
+    for j in range(N_CANDIDATES):
         cid = f"{sid}-c{j + 1}"
         o = overall[j]
         sc, pq = _SUBTIERS[o][int(rng.integers(len(_SUBTIERS[o])))]
@@ -167,11 +153,11 @@ def _make_candidates(sample: dict, original, boxes, colours, rng: np.random.Gene
         save_jpeg(_candidate_image(original, boxes, colours, sc, pq, rng, size), root / crel, quality=90)
         model = MER_SYSTEMS[systems[j % len(systems)]]
         candidates.append({"candidate_id": cid, "sample_id": sid, "editing_model": model, "image": crel})
-        no_majority = bool(rng.random() < opts.p_no_majority)
-        v_o = _split_votes(o, rng, n) if no_majority else _votes(o, rng, n, opts.p_correct_vote)
-        v_sc = _votes(sc, rng, n, opts.p_correct_vote)
-        v_pq = _votes(pq, rng, n, opts.p_correct_vote)
-        who = rng.choice(opts.annotator_pool, size=n, replace=False).tolist()
+        no_majority = bool(rng.random() < P_NO_MAJORITY)
+        v_o = _split_votes(o, rng, n) if no_majority else _votes(o, rng, n, P_CORRECT_VOTE)
+        v_sc = _votes(sc, rng, n, P_CORRECT_VOTE)
+        v_pq = _votes(pq, rng, n, P_CORRECT_VOTE)
+        who = rng.choice(ANNOTATOR_POOL, size=n, replace=False).tolist()
         for a, x, y, z in zip(who, v_o, v_sc, v_pq):
             annotations.append({"annotator_id": f"A{a + 1}", "candidate_id": cid,
                                 "overall": TIERS[x], "sc": TIERS[y], "pq": TIERS[z]})
@@ -180,8 +166,7 @@ def _make_candidates(sample: dict, original, boxes, colours, rng: np.random.Gene
     return candidates, annotations, truth
 
 
-def make_raw_mer_bench(dir: str | os.PathLike, n_samples: int = 40, seed: int = 0, image_size: int = 128,
-                       **options) -> dict:
+def make_raw_mer_bench(dir: str | os.PathLike, n_samples: int = 40, seed: int = 0, image_size: int = 128) -> dict:
     """Write a raw MER-Bench release into ``dir`` and return its planted truth.
 
     Layout written (the builder's input, see :mod:`modeling_miescore.data.builders.mer_bench`)::
@@ -193,14 +178,12 @@ def make_raw_mer_bench(dir: str | os.PathLike, n_samples: int = 40, seed: int = 
         truth.csv         candidate_id, sample_id, editing_model, overall, sc, pq (true tiers),
                           no_majority (planted candidates whose overall votes split 2-2-1)
 
-    Categories cycle general, general, human_basic, human_fine (the paper's 2:1:1); each sample has
-    ``n_candidates`` edits (paper: 6) from distinct systems of the paper's 11, judged by
-    ``n_annotators`` (paper: 5) annotators drawn from a pool. ``options``: the other fields of
-    :class:`MERFixtureOptions`.
+    Categories cycle general, general, human_basic, human_fine (the paper's 2:1:1); each sample has 6 edits from
+    distinct systems of the paper's 11, judged by 5 annotators drawn from a pool (``N_CANDIDATES``, ...).
+    ``image_size``: side of the square images (small keeps fixtures fast).
     """
     import pandas as pd
 
-    opts = MERFixtureOptions(image_size=image_size, **options)
     root = Path(dir)
     (root / "originals").mkdir(parents=True, exist_ok=True)
     (root / "candidates").mkdir(parents=True, exist_ok=True)
@@ -210,7 +193,7 @@ def make_raw_mer_bench(dir: str | os.PathLike, n_samples: int = 40, seed: int = 
     for i in range(n_samples):
         sample, original, boxes, colours = _make_sample(i, rng, pool, image_size, root)
         samples.append(sample)
-        made = _make_candidates(sample, original, boxes, colours, rng, opts, root)
+        made = _make_candidates(sample, original, boxes, colours, rng, image_size, root)
         for out, new in zip((candidates, annotations, truth), made):
             out += new
 

@@ -121,15 +121,16 @@ def _compose_edit(task, scene, objects, nsrc, faults, severity, rng, size):
     return canvas, missing
 
 
-def _editing_models(n_models: int, fault_rate: tuple[float, float]):
-    """Model names, their skill (latent offset, best first) and their per-fault probability (linear in rank)."""
+def _editing_models(n_models: int, fault_rate: tuple[float, float] = (0.06, 0.24)):
+    """Model names, their skill (latent offset, best first) and their per-fault probability (linear in rank, from
+    ``fault_rate[0]`` for the best model to ``fault_rate[1]`` for the worst)."""
     models = list(MIE_EDITING_MODELS[:n_models]) + [f"EditModel-{k + 1:02d}" for k in range(12, n_models)]
     skill = np.linspace(0.7, -0.7, len(models)) if len(models) > 1 else np.zeros(1)
     p_fault = np.linspace(fault_rate[0], fault_rate[1], len(models)) if len(models) > 1 else np.array([fault_rate[0]])
     return models, skill, p_fault
 
 
-def _make_subjects(rrng: np.random.Generator, n_subjects: int, n_unreliable: int, unreliable_noise: float):
+def _make_subjects(rrng: np.random.Generator, n_subjects: int, n_unreliable: int, unreliable_noise: float = 1.0):
     """The rater pool: honest raters with a small bias/scale/noise, and a few unbiased but noisy ones."""
     subjects = []
     unreliable_idx = set(rrng.choice(n_subjects, size=n_unreliable, replace=False).tolist()) if n_unreliable else set()
@@ -280,10 +281,8 @@ def make_raw_mie_bench(
     n_subjects: int = 20,
     raters_per_edit: int = 15,
     n_unreliable: int = 2,
-    unreliable_noise: float = 1.0,
     rating_format: str = "ratings",
     instance_offset: int = 0,
-    fault_rate: tuple[float, float] = (0.06, 0.24),
 ) -> dict:
     """Write a raw MIE-Bench release into ``dir`` and return its planted truth.
 
@@ -300,15 +299,13 @@ def make_raw_mie_bench(
         seed: everything is deterministic from it.
         image_size: side of the square source and edited images (small keeps fixtures fast).
         n_subjects: size of the rater pool; each edit is rated by ``raters_per_edit`` of them (paper: 15).
-        n_unreliable: planted unreliable raters (noisy, unbiased) that BT.500 screening should reject.
-        unreliable_noise: their rating noise (0-5 scale); honest raters have 0.15-0.35, biases within ±0.25
-            and scales 0.9-1.1.
+        n_unreliable: planted unreliable raters (unbiased, rating noise 1.0 on the 0-5 scale) that BT.500
+            screening should reject; honest raters have noise 0.15-0.35, biases within ±0.25, scales 0.9-1.1.
         rating_format: ``"ratings"`` (ratings.csv), ``"mos"`` (mos.csv on 0-100, from the latent
             quality plus noise) or ``"both"``.
         instance_offset: first instance number, so that a second call can *add* instances
             (``mie-00032`` onwards) to an existing release (pass the same ``dir``; the JSONL/CSV
             files are then appended to).
-        fault_rate: per-fault probability for the best and the worst model (linear in between).
 
     Returns:
         ``{"truth": pandas.DataFrame (truth.csv), "unreliable_subjects": [...], "subjects": {...},
@@ -323,9 +320,9 @@ def make_raw_mie_bench(
     append = instance_offset > 0
     # Separate streams so that instances/images and raters do not shift each other.
     rng = np.random.default_rng([seed, instance_offset, 1])
-    subjects = _make_subjects(np.random.default_rng([seed, 0, 2]), n_subjects, n_unreliable, unreliable_noise)
+    subjects = _make_subjects(np.random.default_rng([seed, 0, 2]), n_subjects, n_unreliable)
     pool = photo_pool()
-    models, skill, p_fault = _editing_models(n_models, fault_rate)
+    models, skill, p_fault = _editing_models(n_models)
 
     instances, edits, truth = [], [], []
     for i in range(instance_offset, instance_offset + n_instances):

@@ -14,7 +14,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 __all__ = ["COLOURS", "OBJECTS", "PHOTOS", "SCENES", "WORDS", "add_noise", "colour_cast", "colour_transfer", "crop_box",
-           "jpeg_roundtrip", "paste", "photo_pool", "save_jpeg", "scene_crop", "text_card"]
+           "image_bytes", "jpeg_roundtrip", "paste", "photo_pool", "save_jpeg", "scene_crop", "text_card"]
 
 # Photos that ship with scikit-image and load offline (no pooch download).
 # name -> (loader, salient object box as fractions (x0, y0, x1, y1), object noun)
@@ -71,19 +71,19 @@ def photo_pool(short_side: int = 256) -> dict:
     return pool
 
 
-def crop_box(img: Image.Image, box, rng: np.random.Generator, jitter: float = 0.06, square: bool = True) -> Image.Image:
+def crop_box(img: Image.Image, box, rng: np.random.Generator, jitter: float = 0.06) -> Image.Image:
+    """A square crop around ``box`` (fractions) with its edges moved by up to ``jitter``."""
     w, h = img.size
     x0, y0, x1, y1 = box
     j = rng.uniform(-jitter, jitter, 4)
     x0, x1 = sorted((np.clip(x0 + j[0], 0, 1), np.clip(x1 + j[1], 0, 1)))
     y0, y1 = sorted((np.clip(y0 + j[2], 0, 1), np.clip(y1 + j[3], 0, 1)))
     bx = [x0 * w, y0 * h, max(x1 * w, x0 * w + 8), max(y1 * h, y0 * h + 8)]
-    if square:
-        cx, cy = (bx[0] + bx[2]) / 2, (bx[1] + bx[3]) / 2
-        side = min(max(bx[2] - bx[0], bx[3] - bx[1]), w, h)
-        cx = np.clip(cx, side / 2, w - side / 2)
-        cy = np.clip(cy, side / 2, h - side / 2)
-        bx = [cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2]
+    cx, cy = (bx[0] + bx[2]) / 2, (bx[1] + bx[3]) / 2
+    side = min(max(bx[2] - bx[0], bx[3] - bx[1]), w, h)
+    cx = np.clip(cx, side / 2, w - side / 2)
+    cy = np.clip(cy, side / 2, h - side / 2)
+    bx = [cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2]
     return img.crop(tuple(int(round(v)) for v in bx))
 
 
@@ -95,19 +95,12 @@ def scene_crop(img: Image.Image, rng: np.random.Generator, size: int) -> Image.I
     return img.crop((x, y, x + side, y + side)).resize((size, size), Image.Resampling.BILINEAR)
 
 
-def _font(size: int):
-    try:
-        return ImageFont.load_default(size=size)
-    except TypeError:  # very old Pillow
-        return ImageFont.load_default()
-
-
 def text_card(word: str, size: int, rng: np.random.Generator) -> Image.Image:
     bg = tuple(int(v) for v in rng.integers(150, 256, 3))
     fg = tuple(int(v) for v in rng.integers(0, 90, 3))
     img = Image.new("RGB", (size, size), bg)
     draw = ImageDraw.Draw(img)
-    font = _font(max(10, size // 5))
+    font = ImageFont.load_default(size=max(10, size // 5))  # Pillow >= 10.1 (setup.cfg: >= 12)
     left, top, right, bottom = draw.textbbox((0, 0), word, font=font)
     draw.text(((size - (right - left)) / 2 - left, (size - (bottom - top)) / 2 - top), word, fill=fg, font=font)
     return img
@@ -141,11 +134,15 @@ def colour_transfer(img: Image.Image, ref: Image.Image, weight: float) -> Image.
     return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8))
 
 
+def image_bytes(image: Image.Image, quality: int = 90, format: str = "JPEG") -> bytes:
+    """The image encoded as JPEG (what the releases embed or store), or in another ``format``."""
+    buffer = io.BytesIO()
+    image.save(buffer, format=format, quality=int(quality))
+    return buffer.getvalue()
+
+
 def jpeg_roundtrip(img: Image.Image, quality: int) -> Image.Image:
-    buf = io.BytesIO()
-    img.save(buf, format="JPEG", quality=int(quality))
-    buf.seek(0)
-    return Image.open(buf).convert("RGB")
+    return Image.open(io.BytesIO(image_bytes(img, quality))).convert("RGB")
 
 
 def add_noise(img: Image.Image, sigma: float, rng: np.random.Generator) -> Image.Image:

@@ -64,9 +64,10 @@ def test_build_dataset_subcommands_come_from_the_registry(capsys):
 
 def test_the_command_line_loads_no_data_libraries():
     """``miescore --help`` must work without the data extra: builders import datasets/pyarrow/pandas lazily."""
-    code = ("import sys, argparse\n"
+    code = ("import sys\n"
             "from modeling_miescore.cli import dataset\n"
-            "p = argparse.ArgumentParser(); dataset.register(p.add_subparsers())\n"
+            "from modeling_miescore.cli.main import CommandParser\n"
+            "p = CommandParser(); dataset.register(p.add_subparsers())\n"
             "print(sorted(m for m in ('datasets', 'pyarrow', 'pandas') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -17,7 +17,7 @@ from paper_listings import assert_listings_match
 from modeling_miescore.cli.main import main
 from modeling_miescore.data.mer_construction import (GENERAL_PROMPT, HUMAN_PROMPT, MER_SUBTASKS, parse_instruction,
                                                      plan_jobs, read_sources)
-from modeling_miescore.data.mer_construction.instruction_report import build_synthesis_report
+from modeling_miescore.data.mer_construction.instruction_synthesis import build_synthesis_report
 from modeling_miescore.data.schema import MER_CATEGORIES
 from modeling_miescore.hub.errors import MIEScoreInputError
 

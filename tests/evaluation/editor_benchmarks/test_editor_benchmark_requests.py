@@ -138,7 +138,7 @@ def test_imgedit_judge_accepts_the_released_prompts_json_keys_for_both_versions(
     compose (c14480a and later); a dataset converted from either version of basic_edit.json (c14480a's 'alter'
     included) is judged with them, each edit with its own type's rubric."""
     from modeling_miescore.data.converters import get_converter
-    from modeling_miescore.evaluation.editor_benchmarks.imgedit_judge import rubric_type
+    from modeling_miescore.evaluation.editor_benchmarks.judges import rubric_type
 
     raw = tmp_path / "raw"
     truth = rb.make_raw_imgedit_bench(raw, types=rb.IMGEDIT_PROMPTS_KEYS, per_type=1, release=release)

@@ -237,7 +237,7 @@ def test_best_of_n_keeps_the_sample_with_the_highest_overall(gedit, tmp_path):
     assert report["counts"]["edits"] == 4 and report["counts"]["rows_evaluated"] == 2
     # the default: every sample counts, a key's value is the mean over its samples
     from modeling_miescore.evaluation.editor_benchmarks import editor_benchmark
-    from modeling_miescore.evaluation.editor_benchmarks.edit_files import resolve_edits
+    from modeling_miescore.evaluation.editor_benchmarks.editing_rows import resolve_edits
     from modeling_miescore.evaluation.editor_benchmarks.editing_rows import load_editing_rows, select_rows
     from modeling_miescore.evaluation.editor_benchmarks.judge_run import read_records
     from modeling_miescore.evaluation.editor_benchmarks.scores import row_frame, sample_frame
@@ -323,7 +323,7 @@ def test_a_key_without_an_edit_is_listed_counted_and_left_out_of_the_means(gedit
     ("  ", None, ["empty_answer"]),
 ])
 def test_viescore_answers_give_two_scores_or_a_named_failure(text, scores, issues):
-    from modeling_miescore.evaluation.editor_benchmarks.gedit_judge import parse_score_list
+    from modeling_miescore.evaluation.editor_benchmarks.judges import parse_score_list
 
     assert parse_score_list(text)[:2] == (scores, issues)
 
@@ -338,13 +338,13 @@ def test_viescore_answers_give_two_scores_or_a_named_failure(text, scores, issue
     ("A: 4\nA: 4\nB: 3\nC: 2", {"A": 4, "B": 3, "C": 2}, []),  # a repeated line with the same value is harmless
 ])
 def test_imgedit_answers_give_three_criteria_or_a_named_failure(text, criteria, issues):
-    from modeling_miescore.evaluation.editor_benchmarks.imgedit_judge import parse_criteria
+    from modeling_miescore.evaluation.editor_benchmarks.judges import parse_criteria
 
     assert parse_criteria(text)[:2] == (criteria, issues)
 
 
 def test_own_imgedit_rubric_asks_for_its_three_criteria_by_name():
-    from modeling_miescore.evaluation.editor_benchmarks.imgedit_judge import OWN_CRITERIA, OWN_RUBRICS, parse_criteria
+    from modeling_miescore.evaluation.editor_benchmarks.judges import OWN_CRITERIA, OWN_RUBRICS, parse_criteria
 
     assert set(OWN_RUBRICS) == set(rb.IMGEDIT_PROMPTS_KEYS) and all("<edit_prompt>" in r for r in OWN_RUBRICS.values())
     assert parse_criteria("Prompt Compliance: 4\nEditing Quality: 4\nDetail Preservation: 3", OWN_CRITERIA)[1] == \
@@ -352,7 +352,7 @@ def test_own_imgedit_rubric_asks_for_its_three_criteria_by_name():
 
 
 def test_vie_prompts_are_read_as_text_and_code_is_never_run(tmp_path):
-    from modeling_miescore.evaluation.editor_benchmarks.gedit_judge import read_vie_prompts
+    from modeling_miescore.evaluation.editor_benchmarks.judges import read_vie_prompts
     from modeling_miescore.hub.errors import MIEScoreInputError
 
     path = rb.write_vie_prompts_module(tmp_path / "vie_prompts.py")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -194,16 +195,16 @@ BASELINES: dict[str, Baseline] = {b.name: b for b in (
 )}
 
 
-def get_baseline(name: str, *, runnable: bool = True) -> Baseline:
+def get_baseline(name: str) -> Baseline:
     """The entry called ``name``; :class:`UnknownBaselineError` naming the choices, or why it cannot run."""
     key = name.strip().lower()
     if key not in BASELINES:
         choices = ", ".join(b.name for b in BASELINES.values() if not (b.unavailable or b.runs_via))
         raise UnknownBaselineError(f"unknown metric '{name}'; choose from {choices} (see 'miescore baselines --list')")
     baseline = BASELINES[key]
-    if runnable and baseline.unavailable:
+    if baseline.unavailable:
         raise UnknownBaselineError(f"metric '{key}' ({baseline.paper_row}) cannot run here: {baseline.unavailable}")
-    if runnable and baseline.runs_via:
+    if baseline.runs_via:
         raise UnknownBaselineError(f"'{key}' ({baseline.paper_row}) is not a --metrics metric: it {baseline.how}")
     return baseline
 
@@ -293,8 +294,6 @@ def _locate_hub_file(requirement: HubSnapshot) -> WeightsFile:
 
 def _check_loadable(weights: WeightsFile) -> None:
     """Refuse a pickled checkpoint that torch's weights-only loader cannot open."""
-    import pickle
-
     import torch
 
     try:

@@ -233,5 +233,5 @@ def _select(args, selection, requests, out, generated) -> int:
     unfinished = (f"{len(failed | {r for r, _ in run.failed})} request(s) have no selected edit; rerun the same "
                   "command to retry them" if run.failed or failed else None)
     return finish_run(f"made {generated.written} candidate(s) ({generated.skipped} already there) and selected "
-                      f"{run.selected} edit(s) by {name} into {out / 'edits.jsonl'} ({run.skipped} already there)",
+                      f"{run.written} edit(s) by {name} into {out / 'edits.jsonl'} ({run.skipped} already there)",
                       unfinished)

@@ -33,7 +33,8 @@ import torch
 from ..hub.errors import MIEScoreInputError
 from ..training.editor_rl.rollout import sample_with_schedule
 from ..training.editor_rl.schedule import PIPELINE_SCHEDULE, SamplingSchedule, derived_seed
-from ..utils.atomic_files import atomic_write, write_text_atomic
+from ..training.editor_rl.outputs import save_png, save_sources
+from ..utils.atomic_files import write_text_atomic
 from ..scoring.jsonl_scoring import read_done_ids
 from ..utils.output_lock import exclusive_output
 
@@ -44,8 +45,8 @@ SAMPLING_FILE = "sampling.json"
 
 @dataclass
 class EditRun:
-    """What :func:`generate_edits` did: ``written`` edits, ``skipped`` (already there), ``failed`` requests
-    (``(id, message)``)."""
+    """What :func:`generate_edits` (or :func:`~.selection.select_edits`) did: ``written`` edits (selected
+    requests), ``skipped`` (already there), ``failed`` requests (``(id, message)``)."""
 
     written: int = 0
     skipped: int = 0
@@ -65,14 +66,7 @@ def _source_paths(request, sources: Sequence, out: Path) -> List[str]:
     images) written to ``out/sources/`` once."""
     if all(isinstance(s, (str, os.PathLike)) for s in request.sources):
         return [os.path.relpath(Path(s).resolve(), out) for s in request.sources]
-    names = []
-    for k, image in enumerate(sources):
-        name = f"sources/{_safe(request.id)}-{k}.png"
-        if not (out / name).exists():
-            with atomic_write(out / name, "wb") as handle:
-                image.save(handle, format="PNG")
-        names.append(name)
-    return names
+    return save_sources(out, _safe(request.id), sources)
 
 
 def record_sampling(out: Path, schedule: SamplingSchedule, num_steps: int) -> dict:
@@ -137,8 +131,7 @@ def generate_edits(editor, requests: Sequence, out, *, seed: int = 0, num_images
                         continue
                     for k in todo:
                         name = edit_file_name(request.id, k, num_images)
-                        with atomic_write(out / name, "wb") as image_file:
-                            images[k].save(image_file, format="PNG")
+                        save_png(out / name, images[k])
                         line = {"id": ids[k], "sources": source_paths, "edited": name,
                                 "instruction": request.instruction}
                         if num_images > 1 or jsonl_name != "edits.jsonl":

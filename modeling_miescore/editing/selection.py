@@ -30,33 +30,22 @@ of this run's candidates is refused with its line number.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from ..hub.errors import MIEScoreInputError
 from ..rewards.groups import EditGroup, RewardUnavailableError, group_key
 from ..rewards.worker import RewardWorker, reward_error
 from ..utils.atomic_files import atomic_write
-from .generation import edit_file_name
+from .generation import EditRun, edit_file_name
 from ..scoring.jsonl_scoring import complete_lines, read_done_ids
 from ..hub.image_io import load_image
 from ..utils.output_lock import exclusive_output
 
-__all__ = ["CANDIDATES_FILE", "SelectionRun", "prepare_selection", "select_edits"]
+__all__ = ["CANDIDATES_FILE", "prepare_selection", "select_edits"]
 
 CANDIDATES_FILE = "candidates.jsonl"
 GROUPS_PER_CALL = 4  # requests scored per reward call (each its own group, so its own shared prefix)
-
-
-@dataclass
-class SelectionRun:
-    """What :func:`select_edits` did: ``selected`` requests, ``skipped`` (already in ``edits.jsonl``), ``failed``
-    requests (``(id, message)``: every candidate's reward failed, or a candidate is missing)."""
-
-    selected: int = 0
-    skipped: int = 0
-    failed: List[tuple] = field(default_factory=list)
 
 
 def _candidates(out: Path, num_images: int) -> dict:
@@ -122,14 +111,15 @@ def _line(request, lines: dict, scores, selected_by: str) -> Optional[dict]:
 
 
 def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_by: str,
-                 progress: Optional[Callable] = None) -> SelectionRun:
+                 progress: Optional[Callable] = None) -> EditRun:
     """Score the ``num_images`` candidates of each request of ``requests`` with ``reward`` (an
     :class:`~.rewards.groups.EditorReward`, run and then closed by a :class:`~.rewards.worker.RewardWorker`) and
     append the selected one to ``OUT/edits.jsonl`` (module docstring); ``selected_by`` names the reward in every
-    line (no secret: :func:`~.rewards.specs.reward_identity`)."""
+    line (no secret: :func:`~.rewards.specs.reward_identity`). ``EditRun.written``: the requests selected;
+    ``failed``: those whose every candidate's reward failed, or with a candidate missing."""
     out = Path(out)
     jsonl = out / "edits.jsonl"
-    run = SelectionRun()
+    run = EditRun()
     with RewardWorker(reward) as worker, exclusive_output(jsonl, "output folder"):
         done, _ = read_done_ids(jsonl)
         candidates = _candidates(out, num_images)
@@ -158,7 +148,7 @@ def select_edits(reward, requests: Sequence, out, *, num_images: int, selected_b
                     else:
                         handle.write(json.dumps(line) + "\n")
                         handle.flush()
-                        run.selected += 1
+                        run.written += 1
                     if progress is not None:
                         progress(1)
     return run

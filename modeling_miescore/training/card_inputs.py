@@ -7,21 +7,24 @@
   loads when there is no Hub id (with a note to replace it before pushing).
 * :func:`save_adapter_extras`: what an adapter folder needs so that the card's recipe (base + ``PeftModel``)
   reproduces the merged checkpoint: the run's config overrides of the base (``base_config_overrides.json``:
-  rubric, image budget, ...) and the model code (the class the recipe loads the base with).
+  rubric, image budget, ...) and the model code (the class the recipe loads the base with);
+  :func:`write_adapter_card`: those and the adapter's card, :func:`write_card`: a folder's card.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..hub.model_card import BASE_CONFIG_OVERRIDES, hub_repo_id
+from ..hub.model_card import BASE_CONFIG_OVERRIDES, ModelCardInfo, hub_repo_id, render_model_card
 from ..utils.atomic_files import write_text_atomic
 
-__all__ = ["ModelCardArguments", "card_repo_ids", "local_folder", "save_adapter_extras", "training_settings"]
+__all__ = ["ModelCardArguments", "card_repo_ids", "local_folder", "save_adapter_extras", "training_settings",
+           "write_adapter_card", "write_card"]
 
 
 @dataclass
@@ -62,3 +65,18 @@ def save_adapter_extras(folder: str | os.PathLike, model_class: type, overrides:
 
     write_text_atomic(Path(folder) / BASE_CONFIG_OVERRIDES, json.dumps(dict(overrides), indent=2) + "\n")
     custom_object_save(model_class, folder)
+
+
+def write_card(folder: str | os.PathLike, kind: str, card: ModelCardInfo, adapter: bool = False) -> Path:
+    """``folder/README.md``: the ``kind`` model card of ``card`` (``hub.model_card.render_model_card``)."""
+    return write_text_atomic(Path(folder) / "README.md", render_model_card(kind, card, adapter=adapter))
+
+
+def write_adapter_card(folder: str | os.PathLike, kind: str, card: ModelCardInfo, model_class: type,
+                       overrides: Mapping[str, Any], copy_code: bool = True, **changes) -> Path:
+    """An adapter folder's card and (``copy_code``) :func:`save_adapter_extras`; without a Hub id for the base the
+    card's code loads this folder (``adapter_folder``). ``changes``: other fields of the adapter's card."""
+    if copy_code:
+        save_adapter_extras(folder, model_class, overrides)
+    card = dataclasses.replace(card, adapter_base=card.base_model, adapter_folder=os.path.abspath(folder), **changes)
+    return write_card(folder, kind, card, adapter=True)

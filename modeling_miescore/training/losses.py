@@ -34,21 +34,13 @@ from pydantic import Field
 from ..utils.declared_settings import check_fields
 from .memory_queue import MemoryQueue, state_int
 
-__all__ = [
-    "LossConfig",
-    "MIEScoreLoss",
-    "huber_loss",
-    "rank_loss",
-    "plcc_loss",
-]
+__all__ = ["LossConfig", "MIEScoreLoss", "huber_loss", "rank_loss", "plcc_loss"]
 
 _STATE_FORMAT_VERSION = 1
 NON_NEGATIVE, POSITIVE = Field(ge=0), Field(gt=0)
 
 
-# --------------------------------------------------------------------------------------
-# Configuration
-# --------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------- configuration
 @dataclass
 class LossConfig:
     """Every constant used by `MIEScoreLoss`. Defaults follow the paper wherever it gives a value."""
@@ -109,9 +101,8 @@ class LossConfig:
         return cls(**dict(d))
 
 
-# --------------------------------------------------------------------------------------
-# Functional losses. Each returns a per-dimension vector of shape (D,).
-# --------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------- functional losses
+# Each returns a per-dimension vector of shape (D,).
 def _check_pair(pred: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if pred.dim() != 2:
         raise ValueError(f"pred must have shape (B, D), got {tuple(pred.shape)}")
@@ -123,9 +114,8 @@ def _check_pair(pred: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor,
     return p, target.detach().to(device=p.device, dtype=p.dtype)
 
 
-def _memory(
-    p: torch.Tensor, memory_pred: torch.Tensor | None, memory_target: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _memory(p: torch.Tensor, memory_pred: torch.Tensor | None,
+            memory_target: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Memory entries on p's device/dtype, detached; empty (0, D) when absent."""
     if memory_pred is None or memory_target is None:
         if (memory_pred is None) != (memory_target is None):
@@ -156,15 +146,9 @@ def huber_loss(pred: torch.Tensor, target: torch.Tensor, delta: float = 0.1) -> 
     return F.huber_loss(p, y, reduction="none", delta=delta).mean(dim=0)
 
 
-def rank_loss(
-    pred: torch.Tensor,
-    target: torch.Tensor,
-    memory_pred: torch.Tensor | None = None,
-    memory_target: torch.Tensor | None = None,
-    *,
-    label_margin: float = 0.03,
-    hinge_margin: float = 0.03,
-) -> torch.Tensor:
+def rank_loss(pred: torch.Tensor, target: torch.Tensor, memory_pred: torch.Tensor | None = None,
+              memory_target: torch.Tensor | None = None, *, label_margin: float = 0.03,
+              hinge_margin: float = 0.03) -> torch.Tensor:
     """Eq. 11, per dimension: pairwise hinge ranking loss, shape (D,).
 
     Pairs are every unordered pair of distinct current-batch items, plus every
@@ -200,14 +184,8 @@ def rank_loss(
     return cost.sum(dim=0) / n_valid + _zero_like_grad(p)
 
 
-def plcc_loss(
-    pred: torch.Tensor,
-    target: torch.Tensor,
-    memory_pred: torch.Tensor | None = None,
-    memory_target: torch.Tensor | None = None,
-    *,
-    var_eps: float = 1e-6,
-) -> torch.Tensor:
+def plcc_loss(pred: torch.Tensor, target: torch.Tensor, memory_pred: torch.Tensor | None = None,
+              memory_target: torch.Tensor | None = None, *, var_eps: float = 1e-6) -> torch.Tensor:
     """Eq. 12, per dimension: 1 - Pearson(pred, target) over batch ∪ memory, shape (D,).
 
     Memory entries are detached, so the gradient flows only through the current batch.
@@ -238,9 +216,7 @@ def plcc_loss(
     return torch.where(valid, 1.0 - rho, _zero_like_grad(p))
 
 
-# --------------------------------------------------------------------------------------
-# Combined loss
-# --------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------- combined loss
 class MIEScoreLoss:
     """Eq. 9 / 13: lambda_h * Huber + s * (lambda_r * Rank + lambda_p * PLCC), each summed over VQ/IF/AP.
 
@@ -258,19 +234,14 @@ class MIEScoreLoss:
     Queues are per process. Under DDP each rank keeps its own.
     """
 
-    def __init__(
-        self,
-        config: LossConfig | None = None,
-        *,
-        device: torch.device | str | None = None,
-    ) -> None:
+    def __init__(self, config: LossConfig | None = None, *, device: torch.device | str | None = None) -> None:
         self.config = config if config is not None else LossConfig()
         d = self.config.num_dims
         self.rank_queue = MemoryQueue(self.config.rank_queue_size, d, device=device)
         self.plcc_queue = MemoryQueue(self.config.plcc_queue_size, d, device=device)
         self.final_stage = False
 
-    # -- stage handling ------------------------------------------------------------------
+    # -- stage handling
     @property
     def stage_factor(self) -> float:
         return self.config.final_stage_factor if self.final_stage else 1.0
@@ -315,14 +286,9 @@ class MIEScoreLoss:
         self.plcc_queue.to(device)
         return self
 
-    # -- loss ----------------------------------------------------------------------------
-    def __call__(
-        self,
-        pred: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        update_queues: bool = True,
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    # -- loss
+    def __call__(self, pred: torch.Tensor, labels: torch.Tensor, *,
+                 update_queues: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
         """Total loss (0-dim float32 tensor) and a dict of float components for logging.
 
         `pred` and `labels` have shape (B, D) with D = len(config.dim_names), both on the
@@ -342,10 +308,7 @@ class MIEScoreLoss:
         n_rank, n_plcc = len(self.rank_queue), len(self.plcc_queue)
 
         h = huber_loss(p, y, delta=cfg.huber_delta)
-        r = rank_loss(
-            p, y, rank_mp, rank_my,
-            label_margin=cfg.rank_label_margin, hinge_margin=cfg.rank_hinge_margin,
-        )
+        r = rank_loss(p, y, rank_mp, rank_my, label_margin=cfg.rank_label_margin, hinge_margin=cfg.rank_hinge_margin)
         c = plcc_loss(p, y, plcc_mp, plcc_my, var_eps=cfg.plcc_var_eps)
 
         total = cfg.lambda_huber * h.sum() + self.lambda_rank * r.sum() + self.lambda_plcc * c.sum()
@@ -359,12 +322,8 @@ class MIEScoreLoss:
         vals = torch.cat([total.detach().reshape(1), h.detach(), r.detach(), c.detach()]).cpu().tolist()
         nd = cfg.num_dims
         hv, rv, cv = vals[1 : 1 + nd], vals[1 + nd : 1 + 2 * nd], vals[1 + 2 * nd :]
-        logs: dict[str, float] = {
-            "loss": vals[0],
-            "huber": math.fsum(hv),
-            "rank": math.fsum(rv),
-            "plcc": math.fsum(cv),
-        }
+        logs: dict[str, float] = {"loss": vals[0], "huber": math.fsum(hv), "rank": math.fsum(rv),
+                                  "plcc": math.fsum(cv)}
         for i, name in enumerate(cfg.dim_names):
             logs[f"huber_{name}"] = hv[i]
             logs[f"rank_{name}"] = rv[i]
@@ -378,7 +337,7 @@ class MIEScoreLoss:
 
     forward = __call__
 
-    # -- (de)serialisation for training resume -------------------------------------------
+    # -- (de)serialisation for training resume
     def state_dict(self) -> dict[str, Any]:
         """Flat dict: queue tensors plus plain ints, for resuming training.
 

@@ -37,14 +37,8 @@ class MemoryQueue:
     * `capacity = 0` gives a queue that stays empty.
     """
 
-    def __init__(
-        self,
-        capacity: int,
-        dim: int = 3,
-        *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
-    ) -> None:
+    def __init__(self, capacity: int, dim: int = 3, *, device: torch.device | str | None = None,
+                 dtype: torch.dtype = torch.float32) -> None:
         if int(capacity) != capacity or capacity < 0:
             raise ValueError("capacity must be a non-negative integer")
         if int(dim) != dim or dim < 1:
@@ -58,7 +52,7 @@ class MemoryQueue:
         self.ptr = 0  # next slot to write; once full, also the oldest entry
         self.count = 0  # number of filled slots, 0..capacity
 
-    # -- basic properties --------------------------------------------------------------
+    # -- basic properties
     @property
     def device(self) -> torch.device:
         return self.preds.device
@@ -71,12 +65,10 @@ class MemoryQueue:
         return self.count == self.capacity
 
     def __repr__(self) -> str:
-        return (
-            f"MemoryQueue(capacity={self.capacity}, dim={self.dim}, count={self.count}, "
-            f"ptr={self.ptr}, device={self.device}, dtype={self.dtype})"
-        )
+        return (f"MemoryQueue(capacity={self.capacity}, dim={self.dim}, count={self.count}, ptr={self.ptr}, "
+                f"device={self.device}, dtype={self.dtype})")
 
-    # -- mutation ----------------------------------------------------------------------
+    # -- mutation
     def to(self, device: torch.device | str) -> "MemoryQueue":
         self.preds = self.preds.to(device)
         self.labels = self.labels.to(device)
@@ -99,10 +91,8 @@ class MemoryQueue:
         if labels.dim() == 1:
             labels = labels.unsqueeze(0)
         if preds.shape != labels.shape or preds.dim() != 2 or preds.shape[1] != self.dim:
-            raise ValueError(
-                f"expected preds and labels of shape (n, {self.dim}), "
-                f"got {tuple(preds.shape)} and {tuple(labels.shape)}"
-            )
+            raise ValueError(f"expected preds and labels of shape (n, {self.dim}), "
+                             f"got {tuple(preds.shape)} and {tuple(labels.shape)}")
         if self.capacity == 0 or preds.shape[0] == 0:
             return
         if preds.device != self.device:
@@ -122,7 +112,7 @@ class MemoryQueue:
         self.ptr = (self.ptr + n) % self.capacity
         self.count = min(self.count + n, self.capacity)
 
-    # -- access --------------------------------------------------------------------------
+    # -- access
     def get(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Filled entries as (preds, labels), each (count, dim), oldest first; copies."""
         if self.count == 0:
@@ -132,20 +122,15 @@ class MemoryQueue:
         idx = (start + torch.arange(self.count, device=self.device)) % self.capacity
         return self.preds[idx], self.labels[idx]
 
-    # -- (de)serialisation --------------------------------------------------------------
+    # -- (de)serialisation
     def state_dict(self) -> dict[str, Any]:
         """Tensors (`preds`, `labels`) and plain ints (`ptr`, `count`, `capacity`).
 
         The ints may be stored in JSON, or wrapped with `torch.as_tensor` for safetensors.
         `load_state_dict` accepts either form.
         """
-        return {
-            "preds": self.preds.detach().clone().contiguous(),
-            "labels": self.labels.detach().clone().contiguous(),
-            "ptr": int(self.ptr),
-            "count": int(self.count),
-            "capacity": int(self.capacity),
-        }
+        return {"preds": self.preds.detach().clone().contiguous(), "labels": self.labels.detach().clone().contiguous(),
+                "ptr": int(self.ptr), "count": int(self.count), "capacity": int(self.capacity)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         capacity = state_int(state.get("capacity", self.capacity))
@@ -153,9 +138,7 @@ class MemoryQueue:
         labels = torch.as_tensor(state["labels"])
         expected = (self.capacity, self.dim)
         if capacity != self.capacity or tuple(preds.shape) != expected or tuple(labels.shape) != expected:
-            raise ValueError(
-                f"queue state has capacity/shape {capacity}/{tuple(preds.shape)}, expected {expected}"
-            )
+            raise ValueError(f"queue state has capacity/shape {capacity}/{tuple(preds.shape)}, expected {expected}")
         ptr, count = state_int(state["ptr"]), state_int(state["count"])
         if not 0 <= count <= self.capacity or not 0 <= ptr < max(self.capacity, 1):
             raise ValueError(f"invalid queue state: ptr={ptr}, count={count}")

@@ -38,10 +38,8 @@ def row_to_sample(row: Mapping[str, Any], where: str = "row") -> EditSample:
     """A MIE-Bench row (``source_images``, ``edited_image``, ``instruction``) -> :class:`EditSample` (not loaded)."""
     missing = [k for k in ("source_images", "edited_image", "instruction") if k not in row]
     if missing:
-        raise TrainingDataError(
-            f"{where} has no column(s) {', '.join(missing)}; the dataset must follow the MIE-Bench schema "
-            "(build it with `miescore build-dataset mie-bench`)"
-        )
+        raise TrainingDataError(f"{where} has no column(s) {', '.join(missing)}; the dataset must follow the MIE-Bench "
+                                "schema (build it with `miescore build-dataset mie-bench`)")
     sample = {"sources": row["source_images"], "edited": row["edited_image"], "instruction": row["instruction"],
               "id": row.get("id")}
     return as_edit_sample(sample, where=where)
@@ -59,9 +57,8 @@ def labels_of(row: Mapping[str, Any], columns: Sequence[str] = LABEL_COLUMNS, sc
             raise TrainingDataError(f"{where} has no valid '{col}' ({value!r}); drop the row or fix its MOS")
         v = float(value) / scale
         if not -1e-6 <= v <= 1.0 + 1e-6:
-            raise TrainingDataError(
-                f"{where}: '{col}' = {value} is outside 0..{scale:g}; MIE-Bench MOS are on the 0-100 scale"
-            )
+            raise TrainingDataError(f"{where}: '{col}' = {value} is outside 0..{scale:g}; MIE-Bench MOS are on the "
+                                    "0-100 scale")
         out.append(min(max(v, 0.0), 1.0))
     return out
 
@@ -115,15 +112,8 @@ def _fit_budget(sample: EditSample, processor, config, max_length: int) -> int |
     return low
 
 
-def prepare_dataset(
-    dataset,
-    processor,
-    config,
-    max_length: int | None = None,
-    long_sequence_policy: str = "shrink",
-    length_column: str = "length",
-    num_proc: int | None = None,
-):
+def prepare_dataset(dataset, processor, config, max_length: int | None = None, long_sequence_policy: str = "shrink",
+                    num_proc: int | None = None):
     """Add the exact sequence length of every row (for length-grouped batches) and handle over-long rows.
 
     Sequences are never truncated (cutting inside an image's tokens corrupts the sample). A row longer than
@@ -134,7 +124,8 @@ def prepare_dataset(
     * ``"drop"``: dropped;
     * ``"error"``: reported as a :class:`TrainingDataError`.
 
-    Returns ``(dataset, report)`` with ``report = {"rows", "shrunk", "dropped", "max_length",
+    The lengths are the column ``length`` (``TrainingArguments.length_column_name``'s default). Returns
+    ``(dataset, report)`` with ``report = {"rows", "shrunk", "dropped", "max_length",
     "longest"}``; the counts are also logged.
     """
     if long_sequence_policy not in ("shrink", "drop", "error"):
@@ -150,33 +141,30 @@ def prepare_dataset(
                 budget = -1 if fit is None else fit
             else:
                 budget = -1
-        return {length_column: n, "max_pixels": budget}
+        return {"length": n, "max_pixels": budget}
 
     cols = ["source_images", "edited_image", "instruction"] + (["id"] if "id" in dataset.column_names else [])
     lengths = dataset.select_columns(cols).map(measure, with_indices=True, remove_columns=cols,
                                                num_proc=num_proc, desc="measuring sequence lengths")
-    n_col, b_col = np.asarray(lengths[length_column]), np.asarray(lengths["max_pixels"])
-    for name in (length_column, "max_pixels"):
+    n_col, b_col = np.asarray(lengths["length"]), np.asarray(lengths["max_pixels"])
+    for name in ("length", "max_pixels"):
         if name in dataset.column_names:
             dataset = dataset.remove_columns(name)
-    dataset = dataset.add_column(length_column, n_col.tolist()).add_column("max_pixels", b_col.tolist())
+    dataset = dataset.add_column("length", n_col.tolist()).add_column("max_pixels", b_col.tolist())
     too_long = np.flatnonzero(b_col != 0)
     dropped = np.flatnonzero(b_col < 0)
     if long_sequence_policy == "error" and len(too_long):
-        raise TrainingDataError(
-            f"{len(too_long)} row(s) are longer than max_length={max_length} tokens (longest {int(n_col.max())}); "
-            "raise max_length, lower max_pixels, or use long_sequence_policy='shrink' or 'drop'"
-        )
+        raise TrainingDataError(f"{len(too_long)} row(s) are longer than max_length={max_length} tokens (longest "
+                                f"{int(n_col.max())}); raise max_length, lower max_pixels, or use "
+                                "long_sequence_policy='shrink' or 'drop'")
     if len(dropped):
         keep = np.flatnonzero(b_col >= 0)
         dataset = dataset.select(keep.tolist())
     report = {"rows": int(len(n_col)), "shrunk": int(len(too_long) - len(dropped)), "dropped": int(len(dropped)),
               "max_length": max_length, "longest": int(n_col.max()) if len(n_col) else 0}
     if report["shrunk"] or report["dropped"]:
-        logger.warning(
-            "%d of %d rows exceed max_length=%s tokens: %d get a smaller image budget, %d are dropped",
-            len(too_long), len(n_col), max_length, report["shrunk"], report["dropped"],
-        )
+        logger.warning("%d of %d rows exceed max_length=%s tokens: %d get a smaller image budget, %d are dropped",
+                       len(too_long), len(n_col), max_length, report["shrunk"], report["dropped"])
     return dataset, report
 
 

@@ -5,7 +5,6 @@ model card (README.md, rendered by the Hub file ``model_card``)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -13,9 +12,8 @@ from typing import Any, Mapping
 
 import torch
 
-from ..hub.model_card import ModelCardInfo, hub_repo_id, render_model_card
-from ..utils.atomic_files import write_text_atomic
-from .card_inputs import local_folder, save_adapter_extras
+from ..hub.model_card import ModelCardInfo, hub_repo_id
+from .card_inputs import local_folder, write_adapter_card, write_card
 from .miescore_model import load_base_model
 from ..scoring.loading import read_checkpoint_config
 
@@ -24,8 +22,7 @@ __all__ = ["export_model"]
 
 def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_dir: str | os.PathLike, *,
                  card: ModelCardInfo | None = None, dtype: torch.dtype | str | None = None,
-                 base_config_overrides: Mapping[str, Any] | None = None, merged_name: str = "merged",
-                 adapter_name: str = "adapter") -> dict[str, str]:
+                 base_config_overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Write ``output_dir/merged`` (a Hub-native MIEScore checkpoint: weights, config with ``auto_map``, code,
     processor, README.md) and, for LoRA runs, ``output_dir/adapter`` (the PEFT adapter, its processor, the run's
     ``base_config_overrides`` as ``base_config_overrides.json``, the model code and README.md: the card's recipe
@@ -43,7 +40,7 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    merged_dir, adapter_out = out / merged_name, out / adapter_name
+    merged_dir, adapter_out = out / "merged", out / "adapter"
     card = card or ModelCardInfo(base_model=hub_repo_id(os.fspath(base_model)))
     adapter_dir = Path(adapter_dir) if adapter_dir is not None else None
     is_adapter = adapter_dir is not None and (adapter_dir / "adapter_config.json").is_file()
@@ -56,14 +53,10 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
             shutil.rmtree(adapter_out)
         shutil.copytree(adapter_dir, adapter_out, ignore=shutil.ignore_patterns(
             "optimizer.pt", "scheduler.pt", "rng_state*", "trainer_state.json", "training_args.bin", "loss_state*"))
-        save_adapter_extras(adapter_out, MIEScoreModel, overrides)
         plain_base = read_checkpoint_config(os.fspath(base_model)).get("model_type") != "miescore"
         # no Hub id for the base: the card's code loads the folders of this run (and says to replace them)
-        adapter_card = dataclasses.replace(card, repo_id=None, base_is_backbone=plain_base,
-                                           adapter_base=card.base_model,
-                                           base_path=card.base_path or local_folder(os.fspath(base_model)),
-                                           adapter_folder=os.path.abspath(adapter_out))
-        write_text_atomic(adapter_out / "README.md", render_model_card("miescore", adapter_card, adapter=True))
+        write_adapter_card(adapter_out, "miescore", card, MIEScoreModel, overrides, repo_id=None,
+                           base_is_backbone=plain_base, base_path=card.base_path or local_folder(os.fspath(base_model)))
     else:
         source = adapter_dir if adapter_dir is not None else base_model
         with _outside_zero3_init():
@@ -72,7 +65,7 @@ def export_model(base_model: str, adapter_dir: str | os.PathLike | None, output_
     if merged_dir.exists():
         shutil.rmtree(merged_dir)
     model.save_pretrained(merged_dir)
-    write_text_atomic(merged_dir / "README.md", render_model_card("miescore", card))
+    write_card(merged_dir, "miescore", card)
     return {"merged": str(merged_dir), "adapter": str(adapter_out) if is_adapter else None}
 
 

@@ -9,8 +9,6 @@ import os
 import re
 from typing import Sequence
 
-import torch
-
 from ..hub.backbone_families import is_vlm_model_type
 from ..hub.errors import MIEScoreInputError
 from ..scoring.loading import read_checkpoint_config
@@ -45,13 +43,15 @@ def language_model_lora_targets(model) -> str:
     return rf".*{re.escape(language_model_name(model))}\..*\.({'|'.join(LORA_PROJECTIONS)})"
 
 
-def load_base_model(name_or_path: str, dtype: torch.dtype | str | None = None, attn_implementation: str | None = None,
-                    **config_kwargs):
-    """``(MIEScoreModel, processor)`` from a MIEScore checkpoint, or a fresh scorer from a plain VLM one.
+def load_base_model(name_or_path: str, dtype=None, attn_implementation: str | None = None, **config_kwargs):
+    """``(MIEScoreModel, processor)`` from a MIEScore checkpoint, or a fresh scorer from a plain VLM one;
+    ``dtype``: a ``torch.dtype``, its name or ``"auto"`` (None: transformers' default).
 
     ``config_kwargs`` (``max_pixels``, ``min_pixels``, ``head_hidden_size``, ...) override/define config fields.
     The package's own class is used, so ``save_pretrained`` copies the Hub files (``auto_map``) into exports.
     """
+    import torch  # deferred: the recipes read this module's LoRA settings without loading torch
+
     from ..hub.modeling_miescore import MIEScoreModel  # deferred: loads transformers
 
     if isinstance(dtype, str):

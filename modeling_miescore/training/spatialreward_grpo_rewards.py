@@ -27,7 +27,8 @@ applicable") per completion. The dataset columns they read are the ones :func:`p
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from collections import Counter
+from typing import Any, Callable, List, Optional, Sequence
 
 from ..judges.oracle import OracleConfig, OracleJudge, OracleRequest
 from ..hub.spatialreward_parsing import GROUNDING_ISSUES, parse_pq_output, parse_sc_output
@@ -35,15 +36,8 @@ from ..hub.spatialreward_tokens import strip_control_tokens
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "completion_text",
-    "parse_completion",
-    "format_grounding_reward",
-    "reference_agreement_reward",
-    "OracleConsistencyReward",
-    "build_reward_functions",
-    "REWARD_NAMES",
-]
+__all__ = ["completion_text", "parse_completion", "format_grounding_reward", "reference_agreement_reward",
+           "OracleConsistencyReward", "build_reward_functions", "REWARD_NAMES"]
 
 SCORE_MAX = 25.0  # D.1
 _JSON_IMPERFECTIONS = frozenset({"json_repaired", "extra_text_around_json", "multiple_json_objects",
@@ -153,9 +147,7 @@ class OracleConsistencyReward:
                  log_metric: Optional[Callable[[str, float], None]] = None, **kwargs) -> List[Optional[float]]:
         results = self.judge.judge(self.requests(completions, task, instruction, images, num_sources))
         if log_metric is not None and results:
-            counts: Dict[str, int] = {}
-            for r in results:
-                counts[r.status] = counts.get(r.status, 0) + 1
+            counts = Counter(r.status for r in results)
             for status in ("ok", "api_error", "judge_unparsable", "policy_unparsable"):
                 log_metric(f"oracle/{status}", float(counts.get(status, 0)))
         return [r.value for r in results]

@@ -12,16 +12,17 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from ..hub.model_card import ModelCardInfo, render_model_card
+from ..hub.model_card import ModelCardInfo
 from ..utils.atomic_files import write_text_atomic
-from .card_inputs import card_repo_ids, local_folder, save_adapter_extras, training_settings
+from .miescore_model import LORA_PROJECTIONS
+from .card_inputs import card_repo_ids, local_folder, training_settings, write_adapter_card, write_card
 from ..data.spatialreward_chat_examples import processor_pixel_range, set_pixel_range
 from ..hub.processing_miescore import load_stock_processor
 from ..hub.spatialreward_tokens import add_grounding_tokens, grounding_token_ids
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LM_LORA_MODULES", "grounding_token_indices", "load_model_and_processor", "load_rows", "lora_settings",
+__all__ = ["grounding_token_indices", "load_model_and_processor", "load_rows", "lora_settings",
            "make_lora_config", "resized_vocabulary", "run_card", "save_run", "write_run_cards"]
 
 # What each stage's card says it is (arXiv 2602.07458, sec. 3.4, appendix B.1) and which training arguments it lists.
@@ -39,9 +40,6 @@ _STAGES = {
               "bf16", "seed")),
 }
 
-# LoRA on the language model only: Qwen3-VL's vision blocks name their linears qkv/proj/linear_fc*, so these
-# suffixes never touch the vision tower (the released recipe tunes the LM, B.1.1).
-LM_LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def load_rows(dataset_name: str, dataset_config: Optional[str] = None, split: str = "train",
@@ -117,7 +115,9 @@ def grounding_token_indices(processor) -> List[int]:
 def make_lora_config(model_args, processor=None, train_grounding_tokens: bool = False):
     """A ``peft.LoraConfig`` from TRL's ``ModelConfig`` (None when ``use_peft`` is off).
 
-    Defaults to the language model's linear layers (``LM_LORA_MODULES``). With ``train_grounding_tokens`` the
+    Defaults to the language model's linear layers (MIEScore's ``LORA_PROJECTIONS``, matched by suffix: Qwen3-VL's
+    vision blocks name their linears qkv/proj/linear_fc*, so they never touch the vision tower; the released
+    recipe tunes the LM, B.1.1). With ``train_grounding_tokens`` the
     input embeddings and the LM head are trained in full (``modules_to_save``), so the 17 new tokens do not stay
     at their mean initialisation (they could never be emitted otherwise).
     """
@@ -125,7 +125,7 @@ def make_lora_config(model_args, processor=None, train_grounding_tokens: bool = 
         return None
     from peft import LoraConfig
 
-    targets = model_args.lora_target_modules or list(LM_LORA_MODULES)
+    targets = model_args.lora_target_modules or list(LORA_PROJECTIONS)
     if isinstance(targets, list) and len(targets) == 1 and targets[0] not in ("all-linear",) and \
             any(ch in targets[0] for ch in "*\\|()"):
         targets = targets[0]  # a single regex (PEFT matches a str as a full regex, a list by suffix)
@@ -183,16 +183,12 @@ def write_run_cards(output_dir, card: ModelCardInfo, base_config_overrides: Mapp
     ``base_config_overrides.json`` and the model code for its card's recipe -- and of ``merged_dir`` if given."""
     from ..hub.modeling_spatialreward import SpatialRewardModel  # deferred: loads torch, transformers
 
-    output_dir = Path(output_dir)
-    adapter = (output_dir / "adapter_config.json").is_file()
-    if adapter and copy_code:
-        save_adapter_extras(output_dir, SpatialRewardModel, base_config_overrides)
-    own = (dataclasses.replace(card, adapter_base=card.base_model, adapter_folder=str(output_dir.resolve()))
-           if adapter else card)  # no Hub id for the base: the card's code loads this run's folders
-    write_text_atomic(output_dir / "README.md", render_model_card("spatialreward", own, adapter=adapter))
+    if (Path(output_dir) / "adapter_config.json").is_file():
+        write_adapter_card(output_dir, "spatialreward", card, SpatialRewardModel, base_config_overrides, copy_code)
+    else:
+        write_card(output_dir, "spatialreward", card)
     if merged_dir:
-        merged = dataclasses.replace(card, repo_id=None, resized_vocabulary=None)
-        write_text_atomic(Path(merged_dir) / "README.md", render_model_card("spatialreward", merged))
+        write_card(merged_dir, "spatialreward", dataclasses.replace(card, repo_id=None, resized_vocabulary=None))
 
 
 def run_card(stage: str, trainer, card_args, model_args, dataset_name: str, report,

@@ -49,9 +49,9 @@ from ...utils.atomic_files import write_text_atomic
 from .config import RESUMABLE_FIELDS
 
 __all__ = ["CHECKPOINT_PATTERN", "RUN_FILE", "CheckpointDamage", "RunWriteError", "check_checkpoint_files",
-           "check_run_folder", "checkpoint_step", "drop_checkpoints_after", "latest_checkpoint", "load_checkpoint",
+           "check_run_folder", "checkpoint_folders", "checkpoint_step", "drop_checkpoints_after", "latest_checkpoint", "load_checkpoint",
            "read_run_file", "record_resume", "resolve_checkpoint", "run_writes", "save_checkpoint",
-           "truncate_metrics", "TrainerResume"]
+           "truncate_metrics", "update_run_record", "write_run_file", "TrainerResume"]
 
 # the trainer's log: the mixin below logs as the trainer
 logger = logging.getLogger(__name__.rsplit(".", 1)[0] + ".trainer")
@@ -95,15 +95,15 @@ RUN_OUTPUTS = ("metrics.jsonl", "samples", "rollouts", "pytorch_lora_weights.saf
                "transformer.safetensors", "evals.jsonl", "eval_curves.png")
 
 
+def checkpoint_folders(output_dir) -> List[Path]:
+    """The ``checkpoint-<step>`` entries of ``output_dir`` (complete or not), by step."""
+    return sorted((c for c in Path(output_dir).glob("checkpoint-*") if CHECKPOINT_PATTERN.match(c.name)),
+                  key=checkpoint_step)
+
+
 def latest_checkpoint(output_dir) -> Optional[Path]:
     """The complete checkpoint with the highest step, or None."""
-    best = None
-    for child in Path(output_dir).glob("checkpoint-*"):
-        match = CHECKPOINT_PATTERN.match(child.name)
-        if match and child.is_dir() and (child / "trainer_state.json").is_file():
-            if best is None or int(match.group(1)) > int(CHECKPOINT_PATTERN.match(best.name).group(1)):
-                best = child
-    return best
+    return next((c for c in reversed(checkpoint_folders(output_dir)) if (c / "trainer_state.json").is_file()), None)
 
 
 def checkpoint_step(path) -> int:
@@ -118,8 +118,7 @@ def resolve_checkpoint(output_dir, target: str) -> Path:
     path = Path(target).expanduser()
     if len(path.parts) == 1 and not path.exists():
         path = out / path  # diffusers' scripts take the name inside output_dir
-    there = sorted((c.name for c in out.glob("checkpoint-*") if CHECKPOINT_PATTERN.match(c.name)),
-                   key=checkpoint_step)
+    there = [c.name for c in checkpoint_folders(out)]
     if not (CHECKPOINT_PATTERN.match(path.name) and (path / "trainer_state.json").is_file()):
         raise MIEScoreInputError(f"--resume_from_checkpoint {target}: not a complete checkpoint folder "
                                  f"(checkpoint-N with trainer_state.json); the checkpoints of '{out}': "
@@ -181,21 +180,17 @@ def check_run_folder(output_dir, identity: dict, *, resume: Optional[str], overw
             for child in out.iterdir():
                 if CHECKPOINT_PATTERN.match(child.name) or child.name in RUN_OUTPUTS:
                     shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        record = {**identity, "settings": settings or {}, "resumes": [], **(record or {})}
-        with run_writes(RUN_FILE, out):
-            write_text_atomic(run_file, json.dumps(record, indent=2, default=str) + "\n")
+        write_run_file(out, {**identity, "settings": settings or {}, "resumes": [], **(record or {})})
     return None, False
 
 
 def drop_checkpoints_after(output_dir, step: int) -> List[str]:
     """Remove the checkpoints of ``output_dir`` after ``step`` (a resume from an earlier checkpoint abandons
     them, as it drops their metrics); returns their names."""
-    dropped = []
-    for child in Path(output_dir).glob("checkpoint-*"):
-        if CHECKPOINT_PATTERN.match(child.name) and checkpoint_step(child) > step:
-            shutil.rmtree(child)
-            dropped.append(child.name)
-    return sorted(dropped, key=checkpoint_step)
+    dropped = [c for c in checkpoint_folders(output_dir) if checkpoint_step(c) > step]
+    for child in dropped:
+        shutil.rmtree(child)
+    return [c.name for c in dropped]
 
 
 def read_run_file(output_dir) -> Optional[dict]:
@@ -212,10 +207,7 @@ def read_run_file(output_dir) -> Optional[dict]:
 def record_resume(output_dir, settings: dict, resumable: tuple, step: int) -> None:
     """After a resume from ``step`` has loaded: append the ``resumable`` settings that changed to ``run.json``'s
     ``resumes`` (and say so in the log)."""
-    import logging
-
-    run_file = Path(output_dir) / RUN_FILE
-    stored = _read_json(run_file, dict, "run's identity (an object)")
+    stored = _read_json(Path(output_dir) / RUN_FILE, dict, "run's identity (an object)")
     before = stored.get("settings") or {}
     unrecorded = ("resume", "overwrite_output_dir", "output_dir")  # how this start was asked for, where the run is
     changed = {k: [before.get(k), settings.get(k)] for k in resumable
@@ -225,9 +217,19 @@ def record_resume(output_dir, settings: dict, resumable: tuple, step: int) -> No
     logging.getLogger(__name__).info("resuming from step %d with changed settings: %s", step,
                                      ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
     resumes = stored.get("resumes") if isinstance(stored.get("resumes"), list) else []
-    record = {**stored, "settings": {**before, **settings}, "resumes": [*resumes, {"step": step, "changed": changed}]}
-    with run_writes(RUN_FILE, run_file.parent):
-        write_text_atomic(run_file, json.dumps(record, indent=2, default=str) + "\n")
+    write_run_file(output_dir, {**stored, "settings": {**before, **settings},
+                                "resumes": [*resumes, {"step": step, "changed": changed}]})
+
+
+def write_run_file(output_dir, record: dict) -> None:
+    """``output_dir/run.json`` = ``record`` (atomically; a failed write is a :class:`RunWriteError`)."""
+    with run_writes(RUN_FILE, output_dir):
+        write_text_atomic(Path(output_dir) / RUN_FILE, json.dumps(record, indent=2, default=str) + "\n")
+
+
+def update_run_record(output_dir, **values) -> None:
+    """Set top-level ``values`` of ``output_dir/run.json`` (atomically)."""
+    write_run_file(output_dir, {**(read_run_file(output_dir) or {}), **values})
 
 
 def _tensor_header(path: Path) -> Dict[str, tuple]:
@@ -499,10 +501,10 @@ class TrainerResume:
             return {n: full[n] for n in self._trainable_names()} if full else {}
         return {n: p.detach() for n, p in zip(self._trainable_names(), self.params)}
 
-    def _load_trainable(self, state: dict) -> None:
+    def _load_trainable(self, state: dict, checkpoint: Path) -> None:
         """The checkpoint's trained parameters: exactly this run's, each of its shape (else the file is named)."""
         named = dict(self.raw_model.named_parameters())
-        where = self.resume_from / "trainable.safetensors"
+        where = checkpoint / "trainable.safetensors"
         unknown = [n for n in state if n not in named]
         missing = [n for n in self._trainable_names() if n not in state]
         wrong = [f"{n} {tuple(state[n].shape)} (the model's: {tuple(named[n].shape)})" for n in state
@@ -520,6 +522,13 @@ class TrainerResume:
             for name, value in state.items():
                 named[name].copy_(value.to(named[name].device, named[name].dtype))
 
+    def _load_ema(self, shadow: dict, checkpoint: Path) -> None:
+        """The checkpoint's EMA weights of the trained parameters (else ``ema.safetensors`` is named)."""
+        missing = [n for n in self._trainable_names() if n not in shadow]
+        if missing:
+            raise CheckpointDamage(checkpoint / "ema.safetensors", f"lacks {', '.join(missing[:3])}")
+        self.ema.shadow_params = [shadow[n].to(p.device) for n, p in zip(self._trainable_names(), self.params)]
+
     def _resume(self) -> int:
         cfg, main = self.config, self.accelerator.is_main_process
         if self.resume_from is None:
@@ -536,13 +545,9 @@ class TrainerResume:
                 load_full_optimizer_state(self.raw_model, self.optimizer, state)
         state = load_checkpoint(self.resume_from, optimizer=optimizer, lr_scheduler=self.lr_scheduler,
                                 rank=self.accelerator.process_index)
-        self._load_trainable(state["trainable"])
+        self._load_trainable(state["trainable"], self.resume_from)
         if self.ema is not None and state["ema"] is not None:
-            missing = [n for n in self._trainable_names() if n not in state["ema"]["shadow"]]
-            if missing:
-                raise CheckpointDamage(self.resume_from / "ema.safetensors", f"lacks {', '.join(missing[:3])}")
-            self.ema.shadow_params = [state["ema"]["shadow"][n].to(p.device)
-                                      for n, p in zip(self._trainable_names(), self.params)]
+            self._load_ema(state["ema"]["shadow"], self.resume_from)
             self.ema.optimization_step = state["ema"]["step"]
         self.accelerator.wait_for_everyone()  # every process has read the checkpoint before later ones go
         if main:

@@ -53,10 +53,10 @@ import numpy as np
 import torch
 
 from ...hub.errors import MIEScoreInputError
-from ...rewards.groups import EditGroup, checked_scores, group_key, reward_range_of
-from ...utils.atomic_files import atomic_write, write_text_atomic
+from ...rewards.groups import EditGroup, checked_scores, reward_range_of
+from ...utils.atomic_files import atomic_write
 from ...utils.credentials import redact
-from .checkpoints import CHECKPOINT_PATTERN, RUN_FILE, checkpoint_step, read_run_file, run_writes, truncate_metrics
+from .checkpoints import checkpoint_folders, checkpoint_step, run_writes, truncate_metrics, update_run_record
 from .config import JUDGE_KINDS, TRAIN_REWARD
 from .schedule import SamplingSchedule, derived_seed
 from ...evaluation.editor_benchmarks.judge_reward import build_gedit_judge_reward
@@ -64,7 +64,7 @@ from ...rewards.specs import build_reward, REMOTE_KINDS, reward_kinds
 from ...evaluation.metrics.bootstrap import bootstrap_ci
 from ...evaluation.report_parts import new_figure
 from ...data.editing_inputs import read_editing_inputs
-from .rollout import sample_with_schedule
+from .rollout import sample_request
 from ...utils.markdown_table import markdown_table
 
 __all__ = ["TRAIN_REWARD", "EVALS_FILE", "CURVES_FILE", "JUDGE_BUILDERS", "EvalResult", "HackingMonitor",
@@ -280,8 +280,7 @@ def save_curves(path, history: Sequence[EvalResult], alarms: Sequence[dict]) -> 
 def rotate_checkpoints(output_dir, limit: int, keep: Sequence[int]) -> List[str]:
     """Remove the oldest ``checkpoint-N`` folders beyond ``limit``, never the last one or a step in ``keep``;
     returns the removed names."""
-    found = sorted((c for c in Path(output_dir).glob("checkpoint-*") if CHECKPOINT_PATTERN.match(c.name)
-                    and c.is_dir() and not c.is_symlink()), key=checkpoint_step)
+    found = [c for c in checkpoint_folders(output_dir) if c.is_dir() and not c.is_symlink()]
     protected = set(keep) | ({checkpoint_step(found[-1])} if found else set())
     removed = []
     for checkpoint in found:
@@ -291,13 +290,6 @@ def rotate_checkpoints(output_dir, limit: int, keep: Sequence[int]) -> List[str]
             shutil.rmtree(checkpoint)
             removed.append(checkpoint.name)
     return removed
-
-
-def update_run_record(output_dir, **values) -> None:
-    """Set top-level ``values`` of ``output_dir/run.json`` (atomically)."""
-    stored = read_run_file(output_dir) or {}
-    with run_writes(RUN_FILE, output_dir):
-        write_text_atomic(Path(output_dir) / RUN_FILE, json.dumps({**stored, **values}, indent=2, default=str) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------- the trainer's part
@@ -393,16 +385,10 @@ class TrainerEvaluation:
         cfg, main = self.config, self.accelerator.is_main_process
         if not (main or self.sharded) or any(r.step == step for r in self.eval_history):
             return
-        groups = []
         with torch.no_grad():
-            for row in self.eval_rows:
-                sources = row.load_sources()
-                edits = sample_with_schedule(self.editor, sources, row.instruction,
-                                             num_images=cfg.eval_images_per_request,
-                                             num_steps=cfg.num_inference_steps, schedule=self.eval_schedule_for(),
-                                             seed=derived_seed(cfg.seed, "eval", row.id) % (2 ** 62))
-                groups.append(EditGroup(group_key(row.source_ids, row.instruction), tuple(sources), row.instruction,
-                                        tuple(edits), row.source_ids))
+            groups = [sample_request(self.editor, row, num_images=cfg.eval_images_per_request,
+                                     num_steps=cfg.num_inference_steps, schedule=self.eval_schedule_for(),
+                                     seed=derived_seed(cfg.seed, "eval", row.id) % (2 ** 62)) for row in self.eval_rows]
         if not main:
             return
         with_source = not self.eval_history and not self.pending_evals
@@ -426,11 +412,20 @@ class TrainerEvaluation:
         stop = self.stop_reason if self.accelerator.is_main_process else None
         return self._from_every_process(stop)[0]
 
-    def record_eval(self, result: EvalResult) -> None:
-        cfg = self.config
+    def add_eval(self, result: EvalResult) -> tuple:
+        """``result`` joins the history (the alarms it raises, the best checkpoint); its ``metrics.jsonl`` row and
+        its alarms."""
         before = self.eval_history[-1] if self.eval_history else None
         self.eval_history.append(result)
-        row = eval_row(result, cfg.seed)
+        row = eval_row(result, self.config.seed)
+        alarms = self.monitor.observe(before, result) if before is not None else []
+        self.hacking_alarms.extend(alarms)
+        self.track_best(result, row)
+        return row, alarms
+
+    def record_eval(self, result: EvalResult) -> None:
+        cfg = self.config
+        row, alarms = self.add_eval(result)
         with run_writes(f"the eval of step {result.step}", self.out):
             with open(self.out / EVALS_FILE, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(result.to_json()) + "\n")
@@ -439,13 +434,10 @@ class TrainerEvaluation:
             f"{name} {row[f'eval/{name}']:.4g} [{_shown(row[f'eval/{name}/ci_low'])}, "
             f"{_shown(row[f'eval/{name}/ci_high'])}]" if row[f"eval/{name}"] is not None else f"{name} failed"
             for name in result.values))
-        alarms = self.monitor.observe(before, result) if before is not None else []
         for alarm in alarms:
             logger.warning("%s", alarm_line(alarm))
             with run_writes("metrics.jsonl (hacking alarm)", self.out):
                 self.metrics.write({"step": result.step, "hacking_alarm": alarm})
-        self.hacking_alarms.extend(alarms)
-        self.track_best(result, row)
         record = {"hacking_alarms": self.hacking_alarms, "best_model": self.best_model}
         if alarms and cfg.stop_on_hacking:
             self.stop_reason = {"step": result.step, "reason": "stop_on_hacking: " + alarm_line(alarms[0])}
@@ -481,12 +473,7 @@ class TrainerEvaluation:
             truncate_metrics(path, start if self.resume_from is not None else -1)
         lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
         for line in lines:
-            result = EvalResult.from_json(json.loads(line))
-            before = self.eval_history[-1] if self.eval_history else None
-            self.eval_history.append(result)
-            if before is not None:
-                self.hacking_alarms.extend(self.monitor.observe(before, result))
-            self.track_best(result, eval_row(result, self.config.seed))
+            self.add_eval(EvalResult.from_json(json.loads(line)))
         if self.resuming:
             update_run_record(self.out, hacking_alarms=self.hacking_alarms, best_model=self.best_model,
                               stopped=None)
@@ -512,19 +499,9 @@ class TrainerEvaluation:
         if not cfg.load_best_model_at_end or best is None:
             return None
         folder = self.out / best["checkpoint"]
-        state = load_file(str(folder / "trainable.safetensors"))
-        if self.sharded:
-            from .policy import load_full_model_state
-
-            load_full_model_state(self.raw_model, state)
-        else:
-            named = dict(self.raw_model.named_parameters())
-            with torch.no_grad():
-                for name, value in state.items():
-                    named[name].copy_(value.to(named[name].device, named[name].dtype))
+        self._load_trainable(load_file(str(folder / "trainable.safetensors")), folder)
         if self.ema is not None and (folder / "ema.safetensors").is_file():
-            shadow = load_file(str(folder / "ema.safetensors"))
-            self.ema.shadow_params = [shadow[n].to(p.device) for n, p in zip(self._trainable_names(), self.params)]
+            self._load_ema(load_file(str(folder / "ema.safetensors")), folder)
         logger.info("load_best_model_at_end: exporting %s (%s %.4g)", best["checkpoint"], best["metric"],
                     best["value"])
         return best["step"]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,15 +43,14 @@ from typing import Dict, List, Optional, Sequence
 
 from ...hub.errors import MIEScoreInputError
 from ...utils.atomic_files import atomic_write
-from .checkpoints import truncate_metrics
 from ...rewards.specs import reward_model_folders
 from ...utils.output_paths import check_folder_apart, OutputPathError, ensure_folder
 from ...scoring.loading import model_reference
 from ...utils.credentials import redact
-from .checkpoints import read_run_file
+from .checkpoints import read_run_file, truncate_metrics
 
 __all__ = ["GridRow", "MetricsLog", "check_output_dir", "finite_or_null", "prepare_output_dir", "run_inputs",
-           "save_sample_grid", "SAMPLING_FIELDS", "read_sampling", "sampling_record", "TRACKER_TAGS",
+           "save_png", "save_sample_grid", "save_sources", "SAMPLING_FIELDS", "read_sampling", "sampling_record", "TRACKER_TAGS",
            "component_means", "component_totals", "log_grid_image", "step_line", "tracker_values", "training_summary",
            "RolloutLog"]
 
@@ -58,9 +58,6 @@ __all__ = ["GridRow", "MetricsLog", "check_output_dir", "finite_or_null", "prepa
 def run_inputs(config, rows) -> dict:
     """``{label: path}`` of what a run reads from disk: the dataset, the editor's model folder, in-process reward
     checkpoints and the requests' source image files."""
-    import os
-
-
     inputs = {"dataset": config.dataset if os.path.exists(os.path.expanduser(config.dataset)) else None,
               "model_name_or_path (the editor)": config.model_name_or_path
               if os.path.exists(os.path.expanduser(config.model_name_or_path)) else None,
@@ -83,9 +80,6 @@ def check_output_dir(config, rows) -> None:
 def prepare_output_dir(config, rows) -> Path:
     """``config.output_dir`` as a folder this run may write into: :func:`check_output_dir`, created when missing,
     writable. Raises :class:`~modeling_miescore.utils.output_paths.OutputPathError` (exit 2 from the recipe)."""
-    import os
-
-
     check_output_dir(config, rows)
     folder = ensure_folder(config.output_dir, "output_dir", named=True)
     if not os.access(folder, os.W_OK | os.X_OK):
@@ -115,10 +109,11 @@ class MetricsLog:
         if self.accelerator is not None and self.accelerator.trackers:
             self.accelerator.log(tracker_values(record), step=int(record["step"]))
 
-    def read(self) -> list:
+    def read(self) -> List[dict]:
+        """Every record of the file, in order (none when there is no file yet)."""
         if not self.path.is_file():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @dataclass(frozen=True)
@@ -196,10 +191,7 @@ def save_sample_grid(path, rows: Sequence[GridRow], *, step: int, cell: int = 12
             caption = (f"reward {reward:.4f}" if reward is not None
                        else f"reward failed ({failure})" if failure else "")
             draw.text((x, image_top + cell + 2), _clipped(draw, caption, font, cell), fill="black", font=font)
-    path = Path(path)
-    with atomic_write(path, "wb") as handle:
-        canvas.save(handle, format="PNG")
-    return path
+    return save_png(path, canvas)
 
 
 # field -> the `miescore edit` option that overrides it
@@ -362,9 +354,20 @@ def log_grid_image(accelerator, path, step: int, tag: str = "samples/grid") -> L
     return sent
 
 
-def _save_png(path: Path, image) -> None:
+def save_png(path, image) -> Path:
+    """``image`` (PIL) as a PNG at ``path``, written atomically."""
     with atomic_write(path, "wb") as handle:
         image.save(handle, format="PNG")
+    return Path(path)
+
+
+def save_sources(folder: Path, stem: str, images: Sequence) -> List[str]:
+    """``sources/<stem>-<k>.png`` under ``folder`` for each of ``images`` (each written once); their names."""
+    names = [f"sources/{stem}-{k}.png" for k in range(len(images))]
+    for name, image in zip(names, images):
+        if not (folder / name).is_file():
+            save_png(folder / name, image)
+    return names
 
 
 class RolloutLog:
@@ -379,26 +382,17 @@ class RolloutLog:
     def due(self, step: int) -> bool:
         return self.every > 0 and step % self.every == 0
 
-    def _sources(self, rollout) -> List[str]:
-        names = []
-        for k, image in enumerate(rollout.sources):
-            name = f"sources/{rollout.key}-{k}.png"
-            if not (self.folder / name).is_file():
-                _save_png(self.folder / name, image)
-            names.append(name)
-        return names
-
     def records(self, step: int, rank: int, rollouts: Sequence, scores: Sequence, advantages: Sequence,
                 groups: Sequence[int], requests: Sequence[str]) -> List[dict]:
         """Write this process's edits of ``step`` and return their records (one per edit, in order).
         ``groups``: each rollout's run-wide group index; ``requests``: each rollout's request id."""
         out = []
         for rollout, score, advantage, group, request in zip(rollouts, scores, advantages, groups, requests):
-            sources = self._sources(rollout)
+            sources = save_sources(self.folder, rollout.key, rollout.sources)
             for k, image in enumerate(rollout.images):
                 member = rollout.first_member + k  # a split group's piece starts at its first member
                 edited = f"step-{step:06d}/g{group:05d}-e{member:02d}.png"
-                _save_png(self.folder / edited, image)
+                save_png(self.folder / edited, image)
                 out.append({"id": f"s{step:06d}-g{group:05d}-e{member:02d}", "sources": sources, "edited": edited,
                             "instruction": rollout.instruction, "step": step, "rank": rank, "group": group,
                             "sample": member, "key": rollout.key, "request": request, "reward": score.rewards[k],
@@ -416,10 +410,7 @@ class RolloutLog:
         """Drop the lines of steps after ``last_step`` (resume)."""
         truncate_metrics(self.path, last_step)
 
-    def read(self) -> List[dict]:
-        if not self.path.is_file():
-            return []
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    read = MetricsLog.read  # the same JSONL reading
 
 
 def _plain(value) -> Optional[float]:

@@ -35,19 +35,17 @@ from typing import Optional, Sequence
 import torch
 
 from ...hub.errors import MIEScoreInputError
-from ...rewards.groups import EditGroup, group_key
 from ...utils.atomic_files import write_text_atomic
 from ...utils.markdown_table import markdown_table
 from .checkpoints import run_writes, save_checkpoint
 from .objective import TrainingDivergedError
-from .outputs import GridRow, log_grid_image, save_sample_grid
-from .policy import lora_metadata, lora_state_dict, non_finite_tensors
+from .outputs import GridRow, log_grid_image, save_png, save_sample_grid
+from .policy import lora_metadata, lora_state_dict, non_finite_tensors, save_full_transformer
 from .schedule import derived_seed
 from ...hub.model_card import BASE_PLACEHOLDER, hub_repo_id
 from ...scoring.loading import model_reference
-from ...utils.atomic_files import atomic_write
 from ...data.builders.output_folder import HubPushUnavailableError, check_hub_push, push_folder_to_hub
-from .rollout import sample_with_schedule
+from .rollout import sample_request
 
 __all__ = ["CARD_SETTINGS", "EXAMPLE_SOURCE", "write_adapter_card", "PUSHED_FILES", "check_run_push", "push_run",
            "TrainerOutputs"]
@@ -145,8 +143,7 @@ def write_adapter_card(directory, *, config, editor, metrics: Sequence[dict], lo
     local = [n for n, v in (("ADAPTER", adapter), ("BASE", base)) if Path(v).is_absolute()]
     sources, instruction = example or ((), "")
     for k, image in enumerate(sources):
-        with atomic_write(out / EXAMPLE_SOURCE.format(k=k), "wb") as handle:
-            image.convert("RGB").save(handle, format="PNG")
+        save_png(out / EXAMPLE_SOURCE.format(k=k), image.convert("RGB"))
     dtype = "bfloat16" if config.dtype == "auto" else config.dtype
     shown_config = config.public_dict()
     settings = [[f"`{k}`", f"`{shown_config[k]}`"] for k in CARD_SETTINGS]
@@ -224,26 +221,20 @@ class TrainerOutputs:
             return None
         if step == 0 and main:
             logger.info("sample grids (samples/step-N.png): %s", self.grid_schedule.describe(cfg.num_inference_steps))
-        made = []
         with torch.no_grad():
-            for k, row in enumerate(self.grid_rows):
-                sources = row.load_sources()
-                edits = sample_with_schedule(self.editor, sources, row.instruction, num_images=cfg.sample_grid_images,
-                                             num_steps=cfg.num_inference_steps, schedule=self.grid_schedule,
-                                             seed=derived_seed(cfg.seed, "grid", k))
-                made.append((row, sources, edits))
+            groups = [sample_request(self.editor, row, num_images=cfg.sample_grid_images,
+                                     num_steps=cfg.num_inference_steps, schedule=self.grid_schedule,
+                                     seed=derived_seed(cfg.seed, "grid", k)) for k, row in enumerate(self.grid_rows)]
         if not main:
             return None
-        groups = [EditGroup(group_key(row.source_ids, row.instruction), tuple(sources), row.instruction,
-                            tuple(edits), row.source_ids) for row, sources, edits in made]
         try:
             scores = self.reward.score_groups(groups)
         except Exception as error:  # noqa: BLE001 - a grid without rewards says why; the run goes on
             logger.warning("the sample grid of step %d has no rewards: %s: %s", step, type(error).__name__, error)
             scores = [None] * len(groups)
-        rows = [GridRow(f"{row.id}: {row.instruction}", sources, edits, score.rewards if score else (),
-                        score.failures if score else ("reward unavailable",) * len(edits))
-                for (row, sources, edits), score in zip(made, scores)]
+        rows = [GridRow(f"{row.id}: {row.instruction}", group.sources, group.edits, score.rewards if score else (),
+                        score.failures if score else ("reward unavailable",) * len(group.edits))
+                for row, group, score in zip(self.grid_rows, groups, scores)]
         with run_writes(f"the sample grid of step {step}", self.out):
             path = save_sample_grid(self.out / "samples" / f"step-{step:06d}.png", rows, step=step)
         self.last_grid = path
@@ -290,24 +281,16 @@ class TrainerOutputs:
     def _write_adapter(self, full) -> None:
         """The main process writes the adapter (or the transformer) and the card."""
         with run_writes("the trained adapter and its card", self.out):
-            if full is not None:
-                from .policy import save_full_transformer
-
-                save_full_transformer(self.raw_model, full, self.out / "transformer")
-            elif self.config.finetuning == "lora":
+            if self.config.finetuning == "lora":
                 state = lora_state_dict(self.raw_model)
                 bad = non_finite_tensors(state)
                 if bad:  # never written: such an adapter edits black images without a word
                     raise TrainingDivergedError(f"the trained LoRA holds non-finite values (in {len(bad)} tensor(s), "
                                                 f"e.g. {bad[0]}); lower learning_rate and resume from a checkpoint")
                 self.editor.save_lora(self.out, state, lora_metadata(self.raw_model))
-            elif hasattr(self.raw_model, "save_pretrained"):
-                self.raw_model.save_pretrained(self.out / "transformer")
-            else:
-                from safetensors.torch import save_file
-
-                save_file({k: v.detach().cpu().contiguous() for k, v in self.raw_model.state_dict().items()},
-                          str(self.out / "transformer.safetensors"))
+            else:  # the whole transformer (gathered from its shards under FSDP2)
+                save_full_transformer(self.raw_model, self.raw_model.state_dict() if full is None else full,
+                                      self.out / "transformer")
             self._write_card(repo_id=None)
 
     def _write_card(self, repo_id: Optional[str]) -> Path:

@@ -50,13 +50,15 @@ import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 from diffusers.schedulers.scheduling_flow_match_euler_discrete import FlowMatchEulerDiscreteSchedulerOutput
 
+from ...rewards.groups import EditGroup, group_key
 from ...utils.random_draws import randn_tensor
 from .editors import EditorAdapter
 from .schedule import PIPELINE_SCHEDULE, SDE_TYPES, SamplingSchedule, StepPlan
 
 __all__ = ["SDE_TYPES", "StepStats", "noise_std", "sde_step", "gaussian_kl_on_means", "LogProbScheduler",
            "SampledStep", "TransformerCalls", "install_log_prob_scheduler", "kwargs_rows", "GroupRollout",
-           "TrainedStep", "initial_noise_generators", "sample_group", "slice_calls", "sample_with_schedule"]
+           "TrainedStep", "initial_noise_generators", "sample_group", "slice_calls", "sample_with_schedule",
+           "sample_request"]
 
 
 @dataclass
@@ -393,3 +395,14 @@ def sample_with_schedule(editor, sources, instruction: str, *, num_images: int, 
     rollout = sample_group(editor, key="", sources=sources, source_ids=(), instruction=instruction,
                            num_images=num_images, plan=schedule.plan(num_steps), seed=seed)
     return rollout.images
+
+
+def sample_request(editor, request, *, num_images: int, num_steps: int, seed: int,
+                   schedule: SamplingSchedule = PIPELINE_SCHEDULE) -> EditGroup:
+    """A request's (:class:`~modeling_miescore.data.editing_inputs.EditingRequest`) ``num_images`` edits under
+    ``schedule`` (:func:`sample_with_schedule`), as the reward's :class:`~modeling_miescore.rewards.groups.EditGroup`."""
+    sources = request.load_sources()
+    edits = sample_with_schedule(editor, sources, request.instruction, num_images=num_images, num_steps=num_steps,
+                                 seed=seed, schedule=schedule)
+    return EditGroup(group_key(request.source_ids, request.instruction), tuple(sources), request.instruction,
+                     tuple(edits), tuple(request.source_ids))

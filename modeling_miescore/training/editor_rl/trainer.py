@@ -33,6 +33,7 @@ by every process (the main one writes it).
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import logging
 import random
 import time
@@ -44,13 +45,13 @@ import torch
 from ...hub.errors import MIEScoreInputError
 from ...rewards.groups import EditGroup, EditorReward, GroupScores, RewardUnavailableError, group_key
 from ...rewards.worker import RewardWorker, reward_error
-from .checkpoints import TrainerResume, check_run_folder, run_writes
+from .checkpoints import TrainerResume, check_run_folder, latest_checkpoint, run_writes
 from .config import FlowGRPOConfig
 from .editors import EditorAdapter, load_editor
 from .evaluation import TrainerEvaluation
 from .objective import UPDATE_STAT_KEYS, group_advantages, make_units, pad_units, run_updates
 from .outputs import (MetricsLog, RolloutLog, check_output_dir, component_means, component_totals, prepare_output_dir,
-                      step_line, training_summary)
+                      sampling_record, step_line, training_summary)
 from .policy import OptimizerStepEMA, add_lora
 from .publishing import TrainerOutputs
 from .rollout import GroupRollout, sample_group
@@ -58,8 +59,6 @@ from .schedule import PIPELINE_SCHEDULE, GroupSchedule, Piece, SamplingSchedule,
 from ...data.editing_inputs import read_editing_inputs
 from ...rewards.specs import build_reward
 from ...scoring.loading import resolve_dtype
-from .outputs import sampling_record
-from .checkpoints import latest_checkpoint
 
 __all__ = ["FlowGRPOEditorTrainer", "RewardUnavailableError", "TrainingInterrupted"]
 
@@ -175,8 +174,6 @@ class FlowGRPOEditorTrainer(TrainerEvaluation, TrainerResume, TrainerOutputs):
                          targets=cfg.lora_targets or self.editor.lora_targets, editor=self.editor.name)
         else:
             if cfg.beta > 0:
-                import copy
-
                 self.reference_model = copy.deepcopy(transformer).requires_grad_(False).eval()
             transformer.requires_grad_(True)
             if self.sharded:

@@ -20,17 +20,8 @@ refines it with a frozen generative evaluator and an optimiser model:
 
 :func:`optimize_skill` (:mod:`.loop`) runs the loop and appends one JSON line per iteration to a history file
 (:mod:`.history`); running it again with the same history continues after the last completed iteration (same
-results when the backends are deterministic, e.g. greedy decoding or a seeded fake).
-
-Backends (:class:`GenerativeBackend`: prompts of text and PIL images in, texts out, :mod:`.backends`) are
-:class:`TransformersBackend` (a local Qwen3-VL ``AutoModelForImageTextToText`` + processor, greedy) and
-:class:`OpenAIBackend` (any OpenAI-compatible chat server through
-:class:`~modeling_miescore.judges.chat_client.ChatClient`).
-
-Modules: ``edits`` (numbered lines, bounded edits), ``samples`` (MIE-Bench rows, lazily decoded splits),
-``prompts`` (evaluator / optimiser prompts), ``answers`` (parsing both answers), ``backends``, ``evaluation``
-(evaluator, failures / successes, validation SRCC), ``optimizer`` (the proposer), ``config``
-(:class:`SkillOptConfig`), ``history`` (the JSONL history and resume checks), ``loop`` (:func:`optimize_skill`).
+results when the backends are deterministic, e.g. greedy decoding or a seeded fake). The models answer through
+:mod:`.backends` (a local ``AutoModelForImageTextToText`` or an OpenAI-compatible server).
 """
 
 from .answers import Candidate, EvaluatorParse, parse_edits, parse_evaluator_output, parse_optimizer_output

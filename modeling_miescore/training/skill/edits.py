@@ -107,11 +107,8 @@ def _check_text(edit: Edit, index: int, bounds: EditBounds) -> None:
     if not edit.text.strip():
         raise SkillEditError("empty_text", f"edit {index} ({edit.op} line {edit.line}) has empty text")
     if len(edit.text) > bounds.max_line_chars:
-        raise SkillEditError(
-            "line_too_long",
-            f"edit {index} ({edit.op}) text has {len(edit.text)} characters, more than max_line_chars="
-            f"{bounds.max_line_chars}",
-        )
+        raise SkillEditError("line_too_long", f"edit {index} ({edit.op}) text has {len(edit.text)} characters, more "
+                                              f"than max_line_chars={bounds.max_line_chars}")
 
 
 def apply_edits(skill: str, edits: Sequence[Edit], bounds: EditBounds = EditBounds()) -> str:
@@ -127,30 +124,24 @@ def apply_edits(skill: str, edits: Sequence[Edit], bounds: EditBounds = EditBoun
     if not edits:
         raise SkillEditError("no_edits", "the candidate has no edit")
     if len(edits) > bounds.max_edits:
-        raise SkillEditError(
-            "too_many_edits", f"{len(edits)} edits, more than max_edits_per_candidate={bounds.max_edits}"
-        )
+        raise SkillEditError("too_many_edits",
+                             f"{len(edits)} edits, more than max_edits_per_candidate={bounds.max_edits}")
     changed: Dict[int, Edit] = {}
     inserts: Dict[int, List[str]] = {}
     for index, edit in enumerate(edits, start=1):
         if edit.op == "add":
             if not 0 <= edit.line <= n:
-                raise SkillEditError(
-                    "line_out_of_range",
-                    f"edit {index} adds after line {edit.line}; the skill has lines 1..{n} (0 = top)"
-                )
+                raise SkillEditError("line_out_of_range",
+                                     f"edit {index} adds after line {edit.line}; the skill has lines 1..{n} (0 = top)")
             _check_text(edit, index, bounds)
             inserts.setdefault(edit.line, []).append(edit.text.strip())
         elif edit.op in ("delete", "replace"):
             if not 1 <= edit.line <= n:
-                raise SkillEditError(
-                    "line_out_of_range", f"edit {index} {edit.op}s line {edit.line}; the skill has lines 1..{n}"
-                )
+                raise SkillEditError("line_out_of_range",
+                                     f"edit {index} {edit.op}s line {edit.line}; the skill has lines 1..{n}")
             if edit.line in changed:
-                raise SkillEditError(
-                    "conflicting_edits",
-                    f"edit {index} ({edit.op}) and an earlier {changed[edit.line].op} both target line {edit.line}"
-                )
+                raise SkillEditError("conflicting_edits", f"edit {index} ({edit.op}) and an earlier "
+                                                          f"{changed[edit.line].op} both target line {edit.line}")
             if edit.op == "replace":
                 _check_text(edit, index, bounds)
             changed[edit.line] = edit
@@ -168,10 +159,8 @@ def apply_edits(skill: str, edits: Sequence[Edit], bounds: EditBounds = EditBoun
     if not new.strip():
         raise SkillEditError("empty_skill", "the edits delete every non-blank line")
     if len(new) > bounds.max_skill_chars:
-        raise SkillEditError(
-            "skill_too_long",
-            f"the edited skill has {len(new)} characters, more than max_skill_chars={bounds.max_skill_chars}"
-        )
+        raise SkillEditError("skill_too_long", f"the edited skill has {len(new)} characters, more than "
+                                               f"max_skill_chars={bounds.max_skill_chars}")
     if new == skill_text(lines):
         raise SkillEditError("no_change", "the edits leave the skill unchanged")
     return new

@@ -102,7 +102,6 @@ def resume_history(path: Path, fingerprint: Dict[str, Any]) -> Optional[List[Dic
     return [start, *iterations]
 
 
-def records_dicts(records: Sequence[EvalRecord], keep_raw: bool = False) -> List[Dict[str, Any]]:
-    """Evaluator records as history entries (id, prediction, error; the raw answer only with ``keep_raw``)."""
-    return [{"id": r.id, "pred": None if r.pred is None else list(r.pred), "error": r.error,
-             **({"raw": r.raw} if keep_raw else {})} for r in records]
+def records_dicts(records: Sequence[EvalRecord]) -> List[Dict[str, Any]]:
+    """Evaluator records as history entries (id, prediction, error; not the raw answer)."""
+    return [{"id": r.id, "pred": None if r.pred is None else list(r.pred), "error": r.error} for r in records]

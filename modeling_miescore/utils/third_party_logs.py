@@ -3,6 +3,8 @@
 * bitsandbytes logs "Failed to load CPU gemm_4bit_forward from kernels-community ..." when imported on CPUs with
   AVX512-BF16 (bitsandbytes 0.50). pyiqa (the ``baselines`` extra) requires it, and peft and transformers'
   ``Trainer`` import it whenever installed, so every training run printed it; nothing here uses bitsandbytes.
+  With the Hub offline, the ``kernels`` package (0.19) logs instead that it skips the publisher check of that
+  same bitsandbytes kernel.
 
 :func:`quiet_third_party_logs` drops exactly these messages (a filter on the emitting logger, matching the
 message's start); the ``miescore`` command, the training package and the training scripts call it before they
@@ -19,6 +21,7 @@ __all__ = ["KNOWN_MESSAGES", "quiet_third_party_logs"]
 # logger name -> starts of the messages dropped from it
 KNOWN_MESSAGES: dict[str, tuple[str, ...]] = {
     "bitsandbytes.backends.cpu.ops": ("Failed to load CPU gemm_4bit_forward from kernels-community",),
+    "kernels._internals.hf_hub": ("Skipping publisher trust check for 'kernels-community/quantization-bitsandbytes'",),
 }
 
 

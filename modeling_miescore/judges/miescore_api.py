@@ -10,6 +10,7 @@ as the in-process model does (sigmoid, ``score_scale``, ``overall_score``). A re
 from __future__ import annotations
 
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -40,6 +41,13 @@ class MIEScoreAPI(ClosesOnExit):
         self.max_concurrency = int(max_concurrency)
         self.image_format = image_format
         self.stats: Dict[str, Any] = {"requests": 0, "failed_requests": 0, "prompt_tokens": 0}
+        self.stats_lock = threading.Lock()  # _score_one runs on max_concurrency threads
+
+    def _count(self, failed: bool, tokens: int = 0) -> None:
+        with self.stats_lock:
+            self.stats["requests"] += 1
+            self.stats["failed_requests"] += int(failed)
+            self.stats["prompt_tokens"] += tokens
 
     def close(self) -> None:
         self.client.close()
@@ -67,15 +75,12 @@ class MIEScoreAPI(ClosesOnExit):
             raw = [float(x) for x in payload["data"][0]["probs"]]
             tokens = int((payload.get("usage") or {}).get("prompt_tokens") or 0)
         except ChatError as err:
-            self.stats["requests"] += 1
-            self.stats["failed_requests"] += 1
+            self._count(failed=True)
             return {"id": sample.id, "failed": True, "error": f"{err.kind}: {err}"}
         except (KeyError, IndexError, TypeError, ValueError) as err:
-            self.stats["requests"] += 1
-            self.stats["failed_requests"] += 1
+            self._count(failed=True)
             return {"id": sample.id, "failed": True, "error": f"bad_response: {type(err).__name__}: {err}"}
-        self.stats["requests"] += 1
-        self.stats["prompt_tokens"] += tokens
+        self._count(failed=False, tokens=tokens)
         if len(raw) != len(self.config.score_names) or not all(math.isfinite(x) for x in raw):
             return {"id": sample.id, "failed": True, "error": f"bad_response: {len(raw)} outputs {raw[:4]}"}
         scaled = [float(self.config.score_scale) / (1.0 + math.exp(-x)) for x in raw]
